@@ -1,0 +1,1 @@
+//! Assembler for the conformance-suite text syntax (placeholder).

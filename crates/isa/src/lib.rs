@@ -1,0 +1,17 @@
+//! The eBPF instruction set as specified by RFC 9669 (cpu v1–v4).
+//!
+//! A program is a sequence of 8-byte *slots*. [`RawInsn`] is one slot exactly as
+//! encoded; [`Insn`] is its typed meaning. `lddw` occupies two slots: the typed
+//! program keeps a [`Insn::LdDwTail`] marker in the second slot so that jump
+//! offsets (which count slots) index the typed program directly.
+
+pub mod asm;
+pub mod decode;
+pub mod disasm;
+pub mod encode;
+pub mod insn;
+pub mod opcode;
+
+pub use decode::{decode_program, DecodeError};
+pub use encode::encode_program;
+pub use insn::*;
