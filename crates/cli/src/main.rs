@@ -1,1 +1,69 @@
-fn main() {}
+//! `bpfjet`: the command-line contract of DESIGN.md.
+
+mod commands;
+mod conformance_file;
+
+use clap::{Parser, Subcommand};
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+#[derive(Parser)]
+#[command(name = "bpfjet", version, about = "Userspace eBPF runtime and optimizing compiler for network functions")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Disassemble a BPF ELF object (every program) or a raw instruction file.
+    Disasm {
+        /// ELF object or raw little-endian instruction bytes.
+        file: PathBuf,
+        /// Print in the conformance assembler syntax instead of llvm-objdump's.
+        #[arg(long)]
+        asm_syntax: bool,
+    },
+    /// Assemble the conformance-suite text syntax into raw instruction bytes.
+    Asm {
+        file: PathBuf,
+        /// Output file (default: hex text on stdout).
+        #[arg(short, long)]
+        output: Option<PathBuf>,
+    },
+    /// Run every `.data` test of a bpf_conformance directory; prints "N passed, M failed".
+    Conformance {
+        dir: PathBuf,
+        #[arg(long, default_value = "interp")]
+        engine: String,
+        /// Print every test's outcome, not only failures.
+        #[arg(short, long)]
+        verbose: bool,
+    },
+    /// The bpf_conformance plugin protocol: program as hex on stdin, memory as argument.
+    ConformancePlugin {
+        /// Memory: each byte as two hex digits followed by two spaces.
+        mem: Option<String>,
+    },
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Disasm { file, asm_syntax } => commands::disasm::run(&file, asm_syntax),
+        Command::Asm { file, output } => commands::asm::run(&file, output.as_deref()),
+        Command::Conformance {
+            dir,
+            engine,
+            verbose,
+        } => commands::conformance::run(&dir, &engine, verbose),
+        Command::ConformancePlugin { mem } => commands::conformance::plugin(mem.as_deref()),
+    };
+    match result {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("bpfjet: {e:#}");
+            ExitCode::from(2)
+        }
+    }
+}

@@ -14,7 +14,11 @@ pub enum DecodeError {
     #[error("insn {pc}: unknown opcode {code:#04x}")]
     BadOpcode { pc: usize, code: u8 },
     #[error("insn {pc}: invalid register r{reg} ({what})")]
-    BadRegister { pc: usize, reg: u8, what: &'static str },
+    BadRegister {
+        pc: usize,
+        reg: u8,
+        what: &'static str,
+    },
     #[error("insn {pc}: {what}")]
     BadField { pc: usize, what: String },
     #[error("insn {pc}: lddw is truncated (missing second slot)")]
@@ -25,6 +29,23 @@ pub enum DecodeError {
     JumpIntoLdDw { pc: usize, target_of: usize },
     #[error("insn {pc}: call to local function at {target} is out of range")]
     CallOutOfRange { pc: usize, target: i64 },
+}
+
+impl DecodeError {
+    /// The slot the error is about, when it concerns one instruction. The
+    /// assembler uses it to point back at the offending source line.
+    pub fn pc(&self) -> Option<usize> {
+        match *self {
+            DecodeError::TruncatedProgram(_) | DecodeError::Empty => None,
+            DecodeError::BadOpcode { pc, .. }
+            | DecodeError::BadRegister { pc, .. }
+            | DecodeError::BadField { pc, .. }
+            | DecodeError::TruncatedLdDw { pc }
+            | DecodeError::JumpOutOfRange { pc, .. }
+            | DecodeError::JumpIntoLdDw { pc, .. }
+            | DecodeError::CallOutOfRange { pc, .. } => Some(pc),
+        }
+    }
 }
 
 fn check_reg(pc: usize, reg: u8, what: &'static str) -> Result<Reg, DecodeError> {
@@ -69,7 +90,10 @@ fn alu_op(pc: usize, raw: &RawInsn) -> Result<AluOp, DecodeError> {
     let off = raw.off;
     let plain = |op: AluOp| {
         if off != 0 {
-            Err(bad(pc, format!("nonzero offset {off} on an ALU instruction")))
+            Err(bad(
+                pc,
+                format!("nonzero offset {off} on an ALU instruction"),
+            ))
         } else {
             Ok(op)
         }
@@ -79,9 +103,20 @@ fn alu_op(pc: usize, raw: &RawInsn) -> Result<AluOp, DecodeError> {
         ALU_SUB => plain(AluOp::Sub),
         ALU_MUL => plain(AluOp::Mul),
         ALU_DIV | ALU_MOD => match off {
-            0 => Ok(if op == ALU_DIV { AluOp::Div } else { AluOp::Mod }),
-            1 => Ok(if op == ALU_DIV { AluOp::SDiv } else { AluOp::SMod }),
-            _ => Err(bad(pc, format!("division offset must be 0 or 1, not {off}"))),
+            0 => Ok(if op == ALU_DIV {
+                AluOp::Div
+            } else {
+                AluOp::Mod
+            }),
+            1 => Ok(if op == ALU_DIV {
+                AluOp::SDiv
+            } else {
+                AluOp::SMod
+            }),
+            _ => Err(bad(
+                pc,
+                format!("division offset must be 0 or 1, not {off}"),
+            )),
         },
         ALU_OR => plain(AluOp::Or),
         ALU_AND => plain(AluOp::And),
@@ -92,7 +127,10 @@ fn alu_op(pc: usize, raw: &RawInsn) -> Result<AluOp, DecodeError> {
         ALU_MOV => match off {
             0 => Ok(AluOp::Mov),
             8 | 16 | 32 => Ok(AluOp::MovSx(off as u8)),
-            _ => Err(bad(pc, format!("mov offset must be 0, 8, 16 or 32, not {off}"))),
+            _ => Err(bad(
+                pc,
+                format!("mov offset must be 0, 8, 16 or 32, not {off}"),
+            )),
         },
         ALU_ARSH => plain(AluOp::Arsh),
         _ => Err(DecodeError::BadOpcode { pc, code: raw.code }),
@@ -135,7 +173,10 @@ pub fn decode_insn(pc: usize, raw: &RawInsn, next: Option<&RawInsn>) -> Result<I
                     _ => return Err(DecodeError::BadOpcode { pc, code: raw.code }),
                 };
                 if !matches!(raw.imm, 16 | 32 | 64) {
-                    return Err(bad(pc, format!("byte swap width must be 16, 32 or 64, not {}", raw.imm)));
+                    return Err(bad(
+                        pc,
+                        format!("byte swap width must be 16, 32 or 64, not {}", raw.imm),
+                    ));
                 }
                 if raw.src != 0 || raw.off != 0 {
                     return Err(bad(pc, "byte swap with nonzero src or offset"));
@@ -157,7 +198,18 @@ pub fn decode_insn(pc: usize, raw: &RawInsn, next: Option<&RawInsn>) -> Result<I
                 Operand::Reg(check_reg(pc, raw.src, "source")?)
             } else {
                 if raw.src != 0 {
-                    return Err(bad(pc, "immediate ALU instruction with nonzero src register"));
+                    return Err(bad(
+                        pc,
+                        "immediate ALU instruction with nonzero src register",
+                    ));
+                }
+                // Like the kernel: neg has no operand, and sign-extending moves
+                // exist only in register form.
+                if op == AluOp::Neg && raw.imm != 0 {
+                    return Err(bad(pc, "neg with nonzero imm"));
+                }
+                if let AluOp::MovSx(_) = op {
+                    return Err(bad(pc, "movsx takes a source register, not an immediate"));
                 }
                 Operand::Imm(raw.imm)
             };
@@ -187,9 +239,14 @@ pub fn decode_insn(pc: usize, raw: &RawInsn, next: Option<&RawInsn>) -> Result<I
                     }
                     if class == CLASS_JMP {
                         if raw.imm != 0 {
-                            return Err(bad(pc, "ja with nonzero imm (use gotol for 32-bit offsets)"));
+                            return Err(bad(
+                                pc,
+                                "ja with nonzero imm (use gotol for 32-bit offsets)",
+                            ));
                         }
-                        Ok(Insn::Ja { off: raw.off as i32 })
+                        Ok(Insn::Ja {
+                            off: raw.off as i32,
+                        })
                     } else {
                         if raw.off != 0 {
                             return Err(bad(pc, "gotol with nonzero offset field"));
@@ -201,7 +258,17 @@ pub fn decode_insn(pc: usize, raw: &RawInsn, next: Option<&RawInsn>) -> Result<I
                     if raw.code & SRC_X != 0 {
                         // callx: the target is in a register. LLVM places it in dst_reg;
                         // older assemblers used imm. Accept both, keep dst form.
-                        let reg = if raw.dst != 0 { raw.dst } else { raw.imm as u8 };
+                        if raw.src != 0 || raw.off != 0 || (raw.dst != 0 && raw.imm != 0) {
+                            return Err(bad(
+                                pc,
+                                "callx with nonzero src, offset or both dst and imm",
+                            ));
+                        }
+                        let reg = if raw.dst != 0 {
+                            raw.dst
+                        } else {
+                            u8::try_from(raw.imm).unwrap_or(u8::MAX)
+                        };
                         let reg = check_reg(pc, reg, "callx target")?;
                         return Ok(Insn::CallReg { reg });
                     }
@@ -216,7 +283,12 @@ pub fn decode_insn(pc: usize, raw: &RawInsn, next: Option<&RawInsn>) -> Result<I
                     }
                 }
                 JMP_EXIT if class == CLASS_JMP => {
-                    if raw.code & SRC_X != 0 || raw.dst != 0 || raw.src != 0 || raw.off != 0 || raw.imm != 0 {
+                    if raw.code & SRC_X != 0
+                        || raw.dst != 0
+                        || raw.src != 0
+                        || raw.off != 0
+                        || raw.imm != 0
+                    {
                         return Err(bad(pc, "exit with nonzero fields"));
                     }
                     Ok(Insn::Exit)
@@ -274,6 +346,10 @@ pub fn decode_insn(pc: usize, raw: &RawInsn, next: Option<&RawInsn>) -> Result<I
                     })
                 }
                 (MODE_ABS, sz) | (MODE_IND, sz) if sz != SIZE_DW => {
+                    // The destination is implicitly r0, so the field must be clear.
+                    if raw.dst != 0 || raw.off != 0 || (mode == MODE_ABS && raw.src != 0) {
+                        return Err(bad(pc, "legacy packet load with reserved fields set"));
+                    }
                     let indirect = if mode == MODE_IND {
                         Some(check_reg(pc, raw.src, "ldind source")?)
                     } else {
@@ -350,7 +426,9 @@ pub fn decode_insn(pc: usize, raw: &RawInsn, next: Option<&RawInsn>) -> Result<I
                         ATOMIC_XOR => AtomicOp::Xor,
                         0xe0 if fetch => AtomicOp::Xchg,
                         0xf0 if fetch => AtomicOp::CmpXchg,
-                        _ => return Err(bad(pc, format!("unknown atomic operation {:#x}", raw.imm))),
+                        _ => {
+                            return Err(bad(pc, format!("unknown atomic operation {:#x}", raw.imm)))
+                        }
                     };
                     Ok(Insn::Atomic {
                         width,

@@ -85,7 +85,11 @@ pub fn encode_insn(insn: &Insn, out: &mut Vec<RawInsn>) {
             dst,
             src,
         } => {
-            let class = if width == Width::W64 { CLASS_ALU64 } else { CLASS_ALU };
+            let class = if width == Width::W64 {
+                CLASS_ALU64
+            } else {
+                CLASS_ALU
+            };
             let (opb, off) = alu_bits(op);
             let (sbit, sreg, imm) = operand(src);
             out.push(raw(class | opb | sbit, dst, sreg, off, imm));
@@ -130,7 +134,9 @@ pub fn encode_insn(insn: &Insn, out: &mut Vec<RawInsn>) {
             off,
             src,
         } => match src {
-            Operand::Reg(r) => out.push(raw(CLASS_STX | MODE_MEM | size_bits(size), dst, r, off, 0)),
+            Operand::Reg(r) => {
+                out.push(raw(CLASS_STX | MODE_MEM | size_bits(size), dst, r, off, 0))
+            }
             Operand::Imm(i) => out.push(raw(CLASS_ST | MODE_MEM | size_bits(size), dst, 0, off, i)),
         },
         Insn::Atomic {
@@ -167,7 +173,11 @@ pub fn encode_insn(insn: &Insn, out: &mut Vec<RawInsn>) {
             src,
             off,
         } => {
-            let class = if width == Width::W64 { CLASS_JMP } else { CLASS_JMP32 };
+            let class = if width == Width::W64 {
+                CLASS_JMP
+            } else {
+                CLASS_JMP32
+            };
             let (sbit, sreg, imm) = operand(src);
             out.push(raw(class | jmp_bits(op) | sbit, dst, sreg, off, imm));
         }

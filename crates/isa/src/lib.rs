@@ -12,6 +12,8 @@ pub mod encode;
 pub mod insn;
 pub mod opcode;
 
-pub use decode::{decode_program, DecodeError};
+pub use asm::{assemble, assemble_bytes, AsmError, AsmErrorKind};
+pub use decode::{decode_bytes, decode_program, DecodeError};
+pub use disasm::{disassemble, format_insn, format_insn_asm};
 pub use encode::encode_program;
 pub use insn::*;

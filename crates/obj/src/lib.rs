@@ -1,1 +1,60 @@
-//! bpfjet obj
+//! Reading BPF ELF objects compiled by clang for the kernel, with libbpf
+//! conventions, into self-contained programs and map specifications.
+//!
+//! ```no_run
+//! let obj = bpfjet_obj::load_file("prog.o")?;
+//! let prog = obj.runnable_program(None)?;
+//! println!("{} slots, {} maps", prog.insns.len(), obj.maps.len());
+//! # Ok::<(), bpfjet_obj::ObjError>(())
+//! ```
+//!
+//! # What a loaded program looks like
+//!
+//! [`Program::insns`] is the program's own code followed by every function it
+//! reaches (calls and `bpf_loop`-style callbacks, transitively), so it can be
+//! verified and run without the object. Everything that referred to the ELF
+//! is rewritten:
+//!
+//! | in the object | in `insns` |
+//! |---|---|
+//! | `lddw` of a map symbol | `lddw` src = `PSEUDO_MAP_IDX`, imm = index into [`Object::maps`] |
+//! | `lddw` of a global variable | `lddw` src = `PSEUDO_MAP_IDX_VALUE`, imm = map index, second imm = byte offset |
+//! | `call` of a subprogram | `call` src = `CALL_LOCAL`, imm = slot offset from the next slot |
+//! | `lddw` of a function | `lddw` src = `PSEUDO_FUNC`, imm = slot offset from the next slot |
+//! | `call` of a `__ksym` extern | `call` src = `CALL_KFUNC`, imm = index into [`Object::kfuncs`] |
+//! | helper `call` | unchanged |
+//!
+//! Global data sections become one-element ARRAY maps named after the section
+//! (`.rodata`, `.data.foo`, `.bss`), where libbpf would prefix the object name.
+//!
+//! # Why not aya-obj
+//!
+//! aya-obj 0.2.1 was evaluated and not used: it panics on malformed input
+//! (unchecked slicing in its BTF, BTF.ext and program parsers), rejects whole
+//! objects over section names it does not know (`xdp/custom`, `tc`), and has
+//! no `map_extra`, inner-map templates, `.values` initialisers or kfunc
+//! externs. ELF is read with the `object` crate; BTF is read here.
+//!
+//! # Not supported
+//!
+//! CO-RE relocations are not applied (offsets stay as compiled, which is what
+//! a userspace target with the same types needs; affected sections are listed
+//! in [`Object::core_relo_sections`]); `__ksym` and `__kconfig` extern
+//! variables; big-endian and 32-bit objects; `struct_ops`.
+
+mod btf;
+mod bytes;
+mod elf;
+mod error;
+mod link;
+mod maps;
+mod object;
+mod prog_kind;
+mod program;
+
+pub use btf::{Btf, BtfExt, BtfType, DataSecVar, FuncRecord, LineRecord, Linkage, Member, Param};
+pub use error::ObjError;
+pub use maps::{MapSlotInit, SlotTarget};
+pub use object::{load, load_file, Object};
+pub use prog_kind::ProgKind;
+pub use program::{FuncInfo, LineInfo, Program};

@@ -1,0 +1,38 @@
+# bpfjet — the two commands a new user needs: `make demo` and `make test`.
+CARGO ?= cargo
+CONFORMANCE ?= ../shared/conformance/tests
+BPFJET := target/release/bpfjet
+export PATH := $(HOME)/.cargo/bin:$(PATH)
+
+.PHONY: all setup build examples test test-rust lint conformance demo clean
+
+all: build
+
+setup:
+	@bash scripts/setup.sh
+
+build: setup
+	$(CARGO) build --release --bin bpfjet
+
+examples: setup
+	$(MAKE) -s -C examples
+
+lint: setup
+	$(CARGO) fmt --all -- --check
+	$(CARGO) clippy --workspace --all-targets -- -D warnings
+
+test-rust: setup examples
+	$(CARGO) test --workspace --release
+
+conformance: build
+	@test -d $(CONFORMANCE) || { echo "conformance vectors not found at $(CONFORMANCE)"; exit 1; }
+	$(BPFJET) conformance --engine interp $(CONFORMANCE)
+
+test: lint test-rust conformance
+
+demo: build examples
+	@bash scripts/demo.sh
+
+clean:
+	$(CARGO) clean
+	rm -rf build

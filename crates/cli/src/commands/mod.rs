@@ -1,0 +1,4 @@
+//! One module per subcommand.
+pub mod asm;
+pub mod conformance;
+pub mod disasm;

@@ -1,0 +1,379 @@
+//! An unmodified BPF object loaded into the running kernel by libbpf, which
+//! takes care of global data, BTF-defined maps, map-in-map templates and
+//! relocations exactly as for any libbpf application.
+
+use crate::error::{Errno, KernelError};
+use crate::libbpf_log;
+use crate::map_kind::MapKind;
+use crate::state;
+use crate::sys::{self, MapInfo};
+use bpfjet_maps::state::MapState;
+use libbpf_rs::{AsRawLibbpf, MapCore, ObjectBuilder, OpenObject};
+use std::os::fd::{AsFd, AsRawFd, RawFd};
+use std::path::{Path, PathBuf};
+
+/// Verifier log buffer for a program. Rejections are logged in the kernel's
+/// rotating mode, so a long log keeps its end, where the reason is; the
+/// memory is only touched as far as the kernel writes.
+const REJECTION_LOG_BYTES: usize = 16 << 20;
+/// With a log level requested for accepted programs too, a log that does not
+/// fit makes the load fail (ENOSPC), so leave much more room.
+const FULL_LOG_BYTES: usize = 256 << 20;
+
+/// How to load an object.
+#[derive(Clone, Debug, Default)]
+pub struct LoadOptions<'a> {
+    /// Initial map contents. Frozen global data (`.rodata`) can only be set
+    /// before the load, so state is best passed here rather than through
+    /// [`KernelObject::apply_state`] afterwards.
+    pub state: Option<&'a MapState>,
+    /// 0: ask the verifier for a log only when it rejects a program.
+    /// 1 or 2 (kernel `log_level`): keep the log of accepted programs too,
+    /// see [`KernelObject::verifier_log`].
+    pub verifier_log_level: u32,
+}
+
+/// A program of the loaded object.
+#[derive(Clone, Debug)]
+pub struct KernelProgram {
+    /// The C function name (what `--prog` names).
+    pub name: String,
+    /// The ELF section (`xdp`, `xdp.frags`, ...).
+    pub section: String,
+    /// Valid while the [`KernelObject`] lives.
+    pub fd: RawFd,
+    /// Kernel program id: PROG_ARRAY lookups return these.
+    pub id: u32,
+}
+
+/// A map of the loaded object.
+#[derive(Clone, Debug)]
+pub struct KernelMap {
+    /// The STATE.json name: the C name of the map, or for global data the
+    /// ELF section (`.rodata`, `.data`, `.bss`, `.data.foo`, ...).
+    pub name: String,
+    /// libbpf's name (`<obj>.rodata` for standard global data).
+    pub libbpf_name: String,
+    /// Valid while the [`KernelObject`] lives.
+    pub fd: RawFd,
+    pub info: MapInfo,
+    /// Global data backed by an ELF section.
+    pub global_data: bool,
+    /// Read-only after load (`.rodata*`, `.kconfig`): libbpf freezes these.
+    pub frozen: bool,
+}
+
+impl KernelMap {
+    pub(crate) fn kind(&self) -> MapKind {
+        MapKind::of(self.info.map_type)
+    }
+}
+
+/// A BPF object loaded into the kernel: its programs are verified and JIT
+/// compiled, its maps exist.
+pub struct KernelObject {
+    path: PathBuf,
+    programs: Vec<KernelProgram>,
+    maps: Vec<KernelMap>,
+    verifier_logs: Vec<(String, String)>,
+    // Last: dropping it closes every fd above.
+    _object: libbpf_rs::Object,
+}
+
+impl std::fmt::Debug for KernelObject {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("KernelObject")
+            .field("path", &self.path)
+            .field("programs", &self.programs)
+            .field("maps", &self.maps)
+            .finish()
+    }
+}
+
+impl KernelObject {
+    /// Load every program and map of the object at `path`.
+    pub fn open(path: impl AsRef<Path>) -> Result<KernelObject, KernelError> {
+        KernelObject::open_with(path, &LoadOptions::default())
+    }
+
+    /// Load with options; with `options.state`, the object's maps hold that
+    /// state when this returns (`.rodata` applied before the load, the rest after).
+    pub fn open_with(
+        path: impl AsRef<Path>,
+        options: &LoadOptions<'_>,
+    ) -> Result<KernelObject, KernelError> {
+        let path = path.as_ref();
+        let shown = path.display().to_string();
+        libbpf_log::install();
+        libbpf_log::clear();
+
+        let mut open = ObjectBuilder::default()
+            .open_file(path)
+            .map_err(|e| KernelError::Open {
+                path: shown.clone(),
+                why: e.to_string(),
+                libbpf_log: libbpf_log::take(),
+            })?;
+
+        if let Some(state) = options.state {
+            state::check_names(state, &open_map_names(&open))?;
+            state::apply_before_load(&mut open, state)?;
+        }
+
+        let log_bytes = if options.verifier_log_level > 0 {
+            FULL_LOG_BYTES
+        } else {
+            REJECTION_LOG_BYTES
+        };
+        let mut logs: Vec<(String, Vec<u8>)> = Vec::new();
+        for mut prog in open.progs_mut() {
+            let mut buf = vec![0u8; log_bytes];
+            prog.set_log_level(options.verifier_log_level);
+            // SAFETY: `buf` is heap memory owned by `logs` below, which lives
+            // until after the load; moving the Vec does not move its buffer.
+            let ret = unsafe {
+                libbpf_sys::bpf_program__set_log_buf(
+                    prog.as_libbpf_object().as_ptr(),
+                    buf.as_mut_ptr().cast(),
+                    buf.len() as _,
+                )
+            };
+            sys::check(ret).map_err(|errno| load_error(&shown, None, errno, String::new()))?;
+            logs.push((prog.name().to_string_lossy().into_owned(), buf));
+        }
+
+        // Loaded by hand rather than by `OpenObject::load` to keep the exact errno.
+        // SAFETY: `open` owns a valid, not yet loaded bpf_object.
+        let ret = unsafe { libbpf_sys::bpf_object__load(open.as_libbpf_object().as_ptr()) };
+        if ret < 0 {
+            let failed = logs.iter().rev().find(|(_, buf)| buf[0] != 0);
+            let (program, log) = match failed {
+                Some((name, buf)) => (Some(name.clone()), c_text(buf)),
+                None => (None, String::new()),
+            };
+            drop(open);
+            return Err(load_error(&shown, program, Errno::from_ret(ret), log));
+        }
+        // SAFETY: the pointer comes from an OpenObject that was just loaded
+        // successfully; ownership moves to `Object`, which closes it on drop.
+        let object = unsafe { libbpf_rs::Object::from_ptr(open.take_ptr()) };
+
+        let kernel_object = KernelObject {
+            path: path.to_path_buf(),
+            programs: collect_programs(&object, &shown)?,
+            maps: collect_maps(&object, &shown)?,
+            verifier_logs: if options.verifier_log_level > 0 {
+                logs.iter()
+                    .map(|(name, buf)| (name.clone(), c_text(buf)))
+                    .collect()
+            } else {
+                Vec::new()
+            },
+            _object: object,
+        };
+        libbpf_log::clear();
+        if let Some(state) = options.state {
+            kernel_object.apply_state_after_load(state)?;
+        }
+        Ok(kernel_object)
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    pub fn programs(&self) -> &[KernelProgram] {
+        &self.programs
+    }
+
+    pub fn maps(&self) -> &[KernelMap] {
+        &self.maps
+    }
+
+    /// A program by C function name, or by ELF section when no function has that name.
+    pub fn program(&self, name: &str) -> Result<&KernelProgram, KernelError> {
+        self.programs
+            .iter()
+            .find(|p| p.name == name)
+            .or_else(|| {
+                let mut by_section = self.programs.iter().filter(|p| p.section == name);
+                match (by_section.next(), by_section.next()) {
+                    (Some(p), None) => Some(p),
+                    _ => None,
+                }
+            })
+            .ok_or_else(|| KernelError::ProgramNotFound {
+                program: name.to_string(),
+                available: join(self.programs.iter().map(|p| p.name.as_str())),
+            })
+    }
+
+    /// The raw fd of a program, e.g. for repeated `BPF_PROG_TEST_RUN` in benchmarks.
+    pub fn prog_fd(&self, name: &str) -> Result<RawFd, KernelError> {
+        self.program(name).map(|p| p.fd)
+    }
+
+    /// A map by STATE.json name (`vip_map`, `.rodata`) or by libbpf name (`xdp_lb.rodata`).
+    pub fn map(&self, name: &str) -> Result<&KernelMap, KernelError> {
+        self.maps
+            .iter()
+            .find(|m| m.name == name)
+            .or_else(|| self.maps.iter().find(|m| m.libbpf_name == name))
+            .ok_or_else(|| KernelError::MapNotFound {
+                map: name.to_string(),
+                available: join(self.maps.iter().map(|m| m.name.as_str())),
+            })
+    }
+
+    /// The verifier log of an accepted program, when loaded with
+    /// `verifier_log_level > 0`. Rejections carry theirs in [`KernelError::verifier_log`].
+    pub fn verifier_log(&self, program: &str) -> Option<&str> {
+        self.verifier_logs
+            .iter()
+            .find(|(name, _)| name == program)
+            .map(|(_, log)| log.as_str())
+    }
+
+    /// Name of the object's program with kernel id `id`.
+    pub(crate) fn program_name_by_id(&self, id: u32) -> Option<&str> {
+        self.programs
+            .iter()
+            .find(|p| p.id == id)
+            .map(|p| p.name.as_str())
+    }
+}
+
+fn load_error(path: &str, program: Option<String>, errno: Errno, log: String) -> KernelError {
+    KernelError::Load {
+        path: path.to_string(),
+        program,
+        errno,
+        verifier_log: log,
+        libbpf_log: libbpf_log::take(),
+    }
+}
+
+pub(crate) fn join<'a>(names: impl Iterator<Item = &'a str>) -> String {
+    let v: Vec<&str> = names.collect();
+    if v.is_empty() {
+        "none".to_string()
+    } else {
+        v.join(", ")
+    }
+}
+
+fn c_text(buf: &[u8]) -> String {
+    let end = buf.iter().position(|&b| b == 0).unwrap_or(buf.len());
+    String::from_utf8_lossy(&buf[..end]).into_owned()
+}
+
+/// STATE.json name of a map. libbpf calls standard global data maps
+/// `<first chars of object name>.rodata` (the kernel's 15-character limit)
+/// but custom sections (`.data.foo`) by their section name; the section name
+/// is what is stable across object file names, so that is what STATE.json uses.
+pub(crate) fn state_name(libbpf_name: &str, global_data: bool) -> String {
+    if !global_data || libbpf_name.starts_with('.') {
+        return libbpf_name.to_string();
+    }
+    for section in [".rodata", ".data", ".bss", ".kconfig"] {
+        if libbpf_name.ends_with(section) {
+            return section.to_string();
+        }
+    }
+    libbpf_name.to_string()
+}
+
+/// Read-only global data: libbpf freezes `.rodata*` and `.kconfig` after
+/// writing their initial image, and marks them read-only for programs.
+pub(crate) fn is_frozen(name: &str, global_data: bool) -> bool {
+    global_data && (name.starts_with(".rodata") || name == ".kconfig")
+}
+
+/// (state name, libbpf name) of every map of an opened, not yet loaded object.
+fn open_map_names(open: &OpenObject) -> Vec<(String, String)> {
+    open.maps()
+        .map(|m| {
+            let libbpf_name = m.name().to_string_lossy().into_owned();
+            // SAFETY: the map pointer is valid while `open` lives.
+            let global = unsafe { libbpf_sys::bpf_map__is_internal(m.as_libbpf_object().as_ptr()) };
+            (state_name(&libbpf_name, global), libbpf_name)
+        })
+        .collect()
+}
+
+fn collect_programs(
+    object: &libbpf_rs::Object,
+    path: &str,
+) -> Result<Vec<KernelProgram>, KernelError> {
+    object
+        .progs()
+        .map(|p| {
+            let fd = p.as_fd().as_raw_fd();
+            let name = p.name().to_string_lossy().into_owned();
+            let id = sys::prog_id(fd).map_err(|errno| KernelError::Load {
+                path: path.to_string(),
+                program: Some(name.clone()),
+                errno,
+                verifier_log: String::new(),
+                libbpf_log: String::new(),
+            })?;
+            Ok(KernelProgram {
+                section: p.section().to_string_lossy().into_owned(),
+                name,
+                fd,
+                id,
+            })
+        })
+        .collect()
+}
+
+fn collect_maps(object: &libbpf_rs::Object, path: &str) -> Result<Vec<KernelMap>, KernelError> {
+    let mut maps = Vec::new();
+    for m in object.maps() {
+        let libbpf_name = m.name().to_string_lossy().into_owned();
+        // SAFETY: the map pointer is valid while `object` lives.
+        let (global_data, fd) = unsafe {
+            let ptr = m.as_libbpf_object().as_ptr();
+            (
+                libbpf_sys::bpf_map__is_internal(ptr),
+                libbpf_sys::bpf_map__fd(ptr),
+            )
+        };
+        if fd < 0 {
+            // Not created (autocreate off, e.g. struct_ops): nothing to fill or dump.
+            continue;
+        }
+        let info = sys::map_info(fd).map_err(|errno| KernelError::MapAccess {
+            map: format!("{libbpf_name} (in {path})"),
+            what: "reading map info",
+            errno,
+        })?;
+        let name = state_name(&libbpf_name, global_data);
+        maps.push(KernelMap {
+            frozen: is_frozen(&name, global_data),
+            name,
+            libbpf_name,
+            fd,
+            info,
+            global_data,
+        });
+    }
+    Ok(maps)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn global_data_is_named_by_section() {
+        assert_eq!(state_name("xdp_pass.rodata", true), ".rodata");
+        assert_eq!(state_name("xdp.v2.bss", true), ".bss");
+        assert_eq!(state_name("my_obje.kconfig", true), ".kconfig");
+        assert_eq!(state_name(".data.counters", true), ".data.counters");
+        assert_eq!(state_name("vip_map", false), "vip_map");
+        assert!(is_frozen(".rodata.str1.1", true));
+        assert!(!is_frozen(".data", true));
+        assert!(!is_frozen(".rodata", false));
+    }
+}

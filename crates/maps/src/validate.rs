@@ -1,0 +1,201 @@
+//! Creation rules per map type, with the errno the kernel returns for each
+//! violation (`*_map_alloc_check` in kernel/bpf/*.c).
+
+use crate::error::MapError;
+use crate::spec::{flags as f, MapSpec, MapType};
+
+/// The kernel's KMALLOC_MAX_SIZE on x86-64 (order-10 pages).
+pub(crate) const KMALLOC_MAX_SIZE: u64 = 1 << 22;
+/// Per-CPU allocations are limited to the smallest per-CPU unit.
+pub(crate) const PCPU_MIN_UNIT_SIZE: u32 = 32 << 10;
+pub(crate) const MAX_BPF_STACK: u32 = 512;
+/// CONFIG_NR_CPUS of distribution kernels; CPUMAP max_entries limit.
+pub(crate) const NR_CPUS: u32 = 8192;
+pub(crate) const LPM_DATA_SIZE_MAX: u32 = 256;
+/// Largest ring buffer: record headers keep a 32-bit page offset.
+const RINGBUF_MAX_DATA_SZ: u64 = (u32::MAX as u64 - 4096) * 4096;
+
+const ACCESS_MASK: u32 = f::RDONLY | f::RDONLY_PROG | f::WRONLY | f::WRONLY_PROG;
+const ARRAY_CREATE_MASK: u32 =
+    f::NUMA_NODE | f::MMAPABLE | ACCESS_MASK | f::PRESERVE_ELEMS | f::INNER_MAP;
+const HTAB_CREATE_MASK: u32 =
+    f::NO_PREALLOC | f::NO_COMMON_LRU | f::NUMA_NODE | ACCESS_MASK | f::ZERO_SEED;
+const LPM_CREATE_MASK: u32 = f::NO_PREALLOC | f::NUMA_NODE | ACCESS_MASK;
+const QUEUE_STACK_CREATE_MASK: u32 = f::NUMA_NODE | ACCESS_MASK;
+const BLOOM_CREATE_MASK: u32 = f::NUMA_NODE | f::ZERO_SEED | ACCESS_MASK;
+const DEV_CREATE_MASK: u32 = f::NUMA_NODE | ACCESS_MASK;
+
+fn einval(why: &'static str) -> MapError {
+    MapError::Invalid(why)
+}
+
+/// Program access flags must not say read-only and write-only at once.
+fn access_ok(flags: u32) -> bool {
+    flags & (f::RDONLY_PROG | f::WRONLY_PROG) != (f::RDONLY_PROG | f::WRONLY_PROG)
+        && flags & (f::RDONLY | f::WRONLY) != (f::RDONLY | f::WRONLY)
+}
+
+/// Check `spec` like the kernel's map creation and return the spec as the
+/// map will really be (the kernel adjusts max_entries of per-CPU LRU maps).
+pub(crate) fn validate(
+    spec: &MapSpec,
+    ncpus: u32,
+    lock: Option<u32>,
+    page: usize,
+) -> Result<MapSpec, MapError> {
+    use MapType::*;
+    let mut out = spec.clone();
+    let (k, v, n, fl) = (spec.key_size, spec.value_size, spec.max_entries, spec.flags);
+    if !access_ok(fl) {
+        return Err(einval("conflicting access flags"));
+    }
+    match spec.map_type {
+        Array | PercpuArray | ProgArray | PerfEventArray | ArrayOfMaps => {
+            let percpu = spec.map_type == PercpuArray;
+            if n == 0 || k != 4 || v == 0 || fl & !ARRAY_CREATE_MASK != 0 {
+                return Err(einval("array: key_size 4, value_size > 0, max_entries > 0"));
+            }
+            if percpu && fl & (f::MMAPABLE | f::NUMA_NODE) != 0 {
+                return Err(einval("per-CPU array cannot be mmapable"));
+            }
+            if fl & f::PRESERVE_ELEMS != 0 && spec.map_type != PerfEventArray {
+                return Err(einval("BPF_F_PRESERVE_ELEMS is for perf event arrays"));
+            }
+            if matches!(spec.map_type, ProgArray | PerfEventArray | ArrayOfMaps) {
+                if v != 4 {
+                    return Err(einval("fd array: value_size must be 4"));
+                }
+                if fl & (f::RDONLY_PROG | f::WRONLY_PROG) != 0 {
+                    return Err(einval("fd array: no program access flags"));
+                }
+            }
+            if spec.map_type == ArrayOfMaps && spec.inner.is_none() {
+                return Err(einval("array of maps needs an inner map template"));
+            }
+            if percpu && v > PCPU_MIN_UNIT_SIZE {
+                return Err(MapError::TooBig);
+            }
+            if v as u64 > KMALLOC_MAX_SIZE {
+                return Err(MapError::TooBig);
+            }
+        }
+        Hash | PercpuHash | LruHash | LruPercpuHash | HashOfMaps => {
+            let lru = matches!(spec.map_type, LruHash | LruPercpuHash);
+            let percpu = matches!(spec.map_type, PercpuHash | LruPercpuHash);
+            let prealloc = fl & f::NO_PREALLOC == 0;
+            let percpu_lru = fl & f::NO_COMMON_LRU != 0;
+            if fl & !HTAB_CREATE_MASK != 0 {
+                return Err(einval("hash: unknown map flags"));
+            }
+            if !lru && percpu_lru {
+                return Err(einval("BPF_F_NO_COMMON_LRU needs an LRU map"));
+            }
+            if lru && !prealloc {
+                return Err(MapError::KernelNotSupported);
+            }
+            if fl & f::NUMA_NODE != 0 && (percpu || percpu_lru) {
+                return Err(einval("hash: NUMA node with per-CPU"));
+            }
+            if n == 0 || k == 0 || v == 0 {
+                return Err(einval("hash: key_size, value_size, max_entries must be > 0"));
+            }
+            if k > MAX_BPF_STACK
+                || k as u64 + v as u64 >= KMALLOC_MAX_SIZE
+                || v as u64 >= KMALLOC_MAX_SIZE - MAX_BPF_STACK as u64 - 64
+                || (percpu && v > PCPU_MIN_UNIT_SIZE)
+            {
+                return Err(MapError::TooBig);
+            }
+            if spec.map_type == HashOfMaps {
+                if v != 4 {
+                    return Err(einval("hash of maps: value_size must be 4"));
+                }
+                if spec.inner.is_none() {
+                    return Err(einval("hash of maps needs an inner map template"));
+                }
+            }
+            if percpu_lru {
+                // Every CPU gets an equal share of the elements.
+                let c = ncpus.max(1);
+                let up = (n as u64).div_ceil(c as u64) * c as u64;
+                out.max_entries = if up > u32::MAX as u64 { n / c * c } else { up as u32 };
+                if out.max_entries == 0 {
+                    return Err(einval("hash: max_entries"));
+                }
+            }
+        }
+        LpmTrie => {
+            if n == 0
+                || fl & f::NO_PREALLOC == 0
+                || fl & !LPM_CREATE_MASK != 0
+                || k < 4 + 1
+                || k > 4 + LPM_DATA_SIZE_MAX
+                || v < 1
+                || v as u64 > KMALLOC_MAX_SIZE - LPM_DATA_SIZE_MAX as u64 - 64
+            {
+                return Err(einval(
+                    "lpm: needs BPF_F_NO_PREALLOC, key 4+1..4+256 bytes, value > 0",
+                ));
+            }
+        }
+        Queue | Stack => {
+            if k != 0 || v == 0 || n == 0 || fl & !QUEUE_STACK_CREATE_MASK != 0 {
+                return Err(einval("queue/stack: key_size 0, value_size > 0"));
+            }
+            if v as u64 > KMALLOC_MAX_SIZE {
+                return Err(MapError::TooBig);
+            }
+        }
+        BloomFilter => {
+            if k != 0
+                || v == 0
+                || n == 0
+                || fl & !BLOOM_CREATE_MASK != 0
+                || spec.map_extra & !0xf != 0
+            {
+                return Err(einval("bloom: key_size 0, value_size > 0, map_extra <= 15"));
+            }
+        }
+        Ringbuf => {
+            if fl & !f::NUMA_NODE != 0
+                || k != 0
+                || v != 0
+                || !n.is_power_of_two()
+                || n as usize % page != 0
+            {
+                return Err(einval("ringbuf: max_entries a power of 2 and page multiple"));
+            }
+            if n as u64 > RINGBUF_MAX_DATA_SZ {
+                return Err(MapError::TooBig);
+            }
+        }
+        Devmap | DevmapHash => {
+            if n == 0 || k != 4 || (v != 4 && v != 8) || fl & !DEV_CREATE_MASK != 0 {
+                return Err(einval("devmap: key_size 4, value_size 4 or 8"));
+            }
+        }
+        Cpumap => {
+            if n == 0 || k != 4 || (v != 4 && v != 8) || fl & !f::NUMA_NODE != 0 {
+                return Err(einval("cpumap: key_size 4, value_size 4 or 8"));
+            }
+            if n > NR_CPUS {
+                return Err(MapError::TooBig);
+            }
+        }
+        Xskmap => {
+            if n == 0 || k != 4 || v != 4 || fl & !(f::NUMA_NODE | f::RDONLY | f::WRONLY) != 0 {
+                return Err(einval("xskmap: key_size 4, value_size 4"));
+            }
+        }
+    }
+    if let Some(off) = lock {
+        // bpf_spin_lock is allowed in hash and array values only.
+        if !matches!(spec.map_type, Hash | Array) {
+            return Err(MapError::NotSupported);
+        }
+        if off % 4 != 0 || off as u64 + 4 > v as u64 {
+            return Err(einval("bpf_spin_lock offset outside the value"));
+        }
+    }
+    Ok(out)
+}

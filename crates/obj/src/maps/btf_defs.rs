@@ -1,0 +1,191 @@
+//! BTF-defined maps (`SEC(".maps")`). libbpf's macros encode every numeric
+//! attribute in a member's *type* rather than its value: `__uint(name, N)` is
+//! `int (*name)[N]` and `__type(name, T)` is `T *name`, so a map definition is
+//! read entirely from BTF.
+
+use bpfjet_maps::spec::Pinning;
+use bpfjet_maps::{MapSpec, MapType};
+
+use crate::btf::{Btf, BtfType};
+use crate::error::ObjError;
+
+/// What `__array(values, ...)` declares, and where its slots start.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct ValuesArray {
+    /// Byte offset of the `values` member inside the definition.
+    pub offset: u64,
+}
+
+pub(crate) struct BtfMapDef {
+    pub spec: MapSpec,
+    pub values: Option<ValuesArray>,
+}
+
+fn invalid(map: &str, reason: impl Into<String>) -> ObjError {
+    ObjError::InvalidMap {
+        map: map.to_string(),
+        reason: reason.into(),
+    }
+}
+
+/// The `N` of a `__uint(field, N)` member.
+fn uint_field(btf: &Btf, map: &str, field: &str, type_id: u32) -> Result<u32, ObjError> {
+    let bad = || invalid(map, format!("`{field}` is not declared with __uint()"));
+    let ptr = btf.resolve(type_id).and_then(|id| btf.type_by_id(id));
+    let Some(BtfType::Ptr { target }) = ptr else {
+        return Err(bad());
+    };
+    match btf.resolve(*target).and_then(|id| btf.type_by_id(id)) {
+        Some(BtfType::Array { nelems, .. }) => Ok(*nelems),
+        _ => Err(bad()),
+    }
+}
+
+/// The size of `T` in a `__type(field, T)` member.
+fn type_field_size(btf: &Btf, map: &str, field: &str, type_id: u32) -> Result<u32, ObjError> {
+    let bad = |why: &str| invalid(map, format!("`{field}` {why}"));
+    let ptr = btf.resolve(type_id).and_then(|id| btf.type_by_id(id));
+    let Some(BtfType::Ptr { target }) = ptr else {
+        return Err(bad("is not declared with __type()"));
+    };
+    let size = btf
+        .size_of(*target)
+        .ok_or_else(|| bad("has a type of unknown size"))?;
+    u32::try_from(size).map_err(|_| bad("is too large"))
+}
+
+/// Sets a size once; a second, different declaration (`__type(key, ..)` and
+/// `__uint(key_size, ..)` disagreeing) is an error, as in libbpf.
+fn set_size(map: &str, field: &str, slot: &mut Option<u32>, v: u32) -> Result<(), ObjError> {
+    match *slot {
+        Some(old) if old != v => Err(invalid(map, format!("conflicting {field}: {old} and {v}"))),
+        _ => {
+            *slot = Some(v);
+            Ok(())
+        }
+    }
+}
+
+/// What the elements of `__array(values, X)` point to.
+enum ValuesElem {
+    /// A map definition struct: the inner map template.
+    MapDef(u32),
+    /// A function prototype: a PROG_ARRAY's programs.
+    Program,
+}
+
+fn values_elem(btf: &Btf, map: &str, type_id: u32) -> Result<ValuesElem, ObjError> {
+    let bad = || invalid(map, "`values` is not declared with __array()");
+    let ty = |id: u32| {
+        btf.resolve(id)
+            .and_then(|r| btf.type_by_id(r).map(|t| (r, t)))
+    };
+    let Some((_, BtfType::Array { elem, .. })) = ty(type_id) else {
+        return Err(bad());
+    };
+    let Some((_, BtfType::Ptr { target })) = ty(*elem) else {
+        return Err(bad());
+    };
+    match ty(*target) {
+        Some((id, BtfType::Struct { .. })) => Ok(ValuesElem::MapDef(id)),
+        Some((_, BtfType::FuncProto { .. })) => Ok(ValuesElem::Program),
+        _ => Err(bad()),
+    }
+}
+
+/// Reads the map definition struct `struct_id` for the map called `name`.
+/// `allow_values` is false for inner templates, which cannot nest further.
+pub(crate) fn parse(
+    btf: &Btf,
+    name: &str,
+    struct_id: u32,
+    allow_values: bool,
+) -> Result<BtfMapDef, ObjError> {
+    let members = match btf.resolve(struct_id).and_then(|id| btf.type_by_id(id)) {
+        Some(BtfType::Struct { members, .. }) => members,
+        _ => return Err(invalid(name, "definition is not a struct")),
+    };
+    let mut map_type = None;
+    let (mut key_size, mut value_size) = (None, None);
+    let (mut max_entries, mut flags, mut map_extra) = (0, 0, 0u64);
+    let mut pinning = Pinning::None;
+    let mut inner = None;
+    let mut values = None;
+    for m in members {
+        let field = m.name.as_str();
+        match field {
+            "type" => map_type = Some(uint_field(btf, name, field, m.type_id)?),
+            "max_entries" => max_entries = uint_field(btf, name, field, m.type_id)?,
+            "map_flags" => flags = uint_field(btf, name, field, m.type_id)?,
+            "map_extra" => map_extra = uint_field(btf, name, field, m.type_id)? as u64,
+            // NUMA placement has no meaning in userspace shared memory.
+            "numa_node" => {
+                uint_field(btf, name, field, m.type_id)?;
+            }
+            "key_size" => {
+                let v = uint_field(btf, name, field, m.type_id)?;
+                set_size(name, "key size", &mut key_size, v)?;
+            }
+            "value_size" => {
+                let v = uint_field(btf, name, field, m.type_id)?;
+                set_size(name, "value size", &mut value_size, v)?;
+            }
+            "key" => {
+                let v = type_field_size(btf, name, field, m.type_id)?;
+                set_size(name, "key size", &mut key_size, v)?;
+            }
+            "value" => {
+                let v = type_field_size(btf, name, field, m.type_id)?;
+                set_size(name, "value size", &mut value_size, v)?;
+            }
+            "pinning" => {
+                pinning = match uint_field(btf, name, field, m.type_id)? {
+                    0 => Pinning::None,
+                    1 => Pinning::ByName,
+                    p => return Err(invalid(name, format!("unknown pinning type {p}"))),
+                }
+            }
+            "values" if allow_values => {
+                if m.bit_offset % 8 != 0 {
+                    return Err(invalid(name, "`values` is not byte aligned"));
+                }
+                values = Some(ValuesArray {
+                    offset: m.bit_offset as u64 / 8,
+                });
+                if let ValuesElem::MapDef(inner_id) = values_elem(btf, name, m.type_id)? {
+                    let inner_name = format!("{name}.inner");
+                    inner = Some(Box::new(parse(btf, &inner_name, inner_id, false)?.spec));
+                }
+            }
+            other => return Err(invalid(name, format!("unknown field `{other}`"))),
+        }
+    }
+    let type_id = map_type.ok_or_else(|| invalid(name, "no `type` field"))?;
+    let map_type = MapType::from_kernel(type_id).ok_or_else(|| ObjError::UnsupportedMapType {
+        map: name.to_string(),
+        type_id,
+    })?;
+    // Outer maps and PROG_ARRAYs hold 32-bit ids; libbpf fills the size in
+    // when only `values` describes them.
+    let slot_holder = values.is_some()
+        || matches!(
+            map_type,
+            MapType::ArrayOfMaps | MapType::HashOfMaps | MapType::ProgArray
+        );
+    let value_size = match value_size {
+        None if slot_holder => 4,
+        v => v.unwrap_or(0),
+    };
+    let mut spec = MapSpec::new(
+        name,
+        map_type,
+        key_size.unwrap_or(0),
+        value_size,
+        max_entries,
+    );
+    spec.flags = flags;
+    spec.map_extra = map_extra;
+    spec.pinning = pinning;
+    spec.inner = inner;
+    Ok(BtfMapDef { spec, values })
+}

@@ -1,0 +1,237 @@
+//! Collects every map an object defines, in the order bpfjet numbers them:
+//! BTF-defined maps (`.maps`, in BTF declaration order), then legacy maps
+//! (`maps`, by offset), then global data sections (by section index).
+
+mod btf_defs;
+mod global_data;
+mod legacy;
+
+use std::collections::HashMap;
+
+use bpfjet_maps::{MapSpec, MapType};
+
+use crate::btf::{Btf, BtfType};
+use crate::bytes::slice_at;
+use crate::elf::{reloc, Elf, SymKind, Symbol};
+use crate::error::{malformed, ObjError};
+
+/// A slot of an outer map or PROG_ARRAY filled in by the object itself
+/// (`.values = { [1] = &inner_map }` in C).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct MapSlotInit {
+    /// Index of the outer map / PROG_ARRAY in `Object::maps`.
+    pub map: usize,
+    /// The key (array index) being set.
+    pub slot: u32,
+    pub target: SlotTarget,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum SlotTarget {
+    /// Another map of the object, by index in `Object::maps`.
+    Map(usize),
+    /// A program of the object, by (function) name.
+    Program(String),
+}
+
+/// Where a BTF map definition lives in `.maps`, for resolving `.values` relocations.
+struct Extent {
+    map: usize,
+    start: u64,
+    size: u64,
+    values: Option<btf_defs::ValuesArray>,
+}
+
+pub(crate) struct MapTable {
+    pub specs: Vec<MapSpec>,
+    pub inits: Vec<MapSlotInit>,
+    /// BTF and legacy definitions by (section, byte offset of the definition).
+    by_location: HashMap<(usize, u64), usize>,
+    by_data_section: HashMap<usize, usize>,
+}
+
+impl MapTable {
+    pub fn collect(elf: &Elf, btf: Option<&Btf>) -> Result<MapTable, ObjError> {
+        let mut table = MapTable {
+            specs: Vec::new(),
+            inits: Vec::new(),
+            by_location: HashMap::new(),
+            by_data_section: HashMap::new(),
+        };
+        if let Some((index, _)) = elf.section_by_name(".maps") {
+            let btf = btf.ok_or(ObjError::Btf {
+                section: ".BTF",
+                reason: "the object defines maps in `.maps` but has no BTF".into(),
+            })?;
+            table.collect_btf_maps(elf, btf, index)?;
+        }
+        if let Some((index, _)) = elf.section_by_name("maps") {
+            table.collect_legacy_maps(elf, index)?;
+        }
+        for (index, section) in elf.sections.iter().enumerate() {
+            if let Some(spec) = global_data::map_for(section)? {
+                table.by_data_section.insert(index, table.specs.len());
+                table.specs.push(spec);
+            }
+        }
+        Ok(table)
+    }
+
+    /// The map whose definition starts at `offset` of `section` (`.maps` or `maps`).
+    pub fn def_at(&self, section: usize, offset: u64) -> Option<usize> {
+        self.by_location.get(&(section, offset)).copied()
+    }
+
+    /// The global-data map backing `section`.
+    pub fn data_map(&self, section: usize) -> Option<usize> {
+        self.by_data_section.get(&section).copied()
+    }
+
+    fn collect_btf_maps(&mut self, elf: &Elf, btf: &Btf, section: usize) -> Result<(), ObjError> {
+        let mut extents = Vec::new();
+        for var in btf.datasec(".maps").unwrap_or_default() {
+            let Some(BtfType::Var { name, target, .. }) = btf.type_by_id(var.type_id) else {
+                return Err(ObjError::Btf {
+                    section: ".BTF",
+                    reason: format!("`.maps` entry type [{}] is not a variable", var.type_id),
+                });
+            };
+            let sym = elf
+                .symbols
+                .iter()
+                .find(|s| {
+                    s.section == Some(section) && s.kind != SymKind::Section && s.name == *name
+                })
+                .ok_or_else(|| malformed(format!("map `{name}` has no symbol in `.maps`")))?;
+            let def = btf_defs::parse(btf, name, *target, true)?;
+            let map = self.specs.len();
+            self.by_location.insert((section, sym.value), map);
+            extents.push(Extent {
+                map,
+                start: sym.value,
+                size: sym.size.max(var.size as u64),
+                values: def.values,
+            });
+            self.specs.push(def.spec);
+        }
+        let Some(relocs) = elf.relocs.get(&section) else {
+            return Ok(());
+        };
+        let data = elf.sections.get(section).map_or(&[][..], |s| s.data);
+        for (&offset, r) in relocs {
+            let fail = |reason: String| ObjError::BadRelocation {
+                section: ".maps".into(),
+                offset,
+                reason,
+            };
+            if r.r_type != reloc::R_BPF_64_ABS64 {
+                return Err(ObjError::UnknownRelocation {
+                    section: ".maps".into(),
+                    offset,
+                    r_type: r.r_type,
+                });
+            }
+            let ext = extents
+                .iter()
+                .find(|e| offset >= e.start && offset - e.start < e.size)
+                .ok_or_else(|| fail("not inside any map definition".into()))?;
+            let outer = &self.specs[ext.map];
+            let values = ext
+                .values
+                .filter(|v| {
+                    offset - ext.start >= v.offset && (offset - ext.start - v.offset) % 8 == 0
+                })
+                .ok_or_else(|| fail(format!("not a `values` slot of map `{}`", outer.name)))?;
+            let slot = u32::try_from((offset - ext.start - values.offset) / 8)
+                .map_err(|_| fail("slot index too large".into()))?;
+            let sym = elf
+                .symbol(r.symbol)
+                .ok_or_else(|| fail(format!("symbol index {} out of range", r.symbol)))?;
+            // REL relocations keep their addend in the place itself.
+            let addend = slice_at(data, offset as usize, 8)
+                .map(|b| u64::from_le_bytes(b.try_into().unwrap_or_default()))
+                .unwrap_or(0);
+            let target = self.slot_target(elf, sym, section, addend).map_err(fail)?;
+            let expects_program = outer.map_type == MapType::ProgArray;
+            if expects_program != matches!(target, SlotTarget::Program(_)) {
+                return Err(ObjError::InvalidMap {
+                    map: outer.name.clone(),
+                    reason: format!("slot {slot} initialised with the wrong kind of object"),
+                });
+            }
+            self.inits.push(MapSlotInit {
+                map: ext.map,
+                slot,
+                target,
+            });
+        }
+        Ok(())
+    }
+
+    fn slot_target(
+        &self,
+        elf: &Elf,
+        sym: &Symbol,
+        maps_section: usize,
+        addend: u64,
+    ) -> Result<SlotTarget, String> {
+        let Some(section) = sym.section else {
+            return Err(format!("refers to undefined symbol `{}`", sym.name));
+        };
+        let at = sym.value.wrapping_add(addend);
+        if section == maps_section {
+            return self
+                .def_at(section, at)
+                .map(SlotTarget::Map)
+                .ok_or_else(|| format!("no map definition at `.maps`+{at:#x}"));
+        }
+        if elf.sections.get(section).is_some_and(|s| s.executable) {
+            let func = elf
+                .symbols
+                .iter()
+                .find(|s| s.section == Some(section) && s.kind == SymKind::Func && s.value == at);
+            return func
+                .map(|f| SlotTarget::Program(f.name.clone()))
+                .ok_or_else(|| format!("no function at `{}`+{at:#x}", elf.section_name(section)));
+        }
+        Err(format!(
+            "refers to `{}`, neither a map nor a program",
+            elf.symbol_name(sym)
+        ))
+    }
+
+    fn collect_legacy_maps(&mut self, elf: &Elf, section: usize) -> Result<(), ObjError> {
+        let sec = &elf.sections[section];
+        let mut syms: Vec<&Symbol> = elf
+            .symbols
+            .iter()
+            .filter(|s| {
+                s.section == Some(section) && matches!(s.kind, SymKind::Object | SymKind::Other)
+            })
+            .collect();
+        syms.sort_by_key(|s| s.value);
+        if syms.is_empty() {
+            if sec.size > 0 {
+                return Err(malformed("section `maps` has no symbols naming its maps"));
+            }
+            return Ok(());
+        }
+        // Old objects lack symbol sizes; libbpf then splits the section evenly.
+        let even = sec.size / syms.len() as u64;
+        for sym in syms {
+            let size = if sym.size > 0 { sym.size } else { even };
+            let def = usize::try_from(sym.value)
+                .ok()
+                .zip(usize::try_from(size).ok())
+                .and_then(|(off, len)| slice_at(sec.data, off, len))
+                .ok_or_else(|| {
+                    malformed(format!("map `{}` lies outside section `maps`", sym.name))
+                })?;
+            let spec = legacy::parse(&sym.name, def)?;
+            self.by_location
+                .insert((section, sym.value), self.specs.len());
+            self.specs.push(spec);
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,147 @@
+//! The loaded object and the `load` entry point tying the layers together:
+//! ELF → BTF → maps → programs (linked).
+
+use std::path::Path;
+
+use bpfjet_maps::MapSpec;
+
+use crate::btf::{Btf, BtfExt};
+use crate::bytes::cstr_at;
+use crate::elf::Elf;
+use crate::error::{malformed, ObjError};
+use crate::link::{CodeIndex, Linker};
+use crate::maps::{MapSlotInit, MapTable};
+use crate::prog_kind::ProgKind;
+use crate::program::Program;
+
+#[derive(Clone, Debug)]
+pub struct Object {
+    pub license: String,
+    /// Indexed by the imm of `PSEUDO_MAP_IDX` / `PSEUDO_MAP_IDX_VALUE` lddws.
+    pub maps: Vec<MapSpec>,
+    /// Slots of outer maps and PROG_ARRAYs that the object initialises itself.
+    pub map_inits: Vec<MapSlotInit>,
+    /// In section order, then by offset within the section.
+    pub programs: Vec<Program>,
+    /// Kernel functions called, indexed by the imm of `CALL_KFUNC` calls.
+    pub kfuncs: Vec<String>,
+    pub btf: Option<Btf>,
+    /// Sections whose CO-RE relocations were left as compiled (see crate docs).
+    pub core_relo_sections: Vec<String>,
+}
+
+impl Object {
+    pub fn program(&self, name: &str) -> Option<&Program> {
+        self.programs.iter().find(|p| p.name == name)
+    }
+
+    pub fn map_index(&self, name: &str) -> Option<usize> {
+        self.maps.iter().position(|m| m.name == name)
+    }
+
+    /// The program to run: the one named `name`, or else the first supported
+    /// one; an error names the program and its type if bpfjet cannot run it.
+    pub fn runnable_program(&self, name: Option<&str>) -> Result<&Program, ObjError> {
+        let prog = match name {
+            Some(n) => self
+                .program(n)
+                .ok_or_else(|| ObjError::NoSuchProgram(n.to_string()))?,
+            None => match self.programs.iter().find(|p| p.kind.is_supported()) {
+                Some(p) => p,
+                None => self
+                    .programs
+                    .first()
+                    .ok_or_else(|| ObjError::NoSuchProgram("<any>".into()))?,
+            },
+        };
+        if !prog.kind.is_supported() {
+            return Err(ObjError::UnsupportedProgram {
+                program: prog.name.clone(),
+                section: prog.section.clone(),
+                kind: prog.kind.to_string(),
+            });
+        }
+        Ok(prog)
+    }
+}
+
+pub fn load_file(path: impl AsRef<Path>) -> Result<Object, ObjError> {
+    let path = path.as_ref();
+    let bytes = std::fs::read(path).map_err(|source| ObjError::Io {
+        path: path.display().to_string(),
+        source,
+    })?;
+    load(&bytes)
+}
+
+pub fn load(bytes: &[u8]) -> Result<Object, ObjError> {
+    let elf = Elf::parse(bytes)?;
+    let license = license(&elf)?;
+    let btf = match elf.section_by_name(".BTF") {
+        Some((_, s)) => Some(Btf::parse(s.data)?),
+        None => None,
+    };
+    let ext = match (&btf, elf.section_by_name(".BTF.ext")) {
+        (Some(btf), Some((_, s))) => Some(BtfExt::parse(s.data, btf)?),
+        _ => None,
+    };
+    let maps = MapTable::collect(&elf, btf.as_ref())?;
+    let code = CodeIndex::build(&elf)?;
+
+    let mut linker = Linker {
+        elf: &elf,
+        maps: &maps,
+        btf: btf.as_ref(),
+        ext: ext.as_ref(),
+        code: &code,
+        kfuncs: Vec::new(),
+    };
+    let mut programs = Vec::new();
+    for (index, section) in elf.sections.iter().enumerate() {
+        // `.text` holds subprograms, linked into the programs that call them.
+        if !section.executable || section.name == ".text" || section.data.is_empty() {
+            continue;
+        }
+        let mut entries: Vec<usize> = (0..code.funcs.len())
+            .filter(|&f| code.funcs[f].section == index)
+            .collect();
+        if entries.is_empty() {
+            return Err(malformed(format!(
+                "section `{}` has code but no function symbols",
+                section.name
+            )));
+        }
+        entries.sort_by_key(|&f| code.funcs[f].start);
+        for f in entries {
+            let linked = linker.link(f)?;
+            programs.push(Program {
+                name: code.funcs[f].name.clone(),
+                section: section.name.clone(),
+                kind: ProgKind::from_section(&section.name),
+                insns: linked.insns,
+                func_info: linked.func_info,
+                line_info: linked.line_info,
+            });
+        }
+    }
+    let kfuncs = linker.kfuncs;
+    let core_relo_sections = ext.map(|e| e.core_relo_sections).unwrap_or_default();
+    Ok(Object {
+        license,
+        maps: maps.specs,
+        map_inits: maps.inits,
+        programs,
+        kfuncs,
+        btf,
+        core_relo_sections,
+    })
+}
+
+fn license(elf: &Elf) -> Result<String, ObjError> {
+    let (_, section) = elf
+        .section_by_name("license")
+        .ok_or(ObjError::MissingLicense)?;
+    cstr_at(section.data, 0)
+        .map(str::to_string)
+        .ok_or_else(|| malformed("`license` is not a NUL-terminated UTF-8 string"))
+}

@@ -1,0 +1,54 @@
+//! Objects that cannot be loaded, and the errors that say why.
+
+mod common;
+
+use bpfjet_obj::ObjError;
+use common::{compile, compile_with};
+
+#[test]
+fn not_an_elf() {
+    assert!(matches!(
+        bpfjet_obj::load(b"hello world, not ELF"),
+        Err(ObjError::NotElf)
+    ));
+    assert!(matches!(bpfjet_obj::load(b""), Err(ObjError::NotElf)));
+}
+
+#[test]
+fn not_a_bpf_object() {
+    let bytes = compile_with(
+        "no_license",
+        &["-target", "x86_64-linux-gnu", "-D__x86_64__"],
+    );
+    match bpfjet_obj::load(&bytes) {
+        Err(ObjError::NotBpf { machine }) => assert_eq!(machine, 62),
+        other => panic!("expected NotBpf, got {other:?}"),
+    }
+}
+
+#[test]
+fn missing_license() {
+    assert!(matches!(
+        bpfjet_obj::load(&compile("no_license")),
+        Err(ObjError::MissingLicense)
+    ));
+}
+
+#[test]
+fn call_to_undefined_function() {
+    match bpfjet_obj::load(&compile("undefined_call")) {
+        Err(ObjError::UndefinedFunction { program, function }) => {
+            assert_eq!(
+                (program.as_str(), function.as_str()),
+                ("caller", "not_here")
+            );
+        }
+        other => panic!("expected UndefinedFunction, got {other:?}"),
+    }
+}
+
+#[test]
+fn load_file_reports_the_path() {
+    let err = bpfjet_obj::load_file("/nonexistent/x.o").unwrap_err();
+    assert!(err.to_string().contains("/nonexistent/x.o"));
+}

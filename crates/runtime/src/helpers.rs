@@ -1,0 +1,124 @@
+//! Helpers and kfuncs: native functions a program calls by number.
+//!
+//! Both share one calling convention, so one registry type serves the helper
+//! table (keyed by the stable helper id, e.g. 1 = `bpf_map_lookup_elem`) and
+//! the kfunc table (keyed by the kfunc's BTF id as the loader assigned it).
+
+use crate::error::Fault;
+use crate::helper_ctx::HelperCtx;
+use std::fmt;
+use std::sync::Arc;
+
+/// The native side of a helper. Receives r1–r5 and returns r0.
+///
+/// A failure the program is expected to handle is `Ok(errno::neg(..))`, as in
+/// the kernel. `Err(Fault)` aborts the whole run; it is for what the kernel's
+/// verifier would have ruled out (a bad pointer argument in bounds-checked
+/// mode), and it lets faults inside callbacks (`HelperCtx::call_subprog`)
+/// propagate with `?`.
+pub type HelperFn = dyn Fn(&mut HelperCtx<'_>, [u64; 5]) -> Result<u64, Fault> + Send + Sync;
+
+/// A named native function callable from programs.
+#[derive(Clone)]
+pub struct Helper {
+    id: u32,
+    name: &'static str,
+    func: Arc<HelperFn>,
+}
+
+impl Helper {
+    pub fn new(
+        id: u32,
+        name: &'static str,
+        func: impl Fn(&mut HelperCtx<'_>, [u64; 5]) -> Result<u64, Fault> + Send + Sync + 'static,
+    ) -> Self {
+        Helper {
+            id,
+            name,
+            func: Arc::new(func),
+        }
+    }
+
+    pub fn id(&self) -> u32 {
+        self.id
+    }
+
+    pub fn name(&self) -> &'static str {
+        self.name
+    }
+
+    #[inline]
+    pub(crate) fn call(&self, ctx: &mut HelperCtx<'_>, args: [u64; 5]) -> Result<u64, Fault> {
+        (self.func)(ctx, args)
+    }
+}
+
+impl fmt::Debug for Helper {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Helper")
+            .field("id", &self.id)
+            .field("name", &self.name)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Ids below this are stored in a directly indexed table: helper ids are small
+/// and dense (the kernel has a few hundred), and a call is then one index.
+const DENSE_IDS: u32 = 1024;
+
+/// Helpers (or kfuncs) by id.
+#[derive(Clone, Debug, Default)]
+pub struct HelperRegistry {
+    dense: Vec<Option<Helper>>,
+    /// Large ids (kfunc BTF ids), sorted by id for binary search.
+    sparse: Vec<Helper>,
+}
+
+impl HelperRegistry {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Add or replace the function registered under `helper.id()`.
+    pub fn register(&mut self, helper: Helper) {
+        let id = helper.id;
+        if id < DENSE_IDS {
+            let index = id as usize;
+            if self.dense.len() <= index {
+                self.dense.resize(index + 1, None);
+            }
+            self.dense[index] = Some(helper);
+        } else {
+            match self.sparse.binary_search_by_key(&id, |h| h.id) {
+                Ok(i) => self.sparse[i] = helper,
+                Err(i) => self.sparse.insert(i, helper),
+            }
+        }
+    }
+
+    /// Builder form of [`HelperRegistry::register`].
+    pub fn with(mut self, helper: Helper) -> Self {
+        self.register(helper);
+        self
+    }
+
+    #[inline]
+    pub fn get(&self, id: u64) -> Option<&Helper> {
+        if id < DENSE_IDS as u64 {
+            self.dense.get(id as usize).and_then(Option::as_ref)
+        } else {
+            let id = u32::try_from(id).ok()?;
+            let i = self.sparse.binary_search_by_key(&id, |h| h.id).ok()?;
+            self.sparse.get(i)
+        }
+    }
+
+    /// Lookup by the signed id an instruction carries; negative ids are unknown.
+    pub(crate) fn get_signed(&self, id: i32) -> Option<&Helper> {
+        u64::try_from(id).ok().and_then(|id| self.get(id))
+    }
+
+    pub fn iter(&self) -> impl Iterator<Item = &Helper> {
+        self.dense.iter().flatten().chain(self.sparse.iter())
+    }
+}

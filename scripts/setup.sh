@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# Installs every system package bpfjet needs on a fresh Debian (bookworm) machine.
+# Idempotent: installs only what is missing, so `make test` can call it every time.
+set -euo pipefail
+
+PACKAGES=(
+  clang-19 llvm-19 llvm-19-dev libclang-19-dev libpolly-19-dev  # BPF C compiler; LLVM 19 for the JIT crate
+  libbpf-dev linux-libc-dev gcc-multilib     # bpf_helpers.h, linux/bpf.h, asm/types.h
+  bpftool                                    # kernel-side inspection in tests
+  libelf-dev zlib1g-dev libzstd-dev pkg-config make  # libbpf (vendored by libbpf-sys) build deps
+  iproute2                                   # network namespaces and veth for end-to-end tests
+  python3                                    # fixture generators in examples/tools
+)
+
+missing=()
+for p in "${PACKAGES[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "setup: installing ${missing[*]}"
+  SUDO=""
+  [ "$(id -u)" -eq 0 ] || SUDO="sudo"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi
+
+if ! command -v cargo >/dev/null 2>&1; then
+  echo "setup: cargo not found; install Rust (rustup) first" >&2
+  exit 1
+fi
+echo "setup: ok"
