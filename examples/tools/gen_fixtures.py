@@ -17,6 +17,7 @@ import struct
 import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.dont_write_bytecode = True  # keep the source tree clean
 sys.path.insert(0, HERE)
 import gen_state  # noqa: E402
 from mkpkt import build, csum, to_hex  # noqa: E402

@@ -2,7 +2,8 @@
 """Run the corpus fixtures through the Linux kernel (BPF_PROG_TEST_RUN via bpftool)
 and check each case's expected action (and expected output bytes, if given).
 
-    kernel_check.py [--build ../build/examples] [--cpu 0] [NAME ...]
+    kernel_check.py [--build ../build/examples] [--cpu 0] [-v] [NAME ...]
+    kernel_check.py --insns            # load every object, print xlated/jited sizes
 
 For every examples/xdp/fixtures/<NAME>/cases.json, for every distinct state a
 case uses: load the object with `bpftool prog loadall ... pinmaps`, apply the
@@ -10,7 +11,7 @@ STATE.json with one `bpftool batch` (inner maps are created with `bpftool map
 create`, PROG_ARRAY slots point at the object's own pinned programs), then run
 each case with `bpftool prog run ... repeat N` pinned to one CPU.
 
-Needs root, bpftool and a mounted bpffs; without them it says so and exits 0
+Needs root, bpftool and bpffs (mounted if missing); without them it says so and exits 0
 with "0 passed, 0 failed, N skipped". Standard library only.
 """
 import argparse
@@ -22,6 +23,7 @@ import sys
 import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.dont_write_bytecode = True  # keep the source tree clean
 sys.path.insert(0, HERE)
 from mkpkt import from_hex  # noqa: E402
 
@@ -109,14 +111,59 @@ def resolve_state(fixture_dir, build, ref):
         return json.load(f)
 
 
+def unavailable():
+    """Why the kernel cannot serve as the oracle here, or None. Mounts bpffs if needed."""
+    if os.geteuid() != 0:
+        return "not root"
+    if not shutil.which("bpftool"):
+        return "bpftool not found"
+    if not os.path.ismount(BPFFS):
+        subprocess.run(["mount", "-t", "bpf", "bpf", BPFFS], capture_output=True)
+        if not os.path.ismount(BPFFS):
+            return "bpffs not mounted at " + BPFFS
+    return None
+
+
+def insn_counts(build, names):
+    """Kernel verifier verdict and program sizes for every object in build/xdp."""
+    objs = sorted(f for f in os.listdir(os.path.join(build, "xdp")) if f.endswith(".o"))
+    rc = 0
+    print("%-18s %-16s %8s %8s" % ("object", "program", "xlated", "jited B"))
+    for obj in objs:
+        if names and obj[:-2] not in names:
+            continue
+        pin = os.path.join(BPFFS, "bpfjet_insns_" + obj[:-2])
+        try:
+            loaded = Loaded(os.path.join(build, "xdp", obj), pin)
+        except subprocess.CalledProcessError as e:
+            print("%-18s REJECTED by the kernel verifier:\n%s" % (obj, e.stderr[-3000:]))
+            rc = 1
+            continue
+        try:
+            for prog in sorted(p for p in os.listdir(pin) if p != "maps"):
+                info = json.loads(run(["bpftool", "-j", "prog", "show", "pinned", os.path.join(pin, prog)]).stdout)
+                print("%-18s %-16s %8d %8d" % (obj, prog, info["bytes_xlated"] // 8, info["bytes_jited"]))
+        finally:
+            loaded.close()
+    return rc
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--build", default=os.path.join(HERE, "..", "..", "build", "examples"))
     ap.add_argument("--fixtures", default=os.path.join(HERE, "..", "xdp", "fixtures"))
     ap.add_argument("--cpu", type=int, default=0)
     ap.add_argument("-v", "--verbose", action="store_true")
+    ap.add_argument("--insns", action="store_true",
+                    help="only load every object and print each program's xlated instruction count")
     ap.add_argument("names", nargs="*")
     args = ap.parse_args()
+    why = unavailable()
+    if args.insns:
+        if why:
+            print("kernel_check: SKIPPED (%s)" % why)
+            return 0
+        return insn_counts(args.build, args.names)
 
     names = args.names or sorted(d for d in os.listdir(args.fixtures)
                                  if os.path.exists(os.path.join(args.fixtures, d, "cases.json")))
@@ -127,13 +174,6 @@ def main():
             fixtures.append((name, fdir, json.load(f)))
     total = sum(len(c["cases"]) for _, _, c in fixtures)
 
-    why = None
-    if os.geteuid() != 0:
-        why = "not root"
-    elif not shutil.which("bpftool"):
-        why = "bpftool not found"
-    elif not os.path.ismount(BPFFS):
-        why = "bpffs not mounted at " + BPFFS
     if why:
         print("kernel_check: SKIPPED (%s): the kernel cannot be used as the oracle" % why)
         print("0 passed, 0 failed, %d skipped" % total)

@@ -295,7 +295,9 @@ int handle_arp(struct xdp_md *ctx)
 struct {
 	__uint(type, BPF_MAP_TYPE_PROG_ARRAY);
 	__uint(max_entries, SLOT_MAX);
-	__type(key, __u32);
+	/* Sizes, not BTF types: the kernel takes no BTF key/value for PROG_ARRAY. */
+	__uint(key_size, sizeof(__u32));
+	__uint(value_size, sizeof(__u32));
 	__array(values, int(struct xdp_md *));
 } jmp_table SEC(".maps") = {
 	.values = {

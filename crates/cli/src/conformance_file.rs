@@ -46,7 +46,8 @@ pub fn parse(text: &str) -> Result<ConformanceTest> {
     if !result_text.is_empty() {
         let digits = result_text.trim_start_matches("0x");
         test.result = Some(
-            u64::from_str_radix(digits, 16).with_context(|| format!("bad result {result_text:?}"))?,
+            u64::from_str_radix(digits, 16)
+                .with_context(|| format!("bad result {result_text:?}"))?,
         );
     }
     if !error_text.is_empty() {

@@ -8,7 +8,11 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 #[derive(Parser)]
-#[command(name = "bpfjet", version, about = "Userspace eBPF runtime and optimizing compiler for network functions")]
+#[command(
+    name = "bpfjet",
+    version,
+    about = "Userspace eBPF runtime and optimizing compiler for network functions"
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,

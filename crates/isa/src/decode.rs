@@ -430,6 +430,14 @@ pub fn decode_insn(pc: usize, raw: &RawInsn, next: Option<&RawInsn>) -> Result<I
                             return Err(bad(pc, format!("unknown atomic operation {:#x}", raw.imm)))
                         }
                     };
+                    // Fetching forms write the fetched value back into src.
+                    if fetch && op != AtomicOp::CmpXchg && src == FRAME_POINTER {
+                        return Err(DecodeError::BadRegister {
+                            pc,
+                            reg: src,
+                            what: "fetching atomic would write r10",
+                        });
+                    }
                     Ok(Insn::Atomic {
                         width,
                         op,

@@ -187,7 +187,9 @@ impl ArrayMap {
             return Err(MapError::Exists);
         }
         if with_lock && self.lock.0.is_none() {
-            return Err(MapError::Invalid("BPF_F_LOCK on a value without bpf_spin_lock"));
+            return Err(MapError::Invalid(
+                "BPF_F_LOCK on a value without bpf_spin_lock",
+            ));
         }
         if self.percpu {
             slots.check(self.value_size, self.ncpus)?;
@@ -245,7 +247,9 @@ pub(crate) fn check_lookup_flags(flags: u64, lock: ValueLock) -> Result<bool, Ma
     }
     let with_lock = flags & update::F_LOCK != 0;
     if with_lock && lock.0.is_none() {
-        return Err(MapError::Invalid("BPF_F_LOCK on a value without bpf_spin_lock"));
+        return Err(MapError::Invalid(
+            "BPF_F_LOCK on a value without bpf_spin_lock",
+        ));
     }
     Ok(with_lock)
 }

@@ -53,7 +53,8 @@ impl BloomFilter {
     }
 
     fn positions<'a>(&'a self, value: &'a [u8]) -> impl Iterator<Item = u64> + 'a {
-        (0..self.nr_hashes).map(move |i| hash_bytes(value, HASH_SEED.wrapping_add(i as u64)) & self.mask)
+        (0..self.nr_hashes)
+            .map(move |i| hash_bytes(value, HASH_SEED.wrapping_add(i as u64)) & self.mask)
     }
 
     fn word(&self, bit: u64) -> &AtomicU64 {

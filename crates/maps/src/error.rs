@@ -30,11 +30,11 @@ pub enum MapError {
     Overflow,
     #[error("try again (EAGAIN)")]
     Again,
-    #[error("shared memory {what}: {source}")]
+    #[error("shared memory {what}: {message}")]
     Os {
         what: String,
-        #[source]
-        source: std::sync::Arc<std::io::Error>,
+        errno: i32,
+        message: String,
     },
     #[error("map {0:?} not found in the instance registry")]
     UnknownMap(String),
@@ -60,7 +60,7 @@ impl MapError {
             MapError::NoDevice => libc::ENODEV,
             MapError::Overflow => libc::EOVERFLOW,
             MapError::Again => libc::EAGAIN,
-            MapError::Os { source, .. } => source.raw_os_error().unwrap_or(libc::EIO),
+            MapError::Os { errno, .. } => *errno,
             MapError::UnknownMap(_) => libc::ENOENT,
             MapError::Corrupt(_) => libc::EINVAL,
         }
@@ -69,7 +69,8 @@ impl MapError {
     pub(crate) fn os(what: impl Into<String>, source: std::io::Error) -> MapError {
         MapError::Os {
             what: what.into(),
-            source: std::sync::Arc::new(source),
+            errno: source.raw_os_error().unwrap_or(libc::EIO),
+            message: source.to_string(),
         }
     }
 }

@@ -237,7 +237,12 @@ impl HashTable {
     #[inline]
     fn list(&self, i: u32) -> &LruList {
         // SAFETY: i < n_lists, checked by callers.
-        unsafe { &*(self.base.add(self.p.ctl + CTL_BYTES + i as usize * LIST_BYTES) as *const LruList) }
+        unsafe {
+            &*(self
+                .base
+                .add(self.p.ctl + CTL_BYTES + i as usize * LIST_BYTES)
+                as *const LruList)
+        }
     }
 
     #[inline]
@@ -296,7 +301,9 @@ impl HashTable {
         unsafe {
             if self.percpu {
                 self.base.add(
-                    self.p.percpu + cpu as usize * self.p.percpu_stride + e as usize * self.value_stride,
+                    self.p.percpu
+                        + cpu as usize * self.p.percpu_stride
+                        + e as usize * self.value_stride,
                 )
             } else {
                 self.aux_ptr(e).add(round_up(self.p.aux_size, 8))
@@ -445,13 +452,21 @@ impl HashTable {
 
     // ---- update ------------------------------------------------------------
 
-    fn check_update(&self, key: &[u8], aux: &[u8], slots: &Slots<'_>, flags: u64) -> Result<(), MapError> {
+    fn check_update(
+        &self,
+        key: &[u8],
+        aux: &[u8],
+        slots: &Slots<'_>,
+        flags: u64,
+    ) -> Result<(), MapError> {
         let lru_or_percpu = self.lru != Lru::None || self.percpu;
         if (lru_or_percpu && flags > update::EXIST) || flags & !update::F_LOCK > update::EXIST {
             return Err(MapError::Invalid("update flags"));
         }
         if flags & update::F_LOCK != 0 && self.lock.0.is_none() {
-            return Err(MapError::Invalid("BPF_F_LOCK on a value without bpf_spin_lock"));
+            return Err(MapError::Invalid(
+                "BPF_F_LOCK on a value without bpf_spin_lock",
+            ));
         }
         if key.len() != self.key_size || aux.len() != self.p.aux_size {
             return Err(MapError::Invalid("key size mismatch"));
@@ -540,8 +555,10 @@ impl HashTable {
                 return Ok(Updated::Replaced);
             };
             self.fill(new, hash, key, aux, &slots);
-            self.chain_next(new)
-                .store(self.chain_next(old).load(Ordering::Relaxed), Ordering::Relaxed);
+            self.chain_next(new).store(
+                self.chain_next(old).load(Ordering::Relaxed),
+                Ordering::Relaxed,
+            );
             prev.store(new, Ordering::Release);
             drop(guard);
             self.free(old);
@@ -632,7 +649,10 @@ impl HashTable {
             if meta & lru::META_ON_LIST == 0 || lru::list_of(meta) != l {
                 continue;
             }
-            prev.store(self.chain_next(victim).load(Ordering::Relaxed), Ordering::Release);
+            prev.store(
+                self.chain_next(victim).load(Ordering::Relaxed),
+                Ordering::Release,
+            );
             list.unlink(self, victim);
             list.count.fetch_sub(1, Ordering::AcqRel);
             self.ctl().count.fetch_sub(1, Ordering::AcqRel);
@@ -708,8 +728,10 @@ impl HashTable {
         let list = self.list(l);
         match found {
             Some((prev, old)) => {
-                self.chain_next(new)
-                    .store(self.chain_next(old).load(Ordering::Relaxed), Ordering::Relaxed);
+                self.chain_next(new).store(
+                    self.chain_next(old).load(Ordering::Relaxed),
+                    Ordering::Relaxed,
+                );
                 prev.store(new, Ordering::Release);
                 let old_list = lru::list_of(self.word(old, 20).load(Ordering::Acquire));
                 {
@@ -752,7 +774,10 @@ impl HashTable {
         let b = self.bucket_of(hash);
         let guard = SpinGuard::lock(self.bucket_lock(b));
         let (prev, e) = self.find_locked(b, key, hash).ok_or(MapError::NotFound)?;
-        prev.store(self.chain_next(e).load(Ordering::Relaxed), Ordering::Release);
+        prev.store(
+            self.chain_next(e).load(Ordering::Relaxed),
+            Ordering::Release,
+        );
         if self.lru != Lru::None {
             let l = lru::list_of(self.word(e, 20).load(Ordering::Acquire));
             let list = self.list(l);
@@ -836,9 +861,10 @@ impl HashTable {
             let hash = key_hash(k);
             let b = self.bucket_of(hash);
             let elems = self.bucket_elems(b);
-            if let Some(pos) = elems.iter().position(|&e| {
-                self.hash_of(e).load(Ordering::Relaxed) == hash && self.key_eq(e, k)
-            }) {
+            if let Some(pos) = elems
+                .iter()
+                .position(|&e| self.hash_of(e).load(Ordering::Relaxed) == hash && self.key_eq(e, k))
+            {
                 if let Some(&n) = elems.get(pos + 1) {
                     return Ok(self.elem_key_aux(n).0);
                 }

@@ -54,12 +54,11 @@ impl MapHeader {
         &mut self,
         spec: &MapSpec,
         id: u32,
-        ncpus: u32,
-        lock: Option<u32>,
+        g: &Geometry,
         total_len: usize,
-        page: usize,
         layout: [u64; LAYOUT_WORDS],
     ) {
+        let (ncpus, lock, page) = (g.ncpus, g.lock, g.page);
         self.magic = MAGIC;
         self.version = VERSION;
         self.map_type = spec.map_type as u32;

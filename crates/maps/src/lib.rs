@@ -1,5 +1,41 @@
 //! bpfjet maps: every map type in shared memory, plus the STATE.json format.
+//!
+//! - [`Map`]: one map, data-plane operations (`lookup` returning pointers
+//!   into shared memory, `update`, `delete`, `push`/`pop`/`peek`, ring
+//!   buffer and perf output) and control-plane operations (`lookup_copy`,
+//!   `update_elem`, `get_next_key`, `entries`, `apply_state`, `dump`).
+//! - [`Instance`]: the maps of one running object, published in
+//!   `/dev/shm/bpfjet.<instance>.*` for control planes in other processes.
+//! - [`MapError::errno`]: the kernel errno of every failure.
 pub mod spec;
 pub mod state;
 
+mod array;
+mod bloom;
+mod error;
+mod fd_array;
+mod hash_fn;
+mod hashtab;
+mod header;
+mod instance;
+mod lpm;
+mod lru;
+mod map;
+mod perf_event;
+mod queue_stack;
+mod registry;
+pub mod ringbuf;
+mod shm;
+mod state_io;
+pub mod sync;
+mod validate;
+
+pub use array::Slots;
+pub use error::MapError;
+pub use hash_fn::{hash_bytes, key_hash, HASH_SEED};
+pub use instance::Instance;
+pub use map::{ArrayLayout, Map, MapEntry, MapOptions, PerfEventConsumer, RingbufConsumer};
+pub use perf_event::{PerfEvent, BPF_F_CURRENT_CPU, BPF_F_INDEX_MASK};
+pub use registry::{MapInfo, REGISTRY_CAPACITY};
 pub use spec::{MapSpec, MapType};
+pub use state_io::{inner_spec, ApplyError, InstanceResolver, StateResolver};

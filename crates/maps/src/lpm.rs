@@ -100,7 +100,7 @@ impl LpmTrie {
         let full = (plen / 8) as usize;
         buf[4..4 + full].copy_from_slice(&data[..full]);
         let mut at = 4 + full;
-        if plen % 8 != 0 {
+        if !plen.is_multiple_of(8) {
             buf[at] = data[full] & (0xffu8 << (8 - plen % 8));
             at += 1;
         }
@@ -214,7 +214,10 @@ impl LpmTrie {
         }
         let mut buf = [0u8; MAX_KEY];
         let masked = self.masked(data, plen, &mut buf)[4..].to_vec();
-        match all.iter().position(|p| p.plen == plen && p.masked == masked) {
+        match all
+            .iter()
+            .position(|p| p.plen == plen && p.masked == masked)
+        {
             None => first(),
             Some(i) => all.get(i + 1).map(Self::key_of).ok_or(MapError::NotFound),
         }

@@ -64,8 +64,10 @@ impl LruList {
             self.tail.store(e, Ordering::Relaxed);
         }
         self.head.store(e, Ordering::Relaxed);
-        l.meta(e)
-            .store(META_ON_LIST | (list_id << META_LIST_SHIFT), Ordering::Release);
+        l.meta(e).store(
+            META_ON_LIST | (list_id << META_LIST_SHIFT),
+            Ordering::Release,
+        );
     }
 
     /// Remove `e`. Caller holds `self.lock` and `e` is on this list.

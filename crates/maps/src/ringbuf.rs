@@ -117,7 +117,8 @@ impl RingBuf {
             if l & BPF_RINGBUF_BUSY_BIT != 0 {
                 break;
             }
-            pend += ((l & !BPF_RINGBUF_DISCARD_BIT) as u64 + BPF_RINGBUF_HDR_SZ as u64).div_ceil(8) * 8;
+            pend +=
+                ((l & !BPF_RINGBUF_DISCARD_BIT) as u64 + BPF_RINGBUF_HDR_SZ as u64).div_ceil(8) * 8;
         }
         ctl.pending_pos.store(pend, Ordering::Relaxed);
         let new_prod = prod_pos + len;
@@ -130,7 +131,8 @@ impl RingBuf {
             let hdr = self.data.add(off);
             let pg_off = ((hdr as usize - self.base as usize) / self.page) as u32;
             (*(hdr.add(4) as *const AtomicU32)).store(pg_off, Ordering::Relaxed);
-            (*(hdr as *const AtomicU32)).store(size as u32 | BPF_RINGBUF_BUSY_BIT, Ordering::Relaxed);
+            (*(hdr as *const AtomicU32))
+                .store(size as u32 | BPF_RINGBUF_BUSY_BIT, Ordering::Relaxed);
         }
         self.prod().store(new_prod, Ordering::Release);
         // SAFETY: as above.

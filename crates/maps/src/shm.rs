@@ -49,7 +49,9 @@ pub(crate) fn object_name(instance: &str, what: &str) -> Result<CString, MapErro
         || instance.contains('/')
         || instance.contains('\0')
     {
-        return Err(MapError::Invalid("instance name must be 1-200 chars without '/'"));
+        return Err(MapError::Invalid(
+            "instance name must be 1-200 chars without '/'",
+        ));
     }
     CString::new(format!("/bpfjet.{instance}.{what}"))
         .map_err(|_| MapError::Invalid("instance name contains NUL"))

@@ -85,7 +85,9 @@ impl MapType {
     }
 
     pub fn from_name(name: &str) -> Option<MapType> {
-        (0..64).filter_map(MapType::from_kernel).find(|t| t.name() == name)
+        (0..64)
+            .filter_map(MapType::from_kernel)
+            .find(|t| t.name() == name)
     }
 
     pub fn is_per_cpu(self) -> bool {
@@ -157,7 +159,13 @@ pub struct MapSpec {
 }
 
 impl MapSpec {
-    pub fn new(name: &str, map_type: MapType, key_size: u32, value_size: u32, max_entries: u32) -> Self {
+    pub fn new(
+        name: &str,
+        map_type: MapType,
+        key_size: u32,
+        value_size: u32,
+        max_entries: u32,
+    ) -> Self {
         MapSpec {
             name: name.to_string(),
             map_type,

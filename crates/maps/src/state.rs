@@ -58,7 +58,7 @@ pub fn parse_hex(text: &str) -> Result<Vec<u8>, StateError> {
     let t = text.trim();
     let t = t.strip_prefix("0x").unwrap_or(t);
     let digits: Vec<u8> = t.bytes().filter(|b| !b.is_ascii_whitespace()).collect();
-    if digits.len() % 2 != 0 {
+    if !digits.len().is_multiple_of(2) {
         return Err(StateError::BadHex {
             text: text.into(),
             why: "odd number of hex digits",

@@ -20,7 +20,7 @@ pub(crate) fn spin_lock(word: &AtomicU32) {
         }
         while word.load(Ordering::Relaxed) != 0 {
             spins = spins.wrapping_add(1);
-            if spins % 128 == 0 {
+            if spins.is_multiple_of(128) {
                 std::thread::yield_now();
             } else {
                 std::hint::spin_loop();
@@ -80,7 +80,7 @@ pub unsafe fn bpf_spin_unlock(lock: *mut u8) {
 #[inline]
 pub(crate) unsafe fn write_shared(dst: *mut u8, src: &[u8]) {
     let mut i = 0;
-    if (dst as usize) % 8 == 0 {
+    if (dst as usize).is_multiple_of(8) {
         while i + 8 <= src.len() {
             let w = u64::from_ne_bytes(src[i..i + 8].try_into().unwrap_or([0; 8]));
             (*(dst.add(i) as *const AtomicU64)).store(w, Ordering::Relaxed);
@@ -100,7 +100,7 @@ pub(crate) unsafe fn write_shared(dst: *mut u8, src: &[u8]) {
 #[inline]
 pub(crate) unsafe fn read_shared(src: *const u8, dst: &mut [u8]) {
     let mut i = 0;
-    if (src as usize) % 8 == 0 {
+    if (src as usize).is_multiple_of(8) {
         while i + 8 <= dst.len() {
             let w = (*(src.add(i) as *const AtomicU64)).load(Ordering::Relaxed);
             dst[i..i + 8].copy_from_slice(&w.to_ne_bytes());
@@ -119,7 +119,7 @@ pub(crate) unsafe fn read_shared(src: *const u8, dst: &mut [u8]) {
 /// `dst..dst+len` must be valid map memory.
 pub(crate) unsafe fn zero_shared(dst: *mut u8, len: usize) {
     let mut i = 0;
-    if (dst as usize) % 8 == 0 {
+    if (dst as usize).is_multiple_of(8) {
         while i + 8 <= len {
             (*(dst.add(i) as *const AtomicU64)).store(0, Ordering::Relaxed);
             i += 8;

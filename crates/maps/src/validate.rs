@@ -97,7 +97,9 @@ pub(crate) fn validate(
                 return Err(einval("hash: NUMA node with per-CPU"));
             }
             if n == 0 || k == 0 || v == 0 {
-                return Err(einval("hash: key_size, value_size, max_entries must be > 0"));
+                return Err(einval(
+                    "hash: key_size, value_size, max_entries must be > 0",
+                ));
             }
             if k > MAX_BPF_STACK
                 || k as u64 + v as u64 >= KMALLOC_MAX_SIZE
@@ -118,7 +120,11 @@ pub(crate) fn validate(
                 // Every CPU gets an equal share of the elements.
                 let c = ncpus.max(1);
                 let up = (n as u64).div_ceil(c as u64) * c as u64;
-                out.max_entries = if up > u32::MAX as u64 { n / c * c } else { up as u32 };
+                out.max_entries = if up > u32::MAX as u64 {
+                    n / c * c
+                } else {
+                    up as u32
+                };
                 if out.max_entries == 0 {
                     return Err(einval("hash: max_entries"));
                 }
@@ -128,8 +134,7 @@ pub(crate) fn validate(
             if n == 0
                 || fl & f::NO_PREALLOC == 0
                 || fl & !LPM_CREATE_MASK != 0
-                || k < 4 + 1
-                || k > 4 + LPM_DATA_SIZE_MAX
+                || !(4 + 1..=4 + LPM_DATA_SIZE_MAX).contains(&k)
                 || v < 1
                 || v as u64 > KMALLOC_MAX_SIZE - LPM_DATA_SIZE_MAX as u64 - 64
             {
@@ -161,9 +166,11 @@ pub(crate) fn validate(
                 || k != 0
                 || v != 0
                 || !n.is_power_of_two()
-                || n as usize % page != 0
+                || !(n as usize).is_multiple_of(page)
             {
-                return Err(einval("ringbuf: max_entries a power of 2 and page multiple"));
+                return Err(einval(
+                    "ringbuf: max_entries a power of 2 and page multiple",
+                ));
             }
             if n as u64 > RINGBUF_MAX_DATA_SZ {
                 return Err(MapError::TooBig);

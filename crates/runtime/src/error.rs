@@ -42,7 +42,9 @@ pub enum LoadError {
     Empty,
     #[error("insn {pc}: legacy packet load (ld_abs/ld_ind) is not supported for XDP")]
     LegacyPacketLoad { pc: usize },
-    #[error("insn {pc}: lddw of kind {kind:?} must be relocated to a map-index form by the loader")]
+    #[error(
+        "insn {pc}: lddw of kind {kind:?} must be relocated to a map-index form by the loader"
+    )]
     UnrelocatedLdDw { pc: usize, kind: LdDwKind },
     #[error("insn {pc}: call to unknown helper {id}")]
     UnknownHelper { pc: usize, id: i32 },

@@ -34,7 +34,11 @@ pub fn fuzz_helpers() -> HelperRegistry {
 /// on a 64-byte scratch memory. Returns the run's outcome for inspection.
 pub fn decode_and_run(bytes: &[u8]) -> Option<Result<u64, crate::Fault>> {
     let insns = bpfjet_isa::decode::decode_bytes(bytes).ok()?;
-    let program = Program::new(insns, LoadOptions::bounds_checked().with_helpers(fuzz_helpers())).ok()?;
+    let program = Program::new(
+        insns,
+        LoadOptions::bounds_checked().with_helpers(fuzz_helpers()),
+    )
+    .ok()?;
     let mut state = RunState::new();
     state.set_insn_budget(Some(FUZZ_INSN_BUDGET));
     state.set_program_table(vec![Some(program.clone())]);

@@ -58,6 +58,20 @@ impl<'a> HelperCtx<'a> {
         self.user.downcast_mut::<T>()
     }
 
+    /// The per-run context as a `T`, or a fault naming the expected type (a
+    /// runner/helper mismatch, not something a program can cause).
+    pub fn user_ctx<T: Any>(&mut self) -> Result<&mut T, Fault> {
+        let (pc, helper) = (self.pc, self.helper);
+        self.user.downcast_mut::<T>().ok_or_else(|| Fault::Helper {
+            pc,
+            helper,
+            reason: format!(
+                "the per-run context is not a {}",
+                std::any::type_name::<T>()
+            ),
+        })
+    }
+
     /// Slot of the call instruction being served.
     pub fn pc(&self) -> usize {
         self.pc
@@ -173,7 +187,9 @@ impl<'a> HelperCtx<'a> {
         if len == 0 || !self.bounds_checked {
             return Ok(());
         }
-        BoundsChecked::check(self.state, self.prog, self.depth, self.pc, addr, len, access)
+        BoundsChecked::check(
+            self.state, self.prog, self.depth, self.pc, addr, len, access,
+        )
     }
 
     fn checked_ptr(&self, addr: u64, len: u64, access: Access) -> Result<*mut u8, Fault> {

@@ -38,7 +38,10 @@ fn operand(pc: usize, src: Operand) -> Result<(), LoadError> {
 /// second slot of an `lddw`.
 fn target(insns: &[Insn], pc: usize, off: i64, what: &'static str) -> Result<usize, LoadError> {
     let target = pc as i64 + 1 + off;
-    match usize::try_from(target).ok().and_then(|t| insns.get(t).map(|i| (t, i))) {
+    match usize::try_from(target)
+        .ok()
+        .and_then(|t| insns.get(t).map(|i| (t, i)))
+    {
         Some((t, insn)) if *insn != Insn::LdDwTail => Ok(t),
         _ => Err(LoadError::BadTarget { pc, target, what }),
     }
@@ -52,7 +55,12 @@ pub(crate) fn load(mut insns: Vec<Insn>, options: LoadOptions) -> Result<Program
     let mut static_regions = Vec::new();
     for pc in 0..insns.len() {
         match insns[pc] {
-            Insn::Alu { width, op, dst, src } => {
+            Insn::Alu {
+                width,
+                op,
+                dst,
+                src,
+            } => {
                 writable(pc, dst)?;
                 operand(pc, src)?;
                 match op {
@@ -84,7 +92,8 @@ pub(crate) fn load(mut insns: Vec<Insn>, options: LoadOptions) -> Result<Program
                 let value = match kind {
                     LdDwKind::Imm => imm,
                     LdDwKind::Func => {
-                        let slot = target(&insns, pc, imm as u32 as i32 as i64, "function pointer")?;
+                        let slot =
+                            target(&insns, pc, imm as u32 as i32 as i64, "function pointer")?;
                         entries.push(slot);
                         slot as u64
                     }
@@ -100,7 +109,9 @@ pub(crate) fn load(mut insns: Vec<Insn>, options: LoadOptions) -> Result<Program
                         if kind == LdDwKind::MapIdx {
                             binding.handle
                         } else {
-                            let value = binding.value.ok_or(LoadError::MapHasNoValue { pc, index })?;
+                            let value = binding
+                                .value
+                                .ok_or(LoadError::MapHasNoValue { pc, index })?;
                             let offset = (imm >> 32) as u32;
                             if u64::from(offset) >= value.len {
                                 return Err(LoadError::MapValueOffsetOutOfRange {
@@ -141,7 +152,11 @@ pub(crate) fn load(mut insns: Vec<Insn>, options: LoadOptions) -> Result<Program
                 operand(pc, src)?;
             }
             Insn::Atomic {
-                op, fetch, dst, src, ..
+                op,
+                fetch,
+                dst,
+                src,
+                ..
             } => {
                 readable(pc, dst)?;
                 // Fetching forms (except cmpxchg, which returns in r0) write

@@ -28,7 +28,10 @@ fn check(cases: &[(Width, AluOp, u64, Src, u64)]) {
             Src::K(v) => Src::K(*v),
         };
         let got = eval(*width, *op, *dst, src);
-        assert_eq!(got, *expected, "case {i}: {width:?} {op:?} dst={dst:#x} -> {got:#x}, want {expected:#x}");
+        assert_eq!(
+            got, *expected,
+            "case {i}: {width:?} {op:?} dst={dst:#x} -> {got:#x}, want {expected:#x}"
+        );
     }
 }
 
@@ -45,11 +48,23 @@ fn arithmetic() {
         (W32, Sub, 1, Src::R(2), 0xffff_ffff),
         (W64, Mul, 3, Src::K(-1), (-3i64) as u64),
         (W32, Mul, 3, Src::K(-1), 0xffff_fffd),
-        (W64, Mul, 0x1_0000_0001, Src::R(0x1_0000_0001), 0x2_0000_0001),
+        (
+            W64,
+            Mul,
+            0x1_0000_0001,
+            Src::R(0x1_0000_0001),
+            0x2_0000_0001,
+        ),
         (W32, Mul, 0x8000_0000, Src::K(-1), 0x8000_0000),
         (W64, Neg, 1, Src::K(0), u64::MAX),
         (W32, Neg, HI | 1, Src::K(0), 0xffff_ffff),
-        (W64, Neg, 0x8000_0000_0000_0000, Src::K(0), 0x8000_0000_0000_0000),
+        (
+            W64,
+            Neg,
+            0x8000_0000_0000_0000,
+            Src::K(0),
+            0x8000_0000_0000_0000,
+        ),
         (W32, Neg, 0x8000_0000, Src::K(0), 0x8000_0000),
     ]);
 }
@@ -84,7 +99,13 @@ fn movsx() {
         (W64, MovSx(8), 0, Src::R(0x80), 0xffff_ffff_ffff_ff80),
         (W64, MovSx(8), 0, Src::R(0x17f), 0x7f),
         (W64, MovSx(16), 0, Src::R(0x8000), 0xffff_ffff_ffff_8000),
-        (W64, MovSx(32), 0, Src::R(0x8000_0000), 0xffff_ffff_8000_0000),
+        (
+            W64,
+            MovSx(32),
+            0,
+            Src::R(0x8000_0000),
+            0xffff_ffff_8000_0000,
+        ),
         (W64, MovSx(32), 0, Src::R(HI | 0x7fff_ffff), 0x7fff_ffff),
         (W32, MovSx(8), HI, Src::R(0x80), 0xffff_ff80),
         (W32, MovSx(16), HI, Src::R(0xffff_8000), 0xffff_8000),
@@ -143,10 +164,22 @@ fn signed_division_and_modulo() {
     check(&[
         (W64, SDiv, (-10i64) as u64, Src::K(3), (-3i64) as u64),
         (W64, SDiv, (-10i64) as u64, Src::R((-3i64) as u64), 3),
-        (W32, SDiv, (-10i32) as u32 as u64, Src::K(3), (-3i32) as u32 as u64),
+        (
+            W32,
+            SDiv,
+            (-10i32) as u32 as u64,
+            Src::K(3),
+            (-3i32) as u32 as u64,
+        ),
         (W64, SMod, (-10i64) as u64, Src::K(3), (-1i64) as u64),
         (W64, SMod, 10, Src::K(-3), 1),
-        (W32, SMod, (-10i32) as u32 as u64, Src::R(3), (-1i32) as u32 as u64),
+        (
+            W32,
+            SMod,
+            (-10i32) as u32 as u64,
+            Src::R(3),
+            (-1i32) as u32 as u64,
+        ),
         // INT_MIN / -1 = INT_MIN and INT_MIN % -1 = 0.
         (W64, SDiv, min64, Src::K(-1), min64),
         (W64, SDiv, min64, Src::R(u64::MAX), min64),
@@ -163,7 +196,13 @@ fn signed_division_and_modulo() {
 }
 
 fn swap(order: ByteOrder, bits: u8, value: u64) -> u64 {
-    run_both(P::new().lddw(0, value).endian(order, bits, 0).exit().build())
+    run_both(
+        P::new()
+            .lddw(0, value)
+            .endian(order, bits, 0)
+            .exit()
+            .build(),
+    )
 }
 
 #[test]

@@ -35,9 +35,17 @@ fn non_fetching_atomics_leave_registers() {
         (And, MEM & operand, MEM & !0xffff_ffff),
         (Xor, MEM ^ operand, (MEM & !0xffff_ffff) | 0xff),
     ] {
-        assert_eq!(atomic(W64, op, false, operand, 7), (want64, operand, 7), "{op:?} 64");
+        assert_eq!(
+            atomic(W64, op, false, operand, 7),
+            (want64, operand, 7),
+            "{op:?} 64"
+        );
         // 32-bit forms touch only the low word of memory.
-        assert_eq!(atomic(W32, op, false, operand, 7), (want32, operand, 7), "{op:?} 32");
+        assert_eq!(
+            atomic(W32, op, false, operand, 7),
+            (want32, operand, 7),
+            "{op:?} 32"
+        );
     }
 }
 
@@ -56,7 +64,10 @@ fn fetching_atomics_return_the_old_value() {
 #[test]
 fn xchg() {
     assert_eq!(atomic(W64, Xchg, true, HI | 1, 7), (HI | 1, MEM, 7));
-    assert_eq!(atomic(W32, Xchg, true, HI | 1, 7), ((MEM & !0xffff_ffff) | 1, 0xf0, 7));
+    assert_eq!(
+        atomic(W32, Xchg, true, HI | 1, 7),
+        ((MEM & !0xffff_ffff) | 1, 0xf0, 7)
+    );
 }
 
 #[test]
@@ -66,7 +77,10 @@ fn cmpxchg_compares_with_r0() {
     // Failure: memory unchanged, r0 still receives the old value.
     assert_eq!(atomic(W64, CmpXchg, true, 5, MEM + 1), (MEM, 5, MEM));
     // 32-bit: only r0's low half is compared; r0 is zero-extended.
-    assert_eq!(atomic(W32, CmpXchg, true, 5, HI | 0xf0), ((MEM & !0xffff_ffff) | 5, 5, 0xf0));
+    assert_eq!(
+        atomic(W32, CmpXchg, true, 5, HI | 0xf0),
+        ((MEM & !0xffff_ffff) | 5, 5, 0xf0)
+    );
     assert_eq!(atomic(W32, CmpXchg, true, 5, HI | 0xf1), (MEM, 5, 0xf0));
 }
 

@@ -105,17 +105,24 @@ fn helpers_get_r1_to_r5_and_set_r0() {
 
 #[test]
 fn helper_errors_reach_the_program_as_negative_errno() {
-    let helpers = HelperRegistry::new().with(Helper::new(3, "fails", |_, _| Ok(errno::neg(errno::ENOENT))));
+    let helpers = HelperRegistry::new().with(Helper::new(3, "fails", |_, _| {
+        Ok(errno::neg(errno::ENOENT))
+    }));
     let program = load(
         P::new().call(3).exit().build(),
         LoadOptions::bounds_checked().with_helpers(helpers),
     );
-    assert_eq!(program.run(&mut RunState::new(), &mut (), &[]), Ok((-2i64) as u64));
+    assert_eq!(
+        program.run(&mut RunState::new(), &mut (), &[]),
+        Ok((-2i64) as u64)
+    );
 }
 
 #[test]
 fn helper_faults_abort_the_run() {
-    let helpers = HelperRegistry::new().with(Helper::new(3, "strict", |ctx, _| Err(ctx.fault("bad flags"))));
+    let helpers = HelperRegistry::new().with(Helper::new(3, "strict", |ctx, _| {
+        Err(ctx.fault("bad flags"))
+    }));
     let program = load(
         P::new().mov(0, k(0)).call(3).exit().build(),
         LoadOptions::bounds_checked().with_helpers(helpers),
@@ -135,7 +142,7 @@ fn helper_faults_abort_the_run() {
 fn helpers_reach_the_per_run_context() {
     struct Packets(u64);
     let helpers = HelperRegistry::new().with(Helper::new(9, "count", |ctx, a| {
-        let packets = ctx.user_as::<Packets>().ok_or_else(|| ctx.fault("no context"))?;
+        let packets = ctx.user_ctx::<Packets>()?;
         packets.0 += a[0];
         Ok(packets.0)
     }));
@@ -163,13 +170,25 @@ fn callx_calls_the_helper_whose_id_is_in_the_register() {
         .exit()
         .build();
     assert_eq!(run_both(p), 42);
-    let p = P::new().mov(2, k(6)).insn(Insn::CallReg { reg: 2 }).exit().build();
-    assert_eq!(run_checked(p, &mut []), Err(Fault::UnknownHelper { pc: 1, id: 6 }));
+    let p = P::new()
+        .mov(2, k(6))
+        .insn(Insn::CallReg { reg: 2 })
+        .exit()
+        .build();
+    assert_eq!(
+        run_checked(p, &mut []),
+        Err(Fault::UnknownHelper { pc: 1, id: 6 })
+    );
 }
 
 #[test]
 fn kfuncs_come_from_their_own_registry() {
-    let kfuncs = HelperRegistry::new().with(Helper::new(100_123, "bpf_kfunc_mul", |_, a| Ok(a[0] * a[1])));
+    let kfuncs =
+        HelperRegistry::new().with(Helper::new(
+            100_123,
+            "bpf_kfunc_mul",
+            |_, a| Ok(a[0] * a[1]),
+        ));
     let p = P::new()
         .mov(1, k(6))
         .mov(2, k(7))
@@ -205,7 +224,10 @@ fn tail_call_helpers() -> HelperRegistry {
 fn tail_calls_stop_after_33() {
     // Tail-calls itself until refused, then returns the helper's result.
     let p = P::new().mov(3, k(0)).call(12).exit().build();
-    let program = load(p, LoadOptions::bounds_checked().with_helpers(tail_call_helpers()));
+    let program = load(
+        p,
+        LoadOptions::bounds_checked().with_helpers(tail_call_helpers()),
+    );
     let mut state = RunState::new();
     state.set_program_table(vec![Some(program.clone())]);
     let mut helper_calls = 0u32;
@@ -225,7 +247,10 @@ fn a_tail_call_replaces_the_program_and_keeps_the_context() {
     // target: r0 = r1 + 1000
     let target = load(P::new().mov(0, r(1)).add(0, k(1000)).exit().build(), opts());
     // caller: tail call entry 1, or (on failure) return 1
-    let caller = load(P::new().mov(3, k(1)).call(12).mov(0, k(1)).exit().build(), opts());
+    let caller = load(
+        P::new().mov(3, k(1)).call(12).mov(0, k(1)).exit().build(),
+        opts(),
+    );
     let mut state = RunState::new();
     state.set_program_table(vec![None, Some(target)]);
     assert_eq!(caller.run(&mut state, &mut (), &[7]), Ok(1007));
@@ -262,14 +287,20 @@ fn a_tail_call_from_a_subprogram_returns_to_its_caller() {
 
 #[test]
 fn verified_programs_cannot_tail_call_into_unchecked_ones() {
-    let checked_target = load(P::new().mov(0, k(1)).exit().build(), LoadOptions::bounds_checked());
+    let checked_target = load(
+        P::new().mov(0, k(1)).exit().build(),
+        LoadOptions::bounds_checked(),
+    );
     let caller = load(
         P::new().mov(3, k(0)).call(12).exit().build(),
         verified().with_helpers(tail_call_helpers()),
     );
     let mut state = RunState::new();
     state.set_program_table(vec![Some(checked_target)]);
-    assert_eq!(caller.run(&mut state, &mut (), &[]), Ok(errno::neg(errno::EINVAL)));
+    assert_eq!(
+        caller.run(&mut state, &mut (), &[]),
+        Ok(errno::neg(errno::EINVAL))
+    );
 }
 
 /// Helper 181, `bpf_loop(nr, callback, ctx)`: callback(i, ctx) until it
@@ -313,10 +344,19 @@ fn loop_program(nr: i32, stop_at: i32) -> Vec<Insn> {
 #[test]
 fn callbacks_run_through_call_subprog() {
     for options in [LoadOptions::bounds_checked(), verified()] {
-        let program = load(loop_program(10, -1), options.clone().with_helpers(loop_helpers()));
-        assert_eq!(program.run(&mut RunState::new(), &mut (), &[]), Ok(45_000 + 10));
+        let program = load(
+            loop_program(10, -1),
+            options.clone().with_helpers(loop_helpers()),
+        );
+        assert_eq!(
+            program.run(&mut RunState::new(), &mut (), &[]),
+            Ok(45_000 + 10)
+        );
         let program = load(loop_program(10, 3), options.with_helpers(loop_helpers()));
-        assert_eq!(program.run(&mut RunState::new(), &mut (), &[]), Ok(6_000 + 4));
+        assert_eq!(
+            program.run(&mut RunState::new(), &mut (), &[]),
+            Ok(6_000 + 4)
+        );
     }
 }
 
@@ -331,14 +371,29 @@ fn callback_faults_abort_the_run() {
         src: 1,
         off: 0,
     };
-    let program = load(p, LoadOptions::bounds_checked().with_helpers(loop_helpers()));
+    let program = load(
+        p,
+        LoadOptions::bounds_checked().with_helpers(loop_helpers()),
+    );
     let fault = program.run(&mut RunState::new(), &mut (), &[]).unwrap_err();
-    assert!(matches!(fault, Fault::OutOfBounds { pc: 11, addr: 0, .. }), "{fault:?}");
+    assert!(
+        matches!(
+            fault,
+            Fault::OutOfBounds {
+                pc: 11,
+                addr: 0,
+                ..
+            }
+        ),
+        "{fault:?}"
+    );
 }
 
 #[test]
 fn callbacks_must_start_a_subprogram() {
-    let helpers = HelperRegistry::new().with(Helper::new(181, "bpf_loop", |ctx, a| ctx.call_subprog(a[1], &[])));
+    let helpers = HelperRegistry::new().with(Helper::new(181, "bpf_loop", |ctx, a| {
+        ctx.call_subprog(a[1], &[])
+    }));
     let p = P::new().mov(2, k(1)).call(181).exit().build();
     let program = load(p, LoadOptions::bounds_checked().with_helpers(helpers));
     assert_eq!(
@@ -350,8 +405,10 @@ fn callbacks_must_start_a_subprogram() {
 #[test]
 fn callbacks_count_against_the_call_depth() {
     // A callback that calls bpf_loop on itself recurses until the limit.
-    let helpers = HelperRegistry::new().with(Helper::new(181, "bpf_loop", |ctx, a| ctx.call_subprog(a[1], &[0, a[1]])));
-    // 0-1: r2 = func(slot 3); 2: call 181 ... wait: slot 2 is the call, slot 3 exit
+    let helpers = HelperRegistry::new().with(Helper::new(181, "bpf_loop", |ctx, a| {
+        ctx.call_subprog(a[1], &[0, a[1]])
+    }));
+    // 0-1: r2 = the callback; 2: bpf_loop; 3-4: callback = bpf_loop on itself
     let p = P::new()
         .lddw_kind(LdDwKind::Func, 2, 2) // slot 0 + 1 + 2 = 3
         .call(181)
@@ -361,7 +418,13 @@ fn callbacks_count_against_the_call_depth() {
         .build();
     let program = load(p, LoadOptions::bounds_checked().with_helpers(helpers));
     let fault = program.run(&mut RunState::new(), &mut (), &[]).unwrap_err();
-    assert_eq!(fault, Fault::CallDepthExceeded { pc: 4, max: MAX_CALL_DEPTH });
+    assert_eq!(
+        fault,
+        Fault::CallDepthExceeded {
+            pc: 4,
+            max: MAX_CALL_DEPTH
+        }
+    );
 }
 
 #[test]
@@ -372,7 +435,11 @@ fn helpers_check_and_register_memory() {
     let owned = Arc::clone(&buffer);
     let helpers = HelperRegistry::new()
         .with(Helper::new(20, "sum_bytes", |ctx, a| {
-            Ok(ctx.read_mem(a[0], a[1])?.iter().map(|&b| u64::from(b)).sum())
+            Ok(ctx
+                .read_mem(a[0], a[1])?
+                .iter()
+                .map(|&b| u64::from(b))
+                .sum())
         }))
         .with(Helper::new(21, "get_buffer", move |ctx, _| {
             ctx.register_region(Region::of_slice(&owned));
@@ -380,17 +447,39 @@ fn helpers_check_and_register_memory() {
         }));
     let opts = LoadOptions::bounds_checked().with_helpers(helpers);
     // Reads a registered buffer: fine.
-    let p = P::new().call(21).mov(1, r(0)).mov(2, k(16)).call(20).exit().build();
-    assert_eq!(load(p, opts.clone()).run(&mut RunState::new(), &mut (), &[]), Ok(9 * 16));
+    let p = P::new()
+        .call(21)
+        .mov(1, r(0))
+        .mov(2, k(16))
+        .call(20)
+        .exit()
+        .build();
+    assert_eq!(
+        load(p, opts.clone()).run(&mut RunState::new(), &mut (), &[]),
+        Ok(9 * 16)
+    );
     // One byte past it: the helper's check faults.
-    let p = P::new().call(21).mov(1, r(0)).mov(2, k(17)).call(20).exit().build();
+    let p = P::new()
+        .call(21)
+        .mov(1, r(0))
+        .mov(2, k(17))
+        .call(20)
+        .exit()
+        .build();
     assert!(matches!(
         load(p, opts.clone()).run(&mut RunState::new(), &mut (), &[]),
-        Err(Fault::OutOfBounds { pc: 3, size: 17, .. })
+        Err(Fault::OutOfBounds {
+            pc: 3,
+            size: 17,
+            ..
+        })
     ));
     // The program itself can load from the registered region...
     let p = P::new().call(21).ldx(Size::B, 0, 0, 15).exit().build();
-    assert_eq!(load(p, opts.clone()).run(&mut RunState::new(), &mut (), &[]), Ok(9));
+    assert_eq!(
+        load(p, opts.clone()).run(&mut RunState::new(), &mut (), &[]),
+        Ok(9)
+    );
     // ...but not write it (registered read-only).
     let p = P::new().call(21).st(Size::B, 0, 0, k(1)).exit().build();
     assert!(matches!(

@@ -44,8 +44,16 @@ fn every_comparison_64() {
         (Jsle, 4, neg, 0),
     ];
     for &(op, a, b, want) in cases {
-        assert_eq!(taken(W64, op, a, b, false), want, "{op:?} {a:#x} {b:#x} (reg)");
-        assert_eq!(taken(W64, op, a, b, true), want, "{op:?} {a:#x} {b:#x} (imm)");
+        assert_eq!(
+            taken(W64, op, a, b, false),
+            want,
+            "{op:?} {a:#x} {b:#x} (reg)"
+        );
+        assert_eq!(
+            taken(W64, op, a, b, true),
+            want,
+            "{op:?} {a:#x} {b:#x} (imm)"
+        );
     }
 }
 
@@ -77,8 +85,16 @@ fn jmp32_compares_low_halves_only() {
         (Jset, hi | 1, 1, 1),
     ];
     for &(op, a, b, want) in cases {
-        assert_eq!(taken(W32, op, a, b, false), want, "{op:?} {a:#x} {b:#x} (reg)");
-        assert_eq!(taken(W32, op, a, b, true), want, "{op:?} {a:#x} {b:#x} (imm)");
+        assert_eq!(
+            taken(W32, op, a, b, false),
+            want,
+            "{op:?} {a:#x} {b:#x} (reg)"
+        );
+        assert_eq!(
+            taken(W32, op, a, b, true),
+            want,
+            "{op:?} {a:#x} {b:#x} (imm)"
+        );
     }
 }
 

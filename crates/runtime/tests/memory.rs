@@ -10,7 +10,12 @@ use common::*;
 #[test]
 fn loads_of_every_size_from_memory() {
     let mem: Vec<u8> = (1..=16).collect();
-    let cases = [(B, 0x01), (H, 0x0201), (W, 0x0403_0201), (DW, 0x0807_0605_0403_0201)];
+    let cases = [
+        (B, 0x01),
+        (H, 0x0201),
+        (W, 0x0403_0201),
+        (DW, 0x0807_0605_0403_0201),
+    ];
     for (size, want) in cases {
         let p = P::new().ldx(size, 0, 1, 0).exit().build();
         assert_eq!(run_both_mem(p, &mem).0, want, "{size:?}");
@@ -56,7 +61,12 @@ fn stores_of_every_size_truncate() {
 
 #[test]
 fn immediate_stores_sign_extend_the_imm() {
-    let p = P::new().st(DW, 1, 0, k(-2)).st(H, 1, 8, k(0x12345)).mov(0, k(0)).exit().build();
+    let p = P::new()
+        .st(DW, 1, 0, k(-2))
+        .st(H, 1, 8, k(0x12345))
+        .mov(0, k(0))
+        .exit()
+        .build();
     let (_, mem) = run_both_mem(p, &[0; 10]);
     assert_eq!(&mem[..8], &(-2i64).to_le_bytes());
     assert_eq!(&mem[8..], &[0x45, 0x23]);
@@ -111,7 +121,11 @@ fn lddw_map_kinds_are_resolved_at_load() {
 fn lddw_func_loads_the_target_slot() {
     // 0-1: lddw r0, func +2 (relative to the slot after the lddw's first
     // slot, as the kernel counts) = slot 3; 2: exit; 3: exit
-    let p = P::new().lddw_kind(LdDwKind::Func, 0, 2).exit().exit().build();
+    let p = P::new()
+        .lddw_kind(LdDwKind::Func, 0, 2)
+        .exit()
+        .exit()
+        .build();
     assert_eq!(run_both(p), 3);
 }
 
@@ -136,7 +150,10 @@ fn load_time_refusals() {
         assert_eq!(err, LoadError::UnrelocatedLdDw { pc: 0, kind });
     }
     assert_eq!(
-        load_err(P::new().lddw_kind(LdDwKind::MapIdx, 0, 2).exit().build(), opts()),
+        load_err(
+            P::new().lddw_kind(LdDwKind::MapIdx, 0, 2).exit().build(),
+            opts()
+        ),
         LoadError::MapIndexOutOfRange {
             pc: 0,
             index: 2,
@@ -149,7 +166,10 @@ fn load_time_refusals() {
     }];
     assert_eq!(
         load_err(
-            P::new().lddw_kind(LdDwKind::MapIdxValue, 0, 0).exit().build(),
+            P::new()
+                .lddw_kind(LdDwKind::MapIdxValue, 0, 0)
+                .exit()
+                .build(),
             opts().with_maps(no_value)
         ),
         LoadError::MapHasNoValue { pc: 0, index: 0 }
@@ -160,7 +180,10 @@ fn load_time_refusals() {
     }];
     assert!(matches!(
         load_err(
-            P::new().lddw_kind(LdDwKind::MapIdxValue, 0, 8 << 32).exit().build(),
+            P::new()
+                .lddw_kind(LdDwKind::MapIdxValue, 0, 8 << 32)
+                .exit()
+                .build(),
             opts().with_maps(small)
         ),
         LoadError::MapValueOffsetOutOfRange { offset: 8, .. }
@@ -170,7 +193,13 @@ fn load_time_refusals() {
         LoadError::UnknownHelper { pc: 0, id: 5 }
     );
     assert_eq!(
-        load_err(P::new().insn(Insn::Call(CallTarget::Kfunc(77))).exit().build(), opts()),
+        load_err(
+            P::new()
+                .insn(Insn::Call(CallTarget::Kfunc(77)))
+                .exit()
+                .build(),
+            opts()
+        ),
         LoadError::UnknownKfunc { pc: 0, id: 77 }
     );
     assert_eq!(
@@ -199,7 +228,11 @@ fn load_time_refusals() {
     // Into the middle of an lddw.
     assert!(matches!(
         load_err(P::new().ja(1).lddw(0, 1).exit().build(), opts()),
-        LoadError::BadTarget { pc: 0, target: 2, .. }
+        LoadError::BadTarget {
+            pc: 0,
+            target: 2,
+            ..
+        }
     ));
     assert_eq!(
         load_err(vec![Insn::LdDwTail, Insn::Exit], opts()),
@@ -220,7 +253,10 @@ fn load_time_refusals() {
         LoadError::BrokenLdDw { pc: 0 }
     );
     assert!(matches!(
-        load_err(P::new().alu32(AluOp::MovSx(32), 0, r(1)).exit().build(), opts()),
+        load_err(
+            P::new().alu32(AluOp::MovSx(32), 0, r(1)).exit().build(),
+            opts()
+        ),
         LoadError::InvalidInsn { pc: 0, .. }
     ));
 }

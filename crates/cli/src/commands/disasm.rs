@@ -10,7 +10,8 @@ const ELF_MAGIC: &[u8] = b"\x7fELF";
 pub fn run(file: &Path, asm_syntax: bool) -> Result<ExitCode> {
     let bytes = std::fs::read(file).with_context(|| format!("reading {}", file.display()))?;
     if bytes.starts_with(ELF_MAGIC) {
-        let obj = bpfjet_obj::load(&bytes).map_err(|e| anyhow::anyhow!("{}: {e}", file.display()))?;
+        let obj =
+            bpfjet_obj::load(&bytes).map_err(|e| anyhow::anyhow!("{}: {e}", file.display()))?;
         for (i, prog) in obj.programs.iter().enumerate() {
             if i > 0 {
                 println!();

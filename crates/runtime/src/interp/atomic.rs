@@ -14,7 +14,13 @@ use std::sync::atomic::{AtomicU32, AtomicU64, Ordering::SeqCst};
 /// # Safety
 /// `addr` must be writable host memory, aligned to the operation's width.
 #[inline]
-pub(crate) unsafe fn rmw(width: Width, op: AtomicOp, addr: u64, operand: u64, expected: u64) -> u64 {
+pub(crate) unsafe fn rmw(
+    width: Width,
+    op: AtomicOp,
+    addr: u64,
+    operand: u64,
+    expected: u64,
+) -> u64 {
     match width {
         Width::W64 => {
             let cell = AtomicU64::from_ptr(addr as *mut u64);
@@ -24,7 +30,8 @@ pub(crate) unsafe fn rmw(width: Width, op: AtomicOp, addr: u64, operand: u64, ex
                 AtomicOp::And => cell.fetch_and(operand, SeqCst),
                 AtomicOp::Xor => cell.fetch_xor(operand, SeqCst),
                 AtomicOp::Xchg => cell.swap(operand, SeqCst),
-                AtomicOp::CmpXchg => match cell.compare_exchange(expected, operand, SeqCst, SeqCst) {
+                AtomicOp::CmpXchg => match cell.compare_exchange(expected, operand, SeqCst, SeqCst)
+                {
                     Ok(old) | Err(old) => old,
                 },
             }

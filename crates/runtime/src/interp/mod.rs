@@ -202,7 +202,15 @@ fn run_segment<M: MemMode>(
                 off,
             } => {
                 let addr = m.regs[reg_index(src)].wrapping_add(off as i64 as u64);
-                M::check(core.state, prog, m.depth, pc, addr, size.bytes() as u64, Access::Read)?;
+                M::check(
+                    core.state,
+                    prog,
+                    m.depth,
+                    pc,
+                    addr,
+                    size.bytes() as u64,
+                    Access::Read,
+                )?;
                 // SAFETY: the access was checked above, or the verifier proved it.
                 let value = unsafe { memory::load(addr, size) };
                 m.regs[reg_index(dst)] = if sign_extend {
@@ -219,7 +227,15 @@ fn run_segment<M: MemMode>(
             } => {
                 let addr = m.regs[reg_index(dst)].wrapping_add(off as i64 as u64);
                 let value = operand(&m.regs, src);
-                M::check(core.state, prog, m.depth, pc, addr, size.bytes() as u64, Access::Write)?;
+                M::check(
+                    core.state,
+                    prog,
+                    m.depth,
+                    pc,
+                    addr,
+                    size.bytes() as u64,
+                    Access::Write,
+                )?;
                 // SAFETY: the access was checked above, or the verifier proved it.
                 unsafe { memory::store(addr, size, value) };
             }
@@ -238,7 +254,7 @@ fn run_segment<M: MemMode>(
                 let addr = m.regs[reg_index(dst)].wrapping_add(off as i64 as u64);
                 // Host atomics need natural alignment; the kernel verifier
                 // also rejects misaligned atomics, so check in both modes.
-                if addr % size != 0 {
+                if addr & (size - 1) != 0 {
                     return Err(Fault::Misaligned { pc, addr, size });
                 }
                 M::check(core.state, prog, m.depth, pc, addr, size, Access::Atomic)?;
@@ -276,7 +292,10 @@ fn run_segment<M: MemMode>(
             }
             Insn::Call(CallTarget::Local(off)) => {
                 let depth = m.depth + 1;
-                let Some(frame) = m.frames.get_mut(m.live_frames).filter(|_| depth < MAX_CALL_DEPTH)
+                let Some(frame) = m
+                    .frames
+                    .get_mut(m.live_frames)
+                    .filter(|_| depth < MAX_CALL_DEPTH)
                 else {
                     return Err(Fault::CallDepthExceeded {
                         pc,

@@ -26,7 +26,12 @@ impl P {
         self
     }
     pub fn alu(self, width: Width, op: AluOp, dst: Reg, src: Operand) -> Self {
-        self.insn(Insn::Alu { width, op, dst, src })
+        self.insn(Insn::Alu {
+            width,
+            op,
+            dst,
+            src,
+        })
     }
     pub fn alu64(self, op: AluOp, dst: Reg, src: Operand) -> Self {
         self.alu(Width::W64, op, dst, src)
@@ -44,7 +49,8 @@ impl P {
         self.insn(Insn::Endian { order, bits, dst })
     }
     pub fn lddw_kind(self, kind: LdDwKind, dst: Reg, imm: u64) -> Self {
-        self.insn(Insn::LdDw { kind, dst, imm }).insn(Insn::LdDwTail)
+        self.insn(Insn::LdDw { kind, dst, imm })
+            .insn(Insn::LdDwTail)
     }
     pub fn lddw(self, dst: Reg, imm: u64) -> Self {
         self.lddw_kind(LdDwKind::Imm, dst, imm)
@@ -68,9 +74,22 @@ impl P {
         })
     }
     pub fn st(self, size: Size, dst: Reg, off: i16, src: Operand) -> Self {
-        self.insn(Insn::Store { size, dst, off, src })
+        self.insn(Insn::Store {
+            size,
+            dst,
+            off,
+            src,
+        })
     }
-    pub fn atomic(self, width: Width, op: AtomicOp, fetch: bool, dst: Reg, src: Reg, off: i16) -> Self {
+    pub fn atomic(
+        self,
+        width: Width,
+        op: AtomicOp,
+        fetch: bool,
+        dst: Reg,
+        src: Reg,
+        off: i16,
+    ) -> Self {
         self.insn(Insn::Atomic {
             width,
             op,
@@ -127,7 +146,10 @@ pub fn load(insns: Vec<Insn>, options: LoadOptions) -> Program {
 
 /// Run bounds-checked on `mem` (conformance convention).
 pub fn run_checked(insns: Vec<Insn>, mem: &mut [u8]) -> Result<u64, Fault> {
-    let program = load(insns, LoadOptions::bounds_checked().with_helpers(conformance_helpers()));
+    let program = load(
+        insns,
+        LoadOptions::bounds_checked().with_helpers(conformance_helpers()),
+    );
     program.run_on_memory(&mut RunState::new(), mem)
 }
 
@@ -135,7 +157,8 @@ pub fn run_checked(insns: Vec<Insn>, mem: &mut [u8]) -> Result<u64, Fault> {
 /// final memory). Returns the result and the final memory.
 pub fn run_both_mem(insns: Vec<Insn>, mem: &[u8]) -> (u64, Vec<u8>) {
     let mut checked_mem = mem.to_vec();
-    let checked = run_checked(insns.clone(), &mut checked_mem).expect("bounds-checked run succeeds");
+    let checked =
+        run_checked(insns.clone(), &mut checked_mem).expect("bounds-checked run succeeds");
     let program = load(insns, verified().with_helpers(conformance_helpers()));
     let mut verified_mem = mem.to_vec();
     let fast = program

@@ -1,0 +1,166 @@
+//! `bpfjet conformance DIR` and `bpfjet conformance-plugin [MEM]`.
+//!
+//! The environment the bpf_conformance suite expects: r1 points to a writable
+//! copy of the test's memory (0 when it has none), r2 holds its length, r10 the
+//! top of a 512-byte stack, and helper 5 returns its first argument.
+
+use crate::conformance_file::{self, ConformanceTest};
+use anyhow::{bail, Context, Result};
+use bpfjet_isa::{asm::assemble, decode_bytes, Insn};
+use bpfjet_runtime::{Helper, HelperRegistry, LoadOptions, Program, RunState};
+use std::io::Read;
+use std::path::Path;
+use std::process::ExitCode;
+
+/// Instruction budget per test: the suite has no infinite loops, so hitting it
+/// means an engine bug, reported as a failure instead of a hang.
+const INSN_BUDGET: u64 = 10_000_000;
+
+fn conformance_helpers() -> HelperRegistry {
+    HelperRegistry::new().with(Helper::new(5, "conformance_identity", |_ctx, args| {
+        Ok(args[0])
+    }))
+}
+
+fn run_program(insns: Vec<Insn>, mem: &[u8]) -> Result<u64> {
+    let program = Program::new(
+        insns,
+        LoadOptions::bounds_checked().with_helpers(conformance_helpers()),
+    )
+    .map_err(|e| anyhow::anyhow!("load: {e}"))?;
+    let mut state = RunState::new();
+    state.set_insn_budget(Some(INSN_BUDGET));
+    let mut mem = mem.to_vec();
+    program
+        .run_on_memory(&mut state, &mut mem)
+        .map_err(|e| anyhow::anyhow!("run: {e}"))
+}
+
+fn check_engine(engine: &str) -> Result<()> {
+    match engine {
+        "interp" => Ok(()),
+        "jit" => bail!("engine 'jit' is not available yet (LLVM JIT lands with its own issue)"),
+        other => bail!("unknown engine '{other}' (expected interp or jit)"),
+    }
+}
+
+/// Outcome of one test: `Ok(())` passed, `Err(reason)` failed.
+fn run_test(test: &ConformanceTest) -> std::result::Result<(), String> {
+    let insns = assemble(&test.asm).map_err(|e| format!("assemble: {e}"))?;
+    let outcome = run_program(insns, &test.mem);
+    match (&test.result, &test.error, outcome) {
+        (Some(want), _, Ok(got)) if *want == got => Ok(()),
+        (Some(want), _, Ok(got)) => Err(format!("expected r0 = {want:#x}, got {got:#x}")),
+        (Some(want), _, Err(e)) => Err(format!("expected r0 = {want:#x}, got error: {e:#}")),
+        (None, Some(err), Ok(got)) => Err(format!("expected error '{err}', got r0 = {got:#x}")),
+        (None, Some(_), Err(_)) => Ok(()),
+        (None, None, _) => Err("test has no expectation".into()),
+    }
+}
+
+pub fn run(dir: &Path, engine: &str, verbose: bool) -> Result<ExitCode> {
+    check_engine(engine)?;
+    let mut files: Vec<_> = std::fs::read_dir(dir)
+        .with_context(|| format!("reading {}", dir.display()))?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|x| x == "data"))
+        .collect();
+    files.sort();
+    if files.is_empty() {
+        bail!("no .data tests in {}", dir.display());
+    }
+    let (mut passed, mut failed) = (0usize, 0usize);
+    for path in &files {
+        let name = path.file_name().unwrap_or_default().to_string_lossy();
+        let outcome = std::fs::read_to_string(path)
+            .map_err(|e| format!("read: {e}"))
+            .and_then(|text| conformance_file::parse(&text).map_err(|e| format!("parse: {e:#}")))
+            .and_then(|test| run_test(&test));
+        match outcome {
+            Ok(()) => {
+                passed += 1;
+                if verbose {
+                    println!("PASS {name}");
+                }
+            }
+            Err(why) => {
+                failed += 1;
+                println!("FAIL {name}: {why}");
+            }
+        }
+    }
+    println!("{passed} passed, {failed} failed");
+    Ok(if failed == 0 {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    })
+}
+
+/// Memory argument of the plugin protocol: two hex digits per byte, separated by whitespace.
+fn parse_plugin_mem(mem: &str) -> Result<Vec<u8>> {
+    mem.split_whitespace()
+        .map(|b| u8::from_str_radix(b, 16).with_context(|| format!("bad memory byte {b:?}")))
+        .collect()
+}
+
+fn parse_plugin_program(text: &str) -> Result<Vec<u8>> {
+    let digits: Vec<u8> = text.bytes().filter(|b| !b.is_ascii_whitespace()).collect();
+    if digits.len() % 16 != 0 {
+        bail!(
+            "program hex has {} digits, not a multiple of 16 (8-byte instructions)",
+            digits.len()
+        );
+    }
+    digits
+        .chunks(2)
+        .map(|p| {
+            let s = std::str::from_utf8(p).unwrap_or("??");
+            u8::from_str_radix(s, 16).with_context(|| format!("bad program hex {s:?}"))
+        })
+        .collect()
+}
+
+pub fn plugin(mem: Option<&str>) -> Result<ExitCode> {
+    let outcome = (|| -> Result<u64> {
+        let mut input = String::new();
+        std::io::stdin()
+            .read_to_string(&mut input)
+            .context("reading program from stdin")?;
+        let bytes = parse_plugin_program(&input)?;
+        let insns = decode_bytes(&bytes).map_err(|e| anyhow::anyhow!("invalid program: {e}"))?;
+        let mem = mem.map(parse_plugin_mem).transpose()?.unwrap_or_default();
+        run_program(insns, &mem)
+    })();
+    match outcome {
+        Ok(r0) => {
+            println!("{r0:x}");
+            Ok(ExitCode::SUCCESS)
+        }
+        Err(e) => {
+            println!("{e:#}");
+            Ok(ExitCode::FAILURE)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn plugin_inputs() {
+        assert_eq!(
+            parse_plugin_mem("00  ff  10  ").unwrap(),
+            vec![0, 0xff, 0x10]
+        );
+        assert!(parse_plugin_mem("zz").is_err());
+        assert_eq!(
+            parse_plugin_program("b700000001000000\n9500000000000000\n")
+                .unwrap()
+                .len(),
+            16
+        );
+        assert!(parse_plugin_program("b7000000").is_err());
+    }
+}
