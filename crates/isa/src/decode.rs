@@ -456,7 +456,7 @@ pub fn decode_insn(pc: usize, raw: &RawInsn, next: Option<&RawInsn>) -> Result<I
 
 /// Parse raw bytes into slots.
 pub fn parse_slots(bytes: &[u8]) -> Result<Vec<RawInsn>, DecodeError> {
-    if bytes.len() % 8 != 0 {
+    if !bytes.len().is_multiple_of(8) {
         return Err(DecodeError::TruncatedProgram(bytes.len()));
     }
     Ok(bytes

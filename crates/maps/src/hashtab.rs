@@ -797,6 +797,7 @@ impl HashTable {
     /// bytes, as `BPF_MAP_LOOKUP_ELEM` returns it). No LRU side effect.
     pub(crate) fn lookup_copy(&self, key: &[u8], flags: u64) -> Result<Vec<u8>, MapError> {
         let with_lock = crate::array::check_lookup_flags(flags, self.lock)?;
+        self.check_key(key)?;
         let e = self.find_elem(key).ok_or(MapError::NotFound)?;
         if self.percpu {
             let mut out = vec![0; self.value_stride * self.ncpus as usize];
@@ -808,12 +809,29 @@ impl HashTable {
             return Ok(out);
         }
         let mut out = vec![0; self.value_size];
-        // SAFETY: e < pool.
+        let mut e = e;
+        for _ in 0..LOCKLESS_TRIES {
+            // SAFETY: e < pool.
+            unsafe { self.lock.load(self.value_ptr(e, 0), &mut out, with_lock) };
+            // The element may have been recycled for another key while we
+            // copied; a control plane can afford to check and retry.
+            if self.key_eq(e, key) {
+                return Ok(out);
+            }
+            e = self.find_elem(key).ok_or(MapError::NotFound)?;
+        }
+        let b = self.bucket_of(key_hash(key));
+        let _g = SpinGuard::lock(self.bucket_lock(b));
+        let (_, e) = self
+            .find_locked(b, key, key_hash(key))
+            .ok_or(MapError::NotFound)?;
+        // SAFETY: e is live under the bucket lock.
         unsafe { self.lock.load(self.value_ptr(e, 0), &mut out, with_lock) };
         Ok(out)
     }
 
     pub(crate) fn lookup_percpu(&self, key: &[u8]) -> Result<Vec<Vec<u8>>, MapError> {
+        self.check_key(key)?;
         let e = self.find_elem(key).ok_or(MapError::NotFound)?;
         let cpus = if self.percpu { self.ncpus } else { 1 };
         Ok((0..cpus)
@@ -824,6 +842,13 @@ impl HashTable {
                 out
             })
             .collect())
+    }
+
+    fn check_key(&self, key: &[u8]) -> Result<(), MapError> {
+        if key.len() != self.key_size {
+            return Err(MapError::Invalid("key size mismatch"));
+        }
+        Ok(())
     }
 
     /// The key and aux bytes of element `e`.

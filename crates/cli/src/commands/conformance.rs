@@ -106,7 +106,7 @@ fn parse_plugin_mem(mem: &str) -> Result<Vec<u8>> {
 
 fn parse_plugin_program(text: &str) -> Result<Vec<u8>> {
     let digits: Vec<u8> = text.bytes().filter(|b| !b.is_ascii_whitespace()).collect();
-    if digits.len() % 16 != 0 {
+    if !digits.len().is_multiple_of(16) {
         bail!(
             "program hex has {} digits, not a multiple of 16 (8-byte instructions)",
             digits.len()
