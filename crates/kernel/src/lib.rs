@@ -75,6 +75,7 @@ mod error;
 mod libbpf_log;
 mod map_kind;
 mod object;
+pub mod raw_load;
 mod state;
 mod sys;
 mod test_run;

@@ -138,7 +138,7 @@ fn percpu_array_slots() {
         vec![5, 0, 0, 0, 0, 0, 0, 0, 6, 0, 0, 0, 0, 0, 0, 0]
     );
     let l = m.array_layout().unwrap();
-    assert!(l.cpu_stride >= 16 && l.cpu_stride % 64 == 0);
+    assert!(l.cpu_stride >= 16 && l.cpu_stride.is_multiple_of(64));
     assert_eq!(
         l.values.wrapping_add(l.cpu_stride + 8),
         m.lookup(&k32(1), 1).unwrap()
