@@ -44,6 +44,8 @@ enum Command {
         #[arg(short, long)]
         verbose: bool,
     },
+    /// Run an XDP program on one packet, like the kernel's BPF_PROG_TEST_RUN.
+    TestRun(commands::test_run::TestRunArgs),
     /// The bpf_conformance plugin protocol: program as hex on stdin, memory as argument.
     ConformancePlugin {
         /// Memory: each byte as two hex digits followed by two spaces.
@@ -62,6 +64,7 @@ fn main() -> ExitCode {
             verbose,
         } => commands::conformance::run(&dir, &engine, verbose),
         Command::ConformancePlugin { mem } => commands::conformance::plugin(mem.as_deref()),
+        Command::TestRun(args) => commands::test_run::run(&args),
     };
     match result {
         Ok(code) => code,

@@ -1,1 +1,29 @@
-//! bpfjet jit
+//! bpfjet's LLVM JIT: verified eBPF bytecode lifted to LLVM IR, optimized
+//! with LLVM 19's `default<O3>` pipeline for the host CPU, and loaded as
+//! native code by a small ELF loader of our own.
+//!
+//! ```text
+//! Program::new (load checks, lddw resolution)
+//!   -> analysis (functions, blocks, frame-pointer provenance)
+//!   -> lift (one LLVM function per BPF function)
+//!   -> pipeline (verify, optimize, emit an object)   <- skipped on a cache hit
+//!   -> loader (map, relocate, protect)
+//!   -> JitProgram::run (trampolines connect helpers, callbacks, tail calls)
+//! ```
+//!
+//! Helpers are the runtime's own [`bpfjet_runtime::Helper`]s, reached through
+//! one trampoline, so they are written once for both engines.
+
+mod analysis;
+mod cache;
+mod error;
+mod lift;
+mod loader;
+mod options;
+mod pipeline;
+mod program;
+mod trampoline;
+
+pub use error::JitError;
+pub use options::{CacheMode, CpuTarget, JitOptions, OptLevel};
+pub use program::{CompileStats, DumpStage, JitProgram};

@@ -1,6 +1,7 @@
 //! What a helper can do besides computing r0.
 
 use crate::error::{Access, Fault, TailCallError};
+use crate::helpers::Helper;
 use crate::interp::memory::{BoundsChecked, MemMode};
 use crate::interp::{execute_in_mode, Core};
 use crate::program::{Program, ProgramInner};
@@ -9,7 +10,25 @@ use crate::state::{RunState, MAX_CALL_DEPTH, MAX_TAIL_CALLS};
 use std::any::Any;
 use std::sync::Arc;
 
-/// The interpreter's side of a helper call: handed to every helper and kfunc.
+/// How an engine other than the interpreter (the JIT) runs the callbacks that
+/// helpers request through [`HelperCtx::call_subprog`]. The interpreter needs
+/// no such object: it re-enters itself.
+pub trait CallbackRunner {
+    /// Run the subprogram that begins at `slot` in a fresh frame at call depth
+    /// `depth` with `args` in r1–r5, and return its r0. [`HelperCtx`] has
+    /// already checked that `slot` begins a subprogram and that `depth` is
+    /// within the call-depth limit.
+    fn call_subprog(
+        &mut self,
+        state: &mut RunState,
+        user: &mut (dyn Any + 'static),
+        slot: usize,
+        depth: usize,
+        args: [u64; 5],
+    ) -> Result<u64, Fault>;
+}
+
+/// The engine's side of a helper call: handed to every helper and kfunc.
 pub struct HelperCtx<'a> {
     state: &'a mut RunState,
     user: &'a mut (dyn Any + 'static),
@@ -19,6 +38,8 @@ pub struct HelperCtx<'a> {
     bounds_checked: bool,
     helper: &'static str,
     tail_call: Option<Arc<ProgramInner>>,
+    /// Set when another engine serves the call (see [`CallbackRunner`]).
+    engine: Option<&'a mut dyn CallbackRunner>,
 }
 
 impl<'a> HelperCtx<'a> {
@@ -40,7 +61,47 @@ impl<'a> HelperCtx<'a> {
             bounds_checked,
             helper,
             tail_call: None,
+            engine: None,
         }
+    }
+
+    /// A context for a helper call made by another engine (the JIT) running
+    /// `program`: callbacks go through `engine`, everything else (per-run
+    /// context, tail-call requests, memory checks) behaves as under the
+    /// interpreter. `depth` is the calling frame's call depth, `pc` the slot
+    /// of the call instruction.
+    pub fn for_engine(
+        state: &'a mut RunState,
+        user: &'a mut (dyn Any + 'static),
+        program: &'a Program,
+        engine: &'a mut dyn CallbackRunner,
+        pc: usize,
+        depth: usize,
+        helper: &Helper,
+    ) -> Self {
+        HelperCtx {
+            state,
+            user,
+            prog: &program.inner,
+            pc,
+            depth,
+            bounds_checked: program.inner.bounds_checked,
+            helper: helper.name(),
+            tail_call: None,
+            engine: Some(engine),
+        }
+    }
+
+    /// Call `helper` with this context and r1–r5 (for engines other than the
+    /// interpreter, which build the context with [`HelperCtx::for_engine`]).
+    pub fn invoke(&mut self, helper: &Helper, args: [u64; 5]) -> Result<u64, Fault> {
+        helper.call(self, args)
+    }
+
+    /// The program a granted [`HelperCtx::tail_call`] asked to enter, if any;
+    /// taking it clears the request. For engines other than the interpreter.
+    pub fn take_tail_call_target(&mut self) -> Option<Program> {
+        self.tail_call.take().map(|inner| Program { inner })
     }
 
     pub(crate) fn take_tail_call(&mut self) -> Option<Arc<ProgramInner>> {
@@ -124,6 +185,9 @@ impl<'a> HelperCtx<'a> {
         for (reg, arg) in regs.iter_mut().zip(args) {
             *reg = *arg;
         }
+        if let Some(engine) = self.engine.as_deref_mut() {
+            return engine.call_subprog(&mut *self.state, &mut *self.user, slot, depth, regs);
+        }
         let mut core = Core {
             state: &mut *self.state,
             user: &mut *self.user,
@@ -164,6 +228,37 @@ impl<'a> HelperCtx<'a> {
             .cloned()
             .ok_or(TailCallError::NoSuchProgram(index))?;
         self.tail_call(&target)
+    }
+
+    /// The kernel's order for `bpf_tail_call`: the attempt counts against
+    /// the limit before the slot is read, so a tail call into an empty slot
+    /// still uses up one of the 33. Returns false once the limit is reached.
+    pub(crate) fn count_tail_call_attempt(&mut self) -> bool {
+        if self.state.tail_calls >= MAX_TAIL_CALLS {
+            return false;
+        }
+        self.state.tail_calls += 1;
+        true
+    }
+
+    /// [`HelperCtx::tail_call_index`] for an attempt already counted with
+    /// [`HelperCtx::count_tail_call_attempt`].
+    pub(crate) fn tail_call_index_counted(&mut self, index: u32) -> Result<(), TailCallError> {
+        self.state.tail_calls = self.state.tail_calls.saturating_sub(1);
+        let result = self.tail_call_index(index);
+        if result.is_err() {
+            self.state.tail_calls += 1;
+        }
+        result
+    }
+
+    /// Swap a region registered for this run (or persistently) for another,
+    /// or drop it: the packet after `bpf_xdp_adjust_*`, a ring-buffer sample
+    /// after submit. A no-op on the verified path.
+    pub(crate) fn replace_region(&mut self, old: Region, new: Option<Region>) {
+        if self.bounds_checked {
+            self.state.replace_region(old, new);
+        }
     }
 
     /// Tail calls taken so far in this run.

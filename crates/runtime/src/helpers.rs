@@ -4,6 +4,26 @@
 //! table (keyed by the stable helper id, e.g. 1 = `bpf_map_lookup_elem`) and
 //! the kfunc table (keyed by the kfunc's BTF id as the loader assigned it).
 
+mod callbacks;
+mod common;
+mod csum;
+pub mod fib;
+pub mod ids;
+mod maps;
+mod perf;
+mod printf;
+mod ringbuf;
+mod spin_lock;
+mod strings;
+mod tail_call;
+mod time;
+mod xdp;
+
+pub use csum::csum_diff;
+pub use ids::kernel_helper_name;
+pub use strings::strncmp;
+pub use xdp::{BPF_F_BROADCAST, BPF_F_EXCLUDE_INGRESS};
+
 use crate::error::Fault;
 use crate::helper_ctx::HelperCtx;
 use std::fmt;
@@ -121,4 +141,24 @@ impl HelperRegistry {
     pub fn iter(&self) -> impl Iterator<Item = &Helper> {
         self.dense.iter().flatten().chain(self.sparse.iter())
     }
+}
+
+/// Every kernel helper bpfjet implements for XDP programs, by kernel id.
+/// They reach the run's frame, CPU slot and maps through an
+/// [`XdpEnv`](crate::env::XdpEnv) passed as the run's user context.
+pub fn xdp_helpers() -> HelperRegistry {
+    let mut r = HelperRegistry::new();
+    maps::register(&mut r);
+    time::register(&mut r);
+    tail_call::register(&mut r);
+    xdp::register(&mut r);
+    csum::register(&mut r);
+    ringbuf::register(&mut r);
+    perf::register(&mut r);
+    printf::register(&mut r);
+    callbacks::register(&mut r);
+    spin_lock::register(&mut r);
+    strings::register(&mut r);
+    fib::register(&mut r);
+    r
 }

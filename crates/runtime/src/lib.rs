@@ -11,7 +11,16 @@
 //! Helpers and kfuncs share one calling convention ([`Helper`]): they receive a
 //! [`HelperCtx`] (re-entry into the interpreter for callbacks, tail calls, the
 //! caller's opaque per-run context, memory checks) and r1–r5.
+//!
+//! On top of the interpreter sits the kernel-compatible layer: the kernel's
+//! helpers ([`xdp_helpers`], `helpers/`), the XDP frame and context with the
+//! load-time `xdp_md` rewrite ([`xdp`]), whole-object loading with maps and
+//! tail calls ([`LoadedObject`]), the kernel's `BPF_PROG_TEST_RUN`
+//! ([`LoadedObject::test_run`]) and STATE.json dumps in the kernel engine's
+//! format ([`LoadedObject::dump_state`]).
 
+mod dump;
+pub mod env;
 pub mod errno;
 mod error;
 pub mod fuzzing;
@@ -19,13 +28,27 @@ mod helper_ctx;
 mod helpers;
 mod interp;
 mod load;
+mod loader;
 mod program;
 mod region;
+mod runtime_error;
 mod state;
+mod test_run;
+pub mod xdp;
 
 pub use error::{Access, Fault, LoadError, TailCallError};
-pub use helper_ctx::HelperCtx;
+pub use helper_ctx::{CallbackRunner, HelperCtx};
 pub use helpers::{Helper, HelperFn, HelperRegistry};
 pub use program::{LoadOptions, MapBinding, MemoryMode, Program, VerifiedProof};
 pub use region::Region;
 pub use state::{RunState, FRAME_STRIDE, MAX_CALL_DEPTH, MAX_TAIL_CALLS, STACK_SIZE};
+pub use dump::FOREIGN_PROGRAM_PREFIX;
+pub use env::{ObjectMaps, XdpEnv};
+pub use helpers::fib::{self, Fib, FibTable};
+pub use helpers::{
+    csum_diff, ids as helper_ids, kernel_helper_name, strncmp, xdp_helpers, BPF_F_BROADCAST,
+    BPF_F_EXCLUDE_INGRESS,
+};
+pub use loader::{possible_cpus, LoadedObject, ObjectOptions};
+pub use runtime_error::RuntimeError;
+pub use test_run::{TestRunOptions, TestRunResult, LOOPBACK_IFINDEX};

@@ -152,6 +152,20 @@ impl Program {
         result
     }
 
+    /// Bracket a run of this program by another engine (the JIT) with the
+    /// per-run bookkeeping [`Program::run`] does: run-time regions of the
+    /// previous run are dropped and the tail-call count starts at zero.
+    pub fn run_externally<R>(
+        &self,
+        state: &mut RunState,
+        run: impl FnOnce(&mut RunState) -> R,
+    ) -> R {
+        state.begin_run();
+        let result = run(state);
+        state.end_run();
+        result
+    }
+
     /// The conformance-suite convention: r1 points to `mem` (0 when it is
     /// empty), r2 holds its length, and `mem` is a writable region for this
     /// run. The per-run context is `()`.

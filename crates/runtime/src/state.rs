@@ -117,6 +117,26 @@ impl RunState {
         self.program_table = programs;
     }
 
+    /// Replace the first region equal to `old` (persistent or per-run) with
+    /// `new`, or remove it when `new` is None.
+    pub(crate) fn replace_region(&mut self, old: Region, new: Option<Region>) {
+        let Some(i) = self.regions.iter().position(|r| *r == old) else {
+            if let Some(new) = new {
+                self.add_run_region(new);
+            }
+            return;
+        };
+        match new {
+            Some(new) => self.regions[i] = new,
+            None => {
+                self.regions.remove(i);
+                if i < self.persistent_regions {
+                    self.persistent_regions -= 1;
+                }
+            }
+        }
+    }
+
     /// Register a region for the current run only.
     pub(crate) fn add_run_region(&mut self, region: Region) {
         if !self.regions[self.persistent_regions..].contains(&region) {

@@ -1,1 +1,101 @@
-//! bpfjet verifier
+//! bpfjet's verifier: proves an eBPF program safe before it runs, in the
+//! spirit of the kernel's verifier (and aiming for its verdicts on real
+//! programs).
+//!
+//! The analysis is an abstract interpretation over every path of the
+//! program, with state pruning: each register has a type (scalar, context,
+//! packet, packet end, map pointer, map value, stack, helper memory, ...);
+//! scalars and pointer offsets are tracked as tristate numbers plus signed
+//! and unsigned 64/32-bit ranges; packet ranges are learned from comparisons
+//! against `data_end`; stack bytes are tracked for initialisation and
+//! spilled registers; helper calls are checked against prototypes
+//! ([`proto`]); ringbuf reservations must be released on every path; loops
+//! are explored until their state converges or the complexity budget runs out.
+//!
+//! ```
+//! use bpfjet_verifier::{verify, VerifyEnv};
+//! let prog = bpfjet_isa::assemble(
+//!     "ldxw %r2, [%r1+0]\n ldxw %r3, [%r1+4]\n mov %r4, %r2\n add %r4, 14\n\
+//!      jgt %r4, %r3, out\n ldxb %r0, [%r2+13]\n out:\n mov %r0, 2\n exit",
+//! ).unwrap();
+//! let facts = verify(&prog, &VerifyEnv::new(&[])).unwrap();
+//! assert_eq!(facts.ctx_accesses.len(), 2);
+//!
+//! // One byte further is past what the comparison proved.
+//! let bad = bpfjet_isa::assemble(
+//!     "ldxw %r2, [%r1+0]\n ldxw %r3, [%r1+4]\n mov %r4, %r2\n add %r4, 14\n\
+//!      jgt %r4, %r3, out\n ldxb %r0, [%r2+14]\n out:\n mov %r0, 2\n exit",
+//! ).unwrap();
+//! let e = verify(&bad, &VerifyEnv::new(&[])).unwrap_err();
+//! assert_eq!((e.pc, e.rule), (Some(5), "pkt_out_of_range"));
+//! ```
+//!
+//! Module map: the abstract domains ([`tnum`], [`range`], [`range_ops`],
+//! [`reg_state`], [`stack`], [`frame`]) are independent of the driver;
+//! instruction rules live in `alu`, `mem`, `branch`, `helper_check`,
+//! `calls` and [`ctx_rules`]; `cfg` is the static structure, `pruning` the
+//! state comparison and `driver` the exploration.
+
+mod alu;
+mod branch;
+mod calls;
+mod cfg;
+pub mod ctx_rules;
+mod driver;
+pub mod env;
+pub mod error;
+pub mod facts;
+pub mod frame;
+mod helper_check;
+mod mem;
+pub mod proto;
+mod pruning;
+pub mod range;
+pub mod range_ops;
+pub mod reg_state;
+pub mod stack;
+pub mod tnum;
+
+pub use branch::{decide as decide_branch, eval_cond, refine_side as refine_branch};
+pub use env::{Policy, ProgramType, VerifyEnv, COMPLEXITY_LIMIT};
+pub use error::VerifyError;
+pub use facts::{ConstKeyLookup, CtxAccess, Facts, PktAccess, SubprogInfo, XdpMdField};
+pub use proto::{helper_proto, helper_protos, ArgType, HelperProto, RetType};
+
+use bpfjet_isa::{Insn, RawInsn};
+
+/// Verify a typed program (slot form, as `bpfjet_isa::decode_program`
+/// returns it). `Ok` carries what the analysis proved.
+pub fn verify(program: &[Insn], env: &VerifyEnv) -> Result<Facts, VerifyError> {
+    let cfg = match cfg::build(program) {
+        Ok(c) => c,
+        Err((pc, mut e)) => {
+            e.pc = pc;
+            if let Some(insn) = pc.and_then(|p| program.get(p)) {
+                e.insn_text = bpfjet_isa::format_insn(insn, pc);
+            }
+            return Err(e);
+        }
+    };
+    driver::Verifier::new(program, env, cfg).run()
+}
+
+/// Verify raw instruction slots: encoding errors (bad opcodes, jumps out of
+/// range, truncated `lddw`) are rejections like any other.
+pub fn verify_raw(slots: &[RawInsn], env: &VerifyEnv) -> Result<Facts, VerifyError> {
+    match bpfjet_isa::decode_program(slots) {
+        Ok(insns) => verify(&insns, env),
+        Err(e) => {
+            let rule = match e {
+                bpfjet_isa::DecodeError::JumpOutOfRange { .. }
+                | bpfjet_isa::DecodeError::CallOutOfRange { .. } => "jump_out_of_range",
+                bpfjet_isa::DecodeError::JumpIntoLdDw { .. } => "jump_into_lddw",
+                bpfjet_isa::DecodeError::BadRegister { .. } => "bad_register",
+                _ => "bad_insn",
+            };
+            let mut v = VerifyError::new(rule, e.to_string());
+            v.pc = e.pc();
+            Err(v)
+        }
+    }
+}

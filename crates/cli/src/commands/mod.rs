@@ -2,3 +2,4 @@
 pub mod asm;
 pub mod conformance;
 pub mod disasm;
+pub mod test_run;

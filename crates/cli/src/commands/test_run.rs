@@ -1,0 +1,195 @@
+//! `bpfjet test-run`: run one XDP program once (or `--repeat` times) on one
+//! packet, like the kernel's `BPF_PROG_TEST_RUN`, on bpfjet's interpreter or
+//! on the kernel itself, and report the action, the output frame, the time
+//! per run and optionally every map afterwards.
+//!
+//! Everything that can be checked without an engine (object, program,
+//! packet, state file, state map names, CPU) is checked here first, so a bad
+//! input fails with the same message whichever engine was asked for.
+
+mod engine;
+mod packet;
+mod report;
+
+pub use engine::Engine;
+
+use anyhow::{anyhow, bail, Context, Result};
+use bpfjet_maps::state::{parse_hex, EntryState, MapState};
+use bpfjet_obj::{Object, ProgKind};
+use engine::{RunRequest, RxContext};
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+#[derive(clap::Args)]
+pub struct TestRunArgs {
+    /// BPF ELF object (clang -target bpf, libbpf conventions).
+    pub object: PathBuf,
+    /// Program (C function name, or ELF section when that is unique);
+    /// defaults to the object's only program.
+    #[arg(long)]
+    pub prog: Option<String>,
+    /// Input frame: raw bytes, or hex text if the file name ends in `.hex`
+    /// (two digits per byte, whitespace between bytes, `#` comments).
+    #[arg(long)]
+    pub data: PathBuf,
+    /// Runs on the same buffer, as the kernel does: from the second run on the
+    /// program sees its own output. The report is the last run's.
+    #[arg(long, default_value_t = 1)]
+    pub repeat: u32,
+    #[arg(long, value_enum, default_value = "interp")]
+    pub engine: Engine,
+    /// Initial map contents (STATE.json), applied identically on every engine.
+    #[arg(long)]
+    pub maps: Option<PathBuf>,
+    /// Print every map after the run, in the STATE.json format.
+    #[arg(long)]
+    pub dump_maps: bool,
+    /// Run as this CPU: per-CPU map slots and bpf_get_smp_processor_id; the
+    /// kernel engine pins the calling thread to it.
+    #[arg(long, default_value_t = 0)]
+    pub cpu: usize,
+    /// One JSON object: retval, action, data_out (hex), duration_ns, [maps].
+    #[arg(long)]
+    pub json: bool,
+    /// Run without bpfjet's verifier, in the bounds-checked interpreter.
+    #[arg(long)]
+    pub unverified: bool,
+    /// xdp_md.ingress_ifindex (default: 1, loopback, as the kernel's test run).
+    #[arg(long)]
+    pub ingress_ifindex: Option<u32>,
+    /// xdp_md.rx_queue_index (default: 0).
+    #[arg(long = "rx-queue")]
+    pub rx_queue: Option<u32>,
+}
+
+pub fn run(args: &TestRunArgs) -> Result<ExitCode> {
+    let object = bpfjet_obj::load_file(&args.object)
+        .map_err(|e| anyhow!("object {}: {e}", args.object.display()))?;
+    let program = choose_program(&object, args.prog.as_deref())
+        .with_context(|| format!("object {}", args.object.display()))?;
+    let data = packet::read_packet(&args.data)?;
+    let state = args
+        .maps
+        .as_deref()
+        .map(|path| read_state(path, &object))
+        .transpose()?;
+    let cpus = bpfjet_kernel::possible_cpus();
+    if args.cpu >= cpus {
+        bail!(
+            "--cpu {}: this machine has {cpus} possible CPUs (0..={})",
+            args.cpu,
+            cpus - 1
+        );
+    }
+
+    let request = RunRequest {
+        object_path: &args.object,
+        object: &object,
+        program: &program,
+        data: &data,
+        state: state.as_ref(),
+        repeat: args.repeat,
+        cpu: args.cpu,
+        rx: RxContext {
+            ingress_ifindex: args.ingress_ifindex,
+            rx_queue_index: args.rx_queue,
+        },
+        dump_maps: args.dump_maps,
+        unverified: args.unverified,
+    };
+    let outcome = engine::run(args.engine, &request)?;
+    if args.json {
+        println!("{}", report::json(args.engine.name(), &outcome)?);
+    } else {
+        print!(
+            "{}",
+            report::text(args.engine.name(), &data, args.repeat, &outcome)
+        );
+    }
+    // A completed run succeeds whatever the action: XDP_ABORTED is a result too.
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The program `wanted` names (C function name, else a unique ELF section),
+/// or the object's only program; it must be XDP.
+fn choose_program(object: &Object, wanted: Option<&str>) -> Result<String> {
+    let names = || {
+        object
+            .programs
+            .iter()
+            .map(|p| format!("{} ({})", p.name, p.section))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    let program = match wanted {
+        Some(name) => {
+            let by_section: Vec<_> = object
+                .programs
+                .iter()
+                .filter(|p| p.section == name)
+                .collect();
+            match object.program(name) {
+                Some(p) => p,
+                None if by_section.len() == 1 => by_section[0],
+                None => bail!("no program {name:?}; programs: {}", or_none(names())),
+            }
+        }
+        None => match object.programs.as_slice() {
+            [only] => only,
+            [] => bail!("the object has no programs"),
+            _ => bail!("several programs, choose one with --prog: {}", names()),
+        },
+    };
+    match &program.kind {
+        ProgKind::Xdp | ProgKind::XdpFrags => Ok(program.name.clone()),
+        other => bail!(
+            "program {} (section {}) is of type {other}; test-run runs XDP programs",
+            program.name,
+            program.section
+        ),
+    }
+}
+
+fn or_none(list: String) -> String {
+    if list.is_empty() {
+        "none".into()
+    } else {
+        list
+    }
+}
+
+/// Parse a STATE.json and check that every map it names is in the object
+/// and that its hex is hex, before any engine gets to create maps.
+fn read_state(path: &Path, object: &Object) -> Result<MapState> {
+    let state = bpfjet_maps::state::load_state(path)
+        .map_err(|e| anyhow!("map state {}: {e}", path.display()))?;
+    for (name, entries) in &state {
+        if object.map_index(name).is_none() {
+            let maps: Vec<&str> = object.maps.iter().map(|m| m.name.as_str()).collect();
+            bail!(
+                "map state {}: no map named {name:?} in the object (maps: {})",
+                path.display(),
+                or_none(maps.join(", "))
+            );
+        }
+        check_hex(entries).map_err(|why| anyhow!("map state {}: map {name:?} {why}", path.display()))?;
+    }
+    Ok(state)
+}
+
+/// Every key and value of `entries` (and of inner maps, recursively) parses
+/// as hex; sizes are left to the engines, which know the map specs.
+fn check_hex(entries: &[EntryState]) -> std::result::Result<(), String> {
+    for (i, entry) in entries.iter().enumerate() {
+        let hex = std::iter::once(&entry.key)
+            .chain(entry.value.iter())
+            .chain(entry.values.iter().flatten());
+        for text in hex {
+            parse_hex(text).map_err(|e| format!("entry {i}: {e}"))?;
+        }
+        if let Some(inner) = &entry.inner {
+            check_hex(&inner.entries).map_err(|why| format!("entry {i}: inner map {why}"))?;
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,127 @@
+//! Shared by the CLI's integration tests: where the repository and the built
+//! corpus are, reading the fixtures of examples/xdp/fixtures, running the
+//! `bpfjet` binary, and skipping loudly.
+
+#![allow(dead_code)] // each test binary uses its own part of this module
+
+pub mod fixtures;
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::sync::OnceLock;
+
+/// The workspace root (crates/cli/../..).
+pub fn repo_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../..")
+        .canonicalize()
+        .expect("the workspace root exists")
+}
+
+/// build/examples, after `make -C examples` made sure every object and the
+/// generated katran state are there and up to date. Make does nothing when
+/// they are, and rebuilds a stale object, which "only if missing" would not.
+/// Panics with make's output when the corpus cannot be built: a differential
+/// test without its corpus must fail, not pass.
+pub fn corpus_build_dir() -> PathBuf {
+    static BUILT: OnceLock<Result<PathBuf, String>> = OnceLock::new();
+    BUILT
+        .get_or_init(|| {
+            let root = repo_root();
+            let output = Command::new("make")
+                .args(["-s", "-C", "examples"])
+                .current_dir(&root)
+                .output()
+                .map_err(|e| format!("running make -C examples: {e}"))?;
+            if !output.status.success() {
+                return Err(format!(
+                    "make -C examples failed ({}):\n{}{}\n(scripts/setup.sh installs clang-19 and libbpf-dev)",
+                    output.status,
+                    String::from_utf8_lossy(&output.stdout),
+                    String::from_utf8_lossy(&output.stderr)
+                ));
+            }
+            Ok(root.join("build/examples"))
+        })
+        .clone()
+        .unwrap_or_else(|why| panic!("{why}"))
+}
+
+/// Print past the test harness's capture (which swallows `eprintln!` of
+/// passing tests), so skips and summaries are always seen.
+pub fn announce(text: &str) {
+    let mut err = std::io::stderr().lock();
+    let _ = err.write_all(text.as_bytes());
+    if !text.ends_with('\n') {
+        let _ = err.write_all(b"\n");
+    }
+}
+
+/// `SKIPPED: <what>: <why>`, never a silent pass.
+pub fn skip(what: &str, why: &str) {
+    announce(&format!("SKIPPED: {what}: {why}"));
+}
+
+/// A finished run of the `bpfjet` binary.
+pub struct BpfjetRun {
+    pub code: Option<i32>,
+    pub stdout: String,
+    pub stderr: String,
+}
+
+impl BpfjetRun {
+    fn from(output: Output) -> BpfjetRun {
+        BpfjetRun {
+            code: output.status.code(),
+            stdout: String::from_utf8_lossy(&output.stdout).into_owned(),
+            stderr: String::from_utf8_lossy(&output.stderr).into_owned(),
+        }
+    }
+}
+
+/// Run `bpfjet ARGS`, with `stdin` fed to it.
+pub fn bpfjet(args: &[&str], stdin: &[u8]) -> BpfjetRun {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_bpfjet"))
+        .args(args)
+        .current_dir(repo_root())
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("starting bpfjet");
+    let mut input = child.stdin.take().expect("piped stdin");
+    // A program that exits before reading closes the pipe: not an error here.
+    let _ = input.write_all(stdin);
+    drop(input);
+    BpfjetRun::from(child.wait_with_output().expect("waiting for bpfjet"))
+}
+
+/// A scratch directory for one test, removed when dropped.
+pub struct Scratch(PathBuf);
+
+impl Scratch {
+    pub fn new(test: &str) -> Scratch {
+        let dir = std::env::temp_dir().join(format!("bpfjet-cli-{test}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).expect("creating a scratch directory");
+        Scratch(dir)
+    }
+
+    /// Write `contents` to `name` inside the directory; returns its path as text.
+    pub fn file(&self, name: &str, contents: impl AsRef<[u8]>) -> String {
+        let path = self.0.join(name);
+        std::fs::write(&path, contents).expect("writing a scratch file");
+        path.display().to_string()
+    }
+
+    pub fn path(&self, name: &str) -> String {
+        self.0.join(name).display().to_string()
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}

@@ -1,0 +1,191 @@
+//! What the lifter needs to know about a program before emitting IR: where
+//! its functions are, where basic blocks start, and which registers hold a
+//! pointer into the current stack frame at a known offset.
+
+use crate::error::JitError;
+use bpfjet_isa::{AluOp, AtomicOp, CallTarget, Insn, LdDwKind, Operand, Width, FRAME_POINTER};
+
+/// One BPF function: the slots `entry..end`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Function {
+    pub entry: usize,
+    pub end: usize,
+}
+
+/// The function entries of a program as written (before the loader resolved
+/// `lddw` kinds): slot 0, targets of local calls, targets of `PSEUDO_FUNC`
+/// loads. Each function runs up to the next entry.
+pub(crate) fn functions(insns: &[Insn]) -> Result<Vec<Function>, JitError> {
+    let mut entries = vec![0usize];
+    for (pc, insn) in insns.iter().enumerate() {
+        let off = match *insn {
+            Insn::Call(CallTarget::Local(off)) => i64::from(off),
+            Insn::LdDw {
+                kind: LdDwKind::Func,
+                imm,
+                ..
+            } => i64::from(imm as u32 as i32),
+            _ => continue,
+        };
+        let target = pc as i64 + 1 + off;
+        match usize::try_from(target) {
+            Ok(t) if t < insns.len() => entries.push(t),
+            _ => {
+                return Err(JitError::Unsupported {
+                    pc,
+                    what: format!("function target {target} is outside the program"),
+                })
+            }
+        }
+    }
+    entries.sort_unstable();
+    entries.dedup();
+    let ends = entries.iter().skip(1).copied().chain([insns.len()]);
+    Ok(entries
+        .iter()
+        .zip(ends)
+        .map(|(&entry, end)| Function { entry, end })
+        .collect())
+}
+
+/// Successor slots of the instruction at `pc` (at most two).
+pub(crate) fn successors(insn: &Insn, pc: usize) -> [Option<i64>; 2] {
+    let next = Some(pc as i64 + insn.slots() as i64);
+    match insn {
+        Insn::Exit | Insn::LdDwTail => [None, None],
+        Insn::Ja { .. } => [insn.jump_target(pc), None],
+        Insn::Jmp { .. } => [next, insn.jump_target(pc)],
+        _ => [next, None],
+    }
+}
+
+/// Slots of `f` that begin a basic block: the entry, jump targets, and the
+/// slots after jumps and exits.
+pub(crate) fn block_leaders(insns: &[Insn], f: Function) -> Vec<usize> {
+    let mut leaders = vec![f.entry];
+    for pc in f.entry..f.end {
+        let insn = &insns[pc];
+        if let Some(t) = insn.jump_target(pc) {
+            if let Ok(t) = usize::try_from(t) {
+                leaders.push(t);
+            }
+            leaders.push(pc + 1);
+        } else if matches!(insn, Insn::Exit) {
+            leaders.push(pc + 1);
+        }
+    }
+    leaders.retain(|&pc| pc >= f.entry && pc < f.end);
+    leaders.sort_unstable();
+    leaders.dedup();
+    leaders
+}
+
+/// What is known about a register's value.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Prov {
+    Unknown,
+    /// The frame pointer plus this many bytes.
+    Stack(i64),
+}
+
+/// Register knowledge at one slot (r0–r10); `None` for unreachable slots.
+pub(crate) type RegFacts = Option<[Prov; 11]>;
+
+/// Offsets further than this from the frame pointer are not tracked.
+const TRACK_LIMIT: i64 = 1 << 20;
+
+fn shifted(p: Prov, delta: i64) -> Prov {
+    match p {
+        Prov::Stack(o) if (o + delta).abs() <= TRACK_LIMIT => Prov::Stack(o + delta),
+        _ => Prov::Unknown,
+    }
+}
+
+fn transfer(insn: &Insn, mut regs: [Prov; 11]) -> [Prov; 11] {
+    let set = |regs: &mut [Prov; 11], r: u8, p: Prov| {
+        if let Some(slot) = regs.get_mut(usize::from(r)) {
+            *slot = p;
+        }
+    };
+    match *insn {
+        Insn::Alu {
+            width: Width::W64,
+            op,
+            dst,
+            src,
+        } => {
+            let old = regs.get(usize::from(dst)).copied().unwrap_or(Prov::Unknown);
+            let new = match (op, src) {
+                (AluOp::Mov, Operand::Reg(s)) => {
+                    regs.get(usize::from(s)).copied().unwrap_or(Prov::Unknown)
+                }
+                (AluOp::Add, Operand::Imm(k)) => shifted(old, i64::from(k)),
+                (AluOp::Sub, Operand::Imm(k)) => shifted(old, -i64::from(k)),
+                _ => Prov::Unknown,
+            };
+            set(&mut regs, dst, new);
+        }
+        Insn::Alu { dst, .. }
+        | Insn::Endian { dst, .. }
+        | Insn::LdDw { dst, .. }
+        | Insn::Load { dst, .. } => set(&mut regs, dst, Prov::Unknown),
+        Insn::Atomic { op, fetch, src, .. } => {
+            if op == AtomicOp::CmpXchg {
+                set(&mut regs, 0, Prov::Unknown);
+            } else if fetch || op == AtomicOp::Xchg {
+                set(&mut regs, src, Prov::Unknown);
+            }
+        }
+        Insn::Call(_) | Insn::CallReg { .. } => set(&mut regs, 0, Prov::Unknown),
+        _ => {}
+    }
+    regs[usize::from(FRAME_POINTER)] = Prov::Stack(0);
+    regs
+}
+
+fn join(a: [Prov; 11], b: [Prov; 11]) -> [Prov; 11] {
+    let mut out = a;
+    for (o, b) in out.iter_mut().zip(b) {
+        if *o != b {
+            *o = Prov::Unknown;
+        }
+    }
+    out
+}
+
+/// Forward dataflow over `f`: for each slot (indexed from `f.entry`), which
+/// registers certainly hold frame-pointer-relative addresses. Memory accesses
+/// through them become direct accesses to the frame's stack allocation, which
+/// LLVM can then promote to SSA values.
+pub(crate) fn stack_pointers(insns: &[Insn], f: Function) -> Vec<RegFacts> {
+    let mut facts: Vec<RegFacts> = vec![None; f.end - f.entry];
+    let mut init = [Prov::Unknown; 11];
+    init[usize::from(FRAME_POINTER)] = Prov::Stack(0);
+    facts[0] = Some(init);
+    let mut work = vec![f.entry];
+    while let Some(pc) = work.pop() {
+        let Some(before) = facts[pc - f.entry] else {
+            continue;
+        };
+        let insn = &insns[pc];
+        let after = transfer(insn, before);
+        for succ in successors(insn, pc).into_iter().flatten() {
+            let Ok(s) = usize::try_from(succ) else {
+                continue;
+            };
+            if s < f.entry || s >= f.end {
+                continue;
+            }
+            let slot = &mut facts[s - f.entry];
+            let merged = match *slot {
+                None => after,
+                Some(old) => join(old, after),
+            };
+            if *slot != Some(merged) {
+                *slot = Some(merged);
+                work.push(s);
+            }
+        }
+    }
+    facts
+}

@@ -1,0 +1,172 @@
+//! Loads, stores and atomics (RFC 9669 §5).
+//!
+//! Frame-relative accesses (proven by the stack-pointer analysis) address the
+//! frame's stack allocation through a GEP; everything else is an
+//! `inttoptr` of the computed address. Plain accesses use alignment 1 (eBPF
+//! permits unaligned access); LLVM raises it where it can prove more, e.g.
+//! on the 16-byte-aligned stack. Atomics are sequentially consistent like
+//! the interpreter's and use natural alignment, which the verifier requires.
+
+use super::{Frame, LResult, LiftError, Lifter, STACK_SIZE};
+use crate::analysis::Prov;
+use bpfjet_isa::{AtomicOp, Operand, Reg, Size, Width};
+use inkwell::types::IntType;
+use inkwell::values::{BasicValue, IntValue, PointerValue};
+use inkwell::{AtomicOrdering, AtomicRMWBinOp};
+
+impl<'ctx> Lifter<'ctx, '_> {
+    fn sized(&self, size: Size) -> IntType<'ctx> {
+        match size {
+            Size::B => self.t.i8,
+            Size::H => self.t.i16,
+            Size::W => self.t.i32,
+            Size::DW => self.t.i64,
+        }
+    }
+
+    /// The address `base + off` of a `bytes`-wide access at slot `pc`.
+    fn address(
+        &self,
+        fr: &Frame<'ctx>,
+        pc: usize,
+        base: Reg,
+        off: i16,
+        bytes: u64,
+    ) -> LResult<PointerValue<'ctx>> {
+        if let Prov::Stack(o) = self.prov(fr, pc, base) {
+            let start = o + i64::from(off);
+            // Only accesses that stay inside the frame become GEPs; anything
+            // else (which the verifier rejects) keeps raw-address semantics.
+            if start >= -(STACK_SIZE as i64) && start + bytes as i64 <= 0 {
+                let index = (STACK_SIZE as i64 + start) as u64;
+                // SAFETY (for LLVM): the offset is inside the allocation.
+                return Ok(unsafe {
+                    self.b.build_in_bounds_gep(
+                        self.t.i8,
+                        fr.stack,
+                        &[self.t.i64.const_int(index, false)],
+                        "sp",
+                    )?
+                });
+            }
+        }
+        let base = self.reg(fr, base)?;
+        let addr = self.b.build_int_add(
+            base,
+            self.t.i64.const_int(off as i64 as u64, true),
+            "addr",
+        )?;
+        Ok(self.b.build_int_to_ptr(addr, self.t.ptr, "p")?)
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn load(
+        &mut self,
+        fr: &mut Frame<'ctx>,
+        pc: usize,
+        size: Size,
+        sign_extend: bool,
+        dst: Reg,
+        src: Reg,
+        off: i16,
+    ) -> LResult<()> {
+        let ty = self.sized(size);
+        let p = self.address(fr, pc, src, off, size.bytes() as u64)?;
+        let v = self.b.build_load(ty, p, "ld")?;
+        set_align(v.as_instruction_value(), 1)?;
+        let v = v.into_int_value();
+        let v = if size == Size::DW {
+            v
+        } else if sign_extend {
+            self.b.build_int_s_extend(v, self.t.i64, "sext")?
+        } else {
+            self.b.build_int_z_extend(v, self.t.i64, "zext")?
+        };
+        self.set_reg(fr, dst, v)
+    }
+
+    pub(super) fn store(
+        &mut self,
+        fr: &mut Frame<'ctx>,
+        pc: usize,
+        size: Size,
+        dst: Reg,
+        off: i16,
+        src: Operand,
+    ) -> LResult<()> {
+        let ty = self.sized(size);
+        let v = self.operand(fr, src)?;
+        let v = if size == Size::DW {
+            v
+        } else {
+            self.b.build_int_truncate(v, ty, "st")?
+        };
+        let p = self.address(fr, pc, dst, off, size.bytes() as u64)?;
+        let st = self.b.build_store(p, v)?;
+        set_align(Some(st), 1)
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn atomic(
+        &mut self,
+        fr: &mut Frame<'ctx>,
+        pc: usize,
+        width: Width,
+        op: AtomicOp,
+        fetch: bool,
+        dst: Reg,
+        src: Reg,
+        off: i16,
+    ) -> LResult<()> {
+        let (ty, bytes) = match width {
+            Width::W32 => (self.t.i32, 4),
+            Width::W64 => (self.t.i64, 8),
+        };
+        let p = self.address(fr, pc, dst, off, bytes)?;
+        let narrow = |v: IntValue<'ctx>| -> LResult<IntValue<'ctx>> {
+            Ok(if width == Width::W32 {
+                self.b.build_int_truncate(v, ty, "a32")?
+            } else {
+                v
+            })
+        };
+        let widen = |v: IntValue<'ctx>| -> LResult<IntValue<'ctx>> {
+            Ok(if width == Width::W32 {
+                self.b.build_int_z_extend(v, self.t.i64, "old")?
+            } else {
+                v
+            })
+        };
+        let operand = narrow(self.reg(fr, src)?)?;
+        let seq = AtomicOrdering::SequentiallyConsistent;
+        if op == AtomicOp::CmpXchg {
+            let expected = narrow(self.reg(fr, 0)?)?;
+            let pair = self.b.build_cmpxchg(p, expected, operand, seq, seq)?;
+            let old = self
+                .b
+                .build_extract_value(pair, 0, "old")?
+                .into_int_value();
+            return self.set_reg(fr, 0, widen(old)?);
+        }
+        let rmw = match op {
+            AtomicOp::Add => AtomicRMWBinOp::Add,
+            AtomicOp::Or => AtomicRMWBinOp::Or,
+            AtomicOp::And => AtomicRMWBinOp::And,
+            AtomicOp::Xor => AtomicRMWBinOp::Xor,
+            _ => AtomicRMWBinOp::Xchg,
+        };
+        let old = self.b.build_atomicrmw(rmw, p, operand, seq)?;
+        if fetch || op == AtomicOp::Xchg {
+            self.set_reg(fr, src, widen(old)?)?;
+        }
+        Ok(())
+    }
+}
+
+fn set_align(i: Option<inkwell::values::InstructionValue<'_>>, align: u32) -> LResult<()> {
+    if let Some(i) = i {
+        i.set_alignment(align)
+            .map_err(|e| LiftError::Build(e.to_string()))?;
+    }
+    Ok(())
+}

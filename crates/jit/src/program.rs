@@ -1,0 +1,314 @@
+//! A compiled program: compile, run, statistics.
+
+use crate::analysis;
+use crate::cache::{self, Cached, KeyHasher};
+use crate::error::JitError;
+use crate::lift;
+use crate::loader::{self, Image};
+use crate::options::JitOptions;
+use crate::pipeline::{self, TargetSpec};
+use crate::trampoline::{self, EntryFn};
+use bpfjet_isa::Insn;
+use bpfjet_runtime::{Fault, HelperRegistry, LoadOptions, Program, RunState};
+use inkwell::context::Context;
+use std::any::Any;
+use std::sync::Arc;
+use std::time::Instant;
+
+/// What compiling a program measured.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct CompileStats {
+    /// Instruction slots of the program.
+    pub bpf_insns: usize,
+    /// BPF functions (the entry and its subprograms).
+    pub functions: usize,
+    /// IR instructions as lifted and after optimization (as recorded when
+    /// the object was first compiled, also on a cache hit).
+    pub ir_insns_lifted: u64,
+    pub ir_insns_optimized: u64,
+    /// The object came from the cache; the phase times below are then 0.
+    pub cache_hit: bool,
+    pub lift_ms: f64,
+    pub optimize_ms: f64,
+    pub codegen_ms: f64,
+    /// Mapping and relocating the object.
+    pub load_ms: f64,
+    /// Everything `JitProgram::compile` did, load checks included.
+    pub total_ms: f64,
+    pub object_bytes: usize,
+    /// Bytes of the executable mapping (code, constants, stubs).
+    pub code_bytes: usize,
+    /// CPU and features the code was generated for.
+    pub cpu: String,
+    pub features: String,
+}
+
+/// The shared part of a [`JitProgram`].
+pub(crate) struct JitInner {
+    /// The loaded (interpreter) form: helper contexts check callbacks
+    /// against it, and it identifies the program in tail-call tables.
+    pub program: Program,
+    pub helpers: Arc<HelperRegistry>,
+    pub kfuncs: Arc<HelperRegistry>,
+    /// Native entries of every function, by slot (sorted).
+    entries: Vec<(usize, EntryFn)>,
+    stats: CompileStats,
+    /// Owns the code `entries` point into; dropped last.
+    _image: Image,
+}
+
+impl JitInner {
+    pub(crate) fn entry(&self, slot: usize) -> Option<EntryFn> {
+        self.entries
+            .binary_search_by_key(&slot, |(s, _)| *s)
+            .ok()
+            .map(|i| self.entries[i].1)
+    }
+}
+
+impl Drop for JitInner {
+    fn drop(&mut self) {
+        trampoline::unregister_compiled(&self.program);
+    }
+}
+
+/// A program compiled to native code. Cheap to clone, `Send + Sync`: worker
+/// threads share one and each runs it with its own [`RunState`].
+#[derive(Clone)]
+pub struct JitProgram {
+    inner: Arc<JitInner>,
+}
+
+impl std::fmt::Debug for JitProgram {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("JitProgram")
+            .field("stats", &self.inner.stats)
+            .finish_non_exhaustive()
+    }
+}
+
+fn ms(since: Instant) -> f64 {
+    since.elapsed().as_secs_f64() * 1e3
+}
+
+fn cache_key(
+    insns: &[Insn],
+    program: &Program,
+    opts: &LoadOptions,
+    jit: &JitOptions,
+    spec: &TargetSpec,
+) -> u128 {
+    let mut h = KeyHasher::new();
+    let (major, minor, patch) = inkwell::support::get_llvm_version();
+    h.bytes(b"bpfjet-jit object v1")
+        .bytes(env!("CARGO_PKG_VERSION").as_bytes())
+        .u64(u64::from(major) << 32 | u64::from(minor) << 16 | u64::from(patch));
+    let encode = |insns: &[Insn]| {
+        bpfjet_isa::encode::to_bytes(&bpfjet_isa::encode_program(insns))
+    };
+    h.bytes(&encode(insns)).bytes(&encode(program.insns()));
+    h.u64(opts.maps.len() as u64);
+    for m in &opts.maps {
+        h.u64(m.handle);
+        match m.value {
+            Some(r) => h.u64(1).u64(r.start).u64(r.len).u64(u64::from(r.writable)),
+            None => h.u64(0),
+        };
+    }
+    h.bytes(spec.triple.as_bytes())
+        .bytes(spec.cpu.as_bytes())
+        .bytes(spec.features.as_bytes())
+        .bytes(pipeline::pipeline_text(jit.opt_level).as_bytes())
+        .u64(u64::from(jit.zero_stack));
+    h.finish()
+}
+
+impl JitProgram {
+    /// Load-check `insns` like the interpreter does (`Program::new`), lift
+    /// the result to LLVM IR, optimize it and load the native code (or take
+    /// it from the cache). `opts` must be the verified memory mode.
+    pub fn compile(
+        insns: &[Insn],
+        opts: &LoadOptions,
+        jit: &JitOptions,
+    ) -> Result<JitProgram, JitError> {
+        let start = Instant::now();
+        if !cfg!(all(target_arch = "x86_64", target_endian = "little")) {
+            return Err(JitError::Target(
+                "the JIT's object loader supports x86-64 hosts only".into(),
+            ));
+        }
+        let program = Program::new(insns.to_vec(), opts.clone())?;
+        if program.is_bounds_checked() {
+            return Err(JitError::NotVerified);
+        }
+        let functions = analysis::functions(insns)?;
+        let spec = pipeline::target_spec(&jit.cpu)?;
+        let key = cache_key(insns, &program, opts, jit, &spec);
+        let mut stats = CompileStats {
+            bpf_insns: insns.len(),
+            functions: functions.len(),
+            cpu: spec.cpu.clone(),
+            features: spec.features.clone(),
+            ..CompileStats::default()
+        };
+        let cached = match cache::lookup(&jit.cache, key) {
+            Some(hit) => {
+                stats.cache_hit = true;
+                hit
+            }
+            None => {
+                let compiled = compile_object(&program, &functions, jit, &spec, &mut stats)?;
+                cache::store(&jit.cache, key, &compiled);
+                compiled
+            }
+        };
+        stats.ir_insns_lifted = cached.ir_before;
+        stats.ir_insns_optimized = cached.ir_after;
+        stats.object_bytes = cached.object.len();
+        let load_start = Instant::now();
+        let image = loader::load(&cached.object, &trampoline::resolve_symbol)?;
+        let mut entries = Vec::with_capacity(functions.len());
+        for f in &functions {
+            let name = lift::entry_name(f.entry);
+            let addr = image
+                .symbol(&name)
+                .ok_or_else(|| JitError::Loader(format!("object lacks {name}")))?;
+            // SAFETY: `name` is an entry wrapper the lifter emitted with
+            // exactly the `EntryFn` signature; the image outlives `entries`.
+            let entry = unsafe { std::mem::transmute::<usize, EntryFn>(addr) };
+            entries.push((f.entry, entry));
+        }
+        stats.load_ms = ms(load_start);
+        stats.code_bytes = image.code_bytes();
+        stats.total_ms = ms(start);
+        let inner = Arc::new(JitInner {
+            program,
+            helpers: Arc::clone(&opts.helpers),
+            kfuncs: Arc::clone(&opts.kfuncs),
+            entries,
+            stats,
+            _image: image,
+        });
+        trampoline::register_compiled(&inner);
+        Ok(JitProgram { inner })
+    }
+
+    /// What compiling measured.
+    pub fn compile_stats(&self) -> &CompileStats {
+        &self.inner.stats
+    }
+
+    /// The loaded interpreter form of this program. Put it in program
+    /// tables (`RunState::set_program_table`) or PROG_ARRAY maps: a tail
+    /// call to it from JIT code runs this native code.
+    pub fn program(&self) -> &Program {
+        &self.inner.program
+    }
+
+    /// Run from slot 0 with `args` in r1–r5 (missing ones are 0) and `user`
+    /// as the per-run context helpers reach; returns r0 at the final exit.
+    pub fn run(
+        &self,
+        state: &mut RunState,
+        user: &mut (dyn Any + 'static),
+        args: &[u64],
+    ) -> Result<u64, Fault> {
+        let mut regs = [0u64; 5];
+        for (reg, arg) in regs.iter_mut().zip(args) {
+            *reg = *arg;
+        }
+        self.inner.program.run_externally(state, |state| {
+            trampoline::run_native(&self.inner, state, user, 0, 0, regs)
+        })
+    }
+
+    /// The conformance-suite convention: r1 = `mem` (0 when empty), r2 =
+    /// its length, per-run context `()`.
+    pub fn run_on_memory(&self, mem: &mut [u8]) -> Result<u64, Fault> {
+        self.run_on_memory_with(&mut RunState::new(), mem)
+    }
+
+    /// [`JitProgram::run_on_memory`] with a caller-provided run state.
+    pub fn run_on_memory_with(&self, state: &mut RunState, mem: &mut [u8]) -> Result<u64, Fault> {
+        let (addr, len) = if mem.is_empty() {
+            (0, 0)
+        } else {
+            (mem.as_mut_ptr() as u64, mem.len() as u64)
+        };
+        self.run(state, &mut (), &[addr, len])
+    }
+}
+
+/// What [`JitProgram::dump`] shows.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DumpStage {
+    /// The IR as lifted, before any pass.
+    LiftedIr,
+    /// The IR after the optimization pipeline.
+    OptimizedIr,
+    /// The native assembly.
+    Assembly,
+}
+
+impl JitProgram {
+    /// The IR or assembly `compile` would produce for this program (for
+    /// inspecting the lifter and the optimizer; never cached).
+    pub fn dump(
+        insns: &[Insn],
+        opts: &LoadOptions,
+        jit: &JitOptions,
+        stage: DumpStage,
+    ) -> Result<String, JitError> {
+        let program = Program::new(insns.to_vec(), opts.clone())?;
+        if program.is_bounds_checked() {
+            return Err(JitError::NotVerified);
+        }
+        let functions = analysis::functions(insns)?;
+        let spec = pipeline::target_spec(&jit.cpu)?;
+        let cx = Context::create();
+        let module = lift::lift_module(&cx, program.insns(), &functions, jit)?;
+        let machine = pipeline::target_machine(&spec, jit)?;
+        pipeline::configure(&module, &machine);
+        pipeline::verify(&module)?;
+        if stage != DumpStage::LiftedIr {
+            pipeline::optimize(&module, &machine, jit.opt_level)?;
+        }
+        if stage == DumpStage::Assembly {
+            let asm = machine
+                .write_to_memory_buffer(&module, inkwell::targets::FileType::Assembly)
+                .map_err(|e| JitError::Codegen(e.to_string()))?;
+            return Ok(String::from_utf8_lossy(asm.as_slice()).into_owned());
+        }
+        Ok(module.print_to_string().to_string())
+    }
+}
+
+fn compile_object(
+    program: &Program,
+    functions: &[analysis::Function],
+    jit: &JitOptions,
+    spec: &TargetSpec,
+    stats: &mut CompileStats,
+) -> Result<Cached, JitError> {
+    let cx = Context::create();
+    let t = Instant::now();
+    let module = lift::lift_module(&cx, program.insns(), functions, jit)?;
+    let machine = pipeline::target_machine(spec, jit)?;
+    pipeline::configure(&module, &machine);
+    pipeline::verify(&module)?;
+    stats.lift_ms = ms(t);
+    let ir_before = pipeline::ir_instruction_count(&module) as u64;
+    let t = Instant::now();
+    pipeline::optimize(&module, &machine, jit.opt_level)?;
+    stats.optimize_ms = ms(t);
+    let ir_after = pipeline::ir_instruction_count(&module) as u64;
+    let t = Instant::now();
+    let object = pipeline::emit_object(&module, &machine)?;
+    stats.codegen_ms = ms(t);
+    Ok(Cached {
+        object: Arc::new(object),
+        ir_before,
+        ir_after,
+    })
+}

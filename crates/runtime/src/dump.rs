@@ -1,0 +1,112 @@
+//! Map contents as STATE.json, by the kernel engine's dump rules
+//! (`bpfjet_kernel`'s crate documentation), so that dumps of the two engines
+//! compare equal as text:
+//!
+//! - arrays (and global data): every index in order, key = index as 4 LE bytes;
+//! - hash-like maps (HASH, LRU, LPM, DEVMAP, DEVMAP_HASH, CPUMAP): present
+//!   keys sorted by key bytes;
+//! - per-CPU maps: always `values`, one per CPU slot;
+//! - PROG_ARRAY: occupied slots as `prog` names (`#id:<n>` for unknown ids);
+//! - map-in-maps: `inner` with the inner map's spec and its entries;
+//! - omitted: RINGBUF, PERF_EVENT_ARRAY, QUEUE, STACK, BLOOM_FILTER, XSKMAP.
+
+use crate::loader::LoadedObject;
+use crate::runtime_error::RuntimeError;
+use bpfjet_maps::state::{to_hex, EntryState, InnerMapState, MapState};
+use bpfjet_maps::{Map, MapError, MapType};
+use std::sync::Arc;
+
+/// Prefix of a `prog` entry whose id names no program of the object (the
+/// kernel engine's `FOREIGN_PROGRAM_PREFIX`).
+pub const FOREIGN_PROGRAM_PREFIX: &str = "#id:";
+
+fn is_dumped(t: MapType) -> bool {
+    !matches!(
+        t,
+        MapType::Ringbuf
+            | MapType::PerfEventArray
+            | MapType::Queue
+            | MapType::Stack
+            | MapType::BloomFilter
+            | MapType::Xskmap
+    )
+}
+
+fn is_keyed(t: MapType) -> bool {
+    matches!(
+        t,
+        MapType::Hash
+            | MapType::LruHash
+            | MapType::PercpuHash
+            | MapType::LruPercpuHash
+            | MapType::LpmTrie
+            | MapType::Devmap
+            | MapType::DevmapHash
+            | MapType::Cpumap
+            | MapType::HashOfMaps
+    )
+}
+
+impl LoadedObject {
+    /// Every map of the object as STATE.json, in the kernel engine's format.
+    pub fn dump_state(&self) -> Result<MapState, RuntimeError> {
+        let mut state = MapState::new();
+        for map in &self.maps.maps {
+            if !is_dumped(map.map_type()) || map.name() == ".kconfig" {
+                continue;
+            }
+            let entries = self.dump_map(map).map_err(|source| RuntimeError::Map {
+                map: map.name().to_string(),
+                source,
+            })?;
+            state.insert(map.name().to_string(), entries);
+        }
+        Ok(state)
+    }
+
+    fn dump_map(&self, map: &Map) -> Result<Vec<EntryState>, MapError> {
+        let mut entries = map.entries()?;
+        if is_keyed(map.map_type()) {
+            entries.sort_by(|a, b| a.key.cmp(&b.key));
+        }
+        let per_cpu = map.map_type().is_per_cpu();
+        let mut out = Vec::with_capacity(entries.len());
+        for e in entries {
+            let mut entry = EntryState {
+                key: to_hex(&e.key),
+                ..EntryState::default()
+            };
+            let first = e.values.first().map(Vec::as_slice).unwrap_or_default();
+            let id = first
+                .get(..4)
+                .and_then(|b| b.try_into().ok())
+                .map(u32::from_ne_bytes)
+                .unwrap_or_default();
+            match map.map_type() {
+                MapType::ProgArray => {
+                    entry.prog = Some(match self.prog_names.get(id as usize) {
+                        Some(name) => name.clone(),
+                        None => format!("{FOREIGN_PROGRAM_PREFIX}{id}"),
+                    });
+                }
+                MapType::ArrayOfMaps | MapType::HashOfMaps => {
+                    let inner: Arc<Map> = self.maps.inner_map(id).ok_or(MapError::NotFound)?;
+                    entry.inner = Some(InnerMapState {
+                        map_type: inner.map_type().name().to_string(),
+                        key_size: inner.key_size(),
+                        value_size: inner.value_size(),
+                        max_entries: inner.max_entries(),
+                        flags: inner.spec().flags,
+                        entries: self.dump_map(&inner)?,
+                    });
+                }
+                _ if per_cpu => {
+                    entry.values = Some(e.values.iter().map(|v| to_hex(v)).collect());
+                }
+                _ => entry.value = Some(to_hex(first)),
+            }
+            out.push(entry);
+        }
+        Ok(out)
+    }
+}

@@ -1,0 +1,198 @@
+//! What kernel helpers reach through [`HelperCtx::user_ctx`](crate::HelperCtx):
+//! the object's maps (shared by every run) and the state of one XDP run
+//! (frame, CPU slot, open ring-buffer reservations, held spin locks, the
+//! trace log).
+
+use crate::helpers::fib::Fib;
+use crate::xdp::XdpFrame;
+use bpfjet_maps::{Instance, Map};
+use std::collections::HashMap;
+use std::sync::{Arc, PoisonError, RwLock};
+
+/// The maps a loaded object's programs can name: the object's own maps and
+/// inner maps reached through map-in-map lookups, by program-visible handle.
+pub struct ObjectMaps {
+    pub(crate) instance: Instance,
+    /// By index in `Object::maps`.
+    pub(crate) maps: Vec<Arc<Map>>,
+    /// Every handle a program may pass to a map helper. A handle is only
+    /// ever turned back into a map through this table, so a program cannot
+    /// make a helper dereference a forged map pointer.
+    known: RwLock<HashMap<u64, Arc<Map>>>,
+}
+
+impl std::fmt::Debug for ObjectMaps {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ObjectMaps")
+            .field("maps", &self.maps)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The program-visible handle of a map (what `lddw` of a map loads).
+pub fn map_handle(map: &Arc<Map>) -> u64 {
+    Map::handle(map) as u64
+}
+
+impl ObjectMaps {
+    pub(crate) fn new(instance: Instance, maps: Vec<Arc<Map>>) -> ObjectMaps {
+        let known = maps.iter().map(|m| (map_handle(m), Arc::clone(m))).collect();
+        ObjectMaps {
+            instance,
+            maps,
+            known: RwLock::new(known),
+        }
+    }
+
+    pub fn instance(&self) -> &Instance {
+        &self.instance
+    }
+
+    /// The object's maps, by index in `Object::maps`.
+    pub fn maps(&self) -> &[Arc<Map>] {
+        &self.maps
+    }
+
+    /// The map behind a handle a program passed, if it is one.
+    pub fn resolve(&self, handle: u64) -> Option<Arc<Map>> {
+        self.known
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(&handle)
+            .cloned()
+    }
+
+    /// The inner map stored under `id` in a map-in-map, made known so the
+    /// program can pass its handle to other helpers. Inner maps are created
+    /// by STATE.json, static initialisers or a control plane.
+    pub fn inner_map(&self, id: u32) -> Option<Arc<Map>> {
+        let map = self.instance.map_by_id(id).ok()?;
+        self.known
+            .write()
+            .unwrap_or_else(PoisonError::into_inner)
+            .entry(map_handle(&map))
+            .or_insert_with(|| Arc::clone(&map));
+        Some(map)
+    }
+}
+
+/// The per-run context of an XDP program: everything a helper needs that is
+/// not in the program's registers.
+pub struct XdpEnv {
+    pub(crate) frame: XdpFrame,
+    /// The CPU slot: per-CPU map values and `bpf_get_smp_processor_id`.
+    pub(crate) cpu: u32,
+    pub(crate) maps: Arc<ObjectMaps>,
+    pub(crate) fib: Option<Arc<Fib>>,
+    /// Ring-buffer samples reserved and not yet submitted or discarded:
+    /// (address, size).
+    pub(crate) reservations: Vec<(u64, u64)>,
+    /// Addresses of `bpf_spin_lock`s the program holds.
+    pub(crate) held_locks: Vec<u64>,
+    /// Lines written by `bpf_trace_printk`.
+    pub(crate) trace: Vec<String>,
+    pub(crate) prng: u64,
+    /// Keys handed to `bpf_for_each_map_elem` callbacks; kept alive for the
+    /// whole run because a callback may keep the pointer.
+    pub(crate) callback_keys: Vec<Box<[u8]>>,
+}
+
+impl std::fmt::Debug for XdpEnv {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("XdpEnv")
+            .field("frame", &self.frame)
+            .field("cpu", &self.cpu)
+            .finish_non_exhaustive()
+    }
+}
+
+impl XdpEnv {
+    pub fn new(
+        frame: XdpFrame,
+        cpu: u32,
+        maps: Arc<ObjectMaps>,
+        fib: Option<Arc<Fib>>,
+    ) -> XdpEnv {
+        XdpEnv {
+            frame,
+            cpu,
+            maps,
+            fib,
+            reservations: Vec::new(),
+            held_locks: Vec::new(),
+            trace: Vec::new(),
+            prng: seed(cpu),
+            callback_keys: Vec::new(),
+        }
+    }
+
+    pub fn frame(&self) -> &XdpFrame {
+        &self.frame
+    }
+
+    pub fn cpu(&self) -> u32 {
+        self.cpu
+    }
+
+    /// Lines `bpf_trace_printk` wrote so far.
+    pub fn trace_log(&self) -> &[String] {
+        &self.trace
+    }
+
+    /// Release what a program left behind. The kernel verifier rejects a
+    /// program that can exit holding a reservation or a lock; an unverified
+    /// program may still do it, and the ring or the lock must not stay
+    /// wedged for the next run. Returns a note per released object.
+    pub fn release_leftovers(&mut self) -> Vec<String> {
+        let mut notes = Vec::new();
+        for (addr, size) in self.reservations.drain(..) {
+            // SAFETY: the address came from `Map::ringbuf_reserve` and was
+            // neither submitted nor discarded (it is removed on both).
+            unsafe { Map::ringbuf_discard(addr as *mut u8, 0) };
+            notes.push(format!(
+                "discarded a {size}-byte ring-buffer sample the program did not submit"
+            ));
+        }
+        for addr in self.held_locks.drain(..) {
+            // SAFETY: the lock was taken by `bpf_spin_lock` on this address
+            // (checked to be writable program memory) and not released.
+            unsafe { bpf_maps_unlock(addr) };
+            notes.push(format!("released spin lock at {addr:#x} held at exit"));
+        }
+        self.callback_keys.clear();
+        notes
+    }
+
+    /// Start another run on the same frame (the kernel's `repeat`): per-run
+    /// bookkeeping is reset, the packet is not.
+    pub(crate) fn begin_run(&mut self) {
+        self.callback_keys.clear();
+    }
+
+    pub(crate) fn next_random(&mut self) -> u32 {
+        // xorshift64*: helpers need cheap, well-spread numbers, not secrecy.
+        let mut x = self.prng;
+        x ^= x >> 12;
+        x ^= x << 25;
+        x ^= x >> 27;
+        self.prng = x;
+        (x.wrapping_mul(0x2545_f491_4f6c_dd1d) >> 32) as u32
+    }
+}
+
+/// # Safety
+/// `addr` must be a `bpf_spin_lock` the caller holds.
+unsafe fn bpf_maps_unlock(addr: u64) {
+    bpfjet_maps::sync::bpf_spin_unlock(addr as *mut u8)
+}
+
+fn seed(cpu: u32) -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `ts` is a valid out-pointer.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    let s = (ts.tv_sec as u64).wrapping_mul(1_000_000_007) ^ (ts.tv_nsec as u64) ^ (u64::from(cpu) << 48);
+    s | 1
+}

@@ -1,0 +1,90 @@
+//! Helpers that call back into the program: `bpf_loop` and
+//! `bpf_for_each_map_elem`. Callbacks run through `HelperCtx::call_subprog`
+//! (a fresh frame one level deeper; faults propagate).
+
+use super::common::{env, map_arg, require_map_use, value_region};
+use super::ids;
+use crate::errno;
+use crate::error::Fault;
+use crate::helper_ctx::HelperCtx;
+use crate::helpers::{Helper, HelperRegistry};
+use crate::region::Region;
+use bpfjet_maps::MapType;
+
+/// `BPF_MAX_LOOPS`: the most iterations one `bpf_loop` call may ask for.
+pub const BPF_MAX_LOOPS: u64 = 1 << 23;
+
+pub(crate) fn register(r: &mut HelperRegistry) {
+    r.register(Helper::new(ids::LOOP, "loop", bpf_loop));
+    r.register(Helper::new(
+        ids::FOR_EACH_MAP_ELEM,
+        "for_each_map_elem",
+        for_each_map_elem,
+    ));
+}
+
+/// Calls `callback(i, ctx)` for i in 0..nr_loops until it returns non-zero;
+/// returns the number of calls made.
+fn bpf_loop(ctx: &mut HelperCtx<'_>, a: [u64; 5]) -> Result<u64, Fault> {
+    let (nr_loops, callback, callback_ctx, flags) = (a[0] as u32 as u64, a[1], a[2], a[3]);
+    if flags != 0 {
+        return Ok(errno::neg(errno::EINVAL));
+    }
+    if nr_loops > BPF_MAX_LOOPS {
+        return Ok(errno::neg(errno::E2BIG));
+    }
+    for i in 0..nr_loops {
+        if ctx.call_subprog(callback, &[i, callback_ctx])? != 0 {
+            return Ok(i + 1);
+        }
+    }
+    Ok(nr_loops)
+}
+
+/// Calls `callback(map, key, value, ctx)` for each element until it returns
+/// non-zero; returns the number of calls made. Arrays visit every index,
+/// hash maps their elements in iteration order; per-CPU maps this CPU's value.
+fn for_each_map_elem(ctx: &mut HelperCtx<'_>, a: [u64; 5]) -> Result<u64, Fault> {
+    use MapType::*;
+    let (handle, callback, callback_ctx, flags) = (a[0], a[1], a[2], a[3]);
+    let map = map_arg(ctx, handle)?;
+    require_map_use(
+        ctx,
+        &map,
+        "for_each_map_elem",
+        &[Array, PercpuArray, Hash, PercpuHash, LruHash, LruPercpuHash],
+    )?;
+    if flags != 0 {
+        return Ok(errno::neg(errno::EINVAL));
+    }
+    let cpu = env(ctx)?.cpu;
+    let keys: Vec<Vec<u8>> = if matches!(map.map_type(), Array | PercpuArray) {
+        (0..map.max_entries())
+            .map(|i| i.to_ne_bytes().to_vec())
+            .collect()
+    } else {
+        map.entries()
+            .unwrap_or_default()
+            .into_iter()
+            .map(|e| e.key)
+            .collect()
+    };
+    let mut calls = 0u64;
+    for key in keys {
+        // An element deleted by an earlier callback is skipped.
+        let Some(value) = map.lookup(&key, cpu) else {
+            continue;
+        };
+        ctx.register_region(value_region(&map, value));
+        let key: Box<[u8]> = key.into_boxed_slice();
+        let key_addr = key.as_ptr() as u64;
+        ctx.register_region(Region::read_only(key_addr, key.len() as u64));
+        env(ctx)?.callback_keys.push(key);
+        calls += 1;
+        let ret = ctx.call_subprog(callback, &[handle, key_addr, value as u64, callback_ctx])?;
+        if ret != 0 {
+            break;
+        }
+    }
+    Ok(calls)
+}

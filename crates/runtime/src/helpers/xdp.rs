@@ -1,0 +1,135 @@
+//! XDP-only helpers: frame adjustments, packet copies, redirects.
+
+use super::common::{env, map_arg, require_map_use};
+use super::ids;
+use crate::errno;
+use crate::error::Fault;
+use crate::helper_ctx::HelperCtx;
+use crate::helpers::{Helper, HelperRegistry};
+use crate::region::Region;
+use crate::xdp::{action, XdpFrame};
+use bpfjet_maps::MapType;
+
+/// `BPF_F_BROADCAST` / `BPF_F_EXCLUDE_INGRESS` for `bpf_redirect_map` on devmaps.
+pub const BPF_F_BROADCAST: u64 = 1 << 3;
+pub const BPF_F_EXCLUDE_INGRESS: u64 = 1 << 4;
+/// The low bits of `bpf_redirect_map`'s flags: the action on a lookup miss.
+const ACTION_MASK: u64 = (action::ABORTED | action::DROP | action::PASS | action::TX) as u64;
+
+pub(crate) fn register(r: &mut HelperRegistry) {
+    r.register(Helper::new(ids::XDP_ADJUST_HEAD, "xdp_adjust_head", |ctx, a| {
+        adjust(ctx, a[0], |f| f.adjust_head(a[1] as i32))
+    }));
+    r.register(Helper::new(ids::XDP_ADJUST_META, "xdp_adjust_meta", |ctx, a| {
+        adjust(ctx, a[0], |f| f.adjust_meta(a[1] as i32))
+    }));
+    r.register(Helper::new(ids::XDP_ADJUST_TAIL, "xdp_adjust_tail", |ctx, a| {
+        adjust(ctx, a[0], |f| f.adjust_tail(a[1] as i32))
+    }));
+    r.register(Helper::new(ids::XDP_GET_BUFF_LEN, "xdp_get_buff_len", |ctx, a| {
+        Ok(frame_arg(ctx, a[0])?.len() as u64)
+    }));
+    r.register(Helper::new(ids::XDP_LOAD_BYTES, "xdp_load_bytes", load_bytes));
+    r.register(Helper::new(ids::XDP_STORE_BYTES, "xdp_store_bytes", store_bytes));
+    r.register(Helper::new(ids::REDIRECT, "redirect", |_, a| {
+        // XDP's bpf_redirect takes no flags at all.
+        Ok(u64::from(if a[1] != 0 {
+            action::ABORTED
+        } else {
+            action::REDIRECT
+        }))
+    }));
+    r.register(Helper::new(ids::REDIRECT_MAP, "redirect_map", redirect_map));
+}
+
+/// The frame behind a context argument: the kernel verifier guarantees the
+/// argument is the context, bpfjet checks it.
+fn frame_arg<'a>(ctx: &'a mut HelperCtx<'_>, md: u64) -> Result<&'a mut XdpFrame, Fault> {
+    let pc_fault = ctx.fault("the first argument is not the XDP context");
+    let env = env(ctx)?;
+    if env.frame.md_addr() != md {
+        return Err(pc_fault);
+    }
+    Ok(&mut env.frame)
+}
+
+fn packet_region(frame: &XdpFrame) -> Region {
+    let (start, len) = frame.packet_span();
+    Region::writable(start, len)
+}
+
+fn adjust(
+    ctx: &mut HelperCtx<'_>,
+    md: u64,
+    op: impl FnOnce(&mut XdpFrame) -> Result<(), u64>,
+) -> Result<u64, Fault> {
+    let frame = frame_arg(ctx, md)?;
+    let before = packet_region(frame);
+    match op(frame) {
+        Ok(()) => {
+            let after = packet_region(frame);
+            ctx.replace_region(before, Some(after));
+            Ok(0)
+        }
+        Err(e) => Ok(errno::neg(e)),
+    }
+}
+
+/// `bpf_xdp_pointer`'s checks for a linear frame: offsets and lengths over
+/// 0xffff are EFAULT, a range past the end EINVAL.
+fn packet_range(frame: &XdpFrame, offset: u64, len: u64) -> Result<std::ops::Range<usize>, u64> {
+    let (offset, len) = (offset as u32, len as u32);
+    if offset > 0xffff || len > 0xffff {
+        return Err(errno::EFAULT);
+    }
+    let end = offset as usize + len as usize;
+    if end > frame.len() {
+        return Err(errno::EINVAL);
+    }
+    Ok(offset as usize..end)
+}
+
+fn load_bytes(ctx: &mut HelperCtx<'_>, a: [u64; 5]) -> Result<u64, Fault> {
+    let frame = frame_arg(ctx, a[0])?;
+    let range = match packet_range(frame, a[1], a[3]) {
+        Ok(r) => r,
+        Err(e) => return Ok(errno::neg(e)),
+    };
+    let bytes = frame.packet()[range].to_vec();
+    ctx.write_mem(a[2], bytes.len() as u64)?
+        .copy_from_slice(&bytes);
+    Ok(0)
+}
+
+fn store_bytes(ctx: &mut HelperCtx<'_>, a: [u64; 5]) -> Result<u64, Fault> {
+    let len = a[3] as u32 as u64;
+    let bytes = ctx.read_mem(a[2], len)?.to_vec();
+    let frame = frame_arg(ctx, a[0])?;
+    match packet_range(frame, a[1], a[3]) {
+        Ok(range) => {
+            frame.packet_mut()[range].copy_from_slice(&bytes);
+            Ok(0)
+        }
+        Err(e) => Ok(errno::neg(e)),
+    }
+}
+
+fn redirect_map(ctx: &mut HelperCtx<'_>, a: [u64; 5]) -> Result<u64, Fault> {
+    use MapType::*;
+    let map = map_arg(ctx, a[0])?;
+    require_map_use(ctx, &map, "redirect_map", &[Devmap, DevmapHash, Xskmap, Cpumap])?;
+    let flags = a[2];
+    let flag_mask = match map.map_type() {
+        Devmap | DevmapHash => BPF_F_BROADCAST | BPF_F_EXCLUDE_INGRESS,
+        _ => 0,
+    };
+    if flags & !(ACTION_MASK | flag_mask) != 0 {
+        return Ok(u64::from(action::ABORTED));
+    }
+    // The map ops take a u32 key: the 64-bit argument is truncated.
+    let key = (a[1] as u32).to_ne_bytes();
+    if map.lookup(&key, 0).is_none() && flags & BPF_F_BROADCAST == 0 {
+        return Ok(flags & ACTION_MASK);
+    }
+    Ok(u64::from(action::REDIRECT))
+}

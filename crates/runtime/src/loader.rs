@@ -1,0 +1,395 @@
+//! Loading a whole BPF object: its maps (created in an instance, statically
+//! initialised, filled from STATE.json, `.rodata` frozen), and its XDP
+//! programs (decoded, context accesses rewritten, helpers bound, linked into
+//! one tail-call table).
+
+use crate::env::{map_handle, ObjectMaps};
+use crate::helpers::fib::Fib;
+use crate::helpers::{kernel_helper_name, xdp_helpers, HelperRegistry};
+use crate::program::{LoadOptions, MapBinding, MemoryMode, Program};
+use crate::region::Region;
+use crate::runtime_error::RuntimeError;
+use crate::xdp::{find_ctx_accesses, rewrite_ctx_accesses, CtxError, CtxField};
+use bpfjet_isa::{CallTarget, Insn};
+use bpfjet_maps::spec::flags as map_flags;
+use bpfjet_maps::state::{parse_hex, MapState};
+use bpfjet_maps::{Instance, InstanceResolver, Map, MapOptions, MapType};
+use bpfjet_obj::{Object, ProgKind, SlotTarget};
+use std::sync::Arc;
+
+/// How to load an object.
+#[derive(Clone, Debug)]
+pub struct ObjectOptions {
+    /// Per-CPU slots of per-CPU maps; the default is the host's possible
+    /// CPUs, so per-CPU dumps line up with the kernel's.
+    pub ncpus: usize,
+    /// Run without a verifier proof. Until bpfjet's verifier exists every
+    /// program runs in the bounds-checked interpreter whatever this says;
+    /// once it does, `false` will mean "verify, then run on the fast path".
+    pub unverified: bool,
+    /// Publish the maps under this instance name (`/dev/shm/bpfjet.<name>.*`)
+    /// for `bpfjet map`; None keeps them private.
+    pub instance_name: Option<String>,
+    /// Initial map contents, applied at load (before `.rodata` is frozen).
+    pub state: Option<MapState>,
+    /// The routing table `bpf_fib_lookup` answers from.
+    pub fib: Option<Arc<Fib>>,
+}
+
+impl Default for ObjectOptions {
+    fn default() -> Self {
+        ObjectOptions {
+            ncpus: possible_cpus(),
+            unverified: false,
+            instance_name: None,
+            state: None,
+            fib: None,
+        }
+    }
+}
+
+/// The number of possible CPUs (`/sys/devices/system/cpu/possible`), the
+/// kernel's per-CPU slot count.
+pub fn possible_cpus() -> usize {
+    let fallback = || std::thread::available_parallelism().map_or(1, |n| n.get());
+    let Ok(text) = std::fs::read_to_string("/sys/devices/system/cpu/possible") else {
+        return fallback();
+    };
+    let highest = text
+        .trim()
+        .split(',')
+        .filter_map(|part| part.rsplit('-').next()?.parse::<usize>().ok())
+        .max();
+    highest.map_or_else(fallback, |h| h + 1)
+}
+
+/// One program of the object.
+#[derive(Debug)]
+pub(crate) struct LoadedProgram {
+    pub name: String,
+    pub section: String,
+    pub kind: ProgKind,
+    /// None for programs of types bpfjet does not run.
+    pub program: Option<Program>,
+}
+
+/// A BPF object ready to run: maps created and initialised, XDP programs
+/// bound to them.
+#[derive(Debug)]
+pub struct LoadedObject {
+    pub(crate) maps: Arc<ObjectMaps>,
+    pub(crate) programs: Vec<LoadedProgram>,
+    pub(crate) prog_names: Vec<String>,
+    pub(crate) fib: Option<Arc<Fib>>,
+    ncpus: usize,
+}
+
+impl LoadedObject {
+    pub fn load(obj: &Object, opts: &ObjectOptions) -> Result<LoadedObject, RuntimeError> {
+        let ncpus = opts.ncpus.max(1);
+        let instance = match &opts.instance_name {
+            Some(name) => Instance::create(name, ncpus as u32),
+            None => Instance::anonymous(ncpus as u32),
+        }
+        .map_err(|source| RuntimeError::Map {
+            map: "<instance registry>".into(),
+            source,
+        })?;
+        let mut maps = Vec::with_capacity(obj.maps.len());
+        for spec in &obj.maps {
+            // Frozen maps are frozen after the initial state is applied,
+            // like libbpf writing `.rodata` before it freezes the map.
+            let mut unfrozen = spec.clone();
+            unfrozen.frozen = false;
+            let map = instance
+                .create_map(&unfrozen, &MapOptions::with_cpus(ncpus as u32))
+                .map_err(|source| RuntimeError::Map {
+                    map: spec.name.clone(),
+                    source,
+                })?;
+            maps.push(map);
+        }
+        let maps = Arc::new(ObjectMaps::new(instance, maps));
+        let bindings: Vec<MapBinding> = maps.maps.iter().map(|m| binding(m)).collect();
+
+        // TODO(verifier): when `opts.unverified` is false, run bpfjet's
+        // verifier here and load with `MemoryMode::Verified(proof)` (and take
+        // the context accesses from its facts). Until it exists, every
+        // program is bounds-checked: never the unchecked fast path.
+        let memory = MemoryMode::BoundsChecked;
+        let helpers = Arc::new(xdp_helpers());
+        let mut programs = Vec::with_capacity(obj.programs.len());
+        for p in &obj.programs {
+            let program = if p.kind.is_supported() {
+                Some(build_program(p, obj, &helpers, &bindings, memory)?)
+            } else {
+                None
+            };
+            programs.push(LoadedProgram {
+                name: p.name.clone(),
+                section: p.section.clone(),
+                kind: p.kind.clone(),
+                program,
+            });
+        }
+        let prog_names = programs.iter().map(|p| p.name.clone()).collect();
+        let loaded = LoadedObject {
+            maps,
+            programs,
+            prog_names,
+            fib: opts.fib.clone(),
+            ncpus,
+        };
+        loaded.apply_static_inits(obj)?;
+        if let Some(state) = &opts.state {
+            loaded.apply_state(state)?;
+        }
+        for (map, spec) in loaded.maps.maps.iter().zip(&obj.maps) {
+            if spec.frozen {
+                map.freeze();
+            }
+        }
+        Ok(loaded)
+    }
+
+    /// Every program of the object, in object order. A program's position
+    /// here is its id in PROG_ARRAY values.
+    pub fn program_names(&self) -> Vec<&str> {
+        self.prog_names.iter().map(String::as_str).collect()
+    }
+
+    /// The bound program, for callers that drive runs themselves.
+    pub fn program(&self, name: &str) -> Result<&Program, RuntimeError> {
+        let p = self.loaded_program(name)?;
+        p.program
+            .as_ref()
+            .ok_or_else(|| RuntimeError::UnsupportedProgram {
+                program: p.name.clone(),
+                section: p.section.clone(),
+                kind: p.kind.to_string(),
+            })
+    }
+
+    pub(crate) fn loaded_program(&self, name: &str) -> Result<&LoadedProgram, RuntimeError> {
+        self.programs
+            .iter()
+            .find(|p| p.name == name)
+            .ok_or_else(|| RuntimeError::NoSuchProgram {
+                name: name.to_string(),
+                available: self.prog_names.join(", "),
+            })
+    }
+
+    /// The tail-call table: every program by id.
+    pub fn program_table(&self) -> Vec<Option<Program>> {
+        self.programs.iter().map(|p| p.program.clone()).collect()
+    }
+
+    /// The object's maps and the inner maps programs reached.
+    pub fn object_maps(&self) -> &Arc<ObjectMaps> {
+        &self.maps
+    }
+
+    /// A map of the object by its STATE.json name.
+    pub fn map(&self, name: &str) -> Option<Arc<Map>> {
+        self.maps.maps.iter().find(|m| m.name() == name).cloned()
+    }
+
+    pub fn ncpus(&self) -> usize {
+        self.ncpus
+    }
+
+    /// Whether programs run bounds-checked (always, until the verifier exists).
+    pub fn is_bounds_checked(&self) -> bool {
+        self.programs
+            .iter()
+            .filter_map(|p| p.program.as_ref())
+            .all(Program::is_bounds_checked)
+    }
+
+    fn resolver(&self) -> InstanceResolver<'_> {
+        InstanceResolver {
+            instance: &self.maps.instance,
+            progs: &self.prog_names,
+        }
+    }
+
+    /// libbpf's `.values` initialisers: PROG_ARRAY slots name programs,
+    /// map-in-map slots name other maps of the object.
+    fn apply_static_inits(&self, obj: &Object) -> Result<(), RuntimeError> {
+        for init in &obj.map_inits {
+            let fail = |why: String| RuntimeError::MapInit {
+                map: obj.maps.get(init.map).map_or("?".into(), |m| m.name.clone()),
+                slot: init.slot,
+                why,
+            };
+            let outer = self
+                .maps
+                .maps
+                .get(init.map)
+                .ok_or_else(|| fail("no such map".into()))?;
+            let id = match &init.target {
+                SlotTarget::Program(name) => self
+                    .prog_names
+                    .iter()
+                    .position(|p| p == name)
+                    .ok_or_else(|| fail(format!("no program {name:?}")))?
+                    as u32,
+                SlotTarget::Map(index) => self
+                    .maps
+                    .maps
+                    .get(*index)
+                    .ok_or_else(|| fail(format!("no map #{index}")))?
+                    .id(),
+            };
+            outer
+                .update_elem(&init.slot.to_ne_bytes(), &id.to_ne_bytes(), 0)
+                .map_err(|e| fail(e.to_string()))?;
+        }
+        Ok(())
+    }
+
+    /// Apply STATE.json entries. Frozen maps (`.rodata`, after load) accept
+    /// only entries equal to their contents, like the kernel engine; pass
+    /// state through [`ObjectOptions::state`] to set them.
+    pub fn apply_state(&self, state: &MapState) -> Result<(), RuntimeError> {
+        for name in state.keys() {
+            if self.map(name).is_none() {
+                let known: Vec<&str> = self.maps.maps.iter().map(|m| m.name()).collect();
+                return Err(RuntimeError::BadState {
+                    map: name.clone(),
+                    index: 0,
+                    why: format!("the object has no such map (maps: {})", known.join(", ")),
+                });
+            }
+        }
+        let resolver = self.resolver();
+        for (name, entries) in state {
+            let Some(map) = self.map(name) else { continue };
+            if map.is_frozen() {
+                check_frozen_unchanged(&map, entries)?;
+            } else {
+                map.apply_state(entries, &resolver)?;
+            }
+        }
+        Ok(())
+    }
+}
+
+fn check_frozen_unchanged(
+    map: &Map,
+    entries: &[bpfjet_maps::state::EntryState],
+) -> Result<(), RuntimeError> {
+    for (index, e) in entries.iter().enumerate() {
+        let bad = |why: &str| RuntimeError::BadState {
+            map: map.name().to_string(),
+            index,
+            why: why.to_string(),
+        };
+        let key = parse_hex(&e.key).map_err(|e| bad(&e.to_string()))?;
+        let value = e
+            .value
+            .as_deref()
+            .map(parse_hex)
+            .transpose()
+            .map_err(|e| bad(&e.to_string()))?;
+        if value.is_none() || map.lookup_copy(&key).ok() != value {
+            return Err(bad(
+                "the map is frozen after load; pass the state when loading \
+                 (ObjectOptions::state) to change it",
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// What an `lddw` of the map resolves to: its handle, and for single-element
+/// arrays (global data) the value memory for direct access.
+fn binding(map: &Arc<Map>) -> MapBinding {
+    let value = (map.map_type() == MapType::Array && map.max_entries() == 1)
+        .then(|| map.lookup(&0u32.to_ne_bytes(), 0))
+        .flatten()
+        .map(|ptr| {
+            let len = u64::from(map.value_size());
+            if map.spec().flags & map_flags::RDONLY_PROG != 0 {
+                Region::read_only(ptr as u64, len)
+            } else {
+                Region::writable(ptr as u64, len)
+            }
+        });
+    MapBinding {
+        handle: map_handle(map),
+        value,
+    }
+}
+
+fn build_program(
+    p: &bpfjet_obj::Program,
+    obj: &Object,
+    helpers: &Arc<HelperRegistry>,
+    bindings: &[MapBinding],
+    memory: MemoryMode,
+) -> Result<Program, RuntimeError> {
+    let mut insns =
+        bpfjet_isa::decode_program(&p.insns).map_err(|source| RuntimeError::Decode {
+            program: p.name.clone(),
+            source,
+        })?;
+    for (pc, insn) in insns.iter().enumerate() {
+        match *insn {
+            Insn::Call(CallTarget::Helper(id))
+                if u64::try_from(id).map_or(true, |id| helpers.get(id).is_none()) =>
+            {
+                return Err(RuntimeError::UnsupportedHelper {
+                    program: p.name.clone(),
+                    section: p.section.clone(),
+                    pc,
+                    id,
+                    name: u32::try_from(id).ok().and_then(kernel_helper_name),
+                });
+            }
+            Insn::Call(CallTarget::Kfunc(index)) => {
+                return Err(RuntimeError::UnsupportedKfunc {
+                    program: p.name.clone(),
+                    pc,
+                    name: usize::try_from(index)
+                        .ok()
+                        .and_then(|i| obj.kfuncs.get(i))
+                        .cloned()
+                        .unwrap_or_else(|| format!("#{index}")),
+                });
+            }
+            _ => {}
+        }
+    }
+    let context = |source| RuntimeError::Context {
+        program: p.name.clone(),
+        source,
+    };
+    let accesses = find_ctx_accesses(&insns).map_err(context)?;
+    // The kernel lets only programs attached to a devmap entry read the
+    // egress interface (expected attach type BPF_XDP_DEVMAP).
+    let devmap_program = p.section.split('/').nth(1) == Some("devmap");
+    if let Some(a) = accesses
+        .iter()
+        .find(|a| a.field == CtxField::EgressIfindex && !devmap_program)
+    {
+        return Err(context(CtxError {
+            pc: a.pc,
+            reason: "xdp_md.egress_ifindex is readable only by devmap programs \
+                     (SEC(\"xdp/devmap\"))"
+                .into(),
+        }));
+    }
+    rewrite_ctx_accesses(&mut insns, &accesses).map_err(context)?;
+    let options = LoadOptions {
+        memory,
+        helpers: Arc::clone(helpers),
+        kfuncs: Arc::new(HelperRegistry::new()),
+        maps: bindings.to_vec(),
+    };
+    Program::new(insns, options).map_err(|source| RuntimeError::Load {
+        program: p.name.clone(),
+        source,
+    })
+}

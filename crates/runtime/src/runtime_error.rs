@@ -1,0 +1,80 @@
+//! Errors of loading and running a whole object ([`crate::LoadedObject`]):
+//! each names the program, map, instruction or option it is about.
+
+use crate::error::{Fault, LoadError};
+use crate::xdp::frame::FrameError;
+use crate::xdp::CtxError;
+use bpfjet_maps::{ApplyError, MapError};
+
+#[derive(Debug, thiserror::Error)]
+pub enum RuntimeError {
+    #[error("map {map:?}: {source}")]
+    Map {
+        map: String,
+        #[source]
+        source: MapError,
+    },
+    #[error("program {program:?}: cannot decode: {source}")]
+    Decode {
+        program: String,
+        #[source]
+        source: bpfjet_isa::DecodeError,
+    },
+    #[error("program {program:?}: {source}")]
+    Load {
+        program: String,
+        #[source]
+        source: LoadError,
+    },
+    #[error(
+        "program {program:?} (section {section}): insn {pc}: calls helper {id}{} which bpfjet does not support",
+        name.map(|n| format!(" (bpf_{n})")).unwrap_or_else(|| " (not a kernel helper)".into())
+    )]
+    UnsupportedHelper {
+        program: String,
+        section: String,
+        pc: usize,
+        id: i32,
+        name: Option<&'static str>,
+    },
+    #[error("program {program:?}: insn {pc}: calls kfunc {name}, which bpfjet does not provide")]
+    UnsupportedKfunc {
+        program: String,
+        pc: usize,
+        name: String,
+    },
+    #[error("program {program:?}: xdp_md access: {source}")]
+    Context {
+        program: String,
+        #[source]
+        source: CtxError,
+    },
+    #[error("no program named {name:?} (the object has: {available})")]
+    NoSuchProgram { name: String, available: String },
+    #[error("program {program:?} (section {section}) is a {kind} program; bpfjet runs XDP programs only")]
+    UnsupportedProgram {
+        program: String,
+        section: String,
+        kind: String,
+    },
+    #[error("static initialiser of map {map:?} slot {slot}: {why}")]
+    MapInit { map: String, slot: u32, why: String },
+    #[error("map state: {0}")]
+    State(#[from] ApplyError),
+    #[error("map state: map {map:?} entry {index}: {why}")]
+    BadState {
+        map: String,
+        index: usize,
+        why: String,
+    },
+    #[error("{0}")]
+    Frame(#[from] FrameError),
+    #[error("test run: {0}")]
+    Options(String),
+    #[error("program {program:?} aborted: {fault}")]
+    Fault {
+        program: String,
+        #[source]
+        fault: Fault,
+    },
+}

@@ -1,0 +1,159 @@
+//! Kernel helpers, each compared with the kernel's behaviour: map
+//! operations and their error codes, csum_diff, redirects, bpf_loop and
+//! for_each_map_elem, strings and printf, context fields (through a spilled
+//! context and a subprogram), packet loads and stores.
+
+mod xdp_support;
+
+use bpfjet_maps::state::MapState;
+use xdp_support::*;
+
+fn devmap_state() -> MapState {
+    serde_json::from_str(
+        r#"{"ports": [{"key": "00000000", "value": "01000000"},
+                      {"key": "01000000", "value": "01000000"}]}"#,
+    )
+    .unwrap()
+}
+
+#[test]
+fn csum_diff_matches_the_kernel() {
+    let path = build("helpers");
+    let ours = load_ours(&path, None);
+    let kernel = load_kernel(&path, None, "csum_diff");
+    let mut seed = 0x1234_5678_9abc_def0u64;
+    for case in 0..40 {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        let sizes = [(seed & 0x3c) as i64, ((seed >> 8) & 0x3c) as i64];
+        let state = cfg_state(&[sizes[0], sizes[1], (seed >> 16) as i64, (seed >> 40) as i64]);
+        ours.apply_state(&state).unwrap();
+        if let Some(k) = &kernel {
+            k.apply_state(&state).unwrap();
+        }
+        let pkt: Vec<u8> = (0..64).map(|i| (seed >> (i % 56)) as u8 ^ i as u8).collect();
+        let (_, dump) = run_both(&ours, kernel.as_ref(), "csum", &pkt, 0, &[], &format!("case {case}"));
+        let out = out_vals(&dump);
+        assert_eq!(out[3], -22, "sizes must be multiples of 4");
+    }
+}
+
+#[test]
+fn map_helpers_match_the_kernel() {
+    let path = build("helpers");
+    let ours = load_ours(&path, None);
+    let kernel = load_kernel(&path, None, "map helpers");
+    for cpu in [0, 1] {
+        let (_, dump) = run_both(&ours, kernel.as_ref(), "maps", &packet(64), cpu, &[], "maps");
+        let out = out_vals(&dump);
+        assert_eq!(out[0], -2, "BPF_EXIST on a missing key is ENOENT");
+        assert_eq!(out[1], if cpu == 0 { 0 } else { -17 });
+        assert_eq!(out[2], -17, "BPF_NOEXIST on a present key is EEXIST");
+        assert_eq!(out[7], -22, "array elements cannot be deleted");
+        assert_eq!(out[14], 0, "NUMA node");
+    }
+    let dump = ours.dump_state().unwrap();
+    assert_eq!(
+        dump["pcpu"][0].values.as_ref().unwrap(),
+        &vec!["0100000000000000".to_string(), "0200000000000000".to_string()]
+    );
+}
+
+#[test]
+fn callbacks_match_the_kernel() {
+    let path = build("helpers");
+    let ours = load_ours(&path, None);
+    let kernel = load_kernel(&path, None, "bpf_loop / for_each_map_elem");
+    for (stop_at, loops) in [(100, 10), (3, 10), (0, 0), (7, 8)] {
+        let state = cfg_state(&[stop_at, loops]);
+        ours.apply_state(&state).unwrap();
+        if let Some(k) = &kernel {
+            k.apply_state(&state).unwrap();
+        }
+        // The hash map gets entries from the `maps` program first.
+        run_both(&ours, kernel.as_ref(), "maps", &packet(64), 0, &[], "fill");
+        let (_, dump) = run_both(&ours, kernel.as_ref(), "loops", &packet(64), 0, &[], "loops");
+        let out = out_vals(&dump);
+        assert_eq!(out[2], -22, "bpf_loop flags");
+        assert_eq!(out[3], -7, "bpf_loop over BPF_MAX_LOOPS");
+        assert_eq!(out[6], 5, "every array element visited");
+        assert_eq!(out[9], -22, "for_each flags");
+    }
+}
+
+#[test]
+fn strings_and_printf() {
+    let path = build("helpers");
+    let ours = load_ours(&path, None);
+    let kernel = load_kernel(&path, None, "strncmp / snprintf");
+    let (result, dump) = run_both(&ours, kernel.as_ref(), "strings", &packet(64), 1, &[], "strings");
+    let out = out_vals(&dump);
+    assert_eq!(&out[0..3], &[0, 1, 1]);
+    let text: Vec<u8> = out[8..12].iter().flat_map(|w| w.to_le_bytes()).collect();
+    let expected = b"n=42 m=-0005 s=hello x=2a\0";
+    assert_eq!(&text[..expected.len()], expected);
+    assert_eq!(out[3], expected.len() as i64);
+    assert_eq!(out[4], expected.len() as i64, "snprintf returns the full length");
+    assert_eq!(out[5], 0, "truncated output is NUL-terminated");
+    assert_eq!(result.trace_log, vec!["pkt len 64 on cpu 1".to_string()]);
+    assert_eq!(out[7], "pkt len 64 on cpu 1".len() as i64);
+}
+
+#[test]
+fn redirects_match_the_kernel() {
+    let path = build("helpers");
+    let state = devmap_state();
+    let ours = load_ours(&path, Some(&state));
+    let kernel = load_kernel(&path, Some(&state), "redirects");
+    for (key, flags) in [(0, 0), (1, 2), (2, 2), (2, 1), (9, 3), (0, 1 << 3), (0, 64)] {
+        let cfg = cfg_state(&[key, flags]);
+        ours.apply_state(&cfg).unwrap();
+        if let Some(k) = &kernel {
+            k.apply_state(&cfg).unwrap();
+        }
+        let (result, dump) = run_both(
+            &ours,
+            kernel.as_ref(),
+            "redirect",
+            &packet(64),
+            0,
+            &[],
+            &format!("redirect_map key {key} flags {flags}"),
+        );
+        let out = out_vals(&dump);
+        assert_eq!(&out[0..8], &[4, 0, 4, 1, 4, 0, 4, 3]);
+        let _ = result;
+    }
+}
+
+#[test]
+fn context_fields_and_packet_bytes() {
+    let path = build("helpers");
+    let ours = load_ours(&path, None);
+    let kernel = load_kernel(&path, None, "context fields");
+    let (result, dump) = run_both(&ours, kernel.as_ref(), "ctx_fields", &packet(64), 0, &[], "ctx");
+    let out = out_vals(&dump);
+    assert_eq!(out[0], 64);
+    assert_eq!(out[1], 64, "through a spilled context pointer");
+    assert_eq!(out[4], 1, "the loopback device");
+    assert_eq!(&out[5..7], &[0, 0]);
+    assert_eq!(out[2], 0);
+    assert_eq!(out[7], -22, "past the end");
+    assert_eq!(out[8], -14, "offsets over 0xffff");
+    assert_eq!(&out[9..12], &[0, -22, 64]);
+    assert_eq!(result.retval, 3);
+    assert_eq!(result.data_out[1], 0x55);
+}
+
+#[test]
+fn debug_tmp() {
+    let path = build("helpers");
+    let ours = load_ours(&path, None);
+    let r = run_ours(&ours, "maps", &packet(64), 0);
+    eprintln!("{:?}", out_vals(&ours.dump_state().unwrap()));
+    let r2 = run_ours(&ours, "strings", &packet(64), 0);
+    eprintln!("{:?} {:?}", r.retval, r2.trace_log);
+    let p = ours.program("strings").unwrap();
+    for (i, insn) in p.insns().iter().enumerate().take(60) { eprintln!("{i}: {}", bpfjet_isa::format_insn(insn)); }
+}

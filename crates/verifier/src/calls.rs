@@ -1,0 +1,131 @@
+//! Calls and returns: bpf-to-bpf calls (a new frame with r1–r5 as
+//! arguments, r6–r9 preserved in the caller), kfuncs, and `exit` from the
+//! program, from a subprogram and from a callback (which may run again).
+
+use crate::driver::{Succ, Verifier};
+use crate::error::{err, VResult};
+use crate::frame::{Frame, State, MAX_FRAMES};
+use crate::helper_check::{finish_call, push_callback_frame};
+use crate::reg_state::{RegState, RegType};
+use bpfjet_isa::CallTarget;
+
+impl Verifier<'_> {
+    pub(crate) fn check_call(&mut self, st: &mut State, pc: usize, target: CallTarget) -> VResult<Succ> {
+        match target {
+            CallTarget::Helper(id) => self.check_helper(st, pc, id),
+            CallTarget::Local(off) => {
+                let entry = (pc as i64 + 1 + off as i64) as usize;
+                if st.frames.len() >= MAX_FRAMES {
+                    return err(
+                        "call_too_deep",
+                        format!("the call stack of {} frames is too deep", st.frames.len() + 1),
+                    );
+                }
+                let mut frame = Frame::new(st.frames.len(), entry, pc);
+                for r in 1..=5 {
+                    frame.regs[r] = st.cur().regs[r];
+                }
+                st.frames.push(frame);
+                Ok(Succ::Goto(entry))
+            }
+            CallTarget::Kfunc(idx) => {
+                let name = usize::try_from(idx)
+                    .ok()
+                    .and_then(|i| self.env.kfuncs.get(i))
+                    .cloned()
+                    .unwrap_or_else(|| format!("#{idx}"));
+                match crate::proto::kfunc_proto(&name) {
+                    Some(_) => err(
+                        "kfunc",
+                        format!("kfunc {name}: kfunc argument checking is not implemented yet"),
+                    ),
+                    None => err(
+                        "unknown_kfunc",
+                        format!("kfunc {name} is not known to bpfjet"),
+                    ),
+                }
+            }
+        }
+    }
+
+    pub(crate) fn check_exit(&mut self, st: &mut State, pc: usize) -> VResult<Succ> {
+        let depth = st.depth();
+        if depth == 0 {
+            return self.check_program_exit(st);
+        }
+        let frame = st.cur().clone();
+        let r0 = frame.regs[0];
+        if let Some(info) = frame.callback.clone() {
+            if !r0.is_init() {
+                return err("uninit_reg", "R0 !read_ok: the callback must return a value");
+            }
+            if !r0.is_scalar() {
+                return err("callback_ret", "R0 not a scalar value: the callback must return 0 or 1");
+            }
+            let (lo, hi) = info.ret;
+            if r0.val.smin < lo || r0.val.smax > hi {
+                return err(
+                    "callback_ret",
+                    format!(
+                        "At callback return the register R0 has value ({:?}) should have been in [{lo}, {hi}]",
+                        r0.val
+                    ),
+                );
+            }
+            if st.refs.len() != frame.refs_at_entry {
+                let r = st.refs[st.refs.len() - 1];
+                return err(
+                    "ref_leak",
+                    format!("Unreleased reference id={} alloc_insn={} at callback exit", r.id, r.pc),
+                );
+            }
+            st.frames.pop();
+            let callsite = frame.callsite;
+            // Another invocation with the caller's state as it is now.
+            let mut again = st.clone();
+            push_callback_frame(&mut again, callsite, frame.entry, info);
+            // Back in the caller after the helper returns.
+            finish_call(st, RegState::unknown());
+            let _ = pc;
+            return Ok(Succ::Fork(callsite + 1, frame.entry, again));
+        }
+        if matches!(r0.ty, RegType::Stack { .. }) {
+            return err("ret_stack_ptr", "cannot return stack pointer to the caller");
+        }
+        st.frames.pop();
+        finish_call(st, r0);
+        Ok(Succ::Goto(frame.callsite + 1))
+    }
+
+    fn check_program_exit(&mut self, st: &mut State) -> VResult<Succ> {
+        let r0 = *st.reg(0);
+        if !r0.is_init() {
+            return err(
+                "uninit_r0",
+                "R0 !read_ok: the program exits without setting a return value in R0",
+            );
+        }
+        if r0.is_pointer() && !self.env.privileged() {
+            return err("ptr_leak", "R0 leaks addr as return value");
+        }
+        if !r0.is_scalar() {
+            return err(
+                "ret_not_scalar",
+                format!(
+                    "At program exit the register R0 is not a known value ({})",
+                    r0.ty.name()
+                ),
+            );
+        }
+        if let Some(r) = st.refs.first() {
+            return err(
+                "ref_leak",
+                format!(
+                    "Unreleased reference id={} alloc_insn={}: a ringbuf reservation is neither submitted nor discarded on this path",
+                    r.id, r.pc
+                ),
+            );
+        }
+        Ok(Succ::End)
+    }
+}

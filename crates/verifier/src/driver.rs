@@ -1,0 +1,452 @@
+//! The exploration: depth-first over paths, one abstract state per path,
+//! forking at conditional jumps whose outcome is not known, with states
+//! recorded at prune points so that a path reaching a point already covered
+//! by an explored state stops there.
+//!
+//! Bookkeeping follows the kernel's idea: every recorded state (checkpoint)
+//! counts the paths still being explored below it; only checkpoints whose
+//! count dropped to zero (fully explored, hence proven safe) may prune. A
+//! path that comes back to a checkpoint still being explored with an
+//! identical state is an infinite loop.
+
+use crate::cfg::{self, Cfg};
+use crate::env::VerifyEnv;
+use crate::error::{VResult, VerifyError};
+use crate::facts::{Facts, SubprogInfo};
+use crate::frame::State;
+use bpfjet_isa::{Insn, LdDwKind};
+use bpfjet_maps::MapSpec;
+use std::collections::HashMap;
+
+/// The kernel's limit on pending branches.
+const MAX_PENDING: usize = 8192;
+/// Kernel's `BPF_MAX_VAR_OFF`.
+pub(crate) const MAX_VAR_OFF: i64 = 1 << 29;
+
+/// What an instruction does to control flow.
+pub(crate) enum Succ {
+    Goto(usize),
+    /// Continue at the first with the current state; explore the second too.
+    Fork(usize, usize, State),
+    End,
+}
+
+struct Checkpoint {
+    state: State,
+    parent: Option<usize>,
+    branches: u32,
+    /// Callback invocations the path had gone through (see [`Path::cb_iter`]).
+    cb_iter: u32,
+}
+
+struct Path {
+    pc: usize,
+    state: State,
+    parent: Option<usize>,
+    /// Bumped each time a callback is re-entered for another iteration.
+    /// Callbacks run a bounded number of times, so a state recorded in an
+    /// earlier iteration may prune a later one even while its own exploration
+    /// is under way, and repeating it is not an infinite loop.
+    cb_iter: u32,
+}
+
+pub(crate) struct Verifier<'a> {
+    pub insns: &'a [Insn],
+    pub env: &'a VerifyEnv<'a>,
+    /// The program's maps followed by the inner-map templates of map-in-maps.
+    pub maps: Vec<MapSpec>,
+    /// For map-in-map entries of `maps`: the index of their inner template.
+    pub inner_of: Vec<Option<u32>>,
+    pub cfg: Cfg,
+    pub live: Vec<u16>,
+    pub facts: Facts,
+    pub next_id: u32,
+    pub stack_depth: Vec<u32>,
+    /// Lookups whose key differed between paths.
+    pub key_conflict: Vec<usize>,
+    checkpoints: Vec<Checkpoint>,
+    at_pc: HashMap<usize, Vec<usize>>,
+    processed: u64,
+}
+
+impl<'a> Verifier<'a> {
+    pub fn new(insns: &'a [Insn], env: &'a VerifyEnv<'a>, cfg: Cfg) -> Self {
+        let mut maps: Vec<MapSpec> = env.maps.to_vec();
+        let mut inner_of = vec![None; maps.len()];
+        for i in 0..env.maps.len() {
+            if let Some(inner) = &env.maps[i].inner {
+                inner_of[i] = Some(maps.len() as u32);
+                maps.push((**inner).clone());
+                inner_of.push(None);
+            }
+        }
+        let live = cfg::liveness(insns);
+        let n = cfg.entries.len();
+        Verifier {
+            insns,
+            env,
+            maps,
+            inner_of,
+            cfg,
+            live,
+            facts: Facts::default(),
+            next_id: 0,
+            stack_depth: vec![0; n],
+            key_conflict: Vec::new(),
+            checkpoints: Vec::new(),
+            at_pc: HashMap::new(),
+            processed: 0,
+        }
+    }
+
+    pub fn fresh_id(&mut self) -> u32 {
+        self.next_id += 1;
+        self.next_id
+    }
+
+    pub fn map(&self, idx: u32) -> Option<&MapSpec> {
+        self.maps.get(idx as usize)
+    }
+
+    /// Record that the subprogram whose frame is `frame` used stack down to `depth`.
+    pub fn note_stack(&mut self, st: &State, frame: usize, depth: i64) {
+        let entry = st.frames.get(frame).map_or(0, |f| f.entry);
+        let idx = self.cfg.subprog_of(entry);
+        let d = depth.clamp(0, 512) as u32;
+        if let Some(s) = self.stack_depth.get_mut(idx) {
+            *s = (*s).max(d);
+        }
+    }
+
+    fn decorate(&self, mut e: VerifyError, pc: usize, st: &State) -> VerifyError {
+        if e.pc.is_none() {
+            e.pc = Some(pc);
+        }
+        if e.insn_text.is_empty() {
+            if let Some(insn) = self.insns.get(pc) {
+                e.insn_text = bpfjet_isa::disasm::format_insn_with(insn, Some(pc), &|id| {
+                    crate::proto::helper_name(id)
+                });
+            }
+        }
+        if e.line.is_none() {
+            e.line = self
+                .env
+                .line_info
+                .and_then(|li| li.range(..=pc).next_back().map(|(_, l)| l.clone()));
+        }
+        if e.state.is_empty() {
+            e.state = st.describe();
+        }
+        e
+    }
+
+    pub fn run(mut self) -> Result<Facts, VerifyError> {
+        let mut work = vec![Path {
+            pc: 0,
+            state: State::new_entry(),
+            parent: None,
+            cb_iter: 0,
+        }];
+        while let Some(mut path) = work.pop() {
+            loop {
+                let pc = path.pc;
+                if self.cfg.prune_point.get(pc).copied().unwrap_or(false) {
+                    match self.visit(pc, &path.state, path.parent, path.cb_iter) {
+                        Ok(Some(parent)) => path.parent = Some(parent),
+                        Ok(None) => {
+                            self.end_path(path.parent);
+                            break;
+                        }
+                        Err(e) => return Err(self.decorate(e, pc, &path.state)),
+                    }
+                }
+                self.processed += 1;
+                if self.processed > self.env.complexity_limit {
+                    let e = VerifyError::new(
+                        "too_complex",
+                        format!(
+                            "program is too complex: processed {} instructions (limit {}); \
+                             a loop may not terminate or has too many iterations",
+                            self.processed, self.env.complexity_limit
+                        ),
+                    );
+                    return Err(self.decorate(e, pc, &path.state));
+                }
+                let step = self.step(pc, &mut path.state);
+                match step {
+                    Err(e) => return Err(self.decorate(e, pc, &path.state)),
+                    Ok(Succ::Goto(next)) => path.pc = next,
+                    Ok(Succ::Fork(next, other, other_state)) => {
+                        let reentry = matches!(self.insns[pc], Insn::Exit)
+                            && other_state.frames.len() > path.state.frames.len();
+                        if let Some(p) = path.parent {
+                            self.checkpoints[p].branches += 1;
+                        }
+                        if work.len() >= MAX_PENDING {
+                            let e = VerifyError::new(
+                                "too_complex",
+                                format!(
+                                    "the sequence of {} pending branches is too complex",
+                                    work.len() + 1
+                                ),
+                            );
+                            return Err(self.decorate(e, pc, &path.state));
+                        }
+                        work.push(Path {
+                            pc: other,
+                            state: other_state,
+                            parent: path.parent,
+                            cb_iter: path.cb_iter + u32::from(reentry),
+                        });
+                        path.pc = next;
+                    }
+                    Ok(Succ::End) => {
+                        self.end_path(path.parent);
+                        break;
+                    }
+                }
+            }
+        }
+        self.finish()
+    }
+
+    fn end_path(&mut self, mut parent: Option<usize>) {
+        while let Some(p) = parent {
+            let cp = &mut self.checkpoints[p];
+            cp.branches = cp.branches.saturating_sub(1);
+            if cp.branches > 0 {
+                break;
+            }
+            parent = cp.parent;
+        }
+    }
+
+    /// At a prune point: `Ok(None)` to stop the path (covered), otherwise the
+    /// new checkpoint to hang the path under.
+    fn visit(
+        &mut self,
+        pc: usize,
+        st: &State,
+        parent: Option<usize>,
+        cb_iter: u32,
+    ) -> VResult<Option<usize>> {
+        let live = self.live.get(pc).copied().unwrap_or(u16::MAX);
+        let allow_uninit = self.env.privileged();
+        if let Some(list) = self.at_pc.get(&pc) {
+            for &c in list {
+                let cp = &self.checkpoints[c];
+                let done = cp.branches == 0;
+                let earlier_iteration = cp.cb_iter < cb_iter;
+                if (done || earlier_iteration)
+                    && crate::pruning::covers(&cp.state, st, live, allow_uninit)
+                {
+                    return Ok(None);
+                }
+                if !done
+                    && !earlier_iteration
+                    && self.cfg.loop_head[pc]
+                    && crate::pruning::same_loop_state(&cp.state, st)
+                {
+                    return crate::error::err(
+                        "infinite_loop",
+                        format!("infinite loop detected at insn {pc}: the state repeats"),
+                    );
+                }
+            }
+        }
+        let id = self.checkpoints.len();
+        self.checkpoints.push(Checkpoint {
+            state: st.clone(),
+            parent,
+            branches: 1,
+            cb_iter,
+        });
+        self.at_pc.entry(pc).or_default().push(id);
+        self.facts.states_stored += 1;
+        Ok(Some(id))
+    }
+
+    fn finish(mut self) -> Result<Facts, VerifyError> {
+        // Combined stack of every call chain (kernel: frames rounded to 32 bytes).
+        let n = self.cfg.entries.len();
+        let rounded: Vec<u32> = self
+            .stack_depth
+            .iter()
+            .map(|&d| d.max(1).div_ceil(32) * 32)
+            .collect();
+        fn deepest(v: usize, calls: &[Vec<usize>], rounded: &[u32], depth: usize) -> u32 {
+            if depth > 16 {
+                return 0;
+            }
+            let below = calls[v]
+                .iter()
+                .map(|&w| deepest(w, calls, rounded, depth + 1))
+                .max()
+                .unwrap_or(0);
+            rounded[v] + below
+        }
+        let total = deepest(0, &self.cfg.calls, &rounded, 0);
+        if n > 1 && total > 512 {
+            return Err(VerifyError::new(
+                "stack_too_deep",
+                format!("combined stack size of the call chain is {total} bytes; too large (max 512)"),
+            ));
+        }
+        for pc in std::mem::take(&mut self.key_conflict) {
+            if let Some(k) = self.facts.const_key_lookups.get_mut(&pc) {
+                k.key = None;
+            }
+        }
+        self.facts.subprogs = self
+            .cfg
+            .entries
+            .iter()
+            .zip(&self.stack_depth)
+            .map(|(&entry, &stack_depth)| SubprogInfo { entry, stack_depth })
+            .collect();
+        self.facts.insns_processed = self.processed;
+        Ok(self.facts)
+    }
+
+    /// Abstractly execute the instruction at `pc`.
+    fn step(&mut self, pc: usize, st: &mut State) -> VResult<Succ> {
+        let insn = self.insns[pc];
+        match insn {
+            Insn::Alu {
+                width,
+                op,
+                dst,
+                src,
+            } => {
+                self.check_alu(st, width, op, dst, src)?;
+                Ok(Succ::Goto(pc + 1))
+            }
+            Insn::Endian { order, bits, dst } => {
+                self.check_endian(st, order, bits, dst)?;
+                Ok(Succ::Goto(pc + 1))
+            }
+            Insn::LdDw { kind, dst, imm } => {
+                self.check_lddw(st, pc, kind, dst, imm)?;
+                Ok(Succ::Goto(pc + 2))
+            }
+            Insn::LdDwTail => crate::error::err("bad_insn", "execution reached the second slot of an lddw"),
+            Insn::LdPacket { .. } => crate::error::err(
+                "ld_abs",
+                "BPF_LD_[ABS|IND] instructions are not allowed for XDP programs",
+            ),
+            Insn::Load {
+                size,
+                sign_extend,
+                dst,
+                src,
+                off,
+            } => {
+                self.check_load(st, pc, size.bytes(), sign_extend, dst, src, off)?;
+                Ok(Succ::Goto(pc + 1))
+            }
+            Insn::Store { size, dst, off, src } => {
+                self.check_store(st, pc, size.bytes(), dst, off, src)?;
+                Ok(Succ::Goto(pc + 1))
+            }
+            Insn::Atomic {
+                width,
+                op,
+                fetch,
+                dst,
+                src,
+                off,
+            } => {
+                self.check_atomic(st, pc, width, op, fetch, dst, src, off)?;
+                Ok(Succ::Goto(pc + 1))
+            }
+            Insn::Ja { off } => Ok(Succ::Goto((pc as i64 + 1 + off as i64) as usize)),
+            Insn::Jmp {
+                width,
+                op,
+                dst,
+                src,
+                off,
+            } => self.check_cond_jmp(st, pc, width, op, dst, src, off),
+            Insn::Call(target) => self.check_call(st, pc, target),
+            Insn::CallReg { .. } => crate::error::err(
+                "callx",
+                "indirect calls (callx) are not supported by the verifier",
+            ),
+            Insn::Exit => self.check_exit(st, pc),
+        }
+    }
+
+    fn check_lddw(
+        &mut self,
+        st: &mut State,
+        pc: usize,
+        kind: LdDwKind,
+        dst: u8,
+        imm: u64,
+    ) -> VResult<()> {
+        use crate::reg_state::{RegState, RegType};
+        let low = imm as u32;
+        let map_exists = |v: &Self| (low as usize) < v.env.maps.len();
+        let reg = match kind {
+            LdDwKind::Imm => RegState::constant(imm),
+            LdDwKind::MapIdx => {
+                if !map_exists(self) {
+                    return crate::error::err(
+                        "bad_map",
+                        format!("lddw refers to map #{low}, the program has {} maps", self.env.maps.len()),
+                    );
+                }
+                RegState::pointer(RegType::MapPtr { map: low }, 0)
+            }
+            LdDwKind::MapIdxValue => {
+                if !map_exists(self) {
+                    return crate::error::err(
+                        "bad_map",
+                        format!("lddw refers to map #{low}, the program has {} maps", self.env.maps.len()),
+                    );
+                }
+                let spec = &self.env.maps[low as usize];
+                let off = (imm >> 32) as u32;
+                let direct = matches!(
+                    spec.map_type,
+                    bpfjet_maps::MapType::Array | bpfjet_maps::MapType::PercpuArray
+                ) && spec.max_entries == 1;
+                if !direct || spec.map_type.is_per_cpu() {
+                    return crate::error::err(
+                        "bad_map",
+                        format!("map #{low} ({}) does not support direct value access", spec.name),
+                    );
+                }
+                if off >= spec.value_size {
+                    return crate::error::err(
+                        "bad_map",
+                        format!(
+                            "invalid access to map value pointer, value_size={} off={off}",
+                            spec.value_size
+                        ),
+                    );
+                }
+                RegState::pointer(RegType::MapValue { map: low }, off as i32)
+            }
+            LdDwKind::Func => {
+                let t = (pc as i64 + 1 + low as i32 as i64) as u32;
+                RegState::pointer(RegType::Func { entry: t }, 0)
+            }
+            LdDwKind::MapFd | LdDwKind::MapValue => {
+                return crate::error::err(
+                    "bad_lddw",
+                    "lddw with a map fd: bpfjet programs refer to maps by index (PSEUDO_MAP_IDX)",
+                )
+            }
+            LdDwKind::BtfId => {
+                return crate::error::err(
+                    "bad_lddw",
+                    "lddw of a BTF id (kernel variable) is not supported",
+                )
+            }
+        };
+        *st.reg_mut(dst) = reg;
+        Ok(())
+    }
+}

@@ -1,0 +1,64 @@
+//! What a program is verified against: its type, maps, kfuncs and the
+//! privilege policy.
+
+use bpfjet_maps::MapSpec;
+use std::collections::BTreeMap;
+
+/// Program types bpfjet verifies.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum ProgramType {
+    #[default]
+    Xdp,
+}
+
+/// Whose rules apply.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Policy {
+    /// The kernel's rules for a loader with CAP_BPF + CAP_PERFMON (root):
+    /// pointer leaks allowed, uninitialised stack readable.
+    #[default]
+    Privileged,
+    /// The kernel's rules without CAP_PERFMON/CAP_SYS_ADMIN: no pointer
+    /// leaks (into maps, return values, comparisons, helper scalars), no
+    /// reads of uninitialised stack, no variable stack offsets.
+    Unprivileged,
+}
+
+/// The kernel's limit on processed instructions.
+pub const COMPLEXITY_LIMIT: u64 = 1_000_000;
+
+#[derive(Clone, Debug)]
+pub struct VerifyEnv<'a> {
+    pub prog_type: ProgramType,
+    /// Indexed by the imm of `PSEUDO_MAP_IDX` / `PSEUDO_MAP_IDX_VALUE` lddws.
+    pub maps: &'a [MapSpec],
+    /// Indexed by the imm of kfunc calls (names as in `Object::kfuncs`).
+    pub kfuncs: &'a [String],
+    pub policy: Policy,
+    /// Maximum processed instructions before "too complex".
+    pub complexity_limit: u64,
+    /// Slot → source line text, for messages.
+    pub line_info: Option<&'a BTreeMap<usize, String>>,
+}
+
+impl<'a> VerifyEnv<'a> {
+    pub fn new(maps: &'a [MapSpec]) -> Self {
+        VerifyEnv {
+            prog_type: ProgramType::Xdp,
+            maps,
+            kfuncs: &[],
+            policy: Policy::Privileged,
+            complexity_limit: COMPLEXITY_LIMIT,
+            line_info: None,
+        }
+    }
+
+    pub fn with_policy(mut self, policy: Policy) -> Self {
+        self.policy = policy;
+        self
+    }
+
+    pub fn privileged(&self) -> bool {
+        self.policy == Policy::Privileged
+    }
+}

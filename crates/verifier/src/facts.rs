@@ -1,0 +1,105 @@
+//! What verification proved, for the loader and the JIT.
+
+use serde::Serialize;
+use std::collections::{BTreeMap, BTreeSet};
+
+/// The `xdp_md` fields (offsets 0, 4, ..., 20).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+pub enum XdpMdField {
+    Data,
+    DataEnd,
+    DataMeta,
+    IngressIfindex,
+    RxQueueIndex,
+    EgressIfindex,
+}
+
+impl XdpMdField {
+    pub fn from_offset(off: i64) -> Option<XdpMdField> {
+        Some(match off {
+            0 => XdpMdField::Data,
+            4 => XdpMdField::DataEnd,
+            8 => XdpMdField::DataMeta,
+            12 => XdpMdField::IngressIfindex,
+            16 => XdpMdField::RxQueueIndex,
+            20 => XdpMdField::EgressIfindex,
+            _ => return None,
+        })
+    }
+
+    pub fn offset(self) -> u32 {
+        self as u32 * 4
+    }
+
+    /// Whether the field is a pointer (the runtime rewrites these loads).
+    pub fn is_pointer(self) -> bool {
+        matches!(
+            self,
+            XdpMdField::Data | XdpMdField::DataEnd | XdpMdField::DataMeta
+        )
+    }
+}
+
+/// A load from the context at some slot.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub struct CtxAccess {
+    pub field: XdpMdField,
+    /// Bytes loaded (always 4 for XDP).
+    pub size: u8,
+}
+
+/// A `bpf_map_lookup_elem` call on an array map.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub struct ConstKeyLookup {
+    /// Index into the program's map table.
+    pub map: u32,
+    /// The key, when it is the same constant on every path (and below max_entries).
+    pub key: Option<u32>,
+}
+
+/// A packet load or store at some slot.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub struct PktAccess {
+    /// Smallest `reg.off + insn.off` seen.
+    pub min_off: i64,
+    /// Largest `reg.off + insn.off + size` seen: bytes past the checked
+    /// pointer's base that must exist.
+    pub max_end: i64,
+    /// Smallest proven range (bytes known to be inside the packet) over all
+    /// paths; `max_end <= proven_range` always holds for accepted programs.
+    pub proven_range: u32,
+}
+
+/// Per subprogram.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub struct SubprogInfo {
+    /// First slot.
+    pub entry: usize,
+    /// Deepest stack byte used, in bytes (0..=512).
+    pub stack_depth: u32,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct Facts {
+    /// Every context load, by slot.
+    pub ctx_accesses: BTreeMap<usize, CtxAccess>,
+    /// Array map lookups, by slot of the call.
+    pub const_key_lookups: BTreeMap<usize, ConstKeyLookup>,
+    /// Packet accesses, by slot.
+    pub pkt_accesses: BTreeMap<usize, PktAccess>,
+    /// Helper ids called.
+    pub helpers_used: BTreeSet<i32>,
+    /// Subprograms in slot order (the first is the program itself).
+    pub subprogs: Vec<SubprogInfo>,
+    /// Instructions the analysis processed (the kernel's complexity measure).
+    pub insns_processed: u64,
+    /// States kept for pruning.
+    pub states_stored: u64,
+}
+
+impl Facts {
+    /// Subprogram entry slots.
+    pub fn subprog_entries(&self) -> Vec<usize> {
+        self.subprogs.iter().map(|s| s.entry).collect()
+    }
+}

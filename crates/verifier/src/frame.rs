@@ -1,0 +1,144 @@
+//! The abstract machine state: a stack of call frames (registers + stack
+//! each) and the references currently held.
+
+use crate::reg_state::{RegState, RegType};
+use crate::stack::Stack;
+
+/// Maximum call depth, the program's own frame included (kernel's MAX_CALL_FRAMES).
+pub const MAX_FRAMES: usize = 8;
+
+/// A callback frame entered from a helper (`bpf_loop`, `bpf_for_each_map_elem`).
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct CallbackInfo {
+    /// The helper that calls the callback.
+    pub helper: i32,
+    /// Allowed return values of the callback.
+    pub ret: (i64, i64),
+    /// The callback's arguments r1–r5, to start another iteration with.
+    pub args: [RegState; 5],
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Frame {
+    pub regs: [RegState; 11],
+    pub stack: Stack,
+    /// Slot where this frame's subprogram starts.
+    pub entry: usize,
+    /// Slot of the call that created this frame (0 for the program's own).
+    pub callsite: usize,
+    pub callback: Option<CallbackInfo>,
+    /// References held when a callback frame was entered (must match on exit).
+    pub refs_at_entry: usize,
+}
+
+impl Frame {
+    /// A fresh frame at depth `depth` with r10 set up and everything else
+    /// uninitialised.
+    pub fn new(depth: usize, entry: usize, callsite: usize) -> Frame {
+        let mut regs = [RegState::NOT_INIT; 11];
+        regs[10] = RegState::pointer(
+            RegType::Stack {
+                frame: depth as u8,
+            },
+            0,
+        );
+        Frame {
+            regs,
+            stack: Stack::default(),
+            entry,
+            callsite,
+            callback: None,
+            refs_at_entry: 0,
+        }
+    }
+}
+
+/// A reference the program holds and must release before it exits.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct RefInfo {
+    pub id: u32,
+    /// The instruction that acquired it.
+    pub pc: usize,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct State {
+    pub frames: Vec<Frame>,
+    pub refs: Vec<RefInfo>,
+}
+
+impl State {
+    pub fn new_entry() -> State {
+        let mut frame = Frame::new(0, 0, 0);
+        frame.regs[1] = RegState::pointer(RegType::Ctx, 0);
+        State {
+            frames: vec![frame],
+            refs: Vec::new(),
+        }
+    }
+
+    pub fn depth(&self) -> usize {
+        self.frames.len() - 1
+    }
+
+    pub fn cur(&self) -> &Frame {
+        &self.frames[self.frames.len() - 1]
+    }
+
+    pub fn cur_mut(&mut self) -> &mut Frame {
+        let n = self.frames.len() - 1;
+        &mut self.frames[n]
+    }
+
+    pub fn reg(&self, r: u8) -> &RegState {
+        &self.cur().regs[r as usize]
+    }
+
+    pub fn reg_mut(&mut self, r: u8) -> &mut RegState {
+        &mut self.cur_mut().regs[r as usize]
+    }
+
+    /// Every register and spilled register of every frame.
+    pub fn for_each_reg(&mut self, mut f: impl FnMut(&mut RegState)) {
+        for frame in &mut self.frames {
+            for r in frame.regs.iter_mut() {
+                f(r);
+            }
+            for r in frame.stack.spills_mut() {
+                f(r);
+            }
+        }
+    }
+
+    /// A multi-line dump of the current frame for error messages.
+    pub fn describe(&self) -> String {
+        let frame = self.cur();
+        let mut out = String::new();
+        if self.frames.len() > 1 {
+            out.push_str(&format!("frame {} (callee at {}):", self.depth(), frame.entry));
+        }
+        let regs: Vec<String> = frame
+            .regs
+            .iter()
+            .enumerate()
+            .filter(|(_, r)| r.is_init())
+            .map(|(i, r)| format!("R{i}={r}"))
+            .collect();
+        out.push_str(&regs.join(" "));
+        let stack = frame.stack.describe();
+        if !stack.is_empty() {
+            out.push_str("\nstack: ");
+            out.push_str(&stack);
+        }
+        if !self.refs.is_empty() {
+            let refs: Vec<String> = self
+                .refs
+                .iter()
+                .map(|r| format!("id={} (acquired at {})", r.id, r.pc))
+                .collect();
+            out.push_str("\nheld references: ");
+            out.push_str(&refs.join(", "));
+        }
+        out
+    }
+}

@@ -1,0 +1,587 @@
+//! Helper calls: arguments checked against the prototype (pointer + size
+//! pairs, map key/value sizes, context, callbacks, references), map/helper
+//! compatibility, and the call's effect (clobbered r1–r5, r0 from the return
+//! type, released references, invalidated packet pointers).
+
+use crate::driver::{Succ, Verifier};
+use crate::error::{err, VResult};
+use crate::facts::ConstKeyLookup;
+use crate::frame::{CallbackInfo, Frame, RefInfo, State, MAX_FRAMES};
+use crate::mem::Access;
+use crate::proto::{self, ArgType, CallbackKind, HelperProto, RetType};
+use crate::range::Scalar;
+use crate::reg_state::{MemKind, RegState, RegType};
+use bpfjet_maps::spec::flags;
+use bpfjet_maps::MapType;
+
+/// Kernel's `BPF_MAX_VAR_SIZ`.
+const MAX_VAR_SIZE: u64 = 1 << 29;
+
+/// What argument checking learned.
+#[derive(Default)]
+struct Meta {
+    map: Option<u32>,
+    /// Pending memory argument (register number, whether the helper writes it).
+    mem: Option<(u8, bool, bool)>,
+    release: Option<u32>,
+    alloc_size: Option<u64>,
+    callback: Option<u32>,
+    /// Stack ranges the helper writes: (frame, lo, hi).
+    clobber: Vec<(usize, i64, i64)>,
+}
+
+fn map_allows(map: MapType, id: i32) -> bool {
+    use MapType::*;
+    match map {
+        ProgArray => id == 12,
+        PerfEventArray => id == 25,
+        Ringbuf => matches!(id, 130 | 131 | 134),
+        Queue | Stack => matches!(id, 87..=89),
+        BloomFilter => matches!(id, 87 | 89),
+        Devmap | DevmapHash | Xskmap => matches!(id, 1 | 51),
+        Cpumap => id == 51,
+        ArrayOfMaps | HashOfMaps => id == 1,
+        LpmTrie => matches!(id, 1..=3),
+        _ => matches!(id, 1..=3 | 164),
+    }
+}
+
+fn helper_needs(id: i32, map: MapType) -> bool {
+    use MapType::*;
+    match id {
+        12 => map == ProgArray,
+        25 => map == PerfEventArray,
+        130 | 131 | 134 => map == Ringbuf,
+        87 | 89 => matches!(map, Queue | Stack | BloomFilter),
+        88 => matches!(map, Queue | Stack),
+        51 => matches!(map, Devmap | DevmapHash | Cpumap | Xskmap),
+        164 => matches!(
+            map,
+            Hash | Array | PercpuHash | PercpuArray | LruHash | LruPercpuHash
+        ),
+        _ => true,
+    }
+}
+
+impl Verifier<'_> {
+    pub(crate) fn check_helper(&mut self, st: &mut State, pc: usize, id: i32) -> VResult<Succ> {
+        let proto = match proto::helper_proto(id) {
+            Some(p) if !(p.needs_perfmon && !self.env.privileged()) => *p,
+            Some(p) => {
+                return err(
+                    "unknown_helper",
+                    format!("helper {}#{id} is not available without CAP_PERFMON", p.name),
+                )
+            }
+            None => {
+                return err(
+                    "unknown_helper",
+                    format!("unknown func #{id}: bpfjet does not know this helper (or it is not available to XDP programs)"),
+                )
+            }
+        };
+        self.facts.helpers_used.insert(id);
+        if proto.args.contains(&ArgType::PtrToSpinLock) {
+            return err(
+                "spin_lock",
+                format!(
+                    "{}: map value has no bpf_spin_lock (bpfjet has no BTF for map values)",
+                    proto.name
+                ),
+            );
+        }
+        if id == 12 && !st.refs.is_empty() {
+            return err(
+                "ref_leak",
+                "tail_call would lead to reference leak: release the ringbuf reservation first",
+            );
+        }
+        let mut meta = Meta::default();
+        for (i, arg) in proto.args.iter().enumerate() {
+            if *arg == ArgType::DontCare {
+                continue;
+            }
+            let regno = i as u8 + 1;
+            self.check_arg(st, pc, &proto, regno, *arg, &mut meta)?;
+        }
+        if let Some(map) = meta.map {
+            let t = self.map(map).map(|m| m.map_type);
+            if let Some(t) = t {
+                if !map_allows(t, id) || !helper_needs(id, t) {
+                    return err(
+                        "map_helper_mismatch",
+                        format!("cannot pass map_type {} ({}) into func {}#{id}", t as u32, t.name(), proto.name),
+                    );
+                }
+            }
+        }
+        // Effects.
+        for (frame, lo, hi) in std::mem::take(&mut meta.clobber) {
+            if let Some(f) = st.frames.get_mut(frame) {
+                let _ = f.stack.clobber(lo, hi, true);
+            }
+        }
+        if let Some(ref_id) = meta.release {
+            st.refs.retain(|r| r.id != ref_id);
+            let privileged = self.env.privileged();
+            st.for_each_reg(|r| {
+                if r.ref_id == ref_id {
+                    *r = if privileged {
+                        RegState::unknown()
+                    } else {
+                        RegState::NOT_INIT
+                    };
+                }
+            });
+        }
+        if proto.changes_pkt_data {
+            let privileged = self.env.privileged();
+            st.for_each_reg(|r| {
+                if matches!(r.ty, RegType::Pkt | RegType::PktMeta | RegType::PktEnd) {
+                    *r = if privileged {
+                        RegState::unknown()
+                    } else {
+                        RegState::NOT_INIT
+                    };
+                }
+            });
+        }
+        if let Some(kind) = proto.callback {
+            let entry = meta.callback.unwrap_or(0) as usize;
+            return self.enter_callback(st, pc, id, kind, entry, meta.map);
+        }
+        let r0 = self.helper_ret(st, pc, &proto, &meta)?;
+        finish_call(st, r0);
+        Ok(Succ::Goto(pc + 1))
+    }
+
+    fn helper_ret(
+        &mut self,
+        st: &mut State,
+        pc: usize,
+        proto: &HelperProto,
+        meta: &Meta,
+    ) -> VResult<RegState> {
+        Ok(match proto.ret {
+            RetType::Integer => RegState::unknown(),
+            RetType::Void => RegState::NOT_INIT,
+            RetType::PtrToMapValueOrNull => {
+                let map = meta.map.unwrap_or(0);
+                let id = self.fresh_id();
+                let ty = match self.inner_of.get(map as usize).copied().flatten() {
+                    Some(inner) => RegType::MapPtr { map: inner },
+                    None => RegType::MapValue { map },
+                };
+                let mut r = RegState::pointer(ty, 0);
+                r.maybe_null = true;
+                r.id = id;
+                r
+            }
+            RetType::PtrToMemOrNull { acquire, .. } => {
+                let size = meta.alloc_size.unwrap_or(0) as u32;
+                let id = self.fresh_id();
+                let mut r = RegState::pointer(
+                    RegType::Mem {
+                        size,
+                        kind: MemKind::Ringbuf,
+                    },
+                    0,
+                );
+                r.maybe_null = true;
+                r.id = id;
+                if acquire {
+                    r.ref_id = id;
+                    st.refs.push(RefInfo { id, pc });
+                }
+                r
+            }
+        })
+    }
+
+    fn check_arg(
+        &mut self,
+        st: &mut State,
+        pc: usize,
+        proto: &HelperProto,
+        regno: u8,
+        arg: ArgType,
+        meta: &mut Meta,
+    ) -> VResult<()> {
+        let reg = *st.reg(regno);
+        if !reg.is_init() {
+            return err(
+                "uninit_reg",
+                format!("R{regno} !read_ok: argument {regno} of {} is not set", proto.name),
+            );
+        }
+        let expect = |what: &str| -> VResult<()> {
+            err(
+                "bad_helper_arg",
+                format!(
+                    "R{regno} type={} expected={what} (argument {regno} of {})",
+                    type_text(&reg),
+                    proto.name
+                ),
+            )
+        };
+        match arg {
+            ArgType::DontCare => {}
+            ArgType::Anything => {
+                if reg.is_pointer() && !self.env.privileged() {
+                    return err(
+                        "ptr_leak",
+                        format!("R{regno} leaks addr into helper function {}", proto.name),
+                    );
+                }
+            }
+            ArgType::ConstMapPtr => match reg.ty {
+                RegType::MapPtr { map } if !reg.maybe_null && reg.off == 0 => meta.map = Some(map),
+                _ => return expect("map_ptr"),
+            },
+            ArgType::PtrToCtx => {
+                if reg.ty != RegType::Ctx {
+                    return expect("ctx");
+                }
+                if reg.off != 0 || !reg.val.is_zero() {
+                    return err(
+                        "ctx_modified",
+                        format!("dereference of modified ctx ptr R{regno} off={} disallowed", reg.off),
+                    );
+                }
+            }
+            ArgType::PtrToMapKey | ArgType::PtrToMapValue | ArgType::PtrToUninitMapValue => {
+                let Some(map) = meta.map.and_then(|m| self.map(m).cloned()) else {
+                    return err("bad_helper_arg", format!("R{regno}: no map argument before the key/value"));
+                };
+                let (size, write, what) = match arg {
+                    ArgType::PtrToMapKey => (map.key_size, false, "map key"),
+                    ArgType::PtrToMapValue => (map.value_size, false, "map value"),
+                    _ => (map.value_size, true, "map value"),
+                };
+                if map.key_size == 0 && arg == ArgType::PtrToMapKey {
+                    // Queue/stack/bloom: the key is unused.
+                    return Ok(());
+                }
+                self.helper_mem(st, pc, &reg, regno, size as u64, size as u64, write, what, meta)?;
+                if arg == ArgType::PtrToMapKey && proto.id == 1 {
+                    self.note_key(st, pc, &reg, meta.map.unwrap_or(0), &map);
+                }
+            }
+            ArgType::PtrToMem { maybe_null, rdonly } => {
+                if maybe_null && reg.is_null_const() {
+                    meta.mem = Some((regno, !rdonly, true));
+                } else {
+                    meta.mem = Some((regno, !rdonly, false));
+                }
+            }
+            ArgType::PtrToUninitMem => meta.mem = Some((regno, true, false)),
+            ArgType::ConstSize | ArgType::ConstSizeOrZero => {
+                let Some((mreg, write, null)) = meta.mem.take() else {
+                    return err("bad_helper_arg", format!("R{regno}: size without a memory argument"));
+                };
+                if !reg.is_scalar() {
+                    return expect("scalar");
+                }
+                let v = reg.val;
+                if v.smin < 0 {
+                    return err(
+                        "bad_size",
+                        format!("R{regno} min value is negative, either use unsigned or 'var &= const'"),
+                    );
+                }
+                let zero_ok = arg == ArgType::ConstSizeOrZero;
+                if v.umin == 0 && !zero_ok {
+                    return err(
+                        "bad_size",
+                        format!("R{regno} invalid zero-sized read: u64=[{},{}]", v.umin, v.umax),
+                    );
+                }
+                if v.umax >= MAX_VAR_SIZE {
+                    return err(
+                        "bad_size",
+                        format!("R{regno} unbounded memory access, use 'var &= const' or 'if (var < const)'"),
+                    );
+                }
+                if null {
+                    if v.umax != 0 {
+                        return err(
+                            "bad_size",
+                            format!("R{} is NULL but R{regno} size may be non-zero", mreg),
+                        );
+                    }
+                    return Ok(());
+                }
+                let mem = *st.reg(mreg);
+                if !mem.is_init() {
+                    return err("uninit_reg", format!("R{mreg} !read_ok"));
+                }
+                if v.umax == 0 {
+                    return Ok(());
+                }
+                self.helper_mem(st, pc, &mem, mreg, v.umin.max(1), v.umax, write, "memory", meta)?;
+            }
+            ArgType::ConstAllocSize => {
+                let Some(c) = reg.const_value() else {
+                    return err(
+                        "bad_size",
+                        format!("R{regno} is not a known constant: {} needs a constant size", proto.name),
+                    );
+                };
+                meta.alloc_size = Some(c);
+            }
+            ArgType::PtrToStackOrNull => {
+                if reg.is_null_const() {
+                    return Ok(());
+                }
+                if !matches!(reg.ty, RegType::Stack { .. }) {
+                    return expect("fp or NULL");
+                }
+            }
+            ArgType::PtrToFunc => match reg.ty {
+                RegType::Func { entry } => meta.callback = Some(entry),
+                _ => return expect("func"),
+            },
+            ArgType::PtrToRingbufMemRelease => match reg.ty {
+                RegType::Mem {
+                    kind: MemKind::Ringbuf,
+                    ..
+                } if !reg.maybe_null && reg.ref_id != 0 => {
+                    if reg.off != 0 || !reg.val.is_zero() {
+                        return err(
+                            "bad_release",
+                            format!("R{regno} must have zero offset when passed to release func {}", proto.name),
+                        );
+                    }
+                    meta.release = Some(reg.ref_id);
+                }
+                RegType::Mem { .. } if reg.maybe_null => {
+                    return err(
+                        "bad_helper_arg",
+                        format!("R{regno} type=ringbuf_mem_or_null: null-check the reservation before {}", proto.name),
+                    )
+                }
+                _ => return expect("ringbuf_mem"),
+            },
+            ArgType::PtrToSpinLock => return expect("spin_lock"),
+            ArgType::PtrToConstStr => {
+                let RegType::MapValue { map } = reg.ty else {
+                    return expect("map_value (read-only string)");
+                };
+                let Some(spec) = self.map(map).cloned() else {
+                    return expect("map_value");
+                };
+                if !(spec.frozen && spec.flags & flags::RDONLY_PROG != 0) || !reg.val.is_const() {
+                    return err("bad_helper_arg", format!("R{regno} does not point to a readonly map'"));
+                }
+                let start = reg.off.max(0) as usize;
+                let data = spec.initial_data.unwrap_or_default();
+                if !data.get(start..).is_some_and(|d| d.contains(&0)) {
+                    return err("bad_helper_arg", "string is not zero-terminated");
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// A memory argument: `[min_size, max_size]` bytes at `reg`.
+    #[allow(clippy::too_many_arguments)]
+    fn helper_mem(
+        &mut self,
+        st: &mut State,
+        pc: usize,
+        reg: &RegState,
+        regno: u8,
+        _min_size: u64,
+        max_size: u64,
+        write: bool,
+        what: &str,
+        meta: &mut Meta,
+    ) -> VResult<()> {
+        let size = max_size as i64;
+        if reg.maybe_null {
+            return err(
+                "null_deref",
+                format!("R{regno} type={}_or_null: null-check it before passing it as {what}", reg.ty.name()),
+            );
+        }
+        match reg.ty {
+            RegType::Stack { .. } => {
+                let frame = match reg.ty {
+                    RegType::Stack { frame } => (frame as usize).min(st.frames.len() - 1),
+                    _ => 0,
+                };
+                let access = if write { Access::Write } else { Access::Read };
+                let (lo, hi) = self
+                    .stack_range(reg, regno, 0, size, access, false)
+                    .map_err(|mut e| {
+                        e.message = format!(
+                            "invalid indirect access to stack R{regno} off={} size={size} ({what})",
+                            reg.off
+                        );
+                        e
+                    })?;
+                self.note_stack(st, frame, -lo);
+                if write {
+                    meta.clobber.push((frame, lo, hi));
+                } else {
+                    let allow = self.env.privileged();
+                    st.frames[frame]
+                        .stack
+                        .check_readable(lo, hi, allow, allow)
+                        .map_err(|_| {
+                            crate::error::VerifyError::new(
+                                "uninit_helper_mem",
+                                format!(
+                                    "invalid indirect read from stack R{regno} off {}..{} ({what}): \
+                                     the helper reads bytes that were never written",
+                                    lo, hi
+                                ),
+                            )
+                        })?;
+                }
+                Ok(())
+            }
+            RegType::Pkt | RegType::PktMeta => self.check_pkt_region(None, reg, regno, 0, size),
+            RegType::MapValue { map } => {
+                let Some(spec) = self.map(map).cloned() else {
+                    return err("bad_map", format!("unknown map #{map}"));
+                };
+                if write && spec.flags & flags::RDONLY_PROG != 0 {
+                    return err("map_write_rdonly", format!("R{regno}: write into map forbidden ({})", spec.name));
+                }
+                self.check_region(
+                    reg,
+                    regno,
+                    0,
+                    size,
+                    spec.value_size as i64,
+                    &format!("map value of {} (value_size={})", spec.name, spec.value_size),
+                )
+            }
+            RegType::Mem { size: limit, kind } => {
+                if write && kind == MemKind::MapKey {
+                    return err("mem_rdonly", format!("R{regno} cannot write into a read-only map key"));
+                }
+                self.check_region(reg, regno, 0, size, limit as i64, "mem")
+            }
+            _ => {
+                let _ = pc;
+                err(
+                    "bad_helper_arg",
+                    format!(
+                        "R{regno} type={} expected=fp, pkt, pkt_meta, map_value, mem ({what})",
+                        type_text(reg)
+                    ),
+                )
+            }
+        }
+    }
+
+    /// Record a constant-key lookup into an array map.
+    fn note_key(&mut self, st: &State, pc: usize, key: &RegState, map: u32, spec: &bpfjet_maps::MapSpec) {
+        if !matches!(spec.map_type, MapType::Array | MapType::PercpuArray) {
+            return;
+        }
+        let mut value = None;
+        if let RegType::Stack { frame } = key.ty {
+            if key.val.is_const() {
+                let frame = (frame as usize).min(st.frames.len() - 1);
+                let off = key.off as i64;
+                if (-512..=-4).contains(&off) {
+                    if let Ok(r) = st.frames[frame].stack.read(off, 4, false) {
+                        value = r.const_value().map(|v| v as u32);
+                    }
+                }
+            }
+        }
+        let value = value.filter(|&v| v < spec.max_entries);
+        match self.facts.const_key_lookups.get(&pc) {
+            Some(prev) if prev.key != value => self.key_conflict.push(pc),
+            Some(_) => {}
+            None => {
+                self.facts.const_key_lookups.insert(pc, ConstKeyLookup { map, key: value });
+            }
+        }
+    }
+
+    fn enter_callback(
+        &mut self,
+        st: &mut State,
+        pc: usize,
+        helper: i32,
+        kind: CallbackKind,
+        entry: usize,
+        map: Option<u32>,
+    ) -> VResult<Succ> {
+        if !self.cfg.is_entry(entry) {
+            return err("bad_callback", format!("callback at insn {entry} is not a subprogram"));
+        }
+        if st.frames.len() >= MAX_FRAMES {
+            return err(
+                "call_too_deep",
+                format!("the call stack of {} frames is too deep", st.frames.len() + 1),
+            );
+        }
+        let ctx = *st.reg(3);
+        let mut args = [RegState::NOT_INIT; 5];
+        match kind {
+            CallbackKind::Loop => {
+                args[0] = RegState::scalar(Scalar::unsigned_upto(u32::MAX as u64));
+                args[1] = ctx;
+            }
+            CallbackKind::ForEachMapElem => {
+                let m = map.unwrap_or(0);
+                let key_size = self.map(m).map_or(0, |s| s.key_size);
+                args[0] = RegState::pointer(RegType::MapPtr { map: m }, 0);
+                args[1] = RegState::pointer(
+                    RegType::Mem {
+                        size: key_size,
+                        kind: MemKind::MapKey,
+                    },
+                    0,
+                );
+                args[2] = RegState::pointer(RegType::MapValue { map: m }, 0);
+                args[3] = ctx;
+            }
+        }
+        // Path 1: the callback is not called at all (e.g. nr_loops == 0).
+        let mut skip = st.clone();
+        finish_call(&mut skip, RegState::unknown());
+        // Path 2: enter the callback.
+        let info = CallbackInfo {
+            helper,
+            ret: (0, 1),
+            args,
+        };
+        push_callback_frame(st, pc, entry, info);
+        Ok(Succ::Fork(entry, pc + 1, skip))
+    }
+}
+
+/// Push a callback frame for another invocation.
+pub(crate) fn push_callback_frame(st: &mut State, callsite: usize, entry: usize, info: CallbackInfo) {
+    let mut frame = Frame::new(st.frames.len(), entry, callsite);
+    for (i, a) in info.args.iter().enumerate() {
+        frame.regs[i + 1] = *a;
+    }
+    frame.refs_at_entry = st.refs.len();
+    frame.callback = Some(info);
+    st.frames.push(frame);
+}
+
+/// After a call returns to the caller: r1–r5 are clobbered, r0 is the result.
+pub(crate) fn finish_call(st: &mut State, r0: RegState) {
+    let f = st.cur_mut();
+    for r in 1..=5 {
+        f.regs[r] = RegState::NOT_INIT;
+    }
+    f.regs[0] = r0;
+}
+
+fn type_text(r: &RegState) -> String {
+    if r.maybe_null {
+        format!("{}_or_null", r.ty.name())
+    } else {
+        r.ty.name().to_string()
+    }
+}

@@ -1,0 +1,474 @@
+//! Memory instructions: loads, stores and atomics through every pointer type,
+//! and the shared region checks helpers use for their memory arguments.
+
+use crate::ctx_rules;
+use crate::driver::{Verifier, MAX_VAR_OFF};
+use crate::error::{err, VResult};
+use crate::facts::{CtxAccess, PktAccess};
+use crate::frame::State;
+use crate::range::Scalar;
+use crate::reg_state::{MemKind, RegState, RegType};
+use crate::stack::{self, StackFault, STACK_SIZE};
+use bpfjet_isa::{AtomicOp, Operand, Width};
+use bpfjet_maps::spec::flags;
+
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub(crate) enum Access {
+    Read,
+    Write,
+}
+
+/// The value a `size`-byte load produces when nothing is known.
+fn loaded_unknown(size: usize, sign_extend: bool) -> RegState {
+    if sign_extend && size < 8 {
+        let half = 1i64 << (size * 8 - 1);
+        RegState::scalar(Scalar::from_srange(-half, half - 1))
+    } else {
+        RegState::scalar(stack::truncate(&Scalar::UNKNOWN, size))
+    }
+}
+
+fn sign_extend_reg(r: RegState, size: usize) -> RegState {
+    if !r.is_scalar() || size >= 8 {
+        return r;
+    }
+    if let Some(c) = r.val.as_const() {
+        let shift = 64 - size * 8;
+        return RegState::constant((((c << shift) as i64) >> shift) as u64);
+    }
+    loaded_unknown(size, true)
+}
+
+fn stack_fault_msg(f: StackFault, regno: u8, size: usize) -> crate::error::VerifyError {
+    match f {
+        StackFault::Uninit { off } => crate::error::VerifyError::new(
+            "uninit_stack_read",
+            format!("invalid read from stack R{regno} off {off} size {size}: the byte was never written"),
+        ),
+        StackFault::CorruptSpill { off } => crate::error::VerifyError::new(
+            "corrupt_spill",
+            format!("attempt to corrupt spilled pointer on stack at off {off}"),
+        ),
+        StackFault::PartialPointer { off } => crate::error::VerifyError::new(
+            "partial_ptr_fill",
+            format!("invalid size of register fill: partial read of a spilled pointer at off {off}"),
+        ),
+        StackFault::PointerSpillSize => crate::error::VerifyError::new(
+            "ptr_spill_size",
+            "invalid size of register spill: pointers are spilled as 8 bytes",
+        ),
+    }
+}
+
+impl Verifier<'_> {
+    /// Bounds of `[reg.off + off + var, +size)` inside `[0, limit)`, the
+    /// kernel's checks for map values and helper memory.
+    pub(crate) fn check_region(
+        &self,
+        reg: &RegState,
+        regno: u8,
+        off: i64,
+        size: i64,
+        limit: i64,
+        what: &str,
+    ) -> VResult<()> {
+        let base = reg.off as i64 + off;
+        if reg.val.smin < 0 && (reg.val.smin == i64::MIN || base + reg.val.smin < 0) {
+            return err(
+                "negative_offset",
+                format!(
+                    "R{regno} min value is negative, either use unsigned index or do a if (index >=0) check \
+                     ({what}, var_off {:?})",
+                    reg.val
+                ),
+            );
+        }
+        let lo = base + reg.val.smin;
+        if lo < 0 || lo + size > limit {
+            return err(
+                "out_of_bounds",
+                format!("invalid access to {what}, size={limit} off={lo} access_size={size}"),
+            );
+        }
+        if reg.val.umax >= MAX_VAR_OFF as u64 {
+            return err(
+                "unbounded_access",
+                format!(
+                    "R{regno} unbounded memory access into {what}, make sure to bounds check any such access"
+                ),
+            );
+        }
+        let hi = base + reg.val.umax as i64;
+        if hi + size > limit {
+            return err(
+                "out_of_bounds",
+                format!(
+                    "invalid access to {what}, size={limit} off={hi} access_size={size} \
+                     (largest offset the variable part allows)"
+                ),
+            );
+        }
+        Ok(())
+    }
+
+    pub(crate) fn check_pkt_region(
+        &mut self,
+        pc: Option<usize>,
+        reg: &RegState,
+        regno: u8,
+        off: i64,
+        size: i64,
+    ) -> VResult<()> {
+        if reg.val.smin < 0 {
+            return err(
+                "negative_offset",
+                format!(
+                    "R{regno} min value is negative, either use unsigned index or do a if (index >=0) check"
+                ),
+            );
+        }
+        let start = reg.off as i64 + off;
+        if start < 0 || start + size > reg.range as i64 {
+            return err(
+                "pkt_out_of_range",
+                format!(
+                    "invalid access to packet, off={start} size={size}, R{regno}({reg}): \
+                     only {} bytes are proven to be before data_end; compare the pointer \
+                     against data_end first",
+                    reg.range
+                ),
+            );
+        }
+        if reg.val.umax as i64 + start + size > 0xffff {
+            return err(
+                "pkt_out_of_range",
+                format!("R{regno} offset is outside of the packet"),
+            );
+        }
+        if let Some(pc) = pc {
+            let e = self.facts.pkt_accesses.entry(pc).or_insert(PktAccess {
+                min_off: start,
+                max_end: start + size,
+                proven_range: reg.range,
+            });
+            e.min_off = e.min_off.min(start);
+            e.max_end = e.max_end.max(start + size);
+            e.proven_range = e.proven_range.min(reg.range);
+        }
+        Ok(())
+    }
+
+    /// The byte range `[lo, hi)` a stack access through `reg` may touch,
+    /// after bounds and alignment checks.
+    pub(crate) fn stack_range(
+        &self,
+        reg: &RegState,
+        regno: u8,
+        off: i64,
+        size: i64,
+        access: Access,
+        strict_align: bool,
+    ) -> VResult<(i64, i64)> {
+        let base = reg.off as i64 + off;
+        let var = !reg.val.is_const();
+        if var && !self.env.privileged() {
+            return err(
+                "var_stack_unpriv",
+                format!("R{regno} variable stack access prohibited for !root"),
+            );
+        }
+        let lo = base.saturating_add(reg.val.smin);
+        let hi = base.saturating_add(reg.val.smax);
+        if lo < -STACK_SIZE || hi.saturating_add(size) > 0 || size <= 0 && lo < -STACK_SIZE {
+            let dir = if access == Access::Read { "read from" } else { "write to" };
+            return err(
+                "stack_out_of_range",
+                format!(
+                    "invalid {dir} stack R{regno} off={lo} size={size}: the stack is the 512 bytes below r10"
+                ),
+            );
+        }
+        if strict_align && size > 0 {
+            let t = reg.val.var_off.add(crate::tnum::Tnum::constant(base as u64));
+            if !t.is_aligned(size as u64) {
+                return err(
+                    "misaligned_stack",
+                    format!("misaligned stack access off {base} size {size}"),
+                );
+            }
+        }
+        Ok((lo, hi + size))
+    }
+
+    fn frame_of(&self, st: &State, reg: &RegState) -> usize {
+        match reg.ty {
+            RegType::Stack { frame } => (frame as usize).min(st.frames.len() - 1),
+            _ => st.frames.len() - 1,
+        }
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn check_load(
+        &mut self,
+        st: &mut State,
+        pc: usize,
+        size: usize,
+        sign_extend: bool,
+        dst: u8,
+        src: u8,
+        off: i16,
+    ) -> VResult<()> {
+        let base = self.read_reg(st, src)?;
+        let value = self.mem_access(st, pc, src, &base, off, size, Access::Read, None)?;
+        let value = if sign_extend {
+            sign_extend_reg(value, size)
+        } else {
+            value
+        };
+        *st.reg_mut(dst) = value;
+        Ok(())
+    }
+
+    pub(crate) fn check_store(
+        &mut self,
+        st: &mut State,
+        pc: usize,
+        size: usize,
+        dst: u8,
+        off: i16,
+        src: Operand,
+    ) -> VResult<()> {
+        let base = self.read_reg(st, dst)?;
+        let value = match src {
+            Operand::Reg(r) => StoreVal::Reg(r, self.read_reg(st, r)?),
+            Operand::Imm(imm) => StoreVal::Imm(imm as i64),
+        };
+        self.mem_access(st, pc, dst, &base, off, size, Access::Write, Some(value))?;
+        Ok(())
+    }
+
+    /// Check one access and perform its effect on the state; loads return
+    /// the loaded value.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn mem_access(
+        &mut self,
+        st: &mut State,
+        pc: usize,
+        regno: u8,
+        base: &RegState,
+        off: i16,
+        size: usize,
+        access: Access,
+        value: Option<StoreVal>,
+    ) -> VResult<RegState> {
+        let off64 = off as i64;
+        let write = access == Access::Write;
+        if base.maybe_null {
+            return err(
+                "null_deref",
+                format!(
+                    "R{regno} invalid mem access '{}_or_null': check the pointer against NULL first",
+                    base.ty.name()
+                ),
+            );
+        }
+        // Pointers stored anywhere but the stack leak (unprivileged).
+        if let Some(StoreVal::Reg(r, v)) = &value {
+            if v.is_pointer() && !self.env.privileged() && !matches!(base.ty, RegType::Stack { .. }) {
+                let into = match base.ty {
+                    RegType::MapValue { .. } => "map",
+                    RegType::Pkt | RegType::PktMeta => "packet",
+                    _ => "mem",
+                };
+                return err("ptr_leak", format!("R{r} leaks addr into {into}"));
+            }
+        }
+        match base.ty {
+            RegType::Stack { .. } => {
+                let frame = self.frame_of(st, base);
+                let (lo, hi) = self.stack_range(base, regno, off64, size as i64, access, true)?;
+                self.note_stack(st, frame, -lo);
+                let allow = self.env.privileged();
+                let fixed = base.val.is_const();
+                if write {
+                    let (reg, imm) = match value {
+                        Some(StoreVal::Reg(_, v)) => (Some(v), 0),
+                        Some(StoreVal::Imm(i)) => (None, i),
+                        None => (None, 1),
+                    };
+                    if let Some(v) = &reg {
+                        if stack::is_stack_pointer(v) && frame < st.frames.len() - 1 {
+                            return err(
+                                "stack_ptr_to_caller",
+                                "cannot spill pointers to stack into stack frame of the caller",
+                            );
+                        }
+                    }
+                    let stack = &mut st.frames[frame].stack;
+                    let res = if fixed {
+                        stack.write(lo, size, reg.as_ref(), imm, allow)
+                    } else {
+                        if reg.is_some_and(|r| r.is_pointer()) {
+                            return err(
+                                "var_stack_ptr",
+                                "variable-offset stack write of a pointer is not allowed",
+                            );
+                        }
+                        stack.clobber(lo, hi, allow)
+                    };
+                    res.map_err(|f| stack_fault_msg(f, regno, size))?;
+                    Ok(RegState::NOT_INIT)
+                } else {
+                    let stack = &st.frames[frame].stack;
+                    if fixed {
+                        stack
+                            .read(lo, size, allow)
+                            .map_err(|f| stack_fault_msg(f, regno, size))
+                    } else {
+                        stack
+                            .check_readable(lo, hi, allow, allow)
+                            .map_err(|f| stack_fault_msg(f, regno, size))?;
+                        Ok(loaded_unknown(size, false))
+                    }
+                }
+            }
+            RegType::MapValue { map } => {
+                let spec = match self.map(map) {
+                    Some(s) => s.clone(),
+                    None => return err("bad_map", format!("unknown map #{map}")),
+                };
+                if write && spec.flags & flags::RDONLY_PROG != 0 {
+                    return err(
+                        "map_write_rdonly",
+                        format!(
+                            "write into map forbidden, value_size={} off={} size={size}: map {} is read-only for programs",
+                            spec.value_size,
+                            base.off as i64 + off64,
+                            spec.name
+                        ),
+                    );
+                }
+                self.check_region(
+                    base,
+                    regno,
+                    off64,
+                    size as i64,
+                    spec.value_size as i64,
+                    &format!("map value of {} (value_size={})", spec.name, spec.value_size),
+                )?;
+                if write {
+                    return Ok(RegState::NOT_INIT);
+                }
+                // Frozen read-only data reads as constants.
+                if spec.frozen && spec.flags & flags::RDONLY_PROG != 0 && base.val.is_const() {
+                    if let Some(data) = &spec.initial_data {
+                        let start = (base.off as i64 + off64) as usize;
+                        let mut buf = [0u8; 8];
+                        for (i, b) in buf.iter_mut().take(size).enumerate() {
+                            *b = data.get(start + i).copied().unwrap_or(0);
+                        }
+                        return Ok(RegState::constant(u64::from_le_bytes(buf)));
+                    }
+                }
+                Ok(loaded_unknown(size, false))
+            }
+            RegType::Pkt | RegType::PktMeta => {
+                self.check_pkt_region(Some(pc), base, regno, off64, size as i64)?;
+                Ok(loaded_unknown(size, false))
+            }
+            RegType::Ctx => {
+                let field = ctx_rules::check_xdp_access(base, regno, off, size, write)?;
+                let prev = self.facts.ctx_accesses.insert(
+                    pc,
+                    CtxAccess {
+                        field,
+                        size: size as u8,
+                    },
+                );
+                if prev.is_some_and(|p| p.field != field) {
+                    return err("ctx_bad_access", "context load reads different fields on different paths");
+                }
+                Ok(ctx_rules::xdp_field_value(field))
+            }
+            RegType::Mem { size: limit, kind } => {
+                if write && kind == MemKind::MapKey {
+                    return err("mem_rdonly", format!("R{regno} cannot write into a read-only map key"));
+                }
+                self.check_region(base, regno, off64, size as i64, limit as i64, "mem")?;
+                Ok(if write {
+                    RegState::NOT_INIT
+                } else {
+                    loaded_unknown(size, false)
+                })
+            }
+            RegType::NotInit => err("uninit_reg", format!("R{regno} !read_ok")),
+            other => err(
+                "bad_mem_access",
+                format!("R{regno} invalid mem access '{}'", other.name()),
+            ),
+        }
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn check_atomic(
+        &mut self,
+        st: &mut State,
+        pc: usize,
+        width: Width,
+        op: AtomicOp,
+        fetch: bool,
+        dst: u8,
+        src: u8,
+        off: i16,
+    ) -> VResult<()> {
+        let size = if width == Width::W64 { 8 } else { 4 };
+        let base = self.read_reg(st, dst)?;
+        let val = self.read_reg(st, src)?;
+        if op == AtomicOp::CmpXchg {
+            let r0 = self.read_reg(st, 0)?;
+            if r0.is_pointer() {
+                return err("ptr_leak", "R0 leaks addr into mem");
+            }
+        }
+        if val.is_pointer() {
+            return err("ptr_leak", format!("R{src} leaks addr into mem"));
+        }
+        match base.ty {
+            RegType::Stack { .. } | RegType::MapValue { .. } | RegType::Mem { .. } => {}
+            other => {
+                return err(
+                    "atomic_bad_mem",
+                    format!(
+                        "BPF_ATOMIC stores into R{dst} {} is not allowed",
+                        other.name()
+                    ),
+                )
+            }
+        }
+        self.mem_access(st, pc, dst, &base, off, size, Access::Read, None)?;
+        self.mem_access(
+            st,
+            pc,
+            dst,
+            &base,
+            off,
+            size,
+            Access::Write,
+            Some(StoreVal::Reg(src, RegState::unknown())),
+        )?;
+        let out = RegState::scalar(stack::truncate(&Scalar::UNKNOWN, size));
+        if op == AtomicOp::CmpXchg {
+            *st.reg_mut(0) = out;
+        } else if fetch {
+            *st.reg_mut(src) = out;
+        }
+        Ok(())
+    }
+}
+
+/// What a store writes.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum StoreVal {
+    Reg(u8, RegState),
+    Imm(i64),
+}

@@ -1,0 +1,423 @@
+//! Helper and kfunc prototypes: what each argument must be and what the call
+//! returns. Ids are the kernel's (`__BPF_FUNC_MAPPER` in `linux/bpf.h`); the
+//! argument kinds follow the kernel's prototypes for XDP programs.
+//!
+//! Other crates (the runtime's helper table, the JIT) use [`helper_proto`] to
+//! name helpers and to know which ones invalidate packet pointers.
+
+/// What a helper argument must be.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ArgType {
+    /// Not an argument.
+    DontCare,
+    /// Any initialised value (unprivileged: a scalar, pointers would leak).
+    Anything,
+    /// A map (`lddw` of a map).
+    ConstMapPtr,
+    /// Readable, initialised memory of the map's key size.
+    PtrToMapKey,
+    /// Readable, initialised memory of the map's value size.
+    PtrToMapValue,
+    /// Writable memory of the map's value size (the helper fills it).
+    PtrToUninitMapValue,
+    /// Readable, initialised memory; its size is the next argument.
+    /// `maybe_null`: NULL is accepted together with a size of 0.
+    PtrToMem { maybe_null: bool, rdonly: bool },
+    /// Writable memory the helper fills; its size is the next argument.
+    PtrToUninitMem,
+    /// The size of the preceding memory argument, `> 0`.
+    ConstSize,
+    /// The size of the preceding memory argument, `>= 0`.
+    ConstSizeOrZero,
+    /// The program's context pointer, unmodified.
+    PtrToCtx,
+    /// A stack pointer or NULL (callback context).
+    PtrToStackOrNull,
+    /// A subprogram (`lddw` of a function): the callback.
+    PtrToFunc,
+    /// Ringbuf memory from `bpf_ringbuf_reserve`; the call releases it.
+    PtrToRingbufMemRelease,
+    /// A `struct bpf_spin_lock` inside a map value (needs BTF).
+    PtrToSpinLock,
+    /// A known constant (allocation size).
+    ConstAllocSize,
+    /// A NUL-terminated string in a frozen read-only map.
+    PtrToConstStr,
+}
+
+/// What a helper returns in r0.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RetType {
+    /// A scalar.
+    Integer,
+    /// Nothing: r0 is uninitialised after the call.
+    Void,
+    /// A pointer into the value of the map in argument 1, or NULL.
+    PtrToMapValueOrNull,
+    /// `size` bytes of memory from argument `size_arg` (a constant), or NULL;
+    /// acquires a reference when `acquire`.
+    PtrToMemOrNull { size_arg: u8, acquire: bool },
+}
+
+/// Who calls a callback argument and with what.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CallbackKind {
+    /// `bpf_loop(nr, cb, ctx, flags)`: `cb(u64 index, void *ctx)`.
+    Loop,
+    /// `bpf_for_each_map_elem(map, cb, ctx, flags)`: `cb(map, key, value, ctx)`.
+    ForEachMapElem,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct HelperProto {
+    pub id: i32,
+    pub name: &'static str,
+    pub args: [ArgType; 5],
+    pub ret: RetType,
+    /// Invalidates every packet pointer (the packet may move or shrink).
+    pub changes_pkt_data: bool,
+    /// Accepts packet pointers as memory arguments.
+    pub pkt_access: bool,
+    /// Only for GPL-compatible programs.
+    pub gpl_only: bool,
+    /// Needs CAP_PERFMON (unavailable under the unprivileged policy).
+    pub needs_perfmon: bool,
+    pub callback: Option<CallbackKind>,
+}
+
+use ArgType::*;
+
+const fn proto(id: i32, name: &'static str, args: [ArgType; 5], ret: RetType) -> HelperProto {
+    HelperProto {
+        id,
+        name,
+        args,
+        ret,
+        changes_pkt_data: false,
+        pkt_access: true,
+        gpl_only: false,
+        needs_perfmon: false,
+        callback: None,
+    }
+}
+
+const fn a0() -> [ArgType; 5] {
+    [DontCare; 5]
+}
+
+const fn a1(x: ArgType) -> [ArgType; 5] {
+    [x, DontCare, DontCare, DontCare, DontCare]
+}
+
+const fn a2(x: ArgType, y: ArgType) -> [ArgType; 5] {
+    [x, y, DontCare, DontCare, DontCare]
+}
+
+const fn a3(x: ArgType, y: ArgType, z: ArgType) -> [ArgType; 5] {
+    [x, y, z, DontCare, DontCare]
+}
+
+const fn a4(x: ArgType, y: ArgType, z: ArgType, w: ArgType) -> [ArgType; 5] {
+    [x, y, z, w, DontCare]
+}
+
+const RO_MEM: ArgType = PtrToMem {
+    maybe_null: false,
+    rdonly: true,
+};
+const RO_MEM_OR_NULL: ArgType = PtrToMem {
+    maybe_null: true,
+    rdonly: true,
+};
+const RW_MEM: ArgType = PtrToMem {
+    maybe_null: false,
+    rdonly: false,
+};
+const RW_MEM_OR_NULL: ArgType = PtrToMem {
+    maybe_null: true,
+    rdonly: false,
+};
+
+const fn pkt_changing(mut p: HelperProto) -> HelperProto {
+    p.changes_pkt_data = true;
+    p
+}
+
+const fn gpl(mut p: HelperProto) -> HelperProto {
+    p.gpl_only = true;
+    p
+}
+
+const fn perfmon(mut p: HelperProto) -> HelperProto {
+    p.needs_perfmon = true;
+    p
+}
+
+const fn with_callback(mut p: HelperProto, kind: CallbackKind) -> HelperProto {
+    p.callback = Some(kind);
+    p
+}
+
+static HELPERS: &[HelperProto] = &[
+    proto(
+        1,
+        "bpf_map_lookup_elem",
+        a2(ConstMapPtr, PtrToMapKey),
+        RetType::PtrToMapValueOrNull,
+    ),
+    proto(
+        2,
+        "bpf_map_update_elem",
+        a4(ConstMapPtr, PtrToMapKey, PtrToMapValue, Anything),
+        RetType::Integer,
+    ),
+    proto(
+        3,
+        "bpf_map_delete_elem",
+        a2(ConstMapPtr, PtrToMapKey),
+        RetType::Integer,
+    ),
+    proto(5, "bpf_ktime_get_ns", a0(), RetType::Integer),
+    perfmon(gpl(proto(
+        6,
+        "bpf_trace_printk",
+        a2(RO_MEM, ConstSize),
+        RetType::Integer,
+    ))),
+    proto(7, "bpf_get_prandom_u32", a0(), RetType::Integer),
+    proto(8, "bpf_get_smp_processor_id", a0(), RetType::Integer),
+    proto(
+        12,
+        "bpf_tail_call",
+        a3(PtrToCtx, ConstMapPtr, Anything),
+        RetType::Void,
+    ),
+    proto(23, "bpf_redirect", a2(Anything, Anything), RetType::Integer),
+    gpl(proto(
+        25,
+        "bpf_perf_event_output",
+        [PtrToCtx, ConstMapPtr, Anything, RO_MEM, ConstSizeOrZero],
+        RetType::Integer,
+    )),
+    proto(
+        28,
+        "bpf_csum_diff",
+        [
+            RO_MEM_OR_NULL,
+            ConstSizeOrZero,
+            RO_MEM_OR_NULL,
+            ConstSizeOrZero,
+            Anything,
+        ],
+        RetType::Integer,
+    ),
+    proto(42, "bpf_get_numa_node_id", a0(), RetType::Integer),
+    pkt_changing(proto(
+        44,
+        "bpf_xdp_adjust_head",
+        a2(PtrToCtx, Anything),
+        RetType::Integer,
+    )),
+    proto(
+        51,
+        "bpf_redirect_map",
+        a3(ConstMapPtr, Anything, Anything),
+        RetType::Integer,
+    ),
+    pkt_changing(proto(
+        54,
+        "bpf_xdp_adjust_meta",
+        a2(PtrToCtx, Anything),
+        RetType::Integer,
+    )),
+    pkt_changing(proto(
+        65,
+        "bpf_xdp_adjust_tail",
+        a2(PtrToCtx, Anything),
+        RetType::Integer,
+    )),
+    proto(
+        69,
+        "bpf_fib_lookup",
+        a4(PtrToCtx, RW_MEM, ConstSize, Anything),
+        RetType::Integer,
+    ),
+    proto(
+        87,
+        "bpf_map_push_elem",
+        a3(ConstMapPtr, PtrToMapValue, Anything),
+        RetType::Integer,
+    ),
+    proto(
+        88,
+        "bpf_map_pop_elem",
+        a2(ConstMapPtr, PtrToUninitMapValue),
+        RetType::Integer,
+    ),
+    proto(
+        89,
+        "bpf_map_peek_elem",
+        a2(ConstMapPtr, PtrToUninitMapValue),
+        RetType::Integer,
+    ),
+    proto(93, "bpf_spin_lock", a1(PtrToSpinLock), RetType::Void),
+    proto(94, "bpf_spin_unlock", a1(PtrToSpinLock), RetType::Void),
+    perfmon(proto(
+        113,
+        "bpf_probe_read_kernel",
+        a3(PtrToUninitMem, ConstSizeOrZero, Anything),
+        RetType::Integer,
+    )),
+    proto(118, "bpf_jiffies64", a0(), RetType::Integer),
+    proto(125, "bpf_ktime_get_boot_ns", a0(), RetType::Integer),
+    proto(
+        130,
+        "bpf_ringbuf_output",
+        a4(ConstMapPtr, RO_MEM, ConstSizeOrZero, Anything),
+        RetType::Integer,
+    ),
+    proto(
+        131,
+        "bpf_ringbuf_reserve",
+        a3(ConstMapPtr, ConstAllocSize, Anything),
+        RetType::PtrToMemOrNull {
+            size_arg: 2,
+            acquire: true,
+        },
+    ),
+    proto(
+        132,
+        "bpf_ringbuf_submit",
+        a2(PtrToRingbufMemRelease, Anything),
+        RetType::Void,
+    ),
+    proto(
+        133,
+        "bpf_ringbuf_discard",
+        a2(PtrToRingbufMemRelease, Anything),
+        RetType::Void,
+    ),
+    proto(
+        134,
+        "bpf_ringbuf_query",
+        a2(ConstMapPtr, Anything),
+        RetType::Integer,
+    ),
+    proto(160, "bpf_ktime_get_coarse_ns", a0(), RetType::Integer),
+    with_callback(
+        proto(
+            164,
+            "bpf_for_each_map_elem",
+            a4(ConstMapPtr, PtrToFunc, PtrToStackOrNull, Anything),
+            RetType::Integer,
+        ),
+        CallbackKind::ForEachMapElem,
+    ),
+    perfmon(gpl(proto(
+        165,
+        "bpf_snprintf",
+        [
+            RW_MEM_OR_NULL,
+            ConstSizeOrZero,
+            PtrToConstStr,
+            RO_MEM_OR_NULL,
+            ConstSizeOrZero,
+        ],
+        RetType::Integer,
+    ))),
+    with_callback(
+        proto(
+            181,
+            "bpf_loop",
+            a4(Anything, PtrToFunc, PtrToStackOrNull, Anything),
+            RetType::Integer,
+        ),
+        CallbackKind::Loop,
+    ),
+    proto(
+        182,
+        "bpf_strncmp",
+        a3(RO_MEM, ConstSize, PtrToConstStr),
+        RetType::Integer,
+    ),
+    proto(188, "bpf_xdp_get_buff_len", a1(PtrToCtx), RetType::Integer),
+    proto(
+        189,
+        "bpf_xdp_load_bytes",
+        a4(PtrToCtx, Anything, PtrToUninitMem, ConstSize),
+        RetType::Integer,
+    ),
+    proto(
+        190,
+        "bpf_xdp_store_bytes",
+        a4(PtrToCtx, Anything, RO_MEM, ConstSize),
+        RetType::Integer,
+    ),
+    proto(208, "bpf_ktime_get_tai_ns", a0(), RetType::Integer),
+];
+
+/// Every helper bpfjet knows for XDP programs, by kernel id.
+pub fn helper_protos() -> &'static [HelperProto] {
+    HELPERS
+}
+
+/// The prototype of helper `id`, if bpfjet knows it.
+pub fn helper_proto(id: i32) -> Option<&'static HelperProto> {
+    HELPERS.iter().find(|p| p.id == id)
+}
+
+/// The helper's name for messages (`bpf_map_lookup_elem`), `None` if unknown.
+pub fn helper_name(id: i32) -> Option<&'static str> {
+    helper_proto(id).map(|p| p.name)
+}
+
+/// A kernel function prototype, keyed by name.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct KfuncProto {
+    pub name: &'static str,
+    pub args: [ArgType; 5],
+    pub ret: RetType,
+}
+
+static KFUNCS: &[KfuncProto] = &[];
+
+/// Every kfunc bpfjet knows (none yet).
+pub fn kfunc_protos() -> &'static [KfuncProto] {
+    KFUNCS
+}
+
+pub fn kfunc_proto(name: &str) -> Option<&'static KfuncProto> {
+    KFUNCS.iter().find(|k| k.name == name)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ids_are_unique_and_named() {
+        let mut ids: Vec<i32> = HELPERS.iter().map(|p| p.id).collect();
+        ids.sort_unstable();
+        let n = ids.len();
+        ids.dedup();
+        assert_eq!(ids.len(), n);
+        assert_eq!(helper_name(1), Some("bpf_map_lookup_elem"));
+        assert_eq!(helper_name(190), Some("bpf_xdp_store_bytes"));
+        assert!(helper_proto(44).is_some_and(|p| p.changes_pkt_data));
+    }
+
+    #[test]
+    fn sizes_follow_memory() {
+        for p in HELPERS {
+            for (i, a) in p.args.iter().enumerate() {
+                if matches!(a, ConstSize | ConstSizeOrZero) {
+                    assert!(
+                        i > 0 && matches!(p.args[i - 1], PtrToMem { .. } | PtrToUninitMem),
+                        "{}",
+                        p.name
+                    );
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,167 @@
+//! State subsumption for pruning: an explored state `old` covers the current
+//! state `cur` when every concrete machine state `cur` describes is also
+//! described by `old` (so everything reachable from `cur` was already proven
+//! safe). Ids are compared up to a consistent renaming.
+
+use crate::frame::State;
+use crate::reg_state::{RegState, RegType};
+use crate::stack::{ByteKind, Slot, Stack};
+use std::collections::HashMap;
+
+#[derive(Default)]
+struct IdMap {
+    fwd: HashMap<u32, u32>,
+    back: HashMap<u32, u32>,
+}
+
+impl IdMap {
+    /// `old` and `cur` must correspond one to one.
+    fn check(&mut self, old: u32, cur: u32) -> bool {
+        if old == 0 && cur == 0 {
+            return true;
+        }
+        if old == 0 || cur == 0 {
+            return false;
+        }
+        match (self.fwd.get(&old), self.back.get(&cur)) {
+            (Some(&c), _) if c != cur => false,
+            (_, Some(&o)) if o != old => false,
+            _ => {
+                self.fwd.insert(old, cur);
+                self.back.insert(cur, old);
+                true
+            }
+        }
+    }
+
+    /// Scalars: only an id in `old` constrains (cur may lack the link only
+    /// if old has none).
+    fn check_scalar(&mut self, old: u32, cur: u32, tmp: &mut u32) -> bool {
+        if old == 0 {
+            return true;
+        }
+        let cur = if cur == 0 {
+            *tmp += 1;
+            *tmp
+        } else {
+            cur
+        };
+        self.check(old, cur)
+    }
+}
+
+fn reg_covers(old: &RegState, cur: &RegState, ids: &mut IdMap, tmp: &mut u32) -> bool {
+    if old.ty == RegType::NotInit {
+        return true;
+    }
+    if old.ty != cur.ty || old.maybe_null != cur.maybe_null {
+        return false;
+    }
+    if old.ty == RegType::Scalar {
+        return old.val.includes(&cur.val) && ids.check_scalar(old.id, cur.id, tmp);
+    }
+    if old.off != cur.off || !old.val.includes(&cur.val) {
+        return false;
+    }
+    if old.ty.is_pkt() {
+        if cur.range < old.range {
+            return false;
+        }
+        if !ids.check(old.id, cur.id) {
+            return false;
+        }
+    } else if old.maybe_null && !ids.check(old.id, cur.id) {
+        return false;
+    }
+    if !ids.check(old.ref_id, cur.ref_id) {
+        return false;
+    }
+    true
+}
+
+fn slot_covers(
+    old: &Slot,
+    cur: &Slot,
+    ids: &mut IdMap,
+    tmp: &mut u32,
+    allow_uninit: bool,
+) -> bool {
+    if let Some(o) = &old.spill {
+        // A spilled register must be there, the same size, and covered.
+        match &cur.spill {
+            Some(c) if old.spill_size == cur.spill_size => {
+                if !reg_covers(o, c, ids, tmp) {
+                    return false;
+                }
+            }
+            _ => {
+                // An imprecise old scalar spill is covered by written bytes of
+                // the same kind only if old held no information.
+                if !(o.is_scalar() && o.val.includes(&crate::range::Scalar::UNKNOWN) && o.id == 0)
+                {
+                    return false;
+                }
+            }
+        }
+    }
+    for b in 0..8 {
+        let ok = match (old.bytes[b], cur.bytes[b]) {
+            (ByteKind::Invalid, _) => true,
+            (ByteKind::Spill, ByteKind::Spill) => true,
+            (ByteKind::Spill, ByteKind::Misc | ByteKind::Zero) => old.spill.is_some_and(|o| {
+                o.is_scalar() && o.val.includes(&crate::range::Scalar::UNKNOWN)
+            }),
+            (ByteKind::Misc, ByteKind::Misc | ByteKind::Zero) => true,
+            (ByteKind::Misc, ByteKind::Spill) => cur.spill.is_some_and(|c| c.is_scalar()),
+            (ByteKind::Misc, ByteKind::Invalid) => allow_uninit,
+            (ByteKind::Zero, ByteKind::Zero) => true,
+            (ByteKind::Zero, ByteKind::Spill) => cur.spill.is_some_and(|c| c.is_null_const()),
+            _ => false,
+        };
+        if !ok {
+            return false;
+        }
+    }
+    true
+}
+
+fn stack_covers(old: &Stack, cur: &Stack, ids: &mut IdMap, tmp: &mut u32, allow_uninit: bool) -> bool {
+    let n = old.slots.len().max(cur.slots.len());
+    (0..n).all(|i| slot_covers(old.slot(i), cur.slot(i), ids, tmp, allow_uninit))
+}
+
+/// Whether `old` covers `cur`. `live` masks the innermost frame's registers
+/// that may still be read (dead ones are ignored).
+pub fn covers(old: &State, cur: &State, live: u16, allow_uninit: bool) -> bool {
+    if old.frames.len() != cur.frames.len() || old.refs.len() != cur.refs.len() {
+        return false;
+    }
+    let mut ids = IdMap::default();
+    let mut tmp = 1u32 << 31;
+    let last = old.frames.len() - 1;
+    for (i, (of, cf)) in old.frames.iter().zip(&cur.frames).enumerate() {
+        if of.callsite != cf.callsite || of.entry != cf.entry || of.callback != cf.callback {
+            return false;
+        }
+        for r in 0..10 {
+            if i == last && live & (1 << r) == 0 {
+                continue;
+            }
+            if !reg_covers(&of.regs[r], &cf.regs[r], &mut ids, &mut tmp) {
+                return false;
+            }
+        }
+        if !stack_covers(&of.stack, &cf.stack, &mut ids, &mut tmp, allow_uninit) {
+            return false;
+        }
+    }
+    old.refs
+        .iter()
+        .zip(&cur.refs)
+        .all(|(o, c)| ids.check(o.id, c.id))
+}
+
+/// The kernel's loop detector: the state at a loop head repeats exactly.
+pub fn same_loop_state(old: &State, cur: &State) -> bool {
+    old == cur
+}

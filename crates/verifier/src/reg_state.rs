@@ -1,0 +1,214 @@
+//! What the verifier knows about one register: its type, and for pointers a
+//! fixed plus a variable offset, the id shared by copies (null checks, packet
+//! ranges, equal scalars) and the reference it belongs to.
+
+use crate::range::Scalar;
+use std::fmt;
+
+/// Where memory handed out by a helper comes from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum MemKind {
+    /// `bpf_ringbuf_reserve`: writable, must be submitted or discarded.
+    Ringbuf,
+    /// A map key handed to a `bpf_for_each_map_elem` callback: read-only.
+    MapKey,
+    /// Memory a helper returns (read/write).
+    Helper,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum RegType {
+    /// Never written on this path: reading it is an error.
+    NotInit,
+    Scalar,
+    /// The program's context (`struct xdp_md *`).
+    Ctx,
+    /// `xdp_md->data` plus offsets.
+    Pkt,
+    /// `xdp_md->data_meta` plus offsets.
+    PktMeta,
+    /// `xdp_md->data_end`: may only be compared against.
+    PktEnd,
+    /// A map (`lddw` of a map): only passed to helpers. `map` indexes the
+    /// verifier's map table.
+    MapPtr { map: u32 },
+    /// Inside a map value of `map` (`off` + variable offset from its start).
+    MapValue { map: u32 },
+    /// The stack of the call frame `frame` (0 = the program's own).
+    Stack { frame: u8 },
+    /// `size` bytes of memory from a helper.
+    Mem { size: u32, kind: MemKind },
+    /// A subprogram (callback) starting at slot `entry`.
+    Func { entry: u32 },
+}
+
+impl RegType {
+    pub fn is_pointer(self) -> bool {
+        !matches!(self, RegType::NotInit | RegType::Scalar)
+    }
+
+    pub fn is_pkt(self) -> bool {
+        matches!(self, RegType::Pkt | RegType::PktMeta)
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            RegType::NotInit => "uninit",
+            RegType::Scalar => "scalar",
+            RegType::Ctx => "ctx",
+            RegType::Pkt => "pkt",
+            RegType::PktMeta => "pkt_meta",
+            RegType::PktEnd => "pkt_end",
+            RegType::MapPtr { .. } => "map_ptr",
+            RegType::MapValue { .. } => "map_value",
+            RegType::Stack { .. } => "fp",
+            RegType::Mem {
+                kind: MemKind::Ringbuf,
+                ..
+            } => "ringbuf_mem",
+            RegType::Mem { .. } => "mem",
+            RegType::Func { .. } => "func",
+        }
+    }
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+pub struct RegState {
+    pub ty: RegType,
+    /// A pointer that may be NULL until a null check (`id` links the copies).
+    pub maybe_null: bool,
+    /// Fixed offset of a pointer.
+    pub off: i32,
+    /// Scalars: the value. Pointers: the variable part of the offset.
+    pub val: Scalar,
+    /// Copies share an id: null checks and packet range checks of one apply to
+    /// all; scalars with equal ids hold equal values.
+    pub id: u32,
+    /// Packet pointers: bytes from `pkt + var_off` proven to be inside the packet.
+    pub range: u32,
+    /// The acquired reference (ringbuf reservation) this pointer belongs to.
+    pub ref_id: u32,
+}
+
+impl RegState {
+    pub const NOT_INIT: RegState = RegState {
+        ty: RegType::NotInit,
+        maybe_null: false,
+        off: 0,
+        val: Scalar::UNKNOWN,
+        id: 0,
+        range: 0,
+        ref_id: 0,
+    };
+
+    pub fn scalar(val: Scalar) -> RegState {
+        RegState {
+            ty: RegType::Scalar,
+            val,
+            ..RegState::NOT_INIT
+        }
+    }
+
+    pub fn unknown() -> RegState {
+        RegState::scalar(Scalar::UNKNOWN)
+    }
+
+    pub fn constant(v: u64) -> RegState {
+        RegState::scalar(Scalar::constant(v))
+    }
+
+    /// A pointer of type `ty` at fixed offset `off`, no variable part.
+    pub fn pointer(ty: RegType, off: i32) -> RegState {
+        RegState {
+            ty,
+            off,
+            val: Scalar::constant(0),
+            ..RegState::NOT_INIT
+        }
+    }
+
+    pub fn is_init(&self) -> bool {
+        self.ty != RegType::NotInit
+    }
+
+    pub fn is_scalar(&self) -> bool {
+        self.ty == RegType::Scalar
+    }
+
+    pub fn is_pointer(&self) -> bool {
+        self.ty.is_pointer()
+    }
+
+    pub fn const_value(&self) -> Option<u64> {
+        if self.is_scalar() {
+            self.val.as_const()
+        } else {
+            None
+        }
+    }
+
+    /// A scalar known to be zero (a NULL).
+    pub fn is_null_const(&self) -> bool {
+        self.const_value() == Some(0)
+    }
+
+    /// The range of `off + var_off` as signed byte offsets.
+    pub fn offset_range(&self) -> (i64, i64) {
+        (
+            (self.off as i64).saturating_add(self.val.smin),
+            (self.off as i64).saturating_add(self.val.smax),
+        )
+    }
+}
+
+impl fmt::Debug for RegState {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Display::fmt(self, f)
+    }
+}
+
+impl fmt::Display for RegState {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.ty {
+            RegType::NotInit => return f.write_str("uninit"),
+            RegType::Scalar => {
+                write!(f, "scalar({:?}", self.val)?;
+                if self.id != 0 {
+                    write!(f, ",id={}", self.id)?;
+                }
+                return f.write_str(")");
+            }
+            _ => {}
+        }
+        f.write_str(self.ty.name())?;
+        if self.maybe_null {
+            f.write_str("_or_null")?;
+        }
+        let mut parts = Vec::new();
+        match self.ty {
+            RegType::MapPtr { map } | RegType::MapValue { map } => {
+                parts.push(format!("map={map}"))
+            }
+            RegType::Stack { frame } if frame != 0 => parts.push(format!("frame={frame}")),
+            RegType::Mem { size, .. } => parts.push(format!("size={size}")),
+            RegType::Func { entry } => parts.push(format!("entry={entry}")),
+            _ => {}
+        }
+        if self.off != 0 {
+            parts.push(format!("off={}", self.off));
+        }
+        if !self.val.is_zero() {
+            parts.push(format!("var_off=({:?})", self.val));
+        }
+        if self.ty.is_pkt() {
+            parts.push(format!("r={}", self.range));
+        }
+        if self.id != 0 {
+            parts.push(format!("id={}", self.id));
+        }
+        if self.ref_id != 0 {
+            parts.push(format!("ref={}", self.ref_id));
+        }
+        write!(f, "({})", parts.join(","))
+    }
+}

@@ -1,0 +1,325 @@
+//! One call frame's 512-byte stack: per byte whether it was written (and with
+//! zeros), per 8-byte slot a spilled register when a whole register (or a
+//! narrower scalar at the slot's start) was stored there.
+//!
+//! Offsets are relative to the frame pointer: valid bytes are `[-512, 0)`.
+//! Slot `i` covers `[-8(i+1), -8i)`. Slots are allocated lazily as the
+//! program touches deeper stack, which keeps state copies small.
+
+use crate::range::Scalar;
+use crate::reg_state::{RegState, RegType};
+
+pub const STACK_SIZE: i64 = 512;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum ByteKind {
+    /// Never written on this path.
+    Invalid,
+    /// Written with something unknown.
+    Misc,
+    /// Known to hold zero.
+    Zero,
+    /// Part of a spilled register (see [`Slot::spill`]).
+    Spill,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Slot {
+    /// Byte `b` is at frame offset `-8(i+1) + b`.
+    pub bytes: [ByteKind; 8],
+    /// The register stored at the slot's first byte, `spill_size` bytes of it.
+    pub spill: Option<RegState>,
+    pub spill_size: u8,
+}
+
+impl Slot {
+    const EMPTY: Slot = Slot {
+        bytes: [ByteKind::Invalid; 8],
+        spill: None,
+        spill_size: 0,
+    };
+
+    fn spilled_pointer(&self) -> bool {
+        self.spill.is_some_and(|r| r.is_pointer())
+    }
+
+    /// Drop the spilled register, keeping its bytes as "written".
+    fn forget_spill(&mut self) {
+        if self.spill.take().is_some() {
+            for b in &mut self.bytes {
+                if *b == ByteKind::Spill {
+                    *b = ByteKind::Misc;
+                }
+            }
+        }
+        self.spill_size = 0;
+    }
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
+pub struct Stack {
+    pub slots: Vec<Slot>,
+}
+
+/// Why a stack access is refused (the caller words the error).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum StackFault {
+    /// Reading bytes never written (only with `allow_uninit == false`).
+    Uninit { off: i64 },
+    /// Overwriting part of a spilled pointer (unprivileged).
+    CorruptSpill { off: i64 },
+    /// Reading part of a spilled pointer.
+    PartialPointer { off: i64 },
+    /// A pointer stored with a size other than 8.
+    PointerSpillSize,
+}
+
+fn locate(off: i64) -> (usize, usize) {
+    let pos = (off + STACK_SIZE) as usize; // 0..512 from the bottom
+    let slot = (STACK_SIZE as usize - 1 - pos) / 8;
+    let byte = pos % 8;
+    (slot, byte)
+}
+
+/// Truncate a scalar to `size` bytes, zero-extended.
+pub fn truncate(val: &Scalar, size: usize) -> Scalar {
+    if size >= 8 {
+        return *val;
+    }
+    let max = (1u64 << (size * 8)) - 1;
+    if val.umax <= max {
+        return *val;
+    }
+    let mut s = Scalar::from_tnum(val.var_off.cast(size as u32));
+    s.umax = s.umax.min(max);
+    s.sync();
+    s
+}
+
+impl Stack {
+    fn slot_mut(&mut self, slot: usize) -> &mut Slot {
+        if self.slots.len() <= slot {
+            self.slots.resize(slot + 1, Slot::EMPTY);
+        }
+        &mut self.slots[slot]
+    }
+
+    pub fn slot(&self, slot: usize) -> &Slot {
+        self.slots.get(slot).unwrap_or(&Slot::EMPTY)
+    }
+
+    pub fn byte(&self, off: i64) -> ByteKind {
+        let (s, b) = locate(off);
+        self.slot(s).bytes[b]
+    }
+
+    /// Store `size` bytes at fixed offset `off` (in bounds, aligned: checked
+    /// by the caller). `value` is the stored register, `None` for an
+    /// immediate `imm`.
+    pub fn write(
+        &mut self,
+        off: i64,
+        size: usize,
+        value: Option<&RegState>,
+        imm: i64,
+        allow_ptr_corrupt: bool,
+    ) -> Result<(), StackFault> {
+        let (s, b) = locate(off);
+        let is_pointer = value.is_some_and(|r| r.is_pointer());
+        if is_pointer && size != 8 {
+            return Err(StackFault::PointerSpillSize);
+        }
+        // Whole-slot writes replace a spill; partial ones corrupt it.
+        for o in off..off + size as i64 {
+            let (so, _) = locate(o);
+            let slot = self.slot(so).clone();
+            if slot.spill.is_some() && !(size == 8 && b == 0 && so == s) {
+                if slot.spilled_pointer() && !allow_ptr_corrupt {
+                    return Err(StackFault::CorruptSpill { off });
+                }
+                self.slot_mut(so).forget_spill();
+            }
+        }
+        let zero = match value {
+            Some(r) => r.is_null_const(),
+            None => imm == 0,
+        };
+        if b == 0 {
+            // A register (or non-zero immediate) at a slot start is a spill.
+            let spilled = match value {
+                Some(r) if size == 8 => Some(*r),
+                Some(r) if r.is_scalar() && !zero => {
+                    let mut t = RegState::scalar(truncate(&r.val, size));
+                    t.id = 0;
+                    Some(t)
+                }
+                None if !zero => Some(RegState::scalar(truncate(
+                    &Scalar::constant(imm as u64),
+                    size,
+                ))),
+                _ => None,
+            };
+            if let Some(reg) = spilled {
+                let slot = self.slot_mut(s);
+                slot.forget_spill();
+                slot.spill = Some(reg);
+                slot.spill_size = size as u8;
+                for k in 0..size {
+                    slot.bytes[k] = ByteKind::Spill;
+                }
+                return Ok(());
+            }
+        }
+        let kind = if zero { ByteKind::Zero } else { ByteKind::Misc };
+        for o in off..off + size as i64 {
+            let (so, bo) = locate(o);
+            self.slot_mut(so).bytes[bo] = kind;
+        }
+        Ok(())
+    }
+
+    /// Load `size` bytes from fixed offset `off` (in bounds, aligned).
+    pub fn read(&self, off: i64, size: usize, allow_uninit: bool) -> Result<RegState, StackFault> {
+        let (s, b) = locate(off);
+        let slot = self.slot(s);
+        if let Some(spill) = slot.spill {
+            let covered = (b..b + size).all(|k| slot.bytes[k] == ByteKind::Spill);
+            if b == 0 && covered {
+                if size == slot.spill_size as usize {
+                    return Ok(spill);
+                }
+                if spill.is_scalar() {
+                    return Ok(RegState::scalar(truncate(&spill.val, size)));
+                }
+            }
+            if spill.is_pointer() && (b..b + size).any(|k| slot.bytes[k] == ByteKind::Spill) {
+                return Err(StackFault::PartialPointer { off });
+            }
+        }
+        let mut all_zero = true;
+        for o in off..off + size as i64 {
+            match self.byte(o) {
+                ByteKind::Zero => {}
+                ByteKind::Invalid if !allow_uninit => return Err(StackFault::Uninit { off: o }),
+                _ => all_zero = false,
+            }
+        }
+        if all_zero {
+            return Ok(RegState::constant(0));
+        }
+        Ok(RegState::scalar(truncate(&Scalar::UNKNOWN, size)))
+    }
+
+    /// Check that `[lo, hi)` may be read as memory (helper arguments,
+    /// variable-offset loads): written, and no spilled pointer unless `allow_ptr`.
+    pub fn check_readable(
+        &self,
+        lo: i64,
+        hi: i64,
+        allow_uninit: bool,
+        allow_ptr: bool,
+    ) -> Result<(), StackFault> {
+        for o in lo..hi {
+            let (s, bo) = locate(o);
+            let slot = self.slot(s);
+            match slot.bytes[bo] {
+                ByteKind::Invalid if !allow_uninit => return Err(StackFault::Uninit { off: o }),
+                ByteKind::Spill if slot.spilled_pointer() && !allow_ptr => {
+                    return Err(StackFault::PartialPointer { off: o })
+                }
+                _ => {}
+            }
+        }
+        Ok(())
+    }
+
+    /// Mark `[lo, hi)` as written with unknown bytes (helper output memory,
+    /// variable-offset stores), destroying spills it touches.
+    pub fn clobber(&mut self, lo: i64, hi: i64, allow_ptr_corrupt: bool) -> Result<(), StackFault> {
+        for o in lo..hi {
+            let (s, bo) = locate(o);
+            let slot = self.slot_mut(s);
+            if slot.spill.is_some() {
+                if slot.spilled_pointer() && !allow_ptr_corrupt {
+                    return Err(StackFault::CorruptSpill { off: o });
+                }
+                slot.forget_spill();
+            }
+            slot.bytes[bo] = ByteKind::Misc;
+        }
+        Ok(())
+    }
+
+    /// The deepest byte offset that was written (negative), 0 if none.
+    pub fn depth(&self) -> i64 {
+        self.slots.len() as i64 * 8
+    }
+
+    /// Every spilled register, mutably (for id-based updates).
+    pub fn spills_mut(&mut self) -> impl Iterator<Item = &mut RegState> {
+        self.slots.iter_mut().filter_map(|s| s.spill.as_mut())
+    }
+
+    pub fn spills(&self) -> impl Iterator<Item = &RegState> {
+        self.slots.iter().filter_map(|s| s.spill.as_ref())
+    }
+
+    /// A short description of the non-empty slots for error messages.
+    pub fn describe(&self) -> String {
+        let mut out = Vec::new();
+        for (i, slot) in self.slots.iter().enumerate() {
+            let off = -8 * (i as i64 + 1);
+            if let Some(r) = &slot.spill {
+                out.push(format!("fp{off}={r}"));
+                continue;
+            }
+            let text: String = slot
+                .bytes
+                .iter()
+                .rev()
+                .map(|b| match b {
+                    ByteKind::Invalid => '?',
+                    ByteKind::Misc => 'm',
+                    ByteKind::Zero => '0',
+                    ByteKind::Spill => 'r',
+                })
+                .collect();
+            if text != "????????" {
+                out.push(format!("fp{off}={text}"));
+            }
+        }
+        out.join(" ")
+    }
+}
+
+/// Whether a spilled register of this type may be stored into another
+/// frame's stack (the kernel refuses stack pointers into a caller's frame).
+pub fn is_stack_pointer(r: &RegState) -> bool {
+    matches!(r.ty, RegType::Stack { .. })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn spill_fill_roundtrip() {
+        let mut st = Stack::default();
+        let r = RegState::pointer(RegType::Ctx, 0);
+        st.write(-8, 8, Some(&r), 0, true).unwrap();
+        assert_eq!(st.read(-8, 8, false).unwrap(), r);
+        assert!(st.read(-16, 4, false).is_err());
+        assert!(st.read(-16, 4, true).unwrap().is_scalar());
+    }
+
+    #[test]
+    fn zero_and_narrow() {
+        let mut st = Stack::default();
+        st.write(-4, 4, None, 0, true).unwrap();
+        assert_eq!(st.read(-4, 4, false).unwrap().const_value(), Some(0));
+        st.write(-16, 4, None, 7, true).unwrap();
+        assert_eq!(st.read(-16, 4, false).unwrap().const_value(), Some(7));
+        let r = st.read(-12, 2, true).unwrap();
+        assert!(r.val.umax <= 0xffff);
+    }
+}

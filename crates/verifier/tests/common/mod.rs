@@ -1,0 +1,260 @@
+//! Shared by the integration tests: the negative corpus format, kernel
+//! loading with and without CAP_PERFMON, and locating the NF corpus.
+#![allow(dead_code)]
+
+use bpfjet_maps::spec::flags;
+use bpfjet_maps::{MapSpec, MapType};
+use std::path::{Path, PathBuf};
+
+/// One program of the negative corpus: a variant (`bad` or `good`) of a case.
+#[derive(Clone, Debug)]
+pub struct Variant {
+    pub case: String,
+    pub name: String,
+    pub bytes: Vec<u8>,
+    pub maps: Vec<MapSpec>,
+    /// Expected verdicts: (privileged, unprivileged), true = accepted.
+    pub expect: (bool, bool),
+}
+
+fn parse_map(text: &str) -> MapSpec {
+    let f: Vec<&str> = text.split_whitespace().collect();
+    let num = |i: usize| f.get(i).and_then(|s| s.parse::<u32>().ok()).unwrap_or(0);
+    let (ty, rodata) = match f[0] {
+        "rodata" => (MapType::Array, true),
+        t => (
+            MapType::from_name(t).unwrap_or_else(|| panic!("unknown map type {t}")),
+            false,
+        ),
+    };
+    let mut spec = MapSpec::new(&format!("m{}", f[0]), ty, num(1), num(2), num(3));
+    if rodata {
+        spec.flags |= flags::RDONLY_PROG;
+        spec.frozen = true;
+        spec.initial_data = Some(vec![0; spec.value_size as usize]);
+    }
+    spec
+}
+
+fn verdict(word: &str) -> bool {
+    match word {
+        "accept" => true,
+        "reject" => false,
+        w => panic!("verdict must be accept or reject, not {w}"),
+    }
+}
+
+/// Parse one corpus file:
+///
+/// ```text
+/// # what the case isolates
+/// # maps: array 4 8 1, prog_array 4 4 2
+/// # expect: bad=reject good=accept            (privileged)
+/// # expect-unpriv: bad=reject good=reject     (defaults to the privileged line)
+/// --- bad
+/// <assembly>
+/// --- good [hex]
+/// <assembly, or 8 hex bytes per line>
+/// ```
+pub fn parse_case(path: &Path) -> Vec<Variant> {
+    let text = std::fs::read_to_string(path).unwrap();
+    let case = path.file_stem().unwrap().to_string_lossy().to_string();
+    let mut maps = Vec::new();
+    let mut priv_: Vec<(String, bool)> = Vec::new();
+    let mut unpriv: Option<Vec<(String, bool)>> = None;
+    let mut sections: Vec<(String, bool, String)> = Vec::new();
+    let parse_expect = |rest: &str| -> Vec<(String, bool)> {
+        rest.split_whitespace()
+            .map(|kv| {
+                let (k, v) = kv.split_once('=').expect("name=verdict");
+                (k.to_string(), verdict(v))
+            })
+            .collect()
+    };
+    for line in text.lines() {
+        if let Some(rest) = line.strip_prefix("--- ") {
+            let mut w = rest.split_whitespace();
+            let name = w.next().unwrap().to_string();
+            let hex = w.next() == Some("hex");
+            sections.push((name, hex, String::new()));
+            continue;
+        }
+        if let Some((_, _, body)) = sections.last_mut() {
+            body.push_str(line);
+            body.push('\n');
+            continue;
+        }
+        if let Some(rest) = line.strip_prefix("# maps:") {
+            maps = rest
+                .split(',')
+                .filter(|s| !s.trim().is_empty())
+                .map(parse_map)
+                .collect();
+        } else if let Some(rest) = line.strip_prefix("# expect-unpriv:") {
+            unpriv = Some(parse_expect(rest));
+        } else if let Some(rest) = line.strip_prefix("# expect:") {
+            priv_ = parse_expect(rest);
+        }
+    }
+    let unpriv = unpriv.unwrap_or_else(|| priv_.clone());
+    let find = |list: &[(String, bool)], name: &str| {
+        list.iter()
+            .find(|(k, _)| k == name)
+            .map(|(_, v)| *v)
+            .unwrap_or_else(|| panic!("{}: no expectation for {name}", path.display()))
+    };
+    sections
+        .into_iter()
+        .map(|(name, hex, body)| {
+            let bytes = if hex {
+                body.split_whitespace()
+                    .filter(|t| !t.starts_with('#'))
+                    .map(|t| u8::from_str_radix(t, 16).expect("hex byte"))
+                    .collect()
+            } else {
+                bpfjet_isa::assemble_bytes(&body)
+                    .unwrap_or_else(|e| panic!("{} {name}: {e}", path.display()))
+            };
+            Variant {
+                case: case.clone(),
+                expect: (find(&priv_, &name), find(&unpriv, &name)),
+                name,
+                bytes,
+                maps: maps.clone(),
+            }
+        })
+        .collect()
+}
+
+pub fn corpus_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/corpus")
+}
+
+pub fn load_corpus() -> Vec<Variant> {
+    let mut files: Vec<PathBuf> = std::fs::read_dir(corpus_dir())
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "s"))
+        .collect();
+    files.sort();
+    files.iter().flat_map(|p| parse_case(p)).collect()
+}
+
+pub fn slots(bytes: &[u8]) -> Vec<bpfjet_isa::RawInsn> {
+    bytes
+        .chunks_exact(8)
+        .map(|c| bpfjet_isa::RawInsn::from_bytes(c.try_into().unwrap()))
+        .collect()
+}
+
+/// The kernel's verdict and the last line of its log.
+pub fn kernel_verdict(bytes: &[u8], maps: &[MapSpec]) -> (bool, String) {
+    use bpfjet_kernel::raw_load::{load_raw, RawLoadOptions};
+    match load_raw(bytes, maps, &RawLoadOptions::default()) {
+        Ok(_) => (true, String::new()),
+        Err(e) => {
+            let last = e
+                .verifier_log
+                .lines()
+                .rev()
+                .find(|l| !l.trim().is_empty() && !l.starts_with("processed"))
+                .unwrap_or("")
+                .to_string();
+            (false, format!("{}: {last}", e.errno))
+        }
+    }
+}
+
+const CAP_SYS_ADMIN: u32 = 21;
+const CAP_PERFMON: u32 = 38;
+
+/// Drop CAP_SYS_ADMIN and CAP_PERFMON from this thread's effective set
+/// (capabilities are per thread; CAP_BPF and CAP_NET_ADMIN stay, which is
+/// what loading XDP needs). The kernel then verifies with its unprivileged
+/// rules (no pointer leaks, no uninitialised stack, Spectre v1 checks).
+pub fn drop_perfmon_in_this_thread() -> Result<(), String> {
+    #[repr(C)]
+    struct Header {
+        version: u32,
+        pid: i32,
+    }
+    #[repr(C)]
+    #[derive(Clone, Copy, Default)]
+    struct Data {
+        effective: u32,
+        permitted: u32,
+        inheritable: u32,
+    }
+    let mut h = Header {
+        version: 0x2008_0522,
+        pid: 0,
+    };
+    let mut d = [Data::default(); 2];
+    // SAFETY: capget with a v3 header and room for two data structs.
+    let r = unsafe { libc::syscall(libc::SYS_capget, &mut h as *mut Header, d.as_mut_ptr()) };
+    if r != 0 {
+        return Err(format!("capget: {}", std::io::Error::last_os_error()));
+    }
+    for cap in [CAP_SYS_ADMIN, CAP_PERFMON] {
+        let (i, bit) = ((cap / 32) as usize, 1u32 << (cap % 32));
+        d[i].effective &= !bit;
+    }
+    // SAFETY: capset on the calling thread (pid 0) with the data just read.
+    let r = unsafe { libc::syscall(libc::SYS_capset, &mut h as *mut Header, d.as_ptr()) };
+    if r != 0 {
+        return Err(format!("capset: {}", std::io::Error::last_os_error()));
+    }
+    Ok(())
+}
+
+/// Run `f` in a thread without CAP_PERFMON/CAP_SYS_ADMIN.
+pub fn unprivileged<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> Result<T, String> {
+    std::thread::spawn(move || {
+        drop_perfmon_in_this_thread()?;
+        Ok(f())
+    })
+    .join()
+    .map_err(|_| "unprivileged thread panicked".to_string())?
+}
+
+/// The NF corpus objects (build/examples/xdp/*.o), building them if needed.
+pub fn nf_objects() -> Vec<PathBuf> {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let dir = root.join("build/examples/xdp");
+    let list = |dir: &Path| -> Vec<PathBuf> {
+        let mut v: Vec<PathBuf> = std::fs::read_dir(dir)
+            .map(|r| {
+                r.filter_map(|e| e.ok().map(|e| e.path()))
+                    .filter(|p| p.extension().is_some_and(|e| e == "o"))
+                    .collect()
+            })
+            .unwrap_or_default();
+        v.sort();
+        v
+    };
+    let sources = std::fs::read_dir(root.join("examples/xdp"))
+        .map(|r| {
+            r.filter_map(|e| e.ok())
+                .filter(|e| e.path().extension().is_some_and(|x| x == "c"))
+                .count()
+        })
+        .unwrap_or(0);
+    if list(&dir).len() < sources {
+        let status = std::process::Command::new("make")
+            .arg("-C")
+            .arg(root.join("examples"))
+            .arg("objs")
+            .status();
+        assert!(
+            status.is_ok_and(|s| s.success()),
+            "building the NF corpus failed: run `make -C examples`"
+        );
+    }
+    let v = list(&dir);
+    assert!(
+        v.len() >= sources && !v.is_empty(),
+        "NF corpus missing in {}: run `make -C examples`",
+        dir.display()
+    );
+    v
+}
