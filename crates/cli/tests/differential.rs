@@ -74,6 +74,7 @@ struct Observed {
 }
 
 fn run_kernel(fixture: &Fixture, case: &Case, state: &MapState, cpu: usize) -> Result<Observed, String> {
+    let t0 = std::time::Instant::now();
     let object = bpfjet_kernel::KernelObject::open_with(
         &fixture.object,
         &bpfjet_kernel::LoadOptions {
@@ -82,10 +83,14 @@ fn run_kernel(fixture: &Fixture, case: &Case, state: &MapState, cpu: usize) -> R
         },
     )
     .map_err(|e| format!("kernel load: {e}"))?;
+    let t_load = std::time::Instant::now();
+    support::announce(&format!("TIMING load {:?}", t_load - t0));
     let run = object
         .test_run(&fixture.prog, &case.packet, case.repeat, Some(cpu))
         .map_err(|e| format!("kernel test run: {e}"))?;
+    let t_run = std::time::Instant::now();
     let maps = object.dump_maps().map_err(|e| format!("kernel dump: {e}"))?;
+    support::announce(&format!("TIMING {} run {:?} dump {:?}", case.name, t_run - t_load, t_run.elapsed()));
     Ok(Observed {
         retval: run.retval,
         data_out: run.data_out,

@@ -22,6 +22,10 @@ fn generate(c: &mut Criterion) {
             "proto=udp,size=64,flows=1000,count=unbounded",
         ),
         (
+            "udp64_uniform_1M_flows",
+            "proto=udp,size=64,flows=1000000,count=unbounded",
+        ),
+        (
             "udp64_zipf1.1_1M_flows",
             "proto=udp,size=64,flows=1000000,dist=zipf:1.1,count=unbounded",
         ),

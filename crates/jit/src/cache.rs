@@ -98,7 +98,9 @@ fn remember(key: u128, cached: &Cached) {
 fn decode(data: &[u8]) -> Option<Cached> {
     let rest = data.strip_prefix(MAGIC.as_slice())?;
     let word = |i: usize| -> Option<u64> {
-        Some(u64::from_le_bytes(rest.get(i * 8..i * 8 + 8)?.try_into().ok()?))
+        Some(u64::from_le_bytes(
+            rest.get(i * 8..i * 8 + 8)?.try_into().ok()?,
+        ))
     };
     Some(Cached {
         ir_before: word(0)?,
@@ -124,4 +126,48 @@ fn write_file(dir: &Path, key: u128, cached: &Cached) -> std::io::Result<()> {
     std::fs::rename(&tmp, file_name(dir, key)).inspect_err(|_| {
         let _ = std::fs::remove_file(&tmp);
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn scratch_dir(name: &str) -> std::path::PathBuf {
+        let dir = std::env::temp_dir().join(format!("bpfjet-cache-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        dir
+    }
+
+    #[test]
+    fn keys_separate_their_parts() {
+        let a = KeyHasher::new().bytes(b"ab").bytes(b"c").finish();
+        let b = KeyHasher::new().bytes(b"a").bytes(b"bc").finish();
+        assert_ne!(a, b);
+        assert_eq!(a, KeyHasher::new().bytes(b"ab").bytes(b"c").finish());
+    }
+
+    #[test]
+    fn objects_survive_a_round_trip_through_disk() {
+        let dir = scratch_dir("roundtrip");
+        let mode = CacheMode::Disk(dir.clone());
+        let key = KeyHasher::new().bytes(b"roundtrip test").finish();
+        let cached = Cached {
+            object: Arc::new(vec![1, 2, 3, 4]),
+            ir_before: 10,
+            ir_after: 5,
+        };
+        store(&mode, key, &cached);
+        assert!(file_name(&dir, key).exists());
+        // Forget the in-memory copy: the next lookup reads the file.
+        memory().lock().unwrap().remove(&key);
+        let hit = lookup(&mode, key).expect("cache hit from disk");
+        assert_eq!(*hit.object, vec![1, 2, 3, 4]);
+        assert_eq!((hit.ir_before, hit.ir_after), (10, 5));
+        // A damaged file is a miss, not an error.
+        std::fs::write(file_name(&dir, key), b"garbage").unwrap();
+        memory().lock().unwrap().remove(&key);
+        assert!(lookup(&mode, key).is_none());
+        assert!(lookup(&CacheMode::Off, key).is_none());
+        let _ = std::fs::remove_dir_all(&dir);
+    }
 }

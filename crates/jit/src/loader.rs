@@ -55,7 +55,10 @@ fn err(message: impl Into<String>) -> JitError {
 fn page_size() -> usize {
     // SAFETY: sysconf has no preconditions.
     let size = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
-    usize::try_from(size).ok().filter(|&s| s > 0).unwrap_or(4096)
+    usize::try_from(size)
+        .ok()
+        .filter(|&s| s > 0)
+        .unwrap_or(4096)
 }
 
 fn align_up(v: usize, align: usize) -> usize {
@@ -243,7 +246,9 @@ pub(crate) fn load(
             let a = reloc.addend();
             let at = sec_off + offset as usize;
             let p = (base_addr + at) as i64;
-            let got_slot = got_index.get(&target).map(|i| base_addr + got_start + i * 8);
+            let got_slot = got_index
+                .get(&target)
+                .map(|i| base_addr + got_start + i * 8);
             let stub = got_index
                 .get(&target)
                 .map(|i| base_addr + stubs_start + i * STUB_SIZE);
@@ -254,7 +259,8 @@ pub(crate) fn load(
                 })
             };
             let write32 = |mem: &mut [u8], v: i64| -> Result<(), JitError> {
-                let v = i32::try_from(v).map_err(|_| err(format!("relocation {r_type} overflows")))?;
+                let v =
+                    i32::try_from(v).map_err(|_| err(format!("relocation {r_type} overflows")))?;
                 mem.get_mut(at..at + 4)
                     .ok_or_else(|| err("relocation outside the image"))?
                     .copy_from_slice(&v.to_le_bytes());
@@ -276,9 +282,7 @@ pub(crate) fn load(
                 elf::R_X86_64_PC32 | elf::R_X86_64_PLT32 => {
                     write32(mem, direct()?.wrapping_add(a).wrapping_sub(p))?;
                 }
-                elf::R_X86_64_GOTPCREL
-                | elf::R_X86_64_GOTPCRELX
-                | elf::R_X86_64_REX_GOTPCRELX => {
+                elf::R_X86_64_GOTPCREL | elf::R_X86_64_GOTPCRELX | elf::R_X86_64_REX_GOTPCRELX => {
                     let slot = got_slot.ok_or_else(|| err("missing GOT slot"))? as i64;
                     write32(mem, slot.wrapping_add(a).wrapping_sub(p))?;
                 }
@@ -299,13 +303,8 @@ pub(crate) fn load(
         }
     }
     // SAFETY: protecting a prefix of our own mapping.
-    let rc = unsafe {
-        libc::mprotect(
-            image.base.cast(),
-            rx_len,
-            libc::PROT_READ | libc::PROT_EXEC,
-        )
-    };
+    let rc =
+        unsafe { libc::mprotect(image.base.cast(), rx_len, libc::PROT_READ | libc::PROT_EXEC) };
     if rc != 0 {
         return Err(err("mprotect failed"));
     }

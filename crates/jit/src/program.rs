@@ -103,9 +103,7 @@ fn cache_key(
     h.bytes(b"bpfjet-jit object v1")
         .bytes(env!("CARGO_PKG_VERSION").as_bytes())
         .u64(u64::from(major) << 32 | u64::from(minor) << 16 | u64::from(patch));
-    let encode = |insns: &[Insn]| {
-        bpfjet_isa::encode::to_bytes(&bpfjet_isa::encode_program(insns))
-    };
+    let encode = |insns: &[Insn]| bpfjet_isa::encode::to_bytes(&bpfjet_isa::encode_program(insns));
     h.bytes(&encode(insns)).bytes(&encode(program.insns()));
     h.u64(opts.maps.len() as u64);
     for m in &opts.maps {

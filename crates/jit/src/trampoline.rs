@@ -141,7 +141,8 @@ fn call_helper(
     // `run_native`; generated code does not touch them, so these are the
     // only live references while the helper runs.
     let (state, user) = unsafe { (&mut *ctx.state, &mut *ctx.user) };
-    let mut hctx = HelperCtx::for_engine(state, user, &code.program, &mut runner, pc, depth, helper);
+    let mut hctx =
+        HelperCtx::for_engine(state, user, &code.program, &mut runner, pc, depth, helper);
     let r0 = hctx.invoke(helper, args)?;
     if let Some(target) = hctx.take_tail_call_target() {
         ctx.tail_target = Some(target);

@@ -75,7 +75,9 @@ fn helper_faults_and_context_reach_the_caller() {
             packets.0 += a[0];
             Ok(packets.0)
         }))
-        .with(Helper::new(3, "strict", |ctx, _| Err(ctx.fault("bad flags"))));
+        .with(Helper::new(3, "strict", |ctx, _| {
+            Err(ctx.fault("bad flags"))
+        }));
     let options = verified().with_helpers(helpers);
     let p = P::new().mov(1, k(3)).call(9).call(9).exit().build();
     let program = jit(&p, &options);
@@ -100,7 +102,10 @@ fn helper_faults_and_context_reach_the_caller() {
 #[test]
 fn helper_panics_propagate_to_the_runner() {
     let helpers = HelperRegistry::new().with(Helper::new(4, "panics", |_, _| panic!("boom")));
-    let program = jit(&P::new().call(4).exit().build(), &verified().with_helpers(helpers));
+    let program = jit(
+        &P::new().call(4).exit().build(),
+        &verified().with_helpers(helpers),
+    );
     let caught = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
         program.run(&mut RunState::new(), &mut (), &[])
     }));
@@ -202,7 +207,10 @@ fn loop_program(nr: i32, stop_at: i32) -> Vec<Insn> {
 #[test]
 fn callbacks_run_native_code_through_call_subprog() {
     let options = verified().with_helpers(loop_helpers());
-    assert_eq!(both(&loop_program(10, -1), options.clone(), &[]), Ok(45_000 + 10));
+    assert_eq!(
+        both(&loop_program(10, -1), options.clone(), &[]),
+        Ok(45_000 + 10)
+    );
     assert_eq!(both(&loop_program(10, 3), options, &[]), Ok(6_000 + 4));
 }
 
@@ -262,7 +270,10 @@ fn tail_calls_stop_after_33() {
 fn a_tail_call_replaces_the_program_and_returns_to_the_callers_caller() {
     let options = verified().with_helpers(tail_call_helpers());
     // target: r0 = r1 + 1000
-    let target = jit(&P::new().mov(0, r(1)).add(0, k(1000)).exit().build(), &options);
+    let target = jit(
+        &P::new().mov(0, r(1)).add(0, k(1000)).exit().build(),
+        &options,
+    );
     let caller = jit(
         &P::new().mov(3, k(1)).call(12).mov(0, k(1)).exit().build(),
         &options,

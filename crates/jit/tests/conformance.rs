@@ -63,7 +63,10 @@ fn vector_dir() -> PathBuf {
 fn conformance_vectors_pass_on_the_jit_and_match_the_interpreter() {
     let dir = vector_dir();
     let Ok(entries) = std::fs::read_dir(&dir) else {
-        eprintln!("SKIPPED: conformance vectors not found at {}", dir.display());
+        eprintln!(
+            "SKIPPED: conformance vectors not found at {}",
+            dir.display()
+        );
         return;
     };
     let mut files: Vec<PathBuf> = entries
@@ -92,17 +95,14 @@ fn conformance_vectors_pass_on_the_jit_and_match_the_interpreter() {
             }
         };
         let options = verified().with_helpers(conformance_helpers());
-        let jit_outcome = bpfjet_jit::JitProgram::compile(
-            &insns,
-            &options,
-            &bpfjet_jit::JitOptions::uncached(),
-        )
-        .map_err(|e| e.to_string())
-        .and_then(|p| {
-            compile_ms.push(p.compile_stats().total_ms);
-            let mut mem = v.mem.clone();
-            p.run_on_memory(&mut mem).map_err(|f| f.to_string())
-        });
+        let jit_outcome =
+            bpfjet_jit::JitProgram::compile(&insns, &options, &bpfjet_jit::JitOptions::uncached())
+                .map_err(|e| e.to_string())
+                .and_then(|p| {
+                    compile_ms.push(p.compile_stats().total_ms);
+                    let mut mem = v.mem.clone();
+                    p.run_on_memory(&mut mem).map_err(|f| f.to_string())
+                });
         let interp_outcome = Program::new(insns.clone(), options)
             .map_err(|e| e.to_string())
             .and_then(|p| {
@@ -144,5 +144,8 @@ fn conformance_vectors_pass_on_the_jit_and_match_the_interpreter() {
         files.len(),
         failures.join("\n")
     );
-    eprintln!("{passed} of {} conformance vectors passed on the JIT", files.len());
+    eprintln!(
+        "{passed} of {} conformance vectors passed on the JIT",
+        files.len()
+    );
 }

@@ -36,12 +36,44 @@ enum Base {
 
 #[derive(Clone, Debug)]
 enum Op {
-    Alu { wide: bool, op: AluOp, dst: Reg, src: Src },
-    Endian { order: ByteOrder, bits: u8, dst: Reg },
-    Store { size: Size, base: Base, pos: u8, src: Src },
-    Load { size: Size, sign_extend: bool, dst: Reg, base: Base, pos: u8 },
-    Atomic { wide: bool, op: AtomicOp, fetch: bool, slot: u8, src: Reg },
-    Jmp { wide: bool, op: JmpOp, dst: Reg, src: Src, skip: u8 },
+    Alu {
+        wide: bool,
+        op: AluOp,
+        dst: Reg,
+        src: Src,
+    },
+    Endian {
+        order: ByteOrder,
+        bits: u8,
+        dst: Reg,
+    },
+    Store {
+        size: Size,
+        base: Base,
+        pos: u8,
+        src: Src,
+    },
+    Load {
+        size: Size,
+        sign_extend: bool,
+        dst: Reg,
+        base: Base,
+        pos: u8,
+    },
+    Atomic {
+        wide: bool,
+        op: AtomicOp,
+        fetch: bool,
+        slot: u8,
+        src: Reg,
+    },
+    Jmp {
+        wide: bool,
+        op: JmpOp,
+        dst: Reg,
+        src: Src,
+        skip: u8,
+    },
     /// r1 = src; call helper 5 (identity)
     Call { src: Reg },
 }
@@ -206,7 +238,12 @@ fn lower_op(op: &Op, out: &mut Vec<Insn>, jump_to: Option<i16>) {
                 dst: *dst,
             })
         }
-        Op::Store { size, base, pos, src } => {
+        Op::Store {
+            size,
+            base,
+            pos,
+            src,
+        } => {
             let (reg, off) = place(*base, *pos, size.bytes());
             out.push(Insn::Store {
                 size: *size,
@@ -301,7 +338,11 @@ fn lower_ops(ops: &[Op], out: &mut Vec<Insn>) {
 }
 
 fn build(init: &[u64; 7], blocks: &[Block]) -> Vec<Insn> {
-    let mut p = P::new().mov(7, r(1)).mov(9, r(10)).add(9, k(-32)).mov(8, k(0));
+    let mut p = P::new()
+        .mov(7, r(1))
+        .mov(9, r(10))
+        .add(9, k(-32))
+        .mov(8, k(0));
     for i in 1..=8 {
         p = p.st(Size::DW, 10, -8 * i, k(0));
     }

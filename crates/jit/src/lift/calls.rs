@@ -46,7 +46,8 @@ pub(crate) struct Externs<'ctx> {
 
 impl<'ctx> Externs<'ctx> {
     pub(crate) fn declare(cx: &'ctx Context, module: &Module<'ctx>, t: Types<'ctx>) -> Self {
-        let attr = |name: &str| cx.create_enum_attribute(Attribute::get_named_enum_kind_id(name), 0);
+        let attr =
+            |name: &str| cx.create_enum_attribute(Attribute::get_named_enum_kind_id(name), 0);
         let helper = module.add_function(
             HELPER_SYMBOL,
             t.i64.fn_type(
@@ -72,8 +73,7 @@ impl<'ctx> Externs<'ctx> {
         );
         let depth_fault = module.add_function(
             DEPTH_FAULT_SYMBOL,
-            cx.void_type()
-                .fn_type(&[t.ptr.into(), t.i64.into()], false),
+            cx.void_type().fn_type(&[t.ptr.into(), t.i64.into()], false),
             Some(Linkage::External),
         );
         for f in [helper, resume, depth_fault] {
@@ -208,7 +208,8 @@ impl<'ctx> Lifter<'ctx, '_> {
         )?;
         let call_bb = self.cx.append_basic_block(fr.func, "call");
         let fault_bb = self.cx.append_basic_block(fr.func, "call_depth_fault");
-        self.b.build_conditional_branch(too_deep, fault_bb, call_bb)?;
+        self.b
+            .build_conditional_branch(too_deep, fault_bb, call_bb)?;
         self.b.position_at_end(fault_bb);
         self.b.build_call(
             self.ext.depth_fault,
@@ -221,7 +222,9 @@ impl<'ctx> Lifter<'ctx, '_> {
         for r in 1..=5 {
             args.push(self.reg(fr, r)?.into());
         }
-        let r0 = self.b.build_call(callee, &args, &function_name(target as usize))?;
+        let r0 = self
+            .b
+            .build_call(callee, &args, &function_name(target as usize))?;
         let r0 = basic_result(r0)?.into_int_value();
         self.set_reg(fr, 0, r0)?;
         let status = self.b.build_load(t.i64, fr.ctx, "status")?.into_int_value();

@@ -51,11 +51,9 @@ impl<'ctx> Lifter<'ctx, '_> {
             }
         }
         let base = self.reg(fr, base)?;
-        let addr = self.b.build_int_add(
-            base,
-            self.t.i64.const_int(off as i64 as u64, true),
-            "addr",
-        )?;
+        let addr =
+            self.b
+                .build_int_add(base, self.t.i64.const_int(off as i64 as u64, true), "addr")?;
         Ok(self.b.build_int_to_ptr(addr, self.t.ptr, "p")?)
     }
 
@@ -142,10 +140,7 @@ impl<'ctx> Lifter<'ctx, '_> {
         if op == AtomicOp::CmpXchg {
             let expected = narrow(self.reg(fr, 0)?)?;
             let pair = self.b.build_cmpxchg(p, expected, operand, seq, seq)?;
-            let old = self
-                .b
-                .build_extract_value(pair, 0, "old")?
-                .into_int_value();
+            let old = self.b.build_extract_value(pair, 0, "old")?.into_int_value();
             return self.set_reg(fr, 0, widen(old)?);
         }
         let rmw = match op {

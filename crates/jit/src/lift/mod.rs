@@ -134,11 +134,7 @@ pub(crate) fn lift_module<'ctx>(
         false,
     );
     for f in functions {
-        let func = module.add_function(
-            &function_name(f.entry),
-            fn_type,
-            Some(Linkage::Internal),
-        );
+        let func = module.add_function(&function_name(f.entry), fn_type, Some(Linkage::Internal));
         lifter.nounwind(func);
         lifter.funcs.insert(f.entry, func);
     }
@@ -160,7 +156,10 @@ pub(crate) fn lift_module<'ctx>(
 impl<'ctx> Lifter<'ctx, '_> {
     pub(crate) fn nounwind(&self, func: FunctionValue<'ctx>) {
         let kind = Attribute::get_named_enum_kind_id("nounwind");
-        func.add_attribute(AttributeLoc::Function, self.cx.create_enum_attribute(kind, 0));
+        func.add_attribute(
+            AttributeLoc::Function,
+            self.cx.create_enum_attribute(kind, 0),
+        );
     }
 
     fn lift_function(&mut self, f: Function) -> LResult<()> {
@@ -168,7 +167,10 @@ impl<'ctx> Lifter<'ctx, '_> {
         let t = self.t;
         let entry_bb = self.cx.append_basic_block(func, "entry");
         self.b.position_at_end(entry_bb);
-        let param = |i: u32| func.get_nth_param(i).ok_or(LiftError::Build("missing parameter".into()));
+        let param = |i: u32| {
+            func.get_nth_param(i)
+                .ok_or(LiftError::Build("missing parameter".into()))
+        };
         let ctx = param(0)?.into_pointer_value();
         let depth = param(1)?.into_int_value();
         let mut regs = Vec::with_capacity(10);
@@ -179,7 +181,8 @@ impl<'ctx> Lifter<'ctx, '_> {
             .b
             .build_array_alloca(t.i8, t.i64.const_int(STACK_SIZE, false), "stack")?;
         if let Some(i) = stack.as_instruction() {
-            i.set_alignment(16).map_err(|e| LiftError::Build(e.to_string()))?;
+            i.set_alignment(16)
+                .map_err(|e| LiftError::Build(e.to_string()))?;
         }
         let args = self
             .b

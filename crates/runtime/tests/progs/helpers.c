@@ -67,6 +67,12 @@ int csum(struct xdp_md *ctx)
 	r->v[2] = bpf_csum_diff(0, 0, data + 2, 12, (__u32)c->v[2]);
 	r->v[3] = bpf_csum_diff(data, 3, data, 4, 0);
 	r->v[4] = bpf_csum_diff(data + 1, 20, data + 7, 16, (__u32)c->v[3]);
+	r->v[6] = bpf_csum_diff(data, 5, 0, 0, (__u32)c->v[3]);
+	r->v[7] = bpf_csum_diff(0, 0, data + 3, 7, (__u32)c->v[3]);
+	if (data + 600 > end)
+		return XDP_PASS;
+	r->v[5] = bpf_csum_diff(data, 256, data + 256, 260, 0);
+	r->v[8] = bpf_csum_diff(data, 256, data + 256, 256, 0);
 	return XDP_PASS;
 }
 
@@ -139,7 +145,7 @@ static long hash_cb(void *map, __u32 *key, __u64 *val, void *ctx)
 {
 	struct vals *r = ((struct loop_ctx *)ctx)->r;
 	r->v[7] += *key;
-	return *key == 3;
+	return 0;
 }
 
 SEC("xdp")
@@ -170,6 +176,7 @@ int strings(struct xdp_md *ctx)
 
 	if (!r)
 		return XDP_ABORTED;
+	args[2] = (__u64)(long)&greeting[0];
 	r->v[0] = bpf_strncmp(buf, 4, "hell");
 	r->v[1] = bpf_strncmp(buf, 5, "hello");
 	r->v[2] = bpf_strncmp(buf, 6, "hel");

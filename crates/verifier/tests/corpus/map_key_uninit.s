@@ -1,0 +1,19 @@
+# lookup key on the stack never written (root may read uninitialised stack)
+# maps: array 4 8 4
+# expect: bad=accept good=accept
+# expect-unpriv: bad=reject good=accept
+--- bad
+lddw %r1, map_idx 0
+mov %r2, %r10
+add %r2, -4
+call 1
+mov %r0, 2
+exit
+--- good
+stw [%r10-4], 0
+lddw %r1, map_idx 0
+mov %r2, %r10
+add %r2, -4
+call 1
+mov %r0, 2
+exit

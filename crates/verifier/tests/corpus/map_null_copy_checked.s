@@ -1,0 +1,29 @@
+# NULL check on a copy marks every copy: the unchecked branch still faults
+# maps: array 4 8 4
+# expect: bad=reject good=accept
+--- bad
+stw [%r10-4], 0
+lddw %r1, map_idx 0
+mov %r2, %r10
+add %r2, -4
+call 1
+mov %r6, %r0
+jne %r0, 0, out
+ldxw %r0, [%r6+0]
+exit
+out:
+mov %r0, 2
+exit
+--- good
+stw [%r10-4], 0
+lddw %r1, map_idx 0
+mov %r2, %r10
+add %r2, -4
+call 1
+mov %r6, %r0
+jeq %r0, 0, out
+ldxw %r0, [%r6+0]
+exit
+out:
+mov %r0, 2
+exit

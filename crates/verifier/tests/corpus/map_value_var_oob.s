@@ -1,0 +1,34 @@
+# variable offset in [0,7] plus a 4-byte load overruns an 8-byte value
+# maps: array 4 8 4
+# expect: bad=reject good=accept
+# expect-unpriv: bad=reject good=accept
+--- bad
+ldxw %r6, [%r1+16]
+stw [%r10-4], 0
+lddw %r1, map_idx 0
+mov %r2, %r10
+add %r2, -4
+call 1
+jeq %r0, 0, out
+and %r6, 7
+add %r0, %r6
+ldxw %r0, [%r0+0]
+exit
+out:
+mov %r0, 2
+exit
+--- good
+ldxw %r6, [%r1+16]
+stw [%r10-4], 0
+lddw %r1, map_idx 0
+mov %r2, %r10
+add %r2, -4
+call 1
+jeq %r0, 0, out
+and %r6, 3
+add %r0, %r6
+ldxw %r0, [%r0+0]
+exit
+out:
+mov %r0, 2
+exit

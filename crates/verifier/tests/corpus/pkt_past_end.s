@@ -1,0 +1,22 @@
+# packet load one byte past the range proven by `data + 14 > data_end`
+# expect: bad=reject good=accept
+--- bad
+ldxw %r2, [%r1+0]
+ldxw %r3, [%r1+4]
+mov %r4, %r2
+add %r4, 14
+jgt %r4, %r3, out
+ldxb %r0, [%r2+14]
+out:
+mov %r0, 2
+exit
+--- good
+ldxw %r2, [%r1+0]
+ldxw %r3, [%r1+4]
+mov %r4, %r2
+add %r4, 14
+jgt %r4, %r3, out
+ldxb %r0, [%r2+13]
+out:
+mov %r0, 2
+exit
