@@ -27,6 +27,7 @@ test-rust: setup examples
 conformance: build
 	@test -d $(CONFORMANCE) || { echo "conformance vectors not found at $(CONFORMANCE)"; exit 1; }
 	$(BPFJET) conformance --engine interp $(CONFORMANCE)
+	$(BPFJET) conformance --engine jit $(CONFORMANCE)
 
 test: lint test-rust conformance
 

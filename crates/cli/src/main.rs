@@ -50,6 +50,8 @@ enum Command {
     ConformancePlugin {
         /// Memory: each byte as two hex digits followed by two spaces.
         mem: Option<String>,
+        #[arg(long, default_value = "interp")]
+        engine: String,
     },
 }
 
@@ -63,7 +65,8 @@ fn main() -> ExitCode {
             engine,
             verbose,
         } => commands::conformance::run(&dir, &engine, verbose),
-        Command::ConformancePlugin { mem } => commands::conformance::plugin(mem.as_deref()),
+        Command::ConformancePlugin { mem, engine } => commands::conformance::parse_engine(&engine)
+            .and_then(|engine| commands::conformance::plugin(mem.as_deref(), engine)),
         Command::TestRun(args) => commands::test_run::run(&args),
     };
     match result {

@@ -63,8 +63,8 @@ pub(crate) fn successors(insn: &Insn, pc: usize) -> [Option<i64>; 2] {
 /// slots after jumps and exits.
 pub(crate) fn block_leaders(insns: &[Insn], f: Function) -> Vec<usize> {
     let mut leaders = vec![f.entry];
-    for pc in f.entry..f.end {
-        let insn = &insns[pc];
+    let body = insns.get(f.entry..f.end).unwrap_or(&[]);
+    for (pc, insn) in (f.entry..).zip(body) {
         if let Some(t) = insn.jump_target(pc) {
             if let Ok(t) = usize::try_from(t) {
                 leaders.push(t);

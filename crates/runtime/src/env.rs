@@ -36,7 +36,10 @@ pub fn map_handle(map: &Arc<Map>) -> u64 {
 
 impl ObjectMaps {
     pub(crate) fn new(instance: Instance, maps: Vec<Arc<Map>>) -> ObjectMaps {
-        let known = maps.iter().map(|m| (map_handle(m), Arc::clone(m))).collect();
+        let known = maps
+            .iter()
+            .map(|m| (map_handle(m), Arc::clone(m)))
+            .collect();
         ObjectMaps {
             instance,
             maps,
@@ -107,12 +110,7 @@ impl std::fmt::Debug for XdpEnv {
 }
 
 impl XdpEnv {
-    pub fn new(
-        frame: XdpFrame,
-        cpu: u32,
-        maps: Arc<ObjectMaps>,
-        fib: Option<Arc<Fib>>,
-    ) -> XdpEnv {
+    pub fn new(frame: XdpFrame, cpu: u32, maps: Arc<ObjectMaps>, fib: Option<Arc<Fib>>) -> XdpEnv {
         XdpEnv {
             frame,
             cpu,
@@ -193,6 +191,8 @@ fn seed(cpu: u32) -> u64 {
     };
     // SAFETY: `ts` is a valid out-pointer.
     unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
-    let s = (ts.tv_sec as u64).wrapping_mul(1_000_000_007) ^ (ts.tv_nsec as u64) ^ (u64::from(cpu) << 48);
+    let s = (ts.tv_sec as u64).wrapping_mul(1_000_000_007)
+        ^ (ts.tv_nsec as u64)
+        ^ (u64::from(cpu) << 48);
     s | 1
 }

@@ -36,19 +36,19 @@ mod state;
 mod test_run;
 pub mod xdp;
 
-pub use error::{Access, Fault, LoadError, TailCallError};
-pub use helper_ctx::{CallbackRunner, HelperCtx};
-pub use helpers::{Helper, HelperFn, HelperRegistry};
-pub use program::{LoadOptions, MapBinding, MemoryMode, Program, VerifiedProof};
-pub use region::Region;
-pub use state::{RunState, FRAME_STRIDE, MAX_CALL_DEPTH, MAX_TAIL_CALLS, STACK_SIZE};
 pub use dump::FOREIGN_PROGRAM_PREFIX;
 pub use env::{ObjectMaps, XdpEnv};
+pub use error::{Access, Fault, LoadError, TailCallError};
+pub use helper_ctx::{CallbackRunner, HelperCtx};
 pub use helpers::fib::{self, Fib, FibTable};
 pub use helpers::{
     csum_diff, ids as helper_ids, kernel_helper_name, strncmp, xdp_helpers, BPF_F_BROADCAST,
     BPF_F_EXCLUDE_INGRESS,
 };
+pub use helpers::{Helper, HelperFn, HelperRegistry};
 pub use loader::{possible_cpus, LoadedObject, ObjectOptions};
+pub use program::{LoadOptions, MapBinding, MemoryMode, Program, VerifiedProof};
+pub use region::Region;
 pub use runtime_error::RuntimeError;
+pub use state::{RunState, FRAME_STRIDE, MAX_CALL_DEPTH, MAX_TAIL_CALLS, STACK_SIZE};
 pub use test_run::{TestRunOptions, TestRunResult, LOOPBACK_IFINDEX};

@@ -219,7 +219,10 @@ impl LoadedObject {
     fn apply_static_inits(&self, obj: &Object) -> Result<(), RuntimeError> {
         for init in &obj.map_inits {
             let fail = |why: String| RuntimeError::MapInit {
-                map: obj.maps.get(init.map).map_or("?".into(), |m| m.name.clone()),
+                map: obj
+                    .maps
+                    .get(init.map)
+                    .map_or("?".into(), |m| m.name.clone()),
                 slot: init.slot,
                 why,
             };

@@ -52,9 +52,21 @@ fn adjust_limits_match_the_kernel() {
             k.apply_state(&state).unwrap();
         }
         let label = format!("op {op} args {a} {b} on {len} bytes");
-        let (result, dump) = run_both(&ours, kernel.as_ref(), "adjust", &packet(len), 0, &[], &label);
+        let (result, dump) = run_both(
+            &ours,
+            kernel.as_ref(),
+            "adjust",
+            &packet(len),
+            0,
+            &[],
+            &label,
+        );
         let out = out_vals(&dump);
-        assert_eq!(out[1] as usize + out[2] as usize, result.data_out.len(), "{label}");
+        assert_eq!(
+            out[1] as usize + out[2] as usize,
+            result.data_out.len(),
+            "{label}"
+        );
         assert_eq!(out[3], out[1], "{label}: xdp_get_buff_len");
     }
 }

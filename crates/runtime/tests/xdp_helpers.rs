@@ -32,14 +32,32 @@ fn csum_diff_matches_the_kernel() {
         if let Some(k) = &kernel {
             k.apply_state(&state).unwrap();
         }
-        let pkt: Vec<u8> = (0..64).map(|i| (seed >> (i % 56)) as u8 ^ i as u8).collect();
-        let (_, dump) = run_both(&ours, kernel.as_ref(), "csum", &pkt, 0, &[], &format!("case {case}"));
+        let pkt: Vec<u8> = (0..64)
+            .map(|i| (seed >> (i % 56)) as u8 ^ i as u8)
+            .collect();
+        let (_, dump) = run_both(
+            &ours,
+            kernel.as_ref(),
+            "csum",
+            &pkt,
+            0,
+            &[],
+            &format!("case {case}"),
+        );
         let out = out_vals(&dump);
         let _ = out;
     }
     // Sizes that are no multiple of 4, and more than 512 bytes in all.
     let pkt = packet(600);
-    run_both(&ours, kernel.as_ref(), "csum", &pkt, 0, &[], "large and odd sizes");
+    run_both(
+        &ours,
+        kernel.as_ref(),
+        "csum",
+        &pkt,
+        0,
+        &[],
+        "large and odd sizes",
+    );
 }
 
 #[test]
@@ -48,7 +66,15 @@ fn map_helpers_match_the_kernel() {
     let ours = load_ours(&path, None);
     let kernel = load_kernel(&path, None, "map helpers");
     for cpu in [0, 1] {
-        let (_, dump) = run_both(&ours, kernel.as_ref(), "maps", &packet(64), cpu, &[], "maps");
+        let (_, dump) = run_both(
+            &ours,
+            kernel.as_ref(),
+            "maps",
+            &packet(64),
+            cpu,
+            &[],
+            "maps",
+        );
         let out = out_vals(&dump);
         if cpu == 0 {
             assert_eq!(out[0], -2, "BPF_EXIST on a missing key is ENOENT");
@@ -61,7 +87,10 @@ fn map_helpers_match_the_kernel() {
     let dump = ours.dump_state().unwrap();
     assert_eq!(
         dump["pcpu"][0].values.as_ref().unwrap(),
-        &vec!["0100000000000000".to_string(), "0200000000000000".to_string()]
+        &vec![
+            "0100000000000000".to_string(),
+            "0200000000000000".to_string()
+        ]
     );
 }
 
@@ -78,7 +107,15 @@ fn callbacks_match_the_kernel() {
         }
         // The hash map gets entries from the `maps` program first.
         run_both(&ours, kernel.as_ref(), "maps", &packet(64), 0, &[], "fill");
-        let (_, dump) = run_both(&ours, kernel.as_ref(), "loops", &packet(64), 0, &[], "loops");
+        let (_, dump) = run_both(
+            &ours,
+            kernel.as_ref(),
+            "loops",
+            &packet(64),
+            0,
+            &[],
+            "loops",
+        );
         let out = out_vals(&dump);
         assert_eq!(out[2], -22, "bpf_loop flags");
         // The kernel inlines bpf_loop calls with constant zero flags, and
@@ -94,14 +131,26 @@ fn strings_and_printf() {
     let path = build("helpers");
     let ours = load_ours(&path, None);
     let kernel = load_kernel(&path, None, "strncmp / snprintf");
-    let (result, dump) = run_both(&ours, kernel.as_ref(), "strings", &packet(64), 1, &[], "strings");
+    let (result, dump) = run_both(
+        &ours,
+        kernel.as_ref(),
+        "strings",
+        &packet(64),
+        1,
+        &[],
+        "strings",
+    );
     let out = out_vals(&dump);
     assert_eq!(&out[0..3], &[0, 1, 1]);
     let text: Vec<u8> = out[8..12].iter().flat_map(|w| w.to_le_bytes()).collect();
     let expected = b"n=42 m=-0005 s=hello x=2a\0";
     assert_eq!(&text[..expected.len()], expected);
     assert_eq!(out[3], expected.len() as i64);
-    assert_eq!(out[4], expected.len() as i64, "snprintf returns the full length");
+    assert_eq!(
+        out[4],
+        expected.len() as i64,
+        "snprintf returns the full length"
+    );
     assert_eq!(out[5], 0, "truncated output is NUL-terminated");
     assert_eq!(result.trace_log, vec!["pkt len 64 on cpu 1".to_string()]);
     assert_eq!(out[7], "pkt len 64 on cpu 1".len() as i64);
@@ -139,7 +188,15 @@ fn context_fields_and_packet_bytes() {
     let path = build("helpers");
     let ours = load_ours(&path, None);
     let kernel = load_kernel(&path, None, "context fields");
-    let (result, dump) = run_both(&ours, kernel.as_ref(), "ctx_fields", &packet(64), 0, &[], "ctx");
+    let (result, dump) = run_both(
+        &ours,
+        kernel.as_ref(),
+        "ctx_fields",
+        &packet(64),
+        0,
+        &[],
+        "ctx",
+    );
     let out = out_vals(&dump);
     assert_eq!(out[0], 64);
     assert_eq!(out[1], 64, "through a spilled context pointer");
@@ -152,4 +209,3 @@ fn context_fields_and_packet_bytes() {
     assert_eq!(result.retval, 3);
     assert_eq!(result.data_out[1], 0x55);
 }
-

@@ -23,8 +23,14 @@ fn events_reach_the_consumer() {
     consumer.poll(|e| events.push(e.to_vec()));
     assert_eq!(
         events,
-        vec![70u64.to_le_bytes().to_vec(), 0x1122334455667788u64.to_le_bytes().to_vec()],
+        vec![
+            70u64.to_le_bytes().to_vec(),
+            0x1122334455667788u64.to_le_bytes().to_vec()
+        ],
         "the discarded sample is skipped"
     );
-    assert!(!ours.dump_state().unwrap().contains_key("events"), "rings are not dumped");
+    assert!(
+        !ours.dump_state().unwrap().contains_key("events"),
+        "rings are not dumped"
+    );
 }

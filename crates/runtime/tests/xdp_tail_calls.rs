@@ -31,7 +31,15 @@ fn self_tail_call_stops_after_33() {
     state.extend(cfg_state(&[0, 0]));
     let ours = load_ours(&path, Some(&state));
     let kernel = load_kernel(&path, Some(&state), "tail-call limit");
-    let (result, dump) = run_both(&ours, kernel.as_ref(), "chain", &packet(64), 0, &[], "chain");
+    let (result, dump) = run_both(
+        &ours,
+        kernel.as_ref(),
+        "chain",
+        &packet(64),
+        0,
+        &[],
+        "chain",
+    );
     assert_eq!(result.retval, 1, "the 34th run falls through to XDP_DROP");
     assert_eq!(bss(&dump), (34, 0));
     assert_eq!(dump["jmp"][0].prog.as_deref(), Some("chain"));
@@ -44,7 +52,15 @@ fn empty_slot_attempts_count_against_the_limit() {
     state.extend(cfg_state(&[0, 5]));
     let ours = load_ours(&path, Some(&state));
     let kernel = load_kernel(&path, Some(&state), "tail-call miss counting");
-    let (_, dump) = run_both(&ours, kernel.as_ref(), "chain", &packet(64), 0, &[], "misses");
+    let (_, dump) = run_both(
+        &ours,
+        kernel.as_ref(),
+        "chain",
+        &packet(64),
+        0,
+        &[],
+        "misses",
+    );
     let (runs, misses) = bss(&dump);
     assert_eq!(runs, 7);
     assert_eq!(misses, 33);
@@ -58,7 +74,15 @@ fn tail_call_into_another_program_and_out_of_range() {
         state.extend(cfg_state(&[slot, 0]));
         let ours = load_ours(&path, Some(&state));
         let kernel = load_kernel(&path, Some(&state), "tail call to another program");
-        let (result, _) = run_both(&ours, kernel.as_ref(), "chain", &packet(64), 0, &[], "other");
+        let (result, _) = run_both(
+            &ours,
+            kernel.as_ref(),
+            "chain",
+            &packet(64),
+            0,
+            &[],
+            "other",
+        );
         assert_eq!(result.retval, action, "slot {slot}");
     }
 }

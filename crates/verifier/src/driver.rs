@@ -37,6 +37,8 @@ struct Checkpoint {
     branches: u32,
     /// Callback invocations the path had gone through (see [`Path::cb_iter`]).
     cb_iter: u32,
+    hits: u32,
+    misses: u32,
 }
 
 struct Path {
@@ -48,6 +50,8 @@ struct Path {
     /// earlier iteration may prune a later one even while its own exploration
     /// is under way, and repeating it is not an infinite loop.
     cb_iter: u32,
+    insns_since: u32,
+    jmps_since: u32,
 }
 
 pub(crate) struct Verifier<'a> {
@@ -147,13 +151,22 @@ impl<'a> Verifier<'a> {
             state: State::new_entry(),
             parent: None,
             cb_iter: 0,
+            insns_since: 0,
+            jmps_since: 0,
         }];
         while let Some(mut path) = work.pop() {
             loop {
                 let pc = path.pc;
                 if self.cfg.prune_point.get(pc).copied().unwrap_or(false) {
-                    match self.visit(pc, &path.state, path.parent, path.cb_iter) {
-                        Ok(Some(parent)) => path.parent = Some(parent),
+                    let since = (path.insns_since, path.jmps_since);
+                    match self.visit(pc, &path.state, path.parent, path.cb_iter, since) {
+                        Ok(Some(parent)) => {
+                            if parent != path.parent {
+                                path.insns_since = 0;
+                                path.jmps_since = 0;
+                            }
+                            path.parent = parent;
+                        }
                         Ok(None) => {
                             self.end_path(path.parent);
                             break;
@@ -162,6 +175,10 @@ impl<'a> Verifier<'a> {
                     }
                 }
                 self.processed += 1;
+                path.insns_since += 1;
+                if matches!(self.insns[pc], Insn::Jmp { .. } | Insn::Ja { .. } | Insn::Call(_) | Insn::Exit) {
+                    path.jmps_since += 1;
+                }
                 if self.processed > self.env.complexity_limit {
                     let e = VerifyError::new(
                         "too_complex",
@@ -198,6 +215,8 @@ impl<'a> Verifier<'a> {
                             state: other_state,
                             parent: path.parent,
                             cb_iter: path.cb_iter + u32::from(reentry),
+                            insns_since: path.insns_since,
+                            jmps_since: path.jmps_since,
                         });
                         path.pc = next;
                     }
@@ -230,9 +249,11 @@ impl<'a> Verifier<'a> {
         st: &State,
         parent: Option<usize>,
         cb_iter: u32,
-    ) -> VResult<Option<usize>> {
+        since: (u32, u32),
+    ) -> VResult<Option<Option<usize>>> {
         let live = self.live.get(pc).copied().unwrap_or(u16::MAX);
         let allow_uninit = self.env.privileged();
+        let mut evict = Vec::new();
         if let Some(list) = self.at_pc.get(&pc) {
             for &c in list {
                 let cp = &self.checkpoints[c];
@@ -241,6 +262,7 @@ impl<'a> Verifier<'a> {
                 if (done || earlier_iteration)
                     && crate::pruning::covers(&cp.state, st, live, allow_uninit)
                 {
+                    self.checkpoints[c].hits += 1;
                     return Ok(None);
                 }
                 if !done
@@ -253,7 +275,32 @@ impl<'a> Verifier<'a> {
                         format!("infinite loop detected at insn {pc}: the state repeats"),
                     );
                 }
+                // States that keep failing to match stop being compared (the
+                // kernel's miss counting); they stay in the bookkeeping.
+                let cp = &mut self.checkpoints[c];
+                cp.misses += 1;
+                if cp.misses > cp.hits * 3 + 3 {
+                    evict.push(c);
+                }
             }
+        }
+        if !evict.is_empty() {
+            if let Some(list) = self.at_pc.get_mut(&pc) {
+                list.retain(|c| !evict.contains(c));
+            }
+            for c in evict {
+                // Only the counters are needed from now on.
+                self.checkpoints[c].state = State {
+                    frames: Vec::new(),
+                    refs: Vec::new(),
+                };
+            }
+        }
+        // Like the kernel, record a new state only every few instructions and
+        // jumps along a path (always at loop heads and subprogram entries).
+        let (insns_since, jmps_since) = since;
+        if !(self.cfg.loop_head[pc] || self.cfg.is_entry(pc) || insns_since >= 8 && jmps_since >= 2) {
+            return Ok(Some(parent));
         }
         let id = self.checkpoints.len();
         self.checkpoints.push(Checkpoint {
@@ -261,10 +308,12 @@ impl<'a> Verifier<'a> {
             parent,
             branches: 1,
             cb_iter,
+            hits: 0,
+            misses: 0,
         });
         self.at_pc.entry(pc).or_default().push(id);
         self.facts.states_stored += 1;
-        Ok(Some(id))
+        Ok(Some(Some(id)))
     }
 
     fn finish(mut self) -> Result<Facts, VerifyError> {

@@ -22,32 +22,56 @@ fn conformance_helpers() -> HelperRegistry {
     }))
 }
 
-fn run_program(insns: Vec<Insn>, mem: &[u8]) -> Result<u64> {
-    let program = Program::new(
-        insns,
-        LoadOptions::bounds_checked().with_helpers(conformance_helpers()),
-    )
-    .map_err(|e| anyhow::anyhow!("load: {e}"))?;
-    let mut state = RunState::new();
-    state.set_insn_budget(Some(INSN_BUDGET));
-    let mut mem = mem.to_vec();
-    program
-        .run_on_memory(&mut state, &mut mem)
-        .map_err(|e| anyhow::anyhow!("run: {e}"))
+/// The engines the suite can run on.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub enum Engine {
+    /// The reference interpreter, bounds-checked.
+    Interp,
+    /// The LLVM JIT (native code, no bounds checks).
+    Jit,
 }
 
-fn check_engine(engine: &str) -> Result<()> {
+fn run_program(engine: Engine, insns: Vec<Insn>, mem: &[u8]) -> Result<u64> {
+    let mut mem = mem.to_vec();
+    let mut state = RunState::new();
+    state.set_insn_budget(Some(INSN_BUDGET));
     match engine {
-        "interp" => Ok(()),
-        "jit" => bail!("engine 'jit' is not available yet (LLVM JIT lands with its own issue)"),
+        Engine::Interp => {
+            let opts = LoadOptions::bounds_checked().with_helpers(conformance_helpers());
+            let program = Program::new(insns, opts).map_err(|e| anyhow::anyhow!("load: {e}"))?;
+            program
+                .run_on_memory(&mut state, &mut mem)
+                .map_err(|e| anyhow::anyhow!("run: {e}"))
+        }
+        Engine::Jit => {
+            // SAFETY: the conformance vectors are trusted ISA test programs that
+            // touch only their own memory and stack. The suite hands r1 over as
+            // raw memory, which no verifier can type, so the proof of safety is
+            // the suite's own, not bpfjet's verifier.
+            let proof = unsafe { bpfjet_runtime::VerifiedProof::assume_verified() };
+            let opts = LoadOptions::verified(proof).with_helpers(conformance_helpers());
+            let jit = bpfjet_jit::JitOptions::uncached();
+            let program = bpfjet_jit::JitProgram::compile(&insns, &opts, &jit)
+                .map_err(|e| anyhow::anyhow!("jit: {e}"))?;
+            program
+                .run_on_memory_with(&mut state, &mut mem)
+                .map_err(|e| anyhow::anyhow!("run: {e}"))
+        }
+    }
+}
+
+pub fn parse_engine(engine: &str) -> Result<Engine> {
+    match engine {
+        "interp" => Ok(Engine::Interp),
+        "jit" => Ok(Engine::Jit),
         other => bail!("unknown engine '{other}' (expected interp or jit)"),
     }
 }
 
 /// Outcome of one test: `Ok(())` passed, `Err(reason)` failed.
-fn run_test(test: &ConformanceTest) -> std::result::Result<(), String> {
+fn run_test(engine: Engine, test: &ConformanceTest) -> std::result::Result<(), String> {
     let insns = assemble(&test.asm).map_err(|e| format!("assemble: {e}"))?;
-    let outcome = run_program(insns, &test.mem);
+    let outcome = run_program(engine, insns, &test.mem);
     match (&test.result, &test.error, outcome) {
         (Some(want), _, Ok(got)) if *want == got => Ok(()),
         (Some(want), _, Ok(got)) => Err(format!("expected r0 = {want:#x}, got {got:#x}")),
@@ -59,7 +83,7 @@ fn run_test(test: &ConformanceTest) -> std::result::Result<(), String> {
 }
 
 pub fn run(dir: &Path, engine: &str, verbose: bool) -> Result<ExitCode> {
-    check_engine(engine)?;
+    let engine = parse_engine(engine)?;
     let mut files: Vec<_> = std::fs::read_dir(dir)
         .with_context(|| format!("reading {}", dir.display()))?
         .filter_map(|e| e.ok().map(|e| e.path()))
@@ -75,7 +99,7 @@ pub fn run(dir: &Path, engine: &str, verbose: bool) -> Result<ExitCode> {
         let outcome = std::fs::read_to_string(path)
             .map_err(|e| format!("read: {e}"))
             .and_then(|text| conformance_file::parse(&text).map_err(|e| format!("parse: {e:#}")))
-            .and_then(|test| run_test(&test));
+            .and_then(|test| run_test(engine, &test));
         match outcome {
             Ok(()) => {
                 passed += 1;
@@ -121,7 +145,7 @@ fn parse_plugin_program(text: &str) -> Result<Vec<u8>> {
         .collect()
 }
 
-pub fn plugin(mem: Option<&str>) -> Result<ExitCode> {
+pub fn plugin(mem: Option<&str>, engine: Engine) -> Result<ExitCode> {
     let outcome = (|| -> Result<u64> {
         let mut input = String::new();
         std::io::stdin()
@@ -130,7 +154,7 @@ pub fn plugin(mem: Option<&str>) -> Result<ExitCode> {
         let bytes = parse_plugin_program(&input)?;
         let insns = decode_bytes(&bytes).map_err(|e| anyhow::anyhow!("invalid program: {e}"))?;
         let mem = mem.map(parse_plugin_mem).transpose()?.unwrap_or_default();
-        run_program(insns, &mem)
+        run_program(engine, insns, &mem)
     })();
     match outcome {
         Ok(r0) => {

@@ -196,7 +196,12 @@ impl FibTable {
                 .ok()
                 .filter(|&l| l as usize <= net.len() * 8)
                 .ok_or_else(|| format!("bad prefix length in {:?}", r.prefix))?;
-            let gateway = r.gateway.as_deref().map(parse_ip).transpose()?.map(ip_bytes);
+            let gateway = r
+                .gateway
+                .as_deref()
+                .map(parse_ip)
+                .transpose()?
+                .map(ip_bytes);
             routes.push(Route {
                 net,
                 len,

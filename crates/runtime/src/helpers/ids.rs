@@ -220,7 +220,10 @@ const KERNEL_HELPER_NAMES: &[&str] = &[
 
 /// The kernel's name for helper `id` (without `bpf_`), if it is one.
 pub fn kernel_helper_name(id: u32) -> Option<&'static str> {
-    KERNEL_HELPER_NAMES.get(id as usize).copied().filter(|_| id != 0)
+    KERNEL_HELPER_NAMES
+        .get(id as usize)
+        .copied()
+        .filter(|_| id != 0)
 }
 
 pub const MAP_LOOKUP_ELEM: u32 = 1;
@@ -273,14 +276,29 @@ mod tests {
         assert_eq!(kernel_helper_name(XDP_ADJUST_TAIL), Some("xdp_adjust_tail"));
         assert_eq!(kernel_helper_name(FIB_LOOKUP), Some("fib_lookup"));
         assert_eq!(kernel_helper_name(SPIN_LOCK), Some("spin_lock"));
-        assert_eq!(kernel_helper_name(KTIME_GET_BOOT_NS), Some("ktime_get_boot_ns"));
+        assert_eq!(
+            kernel_helper_name(KTIME_GET_BOOT_NS),
+            Some("ktime_get_boot_ns")
+        );
         assert_eq!(kernel_helper_name(RINGBUF_OUTPUT), Some("ringbuf_output"));
-        assert_eq!(kernel_helper_name(KTIME_GET_COARSE_NS), Some("ktime_get_coarse_ns"));
-        assert_eq!(kernel_helper_name(FOR_EACH_MAP_ELEM), Some("for_each_map_elem"));
+        assert_eq!(
+            kernel_helper_name(KTIME_GET_COARSE_NS),
+            Some("ktime_get_coarse_ns")
+        );
+        assert_eq!(
+            kernel_helper_name(FOR_EACH_MAP_ELEM),
+            Some("for_each_map_elem")
+        );
         assert_eq!(kernel_helper_name(LOOP), Some("loop"));
         assert_eq!(kernel_helper_name(XDP_STORE_BYTES), Some("xdp_store_bytes"));
-        assert_eq!(kernel_helper_name(MAP_LOOKUP_PERCPU_ELEM), Some("map_lookup_percpu_elem"));
-        assert_eq!(kernel_helper_name(KTIME_GET_TAI_NS), Some("ktime_get_tai_ns"));
+        assert_eq!(
+            kernel_helper_name(MAP_LOOKUP_PERCPU_ELEM),
+            Some("map_lookup_percpu_elem")
+        );
+        assert_eq!(
+            kernel_helper_name(KTIME_GET_TAI_NS),
+            Some("ktime_get_tai_ns")
+        );
         assert_eq!(kernel_helper_name(211), Some("cgrp_storage_delete"));
         assert_eq!(kernel_helper_name(0), None);
         assert_eq!(kernel_helper_name(5000), None);

@@ -4,10 +4,10 @@ use super::common::{
     env, map_arg, map_errno, read_key, require_map_use, result_code, value_region,
 };
 use super::ids;
+use crate::errno;
 use crate::error::Fault;
 use crate::helper_ctx::HelperCtx;
 use crate::helpers::{Helper, HelperRegistry};
-use crate::errno;
 use bpfjet_maps::{Map, MapType};
 use std::sync::Arc;
 
@@ -32,9 +32,11 @@ pub(crate) fn register(r: &mut HelperRegistry) {
     r.register(Helper::new(ids::MAP_POP_ELEM, "map_pop_elem", |ctx, a| {
         take(ctx, a, false)
     }));
-    r.register(Helper::new(ids::MAP_PEEK_ELEM, "map_peek_elem", |ctx, a| {
-        take(ctx, a, true)
-    }));
+    r.register(Helper::new(
+        ids::MAP_PEEK_ELEM,
+        "map_peek_elem",
+        |ctx, a| take(ctx, a, true),
+    ));
     r.register(Helper::new(
         ids::MAP_LOOKUP_PERCPU_ELEM,
         "map_lookup_percpu_elem",
@@ -62,8 +64,19 @@ fn lookup(ctx: &mut HelperCtx<'_>, a: [u64; 5]) -> Result<u64, Fault> {
         &map,
         "map_lookup_elem",
         &[
-            Hash, Array, PercpuHash, PercpuArray, LruHash, LruPercpuHash, LpmTrie, ArrayOfMaps,
-            HashOfMaps, Devmap, DevmapHash, Cpumap, Xskmap,
+            Hash,
+            Array,
+            PercpuHash,
+            PercpuArray,
+            LruHash,
+            LruPercpuHash,
+            LpmTrie,
+            ArrayOfMaps,
+            HashOfMaps,
+            Devmap,
+            DevmapHash,
+            Cpumap,
+            Xskmap,
         ],
     )?;
     let key = read_key(ctx, &map, a[1])?;
@@ -133,7 +146,11 @@ fn push(ctx: &mut HelperCtx<'_>, a: [u64; 5]) -> Result<u64, Fault> {
 /// memory. For a bloom filter, peek tests the value (0 = maybe present).
 fn take(ctx: &mut HelperCtx<'_>, a: [u64; 5], peek: bool) -> Result<u64, Fault> {
     let map = map_arg(ctx, a[0])?;
-    let name = if peek { "map_peek_elem" } else { "map_pop_elem" };
+    let name = if peek {
+        "map_peek_elem"
+    } else {
+        "map_pop_elem"
+    };
     let allowed: &[MapType] = if peek {
         &[Queue, Stack, BloomFilter]
     } else {

@@ -46,7 +46,8 @@ fn trace_printk(ctx: &mut HelperCtx<'_>, a: [u64; 5]) -> Result<u64, Fault> {
 }
 
 fn snprintf(ctx: &mut HelperCtx<'_>, a: [u64; 5]) -> Result<u64, Fault> {
-    let (str_addr, str_size, fmt_addr, data, data_len) = (a[0], a[1] as u32 as u64, a[2], a[3], a[4] as u32 as u64);
+    let (str_addr, str_size, fmt_addr, data, data_len) =
+        (a[0], a[1] as u32 as u64, a[2], a[3], a[4] as u32 as u64);
     if data_len % 8 != 0 || data_len > MAX_BPRINTF_VARARGS * 8 || (data_len != 0 && data == 0) {
         return Ok(errno::neg(errno::EINVAL));
     }
@@ -168,7 +169,11 @@ pub(crate) fn format(ctx: &HelperCtx<'_>, fmt: &[u8], args: &[u64]) -> Result<Ve
         let wide = long > 0;
         let body = match conv {
             b'd' | b'i' => {
-                let v = if wide { arg as i64 } else { i64::from(arg as i32) };
+                let v = if wide {
+                    arg as i64
+                } else {
+                    i64::from(arg as i32)
+                };
                 let mut s = if v < 0 {
                     "-".to_string()
                 } else if spec.plus {
@@ -229,7 +234,9 @@ fn pointer(ctx: &HelperCtx<'_>, fmt: &[u8], i: &mut usize, arg: u64) -> Result<V
                 .chunks(2)
                 .map(|g| format!("{:02x}{:02x}", g[0], g[1]))
                 .collect();
-            Ok(groups.join(if next == b'I' { ":" } else { "" }).into_bytes())
+            Ok(groups
+                .join(if next == b'I' { ":" } else { "" })
+                .into_bytes())
         }
         _ => Err(errno::EINVAL),
     }

@@ -11,34 +11,50 @@ use crate::region::Region;
 use bpfjet_maps::{Map, MapType};
 
 pub(crate) fn register(r: &mut HelperRegistry) {
-    r.register(Helper::new(ids::RINGBUF_OUTPUT, "ringbuf_output", |ctx, a| {
-        let map = map_arg(ctx, a[0])?;
-        require_map_use(ctx, &map, "ringbuf_output", &[MapType::Ringbuf])?;
-        let data = ctx.read_mem(a[1], a[2])?;
-        Ok(result_code(map.ringbuf_output(data, a[3])))
-    }));
-    r.register(Helper::new(ids::RINGBUF_RESERVE, "ringbuf_reserve", |ctx, a| {
-        let map = map_arg(ctx, a[0])?;
-        require_map_use(ctx, &map, "ringbuf_reserve", &[MapType::Ringbuf])?;
-        let Some(sample) = map.ringbuf_reserve(a[1], a[2]) else {
-            return Ok(0);
-        };
-        let (addr, size) = (sample as u64, a[1]);
-        env(ctx)?.reservations.push((addr, size));
-        ctx.register_region(Region::writable(addr, size));
-        Ok(addr)
-    }));
-    r.register(Helper::new(ids::RINGBUF_SUBMIT, "ringbuf_submit", |ctx, a| {
-        commit(ctx, a[0], a[1], false)
-    }));
-    r.register(Helper::new(ids::RINGBUF_DISCARD, "ringbuf_discard", |ctx, a| {
-        commit(ctx, a[0], a[1], true)
-    }));
-    r.register(Helper::new(ids::RINGBUF_QUERY, "ringbuf_query", |ctx, a| {
-        let map = map_arg(ctx, a[0])?;
-        require_map_use(ctx, &map, "ringbuf_query", &[MapType::Ringbuf])?;
-        Ok(map.ringbuf_query(a[1]))
-    }));
+    r.register(Helper::new(
+        ids::RINGBUF_OUTPUT,
+        "ringbuf_output",
+        |ctx, a| {
+            let map = map_arg(ctx, a[0])?;
+            require_map_use(ctx, &map, "ringbuf_output", &[MapType::Ringbuf])?;
+            let data = ctx.read_mem(a[1], a[2])?;
+            Ok(result_code(map.ringbuf_output(data, a[3])))
+        },
+    ));
+    r.register(Helper::new(
+        ids::RINGBUF_RESERVE,
+        "ringbuf_reserve",
+        |ctx, a| {
+            let map = map_arg(ctx, a[0])?;
+            require_map_use(ctx, &map, "ringbuf_reserve", &[MapType::Ringbuf])?;
+            let Some(sample) = map.ringbuf_reserve(a[1], a[2]) else {
+                return Ok(0);
+            };
+            let (addr, size) = (sample as u64, a[1]);
+            env(ctx)?.reservations.push((addr, size));
+            ctx.register_region(Region::writable(addr, size));
+            Ok(addr)
+        },
+    ));
+    r.register(Helper::new(
+        ids::RINGBUF_SUBMIT,
+        "ringbuf_submit",
+        |ctx, a| commit(ctx, a[0], a[1], false),
+    ));
+    r.register(Helper::new(
+        ids::RINGBUF_DISCARD,
+        "ringbuf_discard",
+        |ctx, a| commit(ctx, a[0], a[1], true),
+    ));
+    r.register(Helper::new(
+        ids::RINGBUF_QUERY,
+        "ringbuf_query",
+        |ctx, a| {
+            let map = map_arg(ctx, a[0])?;
+            require_map_use(ctx, &map, "ringbuf_query", &[MapType::Ringbuf])?;
+            Ok(map.ringbuf_query(a[1]))
+        },
+    ));
 }
 
 fn commit(ctx: &mut HelperCtx<'_>, addr: u64, flags: u64, discard: bool) -> Result<u64, Fault> {

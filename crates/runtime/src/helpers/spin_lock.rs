@@ -22,7 +22,9 @@ pub(crate) fn register(r: &mut HelperRegistry) {
     }));
     r.register(Helper::new(ids::SPIN_UNLOCK, "spin_unlock", |ctx, a| {
         let addr = lock_arg(ctx, a[0])?;
-        let not_held = ctx.fault(format!("unlock of {addr:#x}, which the program does not hold"));
+        let not_held = ctx.fault(format!(
+            "unlock of {addr:#x}, which the program does not hold"
+        ));
         let held = &mut env(ctx)?.held_locks;
         let Some(i) = held.iter().position(|&l| l == addr) else {
             return Err(not_held);

@@ -31,7 +31,10 @@ pub(crate) fn read_cstr(ctx: &HelperCtx<'_>, addr: u64, max: usize) -> Result<Ve
 /// byte past the end of a slice is the terminating NUL.
 pub fn strncmp(a: &[u8], b: &[u8], n: usize) -> i32 {
     for i in 0..n {
-        let (c1, c2) = (a.get(i).copied().unwrap_or(0), b.get(i).copied().unwrap_or(0));
+        let (c1, c2) = (
+            a.get(i).copied().unwrap_or(0),
+            b.get(i).copied().unwrap_or(0),
+        );
         if c1 != c2 {
             return if c1 < c2 { -1 } else { 1 };
         }

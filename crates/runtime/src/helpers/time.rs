@@ -8,29 +8,37 @@ pub(crate) fn register(r: &mut HelperRegistry) {
     r.register(Helper::new(ids::KTIME_GET_NS, "ktime_get_ns", |_, _| {
         Ok(clock_ns(libc::CLOCK_MONOTONIC))
     }));
-    r.register(Helper::new(ids::KTIME_GET_BOOT_NS, "ktime_get_boot_ns", |_, _| {
-        Ok(clock_ns(libc::CLOCK_BOOTTIME))
-    }));
+    r.register(Helper::new(
+        ids::KTIME_GET_BOOT_NS,
+        "ktime_get_boot_ns",
+        |_, _| Ok(clock_ns(libc::CLOCK_BOOTTIME)),
+    ));
     r.register(Helper::new(
         ids::KTIME_GET_COARSE_NS,
         "ktime_get_coarse_ns",
         |_, _| Ok(clock_ns(libc::CLOCK_MONOTONIC_COARSE)),
     ));
-    r.register(Helper::new(ids::KTIME_GET_TAI_NS, "ktime_get_tai_ns", |_, _| {
-        Ok(clock_ns(libc::CLOCK_TAI))
-    }));
-    r.register(Helper::new(ids::GET_PRANDOM_U32, "get_prandom_u32", |ctx, _| {
-        Ok(u64::from(env(ctx)?.next_random()))
-    }));
+    r.register(Helper::new(
+        ids::KTIME_GET_TAI_NS,
+        "ktime_get_tai_ns",
+        |_, _| Ok(clock_ns(libc::CLOCK_TAI)),
+    ));
+    r.register(Helper::new(
+        ids::GET_PRANDOM_U32,
+        "get_prandom_u32",
+        |ctx, _| Ok(u64::from(env(ctx)?.next_random())),
+    ));
     r.register(Helper::new(
         ids::GET_SMP_PROCESSOR_ID,
         "get_smp_processor_id",
         |ctx, _| Ok(u64::from(env(ctx)?.cpu)),
     ));
     // bpfjet has no NUMA placement of its own: every worker is on node 0.
-    r.register(Helper::new(ids::GET_NUMA_NODE_ID, "get_numa_node_id", |_, _| {
-        Ok(0)
-    }));
+    r.register(Helper::new(
+        ids::GET_NUMA_NODE_ID,
+        "get_numa_node_id",
+        |_, _| Ok(0),
+    ));
 }
 
 /// The kernel's clocks are the same clocks user space reads, so programs

@@ -17,20 +17,36 @@ pub const BPF_F_EXCLUDE_INGRESS: u64 = 1 << 4;
 const ACTION_MASK: u64 = (action::ABORTED | action::DROP | action::PASS | action::TX) as u64;
 
 pub(crate) fn register(r: &mut HelperRegistry) {
-    r.register(Helper::new(ids::XDP_ADJUST_HEAD, "xdp_adjust_head", |ctx, a| {
-        adjust(ctx, a[0], |f| f.adjust_head(a[1] as i32))
-    }));
-    r.register(Helper::new(ids::XDP_ADJUST_META, "xdp_adjust_meta", |ctx, a| {
-        adjust(ctx, a[0], |f| f.adjust_meta(a[1] as i32))
-    }));
-    r.register(Helper::new(ids::XDP_ADJUST_TAIL, "xdp_adjust_tail", |ctx, a| {
-        adjust(ctx, a[0], |f| f.adjust_tail(a[1] as i32))
-    }));
-    r.register(Helper::new(ids::XDP_GET_BUFF_LEN, "xdp_get_buff_len", |ctx, a| {
-        Ok(frame_arg(ctx, a[0])?.len() as u64)
-    }));
-    r.register(Helper::new(ids::XDP_LOAD_BYTES, "xdp_load_bytes", load_bytes));
-    r.register(Helper::new(ids::XDP_STORE_BYTES, "xdp_store_bytes", store_bytes));
+    r.register(Helper::new(
+        ids::XDP_ADJUST_HEAD,
+        "xdp_adjust_head",
+        |ctx, a| adjust(ctx, a[0], |f| f.adjust_head(a[1] as i32)),
+    ));
+    r.register(Helper::new(
+        ids::XDP_ADJUST_META,
+        "xdp_adjust_meta",
+        |ctx, a| adjust(ctx, a[0], |f| f.adjust_meta(a[1] as i32)),
+    ));
+    r.register(Helper::new(
+        ids::XDP_ADJUST_TAIL,
+        "xdp_adjust_tail",
+        |ctx, a| adjust(ctx, a[0], |f| f.adjust_tail(a[1] as i32)),
+    ));
+    r.register(Helper::new(
+        ids::XDP_GET_BUFF_LEN,
+        "xdp_get_buff_len",
+        |ctx, a| Ok(frame_arg(ctx, a[0])?.len() as u64),
+    ));
+    r.register(Helper::new(
+        ids::XDP_LOAD_BYTES,
+        "xdp_load_bytes",
+        load_bytes,
+    ));
+    r.register(Helper::new(
+        ids::XDP_STORE_BYTES,
+        "xdp_store_bytes",
+        store_bytes,
+    ));
     r.register(Helper::new(ids::REDIRECT, "redirect", |_, a| {
         // XDP's bpf_redirect takes no flags at all.
         Ok(u64::from(if a[1] != 0 {
@@ -117,7 +133,12 @@ fn store_bytes(ctx: &mut HelperCtx<'_>, a: [u64; 5]) -> Result<u64, Fault> {
 fn redirect_map(ctx: &mut HelperCtx<'_>, a: [u64; 5]) -> Result<u64, Fault> {
     use MapType::*;
     let map = map_arg(ctx, a[0])?;
-    require_map_use(ctx, &map, "redirect_map", &[Devmap, DevmapHash, Xskmap, Cpumap])?;
+    require_map_use(
+        ctx,
+        &map,
+        "redirect_map",
+        &[Devmap, DevmapHash, Xskmap, Cpumap],
+    )?;
     let flags = a[2];
     let flag_mask = match map.map_type() {
         Devmap | DevmapHash => BPF_F_BROADCAST | BPF_F_EXCLUDE_INGRESS,

@@ -69,7 +69,11 @@ pub enum FrameError {
 
 impl XdpFrame {
     /// A frame holding `packet` after the standard headroom, with no metadata.
-    pub fn new(packet: &[u8], ingress_ifindex: u32, rx_queue_index: u32) -> Result<Self, FrameError> {
+    pub fn new(
+        packet: &[u8],
+        ingress_ifindex: u32,
+        rx_queue_index: u32,
+    ) -> Result<Self, FrameError> {
         if packet.len() < ETH_HLEN {
             return Err(FrameError::TooShort(packet.len()));
         }
@@ -163,8 +167,7 @@ impl XdpFrame {
         let new_data = new_data as usize;
         let new_meta = new_data - metalen;
         if metalen != 0 {
-            self.buf
-                .copy_within(self.data_meta..self.data, new_meta);
+            self.buf.copy_within(self.data_meta..self.data, new_meta);
         }
         self.data_meta = new_meta;
         self.data = new_data;

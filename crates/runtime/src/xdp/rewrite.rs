@@ -56,6 +56,11 @@ enum Val {
     Mixed,
     /// A function pointer (`lddw` of a subprogram), for callback helpers.
     Func(usize),
+    /// This frame's r10 plus an offset.
+    Fp(i64),
+    /// The calling frame's r10 plus an offset (a stack pointer passed as an
+    /// argument: how `bpf_loop` callbacks reach the caller's context).
+    CallerFp(i64),
 }
 
 impl Val {
@@ -69,11 +74,24 @@ impl Val {
         }
     }
 
-    fn after_alu(self) -> Val {
-        match self {
-            Val::Ctx | Val::CtxDerived => Val::CtxDerived,
-            Val::Mixed => Val::Mixed,
+    fn after_alu(self, op: AluOp, src: Option<i64>) -> Val {
+        match (self, op, src) {
+            (Val::Fp(o), AluOp::Add, Some(k)) => Val::Fp(o + k),
+            (Val::Fp(o), AluOp::Sub, Some(k)) => Val::Fp(o - k),
+            (Val::CallerFp(o), AluOp::Add, Some(k)) => Val::CallerFp(o + k),
+            (Val::CallerFp(o), AluOp::Sub, Some(k)) => Val::CallerFp(o - k),
+            (Val::Ctx | Val::CtxDerived, _, _) => Val::CtxDerived,
+            (Val::Mixed, _, _) => Val::Mixed,
             _ => Val::Other,
+        }
+    }
+
+    /// What an argument becomes in the callee's frame.
+    fn passed(self) -> Val {
+        match self {
+            Val::Fp(o) => Val::CallerFp(o),
+            Val::CallerFp(_) => Val::Other,
+            v => v,
         }
     }
 }
@@ -86,15 +104,19 @@ const HELPER_LOOP: i32 = 181;
 struct State {
     regs: [Val; 11],
     stack: [Val; STACK_SLOTS],
+    /// The calling frame's stack as it was at the call (for `CallerFp`).
+    caller_stack: [Val; STACK_SLOTS],
 }
 
 impl State {
-    fn entry(args: [Val; 5]) -> State {
+    fn entry(args: [Val; 5], caller_stack: [Val; STACK_SLOTS]) -> State {
         let mut regs = [Val::Other; 11];
-        regs[1..6].copy_from_slice(&args);
+        regs[1..6].copy_from_slice(&args.map(Val::passed));
+        regs[10] = Val::Fp(0);
         State {
             regs,
             stack: [Val::Other; STACK_SLOTS],
+            caller_stack,
         }
     }
 
@@ -105,7 +127,14 @@ impl State {
             .regs
             .iter_mut()
             .chain(self.stack.iter_mut())
-            .zip(other.regs.iter().chain(other.stack.iter()))
+            .chain(self.caller_stack.iter_mut())
+            .zip(
+                other
+                    .regs
+                    .iter()
+                    .chain(other.stack.iter())
+                    .chain(other.caller_stack.iter()),
+            )
         {
             let j = a.join(*b);
             changed |= j != *a;
@@ -115,10 +144,31 @@ impl State {
     }
 }
 
-/// The 8-byte stack slot an r10-relative access of `size` at `off` covers
-/// entirely, or the slots it touches partially.
-fn stack_slots(off: i16, size: usize) -> std::ops::Range<usize> {
-    let off = i64::from(off);
+/// Which frame's stack an access through a stack pointer lands in.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Frame {
+    Own,
+    Caller,
+}
+
+/// The frame and frame-pointer-relative offset of an access through `base`.
+fn stack_access(base: Val, off: i16) -> Option<(Frame, i64)> {
+    match base {
+        Val::Fp(o) => Some((Frame::Own, o + i64::from(off))),
+        Val::CallerFp(o) => Some((Frame::Caller, o + i64::from(off))),
+        _ => None,
+    }
+}
+
+fn slots_mut(state: &mut State, frame: Frame) -> &mut [Val; STACK_SLOTS] {
+    match frame {
+        Frame::Own => &mut state.stack,
+        Frame::Caller => &mut state.caller_stack,
+    }
+}
+
+/// The 8-byte stack slots an access of `size` at r10-relative `off` touches.
+fn stack_slots(off: i64, size: usize) -> std::ops::Range<usize> {
     if off >= 0 || off < -512 {
         return 0..0;
     }
@@ -128,7 +178,11 @@ fn stack_slots(off: i16, size: usize) -> std::ops::Range<usize> {
 }
 
 fn reg_val(state: &State, r: Reg) -> Val {
-    state.regs.get(usize::from(r)).copied().unwrap_or(Val::Other)
+    state
+        .regs
+        .get(usize::from(r))
+        .copied()
+        .unwrap_or(Val::Other)
 }
 
 fn set_reg(state: &mut State, r: Reg, v: Val) {
@@ -169,8 +223,8 @@ impl Analysis<'_> {
         }
     }
 
-    fn enter(&mut self, target: usize, args: [Val; 5]) {
-        self.flow(target, &State::entry(args));
+    fn enter(&mut self, target: usize, args: [Val; 5], caller_stack: [Val; STACK_SLOTS]) {
+        self.flow(target, &State::entry(args, caller_stack));
     }
 
     fn step(&mut self, pc: usize) -> Result<(), CtxError> {
@@ -181,12 +235,20 @@ impl Analysis<'_> {
         let insn = self.insns[pc];
         match insn {
             Insn::Alu {
-                width, op, dst, src, ..
+                width,
+                op,
+                dst,
+                src,
+                ..
             } => {
+                let imm = match src {
+                    Operand::Imm(k) => Some(i64::from(k)),
+                    Operand::Reg(_) => None,
+                };
                 let v = match (width, op, src) {
                     (Width::W64, AluOp::Mov, Operand::Reg(s)) => reg_val(&state, s),
                     (Width::W64, AluOp::Mov, Operand::Imm(_)) => Val::Other,
-                    (Width::W64, _, _) => reg_val(&state, dst).after_alu(),
+                    (Width::W64, _, _) => reg_val(&state, dst).after_alu(op, imm),
                     (Width::W32, _, _) => Val::Other,
                 };
                 set_reg(&mut next, dst, v);
@@ -215,15 +277,20 @@ impl Analysis<'_> {
             } => {
                 let base = reg_val(&state, src);
                 check_ctx_base(pc, base, "load")?;
-                let v = if src == 10 && size == Size::DW && !sign_extend && off % 8 == 0 {
-                    let r = stack_slots(off, 8);
-                    if r.len() == 1 {
-                        state.stack[r.start]
-                    } else {
-                        Val::Other
+                let v = match stack_access(base, off) {
+                    Some((frame, at)) if size == Size::DW && !sign_extend && at % 8 == 0 => {
+                        let r = stack_slots(at, 8);
+                        let slots = match frame {
+                            Frame::Own => &state.stack,
+                            Frame::Caller => &state.caller_stack,
+                        };
+                        if r.len() == 1 {
+                            slots[r.start]
+                        } else {
+                            Val::Other
+                        }
                     }
-                } else {
-                    Val::Other
+                    _ => Val::Other,
                 };
                 set_reg(&mut next, dst, v);
             }
@@ -237,15 +304,16 @@ impl Analysis<'_> {
                 if reg_val(&state, dst) == Val::Ctx {
                     return Err(err(pc, "store into the XDP context (xdp_md is read-only)"));
                 }
-                if dst == 10 {
-                    let slots = stack_slots(off, size.bytes());
+                if let Some((frame, at)) = stack_access(reg_val(&state, dst), off) {
+                    let slots = stack_slots(at, size.bytes());
                     let v = match src {
-                        Operand::Reg(s) if size == Size::DW && off % 8 == 0 => reg_val(&state, s),
+                        Operand::Reg(s) if size == Size::DW && at % 8 == 0 => reg_val(&state, s),
                         _ => Val::Other,
                     };
                     let whole = slots.len() == 1 && size == Size::DW;
+                    let stack = slots_mut(&mut next, frame);
                     for i in slots {
-                        next.stack[i] = if whole { v } else { Val::Other };
+                        stack[i] = if whole { v } else { Val::Other };
                     }
                 }
             }
@@ -268,7 +336,7 @@ impl Analysis<'_> {
                 if let Ok(t) = usize::try_from(target) {
                     let args = [1, 2, 3, 4, 5].map(|r| reg_val(&state, r));
                     self.call_sites.entry(t).or_default().push(pc);
-                    self.enter(t, args);
+                    self.enter(t, args, state.stack);
                     let ret = self.returns.get(&t).copied().unwrap_or(Val::Unset);
                     set_reg(&mut next, 0, ret);
                 } else {
@@ -287,11 +355,23 @@ impl Analysis<'_> {
                 if let Some((fn_reg, _)) = callback {
                     if let Val::Func(t) = reg_val(&state, fn_reg) {
                         let args = if id == HELPER_LOOP {
-                            [Val::Other, reg_val(&state, 3), Val::Other, Val::Other, Val::Other]
+                            [
+                                Val::Other,
+                                reg_val(&state, 3),
+                                Val::Other,
+                                Val::Other,
+                                Val::Other,
+                            ]
                         } else {
-                            [Val::Other, Val::Other, Val::Other, reg_val(&state, 3), Val::Other]
+                            [
+                                Val::Other,
+                                Val::Other,
+                                Val::Other,
+                                reg_val(&state, 3),
+                                Val::Other,
+                            ]
                         };
-                        self.enter(t, args);
+                        self.enter(t, args, state.stack);
                     }
                 }
                 for r in 0..=5 {
@@ -342,7 +422,11 @@ fn check_ctx_base(pc: usize, base: Val, what: &str) -> Result<(), CtxError> {
 
 fn atomic_effect(pc: usize, state: &State, next: &mut State, insn: Insn) -> Result<(), CtxError> {
     if let Insn::Atomic {
-        dst, src, off, width, ..
+        dst,
+        src,
+        off,
+        width,
+        ..
     } = insn
     {
         let base = reg_val(state, dst);
@@ -350,10 +434,11 @@ fn atomic_effect(pc: usize, state: &State, next: &mut State, insn: Insn) -> Resu
         if base == Val::Ctx {
             return Err(err(pc, "atomic operation on the XDP context"));
         }
-        if dst == 10 {
+        if let Some((frame, at)) = stack_access(base, off) {
             let size = if width == Width::W64 { 8 } else { 4 };
-            for i in stack_slots(off, size) {
-                next.stack[i] = Val::Other;
+            let stack = slots_mut(next, frame);
+            for i in stack_slots(at, size) {
+                stack[i] = Val::Other;
             }
         }
         // Fetching forms write the old value to src, cmpxchg to r0.
@@ -393,7 +478,12 @@ pub fn find_ctx_accesses(insns: &[Insn]) -> Result<Vec<CtxAccess>, CtxError> {
         call_sites: HashMap::new(),
         work: Vec::new(),
     };
-    a.enter(0, [Val::Ctx, Val::Other, Val::Other, Val::Other, Val::Other]);
+    let no_caller = [Val::Other; STACK_SLOTS];
+    a.enter(
+        0,
+        [Val::Ctx, Val::Other, Val::Other, Val::Other, Val::Other],
+        no_caller,
+    );
     loop {
         while let Some(pc) = a.work.pop() {
             a.step(pc)?;
@@ -409,7 +499,7 @@ pub fn find_ctx_accesses(insns: &[Insn]) -> Result<Vec<CtxAccess>, CtxError> {
             break;
         }
         for e in unseen {
-            a.enter(e, [Val::Other; 5]);
+            a.enter(e, [Val::Other; 5], no_caller);
         }
     }
     let mut found = BTreeMap::new();
@@ -427,7 +517,10 @@ pub fn find_ctx_accesses(insns: &[Insn]) -> Result<Vec<CtxAccess>, CtxError> {
                 continue;
             }
             let field = CtxField::from_uapi_offset(off).ok_or_else(|| {
-                err(pc, format!("read of xdp_md at offset {off}, which is not a field"))
+                err(
+                    pc,
+                    format!("read of xdp_md at offset {off}, which is not a field"),
+                )
             })?;
             if size != Size::W || sign_extend {
                 return Err(err(

@@ -33,7 +33,12 @@ pub fn build(name: &str) -> PathBuf {
     if Path::new(&arch_inc).join("asm/types.h").exists() {
         cmd.arg("-I").arg(&arch_inc);
     }
-    let status = cmd.arg(&src).arg("-o").arg(&out).status().expect("run clang");
+    let status = cmd
+        .arg(&src)
+        .arg("-o")
+        .arg(&out)
+        .status()
+        .expect("run clang");
     assert!(status.success(), "clang failed on {}", src.display());
     out
 }
@@ -50,7 +55,11 @@ pub fn corpus_object(name: &str) -> PathBuf {
             .expect("run make -C examples");
         assert!(status.success(), "make -C examples failed");
     }
-    assert!(path.exists(), "{} missing after make -C examples", path.display());
+    assert!(
+        path.exists(),
+        "{} missing after make -C examples",
+        path.display()
+    );
     path
 }
 
@@ -113,7 +122,9 @@ pub fn load_kernel(path: &Path, state: Option<&MapState>, why: &str) -> Option<K
 
 /// A deterministic Ethernet frame of `len` bytes.
 pub fn packet(len: usize) -> Vec<u8> {
-    (0..len).map(|i| (i as u8).wrapping_mul(37).wrapping_add(11)).collect()
+    (0..len)
+        .map(|i| (i as u8).wrapping_mul(37).wrapping_add(11))
+        .collect()
 }
 
 pub fn run_ours(obj: &LoadedObject, prog: &str, pkt: &[u8], cpu: usize) -> TestRunResult {
@@ -154,7 +165,10 @@ pub fn run_both(
         let theirs = k
             .test_run(prog, pkt, 1, Some(cpu))
             .unwrap_or_else(|e| panic!("kernel test run of {prog}: {e}"));
-        assert_eq!(mine.retval, theirs.retval, "{label}: action differs from the kernel");
+        assert_eq!(
+            mine.retval, theirs.retval,
+            "{label}: action differs from the kernel"
+        );
         assert_eq!(
             to_hex(&mine.data_out),
             to_hex(&theirs.data_out),

@@ -1,7 +1,7 @@
-# bpf_get_current_pid_tgid is not available to XDP
+# bpf_skb_store_bytes (skb programs only) is not available to XDP
 # expect: bad=reject good=accept
 --- bad
-call 14
+call 9
 mov %r0, 2
 exit
 --- good

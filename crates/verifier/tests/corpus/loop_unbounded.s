@@ -12,6 +12,18 @@ mov %r3, %r2
 rsh %r3, 1
 xor %r3, %r2
 add %r0, 0
+mov %r2, %r1
+mul %r2, 3
+mov %r3, %r2
+rsh %r3, 1
+xor %r3, %r2
+add %r0, 0
+mov %r2, %r1
+mul %r2, 3
+mov %r3, %r2
+rsh %r3, 1
+xor %r3, %r2
+add %r0, 0
 jlt %r1, %r6, l
 mov %r0, 2
 exit

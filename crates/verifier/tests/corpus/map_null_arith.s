@@ -1,5 +1,5 @@
 # arithmetic on map_value_or_null before the NULL check
-# maps: array 4 8 4
+# maps: hash 4 8 16
 # expect: bad=reject good=accept
 --- bad
 stw [%r10-4], 0

@@ -1,5 +1,5 @@
 # NULL check on a copy marks every copy: the unchecked branch still faults
-# maps: array 4 8 4
+# maps: hash 4 8 16
 # expect: bad=reject good=accept
 --- bad
 stw [%r10-4], 0

@@ -1,6 +1,7 @@
 # returning a map value pointer
-# maps: array 4 8 4
-# expect: bad=reject good=accept
+# maps: hash 4 8 16
+# expect: bad=accept good=accept
+# expect-unpriv: bad=reject good=accept
 --- bad
 stw [%r10-4], 0
 lddw %r1, map_idx 0
