@@ -46,6 +46,18 @@ enum Command {
     },
     /// Run an XDP program on one packet, like the kernel's BPF_PROG_TEST_RUN.
     TestRun(commands::test_run::TestRunArgs),
+    /// Run bpfjet's verifier on an object's XDP programs: exit 0 accepted, 1 rejected
+    /// (instruction, disassembly, source line, rule and register state on stderr).
+    Verify {
+        obj: PathBuf,
+        #[arg(long)]
+        prog: Option<String>,
+        #[arg(long)]
+        json: bool,
+        /// Apply the kernel's policy for loaders without CAP_BPF/CAP_PERFMON.
+        #[arg(long)]
+        unprivileged: bool,
+    },
     /// The bpf_conformance plugin protocol: program as hex on stdin, memory as argument.
     ConformancePlugin {
         /// Memory: each byte as two hex digits followed by two spaces.
@@ -67,6 +79,12 @@ fn main() -> ExitCode {
         } => commands::conformance::run(&dir, &engine, verbose),
         Command::ConformancePlugin { mem, engine } => commands::conformance::parse_engine(&engine)
             .and_then(|engine| commands::conformance::plugin(mem.as_deref(), engine)),
+        Command::Verify {
+            obj,
+            prog,
+            json,
+            unprivileged,
+        } => commands::verify::run(&obj, prog.as_deref(), json, unprivileged),
         Command::TestRun(args) => commands::test_run::run(&args),
     };
     match result {

@@ -190,7 +190,7 @@ pub fn load_raw_with_fds(
     maps: Vec<OwnedFd>,
     opts: &RawLoadOptions,
 ) -> Result<RawProgram, RawLoadError> {
-    if bytes.is_empty() || bytes.len() % 8 != 0 {
+    if bytes.is_empty() || bytes.len() & 7 != 0 {
         return Err(RawLoadError {
             stage: RawLoadStage::Input,
             errno: errno_of(libc::EINVAL),
@@ -206,6 +206,28 @@ pub fn load_raw_with_fds(
         .map(|c| u64::from_ne_bytes([c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7]]))
         .collect();
     let fd_array: Vec<i32> = maps.iter().map(|fd| fd.as_raw_fd()).collect();
+    // Callbacks (function pointers) need BTF func_info: describe every
+    // subprogram with a minimal BTF.
+    let entries = subprog_entries(&insns);
+    let needs_btf = insns
+        .iter()
+        .any(|&i| i as u8 == 0x18 && ((i >> 12) & 0xf) == 4);
+    let btf_fd = if needs_btf {
+        Some(
+            load_minimal_btf(entries.len()).map_err(|errno| RawLoadError {
+                stage: RawLoadStage::Load,
+                errno,
+                verifier_log: "loading the BTF that describes the subprograms failed".to_string(),
+            })?,
+        )
+    } else {
+        None
+    };
+    let func_info: Vec<[u32; 2]> = entries
+        .iter()
+        .enumerate()
+        .map(|(i, &e)| [e, FIRST_FUNC_TYPE + i as u32])
+        .collect();
     let mut log = vec![0u8; LOG_BYTES];
     let license = std::ffi::CString::new(opts.license.clone()).map_err(|_| RawLoadError {
         stage: RawLoadStage::Input,
@@ -224,6 +246,18 @@ pub fn load_raw_with_fds(
         } else {
             fd_array.as_ptr()
         },
+        prog_btf_fd: btf_fd.as_ref().map_or(0, |f| f.as_raw_fd() as u32),
+        func_info: if btf_fd.is_some() {
+            func_info.as_ptr().cast()
+        } else {
+            std::ptr::null()
+        },
+        func_info_cnt: if btf_fd.is_some() {
+            func_info.len() as u32
+        } else {
+            0
+        },
+        func_info_rec_size: if btf_fd.is_some() { 8 } else { 0 },
         log_level: opts.log_level,
         log_size: if opts.log_level == 0 {
             0
@@ -266,4 +300,69 @@ pub fn load_raw_with_fds(
         maps,
         verifier_log,
     })
+}
+
+/// Slots where subprograms start: 0, targets of `call` with src
+/// `BPF_PSEUDO_CALL` and of `lddw` with src `BPF_PSEUDO_FUNC`.
+fn subprog_entries(insns: &[u64]) -> Vec<u32> {
+    let mut out = vec![0u32];
+    for (i, &raw) in insns.iter().enumerate() {
+        let code = raw as u8;
+        let src = ((raw >> 12) & 0xf) as u8;
+        let imm = (raw >> 32) as u32 as i32 as i64;
+        if (code == 0x85 && src == 1) || (code == 0x18 && src == 4) {
+            let t = i as i64 + 1 + imm;
+            if t >= 0 && (t as usize) < insns.len() {
+                out.push(t as u32);
+            }
+        }
+    }
+    out.sort_unstable();
+    out.dedup();
+    out
+}
+
+/// BTF type id of the first `FUNC` in [`load_minimal_btf`].
+const FIRST_FUNC_TYPE: u32 = 3;
+
+/// BTF with `int`, one `int (void)` prototype and `funcs` static functions
+/// named f0, f1, ... using it.
+fn load_minimal_btf(funcs: usize) -> Result<OwnedFd, Errno> {
+    let mut strings = b"\0int\0".to_vec();
+    let mut types: Vec<u32> = vec![
+        // [1] int: name "int", INT kind, 4 bytes, signed 32 bits.
+        1,
+        1 << 24,
+        4,
+        (1 << 24) | 32,
+        // [2] FUNC_PROTO returning [1], no parameters.
+        0,
+        13 << 24,
+        1,
+    ];
+    for i in 0..funcs {
+        let name_off = strings.len() as u32;
+        strings.extend_from_slice(format!("f{i}").as_bytes());
+        strings.push(0);
+        // FUNC, static linkage, of type [2].
+        types.extend_from_slice(&[name_off, 12 << 24, 2]);
+    }
+    let type_len = (types.len() * 4) as u32;
+    let mut blob = Vec::new();
+    blob.extend_from_slice(&0xeb9fu16.to_le_bytes());
+    blob.push(1);
+    blob.push(0);
+    for v in [24u32, 0, type_len, type_len, strings.len() as u32] {
+        blob.extend_from_slice(&v.to_le_bytes());
+    }
+    for t in types {
+        blob.extend_from_slice(&t.to_le_bytes());
+    }
+    blob.extend_from_slice(&strings);
+    // SAFETY: `blob` is a complete BTF image of `blob.len()` bytes; NULL opts.
+    let fd = check(unsafe {
+        libbpf_sys::bpf_btf_load(blob.as_ptr().cast(), blob.len() as _, std::ptr::null_mut())
+    })?;
+    // SAFETY: a fresh descriptor that nobody else owns.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
 }

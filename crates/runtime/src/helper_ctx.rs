@@ -230,28 +230,6 @@ impl<'a> HelperCtx<'a> {
         self.tail_call(&target)
     }
 
-    /// The kernel's order for `bpf_tail_call`: the attempt counts against
-    /// the limit before the slot is read, so a tail call into an empty slot
-    /// still uses up one of the 33. Returns false once the limit is reached.
-    pub(crate) fn count_tail_call_attempt(&mut self) -> bool {
-        if self.state.tail_calls >= MAX_TAIL_CALLS {
-            return false;
-        }
-        self.state.tail_calls += 1;
-        true
-    }
-
-    /// [`HelperCtx::tail_call_index`] for an attempt already counted with
-    /// [`HelperCtx::count_tail_call_attempt`].
-    pub(crate) fn tail_call_index_counted(&mut self, index: u32) -> Result<(), TailCallError> {
-        self.state.tail_calls = self.state.tail_calls.saturating_sub(1);
-        let result = self.tail_call_index(index);
-        if result.is_err() {
-            self.state.tail_calls += 1;
-        }
-        result
-    }
-
     /// Swap a region registered for this run (or persistently) for another,
     /// or drop it: the packet after `bpf_xdp_adjust_*`, a ring-buffer sample
     /// after submit. A no-op on the verified path.

@@ -110,7 +110,7 @@ impl LoadedObject {
             maps.push(map);
         }
         let maps = Arc::new(ObjectMaps::new(instance, maps));
-        let bindings: Vec<MapBinding> = maps.maps.iter().map(|m| binding(m)).collect();
+        let bindings: Vec<MapBinding> = maps.maps.iter().map(binding).collect();
 
         // TODO(verifier): when `opts.unverified` is false, run bpfjet's
         // verifier here and load with `MemoryMode::Verified(proof)` (and take

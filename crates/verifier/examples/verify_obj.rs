@@ -23,7 +23,12 @@ fn main() {
                     f.states_stored,
                     t.elapsed()
                 ),
-                Err(e) => println!("{path} {}: REJECT ({} insns) {:?}\n{e}", p.name, insns.len(), t.elapsed()),
+                Err(e) => println!(
+                    "{path} {}: REJECT ({} insns) {:?}\n{e}",
+                    p.name,
+                    insns.len(),
+                    t.elapsed()
+                ),
             }
         }
     }

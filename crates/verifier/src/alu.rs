@@ -34,7 +34,10 @@ impl Verifier<'_> {
     pub(crate) fn read_reg(&self, st: &State, r: u8) -> VResult<RegState> {
         let reg = *st.reg(r);
         if !reg.is_init() {
-            return err("uninit_reg", format!("R{r} !read_ok: register read before it was written"));
+            return err(
+                "uninit_reg",
+                format!("R{r} !read_ok: register read before it was written"),
+            );
         }
         Ok(reg)
     }
@@ -42,7 +45,10 @@ impl Verifier<'_> {
     /// A pointer must not become a scalar the program can see (unprivileged).
     fn leak_check(&self, r: u8, reg: &RegState, what: &str) -> VResult<()> {
         if reg.is_pointer() && !self.env.privileged() {
-            return err("ptr_leak", format!("R{r} {what} (pointer leak, prohibited without CAP_PERFMON)"));
+            return err(
+                "ptr_leak",
+                format!("R{r} {what} (pointer leak, prohibited without CAP_PERFMON)"),
+            );
         }
         Ok(())
     }
@@ -82,7 +88,9 @@ impl Verifier<'_> {
             AluOp::Mov => {
                 let new = match src_reg {
                     None => {
-                        let Operand::Imm(imm) = src else { unreachable!() };
+                        let Operand::Imm(imm) = src else {
+                            unreachable!()
+                        };
                         src_val(imm)
                     }
                     Some((r, s)) => {
@@ -134,7 +142,9 @@ impl Verifier<'_> {
                 let s = match src_reg {
                     Some((_, s)) => s,
                     None => {
-                        let Operand::Imm(imm) = src else { unreachable!() };
+                        let Operand::Imm(imm) = src else {
+                            unreachable!()
+                        };
                         src_val(imm)
                     }
                 };
@@ -194,7 +204,10 @@ impl Verifier<'_> {
                     ),
                 )
             }
-            (false, true) => self.ptr_arith(st, width, op, dst, d, s, false),
+            (false, true) => {
+                self.unpriv_alu_sanitize(dst, d, src_no.is_some())?;
+                self.ptr_arith(st, width, op, dst, d, s, false)
+            }
             (true, false) => {
                 if op == AluOp::Sub {
                     return err(
@@ -202,7 +215,7 @@ impl Verifier<'_> {
                         format!("R{dst} tried to subtract pointer from scalar"),
                     );
                 }
-                let _ = src_no;
+                self.unpriv_alu_sanitize(dst, s, true)?;
                 self.ptr_arith(st, width, op, dst, s, d, true)
             }
         }
@@ -232,13 +245,19 @@ impl Verifier<'_> {
             AluOp::And | AluOp::Or | AluOp::Xor => {
                 return err(
                     "ptr_arith",
-                    format!("R{dst} bitwise operator {} on pointer prohibited", op_name(op)),
+                    format!(
+                        "R{dst} bitwise operator {} on pointer prohibited",
+                        op_name(op)
+                    ),
                 )
             }
             _ => {
                 return err(
                     "ptr_arith",
-                    format!("R{dst} pointer arithmetic with {} operator prohibited", op_name(op)),
+                    format!(
+                        "R{dst} pointer arithmetic with {} operator prohibited",
+                        op_name(op)
+                    ),
                 )
             }
         }
@@ -272,7 +291,10 @@ impl Verifier<'_> {
             if c >= MAX_VAR_OFF || c <= -MAX_VAR_OFF {
                 return err(
                     "ptr_arith_bounds",
-                    format!("math between {} pointer and {c} is not allowed", ptr.ty.name()),
+                    format!(
+                        "math between {} pointer and {c} is not allowed",
+                        ptr.ty.name()
+                    ),
                 );
             }
         } else if off.val.smin == i64::MIN {
@@ -309,7 +331,10 @@ impl Verifier<'_> {
                 if new >= MAX_VAR_OFF || new <= -MAX_VAR_OFF {
                     return err(
                         "ptr_arith_bounds",
-                        format!("value {new} makes {} pointer be out of bounds", ptr.ty.name()),
+                        format!(
+                            "value {new} makes {} pointer be out of bounds",
+                            ptr.ty.name()
+                        ),
                     );
                 }
                 r.off = new as i32;
@@ -327,10 +352,17 @@ impl Verifier<'_> {
                     r.range = 0;
                 }
                 let (lo, hi) = (r.val.smin, r.val.smax);
-                if lo <= -MAX_VAR_OFF || hi >= MAX_VAR_OFF || r.val.umax >= MAX_VAR_OFF as u64 && lo >= 0 {
+                if lo <= -MAX_VAR_OFF
+                    || hi >= MAX_VAR_OFF
+                    || r.val.umax >= MAX_VAR_OFF as u64 && lo >= 0
+                {
                     return err(
                         "ptr_arith_bounds",
-                        format!("R{dst} variable offset of {} pointer is out of bounds ({:?})", ptr.ty.name(), r.val),
+                        format!(
+                            "R{dst} variable offset of {} pointer is out of bounds ({:?})",
+                            ptr.ty.name(),
+                            r.val
+                        ),
                     );
                 }
             }
@@ -339,6 +371,22 @@ impl Verifier<'_> {
             self.unpriv_ptr_bounds(st, dst, &r)?;
         }
         Ok(r)
+    }
+
+    /// Without CAP_PERFMON the kernel masks pointer arithmetic with a register
+    /// operand against speculation, which it can only do for stack and map
+    /// value pointers.
+    fn unpriv_alu_sanitize(&self, dst: u8, ptr: &RegState, reg_operand: bool) -> VResult<()> {
+        if self.env.privileged() || !reg_operand || ptr.maybe_null {
+            return Ok(());
+        }
+        if matches!(ptr.ty, RegType::Stack { .. } | RegType::MapValue { .. }) {
+            return Ok(());
+        }
+        err(
+            "ptr_arith_unpriv",
+            format!("R{dst} has pointer with unsupported alu operation, pointer arithmetic with it prohibited for !root"),
+        )
     }
 
     /// Without CAP_PERFMON the kernel refuses pointer arithmetic that leaves
@@ -355,13 +403,11 @@ impl Verifier<'_> {
                     );
                 }
             }
-            RegType::Stack { .. } => {
-                if lo < -STACK_SIZE || hi >= 0 {
-                    return err(
-                        "ptr_arith_unpriv",
-                        format!("R{dst} stack pointer arithmetic goes out of range, prohibited for !root; off={lo}"),
-                    );
-                }
+            RegType::Stack { .. } if lo < -STACK_SIZE || hi >= 0 => {
+                return err(
+                    "ptr_arith_unpriv",
+                    format!("R{dst} stack pointer arithmetic goes out of range, prohibited for !root; off={lo}"),
+                );
             }
             _ => {}
         }

@@ -128,7 +128,7 @@ fn put(s: &mut Scalar, v: V, w: Width) -> bool {
 pub fn decide(op: JmpOp, width: Width, a: &Scalar, b: &Scalar) -> Option<bool> {
     let x = get(a, width);
     let y = get(b, width);
-    let r = match op {
+    match op {
         JmpOp::Jeq | JmpOp::Jne => {
             let eq = if x.t.is_const() && y.t.is_const() {
                 Some(x.t.value == y.t.value)
@@ -165,8 +165,7 @@ pub fn decide(op: JmpOp, width: Width, a: &Scalar, b: &Scalar) -> Option<bool> {
                 None
             }
         }
-    };
-    r
+    }
 }
 
 fn cmp(always: bool, never: bool) -> Option<bool> {
@@ -400,17 +399,21 @@ impl Verifier<'_> {
         }
         // A non-null pointer compared with 0 for (in)equality is decided.
         let zero_cmp = |p: &RegState, z: &RegState| {
-            p.is_pointer() && !p.maybe_null && z.is_null_const() && matches!(op, JmpOp::Jeq | JmpOp::Jne)
+            p.is_pointer()
+                && !p.maybe_null
+                && z.is_null_const()
+                && matches!(op, JmpOp::Jeq | JmpOp::Jne)
         };
         if width == Width::W64 && (zero_cmp(&d, &s) || zero_cmp(&s, &d)) {
             return Ok(Succ::Goto(if op == JmpOp::Jne { target } else { fall }));
         }
         if unpriv {
-            let r = if s.is_pointer() { src_no.unwrap_or(dst) } else { dst };
-            return err(
-                "ptr_compare",
-                format!("R{r} pointer comparison prohibited"),
-            );
+            let r = if s.is_pointer() {
+                src_no.unwrap_or(dst)
+            } else {
+                dst
+            };
+            return err("ptr_compare", format!("R{r} pointer comparison prohibited"));
         }
         // Privileged: any other comparison involving pointers teaches nothing.
         let other = st.clone();
@@ -512,13 +515,14 @@ fn pkt_compare(dst: u8, d: &RegState, src: u8, s: &RegState, op: JmpOp) -> Optio
 /// The side where `p <= end` (`open == false`) or `p < end` (`open`) holds:
 /// every pointer sharing `p`'s id gets the proven range.
 fn mark_pkt_range(st: &mut State, p: &RegState, open: bool) {
-    if p.off < 0 || (p.off == 0 && open) {
+    if p.off < 0 {
         return;
     }
     if p.val.umax > 0xffff || p.val.umax + p.off as u64 > 0xffff {
         return;
     }
-    let new = if open { p.off as u32 - 1 } else { p.off as u32 };
+    // p < end proves one byte more than p <= end.
+    let new = if open { p.off as u32 + 1 } else { p.off as u32 };
     let (ty, id) = (p.ty, p.id);
     st.for_each_reg(|r| {
         if r.ty == ty && r.id == id {
@@ -572,15 +576,18 @@ mod tests {
             decide(JmpOp::Jle, Width::W64, &a, &Scalar::constant(5)),
             Some(true)
         );
-        assert_eq!(decide(JmpOp::Jeq, Width::W64, &a, &Scalar::constant(3)), None);
+        assert_eq!(
+            decide(JmpOp::Jeq, Width::W64, &a, &Scalar::constant(3)),
+            None
+        );
     }
 
     #[test]
     fn jmp32_refines_subregister() {
         let a = Scalar::UNKNOWN;
-        let (t, _) =
-            refine_side(JmpOp::Jlt, Width::W32, &a, &Scalar::constant(16), true).unwrap();
+        let (t, _) = refine_side(JmpOp::Jlt, Width::W32, &a, &Scalar::constant(16), true).unwrap();
         assert_eq!(t.u32_max, 15);
-        assert_eq!(t.umax, u64::MAX);
+        // The upper half stays unknown.
+        assert!(t.contains(0xffff_ffff_0000_0005));
     }
 }

@@ -10,7 +10,12 @@ use crate::reg_state::{RegState, RegType};
 use bpfjet_isa::CallTarget;
 
 impl Verifier<'_> {
-    pub(crate) fn check_call(&mut self, st: &mut State, pc: usize, target: CallTarget) -> VResult<Succ> {
+    pub(crate) fn check_call(
+        &mut self,
+        st: &mut State,
+        pc: usize,
+        target: CallTarget,
+    ) -> VResult<Succ> {
         match target {
             CallTarget::Helper(id) => self.check_helper(st, pc, id),
             CallTarget::Local(off) => {
@@ -18,7 +23,10 @@ impl Verifier<'_> {
                 if st.frames.len() >= MAX_FRAMES {
                     return err(
                         "call_too_deep",
-                        format!("the call stack of {} frames is too deep", st.frames.len() + 1),
+                        format!(
+                            "the call stack of {} frames is too deep",
+                            st.frames.len() + 1
+                        ),
                     );
                 }
                 let mut frame = Frame::new(st.frames.len(), entry, pc);
@@ -57,10 +65,16 @@ impl Verifier<'_> {
         let r0 = frame.regs[0];
         if let Some(info) = frame.callback.clone() {
             if !r0.is_init() {
-                return err("uninit_reg", "R0 !read_ok: the callback must return a value");
+                return err(
+                    "uninit_reg",
+                    "R0 !read_ok: the callback must return a value",
+                );
             }
             if !r0.is_scalar() {
-                return err("callback_ret", "R0 not a scalar value: the callback must return 0 or 1");
+                return err(
+                    "callback_ret",
+                    "R0 not a scalar value: the callback must return 0 or 1",
+                );
             }
             let (lo, hi) = info.ret;
             if r0.val.smin < lo || r0.val.smax > hi {
@@ -76,7 +90,10 @@ impl Verifier<'_> {
                 let r = st.refs[st.refs.len() - 1];
                 return err(
                     "ref_leak",
-                    format!("Unreleased reference id={} alloc_insn={} at callback exit", r.id, r.pc),
+                    format!(
+                        "Unreleased reference id={} alloc_insn={} at callback exit",
+                        r.id, r.pc
+                    ),
                 );
             }
             st.frames.pop();
@@ -108,7 +125,7 @@ impl Verifier<'_> {
         if r0.is_pointer() && !self.env.privileged() {
             return err("ptr_leak", "R0 leaks addr as return value");
         }
-        if !r0.is_scalar() {
+        if !r0.is_scalar() && !r0.is_pointer() {
             return err(
                 "ret_not_scalar",
                 format!(

@@ -55,7 +55,10 @@ pub fn successors(insns: &[Insn], pc: usize) -> Vec<usize> {
 pub fn build(insns: &[Insn]) -> Result<Cfg, (Option<usize>, crate::error::VerifyError)> {
     let len = insns.len();
     if len == 0 {
-        return Err((None, crate::error::VerifyError::new("empty", "program is empty")));
+        return Err((
+            None,
+            crate::error::VerifyError::new("empty", "program is empty"),
+        ));
     }
     let mut entries = vec![0usize];
     for (pc, insn) in insns.iter().enumerate() {
@@ -98,10 +101,7 @@ fn fail(pc: usize, rule: &'static str, msg: String) -> (usize, crate::error::Ver
     (pc, crate::error::VerifyError::new(rule, msg))
 }
 
-fn check_subprogs(
-    insns: &[Insn],
-    cfg: &mut Cfg,
-) -> Result<(), (usize, crate::error::VerifyError)> {
+fn check_subprogs(insns: &[Insn], cfg: &mut Cfg) -> Result<(), (usize, crate::error::VerifyError)> {
     let len = insns.len();
     for idx in 0..cfg.entries.len() {
         let start = cfg.entries[idx];
@@ -237,10 +237,7 @@ pub fn uses_defs(insn: &Insn) -> (u16, u16) {
         Insn::Endian { dst, .. } => (bit(dst), bit(dst)),
         Insn::LdDw { dst, .. } => (0, bit(dst)),
         Insn::LdDwTail => (0, 0),
-        Insn::LdPacket { indirect, .. } => (
-            bit(6) | indirect.map_or(0, bit),
-            CLOBBER,
-        ),
+        Insn::LdPacket { indirect, .. } => (bit(6) | indirect.map_or(0, bit), CLOBBER),
         Insn::Load { dst, src, .. } => (bit(src), bit(dst)),
         Insn::Store { dst, src, .. } => (
             bit(dst)
@@ -251,7 +248,11 @@ pub fn uses_defs(insn: &Insn) -> (u16, u16) {
             0,
         ),
         Insn::Atomic {
-            op, fetch, dst, src, ..
+            op,
+            fetch,
+            dst,
+            src,
+            ..
         } => {
             let cmpx = op == bpfjet_isa::AtomicOp::CmpXchg;
             let uses = bit(dst) | bit(src) | if cmpx { bit(0) } else { 0 };

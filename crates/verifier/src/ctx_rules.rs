@@ -40,11 +40,13 @@ pub fn check_xdp_access(
     if write {
         return err(
             "ctx_write",
-            format!("invalid bpf_context access off={off} size={size}: the XDP context is read-only"),
+            format!(
+                "invalid bpf_context access off={off} size={size}: the XDP context is read-only"
+            ),
         );
     }
     let field = XdpMdField::from_offset(off - off.rem_euclid(4));
-    let valid = off >= 0 && off < XDP_MD_SIZE && size == 4 && off % 4 == 0;
+    let valid = (0..XDP_MD_SIZE).contains(&off) && size == 4 && off % 4 == 0;
     match field {
         Some(XdpMdField::EgressIfindex) | None => {}
         Some(f) if valid => return Ok(f),

@@ -176,7 +176,10 @@ impl<'a> Verifier<'a> {
                 }
                 self.processed += 1;
                 path.insns_since += 1;
-                if matches!(self.insns[pc], Insn::Jmp { .. } | Insn::Ja { .. } | Insn::Call(_) | Insn::Exit) {
+                if matches!(
+                    self.insns[pc],
+                    Insn::Jmp { .. } | Insn::Ja { .. } | Insn::Call(_) | Insn::Exit
+                ) {
                     path.jmps_since += 1;
                 }
                 if self.processed > self.env.complexity_limit {
@@ -299,7 +302,8 @@ impl<'a> Verifier<'a> {
         // Like the kernel, record a new state only every few instructions and
         // jumps along a path (always at loop heads and subprogram entries).
         let (insns_since, jmps_since) = since;
-        if !(self.cfg.loop_head[pc] || self.cfg.is_entry(pc) || insns_since >= 8 && jmps_since >= 2) {
+        if !(self.cfg.loop_head[pc] || self.cfg.is_entry(pc) || insns_since >= 8 && jmps_since >= 2)
+        {
             return Ok(Some(parent));
         }
         let id = self.checkpoints.len();
@@ -339,7 +343,9 @@ impl<'a> Verifier<'a> {
         if n > 1 && total > 512 {
             return Err(VerifyError::new(
                 "stack_too_deep",
-                format!("combined stack size of the call chain is {total} bytes; too large (max 512)"),
+                format!(
+                    "combined stack size of the call chain is {total} bytes; too large (max 512)"
+                ),
             ));
         }
         for pc in std::mem::take(&mut self.key_conflict) {
@@ -379,7 +385,9 @@ impl<'a> Verifier<'a> {
                 self.check_lddw(st, pc, kind, dst, imm)?;
                 Ok(Succ::Goto(pc + 2))
             }
-            Insn::LdDwTail => crate::error::err("bad_insn", "execution reached the second slot of an lddw"),
+            Insn::LdDwTail => {
+                crate::error::err("bad_insn", "execution reached the second slot of an lddw")
+            }
             Insn::LdPacket { .. } => crate::error::err(
                 "ld_abs",
                 "BPF_LD_[ABS|IND] instructions are not allowed for XDP programs",
@@ -394,7 +402,12 @@ impl<'a> Verifier<'a> {
                 self.check_load(st, pc, size.bytes(), sign_extend, dst, src, off)?;
                 Ok(Succ::Goto(pc + 1))
             }
-            Insn::Store { size, dst, off, src } => {
+            Insn::Store {
+                size,
+                dst,
+                off,
+                src,
+            } => {
                 self.check_store(st, pc, size.bytes(), dst, off, src)?;
                 Ok(Succ::Goto(pc + 1))
             }
@@ -409,14 +422,21 @@ impl<'a> Verifier<'a> {
                 self.check_atomic(st, pc, width, op, fetch, dst, src, off)?;
                 Ok(Succ::Goto(pc + 1))
             }
-            Insn::Ja { off } => Ok(Succ::Goto((pc as i64 + 1 + off as i64) as usize)),
+            Insn::Ja { off } => {
+                let t = (pc as i64 + 1 + off as i64) as usize;
+                self.check_back_edge(pc, t)?;
+                Ok(Succ::Goto(t))
+            }
             Insn::Jmp {
                 width,
                 op,
                 dst,
                 src,
                 off,
-            } => self.check_cond_jmp(st, pc, width, op, dst, src, off),
+            } => {
+                self.check_back_edge(pc, (pc as i64 + 1 + off as i64) as usize)?;
+                self.check_cond_jmp(st, pc, width, op, dst, src, off)
+            }
             Insn::Call(target) => self.check_call(st, pc, target),
             Insn::CallReg { .. } => crate::error::err(
                 "callx",
@@ -424,6 +444,20 @@ impl<'a> Verifier<'a> {
             ),
             Insn::Exit => self.check_exit(st, pc),
         }
+    }
+
+    /// Loops under the unprivileged policy: the kernel explores mispredicted
+    /// branches speculatively without CAP_PERFMON, which makes it reject
+    /// practically every loop; bpfjet does not model speculation and refuses
+    /// backward jumps instead (documented imprecision: stricter, never looser).
+    fn check_back_edge(&self, pc: usize, target: usize) -> VResult<()> {
+        if target <= pc && !self.env.privileged() {
+            return crate::error::err(
+                "loop_unpriv",
+                format!("back-edge from insn {pc} to {target}: loops are not verified for unprivileged loaders"),
+            );
+        }
+        Ok(())
     }
 
     fn check_lddw(
@@ -437,64 +471,72 @@ impl<'a> Verifier<'a> {
         use crate::reg_state::{RegState, RegType};
         let low = imm as u32;
         let map_exists = |v: &Self| (low as usize) < v.env.maps.len();
-        let reg = match kind {
-            LdDwKind::Imm => RegState::constant(imm),
-            LdDwKind::MapIdx => {
-                if !map_exists(self) {
-                    return crate::error::err(
-                        "bad_map",
-                        format!("lddw refers to map #{low}, the program has {} maps", self.env.maps.len()),
-                    );
+        let reg =
+            match kind {
+                LdDwKind::Imm => RegState::constant(imm),
+                LdDwKind::MapIdx => {
+                    if !map_exists(self) {
+                        return crate::error::err(
+                            "bad_map",
+                            format!(
+                                "lddw refers to map #{low}, the program has {} maps",
+                                self.env.maps.len()
+                            ),
+                        );
+                    }
+                    RegState::pointer(RegType::MapPtr { map: low }, 0)
                 }
-                RegState::pointer(RegType::MapPtr { map: low }, 0)
-            }
-            LdDwKind::MapIdxValue => {
-                if !map_exists(self) {
-                    return crate::error::err(
-                        "bad_map",
-                        format!("lddw refers to map #{low}, the program has {} maps", self.env.maps.len()),
-                    );
+                LdDwKind::MapIdxValue => {
+                    if !map_exists(self) {
+                        return crate::error::err(
+                            "bad_map",
+                            format!(
+                                "lddw refers to map #{low}, the program has {} maps",
+                                self.env.maps.len()
+                            ),
+                        );
+                    }
+                    let spec = &self.env.maps[low as usize];
+                    let off = (imm >> 32) as u32;
+                    let direct = matches!(
+                        spec.map_type,
+                        bpfjet_maps::MapType::Array | bpfjet_maps::MapType::PercpuArray
+                    ) && spec.max_entries == 1;
+                    if !direct || spec.map_type.is_per_cpu() {
+                        return crate::error::err(
+                            "bad_map",
+                            format!(
+                                "map #{low} ({}) does not support direct value access",
+                                spec.name
+                            ),
+                        );
+                    }
+                    if off >= spec.value_size {
+                        return crate::error::err(
+                            "bad_map",
+                            format!(
+                                "invalid access to map value pointer, value_size={} off={off}",
+                                spec.value_size
+                            ),
+                        );
+                    }
+                    RegState::pointer(RegType::MapValue { map: low }, off as i32)
                 }
-                let spec = &self.env.maps[low as usize];
-                let off = (imm >> 32) as u32;
-                let direct = matches!(
-                    spec.map_type,
-                    bpfjet_maps::MapType::Array | bpfjet_maps::MapType::PercpuArray
-                ) && spec.max_entries == 1;
-                if !direct || spec.map_type.is_per_cpu() {
-                    return crate::error::err(
-                        "bad_map",
-                        format!("map #{low} ({}) does not support direct value access", spec.name),
-                    );
+                LdDwKind::Func => {
+                    let t = (pc as i64 + 1 + low as i32 as i64) as u32;
+                    RegState::pointer(RegType::Func { entry: t }, 0)
                 }
-                if off >= spec.value_size {
-                    return crate::error::err(
-                        "bad_map",
-                        format!(
-                            "invalid access to map value pointer, value_size={} off={off}",
-                            spec.value_size
-                        ),
-                    );
-                }
-                RegState::pointer(RegType::MapValue { map: low }, off as i32)
-            }
-            LdDwKind::Func => {
-                let t = (pc as i64 + 1 + low as i32 as i64) as u32;
-                RegState::pointer(RegType::Func { entry: t }, 0)
-            }
-            LdDwKind::MapFd | LdDwKind::MapValue => {
-                return crate::error::err(
+                LdDwKind::MapFd | LdDwKind::MapValue => return crate::error::err(
                     "bad_lddw",
                     "lddw with a map fd: bpfjet programs refer to maps by index (PSEUDO_MAP_IDX)",
-                )
-            }
-            LdDwKind::BtfId => {
-                return crate::error::err(
-                    "bad_lddw",
-                    "lddw of a BTF id (kernel variable) is not supported",
-                )
-            }
-        };
+                ),
+                LdDwKind::BtfId => {
+                    return crate::error::err(
+                        "bad_lddw",
+                        "lddw of a BTF id (kernel variable) is not supported",
+                    )
+                }
+            };
         *st.reg_mut(dst) = reg;
         Ok(())
     }

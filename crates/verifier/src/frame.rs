@@ -36,12 +36,7 @@ impl Frame {
     /// uninitialised.
     pub fn new(depth: usize, entry: usize, callsite: usize) -> Frame {
         let mut regs = [RegState::NOT_INIT; 11];
-        regs[10] = RegState::pointer(
-            RegType::Stack {
-                frame: depth as u8,
-            },
-            0,
-        );
+        regs[10] = RegState::pointer(RegType::Stack { frame: depth as u8 }, 0);
         Frame {
             regs,
             stack: Stack::default(),
@@ -115,7 +110,11 @@ impl State {
         let frame = self.cur();
         let mut out = String::new();
         if self.frames.len() > 1 {
-            out.push_str(&format!("frame {} (callee at {}):", self.depth(), frame.entry));
+            out.push_str(&format!(
+                "frame {} (callee at {}):",
+                self.depth(),
+                frame.entry
+            ));
         }
         let regs: Vec<String> = frame
             .regs

@@ -28,6 +28,9 @@ struct Meta {
     callback: Option<u32>,
     /// Stack ranges the helper writes: (frame, lo, hi).
     clobber: Vec<(usize, i64, i64)>,
+    /// `bpf_map_lookup_elem` on an array with a constant in-range key:
+    /// the result cannot be NULL.
+    const_key_in_range: bool,
 }
 
 fn map_allows(map: MapType, id: i32) -> bool {
@@ -66,7 +69,7 @@ fn helper_needs(id: i32, map: MapType) -> bool {
 impl Verifier<'_> {
     pub(crate) fn check_helper(&mut self, st: &mut State, pc: usize, id: i32) -> VResult<Succ> {
         let proto = match proto::helper_proto(id) {
-            Some(p) if !(p.needs_perfmon && !self.env.privileged()) => *p,
+            Some(p) if !p.needs_perfmon || self.env.privileged() => *p,
             Some(p) => {
                 return err(
                     "unknown_helper",
@@ -110,7 +113,12 @@ impl Verifier<'_> {
                 if !map_allows(t, id) || !helper_needs(id, t) {
                     return err(
                         "map_helper_mismatch",
-                        format!("cannot pass map_type {} ({}) into func {}#{id}", t as u32, t.name(), proto.name),
+                        format!(
+                            "cannot pass map_type {} ({}) into func {}#{id}",
+                            t as u32,
+                            t.name(),
+                            proto.name
+                        ),
                     );
                 }
             }
@@ -173,7 +181,7 @@ impl Verifier<'_> {
                     None => RegType::MapValue { map },
                 };
                 let mut r = RegState::pointer(ty, 0);
-                r.maybe_null = true;
+                r.maybe_null = !meta.const_key_in_range;
                 r.id = id;
                 r
             }
@@ -211,7 +219,10 @@ impl Verifier<'_> {
         if !reg.is_init() {
             return err(
                 "uninit_reg",
-                format!("R{regno} !read_ok: argument {regno} of {} is not set", proto.name),
+                format!(
+                    "R{regno} !read_ok: argument {regno} of {} is not set",
+                    proto.name
+                ),
             );
         }
         let expect = |what: &str| -> VResult<()> {
@@ -245,13 +256,19 @@ impl Verifier<'_> {
                 if reg.off != 0 || !reg.val.is_zero() {
                     return err(
                         "ctx_modified",
-                        format!("dereference of modified ctx ptr R{regno} off={} disallowed", reg.off),
+                        format!(
+                            "dereference of modified ctx ptr R{regno} off={} disallowed",
+                            reg.off
+                        ),
                     );
                 }
             }
             ArgType::PtrToMapKey | ArgType::PtrToMapValue | ArgType::PtrToUninitMapValue => {
                 let Some(map) = meta.map.and_then(|m| self.map(m).cloned()) else {
-                    return err("bad_helper_arg", format!("R{regno}: no map argument before the key/value"));
+                    return err(
+                        "bad_helper_arg",
+                        format!("R{regno}: no map argument before the key/value"),
+                    );
                 };
                 let (size, write, what) = match arg {
                     ArgType::PtrToMapKey => (map.key_size, false, "map key"),
@@ -262,9 +279,20 @@ impl Verifier<'_> {
                     // Queue/stack/bloom: the key is unused.
                     return Ok(());
                 }
-                self.helper_mem(st, pc, &reg, regno, size as u64, size as u64, write, what, meta)?;
+                self.helper_mem(
+                    st,
+                    pc,
+                    &reg,
+                    regno,
+                    size as u64,
+                    size as u64,
+                    write,
+                    what,
+                    meta,
+                )?;
                 if arg == ArgType::PtrToMapKey && proto.id == 1 {
-                    self.note_key(st, pc, &reg, meta.map.unwrap_or(0), &map);
+                    meta.const_key_in_range =
+                        self.note_key(st, pc, &reg, meta.map.unwrap_or(0), &map);
                 }
             }
             ArgType::PtrToMem { maybe_null, rdonly } => {
@@ -277,7 +305,10 @@ impl Verifier<'_> {
             ArgType::PtrToUninitMem => meta.mem = Some((regno, true, false)),
             ArgType::ConstSize | ArgType::ConstSizeOrZero => {
                 let Some((mreg, write, null)) = meta.mem.take() else {
-                    return err("bad_helper_arg", format!("R{regno}: size without a memory argument"));
+                    return err(
+                        "bad_helper_arg",
+                        format!("R{regno}: size without a memory argument"),
+                    );
                 };
                 if !reg.is_scalar() {
                     return expect("scalar");
@@ -286,14 +317,19 @@ impl Verifier<'_> {
                 if v.smin < 0 {
                     return err(
                         "bad_size",
-                        format!("R{regno} min value is negative, either use unsigned or 'var &= const'"),
+                        format!(
+                            "R{regno} min value is negative, either use unsigned or 'var &= const'"
+                        ),
                     );
                 }
                 let zero_ok = arg == ArgType::ConstSizeOrZero;
                 if v.umin == 0 && !zero_ok {
                     return err(
                         "bad_size",
-                        format!("R{regno} invalid zero-sized read: u64=[{},{}]", v.umin, v.umax),
+                        format!(
+                            "R{regno} invalid zero-sized read: u64=[{},{}]",
+                            v.umin, v.umax
+                        ),
                     );
                 }
                 if v.umax >= MAX_VAR_SIZE {
@@ -318,13 +354,41 @@ impl Verifier<'_> {
                 if v.umax == 0 {
                     return Ok(());
                 }
-                self.helper_mem(st, pc, &mem, mreg, v.umin.max(1), v.umax, write, "memory", meta)?;
+                if write && !v.is_const() {
+                    // A helper may fill less than the variable size: the
+                    // whole buffer must already be initialised.
+                    self.helper_mem(
+                        st,
+                        pc,
+                        &mem,
+                        mreg,
+                        v.umin.max(1),
+                        v.umax,
+                        false,
+                        "memory",
+                        meta,
+                    )?;
+                }
+                self.helper_mem(
+                    st,
+                    pc,
+                    &mem,
+                    mreg,
+                    v.umin.max(1),
+                    v.umax,
+                    write,
+                    "memory",
+                    meta,
+                )?;
             }
             ArgType::ConstAllocSize => {
                 let Some(c) = reg.const_value() else {
                     return err(
                         "bad_size",
-                        format!("R{regno} is not a known constant: {} needs a constant size", proto.name),
+                        format!(
+                            "R{regno} is not a known constant: {} needs a constant size",
+                            proto.name
+                        ),
                     );
                 };
                 meta.alloc_size = Some(c);
@@ -349,7 +413,10 @@ impl Verifier<'_> {
                     if reg.off != 0 || !reg.val.is_zero() {
                         return err(
                             "bad_release",
-                            format!("R{regno} must have zero offset when passed to release func {}", proto.name),
+                            format!(
+                                "R{regno} must have zero offset when passed to release func {}",
+                                proto.name
+                            ),
                         );
                     }
                     meta.release = Some(reg.ref_id);
@@ -357,7 +424,10 @@ impl Verifier<'_> {
                 RegType::Mem { .. } if reg.maybe_null => {
                     return err(
                         "bad_helper_arg",
-                        format!("R{regno} type=ringbuf_mem_or_null: null-check the reservation before {}", proto.name),
+                        format!(
+                        "R{regno} type=ringbuf_mem_or_null: null-check the reservation before {}",
+                        proto.name
+                    ),
                     )
                 }
                 _ => return expect("ringbuf_mem"),
@@ -370,8 +440,11 @@ impl Verifier<'_> {
                 let Some(spec) = self.map(map).cloned() else {
                     return expect("map_value");
                 };
-                if !(spec.frozen && spec.flags & flags::RDONLY_PROG != 0) || !reg.val.is_const() {
-                    return err("bad_helper_arg", format!("R{regno} does not point to a readonly map'"));
+                if !(spec.frozen && spec.flags & flags::RDONLY_PROG != 0 && reg.val.is_const()) {
+                    return err(
+                        "bad_helper_arg",
+                        format!("R{regno} does not point to a readonly map'"),
+                    );
                 }
                 let start = reg.off.max(0) as usize;
                 let data = spec.initial_data.unwrap_or_default();
@@ -401,7 +474,10 @@ impl Verifier<'_> {
         if reg.maybe_null {
             return err(
                 "null_deref",
-                format!("R{regno} type={}_or_null: null-check it before passing it as {what}", reg.ty.name()),
+                format!(
+                    "R{regno} type={}_or_null: null-check it before passing it as {what}",
+                    reg.ty.name()
+                ),
             );
         }
         match reg.ty {
@@ -447,7 +523,10 @@ impl Verifier<'_> {
                     return err("bad_map", format!("unknown map #{map}"));
                 };
                 if write && spec.flags & flags::RDONLY_PROG != 0 {
-                    return err("map_write_rdonly", format!("R{regno}: write into map forbidden ({})", spec.name));
+                    return err(
+                        "map_write_rdonly",
+                        format!("R{regno}: write into map forbidden ({})", spec.name),
+                    );
                 }
                 self.check_region(
                     reg,
@@ -455,12 +534,18 @@ impl Verifier<'_> {
                     0,
                     size,
                     spec.value_size as i64,
-                    &format!("map value of {} (value_size={})", spec.name, spec.value_size),
+                    &format!(
+                        "map value of {} (value_size={})",
+                        spec.name, spec.value_size
+                    ),
                 )
             }
             RegType::Mem { size: limit, kind } => {
                 if write && kind == MemKind::MapKey {
-                    return err("mem_rdonly", format!("R{regno} cannot write into a read-only map key"));
+                    return err(
+                        "mem_rdonly",
+                        format!("R{regno} cannot write into a read-only map key"),
+                    );
                 }
                 self.check_region(reg, regno, 0, size, limit as i64, "mem")
             }
@@ -477,10 +562,18 @@ impl Verifier<'_> {
         }
     }
 
-    /// Record a constant-key lookup into an array map.
-    fn note_key(&mut self, st: &State, pc: usize, key: &RegState, map: u32, spec: &bpfjet_maps::MapSpec) {
+    /// Record a constant-key lookup into an array map; true when the key
+    /// is a constant below `max_entries`.
+    fn note_key(
+        &mut self,
+        st: &State,
+        pc: usize,
+        key: &RegState,
+        map: u32,
+        spec: &bpfjet_maps::MapSpec,
+    ) -> bool {
         if !matches!(spec.map_type, MapType::Array | MapType::PercpuArray) {
-            return;
+            return false;
         }
         let mut value = None;
         if let RegType::Stack { frame } = key.ty {
@@ -499,9 +592,12 @@ impl Verifier<'_> {
             Some(prev) if prev.key != value => self.key_conflict.push(pc),
             Some(_) => {}
             None => {
-                self.facts.const_key_lookups.insert(pc, ConstKeyLookup { map, key: value });
+                self.facts
+                    .const_key_lookups
+                    .insert(pc, ConstKeyLookup { map, key: value });
             }
         }
+        value.is_some()
     }
 
     fn enter_callback(
@@ -514,12 +610,18 @@ impl Verifier<'_> {
         map: Option<u32>,
     ) -> VResult<Succ> {
         if !self.cfg.is_entry(entry) {
-            return err("bad_callback", format!("callback at insn {entry} is not a subprogram"));
+            return err(
+                "bad_callback",
+                format!("callback at insn {entry} is not a subprogram"),
+            );
         }
         if st.frames.len() >= MAX_FRAMES {
             return err(
                 "call_too_deep",
-                format!("the call stack of {} frames is too deep", st.frames.len() + 1),
+                format!(
+                    "the call stack of {} frames is too deep",
+                    st.frames.len() + 1
+                ),
             );
         }
         let ctx = *st.reg(3);
@@ -559,7 +661,12 @@ impl Verifier<'_> {
 }
 
 /// Push a callback frame for another invocation.
-pub(crate) fn push_callback_frame(st: &mut State, callsite: usize, entry: usize, info: CallbackInfo) {
+pub(crate) fn push_callback_frame(
+    st: &mut State,
+    callsite: usize,
+    entry: usize,
+    info: CallbackInfo,
+) {
     let mut frame = Frame::new(st.frames.len(), entry, callsite);
     for (i, a) in info.args.iter().enumerate() {
         frame.regs[i + 1] = *a;

@@ -179,8 +179,12 @@ impl Verifier<'_> {
         }
         let lo = base.saturating_add(reg.val.smin);
         let hi = base.saturating_add(reg.val.smax);
-        if lo < -STACK_SIZE || hi.saturating_add(size) > 0 || size <= 0 && lo < -STACK_SIZE {
-            let dir = if access == Access::Read { "read from" } else { "write to" };
+        if lo < -STACK_SIZE || hi.saturating_add(size) > 0 {
+            let dir = if access == Access::Read {
+                "read from"
+            } else {
+                "write to"
+            };
             return err(
                 "stack_out_of_range",
                 format!(
@@ -189,7 +193,10 @@ impl Verifier<'_> {
             );
         }
         if strict_align && size > 0 {
-            let t = reg.val.var_off.add(crate::tnum::Tnum::constant(base as u64));
+            let t = reg
+                .val
+                .var_off
+                .add(crate::tnum::Tnum::constant(base as u64));
             if !t.is_aligned(size as u64) {
                 return err(
                     "misaligned_stack",
@@ -274,7 +281,8 @@ impl Verifier<'_> {
         }
         // Pointers stored anywhere but the stack leak (unprivileged).
         if let Some(StoreVal::Reg(r, v)) = &value {
-            if v.is_pointer() && !self.env.privileged() && !matches!(base.ty, RegType::Stack { .. }) {
+            if v.is_pointer() && !self.env.privileged() && !matches!(base.ty, RegType::Stack { .. })
+            {
                 let into = match base.ty {
                     RegType::MapValue { .. } => "map",
                     RegType::Pkt | RegType::PktMeta => "packet",
@@ -354,7 +362,10 @@ impl Verifier<'_> {
                     off64,
                     size as i64,
                     spec.value_size as i64,
-                    &format!("map value of {} (value_size={})", spec.name, spec.value_size),
+                    &format!(
+                        "map value of {} (value_size={})",
+                        spec.name, spec.value_size
+                    ),
                 )?;
                 if write {
                     return Ok(RegState::NOT_INIT);
@@ -386,13 +397,19 @@ impl Verifier<'_> {
                     },
                 );
                 if prev.is_some_and(|p| p.field != field) {
-                    return err("ctx_bad_access", "context load reads different fields on different paths");
+                    return err(
+                        "ctx_bad_access",
+                        "context load reads different fields on different paths",
+                    );
                 }
                 Ok(ctx_rules::xdp_field_value(field))
             }
             RegType::Mem { size: limit, kind } => {
                 if write && kind == MemKind::MapKey {
-                    return err("mem_rdonly", format!("R{regno} cannot write into a read-only map key"));
+                    return err(
+                        "mem_rdonly",
+                        format!("R{regno} cannot write into a read-only map key"),
+                    );
                 }
                 self.check_region(base, regno, off64, size as i64, limit as i64, "mem")?;
                 Ok(if write {

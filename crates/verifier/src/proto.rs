@@ -186,6 +186,7 @@ static HELPERS: &[HelperProto] = &[
     ))),
     proto(7, "bpf_get_prandom_u32", a0(), RetType::Integer),
     proto(8, "bpf_get_smp_processor_id", a0(), RetType::Integer),
+    proto(14, "bpf_get_current_pid_tgid", a0(), RetType::Integer),
     proto(
         12,
         "bpf_tail_call",

@@ -79,13 +79,7 @@ fn reg_covers(old: &RegState, cur: &RegState, ids: &mut IdMap, tmp: &mut u32) ->
     true
 }
 
-fn slot_covers(
-    old: &Slot,
-    cur: &Slot,
-    ids: &mut IdMap,
-    tmp: &mut u32,
-    allow_uninit: bool,
-) -> bool {
+fn slot_covers(old: &Slot, cur: &Slot, ids: &mut IdMap, tmp: &mut u32, allow_uninit: bool) -> bool {
     if let Some(o) = &old.spill {
         // A spilled register must be there, the same size, and covered.
         match &cur.spill {
@@ -97,8 +91,7 @@ fn slot_covers(
             _ => {
                 // An imprecise old scalar spill is covered by written bytes of
                 // the same kind only if old held no information.
-                if !(o.is_scalar() && o.val.includes(&crate::range::Scalar::UNKNOWN) && o.id == 0)
-                {
+                if !(o.is_scalar() && o.val.includes(&crate::range::Scalar::UNKNOWN) && o.id == 0) {
                     return false;
                 }
             }
@@ -108,9 +101,9 @@ fn slot_covers(
         let ok = match (old.bytes[b], cur.bytes[b]) {
             (ByteKind::Invalid, _) => true,
             (ByteKind::Spill, ByteKind::Spill) => true,
-            (ByteKind::Spill, ByteKind::Misc | ByteKind::Zero) => old.spill.is_some_and(|o| {
-                o.is_scalar() && o.val.includes(&crate::range::Scalar::UNKNOWN)
-            }),
+            (ByteKind::Spill, ByteKind::Misc | ByteKind::Zero) => old
+                .spill
+                .is_some_and(|o| o.is_scalar() && o.val.includes(&crate::range::Scalar::UNKNOWN)),
             (ByteKind::Misc, ByteKind::Misc | ByteKind::Zero) => true,
             (ByteKind::Misc, ByteKind::Spill) => cur.spill.is_some_and(|c| c.is_scalar()),
             (ByteKind::Misc, ByteKind::Invalid) => allow_uninit,
@@ -125,7 +118,13 @@ fn slot_covers(
     true
 }
 
-fn stack_covers(old: &Stack, cur: &Stack, ids: &mut IdMap, tmp: &mut u32, allow_uninit: bool) -> bool {
+fn stack_covers(
+    old: &Stack,
+    cur: &Stack,
+    ids: &mut IdMap,
+    tmp: &mut u32,
+    allow_uninit: bool,
+) -> bool {
     let n = old.slots.len().max(cur.slots.len());
     (0..n).all(|i| slot_covers(old.slot(i), cur.slot(i), ids, tmp, allow_uninit))
 }

@@ -216,9 +216,7 @@ impl Scalar {
         let t32 = self.var_off.subreg();
         let v32 = t32.value as u32;
         let m32 = t32.mask as u32;
-        self.s32_min = self
-            .s32_min
-            .max((v32 | (m32 & 0x8000_0000)) as i32);
+        self.s32_min = self.s32_min.max((v32 | (m32 & 0x8000_0000)) as i32);
         self.s32_max = self.s32_max.min((v32 | (m32 & 0x7fff_ffff)) as i32);
         self.u32_min = self.u32_min.max(v32);
         self.u32_max = self.u32_max.min(v32 | m32);

@@ -177,10 +177,7 @@ fn fit_s(r: (i128, i128), bits: u32) -> Option<(i128, i128)> {
 
 fn corners(a: (i128, i128), b: (i128, i128), f: impl Fn(i128, i128) -> i128) -> (i128, i128) {
     let v = [f(a.0, b.0), f(a.0, b.1), f(a.1, b.0), f(a.1, b.1)];
-    (
-        *v.iter().min().unwrap_or(&0),
-        *v.iter().max().unwrap_or(&0),
-    )
+    (*v.iter().min().unwrap_or(&0), *v.iter().max().unwrap_or(&0))
 }
 
 fn pack(out: Out, bits: u32) -> Scalar {
@@ -243,7 +240,8 @@ fn compute(op: AluOp, a: View, b: View, bits: u32) -> Out {
         },
         AluOp::Mul => Out {
             t: cast_t(a.t.mul(b.t), bits),
-            u: ua.1
+            u: ua
+                .1
                 .checked_mul(ub.1)
                 .and_then(|hi| fit_u((ua.0 * ub.0, hi), bits)),
             s: fit_s(corners(sa, sb, |x, y| x * y), bits),
@@ -312,11 +310,7 @@ fn compute(op: AluOp, a: View, b: View, bits: u32) -> Out {
                     s: Some(sa),
                 };
             }
-            let hi = if b.ulo == 0 {
-                ua.1
-            } else {
-                ua.1.min(ub.1 - 1)
-            };
+            let hi = if b.ulo == 0 { ua.1 } else { ua.1.min(ub.1 - 1) };
             Out {
                 t: cast_t(Tnum::range(0, hi as u64), bits),
                 u: Some((0, hi)),
@@ -368,7 +362,10 @@ fn shift(op: AluOp, a: View, b: View, bits: u32) -> Out {
             let f = 1i128 << k;
             Out {
                 t: cast_t(a.t.lsh(k), bits),
-                u: ua.1.checked_mul(f).and_then(|hi| fit_u((ua.0 * f, hi), bits)),
+                u: ua
+                    .1
+                    .checked_mul(f)
+                    .and_then(|hi| fit_u((ua.0 * f, hi), bits)),
                 s: fit_s((sa.0 * f, sa.1 * f), bits),
             }
         }
@@ -442,7 +439,9 @@ pub fn alu(op: AluOp, width: Width, dst: &Scalar, src: &Scalar) -> Scalar {
         r.u32_max = low.u32_max;
         r.s32_min = low.s32_min;
         r.s32_max = low.s32_max;
-        r.var_off = r.var_off.with_subreg(r.var_off.subreg().intersect(low.var_off));
+        r.var_off = r
+            .var_off
+            .with_subreg(r.var_off.subreg().intersect(low.var_off));
         r.sync();
     }
     r

@@ -31,15 +31,26 @@ pub enum RegType {
     PktEnd,
     /// A map (`lddw` of a map): only passed to helpers. `map` indexes the
     /// verifier's map table.
-    MapPtr { map: u32 },
+    MapPtr {
+        map: u32,
+    },
     /// Inside a map value of `map` (`off` + variable offset from its start).
-    MapValue { map: u32 },
+    MapValue {
+        map: u32,
+    },
     /// The stack of the call frame `frame` (0 = the program's own).
-    Stack { frame: u8 },
+    Stack {
+        frame: u8,
+    },
     /// `size` bytes of memory from a helper.
-    Mem { size: u32, kind: MemKind },
+    Mem {
+        size: u32,
+        kind: MemKind,
+    },
     /// A subprogram (callback) starting at slot `entry`.
-    Func { entry: u32 },
+    Func {
+        entry: u32,
+    },
 }
 
 impl RegType {
@@ -186,9 +197,7 @@ impl fmt::Display for RegState {
         }
         let mut parts = Vec::new();
         match self.ty {
-            RegType::MapPtr { map } | RegType::MapValue { map } => {
-                parts.push(format!("map={map}"))
-            }
+            RegType::MapPtr { map } | RegType::MapValue { map } => parts.push(format!("map={map}")),
             RegType::Stack { frame } if frame != 0 => parts.push(format!("frame={frame}")),
             RegType::Mem { size, .. } => parts.push(format!("size={size}")),
             RegType::Func { entry } => parts.push(format!("entry={entry}")),

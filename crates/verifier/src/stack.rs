@@ -182,7 +182,10 @@ impl Stack {
     pub fn read(&self, off: i64, size: usize, allow_uninit: bool) -> Result<RegState, StackFault> {
         let (s, b) = locate(off);
         let slot = self.slot(s);
-        if let Some(spill) = slot.spill {
+        // Callers align accesses; an unaligned one (a helper's key) may
+        // straddle two slots and is read byte by byte.
+        let within = b + size <= 8;
+        if let (Some(spill), true) = (slot.spill, within) {
             let covered = (b..b + size).all(|k| slot.bytes[k] == ByteKind::Spill);
             if b == 0 && covered {
                 if size == slot.spill_size as usize {
@@ -198,6 +201,10 @@ impl Stack {
         }
         let mut all_zero = true;
         for o in off..off + size as i64 {
+            let (so, _) = locate(o);
+            if self.slot(so).spilled_pointer() && self.byte(o) == ByteKind::Spill {
+                return Err(StackFault::PartialPointer { off });
+            }
             match self.byte(o) {
                 ByteKind::Zero => {}
                 ByteKind::Invalid if !allow_uninit => return Err(StackFault::Uninit { off: o }),
@@ -222,8 +229,13 @@ impl Stack {
         for o in lo..hi {
             let (s, bo) = locate(o);
             let slot = self.slot(s);
+            // A slot holding a (narrow) spilled scalar counts as written as a
+            // whole for helper reads, as in the kernel.
+            let scalar_spill = slot.spill.is_some_and(|r| r.is_scalar());
             match slot.bytes[bo] {
-                ByteKind::Invalid if !allow_uninit => return Err(StackFault::Uninit { off: o }),
+                ByteKind::Invalid if !allow_uninit && !scalar_spill => {
+                    return Err(StackFault::Uninit { off: o })
+                }
                 ByteKind::Spill if slot.spilled_pointer() && !allow_ptr => {
                     return Err(StackFault::PartialPointer { off: o })
                 }

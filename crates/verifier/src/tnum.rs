@@ -23,6 +23,9 @@ impl fmt::Debug for Tnum {
     }
 }
 
+// Named like the ISA operations they abstract; not `std::ops` because the
+// shifts take widths and amounts, not tnums.
+#[allow(clippy::should_implement_trait)]
 impl Tnum {
     pub const UNKNOWN: Tnum = Tnum {
         value: 0,

@@ -34,8 +34,10 @@ fn negative_corpus_matches_kernel() {
     }
     // Kernel verdicts without CAP_PERFMON, all loaded in one unprivileged thread.
     let unpriv_kernel: Option<Vec<(bool, String)>> = if kernel.is_ok() {
-        let progs: Vec<(Vec<u8>, Vec<bpfjet_maps::MapSpec>)> =
-            corpus.iter().map(|v| (v.bytes.clone(), v.maps.clone())).collect();
+        let progs: Vec<(Vec<u8>, Vec<bpfjet_maps::MapSpec>)> = corpus
+            .iter()
+            .map(|v| (v.bytes.clone(), v.maps.clone()))
+            .collect();
         match unprivileged(move || {
             progs
                 .iter()
@@ -77,7 +79,13 @@ fn negative_corpus_matches_kernel() {
         );
         let mut check = |what: &str, got: bool, want: bool, why: &str| {
             if got != want {
-                failures.push(format!("{} {}: {what}: got {}, want {} {why}", v.case, v.name, mark(got), mark(want)));
+                failures.push(format!(
+                    "{} {}: {what}: got {}, want {} {why}",
+                    v.case,
+                    v.name,
+                    mark(got),
+                    mark(want)
+                ));
             }
         };
         check("bpfjet privileged vs expected", p, v.expect.0, &pwhy);
@@ -85,12 +93,22 @@ fn negative_corpus_matches_kernel() {
         if let Some((kv, kwhy)) = &k {
             compared += 1;
             agree += usize::from(*kv == p);
-            check("kernel vs bpfjet (privileged)", *kv, p, &format!("kernel: {kwhy} | bpfjet: {pwhy}"));
+            check(
+                "kernel vs bpfjet (privileged)",
+                *kv,
+                p,
+                &format!("kernel: {kwhy} | bpfjet: {pwhy}"),
+            );
         }
         if let Some((kv, kwhy)) = &ku {
             compared += 1;
             agree += usize::from(*kv == u);
-            check("kernel vs bpfjet (unprivileged)", *kv, u, &format!("kernel: {kwhy} | bpfjet: {uwhy}"));
+            check(
+                "kernel vs bpfjet (unprivileged)",
+                *kv,
+                u,
+                &format!("kernel: {kwhy} | bpfjet: {uwhy}"),
+            );
         }
     }
     println!(
@@ -98,5 +116,10 @@ fn negative_corpus_matches_kernel() {
         cases.len(),
         corpus.len()
     );
-    assert!(failures.is_empty(), "{} disagreements:\n{}", failures.len(), failures.join("\n"));
+    assert!(
+        failures.is_empty(),
+        "{} disagreements:\n{}",
+        failures.len(),
+        failures.join("\n")
+    );
 }

@@ -3,3 +3,4 @@ pub mod asm;
 pub mod conformance;
 pub mod disasm;
 pub mod test_run;
+pub mod verify;

@@ -84,5 +84,4 @@ mod tests {
         hdr[10..12].copy_from_slice(&(!sum).to_ne_bytes());
         assert_eq!(csum_diff(&[], &hdr, 0), 0xffff);
     }
-
 }

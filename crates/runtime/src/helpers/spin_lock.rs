@@ -38,7 +38,7 @@ pub(crate) fn register(r: &mut HelperRegistry) {
 
 fn lock_arg(ctx: &mut HelperCtx<'_>, addr: u64) -> Result<u64, Fault> {
     ctx.check_mem(addr, 4, Access::Atomic)?;
-    if addr % 4 != 0 || addr == 0 {
+    if !addr.is_multiple_of(4) || addr == 0 {
         return Err(Fault::Misaligned {
             pc: ctx.pc(),
             addr,

@@ -11,15 +11,12 @@ pub(crate) fn register(r: &mut HelperRegistry) {
     r.register(Helper::new(ids::TAIL_CALL, "tail_call", |ctx, a| {
         let map = map_arg(ctx, a[1])?;
         require_map_use(ctx, &map, "tail_call", &[MapType::ProgArray])?;
-        // The kernel's order: bounds, then the counter (which an attempt
-        // on an empty slot also consumes), then the slot. On every failure
-        // execution continues after the call; r0 is undefined for the
-        // program (the helper returns void), bpfjet leaves an errno there.
+        // On every failure execution continues after the call; r0 is
+        // undefined for the program (the helper returns void), bpfjet leaves
+        // an errno there. Only tail calls taken count against the limit:
+        // attempts on empty slots do not (checked against the kernel).
         let index = a[2] as u32;
         if index >= map.max_entries() {
-            return Ok(errno::neg(errno::E2BIG));
-        }
-        if !ctx.count_tail_call_attempt() {
             return Ok(errno::neg(errno::E2BIG));
         }
         let Some(slot) = map.lookup(&index.to_ne_bytes(), 0) else {
@@ -27,7 +24,7 @@ pub(crate) fn register(r: &mut HelperRegistry) {
         };
         // SAFETY: a PROG_ARRAY value is the 4-byte program id.
         let prog = unsafe { std::ptr::read_unaligned(slot as *const u32) };
-        Ok(match ctx.tail_call_index_counted(prog) {
+        Ok(match ctx.tail_call_index(prog) {
             Ok(()) => 0,
             Err(e) => errno::neg(e.errno()),
         })

@@ -182,7 +182,7 @@ impl XdpFrame {
             return Err(errno::EINVAL);
         }
         let metalen = self.data - meta as usize;
-        if metalen % 4 != 0 || metalen > XDP_META_MAX {
+        if !metalen.is_multiple_of(4) || metalen > XDP_META_MAX {
             return Err(errno::EACCES);
         }
         self.data_meta = meta as usize;

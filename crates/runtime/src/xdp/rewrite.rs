@@ -169,7 +169,7 @@ fn slots_mut(state: &mut State, frame: Frame) -> &mut [Val; STACK_SLOTS] {
 
 /// The 8-byte stack slots an access of `size` at r10-relative `off` touches.
 fn stack_slots(off: i64, size: usize) -> std::ops::Range<usize> {
-    if off >= 0 || off < -512 {
+    if !(-512..0).contains(&off) {
         return 0..0;
     }
     let start = (off + 512) as usize;
@@ -562,4 +562,106 @@ pub fn rewrite_ctx_accesses(insns: &mut [Insn], accesses: &[CtxAccess]) -> Resul
         };
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use bpfjet_isa::JmpOp;
+
+    fn ldx(size: Size, dst: Reg, src: Reg, off: i16) -> Insn {
+        Insn::Load {
+            size,
+            sign_extend: false,
+            dst,
+            src,
+            off,
+        }
+    }
+
+    fn mov(dst: Reg, src: Reg) -> Insn {
+        Insn::Alu {
+            width: Width::W64,
+            op: AluOp::Mov,
+            dst,
+            src: Operand::Reg(src),
+        }
+    }
+
+    #[test]
+    fn follows_copies_and_spills() {
+        let insns = vec![
+            mov(6, 1),
+            Insn::Store {
+                size: Size::DW,
+                dst: 10,
+                off: -8,
+                src: Operand::Reg(6),
+            },
+            ldx(Size::DW, 7, 10, -8),
+            ldx(Size::W, 2, 7, 4),
+            ldx(Size::W, 3, 6, 12),
+            Insn::Exit,
+        ];
+        let found = find_ctx_accesses(&insns).unwrap();
+        assert_eq!(
+            found,
+            vec![
+                CtxAccess {
+                    pc: 3,
+                    field: CtxField::DataEnd
+                },
+                CtxAccess {
+                    pc: 4,
+                    field: CtxField::IngressIfindex
+                }
+            ]
+        );
+        let mut rewritten = insns.clone();
+        rewrite_ctx_accesses(&mut rewritten, &found).unwrap();
+        assert_eq!(rewritten[3], ldx(Size::DW, 2, 7, 8));
+        assert_eq!(rewritten[4], ldx(Size::W, 3, 6, 24));
+    }
+
+    #[test]
+    fn refuses_what_the_kernel_refuses() {
+        let store = vec![
+            Insn::Store {
+                size: Size::W,
+                dst: 1,
+                off: 0,
+                src: Operand::Imm(0),
+            },
+            Insn::Exit,
+        ];
+        assert!(find_ctx_accesses(&store).is_err());
+        let narrow = vec![ldx(Size::B, 2, 1, 0), Insn::Exit];
+        assert!(find_ctx_accesses(&narrow).is_err());
+        let modified = vec![
+            Insn::Alu {
+                width: Width::W64,
+                op: AluOp::Add,
+                dst: 1,
+                src: Operand::Imm(4),
+            },
+            ldx(Size::W, 2, 1, 0),
+            Insn::Exit,
+        ];
+        assert_eq!(find_ctx_accesses(&modified).unwrap_err().pc, 1);
+        // r2 is the context on one path and the stack on the other.
+        let mixed = vec![
+            mov(2, 1),
+            Insn::Jmp {
+                width: Width::W64,
+                op: JmpOp::Jeq,
+                dst: 3,
+                src: Operand::Imm(0),
+                off: 1,
+            },
+            mov(2, 10),
+            ldx(Size::W, 0, 2, -8),
+            Insn::Exit,
+        ];
+        assert_eq!(find_ctx_accesses(&mixed).unwrap_err().pc, 3);
+    }
 }

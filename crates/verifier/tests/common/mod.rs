@@ -208,7 +208,9 @@ pub fn drop_perfmon_in_this_thread() -> Result<(), String> {
 }
 
 /// Run `f` in a thread without CAP_PERFMON/CAP_SYS_ADMIN.
-pub fn unprivileged<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> Result<T, String> {
+pub fn unprivileged<T: Send + 'static>(
+    f: impl FnOnce() -> T + Send + 'static,
+) -> Result<T, String> {
     std::thread::spawn(move || {
         drop_perfmon_in_this_thread()?;
         Ok(f())

@@ -2,18 +2,18 @@
 # maps: array 4 8 4
 # expect: bad=reject good=accept
 --- bad
-stw [%r10-4], 4
+stw [%r10-8], 4
 lddw %r1, map_idx 0
 mov %r2, %r10
-add %r2, -4
+add %r2, -8
 call 1
 ldxw %r0, [%r0+0]
 exit
 --- good
-stw [%r10-4], 3
+stw [%r10-8], 3
 lddw %r1, map_idx 0
 mov %r2, %r10
-add %r2, -4
+add %r2, -8
 call 1
 ldxw %r0, [%r0+0]
 exit

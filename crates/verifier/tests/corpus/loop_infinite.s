@@ -1,5 +1,6 @@
 # a loop that never changes state
 # expect: bad=reject good=accept
+# expect-unpriv: bad=reject good=reject
 --- bad
 mov %r0, 2
 l:

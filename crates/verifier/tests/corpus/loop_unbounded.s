@@ -1,5 +1,6 @@
 # loop bound taken from the context: never converges within 1M instructions
 # expect: bad=reject good=accept
+# expect-unpriv: bad=reject good=reject
 --- bad
 ldxw %r6, [%r1+16]
 mov %r0, 2

@@ -1,7 +1,6 @@
 # map_lookup_elem result dereferenced without a NULL check
 # maps: hash 4 8 16
-# expect: bad=accept good=accept
-# expect-unpriv: bad=reject good=accept
+# expect: bad=reject good=accept
 --- bad
 stw [%r10-4], 0
 lddw %r1, map_idx 0

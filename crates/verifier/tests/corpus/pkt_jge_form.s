@@ -1,4 +1,4 @@
-# `if p >= end goto out`: the fall-through proves p < end, 14 bytes
+# `if p >= end goto out`: the fall-through proves p < end, so 15 bytes
 # expect: bad=reject good=accept
 --- bad
 ldxw %r2, [%r1+0]
@@ -6,7 +6,7 @@ ldxw %r3, [%r1+4]
 mov %r4, %r2
 add %r4, 14
 jge %r4, %r3, out
-ldxb %r0, [%r2+14]
+ldxb %r0, [%r2+15]
 out:
 mov %r0, 2
 exit
@@ -16,7 +16,7 @@ ldxw %r3, [%r1+4]
 mov %r4, %r2
 add %r4, 14
 jge %r4, %r3, out
-ldxb %r0, [%r2+13]
+ldxb %r0, [%r2+14]
 out:
 mov %r0, 2
 exit

@@ -1,5 +1,6 @@
 # variable offset added after the check: the new pointer has no proven range
 # expect: bad=reject good=accept
+# expect-unpriv: bad=reject good=reject
 --- bad
 ldxw %r2, [%r1+0]
 ldxw %r3, [%r1+4]

@@ -1,5 +1,6 @@
 # bpf_xdp_load_bytes with an unbounded length
 # expect: bad=reject good=accept
+# expect-unpriv: bad=reject good=reject
 --- bad
 mov %r6, %r1
 ldxw %r7, [%r1+16]

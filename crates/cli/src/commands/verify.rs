@@ -1,0 +1,97 @@
+//! `bpfjet verify OBJ [--prog NAME] [--json] [--unprivileged]`: run bpfjet's
+//! verifier on the programs of an object. Exit 0 when every verified program
+//! is accepted, 1 when one is rejected (the reason on stderr: instruction,
+//! disassembly, source line, rule, register state).
+//!
+//! Needs `bpfjet-verifier` in this crate's dependencies.
+
+use anyhow::{Context, Result};
+use bpfjet_verifier::{verify, Policy, VerifyEnv};
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::process::ExitCode;
+
+pub fn run(obj: &Path, prog: Option<&str>, json: bool, unprivileged: bool) -> Result<ExitCode> {
+    let object =
+        bpfjet_obj::load_file(obj).with_context(|| format!("loading {}", obj.display()))?;
+    let programs: Vec<&bpfjet_obj::Program> = match prog {
+        Some(name) => vec![object
+            .program(name)
+            .with_context(|| format!("{} has no program named {name}", obj.display()))?],
+        None => object
+            .programs
+            .iter()
+            .filter(|p| p.kind.is_supported())
+            .collect(),
+    };
+    anyhow::ensure!(!programs.is_empty(), "{} has no XDP program", obj.display());
+    let policy = if unprivileged {
+        Policy::Unprivileged
+    } else {
+        Policy::Privileged
+    };
+    let mut rejected = false;
+    let mut reports = Vec::new();
+    for p in programs {
+        let insns = bpfjet_isa::decode_program(&p.insns)
+            .with_context(|| format!("decoding program {}", p.name))?;
+        let lines: BTreeMap<usize, String> = p
+            .line_info
+            .iter()
+            .map(|l| {
+                (
+                    l.slot,
+                    format!("{}:{}: {}", l.file, l.line, l.source.trim()),
+                )
+            })
+            .collect();
+        let mut env = VerifyEnv::new(&object.maps).with_policy(policy);
+        env.kfuncs = &object.kfuncs;
+        env.line_info = Some(&lines);
+        let start = std::time::Instant::now();
+        let result = verify(&insns, &env);
+        let elapsed = start.elapsed();
+        match result {
+            Ok(facts) => {
+                if json {
+                    reports.push(serde_json::json!({
+                        "program": p.name,
+                        "verdict": "accepted",
+                        "insns": insns.len(),
+                        "insns_processed": facts.insns_processed,
+                        "states": facts.states_stored,
+                        "micros": elapsed.as_micros() as u64,
+                        "facts": facts,
+                    }));
+                } else {
+                    println!(
+                        "{}: accepted ({} insns, {} processed, {:.2?})",
+                        p.name,
+                        insns.len(),
+                        facts.insns_processed,
+                        elapsed
+                    );
+                }
+            }
+            Err(e) => {
+                rejected = true;
+                if json {
+                    reports.push(serde_json::json!({
+                        "program": p.name,
+                        "verdict": "rejected",
+                        "error": e,
+                    }));
+                }
+                eprintln!("{}: {e}", p.name);
+            }
+        }
+    }
+    if json {
+        println!("{}", serde_json::to_string_pretty(&reports)?);
+    }
+    Ok(if rejected {
+        ExitCode::from(1)
+    } else {
+        ExitCode::SUCCESS
+    })
+}
