@@ -50,10 +50,18 @@ fn conformance_suite_passes_completely() {
 fn conformance_rejects_unknown_engine_and_missing_dir() {
     let run = bpfjet(&["conformance", "--engine", "nope", "/nonexistent"], b"");
     assert_eq!(run.code, Some(2));
-    assert!(run.stderr.contains("unknown engine 'nope'"), "{}", run.stderr);
+    assert!(
+        run.stderr.contains("unknown engine 'nope'"),
+        "{}",
+        run.stderr
+    );
     let run = bpfjet(&["conformance", "/nonexistent/conformance"], b"");
     assert_eq!(run.code, Some(2));
-    assert!(run.stderr.contains("/nonexistent/conformance"), "{}", run.stderr);
+    assert!(
+        run.stderr.contains("/nonexistent/conformance"),
+        "{}",
+        run.stderr
+    );
 }
 
 #[test]

@@ -4,7 +4,7 @@
 //! on the return value, the output frame and every map afterwards.
 //!
 //! Only values that are nondeterministic by nature are exempt, and only
-//! field by field: see [`TIME_FIELDS`]. Even there, "was a time written"
+//! field by field: see `support/time_fields.rs`. Even there, "was a time written"
 //! (zero or not) is still compared.
 //!
 //! Without a usable kernel (not root) the comparison cannot happen: the
@@ -15,47 +15,12 @@
 mod support;
 
 use bpfjet_maps::state::{EntryState, MapState};
+use bpfjet_runtime::{LoadedObject, ObjectOptions, TestRunOptions};
 use std::collections::BTreeSet;
-use std::ops::Range;
+use std::panic::{self, AssertUnwindSafe};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Mutex;
 use support::fixtures::{self, Case, Fixture, StateCache};
-
-/// A value field written from `bpf_ktime_get_ns()`: the kernel and bpfjet
-/// read the clock at different instants, so the bytes cannot agree.
-struct TimeField {
-    program: &'static str,
-    map: &'static str,
-    /// The field is in the entries of the map's inner maps (map-in-map).
-    inner: bool,
-    /// Byte range of the field within the value.
-    bytes: Range<usize>,
-}
-
-const TIME_FIELDS: &[TimeField] = &[
-    // struct real_pos_lru { u32 pos; u32 pad; u64 atime; }: atime is stamped
-    // for UDP flows (katran_lb.c, pick_real), in the per-CPU LRU ...
-    TimeField {
-        program: "katran_lb",
-        map: "lru_mapping",
-        inner: true,
-        bytes: 8..16,
-    },
-    // ... and in the shared LRU used by CPUs without a per-CPU table.
-    TimeField {
-        program: "katran_lb",
-        map: "fallback_cache",
-        inner: false,
-        bytes: 8..16,
-    },
-    // struct bucket { u64 tokens; u64 last_ns; }: last_ns is the creation or
-    // refill time (rate_limiter.c). Tokens only depend on elapsed time for
-    // refills, which the fixtures avoid by presetting last_ns = 2^64-1.
-    TimeField {
-        program: "rate_limiter",
-        map: "buckets",
-        inner: false,
-        bytes: 8..16,
-    },
-];
 
 /// katran_lb keeps a connection table per CPU (the outer index of
 /// lru_mapping is the CPU): its cases run as CPU 0 and as CPU 1.
@@ -73,8 +38,12 @@ struct Observed {
     maps: MapState,
 }
 
-fn run_kernel(fixture: &Fixture, case: &Case, state: &MapState, cpu: usize) -> Result<Observed, String> {
-    let t0 = std::time::Instant::now();
+fn run_kernel(
+    fixture: &Fixture,
+    case: &Case,
+    state: &MapState,
+    cpu: usize,
+) -> Result<Observed, String> {
     let object = bpfjet_kernel::KernelObject::open_with(
         &fixture.object,
         &bpfjet_kernel::LoadOptions {
@@ -83,14 +52,12 @@ fn run_kernel(fixture: &Fixture, case: &Case, state: &MapState, cpu: usize) -> R
         },
     )
     .map_err(|e| format!("kernel load: {e}"))?;
-    let t_load = std::time::Instant::now();
-    support::announce(&format!("TIMING load {:?}", t_load - t0));
     let run = object
         .test_run(&fixture.prog, &case.packet, case.repeat, Some(cpu))
         .map_err(|e| format!("kernel test run: {e}"))?;
-    let t_run = std::time::Instant::now();
-    let maps = object.dump_maps().map_err(|e| format!("kernel dump: {e}"))?;
-    support::announce(&format!("TIMING {} run {:?} dump {:?}", case.name, t_run - t_load, t_run.elapsed()));
+    let maps = object
+        .dump_maps()
+        .map_err(|e| format!("kernel dump: {e}"))?;
     Ok(Observed {
         retval: run.retval,
         data_out: run.data_out,
@@ -99,13 +66,43 @@ fn run_kernel(fixture: &Fixture, case: &Case, state: &MapState, cpu: usize) -> R
 }
 
 fn run_bpfjet(
-    _object: &bpfjet_obj::Object,
+    object: &bpfjet_obj::Object,
     fixture: &Fixture,
     case: &Case,
     state: &MapState,
     cpu: usize,
 ) -> Result<Observed, String> {
-    run_kernel(fixture, case, state, cpu)
+    let loaded = LoadedObject::load(
+        object,
+        &ObjectOptions {
+            // The kernel dumps one slot per possible CPU; so must bpfjet.
+            ncpus: bpfjet_kernel::possible_cpus(),
+            state: Some(state.clone()),
+            ..ObjectOptions::default()
+        },
+    )
+    .map_err(|e| format!("bpfjet load: {e}"))?;
+    let run = loaded
+        .test_run(
+            &fixture.prog,
+            &case.packet,
+            &TestRunOptions {
+                repeat: case.repeat,
+                cpu,
+                // No context, as on the kernel side: loopback, queue 0.
+                ingress_ifindex: 0,
+                rx_queue_index: 0,
+            },
+        )
+        .map_err(|e| format!("bpfjet test run: {e}"))?;
+    let maps = loaded
+        .dump_state()
+        .map_err(|e| format!("bpfjet dump: {e}"))?;
+    Ok(Observed {
+        retval: run.retval,
+        data_out: run.data_out,
+        maps,
+    })
 }
 
 fn action(retval: u32) -> String {
@@ -116,47 +113,6 @@ fn action(retval: u32) -> String {
         3 => "TX".into(),
         4 => "REDIRECT".into(),
         n => format!("UNKNOWN({n})"),
-    }
-}
-
-/// Replace every time field's bytes by whether a time was written at all.
-fn mask_time_fields(program: &str, maps: &MapState) -> MapState {
-    let mut maps = maps.clone();
-    for field in TIME_FIELDS.iter().filter(|f| f.program == program) {
-        let Some(entries) = maps.get_mut(field.map) else {
-            continue;
-        };
-        for entry in entries.iter_mut() {
-            if field.inner {
-                if let Some(inner) = &mut entry.inner {
-                    inner
-                        .entries
-                        .iter_mut()
-                        .for_each(|e| mask_entry(e, &field.bytes));
-                }
-            } else {
-                mask_entry(entry, &field.bytes);
-            }
-        }
-    }
-    maps
-}
-
-fn mask_entry(entry: &mut EntryState, bytes: &Range<usize>) {
-    let mask = |hex: &mut String| {
-        // Dumps are lowercase hex without spaces: byte i is at 2i..2i+2.
-        let digits = 2 * bytes.start..(2 * bytes.end).min(hex.len());
-        if digits.start >= digits.end {
-            return;
-        }
-        let written = hex[digits.clone()].bytes().any(|d| d != b'0');
-        hex.replace_range(digits, if written { "<time>" } else { "<zero>" });
-    };
-    if let Some(v) = &mut entry.value {
-        mask(v);
-    }
-    if let Some(vs) = &mut entry.values {
-        vs.iter_mut().for_each(mask);
     }
 }
 
@@ -231,8 +187,8 @@ fn check_case(
         maps_equal: "-".into(),
         problems: Vec::new(),
     };
-    let bpfjet = run_bpfjet(object, fixture, case, state, cpu);
-    let kernel = with_kernel.then(|| run_kernel(fixture, case, state, cpu));
+    let mut bpfjet = run_bpfjet(object, fixture, case, state, cpu);
+    let mut kernel = with_kernel.then(|| run_kernel(fixture, case, state, cpu));
 
     if let Ok(b) = &bpfjet {
         row.bpfjet_action = action(b.retval);
@@ -240,10 +196,11 @@ fn check_case(
     if let Some(Ok(k)) = &kernel {
         row.kernel_action = action(k.retval);
     }
-    match (&bpfjet, &kernel) {
+    match (&mut bpfjet, &mut kernel) {
         (Err(e), _) => row.problems.push(e.clone()),
         (_, Some(Err(e))) => row.problems.push(e.clone()),
         (Ok(b), Some(Ok(k))) => {
+            let (k, b) = (&mut *k, &mut *b);
             if b.retval != k.retval {
                 row.problems
                     .push(format!("retval: kernel {}, bpfjet {}", k.retval, b.retval));
@@ -256,12 +213,12 @@ fn check_case(
                     bpfjet_maps::state::to_hex(&b.data_out)
                 ));
             }
-            let (km, bm) = (
-                mask_time_fields(&fixture.program, &k.maps),
-                mask_time_fields(&fixture.program, &b.maps),
-            );
-            row.maps_equal = yes_no(km == bm);
-            row.problems.extend(describe_map_diff(&km, &bm));
+            support::time_fields::mask(&fixture.program, &mut k.maps);
+            support::time_fields::mask(&fixture.program, &mut b.maps);
+            row.maps_equal = yes_no(k.maps == b.maps);
+            if k.maps != b.maps {
+                row.problems.extend(describe_map_diff(&k.maps, &b.maps));
+            }
             // The fixtures were confirmed on the kernel; if the kernel
             // disagrees now, the corpus or the kernel changed.
             if action(k.retval) != case.expected_action {
@@ -295,7 +252,14 @@ fn check_case(
 
 fn print_table(rows: &[Row]) {
     let header = [
-        "program", "case", "cpu", "kernel", "bpfjet", "data_out=", "maps=", "result",
+        "program",
+        "case",
+        "cpu",
+        "kernel",
+        "bpfjet",
+        "data_out=",
+        "maps=",
+        "result",
     ];
     let cells: Vec<[String; 8]> = rows
         .iter()
@@ -344,6 +308,65 @@ fn print_table(rows: &[Row]) {
     support::announce(&text);
 }
 
+/// One case on one CPU.
+struct Job<'a> {
+    fixture: &'a Fixture,
+    object: &'a bpfjet_obj::Object,
+    case: &'a Case,
+    cpu: usize,
+}
+
+/// Run the jobs on a few threads (katran's full dumps take seconds each),
+/// keeping the rows in job order. A panic in an engine is a failed case,
+/// not a lost table.
+fn run_jobs(jobs: &[Job<'_>], states: &StateCache, with_kernel: bool) -> Vec<Row> {
+    let workers = std::thread::available_parallelism().map_or(1, |n| n.get().min(4));
+    let next = AtomicUsize::new(0);
+    let rows: Mutex<Vec<Option<Row>>> = Mutex::new(jobs.iter().map(|_| None).collect());
+    std::thread::scope(|scope| {
+        for _ in 0..workers {
+            scope.spawn(|| loop {
+                let i = next.fetch_add(1, Ordering::Relaxed);
+                let Some(job) = jobs.get(i) else { break };
+                let state = states.get(&job.case.state);
+                let row = panic::catch_unwind(AssertUnwindSafe(|| {
+                    check_case(
+                        job.fixture,
+                        job.object,
+                        job.case,
+                        &state,
+                        job.cpu,
+                        with_kernel,
+                    )
+                }))
+                .unwrap_or_else(|payload| {
+                    let why = payload
+                        .downcast_ref::<String>()
+                        .cloned()
+                        .or_else(|| payload.downcast_ref::<&str>().map(|s| s.to_string()))
+                        .unwrap_or_default();
+                    Row {
+                        program: job.fixture.program.clone(),
+                        case: job.case.name.clone(),
+                        cpu: job.cpu,
+                        kernel_action: "-".into(),
+                        bpfjet_action: "-".into(),
+                        data_out_equal: "-".into(),
+                        maps_equal: "-".into(),
+                        problems: vec![format!("panicked: {why}")],
+                    }
+                });
+                rows.lock().unwrap_or_else(|p| p.into_inner())[i] = Some(row);
+            });
+        }
+    });
+    rows.into_inner()
+        .unwrap_or_else(|p| p.into_inner())
+        .into_iter()
+        .map(|r| r.expect("every job produced a row"))
+        .collect()
+}
+
 #[test]
 fn corpus_matches_the_kernel() {
     let build = support::corpus_build_dir();
@@ -352,19 +375,22 @@ fn corpus_matches_the_kernel() {
         Err(why) => {
             support::skip(
                 "differential tests",
-                &format!(
-                    "{why}; checking bpfjet against the fixtures' expected actions only"
-                ),
+                &format!("{why}; checking bpfjet against the fixtures' expected actions only"),
             );
             false
         }
     };
     let cpus = bpfjet_kernel::possible_cpus();
-    let states = StateCache::default();
-    let mut rows = Vec::new();
-    for fixture in fixtures::all(&build) {
-        let object = bpfjet_obj::load_file(&fixture.object)
-            .unwrap_or_else(|e| panic!("{}: {e}", fixture.object.display()));
+    let fixtures = fixtures::all(&build);
+    let objects: Vec<bpfjet_obj::Object> = fixtures
+        .iter()
+        .map(|f| {
+            bpfjet_obj::load_file(&f.object)
+                .unwrap_or_else(|e| panic!("{}: {e}", f.object.display()))
+        })
+        .collect();
+    let mut jobs = Vec::new();
+    for (fixture, object) in fixtures.iter().zip(&objects) {
         for &cpu in cpus_for(&fixture.program) {
             if cpu >= cpus {
                 support::skip(
@@ -373,17 +399,25 @@ fn corpus_matches_the_kernel() {
                 );
                 continue;
             }
-            for case in &fixture.cases {
-                let state = states.get(&case.state);
-                rows.push(check_case(&fixture, &object, case, &state, cpu, with_kernel));
-            }
+            jobs.extend(fixture.cases.iter().map(|case| Job {
+                fixture,
+                object,
+                case,
+                cpu,
+            }));
         }
     }
+    let rows = run_jobs(&jobs, &StateCache::default(), with_kernel);
     print_table(&rows);
     let failed: Vec<String> = rows
         .iter()
         .filter(|r| !r.problems.is_empty())
         .map(|r| format!("{}/{}/cpu{}", r.program, r.case, r.cpu))
         .collect();
-    assert!(failed.is_empty(), "{} cases failed: {}", failed.len(), failed.join(", "));
+    assert!(
+        failed.is_empty(),
+        "{} cases failed: {}",
+        failed.len(),
+        failed.join(", ")
+    );
 }

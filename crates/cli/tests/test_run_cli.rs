@@ -30,9 +30,18 @@ fn fixture(program: &str, file: &str) -> String {
 fn assert_usage_error(run: &BpfjetRun, needles: &[&str]) {
     assert_eq!(run.code, Some(2), "stderr: {}", run.stderr);
     assert!(!run.stderr.contains("panicked"), "{}", run.stderr);
-    assert_eq!(run.stderr.trim().lines().count(), 1, "not one line: {}", run.stderr);
+    assert_eq!(
+        run.stderr.trim().lines().count(),
+        1,
+        "not one line: {}",
+        run.stderr
+    );
     for needle in needles {
-        assert!(run.stderr.contains(needle), "{needle:?} not in: {}", run.stderr);
+        assert!(
+            run.stderr.contains(needle),
+            "{needle:?} not in: {}",
+            run.stderr
+        );
     }
     assert!(run.stdout.is_empty(), "stdout on error: {}", run.stdout);
 }
@@ -77,10 +86,22 @@ fn truncated_or_bad_packet_files() {
     let dir = Scratch::new("bad-packet");
     let obj = object("icmp_echo");
     let cases = [
-        (dir.file("odd.pkt.hex", "02 00 00 00 00 01\n02 00 0\n"), vec!["line 2", "odd number"]),
-        (dir.file("word.hex", "02 00 xy\n"), vec!["line 1", "not hex"]),
-        (dir.file("short.hex", "02 00 00 00 00 01 # too short\n"), vec!["6 bytes", "14-byte"]),
-        (dir.file("short.bin", [0u8; 10]), vec!["10 bytes", "14-byte"]),
+        (
+            dir.file("odd.pkt.hex", "02 00 00 00 00 01\n02 00 0\n"),
+            vec!["line 2", "odd number"],
+        ),
+        (
+            dir.file("word.hex", "02 00 xy\n"),
+            vec!["line 1", "not hex"],
+        ),
+        (
+            dir.file("short.hex", "02 00 00 00 00 01 # too short\n"),
+            vec!["6 bytes", "14-byte"],
+        ),
+        (
+            dir.file("short.bin", [0u8; 10]),
+            vec!["10 bytes", "14-byte"],
+        ),
         (dir.file("empty.bin", []), vec!["0 bytes"]),
         (dir.path("absent.bin"), vec!["reading packet", "absent.bin"]),
     ];
@@ -100,7 +121,13 @@ fn unknown_or_ambiguous_program() {
     let run = test_run(&[&object("router_tailcall"), "--data", &pkt]);
     assert_usage_error(
         &run,
-        &["--prog", "xdp_router", "handle_ipv4", "handle_ipv6", "handle_arp"],
+        &[
+            "--prog",
+            "xdp_router",
+            "handle_ipv4",
+            "handle_ipv6",
+            "handle_arp",
+        ],
     );
 }
 
@@ -110,14 +137,23 @@ fn bad_state_files() {
     let obj = object("icmp_echo");
     let pkt = fixture("icmp_echo", "echo_request.pkt.hex");
     let cases = [
-        (dir.file("syntax.json", "{\"echo_stats\": [ {\"key\": }"), vec!["map state", "syntax.json"]),
-        (dir.file("shape.json", "[1, 2]"), vec!["map state", "shape.json"]),
+        (
+            dir.file("syntax.json", "{\"echo_stats\": [ {\"key\": }"),
+            vec!["map state", "syntax.json"],
+        ),
+        (
+            dir.file("shape.json", "[1, 2]"),
+            vec!["map state", "shape.json"],
+        ),
         (
             dir.file("unknown.json", r#"{"no_such_map": []}"#),
             vec!["no map named \"no_such_map\"", "echo_stats"],
         ),
         (
-            dir.file("hex.json", r#"{"echo_stats": [{"key": "0000000g", "value": "00"}]}"#),
+            dir.file(
+                "hex.json",
+                r#"{"echo_stats": [{"key": "0000000g", "value": "00"}]}"#,
+            ),
             vec!["\"echo_stats\"", "entry 0", "hex"],
         ),
         (dir.path("absent.json"), vec!["map state", "absent.json"]),
@@ -156,13 +192,21 @@ fn kernel_engine_without_privileges() {
     use std::os::unix::fs::MetadataExt;
     // /proc/self belongs to the effective user of the process looking at it.
     if std::fs::metadata("/proc/self").map(|m| m.uid()).ok() != Some(0) {
-        support::skip("kernel_engine_without_privileges", "needs root to drop privileges");
+        support::skip(
+            "kernel_engine_without_privileges",
+            "needs root to drop privileges",
+        );
         return;
     }
     let obj = object("icmp_echo");
     let pkt = fixture("icmp_echo", "echo_request.pkt.hex");
     let out = std::process::Command::new("setpriv")
-        .args(["--reuid=65534", "--regid=65534", "--clear-groups", "--inh-caps=-all"])
+        .args([
+            "--reuid=65534",
+            "--regid=65534",
+            "--clear-groups",
+            "--inh-caps=-all",
+        ])
         .arg(env!("CARGO_BIN_EXE_bpfjet"))
         .args(["test-run", &obj, "--data", &pkt, "--engine", "kernel"])
         .output();
@@ -172,11 +216,17 @@ fn kernel_engine_without_privileges() {
     };
     let stderr = String::from_utf8_lossy(&out.stderr);
     if stderr.contains("Permission denied") && stderr.contains("reading") {
-        support::skip("kernel_engine_without_privileges", "files not readable as nobody");
+        support::skip(
+            "kernel_engine_without_privileges",
+            "files not readable as nobody",
+        );
         return;
     }
     assert_eq!(out.status.code(), Some(2), "{stderr}");
-    assert!(stderr.contains("engine 'kernel' cannot run here"), "{stderr}");
+    assert!(
+        stderr.contains("engine 'kernel' cannot run here"),
+        "{stderr}"
+    );
     assert!(stderr.contains("root"), "{stderr}");
 }
 
@@ -186,8 +236,7 @@ fn json_run(args: &[&str]) -> serde_json::Value {
     all.extend_from_slice(args);
     let run = bpfjet(&all, b"");
     assert_eq!(run.code, Some(0), "stderr: {}", run.stderr);
-    serde_json::from_str(&run.stdout)
-        .unwrap_or_else(|e| panic!("not JSON ({e}): {}", run.stdout))
+    serde_json::from_str(&run.stdout).unwrap_or_else(|e| panic!("not JSON ({e}): {}", run.stdout))
 }
 
 #[test]
@@ -222,7 +271,11 @@ fn kernel_text_report_and_non_pass_actions_exit_0() {
     let state = fixture("firewall", "state.json");
     let run = test_run(&[&obj, "--data", &pkt, "--maps", &state, "--engine", "kernel"]);
     assert_eq!(run.code, Some(0), "{}", run.stderr);
-    assert!(run.stdout.starts_with("action:      DROP (retval 1)\n"), "{}", run.stdout);
+    assert!(
+        run.stdout.starts_with("action:      DROP (retval 1)\n"),
+        "{}",
+        run.stdout
+    );
     assert!(run.stdout.contains("(unchanged)"), "{}", run.stdout);
     assert!(run.stdout.contains("  0000: "), "{}", run.stdout);
 }
@@ -254,7 +307,14 @@ fn engines_agree(test: &str, program: &str, prog: Option<&str>, packet: &str, re
     let obj = object(program);
     let pkt = fixture(program, packet);
     let state = fixture(program, "state.json");
-    let mut args = vec![obj.as_str(), "--data", &pkt, "--maps", &state, "--dump-maps"];
+    let mut args = vec![
+        obj.as_str(),
+        "--data",
+        &pkt,
+        "--maps",
+        &state,
+        "--dump-maps",
+    ];
     args.extend(["--repeat", repeat]);
     if let Some(p) = prog {
         args.extend(["--prog", p]);
@@ -277,7 +337,13 @@ fn engines_agree(test: &str, program: &str, prog: Option<&str>, packet: &str, re
 
 #[test]
 fn cli_engines_agree_on_icmp_echo() {
-    engines_agree("cli_engines_agree_on_icmp_echo", "icmp_echo", None, "echo_request.pkt.hex", "1");
+    engines_agree(
+        "cli_engines_agree_on_icmp_echo",
+        "icmp_echo",
+        None,
+        "echo_request.pkt.hex",
+        "1",
+    );
 }
 
 #[test]
@@ -293,5 +359,11 @@ fn cli_engines_agree_on_tail_calls_from_state() {
 
 #[test]
 fn cli_engines_agree_on_repeat() {
-    engines_agree("cli_engines_agree_on_repeat", "cms_sketch", None, "heavy_hitter.pkt.hex", "1100");
+    engines_agree(
+        "cli_engines_agree_on_repeat",
+        "cms_sketch",
+        None,
+        "heavy_hitter.pkt.hex",
+        "1100",
+    );
 }

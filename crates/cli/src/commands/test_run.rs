@@ -54,12 +54,13 @@ pub struct TestRunArgs {
     /// Run without bpfjet's verifier, in the bounds-checked interpreter.
     #[arg(long)]
     pub unverified: bool,
-    /// xdp_md.ingress_ifindex (default: 1, loopback, as the kernel's test run).
-    #[arg(long)]
-    pub ingress_ifindex: Option<u32>,
-    /// xdp_md.rx_queue_index (default: 0).
-    #[arg(long = "rx-queue")]
-    pub rx_queue: Option<u32>,
+    /// xdp_md.ingress_ifindex: an interface of this host. 0 (the default)
+    /// means the kernel's test-run default, loopback (the program sees 1).
+    #[arg(long, default_value_t = 0)]
+    pub ingress_ifindex: u32,
+    /// xdp_md.rx_queue_index: a receive queue of that interface.
+    #[arg(long = "rx-queue", default_value_t = 0)]
+    pub rx_queue: u32,
 }
 
 pub fn run(args: &TestRunArgs) -> Result<ExitCode> {
@@ -172,7 +173,8 @@ fn read_state(path: &Path, object: &Object) -> Result<MapState> {
                 or_none(maps.join(", "))
             );
         }
-        check_hex(entries).map_err(|why| anyhow!("map state {}: map {name:?} {why}", path.display()))?;
+        check_hex(entries)
+            .map_err(|why| anyhow!("map state {}: map {name:?} {why}", path.display()))?;
     }
     Ok(state)
 }

@@ -66,8 +66,8 @@ fn read(dir: &Path, build: &Path) -> Fixture {
     let path = dir.join("cases.json");
     let text = std::fs::read_to_string(&path)
         .unwrap_or_else(|e| panic!("reading {}: {e}", path.display()));
-    let file: CasesFile = serde_json::from_str(&text)
-        .unwrap_or_else(|e| panic!("parsing {}: {e}", path.display()));
+    let file: CasesFile =
+        serde_json::from_str(&text).unwrap_or_else(|e| panic!("parsing {}: {e}", path.display()));
     let cases = file
         .cases
         .into_iter()
@@ -93,8 +93,8 @@ fn read(dir: &Path, build: &Path) -> Fixture {
 
 /// A `*.pkt.hex` / `*.out.hex` frame: hex bytes, whitespace, `#` comments.
 pub fn read_hex_frame(path: &Path) -> Vec<u8> {
-    let text = std::fs::read_to_string(path)
-        .unwrap_or_else(|e| panic!("reading {}: {e}", path.display()));
+    let text =
+        std::fs::read_to_string(path).unwrap_or_else(|e| panic!("reading {}: {e}", path.display()));
     let digits: String = text
         .lines()
         .map(|l| l.split('#').next().unwrap_or(""))
@@ -114,9 +114,7 @@ impl StateCache {
         cache
             .entry(path.to_path_buf())
             .or_insert_with(|| {
-                Arc::new(
-                    load_state(path).unwrap_or_else(|e| panic!("{}: {e}", path.display())),
-                )
+                Arc::new(load_state(path).unwrap_or_else(|e| panic!("{}: {e}", path.display())))
             })
             .clone()
     }

@@ -4,6 +4,7 @@
 
 use anyhow::{anyhow, bail, Context, Result};
 use bpfjet_maps::state::MapState;
+use bpfjet_runtime::{LoadedObject, ObjectOptions, TestRunOptions};
 use std::path::Path;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
@@ -26,29 +27,13 @@ impl Engine {
     }
 }
 
-/// `struct xdp_md` receive fields. `None` means the kernel's test-run
-/// default: queue 0 of the loopback device (ifindex 1), which is what the
-/// kernel uses when no context is passed.
+/// `struct xdp_md` receive fields, as given on the command line; 0 means
+/// "not given", which both engines read as the kernel's test-run default,
+/// queue 0 of the loopback device (the program sees ifindex 1).
 #[derive(Clone, Copy, Debug, Default)]
 pub struct RxContext {
-    pub ingress_ifindex: Option<u32>,
-    pub rx_queue_index: Option<u32>,
-}
-
-impl RxContext {
-    pub const LOOPBACK_IFINDEX: u32 = 1;
-
-    fn is_default(&self) -> bool {
-        self.ingress_ifindex.is_none() && self.rx_queue_index.is_none()
-    }
-
-    pub fn ingress_ifindex(&self) -> u32 {
-        self.ingress_ifindex.unwrap_or(Self::LOOPBACK_IFINDEX)
-    }
-
-    pub fn rx_queue_index(&self) -> u32 {
-        self.rx_queue_index.unwrap_or(0)
-    }
+    pub ingress_ifindex: u32,
+    pub rx_queue_index: u32,
 }
 
 /// Everything one run needs; checked by the caller (program exists, state
@@ -72,6 +57,11 @@ pub struct RunOutcome {
     /// Mean time per run.
     pub duration_ns: u64,
     pub maps: Option<MapState>,
+    /// `bpf_trace_printk` lines (bpfjet only: the kernel's go to trace_pipe).
+    pub trace_log: Vec<String>,
+    /// What bpfjet cleaned up after the program (a ring-buffer sample never
+    /// submitted, a lock still held): worth a look, not an error.
+    pub notes: Vec<String>,
 }
 
 pub fn run(engine: Engine, request: &RunRequest<'_>) -> Result<RunOutcome> {
@@ -84,6 +74,9 @@ pub fn run(engine: Engine, request: &RunRequest<'_>) -> Result<RunOutcome> {
     }
 }
 
+/// errno EINVAL (the same number on every Linux architecture).
+const EINVAL: i32 = 22;
+
 fn run_kernel(request: &RunRequest<'_>) -> Result<RunOutcome> {
     bpfjet_kernel::kernel_available()
         .map_err(|why| anyhow!("engine 'kernel' cannot run here: {why}"))?;
@@ -94,21 +87,31 @@ fn run_kernel(request: &RunRequest<'_>) -> Result<RunOutcome> {
             ..Default::default()
         },
     )?;
-    // Only pass a context when asked: without one the kernel picks its own
-    // default (loopback queue 0), and passing one makes it validate the device.
-    let xdp_context = (!request.rx.is_default()).then(|| bpfjet_kernel::XdpContext {
-        ingress_ifindex: request.rx.ingress_ifindex(),
-        rx_queue_index: request.rx.rx_queue_index(),
-    });
-    let result = object.test_run_with(
-        request.program,
-        request.data,
-        &bpfjet_kernel::TestRunOptions {
-            repeat: request.repeat,
-            cpu: Some(request.cpu),
-            xdp_context,
-        },
-    )?;
+    // An all-zero context is what the kernel assumes without one.
+    let rx = request.rx;
+    let xdp_context =
+        (rx.ingress_ifindex != 0 || rx.rx_queue_index != 0).then_some(bpfjet_kernel::XdpContext {
+            ingress_ifindex: rx.ingress_ifindex,
+            rx_queue_index: rx.rx_queue_index,
+        });
+    let result = object
+        .test_run_with(
+            request.program,
+            request.data,
+            &bpfjet_kernel::TestRunOptions {
+                repeat: request.repeat,
+                cpu: Some(request.cpu),
+                xdp_context,
+            },
+        )
+        .map_err(|e| match e.errno() {
+            // The kernel says only EINVAL; name what it checks.
+            Some(EINVAL) => anyhow!(
+                "{e} (the kernel refuses frames larger than a page minus XDP headroom, \
+                 and --ingress-ifindex/--rx-queue naming a missing interface or queue)"
+            ),
+            _ => e.into(),
+        })?;
     let maps = if request.dump_maps {
         Some(object.dump_maps().context("dumping the kernel's maps")?)
     } else {
@@ -119,9 +122,44 @@ fn run_kernel(request: &RunRequest<'_>) -> Result<RunOutcome> {
         data_out: result.data_out,
         duration_ns: u64::from(result.duration_ns),
         maps,
+        trace_log: Vec::new(),
+        notes: Vec::new(),
     })
 }
 
-fn run_interp(_request: &RunRequest<'_>) -> Result<RunOutcome> {
-    bail!("engine 'interp' is not available yet: the XDP loader is still being written")
+fn run_interp(request: &RunRequest<'_>) -> Result<RunOutcome> {
+    let loaded = LoadedObject::load(
+        request.object,
+        &ObjectOptions {
+            // One slot per possible CPU, like the kernel, so per-CPU dumps line up.
+            ncpus: bpfjet_kernel::possible_cpus(),
+            unverified: request.unverified,
+            state: request.state.cloned(),
+            ..ObjectOptions::default()
+        },
+    )
+    .map_err(|e| anyhow!("loading {}: {e}", request.object_path.display()))?;
+    let result = loaded.test_run(
+        request.program,
+        request.data,
+        &TestRunOptions {
+            repeat: request.repeat,
+            cpu: request.cpu,
+            ingress_ifindex: request.rx.ingress_ifindex,
+            rx_queue_index: request.rx.rx_queue_index,
+        },
+    )?;
+    let maps = if request.dump_maps {
+        Some(loaded.dump_state().context("dumping bpfjet's maps")?)
+    } else {
+        None
+    };
+    Ok(RunOutcome {
+        retval: result.retval,
+        data_out: result.data_out,
+        duration_ns: result.duration_ns,
+        maps,
+        trace_log: result.trace_log,
+        notes: result.notes,
+    })
 }

@@ -13,7 +13,8 @@ pub const MIN_FRAME_LEN: usize = 14;
 
 /// Read the packet at `path` (see the module docs for the formats).
 pub fn read_packet(path: &Path) -> Result<Vec<u8>> {
-    let bytes = std::fs::read(path).with_context(|| format!("reading packet {}", path.display()))?;
+    let bytes =
+        std::fs::read(path).with_context(|| format!("reading packet {}", path.display()))?;
     let is_hex = path
         .file_name()
         .is_some_and(|n| n.to_string_lossy().ends_with(".hex"));

@@ -28,6 +28,10 @@ struct JsonReport<'a> {
     duration_ns: u64,
     #[serde(skip_serializing_if = "Option::is_none")]
     maps: Option<&'a MapState>,
+    #[serde(skip_serializing_if = "<[String]>::is_empty")]
+    trace_log: &'a [String],
+    #[serde(skip_serializing_if = "<[String]>::is_empty")]
+    notes: &'a [String],
 }
 
 pub fn json(engine: &str, outcome: &RunOutcome) -> anyhow::Result<String> {
@@ -38,6 +42,8 @@ pub fn json(engine: &str, outcome: &RunOutcome) -> anyhow::Result<String> {
         data_out: to_hex(&outcome.data_out),
         duration_ns: outcome.duration_ns,
         maps: outcome.maps.as_ref(),
+        trace_log: &outcome.trace_log,
+        notes: &outcome.notes,
     };
     Ok(serde_json::to_string(&report)?)
 }
@@ -61,11 +67,14 @@ pub fn text(engine: &str, input: &[u8], repeat: u32, outcome: &RunOutcome) -> St
     } else {
         format!("modified, input was {} bytes", input.len())
     };
-    out += &format!(
-        "data_out:    {} bytes ({change})\n",
-        outcome.data_out.len()
-    );
+    out += &format!("data_out:    {} bytes ({change})\n", outcome.data_out.len());
     out += &hex_dump(&outcome.data_out);
+    for line in &outcome.trace_log {
+        out += &format!("trace:       {line}\n");
+    }
+    for note in &outcome.notes {
+        out += &format!("note:        {note}\n");
+    }
     if let Some(maps) = &outcome.maps {
         out += "maps:\n";
         out += &state_one_entry_per_line(maps);
