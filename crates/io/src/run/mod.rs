@@ -1,0 +1,26 @@
+//! The run loop: packets from a [`PacketSource`](crate::PacketSource) in
+//! batches, an XDP program run on every frame in place, the verdicts
+//! counted and the surviving packets routed to an [`Output`].
+//!
+//! The loop does not know which engine runs the program: anything that
+//! implements [`FrameProgram`] (the runtime's interpreter or JIT behind an
+//! adapter, a closure in a test) will do. One [`WorkerPool`] thread runs
+//! per CPU slot; each owns its program runner (and with it its per-CPU map
+//! slot) and publishes its counters in [`RunStats`] once per batch, so a
+//! status line can be read from another thread without slowing the loop.
+
+mod output;
+mod pool;
+mod program;
+mod shared;
+mod stats;
+mod verdict;
+mod worker;
+
+pub use output::{NullOutput, Output, SplitOutput};
+pub use pool::{WorkerPool, WorkerSetup};
+pub use program::{FrameMut, FrameProgram, ProgramFault};
+pub use shared::SharedSource;
+pub use stats::{RunStats, StatsSnapshot, WorkerCounters};
+pub use verdict::{RedirectTarget, Verdict};
+pub use worker::{run_worker, WorkerOptions, WorkerReport};

@@ -1,0 +1,83 @@
+//! Where packets go after the program: a sink per route.
+
+use std::sync::{Arc, Mutex, PoisonError};
+
+use super::{RedirectTarget, Verdict};
+use crate::{IoError, OutputRoute, PacketBatch, PcapSplitSink};
+
+/// Takes a processed batch and its verdicts (`verdicts[i]` belongs to
+/// `batch.packets()[i]`).
+pub trait Output {
+    /// Consumes the batch; returns how many packets that should have left
+    /// (TX, PASS, REDIRECT) could not be delivered and were dropped.
+    fn emit(&mut self, batch: &PacketBatch, verdicts: &[Verdict]) -> Result<u64, IoError>;
+
+    /// Delivers anything buffered.
+    fn finish(&mut self) -> Result<(), IoError> {
+        Ok(())
+    }
+}
+
+impl<O: Output + ?Sized> Output for Box<O> {
+    fn emit(&mut self, batch: &PacketBatch, verdicts: &[Verdict]) -> Result<u64, IoError> {
+        (**self).emit(batch, verdicts)
+    }
+    fn finish(&mut self) -> Result<(), IoError> {
+        (**self).finish()
+    }
+}
+
+/// Counts and forgets: the generator's "no I/O at all" mode.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct NullOutput;
+
+impl Output for NullOutput {
+    fn emit(&mut self, _: &PacketBatch, _: &[Verdict]) -> Result<u64, IoError> {
+        Ok(0)
+    }
+}
+
+/// `--out DIR`: one pcap per action (and per redirect target when the sink
+/// is configured so), shared by every worker of a pool. The lock is taken
+/// once per batch.
+#[derive(Debug, Clone)]
+pub struct SplitOutput {
+    sink: Arc<Mutex<PcapSplitSink>>,
+}
+
+impl SplitOutput {
+    pub fn new(sink: PcapSplitSink) -> SplitOutput {
+        SplitOutput {
+            sink: Arc::new(Mutex::new(sink)),
+        }
+    }
+
+    /// The sink, for its file list after the run.
+    pub fn sink(&self) -> Arc<Mutex<PcapSplitSink>> {
+        Arc::clone(&self.sink)
+    }
+}
+
+impl Output for SplitOutput {
+    fn emit(&mut self, batch: &PacketBatch, verdicts: &[Verdict]) -> Result<u64, IoError> {
+        let mut sink = self.sink.lock().unwrap_or_else(PoisonError::into_inner);
+        for (pkt, verdict) in batch.packets().iter().zip(verdicts) {
+            match (verdict.route, verdict.redirect) {
+                (OutputRoute::Redirect, Some(RedirectTarget::Ifindex(ifindex))) => {
+                    sink.write_redirect(ifindex, pkt.data(), pkt.meta())?;
+                }
+                (route, _) => {
+                    sink.write(route, pkt.data(), pkt.meta())?;
+                }
+            }
+        }
+        Ok(0)
+    }
+
+    fn finish(&mut self) -> Result<(), IoError> {
+        self.sink
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .flush()
+    }
+}
