@@ -93,6 +93,9 @@ pub enum IoError {
     #[error("gen spec: `{key}`: {message}")]
     GenSpec { key: String, message: String },
 
+    #[error("cannot start a worker thread: {source}")]
+    Spawn { source: io::Error },
+
     #[error("packet data range {start}..{end} does not fit the {frame_len}-byte frame")]
     DataRange {
         start: usize,

@@ -10,6 +10,8 @@
 //! - [`gen`]: synthetic traffic from a spec string (`--gen SPEC`), built from
 //!   precomputed per-flow templates so a packet costs about one memcpy.
 //! - [`checksum`]: the Internet checksum used by the generator.
+//! - [`run`]: the run loop: batches through an XDP program, verdicts
+//!   counted and routed, one worker thread per CPU slot.
 
 pub mod batch;
 pub mod checksum;
@@ -18,6 +20,7 @@ pub mod gen;
 pub mod meta;
 pub mod pcap;
 pub mod route;
+pub mod run;
 pub mod sink;
 pub mod source;
 

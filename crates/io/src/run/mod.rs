@@ -18,9 +18,9 @@ mod verdict;
 mod worker;
 
 pub use output::{NullOutput, Output, SplitOutput};
-pub use pool::{WorkerPool, WorkerSetup};
-pub use program::{FrameMut, FrameProgram, ProgramFault};
+pub use pool::{pin_to_cpu, PoolOutcome, WorkerPool, WorkerSetup};
+pub use program::{FnProgram, FrameMut, FrameProgram, ProgramFault};
 pub use shared::SharedSource;
-pub use stats::{RunStats, StatsSnapshot, WorkerCounters};
+pub use stats::{thread_cpu_time, RunStats, StatsSnapshot, WorkerCounters};
 pub use verdict::{RedirectTarget, Verdict};
 pub use worker::{run_worker, WorkerOptions, WorkerReport};

@@ -77,11 +77,14 @@ impl<P: FrameProgram + ?Sized> FrameProgram for Box<P> {
     }
 }
 
-impl<F> FrameProgram for F
+/// A closure as a program (tests, fixed-verdict benchmarks).
+pub struct FnProgram<F>(pub F);
+
+impl<F> FrameProgram for FnProgram<F>
 where
     F: FnMut(&mut FrameMut<'_>) -> Result<Verdict, ProgramFault>,
 {
     fn run(&mut self, frame: &mut FrameMut<'_>) -> Result<Verdict, ProgramFault> {
-        self(frame)
+        (self.0)(frame)
     }
 }

@@ -2,7 +2,7 @@
 //!
 //! The kernel answers from the host's FIB and neighbour tables; a userspace
 //! data plane has its own view of the network, so bpfjet takes the table as
-//! data ([`FibTable`], JSON, documented in `docs/helpers.md`). Without a
+//! data ([`FibTable`], JSON, documented in `docs/SUPPORT.md`). Without a
 //! table every lookup answers `BPF_FIB_LKUP_RET_NOT_FWDED` (the packet goes
 //! to the stack), which is what a kernel without a route would say.
 //!

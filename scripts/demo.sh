@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# `make demo`: the Katran-class load balancer from the NF corpus, verified by
+# bpfjet, then run packet by packet in bpfjet and in the kernel side by side.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+BPFJET=target/release/bpfjet
+OBJ=build/examples/xdp/katran_lb.o
+FIX=examples/xdp/fixtures/katran_lb
+STATE=build/examples/xdp/fixtures/katran_lb/state.json
+
+echo "== bpfjet verify $OBJ"
+$BPFJET verify "$OBJ"
+echo
+
+kernel=yes
+if ! $BPFJET test-run "$OBJ" --data "$FIX/non_vip_udp.pkt.hex" --engine kernel >/dev/null 2>&1; then
+  kernel=no
+  echo "(kernel side skipped: BPF_PROG_TEST_RUN needs root)"
+fi
+
+printf '%-22s %-8s %-8s %s\n' "packet" "bpfjet" "kernel" "same bytes out"
+for case in vip4_tcp_syn vip4_udp vip6_tcp_syn vip4_any_port_v6_real non_vip_udp truncated_tcp; do
+  pkt="$FIX/$case.pkt.hex"
+  ours=$($BPFJET test-run "$OBJ" --data "$pkt" --maps "$STATE" --cpu 0 --json)
+  a=$(echo "$ours" | python3 -c 'import json,sys; print(json.load(sys.stdin)["action"])')
+  if [ $kernel = yes ]; then
+    theirs=$($BPFJET test-run "$OBJ" --data "$pkt" --maps "$STATE" --cpu 0 --json --engine kernel)
+    k=$(echo "$theirs" | python3 -c 'import json,sys; print(json.load(sys.stdin)["action"])')
+    same=$(python3 -c 'import json,sys; a=json.loads(sys.argv[1]); b=json.loads(sys.argv[2]); print("yes" if a["data_out"]==b["data_out"] else "NO")' "$ours" "$theirs")
+  else
+    k="-"; same="-"
+  fi
+  printf '%-22s %-8s %-8s %s\n' "$case" "$a" "$k" "$same"
+done
