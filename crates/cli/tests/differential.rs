@@ -421,3 +421,32 @@ fn corpus_matches_the_kernel() {
         failed.join(", ")
     );
 }
+
+/// The masks must hide only the clock bytes of the listed maps: anything
+/// else that differs still fails the comparison.
+#[test]
+fn time_masks_hide_only_clock_bytes() {
+    let dump = |pos: &str, atime: &str, other: &str| -> MapState {
+        serde_json::from_str(&format!(
+            r#"{{"fallback_cache": [{{"key": "01", "value": "{pos}00000000{atime}"}}],
+                "reals": [{{"key": "00000000", "value": "{other}"}}]}}"#
+        ))
+        .unwrap()
+    };
+    let masked = |mut m: MapState| {
+        support::time_fields::mask("katran_lb", &mut m);
+        m
+    };
+    let kernel = masked(dump("04000000", "30f4734ec7030000", "0a000101"));
+    // Another clock reading: equal after masking.
+    assert!(kernel == masked(dump("04000000", "a7f49443cb030000", "0a000101")));
+    // No time written where the kernel wrote one: different.
+    assert!(kernel != masked(dump("04000000", "0000000000000000", "0a000101")));
+    // Bytes outside the time field, or maps without masks: different.
+    assert!(kernel != masked(dump("05000000", "30f4734ec7030000", "0a000101")));
+    assert!(kernel != masked(dump("04000000", "30f4734ec7030000", "0a000102")));
+    // Masks belong to their program only.
+    let mut other_program = dump("04000000", "30f4734ec7030000", "0a000101");
+    support::time_fields::mask("firewall", &mut other_program);
+    assert!(other_program != kernel);
+}

@@ -96,8 +96,24 @@ fn frames_for(fixture: &Fixture) -> Vec<Vec<u8>> {
         .collect()
 }
 
-/// The first frame where the engines part ways, or the end-of-run map difference.
-fn compare_program(fixture: &Fixture, state: &MapState) -> Result<usize, String> {
+/// How many frames ended in each XDP action, to show which paths were reached.
+type ActionCounts = std::collections::BTreeMap<u32, usize>;
+
+fn describe(counts: &ActionCounts) -> String {
+    const NAMES: [&str; 5] = ["ABORTED", "DROP", "PASS", "TX", "REDIRECT"];
+    counts
+        .iter()
+        .map(|(retval, n)| match NAMES.get(*retval as usize) {
+            Some(name) => format!("{name} {n}"),
+            None => format!("retval {retval}: {n}"),
+        })
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// The first frame where the engines part ways, or the end-of-run map
+/// difference; on agreement, the actions seen.
+fn compare_program(fixture: &Fixture, state: &MapState) -> Result<ActionCounts, String> {
     let object = bpfjet_obj::load_file(&fixture.object).map_err(|e| e.to_string())?;
     let kernel = bpfjet_kernel::KernelObject::open_with(
         &fixture.object,
@@ -117,6 +133,7 @@ fn compare_program(fixture: &Fixture, state: &MapState) -> Result<usize, String>
     )
     .map_err(|e| format!("bpfjet load: {e}"))?;
     let frames = frames_for(fixture);
+    let mut actions = ActionCounts::new();
     for (i, frame) in frames.iter().enumerate() {
         let k = kernel
             .test_run(&fixture.prog, frame, 1, Some(0))
@@ -143,9 +160,14 @@ fn compare_program(fixture: &Fixture, state: &MapState) -> Result<usize, String>
                 to_hex(&b.data_out)
             ));
         }
+        *actions.entry(k.retval).or_default() += 1;
     }
-    let mut kernel_maps = kernel.dump_maps().map_err(|e| format!("kernel dump: {e}"))?;
-    let mut bpfjet_maps = bpfjet.dump_state().map_err(|e| format!("bpfjet dump: {e}"))?;
+    let mut kernel_maps = kernel
+        .dump_maps()
+        .map_err(|e| format!("kernel dump: {e}"))?;
+    let mut bpfjet_maps = bpfjet
+        .dump_state()
+        .map_err(|e| format!("bpfjet dump: {e}"))?;
     support::time_fields::mask(&fixture.program, &mut kernel_maps);
     support::time_fields::mask(&fixture.program, &mut bpfjet_maps);
     for (name, k) in &kernel_maps {
@@ -161,7 +183,7 @@ fn compare_program(fixture: &Fixture, state: &MapState) -> Result<usize, String>
     if bpfjet_maps.len() != kernel_maps.len() {
         return Err("bpfjet dumps maps the kernel does not".into());
     }
-    Ok(frames.len())
+    Ok(actions)
 }
 
 #[test]
@@ -185,7 +207,13 @@ fn random_frames_match_the_kernel() {
         // Every case of a fixture so far shares one state; take the first.
         let state = states.get(&fixture.cases[0].state);
         match compare_program(&fixture, &state) {
-            Ok(n) => report += &format!("{}: {n} random frames agree\n", fixture.program),
+            Ok(actions) => {
+                report += &format!(
+                    "{}: {FRAMES} random frames agree ({})\n",
+                    fixture.program,
+                    describe(&actions)
+                )
+            }
             Err(why) => {
                 report += &format!("{}: FAIL {why}\n", fixture.program);
                 failures.push(fixture.program.clone());
@@ -193,5 +221,9 @@ fn random_frames_match_the_kernel() {
         }
     }
     support::announce(&report);
-    assert!(failures.is_empty(), "disagreement in: {}", failures.join(", "));
+    assert!(
+        failures.is_empty(),
+        "disagreement in: {}",
+        failures.join(", ")
+    );
 }

@@ -13,6 +13,7 @@
 //! - [`run`]: the run loop: batches through an XDP program, verdicts
 //!   counted and routed, one worker thread per CPU slot.
 
+pub mod afxdp;
 pub mod batch;
 pub mod checksum;
 pub mod error;

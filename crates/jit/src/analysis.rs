@@ -1,6 +1,7 @@
 //! What the lifter needs to know about a program before emitting IR: where
 //! its functions are, where basic blocks start, and which registers hold a
-//! pointer into the current stack frame at a known offset.
+//! pointer into the current stack frame at a known offset or a known
+//! constant (map handles and callback slots, for helper inlining).
 
 use crate::error::JitError;
 use bpfjet_isa::{AluOp, AtomicOp, CallTarget, Insn, LdDwKind, Operand, Width, FRAME_POINTER};
@@ -86,6 +87,9 @@ pub(crate) enum Prov {
     Unknown,
     /// The frame pointer plus this many bytes.
     Stack(i64),
+    /// A constant set by `lddw` or a 64-bit `mov` of an immediate (in the
+    /// loaded program, map handles and function slots are such constants).
+    Const(u64),
 }
 
 /// Register knowledge at one slot (r0–r10); `None` for unreachable slots.
@@ -119,12 +123,18 @@ fn transfer(insn: &Insn, mut regs: [Prov; 11]) -> [Prov; 11] {
                 (AluOp::Mov, Operand::Reg(s)) => {
                     regs.get(usize::from(s)).copied().unwrap_or(Prov::Unknown)
                 }
+                (AluOp::Mov, Operand::Imm(k)) => Prov::Const(i64::from(k) as u64),
                 (AluOp::Add, Operand::Imm(k)) => shifted(old, i64::from(k)),
                 (AluOp::Sub, Operand::Imm(k)) => shifted(old, -i64::from(k)),
                 _ => Prov::Unknown,
             };
             set(&mut regs, dst, new);
         }
+        Insn::LdDw {
+            kind: LdDwKind::Imm,
+            dst,
+            imm,
+        } => set(&mut regs, dst, Prov::Const(imm)),
         Insn::Alu { dst, .. }
         | Insn::Endian { dst, .. }
         | Insn::LdDw { dst, .. }
@@ -154,7 +164,7 @@ fn join(a: [Prov; 11], b: [Prov; 11]) -> [Prov; 11] {
 }
 
 /// Forward dataflow over `f`: for each slot (indexed from `f.entry`), which
-/// registers certainly hold frame-pointer-relative addresses. Memory accesses
+/// registers certainly hold frame-pointer-relative addresses or constants. Memory accesses
 /// through them become direct accesses to the frame's stack allocation, which
 /// LLVM can then promote to SSA values.
 pub(crate) fn stack_pointers(insns: &[Insn], f: Function) -> Vec<RegFacts> {

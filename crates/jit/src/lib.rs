@@ -15,15 +15,20 @@
 //! one trampoline, so they are written once for both engines.
 
 mod analysis;
+mod bindings;
 mod cache;
 mod error;
 mod lift;
 mod loader;
+mod natives;
+mod object;
 mod options;
 mod pipeline;
 mod program;
 mod trampoline;
 
+pub use bindings::Bindings;
 pub use error::JitError;
+pub use object::{JitObject, ObjectError, XdpBench, XdpEngine};
 pub use options::{CacheMode, CpuTarget, JitOptions, OptLevel};
 pub use program::{CompileStats, DumpStage, JitProgram};

@@ -59,7 +59,7 @@ impl Default for CacheMode {
 }
 
 /// JIT options. Everything here takes part in the cache key.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct JitOptions {
     pub cpu: CpuTarget,
     pub opt_level: OptLevel,
@@ -68,6 +68,22 @@ pub struct JitOptions {
     /// read stack bytes they did not write, so this is off by default; it
     /// makes runs of unverified programs deterministic.
     pub zero_stack: bool,
+    /// Compile helpers and map lookups in where the program's
+    /// [`crate::Bindings`] allow it (on by default; off keeps every helper
+    /// call on the trampoline, for comparison).
+    pub inline_helpers: bool,
+}
+
+impl Default for JitOptions {
+    fn default() -> Self {
+        JitOptions {
+            cpu: CpuTarget::default(),
+            opt_level: OptLevel::default(),
+            cache: CacheMode::default(),
+            zero_stack: false,
+            inline_helpers: true,
+        }
+    }
 }
 
 impl JitOptions {

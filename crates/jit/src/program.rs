@@ -1,6 +1,7 @@
 //! A compiled program: compile, run, statistics.
 
 use crate::analysis;
+use crate::bindings::{Bindings, Resolved};
 use crate::cache::{self, Cached, KeyHasher};
 use crate::error::JitError;
 use crate::lift;
@@ -53,6 +54,8 @@ pub(crate) struct JitInner {
     /// Native entries of every function, by slot (sorted).
     entries: Vec<(usize, EntryFn)>,
     stats: CompileStats,
+    /// Maps whose handles and value addresses the code has baked in.
+    _maps: Vec<Arc<bpfjet_maps::Map>>,
     /// Owns the code `entries` point into; dropped last.
     _image: Image,
 }
@@ -97,6 +100,7 @@ fn cache_key(
     opts: &LoadOptions,
     jit: &JitOptions,
     spec: &TargetSpec,
+    bindings: &Bindings,
 ) -> u128 {
     let mut h = KeyHasher::new();
     let (major, minor, patch) = inkwell::support::get_llvm_version();
@@ -117,7 +121,11 @@ fn cache_key(
         .bytes(spec.cpu.as_bytes())
         .bytes(spec.features.as_bytes())
         .bytes(pipeline::pipeline_text(jit.opt_level).as_bytes())
-        .u64(u64::from(jit.zero_stack));
+        .u64(u64::from(jit.zero_stack))
+        .u64(u64::from(jit.inline_helpers));
+    if jit.inline_helpers {
+        bindings.hash_into(&mut h);
+    }
     h.finish()
 }
 
@@ -129,6 +137,18 @@ impl JitProgram {
         insns: &[Insn],
         opts: &LoadOptions,
         jit: &JitOptions,
+    ) -> Result<JitProgram, JitError> {
+        Self::compile_bound(insns, opts, jit, &Bindings::default())
+    }
+
+    /// [`JitProgram::compile`] with what the program is bound to, so that
+    /// helpers and map lookups can be compiled in (see [`Bindings`]; with
+    /// `jit.inline_helpers` off they are ignored).
+    pub fn compile_bound(
+        insns: &[Insn],
+        opts: &LoadOptions,
+        jit: &JitOptions,
+        bindings: &Bindings,
     ) -> Result<JitProgram, JitError> {
         let start = Instant::now();
         if !cfg!(all(target_arch = "x86_64", target_endian = "little")) {
@@ -142,7 +162,8 @@ impl JitProgram {
         }
         let functions = analysis::functions(insns)?;
         let spec = pipeline::target_spec(&jit.cpu)?;
-        let key = cache_key(insns, &program, opts, jit, &spec);
+        let key = cache_key(insns, &program, opts, jit, &spec, bindings);
+        let resolved = resolve(jit, bindings);
         let mut stats = CompileStats {
             bpf_insns: insns.len(),
             functions: functions.len(),
@@ -156,7 +177,8 @@ impl JitProgram {
                 hit
             }
             None => {
-                let compiled = compile_object(&program, &functions, jit, &spec, &mut stats)?;
+                let compiled =
+                    compile_object(&program, &functions, jit, &spec, &resolved, &mut stats)?;
                 cache::store(&jit.cache, key, &compiled);
                 compiled
             }
@@ -186,6 +208,7 @@ impl JitProgram {
             kfuncs: Arc::clone(&opts.kfuncs),
             entries,
             stats,
+            _maps: bindings.maps.clone(),
             _image: image,
         });
         trampoline::register_compiled(&inner);
@@ -258,6 +281,17 @@ impl JitProgram {
         jit: &JitOptions,
         stage: DumpStage,
     ) -> Result<String, JitError> {
+        Self::dump_bound(insns, opts, jit, &Bindings::default(), stage)
+    }
+
+    /// [`JitProgram::dump`] with bindings, as [`JitProgram::compile_bound`].
+    pub fn dump_bound(
+        insns: &[Insn],
+        opts: &LoadOptions,
+        jit: &JitOptions,
+        bindings: &Bindings,
+        stage: DumpStage,
+    ) -> Result<String, JitError> {
         let program = Program::new(insns.to_vec(), opts.clone())?;
         if program.is_bounds_checked() {
             return Err(JitError::NotVerified);
@@ -265,7 +299,8 @@ impl JitProgram {
         let functions = analysis::functions(insns)?;
         let spec = pipeline::target_spec(&jit.cpu)?;
         let cx = Context::create();
-        let module = lift::lift_module(&cx, program.insns(), &functions, jit)?;
+        let resolved = resolve(jit, bindings);
+        let module = lift::lift_module(&cx, program.insns(), &functions, jit, &resolved)?;
         let machine = pipeline::target_machine(&spec, jit)?;
         pipeline::configure(&module, &machine);
         pipeline::verify(&module)?;
@@ -287,11 +322,12 @@ fn compile_object(
     functions: &[analysis::Function],
     jit: &JitOptions,
     spec: &TargetSpec,
+    bind: &Resolved,
     stats: &mut CompileStats,
 ) -> Result<Cached, JitError> {
     let cx = Context::create();
     let t = Instant::now();
-    let module = lift::lift_module(&cx, program.insns(), functions, jit)?;
+    let module = lift::lift_module(&cx, program.insns(), functions, jit, bind)?;
     let machine = pipeline::target_machine(spec, jit)?;
     pipeline::configure(&module, &machine);
     pipeline::verify(&module)?;
@@ -309,4 +345,12 @@ fn compile_object(
         ir_before,
         ir_after,
     })
+}
+
+fn resolve(jit: &JitOptions, bindings: &Bindings) -> Resolved {
+    if jit.inline_helpers {
+        bindings.resolve()
+    } else {
+        Resolved::default()
+    }
 }

@@ -33,6 +33,9 @@ pub(crate) type EntryFn = unsafe extern "C" fn(*mut RunCtx, u64, *const u64) -> 
 #[repr(C)]
 pub(crate) struct RunCtx {
     status: u64,
+    /// The CPU slot of the run (inlined `bpf_get_smp_processor_id` and
+    /// per-CPU array lookups read it at `lift::RUNCTX_CPU_OFFSET`).
+    cpu: u64,
     code: *const JitInner,
     state: *mut RunState,
     user: *mut (dyn Any + 'static),
@@ -79,8 +82,12 @@ pub(crate) fn run_native(
             target: slot as u64,
         });
     };
+    let cpu = (&*user as &dyn Any)
+        .downcast_ref::<bpfjet_runtime::XdpEnv>()
+        .map_or(0, |env| u64::from(env.cpu()));
     let mut ctx = RunCtx {
         status: RUNNING,
+        cpu,
         code,
         state,
         user,
@@ -208,6 +215,11 @@ unsafe extern "C" fn jit_depth_fault(ctx: *mut RunCtx, pc: u64) {
     });
 }
 
+const _: () = assert!(
+    std::mem::offset_of!(RunCtx, cpu) as u64 == crate::lift::RUNCTX_CPU_OFFSET,
+    "generated code reads the CPU slot at RUNCTX_CPU_OFFSET"
+);
+
 /// Addresses for the undefined symbols of generated objects.
 pub(crate) fn resolve_symbol(name: &str) -> Option<usize> {
     let helper: unsafe extern "C" fn(*mut RunCtx, u64, u64, u64, u64, *const u64) -> u64 =
@@ -222,7 +234,7 @@ pub(crate) fn resolve_symbol(name: &str) -> Option<usize> {
         "memmove" => libc::memmove as *const () as usize,
         "memset" => libc::memset as *const () as usize,
         "memcmp" => libc::memcmp as *const () as usize,
-        _ => return None,
+        _ => return crate::natives::resolve(name),
     })
 }
 

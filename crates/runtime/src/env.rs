@@ -128,6 +128,12 @@ impl XdpEnv {
         &self.frame
     }
 
+    /// The frame, for harnesses that reset it between runs
+    /// ([`XdpFrame::reset`]).
+    pub fn frame_mut(&mut self) -> &mut XdpFrame {
+        &mut self.frame
+    }
+
     pub fn cpu(&self) -> u32 {
         self.cpu
     }

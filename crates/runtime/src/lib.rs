@@ -34,6 +34,7 @@ mod region;
 mod runtime_error;
 mod state;
 mod test_run;
+pub mod worker;
 pub mod xdp;
 
 pub use dump::FOREIGN_PROGRAM_PREFIX;

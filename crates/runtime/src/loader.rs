@@ -195,6 +195,18 @@ impl LoadedObject {
         self.maps.maps.iter().find(|m| m.name() == name).cloned()
     }
 
+    /// What each map index of the object's `lddw`s resolves to (for
+    /// engines that load the object's programs themselves).
+    pub fn map_bindings(&self) -> Vec<MapBinding> {
+        self.maps.maps.iter().map(binding).collect()
+    }
+
+    /// The routing table `bpf_fib_lookup` answers from (for engines that
+    /// build their own run environment).
+    pub fn fib(&self) -> Option<&Arc<Fib>> {
+        self.fib.as_ref()
+    }
+
     pub fn ncpus(&self) -> usize {
         self.ncpus
     }

@@ -80,4 +80,3 @@ fn mask_entry(entry: &mut EntryState, bytes: &Range<usize>) {
         vs.iter_mut().for_each(mask);
     }
 }
-

@@ -12,15 +12,20 @@
 mod output;
 mod pool;
 mod program;
+mod runtime;
 mod shared;
+pub mod signal;
 mod stats;
 mod verdict;
 mod worker;
 
 pub use output::{NullOutput, Output, SplitOutput};
-pub use pool::{pin_to_cpu, PoolOutcome, WorkerPool, WorkerSetup};
+pub use pool::{pin_to_cpu, PoolOutcome, WorkerJob, WorkerPool, WorkerResult, WorkerSetup};
 pub use program::{FnProgram, FrameMut, FrameProgram, ProgramFault};
 pub use shared::SharedSource;
-pub use stats::{thread_cpu_time, RunStats, StatsSnapshot, WorkerCounters};
+pub use signal::StopSignal;
+pub use stats::{
+    process_cpu_time, thread_cpu_time, LocalCounts, RunStats, StatsSnapshot, WorkerCounters,
+};
 pub use verdict::{RedirectTarget, Verdict};
 pub use worker::{run_worker, WorkerOptions, WorkerReport};

@@ -4,7 +4,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 
-use super::{run_worker, FrameProgram, Output, RunStats, WorkerOptions, WorkerReport};
+use super::{
+    run_worker, FrameProgram, Output, RunStats, WorkerCounters, WorkerOptions, WorkerReport,
+};
 use crate::{IoError, PacketSource};
 
 /// What one worker thread runs.
@@ -28,7 +30,12 @@ impl std::fmt::Debug for WorkerSetup {
     }
 }
 
-type WorkerResult = (WorkerReport, Result<(), IoError>, Option<String>);
+/// What a worker thread returns: its report, how its loop ended, and a
+/// warning (a failed CPU pinning) if any.
+pub type WorkerResult = (WorkerReport, Result<(), IoError>, Option<String>);
+
+/// A worker thread's body for [`WorkerPool::spawn_jobs`].
+pub type WorkerJob = Box<dyn FnOnce(&WorkerCounters, &AtomicBool) -> WorkerResult + Send>;
 
 /// Running workers, their live counters and a shared stop flag.
 #[derive(Debug)]
@@ -43,25 +50,37 @@ impl WorkerPool {
     /// publishes in `stats().worker(i)`. `stop` ends every worker at its
     /// next batch boundary.
     pub fn spawn(setups: Vec<WorkerSetup>, stop: Arc<AtomicBool>) -> Result<WorkerPool, IoError> {
-        let stats = RunStats::new(setups.len());
-        let mut handles = Vec::with_capacity(setups.len());
-        for (i, mut setup) in setups.into_iter().enumerate() {
-            let stats = stats.clone();
-            let stop_flag = Arc::clone(&stop);
-            let spawned = std::thread::Builder::new()
-                .name(format!("bpfjet-w{i}"))
-                .spawn(move || {
+        let jobs = setups
+            .into_iter()
+            .map(|mut setup| {
+                Box::new(move |counters: &WorkerCounters, stop: &AtomicBool| {
                     let warning = setup.pin_cpu.and_then(|cpu| pin_to_cpu(cpu).err());
                     let (report, result) = run_worker(
                         &mut setup.source,
                         &mut setup.program,
                         &mut setup.output,
-                        stats.worker(i),
-                        &stop_flag,
+                        counters,
+                        stop,
                         &setup.options,
                     );
                     (report, result, warning)
-                });
+                }) as WorkerJob
+            })
+            .collect();
+        WorkerPool::spawn_jobs(jobs, stop)
+    }
+
+    /// Starts one thread per job: the way a data plane with its own loop
+    /// (AF_XDP) shares the pool's counters, stop flag and join logic.
+    pub fn spawn_jobs(jobs: Vec<WorkerJob>, stop: Arc<AtomicBool>) -> Result<WorkerPool, IoError> {
+        let stats = RunStats::new(jobs.len());
+        let mut handles = Vec::with_capacity(jobs.len());
+        for (i, job) in jobs.into_iter().enumerate() {
+            let stats = stats.clone();
+            let stop_flag = Arc::clone(&stop);
+            let spawned = std::thread::Builder::new()
+                .name(format!("bpfjet-w{i}"))
+                .spawn(move || job(stats.worker(i), &stop_flag));
             match spawned {
                 Ok(h) => handles.push(h),
                 Err(source) => {

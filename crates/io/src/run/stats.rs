@@ -39,7 +39,7 @@ pub struct LocalCounts {
 }
 
 impl WorkerCounters {
-    pub(crate) fn publish(&self, c: &LocalCounts) {
+    pub fn publish(&self, c: &LocalCounts) {
         let r = Ordering::Relaxed;
         self.packets.store(c.packets, r);
         self.bytes.store(c.bytes, r);
@@ -51,7 +51,7 @@ impl WorkerCounters {
         self.batches.store(c.batches, Ordering::Release);
     }
 
-    pub(crate) fn set_cpu_ns(&self, ns: u64) {
+    pub fn set_cpu_ns(&self, ns: u64) {
         self.cpu_ns.store(ns, Ordering::Relaxed);
     }
 
@@ -175,6 +175,20 @@ pub fn thread_cpu_time() -> Duration {
     // SAFETY: `ts` is a valid out-pointer; the clock id is a constant the
     // kernel always knows.
     let rc = unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+    if rc != 0 {
+        return Duration::ZERO;
+    }
+    Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32)
+}
+
+/// CPU time of the whole process (every thread).
+pub fn process_cpu_time() -> Duration {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: as in `thread_cpu_time`.
+    let rc = unsafe { libc::clock_gettime(libc::CLOCK_PROCESS_CPUTIME_ID, &mut ts) };
     if rc != 0 {
         return Duration::ZERO;
     }

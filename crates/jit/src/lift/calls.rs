@@ -9,8 +9,8 @@
 //! tail-call target in place of the rest of this function, or returns for an
 //! abort, which every caller then propagates by returning too.
 //!
-//! Every helper call goes through [`Lifter::helper_call`]; phase 2 emits IR
-//! for specific helpers there instead of the trampoline call.
+//! Helpers the lifter knows how to compile in (see `inline`) never reach
+//! [`Lifter::helper_call`]; every other helper call goes through it.
 //!
 //! A bpf-to-bpf call checks the call-depth limit, calls the callee's LLVM
 //! function with `depth + 1` and r1–r5, and checks the status word. The
@@ -108,6 +108,9 @@ impl<'ctx> Lifter<'ctx, '_> {
         match target {
             CallTarget::Local(off) => self.local_call(fr, pc, pc as i64 + 1 + i64::from(off)),
             CallTarget::Helper(id) => {
+                if self.try_inline_helper(fr, pc, id)? {
+                    return Ok(());
+                }
                 let id = self.t.i64.const_int(id as i64 as u64, true);
                 self.helper_call(fr, pc, KIND_HELPER, id)
             }

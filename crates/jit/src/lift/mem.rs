@@ -25,7 +25,7 @@ impl<'ctx> Lifter<'ctx, '_> {
     }
 
     /// The address `base + off` of a `bytes`-wide access at slot `pc`.
-    fn address(
+    pub(super) fn address(
         &self,
         fr: &Frame<'ctx>,
         pc: usize,

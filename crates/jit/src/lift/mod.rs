@@ -15,9 +15,13 @@
 mod alu;
 pub(crate) mod calls;
 mod control;
+mod inline;
 mod mem;
 
+pub(crate) use inline::RUNCTX_CPU_OFFSET;
+
 use crate::analysis::{self, Function, Prov, RegFacts};
+use crate::bindings::Resolved;
 use crate::error::JitError;
 use crate::options::JitOptions;
 use bpfjet_isa::{Insn, Operand, Reg};
@@ -92,6 +96,10 @@ pub(crate) struct Lifter<'ctx, 'a> {
     pub opts: &'a JitOptions,
     pub funcs: BTreeMap<usize, FunctionValue<'ctx>>,
     pub ext: calls::Externs<'ctx>,
+    /// Maps, constant keys and helper semantics the code may assume.
+    pub bind: &'a Resolved,
+    /// Constant copies of frozen map values, by index in `bind.frozen`.
+    pub frozen: Vec<PointerValue<'ctx>>,
 }
 
 /// Lift a loaded program (`insns` with every `lddw` resolved to an
@@ -101,6 +109,7 @@ pub(crate) fn lift_module<'ctx>(
     insns: &[Insn],
     functions: &[Function],
     opts: &JitOptions,
+    bind: &Resolved,
 ) -> Result<Module<'ctx>, JitError> {
     let module = cx.create_module("bpfjet");
     let t = Types {
@@ -111,6 +120,16 @@ pub(crate) fn lift_module<'ctx>(
         ptr: cx.ptr_type(AddressSpace::default()),
     };
     let ext = calls::Externs::declare(cx, &module, t);
+    let mut frozen = Vec::with_capacity(bind.frozen.len());
+    for (i, value) in bind.frozen.iter().enumerate() {
+        let bytes = cx.const_string(&value.bytes, false);
+        let global = module.add_global(bytes.get_type(), None, &format!("bpfjet_frozen_{i}"));
+        global.set_initializer(&bytes);
+        global.set_constant(true);
+        global.set_linkage(Linkage::Private);
+        global.set_alignment(8);
+        frozen.push(global.as_pointer_value());
+    }
     let mut lifter = Lifter {
         cx,
         module: &module,
@@ -120,6 +139,8 @@ pub(crate) fn lift_module<'ctx>(
         opts,
         funcs: BTreeMap::new(),
         ext,
+        bind,
+        frozen,
     };
     let fn_type = t.i64.fn_type(
         &[
@@ -310,7 +331,7 @@ impl<'ctx> Lifter<'ctx, '_> {
             } => self.alu(fr, pc, width, op, dst, src),
             Insn::Endian { order, bits, dst } => self.endian(fr, order, bits, dst),
             Insn::LdDw { dst, imm, .. } => {
-                let v = self.t.i64.const_int(imm, false);
+                let v = self.lddw_value(imm)?;
                 self.set_reg(fr, dst, v)
             }
             Insn::LdDwTail => Ok(()),
@@ -351,6 +372,23 @@ impl<'ctx> Lifter<'ctx, '_> {
             Insn::CallReg { reg } => self.call_reg(fr, pc, reg),
             Insn::Exit => self.exit(fr),
         }
+    }
+
+    /// The value of an `lddw`: an address inside a frozen map value becomes
+    /// an address inside the module's constant copy of it, so that loads
+    /// through it fold to constants.
+    fn lddw_value(&self, imm: u64) -> LResult<IntValue<'ctx>> {
+        let t = self.t;
+        let Some((i, off)) = self.bind.frozen_at(imm) else {
+            return Ok(t.i64.const_int(imm, false));
+        };
+        let global = self.frozen[i];
+        // SAFETY (for LLVM): `off` is inside the global (checked by frozen_at).
+        let p = unsafe {
+            self.b
+                .build_in_bounds_gep(t.i8, global, &[t.i64.const_int(off, false)], "frozen")?
+        };
+        Ok(self.b.build_ptr_to_int(p, t.i64, "frozen_addr")?)
     }
 
     /// What the analysis knows about `r` before slot `pc`.

@@ -97,6 +97,25 @@ impl XdpFrame {
         Ok(frame)
     }
 
+    /// Put `packet` back into this frame as [`XdpFrame::new`] would lay it
+    /// out (headroom, no metadata), keeping the buffer and the context's
+    /// address: benchmarks reset the frame before every fresh-packet run.
+    /// Bytes outside the packet keep what earlier runs left there.
+    pub fn reset(&mut self, packet: &[u8]) -> Result<(), FrameError> {
+        if packet.len() < ETH_HLEN {
+            return Err(FrameError::TooShort(packet.len()));
+        }
+        if packet.len() > MAX_LINEAR_PACKET {
+            return Err(FrameError::TooLong(packet.len()));
+        }
+        self.buf[XDP_PACKET_HEADROOM..XDP_PACKET_HEADROOM + packet.len()].copy_from_slice(packet);
+        self.data_meta = XDP_PACKET_HEADROOM;
+        self.data = XDP_PACKET_HEADROOM;
+        self.data_end = XDP_PACKET_HEADROOM + packet.len();
+        self.sync_md();
+        Ok(())
+    }
+
     fn base(&self) -> u64 {
         self.buf.as_ptr() as u64
     }

@@ -1,0 +1,285 @@
+//! `bpfjet map list|dump|lookup|update|delete --instance NAME [MAP [KEY [VALUE]]] [--json]`:
+//! the control plane of a running `bpfjet run`, from another process.
+//!
+//! The instance's maps live in shared memory (`/dev/shm/bpfjet.<NAME>.*`,
+//! mode 0600), so every operation here is a memory access on the same map
+//! the data plane uses — no syscall per operation once the map is mapped.
+//! Keys and values are hex (spaces allowed, as in STATE.json); per-CPU maps
+//! show one value per CPU, and an update takes one value (every CPU) or one
+//! per CPU. `dump` prints STATE.json.
+//!
+//! Exit codes: 0 done; 1 the instance or map does not exist, the key is
+//! absent (lookup/delete), or the kernel-style error of the operation
+//! (E2BIG, EEXIST, ...); 2 bad command line.
+
+use anyhow::{anyhow, bail, Context, Result};
+use bpfjet_maps::state::{parse_hex, to_hex, MapState};
+use bpfjet_maps::{Instance, InstanceResolver, Map, MapError, MapInfo};
+use std::process::ExitCode;
+use std::sync::Arc;
+
+#[derive(Debug, clap::Args)]
+pub struct MapArgs {
+    #[command(subcommand)]
+    pub op: MapOp,
+}
+
+/// Where an operation applies.
+#[derive(Debug, clap::Args)]
+pub struct Target {
+    /// The running instance (`bpfjet run --name`, default the object's file stem).
+    #[arg(long)]
+    pub instance: String,
+    /// Print JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, clap::Subcommand)]
+pub enum MapOp {
+    /// The instance's maps: id, name, type, sizes.
+    List {
+        #[command(flatten)]
+        target: Target,
+    },
+    /// Every entry of one map, or of every map, as STATE.json.
+    Dump {
+        #[command(flatten)]
+        target: Target,
+        map: Option<String>,
+    },
+    /// One entry's value (per CPU for per-CPU maps).
+    Lookup {
+        #[command(flatten)]
+        target: Target,
+        map: String,
+        /// Key as hex.
+        key: String,
+    },
+    /// Create or replace an entry.
+    Update {
+        #[command(flatten)]
+        target: Target,
+        map: String,
+        /// Key as hex.
+        key: String,
+        /// Value as hex; for per-CPU maps one value (every CPU) or one per CPU.
+        #[arg(required = true, num_args = 1..)]
+        value: Vec<String>,
+        /// any: create or replace; noexist: create only; exist: replace only.
+        #[arg(long, default_value = "any", value_parser = ["any", "noexist", "exist"])]
+        flags: String,
+    },
+    /// Remove an entry.
+    Delete {
+        #[command(flatten)]
+        target: Target,
+        map: String,
+        /// Key as hex.
+        key: String,
+    },
+}
+
+/// `BPF_ANY`, `BPF_NOEXIST`, `BPF_EXIST`.
+fn update_flags(name: &str) -> u64 {
+    match name {
+        "noexist" => 1,
+        "exist" => 2,
+        _ => 0,
+    }
+}
+
+fn open(instance: &str) -> Result<Instance> {
+    Instance::open(instance).map_err(|e| match e {
+        MapError::UnknownMap(_) => anyhow!(
+            "no running instance '{instance}' (is `bpfjet run` running with --name {instance}? \
+             instances live in /dev/shm/bpfjet.{instance}.*)"
+        ),
+        e => anyhow!("opening instance '{instance}': {e}"),
+    })
+}
+
+fn map(inst: &Instance, name: &str) -> Result<Arc<Map>> {
+    inst.map_by_name(name).map_err(|_| {
+        let names: Vec<String> = inst.list().into_iter().filter(|m| !m.inner).map(|m| m.name).collect();
+        anyhow!(
+            "instance '{}' has no map '{name}' (maps: {})",
+            inst.name().unwrap_or("?"),
+            names.join(", ")
+        )
+    })
+}
+
+fn hex_arg(what: &str, text: &str, size: u32) -> Result<Vec<u8>> {
+    let bytes = parse_hex(text).with_context(|| format!("{what} {text:?}"))?;
+    if bytes.len() != size as usize {
+        bail!(
+            "{what} is {} bytes; the map's {what}s are {size} bytes",
+            bytes.len()
+        );
+    }
+    Ok(bytes)
+}
+
+fn info_json(m: &MapInfo) -> serde_json::Value {
+    serde_json::json!({
+        "id": m.id,
+        "name": m.name,
+        "type": m.map_type.name(),
+        "key_size": m.key_size,
+        "value_size": m.value_size,
+        "max_entries": m.max_entries,
+        "flags": m.flags,
+        "inner": m.inner,
+    })
+}
+
+pub fn run(args: &MapArgs) -> Result<ExitCode> {
+    match &args.op {
+        MapOp::List { target } => {
+            let inst = open(&target.instance)?;
+            let maps = inst.list();
+            if target.json {
+                let v: Vec<_> = maps.iter().map(info_json).collect();
+                println!("{}", serde_json::Value::from(v));
+            } else {
+                println!(
+                    "{:>4}  {:<24} {:<16} {:>5} {:>6} {:>8}",
+                    "id", "name", "type", "key", "value", "entries"
+                );
+                for m in &maps {
+                    println!(
+                        "{:>4}  {:<24} {:<16} {:>5} {:>6} {:>8}{}",
+                        m.id,
+                        m.name,
+                        m.map_type.name(),
+                        m.key_size,
+                        m.value_size,
+                        m.max_entries,
+                        if m.inner { "  (inner)" } else { "" }
+                    );
+                }
+            }
+        }
+        MapOp::Dump { target, map: name } => {
+            let inst = open(&target.instance)?;
+            let resolver = InstanceResolver {
+                instance: &inst,
+                progs: &[],
+            };
+            let state: MapState = match name {
+                Some(n) => {
+                    let m = map(&inst, n)?;
+                    let mut s = MapState::new();
+                    s.insert(n.clone(), m.dump(&resolver).map_err(|e| anyhow!("dumping {n}: {e}"))?);
+                    s
+                }
+                None => inst
+                    .dump_state(&resolver)
+                    .map_err(|e| anyhow!("dumping: {e}"))?,
+            };
+            // STATE.json is JSON either way; --json makes it one line.
+            if target.json {
+                println!("{}", serde_json::to_string(&state)?);
+            } else {
+                println!("{}", serde_json::to_string_pretty(&state)?);
+            }
+        }
+        MapOp::Lookup { target, map: name, key } => {
+            let inst = open(&target.instance)?;
+            let m = map(&inst, name)?;
+            let key = hex_arg("key", key, m.key_size())?;
+            let per_cpu = m.map_type().is_per_cpu();
+            let found = if per_cpu {
+                m.lookup_percpu(&key)
+            } else {
+                m.lookup_copy(&key).map(|v| vec![v])
+            };
+            let values = match found {
+                Ok(v) => v,
+                Err(MapError::NotFound) => {
+                    if target.json {
+                        println!("{}", serde_json::json!({"key": to_hex(&key), "found": false}));
+                    } else {
+                        eprintln!("bpfjet: key {} not found in {name}", to_hex(&key));
+                    }
+                    return Ok(ExitCode::from(1));
+                }
+                Err(e) => bail!("lookup in {name}: {e}"),
+            };
+            let hex: Vec<String> = values.iter().map(|v| to_hex(v)).collect();
+            if target.json {
+                let mut o = serde_json::json!({"key": to_hex(&key), "found": true});
+                if per_cpu {
+                    o["values"] = hex.into();
+                } else {
+                    o["value"] = hex[0].clone().into();
+                }
+                println!("{o}");
+            } else if per_cpu {
+                for (cpu, v) in hex.iter().enumerate() {
+                    println!("cpu {cpu:>3}: {v}");
+                }
+            } else {
+                println!("{}", hex[0]);
+            }
+        }
+        MapOp::Update {
+            target,
+            map: name,
+            key,
+            value,
+            flags,
+        } => {
+            let inst = open(&target.instance)?;
+            let m = map(&inst, name)?;
+            let key = hex_arg("key", key, m.key_size())?;
+            let values: Vec<Vec<u8>> = value
+                .iter()
+                .map(|v| hex_arg("value", v, m.value_size()))
+                .collect::<Result<_>>()?;
+            let flags = update_flags(flags);
+            let result = if m.map_type().is_per_cpu() && values.len() > 1 {
+                if values.len() != m.ncpus() as usize {
+                    bail!(
+                        "{name} is per-CPU with {} CPUs: give one value (every CPU) or {}",
+                        m.ncpus(),
+                        m.ncpus()
+                    );
+                }
+                let refs: Vec<&[u8]> = values.iter().map(Vec::as_slice).collect();
+                m.update_percpu(&key, &refs, flags)
+            } else if values.len() > 1 {
+                bail!("{name} is not per-CPU: give one value");
+            } else {
+                m.update_elem(&key, &values[0], flags)
+            };
+            result.map_err(|e| anyhow!("update of {name}: {e}"))?;
+            if target.json {
+                println!("{}", serde_json::json!({"updated": true}));
+            }
+        }
+        MapOp::Delete { target, map: name, key } => {
+            let inst = open(&target.instance)?;
+            let m = map(&inst, name)?;
+            let key = hex_arg("key", key, m.key_size())?;
+            match m.delete_elem(&key) {
+                Ok(()) => {
+                    if target.json {
+                        println!("{}", serde_json::json!({"deleted": true}));
+                    }
+                }
+                Err(MapError::NotFound) => {
+                    if target.json {
+                        println!("{}", serde_json::json!({"deleted": false}));
+                    } else {
+                        eprintln!("bpfjet: key {} not found in {name}", to_hex(&key));
+                    }
+                    return Ok(ExitCode::from(1));
+                }
+                Err(e) => bail!("delete from {name}: {e}"),
+            }
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}

@@ -1,0 +1,183 @@
+//! Choosing and preparing the engine: verify, then JIT or interpret.
+
+use anyhow::{anyhow, bail, Context, Result};
+use bpfjet_io::run::FrameProgram;
+use bpfjet_runtime::worker::{EngineEntry, XdpRunnerFactory};
+use bpfjet_runtime::{HelperRegistry, LoadOptions, LoadedObject, MemoryMode, Program, VerifiedProof};
+use bpfjet_verifier::{verify, VerifyEnv};
+use std::sync::Arc;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum EngineChoice {
+    /// The best verified engine available: the JIT, else the interpreter.
+    Auto,
+    /// bpfjet's interpreter (raw memory access once verified).
+    Interp,
+    /// bpfjet's LLVM JIT.
+    Jit,
+}
+
+/// The engine a run ended up with.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Engine {
+    Jit,
+    Interp,
+    /// `--unverified`: every access checked at run time.
+    InterpChecked,
+}
+
+impl Engine {
+    pub fn name(self) -> &'static str {
+        match self {
+            Engine::Jit => "jit",
+            Engine::Interp => "interp",
+            Engine::InterpChecked => "interp (bounds-checked, unverified)",
+        }
+    }
+}
+
+/// A prepared program: what each worker's runner is made from.
+pub struct Prepared {
+    pub engine: Engine,
+    factory: XdpRunnerFactory,
+    jit: Option<JitParts>,
+}
+
+struct JitParts {
+    entry: bpfjet_jit::JitProgram,
+    table: Vec<Option<Program>>,
+}
+
+/// Runs bpfjet's verifier on `prog`; the proof that lets it run unchecked.
+fn verify_program(object: &bpfjet_obj::Object, prog: &str) -> Result<VerifiedProof> {
+    let p = object
+        .program(prog)
+        .ok_or_else(|| anyhow!("no program {prog}"))?;
+    let insns = bpfjet_isa::decode_program(&p.insns)
+        .with_context(|| format!("decoding program {prog}"))?;
+    let mut env = VerifyEnv::new(&object.maps);
+    env.kfuncs = &object.kfuncs;
+    verify(&insns, &env).map_err(|e| {
+        anyhow!(
+            "bpfjet's verifier rejected {prog}: {e}\n\
+             (--unverified runs it anyway in the bounds-checked interpreter)"
+        )
+    })?;
+    // SAFETY: bpfjet's verifier just accepted this program against the
+    // object's maps, helpers and the XDP context layout it will run with.
+    Ok(unsafe { VerifiedProof::assume_verified() })
+}
+
+pub fn prepare(
+    object: &bpfjet_obj::Object,
+    loaded: &LoadedObject,
+    prog: &str,
+    choice: EngineChoice,
+    unverified: bool,
+) -> Result<Prepared> {
+    if unverified {
+        if choice == EngineChoice::Jit {
+            bail!("--engine jit needs a verified program; drop --unverified");
+        }
+        let factory = XdpRunnerFactory::new(loaded, prog, MemoryMode::BoundsChecked)?;
+        return Ok(Prepared {
+            engine: Engine::InterpChecked,
+            factory,
+            jit: None,
+        });
+    }
+    let proof = verify_program(object, prog)?;
+    let factory = XdpRunnerFactory::new(loaded, prog, MemoryMode::Verified(proof))?;
+    let want_jit = matches!(choice, EngineChoice::Auto | EngineChoice::Jit);
+    if want_jit {
+        match compile(object, &factory, proof) {
+            Ok(jit) => {
+                return Ok(Prepared {
+                    engine: Engine::Jit,
+                    factory,
+                    jit: Some(jit),
+                })
+            }
+            Err(e) if choice == EngineChoice::Jit => return Err(e),
+            Err(e) => eprintln!("bpfjet: JIT unavailable ({e:#}); using the interpreter"),
+        }
+    }
+    Ok(Prepared {
+        engine: Engine::Interp,
+        factory,
+        jit: None,
+    })
+}
+
+fn compile(
+    object: &bpfjet_obj::Object,
+    factory: &XdpRunnerFactory,
+    proof: VerifiedProof,
+) -> Result<JitParts> {
+    let opts = LoadOptions {
+        memory: MemoryMode::Verified(proof),
+        helpers: Arc::clone(factory.helpers()),
+        kfuncs: Arc::new(HelperRegistry::new()),
+        maps: Vec::new(),
+    };
+    let jit_opts = bpfjet_jit::JitOptions::default();
+    let entry = bpfjet_jit::JitProgram::compile(factory.program().insns(), &opts, &jit_opts)
+        .map_err(|e| anyhow!("JIT compile of {}: {e}", factory.name()))?;
+    // Tail-call targets: compiled when bpfjet's verifier accepts them,
+    // otherwise left to the interpreter's checked form.
+    let mut table = Vec::with_capacity(factory.program_table().len());
+    for (p, obj_prog) in factory.program_table().iter().zip(&object.programs) {
+        let compiled = match p {
+            Some(p) if obj_prog.name == factory.name() => Some(entry.program().clone()),
+            Some(p) => match verify_program(object, &obj_prog.name) {
+                Ok(proof) => {
+                    let opts = LoadOptions {
+                        memory: MemoryMode::Verified(proof),
+                        ..opts.clone()
+                    };
+                    bpfjet_jit::JitProgram::compile(p.insns(), &opts, &jit_opts)
+                        .map(|j| j.program().clone())
+                        .ok()
+                        .or_else(|| Some(p.clone()))
+                }
+                Err(_) => Some(p.clone()),
+            },
+            None => None,
+        };
+        table.push(compiled);
+    }
+    Ok(JitParts { entry, table })
+}
+
+impl Prepared {
+    /// Frames are copied through the runtime's frame (the program calls a
+    /// helper that takes its context) rather than run in place.
+    pub fn stages_frames(&self) -> bool {
+        self.factory.stages_frames()
+    }
+
+    /// A runner for one worker.
+    pub fn runner(
+        &self,
+        cpu: usize,
+        ingress_ifindex: u32,
+        rx_queue: u32,
+    ) -> Result<Box<dyn FrameProgram + Send>> {
+        let (engine, table): (Option<EngineEntry>, _) = match &self.jit {
+            Some(jit) => {
+                let entry = jit.entry.clone();
+                (
+                    Some(Box::new(move |state, env, md| {
+                        entry.run(state, env, &[md])
+                    })),
+                    Some(jit.table.clone()),
+                )
+            }
+            None => (None, None),
+        };
+        let runner = self
+            .factory
+            .runner(cpu, ingress_ifindex, rx_queue, engine, table)?;
+        Ok(Box::new(runner))
+    }
+}

@@ -1,0 +1,422 @@
+//! Helpers compiled into the program instead of called through the
+//! trampoline (the uXDP optimizations). Only for programs bound to the XDP
+//! helper set ([`crate::Bindings::xdp`]), and only where the call site's
+//! arguments are known well enough:
+//!
+//! - `bpf_map_lookup_elem` on ARRAY / PERCPU_ARRAY: bounds check and
+//!   address arithmetic against the map's value storage (a key the verifier
+//!   proved constant folds the check away); on hash, LRU and LPM maps a
+//!   direct call to a lookup specialised for the key size.
+//! - `bpf_get_smp_processor_id`: the run context's CPU slot.
+//! - `bpf_ktime_get_ns`, `bpf_csum_diff`, `bpf_strncmp`: direct calls.
+//! - `bpf_xdp_load_bytes` / `bpf_xdp_store_bytes`: range checks against the
+//!   context's packet pointers and a `memcpy`.
+//! - `bpf_loop` with a known callback: a loop calling the callback's LLVM
+//!   function, which LLVM may then inline.
+//!
+//! The map handle (r1) and the callback (r2) must be constants at the call
+//! (`crate::analysis`); otherwise the call goes through the trampoline.
+
+use super::calls::basic_result;
+use super::{function_name, Frame, LResult, LiftError, Lifter};
+use crate::analysis::Prov;
+use crate::bindings::MapKind;
+use crate::natives;
+use bpfjet_maps::ArrayLayout;
+use bpfjet_runtime::helper_ids as ids;
+use bpfjet_runtime::xdp::CtxField;
+use bpfjet_runtime::MAX_CALL_DEPTH;
+use inkwell::module::Linkage;
+use inkwell::types::BasicMetadataTypeEnum;
+use inkwell::values::{BasicMetadataValueEnum, BasicValue, FunctionValue, IntValue, PointerValue};
+use inkwell::IntPredicate;
+
+/// Byte offset of the CPU slot in the run context (`trampoline::RunCtx`).
+pub(crate) const RUNCTX_CPU_OFFSET: u64 = 8;
+/// `BPF_MAX_LOOPS`.
+const MAX_LOOPS: u64 = 1 << 23;
+
+fn neg_errno(e: u64) -> u64 {
+    e.wrapping_neg()
+}
+
+impl<'ctx> Lifter<'ctx, '_> {
+    /// Emit helper `id` at `pc` inline if possible; `false` leaves the call
+    /// to the trampoline.
+    pub(super) fn try_inline_helper(
+        &mut self,
+        fr: &mut Frame<'ctx>,
+        pc: usize,
+        id: i32,
+    ) -> LResult<bool> {
+        if !self.bind.xdp {
+            return Ok(false);
+        }
+        let Ok(id) = u32::try_from(id) else {
+            return Ok(false);
+        };
+        match id {
+            ids::MAP_LOOKUP_ELEM => self.inline_map_lookup(fr, pc),
+            ids::GET_SMP_PROCESSOR_ID => {
+                let cpu = self.cpu(fr)?;
+                self.set_reg(fr, 0, cpu)?;
+                Ok(true)
+            }
+            ids::KTIME_GET_NS => {
+                let f = self.native(natives::KTIME_NS, 0)?;
+                let r0 = self.b.build_call(f, &[], "ktime")?;
+                let r0 = basic_result(r0)?.into_int_value();
+                self.set_reg(fr, 0, r0)?;
+                Ok(true)
+            }
+            ids::CSUM_DIFF => {
+                self.call_with_regs(fr, natives::CSUM_DIFF, &[true, false, true, false, false])?;
+                Ok(true)
+            }
+            ids::STRNCMP => {
+                self.call_with_regs(fr, natives::STRNCMP, &[true, false, true])?;
+                Ok(true)
+            }
+            ids::XDP_LOAD_BYTES => self.inline_packet_copy(fr, false),
+            ids::XDP_STORE_BYTES => self.inline_packet_copy(fr, true),
+            ids::LOOP => self.inline_loop(fr, pc),
+            _ => Ok(false),
+        }
+    }
+
+    /// An external `i64 (i64 or ptr ...)` function, declared once.
+    fn native(&self, name: &str, arity: usize) -> LResult<FunctionValue<'ctx>> {
+        self.native_typed(name, &vec![false; arity])
+    }
+
+    fn native_typed(&self, name: &str, pointers: &[bool]) -> LResult<FunctionValue<'ctx>> {
+        if let Some(f) = self.module.get_function(name) {
+            return Ok(f);
+        }
+        let t = self.t;
+        let params: Vec<BasicMetadataTypeEnum<'ctx>> = pointers
+            .iter()
+            .map(|&p| if p { t.ptr.into() } else { t.i64.into() })
+            .collect();
+        let f = self.module.add_function(
+            name,
+            t.i64.fn_type(&params, false),
+            Some(Linkage::External),
+        );
+        self.nounwind(f);
+        Ok(f)
+    }
+
+    /// Call native `name` with r1.. as arguments (pointers where `pointers`
+    /// says so); r0 gets the result.
+    fn call_with_regs(&mut self, fr: &Frame<'ctx>, name: &str, pointers: &[bool]) -> LResult<()> {
+        let f = self.native_typed(name, pointers)?;
+        let mut args: Vec<BasicMetadataValueEnum<'ctx>> = Vec::new();
+        for (i, &p) in pointers.iter().enumerate() {
+            let v = self.reg(fr, i as u8 + 1)?;
+            args.push(if p {
+                self.b.build_int_to_ptr(v, self.t.ptr, "argp")?.into()
+            } else {
+                v.into()
+            });
+        }
+        let r0 = self.b.build_call(f, &args, "native")?;
+        let r0 = basic_result(r0)?.into_int_value();
+        self.set_reg(fr, 0, r0)
+    }
+
+    /// The run's CPU slot, from the run context.
+    fn cpu(&self, fr: &Frame<'ctx>) -> LResult<IntValue<'ctx>> {
+        let t = self.t;
+        // SAFETY (for LLVM): the run context is larger than 16 bytes.
+        let p = unsafe {
+            self.b.build_in_bounds_gep(
+                t.i8,
+                fr.ctx,
+                &[t.i64.const_int(RUNCTX_CPU_OFFSET, false)],
+                "cpup",
+            )?
+        };
+        Ok(self.b.build_load(t.i64, p, "cpu")?.into_int_value())
+    }
+
+    fn inline_map_lookup(&mut self, fr: &mut Frame<'ctx>, pc: usize) -> LResult<bool> {
+        let Prov::Const(handle) = self.prov(fr, pc, 1) else {
+            return Ok(false);
+        };
+        match self.bind.maps.get(&handle).cloned() {
+            Some(MapKind::Array(layout)) => {
+                self.inline_array_lookup(fr, pc, layout)?;
+                Ok(true)
+            }
+            Some(MapKind::Keyed { key_size }) => {
+                let name = natives::map_lookup_symbol(key_size);
+                let f = self.native_typed(&name, &[true, true, false])?;
+                let t = self.t;
+                let map = self
+                    .b
+                    .build_int_to_ptr(t.i64.const_int(handle, false), t.ptr, "map")?;
+                let key = self.address(fr, pc, 2, 0, u64::from(key_size))?;
+                let cpu = self.cpu(fr)?;
+                let r0 = self
+                    .b
+                    .build_call(f, &[map.into(), key.into(), cpu.into()], "lookup")?;
+                let r0 = basic_result(r0)?.into_int_value();
+                self.set_reg(fr, 0, r0)?;
+                Ok(true)
+            }
+            _ => Ok(false),
+        }
+    }
+
+    fn inline_array_lookup(
+        &mut self,
+        fr: &mut Frame<'ctx>,
+        pc: usize,
+        l: ArrayLayout,
+    ) -> LResult<()> {
+        let t = self.t;
+        let index = match self.bind.const_keys.get(&pc) {
+            Some(&k) => t.i64.const_int(u64::from(k), false),
+            None => {
+                let p = self.address(fr, pc, 2, 0, 4)?;
+                let k = self.b.build_load(t.i32, p, "key")?;
+                if let Some(i) = k.as_instruction_value() {
+                    i.set_alignment(1)
+                        .map_err(|e| LiftError::Build(e.to_string()))?;
+                }
+                self.b
+                    .build_int_z_extend(k.into_int_value(), t.i64, "index")?
+            }
+        };
+        let in_range = self.b.build_int_compare(
+            IntPredicate::ULT,
+            index,
+            t.i64.const_int(u64::from(l.max_entries), false),
+            "in_range",
+        )?;
+        let mut offset =
+            self.b
+                .build_int_mul(index, t.i64.const_int(l.stride as u64, false), "off")?;
+        if l.cpu_stride != 0 {
+            let cpu = self.cpu(fr)?;
+            let cpu_off =
+                self.b
+                    .build_int_mul(cpu, t.i64.const_int(l.cpu_stride as u64, false), "cpuoff")?;
+            offset = self.b.build_int_add(offset, cpu_off, "off")?;
+        }
+        let addr = self.b.build_int_add(
+            t.i64.const_int(l.values as u64, false),
+            offset,
+            "value",
+        )?;
+        let r0 = self
+            .b
+            .build_select(in_range, addr, t.i64.const_zero(), "lookup")?
+            .into_int_value();
+        self.set_reg(fr, 0, r0)
+    }
+
+    /// A packet pointer field of the context in r1.
+    fn md_field(&self, md: PointerValue<'ctx>, field: CtxField) -> LResult<IntValue<'ctx>> {
+        let t = self.t;
+        // SAFETY (for LLVM): the field is inside the context structure.
+        let p = unsafe {
+            self.b.build_in_bounds_gep(
+                t.i8,
+                md,
+                &[t.i64.const_int(field.offset() as u64, false)],
+                "mdf",
+            )?
+        };
+        Ok(self.b.build_load(t.i64, p, field.name())?.into_int_value())
+    }
+
+    /// `bpf_xdp_load_bytes(ctx, off, buf, len)` / `bpf_xdp_store_bytes(...)`
+    /// on a linear frame: offsets or lengths over 0xffff are -EFAULT, a range
+    /// past the packet's end -EINVAL, else the copy and 0.
+    fn inline_packet_copy(&mut self, fr: &mut Frame<'ctx>, store: bool) -> LResult<bool> {
+        let t = self.t;
+        let md = self.reg(fr, 1)?;
+        let md = self.b.build_int_to_ptr(md, t.ptr, "md")?;
+        let off = self.reg(fr, 2)?;
+        let off = self.b.build_and(off, t.i64.const_int(0xffff_ffff, false), "off")?;
+        let buf = self.reg(fr, 3)?;
+        let len = self.reg(fr, 4)?;
+        let len = self.b.build_and(len, t.i64.const_int(0xffff_ffff, false), "len")?;
+        let data = self.md_field(md, CtxField::Data)?;
+        let data_end = self.md_field(md, CtxField::DataEnd)?;
+        let limit = t.i64.const_int(0xffff, false);
+        let off_big = self
+            .b
+            .build_int_compare(IntPredicate::UGT, off, limit, "off_big")?;
+        let len_big = self
+            .b
+            .build_int_compare(IntPredicate::UGT, len, limit, "len_big")?;
+        let fault = self.b.build_or(off_big, len_big, "efault")?;
+        let end = self.b.build_int_add(off, len, "end")?;
+        let pkt_len = self.b.build_int_sub(data_end, data, "pkt_len")?;
+        let past = self
+            .b
+            .build_int_compare(IntPredicate::UGT, end, pkt_len, "einval")?;
+        let copy_bb = self.cx.append_basic_block(fr.func, "pkt_copy");
+        let done_bb = self.cx.append_basic_block(fr.func, "pkt_copy_done");
+        let bad = self.b.build_or(fault, past, "bad")?;
+        let err = self.b.build_select(
+            fault,
+            t.i64.const_int(neg_errno(bpfjet_runtime::errno::EFAULT), false),
+            t.i64.const_int(neg_errno(bpfjet_runtime::errno::EINVAL), false),
+            "err",
+        )?;
+        self.set_reg(fr, 0, err.into_int_value())?;
+        self.b.build_conditional_branch(bad, done_bb, copy_bb)?;
+        self.b.position_at_end(copy_bb);
+        let pkt = self.b.build_int_add(data, off, "pkt")?;
+        let pkt = self.b.build_int_to_ptr(pkt, t.ptr, "pktp")?;
+        let buf = self.b.build_int_to_ptr(buf, t.ptr, "bufp")?;
+        let (dst, src) = if store { (pkt, buf) } else { (buf, pkt) };
+        self.b
+            .build_memmove(dst, 1, src, 1, len)
+            .map_err(|e| LiftError::Build(e.to_string()))?;
+        self.set_reg(fr, 0, t.i64.const_zero())?;
+        self.b.build_unconditional_branch(done_bb)?;
+        self.b.position_at_end(done_bb);
+        Ok(true)
+    }
+
+    /// `bpf_loop(nr_loops, callback, callback_ctx, flags)` with a constant
+    /// callback: the loop in IR, the callback called directly one frame
+    /// deeper, stopping when it returns non-zero; r0 = calls made.
+    fn inline_loop(&mut self, fr: &mut Frame<'ctx>, pc: usize) -> LResult<bool> {
+        let Prov::Const(slot) = self.prov(fr, pc, 2) else {
+            return Ok(false);
+        };
+        let Some(callee) = usize::try_from(slot)
+            .ok()
+            .and_then(|s| self.funcs.get(&s).copied())
+        else {
+            return Ok(false);
+        };
+        let t = self.t;
+        let n = self.reg(fr, 1)?;
+        let n = self.b.build_and(n, t.i64.const_int(0xffff_ffff, false), "n")?;
+        let cb_ctx = self.reg(fr, 3)?;
+        let flags = self.reg(fr, 4)?;
+        let func = fr.func;
+        let check_n = self.cx.append_basic_block(func, "loop_check_n");
+        let check_depth = self.cx.append_basic_block(func, "loop_check_depth");
+        let depth_fault = self.cx.append_basic_block(func, "loop_depth_fault");
+        let head = self.cx.append_basic_block(func, "loop_head");
+        let body = self.cx.append_basic_block(func, "loop_body");
+        let after_call = self.cx.append_basic_block(func, "loop_after_call");
+        let aborted = self.cx.append_basic_block(func, "loop_aborted");
+        let stopped = self.cx.append_basic_block(func, "loop_stopped");
+        let done = self.cx.append_basic_block(func, "loop_done");
+
+        // flags != 0: -EINVAL.
+        self.set_reg(
+            fr,
+            0,
+            t.i64
+                .const_int(neg_errno(bpfjet_runtime::errno::EINVAL), false),
+        )?;
+        let bad_flags =
+            self.b
+                .build_int_compare(IntPredicate::NE, flags, t.i64.const_zero(), "bad_flags")?;
+        self.b.build_conditional_branch(bad_flags, done, check_n)?;
+
+        // Too many loops: -E2BIG as the kernel's inlined loop loads it (32
+        // bits); no loops at all: 0.
+        self.b.position_at_end(check_n);
+        let too_many = self.b.build_int_compare(
+            IntPredicate::UGT,
+            n,
+            t.i64.const_int(MAX_LOOPS, false),
+            "too_many",
+        )?;
+        let r0_e2big = t
+            .i64
+            .const_int(neg_errno(bpfjet_runtime::errno::E2BIG) & 0xffff_ffff, false);
+        let pre = self
+            .b
+            .build_select(too_many, r0_e2big, t.i64.const_zero(), "pre")?
+            .into_int_value();
+        self.set_reg(fr, 0, pre)?;
+        let nothing = self
+            .b
+            .build_int_compare(IntPredicate::EQ, n, t.i64.const_zero(), "nothing")?;
+        let skip = self.b.build_or(too_many, nothing, "skip")?;
+        self.b.build_conditional_branch(skip, done, check_depth)?;
+
+        // The callback runs one frame deeper.
+        self.b.position_at_end(check_depth);
+        let depth = self
+            .b
+            .build_int_add(fr.depth, t.i64.const_int(1, false), "cb_depth")?;
+        let too_deep = self.b.build_int_compare(
+            IntPredicate::UGE,
+            depth,
+            t.i64.const_int(MAX_CALL_DEPTH as u64, false),
+            "too_deep",
+        )?;
+        self.b.build_conditional_branch(too_deep, depth_fault, head)?;
+        self.b.position_at_end(depth_fault);
+        self.b.build_call(
+            self.ext.depth_fault,
+            &[fr.ctx.into(), t.i64.const_int(pc as u64, false).into()],
+            "",
+        )?;
+        self.b.build_return(Some(&t.i64.const_zero()))?;
+
+        // for i in 0..n
+        self.b.position_at_end(head);
+        let i = self.b.build_phi(t.i64, "i")?;
+        i.add_incoming(&[(&t.i64.const_zero(), check_depth)]);
+        let iv = i.as_basic_value().into_int_value();
+        self.b.build_unconditional_branch(body)?;
+        self.b.position_at_end(body);
+        let zero = t.i64.const_zero();
+        let args: [BasicMetadataValueEnum<'ctx>; 7] = [
+            fr.ctx.into(),
+            depth.into(),
+            iv.into(),
+            cb_ctx.into(),
+            zero.into(),
+            zero.into(),
+            zero.into(),
+        ];
+        let ret = self
+            .b
+            .build_call(callee, &args, &function_name(slot as usize))?;
+        let ret = basic_result(ret)?.into_int_value();
+        let status = self.b.build_load(t.i64, fr.ctx, "status")?.into_int_value();
+        let ok = self
+            .b
+            .build_int_compare(IntPredicate::EQ, status, zero, "ok")?;
+        self.b.build_conditional_branch(ok, after_call, aborted)?;
+        self.b.position_at_end(aborted);
+        self.b.build_return(Some(&zero))?;
+
+        self.b.position_at_end(after_call);
+        let next = self
+            .b
+            .build_int_add(iv, t.i64.const_int(1, false), "next")?;
+        let stop = self
+            .b
+            .build_int_compare(IntPredicate::NE, ret, zero, "stop")?;
+        let more = self
+            .b
+            .build_int_compare(IntPredicate::ULT, next, n, "more")?;
+        let cont = self.cx.append_basic_block(func, "loop_continue");
+        i.add_incoming(&[(&next, cont)]);
+        self.b.build_conditional_branch(stop, stopped, cont)?;
+        self.b.position_at_end(cont);
+        self.b.build_conditional_branch(more, head, stopped)?;
+        // Whether stopped early or done: r0 = calls made = i + 1.
+        self.b.position_at_end(stopped);
+        self.set_reg(fr, 0, next)?;
+        self.b.build_unconditional_branch(done)?;
+        self.b.position_at_end(done);
+        Ok(true)
+    }
+}

@@ -1,0 +1,142 @@
+//! Native functions generated code calls directly, in place of the helper
+//! trampoline: no registry dispatch, no `HelperCtx`, arguments in registers.
+//! Each one computes exactly what the runtime's helper of the same name
+//! computes for a verified program (whose pointer arguments are valid by
+//! proof), and none of them can unwind into generated code.
+
+use bpfjet_maps::Map;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+
+/// Symbol names, resolved by the object loader.
+pub(crate) const MAP_LOOKUP_GENERIC: &str = "bpfjet_jit_map_lookup";
+pub(crate) const KTIME_NS: &str = "bpfjet_jit_ktime_ns";
+pub(crate) const CSUM_DIFF: &str = "bpfjet_jit_csum_diff";
+pub(crate) const STRNCMP: &str = "bpfjet_jit_strncmp";
+
+/// Key sizes with a lookup specialised for them (copying the key is then a
+/// fixed-size move, and the hash runs over a known length).
+pub(crate) const SPECIALISED_KEY_SIZES: &[u32] = &[4, 8, 12, 16, 20, 36, 40];
+
+/// The symbol of the lookup for `key_size`.
+pub(crate) fn map_lookup_symbol(key_size: u32) -> String {
+    if SPECIALISED_KEY_SIZES.contains(&key_size) {
+        format!("bpfjet_jit_map_lookup_k{key_size}")
+    } else {
+        MAP_LOOKUP_GENERIC.to_string()
+    }
+}
+
+/// `bpf_map_lookup_elem` on a keyed map with a `K`-byte key.
+///
+/// # Safety
+/// `map` is the handle of a live map whose key size is `K`; `key` points to
+/// `K` readable bytes.
+unsafe extern "C" fn map_lookup_k<const K: usize>(map: *const Map, key: *const u8, cpu: u64) -> u64 {
+    // SAFETY: per the contract above.
+    let key = unsafe { key.cast::<[u8; K]>().read_unaligned() };
+    // SAFETY: the compiled program holds the map alive.
+    let map = unsafe { Map::from_handle(map) };
+    catch_unwind(AssertUnwindSafe(|| map.lookup(&key, cpu as u32)))
+        .ok()
+        .flatten()
+        .map_or(0, |p| p as u64)
+}
+
+/// `bpf_map_lookup_elem` on a keyed map of any key size.
+///
+/// # Safety
+/// `map` is the handle of a live map; `key` points to its key size in bytes.
+unsafe extern "C" fn map_lookup(map: *const Map, key: *const u8, cpu: u64) -> u64 {
+    // SAFETY: the compiled program holds the map alive.
+    let map = unsafe { Map::from_handle(map) };
+    // SAFETY: per the contract above.
+    let key = unsafe { std::slice::from_raw_parts(key, map.key_size() as usize) };
+    catch_unwind(AssertUnwindSafe(|| map.lookup(key, cpu as u32)))
+        .ok()
+        .flatten()
+        .map_or(0, |p| p as u64)
+}
+
+/// `bpf_ktime_get_ns`: CLOCK_MONOTONIC through the C library (the vDSO).
+extern "C" fn ktime_ns() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `ts` is a valid out-pointer.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    (ts.tv_sec as u64)
+        .wrapping_mul(1_000_000_000)
+        .wrapping_add(ts.tv_nsec as u64)
+}
+
+/// # Safety
+/// `ptr` points to `len` readable bytes unless `len` is 0.
+unsafe fn bytes<'a>(ptr: *const u8, len: u64) -> &'a [u8] {
+    if len == 0 || ptr.is_null() {
+        &[]
+    } else {
+        // SAFETY: per the contract above.
+        unsafe { std::slice::from_raw_parts(ptr, len as usize) }
+    }
+}
+
+/// `bpf_csum_diff(from, from_size, to, to_size, seed)`.
+///
+/// # Safety
+/// The verifier proved both buffers readable for their (32-bit) sizes.
+unsafe extern "C" fn csum_diff(from: *const u8, from_size: u64, to: *const u8, to_size: u64, seed: u64) -> u64 {
+    // SAFETY: per the contract above.
+    let (from, to) = unsafe { (bytes(from, from_size & 0xffff_ffff), bytes(to, to_size & 0xffff_ffff)) };
+    u64::from(bpfjet_runtime::csum_diff(from, to, seed as u32))
+}
+
+/// `bpf_strncmp(s1, s1_size, s2)`: `s2` is a NUL-terminated constant string.
+///
+/// # Safety
+/// `s1` is readable for `s1_size` bytes; `s2` is NUL-terminated or readable
+/// for `s1_size + 1` bytes.
+unsafe extern "C" fn strncmp(s1: *const u8, s1_size: u64, s2: *const u8) -> u64 {
+    let n = (s1_size & 0xffff_ffff) as usize;
+    // SAFETY: per the contract above.
+    let s1 = unsafe { bytes(s1, n as u64) };
+    let mut s2_bytes = Vec::with_capacity(n + 1);
+    for i in 0..=n {
+        // SAFETY: per the contract above: reading stops at the NUL.
+        let b = unsafe { s2.add(i).read() };
+        if b == 0 {
+            break;
+        }
+        s2_bytes.push(b);
+    }
+    bpfjet_runtime::strncmp(s1, &s2_bytes, n) as i64 as u64
+}
+
+/// Addresses of the functions above, by symbol.
+pub(crate) fn resolve(name: &str) -> Option<usize> {
+    type Lookup = unsafe extern "C" fn(*const Map, *const u8, u64) -> u64;
+    let lookup = |f: Lookup| f as *const () as usize;
+    Some(match name {
+        MAP_LOOKUP_GENERIC => lookup(map_lookup),
+        "bpfjet_jit_map_lookup_k4" => lookup(map_lookup_k::<4>),
+        "bpfjet_jit_map_lookup_k8" => lookup(map_lookup_k::<8>),
+        "bpfjet_jit_map_lookup_k12" => lookup(map_lookup_k::<12>),
+        "bpfjet_jit_map_lookup_k16" => lookup(map_lookup_k::<16>),
+        "bpfjet_jit_map_lookup_k20" => lookup(map_lookup_k::<20>),
+        "bpfjet_jit_map_lookup_k36" => lookup(map_lookup_k::<36>),
+        "bpfjet_jit_map_lookup_k40" => lookup(map_lookup_k::<40>),
+        KTIME_NS => {
+            let f: extern "C" fn() -> u64 = ktime_ns;
+            f as *const () as usize
+        }
+        CSUM_DIFF => {
+            let f: unsafe extern "C" fn(*const u8, u64, *const u8, u64, u64) -> u64 = csum_diff;
+            f as *const () as usize
+        }
+        STRNCMP => {
+            let f: unsafe extern "C" fn(*const u8, u64, *const u8) -> u64 = strncmp;
+            f as *const () as usize
+        }
+        _ => return None,
+    })
+}

@@ -1,0 +1,375 @@
+//! Whole objects on bpfjet's fast engines.
+//!
+//! [`JitObject`] takes a [`LoadedObject`] (maps created and filled, programs
+//! bound) and gives each of its XDP programs the fast path: the program is
+//! verified by `bpfjet_verifier` first, and only its acceptance yields the
+//! [`VerifiedProof`] that lets it run without bounds checks — in the
+//! interpreter (raw memory mode) or compiled by the JIT with helpers and map
+//! lookups inlined against the object's maps ([`Bindings`]). A program the
+//! verifier rejects has no fast path; the error says why.
+//!
+//! Tail calls go through a program table holding every compiled program's
+//! loaded form, so a tail call from native code lands in native code.
+//!
+//! [`XdpBench`] runs one program repeatedly on one frame for benchmarks:
+//! either fresh (the frame reset to the original packet before each run) or
+//! the kernel's repeated-buffer way.
+
+use crate::bindings::Bindings;
+use crate::error::JitError;
+use crate::options::JitOptions;
+use crate::program::JitProgram;
+use bpfjet_isa::Insn;
+use bpfjet_obj::Object;
+use bpfjet_runtime::xdp::{find_ctx_accesses, rewrite_ctx_accesses, XdpFrame};
+use bpfjet_runtime::{
+    xdp_helpers, LoadOptions, LoadedObject, Program, RunState, RuntimeError, TestRunOptions,
+    TestRunResult, VerifiedProof, XdpEnv, LOOPBACK_IFINDEX,
+};
+use bpfjet_verifier::{verify, Facts, VerifyEnv};
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Instant;
+
+/// The engine an [`XdpBench`] or [`JitObject::test_run`] uses.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum XdpEngine {
+    /// The interpreter on the verified (unchecked) path.
+    Interp,
+    /// Native code from the LLVM JIT.
+    Jit,
+}
+
+/// Why a program of an object cannot run on a fast engine.
+#[derive(Debug, thiserror::Error)]
+pub enum ObjectError {
+    #[error(transparent)]
+    Runtime(#[from] RuntimeError),
+    #[error("program {program}: rejected by bpfjet's verifier: {reason}")]
+    Rejected { program: String, reason: String },
+    #[error("program {program}: {source}")]
+    Compile { program: String, source: JitError },
+    #[error("program {program}: {reason}")]
+    Run { program: String, reason: String },
+}
+
+/// One program's fast forms.
+struct FastProgram {
+    name: String,
+    jit: Result<JitProgram, Arc<ObjectError>>,
+}
+
+/// A loaded object whose XDP programs were verified and compiled.
+pub struct JitObject {
+    loaded: LoadedObject,
+    programs: Vec<FastProgram>,
+    /// Program table for tail calls: the compiled programs' loaded forms,
+    /// by position in `LoadedObject::program_names`.
+    table: Vec<Option<Program>>,
+}
+
+impl std::fmt::Debug for JitObject {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("JitObject")
+            .field("programs", &self.program_names())
+            .finish_non_exhaustive()
+    }
+}
+
+/// Verify `p` against the object's maps; the proof and the facts on success.
+fn verify_program(
+    obj: &Object,
+    p: &bpfjet_obj::Program,
+) -> Result<(VerifiedProof, Vec<Insn>, Facts), ObjectError> {
+    let rejected = |reason: String| ObjectError::Rejected {
+        program: p.name.clone(),
+        reason,
+    };
+    let insns = bpfjet_isa::decode_program(&p.insns).map_err(|e| rejected(e.to_string()))?;
+    let mut env = VerifyEnv::new(&obj.maps);
+    env.kfuncs = &obj.kfuncs;
+    let facts = verify(&insns, &env).map_err(|e| rejected(e.to_string()))?;
+    // SAFETY: bpfjet's verifier accepted this program for the object's map
+    // specs, the XDP helper prototypes and the XDP context; it runs with
+    // exactly those (the maps of `LoadedObject::load(obj, ..)`, the runtime's
+    // XDP helpers and context rewrite).
+    let proof = unsafe { VerifiedProof::assume_verified() };
+    Ok((proof, insns, facts))
+}
+
+fn const_keys(facts: &Facts) -> BTreeMap<usize, u32> {
+    facts
+        .const_key_lookups
+        .iter()
+        .filter_map(|(slot, l)| l.key.map(|k| (*slot, k)))
+        .collect()
+}
+
+impl JitObject {
+    /// Verify and compile every XDP program of `obj`, loaded as `loaded`
+    /// (which must come from `LoadedObject::load(obj, ..)`). Per-program
+    /// failures are kept and reported when the program is used.
+    pub fn new(loaded: LoadedObject, obj: &Object, jit: &JitOptions) -> JitObject {
+        let names: Vec<String> = loaded
+            .program_names()
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+        let mut programs = Vec::with_capacity(names.len());
+        for name in &names {
+            let compiled = Self::compile_one(&loaded, obj, name, jit);
+            programs.push(FastProgram {
+                name: name.clone(),
+                jit: compiled.map_err(Arc::new),
+            });
+        }
+        let table = programs
+            .iter()
+            .map(|p| p.jit.as_ref().ok().map(|j| j.program().clone()))
+            .collect();
+        JitObject {
+            loaded,
+            programs,
+            table,
+        }
+    }
+
+    fn compile_one(
+        loaded: &LoadedObject,
+        obj: &Object,
+        name: &str,
+        jit: &JitOptions,
+    ) -> Result<JitProgram, ObjectError> {
+        let bound = loaded.program(name)?;
+        let source = obj.program(name).ok_or_else(|| ObjectError::Run {
+            program: name.to_string(),
+            reason: "not in the object".into(),
+        })?;
+        let (proof, mut insns, facts) = verify_program(obj, source)?;
+        // The context rewrite the interpreter's loader does, in place (so
+        // the verifier's slots stay valid); `lddw`s are resolved by
+        // `Program::new` against the object's map bindings.
+        let accesses = find_ctx_accesses(&insns).map_err(|e| ObjectError::Run {
+            program: name.to_string(),
+            reason: e.to_string(),
+        })?;
+        rewrite_ctx_accesses(&mut insns, &accesses).map_err(|e| ObjectError::Run {
+            program: name.to_string(),
+            reason: e.to_string(),
+        })?;
+        debug_assert_eq!(insns.len(), bound.insns().len());
+        let const_keys = const_keys(&facts);
+        let opts = LoadOptions::verified(proof)
+            .with_helpers(xdp_helpers())
+            .with_maps(loaded.map_bindings());
+        let insns = &insns;
+        let bindings = Bindings {
+            maps: loaded.object_maps().maps().to_vec(),
+            const_keys,
+            xdp: true,
+        };
+        JitProgram::compile_bound(insns, &opts, jit, &bindings).map_err(|source| {
+            ObjectError::Compile {
+                program: name.to_string(),
+                source,
+            }
+        })
+    }
+
+    /// Load `obj` (maps, state) and compile its programs.
+    pub fn load(
+        obj: &Object,
+        opts: &bpfjet_runtime::ObjectOptions,
+        jit: &JitOptions,
+    ) -> Result<JitObject, ObjectError> {
+        let loaded = LoadedObject::load(obj, opts)?;
+        Ok(JitObject::new(loaded, obj, jit))
+    }
+
+    /// The object as loaded: maps, dumps, the bounds-checked programs.
+    pub fn loaded(&self) -> &LoadedObject {
+        &self.loaded
+    }
+
+    pub fn program_names(&self) -> Vec<&str> {
+        self.programs.iter().map(|p| p.name.as_str()).collect()
+    }
+
+    /// The compiled program (its `program()` is the verified loaded form the
+    /// interpreter runs on the fast path).
+    pub fn program(&self, name: &str) -> Result<&JitProgram, ObjectError> {
+        // The loaded object knows whether the name exists at all.
+        self.loaded.program(name)?;
+        let p = self
+            .programs
+            .iter()
+            .find(|p| p.name == name)
+            .ok_or_else(|| ObjectError::Run {
+                program: name.to_string(),
+                reason: "no such program".into(),
+            })?;
+        p.jit.as_ref().map_err(|e| ObjectError::Run {
+            program: name.to_string(),
+            reason: e.to_string(),
+        })
+    }
+
+    /// The tail-call table of the fast engines.
+    pub fn program_table(&self) -> Vec<Option<Program>> {
+        self.table.clone()
+    }
+
+    /// `BPF_PROG_TEST_RUN` on a fast engine, like
+    /// [`LoadedObject::test_run`]: `repeat` runs on the same frame. A
+    /// non-zero ingress ifindex is taken as given (the interpreter's path
+    /// checks it against the host's interfaces).
+    pub fn test_run(
+        &self,
+        prog: &str,
+        data: &[u8],
+        opts: &TestRunOptions,
+        engine: XdpEngine,
+    ) -> Result<TestRunResult, ObjectError> {
+        let mut bench = XdpBench::new(self, prog, data, opts, engine)?;
+        let runs = opts.repeat.max(1);
+        let started = Instant::now();
+        let (retval, notes) = bench.run_collect(runs)?;
+        let elapsed = started.elapsed().as_nanos() as u64;
+        Ok(TestRunResult {
+            retval,
+            data_out: bench.env.frame().meta_and_packet().to_vec(),
+            duration_ns: elapsed / u64::from(runs),
+            trace_log: bench.env.trace_log().to_vec(),
+            notes,
+        })
+    }
+}
+
+/// One program, one frame, one run state: runs it again and again.
+pub struct XdpBench<'a> {
+    name: String,
+    engine: XdpEngine,
+    jit: &'a JitProgram,
+    env: XdpEnv,
+    state: RunState,
+    md: u64,
+    packet: Vec<u8>,
+}
+
+impl<'a> XdpBench<'a> {
+    pub fn new(
+        obj: &'a JitObject,
+        prog: &str,
+        data: &[u8],
+        opts: &TestRunOptions,
+        engine: XdpEngine,
+    ) -> Result<XdpBench<'a>, ObjectError> {
+        let jit = obj.program(prog)?;
+        let run_err = |reason: String| ObjectError::Run {
+            program: prog.to_string(),
+            reason,
+        };
+        if opts.cpu >= obj.loaded.ncpus() {
+            return Err(run_err(format!(
+                "CPU {} does not exist: the object has {} CPU slots",
+                opts.cpu,
+                obj.loaded.ncpus()
+            )));
+        }
+        let ingress = if opts.ingress_ifindex == 0 {
+            LOOPBACK_IFINDEX
+        } else {
+            opts.ingress_ifindex
+        };
+        let frame =
+            XdpFrame::new(data, ingress, opts.rx_queue_index).map_err(|e| run_err(e.to_string()))?;
+        let env = XdpEnv::new(
+            frame,
+            opts.cpu as u32,
+            Arc::clone(obj.loaded.object_maps()),
+            obj.loaded.fib().cloned(),
+        );
+        let mut state = RunState::new();
+        state.set_program_table(obj.program_table());
+        let md = env.frame().md_addr();
+        Ok(XdpBench {
+            name: prog.to_string(),
+            engine,
+            jit,
+            env,
+            state,
+            md,
+            packet: data.to_vec(),
+        })
+    }
+
+    fn fault(&self, fault: bpfjet_runtime::Fault) -> ObjectError {
+        ObjectError::Runtime(RuntimeError::Fault {
+            program: self.name.clone(),
+            fault,
+        })
+    }
+
+    #[inline]
+    fn run_one(&mut self) -> Result<u32, ObjectError> {
+        let args = [self.md];
+        let result = match self.engine {
+            XdpEngine::Jit => self.jit.run(&mut self.state, &mut self.env, &args),
+            XdpEngine::Interp => self
+                .jit
+                .program()
+                .run(&mut self.state, &mut self.env, &args),
+        };
+        result.map(|r0| r0 as u32).map_err(|f| self.fault(f))
+    }
+
+    fn run_collect(&mut self, runs: u32) -> Result<(u32, Vec<String>), ObjectError> {
+        let mut retval = 0;
+        let mut notes = Vec::new();
+        for _ in 0..runs {
+            retval = self.run_one()?;
+            notes.extend(self.env.release_leftovers());
+        }
+        Ok((retval, notes))
+    }
+
+    /// `iters` runs on the same frame (the kernel's `repeat`); the last
+    /// return value.
+    pub fn run_repeat(&mut self, iters: u64) -> Result<u32, ObjectError> {
+        let mut retval = 0;
+        for _ in 0..iters {
+            retval = self.run_one()?;
+            let _ = self.env.release_leftovers();
+        }
+        Ok(retval)
+    }
+
+    /// `iters` runs, each on the original packet (the frame is reset before
+    /// every run); the last return value.
+    pub fn run_fresh(&mut self, iters: u64) -> Result<u32, ObjectError> {
+        let mut retval = 0;
+        for _ in 0..iters {
+            self.reset()?;
+            retval = self.run_one()?;
+            let _ = self.env.release_leftovers();
+        }
+        Ok(retval)
+    }
+
+    /// Put the original packet back.
+    pub fn reset(&mut self) -> Result<(), ObjectError> {
+        let name = &self.name;
+        self.env
+            .frame_mut()
+            .reset(&self.packet)
+            .map_err(|e| ObjectError::Run {
+                program: name.clone(),
+                reason: e.to_string(),
+            })
+    }
+
+    /// The frame from `data_meta` to `data_end`.
+    pub fn data_out(&self) -> &[u8] {
+        self.env.frame().meta_and_packet()
+    }
+}

@@ -1,0 +1,497 @@
+//! Running an XDP program per packet for a data-plane worker: on frames the
+//! caller owns (a batch buffer, an AF_XDP UMEM chunk), for one CPU slot,
+//! with the action and the redirect target as the result.
+//!
+//! [`XdpRunnerFactory`] prepares an object's program once (the
+//! redirect-tracking helpers bound, the memory mode chosen); every worker
+//! thread then makes its own [`XdpRunner`], which owns the engine's scratch
+//! state and its CPU slot.
+//!
+//! Two ways to present a frame to the program:
+//!
+//! - **in place** (every program that never passes its context to a helper):
+//!   r1 points at a context owned by the runner whose `data`/`data_end` are
+//!   the caller's buffer. Nothing is copied.
+//! - **staged** (programs calling `bpf_xdp_adjust_head`/`_tail`/`_meta`,
+//!   `bpf_xdp_load_bytes`, `bpf_fib_lookup`, `bpf_perf_event_output`, ...):
+//!   those helpers work on the runtime's own [`XdpFrame`], so the packet is
+//!   copied into the runner's frame, the program runs, and the result is
+//!   copied back to the caller's buffer at the same position relative to
+//!   its headroom. Redirect or tail-call helpers do not force staging.
+
+use crate::env::XdpEnv;
+use crate::error::Fault;
+use crate::helper_ctx::HelperCtx;
+use crate::helpers::ids;
+use crate::helpers::{Helper, HelperRegistry};
+use crate::loader::LoadedObject;
+use crate::program::{MemoryMode, Program, ProgramInner};
+use crate::region::Region;
+use crate::runtime_error::RuntimeError;
+use crate::state::RunState;
+use crate::xdp::context::{XdpMd, XDP_MD_SIZE};
+use crate::xdp::frame::{ETH_HLEN, HARD_END, XDP_PACKET_HEADROOM};
+use crate::xdp::{action, XdpFrame};
+use bpfjet_isa::{CallTarget, Insn};
+use bpfjet_maps::MapType;
+use std::cell::Cell;
+use std::sync::Arc;
+
+/// Where a redirect goes, as the program's helper call named it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum RedirectTo {
+    /// `bpf_redirect(ifindex)` or a DEVMAP/DEVMAP_HASH entry's interface.
+    Ifindex(u32),
+    /// An XSKMAP key.
+    Xsk(u32),
+    /// A CPUMAP key.
+    Cpu(u32),
+    /// `BPF_F_BROADCAST` over a devmap: every interface of the map.
+    Broadcast,
+}
+
+/// The result of one run on a frame.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FrameVerdict {
+    /// The program's return value (the XDP action; values past
+    /// `XDP_REDIRECT` are returned as they are).
+    pub action: u32,
+    /// The last successful redirect helper call, when `action` is
+    /// `XDP_REDIRECT`.
+    pub redirect: Option<RedirectTo>,
+    /// The packet bounds after the run, as offsets into the caller's buffer.
+    pub data_start: usize,
+    pub data_end: usize,
+}
+
+/// Runs a prepared program; the interpreter unless an engine is given.
+/// Engines other than the interpreter (the JIT) plug in here with their own
+/// `run(state, env, &[md])`.
+pub type EngineEntry =
+    Box<dyn FnMut(&mut RunState, &mut XdpEnv, u64) -> Result<u64, Fault> + Send>;
+
+thread_local! {
+    /// Set by the tracking redirect helpers during a run on this thread.
+    static LAST_REDIRECT: Cell<Option<RedirectTo>> = const { Cell::new(None) };
+}
+
+/// Helpers that take the context and therefore need the runtime's frame.
+const FRAME_HELPERS: [u32; 8] = [
+    ids::XDP_ADJUST_HEAD,
+    ids::XDP_ADJUST_META,
+    ids::XDP_ADJUST_TAIL,
+    ids::XDP_GET_BUFF_LEN,
+    ids::XDP_LOAD_BYTES,
+    ids::XDP_STORE_BYTES,
+    ids::FIB_LOOKUP,
+    ids::PERF_EVENT_OUTPUT,
+];
+
+/// One object's program, prepared for data-plane workers.
+#[derive(Clone, Debug)]
+pub struct XdpRunnerFactory {
+    name: String,
+    program: Program,
+    table: Vec<Option<Program>>,
+    helpers: Arc<HelperRegistry>,
+    maps: Arc<crate::env::ObjectMaps>,
+    fib: Option<Arc<crate::helpers::fib::Fib>>,
+    ncpus: usize,
+    needs_frame: bool,
+}
+
+impl XdpRunnerFactory {
+    /// Prepares program `name` of `loaded` (and every program of its
+    /// tail-call table) to run in `memory` mode. Verified mode is the
+    /// caller's promise, by way of its [`crate::VerifiedProof`], that
+    /// bpfjet's verifier accepted the programs.
+    pub fn new(
+        loaded: &LoadedObject,
+        name: &str,
+        memory: MemoryMode,
+    ) -> Result<XdpRunnerFactory, RuntimeError> {
+        let entry = loaded.program(name)?;
+        let helpers = Arc::new(tracking_helpers(&entry.inner.helpers));
+        let rebind = |p: &Program| -> Program {
+            let inner = &p.inner;
+            Program {
+                inner: Arc::new(ProgramInner {
+                    insns: inner.insns.clone(),
+                    helpers: Arc::clone(&helpers),
+                    kfuncs: Arc::clone(&inner.kfuncs),
+                    static_regions: inner.static_regions.clone(),
+                    subprog_entries: inner.subprog_entries.clone(),
+                    bounds_checked: matches!(memory, MemoryMode::BoundsChecked),
+                }),
+            }
+        };
+        let program = rebind(entry);
+        let table: Vec<Option<Program>> = loaded
+            .program_table()
+            .iter()
+            .map(|p| p.as_ref().map(rebind))
+            .collect();
+        let needs_frame = table.iter().flatten().any(uses_frame_helpers);
+        Ok(XdpRunnerFactory {
+            name: name.to_string(),
+            program,
+            table,
+            helpers,
+            maps: Arc::clone(loaded.object_maps()),
+            fib: loaded.fib.clone(),
+            ncpus: loaded.ncpus(),
+            needs_frame,
+        })
+    }
+
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The prepared entry program (what another engine compiles).
+    pub fn program(&self) -> &Program {
+        &self.program
+    }
+
+    /// The prepared tail-call table, by program id.
+    pub fn program_table(&self) -> &[Option<Program>] {
+        &self.table
+    }
+
+    /// The helpers the prepared programs are bound to (the kernel's, with
+    /// redirects reporting their target): what another engine must call.
+    pub fn helpers(&self) -> &Arc<HelperRegistry> {
+        &self.helpers
+    }
+
+    /// Whether frames are staged through the runtime's frame (see the
+    /// module documentation) rather than run in place.
+    pub fn stages_frames(&self) -> bool {
+        self.needs_frame
+    }
+
+    /// A runner for CPU slot `cpu` whose frames arrive on `ingress_ifindex`
+    /// queue `rx_queue`. `engine` replaces the interpreter; `table`
+    /// replaces the tail-call table (another engine's compiled programs).
+    pub fn runner(
+        &self,
+        cpu: usize,
+        ingress_ifindex: u32,
+        rx_queue: u32,
+        engine: Option<EngineEntry>,
+        table: Option<Vec<Option<Program>>>,
+    ) -> Result<XdpRunner, RuntimeError> {
+        if cpu >= self.ncpus {
+            return Err(RuntimeError::Options(format!(
+                "CPU slot {cpu} does not exist: the object has {} CPU slots",
+                self.ncpus
+            )));
+        }
+        let frame = staging_frame(ingress_ifindex, rx_queue)?;
+        let base = frame.md().data - XDP_PACKET_HEADROOM as u64;
+        let env = XdpEnv::new(frame, cpu as u32, Arc::clone(&self.maps), self.fib.clone());
+        let mut state = RunState::new();
+        state.set_program_table(table.unwrap_or_else(|| self.table.clone()));
+        let md = Box::new(XdpMd {
+            ingress_ifindex,
+            rx_queue_index: rx_queue,
+            ..XdpMd::default()
+        });
+        let md_region = if self.needs_frame {
+            Region::read_only(env.frame.md_addr(), XDP_MD_SIZE as u64)
+        } else {
+            Region::read_only(&*md as *const XdpMd as u64, XDP_MD_SIZE as u64)
+        };
+        state.add_region(md_region);
+        let program = self.program.clone();
+        let engine = engine.unwrap_or_else(|| {
+            Box::new(move |state: &mut RunState, env: &mut XdpEnv, md: u64| {
+                program.run(state, env, &[md])
+            })
+        });
+        Ok(XdpRunner {
+            engine,
+            state,
+            env,
+            md,
+            frame_base: base,
+            staged: self.needs_frame,
+            packet_region: None,
+            ingress_ifindex,
+            rx_queue,
+        })
+    }
+}
+
+/// Runs one program on frames for one CPU slot. Not shared between threads.
+pub struct XdpRunner {
+    engine: EngineEntry,
+    state: RunState,
+    env: XdpEnv,
+    /// The in-place context (unused when staging).
+    md: Box<XdpMd>,
+    /// Address of the staging frame's byte 0.
+    frame_base: u64,
+    staged: bool,
+    /// The packet region registered for the previous in-place run.
+    packet_region: Option<Region>,
+    ingress_ifindex: u32,
+    rx_queue: u32,
+}
+
+impl std::fmt::Debug for XdpRunner {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("XdpRunner")
+            .field("cpu", &self.env.cpu)
+            .field("staged", &self.staged)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Why a frame could not be run.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum RunFrameError {
+    #[error("{0}")]
+    Fault(Fault),
+    #[error("packet of {0} bytes is shorter than an Ethernet header")]
+    TooShort(usize),
+    #[error("packet of {len} bytes does not fit a {max}-byte XDP frame")]
+    TooLong { len: usize, max: usize },
+    #[error("data range {start}..{end} is not inside the {len}-byte buffer")]
+    BadRange { start: usize, end: usize, len: usize },
+    #[error(
+        "the program moved the packet to {start}..{end}, outside the {len}-byte buffer"
+    )]
+    MovedOutside { start: i64, end: i64, len: usize },
+}
+
+impl XdpRunner {
+    pub fn cpu(&self) -> u32 {
+        self.env.cpu
+    }
+
+    /// Runs the program on `buf[data_start..data_end]`, in place when the
+    /// program allows it (see the module documentation). The packet may grow
+    /// into `buf`'s headroom and tailroom.
+    pub fn run(
+        &mut self,
+        buf: &mut [u8],
+        data_start: usize,
+        data_end: usize,
+    ) -> Result<FrameVerdict, RunFrameError> {
+        if data_start > data_end || data_end > buf.len() {
+            return Err(RunFrameError::BadRange {
+                start: data_start,
+                end: data_end,
+                len: buf.len(),
+            });
+        }
+        if data_end - data_start < ETH_HLEN {
+            return Err(RunFrameError::TooShort(data_end - data_start));
+        }
+        LAST_REDIRECT.with(|c| c.set(None));
+        if self.staged {
+            self.run_staged(buf, data_start, data_end)
+        } else {
+            self.run_in_place(buf, data_start, data_end)
+        }
+    }
+
+    fn finish_run(&mut self, result: Result<u64, Fault>) -> Result<u32, RunFrameError> {
+        // Whatever an unverified program left (a reservation, a lock) is
+        // released so the next packet does not find it wedged; the trace
+        // log is not kept by the data plane.
+        self.env.release_leftovers();
+        self.env.trace.clear();
+        result.map(|r0| r0 as u32).map_err(RunFrameError::Fault)
+    }
+
+    fn redirect_for(action: u32) -> Option<RedirectTo> {
+        (action == action::REDIRECT)
+            .then(|| LAST_REDIRECT.with(Cell::get))
+            .flatten()
+    }
+
+    fn run_in_place(
+        &mut self,
+        buf: &mut [u8],
+        start: usize,
+        end: usize,
+    ) -> Result<FrameVerdict, RunFrameError> {
+        let base = buf.as_mut_ptr() as u64;
+        let md = &mut *self.md;
+        md.data = base + start as u64;
+        md.data_meta = md.data;
+        md.data_end = base + end as u64;
+        md.ingress_ifindex = self.ingress_ifindex;
+        md.rx_queue_index = self.rx_queue;
+        let md_addr = md as *const XdpMd as u64;
+        let region = Region::writable(base + start as u64, (end - start) as u64);
+        if self.packet_region != Some(region) {
+            match self.packet_region {
+                Some(old) => self.state.replace_region(old, Some(region)),
+                None => self.state.add_region(region),
+            }
+            self.packet_region = Some(region);
+        }
+        self.env.begin_run();
+        let result = (self.engine)(&mut self.state, &mut self.env, md_addr);
+        let action = self.finish_run(result)?;
+        Ok(FrameVerdict {
+            action,
+            redirect: Self::redirect_for(action),
+            data_start: start,
+            data_end: end,
+        })
+    }
+
+    fn run_staged(
+        &mut self,
+        buf: &mut [u8],
+        start: usize,
+        end: usize,
+    ) -> Result<FrameVerdict, RunFrameError> {
+        let len = end - start;
+        let max = HARD_END - XDP_PACKET_HEADROOM;
+        if len > max {
+            return Err(RunFrameError::TooLong { len, max });
+        }
+        self.stage(&buf[start..end]);
+        let md_addr = self.env.frame.md_addr();
+        let (span_start, span_len) = self.env.frame.packet_span();
+        self.state.add_region(Region::writable(span_start, span_len));
+        self.env.begin_run();
+        let result = (self.engine)(&mut self.state, &mut self.env, md_addr);
+        // The span as the program left it (the adjust helpers move it).
+        let (after_start, after_len) = self.env.frame.packet_span();
+        self.state
+            .replace_region(Region::writable(after_start, after_len), None);
+        self.state
+            .replace_region(Region::writable(span_start, span_len), None);
+        let action = self.finish_run(result)?;
+        // Map the frame's offsets back onto the caller's buffer: the
+        // caller's `start` is the frame's standard headroom.
+        let md = *self.env.frame.md();
+        let shift = start as i64 - XDP_PACKET_HEADROOM as i64;
+        let new_start = (md.data - self.frame_base) as i64 + shift;
+        let new_end = (md.data_end - self.frame_base) as i64 + shift;
+        if new_start < 0 || new_end as usize > buf.len() {
+            return Err(RunFrameError::MovedOutside {
+                start: new_start,
+                end: new_end,
+                len: buf.len(),
+            });
+        }
+        let (new_start, new_end) = (new_start as usize, new_end as usize);
+        buf[new_start..new_end].copy_from_slice(self.env.frame.packet());
+        Ok(FrameVerdict {
+            action,
+            redirect: Self::redirect_for(action),
+            data_start: new_start,
+            data_end: new_end,
+        })
+    }
+
+    /// Puts `packet` in the staging frame at the standard headroom with no
+    /// metadata, using the frame's own adjust operations (which keep its
+    /// context in step), so the frame is reused rather than reallocated.
+    fn stage(&mut self, packet: &[u8]) {
+        let frame = &mut self.env.frame;
+        let off = |addr: u64, base: u64| (addr - base) as i64;
+        let md = *frame.md();
+        let base = self.frame_base;
+        if md.data_meta != md.data {
+            // Dropping the metadata cannot fail: the offset is its length.
+            let _ = frame.adjust_meta((md.data - md.data_meta) as i32);
+        }
+        let want_start = XDP_PACKET_HEADROOM as i64;
+        let want_end = want_start + packet.len() as i64;
+        let data = off(md.data, base);
+        let data_end = off(md.data_end, base);
+        // Order the two moves so that neither leaves less than an Ethernet
+        // header between data and data_end (the frame refuses that).
+        if data <= want_start {
+            let _ = frame.adjust_tail((want_end - data_end) as i32);
+            let _ = frame.adjust_head((want_start - data) as i32);
+        } else {
+            let _ = frame.adjust_head((want_start - data) as i32);
+            let _ = frame.adjust_tail((want_end - data_end) as i32);
+        }
+        frame.packet_mut().copy_from_slice(packet);
+    }
+}
+
+/// A fresh staging frame (its contents are replaced before every run).
+fn staging_frame(ingress_ifindex: u32, rx_queue: u32) -> Result<XdpFrame, RuntimeError> {
+    XdpFrame::new(&[0u8; ETH_HLEN], ingress_ifindex, rx_queue)
+        .map_err(|e| RuntimeError::Options(e.to_string()))
+}
+
+fn uses_frame_helpers(p: &Program) -> bool {
+    p.insns().iter().any(|insn| {
+        matches!(insn, Insn::Call(CallTarget::Helper(id))
+            if u32::try_from(*id).is_ok_and(|id| FRAME_HELPERS.contains(&id)))
+    })
+}
+
+/// The kernel's helpers, with `bpf_redirect` and `bpf_redirect_map`
+/// recording their target for the runner.
+fn tracking_helpers(base: &HelperRegistry) -> HelperRegistry {
+    let mut helpers = base.clone();
+    if let Some(inner) = base.get(u64::from(ids::REDIRECT)).cloned() {
+        helpers.register(Helper::new(ids::REDIRECT, inner.name(), move |ctx, a| {
+            let r = inner.call(ctx, a)?;
+            if r == u64::from(action::REDIRECT) {
+                LAST_REDIRECT.with(|c| c.set(Some(RedirectTo::Ifindex(a[0] as u32))));
+            }
+            Ok(r)
+        }));
+    }
+    if let Some(inner) = base.get(u64::from(ids::REDIRECT_MAP)).cloned() {
+        helpers.register(Helper::new(ids::REDIRECT_MAP, inner.name(), move |ctx, a| {
+            let r = inner.call(ctx, a)?;
+            if r == u64::from(action::REDIRECT) {
+                let target = redirect_map_target(ctx, a);
+                LAST_REDIRECT.with(|c| c.set(target));
+            }
+            Ok(r)
+        }));
+    }
+    helpers
+}
+
+fn redirect_map_target(ctx: &mut HelperCtx<'_>, a: [u64; 5]) -> Option<RedirectTo> {
+    let env = ctx.user_as::<XdpEnv>()?;
+    let map = env.maps.resolve(a[0])?;
+    let key = a[1] as u32;
+    match map.map_type() {
+        MapType::Devmap | MapType::DevmapHash => {
+            if a[2] & crate::helpers::BPF_F_BROADCAST != 0 {
+                return Some(RedirectTo::Broadcast);
+            }
+            if map.value_size() < 4 {
+                return None;
+            }
+            let value = map.lookup(&key.to_ne_bytes(), env.cpu)?;
+            // SAFETY: a devmap value starts with the 4-byte ifindex and the
+            // map's value size was checked above.
+            let ifindex = unsafe { std::ptr::read_unaligned(value as *const u32) };
+            Some(RedirectTo::Ifindex(ifindex))
+        }
+        MapType::Xskmap => Some(RedirectTo::Xsk(key)),
+        MapType::Cpumap => Some(RedirectTo::Cpu(key)),
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn frame_helpers_are_kernel_ids() {
+        for id in FRAME_HELPERS {
+            assert!(crate::kernel_helper_name(id).is_some(), "{id}");
+        }
+    }
+}
