@@ -69,6 +69,7 @@
 //! Test suites call [`kernel_available`] first and skip loudly on `Err`.
 
 mod available;
+pub mod bench;
 mod cpu;
 mod dump;
 mod error;
