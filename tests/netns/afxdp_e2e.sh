@@ -72,7 +72,9 @@ ls /dev/shm/bpfjet."$INST".* >/dev/null 2>&1 && fail "a failed start left shared
 echo "ok - bad input: missing interface, queue mismatch"
 
 echo '{"mode": [{"key": "00000000", "value": "02000000"}]}' >"$TMP/state.json"
-inB "$BPFJET" run "$TMP/netns_nf.o" --iface vB --maps "$TMP/state.json" --name "$INST" \
+# Not through the inB function: $! must be bpfjet itself (ip netns exec
+# execs), or the SIGINT below would reach a subshell.
+ip netns exec "$B" "$BPFJET" run "$TMP/netns_nf.o" --iface vB --maps "$TMP/state.json" --name "$INST" \
     --duration 120 --json >"$TMP/out.json" 2>"$TMP/err.log" &
 PID=$!
 for _ in $(seq 100); do
@@ -119,7 +121,7 @@ s = json.loads(open(sys.argv[1]).read().strip().splitlines()[-1])
 a = s["actions"]
 assert s["stopped_by"] == "SIGINT", s["stopped_by"]
 assert a["TX"] >= 190 and a["DROP"] >= 200 and a["REDIRECT"] >= 190 and a["PASS"] >= 4, a
-assert any(t["target"] == "ifindex %s" % sys.argv[1:] or True for t in s["redirect_targets"])
+assert s["redirect_targets"], s
 print("ok - summary: packets %d actions %s" % (s["packets"], a))
 PY
 inB ip link show vB | grep -q xdp && fail "an XDP program is still attached to vB"

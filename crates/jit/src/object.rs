@@ -18,7 +18,7 @@
 use crate::bindings::Bindings;
 use crate::error::JitError;
 use crate::options::JitOptions;
-use crate::program::JitProgram;
+use crate::program::{DumpStage, JitProgram};
 use bpfjet_isa::Insn;
 use bpfjet_obj::Object;
 use bpfjet_runtime::xdp::{find_ctx_accesses, rewrite_ctx_accesses, XdpFrame};
@@ -56,7 +56,16 @@ pub enum ObjectError {
 /// One program's fast forms.
 struct FastProgram {
     name: String,
-    jit: Result<JitProgram, Arc<ObjectError>>,
+    jit: Result<Compiled, Arc<ObjectError>>,
+}
+
+/// A compiled program and what it was compiled from (for dumps).
+struct Compiled {
+    jit: JitProgram,
+    insns: Vec<Insn>,
+    opts: LoadOptions,
+    bindings: Bindings,
+    options: JitOptions,
 }
 
 /// A loaded object whose XDP programs were verified and compiled.
@@ -125,7 +134,7 @@ impl JitObject {
         }
         let table = programs
             .iter()
-            .map(|p| p.jit.as_ref().ok().map(|j| j.program().clone()))
+            .map(|p| p.jit.as_ref().ok().map(|c| c.jit.program().clone()))
             .collect();
         JitObject {
             loaded,
@@ -139,7 +148,7 @@ impl JitObject {
         obj: &Object,
         name: &str,
         jit: &JitOptions,
-    ) -> Result<JitProgram, ObjectError> {
+    ) -> Result<Compiled, ObjectError> {
         let bound = loaded.program(name)?;
         let source = obj.program(name).ok_or_else(|| ObjectError::Run {
             program: name.to_string(),
@@ -198,6 +207,26 @@ impl JitObject {
     /// The compiled program (its `program()` is the verified loaded form the
     /// interpreter runs on the fast path).
     pub fn program(&self, name: &str) -> Result<&JitProgram, ObjectError> {
+        self.compiled(name).map(|c| &c.jit)
+    }
+
+    /// The IR or assembly of a program as this object compiled it (with
+    /// `inline` false: as it would be without helper inlining).
+    pub fn dump(&self, name: &str, stage: DumpStage, inline: bool) -> Result<String, ObjectError> {
+        let c = self.compiled(name)?;
+        let options = JitOptions {
+            inline_helpers: inline,
+            ..c.options.clone()
+        };
+        JitProgram::dump_bound(&c.insns, &c.opts, &options, &c.bindings, stage).map_err(|source| {
+            ObjectError::Compile {
+                program: name.to_string(),
+                source,
+            }
+        })
+    }
+
+    fn compiled(&self, name: &str) -> Result<&Compiled, ObjectError> {
         // The loaded object knows whether the name exists at all.
         self.loaded.program(name)?;
         let p = self

@@ -217,6 +217,7 @@ impl XdpRunnerFactory {
             frame_base: base,
             staged: self.needs_frame,
             packet_region: None,
+            checked: self.program.is_bounds_checked(),
             ingress_ifindex,
             rx_queue,
         })
@@ -235,6 +236,8 @@ pub struct XdpRunner {
     staged: bool,
     /// The packet region registered for the previous in-place run.
     packet_region: Option<Region>,
+    /// Bounds-checked mode: memory regions must be registered.
+    checked: bool,
     ingress_ifindex: u32,
     rx_queue: u32,
 }
@@ -301,8 +304,15 @@ impl XdpRunner {
         // Whatever an unverified program left (a reservation, a lock) is
         // released so the next packet does not find it wedged; the trace
         // log is not kept by the data plane.
-        self.env.release_leftovers();
-        self.env.trace.clear();
+        let env = &mut self.env;
+        if !env.reservations.is_empty() || !env.held_locks.is_empty() {
+            env.release_leftovers();
+        } else if !env.callback_keys.is_empty() {
+            env.callback_keys.clear();
+        }
+        if !env.trace.is_empty() {
+            env.trace.clear();
+        }
         result.map(|r0| r0 as u32).map_err(RunFrameError::Fault)
     }
 
@@ -327,7 +337,8 @@ impl XdpRunner {
         md.rx_queue_index = self.rx_queue;
         let md_addr = md as *const XdpMd as u64;
         let region = Region::writable(base + start as u64, (end - start) as u64);
-        if self.packet_region != Some(region) {
+        // Regions only matter to the bounds-checked interpreter.
+        if self.checked && self.packet_region != Some(region) {
             match self.packet_region {
                 Some(old) => self.state.replace_region(old, Some(region)),
                 None => self.state.add_region(region),

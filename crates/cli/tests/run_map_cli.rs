@@ -1,0 +1,280 @@
+//! `bpfjet run` and `bpfjet map` as processes: generator and pcap runs,
+//! output files, a truncated capture, SIGTERM teardown, and a control plane
+//! in a second process changing a live firewall's verdicts.
+//!
+//! `BPFJET_BIN` overrides the binary under test.
+
+mod support;
+
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+fn bin() -> PathBuf {
+    std::env::var_os("BPFJET_BIN")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_BIN_EXE_bpfjet")))
+}
+
+fn bpfjet(args: &[&str]) -> Output {
+    Command::new(bin()).args(args).output().expect("run bpfjet")
+}
+
+fn firewall() -> (String, String) {
+    let build = support::corpus_build_dir();
+    let state = support::repo_root().join("examples/xdp/fixtures/firewall/state.json");
+    (
+        build.join("xdp/firewall.o").display().to_string(),
+        state.display().to_string(),
+    )
+}
+
+/// The last line of stdout as JSON.
+fn summary(out: &Output) -> Value {
+    let text = String::from_utf8_lossy(&out.stdout);
+    let line = text.lines().last().unwrap_or_else(|| {
+        panic!(
+            "no output; stderr: {}",
+            String::from_utf8_lossy(&out.stderr)
+        )
+    });
+    serde_json::from_str(line).unwrap_or_else(|e| panic!("{e}: {line}"))
+}
+
+fn unique(tag: &str) -> String {
+    format!("{tag}-{}", std::process::id())
+}
+
+fn shm_files(instance: &str) -> Vec<PathBuf> {
+    let prefix = format!("bpfjet.{instance}.");
+    std::fs::read_dir("/dev/shm")
+        .map(|d| {
+            d.filter_map(Result::ok)
+                .filter(|e| e.file_name().to_string_lossy().starts_with(&prefix))
+                .map(|e| e.path())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+fn wait_for_instance(child: &mut Child, instance: &str) {
+    let registry = Path::new("/dev/shm").join(format!("bpfjet.{instance}.registry"));
+    let start = Instant::now();
+    while !registry.exists() {
+        if let Ok(Some(status)) = child.try_wait() {
+            panic!("bpfjet exited early: {status}");
+        }
+        assert!(start.elapsed() < Duration::from_secs(30), "instance never appeared");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+fn temp_dir(tag: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(unique(&format!("bpfjet-run-{tag}")));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+#[test]
+fn generator_run_counts_actions_in_json() {
+    let (obj, state) = firewall();
+    let name = unique("gen-json");
+    let out = bpfjet(&[
+        "run", &obj, "--maps", &state, "--name", &name, "--json",
+        "--gen", "proto=udp,src=10.66.0.0/16,flows=100,count=20000",
+    ]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let s = summary(&out);
+    assert_eq!(s["packets"], 20000);
+    assert_eq!(s["actions"]["DROP"], 20000);
+    for action in ["ABORTED", "PASS", "TX", "REDIRECT"] {
+        assert_eq!(s["actions"][action], 0, "{action}");
+    }
+    assert!(shm_files(&name).is_empty(), "shared memory left behind");
+}
+
+#[test]
+fn two_workers_split_the_generator_and_write_pcaps() {
+    let (obj, state) = firewall();
+    let dir = temp_dir("out");
+    let out = bpfjet(&[
+        "run", &obj, "--maps", &state, "--name", &unique("two-workers"), "--json",
+        "--workers", "2", "--out", dir.to_str().unwrap(),
+        "--gen", "proto=udp,src=192.168.0.0/16,flows=100,count=1001",
+    ]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let s = summary(&out);
+    assert_eq!(s["packets"], 1001);
+    assert_eq!(s["actions"]["PASS"], 1001);
+    assert_eq!(s["workers"].as_array().unwrap().len(), 2);
+    // pass.pcap holds every packet: 24-byte header + (16 + 64) per packet.
+    let len = std::fs::metadata(dir.join("pass.pcap")).unwrap().len();
+    assert_eq!(len, 24 + 1001 * (16 + 64));
+
+    // Replaying that capture gives the same verdicts.
+    let again = bpfjet(&[
+        "run", &obj, "--maps", &state, "--name", &unique("replay"), "--json",
+        "--pcap", dir.join("pass.pcap").to_str().unwrap(),
+    ]);
+    assert!(again.status.success(), "{}", String::from_utf8_lossy(&again.stderr));
+    assert_eq!(summary(&again)["actions"]["PASS"], 1001);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn truncated_pcap_reports_what_ran_and_exits_1() {
+    let (obj, state) = firewall();
+    let dir = temp_dir("trunc");
+    let out = bpfjet(&[
+        "run", &obj, "--maps", &state, "--name", &unique("trunc-src"),
+        "--out", dir.to_str().unwrap(),
+        "--gen", "src=192.168.0.0/16,count=100",
+    ]);
+    assert!(out.status.success());
+    let pcap = dir.join("pass.pcap");
+    let bytes = std::fs::read(&pcap).unwrap();
+    std::fs::write(&pcap, &bytes[..bytes.len() - 30]).unwrap();
+    let out = bpfjet(&[
+        "run", &obj, "--maps", &state, "--name", &unique("trunc"), "--json",
+        "--pcap", pcap.to_str().unwrap(),
+    ]);
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("truncated"), "{stderr}");
+    let s = summary(&out);
+    assert_eq!(s["packets"], 99, "the packets before the damage ran");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn sigterm_ends_the_run_cleanly() {
+    let (obj, state) = firewall();
+    let name = unique("sigterm");
+    let mut child = Command::new(bin())
+        .args(["run", &obj, "--maps", &state, "--name", &name, "--json",
+               "--gen", "count=unbounded"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    wait_for_instance(&mut child, &name);
+    std::thread::sleep(Duration::from_millis(300));
+    let killed = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(killed.success());
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let s = summary(&out);
+    assert_eq!(s["stopped_by"], "SIGTERM");
+    assert!(s["packets"].as_u64().unwrap() > 0);
+    assert!(shm_files(&name).is_empty(), "shared memory left behind");
+}
+
+#[test]
+fn a_taken_instance_name_is_refused() {
+    let (obj, state) = firewall();
+    let name = unique("taken");
+    let mut first = Command::new(bin())
+        .args(["run", &obj, "--maps", &state, "--name", &name, "--duration", "20",
+               "--gen", "count=unbounded"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    wait_for_instance(&mut first, &name);
+    let second = bpfjet(&["run", &obj, "--name", &name, "--gen", "count=10"]);
+    let _ = Command::new("kill").args(["-INT", &first.id().to_string()]).status();
+    let _ = first.wait();
+    assert_eq!(second.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&second.stderr);
+    assert!(stderr.contains("already exists"), "{stderr}");
+}
+
+/// The acceptance test of the control plane: a firewall runs on unbounded
+/// blocked traffic; a second process lists and reads its maps, checks the
+/// shared memory is private (0600), deletes the blocking rule, and the
+/// running data plane starts passing the same traffic.
+#[test]
+fn a_second_process_changes_live_verdicts() {
+    let (obj, state) = firewall();
+    let name = unique("live");
+    let mut child = Command::new(bin())
+        .args(["run", &obj, "--maps", &state, "--name", &name, "--json", "--duration", "60",
+               "--gen", "proto=udp,src=10.66.0.0/16,flows=64,count=unbounded"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    wait_for_instance(&mut child, &name);
+
+    for file in shm_files(&name) {
+        use std::os::unix::fs::PermissionsExt;
+        let mode = std::fs::metadata(&file).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o600, "{} is {mode:o}", file.display());
+    }
+
+    let list = bpfjet(&["map", "list", "--instance", &name, "--json"]);
+    assert!(list.status.success(), "{}", String::from_utf8_lossy(&list.stderr));
+    let maps: Value = serde_json::from_slice(&list.stdout).unwrap();
+    let names: Vec<&str> = maps.as_array().unwrap().iter().map(|m| m["name"].as_str().unwrap()).collect();
+    assert!(names.contains(&"blocked_v4") && names.contains(&"verdicts"), "{names:?}");
+
+    // Verdict slot 2 (FW_DROP_BLOCKED) counts per CPU; wait for traffic.
+    let dropped = || -> u64 {
+        let out = bpfjet(&["map", "lookup", "--instance", &name, "verdicts", "02000000", "--json"]);
+        let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+        v["values"].as_array().unwrap().iter().map(|h| {
+            let bytes = bpfjet_maps::state::parse_hex(h.as_str().unwrap()).unwrap();
+            u64::from_ne_bytes(bytes[..8].try_into().unwrap())
+        }).sum()
+    };
+    let start = Instant::now();
+    while dropped() == 0 {
+        assert!(start.elapsed() < Duration::from_secs(20), "no drops counted");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+
+    let lookup = bpfjet(&["map", "lookup", "--instance", &name, "blocked_v4", "10000000 0a420000"]);
+    assert!(lookup.status.success());
+    assert_eq!(String::from_utf8_lossy(&lookup.stdout).trim(), "03000000 00000000");
+
+    let del = bpfjet(&["map", "delete", "--instance", &name, "blocked_v4", "10000000 0a420000"]);
+    assert!(del.status.success(), "{}", String::from_utf8_lossy(&del.stderr));
+    let missing = bpfjet(&["map", "lookup", "--instance", &name, "blocked_v4", "10000000 0a420000"]);
+    assert_eq!(missing.status.code(), Some(1));
+
+    let dump = bpfjet(&["map", "dump", "--instance", &name, "blocked_v4"]);
+    let dumped: Value = serde_json::from_slice(&dump.stdout).unwrap();
+    assert_eq!(dumped["blocked_v4"].as_array().unwrap().len(), 2);
+
+    // Passed traffic (slot 0, FW_PASS_DEFAULT) now grows.
+    let passed = || -> u64 {
+        let out = bpfjet(&["map", "lookup", "--instance", &name, "verdicts", "00000000", "--json"]);
+        let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+        v["values"].as_array().unwrap().iter().map(|h| {
+            let bytes = bpfjet_maps::state::parse_hex(h.as_str().unwrap()).unwrap();
+            u64::from_ne_bytes(bytes[..8].try_into().unwrap())
+        }).sum()
+    };
+    let start = Instant::now();
+    while passed() == 0 {
+        assert!(start.elapsed() < Duration::from_secs(20), "the deleted rule still drops");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+
+    let _ = Command::new("kill").args(["-INT", &child.id().to_string()]).status();
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let s = summary(&out);
+    assert!(s["actions"]["DROP"].as_u64().unwrap() > 0);
+    assert!(s["actions"]["PASS"].as_u64().unwrap() > 0);
+    assert!(shm_files(&name).is_empty(), "shared memory left behind");
+
+    let gone = bpfjet(&["map", "list", "--instance", &name]);
+    assert_eq!(gone.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&gone.stderr).contains("no running instance"));
+}
