@@ -65,7 +65,10 @@ fn wait_for_instance(child: &mut Child, instance: &str) {
         if let Ok(Some(status)) = child.try_wait() {
             panic!("bpfjet exited early: {status}");
         }
-        assert!(start.elapsed() < Duration::from_secs(30), "instance never appeared");
+        assert!(
+            start.elapsed() < Duration::from_secs(30),
+            "instance never appeared"
+        );
         std::thread::sleep(Duration::from_millis(20));
     }
 }
@@ -82,10 +85,21 @@ fn generator_run_counts_actions_in_json() {
     let (obj, state) = firewall();
     let name = unique("gen-json");
     let out = bpfjet(&[
-        "run", &obj, "--maps", &state, "--name", &name, "--json",
-        "--gen", "proto=udp,src=10.66.0.0/16,flows=100,count=20000",
+        "run",
+        &obj,
+        "--maps",
+        &state,
+        "--name",
+        &name,
+        "--json",
+        "--gen",
+        "proto=udp,src=10.66.0.0/16,flows=100,count=20000",
     ]);
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let s = summary(&out);
     assert_eq!(s["packets"], 20000);
     assert_eq!(s["actions"]["DROP"], 20000);
@@ -100,11 +114,25 @@ fn two_workers_split_the_generator_and_write_pcaps() {
     let (obj, state) = firewall();
     let dir = temp_dir("out");
     let out = bpfjet(&[
-        "run", &obj, "--maps", &state, "--name", &unique("two-workers"), "--json",
-        "--workers", "2", "--out", dir.to_str().unwrap(),
-        "--gen", "proto=udp,src=192.168.0.0/16,flows=100,count=1001",
+        "run",
+        &obj,
+        "--maps",
+        &state,
+        "--name",
+        &unique("two-workers"),
+        "--json",
+        "--workers",
+        "2",
+        "--out",
+        dir.to_str().unwrap(),
+        "--gen",
+        "proto=udp,src=192.168.0.0/16,flows=100,count=1001",
     ]);
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let s = summary(&out);
     assert_eq!(s["packets"], 1001);
     assert_eq!(s["actions"]["PASS"], 1001);
@@ -115,10 +143,21 @@ fn two_workers_split_the_generator_and_write_pcaps() {
 
     // Replaying that capture gives the same verdicts.
     let again = bpfjet(&[
-        "run", &obj, "--maps", &state, "--name", &unique("replay"), "--json",
-        "--pcap", dir.join("pass.pcap").to_str().unwrap(),
+        "run",
+        &obj,
+        "--maps",
+        &state,
+        "--name",
+        &unique("replay"),
+        "--json",
+        "--pcap",
+        dir.join("pass.pcap").to_str().unwrap(),
     ]);
-    assert!(again.status.success(), "{}", String::from_utf8_lossy(&again.stderr));
+    assert!(
+        again.status.success(),
+        "{}",
+        String::from_utf8_lossy(&again.stderr)
+    );
     assert_eq!(summary(&again)["actions"]["PASS"], 1001);
     let _ = std::fs::remove_dir_all(&dir);
 }
@@ -128,17 +167,31 @@ fn truncated_pcap_reports_what_ran_and_exits_1() {
     let (obj, state) = firewall();
     let dir = temp_dir("trunc");
     let out = bpfjet(&[
-        "run", &obj, "--maps", &state, "--name", &unique("trunc-src"),
-        "--out", dir.to_str().unwrap(),
-        "--gen", "src=192.168.0.0/16,count=100",
+        "run",
+        &obj,
+        "--maps",
+        &state,
+        "--name",
+        &unique("trunc-src"),
+        "--out",
+        dir.to_str().unwrap(),
+        "--gen",
+        "src=192.168.0.0/16,count=100",
     ]);
     assert!(out.status.success());
     let pcap = dir.join("pass.pcap");
     let bytes = std::fs::read(&pcap).unwrap();
     std::fs::write(&pcap, &bytes[..bytes.len() - 30]).unwrap();
     let out = bpfjet(&[
-        "run", &obj, "--maps", &state, "--name", &unique("trunc"), "--json",
-        "--pcap", pcap.to_str().unwrap(),
+        "run",
+        &obj,
+        "--maps",
+        &state,
+        "--name",
+        &unique("trunc"),
+        "--json",
+        "--pcap",
+        pcap.to_str().unwrap(),
     ]);
     assert_eq!(out.status.code(), Some(1));
     let stderr = String::from_utf8_lossy(&out.stderr);
@@ -153,8 +206,17 @@ fn sigterm_ends_the_run_cleanly() {
     let (obj, state) = firewall();
     let name = unique("sigterm");
     let mut child = Command::new(bin())
-        .args(["run", &obj, "--maps", &state, "--name", &name, "--json",
-               "--gen", "count=unbounded"])
+        .args([
+            "run",
+            &obj,
+            "--maps",
+            &state,
+            "--name",
+            &name,
+            "--json",
+            "--gen",
+            "count=unbounded",
+        ])
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
@@ -167,7 +229,11 @@ fn sigterm_ends_the_run_cleanly() {
         .unwrap();
     assert!(killed.success());
     let out = child.wait_with_output().unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let s = summary(&out);
     assert_eq!(s["stopped_by"], "SIGTERM");
     assert!(s["packets"].as_u64().unwrap() > 0);
@@ -179,15 +245,27 @@ fn a_taken_instance_name_is_refused() {
     let (obj, state) = firewall();
     let name = unique("taken");
     let mut first = Command::new(bin())
-        .args(["run", &obj, "--maps", &state, "--name", &name, "--duration", "20",
-               "--gen", "count=unbounded"])
+        .args([
+            "run",
+            &obj,
+            "--maps",
+            &state,
+            "--name",
+            &name,
+            "--duration",
+            "20",
+            "--gen",
+            "count=unbounded",
+        ])
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
     wait_for_instance(&mut first, &name);
     let second = bpfjet(&["run", &obj, "--name", &name, "--gen", "count=10"]);
-    let _ = Command::new("kill").args(["-INT", &first.id().to_string()]).status();
+    let _ = Command::new("kill")
+        .args(["-INT", &first.id().to_string()])
+        .status();
     let _ = first.wait();
     assert_eq!(second.status.code(), Some(1));
     let stderr = String::from_utf8_lossy(&second.stderr);
@@ -203,8 +281,19 @@ fn a_second_process_changes_live_verdicts() {
     let (obj, state) = firewall();
     let name = unique("live");
     let mut child = Command::new(bin())
-        .args(["run", &obj, "--maps", &state, "--name", &name, "--json", "--duration", "60",
-               "--gen", "proto=udp,src=10.66.0.0/16,flows=64,count=unbounded"])
+        .args([
+            "run",
+            &obj,
+            "--maps",
+            &state,
+            "--name",
+            &name,
+            "--json",
+            "--duration",
+            "60",
+            "--gen",
+            "proto=udp,src=10.66.0.0/16,flows=64,count=unbounded",
+        ])
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
@@ -218,33 +307,89 @@ fn a_second_process_changes_live_verdicts() {
     }
 
     let list = bpfjet(&["map", "list", "--instance", &name, "--json"]);
-    assert!(list.status.success(), "{}", String::from_utf8_lossy(&list.stderr));
+    assert!(
+        list.status.success(),
+        "{}",
+        String::from_utf8_lossy(&list.stderr)
+    );
     let maps: Value = serde_json::from_slice(&list.stdout).unwrap();
-    let names: Vec<&str> = maps.as_array().unwrap().iter().map(|m| m["name"].as_str().unwrap()).collect();
-    assert!(names.contains(&"blocked_v4") && names.contains(&"verdicts"), "{names:?}");
+    let names: Vec<&str> = maps
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["name"].as_str().unwrap())
+        .collect();
+    assert!(
+        names.contains(&"blocked_v4") && names.contains(&"verdicts"),
+        "{names:?}"
+    );
 
     // Verdict slot 2 (FW_DROP_BLOCKED) counts per CPU; wait for traffic.
     let dropped = || -> u64 {
-        let out = bpfjet(&["map", "lookup", "--instance", &name, "verdicts", "02000000", "--json"]);
+        let out = bpfjet(&[
+            "map",
+            "lookup",
+            "--instance",
+            &name,
+            "verdicts",
+            "02000000",
+            "--json",
+        ]);
         let v: Value = serde_json::from_slice(&out.stdout).unwrap();
-        v["values"].as_array().unwrap().iter().map(|h| {
-            let bytes = bpfjet_maps::state::parse_hex(h.as_str().unwrap()).unwrap();
-            u64::from_ne_bytes(bytes[..8].try_into().unwrap())
-        }).sum()
+        v["values"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|h| {
+                let bytes = bpfjet_maps::state::parse_hex(h.as_str().unwrap()).unwrap();
+                u64::from_ne_bytes(bytes[..8].try_into().unwrap())
+            })
+            .sum()
     };
     let start = Instant::now();
     while dropped() == 0 {
-        assert!(start.elapsed() < Duration::from_secs(20), "no drops counted");
+        assert!(
+            start.elapsed() < Duration::from_secs(20),
+            "no drops counted"
+        );
         std::thread::sleep(Duration::from_millis(50));
     }
 
-    let lookup = bpfjet(&["map", "lookup", "--instance", &name, "blocked_v4", "10000000 0a420000"]);
+    let lookup = bpfjet(&[
+        "map",
+        "lookup",
+        "--instance",
+        &name,
+        "blocked_v4",
+        "10000000 0a420000",
+    ]);
     assert!(lookup.status.success());
-    assert_eq!(String::from_utf8_lossy(&lookup.stdout).trim(), "03000000 00000000");
+    assert_eq!(
+        String::from_utf8_lossy(&lookup.stdout).trim(),
+        "03000000 00000000"
+    );
 
-    let del = bpfjet(&["map", "delete", "--instance", &name, "blocked_v4", "10000000 0a420000"]);
-    assert!(del.status.success(), "{}", String::from_utf8_lossy(&del.stderr));
-    let missing = bpfjet(&["map", "lookup", "--instance", &name, "blocked_v4", "10000000 0a420000"]);
+    let del = bpfjet(&[
+        "map",
+        "delete",
+        "--instance",
+        &name,
+        "blocked_v4",
+        "10000000 0a420000",
+    ]);
+    assert!(
+        del.status.success(),
+        "{}",
+        String::from_utf8_lossy(&del.stderr)
+    );
+    let missing = bpfjet(&[
+        "map",
+        "lookup",
+        "--instance",
+        &name,
+        "blocked_v4",
+        "10000000 0a420000",
+    ]);
     assert_eq!(missing.status.code(), Some(1));
 
     let dump = bpfjet(&["map", "dump", "--instance", &name, "blocked_v4"]);
@@ -253,22 +398,44 @@ fn a_second_process_changes_live_verdicts() {
 
     // Passed traffic (slot 0, FW_PASS_DEFAULT) now grows.
     let passed = || -> u64 {
-        let out = bpfjet(&["map", "lookup", "--instance", &name, "verdicts", "00000000", "--json"]);
+        let out = bpfjet(&[
+            "map",
+            "lookup",
+            "--instance",
+            &name,
+            "verdicts",
+            "00000000",
+            "--json",
+        ]);
         let v: Value = serde_json::from_slice(&out.stdout).unwrap();
-        v["values"].as_array().unwrap().iter().map(|h| {
-            let bytes = bpfjet_maps::state::parse_hex(h.as_str().unwrap()).unwrap();
-            u64::from_ne_bytes(bytes[..8].try_into().unwrap())
-        }).sum()
+        v["values"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|h| {
+                let bytes = bpfjet_maps::state::parse_hex(h.as_str().unwrap()).unwrap();
+                u64::from_ne_bytes(bytes[..8].try_into().unwrap())
+            })
+            .sum()
     };
     let start = Instant::now();
     while passed() == 0 {
-        assert!(start.elapsed() < Duration::from_secs(20), "the deleted rule still drops");
+        assert!(
+            start.elapsed() < Duration::from_secs(20),
+            "the deleted rule still drops"
+        );
         std::thread::sleep(Duration::from_millis(50));
     }
 
-    let _ = Command::new("kill").args(["-INT", &child.id().to_string()]).status();
+    let _ = Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status();
     let out = child.wait_with_output().unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let s = summary(&out);
     assert!(s["actions"]["DROP"].as_u64().unwrap() > 0);
     assert!(s["actions"]["PASS"].as_u64().unwrap() > 0);

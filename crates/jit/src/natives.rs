@@ -12,6 +12,10 @@ pub(crate) const MAP_LOOKUP_GENERIC: &str = "bpfjet_jit_map_lookup";
 pub(crate) const KTIME_NS: &str = "bpfjet_jit_ktime_ns";
 pub(crate) const CSUM_DIFF: &str = "bpfjet_jit_csum_diff";
 pub(crate) const STRNCMP: &str = "bpfjet_jit_strncmp";
+pub(crate) const MAP_UPDATE: &str = "bpfjet_jit_map_update";
+pub(crate) const MAP_DELETE: &str = "bpfjet_jit_map_delete";
+/// In `crate::trampoline` (it needs the run context).
+pub(crate) const XDP_ADJUST: &str = "bpfjet_jit_xdp_adjust";
 
 /// Key sizes with a lookup specialised for them (copying the key is then a
 /// fixed-size move, and the hash runs over a known length).
@@ -57,6 +61,61 @@ unsafe extern "C" fn map_lookup(map: *const Map, key: *const u8, cpu: u64) -> u6
         .map_or(0, |p| p as u64)
 }
 
+fn result_code(r: Result<(), bpfjet_maps::MapError>) -> u64 {
+    match r {
+        Ok(()) => 0,
+        Err(e) => (e.errno() as u64).wrapping_neg(),
+    }
+}
+
+/// `bpf_map_update_elem` on an array or keyed map.
+///
+/// # Safety
+/// `map` is the handle of a live map; `key` and `value` point to its key
+/// and value sizes in bytes.
+unsafe extern "C" fn map_update(
+    map: *const Map,
+    key: *const u8,
+    value: *const u8,
+    flags: u64,
+    cpu: u64,
+) -> u64 {
+    // SAFETY: the compiled program holds the map alive; sizes per contract.
+    let (map, key, value) = unsafe {
+        let map = Map::from_handle(map);
+        (
+            map,
+            std::slice::from_raw_parts(key, map.key_size() as usize),
+            std::slice::from_raw_parts(value, map.value_size() as usize),
+        )
+    };
+    catch_unwind(AssertUnwindSafe(|| {
+        result_code(map.update(key, value, flags, cpu as u32))
+    }))
+    .unwrap_or(errno_neg(bpfjet_runtime::errno::EINVAL))
+}
+
+/// `bpf_map_delete_elem` on a keyed map.
+///
+/// # Safety
+/// As [`map_update`], without the value.
+unsafe extern "C" fn map_delete(map: *const Map, key: *const u8) -> u64 {
+    // SAFETY: as in `map_update`.
+    let (map, key) = unsafe {
+        let map = Map::from_handle(map);
+        (
+            map,
+            std::slice::from_raw_parts(key, map.key_size() as usize),
+        )
+    };
+    catch_unwind(AssertUnwindSafe(|| result_code(map.delete(key))))
+        .unwrap_or(errno_neg(bpfjet_runtime::errno::EINVAL))
+}
+
+pub(crate) fn errno_neg(e: u64) -> u64 {
+    e.wrapping_neg()
+}
+
 /// `bpf_ktime_get_ns`: CLOCK_MONOTONIC through the C library (the vDSO).
 extern "C" fn ktime_ns() -> u64 {
     let mut ts = libc::timespec {
@@ -81,14 +140,58 @@ unsafe fn bytes<'a>(ptr: *const u8, len: u64) -> &'a [u8] {
     }
 }
 
-/// `bpf_csum_diff(from, from_size, to, to_size, seed)`.
+/// `csum_partial`: `seed` plus the buffer's native-endian 32-bit words (a
+/// short last word padded with zeros), in ones'-complement arithmetic —
+/// the runtime's definition, eight bytes at a time.
+fn csum_partial(b: &[u8], seed: u32) -> u32 {
+    let mut sum = u128::from(seed);
+    let mut chunks = b.chunks_exact(8);
+    for c in &mut chunks {
+        let w = u64::from_ne_bytes([c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7]]);
+        sum += u128::from(w & 0xffff_ffff) + u128::from(w >> 32);
+    }
+    for word in chunks.remainder().chunks(4) {
+        let mut w = [0u8; 4];
+        w[..word.len()].copy_from_slice(word);
+        sum += u128::from(u32::from_ne_bytes(w));
+    }
+    while sum > 0xffff_ffff {
+        sum = (sum & 0xffff_ffff) + (sum >> 32);
+    }
+    sum as u32
+}
+
+fn csum_add(a: u32, b: u32) -> u32 {
+    let (s, carry) = a.overflowing_add(b);
+    s.wrapping_add(u32::from(carry))
+}
+
+/// `bpf_csum_diff(from, from_size, to, to_size, seed)`, bit-exact with
+/// `bpfjet_runtime::csum_diff` (checked by `tests/inlining.rs`).
 ///
 /// # Safety
 /// The verifier proved both buffers readable for their (32-bit) sizes.
-unsafe extern "C" fn csum_diff(from: *const u8, from_size: u64, to: *const u8, to_size: u64, seed: u64) -> u64 {
+unsafe extern "C" fn csum_diff(
+    from: *const u8,
+    from_size: u64,
+    to: *const u8,
+    to_size: u64,
+    seed: u64,
+) -> u64 {
     // SAFETY: per the contract above.
-    let (from, to) = unsafe { (bytes(from, from_size & 0xffff_ffff), bytes(to, to_size & 0xffff_ffff)) };
-    u64::from(bpfjet_runtime::csum_diff(from, to, seed as u32))
+    let (from, to) = unsafe {
+        (
+            bytes(from, from_size & 0xffff_ffff),
+            bytes(to, to_size & 0xffff_ffff),
+        )
+    };
+    let seed = seed as u32;
+    let sum = match (from.is_empty(), to.is_empty()) {
+        (false, false) => csum_add(csum_partial(to, seed), !csum_partial(from, 0)),
+        (_, false) => csum_partial(to, seed),
+        (_, true) => !csum_partial(from, !seed),
+    };
+    u64::from((sum.wrapping_add(sum.rotate_right(16)) >> 16) as u16)
 }
 
 /// `bpf_strncmp(s1, s1_size, s2)`: `s2` is a NUL-terminated constant string.
@@ -131,6 +234,15 @@ pub(crate) fn resolve(name: &str) -> Option<usize> {
         }
         CSUM_DIFF => {
             let f: unsafe extern "C" fn(*const u8, u64, *const u8, u64, u64) -> u64 = csum_diff;
+            f as *const () as usize
+        }
+        MAP_UPDATE => {
+            let f: unsafe extern "C" fn(*const Map, *const u8, *const u8, u64, u64) -> u64 =
+                map_update;
+            f as *const () as usize
+        }
+        MAP_DELETE => {
+            let f: unsafe extern "C" fn(*const Map, *const u8) -> u64 = map_delete;
             f as *const () as usize
         }
         STRNCMP => {

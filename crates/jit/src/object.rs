@@ -171,17 +171,24 @@ impl JitObject {
         let opts = LoadOptions::verified(proof)
             .with_helpers(xdp_helpers())
             .with_maps(loaded.map_bindings());
-        let insns = &insns;
         let bindings = Bindings {
             maps: loaded.object_maps().maps().to_vec(),
             const_keys,
             xdp: true,
         };
-        JitProgram::compile_bound(insns, &opts, jit, &bindings).map_err(|source| {
-            ObjectError::Compile {
-                program: name.to_string(),
-                source,
-            }
+        let compiled =
+            JitProgram::compile_bound(&insns, &opts, jit, &bindings).map_err(|source| {
+                ObjectError::Compile {
+                    program: name.to_string(),
+                    source,
+                }
+            })?;
+        Ok(Compiled {
+            jit: compiled,
+            insns,
+            opts,
+            bindings,
+            options: jit.clone(),
         })
     }
 

@@ -220,6 +220,30 @@ const _: () = assert!(
     "generated code reads the CPU slot at RUNCTX_CPU_OFFSET"
 );
 
+/// `bpfjet_jit_xdp_adjust(ctx, which, offset) -> r0`: `bpf_xdp_adjust_head`
+/// (0), `_tail` (1) or `_meta` (2) on the run's frame, called directly by
+/// programs bound to the XDP helpers (their context argument is the frame's
+/// by proof).
+unsafe extern "C" fn jit_xdp_adjust(ctx: *mut RunCtx, which: u64, offset: u64) -> u64 {
+    // SAFETY: generated code passes the context it was entered with; the
+    // per-run context is borrowed for the whole run (see `call_helper`).
+    let user = unsafe { &mut *(*ctx).user };
+    let Some(env) = user.downcast_mut::<bpfjet_runtime::XdpEnv>() else {
+        return crate::natives::errno_neg(bpfjet_runtime::errno::EINVAL);
+    };
+    let frame = env.frame_mut();
+    let offset = offset as i32;
+    let result = match which {
+        0 => frame.adjust_head(offset),
+        1 => frame.adjust_tail(offset),
+        _ => frame.adjust_meta(offset),
+    };
+    match result {
+        Ok(()) => 0,
+        Err(e) => crate::natives::errno_neg(e),
+    }
+}
+
 /// Addresses for the undefined symbols of generated objects.
 pub(crate) fn resolve_symbol(name: &str) -> Option<usize> {
     let helper: unsafe extern "C" fn(*mut RunCtx, u64, u64, u64, u64, *const u64) -> u64 =
@@ -234,6 +258,10 @@ pub(crate) fn resolve_symbol(name: &str) -> Option<usize> {
         "memmove" => libc::memmove as *const () as usize,
         "memset" => libc::memset as *const () as usize,
         "memcmp" => libc::memcmp as *const () as usize,
+        crate::natives::XDP_ADJUST => {
+            let f: unsafe extern "C" fn(*mut RunCtx, u64, u64) -> u64 = jit_xdp_adjust;
+            f as *const () as usize
+        }
         _ => return crate::natives::resolve(name),
     })
 }

@@ -97,6 +97,11 @@ impl KernelObject {
                 ));
             }
         }
+        if matches!(kind, MapKind::DenseArray { .. } | MapKind::Keyed { .. })
+            && entries.len() >= BATCH_MIN
+        {
+            return self.apply_batched(label, fd, info, kind, entries);
+        }
         for (i, entry) in entries.iter().enumerate() {
             let key = hex(label, i, "key", &entry.key)?;
             expect_size(label, i, EntryPart::Key, info.key_size as usize, key.len())?;
@@ -121,6 +126,58 @@ impl KernelObject {
             })?;
         }
         Ok(())
+    }
+
+    /// [`Self::apply_entries`] for many plain entries of an array or hash
+    /// map: `BPF_MAP_UPDATE_BATCH` in chunks, with the per-entry path's
+    /// exact effects and errors. Entries before a bad one are applied, the
+    /// bad one and those after it are not; an element the kernel refuses is
+    /// retried alone so that its error is the one `BPF_MAP_UPDATE_ELEM` gives.
+    fn apply_batched(
+        &self,
+        label: &str,
+        fd: RawFd,
+        info: &MapInfo,
+        kind: MapKind,
+        entries: &[EntryState],
+    ) -> Result<(), KernelError> {
+        let key_len = info.key_size as usize;
+        let value_len = if kind.is_per_cpu() {
+            sys::percpu_stride(info.value_size) * sys::possible_cpus()
+        } else {
+            info.value_size as usize
+        };
+        let chunk = (BATCH_BYTES / (key_len + value_len).max(1)).max(1);
+        let mut batch = Batch {
+            label,
+            fd,
+            key_len,
+            value_len,
+            first: 0,
+            keys: Vec::with_capacity(chunk.min(entries.len()) * key_len),
+            values: Vec::with_capacity(chunk.min(entries.len()) * value_len),
+            use_batch: true,
+        };
+        for (i, entry) in entries.iter().enumerate() {
+            let parsed = hex(label, i, "key", &entry.key).and_then(|key| {
+                expect_size(label, i, EntryPart::Key, key_len, key.len())?;
+                Ok((key, self.entry_value(label, i, info, kind, entry)?))
+            });
+            match parsed {
+                Ok((key, value)) => {
+                    batch.keys.extend_from_slice(&key);
+                    batch.values.extend_from_slice(&value.bytes);
+                }
+                Err(e) => {
+                    batch.flush()?;
+                    return Err(e);
+                }
+            }
+            if batch.len() == chunk {
+                batch.flush()?;
+            }
+        }
+        batch.flush()
     }
 
     fn entry_value(
@@ -237,6 +294,63 @@ impl KernelObject {
             bytes: (inner_fd.as_raw_fd() as u32).to_le_bytes().to_vec(),
             inner_map: Some(inner_fd),
         })
+    }
+}
+
+/// Entry lists at least this long go through `BPF_MAP_UPDATE_BATCH`.
+const BATCH_MIN: usize = 64;
+
+/// Bytes of keys and values per `BPF_MAP_UPDATE_BATCH` call.
+const BATCH_BYTES: usize = 4 << 20;
+
+/// Parsed entries waiting for one `BPF_MAP_UPDATE_BATCH`.
+struct Batch<'a> {
+    label: &'a str,
+    fd: RawFd,
+    key_len: usize,
+    value_len: usize,
+    /// Index in the entry list of the first pending element.
+    first: usize,
+    keys: Vec<u8>,
+    values: Vec<u8>,
+    /// False once the kernel refused the batch operation for this map.
+    use_batch: bool,
+}
+
+impl Batch<'_> {
+    fn len(&self) -> usize {
+        self.keys.len() / self.key_len.max(1)
+    }
+
+    /// Write the pending elements; an error names the entry it came from.
+    fn flush(&mut self) -> Result<(), KernelError> {
+        let n = self.len();
+        let mut done = 0;
+        if n > 0 && self.use_batch {
+            match sys::update_batch(self.fd, &self.keys, &self.values, n) {
+                Ok(()) => done = n,
+                Err((applied, errno)) => {
+                    if applied == 0 && sys::batch_unsupported(&errno) {
+                        sys::note_batch_fallback("BPF_MAP_UPDATE_BATCH", self.label, &errno);
+                        self.use_batch = false;
+                    }
+                    done = applied;
+                }
+            }
+        }
+        for j in done..n {
+            let key = &self.keys[j * self.key_len..(j + 1) * self.key_len];
+            let value = &self.values[j * self.value_len..(j + 1) * self.value_len];
+            sys::update(self.fd, key, value).map_err(|errno| KernelError::Update {
+                map: self.label.to_string(),
+                entry: self.first + j,
+                errno,
+            })?;
+        }
+        self.first += n;
+        self.keys.clear();
+        self.values.clear();
+        Ok(())
     }
 }
 

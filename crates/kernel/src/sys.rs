@@ -167,3 +167,118 @@ pub fn possible_cpus() -> usize {
 pub(crate) fn percpu_stride(value_size: u32) -> usize {
     (value_size as usize).div_ceil(8) * 8
 }
+
+/// What one `BPF_MAP_LOOKUP_BATCH` call returned.
+pub(crate) struct BatchRead {
+    /// Elements written to the key and value buffers.
+    pub count: usize,
+    /// The map has no elements after these (the kernel said `ENOENT`).
+    pub done: bool,
+}
+
+/// Room for the batch position token: the key for generic (array) batches,
+/// a `u32` bucket index for hash maps.
+pub(crate) fn batch_token_len(key_size: u32) -> usize {
+    (key_size as usize).max(4)
+}
+
+fn batch_opts(elem_flags: u64) -> libbpf_sys::bpf_map_batch_opts {
+    libbpf_sys::bpf_map_batch_opts {
+        sz: std::mem::size_of::<libbpf_sys::bpf_map_batch_opts>() as _,
+        elem_flags,
+        flags: 0,
+    }
+}
+
+/// One `BPF_MAP_LOOKUP_BATCH`: up to `max` elements after the position
+/// `in_batch` (None: from the start); the next position is written to
+/// `out_batch`. `keys` and `values` must hold `max` keys and `max` values
+/// (per-CPU values in the syscall's padded layout). `ENOENT` from the
+/// kernel means the end of the map and is `done`, not an error.
+pub(crate) fn lookup_batch(
+    fd: RawFd,
+    in_batch: Option<&mut [u8]>,
+    out_batch: &mut [u8],
+    keys: &mut [u8],
+    values: &mut [u8],
+    max: usize,
+) -> Result<BatchRead, Errno> {
+    let mut count = u32::try_from(max).unwrap_or(u32::MAX);
+    let opts = batch_opts(0);
+    let in_ptr = in_batch.map_or(std::ptr::null_mut(), |b| b.as_mut_ptr() as *mut c_void);
+    // SAFETY: `keys`/`values` have room for `count` elements (callers size
+    // them from the map's info), the batch tokens for a key or a u32, and
+    // `opts` is a valid, sized options struct.
+    let ret = unsafe {
+        libbpf_sys::bpf_map_lookup_batch(
+            fd,
+            in_ptr,
+            out_batch.as_mut_ptr() as *mut c_void,
+            keys.as_mut_ptr() as *mut c_void,
+            values.as_mut_ptr() as *mut c_void,
+            &mut count,
+            &opts,
+        )
+    };
+    match check(ret) {
+        Ok(_) => Ok(BatchRead {
+            count: count as usize,
+            done: false,
+        }),
+        Err(e) if e.raw() == libc::ENOENT => Ok(BatchRead {
+            count: count as usize,
+            done: true,
+        }),
+        Err(e) => Err(e),
+    }
+}
+
+/// One `BPF_MAP_UPDATE_BATCH` with `BPF_ANY`: `keys` and `values` hold
+/// `count` packed keys and values. On failure, the error comes with the
+/// number of leading elements the kernel applied before it stopped.
+pub(crate) fn update_batch(
+    fd: RawFd,
+    keys: &[u8],
+    values: &[u8],
+    count: usize,
+) -> Result<(), (usize, Errno)> {
+    let mut done = u32::try_from(count).expect("batch sizes fit in u32");
+    let opts = batch_opts(libbpf_sys::BPF_ANY as u64);
+    // SAFETY: `keys` and `values` hold `count` elements of the map's key and
+    // (syscall) value size; `opts` is a valid, sized options struct.
+    let ret = unsafe {
+        libbpf_sys::bpf_map_update_batch(
+            fd,
+            keys.as_ptr() as *const c_void,
+            values.as_ptr() as *const c_void,
+            &mut done,
+            &opts,
+        )
+    };
+    check(ret)
+        .map(drop)
+        .map_err(|e| ((done as usize).min(count), e))
+}
+
+/// Whether a batch error means "this kernel or map type has no batch
+/// operation" (`ENOTSUPP`, `EOPNOTSUPP`, `EINVAL` from an older kernel),
+/// rather than a problem with an element.
+pub(crate) fn batch_unsupported(errno: &Errno) -> bool {
+    const ENOTSUPP: i32 = 524; // the kernel's internal code, leaked by bpf()
+    matches!(errno.raw(), ENOTSUPP | libc::EOPNOTSUPP | libc::EINVAL)
+}
+
+/// Say once per process and operation why a batch operation was not used,
+/// so a slow dump or load is explained rather than mysterious.
+pub(crate) fn note_batch_fallback(op: &'static str, map: &str, why: &dyn std::fmt::Display) {
+    use std::sync::Mutex;
+    static SAID: Mutex<Vec<&'static str>> = Mutex::new(Vec::new());
+    let mut said = SAID.lock().unwrap_or_else(|p| p.into_inner());
+    if !said.contains(&op) {
+        said.push(op);
+        eprintln!(
+            "bpfjet-kernel: {op} not usable on map {map:?} ({why}); \
+             falling back to one syscall per element"
+        );
+    }
+}

@@ -50,9 +50,15 @@ fn is_keyed(t: MapType) -> bool {
 impl LoadedObject {
     /// Every map of the object as STATE.json, in the kernel engine's format.
     pub fn dump_state(&self) -> Result<MapState, RuntimeError> {
+        self.dump_state_where(|_| true)
+    }
+
+    /// [`LoadedObject::dump_state`] restricted to the maps whose STATE.json
+    /// name `keep` accepts (to compare small maps often and big ones rarely).
+    pub fn dump_state_where(&self, keep: impl Fn(&str) -> bool) -> Result<MapState, RuntimeError> {
         let mut state = MapState::new();
         for map in &self.maps.maps {
-            if !is_dumped(map.map_type()) || map.name() == ".kconfig" {
+            if !is_dumped(map.map_type()) || map.name() == ".kconfig" || !keep(map.name()) {
                 continue;
             }
             let entries = self.dump_map(map).map_err(|source| RuntimeError::Map {

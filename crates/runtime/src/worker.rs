@@ -67,8 +67,7 @@ pub struct FrameVerdict {
 /// Runs a prepared program; the interpreter unless an engine is given.
 /// Engines other than the interpreter (the JIT) plug in here with their own
 /// `run(state, env, &[md])`.
-pub type EngineEntry =
-    Box<dyn FnMut(&mut RunState, &mut XdpEnv, u64) -> Result<u64, Fault> + Send>;
+pub type EngineEntry = Box<dyn FnMut(&mut RunState, &mut XdpEnv, u64) -> Result<u64, Fault> + Send>;
 
 thread_local! {
     /// Set by the tracking redirect helpers during a run on this thread.
@@ -261,10 +260,12 @@ pub enum RunFrameError {
     #[error("packet of {len} bytes does not fit a {max}-byte XDP frame")]
     TooLong { len: usize, max: usize },
     #[error("data range {start}..{end} is not inside the {len}-byte buffer")]
-    BadRange { start: usize, end: usize, len: usize },
-    #[error(
-        "the program moved the packet to {start}..{end}, outside the {len}-byte buffer"
-    )]
+    BadRange {
+        start: usize,
+        end: usize,
+        len: usize,
+    },
+    #[error("the program moved the packet to {start}..{end}, outside the {len}-byte buffer")]
     MovedOutside { start: i64, end: i64, len: usize },
 }
 
@@ -370,7 +371,8 @@ impl XdpRunner {
         self.stage(&buf[start..end]);
         let md_addr = self.env.frame.md_addr();
         let (span_start, span_len) = self.env.frame.packet_span();
-        self.state.add_region(Region::writable(span_start, span_len));
+        self.state
+            .add_region(Region::writable(span_start, span_len));
         self.env.begin_run();
         let result = (self.engine)(&mut self.state, &mut self.env, md_addr);
         // The span as the program left it (the adjust helpers move it).
@@ -459,14 +461,18 @@ fn tracking_helpers(base: &HelperRegistry) -> HelperRegistry {
         }));
     }
     if let Some(inner) = base.get(u64::from(ids::REDIRECT_MAP)).cloned() {
-        helpers.register(Helper::new(ids::REDIRECT_MAP, inner.name(), move |ctx, a| {
-            let r = inner.call(ctx, a)?;
-            if r == u64::from(action::REDIRECT) {
-                let target = redirect_map_target(ctx, a);
-                LAST_REDIRECT.with(|c| c.set(target));
-            }
-            Ok(r)
-        }));
+        helpers.register(Helper::new(
+            ids::REDIRECT_MAP,
+            inner.name(),
+            move |ctx, a| {
+                let r = inner.call(ctx, a)?;
+                if r == u64::from(action::REDIRECT) {
+                    let target = redirect_map_target(ctx, a);
+                    LAST_REDIRECT.with(|c| c.set(target));
+                }
+                Ok(r)
+            },
+        ));
     }
     helpers
 }

@@ -193,6 +193,7 @@ impl XskWorker {
             }
         }
         let cpu = thread_cpu_time().saturating_sub(cpu_start);
+        let ring_drops = self.sock.kernel_drops();
         counters.publish(&counts);
         counters.set_cpu_ns(cpu.as_nanos() as u64);
         let report = WorkerReport {
@@ -204,6 +205,7 @@ impl XskWorker {
             first_fault,
             redirect_targets: targets,
             cpu,
+            ring_drops,
         };
         (report, Ok(()), warning)
     }

@@ -283,6 +283,29 @@ impl XskSocket {
         }
     }
 
+    /// Frames the kernel could not deliver to this socket: dropped for
+    /// lack of a fill-ring frame or RX-ring room (XDP_STATISTICS).
+    pub fn kernel_drops(&self) -> u64 {
+        // SAFETY: plain data, filled by getsockopt.
+        let mut st: libc::xdp_statistics = unsafe { std::mem::zeroed() };
+        let mut len = std::mem::size_of::<libc::xdp_statistics>() as libc::socklen_t;
+        // SAFETY: `st` has `len` bytes.
+        let rc = unsafe {
+            libc::getsockopt(
+                self.raw_fd(),
+                libc::SOL_XDP,
+                libc::XDP_STATISTICS,
+                &mut st as *mut _ as *mut libc::c_void,
+                &mut len,
+            )
+        };
+        if rc != 0 {
+            return 0;
+        }
+        // rx_ring_full and rx_fill_ring_empty_descs break rx_dropped down.
+        st.rx_dropped
+    }
+
     /// Waits up to `timeout_ms` for RX.
     pub fn wait_rx(&self, timeout_ms: i32) {
         let mut pfd = libc::pollfd {

@@ -41,6 +41,9 @@ pub struct WorkerReport {
     pub redirect_targets: HashMap<RedirectTarget, u64>,
     /// CPU time of the worker thread while it ran the loop.
     pub cpu: Duration,
+    /// Frames the kernel dropped before the worker saw them (AF_XDP: no
+    /// fill-ring frame, RX ring full); 0 for pcap and generator.
+    pub ring_drops: u64,
 }
 
 impl WorkerReport {
@@ -64,6 +67,7 @@ impl WorkerReport {
             *self.redirect_targets.entry(*t).or_default() += n;
         }
         self.cpu += o.cpu;
+        self.ring_drops += o.ring_drops;
     }
 
     /// Redirect targets by packet count, most first.
@@ -155,6 +159,7 @@ where
         first_fault,
         redirect_targets: targets,
         cpu,
+        ring_drops: 0,
     };
     (report, result)
 }

@@ -11,6 +11,9 @@
 //! - `bpf_ktime_get_ns`, `bpf_csum_diff`, `bpf_strncmp`: direct calls.
 //! - `bpf_xdp_load_bytes` / `bpf_xdp_store_bytes`: range checks against the
 //!   context's packet pointers and a `memcpy`.
+//! - `bpf_map_update_elem` / `bpf_map_delete_elem` on those maps and
+//!   `bpf_xdp_adjust_head/tail/meta`: direct calls (no registry, no
+//!   `HelperCtx`).
 //! - `bpf_loop` with a known callback: a loop calling the callback's LLVM
 //!   function, which LLVM may then inline.
 //!
@@ -77,6 +80,11 @@ impl<'ctx> Lifter<'ctx, '_> {
                 self.call_with_regs(fr, natives::STRNCMP, &[true, false, true])?;
                 Ok(true)
             }
+            ids::MAP_UPDATE_ELEM => self.direct_map_update(fr, pc),
+            ids::MAP_DELETE_ELEM => self.direct_map_delete(fr, pc),
+            ids::XDP_ADJUST_HEAD => self.direct_adjust(fr, 0),
+            ids::XDP_ADJUST_TAIL => self.direct_adjust(fr, 1),
+            ids::XDP_ADJUST_META => self.direct_adjust(fr, 2),
             ids::XDP_LOAD_BYTES => self.inline_packet_copy(fr, false),
             ids::XDP_STORE_BYTES => self.inline_packet_copy(fr, true),
             ids::LOOP => self.inline_loop(fr, pc),
@@ -167,6 +175,83 @@ impl<'ctx> Lifter<'ctx, '_> {
             }
             _ => Ok(false),
         }
+    }
+
+    /// `bpf_map_update_elem` on an array or keyed map: a direct call.
+    fn direct_map_update(&mut self, fr: &mut Frame<'ctx>, pc: usize) -> LResult<bool> {
+        let Prov::Const(handle) = self.prov(fr, pc, 1) else {
+            return Ok(false);
+        };
+        let key_size = match self.bind.maps.get(&handle) {
+            Some(MapKind::Array(_)) => 4,
+            Some(MapKind::Keyed { key_size }) => *key_size,
+            _ => return Ok(false),
+        };
+        let t = self.t;
+        let f = self.native_typed(natives::MAP_UPDATE, &[true, true, true, false, false])?;
+        let map = self
+            .b
+            .build_int_to_ptr(t.i64.const_int(handle, false), t.ptr, "map")?;
+        let key = self.address(fr, pc, 2, 0, u64::from(key_size))?;
+        let value = self.reg(fr, 3)?;
+        let value = self.b.build_int_to_ptr(value, t.ptr, "value")?;
+        let flags = self.reg(fr, 4)?;
+        let cpu = self.cpu(fr)?;
+        let r0 = self.b.build_call(
+            f,
+            &[map.into(), key.into(), value.into(), flags.into(), cpu.into()],
+            "update",
+        )?;
+        let r0 = basic_result(r0)?.into_int_value();
+        self.set_reg(fr, 0, r0)?;
+        Ok(true)
+    }
+
+    /// `bpf_map_delete_elem`: a direct call on keyed maps, -EINVAL on
+    /// arrays (their elements always exist).
+    fn direct_map_delete(&mut self, fr: &mut Frame<'ctx>, pc: usize) -> LResult<bool> {
+        let Prov::Const(handle) = self.prov(fr, pc, 1) else {
+            return Ok(false);
+        };
+        let t = self.t;
+        match self.bind.maps.get(&handle).cloned() {
+            Some(MapKind::Array(_)) => {
+                let e = neg_errno(bpfjet_runtime::errno::EINVAL);
+                self.set_reg(fr, 0, t.i64.const_int(e, false))?;
+                Ok(true)
+            }
+            Some(MapKind::Keyed { key_size }) => {
+                let f = self.native_typed(natives::MAP_DELETE, &[true, true])?;
+                let map = self
+                    .b
+                    .build_int_to_ptr(t.i64.const_int(handle, false), t.ptr, "map")?;
+                let key = self.address(fr, pc, 2, 0, u64::from(key_size))?;
+                let r0 = self.b.build_call(f, &[map.into(), key.into()], "delete")?;
+                let r0 = basic_result(r0)?.into_int_value();
+                self.set_reg(fr, 0, r0)?;
+                Ok(true)
+            }
+            _ => Ok(false),
+        }
+    }
+
+    /// `bpf_xdp_adjust_head/tail/meta`: a direct call on the run's frame.
+    fn direct_adjust(&mut self, fr: &mut Frame<'ctx>, which: u64) -> LResult<bool> {
+        let t = self.t;
+        let f = self.native_typed(natives::XDP_ADJUST, &[true, false, false])?;
+        let offset = self.reg(fr, 2)?;
+        let r0 = self.b.build_call(
+            f,
+            &[
+                fr.ctx.into(),
+                t.i64.const_int(which, false).into(),
+                offset.into(),
+            ],
+            "adjust",
+        )?;
+        let r0 = basic_result(r0)?.into_int_value();
+        self.set_reg(fr, 0, r0)?;
+        Ok(true)
     }
 
     fn inline_array_lookup(

@@ -4,14 +4,14 @@
 use super::Mode;
 use anyhow::{anyhow, bail, Context, Result};
 use bpfjet_jit::{JitObject, JitOptions, XdpBench, XdpEngine};
-use bpfjet_kernel::bench::{time_test_run, FreshWrapper};
+use bpfjet_kernel::bench::{thread_cpu_ns, time_test_run, FreshWrapper};
 use bpfjet_kernel::KernelObject;
 use bpfjet_maps::state::MapState;
 use bpfjet_runtime::{ObjectOptions, TestRunOptions};
 use std::hint::black_box;
 use std::os::fd::RawFd;
 use std::path::Path;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
 pub enum Engine {
@@ -255,13 +255,26 @@ struct Fast<'a> {
     action: Option<u32>,
 }
 
-fn per_run(start: Instant, n: u64) -> f64 {
-    start.elapsed().as_nanos() as f64 / n.max(1) as f64
+/// A started measurement of the thread's CPU time. bpfjet's loops are
+/// timed with it rather than the wall clock: like the kernel's test-run
+/// timer, which stops while the thread is rescheduled, it leaves out the
+/// time other processes of a shared machine take.
+#[derive(Clone, Copy)]
+struct Clock(u64);
+
+impl Clock {
+    fn start() -> Clock {
+        Clock(thread_cpu_ns())
+    }
+}
+
+fn per_run(start: Clock, n: u64) -> f64 {
+    thread_cpu_ns().saturating_sub(start.0) as f64 / n.max(1) as f64
 }
 
 impl Fast<'_> {
     fn time(bench: &mut XdpBench<'_>, fresh: bool, n: u64) -> Result<(f64, u32)> {
-        let start = Instant::now();
+        let start = Clock::start();
         let action = if fresh {
             bench.run_fresh(black_box(n))?
         } else {
@@ -391,7 +404,7 @@ impl NativeMemcpy<'_> {
     fn time(&mut self, n: u64) -> f64 {
         let size = self.size;
         let (a, b) = self.buf.split_at_mut(size);
-        let start = Instant::now();
+        let start = Clock::start();
         for _ in 0..n {
             for i in 0..self.count {
                 if i & 1 == 1 {

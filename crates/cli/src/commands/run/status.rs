@@ -167,6 +167,9 @@ impl Summary<'_> {
         if t.drops > 0 {
             println!("  output drops {}", t.drops);
         }
+        if t.ring_drops > 0 {
+            println!("  kernel ring drops {} (frames that never reached a worker)", t.ring_drops);
+        }
         let top = t.top_redirect_targets(5);
         if !top.is_empty() {
             let list: Vec<String> = top
@@ -223,6 +226,7 @@ impl Summary<'_> {
             "bytes": t.bytes,
             "actions": actions,
             "drops": t.drops,
+            "ring_drops": t.ring_drops,
             "faults": t.faults,
             "first_fault": t.first_fault,
             "redirect_targets": targets,
