@@ -64,13 +64,16 @@ fn main() {
     let value = 7u64.to_ne_bytes();
     let (mut ou, mut ol, mut ku, mut kl) = (vec![], vec![], vec![], vec![]);
     for _ in 0..ROUNDS {
-        ou.push(time_ns(|i| ours.update_elem(&key(i), &value, 0).expect("update")));
+        ou.push(time_ns(|i| {
+            ours.update_elem(&key(i), &value, 0).expect("update")
+        }));
         ol.push(time_ns(|i| {
             std::hint::black_box(ours.lookup_copy(&key(i)).expect("lookup"));
         }));
         if let Some(k) = &kernel {
             ku.push(time_ns(|i| {
-                k.update(&key(i), &value, MapFlags::ANY).expect("bpf update")
+                k.update(&key(i), &value, MapFlags::ANY)
+                    .expect("bpf update")
             }));
             kl.push(time_ns(|i| {
                 std::hint::black_box(k.lookup(&key(i), MapFlags::ANY).expect("bpf lookup"));
@@ -78,7 +81,11 @@ fn main() {
         }
     }
     println!("control-plane op latency, hash map {KEY}-byte key, {VALUE}-byte value, median of {ROUNDS} x {OPS} ops");
-    println!("  bpfjet shared memory: update {:.0} ns, lookup {:.0} ns", median(ou.clone()), median(ol.clone()));
+    println!(
+        "  bpfjet shared memory: update {:.0} ns, lookup {:.0} ns",
+        median(ou.clone()),
+        median(ol.clone())
+    );
     if kernel.is_some() {
         let (ku, kl) = (median(ku), median(kl));
         println!("  kernel bpf() syscall: update {ku:.0} ns, lookup {kl:.0} ns");

@@ -13,7 +13,7 @@ use bpfjet_io::run::{
     run_worker, FnProgram, FrameMut, NullOutput, ProgramFault, RedirectTarget, RunStats,
     SplitOutput, Verdict, WorkerOptions, WorkerPool, WorkerSetup,
 };
-use bpfjet_io::{Generator, OutputRoute, PcapReader, PcapSplitSink, PacketBatch, PacketSource};
+use bpfjet_io::{Generator, OutputRoute, PacketBatch, PacketSource, PcapReader, PcapSplitSink};
 use bpfjet_maps::state::{load_state, parse_hex};
 use bpfjet_runtime::worker::XdpRunnerFactory;
 use bpfjet_runtime::{LoadedObject, MemoryMode, ObjectOptions};
@@ -55,8 +55,7 @@ fn fixture(path: &str) -> PathBuf {
 
 /// Drop every third packet, transmit the rest, and redirect packets whose
 /// IPv4 source address is odd to ifindex 7.
-fn pattern_program() -> FnProgram<impl FnMut(&mut FrameMut<'_>) -> Result<Verdict, ProgramFault>>
-{
+fn pattern_program() -> FnProgram<impl FnMut(&mut FrameMut<'_>) -> Result<Verdict, ProgramFault>> {
     let mut n = 0u64;
     FnProgram(move |f: &mut FrameMut<'_>| {
         n += 1;
@@ -91,7 +90,11 @@ fn counts_every_action_and_redirect_target() {
     assert!(redirected > 0);
     assert_eq!(report.action(OutputRoute::Tx) + redirected, 667);
     assert_eq!(
-        report.redirect_targets.get(&RedirectTarget::Ifindex(7)).copied().unwrap_or(0),
+        report
+            .redirect_targets
+            .get(&RedirectTarget::Ifindex(7))
+            .copied()
+            .unwrap_or(0),
         redirected
     );
     let live = stats.snapshot();
@@ -161,7 +164,10 @@ fn split_output_files_by_action_and_target() {
     };
     assert!(report.action(OutputRoute::Redirect) > 0);
     assert_eq!(count("tx.pcap"), report.action(OutputRoute::Tx));
-    assert_eq!(count("redirect-if7.pcap"), report.action(OutputRoute::Redirect));
+    assert_eq!(
+        count("redirect-if7.pcap"),
+        report.action(OutputRoute::Redirect)
+    );
     assert_eq!(count("pass.pcap"), 0);
     assert!(!dir.join("drop.pcap").exists());
 }
@@ -189,14 +195,20 @@ fn a_pool_stops_on_the_flag_with_unbounded_sources() {
     assert!(outcome.errors.is_empty(), "{:?}", outcome.errors);
     assert_eq!(outcome.workers.len(), 2);
     assert!(outcome.total.packets >= 10_000);
-    assert_eq!(outcome.total.action(OutputRoute::Drop), outcome.total.packets);
+    assert_eq!(
+        outcome.total.action(OutputRoute::Drop),
+        outcome.total.packets
+    );
 }
 
 #[test]
 fn firewall_in_place_and_a_live_map_update() {
     let loaded = load("firewall", Some(&fixture("firewall/state.json")));
     let factory = XdpRunnerFactory::new(&loaded, "firewall", MemoryMode::BoundsChecked).unwrap();
-    assert!(!factory.stages_frames(), "the firewall needs no frame helper");
+    assert!(
+        !factory.stages_frames(),
+        "the firewall needs no frame helper"
+    );
     let mut runner = factory.runner(1, 0, 0, None, None).unwrap();
     // 10.66.0.0/16 is blocked by the fixture state.
     let spec = "proto=udp,src=10.66.0.0/16,dst=10.0.0.1:53,flows=64,count=640";
@@ -216,7 +228,9 @@ fn firewall_in_place_and_a_live_map_update() {
 
     // A control plane removes the rule: the same traffic passes.
     let blocked = loaded.map("blocked_v4").unwrap();
-    blocked.delete_elem(&parse_hex("10000000 0a420000").unwrap()).unwrap();
+    blocked
+        .delete_elem(&parse_hex("10000000 0a420000").unwrap())
+        .unwrap();
     let mut gen = Generator::from_spec_str(spec).unwrap();
     let (report, result) = run_worker(
         &mut gen,
@@ -249,7 +263,8 @@ fn katran_encapsulates_through_the_staged_frame() {
     let mut runner = factory.runner(0, 0, 0, None, None).unwrap();
     let tmp = common::TempDir::new("run-katran");
     let dir = tmp.path().to_path_buf();
-    let mut output = SplitOutput::new(PcapSplitSink::create(&dir, SplitOptions::default()).unwrap());
+    let mut output =
+        SplitOutput::new(PcapSplitSink::create(&dir, SplitOptions::default()).unwrap());
     let mut gen =
         Generator::from_spec_str("proto=tcp,dst=10.200.1.1:80,flows=100,size=64,count=500")
             .unwrap();

@@ -35,7 +35,11 @@ pub(crate) fn map_lookup_symbol(key_size: u32) -> String {
 /// # Safety
 /// `map` is the handle of a live map whose key size is `K`; `key` points to
 /// `K` readable bytes.
-unsafe extern "C" fn map_lookup_k<const K: usize>(map: *const Map, key: *const u8, cpu: u64) -> u64 {
+unsafe extern "C" fn map_lookup_k<const K: usize>(
+    map: *const Map,
+    key: *const u8,
+    cpu: u64,
+) -> u64 {
     // SAFETY: per the contract above.
     let key = unsafe { key.cast::<[u8; K]>().read_unaligned() };
     // SAFETY: the compiled program holds the map alive.

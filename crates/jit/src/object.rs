@@ -317,8 +317,8 @@ impl<'a> XdpBench<'a> {
         } else {
             opts.ingress_ifindex
         };
-        let frame =
-            XdpFrame::new(data, ingress, opts.rx_queue_index).map_err(|e| run_err(e.to_string()))?;
+        let frame = XdpFrame::new(data, ingress, opts.rx_queue_index)
+            .map_err(|e| run_err(e.to_string()))?;
         let env = XdpEnv::new(
             frame,
             opts.cpu as u32,

@@ -118,7 +118,10 @@ fn run_corpus(name: &str) {
                 .test_run(prog, &pkt, &run_opts, engine)
                 .unwrap_or_else(|e| panic!("{label} ({engine:?}): {e}"));
             assert_eq!(got.retval, want.retval, "{label} ({engine:?}): action");
-            assert_eq!(got.data_out, want.data_out, "{label} ({engine:?}): data_out");
+            assert_eq!(
+                got.data_out, want.data_out,
+                "{label} ({engine:?}): data_out"
+            );
             let got_maps = without(fast.loaded().dump_state().unwrap(), ignore);
             assert_eq!(got_maps, want_maps, "{label} ({engine:?}): maps");
         }

@@ -28,7 +28,10 @@ fn object() -> Option<PathBuf> {
     match cmd.status() {
         Ok(s) if s.success() => Some(out),
         other => {
-            eprintln!("SKIPPED: cannot compile {} with clang-19: {other:?}", src.display());
+            eprintln!(
+                "SKIPPED: cannot compile {} with clang-19: {other:?}",
+                src.display()
+            );
             None
         }
     }
@@ -41,8 +44,14 @@ fn state() -> MapState {
         ..EntryState::default()
     };
     let mut s = MapState::new();
-    s.insert("arr".into(), (0..8).map(|i| entry(i, u64::from(i) * 10)).collect());
-    s.insert("h4".into(), vec![entry(0, 100), entry(3, 103), entry(9, 109)]);
+    s.insert(
+        "arr".into(),
+        (0..8).map(|i| entry(i, u64::from(i) * 10)).collect(),
+    );
+    s.insert(
+        "h4".into(),
+        vec![entry(0, 100), entry(3, 103), entry(9, 109)],
+    );
     s
 }
 
@@ -51,7 +60,9 @@ fn hex(b: &[u8]) -> String {
 }
 
 fn packet() -> Vec<u8> {
-    (0..80u8).map(|i| i.wrapping_mul(37).wrapping_add(5)).collect()
+    (0..80u8)
+        .map(|i| i.wrapping_mul(37).wrapping_add(5))
+        .collect()
 }
 
 /// Helper calls left on the trampoline in the optimized IR.
@@ -77,7 +88,9 @@ fn check(prog: &str, fully_inlined: bool) {
     let fast = JitObject::load(&obj, &opts, &JitOptions::uncached()).unwrap();
     for i in 0..RUNS {
         let want = reference.test_run(prog, &packet(), &run).unwrap();
-        let got = fast.test_run(prog, &packet(), &run, XdpEngine::Jit).unwrap();
+        let got = fast
+            .test_run(prog, &packet(), &run, XdpEngine::Jit)
+            .unwrap();
         assert_eq!(got.retval, want.retval, "{prog} run {i}: action");
         assert_eq!(got.data_out, want.data_out, "{prog} run {i}: packet");
         assert_eq!(
@@ -88,7 +101,10 @@ fn check(prog: &str, fully_inlined: bool) {
     }
     let inlined = trampoline_calls(&fast, prog, true);
     let plain = trampoline_calls(&fast, prog, false);
-    assert!(inlined < plain, "{prog}: {inlined} trampoline calls with inlining, {plain} without");
+    assert!(
+        inlined < plain,
+        "{prog}: {inlined} trampoline calls with inlining, {plain} without"
+    );
     if fully_inlined {
         assert_eq!(inlined, 0, "{prog}: helper calls left on the trampoline");
     }
@@ -149,7 +165,9 @@ fn rodata_folds() {
     let fast = JitObject::load(&obj, &opts, &JitOptions::uncached()).unwrap();
     let run = TestRunOptions::default();
     let want = reference.test_run("rodata", &packet(), &run).unwrap();
-    let got = fast.test_run("rodata", &packet(), &run, XdpEngine::Jit).unwrap();
+    let got = fast
+        .test_run("rodata", &packet(), &run, XdpEngine::Jit)
+        .unwrap();
     assert_eq!((got.retval, got.data_out), (want.retval, want.data_out));
     let ir = fast.dump("rodata", DumpStage::OptimizedIr, true).unwrap();
     // 0x11223344 * 3 + 'p' = 0x3366999c + 0x70, stored as one constant.

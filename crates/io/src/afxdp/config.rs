@@ -99,7 +99,10 @@ impl XskConfig {
     pub fn validate(&self) -> Result<(), AfXdpError> {
         let bad = |what: String| Err(AfXdpError::Config(what));
         if self.frame_size != 2048 && self.frame_size != 4096 {
-            return bad(format!("--frame-size {}: must be 2048 or 4096", self.frame_size));
+            return bad(format!(
+                "--frame-size {}: must be 2048 or 4096",
+                self.frame_size
+            ));
         }
         if !self.ring_size.is_power_of_two() || self.ring_size < 64 {
             return bad(format!(

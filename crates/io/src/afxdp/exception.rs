@@ -33,7 +33,11 @@ const ARPHRD_ETHER: u16 = 1;
 fn ifreq(name: &str) -> libc::ifreq {
     // SAFETY: ifreq is plain data; zero is valid.
     let mut req: libc::ifreq = unsafe { std::mem::zeroed() };
-    for (dst, src) in req.ifr_name.iter_mut().zip(name.bytes().take(libc::IFNAMSIZ - 1)) {
+    for (dst, src) in req
+        .ifr_name
+        .iter_mut()
+        .zip(name.bytes().take(libc::IFNAMSIZ - 1))
+    {
         *dst = src as libc::c_char;
     }
     req
@@ -102,13 +106,21 @@ pub struct PassTap {
 impl PassTap {
     /// Creates `pass-<ifname>` with `mac` and `mtu`, and brings it up.
     pub fn create(ifname: &str, mac: [u8; 6], mtu: u32) -> Result<PassTap, AfXdpError> {
-        let name: String = format!("pass-{ifname}").chars().take(libc::IFNAMSIZ - 1).collect();
+        let name: String = format!("pass-{ifname}")
+            .chars()
+            .take(libc::IFNAMSIZ - 1)
+            .collect();
         let err = |what: &str, e: io::Error| {
             AfXdpError::Kernel(format!("TAP device {name} for XDP_PASS: {what}: {e}"))
         };
         let path = c"/dev/net/tun";
         // SAFETY: open(2) of a constant path.
-        let raw = unsafe { libc::open(path.as_ptr(), libc::O_RDWR | libc::O_CLOEXEC | libc::O_NONBLOCK) };
+        let raw = unsafe {
+            libc::open(
+                path.as_ptr(),
+                libc::O_RDWR | libc::O_CLOEXEC | libc::O_NONBLOCK,
+            )
+        };
         if raw < 0 {
             return Err(err("open /dev/net/tun", io::Error::last_os_error()));
         }

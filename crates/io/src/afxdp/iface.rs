@@ -53,7 +53,9 @@ impl Interface {
                 <[u8; 6]>::try_from(bytes).ok()
             })
             .unwrap_or([0; 6]);
-        let mtu = read(name, "mtu").and_then(|m| m.parse().ok()).unwrap_or(1500);
+        let mtu = read(name, "mtu")
+            .and_then(|m| m.parse().ok())
+            .unwrap_or(1500);
         let rx_queues = std::fs::read_dir(sysfs(name, "queues"))
             .map(|d| {
                 d.filter_map(Result::ok)

@@ -99,7 +99,10 @@ impl KernelSteering {
                      (`ip link set dev {ifname} xdp off`)"
                 ))
             } else {
-                kerr(&format!("attaching {PROGRAM} to {ifname} ({mode} mode)"), text)
+                kerr(
+                    &format!("attaching {PROGRAM} to {ifname} ({mode} mode)"),
+                    text,
+                )
             }
         };
         let (link, netlink, mode_name) = match mode {

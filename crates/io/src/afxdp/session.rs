@@ -84,8 +84,12 @@ impl Session {
         };
         let tap = Arc::new(PassTap::create(&iface.name, iface.mac, iface.mtu)?);
         teardown.tap = Some(Arc::clone(&tap));
-        let steering =
-            KernelSteering::attach(cfg.kern_obj.as_deref(), &iface.name, iface.ifindex, cfg.attach)?;
+        let steering = KernelSteering::attach(
+            cfg.kern_obj.as_deref(),
+            &iface.name,
+            iface.ifindex,
+            cfg.attach,
+        )?;
         let attach_mode = steering.mode;
         let mut workers = Vec::with_capacity(spec.queues.len());
         let mut zero_copy = Vec::new();
@@ -128,7 +132,8 @@ impl Session {
             .into_iter()
             .map(|w| Box::new(move |c: &_, s: &_| w.run(c, s)) as WorkerJob)
             .collect();
-        let pool = WorkerPool::spawn_jobs(jobs, stop).map_err(|e| AfXdpError::Config(e.to_string()))?;
+        let pool =
+            WorkerPool::spawn_jobs(jobs, stop).map_err(|e| AfXdpError::Config(e.to_string()))?;
         let modes = if zero_copy.iter().all(|z| *z) {
             "zero-copy"
         } else if zero_copy.iter().any(|z| *z) {

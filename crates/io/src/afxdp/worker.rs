@@ -7,8 +7,8 @@ use std::sync::Arc;
 use super::exception::{PacketTx, PassTap};
 use super::xsk::XskSocket;
 use crate::run::{
-    thread_cpu_time, FrameMut, FrameProgram, LocalCounts, RedirectTarget, Verdict,
-    WorkerCounters, WorkerReport, WorkerResult,
+    thread_cpu_time, FrameMut, FrameProgram, LocalCounts, RedirectTarget, Verdict, WorkerCounters,
+    WorkerReport, WorkerResult,
 };
 use crate::OutputRoute;
 

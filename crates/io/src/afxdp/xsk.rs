@@ -91,7 +91,12 @@ impl std::fmt::Debug for XskSocket {
     }
 }
 
-fn setsockopt<T>(fd: libc::c_int, level: libc::c_int, opt: libc::c_int, value: &T) -> io::Result<()> {
+fn setsockopt<T>(
+    fd: libc::c_int,
+    level: libc::c_int,
+    opt: libc::c_int,
+    value: &T,
+) -> io::Result<()> {
     // SAFETY: `value` is a live T of the size passed.
     let rc = unsafe {
         libc::setsockopt(
@@ -115,7 +120,12 @@ const SO_BUSY_POLL_BUDGET: libc::c_int = 70;
 impl XskSocket {
     /// Creates the socket and its UMEM, maps the rings and binds to
     /// `ifindex` queue `queue`, zero-copy first when `cfg.bind` allows.
-    pub fn open(ifindex: u32, ifname: &str, queue: u32, cfg: &XskConfig) -> Result<XskSocket, AfXdpError> {
+    pub fn open(
+        ifindex: u32,
+        ifname: &str,
+        queue: u32,
+        cfg: &XskConfig,
+    ) -> Result<XskSocket, AfXdpError> {
         let sys = |what: &'static str| {
             move |source: io::Error| AfXdpError::Sys {
                 what,
@@ -159,7 +169,8 @@ impl XskSocket {
         reg.len = umem.len as u64;
         reg.chunk_size = cfg.frame_size;
         reg.headroom = 0;
-        setsockopt(raw, libc::SOL_XDP, libc::XDP_UMEM_REG, &reg).map_err(|e| ("XDP_UMEM_REG", e))?;
+        setsockopt(raw, libc::SOL_XDP, libc::XDP_UMEM_REG, &reg)
+            .map_err(|e| ("XDP_UMEM_REG", e))?;
         let n = cfg.ring_size as libc::c_int;
         for opt in [
             libc::XDP_UMEM_FILL_RING,
@@ -187,8 +198,14 @@ impl XskSocket {
         }
         let size = cfg.ring_size;
         let map_err = |e| ("ring mmap", e);
-        let fill = Ring::map(raw, libc::XDP_UMEM_PGOFF_FILL_RING, &off.fr, size, Side::Producer)
-            .map_err(map_err)?;
+        let fill = Ring::map(
+            raw,
+            libc::XDP_UMEM_PGOFF_FILL_RING,
+            &off.fr,
+            size,
+            Side::Producer,
+        )
+        .map_err(map_err)?;
         let completion = Ring::map(
             raw,
             libc::XDP_UMEM_PGOFF_COMPLETION_RING,
@@ -197,10 +214,22 @@ impl XskSocket {
             Side::Consumer,
         )
         .map_err(map_err)?;
-        let rx = Ring::map(raw, libc::XDP_PGOFF_RX_RING as u64, &off.rx, size, Side::Consumer)
-            .map_err(map_err)?;
-        let tx = Ring::map(raw, libc::XDP_PGOFF_TX_RING as u64, &off.tx, size, Side::Producer)
-            .map_err(map_err)?;
+        let rx = Ring::map(
+            raw,
+            libc::XDP_PGOFF_RX_RING as u64,
+            &off.rx,
+            size,
+            Side::Consumer,
+        )
+        .map_err(map_err)?;
+        let tx = Ring::map(
+            raw,
+            libc::XDP_PGOFF_TX_RING as u64,
+            &off.tx,
+            size,
+            Side::Producer,
+        )
+        .map_err(map_err)?;
         let mut flags = mode;
         if cfg.need_wakeup {
             flags |= libc::XDP_USE_NEED_WAKEUP;

@@ -63,9 +63,7 @@ impl Verdict {
     /// gets [`RedirectTarget::Unknown`].
     pub fn from_retval(retval: u64, target: Option<RedirectTarget>) -> Verdict {
         match OutputRoute::from_xdp_action(retval) {
-            OutputRoute::Redirect => {
-                Verdict::redirect(target.unwrap_or(RedirectTarget::Unknown))
-            }
+            OutputRoute::Redirect => Verdict::redirect(target.unwrap_or(RedirectTarget::Unknown)),
             route => Verdict::of(route),
         }
     }

@@ -72,7 +72,11 @@ impl WorkerReport {
 
     /// Redirect targets by packet count, most first.
     pub fn top_redirect_targets(&self, n: usize) -> Vec<(RedirectTarget, u64)> {
-        let mut v: Vec<_> = self.redirect_targets.iter().map(|(t, c)| (*t, *c)).collect();
+        let mut v: Vec<_> = self
+            .redirect_targets
+            .iter()
+            .map(|(t, c)| (*t, *c))
+            .collect();
         v.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
         v.truncate(n);
         v

@@ -106,11 +106,9 @@ impl<'ctx> Lifter<'ctx, '_> {
             .iter()
             .map(|&p| if p { t.ptr.into() } else { t.i64.into() })
             .collect();
-        let f = self.module.add_function(
-            name,
-            t.i64.fn_type(&params, false),
-            Some(Linkage::External),
-        );
+        let f =
+            self.module
+                .add_function(name, t.i64.fn_type(&params, false), Some(Linkage::External));
         self.nounwind(f);
         Ok(f)
     }
@@ -199,7 +197,13 @@ impl<'ctx> Lifter<'ctx, '_> {
         let cpu = self.cpu(fr)?;
         let r0 = self.b.build_call(
             f,
-            &[map.into(), key.into(), value.into(), flags.into(), cpu.into()],
+            &[
+                map.into(),
+                key.into(),
+                value.into(),
+                flags.into(),
+                cpu.into(),
+            ],
             "update",
         )?;
         let r0 = basic_result(r0)?.into_int_value();
@@ -290,11 +294,9 @@ impl<'ctx> Lifter<'ctx, '_> {
                     .build_int_mul(cpu, t.i64.const_int(l.cpu_stride as u64, false), "cpuoff")?;
             offset = self.b.build_int_add(offset, cpu_off, "off")?;
         }
-        let addr = self.b.build_int_add(
-            t.i64.const_int(l.values as u64, false),
-            offset,
-            "value",
-        )?;
+        let addr =
+            self.b
+                .build_int_add(t.i64.const_int(l.values as u64, false), offset, "value")?;
         let r0 = self
             .b
             .build_select(in_range, addr, t.i64.const_zero(), "lookup")?
@@ -325,10 +327,14 @@ impl<'ctx> Lifter<'ctx, '_> {
         let md = self.reg(fr, 1)?;
         let md = self.b.build_int_to_ptr(md, t.ptr, "md")?;
         let off = self.reg(fr, 2)?;
-        let off = self.b.build_and(off, t.i64.const_int(0xffff_ffff, false), "off")?;
+        let off = self
+            .b
+            .build_and(off, t.i64.const_int(0xffff_ffff, false), "off")?;
         let buf = self.reg(fr, 3)?;
         let len = self.reg(fr, 4)?;
-        let len = self.b.build_and(len, t.i64.const_int(0xffff_ffff, false), "len")?;
+        let len = self
+            .b
+            .build_and(len, t.i64.const_int(0xffff_ffff, false), "len")?;
         let data = self.md_field(md, CtxField::Data)?;
         let data_end = self.md_field(md, CtxField::DataEnd)?;
         let limit = t.i64.const_int(0xffff, false);
@@ -349,8 +355,10 @@ impl<'ctx> Lifter<'ctx, '_> {
         let bad = self.b.build_or(fault, past, "bad")?;
         let err = self.b.build_select(
             fault,
-            t.i64.const_int(neg_errno(bpfjet_runtime::errno::EFAULT), false),
-            t.i64.const_int(neg_errno(bpfjet_runtime::errno::EINVAL), false),
+            t.i64
+                .const_int(neg_errno(bpfjet_runtime::errno::EFAULT), false),
+            t.i64
+                .const_int(neg_errno(bpfjet_runtime::errno::EINVAL), false),
             "err",
         )?;
         self.set_reg(fr, 0, err.into_int_value())?;
@@ -384,7 +392,9 @@ impl<'ctx> Lifter<'ctx, '_> {
         };
         let t = self.t;
         let n = self.reg(fr, 1)?;
-        let n = self.b.build_and(n, t.i64.const_int(0xffff_ffff, false), "n")?;
+        let n = self
+            .b
+            .build_and(n, t.i64.const_int(0xffff_ffff, false), "n")?;
         let cb_ctx = self.reg(fr, 3)?;
         let flags = self.reg(fr, 4)?;
         let func = fr.func;
@@ -427,9 +437,9 @@ impl<'ctx> Lifter<'ctx, '_> {
             .build_select(too_many, r0_e2big, t.i64.const_zero(), "pre")?
             .into_int_value();
         self.set_reg(fr, 0, pre)?;
-        let nothing = self
-            .b
-            .build_int_compare(IntPredicate::EQ, n, t.i64.const_zero(), "nothing")?;
+        let nothing =
+            self.b
+                .build_int_compare(IntPredicate::EQ, n, t.i64.const_zero(), "nothing")?;
         let skip = self.b.build_or(too_many, nothing, "skip")?;
         self.b.build_conditional_branch(skip, done, check_depth)?;
 
@@ -444,7 +454,8 @@ impl<'ctx> Lifter<'ctx, '_> {
             t.i64.const_int(MAX_CALL_DEPTH as u64, false),
             "too_deep",
         )?;
-        self.b.build_conditional_branch(too_deep, depth_fault, head)?;
+        self.b
+            .build_conditional_branch(too_deep, depth_fault, head)?;
         self.b.position_at_end(depth_fault);
         self.b.build_call(
             self.ext.depth_fault,
