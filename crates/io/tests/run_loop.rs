@@ -59,7 +59,7 @@ fn pattern_program() -> FnProgram<impl FnMut(&mut FrameMut<'_>) -> Result<Verdic
     let mut n = 0u64;
     FnProgram(move |f: &mut FrameMut<'_>| {
         n += 1;
-        if n % 3 == 0 {
+        if n.is_multiple_of(3) {
             return Ok(Verdict::DROP);
         }
         // The last byte of the IPv4 source address.

@@ -94,6 +94,9 @@ fn ms(since: Instant) -> f64 {
     since.elapsed().as_secs_f64() * 1e3
 }
 
+/// Revision of the code generator, part of the cache key.
+const CODEGEN_REVISION: u64 = 2;
+
 fn cache_key(
     insns: &[Insn],
     program: &Program,
@@ -104,7 +107,10 @@ fn cache_key(
 ) -> u128 {
     let mut h = KeyHasher::new();
     let (major, minor, patch) = inkwell::support::get_llvm_version();
-    h.bytes(b"bpfjet-jit object v1")
+    // Bump CODEGEN_REVISION whenever the lifter or the natives' contract
+    // changes: cached objects of an older lifter must not be reused.
+    h.bytes(b"bpfjet-jit object")
+        .u64(CODEGEN_REVISION)
         .bytes(env!("CARGO_PKG_VERSION").as_bytes())
         .u64(u64::from(major) << 32 | u64::from(minor) << 16 | u64::from(patch));
     let encode = |insns: &[Insn]| bpfjet_isa::encode::to_bytes(&bpfjet_isa::encode_program(insns));

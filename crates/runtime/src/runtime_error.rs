@@ -8,6 +8,10 @@ use bpfjet_maps::{ApplyError, MapError};
 
 #[derive(Debug, thiserror::Error)]
 pub enum RuntimeError {
+    /// bpfjet's verifier refused the program; `report` is the verifier's
+    /// full message (instruction, disassembly, source line, rule, registers).
+    #[error("program {program:?} rejected by the verifier (use --unverified to run it in the bounds-checked interpreter): {report}")]
+    Rejected { program: String, report: String },
     #[error("map {map:?}: {source}")]
     Map {
         map: String,

@@ -18,8 +18,8 @@ mod report;
 mod stats;
 
 use anyhow::{bail, Context, Result};
-use bpfjet_maps::state::MapState;
 use bpfjet_jit::{CacheMode, JitOptions};
+use bpfjet_maps::state::MapState;
 use engines::{Engine, Measurer, Sample};
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};

@@ -101,7 +101,12 @@ fn open(instance: &str) -> Result<Instance> {
 
 fn map(inst: &Instance, name: &str) -> Result<Arc<Map>> {
     inst.map_by_name(name).map_err(|_| {
-        let names: Vec<String> = inst.list().into_iter().filter(|m| !m.inner).map(|m| m.name).collect();
+        let names: Vec<String> = inst
+            .list()
+            .into_iter()
+            .filter(|m| !m.inner)
+            .map(|m| m.name)
+            .collect();
         anyhow!(
             "instance '{}' has no map '{name}' (maps: {})",
             inst.name().unwrap_or("?"),
@@ -171,7 +176,10 @@ pub fn run(args: &MapArgs) -> Result<ExitCode> {
                 Some(n) => {
                     let m = map(&inst, n)?;
                     let mut s = MapState::new();
-                    s.insert(n.clone(), m.dump(&resolver).map_err(|e| anyhow!("dumping {n}: {e}"))?);
+                    s.insert(
+                        n.clone(),
+                        m.dump(&resolver).map_err(|e| anyhow!("dumping {n}: {e}"))?,
+                    );
                     s
                 }
                 None => inst
@@ -185,7 +193,11 @@ pub fn run(args: &MapArgs) -> Result<ExitCode> {
                 println!("{}", serde_json::to_string_pretty(&state)?);
             }
         }
-        MapOp::Lookup { target, map: name, key } => {
+        MapOp::Lookup {
+            target,
+            map: name,
+            key,
+        } => {
             let inst = open(&target.instance)?;
             let m = map(&inst, name)?;
             let key = hex_arg("key", key, m.key_size())?;
@@ -199,7 +211,10 @@ pub fn run(args: &MapArgs) -> Result<ExitCode> {
                 Ok(v) => v,
                 Err(MapError::NotFound) => {
                     if target.json {
-                        println!("{}", serde_json::json!({"key": to_hex(&key), "found": false}));
+                        println!(
+                            "{}",
+                            serde_json::json!({"key": to_hex(&key), "found": false})
+                        );
                     } else {
                         eprintln!("bpfjet: key {} not found in {name}", to_hex(&key));
                     }
@@ -259,7 +274,11 @@ pub fn run(args: &MapArgs) -> Result<ExitCode> {
                 println!("{}", serde_json::json!({"updated": true}));
             }
         }
-        MapOp::Delete { target, map: name, key } => {
+        MapOp::Delete {
+            target,
+            map: name,
+            key,
+        } => {
             let inst = open(&target.instance)?;
             let m = map(&inst, name)?;
             let key = hex_arg("key", key, m.key_size())?;

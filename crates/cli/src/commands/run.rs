@@ -184,7 +184,12 @@ pub fn run(args: &RunArgs) -> Result<ExitCode> {
             .obj
             .file_stem()
             .map(|s| s.to_string_lossy().into_owned())
-            .ok_or_else(|| anyhow!("cannot derive an instance name from {}; pass --name", args.obj.display()))?,
+            .ok_or_else(|| {
+                anyhow!(
+                    "cannot derive an instance name from {}; pass --name",
+                    args.obj.display()
+                )
+            })?,
     };
     let iface = args
         .iface
@@ -243,7 +248,17 @@ pub fn run(args: &RunArgs) -> Result<ExitCode> {
             )?;
             let describe = session.describe();
             let (pool, teardown) = session.into_parts();
-            let code = finish(args, &prog, &instance, &prepared, &signal, pool, &describe, Vec::new(), Vec::new);
+            let code = finish(
+                args,
+                &prog,
+                &instance,
+                &prepared,
+                &signal,
+                pool,
+                &describe,
+                Vec::new(),
+                Vec::new,
+            );
             // Detaches the kernel program and closes the sockets.
             drop(teardown);
             code
@@ -269,7 +284,10 @@ fn run_offline(
         Some(dir) => {
             let mut routes = SplitOptions::default().routes;
             if args.keep_dropped {
-                routes.extend([bpfjet_io::OutputRoute::Drop, bpfjet_io::OutputRoute::Aborted]);
+                routes.extend([
+                    bpfjet_io::OutputRoute::Drop,
+                    bpfjet_io::OutputRoute::Aborted,
+                ]);
             }
             let sink = PcapSplitSink::create(
                 dir,
@@ -299,18 +317,28 @@ fn run_offline(
     }
     let pool = WorkerPool::spawn(setups, signal.flag())?;
     let split_sink = split.as_ref().map(SplitOutput::sink);
-    finish(args, prog, instance, prepared, signal, pool, &source_name, Vec::new(), move || {
-        split_sink
-            .map(|s| {
-                s.lock()
-                    .unwrap_or_else(PoisonError::into_inner)
-                    .paths()
-                    .iter()
-                    .map(|p| p.display().to_string())
-                    .collect()
-            })
-            .unwrap_or_default()
-    })
+    finish(
+        args,
+        prog,
+        instance,
+        prepared,
+        signal,
+        pool,
+        &source_name,
+        Vec::new(),
+        move || {
+            split_sink
+                .map(|s| {
+                    s.lock()
+                        .unwrap_or_else(PoisonError::into_inner)
+                        .paths()
+                        .iter()
+                        .map(|p| p.display().to_string())
+                        .collect()
+                })
+                .unwrap_or_default()
+        },
+    )
 }
 
 type Sources = Vec<Box<dyn PacketSource + Send>>;

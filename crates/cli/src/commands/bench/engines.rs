@@ -192,9 +192,7 @@ fn kernel<'a>(setup: &'a Setup<'a>) -> Result<Kernel<'a>> {
     let empty_obj = KernelObject::open(setup.bench_dir.join("empty.o"))?;
     let empty_fd = empty_obj.prog_fd("empty")?;
     let wrapper = match setup.mode {
-        Mode::Fresh => Some(FreshWrapper::open(
-            setup.bench_dir.join("fresh_wrapper.o"),
-        )?),
+        Mode::Fresh => Some(FreshWrapper::open(setup.bench_dir.join("fresh_wrapper.o"))?),
         Mode::Repeat => None,
     };
     Ok(Kernel {
@@ -350,8 +348,14 @@ fn fast<'a>(engine: Engine, setup: &'a Setup<'a>, objects: &'a FastObjects) -> R
         cpu: setup.cpu,
         ..TestRunOptions::default()
     };
-    let prog = XdpBench::new(&objects.program, setup.program, setup.packet, &opts, xdp_engine)
-        .map_err(|e| anyhow!("{e}"))?;
+    let prog = XdpBench::new(
+        &objects.program,
+        setup.program,
+        setup.packet,
+        &opts,
+        xdp_engine,
+    )
+    .map_err(|e| anyhow!("{e}"))?;
     let empty = XdpBench::new(&objects.empty, "empty", setup.packet, &opts, xdp_engine)
         .map_err(|e| anyhow!("{e}"))?;
     let compile = (engine == Engine::Jit)

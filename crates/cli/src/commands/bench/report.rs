@@ -190,14 +190,8 @@ impl Summary<'_> {
                 }),
             );
             if let Some(k) = kernel {
-                ratios.insert(
-                    r.name.clone(),
-                    ratio(k.raw, r.raw).map_or(Value::Null, num),
-                );
-                net_ratios.insert(
-                    r.name.clone(),
-                    ratio(k.net, r.net).map_or(Value::Null, num),
-                );
+                ratios.insert(r.name.clone(), ratio(k.raw, r.raw).map_or(Value::Null, num));
+                net_ratios.insert(r.name.clone(), ratio(k.net, r.net).map_or(Value::Null, num));
             }
         }
         json!({

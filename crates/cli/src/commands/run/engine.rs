@@ -3,7 +3,9 @@
 use anyhow::{anyhow, bail, Context, Result};
 use bpfjet_io::run::FrameProgram;
 use bpfjet_runtime::worker::{EngineEntry, XdpRunnerFactory};
-use bpfjet_runtime::{HelperRegistry, LoadOptions, LoadedObject, MemoryMode, Program, VerifiedProof};
+use bpfjet_runtime::{
+    HelperRegistry, LoadOptions, LoadedObject, MemoryMode, Program, VerifiedProof,
+};
 use bpfjet_verifier::{verify, VerifyEnv};
 use std::sync::Arc;
 
@@ -53,8 +55,8 @@ fn verify_program(object: &bpfjet_obj::Object, prog: &str) -> Result<VerifiedPro
     let p = object
         .program(prog)
         .ok_or_else(|| anyhow!("no program {prog}"))?;
-    let insns = bpfjet_isa::decode_program(&p.insns)
-        .with_context(|| format!("decoding program {prog}"))?;
+    let insns =
+        bpfjet_isa::decode_program(&p.insns).with_context(|| format!("decoding program {prog}"))?;
     let mut env = VerifyEnv::new(&object.maps);
     env.kfuncs = &object.kfuncs;
     verify(&insns, &env).map_err(|e| {
@@ -167,9 +169,7 @@ impl Prepared {
             Some(jit) => {
                 let entry = jit.entry.clone();
                 (
-                    Some(Box::new(move |state, env, md| {
-                        entry.run(state, env, &[md])
-                    })),
+                    Some(Box::new(move |state, env, md| entry.run(state, env, &[md]))),
                     Some(jit.table.clone()),
                 )
             }

@@ -89,8 +89,8 @@ impl StopReason {
         match self {
             StopReason::SourceEnded => "source ended".into(),
             StopReason::Duration => "duration elapsed".into(),
-            StopReason::Signal(libc_sig) if libc_sig == 2 => "SIGINT".into(),
-            StopReason::Signal(libc_sig) if libc_sig == 15 => "SIGTERM".into(),
+            StopReason::Signal(2) => "SIGINT".into(),
+            StopReason::Signal(15) => "SIGTERM".into(),
             StopReason::Signal(s) => format!("signal {s}"),
             StopReason::Error => "error".into(),
         }
@@ -160,7 +160,11 @@ impl Summary<'_> {
         print!("  actions  ");
         for r in OutputRoute::ALL {
             let n = t.action(r);
-            let pct = if t.packets == 0 { 0.0 } else { n as f64 * 100.0 / t.packets as f64 };
+            let pct = if t.packets == 0 {
+                0.0
+            } else {
+                n as f64 * 100.0 / t.packets as f64
+            };
             print!(" {} {} ({:.1}%)", r.action_name(), n, pct);
         }
         println!();
@@ -168,7 +172,10 @@ impl Summary<'_> {
             println!("  output drops {}", t.drops);
         }
         if t.ring_drops > 0 {
-            println!("  kernel ring drops {} (frames that never reached a worker)", t.ring_drops);
+            println!(
+                "  kernel ring drops {} (frames that never reached a worker)",
+                t.ring_drops
+            );
         }
         let top = t.top_redirect_targets(5);
         if !top.is_empty() {
@@ -184,7 +191,10 @@ impl Summary<'_> {
         for o in self.outputs {
             println!("  wrote {o}");
         }
-        println!("  maps published as instance '{}' while running", self.instance);
+        println!(
+            "  maps published as instance '{}' while running",
+            self.instance
+        );
         for e in self.errors {
             eprintln!("bpfjet: {e}");
         }
