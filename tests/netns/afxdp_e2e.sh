@@ -68,8 +68,15 @@ if inB "$BPFJET" run "$TMP/netns_nf.o" --iface vB:4 --name "$INST" 2>"$TMP/bad.l
     fail "a queue count beyond the interface's was accepted"
 fi
 grep -q "receive queue" "$TMP/bad.log" || fail "queue-mismatch message: $(cat "$TMP/bad.log")"
+inB ip link set vB2 down
+if inB "$BPFJET" run "$TMP/netns_nf.o" --iface vB2 --name "$INST" 2>"$TMP/bad.log"; then
+    fail "an interface that is down was accepted"
+fi
+grep -q "vB2 is down" "$TMP/bad.log" || fail "interface-down message: $(cat "$TMP/bad.log")"
+inB ip link set vB2 up
 ls /dev/shm/bpfjet."$INST".* >/dev/null 2>&1 && fail "a failed start left shared memory"
-echo "ok - bad input: missing interface, queue mismatch"
+inB ip link show vB | grep -q xdp && fail "a failed start left an XDP program on vB"
+echo "ok - bad input: missing interface, interface down, queue mismatch"
 
 echo '{"mode": [{"key": "00000000", "value": "02000000"}]}' >"$TMP/state.json"
 # Not through the inB function: $! must be bpfjet itself (ip netns exec

@@ -73,6 +73,38 @@ fn wait_for_instance(child: &mut Child, instance: &str) {
     }
 }
 
+/// Packets the firewall's per-CPU `verdicts` map counted in `slot`, over
+/// every CPU, read by a second process.
+fn verdict_packets(instance: &str, slot: &str) -> u64 {
+    let out = bpfjet(&[
+        "map",
+        "lookup",
+        "--instance",
+        instance,
+        "verdicts",
+        slot,
+        "--json",
+    ]);
+    let Ok(v) = serde_json::from_slice::<Value>(&out.stdout) else {
+        return 0;
+    };
+    v["values"]
+        .as_array()
+        .map(|values| {
+            values
+                .iter()
+                .map(|h| {
+                    let bytes =
+                        bpfjet_maps::state::parse_hex(h.as_str().unwrap_or("")).unwrap_or_default();
+                    bytes
+                        .get(..8)
+                        .map_or(0, |b| u64::from_ne_bytes(b.try_into().unwrap()))
+                })
+                .sum()
+        })
+        .unwrap_or(0)
+}
+
 fn temp_dir(tag: &str) -> PathBuf {
     let dir = std::env::temp_dir().join(unique(&format!("bpfjet-run-{tag}")));
     let _ = std::fs::remove_dir_all(&dir);
@@ -222,7 +254,15 @@ fn sigterm_ends_the_run_cleanly() {
         .spawn()
         .unwrap();
     wait_for_instance(&mut child, &name);
-    std::thread::sleep(Duration::from_millis(300));
+    // Traffic flows once the default verdict (slot 0) counts packets.
+    let start = Instant::now();
+    while verdict_packets(&name, "00000000") == 0 {
+        assert!(
+            start.elapsed() < Duration::from_secs(30),
+            "no traffic counted"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
     let killed = Command::new("kill")
         .args(["-TERM", &child.id().to_string()])
         .status()
@@ -325,27 +365,7 @@ fn a_second_process_changes_live_verdicts() {
     );
 
     // Verdict slot 2 (FW_DROP_BLOCKED) counts per CPU; wait for traffic.
-    let dropped = || -> u64 {
-        let out = bpfjet(&[
-            "map",
-            "lookup",
-            "--instance",
-            &name,
-            "verdicts",
-            "02000000",
-            "--json",
-        ]);
-        let v: Value = serde_json::from_slice(&out.stdout).unwrap();
-        v["values"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|h| {
-                let bytes = bpfjet_maps::state::parse_hex(h.as_str().unwrap()).unwrap();
-                u64::from_ne_bytes(bytes[..8].try_into().unwrap())
-            })
-            .sum()
-    };
+    let dropped = || verdict_packets(&name, "02000000");
     let start = Instant::now();
     while dropped() == 0 {
         assert!(
@@ -366,7 +386,7 @@ fn a_second_process_changes_live_verdicts() {
     assert!(lookup.status.success());
     assert_eq!(
         String::from_utf8_lossy(&lookup.stdout).trim(),
-        "03000000 00000000"
+        "0300000000000000"
     );
 
     let del = bpfjet(&[
@@ -397,27 +417,7 @@ fn a_second_process_changes_live_verdicts() {
     assert_eq!(dumped["blocked_v4"].as_array().unwrap().len(), 2);
 
     // Passed traffic (slot 0, FW_PASS_DEFAULT) now grows.
-    let passed = || -> u64 {
-        let out = bpfjet(&[
-            "map",
-            "lookup",
-            "--instance",
-            &name,
-            "verdicts",
-            "00000000",
-            "--json",
-        ]);
-        let v: Value = serde_json::from_slice(&out.stdout).unwrap();
-        v["values"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|h| {
-                let bytes = bpfjet_maps::state::parse_hex(h.as_str().unwrap()).unwrap();
-                u64::from_ne_bytes(bytes[..8].try_into().unwrap())
-            })
-            .sum()
-    };
+    let passed = || verdict_packets(&name, "00000000");
     let start = Instant::now();
     while passed() == 0 {
         assert!(

@@ -170,9 +170,10 @@ fn rodata_folds() {
         .unwrap();
     assert_eq!((got.retval, got.data_out), (want.retval, want.data_out));
     let ir = fast.dump("rodata", DumpStage::OptimizedIr, true).unwrap();
-    // 0x11223344 * 3 + 'p' = 0x3366999c + 0x70, stored as one constant.
+    // Folded loads leave the constant copy of `.rodata` unused, and LLVM
+    // drops it; without folding it would still be read.
     assert!(
-        ir.contains(&format!("{}", 0x1122_3344u64 * 3 + u64::from(b'p'))),
+        !ir.contains("@bpfjet_frozen_"),
         "the .rodata loads did not fold:\n{ir}"
     );
 }

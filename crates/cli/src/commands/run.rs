@@ -164,6 +164,10 @@ pub fn run(args: &RunArgs) -> Result<ExitCode> {
     if args.out.is_some() && args.iface.is_some() {
         bail!("--out applies to --pcap and --gen; with --iface packets go back to the network");
     }
+    // Before anything that needs undoing exists: a signal during loading
+    // or compiling then ends the run at its first batch boundary, through
+    // the same teardown as any other stop.
+    let signal = StopSignal::install().context("installing SIGINT/SIGTERM handlers")?;
     let object = bpfjet_obj::load_file(&args.obj)
         .with_context(|| format!("loading {}", args.obj.display()))?;
     let prog = object
@@ -230,7 +234,6 @@ pub fn run(args: &RunArgs) -> Result<ExitCode> {
         }
     })?;
     let prepared = engine::prepare(&object, &loaded, &prog, args.engine, args.unverified)?;
-    let signal = StopSignal::install().context("installing SIGINT/SIGTERM handlers")?;
     match &iface {
         Some(spec) => {
             let make = |cpu: usize, ifindex: u32, queue: u32| {
@@ -389,6 +392,9 @@ fn finish(
     let mut status = StatusLine::new();
     let mut next_status = started + status.interval;
     let mut stop = StopReason::SourceEnded;
+    if signal.poll() {
+        stop = StopReason::Signal(signal.signal().unwrap_or(2));
+    }
     while !pool.is_finished() {
         std::thread::sleep(Duration::from_millis(20));
         if signal.poll() {

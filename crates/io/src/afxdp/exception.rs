@@ -111,7 +111,10 @@ impl PassTap {
             .take(libc::IFNAMSIZ - 1)
             .collect();
         let err = |what: &str, e: io::Error| {
-            AfXdpError::Kernel(format!("TAP device {name} for XDP_PASS: {what}: {e}"))
+            AfXdpError::Kernel(format!(
+                "TAP device {name} for XDP_PASS: {what}: {e}{}",
+                super::permission_hint(&e)
+            ))
         };
         let path = c"/dev/net/tun";
         // SAFETY: open(2) of a constant path.
