@@ -32,3 +32,11 @@ for case in vip4_tcp_syn vip4_udp vip6_tcp_syn vip4_any_port_v6_real non_vip_udp
   fi
   printf '%-22s %-8s %-8s %s\n' "$case" "$a" "$k" "$same"
 done
+
+echo
+GEN="proto=tcp,ip=4,flows=10000,dist=zipf:1.1,dst=10.200.1.1:80,count=300000,seed=7"
+for engine in interp jit; do
+  echo "== bpfjet run $OBJ --engine $engine --gen $GEN"
+  $BPFJET run "$OBJ" --engine $engine --maps "$STATE" --gen "$GEN" --name "demo-$engine" --force 2>&1 | grep -v '^$'
+  echo
+done

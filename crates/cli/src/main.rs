@@ -46,6 +46,11 @@ enum Command {
     },
     /// Run an XDP program on one packet, like the kernel's BPF_PROG_TEST_RUN.
     TestRun(commands::test_run::TestRunArgs),
+    /// Run an XDP program on a packet source (pcap, generator, AF_XDP) until it
+    /// ends, --duration elapses or Ctrl-C; maps published under --name.
+    Run(commands::run::RunArgs),
+    /// Read and write the maps of a running instance from another process.
+    Map(commands::map::MapArgs),
     /// Run bpfjet's verifier on an object's XDP programs: exit 0 accepted, 1 rejected
     /// (instruction, disassembly, source line, rule and register state on stderr).
     Verify {
@@ -86,6 +91,8 @@ fn main() -> ExitCode {
             unprivileged,
         } => commands::verify::run(&obj, prog.as_deref(), json, unprivileged),
         Command::TestRun(args) => commands::test_run::run(&args),
+        Command::Run(args) => commands::run::run(&args),
+        Command::Map(args) => commands::map::run(&args),
     };
     match result {
         Ok(code) => code,

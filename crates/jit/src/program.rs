@@ -95,7 +95,7 @@ fn ms(since: Instant) -> f64 {
 }
 
 /// Revision of the code generator, part of the cache key.
-const CODEGEN_REVISION: u64 = 2;
+const CODEGEN_REVISION: u64 = 3;
 
 fn cache_key(
     insns: &[Insn],

@@ -2,5 +2,7 @@
 pub mod asm;
 pub mod conformance;
 pub mod disasm;
+pub mod map;
+pub mod run;
 pub mod test_run;
 pub mod verify;

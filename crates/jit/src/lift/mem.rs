@@ -50,11 +50,25 @@ impl<'ctx> Lifter<'ctx, '_> {
                 });
             }
         }
+        // The offset is a GEP on the base pointer (not an integer add before
+        // `inttoptr`): code generation then folds it into the addressing
+        // mode at every access instead of hoisting one address per access
+        // out of loops (thousands of spilled addresses in unrolled copies).
         let base = self.reg(fr, base)?;
-        let addr =
-            self.b
-                .build_int_add(base, self.t.i64.const_int(off as i64 as u64, true), "addr")?;
-        Ok(self.b.build_int_to_ptr(addr, self.t.ptr, "p")?)
+        let base = self.b.build_int_to_ptr(base, self.t.ptr, "base")?;
+        if off == 0 {
+            return Ok(base);
+        }
+        // SAFETY (for LLVM): a plain (not inbounds) GEP is address
+        // arithmetic with wrapping semantics, like the integer add it replaces.
+        Ok(unsafe {
+            self.b.build_gep(
+                self.t.i8,
+                base,
+                &[self.t.i64.const_int(off as i64 as u64, true)],
+                "p",
+            )?
+        })
     }
 
     #[allow(clippy::too_many_arguments)]
