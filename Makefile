@@ -4,7 +4,7 @@ CONFORMANCE ?= ../shared/conformance/tests
 BPFJET := target/release/bpfjet
 export PATH := $(HOME)/.cargo/bin:$(PATH)
 
-.PHONY: all setup build examples test test-rust lint conformance demo clean
+.PHONY: all setup build examples test test-rust test-netns lint conformance demo clean
 
 all: build
 
@@ -30,6 +30,10 @@ conformance: build
 	$(BPFJET) conformance --engine jit $(CONFORMANCE)
 
 test: lint test-rust conformance
+
+# AF_XDP end to end in network namespaces (root): TX, DROP, REDIRECT, PASS via TAP.
+test-netns: build examples
+	BPFJET=$(BPFJET) bash tests/netns/afxdp_e2e.sh
 
 demo: build examples
 	@bash scripts/demo.sh
