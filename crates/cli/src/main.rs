@@ -51,6 +51,8 @@ enum Command {
     Run(commands::run::RunArgs),
     /// Read and write the maps of a running instance from another process.
     Map(commands::map::MapArgs),
+    /// Benchmark one program side by side on the kernel, the interpreter and the JIT.
+    Bench(commands::bench::BenchArgs),
     /// Run bpfjet's verifier on an object's XDP programs: exit 0 accepted, 1 rejected
     /// (instruction, disassembly, source line, rule and register state on stderr).
     Verify {
@@ -93,6 +95,7 @@ fn main() -> ExitCode {
         Command::TestRun(args) => commands::test_run::run(&args),
         Command::Run(args) => commands::run::run(&args),
         Command::Map(args) => commands::map::run(&args),
+        Command::Bench(args) => commands::bench::run(&args),
     };
     match result {
         Ok(code) => code,

@@ -1,5 +1,6 @@
 //! One module per subcommand.
 pub mod asm;
+pub mod bench;
 pub mod conformance;
 pub mod disasm;
 pub mod map;
