@@ -76,6 +76,12 @@ enum Command {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    // `run` and `map` document exit 1 for failures past argument parsing
+    // (instance taken, missing map, I/O); the other commands use 2.
+    let failure_code = match cli.command {
+        Command::Run(_) | Command::Map(_) => 1,
+        _ => 2,
+    };
     let result = match cli.command {
         Command::Disasm { file, asm_syntax } => commands::disasm::run(&file, asm_syntax),
         Command::Asm { file, output } => commands::asm::run(&file, output.as_deref()),
@@ -101,7 +107,7 @@ fn main() -> ExitCode {
         Ok(code) => code,
         Err(e) => {
             eprintln!("bpfjet: {e:#}");
-            ExitCode::from(2)
+            ExitCode::from(failure_code)
         }
     }
 }
