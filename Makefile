@@ -22,7 +22,7 @@ lint: setup
 	$(CARGO) clippy --workspace --all-targets -- -D warnings
 
 test-rust: setup examples
-	$(CARGO) test --workspace --release
+	$(CARGO) test --workspace --release --no-fail-fast
 
 conformance: build
 	@test -d $(CONFORMANCE) || { echo "conformance vectors not found at $(CONFORMANCE)"; exit 1; }

@@ -109,7 +109,13 @@ fn memory() -> impl Strategy<Value = Insn> {
                 op,
                 fetch,
                 dst,
-                src,
+                // A fetching atomic (other than cmpxchg, which writes r0)
+                // writes src back, so src = r10 is invalid.
+                src: if fetch && op != AtomicOp::CmpXchg && src == 10 {
+                    9
+                } else {
+                    src
+                },
                 off
             }
         ),
