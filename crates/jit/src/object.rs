@@ -21,12 +21,12 @@ use crate::options::JitOptions;
 use crate::program::{DumpStage, JitProgram};
 use bpfjet_isa::Insn;
 use bpfjet_obj::Object;
-use bpfjet_runtime::xdp::{find_ctx_accesses, rewrite_ctx_accesses, XdpFrame};
+use bpfjet_runtime::xdp::XdpFrame;
 use bpfjet_runtime::{
     xdp_helpers, LoadOptions, LoadedObject, Program, RunState, RuntimeError, TestRunOptions,
-    TestRunResult, VerifiedProof, XdpEnv, LOOPBACK_IFINDEX,
+    TestRunResult, XdpEnv, LOOPBACK_IFINDEX,
 };
-use bpfjet_verifier::{verify, Facts, VerifyEnv};
+use bpfjet_verifier::Facts;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Instant;
@@ -85,27 +85,6 @@ impl std::fmt::Debug for JitObject {
     }
 }
 
-/// Verify `p` against the object's maps; the proof and the facts on success.
-fn verify_program(
-    obj: &Object,
-    p: &bpfjet_obj::Program,
-) -> Result<(VerifiedProof, Vec<Insn>, Facts), ObjectError> {
-    let rejected = |reason: String| ObjectError::Rejected {
-        program: p.name.clone(),
-        reason,
-    };
-    let insns = bpfjet_isa::decode_program(&p.insns).map_err(|e| rejected(e.to_string()))?;
-    let mut env = VerifyEnv::new(&obj.maps);
-    env.kfuncs = &obj.kfuncs;
-    let facts = verify(&insns, &env).map_err(|e| rejected(e.to_string()))?;
-    // SAFETY: bpfjet's verifier accepted this program for the object's map
-    // specs, the XDP helper prototypes and the XDP context; it runs with
-    // exactly those (the maps of `LoadedObject::load(obj, ..)`, the runtime's
-    // XDP helpers and context rewrite).
-    let proof = unsafe { VerifiedProof::assume_verified() };
-    Ok((proof, insns, facts))
-}
-
 fn const_keys(facts: &Facts) -> BTreeMap<usize, u32> {
     facts
         .const_key_lookups
@@ -115,10 +94,10 @@ fn const_keys(facts: &Facts) -> BTreeMap<usize, u32> {
 }
 
 impl JitObject {
-    /// Verify and compile every XDP program of `obj`, loaded as `loaded`
-    /// (which must come from `LoadedObject::load(obj, ..)`). Per-program
-    /// failures are kept and reported when the program is used.
-    pub fn new(loaded: LoadedObject, obj: &Object, jit: &JitOptions) -> JitObject {
+    /// Compile every XDP program of `loaded` in the form bpfjet's verifier
+    /// accepted at load time. Per-program failures are kept and reported when
+    /// the program is used.
+    pub fn new(loaded: LoadedObject, jit: &JitOptions) -> JitObject {
         let names: Vec<String> = loaded
             .program_names()
             .iter()
@@ -126,7 +105,7 @@ impl JitObject {
             .collect();
         let mut programs = Vec::with_capacity(names.len());
         for name in &names {
-            let compiled = Self::compile_one(&loaded, obj, name, jit);
+            let compiled = Self::compile_one(&loaded, name, jit);
             programs.push(FastProgram {
                 name: name.clone(),
                 jit: compiled.map_err(Arc::new),
@@ -145,29 +124,20 @@ impl JitObject {
 
     fn compile_one(
         loaded: &LoadedObject,
-        obj: &Object,
         name: &str,
         jit: &JitOptions,
     ) -> Result<Compiled, ObjectError> {
-        let bound = loaded.program(name)?;
-        let source = obj.program(name).ok_or_else(|| ObjectError::Run {
-            program: name.to_string(),
-            reason: "not in the object".into(),
-        })?;
-        let (proof, mut insns, facts) = verify_program(obj, source)?;
-        // The context rewrite the interpreter's loader does, in place (so
-        // the verifier's slots stay valid); `lddw`s are resolved by
-        // `Program::new` against the object's map bindings.
-        let accesses = find_ctx_accesses(&insns).map_err(|e| ObjectError::Run {
-            program: name.to_string(),
-            reason: e.to_string(),
-        })?;
-        rewrite_ctx_accesses(&mut insns, &accesses).map_err(|e| ObjectError::Run {
-            program: name.to_string(),
-            reason: e.to_string(),
-        })?;
-        debug_assert_eq!(insns.len(), bound.insns().len());
-        let const_keys = const_keys(&facts);
+        // The loader already verified the program and rewrote its context
+        // accesses from the verifier's facts; compile exactly that form.
+        let verified = loaded
+            .verified(name)?
+            .ok_or_else(|| ObjectError::Rejected {
+                program: name.to_string(),
+                reason: "the object was loaded unverified; the JIT runs only verified programs"
+                    .into(),
+            })?;
+        let (proof, insns, facts) = (verified.proof, verified.insns.clone(), &verified.facts);
+        let const_keys = const_keys(facts);
         let opts = LoadOptions::verified(proof)
             .with_helpers(xdp_helpers())
             .with_maps(loaded.map_bindings());
@@ -199,7 +169,7 @@ impl JitObject {
         jit: &JitOptions,
     ) -> Result<JitObject, ObjectError> {
         let loaded = LoadedObject::load(obj, opts)?;
-        Ok(JitObject::new(loaded, obj, jit))
+        Ok(JitObject::new(loaded, jit))
     }
 
     /// The object as loaded: maps, dumps, the bounds-checked programs.

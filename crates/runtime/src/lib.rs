@@ -47,7 +47,7 @@ pub use helpers::{
     BPF_F_EXCLUDE_INGRESS,
 };
 pub use helpers::{Helper, HelperFn, HelperRegistry};
-pub use loader::{possible_cpus, LoadedObject, ObjectOptions};
+pub use loader::{possible_cpus, LoadedObject, ObjectOptions, VerifiedForm};
 pub use program::{LoadOptions, MapBinding, MemoryMode, Program, VerifiedProof};
 pub use region::Region;
 pub use runtime_error::RuntimeError;

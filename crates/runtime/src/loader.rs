@@ -71,6 +71,18 @@ pub(crate) struct LoadedProgram {
     pub kind: ProgKind,
     /// None for programs of types bpfjet does not run.
     pub program: Option<Program>,
+    /// What the verifier proved, for programs loaded verified.
+    pub verified: Option<VerifiedForm>,
+}
+
+/// A program as the verifier accepted it, for engines that compile it
+/// further (the JIT): the instructions after the context rewrite but before
+/// map references are resolved, the verifier's facts and the proof.
+#[derive(Debug, Clone)]
+pub struct VerifiedForm {
+    pub insns: Vec<Insn>,
+    pub facts: bpfjet_verifier::Facts,
+    pub proof: crate::program::VerifiedProof,
 }
 
 /// A BPF object ready to run: maps created and initialised, XDP programs
@@ -120,16 +132,18 @@ impl LoadedObject {
         let helpers = Arc::new(xdp_helpers());
         let mut programs = Vec::with_capacity(obj.programs.len());
         for p in &obj.programs {
-            let program = if p.kind.is_supported() {
-                Some(build_program(p, obj, &helpers, &bindings, safety)?)
+            let (program, verified) = if p.kind.is_supported() {
+                let (program, verified) = build_program(p, obj, &helpers, &bindings, safety)?;
+                (Some(program), verified)
             } else {
-                None
+                (None, None)
             };
             programs.push(LoadedProgram {
                 name: p.name.clone(),
                 section: p.section.clone(),
                 kind: p.kind.clone(),
                 program,
+                verified,
             });
         }
         let prog_names = programs.iter().map(|p| p.name.clone()).collect();
@@ -168,6 +182,13 @@ impl LoadedObject {
                 section: p.section.clone(),
                 kind: p.kind.to_string(),
             })
+    }
+
+    /// The verified form of a program: `Ok(None)` when the object was loaded
+    /// `unverified`.
+    pub fn verified(&self, name: &str) -> Result<Option<&VerifiedForm>, RuntimeError> {
+        self.program(name)?;
+        Ok(self.loaded_program(name)?.verified.as_ref())
     }
 
     pub(crate) fn loaded_program(&self, name: &str) -> Result<&LoadedProgram, RuntimeError> {
@@ -353,7 +374,14 @@ fn verify_program(
     p: &bpfjet_obj::Program,
     obj: &Object,
     insns: &[Insn],
-) -> Result<(Vec<CtxAccess>, MemoryMode), RuntimeError> {
+) -> Result<
+    (
+        Vec<CtxAccess>,
+        bpfjet_verifier::Facts,
+        crate::program::VerifiedProof,
+    ),
+    RuntimeError,
+> {
     let lines: std::collections::BTreeMap<usize, String> = p
         .line_info
         .iter()
@@ -383,7 +411,7 @@ fn verify_program(
     // these map specs, helper prototypes and the XDP context rules; the
     // context rewrite below only changes the loads the verifier classified.
     let proof = unsafe { crate::program::VerifiedProof::assume_verified() };
-    Ok((accesses, MemoryMode::Verified(proof)))
+    Ok((accesses, facts, proof))
 }
 
 fn ctx_field(field: bpfjet_verifier::XdpMdField) -> CtxField {
@@ -404,7 +432,7 @@ fn build_program(
     helpers: &Arc<HelperRegistry>,
     bindings: &[MapBinding],
     safety: Safety,
-) -> Result<Program, RuntimeError> {
+) -> Result<(Program, Option<VerifiedForm>), RuntimeError> {
     let mut insns =
         bpfjet_isa::decode_program(&p.insns).map_err(|source| RuntimeError::Decode {
             program: p.name.clone(),
@@ -441,12 +469,12 @@ fn build_program(
         program: p.name.clone(),
         source,
     };
-    let (accesses, memory) = match safety {
-        Safety::Verify => verify_program(p, obj, &insns)?,
-        Safety::BoundsChecked => (
-            find_ctx_accesses(&insns).map_err(context)?,
-            MemoryMode::BoundsChecked,
-        ),
+    let (accesses, proven) = match safety {
+        Safety::Verify => {
+            let (accesses, facts, proof) = verify_program(p, obj, &insns)?;
+            (accesses, Some((facts, proof)))
+        }
+        Safety::BoundsChecked => (find_ctx_accesses(&insns).map_err(context)?, None),
     };
     // The kernel lets only programs attached to a devmap entry read the
     // egress interface (expected attach type BPF_XDP_DEVMAP).
@@ -463,14 +491,24 @@ fn build_program(
         }));
     }
     rewrite_ctx_accesses(&mut insns, &accesses).map_err(context)?;
+    let memory = match &proven {
+        Some((_, proof)) => MemoryMode::Verified(*proof),
+        None => MemoryMode::BoundsChecked,
+    };
+    let verified = proven.map(|(facts, proof)| VerifiedForm {
+        insns: insns.clone(),
+        facts,
+        proof,
+    });
     let options = LoadOptions {
         memory,
         helpers: Arc::clone(helpers),
         kfuncs: Arc::new(HelperRegistry::new()),
         maps: bindings.to_vec(),
     };
-    Program::new(insns, options).map_err(|source| RuntimeError::Load {
+    let program = Program::new(insns, options).map_err(|source| RuntimeError::Load {
         program: p.name.clone(),
         source,
-    })
+    })?;
+    Ok((program, verified))
 }
