@@ -1,7 +1,6 @@
 //! `bpfjet`: the command-line contract of DESIGN.md.
 
 mod commands;
-mod conformance_file;
 
 use clap::{Parser, Subcommand};
 use std::path::PathBuf;

@@ -6,6 +6,7 @@
 //! offsets (which count slots) index the typed program directly.
 
 pub mod asm;
+pub mod conformance;
 pub mod decode;
 pub mod disasm;
 pub mod encode;

@@ -2,82 +2,24 @@
 //! modes. This is the interpreter's own regression check; the user-facing
 //! runner is `bpfjet conformance`. The vectors live outside the repository
 //! (`CONFORMANCE` as in the Makefile, default ../shared/conformance/tests);
-//! without them the test says so and skips.
+//! without them the test fails.
 
 mod common;
 
 use bpfjet_runtime::*;
 use common::*;
-use std::path::PathBuf;
-
-struct Vector {
-    asm: String,
-    mem: Vec<u8>,
-    result: Option<u64>,
-    error: bool,
-}
-
-fn parse(text: &str) -> Vector {
-    let mut section = "";
-    let mut v = Vector {
-        asm: String::new(),
-        mem: Vec::new(),
-        result: None,
-        error: false,
-    };
-    for line in text.lines() {
-        if let Some(name) = line.strip_prefix("-- ") {
-            section = name.trim();
-            continue;
-        }
-        let line = line.split('#').next().unwrap_or("").trim();
-        match section {
-            "asm" => {
-                v.asm.push_str(line);
-                v.asm.push('\n');
-            }
-            "mem" => v.mem.extend(
-                line.split_whitespace()
-                    .map(|b| u8::from_str_radix(b, 16).expect("hex byte")),
-            ),
-            "result" if !line.is_empty() => {
-                let hex = line.trim_start_matches("0x").trim_start_matches("0X");
-                v.result = Some(u64::from_str_radix(hex, 16).expect("hex result"));
-            }
-            "error" if !line.is_empty() => v.error = true,
-            _ => {}
-        }
-    }
-    v
-}
 
 #[test]
 fn conformance_vectors_pass_in_both_modes() {
-    let dir = std::env::var_os("CONFORMANCE")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| {
-            PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared/conformance/tests")
-        });
-    let Ok(entries) = std::fs::read_dir(&dir) else {
-        eprintln!(
-            "SKIPPED: conformance vectors not found at {}",
-            dir.display()
-        );
-        return;
-    };
-    let mut files: Vec<PathBuf> = entries
-        .filter_map(|e| e.ok().map(|e| e.path()))
-        .filter(|p| p.extension().is_some_and(|e| e == "data"))
-        .collect();
-    files.sort();
+    // Missing vectors fail the test: a conformance run must not pass empty.
+    let vectors = bpfjet_isa::conformance::load_default();
     let mut failures = Vec::new();
-    for path in &files {
-        let name = path.file_name().unwrap().to_string_lossy().into_owned();
-        let v = parse(&std::fs::read_to_string(path).unwrap());
+    for v in &vectors {
+        let name = &v.name;
         let insns = match bpfjet_isa::assemble(&v.asm) {
             Ok(insns) => insns,
             Err(e) => {
-                if !v.error {
+                if v.error.is_none() {
                     failures.push(format!("{name}: assembler: {e}"));
                 }
                 continue;
@@ -96,7 +38,7 @@ fn conformance_vectors_pass_in_both_modes() {
                 });
             match (outcome, v.result) {
                 (Ok(r0), Some(want)) if r0 == want => {}
-                (Err(_), None) if v.error => {}
+                (Err(_), None) if v.error.is_some() => {}
                 (got, want) => {
                     failures.push(format!("{name} ({mode}): got {got:x?}, want {want:x?}"))
                 }
@@ -107,8 +49,8 @@ fn conformance_vectors_pass_in_both_modes() {
         failures.is_empty(),
         "{} of {} vectors failed:\n{}",
         failures.len(),
-        files.len(),
+        vectors.len(),
         failures.join("\n")
     );
-    eprintln!("{} conformance vectors passed in both modes", files.len());
+    eprintln!("{} conformance vectors passed in both modes", vectors.len());
 }

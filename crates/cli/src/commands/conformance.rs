@@ -4,8 +4,8 @@
 //! copy of the test's memory (0 when it has none), r2 holds its length, r10 the
 //! top of a 512-byte stack, and helper 5 returns its first argument.
 
-use crate::conformance_file::{self, ConformanceTest};
 use anyhow::{bail, Context, Result};
+use bpfjet_isa::conformance::{self, ConformanceTest};
 use bpfjet_isa::{asm::assemble, decode_bytes, Insn};
 use bpfjet_runtime::{Helper, HelperRegistry, LoadOptions, Program, RunState};
 use std::io::Read;
@@ -84,21 +84,13 @@ fn run_test(engine: Engine, test: &ConformanceTest) -> std::result::Result<(), S
 
 pub fn run(dir: &Path, engine: &str, verbose: bool) -> Result<ExitCode> {
     let engine = parse_engine(engine)?;
-    let mut files: Vec<_> = std::fs::read_dir(dir)
-        .with_context(|| format!("reading {}", dir.display()))?
-        .filter_map(|e| e.ok().map(|e| e.path()))
-        .filter(|p| p.extension().is_some_and(|x| x == "data"))
-        .collect();
-    files.sort();
-    if files.is_empty() {
-        bail!("no .data tests in {}", dir.display());
-    }
+    let files = conformance::data_files(dir).map_err(anyhow::Error::msg)?;
     let (mut passed, mut failed) = (0usize, 0usize);
     for path in &files {
         let name = path.file_name().unwrap_or_default().to_string_lossy();
         let outcome = std::fs::read_to_string(path)
             .map_err(|e| format!("read: {e}"))
-            .and_then(|text| conformance_file::parse(&text).map_err(|e| format!("parse: {e:#}")))
+            .and_then(|text| conformance::parse(&name, &text).map_err(|e| format!("parse: {e}")))
             .and_then(|test| run_test(engine, &test));
         match outcome {
             Ok(()) => {
