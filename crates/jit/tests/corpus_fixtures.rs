@@ -19,7 +19,7 @@ fn workspace() -> PathBuf {
 }
 
 /// The built corpus object, or None (with a loud message) when it cannot be built.
-fn corpus_object(name: &str) -> Option<PathBuf> {
+fn corpus_object(name: &str) -> PathBuf {
     let path = workspace().join(format!("build/examples/xdp/{name}.o"));
     let fixture_state = workspace().join("build/examples/xdp/fixtures/katran_lb/state.json");
     if !path.exists() || !fixture_state.exists() {
@@ -29,16 +29,17 @@ fn corpus_object(name: &str) -> Option<PathBuf> {
             .status()
             .map(|s| s.success())
             .unwrap_or(false);
-        if !built {
-            eprintln!("SKIPPED {name}: `make -C examples` failed (clang-19 missing?)");
-            return None;
-        }
+        assert!(
+            built,
+            "{name}: `make -C examples` failed (run scripts/setup.sh for clang-19)"
+        );
     }
-    if !path.exists() {
-        eprintln!("SKIPPED {name}: {} missing after make", path.display());
-        return None;
-    }
-    Some(path)
+    assert!(
+        path.exists(),
+        "{name}: {} missing after make",
+        path.display()
+    );
+    path
 }
 
 fn read_hex(path: &Path) -> Vec<u8> {
@@ -82,9 +83,7 @@ fn options(state: &MapState) -> ObjectOptions {
 }
 
 fn run_corpus(name: &str) {
-    let Some(path) = corpus_object(name) else {
-        return;
-    };
+    let path = corpus_object(name);
     let object = bpfjet_obj::load_file(&path).unwrap();
     let fixtures = workspace().join(format!("examples/xdp/fixtures/{name}"));
     let cases: Value =
