@@ -29,11 +29,11 @@ conformance: build
 	$(BPFJET) conformance --engine interp $(CONFORMANCE)
 	$(BPFJET) conformance --engine jit $(CONFORMANCE)
 
-test: lint test-rust conformance
+test: lint test-rust conformance test-netns
 
 # AF_XDP end to end in network namespaces (root): TX, DROP, REDIRECT, PASS via TAP.
 test-netns: build examples
-	BPFJET=$(BPFJET) bash tests/netns/afxdp_e2e.sh
+	BPFJET=$(BPFJET) timeout 900 bash tests/netns/afxdp_e2e.sh
 
 demo: build examples
 	@bash scripts/demo.sh

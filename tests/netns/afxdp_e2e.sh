@@ -10,15 +10,25 @@
 #   TX        UDP frames come back MAC-swapped
 #   DROP      nothing comes back
 #   REDIRECT  frames sent to vB leave on vB2 and are seen on vA2
+#   REPLACE   `bpfjet replace` swaps in an always-TX build while in DROP
+#             mode: echoes come back, the kept `mode` map still says DROP
 # Then SIGINT: exit 0, summary JSON, no XDP program left on vB, shared memory
 # unlinked, TAP gone. Bad input: a missing interface, a queue that does not
-# exist. Needs root; prints `SKIPPED:` and exits 0 otherwise.
+# exist. Needs root, network namespaces, veth and AF_XDP; prints `SKIPPED:`
+# and exits 0 when one is missing. Once they are there, any failure exits 1.
+# Every wait is bounded; the namespaces, bpfjet and temporaries are removed
+# on every exit path, including SIGINT/SIGTERM (e.g. from `timeout`).
 set -euo pipefail
 
+skip() { echo "SKIPPED: $*"; exit 0; }
 if [ "$(id -u)" != 0 ]; then
-    echo "SKIPPED: the AF_XDP netns test needs root (network namespaces, AF_XDP, XDP attach)"
-    exit 0
+    skip "the AF_XDP netns test needs root (network namespaces, AF_XDP, XDP attach)"
 fi
+for tool in ip python3 timeout; do
+    command -v "$tool" >/dev/null || skip "$tool is not installed"
+done
+python3 -c 'import socket; socket.socket(44, socket.SOCK_RAW).close()' 2>/dev/null ||
+    skip "this kernel has no AF_XDP sockets (socket(AF_XDP) failed)"
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 HERE="$ROOT/tests/netns"
 BPFJET=${BPFJET:-$ROOT/target/release/bpfjet}
@@ -40,14 +50,20 @@ cleanup() {
     rm -rf "$TMP"
 }
 trap cleanup EXIT
+trap 'exit 1' INT TERM
+
+ip netns add "$A" 2>/dev/null || skip "cannot create network namespaces (ip netns add failed)"
+ip netns add "$B"
+if ! ip link add vA netns "$A" type veth peer name vB netns "$B" 2>/dev/null; then
+    skip "cannot create veth pairs (no veth support)"
+fi
 
 make -s -C "$ROOT/examples" kern
 ARCH_INC=/usr/include/$(uname -m)-linux-gnu
 "$CLANG" -O2 -g -target bpf -mcpu=v3 -Wall -I "$ARCH_INC" -c "$HERE/netns_nf.c" -o "$TMP/netns_nf.o"
+"$CLANG" -O2 -g -target bpf -mcpu=v3 -Wall -I "$ARCH_INC" -DALWAYS_TX -c "$HERE/netns_nf.c" \
+    -o "$TMP/netns_nf_tx.o"
 
-ip netns add "$A"
-ip netns add "$B"
-ip link add vA netns "$A" type veth peer name vB netns "$B"
 ip link add vA2 netns "$A" type veth peer name vB2 netns "$B"
 for l in lo vA vA2; do ip -n "$A" link set "$l" up; done
 for l in lo vB vB2; do ip -n "$B" link set "$l" up; done
@@ -55,7 +71,8 @@ ip -n "$A" addr add 10.77.0.1/24 dev vA
 MAC_B=$(ip netns exec "$B" cat /sys/class/net/vB/address)
 IFINDEX_B2=$(ip netns exec "$B" cat /sys/class/net/vB2/ifindex)
 inB() { ip netns exec "$B" "$@"; }
-inA() { ip netns exec "$A" "$@"; }
+# Traffic tools get a generous but bounded time each.
+inA() { ip netns exec "$A" timeout 60 "$@"; }
 hex32() { printf '%02x%02x%02x%02x' $(($1 & 255)) $((($1 >> 8) & 255)) $((($1 >> 16) & 255)) $((($1 >> 24) & 255)); }
 set_mode() { inB "$BPFJET" map update --instance "$INST" mode 00000000 "$(hex32 "$1")"; }
 
@@ -117,6 +134,20 @@ got=$(cat "$TMP/sniff")
 [ "$got" -ge 190 ] || fail "REDIRECT: $got of 200 frames on vA2"
 echo "ok - REDIRECT: $got/200 frames left through vB2"
 
+set_mode 1
+inB timeout 120 "$BPFJET" replace --instance "$INST" "$TMP/netns_nf_tx.o" --json >"$TMP/replace.json" ||
+    fail "replace: $(cat "$TMP/replace.json")"
+python3 - "$TMP/replace.json" <<'PY' || fail "replace reply: $(cat "$TMP/replace.json")"
+import json, sys
+r = json.load(open(sys.argv[1]))
+assert r["ok"] and r["generation"] == 1 and r["maps"]["kept"] == ["mode"], r
+PY
+got=$(inA python3 "$HERE/pkt.py" echo vA "$MAC_B" 200)
+[ "$got" -ge 190 ] || fail "REPLACE: $got of 200 echoes from the replaced program"
+inB "$BPFJET" map lookup --instance "$INST" mode 00000000 --json | grep -q '"value":"01000000"' ||
+    fail "REPLACE: the kept mode map lost its contents"
+echo "ok - REPLACE: hot-swapped to an always-TX build, $got/200 echoes, mode map kept"
+
 kill -INT "$PID"
 rc=0
 wait "$PID" || rc=$?
@@ -129,6 +160,7 @@ a = s["actions"]
 assert s["stopped_by"] == "SIGINT", s["stopped_by"]
 assert a["TX"] >= 190 and a["DROP"] >= 200 and a["REDIRECT"] >= 190 and a["PASS"] >= 4, a
 assert s["redirect_targets"], s
+assert s["replaces"] == 1 and a["TX"] >= 380, s
 print("ok - summary: packets %d actions %s" % (s["packets"], a))
 PY
 inB ip link show vB | grep -q xdp && fail "an XDP program is still attached to vB"

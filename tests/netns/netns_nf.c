@@ -8,6 +8,10 @@
  *
  * Frames that are not IPv4 (ARP) always pass, so the kernel behind the TAP
  * can resolve neighbours whatever the mode.
+ *
+ * Built with -DALWAYS_TX it echoes every IPv4 frame whatever the mode: the
+ * object the test hot-replaces the running one with (same `mode` map, so
+ * the replace keeps it).
  */
 #include <linux/bpf.h>
 #include <linux/if_ether.h>
@@ -38,6 +42,12 @@ int netns_nf(struct xdp_md *ctx)
 	m = bpf_map_lookup_elem(&mode, &k0);
 	if (!m)
 		return XDP_ABORTED;
+#ifdef ALWAYS_TX
+	__builtin_memcpy(tmp, eth->h_dest, ETH_ALEN);
+	__builtin_memcpy(eth->h_dest, eth->h_source, ETH_ALEN);
+	__builtin_memcpy(eth->h_source, tmp, ETH_ALEN);
+	return XDP_TX;
+#endif
 	switch (*m) {
 	case 1:
 		return XDP_DROP;

@@ -43,6 +43,9 @@ enum Command {
         #[arg(short, long)]
         verbose: bool,
     },
+    /// Compile an object's XDP programs ahead of time into one artifact that
+    /// `test-run --aot` runs without LLVM.
+    Compile(commands::compile::CompileArgs),
     /// Run an XDP program on one packet, like the kernel's BPF_PROG_TEST_RUN.
     TestRun(commands::test_run::TestRunArgs),
     /// Run an XDP program on a packet source (pcap, generator, AF_XDP) until it
@@ -50,6 +53,9 @@ enum Command {
     Run(commands::run::RunArgs),
     /// Read and write the maps of a running instance from another process.
     Map(commands::map::MapArgs),
+    /// Hot-swap the program of a running instance between batches, keeping
+    /// the maps whose name and layout are unchanged.
+    Replace(commands::replace::ReplaceArgs),
     /// Benchmark one program side by side on the kernel, the interpreter and the JIT.
     Bench(commands::bench::BenchArgs),
     /// Run bpfjet's verifier on an object's XDP programs: exit 0 accepted, 1 rejected
@@ -78,7 +84,7 @@ fn main() -> ExitCode {
     // `run` and `map` document exit 1 for failures past argument parsing
     // (instance taken, missing map, I/O); the other commands use 2.
     let failure_code = match cli.command {
-        Command::Run(_) | Command::Map(_) => 1,
+        Command::Run(_) | Command::Map(_) | Command::Replace(_) => 1,
         _ => 2,
     };
     let result = match cli.command {
@@ -97,9 +103,11 @@ fn main() -> ExitCode {
             json,
             unprivileged,
         } => commands::verify::run(&obj, prog.as_deref(), json, unprivileged),
+        Command::Compile(args) => commands::compile::run(&args),
         Command::TestRun(args) => commands::test_run::run(&args),
         Command::Run(args) => commands::run::run(&args),
         Command::Map(args) => commands::map::run(&args),
+        Command::Replace(args) => commands::replace::run(&args),
         Command::Bench(args) => commands::bench::run(&args),
     };
     match result {

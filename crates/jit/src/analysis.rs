@@ -1,7 +1,9 @@
 //! What the lifter needs to know about a program before emitting IR: where
 //! its functions are, where basic blocks start, and which registers hold a
-//! pointer into the current stack frame at a known offset or a known
-//! constant (map handles and callback slots, for helper inlining).
+//! pointer into the current stack frame at a known offset, a known
+//! constant (map handles and callback slots, for helper inlining), or a
+//! known offset from a value defined elsewhere (to prove that two memory
+//! ranges are disjoint, for copies).
 
 use crate::error::JitError;
 use bpfjet_isa::{AluOp, AtomicOp, CallTarget, Insn, LdDwKind, Operand, Width, FRAME_POINTER};
@@ -90,6 +92,17 @@ pub(crate) enum Prov {
     /// A constant set by `lddw` or a 64-bit `mov` of an immediate (in the
     /// loaded program, map handles and function slots are such constants).
     Const(u64),
+    /// The value most recently defined by the instruction `root` (see
+    /// [`arg_root`] for the function's arguments) plus `off`. Two registers
+    /// with the same root hold addresses a known distance apart, e.g. the
+    /// two halves of one map value.
+    Rel { root: u32, off: i64 },
+}
+
+/// The root of argument register `r` (1–5) at function entry: above every
+/// slot number, so it never collides with a defining instruction.
+pub(crate) fn arg_root(r: u8) -> u32 {
+    u32::MAX - u32::from(r)
 }
 
 /// Register knowledge at one slot (r0–r10); `None` for unreachable slots.
@@ -101,16 +114,39 @@ const TRACK_LIMIT: i64 = 1 << 20;
 fn shifted(p: Prov, delta: i64) -> Prov {
     match p {
         Prov::Stack(o) if (o + delta).abs() <= TRACK_LIMIT => Prov::Stack(o + delta),
+        Prov::Rel { root, off } if (off + delta).abs() <= TRACK_LIMIT => Prov::Rel {
+            root,
+            off: off + delta,
+        },
         _ => Prov::Unknown,
     }
 }
 
-fn transfer(insn: &Insn, mut regs: [Prov; 11]) -> [Prov; 11] {
+/// A small constant as a signed offset.
+fn const_offset(p: Prov) -> Option<i64> {
+    match p {
+        Prov::Const(k) if (k as i64).abs() <= TRACK_LIMIT => Some(k as i64),
+        _ => None,
+    }
+}
+
+fn transfer(pc: usize, insn: &Insn, mut regs: [Prov; 11]) -> [Prov; 11] {
     let set = |regs: &mut [Prov; 11], r: u8, p: Prov| {
         if let Some(slot) = regs.get_mut(usize::from(r)) {
             *slot = p;
         }
     };
+    let get = |regs: &[Prov; 11], r: u8| regs.get(usize::from(r)).copied().unwrap_or(Prov::Unknown);
+    // This instruction's own definitions are rooted here; registers still
+    // relative to its previous execution (a loop) are no longer comparable
+    // with them, so they are forgotten first.
+    let root = u32::try_from(pc).unwrap_or(u32::MAX / 2);
+    for slot in regs.iter_mut() {
+        if matches!(*slot, Prov::Rel { root: r, .. } if r == root) {
+            *slot = Prov::Unknown;
+        }
+    }
+    let fresh = Prov::Rel { root, off: 0 };
     match *insn {
         Insn::Alu {
             width: Width::W64,
@@ -118,15 +154,17 @@ fn transfer(insn: &Insn, mut regs: [Prov; 11]) -> [Prov; 11] {
             dst,
             src,
         } => {
-            let old = regs.get(usize::from(dst)).copied().unwrap_or(Prov::Unknown);
+            let old = get(&regs, dst);
             let new = match (op, src) {
-                (AluOp::Mov, Operand::Reg(s)) => {
-                    regs.get(usize::from(s)).copied().unwrap_or(Prov::Unknown)
-                }
+                (AluOp::Mov, Operand::Reg(s)) => get(&regs, s),
                 (AluOp::Mov, Operand::Imm(k)) => Prov::Const(i64::from(k) as u64),
                 (AluOp::Add, Operand::Imm(k)) => shifted(old, i64::from(k)),
                 (AluOp::Sub, Operand::Imm(k)) => shifted(old, -i64::from(k)),
-                _ => Prov::Unknown,
+                (AluOp::Add, Operand::Reg(s)) => match (const_offset(get(&regs, s)), old) {
+                    (Some(k), Prov::Stack(_) | Prov::Rel { .. }) => shifted(old, k),
+                    _ => fresh,
+                },
+                _ => fresh,
             };
             set(&mut regs, dst, new);
         }
@@ -138,15 +176,15 @@ fn transfer(insn: &Insn, mut regs: [Prov; 11]) -> [Prov; 11] {
         Insn::Alu { dst, .. }
         | Insn::Endian { dst, .. }
         | Insn::LdDw { dst, .. }
-        | Insn::Load { dst, .. } => set(&mut regs, dst, Prov::Unknown),
+        | Insn::Load { dst, .. } => set(&mut regs, dst, fresh),
         Insn::Atomic { op, fetch, src, .. } => {
             if op == AtomicOp::CmpXchg {
-                set(&mut regs, 0, Prov::Unknown);
+                set(&mut regs, 0, fresh);
             } else if fetch || op == AtomicOp::Xchg {
-                set(&mut regs, src, Prov::Unknown);
+                set(&mut regs, src, fresh);
             }
         }
-        Insn::Call(_) | Insn::CallReg { .. } => set(&mut regs, 0, Prov::Unknown),
+        Insn::Call(_) | Insn::CallReg { .. } => set(&mut regs, 0, fresh),
         _ => {}
     }
     regs[usize::from(FRAME_POINTER)] = Prov::Stack(0);
@@ -164,12 +202,19 @@ fn join(a: [Prov; 11], b: [Prov; 11]) -> [Prov; 11] {
 }
 
 /// Forward dataflow over `f`: for each slot (indexed from `f.entry`), which
-/// registers certainly hold frame-pointer-relative addresses or constants. Memory accesses
-/// through them become direct accesses to the frame's stack allocation, which
+/// registers certainly hold frame-pointer-relative addresses, constants, or
+/// offsets from another definition. Memory accesses through frame-relative
+/// registers become direct accesses to the frame's stack allocation, which
 /// LLVM can then promote to SSA values.
 pub(crate) fn stack_pointers(insns: &[Insn], f: Function) -> Vec<RegFacts> {
     let mut facts: Vec<RegFacts> = vec![None; f.end - f.entry];
     let mut init = [Prov::Unknown; 11];
+    for r in 1..=5u8 {
+        init[usize::from(r)] = Prov::Rel {
+            root: arg_root(r),
+            off: 0,
+        };
+    }
     init[usize::from(FRAME_POINTER)] = Prov::Stack(0);
     facts[0] = Some(init);
     let mut work = vec![f.entry];
@@ -178,7 +223,7 @@ pub(crate) fn stack_pointers(insns: &[Insn], f: Function) -> Vec<RegFacts> {
             continue;
         };
         let insn = &insns[pc];
-        let after = transfer(insn, before);
+        let after = transfer(pc, insn, before);
         for succ in successors(insn, pc).into_iter().flatten() {
             let Ok(s) = usize::try_from(succ) else {
                 continue;

@@ -5,12 +5,126 @@
 //!
 //! Everything here changes the generated code, so all of it takes part in
 //! the cache key ([`Bindings::hash_into`]).
+//!
+//! Map addresses are NOT baked into the code: the lifter refers to a map's
+//! handle and value memory through external symbols ([`map_symbol`] and
+//! friends, absolute symbols the loader resolves per program), so the same
+//! object runs against another instance of the maps: another load in this
+//! process (a cache hit) or another process (AOT). Only map layouts are
+//! part of the key.
 
 use crate::cache::KeyHasher;
+use bpfjet_isa::{Insn, LdDwKind};
 use bpfjet_maps::spec::flags as map_flags;
 use bpfjet_maps::{ArrayLayout, Map, MapType};
+use bpfjet_runtime::MapBinding;
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
+
+/// The handle (`*const Map`) of map `index` of the program's map table.
+pub(crate) fn map_symbol(index: usize) -> String {
+    format!("bpfjet_map_{index}")
+}
+
+/// The first value of array map `index` ([`ArrayLayout::values`]).
+pub(crate) fn map_values_symbol(index: usize) -> String {
+    format!("bpfjet_map_{index}_values")
+}
+
+/// The direct-value memory of map `index` (`lddw MapIdxValue`, global data).
+pub(crate) fn map_direct_symbol(index: usize) -> String {
+    format!("bpfjet_map_{index}_direct")
+}
+
+/// LLVM IR declaring the map symbols of a program with `count` maps, to
+/// start its module from. `!absolute_symbol` with the full range makes
+/// them addresses rather than PC-relative data, and `code_model "large"`
+/// keeps LLVM from folding them into 32-bit displacements: each use is a
+/// `movabs` with an `R_X86_64_64` relocation, as cheap as the immediate it
+/// replaces. (Neither attribute is reachable through LLVM's C API, hence
+/// text.)
+pub(crate) fn map_declarations_ir(count: usize) -> String {
+    let mut ir = String::from("; bpfjet map symbols\n");
+    for i in 0..count {
+        for name in [map_symbol(i), map_values_symbol(i), map_direct_symbol(i)] {
+            ir.push_str(&format!(
+                "@{name} = external global i8, code_model \"large\", !absolute_symbol !0\n"
+            ));
+        }
+    }
+    ir.push_str("!0 = !{i64 -1, i64 -1}\n");
+    ir
+}
+
+/// What an `lddw` of the program as written refers to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum MapRef {
+    /// `lddw MapIdx`: the handle of map `index`.
+    Handle(usize),
+    /// `lddw MapIdxValue`: `offset` bytes into the direct value of map `index`.
+    Direct { index: usize, offset: u64 },
+}
+
+/// The `lddw`s of `insns` (the program before `Program::new` resolved
+/// them) that name maps, by slot.
+pub(crate) fn map_refs(insns: &[Insn]) -> BTreeMap<usize, MapRef> {
+    insns
+        .iter()
+        .enumerate()
+        .filter_map(|(pc, insn)| match *insn {
+            Insn::LdDw {
+                kind: LdDwKind::MapIdx,
+                imm,
+                ..
+            } => Some((pc, MapRef::Handle(imm as u32 as usize))),
+            Insn::LdDw {
+                kind: LdDwKind::MapIdxValue,
+                imm,
+                ..
+            } => Some((
+                pc,
+                MapRef::Direct {
+                    index: imm as u32 as usize,
+                    offset: imm >> 32,
+                },
+            )),
+            _ => None,
+        })
+        .collect()
+}
+
+/// `insns` as loaded with every map address replaced by 0: what the code
+/// depends on, for the cache key.
+pub(crate) fn without_addresses(loaded: &[Insn], refs: &BTreeMap<usize, MapRef>) -> Vec<Insn> {
+    let mut insns = loaded.to_vec();
+    for pc in refs.keys() {
+        if let Some(Insn::LdDw { imm, .. }) = insns.get_mut(*pc) {
+            *imm = 0;
+        }
+    }
+    insns
+}
+
+/// The addresses of the map symbols of one program: the handles and value
+/// memory of the maps it is loaded with (`maps`, by map-table index), array
+/// storage from the bound maps behind those handles.
+pub(crate) fn map_symbol_table(maps: &[MapBinding], bound: &[Arc<Map>]) -> HashMap<String, usize> {
+    let mut table = HashMap::new();
+    for (i, binding) in maps.iter().enumerate() {
+        table.insert(map_symbol(i), binding.handle as usize);
+        if let Some(value) = binding.value {
+            table.insert(map_direct_symbol(i), value.start as usize);
+        }
+        let layout = bound
+            .iter()
+            .find(|m| Map::handle(m) as u64 == binding.handle)
+            .and_then(|m| m.array_layout());
+        if let Some(layout) = layout {
+            table.insert(map_values_symbol(i), layout.values as usize);
+        }
+    }
+    table
+}
 
 /// Inputs for helper and map inlining. The default inlines nothing: helper
 /// calls go through the trampoline, whatever the registry holds.
@@ -65,9 +179,26 @@ pub(crate) struct Resolved {
     pub frozen: Vec<FrozenValue>,
     pub const_keys: BTreeMap<usize, u32>,
     pub xdp: bool,
+    /// Map-table index of each handle the program is loaded with.
+    pub map_index: HashMap<u64, usize>,
+    /// Size of the map table (the symbols to declare).
+    pub map_count: usize,
+    /// The `lddw`s that name maps, by slot.
+    pub lddw: BTreeMap<usize, MapRef>,
 }
 
 impl Resolved {
+    /// Add what the lifter needs to refer to maps by symbol: the program as
+    /// written (`insns`) and the map table it is loaded with.
+    pub(crate) fn with_map_table(mut self, insns: &[Insn], maps: &[MapBinding]) -> Resolved {
+        self.map_count = maps.len();
+        for (i, m) in maps.iter().enumerate() {
+            self.map_index.entry(m.handle).or_insert(i);
+        }
+        self.lddw = map_refs(insns);
+        self
+    }
+
     /// The frozen value holding address `addr`, and the offset into it.
     pub fn frozen_at(&self, addr: u64) -> Option<(usize, u64)> {
         self.frozen.iter().enumerate().find_map(|(i, f)| {
@@ -107,6 +238,12 @@ fn frozen_value(map: &Map) -> Option<FrozenValue> {
     })
 }
 
+/// The bytes of `map`'s value if the JIT constant-folds it (a frozen,
+/// program-read-only single-value array).
+pub(crate) fn frozen_bytes(map: &Map) -> Option<Vec<u8>> {
+    frozen_value(map).map(|f| f.bytes)
+}
+
 impl Bindings {
     pub(crate) fn resolve(&self) -> Resolved {
         let mut r = Resolved {
@@ -123,30 +260,31 @@ impl Bindings {
         r
     }
 
-    /// Feed what the generated code depends on into a cache key.
-    pub(crate) fn hash_into(&self, h: &mut KeyHasher) {
-        let r = self.resolve();
-        h.u64(u64::from(r.xdp));
-        let mut maps: Vec<_> = r.maps.iter().collect();
-        maps.sort_by_key(|(handle, _)| **handle);
-        for (handle, kind) in maps {
-            h.u64(*handle);
-            match kind {
+    /// Feed what the generated code depends on into a cache key: map
+    /// layouts and how they line up with the map table (`table`), never
+    /// addresses; frozen values by their bytes.
+    pub(crate) fn hash_into(&self, h: &mut KeyHasher, table: &[MapBinding]) {
+        h.u64(u64::from(self.xdp)).u64(self.maps.len() as u64);
+        for map in &self.maps {
+            let handle = Map::handle(map) as u64;
+            let index = table.iter().position(|b| b.handle == handle);
+            h.u64(index.map_or(u64::MAX, |i| i as u64));
+            match kind(map) {
                 MapKind::Array(l) => h
                     .u64(1)
-                    .u64(l.values as u64)
                     .u64(l.stride as u64)
                     .u64(l.cpu_stride as u64)
                     .u64(u64::from(l.max_entries))
                     .u64(u64::from(l.value_size)),
-                MapKind::Keyed { key_size } => h.u64(2).u64(u64::from(*key_size)),
+                MapKind::Keyed { key_size } => h.u64(2).u64(u64::from(key_size)),
                 MapKind::Other => h.u64(3),
             };
+            match frozen_value(map) {
+                Some(f) => h.u64(1).bytes(&f.bytes),
+                None => h.u64(0),
+            };
         }
-        for f in &r.frozen {
-            h.u64(f.start).bytes(&f.bytes);
-        }
-        for (slot, key) in &r.const_keys {
+        for (slot, key) in &self.const_keys {
             h.u64(*slot as u64).u64(u64::from(*key));
         }
     }

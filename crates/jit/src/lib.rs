@@ -15,6 +15,7 @@
 //! one trampoline, so they are written once for both engines.
 
 mod analysis;
+mod aot;
 mod bindings;
 mod cache;
 mod error;
@@ -27,8 +28,9 @@ mod pipeline;
 mod program;
 mod trampoline;
 
+pub use aot::{source_hash, AotArtifact, AotError, AotMap, AotProgram, AOT_FORMAT_VERSION};
 pub use bindings::Bindings;
 pub use error::JitError;
 pub use object::{JitObject, ObjectError, XdpBench, XdpEngine};
 pub use options::{CacheMode, CpuTarget, JitOptions, OptLevel};
-pub use program::{CompileStats, DumpStage, JitProgram};
+pub use program::{llvm_compilations, CompileStats, DumpStage, JitProgram};

@@ -4,7 +4,10 @@
 //! computes for a verified program (whose pointer arguments are valid by
 //! proof), and none of them can unwind into generated code.
 
-use bpfjet_maps::Map;
+use crate::trampoline::RunCtx;
+use bpfjet_maps::{Map, MapType};
+use bpfjet_runtime::xdp::action;
+use bpfjet_runtime::{Fault, BPF_F_BROADCAST, BPF_F_EXCLUDE_INGRESS};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
 /// Symbol names, resolved by the object loader.
@@ -16,6 +19,15 @@ pub(crate) const MAP_UPDATE: &str = "bpfjet_jit_map_update";
 pub(crate) const MAP_DELETE: &str = "bpfjet_jit_map_delete";
 /// In `crate::trampoline` (it needs the run context).
 pub(crate) const XDP_ADJUST: &str = "bpfjet_jit_xdp_adjust";
+/// Map helpers on a handle the lifter cannot resolve to a bound map of a
+/// known kind (an inner map of a map-in-map, a map-in-map itself, device
+/// maps): they take the run context, check the map's type as the helper
+/// does and may abort the run, so generated code checks the status word
+/// after them.
+pub(crate) const MAP_LOOKUP_ANY: &str = "bpfjet_jit_map_lookup_any";
+pub(crate) const MAP_UPDATE_ANY: &str = "bpfjet_jit_map_update_any";
+pub(crate) const MAP_DELETE_ANY: &str = "bpfjet_jit_map_delete_any";
+pub(crate) const REDIRECT_MAP: &str = "bpfjet_jit_redirect_map";
 
 /// Key sizes with a lookup specialised for them (copying the key is then a
 /// fixed-size move, and the hash runs over a known length).
@@ -44,7 +56,7 @@ unsafe extern "C" fn map_lookup_k<const K: usize>(
     let key = unsafe { key.cast::<[u8; K]>().read_unaligned() };
     // SAFETY: the compiled program holds the map alive.
     let map = unsafe { Map::from_handle(map) };
-    catch_unwind(AssertUnwindSafe(|| map.lookup(&key, cpu as u32)))
+    catch_unwind(AssertUnwindSafe(|| map.lookup_fixed(&key, cpu as u32)))
         .ok()
         .flatten()
         .map_or(0, |p| p as u64)
@@ -219,6 +231,192 @@ unsafe extern "C" fn strncmp(s1: *const u8, s1_size: u64, s2: *const u8) -> u64 
     bpfjet_runtime::strncmp(s1, &s2_bytes, n) as i64 as u64
 }
 
+/// Map types the generic key/value helpers work on (the runtime's
+/// `helpers::maps::KEYED`).
+const KEYED: &[MapType] = &[
+    MapType::Hash,
+    MapType::Array,
+    MapType::PercpuHash,
+    MapType::PercpuArray,
+    MapType::LruHash,
+    MapType::LruPercpuHash,
+    MapType::LpmTrie,
+];
+
+/// The runtime's `require_map_use`: a call the kernel verifier would refuse
+/// at load time aborts the run.
+fn require_map_use(
+    map: &Map,
+    pc: u64,
+    helper: &'static str,
+    allowed: &[MapType],
+) -> Result<(), Fault> {
+    if allowed.contains(&map.map_type()) {
+        return Ok(());
+    }
+    Err(Fault::Helper {
+        pc: pc as usize,
+        helper,
+        reason: format!(
+            "bpf_{helper} cannot be used with a {} map (the kernel verifier rejects it)",
+            map.map_type()
+        ),
+    })
+}
+
+/// Run `body` for generated code: a fault or panic aborts the run (the
+/// status word tells the caller) and yields 0.
+///
+/// # Safety
+/// `ctx` is the run context generated code was entered with; `map` is a map
+/// handle the verifier proved to be one (a bound map, or an inner map the
+/// run's `ObjectMaps` holds alive).
+unsafe fn with_map(
+    ctx: *mut RunCtx,
+    map: *const Map,
+    body: impl FnOnce(&mut RunCtx, &Map) -> Result<u64, Fault>,
+) -> u64 {
+    // SAFETY: per the contract above.
+    let (ctx, map) = unsafe { (&mut *ctx, Map::from_handle(map)) };
+    let outcome = catch_unwind(AssertUnwindSafe(|| body(&mut *ctx, map)));
+    ctx.settle(outcome)
+}
+
+/// `bpf_map_lookup_elem` on any map the helper accepts: a value pointer, or
+/// for map-in-maps the inner map's handle (made known to the run's maps, as
+/// the helper does).
+///
+/// # Safety
+/// As [`with_map`]; `key` points to the map's key size in bytes.
+unsafe extern "C" fn map_lookup_any(
+    ctx: *mut RunCtx,
+    map: *const Map,
+    key: *const u8,
+    pc: u64,
+) -> u64 {
+    const HELPER: &str = "map_lookup_elem";
+    // SAFETY: per the contract above.
+    unsafe {
+        with_map(ctx, map, |ctx, map| {
+            use MapType::*;
+            require_map_use(
+                map,
+                pc,
+                HELPER,
+                &[
+                    Hash,
+                    Array,
+                    PercpuHash,
+                    PercpuArray,
+                    LruHash,
+                    LruPercpuHash,
+                    LpmTrie,
+                    ArrayOfMaps,
+                    HashOfMaps,
+                    Devmap,
+                    DevmapHash,
+                    Cpumap,
+                    Xskmap,
+                ],
+            )?;
+            let key = bytes(key, u64::from(map.key_size()));
+            let ptr = map.lookup(key, ctx.cpu());
+            if !matches!(map.map_type(), ArrayOfMaps | HashOfMaps) {
+                return Ok(ptr.map_or(0, |p| p as u64));
+            }
+            let Some(slot) = ptr else { return Ok(0) };
+            // SAFETY: a map-in-map value is the 4-byte id of the inner map.
+            let id = std::ptr::read_unaligned(slot as *const u32);
+            let inner = ctx.xdp_env(pc, HELPER)?.object_maps().inner_map(id);
+            Ok(inner.map_or(0, |m| bpfjet_runtime::env::map_handle(&m)))
+        })
+    }
+}
+
+/// `bpf_map_update_elem` on any map the helper accepts.
+///
+/// # Safety
+/// As [`with_map`]; `key` and `value` point to the map's key and value
+/// sizes in bytes.
+unsafe extern "C" fn map_update_any(
+    ctx: *mut RunCtx,
+    map: *const Map,
+    key: *const u8,
+    value: *const u8,
+    flags: u64,
+    pc: u64,
+) -> u64 {
+    // SAFETY: per the contract above.
+    unsafe {
+        with_map(ctx, map, |ctx, map| {
+            require_map_use(map, pc, "map_update_elem", KEYED)?;
+            let key = bytes(key, u64::from(map.key_size()));
+            let value = bytes(value, u64::from(map.value_size()));
+            Ok(result_code(map.update(key, value, flags, ctx.cpu())))
+        })
+    }
+}
+
+/// `bpf_map_delete_elem` on any map the helper accepts.
+///
+/// # Safety
+/// As [`with_map`]; `key` points to the map's key size in bytes.
+unsafe extern "C" fn map_delete_any(
+    ctx: *mut RunCtx,
+    map: *const Map,
+    key: *const u8,
+    pc: u64,
+) -> u64 {
+    // SAFETY: per the contract above.
+    unsafe {
+        with_map(ctx, map, |_, map| {
+            require_map_use(map, pc, "map_delete_elem", KEYED)?;
+            if matches!(map.map_type(), MapType::Array | MapType::PercpuArray) {
+                // Array elements always exist; the kernel refuses to delete them.
+                return Ok(errno_neg(bpfjet_runtime::errno::EINVAL));
+            }
+            let key = bytes(key, u64::from(map.key_size()));
+            Ok(result_code(map.delete(key)))
+        })
+    }
+}
+
+/// `bpf_redirect_map(map, key, flags)`: XDP_REDIRECT when the slot is
+/// populated (or on a broadcast), else the action in the flags' low bits;
+/// bad flags are XDP_ABORTED. As the runtime's helper computes it.
+///
+/// # Safety
+/// As [`with_map`].
+unsafe extern "C" fn redirect_map(
+    ctx: *mut RunCtx,
+    map: *const Map,
+    key: u64,
+    flags: u64,
+    pc: u64,
+) -> u64 {
+    const ACTION_MASK: u64 = (action::ABORTED | action::DROP | action::PASS | action::TX) as u64;
+    // SAFETY: per the contract above.
+    unsafe {
+        with_map(ctx, map, |_, map| {
+            use MapType::*;
+            require_map_use(map, pc, "redirect_map", &[Devmap, DevmapHash, Xskmap, Cpumap])?;
+            let flag_mask = match map.map_type() {
+                Devmap | DevmapHash => BPF_F_BROADCAST | BPF_F_EXCLUDE_INGRESS,
+                _ => 0,
+            };
+            if flags & !(ACTION_MASK | flag_mask) != 0 {
+                return Ok(u64::from(action::ABORTED));
+            }
+            // The map ops take a u32 key: the 64-bit argument is truncated.
+            let key = (key as u32).to_ne_bytes();
+            if map.lookup(&key, 0).is_none() && flags & BPF_F_BROADCAST == 0 {
+                return Ok(flags & ACTION_MASK);
+            }
+            Ok(u64::from(action::REDIRECT))
+        })
+    }
+}
+
 /// Addresses of the functions above, by symbol.
 pub(crate) fn resolve(name: &str) -> Option<usize> {
     type Lookup = unsafe extern "C" fn(*const Map, *const u8, u64) -> u64;
@@ -247,6 +445,31 @@ pub(crate) fn resolve(name: &str) -> Option<usize> {
         }
         MAP_DELETE => {
             let f: unsafe extern "C" fn(*const Map, *const u8) -> u64 = map_delete;
+            f as *const () as usize
+        }
+        MAP_LOOKUP_ANY | MAP_DELETE_ANY => {
+            let f: unsafe extern "C" fn(*mut RunCtx, *const Map, *const u8, u64) -> u64 =
+                if name == MAP_LOOKUP_ANY {
+                    map_lookup_any
+                } else {
+                    map_delete_any
+                };
+            f as *const () as usize
+        }
+        MAP_UPDATE_ANY => {
+            let f: unsafe extern "C" fn(
+                *mut RunCtx,
+                *const Map,
+                *const u8,
+                *const u8,
+                u64,
+                u64,
+            ) -> u64 = map_update_any;
+            f as *const () as usize
+        }
+        REDIRECT_MAP => {
+            let f: unsafe extern "C" fn(*mut RunCtx, *const Map, u64, u64, u64) -> u64 =
+                redirect_map;
             f as *const () as usize
         }
         STRNCMP => {

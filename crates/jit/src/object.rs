@@ -8,8 +8,11 @@
 //! lookups inlined against the object's maps ([`Bindings`]). A program the
 //! verifier rejects has no fast path; the error says why.
 //!
-//! Tail calls go through a program table holding every compiled program's
-//! loaded form, so a tail call from native code lands in native code.
+//! Tail calls from native code enter native code: every program of the
+//! object is compiled first, then each gets the object's table of native
+//! entries by program id (what PROG_ARRAY slots hold). A slot naming a
+//! program that failed to compile aborts the run with the reason. The
+//! interpreter's program table holds the compiled programs' loaded forms.
 //!
 //! [`XdpBench`] runs one program repeatedly on one frame for benchmarks:
 //! either fresh (the frame reset to the original packet before each run) or
@@ -19,6 +22,7 @@ use crate::bindings::Bindings;
 use crate::error::JitError;
 use crate::options::JitOptions;
 use crate::program::{DumpStage, JitProgram};
+use crate::trampoline::{TailEntry, TailTable};
 use bpfjet_isa::Insn;
 use bpfjet_obj::Object;
 use bpfjet_runtime::xdp::XdpFrame;
@@ -60,12 +64,20 @@ struct FastProgram {
 }
 
 /// A compiled program and what it was compiled from (for dumps).
-struct Compiled {
-    jit: JitProgram,
-    insns: Vec<Insn>,
-    opts: LoadOptions,
-    bindings: Bindings,
-    options: JitOptions,
+pub(crate) struct Compiled {
+    pub jit: JitProgram,
+    pub insns: Vec<Insn>,
+    pub opts: LoadOptions,
+    pub bindings: Bindings,
+    pub options: JitOptions,
+}
+
+/// What a program of a loaded object is compiled from: the verified
+/// instructions, load options and bindings.
+pub(crate) struct CompileInputs {
+    pub insns: Vec<Insn>,
+    pub opts: LoadOptions,
+    pub bindings: Bindings,
 }
 
 /// A loaded object whose XDP programs were verified and compiled.
@@ -98,6 +110,15 @@ impl JitObject {
     /// accepted at load time. Per-program failures are kept and reported when
     /// the program is used.
     pub fn new(loaded: LoadedObject, jit: &JitOptions) -> JitObject {
+        Self::build(loaded, |loaded, name| Self::compile_one(loaded, name, jit))
+    }
+
+    /// [`JitObject::new`] with `native` giving each program its native code
+    /// (compiling it, or taking it from an AOT artifact).
+    pub(crate) fn build(
+        loaded: LoadedObject,
+        mut native: impl FnMut(&LoadedObject, &str) -> Result<Compiled, ObjectError>,
+    ) -> JitObject {
         let names: Vec<String> = loaded
             .program_names()
             .iter()
@@ -105,11 +126,29 @@ impl JitObject {
             .collect();
         let mut programs = Vec::with_capacity(names.len());
         for name in &names {
-            let compiled = Self::compile_one(&loaded, name, jit);
+            let compiled = native(&loaded, name);
             programs.push(FastProgram {
                 name: name.clone(),
                 jit: compiled.map_err(Arc::new),
             });
+        }
+        let loaded_table = loaded.program_table();
+        let entries = programs
+            .iter()
+            .zip(&loaded_table)
+            .map(|(p, loaded)| match (&p.jit, loaded) {
+                (Ok(c), _) => TailEntry::Compiled(Arc::clone(c.jit.inner())),
+                (Err(_), None) => TailEntry::Absent,
+                (Err(e), Some(_)) => {
+                    TailEntry::NoCode(format!("program {} has no native code: {e}", p.name))
+                }
+            })
+            .collect();
+        let tails = Arc::new(TailTable::new(entries));
+        for p in &mut programs {
+            if let Ok(c) = &mut p.jit {
+                c.jit = c.jit.with_tail_table(Arc::clone(&tails));
+            }
         }
         let table = programs
             .iter()
@@ -127,6 +166,32 @@ impl JitObject {
         name: &str,
         jit: &JitOptions,
     ) -> Result<Compiled, ObjectError> {
+        let CompileInputs {
+            insns,
+            opts,
+            bindings,
+        } = Self::compile_inputs(loaded, name)?;
+        let compiled =
+            JitProgram::compile_bound(&insns, &opts, jit, &bindings).map_err(|source| {
+                ObjectError::Compile {
+                    program: name.to_string(),
+                    source,
+                }
+            })?;
+        Ok(Compiled {
+            jit: compiled,
+            insns,
+            opts,
+            bindings,
+            options: jit.clone(),
+        })
+    }
+
+    /// What program `name` of `loaded` is compiled from.
+    pub(crate) fn compile_inputs(
+        loaded: &LoadedObject,
+        name: &str,
+    ) -> Result<CompileInputs, ObjectError> {
         // The loader already verified the program and rewrote its context
         // accesses from the verifier's facts; compile exactly that form.
         let verified = loaded
@@ -146,19 +211,10 @@ impl JitObject {
             const_keys,
             xdp: true,
         };
-        let compiled =
-            JitProgram::compile_bound(&insns, &opts, jit, &bindings).map_err(|source| {
-                ObjectError::Compile {
-                    program: name.to_string(),
-                    source,
-                }
-            })?;
-        Ok(Compiled {
-            jit: compiled,
+        Ok(CompileInputs {
             insns,
             opts,
             bindings,
-            options: jit.clone(),
         })
     }
 
@@ -320,7 +376,7 @@ impl<'a> XdpBench<'a> {
     fn run_one(&mut self) -> Result<u32, ObjectError> {
         let args = [self.md];
         let result = match self.engine {
-            XdpEngine::Jit => self.jit.run(&mut self.state, &mut self.env, &args),
+            XdpEngine::Jit => self.jit.run_xdp(&mut self.state, &mut self.env),
             XdpEngine::Interp => self
                 .jit
                 .program()

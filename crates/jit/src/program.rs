@@ -8,7 +8,7 @@ use crate::lift;
 use crate::loader::{self, Image};
 use crate::options::JitOptions;
 use crate::pipeline::{self, TargetSpec};
-use crate::trampoline::{self, EntryFn};
+use crate::trampoline::{self, Activation, EntryFn, TailTable};
 use bpfjet_isa::Insn;
 use bpfjet_runtime::{Fault, HelperRegistry, LoadOptions, Program, RunState};
 use inkwell::context::Context;
@@ -42,6 +42,28 @@ pub struct CompileStats {
     /// CPU and features the code was generated for.
     pub cpu: String,
     pub features: String,
+    /// The object came from an AOT artifact: nothing was compiled.
+    pub prebuilt: bool,
+}
+
+/// How many times this process ran LLVM to compile a program (lift,
+/// optimize, emit); cache hits and AOT loads do not count.
+static LLVM_COMPILATIONS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+/// Programs compiled by LLVM in this process so far (AOT loads must leave
+/// this unchanged).
+pub fn llvm_compilations() -> u64 {
+    LLVM_COMPILATIONS.load(std::sync::atomic::Ordering::Relaxed)
+}
+
+/// A native object compiled earlier (an AOT artifact) and what it was
+/// compiled for.
+pub(crate) struct Prebuilt {
+    pub cached: Cached,
+    pub spec: TargetSpec,
+    /// The cache key it was compiled under: loading recomputes the key from
+    /// the program, its maps and options here, and refuses a mismatch.
+    pub key: u128,
 }
 
 /// The shared part of a [`JitProgram`].
@@ -80,6 +102,9 @@ impl Drop for JitInner {
 #[derive(Clone)]
 pub struct JitProgram {
     inner: Arc<JitInner>,
+    /// Native tail-call targets, for programs of a `JitObject` (None:
+    /// tail calls resolve through the run state's program table).
+    tails: Option<Arc<TailTable>>,
 }
 
 impl std::fmt::Debug for JitProgram {
@@ -95,7 +120,7 @@ fn ms(since: Instant) -> f64 {
 }
 
 /// Revision of the code generator, part of the cache key.
-const CODEGEN_REVISION: u64 = 3;
+const CODEGEN_REVISION: u64 = 7;
 
 fn cache_key(
     insns: &[Insn],
@@ -114,12 +139,17 @@ fn cache_key(
         .bytes(env!("CARGO_PKG_VERSION").as_bytes())
         .u64(u64::from(major) << 32 | u64::from(minor) << 16 | u64::from(patch));
     let encode = |insns: &[Insn]| bpfjet_isa::encode::to_bytes(&bpfjet_isa::encode_program(insns));
-    h.bytes(&encode(insns)).bytes(&encode(program.insns()));
+    // Map addresses are symbols resolved at load time (crate::bindings), so
+    // the key holds the map table's shape, not its addresses.
+    let refs = crate::bindings::map_refs(insns);
+    h.bytes(&encode(insns)).bytes(&encode(&crate::bindings::without_addresses(
+        program.insns(),
+        &refs,
+    )));
     h.u64(opts.maps.len() as u64);
     for m in &opts.maps {
-        h.u64(m.handle);
         match m.value {
-            Some(r) => h.u64(1).u64(r.start).u64(r.len).u64(u64::from(r.writable)),
+            Some(r) => h.u64(1).u64(r.len).u64(u64::from(r.writable)),
             None => h.u64(0),
         };
     }
@@ -130,7 +160,7 @@ fn cache_key(
         .u64(u64::from(jit.zero_stack))
         .u64(u64::from(jit.inline_helpers));
     if jit.inline_helpers {
-        bindings.hash_into(&mut h);
+        bindings.hash_into(&mut h, &opts.maps);
     }
     h.finish()
 }
@@ -156,6 +186,41 @@ impl JitProgram {
         jit: &JitOptions,
         bindings: &Bindings,
     ) -> Result<JitProgram, JitError> {
+        Self::build(insns, opts, jit, bindings, None)
+    }
+
+    /// [`JitProgram::compile_bound`] with the native object already built
+    /// (AOT): the same load checks, no LLVM.
+    pub(crate) fn from_prebuilt(
+        insns: &[Insn],
+        opts: &LoadOptions,
+        jit: &JitOptions,
+        bindings: &Bindings,
+        prebuilt: Prebuilt,
+    ) -> Result<JitProgram, JitError> {
+        Self::build(insns, opts, jit, bindings, Some(prebuilt))
+    }
+
+    /// The cache key and target of `insns` compiled with these inputs (what
+    /// an AOT artifact records).
+    pub(crate) fn key_and_target(
+        insns: &[Insn],
+        opts: &LoadOptions,
+        jit: &JitOptions,
+        bindings: &Bindings,
+    ) -> Result<(u128, TargetSpec), JitError> {
+        let program = Program::new(insns.to_vec(), opts.clone())?;
+        let spec = pipeline::target_spec(&jit.cpu)?;
+        Ok((cache_key(insns, &program, opts, jit, &spec, bindings), spec))
+    }
+
+    fn build(
+        insns: &[Insn],
+        opts: &LoadOptions,
+        jit: &JitOptions,
+        bindings: &Bindings,
+        prebuilt: Option<Prebuilt>,
+    ) -> Result<JitProgram, JitError> {
         let start = Instant::now();
         if !cfg!(all(target_arch = "x86_64", target_endian = "little")) {
             return Err(JitError::Target(
@@ -167,9 +232,11 @@ impl JitProgram {
             return Err(JitError::NotVerified);
         }
         let functions = analysis::functions(insns)?;
-        let spec = pipeline::target_spec(&jit.cpu)?;
+        let spec = match &prebuilt {
+            Some(p) => p.spec.clone(),
+            None => pipeline::target_spec(&jit.cpu)?,
+        };
         let key = cache_key(insns, &program, opts, jit, &spec, bindings);
-        let resolved = resolve(jit, bindings);
         let mut stats = CompileStats {
             bpf_insns: insns.len(),
             functions: functions.len(),
@@ -177,12 +244,24 @@ impl JitProgram {
             features: spec.features.clone(),
             ..CompileStats::default()
         };
-        let cached = match cache::lookup(&jit.cache, key) {
-            Some(hit) => {
+        let cached = match (prebuilt, cache::lookup(&jit.cache, key)) {
+            (Some(p), _) => {
+                if p.key != key {
+                    return Err(JitError::Loader(
+                        "the prebuilt object was compiled from a different program, map \
+                         layout, .rodata contents, options or bpfjet/LLVM version"
+                            .into(),
+                    ));
+                }
+                stats.prebuilt = true;
+                p.cached
+            }
+            (None, Some(hit)) => {
                 stats.cache_hit = true;
                 hit
             }
-            None => {
+            (None, None) => {
+                let resolved = resolve(jit, bindings, insns, opts);
                 let compiled =
                     compile_object(&program, &functions, jit, &spec, &resolved, &mut stats)?;
                 cache::store(&jit.cache, key, &compiled);
@@ -193,7 +272,13 @@ impl JitProgram {
         stats.ir_insns_optimized = cached.ir_after;
         stats.object_bytes = cached.object.len();
         let load_start = Instant::now();
-        let image = loader::load(&cached.object, &trampoline::resolve_symbol)?;
+        let map_symbols = crate::bindings::map_symbol_table(&opts.maps, &bindings.maps);
+        let image = loader::load(&cached.object, &|name: &str| {
+            map_symbols
+                .get(name)
+                .copied()
+                .or_else(|| trampoline::resolve_symbol(name))
+        })?;
         let mut entries = Vec::with_capacity(functions.len());
         for f in &functions {
             let name = lift::entry_name(f.entry);
@@ -218,7 +303,29 @@ impl JitProgram {
             _image: image,
         });
         trampoline::register_compiled(&inner);
-        Ok(JitProgram { inner })
+        Ok(JitProgram { inner, tails: None })
+    }
+
+    pub(crate) fn inner(&self) -> &Arc<JitInner> {
+        &self.inner
+    }
+
+    /// This program with `tails` as its native tail-call targets.
+    pub(crate) fn with_tail_table(&self, tails: Arc<TailTable>) -> JitProgram {
+        JitProgram {
+            inner: Arc::clone(&self.inner),
+            tails: Some(tails),
+        }
+    }
+
+    fn activation(&self, cpu: u64) -> Activation {
+        Activation {
+            tails: self
+                .tails
+                .as_ref()
+                .map_or(std::ptr::null(), |t| Arc::as_ptr(t)),
+            cpu,
+        }
     }
 
     /// What compiling measured.
@@ -245,8 +352,23 @@ impl JitProgram {
         for (reg, arg) in regs.iter_mut().zip(args) {
             *reg = *arg;
         }
+        let act = self.activation(trampoline::cpu_of(user));
         self.inner.program.run_externally(state, |state| {
-            trampoline::run_native(&self.inner, state, user, 0, 0, regs)
+            trampoline::run_native(&self.inner, act, state, user, 0, 0, regs)
+        })
+    }
+
+    /// [`JitProgram::run`] of an XDP program: r1 = the frame's context.
+    #[inline]
+    pub fn run_xdp(
+        &self,
+        state: &mut RunState,
+        env: &mut bpfjet_runtime::XdpEnv,
+    ) -> Result<u64, Fault> {
+        let regs = [env.frame().md_addr(), 0, 0, 0, 0];
+        let act = self.activation(u64::from(env.cpu()));
+        self.inner.program.run_externally(state, |state| {
+            trampoline::run_native(&self.inner, act, state, env, 0, 0, regs)
         })
     }
 
@@ -305,7 +427,7 @@ impl JitProgram {
         let functions = analysis::functions(insns)?;
         let spec = pipeline::target_spec(&jit.cpu)?;
         let cx = Context::create();
-        let resolved = resolve(jit, bindings);
+        let resolved = resolve(jit, bindings, insns, opts);
         let module = lift::lift_module(&cx, program.insns(), &functions, jit, &resolved)?;
         let machine = pipeline::target_machine(&spec, jit)?;
         pipeline::configure(&module, &machine);
@@ -331,6 +453,7 @@ fn compile_object(
     bind: &Resolved,
     stats: &mut CompileStats,
 ) -> Result<Cached, JitError> {
+    LLVM_COMPILATIONS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     let cx = Context::create();
     let t = Instant::now();
     let module = lift::lift_module(&cx, program.insns(), functions, jit, bind)?;
@@ -353,10 +476,11 @@ fn compile_object(
     })
 }
 
-fn resolve(jit: &JitOptions, bindings: &Bindings) -> Resolved {
-    if jit.inline_helpers {
+fn resolve(jit: &JitOptions, bindings: &Bindings, insns: &[Insn], opts: &LoadOptions) -> Resolved {
+    let resolved = if jit.inline_helpers {
         bindings.resolve()
     } else {
         Resolved::default()
-    }
+    };
+    resolved.with_map_table(insns, &opts.maps)
 }

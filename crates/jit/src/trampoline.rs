@@ -8,13 +8,21 @@
 //! so `call_subprog` runs the callback's native entry at the next call depth.
 //! A tail call granted by a helper is run by `bpfjet_jit_resume` in place of
 //! the rest of the calling function (the kernel's semantics: the target
-//! replaces the caller's frame and returns to the caller's caller). Panics in
-//! helpers are caught before they reach native frames and resumed once the
-//! run is back in Rust.
+//! replaces the caller's frame and returns to the caller's caller). Programs
+//! bound to the XDP helpers call `bpfjet_jit_tail_call` instead, which reads
+//! the PROG_ARRAY slot and enters the target through a [`TailTable`] of
+//! native entries resolved when the object was compiled. Panics in helpers
+//! are caught before they reach native frames and resumed once the run is
+//! back in Rust.
 
-use crate::lift::calls::{DEPTH_FAULT_SYMBOL, HELPER_SYMBOL, KIND_KFUNC, RESUME_SYMBOL};
+use crate::lift::calls::{
+    DEPTH_FAULT_SYMBOL, HELPER_SYMBOL, KIND_KFUNC, RESUME_SYMBOL, TAIL_CALL_SYMBOL,
+};
 use crate::program::JitInner;
-use bpfjet_runtime::{CallbackRunner, Fault, HelperCtx, Program, RunState, MAX_CALL_DEPTH};
+use bpfjet_maps::{Map, MapType};
+use bpfjet_runtime::{
+    errno, CallbackRunner, Fault, HelperCtx, Program, RunState, MAX_CALL_DEPTH,
+};
 use std::any::Any;
 use std::collections::HashMap;
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -39,6 +47,9 @@ pub(crate) struct RunCtx {
     code: *const JitInner,
     state: *mut RunState,
     user: *mut (dyn Any + 'static),
+    /// Native tail-call targets of the run (null: resolve through the run
+    /// state's program table).
+    tails: *const TailTable,
     fault: Option<Fault>,
     panic: Option<Box<dyn Any + Send>>,
     tail_target: Option<Program>,
@@ -50,8 +61,33 @@ impl RunCtx {
         self.fault = Some(fault);
     }
 
+    /// The run's CPU slot.
+    pub(crate) fn cpu(&self) -> u32 {
+        self.cpu as u32
+    }
+
+    /// The per-run context as an XDP environment, or a fault naming what it
+    /// should have been (as `HelperCtx::user_ctx` reports it).
+    pub(crate) fn xdp_env(
+        &mut self,
+        pc: u64,
+        helper: &'static str,
+    ) -> Result<&mut bpfjet_runtime::XdpEnv, Fault> {
+        // SAFETY: the per-run context is borrowed mutably for the whole run
+        // (see `call_helper`); generated code never touches it.
+        let user = unsafe { &mut *self.user };
+        user.downcast_mut().ok_or_else(|| Fault::Helper {
+            pc: pc as usize,
+            helper,
+            reason: format!(
+                "the per-run context is not a {}",
+                std::any::type_name::<bpfjet_runtime::XdpEnv>()
+            ),
+        })
+    }
+
     /// Record the outcome of Rust code run on behalf of generated code.
-    fn settle(&mut self, outcome: std::thread::Result<Result<u64, Fault>>) -> u64 {
+    pub(crate) fn settle(&mut self, outcome: std::thread::Result<Result<u64, Fault>>) -> u64 {
         match outcome {
             Ok(Ok(r0)) => r0,
             Ok(Err(fault)) => {
@@ -67,9 +103,23 @@ impl RunCtx {
     }
 }
 
+/// The CPU slot of a run whose per-run context is `user`.
+pub(crate) fn cpu_of(user: &(dyn Any + 'static)) -> u64 {
+    user.downcast_ref::<bpfjet_runtime::XdpEnv>()
+        .map_or(0, |env| u64::from(env.cpu()))
+}
+
+/// One activation's surroundings: the run's tail-call table and CPU slot.
+#[derive(Clone, Copy)]
+pub(crate) struct Activation {
+    pub tails: *const TailTable,
+    pub cpu: u64,
+}
+
 /// Run the function at `slot` of `code` natively at call depth `depth`.
 pub(crate) fn run_native(
     code: &JitInner,
+    act: Activation,
     state: &mut RunState,
     user: &mut (dyn Any + 'static),
     slot: usize,
@@ -82,15 +132,13 @@ pub(crate) fn run_native(
             target: slot as u64,
         });
     };
-    let cpu = (&*user as &dyn Any)
-        .downcast_ref::<bpfjet_runtime::XdpEnv>()
-        .map_or(0, |env| u64::from(env.cpu()));
     let mut ctx = RunCtx {
         status: RUNNING,
-        cpu,
+        cpu: act.cpu,
         code,
         state,
         user,
+        tails: act.tails,
         fault: None,
         panic: None,
         tail_target: None,
@@ -111,6 +159,7 @@ pub(crate) fn run_native(
 /// Callbacks requested by helpers re-enter native code.
 struct Reentry {
     code: *const JitInner,
+    act: Activation,
 }
 
 impl CallbackRunner for Reentry {
@@ -123,7 +172,8 @@ impl CallbackRunner for Reentry {
         args: [u64; 5],
     ) -> Result<u64, Fault> {
         // SAFETY: the program outlives every run of it.
-        run_native(unsafe { &*self.code }, state, user, slot, depth, args)
+        let code = unsafe { &*self.code };
+        run_native(code, self.act, state, user, slot, depth, args)
     }
 }
 
@@ -143,7 +193,13 @@ fn call_helper(
         &code.helpers
     };
     let helper = registry.get(id).ok_or(Fault::UnknownHelper { pc, id })?;
-    let mut runner = Reentry { code: ctx.code };
+    let mut runner = Reentry {
+        code: ctx.code,
+        act: Activation {
+            tails: ctx.tails,
+            cpu: ctx.cpu,
+        },
+    };
     // SAFETY: `state` and `user` were borrowed mutably for the whole run by
     // `run_native`; generated code does not touch them, so these are the
     // only live references while the helper runs.
@@ -199,7 +255,11 @@ unsafe extern "C" fn jit_resume(ctx: *mut RunCtx, pc: u64, depth: u64, args: *co
         })?;
         // SAFETY: as in `call_helper`.
         let (state, user) = unsafe { (&mut *ctx.state, &mut *ctx.user) };
-        run_native(&jit, state, user, 0, depth as usize, args)
+        let act = Activation {
+            tails: ctx.tails,
+            cpu: ctx.cpu,
+        };
+        run_native(&jit, act, state, user, 0, depth as usize, args)
     }));
     ctx.settle(outcome)
 }
@@ -244,6 +304,193 @@ unsafe extern "C" fn jit_xdp_adjust(ctx: *mut RunCtx, which: u64, offset: u64) -
     }
 }
 
+/// Where a program id of a PROG_ARRAY value leads in a [`TailTable`].
+enum TailSlot {
+    /// The program's native entry and its compiled code (kept alive by
+    /// `TailTable::owners`).
+    Native {
+        entry: EntryFn,
+        code: *const JitInner,
+    },
+    /// The object has no such program (the interpreter's table holds none
+    /// there either): the tail call fails and the caller continues.
+    Absent,
+    /// The program exists but has no native code: a tail call into it
+    /// aborts the run with this reason.
+    NoCode(String),
+}
+
+/// The native tail-call targets of an object's programs, by program id
+/// (position in `LoadedObject::program_names`, the value PROG_ARRAY slots
+/// hold), resolved once when the object is compiled.
+pub(crate) struct TailTable {
+    slots: Vec<TailSlot>,
+    _owners: Vec<Arc<JitInner>>,
+}
+
+// SAFETY: the raw pointers point into `owners`, which the table owns;
+// `JitInner` is `Send + Sync`.
+unsafe impl Send for TailTable {}
+// SAFETY: as above; the table is never mutated after construction.
+unsafe impl Sync for TailTable {}
+
+/// What one program id of an object holds, for [`TailTable::new`].
+pub(crate) enum TailEntry {
+    Compiled(Arc<JitInner>),
+    Absent,
+    NoCode(String),
+}
+
+impl TailTable {
+    pub(crate) fn new(entries: Vec<TailEntry>) -> TailTable {
+        let mut slots = Vec::with_capacity(entries.len());
+        let mut owners = Vec::new();
+        for e in entries {
+            slots.push(match e {
+                TailEntry::Compiled(code) => match code.entry(0) {
+                    Some(entry) => {
+                        let slot = TailSlot::Native {
+                            entry,
+                            code: Arc::as_ptr(&code),
+                        };
+                        owners.push(code);
+                        slot
+                    }
+                    None => TailSlot::NoCode("the compiled program has no entry".into()),
+                },
+                TailEntry::Absent => TailSlot::Absent,
+                TailEntry::NoCode(reason) => TailSlot::NoCode(reason),
+            });
+        }
+        TailTable {
+            slots,
+            _owners: owners,
+        }
+    }
+}
+
+/// `bpfjet_jit_tail_call`'s result, returned in two registers: whether the
+/// tail call was taken (the caller then returns `r0`, the target's result)
+/// or not (`r0` is the helper's error and the caller continues).
+#[repr(C)]
+pub(crate) struct TailOutcome {
+    r0: u64,
+    taken: u64,
+}
+
+impl TailOutcome {
+    fn fell_through(e: u64) -> TailOutcome {
+        TailOutcome {
+            r0: errno::neg(e),
+            taken: 0,
+        }
+    }
+
+    /// The run was aborted: the caller returns at once, as after any abort.
+    fn aborted(ctx: &mut RunCtx, fault: Fault) -> TailOutcome {
+        ctx.abort(fault);
+        TailOutcome { r0: 0, taken: 1 }
+    }
+}
+
+/// A native tail-call target.
+enum Target {
+    /// The entry, its code, and for targets found through the registry a
+    /// strong reference that keeps the code alive for the call.
+    Native(EntryFn, *const JitInner, Option<Arc<JitInner>>),
+    FallThrough(u64),
+    Fault(String),
+}
+
+/// The target of program id `prog`: from the object's table, or for
+/// programs compiled on their own from the run state's program table.
+fn tail_target(ctx: &RunCtx, prog: u32) -> Target {
+    if !ctx.tails.is_null() {
+        // SAFETY: the table outlives the run (the running `JitProgram`
+        // holds it).
+        let table = unsafe { &*ctx.tails };
+        return match table.slots.get(prog as usize) {
+            Some(TailSlot::Native { entry, code }) => Target::Native(*entry, *code, None),
+            Some(TailSlot::NoCode(reason)) => Target::Fault(reason.clone()),
+            Some(TailSlot::Absent) | None => Target::FallThrough(errno::ENOENT),
+        };
+    }
+    // SAFETY: `state` is borrowed for the whole run (see `call_helper`).
+    let state = unsafe { &*ctx.state };
+    let Some(Some(program)) = state.program_table().get(prog as usize) else {
+        return Target::FallThrough(errno::ENOENT);
+    };
+    match find_compiled(program) {
+        Some(jit) => match jit.entry(0) {
+            Some(entry) => Target::Native(entry, Arc::as_ptr(&jit), Some(jit)),
+            None => Target::Fault("the compiled program has no entry".into()),
+        },
+        None => Target::Fault(
+            "the target program has no JIT code (put JitProgram::program()              of a compiled program in the program table)"
+                .into(),
+        ),
+    }
+}
+
+/// `bpfjet_jit_tail_call(ctx, map, index, depth, args, pc)`: `bpf_tail_call`
+/// through a PROG_ARRAY for programs bound to the XDP helpers. The slot is
+/// read on every call (the control plane may change it); a taken tail call
+/// runs the target at the caller's depth with the caller's r1–r5 and counts
+/// against `MAX_TAIL_CALLS` for the run, like the runtime's helper.
+unsafe extern "C" fn jit_tail_call(
+    ctx: *mut RunCtx,
+    map: *const Map,
+    index: u64,
+    depth: u64,
+    args: *const u64,
+    pc: u64,
+) -> TailOutcome {
+    // SAFETY: generated code passes the context it was entered with; the
+    // map handle is a map the compiled program holds alive (the lifter
+    // emits this call only for handles of the program's bound maps).
+    let (ctx, map) = unsafe { (&mut *ctx, Map::from_handle(map)) };
+    let helper_fault = |reason: String| Fault::Helper {
+        pc: pc as usize,
+        helper: "tail_call",
+        reason,
+    };
+    if map.map_type() != MapType::ProgArray {
+        let reason = format!(
+            "bpf_tail_call cannot be used with a {} map (the kernel verifier rejects it)",
+            map.map_type()
+        );
+        return TailOutcome::aborted(ctx, helper_fault(reason));
+    }
+    let index = index as u32;
+    if index >= map.max_entries() {
+        return TailOutcome::fell_through(errno::E2BIG);
+    }
+    let Some(value) = map.lookup(&index.to_ne_bytes(), 0) else {
+        return TailOutcome::fell_through(errno::ENOENT);
+    };
+    // SAFETY: a PROG_ARRAY value is the 4-byte program id.
+    let prog = unsafe { std::ptr::read_unaligned(value as *const u32) };
+    let (entry, code, _keep) = match tail_target(ctx, prog) {
+        Target::Native(entry, code, keep) => (entry, code, keep),
+        Target::FallThrough(e) => return TailOutcome::fell_through(e),
+        Target::Fault(reason) => return TailOutcome::aborted(ctx, helper_fault(reason)),
+    };
+    // SAFETY: as in `call_helper`.
+    if !unsafe { &mut *ctx.state }.try_count_tail_call() {
+        return TailOutcome::fell_through(errno::E2BIG);
+    }
+    // The target replaces the caller: same context, same depth, its own
+    // code for helper dispatch while it runs. The caller's code comes back
+    // for whatever runs after the caller returns (a tail call from a
+    // subprogram returns into the same program).
+    let caller = std::mem::replace(&mut ctx.code, code);
+    // SAFETY: `entry` is the target's entry with the `EntryFn` signature and
+    // `args` points to the caller's five argument slots.
+    let r0 = unsafe { entry(ctx, depth, args) };
+    ctx.code = caller;
+    TailOutcome { r0, taken: 1 }
+}
+
 /// Addresses for the undefined symbols of generated objects.
 pub(crate) fn resolve_symbol(name: &str) -> Option<usize> {
     let helper: unsafe extern "C" fn(*mut RunCtx, u64, u64, u64, u64, *const u64) -> u64 =
@@ -254,6 +501,11 @@ pub(crate) fn resolve_symbol(name: &str) -> Option<usize> {
         HELPER_SYMBOL => helper as *const () as usize,
         RESUME_SYMBOL => resume as *const () as usize,
         DEPTH_FAULT_SYMBOL => depth_fault as *const () as usize,
+        TAIL_CALL_SYMBOL => {
+            let f: unsafe extern "C" fn(*mut RunCtx, *const Map, u64, u64, *const u64, u64) -> TailOutcome =
+                jit_tail_call;
+            f as *const () as usize
+        }
         "memcpy" => libc::memcpy as *const () as usize,
         "memmove" => libc::memmove as *const () as usize,
         "memset" => libc::memset as *const () as usize,

@@ -19,7 +19,7 @@
 
 use crate::array::Slots;
 use crate::error::MapError;
-use crate::hash_fn::key_hash;
+use crate::hash_fn::{key_hash, key_hash_fixed};
 use crate::header::{round_up, Geometry, LAYOUT_WORDS};
 use crate::lru::{self, LruLinks, LruList, LIST_BYTES, META_REF, NONE};
 use crate::spec::{flags as mf, update, MapType};
@@ -107,6 +107,15 @@ const CTL_BYTES: usize = 64;
 
 pub(crate) struct HashTable {
     base: *mut u8,
+    // Absolute addresses and derived sizes of the lookup path, computed once
+    // at attach so that a lookup needs no offset arithmetic on `p`.
+    buckets_at: *mut u8,
+    elems_at: *mut u8,
+    elem_size: usize,
+    bucket_mask: u32,
+    pool: u32,
+    /// Offset of the (non-per-CPU) value inside an element.
+    value_off: usize,
     p: Parts,
     key_size: usize,
     value_size: usize,
@@ -196,9 +205,16 @@ impl HashTable {
     /// # Safety
     /// `base` must be the start of a mapped map object with this layout.
     pub(crate) unsafe fn attach(base: *mut u8, g: &Geometry, l: &[u64; LAYOUT_WORDS]) -> Self {
+        let p = Parts::from_words(l);
         HashTable {
             base,
-            p: Parts::from_words(l),
+            buckets_at: base.add(p.buckets),
+            elems_at: base.add(p.elems),
+            elem_size: p.elem_size,
+            bucket_mask: p.n_buckets as u32 - 1,
+            pool: p.pool as u32,
+            value_off: ELEM_HDR + round_up(g.key_size as usize, 8) + round_up(p.aux_size, 8),
+            p,
             key_size: g.key_size as usize,
             value_size: g.value_size as usize,
             value_stride: g.value_stride(),
@@ -248,19 +264,19 @@ impl HashTable {
     #[inline]
     fn bucket_lock(&self, b: u32) -> &AtomicU32 {
         // SAFETY: b < n_buckets.
-        unsafe { &*(self.base.add(self.p.buckets + b as usize * 8) as *const AtomicU32) }
+        unsafe { &*(self.buckets_at.add(b as usize * 8) as *const AtomicU32) }
     }
 
     #[inline]
     fn bucket_head(&self, b: u32) -> &AtomicU32 {
         // SAFETY: b < n_buckets.
-        unsafe { &*(self.base.add(self.p.buckets + b as usize * 8 + 4) as *const AtomicU32) }
+        unsafe { &*(self.buckets_at.add(b as usize * 8 + 4) as *const AtomicU32) }
     }
 
     #[inline]
     fn elem(&self, e: u32) -> *mut u8 {
         // SAFETY: e < pool, checked when links are followed.
-        unsafe { self.base.add(self.p.elems + e as usize * self.p.elem_size) }
+        unsafe { self.elems_at.add(e as usize * self.elem_size) }
     }
 
     #[inline]
@@ -306,23 +322,21 @@ impl HashTable {
                         + e as usize * self.value_stride,
                 )
             } else {
-                self.aux_ptr(e).add(round_up(self.p.aux_size, 8))
+                self.elem(e).add(self.value_off)
             }
         }
     }
 
     #[inline]
     fn bucket_of(&self, hash: u32) -> u32 {
-        hash & (self.p.n_buckets as u32 - 1)
+        hash & self.bucket_mask
     }
 
     #[inline]
     fn key_eq(&self, e: u32, key: &[u8]) -> bool {
         // SAFETY: the key area holds key_size bytes. A concurrent writer may
-        // be recycling the element; a torn compare only yields a miss (or,
-        // as in the kernel's prealloc hash, a stale element).
-        let stored = unsafe { std::slice::from_raw_parts(self.key_ptr(e), self.key_size) };
-        stored == key
+        // be recycling the element; a torn compare only yields a miss.
+        unsafe { key_at_eq(self.key_ptr(e), key) }
     }
 
     // ---- element allocation ----------------------------------------------
@@ -380,10 +394,34 @@ impl HashTable {
     /// Find the element holding `key`, without locks.
     #[inline]
     fn find(&self, key: &[u8], hash: u32) -> Option<u32> {
+        self.find_with(key, hash, |stored| {
+            // SAFETY: the key area holds key_size == key.len() bytes. A
+            // concurrent writer may be recycling the element; a torn compare
+            // only yields a miss (or, as in the kernel's prealloc hash, a
+            // stale element).
+            unsafe { key_at_eq(stored, key) }
+        })
+    }
+
+    /// [`HashTable::find`] for a key size known at compile time: the key
+    /// compare is a few fixed-size loads instead of a `bcmp` call.
+    #[inline(always)]
+    fn find_fixed<const K: usize>(&self, key: &[u8; K], hash: u32) -> Option<u32> {
+        self.find_with(key, hash, |stored| {
+            // SAFETY: as in `find`; K == key_size, checked by the caller.
+            unsafe { stored.cast::<[u8; K]>().read_unaligned() == *key }
+        })
+    }
+
+    /// The lock-free chain walk; `eq` compares the key stored at a pointer
+    /// with the one looked up (`key` is the same key, for the locked walk).
+    #[inline(always)]
+    fn find_with(&self, key: &[u8], hash: u32, eq: impl Fn(*const u8) -> bool) -> Option<u32> {
         let b = self.bucket_of(hash);
+        let head = self.bucket_head(b);
         'restart: for _ in 0..LOCKLESS_TRIES {
-            let mut link = self.bucket_head(b).load(Ordering::Acquire);
-            let mut steps = 0usize;
+            let mut link = head.load(Ordering::Acquire);
+            let mut steps = 0u32;
             loop {
                 if link & NULLS != 0 {
                     if link == NULLS | b {
@@ -391,17 +429,36 @@ impl HashTable {
                     }
                     continue 'restart;
                 }
-                if link as usize >= self.p.pool || steps > self.p.pool {
+                // A recycled element may carry us into a cycle or (torn read
+                // of a corrupt link) out of the pool: restart either way.
+                if link >= self.pool || steps > self.pool {
                     continue 'restart;
                 }
-                if self.hash_of(link).load(Ordering::Relaxed) == hash && self.key_eq(link, key) {
+                let elem = self.elem(link);
+                // SAFETY: `elem` is inside the element pool; the hash word is
+                // 4-aligned and the key area follows the header.
+                let (stored_hash, stored_key) = unsafe {
+                    (
+                        (*(elem.add(4) as *const AtomicU32)).load(Ordering::Relaxed),
+                        elem.add(ELEM_HDR) as *const u8,
+                    )
+                };
+                if stored_hash == hash && eq(stored_key) {
                     return Some(link);
                 }
-                link = self.chain_next(link).load(Ordering::Acquire);
+                // SAFETY: the chain word is the element's first word.
+                link = unsafe { (*(elem as *const AtomicU32)).load(Ordering::Acquire) };
                 steps += 1;
             }
         }
-        // Heavy churn kept moving elements under us: walk under the lock.
+        self.find_contended(b, key, hash)
+    }
+
+    /// Heavy churn kept moving elements under a lock-free walk: walk under
+    /// the bucket lock instead.
+    #[cold]
+    #[inline(never)]
+    fn find_contended(&self, b: u32, key: &[u8], hash: u32) -> Option<u32> {
         let _g = SpinGuard::lock(self.bucket_lock(b));
         self.find_locked(b, key, hash).map(|(_, e)| e)
     }
@@ -422,20 +479,59 @@ impl HashTable {
     }
 
     /// Data-plane lookup: pointer to this CPU's value, valid while the
-    /// element lives and never unmapped.
+    /// element lives and never unmapped. Common key sizes go through a
+    /// path specialised for their size.
     #[inline]
     pub(crate) fn lookup(&self, key: &[u8], cpu: u32) -> Option<*mut u8> {
+        macro_rules! fixed {
+            ($($k:literal),*) => {
+                match key.len() {
+                    $($k => return self.lookup_fixed::<$k>(key.try_into().ok()?, cpu),)*
+                    _ => {}
+                }
+            };
+        }
+        fixed!(4, 8, 12, 16, 20, 36, 40);
         if key.len() != self.key_size || (self.percpu && cpu >= self.ncpus) {
             return None;
         }
         let e = self.find(key, key_hash(key))?;
+        Some(self.found(e, cpu))
+    }
+
+    /// [`HashTable::lookup`] for a `K`-byte key. Always inlined: it is the
+    /// whole body of the JIT's per-key-size lookup natives.
+    #[inline(always)]
+    pub(crate) fn lookup_fixed<const K: usize>(&self, key: &[u8; K], cpu: u32) -> Option<*mut u8> {
+        if K != self.key_size || (self.percpu && cpu >= self.ncpus) {
+            return None;
+        }
+        let e = self.find_fixed(key, key_hash_fixed(key))?;
+        Some(self.found(e, cpu))
+    }
+
+    /// The lookup result for element `e`: mark it referenced (LRU) and
+    /// point at its value.
+    #[inline(always)]
+    fn found(&self, e: u32, cpu: u32) -> *mut u8 {
         if self.lru != Lru::None {
+            // Test before setting: a hot element keeps its bit set, and a
+            // read leaves its cache line clean (shared between CPUs).
             let m = self.word(e, 20);
             if m.load(Ordering::Relaxed) & META_REF == 0 {
                 m.fetch_or(META_REF, Ordering::Relaxed);
             }
         }
-        Some(self.value_ptr(e, cpu))
+        self.value_ptr(e, cpu)
+    }
+
+    /// Lookup without LRU side effects for a `K`-byte key.
+    #[inline]
+    pub(crate) fn find_elem_fixed<const K: usize>(&self, key: &[u8; K]) -> Option<u32> {
+        if K != self.key_size {
+            return None;
+        }
+        self.find_fixed(key, key_hash_fixed(key))
     }
 
     /// Lookup without LRU side effects, returning the element index.
@@ -918,6 +1014,29 @@ impl HashTable {
     pub(crate) fn kind(&self) -> MapType {
         self.kind
     }
+}
+
+/// Whether the `key.len()` bytes at `stored` equal `key`; common sizes
+/// compare with fixed-size loads instead of a `bcmp` call.
+///
+/// # Safety
+/// `stored` must point to `key.len()` readable bytes.
+#[inline(always)]
+unsafe fn key_at_eq(stored: *const u8, key: &[u8]) -> bool {
+    macro_rules! fixed {
+        ($($k:literal),*) => {
+            match key.len() {
+                $($k => {
+                    if let Ok(k) = <&[u8; $k]>::try_from(key) {
+                        return stored.cast::<[u8; $k]>().read_unaligned() == *k;
+                    }
+                })*
+                _ => {}
+            }
+        };
+    }
+    fixed!(4, 8, 16);
+    std::slice::from_raw_parts(stored, key.len()) == key
 }
 
 impl LruLinks for HashTable {

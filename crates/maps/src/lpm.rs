@@ -4,8 +4,9 @@
 //!
 //! Instead of a pointer trie, prefixes live in the shared hash table keyed
 //! by (prefix length, data masked to that length), next to a count of
-//! entries per prefix length. A lookup probes the present lengths from
-//! longest to shortest. This keeps the structure offset-only and lock-free
+//! entries per prefix length and a bitmap of the lengths present. A lookup
+//! probes the present lengths from longest to shortest, finding each with
+//! one leading-zero count over the bitmap. This keeps the structure offset-only and lock-free
 //! for readers; the observable semantics (matches, exact-prefix
 //! update/delete, ENOSPC when full, `get_next_key` post-order) are the
 //! kernel's.
@@ -15,17 +16,25 @@ use crate::error::MapError;
 use crate::hashtab::{HashTable, Updated};
 use crate::header::{round_up, Geometry, LAYOUT_WORDS};
 use crate::spec::update;
-use crate::sync::read_shared;
+use crate::sync::{read_shared, SpinGuard};
 use std::cmp::Ordering as CmpOrdering;
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
 /// Layout word holding the offset of the per-length counts.
 const COUNTS_WORD: usize = 12;
+/// Layout word holding the offset of the present-lengths bitmap, followed
+/// by the lock word that orders its updates.
+const PRESENT_WORD: usize = 13;
 const MAX_KEY: usize = 4 + 256;
 
 pub(crate) struct LpmTrie {
     table: HashTable,
     counts: *const AtomicU32,
+    /// Bit `l` set iff some prefix of length `l` is present: kept equal to
+    /// `count(l) != 0` by changing both under `present_lock`, so readers
+    /// skip absent lengths without touching the counts.
+    present: *const AtomicU64,
+    present_lock: *const AtomicU32,
     data_size: usize,
     max_plen: u32,
     value_size: usize,
@@ -67,7 +76,10 @@ impl LpmTrie {
         let (len, mut words) = HashTable::layout(g, data_off, data_size)?;
         let counts = round_up(data_off + len, 64);
         words[COUNTS_WORD] = counts as u64;
-        let end = counts + (data_size * 8 + 1) * 4;
+        let lengths = data_size * 8 + 1;
+        let present = round_up(counts + lengths * 4, 8);
+        words[PRESENT_WORD] = present as u64;
+        let end = present + lengths.div_ceil(64) * 8 + 4;
         Ok((end - data_off, words))
     }
 
@@ -75,9 +87,12 @@ impl LpmTrie {
     /// `base` must be the start of a mapped map object with this layout.
     pub(crate) unsafe fn attach(base: *mut u8, g: &Geometry, l: &[u64; LAYOUT_WORDS]) -> Self {
         let data_size = g.key_size as usize - 4;
+        let present = base.add(l[PRESENT_WORD] as usize);
         LpmTrie {
             table: HashTable::attach(base, g, l),
             counts: base.add(l[COUNTS_WORD] as usize) as *const AtomicU32,
+            present: present as *const AtomicU64,
+            present_lock: present.add((data_size * 8 + 1).div_ceil(64) * 8) as *const AtomicU32,
             data_size,
             max_plen: data_size as u32 * 8,
             value_size: g.value_size as usize,
@@ -91,6 +106,58 @@ impl LpmTrie {
     fn count(&self, plen: u32) -> &AtomicU32 {
         // SAFETY: plen <= max_plen, within the counts array.
         unsafe { &*self.counts.add(plen as usize) }
+    }
+
+    /// Word `w` of the present-lengths bitmap.
+    #[inline(always)]
+    fn present_word(&self, w: u32) -> &AtomicU64 {
+        // SAFETY: w <= max_plen / 64, within the bitmap.
+        unsafe { &*self.present.add(w as usize) }
+    }
+
+    /// Add `delta` (+1 or -1) to the count of length `plen` and keep its
+    /// bit in the bitmap in step. The lock orders concurrent inserts and
+    /// deletes of the same length so the last bit written matches the
+    /// final count.
+    fn adjust_count(&self, plen: u32, delta: i32) {
+        // SAFETY: the lock word follows the bitmap inside the mapping.
+        let _g = SpinGuard::lock(unsafe { &*self.present_lock });
+        let c = self.count(plen);
+        let now = if delta > 0 {
+            c.fetch_add(1, Ordering::AcqRel) + 1
+        } else {
+            c.fetch_sub(1, Ordering::AcqRel) - 1
+        };
+        let (w, bit) = (self.present_word(plen / 64), 1u64 << (plen % 64));
+        if now == 0 {
+            w.fetch_and(!bit, Ordering::Release);
+        } else {
+            w.fetch_or(bit, Ordering::Release);
+        }
+    }
+
+    /// Call `probe` with every present prefix length `<= top`, longest
+    /// first, until it returns Some.
+    #[inline(always)]
+    fn probe_lengths(&self, top: u32, mut probe: impl FnMut(u32) -> Option<u32>) -> Option<u32> {
+        let top = top.min(self.max_plen);
+        let mut w = top / 64;
+        // Bits 0..=top%64 of the top word.
+        let mut bits = self.present_word(w).load(Ordering::Acquire) & (u64::MAX >> (63 - top % 64));
+        loop {
+            while bits != 0 {
+                let b = 63 - bits.leading_zeros();
+                if let Some(e) = probe(w * 64 + b) {
+                    return Some(e);
+                }
+                bits &= !(1u64 << b);
+            }
+            if w == 0 {
+                return None;
+            }
+            w -= 1;
+            bits = self.present_word(w).load(Ordering::Acquire);
+        }
     }
 
     /// Build the table key for `data` cut to `plen` bits into `buf`.
@@ -116,19 +183,43 @@ impl LpmTrie {
         Ok((plen, &key[4..]))
     }
 
+    /// The element of the longest prefix matching `key`. IPv4 and IPv6
+    /// keys take a path specialised for their size.
+    #[inline]
     fn longest_match(&self, key: &[u8]) -> Option<u32> {
+        match key.len() {
+            8 => return self.longest_match_fixed::<8>(key.try_into().ok()?),
+            20 => return self.longest_match_fixed::<20>(key.try_into().ok()?),
+            _ => {}
+        }
         let (plen, data) = self.split(key).ok()?;
         let mut buf = [0u8; MAX_KEY];
-        for l in (0..=plen.min(self.max_plen)).rev() {
-            if self.count(l).load(Ordering::Acquire) == 0 {
-                continue;
-            }
+        self.probe_lengths(plen, |l| {
             let k = self.masked(data, l, &mut buf);
-            if let Some(e) = self.table.find_elem(k) {
-                return Some(e);
-            }
+            self.table.find_elem(k)
+        })
+    }
+
+    /// [`LpmTrie::longest_match`] for a `K`-byte key: the masked table key
+    /// is built in a fixed-size buffer and hashed and compared with
+    /// fixed-size loads.
+    #[inline(always)]
+    fn longest_match_fixed<const K: usize>(&self, key: &[u8; K]) -> Option<u32> {
+        if K != 4 + self.data_size {
+            return None;
         }
-        None
+        let plen = u32::from_ne_bytes([key[0], key[1], key[2], key[3]]);
+        self.probe_lengths(plen, |l| {
+            let mut k = *key;
+            k[..4].copy_from_slice(&l.to_ne_bytes());
+            for (i, byte) in k[4..].iter_mut().enumerate() {
+                // Bits of this byte inside the prefix: 8, 0, or a partial
+                // byte, most significant bits first.
+                let keep = (l as usize).saturating_sub(i * 8).min(8) as u32;
+                *byte &= (0xff00u16 >> keep) as u8;
+            }
+            self.table.find_elem_fixed(&k)
+        })
     }
 
     #[inline]
@@ -156,7 +247,7 @@ impl LpmTrie {
         let k = self.masked(data, plen, &mut buf);
         match self.table.update(k, data, Slots::All(value), flags, 0) {
             Ok(Updated::Inserted) => {
-                self.count(plen).fetch_add(1, Ordering::AcqRel);
+                self.adjust_count(plen, 1);
                 Ok(())
             }
             Ok(Updated::Replaced) => Ok(()),
@@ -174,7 +265,7 @@ impl LpmTrie {
         let mut buf = [0u8; MAX_KEY];
         let k = self.masked(data, plen, &mut buf);
         self.table.delete(k)?;
-        self.count(plen).fetch_sub(1, Ordering::AcqRel);
+        self.adjust_count(plen, -1);
         Ok(())
     }
 

@@ -348,6 +348,17 @@ impl Map {
         }
     }
 
+    /// [`Map::lookup`] for a key whose size `K` is known at compile time
+    /// (the JIT's per-key-size lookup natives): hash maps then hash and
+    /// compare the key with fixed-size loads.
+    #[inline(always)]
+    pub fn lookup_fixed<const K: usize>(&self, key: &[u8; K], cpu: u32) -> Option<*mut u8> {
+        match &self.family {
+            Family::Hash(h) => h.lookup_fixed(key, cpu),
+            _ => self.lookup(key, cpu),
+        }
+    }
+
     /// `bpf_map_update_elem` from a program on `cpu`: per-CPU maps update
     /// that CPU's value only (a new element's other CPUs read zero).
     pub fn update(&self, key: &[u8], value: &[u8], flags: u64, cpu: u32) -> Result<(), MapError> {

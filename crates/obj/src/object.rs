@@ -19,6 +19,9 @@ pub struct Object {
     pub license: String,
     /// Indexed by the imm of `PSEUDO_MAP_IDX` / `PSEUDO_MAP_IDX_VALUE` lddws.
     pub maps: Vec<MapSpec>,
+    /// Parallel to `maps`: byte offset of the `struct bpf_spin_lock` in the
+    /// map's value type (from its BTF), `None` when the value has no lock.
+    pub spin_locks: Vec<Option<u32>>,
     /// Slots of outer maps and PROG_ARRAYs that the object initialises itself.
     pub map_inits: Vec<MapSlotInit>,
     /// In section order, then by offset within the section.
@@ -129,6 +132,7 @@ pub fn load(bytes: &[u8]) -> Result<Object, ObjError> {
     Ok(Object {
         license,
         maps: maps.specs,
+        spin_locks: maps.spin_locks,
         map_inits: maps.inits,
         programs,
         kfuncs,

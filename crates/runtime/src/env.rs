@@ -138,6 +138,11 @@ impl XdpEnv {
         self.cpu
     }
 
+    /// The maps the run's program may name.
+    pub fn object_maps(&self) -> &Arc<ObjectMaps> {
+        &self.maps
+    }
+
     /// Lines `bpf_trace_printk` wrote so far.
     pub fn trace_log(&self) -> &[String] {
         &self.trace
@@ -147,7 +152,18 @@ impl XdpEnv {
     /// program that can exit holding a reservation or a lock; an unverified
     /// program may still do it, and the ring or the lock must not stay
     /// wedged for the next run. Returns a note per released object.
+    #[inline]
     pub fn release_leftovers(&mut self) -> Vec<String> {
+        // The common case, checked inline: benchmarks call this after every
+        // run.
+        if self.reservations.is_empty() && self.held_locks.is_empty() {
+            self.callback_keys.clear();
+            return Vec::new();
+        }
+        self.release_held()
+    }
+
+    fn release_held(&mut self) -> Vec<String> {
         let mut notes = Vec::new();
         for (addr, size) in self.reservations.drain(..) {
             // SAFETY: the address came from `Map::ringbuf_reserve` and was

@@ -107,8 +107,30 @@ impl LoadedObject {
             map: "<instance registry>".into(),
             source,
         })?;
+        Ok(Self::load_in(obj, opts, instance, &|_| None)?.0)
+    }
+
+    /// Loads `obj` into an existing `instance` (a running data plane's own
+    /// instance, opened by name, for a hot replace), taking the map `reuse`
+    /// returns for a spec instead of creating one. A reused map keeps its
+    /// contents: neither static initialisers nor `opts.state` touch it.
+    /// Returns which of the object's maps (by index) were reused.
+    pub fn load_in(
+        obj: &Object,
+        opts: &ObjectOptions,
+        instance: Instance,
+        reuse: &dyn Fn(&bpfjet_maps::spec::MapSpec) -> Option<Arc<Map>>,
+    ) -> Result<(LoadedObject, Vec<bool>), RuntimeError> {
+        let ncpus = opts.ncpus.max(1);
         let mut maps = Vec::with_capacity(obj.maps.len());
+        let mut reused = Vec::with_capacity(obj.maps.len());
         for spec in &obj.maps {
+            if let Some(map) = reuse(spec) {
+                maps.push(map);
+                reused.push(true);
+                continue;
+            }
+            reused.push(false);
             // Frozen maps are frozen after the initial state is applied,
             // like libbpf writing `.rodata` before it freezes the map.
             let mut unfrozen = spec.clone();
@@ -154,16 +176,16 @@ impl LoadedObject {
             fib: opts.fib.clone(),
             ncpus,
         };
-        loaded.apply_static_inits(obj)?;
+        loaded.apply_static_inits(obj, &reused)?;
         if let Some(state) = &opts.state {
             loaded.apply_state(state)?;
         }
-        for (map, spec) in loaded.maps.maps.iter().zip(&obj.maps) {
-            if spec.frozen {
+        for ((map, spec), kept) in loaded.maps.maps.iter().zip(&obj.maps).zip(&reused) {
+            if spec.frozen && !kept {
                 map.freeze();
             }
         }
-        Ok(loaded)
+        Ok((loaded, reused))
     }
 
     /// Every program of the object, in object order. A program's position
@@ -249,8 +271,11 @@ impl LoadedObject {
 
     /// libbpf's `.values` initialisers: PROG_ARRAY slots name programs,
     /// map-in-map slots name other maps of the object.
-    fn apply_static_inits(&self, obj: &Object) -> Result<(), RuntimeError> {
+    fn apply_static_inits(&self, obj: &Object, reused: &[bool]) -> Result<(), RuntimeError> {
         for init in &obj.map_inits {
+            if reused.get(init.map).copied().unwrap_or(false) {
+                continue;
+            }
             let fail = |why: String| RuntimeError::MapInit {
                 map: obj
                     .maps
@@ -394,6 +419,7 @@ fn verify_program(
         .collect();
     let mut env = bpfjet_verifier::VerifyEnv::new(&obj.maps);
     env.kfuncs = &obj.kfuncs;
+    env.spin_locks = &obj.spin_locks;
     env.line_info = Some(&lines);
     let facts = bpfjet_verifier::verify(insns, &env).map_err(|e| RuntimeError::Rejected {
         program: p.name.clone(),

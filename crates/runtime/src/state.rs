@@ -117,6 +117,23 @@ impl RunState {
         self.program_table = programs;
     }
 
+    /// The table [`RunState::set_program_table`] installed.
+    pub fn program_table(&self) -> &[Option<Program>] {
+        &self.program_table
+    }
+
+    /// Count a tail call about to be taken by an engine that performs tail
+    /// calls itself (the JIT's native tail calls): `false`, and nothing
+    /// counted, when this run already took [`MAX_TAIL_CALLS`].
+    #[inline]
+    pub fn try_count_tail_call(&mut self) -> bool {
+        if self.tail_calls >= MAX_TAIL_CALLS {
+            return false;
+        }
+        self.tail_calls += 1;
+        true
+    }
+
     /// Replace the first region equal to `old` (persistent or per-run) with
     /// `new`, or remove it when `new` is None.
     pub(crate) fn replace_region(&mut self, old: Region, new: Option<Region>) {

@@ -36,23 +36,7 @@ impl Verifier<'_> {
                 st.frames.push(frame);
                 Ok(Succ::Goto(entry))
             }
-            CallTarget::Kfunc(idx) => {
-                let name = usize::try_from(idx)
-                    .ok()
-                    .and_then(|i| self.env.kfuncs.get(i))
-                    .cloned()
-                    .unwrap_or_else(|| format!("#{idx}"));
-                match crate::proto::kfunc_proto(&name) {
-                    Some(_) => err(
-                        "kfunc",
-                        format!("kfunc {name}: kfunc argument checking is not implemented yet"),
-                    ),
-                    None => err(
-                        "unknown_kfunc",
-                        format!("kfunc {name} is not known to bpfjet"),
-                    ),
-                }
-            }
+            CallTarget::Kfunc(idx) => self.check_kfunc(st, pc, idx),
         }
     }
 
@@ -132,6 +116,12 @@ impl Verifier<'_> {
                     "At program exit the register R0 is not a known value ({})",
                     r0.ty.name()
                 ),
+            );
+        }
+        if st.lock.is_some() {
+            return err(
+                "spin_lock",
+                "BPF_EXIT instruction in main prog cannot be used inside bpf_spin_lock-ed region",
             );
         }
         if let Some(r) = st.refs.first() {

@@ -296,6 +296,7 @@ impl<'a> Verifier<'a> {
                 self.checkpoints[c].state = State {
                     frames: Vec::new(),
                     refs: Vec::new(),
+                    lock: None,
                 };
             }
         }

@@ -34,6 +34,13 @@ pub struct VerifyEnv<'a> {
     pub maps: &'a [MapSpec],
     /// Indexed by the imm of kfunc calls (names as in `Object::kfuncs`).
     pub kfuncs: &'a [String],
+    /// Parallel to `maps`: byte offset of the `struct bpf_spin_lock` in each
+    /// map's value (from the map's BTF, `Object::spin_locks`); missing
+    /// entries mean no lock.
+    pub spin_locks: &'a [Option<u32>],
+    /// Kfunc prototypes besides the built-in ones (`proto::kfunc_protos`),
+    /// e.g. a library's; looked up first.
+    pub extra_kfuncs: &'a [crate::proto::KfuncProto],
     pub policy: Policy,
     /// Maximum processed instructions before "too complex".
     pub complexity_limit: u64,
@@ -47,6 +54,8 @@ impl<'a> VerifyEnv<'a> {
             prog_type: ProgramType::Xdp,
             maps,
             kfuncs: &[],
+            spin_locks: &[],
+            extra_kfuncs: &[],
             policy: Policy::Privileged,
             complexity_limit: COMPLEXITY_LIMIT,
             line_info: None,

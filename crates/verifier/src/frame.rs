@@ -56,10 +56,19 @@ pub struct RefInfo {
     pub pc: usize,
 }
 
+/// The `bpf_spin_lock` held: which map's value, and the id of the map value
+/// pointer it was taken through (the kernel's `active_lock` ptr + id).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct LockInfo {
+    pub map: u32,
+    pub id: u32,
+}
+
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct State {
     pub frames: Vec<Frame>,
     pub refs: Vec<RefInfo>,
+    pub lock: Option<LockInfo>,
 }
 
 impl State {
@@ -69,6 +78,7 @@ impl State {
         State {
             frames: vec![frame],
             refs: Vec::new(),
+            lock: None,
         }
     }
 
@@ -137,6 +147,9 @@ impl State {
                 .collect();
             out.push_str("\nheld references: ");
             out.push_str(&refs.join(", "));
+        }
+        if let Some(l) = self.lock {
+            out.push_str(&format!("\nholding bpf_spin_lock of map #{} (id={})", l.map, l.id));
         }
         out
     }

@@ -19,7 +19,7 @@ const MAX_VAR_SIZE: u64 = 1 << 29;
 
 /// What argument checking learned.
 #[derive(Default)]
-struct Meta {
+pub(crate) struct Meta {
     map: Option<u32>,
     /// Pending memory argument (register number, whether the helper writes it).
     mem: Option<(u8, bool, bool)>,
@@ -27,7 +27,7 @@ struct Meta {
     alloc_size: Option<u64>,
     callback: Option<u32>,
     /// Stack ranges the helper writes: (frame, lo, hi).
-    clobber: Vec<(usize, i64, i64)>,
+    pub(crate) clobber: Vec<(usize, i64, i64)>,
     /// `bpf_map_lookup_elem` on an array with a constant in-range key:
     /// the result cannot be NULL.
     const_key_in_range: bool,
@@ -84,15 +84,7 @@ impl Verifier<'_> {
             }
         };
         self.facts.helpers_used.insert(id);
-        if proto.args.contains(&ArgType::PtrToSpinLock) {
-            return err(
-                "spin_lock",
-                format!(
-                    "{}: map value has no bpf_spin_lock (bpfjet has no BTF for map values)",
-                    proto.name
-                ),
-            );
-        }
+        self.check_call_under_lock(st, id, proto.name)?;
         if id == 12 && !st.refs.is_empty() {
             return err(
                 "ref_leak",
@@ -206,7 +198,7 @@ impl Verifier<'_> {
         })
     }
 
-    fn check_arg(
+    pub(crate) fn check_arg(
         &mut self,
         st: &mut State,
         pc: usize,
@@ -432,7 +424,9 @@ impl Verifier<'_> {
                 }
                 _ => return expect("ringbuf_mem"),
             },
-            ArgType::PtrToSpinLock => return expect("spin_lock"),
+            ArgType::PtrToSpinLock => {
+                self.check_spin_lock_arg(st, pc, proto.id, &reg, proto.name)?
+            }
             ArgType::PtrToConstStr => {
                 let RegType::MapValue { map } = reg.ty else {
                     return expect("map_value (read-only string)");
@@ -458,7 +452,7 @@ impl Verifier<'_> {
 
     /// A memory argument: `[min_size, max_size]` bytes at `reg`.
     #[allow(clippy::too_many_arguments)]
-    fn helper_mem(
+    pub(crate) fn helper_mem(
         &mut self,
         st: &mut State,
         pc: usize,
@@ -528,6 +522,7 @@ impl Verifier<'_> {
                         format!("R{regno}: write into map forbidden ({})", spec.name),
                     );
                 }
+                self.check_lock_overlap(map, reg, 0, size)?;
                 self.check_region(
                     reg,
                     regno,

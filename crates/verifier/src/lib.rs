@@ -51,9 +51,11 @@ pub mod error;
 pub mod facts;
 pub mod frame;
 mod helper_check;
+mod kfunc;
 mod mem;
 pub mod proto;
 mod pruning;
+mod spin_lock;
 pub mod range;
 pub mod range_ops;
 pub mod reg_state;
@@ -64,7 +66,10 @@ pub use branch::{decide as decide_branch, eval_cond, refine_side as refine_branc
 pub use env::{Policy, ProgramType, VerifyEnv, COMPLEXITY_LIMIT};
 pub use error::VerifyError;
 pub use facts::{ConstKeyLookup, CtxAccess, Facts, PktAccess, SubprogInfo, XdpMdField};
-pub use proto::{helper_proto, helper_protos, ArgType, HelperProto, RetType};
+pub use proto::{
+    helper_proto, helper_protos, kfunc_proto, kfunc_protos, ArgType, HelperProto, KfuncArg,
+    KfuncFlags, KfuncProto, KfuncRet, RetType,
+};
 
 use bpfjet_isa::{Insn, RawInsn};
 

@@ -356,6 +356,7 @@ impl Verifier<'_> {
                         ),
                     );
                 }
+                self.check_lock_overlap(map, base, off64, size as i64)?;
                 self.check_region(
                     base,
                     regno,

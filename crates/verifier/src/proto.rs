@@ -372,17 +372,108 @@ pub fn helper_name(id: i32) -> Option<&'static str> {
     helper_proto(id).map(|p| p.name)
 }
 
+/// What a kfunc argument must be (the BTF-level kinds the kernel derives
+/// from a kfunc's prototype).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum KfuncArg {
+    /// Not an argument.
+    None,
+    /// Any scalar (pointers are refused: a kfunc scalar is never a pointer).
+    Scalar,
+    /// The program's context, unmodified (`struct xdp_md *`).
+    Ctx,
+    /// Readable memory whose size is the next argument (`void *p, u32 p__sz`).
+    Mem,
+    /// The size of the preceding `Mem` argument, a bounded scalar `> 0`.
+    Size,
+    /// A pointer to a fixed-size object the kfunc writes (`__u64 *out`).
+    OutMem(u32),
+    /// A non-NULL pointer into a map value.
+    MapValue,
+    /// Memory acquired from an `acquire` kfunc, unmodified; released by this call.
+    Release,
+}
+
+/// What a kfunc returns.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum KfuncRet {
+    Integer,
+    Void,
+    /// `size` bytes of memory (NULL too when the kfunc is `ret_null`).
+    Mem(u32),
+}
+
+/// Kernel function flags (`KF_*` in the kernel's kfunc id sets).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct KfuncFlags {
+    /// `KF_ACQUIRE`: the returned memory is a reference the program must
+    /// pass to a `release` kfunc on every path.
+    pub acquire: bool,
+    /// `KF_RET_NULL`: the result may be NULL and must be checked.
+    pub ret_null: bool,
+    /// Device-bound XDP metadata kfuncs: the kernel only accepts them in
+    /// programs loaded for one device (`prog_ifindex` + `BPF_F_XDP_DEV_BOUND_ONLY`),
+    /// which bpfjet programs never are.
+    pub dev_bound: bool,
+}
+
 /// A kernel function prototype, keyed by name.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct KfuncProto {
     pub name: &'static str,
-    pub args: [ArgType; 5],
-    pub ret: RetType,
+    pub args: [KfuncArg; 5],
+    pub ret: KfuncRet,
+    pub flags: KfuncFlags,
 }
 
-static KFUNCS: &[KfuncProto] = &[];
+const DEV_BOUND: KfuncFlags = KfuncFlags {
+    acquire: false,
+    ret_null: false,
+    dev_bound: true,
+};
 
-/// Every kfunc bpfjet knows (none yet).
+/// The kernel's XDP kfuncs. bpfjet has no kfuncs of its own yet; a library
+/// adds its prototypes through `VerifyEnv::extra_kfuncs`.
+static KFUNCS: &[KfuncProto] = &[
+    KfuncProto {
+        name: "bpf_xdp_metadata_rx_timestamp",
+        args: [
+            KfuncArg::Ctx,
+            KfuncArg::OutMem(8),
+            KfuncArg::None,
+            KfuncArg::None,
+            KfuncArg::None,
+        ],
+        ret: KfuncRet::Integer,
+        flags: DEV_BOUND,
+    },
+    KfuncProto {
+        name: "bpf_xdp_metadata_rx_hash",
+        args: [
+            KfuncArg::Ctx,
+            KfuncArg::OutMem(4),
+            KfuncArg::OutMem(4),
+            KfuncArg::None,
+            KfuncArg::None,
+        ],
+        ret: KfuncRet::Integer,
+        flags: DEV_BOUND,
+    },
+    KfuncProto {
+        name: "bpf_xdp_metadata_rx_vlan_tag",
+        args: [
+            KfuncArg::Ctx,
+            KfuncArg::OutMem(2),
+            KfuncArg::OutMem(2),
+            KfuncArg::None,
+            KfuncArg::None,
+        ],
+        ret: KfuncRet::Integer,
+        flags: DEV_BOUND,
+    },
+];
+
+/// Every kfunc bpfjet knows by itself.
 pub fn kfunc_protos() -> &'static [KfuncProto] {
     KFUNCS
 }

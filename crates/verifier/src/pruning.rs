@@ -154,10 +154,17 @@ pub fn covers(old: &State, cur: &State, live: u16, allow_uninit: bool) -> bool {
             return false;
         }
     }
-    old.refs
-        .iter()
-        .zip(&cur.refs)
-        .all(|(o, c)| ids.check(o.id, c.id))
+    let locks_match = match (old.lock, cur.lock) {
+        (None, None) => true,
+        (Some(o), Some(c)) => o.map == c.map && ids.check(o.id, c.id),
+        _ => false,
+    };
+    locks_match
+        && old
+            .refs
+            .iter()
+            .zip(&cur.refs)
+            .all(|(o, c)| ids.check(o.id, c.id))
 }
 
 /// The kernel's loop detector: the state at a loop head repeats exactly.

@@ -8,7 +8,8 @@ use bpfjet_verifier::{verify_raw, Policy, VerifyEnv};
 use common::*;
 
 fn ours(v: &Variant, policy: Policy) -> (bool, String) {
-    let env = VerifyEnv::new(&v.maps).with_policy(policy);
+    let mut env = VerifyEnv::new(&v.maps).with_policy(policy);
+    env.spin_locks = &v.locks;
     match verify_raw(&slots(&v.bytes), &env) {
         Ok(_) => (true, String::new()),
         Err(e) => (false, format!("{} ({})", e.rule, e.message)),
@@ -34,14 +35,15 @@ fn negative_corpus_matches_kernel() {
     }
     // Kernel verdicts without CAP_PERFMON, all loaded in one unprivileged thread.
     let unpriv_kernel: Option<Vec<(bool, String)>> = if kernel.is_ok() {
-        let progs: Vec<(Vec<u8>, Vec<bpfjet_maps::MapSpec>)> = corpus
+        type Prog = (Vec<u8>, Vec<bpfjet_maps::MapSpec>, Vec<Option<u32>>);
+        let progs: Vec<Prog> = corpus
             .iter()
-            .map(|v| (v.bytes.clone(), v.maps.clone()))
+            .map(|v| (v.bytes.clone(), v.maps.clone(), v.locks.clone()))
             .collect();
         match unprivileged(move || {
             progs
                 .iter()
-                .map(|(b, m)| kernel_verdict(b, m))
+                .map(|(b, m, l)| kernel_verdict(b, m, l))
                 .collect::<Vec<_>>()
         }) {
             Ok(v) => Some(v),
@@ -63,7 +65,8 @@ fn negative_corpus_matches_kernel() {
     for (i, v) in corpus.iter().enumerate() {
         let (p, pwhy) = ours(v, Policy::Privileged);
         let (u, uwhy) = ours(v, Policy::Unprivileged);
-        let k = kernel.is_ok().then(|| kernel_verdict(&v.bytes, &v.maps));
+        let k = kernel.is_ok().then(|| kernel_verdict(&v.bytes, &v.maps, &v.locks));
+        if v.case.starts_with("spin") && v.name == "bad" { println!("DBG {}: bj={} | k={:?}", v.case, pwhy, k); }
         let ku = unpriv_kernel.as_ref().map(|list| list[i].clone());
         let show = |x: &Option<(bool, String)>| x.as_ref().map_or("-", |(b, _)| mark(*b));
         println!(

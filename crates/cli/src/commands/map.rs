@@ -8,6 +8,11 @@
 //! show one value per CPU, and an update takes one value (every CPU) or one
 //! per CPU. `dump` prints STATE.json.
 //!
+//! With `--typed`, keys and values are JSON typed by the program's BTF
+//! ([`btf_json`]): `lookup`/`delete` take the key as JSON, `update` the key
+//! and value, and `lookup`/`dump` print `{"key": ..., "value": ...}` with
+//! structs as objects, as `bpftool map dump` does.
+//!
 //! Exit codes: 0 done; 1 the instance or map does not exist, the key is
 //! absent (lookup/delete), or the kernel-style error of the operation
 //! (E2BIG, EEXIST, ...); 2 bad command line.
@@ -17,6 +22,8 @@ use bpfjet_maps::state::{parse_hex, to_hex, MapState};
 use bpfjet_maps::{Instance, InstanceResolver, Map, MapError, MapInfo};
 use std::process::ExitCode;
 use std::sync::Arc;
+
+pub mod btf_json;
 
 #[derive(Debug, clap::Args)]
 pub struct MapArgs {
@@ -33,6 +40,107 @@ pub struct Target {
     /// Print JSON.
     #[arg(long)]
     pub json: bool,
+    /// Keys and values as JSON typed by the instance's BTF (structs as
+    /// objects, enums by name) instead of hex.
+    #[arg(long)]
+    pub typed: bool,
+}
+
+/// A map's BTF key and value types, for `--typed`.
+struct Typed {
+    btf: bpfjet_obj::Btf,
+    key: u32,
+    value: u32,
+}
+
+impl Typed {
+    fn of(instance: &str, map: &str) -> Result<Typed> {
+        let btf = btf_json::load_published(instance)?;
+        let (key, value) = btf_json::map_types(&btf, map)
+            .with_context(|| format!("--typed needs BTF types for {map}"))?;
+        Ok(Typed { btf, key, value })
+    }
+
+    fn parse(&self, what: &str, ty: u32, text: &str) -> Result<Vec<u8>> {
+        let v: serde_json::Value = serde_json::from_str(text)
+            .with_context(|| format!("{what} {text:?} is not JSON (with --typed)"))?;
+        btf_json::from_json(&self.btf, ty, &v).with_context(|| format!("{what} {text}"))
+    }
+
+    fn key(&self, text: &str) -> Result<Vec<u8>> {
+        self.parse("key", self.key, text)
+    }
+
+    fn value(&self, text: &str) -> Result<Vec<u8>> {
+        self.parse("value", self.value, text)
+    }
+
+    /// One entry as `{"key", "value"}` (per-CPU: `"values"`, one per CPU).
+    fn entry(&self, key: &[u8], values: &[Vec<u8>], per_cpu: bool) -> Result<serde_json::Value> {
+        let k = btf_json::to_json(&self.btf, self.key, key)?;
+        let vs = values
+            .iter()
+            .map(|v| btf_json::to_json(&self.btf, self.value, v))
+            .collect::<Result<Vec<_>>>()?;
+        Ok(if per_cpu {
+            serde_json::json!({"key": k, "values": vs})
+        } else {
+            serde_json::json!({"key": k, "value": vs.into_iter().next()})
+        })
+    }
+}
+
+/// Prints a typed result: one line with --json, indented otherwise.
+fn print_typed(v: &serde_json::Value, json: bool) -> Result<()> {
+    if json {
+        println!("{v}");
+    } else {
+        println!("{}", serde_json::to_string_pretty(v)?);
+    }
+    Ok(())
+}
+
+/// `dump --typed`: every entry of the named maps, formatted.
+fn dump_typed(inst: &Instance, instance: &str, names: &[String], json: bool) -> Result<()> {
+    let mut out = serde_json::Map::new();
+    let btf = btf_json::load_published(instance)?;
+    for n in names {
+        let m = map(inst, n)?;
+        let per_cpu = m.map_type().is_per_cpu();
+        let entries = m.entries().map_err(|e| anyhow!("dumping {n}: {e}"))?;
+        let typed = btf_json::map_types(&btf, n).map(|(key, value)| Typed {
+            btf: btf.clone(),
+            key,
+            value,
+        });
+        let list = match typed {
+            Ok(t) => entries
+                .iter()
+                .map(|e| t.entry(&e.key, &e.values, per_cpu))
+                .collect::<Result<Vec<_>>>()
+                .with_context(|| format!("formatting {n}"))?,
+            // Dumping one named map insists on types; a whole-instance dump
+            // shows the maps BTF does not describe (global data, inner
+            // maps) as hex, and says so.
+            Err(e) if names.len() > 1 => {
+                eprintln!("bpfjet: {n}: {e:#}; shown as hex");
+                entries
+                    .iter()
+                    .map(|e| {
+                        let vs: Vec<String> = e.values.iter().map(|v| to_hex(v)).collect();
+                        if per_cpu {
+                            serde_json::json!({"key": to_hex(&e.key), "values": vs})
+                        } else {
+                            serde_json::json!({"key": to_hex(&e.key), "value": vs.first()})
+                        }
+                    })
+                    .collect()
+            }
+            Err(e) => return Err(e.context(format!("--typed needs BTF types for {n}"))),
+        };
+        out.insert(n.clone(), list.into());
+    }
+    print_typed(&out.into(), json)
 }
 
 #[derive(Debug, clap::Subcommand)]
@@ -53,7 +161,7 @@ pub enum MapOp {
         #[command(flatten)]
         target: Target,
         map: String,
-        /// Key as hex.
+        /// Key as hex (JSON with --typed).
         key: String,
     },
     /// Create or replace an entry.
@@ -61,9 +169,10 @@ pub enum MapOp {
         #[command(flatten)]
         target: Target,
         map: String,
-        /// Key as hex.
+        /// Key as hex (JSON with --typed).
         key: String,
-        /// Value as hex; for per-CPU maps one value (every CPU) or one per CPU.
+        /// Value as hex (JSON with --typed); for per-CPU maps one value (every
+        /// CPU) or one per CPU.
         #[arg(required = true, num_args = 1..)]
         value: Vec<String>,
         /// any: create or replace; noexist: create only; exist: replace only.
@@ -75,7 +184,7 @@ pub enum MapOp {
         #[command(flatten)]
         target: Target,
         map: String,
-        /// Key as hex.
+        /// Key as hex (JSON with --typed).
         key: String,
     },
 }
@@ -168,6 +277,19 @@ pub fn run(args: &MapArgs) -> Result<ExitCode> {
         }
         MapOp::Dump { target, map: name } => {
             let inst = open(&target.instance)?;
+            if target.typed {
+                let names = match name {
+                    Some(n) => vec![n.clone()],
+                    None => inst
+                        .list()
+                        .into_iter()
+                        .filter(|m| !m.inner)
+                        .map(|m| m.name)
+                        .collect(),
+                };
+                dump_typed(&inst, &target.instance, &names, target.json)?;
+                return Ok(ExitCode::SUCCESS);
+            }
             let resolver = InstanceResolver {
                 instance: &inst,
                 progs: &[],
@@ -200,7 +322,14 @@ pub fn run(args: &MapArgs) -> Result<ExitCode> {
         } => {
             let inst = open(&target.instance)?;
             let m = map(&inst, name)?;
-            let key = hex_arg("key", key, m.key_size())?;
+            let typed = target
+                .typed
+                .then(|| Typed::of(&target.instance, name))
+                .transpose()?;
+            let key = match &typed {
+                Some(t) => t.key(key)?,
+                None => hex_arg("key", key, m.key_size())?,
+            };
             let per_cpu = m.map_type().is_per_cpu();
             let found = if per_cpu {
                 m.lookup_percpu(&key)
@@ -222,6 +351,10 @@ pub fn run(args: &MapArgs) -> Result<ExitCode> {
                 }
                 Err(e) => bail!("lookup in {name}: {e}"),
             };
+            if let Some(t) = &typed {
+                print_typed(&t.entry(&key, &values, per_cpu)?, target.json)?;
+                return Ok(ExitCode::SUCCESS);
+            }
             let hex: Vec<String> = values.iter().map(|v| to_hex(v)).collect();
             if target.json {
                 let mut o = serde_json::json!({"key": to_hex(&key), "found": true});
@@ -248,11 +381,21 @@ pub fn run(args: &MapArgs) -> Result<ExitCode> {
         } => {
             let inst = open(&target.instance)?;
             let m = map(&inst, name)?;
-            let key = hex_arg("key", key, m.key_size())?;
-            let values: Vec<Vec<u8>> = value
-                .iter()
-                .map(|v| hex_arg("value", v, m.value_size()))
-                .collect::<Result<_>>()?;
+            let (key, values): (Vec<u8>, Vec<Vec<u8>>) = if target.typed {
+                let t = Typed::of(&target.instance, name)?;
+                (
+                    t.key(key)?,
+                    value.iter().map(|v| t.value(v)).collect::<Result<_>>()?,
+                )
+            } else {
+                (
+                    hex_arg("key", key, m.key_size())?,
+                    value
+                        .iter()
+                        .map(|v| hex_arg("value", v, m.value_size()))
+                        .collect::<Result<_>>()?,
+                )
+            };
             let flags = update_flags(flags);
             let result = if m.map_type().is_per_cpu() && values.len() > 1 {
                 if values.len() != m.ncpus() as usize {
@@ -281,7 +424,11 @@ pub fn run(args: &MapArgs) -> Result<ExitCode> {
         } => {
             let inst = open(&target.instance)?;
             let m = map(&inst, name)?;
-            let key = hex_arg("key", key, m.key_size())?;
+            let key = if target.typed {
+                Typed::of(&target.instance, name)?.key(key)?
+            } else {
+                hex_arg("key", key, m.key_size())?
+            };
             match m.delete_elem(&key) {
                 Ok(()) => {
                     if target.json {

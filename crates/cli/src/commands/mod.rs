@@ -1,9 +1,11 @@
 //! One module per subcommand.
 pub mod asm;
 pub mod bench;
+pub mod compile;
 pub mod conformance;
 pub mod disasm;
 pub mod map;
+pub mod replace;
 pub mod run;
 pub mod test_run;
 pub mod verify;

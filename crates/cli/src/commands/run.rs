@@ -19,23 +19,30 @@
 //!   written); the summary of what was processed is still printed.
 //! - 2: bad command line.
 //!
+//! While it runs, `bpfjet replace --instance NAME NEW.o` swaps the program
+//! between batches through the instance's control socket (see
+//! [`control`]).
+//!
 //! Teardown is the same on every path: workers stop at a batch boundary,
 //! outputs are flushed, kernel XDP programs are detached and the instance's
 //! shared memory is unlinked.
 
+pub mod control;
 mod engine;
 mod status;
 
 use anyhow::{anyhow, bail, Context, Result};
 use bpfjet_io::pcap::SplitOptions;
 use bpfjet_io::run::{
-    NullOutput, Output, SharedSource, SplitOutput, StopSignal, WorkerOptions, WorkerPool,
-    WorkerSetup,
+    FrameProgram, NullOutput, Output, ProgramSwitch, SharedSource, SplitOutput, StopSignal,
+    WorkerOptions, WorkerPool, WorkerSetup,
 };
 use bpfjet_io::{GenSpec, Generator, PacketSource, PcapReader, PcapSplitSink};
 use bpfjet_maps::Instance;
 use bpfjet_runtime::{LoadedObject, ObjectOptions};
-use engine::{EngineChoice, Prepared};
+use control::{Control, WorkerSlot};
+use engine::EngineChoice;
+use std::cell::RefCell;
 use status::{StatusLine, StopReason, Summary};
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -234,12 +241,36 @@ pub fn run(args: &RunArgs) -> Result<ExitCode> {
         }
     })?;
     let prepared = engine::prepare(&object, &loaded, &prog, args.engine, args.unverified)?;
+    let switch = ProgramSwitch::new(workers);
+    // Hands `prepared` and `loaded` to the control socket once every
+    // worker's first runner exists.
+    let control = |slots: Vec<WorkerSlot>, prepared| {
+        Control::bind(
+            &instance,
+            ncpus,
+            args.engine,
+            args.unverified,
+            switch.clone(),
+            slots,
+            loaded,
+            prepared,
+            &object,
+            &prog,
+        )
+    };
     match &iface {
         Some(spec) => {
-            let make = |cpu: usize, ifindex: u32, queue: u32| {
-                prepared
-                    .runner(cpu, ifindex, queue)
-                    .map_err(|e| e.to_string())
+            let slots = RefCell::new(vec![None; workers]);
+            let make = |i: usize, ifindex: u32, queue: u32| {
+                let runner = prepared
+                    .runner(i, ifindex, queue)
+                    .map_err(|e| e.to_string())?;
+                slots.borrow_mut()[i] = Some(WorkerSlot {
+                    cpu: i,
+                    ingress_ifindex: ifindex,
+                    rx_queue: queue,
+                });
+                Ok(Box::new(switch.wrap(i, runner)) as Box<dyn FrameProgram + Send>)
             };
             let session = bpfjet_io::afxdp::Session::start(
                 spec,
@@ -251,11 +282,16 @@ pub fn run(args: &RunArgs) -> Result<ExitCode> {
             )?;
             let describe = session.describe();
             let (pool, teardown) = session.into_parts();
+            let slots = slots
+                .into_inner()
+                .into_iter()
+                .collect::<Option<Vec<_>>>()
+                .ok_or_else(|| anyhow!("AF_XDP session started without every worker's runner"))?;
+            let mut control = control(slots, prepared)?;
             let code = finish(
                 args,
-                &prog,
                 &instance,
-                &prepared,
+                &mut control,
                 &signal,
                 pool,
                 &describe,
@@ -266,18 +302,32 @@ pub fn run(args: &RunArgs) -> Result<ExitCode> {
             drop(teardown);
             code
         }
-        None => run_offline(args, &prog, &instance, &prepared, workers, &signal),
+        None => {
+            let mut setups = Vec::with_capacity(workers);
+            let mut slots = Vec::with_capacity(workers);
+            for i in 0..workers {
+                let runner = prepared.runner(i, args.ingress_ifindex, 0)?;
+                setups.push(Box::new(switch.wrap(i, runner)) as Box<dyn FrameProgram + Send>);
+                slots.push(WorkerSlot {
+                    cpu: i,
+                    ingress_ifindex: args.ingress_ifindex,
+                    rx_queue: 0,
+                });
+            }
+            let mut control = control(slots, prepared)?;
+            run_offline(args, &instance, &mut control, setups, &signal)
+        }
     }
 }
 
 fn run_offline(
     args: &RunArgs,
-    prog: &str,
     instance: &str,
-    prepared: &Prepared,
-    workers: usize,
+    control: &mut Control,
+    programs: Vec<Box<dyn FrameProgram + Send>>,
     signal: &StopSignal,
 ) -> Result<ExitCode> {
+    let workers = programs.len();
     let options = WorkerOptions {
         batch_size: args.batch,
         ..WorkerOptions::default()
@@ -305,14 +355,14 @@ fn run_offline(
         None => None,
     };
     let mut setups = Vec::with_capacity(workers);
-    for (i, source) in sources.into_iter().enumerate() {
+    for (i, (source, program)) in sources.into_iter().zip(programs).enumerate() {
         let output: Box<dyn Output + Send> = match &split {
             Some(s) => Box::new(s.clone()),
             None => Box::new(NullOutput),
         };
         setups.push(WorkerSetup {
             source,
-            program: prepared.runner(i, args.ingress_ifindex, 0)?,
+            program,
             output,
             pin_cpu: args.pin.then_some(i),
             options,
@@ -322,9 +372,8 @@ fn run_offline(
     let split_sink = split.as_ref().map(SplitOutput::sink);
     finish(
         args,
-        prog,
         instance,
-        prepared,
+        control,
         signal,
         pool,
         &source_name,
@@ -378,9 +427,8 @@ fn sources(args: &RunArgs, workers: usize) -> Result<(Sources, String)> {
 #[allow(clippy::too_many_arguments)]
 fn finish(
     args: &RunArgs,
-    prog: &str,
     instance: &str,
-    prepared: &Prepared,
+    control: &mut Control,
     signal: &StopSignal,
     pool: WorkerPool,
     source: &str,
@@ -397,6 +445,7 @@ fn finish(
     }
     while !pool.is_finished() {
         std::thread::sleep(Duration::from_millis(20));
+        control.poll();
         if signal.poll() {
             stop = StopReason::Signal(signal.signal().unwrap_or(2));
             pool.stop();
@@ -422,11 +471,12 @@ fn finish(
     }
     let outputs = outputs();
     let summary = Summary {
-        program: prog,
-        engine: prepared.engine.name(),
+        program: control.program(),
+        engine: control.engine_name(),
+        replaces: control.replaces(),
         instance,
         source,
-        staged: prepared.stages_frames(),
+        staged: control.stages_frames(),
         total: &outcome.total,
         workers: &outcome.workers,
         elapsed,

@@ -1,7 +1,8 @@
 //! `bpfjet test-run`: run one XDP program once (or `--repeat` times) on one
-//! packet, like the kernel's `BPF_PROG_TEST_RUN`, on bpfjet's interpreter or
-//! on the kernel itself, and report the action, the output frame, the time
-//! per run and optionally every map afterwards.
+//! packet, like the kernel's `BPF_PROG_TEST_RUN`, on bpfjet's interpreter,
+//! its JIT (or an AOT artifact's native code) or on the kernel itself, and
+//! report the action, the output frame, the time per run and optionally
+//! every map afterwards.
 //!
 //! Everything that can be checked without an engine (object, program,
 //! packet, state file, state map names, CPU) is checked here first, so a bad
@@ -36,8 +37,13 @@ pub struct TestRunArgs {
     /// program sees its own output. The report is the last run's.
     #[arg(long, default_value_t = 1)]
     pub repeat: u32,
-    #[arg(long, value_enum, default_value = "interp")]
-    pub engine: Engine,
+    /// Engine: interp (the default), jit, or kernel; `--aot` implies jit.
+    #[arg(long, value_enum)]
+    pub engine: Option<Engine>,
+    /// Run the native code of this artifact (`bpfjet compile`) instead of
+    /// compiling; OBJECT must be the BPF object it was compiled from.
+    #[arg(long, value_name = "ARTIFACT")]
+    pub aot: Option<PathBuf>,
     /// Initial map contents (STATE.json), applied identically on every engine.
     #[arg(long)]
     pub maps: Option<PathBuf>,
@@ -64,6 +70,15 @@ pub struct TestRunArgs {
 }
 
 pub fn run(args: &TestRunArgs) -> Result<ExitCode> {
+    let engine = match (args.engine, &args.aot) {
+        (None | Some(Engine::Jit), Some(_)) => Engine::Jit,
+        (Some(other), Some(_)) => bail!(
+            "--aot runs native code: use it with --engine jit (or no --engine), not {}",
+            other.name()
+        ),
+        (Some(engine), None) => engine,
+        (None, None) => Engine::Interp,
+    };
     let object = bpfjet_obj::load_file(&args.object)
         .map_err(|e| anyhow!("object {}: {e}", args.object.display()))?;
     let program = choose_program(&object, args.prog.as_deref())
@@ -97,15 +112,13 @@ pub fn run(args: &TestRunArgs) -> Result<ExitCode> {
         },
         dump_maps: args.dump_maps,
         unverified: args.unverified,
+        aot: args.aot.as_deref(),
     };
-    let outcome = engine::run(args.engine, &request)?;
+    let outcome = engine::run(engine, &request)?;
     if args.json {
-        println!("{}", report::json(args.engine.name(), &outcome)?);
+        println!("{}", report::json(engine.name(), &outcome)?);
     } else {
-        print!(
-            "{}",
-            report::text(args.engine.name(), &data, args.repeat, &outcome)
-        );
+        print!("{}", report::text(engine.name(), &data, args.repeat, &outcome));
     }
     // A completed run succeeds whatever the action: XDP_ABORTED is a result too.
     Ok(ExitCode::SUCCESS)

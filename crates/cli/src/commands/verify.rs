@@ -47,6 +47,7 @@ pub fn run(obj: &Path, prog: Option<&str>, json: bool, unprivileged: bool) -> Re
             .collect();
         let mut env = VerifyEnv::new(&object.maps).with_policy(policy);
         env.kfuncs = &object.kfuncs;
+        env.spin_locks = &object.spin_locks;
         env.line_info = Some(&lines);
         let start = std::time::Instant::now();
         let result = verify(&insns, &env);

@@ -97,6 +97,8 @@ impl XskWorker {
         let queue = self.sock.queue;
         let mut idle_rounds = 0u64;
         while !stop.load(Ordering::Relaxed) {
+            // Also on idle rounds, so a hot replace completes without traffic.
+            self.program.at_batch_boundary();
             self.reap_completions();
             self.refill();
             if self.need_wakeup && self.sock.fill.needs_wakeup() {

@@ -16,6 +16,7 @@ mod runtime;
 mod shared;
 pub mod signal;
 mod stats;
+mod switch;
 mod verdict;
 mod worker;
 
@@ -27,5 +28,6 @@ pub use signal::StopSignal;
 pub use stats::{
     process_cpu_time, thread_cpu_time, LocalCounts, RunStats, StatsSnapshot, WorkerCounters,
 };
+pub use switch::{ProgramSwitch, SwitchError, SwitchableProgram};
 pub use verdict::{RedirectTarget, Verdict};
 pub use worker::{run_worker, WorkerOptions, WorkerReport};

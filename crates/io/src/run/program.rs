@@ -60,6 +60,11 @@ pub trait FrameProgram {
     /// when the program moved them.
     fn run(&mut self, frame: &mut FrameMut<'_>) -> Result<Verdict, ProgramFault>;
 
+    /// Called by the run loops before every batch (and on idle rounds),
+    /// never inside one: where a hot replace swaps the program
+    /// ([`SwitchableProgram`](super::SwitchableProgram)).
+    fn at_batch_boundary(&mut self) {}
+
     /// Runs the program on a batch buffer and moves its data window.
     fn run_packet(&mut self, pkt: &mut PacketBuf) -> Result<Verdict, ProgramFault> {
         let mut frame = FrameMut::of(pkt);
@@ -74,6 +79,9 @@ pub trait FrameProgram {
 impl<P: FrameProgram + ?Sized> FrameProgram for Box<P> {
     fn run(&mut self, frame: &mut FrameMut<'_>) -> Result<Verdict, ProgramFault> {
         (**self).run(frame)
+    }
+    fn at_batch_boundary(&mut self) {
+        (**self).at_batch_boundary();
     }
 }
 

@@ -113,6 +113,7 @@ where
         if stop.load(Ordering::Relaxed) {
             break Ok(());
         }
+        program.at_batch_boundary();
         match source.next_batch(&mut batch) {
             Ok(0) => break Ok(()),
             Ok(_) => {}

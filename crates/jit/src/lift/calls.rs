@@ -12,12 +12,19 @@
 //! Helpers the lifter knows how to compile in (see `inline`) never reach
 //! [`Lifter::helper_call`]; every other helper call goes through it.
 //!
+//! `bpf_tail_call` on a bound PROG_ARRAY (programs bound to the XDP
+//! helpers) calls `bpfjet_jit_tail_call` directly: it returns the pair
+//! (r0, taken); a taken tail call's r0 is the target's, which this function
+//! returns at once (the target replaced it), otherwise r0 is the helper's
+//! error and execution continues after the call.
+//!
 //! A bpf-to-bpf call checks the call-depth limit, calls the callee's LLVM
 //! function with `depth + 1` and r1–r5, and checks the status word. The
 //! callee has its own registers, so r6–r9 of the caller survive by
 //! construction.
 
 use super::{function_name, Frame, LResult, LiftError, Lifter, Types};
+use crate::analysis::Prov;
 use bpfjet_isa::{CallTarget, Reg};
 use bpfjet_runtime::MAX_CALL_DEPTH;
 use inkwell::attributes::{Attribute, AttributeLoc};
@@ -32,6 +39,7 @@ use inkwell::IntPredicate;
 pub(crate) const HELPER_SYMBOL: &str = "bpfjet_jit_helper";
 pub(crate) const RESUME_SYMBOL: &str = "bpfjet_jit_resume";
 pub(crate) const DEPTH_FAULT_SYMBOL: &str = "bpfjet_jit_depth_fault";
+pub(crate) const TAIL_CALL_SYMBOL: &str = "bpfjet_jit_tail_call";
 
 /// Which registry a trampoline call dispatches to.
 pub(crate) const KIND_HELPER: u64 = 0;
@@ -42,6 +50,7 @@ pub(crate) struct Externs<'ctx> {
     pub helper: FunctionValue<'ctx>,
     pub resume: FunctionValue<'ctx>,
     pub depth_fault: FunctionValue<'ctx>,
+    pub tail_call: FunctionValue<'ctx>,
 }
 
 impl<'ctx> Externs<'ctx> {
@@ -76,7 +85,24 @@ impl<'ctx> Externs<'ctx> {
             cx.void_type().fn_type(&[t.ptr.into(), t.i64.into()], false),
             Some(Linkage::External),
         );
-        for f in [helper, resume, depth_fault] {
+        // { r0, taken }: returned in two registers.
+        let outcome = cx.struct_type(&[t.i64.into(), t.i64.into()], false);
+        let tail_call = module.add_function(
+            TAIL_CALL_SYMBOL,
+            outcome.fn_type(
+                &[
+                    t.ptr.into(),
+                    t.ptr.into(),
+                    t.i64.into(),
+                    t.i64.into(),
+                    t.ptr.into(),
+                    t.i64.into(),
+                ],
+                false,
+            ),
+            Some(Linkage::External),
+        );
+        for f in [helper, resume, depth_fault, tail_call] {
             f.add_attribute(AttributeLoc::Function, attr("nounwind"));
         }
         for f in [resume, depth_fault] {
@@ -86,6 +112,7 @@ impl<'ctx> Externs<'ctx> {
             helper,
             resume,
             depth_fault,
+            tail_call,
         }
     }
 }
@@ -189,6 +216,54 @@ impl<'ctx> Lifter<'ctx, '_> {
         self.b.build_return(Some(&resumed))?;
         self.b.position_at_end(cont);
         Ok(())
+    }
+
+    /// `bpf_tail_call(ctx, map, index)` on a map the program is bound to: a
+    /// direct call (see the module docs); other handles take the trampoline.
+    pub(super) fn direct_tail_call(&mut self, fr: &mut Frame<'ctx>, pc: usize) -> LResult<bool> {
+        let Prov::Const(handle) = self.prov(fr, pc, 2) else {
+            return Ok(false);
+        };
+        if !self.bind.maps.contains_key(&handle) {
+            return Ok(false);
+        }
+        let t = self.t;
+        self.store_args(fr)?;
+        let map = self.reg(fr, 2)?;
+        let map = self.b.build_int_to_ptr(map, t.ptr, "prog_array")?;
+        let index = self.reg(fr, 3)?;
+        let call = self.b.build_call(
+            self.ext.tail_call,
+            &[
+                fr.ctx.into(),
+                map.into(),
+                index.into(),
+                fr.depth.into(),
+                fr.args.into(),
+                t.i64.const_int(pc as u64, false).into(),
+            ],
+            "tail_call",
+        )?;
+        let outcome = basic_result(call)?.into_struct_value();
+        let r0 = self
+            .b
+            .build_extract_value(outcome, 0, "r0")?
+            .into_int_value();
+        let taken = self
+            .b
+            .build_extract_value(outcome, 1, "taken")?
+            .into_int_value();
+        let taken = self
+            .b
+            .build_int_compare(IntPredicate::NE, taken, t.i64.const_zero(), "taken")?;
+        let done = self.cx.append_basic_block(fr.func, "tail_call_taken");
+        let cont = self.cx.append_basic_block(fr.func, "tail_call_fell_through");
+        self.b.build_conditional_branch(taken, done, cont)?;
+        self.b.position_at_end(done);
+        self.b.build_return(Some(&r0))?;
+        self.b.position_at_end(cont);
+        self.set_reg(fr, 0, r0)?;
+        Ok(true)
     }
 
     fn local_call(&mut self, fr: &mut Frame<'ctx>, pc: usize, target: i64) -> LResult<()> {

@@ -59,7 +59,8 @@ impl<'ctx> Lifter<'ctx, '_> {
             return Ok(false);
         };
         match id {
-            ids::MAP_LOOKUP_ELEM => self.inline_map_lookup(fr, pc),
+            ids::MAP_LOOKUP_ELEM => Ok(self.inline_map_lookup(fr, pc)?
+                || self.direct_map_lookup_any(fr, pc)?),
             ids::GET_SMP_PROCESSOR_ID => {
                 let cpu = self.cpu(fr)?;
                 self.set_reg(fr, 0, cpu)?;
@@ -80,14 +81,19 @@ impl<'ctx> Lifter<'ctx, '_> {
                 self.call_with_regs(fr, natives::STRNCMP, &[true, false, true])?;
                 Ok(true)
             }
-            ids::MAP_UPDATE_ELEM => self.direct_map_update(fr, pc),
-            ids::MAP_DELETE_ELEM => self.direct_map_delete(fr, pc),
+            ids::MAP_UPDATE_ELEM => Ok(self.direct_map_update(fr, pc)?
+                || self.direct_map_update_any(fr, pc)?),
+            ids::MAP_DELETE_ELEM => Ok(self.direct_map_delete(fr, pc)?
+                || self.direct_map_delete_any(fr, pc)?),
+            ids::REDIRECT_MAP => self.direct_redirect_map(fr, pc),
+            ids::REDIRECT => self.inline_redirect(fr),
             ids::XDP_ADJUST_HEAD => self.direct_adjust(fr, 0),
             ids::XDP_ADJUST_TAIL => self.direct_adjust(fr, 1),
             ids::XDP_ADJUST_META => self.direct_adjust(fr, 2),
             ids::XDP_LOAD_BYTES => self.inline_packet_copy(fr, false),
             ids::XDP_STORE_BYTES => self.inline_packet_copy(fr, true),
             ids::LOOP => self.inline_loop(fr, pc),
+            ids::TAIL_CALL => self.direct_tail_call(fr, pc),
             _ => Ok(false),
         }
     }
@@ -152,16 +158,18 @@ impl<'ctx> Lifter<'ctx, '_> {
         };
         match self.bind.maps.get(&handle).cloned() {
             Some(MapKind::Array(layout)) => {
-                self.inline_array_lookup(fr, pc, layout)?;
+                let Some(&index) = self.bind.map_index.get(&handle) else {
+                    return Ok(false);
+                };
+                self.inline_array_lookup(fr, pc, index, layout)?;
                 Ok(true)
             }
             Some(MapKind::Keyed { key_size }) => {
                 let name = natives::map_lookup_symbol(key_size);
                 let f = self.native_typed(&name, &[true, true, false])?;
-                let t = self.t;
-                let map = self
-                    .b
-                    .build_int_to_ptr(t.i64.const_int(handle, false), t.ptr, "map")?;
+                let Some(map) = self.map_handle_ptr(handle)? else {
+                    return Ok(false);
+                };
                 let key = self.address(fr, pc, 2, 0, u64::from(key_size))?;
                 let cpu = self.cpu(fr)?;
                 let r0 = self
@@ -187,9 +195,9 @@ impl<'ctx> Lifter<'ctx, '_> {
         };
         let t = self.t;
         let f = self.native_typed(natives::MAP_UPDATE, &[true, true, true, false, false])?;
-        let map = self
-            .b
-            .build_int_to_ptr(t.i64.const_int(handle, false), t.ptr, "map")?;
+        let Some(map) = self.map_handle_ptr(handle)? else {
+            return Ok(false);
+        };
         let key = self.address(fr, pc, 2, 0, u64::from(key_size))?;
         let value = self.reg(fr, 3)?;
         let value = self.b.build_int_to_ptr(value, t.ptr, "value")?;
@@ -226,9 +234,9 @@ impl<'ctx> Lifter<'ctx, '_> {
             }
             Some(MapKind::Keyed { key_size }) => {
                 let f = self.native_typed(natives::MAP_DELETE, &[true, true])?;
-                let map = self
-                    .b
-                    .build_int_to_ptr(t.i64.const_int(handle, false), t.ptr, "map")?;
+                let Some(map) = self.map_handle_ptr(handle)? else {
+                    return Ok(false);
+                };
                 let key = self.address(fr, pc, 2, 0, u64::from(key_size))?;
                 let r0 = self.b.build_call(f, &[map.into(), key.into()], "delete")?;
                 let r0 = basic_result(r0)?.into_int_value();
@@ -258,10 +266,24 @@ impl<'ctx> Lifter<'ctx, '_> {
         Ok(true)
     }
 
+    /// The handle of the map `handle` names, as a pointer to its symbol
+    /// (never the address itself); `None` if the map is not in the
+    /// program's map table.
+    fn map_handle_ptr(&self, handle: u64) -> LResult<Option<PointerValue<'ctx>>> {
+        let Some(&index) = self.bind.map_index.get(&handle) else {
+            return Ok(None);
+        };
+        let addr = self.map_address(&crate::bindings::map_symbol(index), 0)?;
+        Ok(Some(self.b.build_int_to_ptr(addr, self.t.ptr, "map")?))
+    }
+
+    /// `l.values` is the layout at compile time; the code uses the symbol of
+    /// map `index`'s values instead.
     fn inline_array_lookup(
         &mut self,
         fr: &mut Frame<'ctx>,
         pc: usize,
+        index_of_map: usize,
         l: ArrayLayout,
     ) -> LResult<()> {
         let t = self.t;
@@ -294,9 +316,8 @@ impl<'ctx> Lifter<'ctx, '_> {
                     .build_int_mul(cpu, t.i64.const_int(l.cpu_stride as u64, false), "cpuoff")?;
             offset = self.b.build_int_add(offset, cpu_off, "off")?;
         }
-        let addr =
-            self.b
-                .build_int_add(t.i64.const_int(l.values as u64, false), offset, "value")?;
+        let values = self.map_address(&crate::bindings::map_values_symbol(index_of_map), 0)?;
+        let addr = self.b.build_int_add(values, offset, "value")?;
         let r0 = self
             .b
             .build_select(in_range, addr, t.i64.const_zero(), "lookup")?

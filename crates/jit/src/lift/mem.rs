@@ -15,7 +15,7 @@ use inkwell::values::{BasicValue, IntValue, PointerValue};
 use inkwell::{AtomicOrdering, AtomicRMWBinOp};
 
 impl<'ctx> Lifter<'ctx, '_> {
-    fn sized(&self, size: Size) -> IntType<'ctx> {
+    pub(super) fn sized(&self, size: Size) -> IntType<'ctx> {
         match size {
             Size::B => self.t.i8,
             Size::H => self.t.i16,

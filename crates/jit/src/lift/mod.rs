@@ -15,6 +15,8 @@
 mod alu;
 pub(crate) mod calls;
 mod control;
+mod direct;
+mod copy;
 mod inline;
 mod mem;
 
@@ -85,6 +87,9 @@ pub(crate) struct Frame<'ctx> {
     pub depth: IntValue<'ctx>,
     pub blocks: BTreeMap<usize, BasicBlock<'ctx>>,
     pub facts: Vec<RegFacts>,
+    /// Slots before this were already scanned for a copy run that did not
+    /// qualify (see `copy`); not scanning them again keeps lifting linear.
+    pub copy_scanned: usize,
 }
 
 pub(crate) struct Lifter<'ctx, 'a> {
@@ -111,7 +116,16 @@ pub(crate) fn lift_module<'ctx>(
     opts: &JitOptions,
     bind: &Resolved,
 ) -> Result<Module<'ctx>, JitError> {
-    let module = cx.create_module("bpfjet");
+    // The module starts from the declarations of the map symbols (see
+    // `crate::bindings::map_declarations_ir`).
+    let declarations = crate::bindings::map_declarations_ir(bind.map_count);
+    let buffer = inkwell::memory_buffer::MemoryBuffer::create_from_memory_range_copy(
+        declarations.as_bytes(),
+        "bpfjet",
+    );
+    let module = cx
+        .create_module_from_ir(buffer)
+        .map_err(|e| JitError::Codegen(format!("map symbol declarations: {e}")))?;
     let t = Types {
         i8: cx.i8_type(),
         i16: cx.i16_type(),
@@ -246,6 +260,7 @@ impl<'ctx> Lifter<'ctx, '_> {
             depth,
             blocks,
             facts: analysis::stack_pointers(self.insns, f),
+            copy_scanned: f.entry,
         };
         let mut pc = f.entry;
         while pc < f.end {
@@ -266,6 +281,10 @@ impl<'ctx> Lifter<'ctx, '_> {
                     self.b.build_unreachable()?;
                 }
                 pc += insn.slots();
+                continue;
+            }
+            if let Some(next) = self.copy_run(&mut fr, pc)? {
+                pc = next;
                 continue;
             }
             self.lift_insn(&mut fr, pc, insn)?;
@@ -331,7 +350,7 @@ impl<'ctx> Lifter<'ctx, '_> {
             } => self.alu(fr, pc, width, op, dst, src),
             Insn::Endian { order, bits, dst } => self.endian(fr, order, bits, dst),
             Insn::LdDw { dst, imm, .. } => {
-                let v = self.lddw_value(imm)?;
+                let v = self.lddw_value(pc, imm)?;
                 self.set_reg(fr, dst, v)
             }
             Insn::LdDwTail => Ok(()),
@@ -376,11 +395,20 @@ impl<'ctx> Lifter<'ctx, '_> {
 
     /// The value of an `lddw`: an address inside a frozen map value becomes
     /// an address inside the module's constant copy of it, so that loads
-    /// through it fold to constants.
-    fn lddw_value(&self, imm: u64) -> LResult<IntValue<'ctx>> {
+    /// through it fold to constants; other map handles and value addresses
+    /// become their symbols (plus the offset), never the address itself.
+    fn lddw_value(&self, pc: usize, imm: u64) -> LResult<IntValue<'ctx>> {
         let t = self.t;
         let Some((i, off)) = self.bind.frozen_at(imm) else {
-            return Ok(t.i64.const_int(imm, false));
+            return match self.bind.lddw.get(&pc) {
+                Some(crate::bindings::MapRef::Handle(index)) => {
+                    self.map_address(&crate::bindings::map_symbol(*index), 0)
+                }
+                Some(crate::bindings::MapRef::Direct { index, offset }) => {
+                    self.map_address(&crate::bindings::map_direct_symbol(*index), *offset)
+                }
+                None => Ok(t.i64.const_int(imm, false)),
+            };
         };
         let global = self.frozen[i];
         // SAFETY (for LLVM): `off` is inside the global (checked by frozen_at).
@@ -389,6 +417,24 @@ impl<'ctx> Lifter<'ctx, '_> {
                 .build_in_bounds_gep(t.i8, global, &[t.i64.const_int(off, false)], "frozen")?
         };
         Ok(self.b.build_ptr_to_int(p, t.i64, "frozen_addr")?)
+    }
+
+    /// The address of map symbol `name` plus `offset`, as an integer.
+    pub(crate) fn map_address(&self, name: &str, offset: u64) -> LResult<IntValue<'ctx>> {
+        let t = self.t;
+        let global = self
+            .module
+            .get_global(name)
+            .ok_or_else(|| LiftError::Build(format!("map symbol {name} is not declared")))?;
+        let base = self
+            .b
+            .build_ptr_to_int(global.as_pointer_value(), t.i64, name)?;
+        if offset == 0 {
+            return Ok(base);
+        }
+        Ok(self
+            .b
+            .build_int_add(base, t.i64.const_int(offset, false), "map_off")?)
     }
 
     /// What the analysis knows about `r` before slot `pc`.

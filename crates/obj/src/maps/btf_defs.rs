@@ -19,6 +19,8 @@ pub(crate) struct ValuesArray {
 pub(crate) struct BtfMapDef {
     pub spec: MapSpec,
     pub values: Option<ValuesArray>,
+    /// Byte offset of the `struct bpf_spin_lock` in the value type, if any.
+    pub spin_lock: Option<u32>,
 }
 
 fn invalid(map: &str, reason: impl Into<String>) -> ObjError {
@@ -111,6 +113,7 @@ pub(crate) fn parse(
     let mut pinning = Pinning::None;
     let mut inner = None;
     let mut values = None;
+    let mut spin_lock = None;
     for m in members {
         let field = m.name.as_str();
         match field {
@@ -137,6 +140,7 @@ pub(crate) fn parse(
             "value" => {
                 let v = type_field_size(btf, name, field, m.type_id)?;
                 set_size(name, "value size", &mut value_size, v)?;
+                spin_lock = value_spin_lock(btf, name, m.type_id)?;
             }
             "pinning" => {
                 pinning = match uint_field(btf, name, field, m.type_id)? {
@@ -187,5 +191,58 @@ pub(crate) fn parse(
     spec.map_extra = map_extra;
     spec.pinning = pinning;
     spec.inner = inner;
-    Ok(BtfMapDef { spec, values })
+    if spin_lock.is_some() && !matches!(map_type, MapType::Hash | MapType::Array) {
+        // The kernel refuses to create such a map (-EOPNOTSUPP).
+        return Err(invalid(
+            name,
+            format!(
+                "a bpf_spin_lock in the value is only supported for hash and array maps, not {}",
+                map_type.name()
+            ),
+        ));
+    }
+    Ok(BtfMapDef {
+        spec,
+        values,
+        spin_lock,
+    })
+}
+
+/// The offset of the `struct bpf_spin_lock` member of the value type named
+/// by `__type(value, T)` (member `type_id` points to `T`). Like the kernel,
+/// only direct members of a struct or union value count, a value holds at
+/// most one lock, and the lock must be 4-byte aligned.
+fn value_spin_lock(btf: &Btf, map: &str, type_id: u32) -> Result<Option<u32>, ObjError> {
+    let Some(BtfType::Ptr { target }) = btf.resolve(type_id).and_then(|id| btf.type_by_id(id))
+    else {
+        return Ok(None);
+    };
+    let members = match btf.resolve(*target).and_then(|id| btf.type_by_id(id)) {
+        Some(BtfType::Struct { members, .. } | BtfType::Union { members, .. }) => members,
+        _ => return Ok(None),
+    };
+    let mut found = None;
+    for m in members {
+        let is_lock = matches!(
+            btf.resolve(m.type_id).and_then(|id| btf.type_by_id(id)),
+            Some(BtfType::Struct { name, .. }) if name == "bpf_spin_lock"
+        );
+        if !is_lock {
+            continue;
+        }
+        if found.is_some() {
+            return Err(invalid(map, "the value type has more than one bpf_spin_lock"));
+        }
+        if m.bit_offset % 32 != 0 {
+            return Err(invalid(
+                map,
+                format!(
+                    "bpf_spin_lock member `{}` is not 4-byte aligned (bit offset {})",
+                    m.name, m.bit_offset
+                ),
+            ));
+        }
+        found = Some(m.bit_offset / 8);
+    }
+    Ok(found)
 }

@@ -44,6 +44,8 @@ struct Extent {
 
 pub(crate) struct MapTable {
     pub specs: Vec<MapSpec>,
+    /// Parallel to `specs`: offset of the value's `bpf_spin_lock`.
+    pub spin_locks: Vec<Option<u32>>,
     pub inits: Vec<MapSlotInit>,
     /// BTF and legacy definitions by (section, byte offset of the definition).
     by_location: HashMap<(usize, u64), usize>,
@@ -54,6 +56,7 @@ impl MapTable {
     pub fn collect(elf: &Elf, btf: Option<&Btf>) -> Result<MapTable, ObjError> {
         let mut table = MapTable {
             specs: Vec::new(),
+            spin_locks: Vec::new(),
             inits: Vec::new(),
             by_location: HashMap::new(),
             by_data_section: HashMap::new(),
@@ -72,6 +75,7 @@ impl MapTable {
             if let Some(spec) = global_data::map_for(section)? {
                 table.by_data_section.insert(index, table.specs.len());
                 table.specs.push(spec);
+                table.spin_locks.push(None);
             }
         }
         Ok(table)
@@ -113,6 +117,7 @@ impl MapTable {
                 values: def.values,
             });
             self.specs.push(def.spec);
+            self.spin_locks.push(def.spin_lock);
         }
         let Some(relocs) = elf.relocs.get(&section) else {
             return Ok(());
@@ -230,7 +235,9 @@ impl MapTable {
             let spec = legacy::parse(&sym.name, def)?;
             self.by_location
                 .insert((section, sym.value), self.specs.len());
+            // Legacy definitions carry no value type, hence no lock.
             self.specs.push(spec);
+            self.spin_locks.push(None);
         }
         Ok(())
     }

@@ -13,12 +13,26 @@ pub struct Variant {
     pub name: String,
     pub bytes: Vec<u8>,
     pub maps: Vec<MapSpec>,
+    /// Parallel to `maps`: offset of the `struct bpf_spin_lock` in the value
+    /// (`lock=N` in the case's map list); such maps get BTF in the kernel.
+    pub locks: Vec<Option<u32>>,
     /// Expected verdicts: (privileged, unprivileged), true = accepted.
     pub expect: (bool, bool),
 }
 
-fn parse_map(text: &str) -> MapSpec {
-    let f: Vec<&str> = text.split_whitespace().collect();
+/// `type key value entries [lock=OFF]`.
+fn parse_map(text: &str) -> (MapSpec, Option<u32>) {
+    let mut lock = None;
+    let f: Vec<&str> = text
+        .split_whitespace()
+        .filter(|w| match w.strip_prefix("lock=") {
+            Some(off) => {
+                lock = Some(off.parse::<u32>().expect("lock=<byte offset>"));
+                false
+            }
+            None => true,
+        })
+        .collect();
     let num = |i: usize| f.get(i).and_then(|s| s.parse::<u32>().ok()).unwrap_or(0);
     let (ty, rodata) = match f[0] {
         "rodata" => (MapType::Array, true),
@@ -33,7 +47,7 @@ fn parse_map(text: &str) -> MapSpec {
         spec.frozen = true;
         spec.initial_data = Some(vec![0; spec.value_size as usize]);
     }
-    spec
+    (spec, lock)
 }
 
 fn verdict(word: &str) -> bool {
@@ -59,7 +73,7 @@ fn verdict(word: &str) -> bool {
 pub fn parse_case(path: &Path) -> Vec<Variant> {
     let text = std::fs::read_to_string(path).unwrap();
     let case = path.file_stem().unwrap().to_string_lossy().to_string();
-    let mut maps = Vec::new();
+    let mut maps: Vec<(MapSpec, Option<u32>)> = Vec::new();
     let mut priv_: Vec<(String, bool)> = Vec::new();
     let mut unpriv: Option<Vec<(String, bool)>> = None;
     let mut sections: Vec<(String, bool, String)> = Vec::new();
@@ -120,7 +134,8 @@ pub fn parse_case(path: &Path) -> Vec<Variant> {
                 expect: (find(&priv_, &name), find(&unpriv, &name)),
                 name,
                 bytes,
-                maps: maps.clone(),
+                maps: maps.iter().map(|(m, _)| m.clone()).collect(),
+                locks: maps.iter().map(|(_, l)| *l).collect(),
             }
         })
         .collect()
@@ -147,10 +162,22 @@ pub fn slots(bytes: &[u8]) -> Vec<bpfjet_isa::RawInsn> {
         .collect()
 }
 
-/// The kernel's verdict and the last line of its log.
-pub fn kernel_verdict(bytes: &[u8], maps: &[MapSpec]) -> (bool, String) {
-    use bpfjet_kernel::raw_load::{load_raw, RawLoadOptions};
-    match load_raw(bytes, maps, &RawLoadOptions::default()) {
+/// The kernel's verdict and the last line of its log. Maps with a lock
+/// offset are created with a BTF value type holding a `bpf_spin_lock` there.
+pub fn kernel_verdict(bytes: &[u8], maps: &[MapSpec], locks: &[Option<u32>]) -> (bool, String) {
+    use bpfjet_kernel::raw_load::{create_map, load_raw_with_fds, RawLoadOptions};
+    let mut fds = Vec::new();
+    for (i, spec) in maps.iter().enumerate() {
+        let fd = match locks.get(i).copied().flatten() {
+            Some(off) => create_locked_map(spec, off),
+            None => create_map(spec).map_err(|e| e.to_string()),
+        };
+        match fd {
+            Ok(fd) => fds.push(fd),
+            Err(e) => return (false, format!("creating map #{i}: {e}")),
+        }
+    }
+    match load_raw_with_fds(bytes, fds, &RawLoadOptions::default()) {
         Ok(_) => (true, String::new()),
         Err(e) => {
             let last = e
@@ -259,4 +286,83 @@ pub fn nf_objects() -> Vec<PathBuf> {
         dir.display()
     );
     v
+}
+
+/// BTF for a map whose value is `struct v { int w0; ...; struct bpf_spin_lock
+/// wN; ... }` (4-byte words, the lock at byte `lock_off`) and whose key is an
+/// integer of the key size. Type ids: [1] key int, [2] int, [3] bpf_spin_lock, [4] v.
+fn lock_btf(key_size: u32, value_size: u32, lock_off: u32) -> Vec<u8> {
+    let mut strings = b"\0k\0int\0bpf_spin_lock\0val\0v\0".to_vec();
+    let (k, int, lock, val, v) = (1u32, 3, 7, 21, 25);
+    let int_info = |size: u32| (size * 8) & 0xff;
+    let mut types: Vec<u32> = vec![
+        k, 1 << 24, key_size, int_info(key_size),
+        int, 1 << 24, 4, 32,
+        lock, (4 << 24) | 1, 4, val, 2, 0,
+    ];
+    let words = value_size / 4;
+    types.extend_from_slice(&[v, (4 << 24) | words, value_size]);
+    for w in 0..words {
+        let name = strings.len() as u32;
+        strings.extend_from_slice(format!("w{w}").as_bytes());
+        strings.push(0);
+        let ty = if w * 4 == lock_off { 3 } else { 2 };
+        types.extend_from_slice(&[name, ty, w * 32]);
+    }
+    let type_len = (types.len() * 4) as u32;
+    let mut blob = Vec::new();
+    blob.extend_from_slice(&0xeb9fu16.to_le_bytes());
+    blob.extend_from_slice(&[1, 0]);
+    for x in [24u32, 0, type_len, type_len, strings.len() as u32] {
+        blob.extend_from_slice(&x.to_le_bytes());
+    }
+    for t in types {
+        blob.extend_from_slice(&t.to_le_bytes());
+    }
+    blob.extend_from_slice(&strings);
+    blob
+}
+
+fn create_locked_map(spec: &MapSpec, lock_off: u32) -> Result<std::os::fd::OwnedFd, String> {
+    use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+    assert!(
+        lock_off % 4 == 0 && spec.value_size % 4 == 0 && lock_off < spec.value_size,
+        "lock={lock_off} must be a 4-byte word inside the {}-byte value",
+        spec.value_size
+    );
+    let blob = lock_btf(spec.key_size, spec.value_size, lock_off);
+    // SAFETY: `blob` is a complete BTF image of `blob.len()` bytes; NULL opts.
+    let btf = unsafe {
+        libbpf_sys::bpf_btf_load(blob.as_ptr().cast(), blob.len() as _, std::ptr::null_mut())
+    };
+    if btf < 0 {
+        return Err(format!("BTF load: {}", std::io::Error::last_os_error()));
+    }
+    // SAFETY: a fresh descriptor that nobody else owns.
+    let btf = unsafe { OwnedFd::from_raw_fd(btf) };
+    let opts = libbpf_sys::bpf_map_create_opts {
+        sz: std::mem::size_of::<libbpf_sys::bpf_map_create_opts>() as _,
+        map_flags: spec.flags,
+        btf_fd: btf.as_raw_fd() as u32,
+        btf_key_type_id: 1,
+        btf_value_type_id: 4,
+        ..Default::default()
+    };
+    let name = std::ffi::CString::new("locked").unwrap();
+    // SAFETY: `name` is NUL-terminated and `opts` is a valid, sized options struct.
+    let fd = unsafe {
+        libbpf_sys::bpf_map_create(
+            spec.map_type as u32,
+            name.as_ptr(),
+            spec.key_size,
+            spec.value_size,
+            spec.max_entries,
+            &opts,
+        )
+    };
+    if fd < 0 {
+        return Err(format!("map create: {}", std::io::Error::last_os_error()));
+    }
+    // SAFETY: as above.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
 }

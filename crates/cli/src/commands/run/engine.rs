@@ -1,4 +1,5 @@
-//! Choosing and preparing the engine: verify, then JIT or interpret.
+//! Choosing and preparing the engine: verify, then JIT (compiled now, or
+//! the native code of an AOT artifact) or interpret.
 
 use anyhow::{anyhow, bail, Context, Result};
 use bpfjet_io::run::FrameProgram;
@@ -7,7 +8,15 @@ use bpfjet_runtime::{
     HelperRegistry, LoadOptions, LoadedObject, MemoryMode, Program, VerifiedProof,
 };
 use bpfjet_verifier::{verify, VerifyEnv};
+use std::path::Path;
 use std::sync::Arc;
+
+/// `--aot`: the artifact and the BPF object file it must have been compiled from.
+#[derive(Clone, Copy)]
+pub struct AotRequest<'a> {
+    pub artifact: &'a Path,
+    pub object_path: &'a Path,
+}
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
 pub enum EngineChoice {
@@ -76,7 +85,24 @@ pub fn prepare(
     prog: &str,
     choice: EngineChoice,
     unverified: bool,
+    aot: Option<AotRequest<'_>>,
 ) -> Result<Prepared> {
+    if let Some(aot) = aot {
+        if choice == EngineChoice::Interp || unverified {
+            bail!("--aot runs verified native code: drop --engine interp / --unverified");
+        }
+        // The verifier runs all the same: its proof is what makes code
+        // without bounds checks safe, and it is cheap.
+        let proof = verify_program(object, prog)?;
+        let factory = XdpRunnerFactory::new(loaded, prog, MemoryMode::Verified(proof))?;
+        let jit = load_aot(object, loaded, &factory, aot)
+            .with_context(|| format!("AOT artifact {}", aot.artifact.display()))?;
+        return Ok(Prepared {
+            engine: Engine::Jit,
+            factory,
+            jit: Some(jit),
+        });
+    }
     if unverified {
         if choice == EngineChoice::Jit {
             bail!("--engine jit needs a verified program; drop --unverified");
@@ -147,6 +173,40 @@ fn compile(
             None => None,
         };
         table.push(compiled);
+    }
+    Ok(JitParts { entry, table })
+}
+
+/// The entry program and its tail-call targets from an AOT artifact, after
+/// checking it against the object file, the loaded maps and this host.
+fn load_aot(
+    object: &bpfjet_obj::Object,
+    loaded: &LoadedObject,
+    factory: &XdpRunnerFactory,
+    aot: AotRequest<'_>,
+) -> Result<JitParts> {
+    let bytes = std::fs::read(aot.artifact).context("reading it")?;
+    let artifact = bpfjet_jit::AotArtifact::from_bytes(&bytes)?;
+    let source = std::fs::read(aot.object_path)
+        .with_context(|| format!("reading {}", aot.object_path.display()))?;
+    artifact.check_source(&source)?;
+    let entry = artifact.load_program(loaded, factory.name())?;
+    // Tail-call targets: the artifact's code where it has some (verified
+    // at load like the entry), otherwise the interpreter's checked form.
+    let mut table = Vec::with_capacity(factory.program_table().len());
+    for (p, obj_prog) in factory.program_table().iter().zip(&object.programs) {
+        let target = match p {
+            Some(_) if obj_prog.name == factory.name() => Some(entry.program().clone()),
+            Some(p) if artifact.has_program(&obj_prog.name) => Some(
+                artifact
+                    .load_program(loaded, &obj_prog.name)?
+                    .program()
+                    .clone(),
+            ),
+            Some(p) => Some(p.clone()),
+            None => None,
+        };
+        table.push(target);
     }
     Ok(JitParts { entry, table })
 }

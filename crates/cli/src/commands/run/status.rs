@@ -101,6 +101,8 @@ impl StopReason {
 pub struct Summary<'a> {
     pub program: &'a str,
     pub engine: &'a str,
+    /// Hot replaces during the run (`program`/`engine` are the last one's).
+    pub replaces: usize,
     pub instance: &'a str,
     pub source: &'a str,
     pub staged: bool,
@@ -149,6 +151,13 @@ impl Summary<'_> {
             self.workers.len(),
             if self.workers.len() == 1 { "" } else { "s" },
         );
+        if self.replaces > 0 {
+            println!(
+                "  replaced  {} time{} while running (program above is the last)",
+                self.replaces,
+                if self.replaces == 1 { "" } else { "s" }
+            );
+        }
         println!(
             "  frames    {}",
             if self.staged {
@@ -229,6 +238,7 @@ impl Summary<'_> {
         serde_json::json!({
             "program": self.program,
             "engine": self.engine,
+            "replaces": self.replaces,
             "instance": self.instance,
             "source": self.source,
             "frames": if self.staged { "staged" } else { "in_place" },

@@ -3,6 +3,7 @@
 //! context (the point of a differential run).
 
 use anyhow::{anyhow, bail, Context, Result};
+use bpfjet_jit::{AotArtifact, JitObject, JitOptions, XdpEngine};
 use bpfjet_maps::state::MapState;
 use bpfjet_runtime::{LoadedObject, ObjectOptions, TestRunOptions};
 use std::path::Path;
@@ -11,7 +12,8 @@ use std::path::Path;
 pub enum Engine {
     /// bpfjet's reference interpreter.
     Interp,
-    /// bpfjet's LLVM JIT (not available yet).
+    /// bpfjet's LLVM JIT (helpers and map lookups compiled in), or the
+    /// native code of an AOT artifact (`--aot`).
     Jit,
     /// The running kernel's BPF_PROG_TEST_RUN (needs root).
     Kernel,
@@ -49,6 +51,8 @@ pub struct RunRequest<'a> {
     pub rx: RxContext,
     pub dump_maps: bool,
     pub unverified: bool,
+    /// `--aot`: run this artifact's native code (engine jit only).
+    pub aot: Option<&'a Path>,
 }
 
 pub struct RunOutcome {
@@ -67,9 +71,7 @@ pub struct RunOutcome {
 pub fn run(engine: Engine, request: &RunRequest<'_>) -> Result<RunOutcome> {
     match engine {
         Engine::Interp => run_interp(request),
-        Engine::Jit => {
-            bail!("engine 'jit' is not available yet (the LLVM JIT lands with its own issue)")
-        }
+        Engine::Jit => run_jit(request),
         Engine::Kernel => run_kernel(request),
     }
 }
@@ -127,8 +129,104 @@ fn run_kernel(request: &RunRequest<'_>) -> Result<RunOutcome> {
     })
 }
 
-fn run_interp(request: &RunRequest<'_>) -> Result<RunOutcome> {
-    let loaded = LoadedObject::load(
+/// The interpreter's checks of the receive context (the kernel's
+/// `xdp_convert_md_to_buff`), for the JIT path, which takes the context as
+/// given: an ifindex must name an interface of this host and the queue one
+/// of its receive queues.
+fn check_rx(rx: RxContext) -> Result<()> {
+    if rx.ingress_ifindex == 0 {
+        if rx.rx_queue_index != 0 {
+            bail!("--rx-queue needs --ingress-ifindex (EINVAL)");
+        }
+        return Ok(());
+    }
+    let interfaces = std::fs::read_dir("/sys/class/net").context("listing /sys/class/net")?;
+    for entry in interfaces.filter_map(|e| e.ok()) {
+        let index = std::fs::read_to_string(entry.path().join("ifindex")).unwrap_or_default();
+        if index.trim().parse::<u32>().ok() != Some(rx.ingress_ifindex) {
+            continue;
+        }
+        let queues = std::fs::read_dir(entry.path().join("queues"))
+            .map(|dir| {
+                dir.filter_map(|e| e.ok())
+                    .filter(|e| e.file_name().to_string_lossy().starts_with("rx-"))
+                    .count()
+            })
+            .unwrap_or(1)
+            .max(1);
+        if rx.rx_queue_index as usize >= queues {
+            bail!(
+                "interface {} has {queues} receive queues; --rx-queue {} is out of range (EINVAL)",
+                entry.file_name().to_string_lossy(),
+                rx.rx_queue_index
+            );
+        }
+        return Ok(());
+    }
+    bail!(
+        "no interface with ifindex {} (ENODEV)",
+        rx.ingress_ifindex
+    )
+}
+
+/// The JIT: compile the object's programs (or load them from `--aot`,
+/// without LLVM), then run like the interpreter does.
+fn run_jit(request: &RunRequest<'_>) -> Result<RunOutcome> {
+    if request.unverified {
+        bail!("--engine jit runs only verified programs; drop --unverified");
+    }
+    check_rx(request.rx)?;
+    let loaded = load_object(request)?;
+    let fast = match request.aot {
+        None => JitObject::new(loaded, &JitOptions::default()),
+        Some(path) => {
+            let bytes = std::fs::read(path)
+                .with_context(|| format!("reading AOT artifact {}", path.display()))?;
+            let artifact = AotArtifact::from_bytes(&bytes)
+                .with_context(|| format!("AOT artifact {}", path.display()))?;
+            let source = std::fs::read(request.object_path)
+                .with_context(|| format!("reading {}", request.object_path.display()))?;
+            artifact
+                .check_source(&source)
+                .and_then(|()| artifact.load(loaded))
+                .with_context(|| {
+                    format!(
+                        "AOT artifact {} with {}",
+                        path.display(),
+                        request.object_path.display()
+                    )
+                })?
+        }
+    };
+    let result = fast.test_run(
+        request.program,
+        request.data,
+        &TestRunOptions {
+            repeat: request.repeat,
+            cpu: request.cpu,
+            ingress_ifindex: request.rx.ingress_ifindex,
+            rx_queue_index: request.rx.rx_queue_index,
+        },
+        XdpEngine::Jit,
+    )?;
+    let maps = if request.dump_maps {
+        Some(fast.loaded().dump_state().context("dumping bpfjet's maps")?)
+    } else {
+        None
+    };
+    Ok(RunOutcome {
+        retval: result.retval,
+        data_out: result.data_out,
+        duration_ns: result.duration_ns,
+        maps,
+        trace_log: result.trace_log,
+        notes: result.notes,
+    })
+}
+
+/// The object with its maps, as every bpfjet engine loads it.
+fn load_object(request: &RunRequest<'_>) -> Result<LoadedObject> {
+    LoadedObject::load(
         request.object,
         &ObjectOptions {
             // One slot per possible CPU, like the kernel, so per-CPU dumps line up.
@@ -138,7 +236,11 @@ fn run_interp(request: &RunRequest<'_>) -> Result<RunOutcome> {
             ..ObjectOptions::default()
         },
     )
-    .map_err(|e| anyhow!("loading {}: {e}", request.object_path.display()))?;
+    .map_err(|e| anyhow!("loading {}: {e}", request.object_path.display()))
+}
+
+fn run_interp(request: &RunRequest<'_>) -> Result<RunOutcome> {
+    let loaded = load_object(request)?;
     let result = loaded.test_run(
         request.program,
         request.data,

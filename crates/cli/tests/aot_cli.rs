@@ -1,0 +1,227 @@
+//! `bpfjet compile` and `test-run --aot` / `--engine jit` through the binary:
+//! the corpus compiled ahead of time must do on every fixture case what the
+//! interpreter and the kernel (the oracle; root only, skipped loudly
+//! otherwise) do: same action, output frame and maps. A damaged or
+//! mismatched artifact is a clear error with exit status 2.
+//!
+//! katran_lb's map dump is 80 MB of JSON (its 2.1M-entry `ch_rings`), so its
+//! maps are compared on its first case only; action and frame on all.
+
+mod support;
+
+use bpfjet_maps::state::MapState;
+use serde_json::Value;
+use support::fixtures::{self, Case, Fixture};
+use support::{bpfjet, Scratch};
+
+/// What one run printed with `--json`.
+#[derive(Debug, PartialEq)]
+struct Observed {
+    retval: u64,
+    data_out: String,
+    maps: Option<MapState>,
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+fn run_case(
+    fixture: &Fixture,
+    case: &Case,
+    scratch: &Scratch,
+    engine: &[&str],
+    dump: bool,
+) -> Observed {
+    let packet = scratch.file(&format!("{}.pkt.hex", case.name), hex(&case.packet));
+    let object = fixture.object.display().to_string();
+    let state = case.state.display().to_string();
+    let repeat = case.repeat.to_string();
+    let mut args = vec![
+        "test-run", &object, "--prog", &fixture.prog, "--data", &packet, "--maps", &state,
+        "--repeat", &repeat, "--json",
+    ];
+    if dump {
+        args.push("--dump-maps");
+    }
+    args.extend_from_slice(engine);
+    let run = bpfjet(&args, b"");
+    assert_eq!(
+        run.code,
+        Some(0),
+        "{}/{} {engine:?}: {}",
+        fixture.program,
+        case.name,
+        run.stderr
+    );
+    let mut report: Value = serde_json::from_str(&run.stdout).expect("test-run --json output");
+    let maps = report.get_mut("maps").map(|m| {
+        let mut maps: MapState = serde_json::from_value(m.take()).expect("maps in STATE.json form");
+        support::time_fields::mask(&fixture.program, &mut maps);
+        maps
+    });
+    Observed {
+        retval: report["retval"].as_u64().expect("retval"),
+        data_out: report["data_out"].as_str().expect("data_out").to_string(),
+        maps,
+    }
+}
+
+fn fixture(name: &str) -> Fixture {
+    fixtures::all(&support::corpus_build_dir())
+        .into_iter()
+        .find(|f| f.program == name)
+        .unwrap_or_else(|| panic!("no fixture {name}"))
+}
+
+fn compile(fixture: &Fixture, scratch: &Scratch) -> String {
+    let out = scratch.path(&format!("{}.aot", fixture.program));
+    let object = fixture.object.display().to_string();
+    let run = bpfjet(&["compile", &object, "-o", &out], b"");
+    assert_eq!(run.code, Some(0), "compile {object}: {}", run.stderr);
+    assert!(run.stdout.contains(&fixture.prog), "{}", run.stdout);
+    out
+}
+
+fn kernel_usable() -> bool {
+    match bpfjet_kernel::kernel_available() {
+        Ok(()) => true,
+        Err(why) => {
+            support::skip("AOT vs kernel comparison", &why);
+            false
+        }
+    }
+}
+
+/// AOT code vs the interpreter and the kernel, case by case.
+fn aot_matches(program: &str) {
+    let fixture = fixture(program);
+    let scratch = Scratch::new(&format!("aot-{program}"));
+    let artifact = compile(&fixture, &scratch);
+    let kernel = kernel_usable();
+    for (i, case) in fixture.cases.iter().enumerate() {
+        let dump = program != "katran_lb" || i == 0;
+        let label = format!("{program}/{}", case.name);
+        let interp = run_case(&fixture, case, &scratch, &["--engine", "interp"], dump);
+        let aot = run_case(&fixture, case, &scratch, &["--aot", &artifact], dump);
+        assert_eq!(aot, interp, "{label}: AOT vs interp");
+        assert_eq!(
+            report_action(aot.retval),
+            case.expected_action,
+            "{label}: the fixture's kernel-confirmed action"
+        );
+        if kernel {
+            let k = run_case(&fixture, case, &scratch, &["--engine", "kernel"], dump);
+            assert_eq!(aot, k, "{label}: AOT vs kernel");
+        }
+    }
+}
+
+fn report_action(retval: u64) -> &'static str {
+    match retval {
+        0 => "ABORTED",
+        1 => "DROP",
+        2 => "PASS",
+        3 => "TX",
+        4 => "REDIRECT",
+        _ => "UNKNOWN",
+    }
+}
+
+#[test]
+fn aot_katran_lb_matches_interp_and_kernel() {
+    aot_matches("katran_lb");
+}
+
+#[test]
+fn aot_firewall_matches_interp_and_kernel() {
+    aot_matches("firewall");
+}
+
+/// `--engine jit` on every fixture of the corpus equals the interpreter.
+#[test]
+fn jit_engine_matches_interp_on_every_fixture() {
+    let scratch = Scratch::new("jit-engine");
+    for fixture in fixtures::all(&support::corpus_build_dir()) {
+        for (i, case) in fixture.cases.iter().enumerate() {
+            let dump = fixture.program != "katran_lb" || i == 0;
+            let interp = run_case(&fixture, case, &scratch, &["--engine", "interp"], dump);
+            let jit = run_case(&fixture, case, &scratch, &["--engine", "jit"], dump);
+            assert_eq!(
+                jit, interp,
+                "{}/{}: --engine jit vs interp",
+                fixture.program, case.name
+            );
+        }
+    }
+}
+
+/// Damaged, foreign and misused artifacts: exit 2 and a message saying why.
+#[test]
+fn bad_artifacts_are_refused() {
+    let firewall = fixture("firewall");
+    let katran = fixture("katran_lb");
+    let scratch = Scratch::new("aot-errors");
+    let artifact = compile(&firewall, &scratch);
+    let case = &firewall.cases[0];
+    let packet = scratch.file("p.pkt.hex", hex(&case.packet));
+    let fw = firewall.object.display().to_string();
+    let lb = katran.object.display().to_string();
+    let expect_error = |args: &[&str], what: &str| {
+        let run = bpfjet(args, b"");
+        assert_eq!(run.code, Some(2), "{args:?}: {}{}", run.stdout, run.stderr);
+        assert!(
+            run.stderr.contains(what),
+            "{args:?}: expected {what:?} in: {}",
+            run.stderr
+        );
+    };
+
+    let bytes = std::fs::read(&artifact).unwrap();
+    let mut damaged = bytes.clone();
+    let mid = damaged.len() / 2;
+    damaged[mid] ^= 0x10;
+    let damaged = scratch.file("damaged.aot", damaged);
+    expect_error(
+        &["test-run", &fw, "--data", &packet, "--aot", &damaged],
+        "damaged file",
+    );
+    let truncated = scratch.file("truncated.aot", &bytes[..bytes.len() / 3]);
+    expect_error(
+        &["test-run", &fw, "--data", &packet, "--aot", &truncated],
+        "not a usable bpfjet AOT artifact",
+    );
+    let not_aot = scratch.file("elf.aot", std::fs::read(&firewall.object).unwrap());
+    expect_error(
+        &["test-run", &fw, "--data", &packet, "--aot", &not_aot],
+        "bad magic",
+    );
+    expect_error(
+        &[
+            "test-run", &lb, "--prog", &katran.prog, "--data", &packet, "--aot", &artifact,
+        ],
+        "different BPF object",
+    );
+    expect_error(
+        &[
+            "test-run", &fw, "--data", &packet, "--aot", &artifact, "--engine", "interp",
+        ],
+        "--aot runs native code",
+    );
+    let missing = scratch.path("missing.aot");
+    expect_error(
+        &["test-run", &fw, "--data", &packet, "--aot", &missing],
+        "reading AOT artifact",
+    );
+    expect_error(
+        &[
+            "compile",
+            &fw,
+            "-o",
+            &scratch.path("x.aot"),
+            "--prog",
+            "nope",
+        ],
+        "no program \"nope\"",
+    );
+}

@@ -1,0 +1,167 @@
+//! Helpers called as direct natives that take the run context (no registry,
+//! no `HelperCtx`), for programs bound to the XDP helpers:
+//!
+//! - `bpf_map_lookup_elem` / `_update_elem` / `_delete_elem` on a handle
+//!   that is not a bound map of a kind `inline` compiles in: an inner map
+//!   taken from a map-in-map (katran's per-CPU connection table), a
+//!   map-in-map itself, device maps. The verifier proved the handle a map;
+//!   the native checks its type as the helper does.
+//! - `bpf_redirect_map`: a direct call; `bpf_redirect`: two instructions.
+//!
+//! A native that can abort the run (a map type the kernel would have
+//! refused) leaves the status word non-zero; the code then returns at once,
+//! like after an aborted helper call.
+
+use super::calls::basic_result;
+use super::{Frame, LResult, Lifter};
+use crate::analysis::Prov;
+use crate::bindings::MapKind;
+use crate::natives;
+use bpfjet_runtime::xdp::action;
+use inkwell::module::Linkage;
+use inkwell::types::BasicMetadataTypeEnum;
+use inkwell::values::{BasicMetadataValueEnum, IntValue};
+use inkwell::IntPredicate;
+
+/// A native parameter: the run context, a pointer from a register, or an
+/// integer.
+#[derive(Clone, Copy)]
+enum Arg {
+    Ctx,
+    Ptr(u8),
+    Reg(u8),
+    Pc,
+}
+
+impl<'ctx> Lifter<'ctx, '_> {
+    /// Whether the map in r1 at `pc` should take the `*_any` natives: a
+    /// handle not resolved at compile time, or a bound map of a kind the
+    /// inline paths leave alone.
+    fn dynamic_map(&self, fr: &Frame<'ctx>, pc: usize) -> bool {
+        match self.prov(fr, pc, 1) {
+            Prov::Const(handle) => matches!(self.bind.maps.get(&handle), Some(MapKind::Other)),
+            _ => true,
+        }
+    }
+
+    /// Call native `name` (returning i64) with `args`, set r0 to its result
+    /// and return from the function if it aborted the run.
+    fn call_checked(&mut self, fr: &Frame<'ctx>, pc: usize, name: &str, args: &[Arg]) -> LResult<()> {
+        let t = self.t;
+        let f = match self.module.get_function(name) {
+            Some(f) => f,
+            None => {
+                let params: Vec<BasicMetadataTypeEnum<'ctx>> = args
+                    .iter()
+                    .map(|a| match a {
+                        Arg::Ctx | Arg::Ptr(_) => t.ptr.into(),
+                        Arg::Reg(_) | Arg::Pc => t.i64.into(),
+                    })
+                    .collect();
+                let f = self.module.add_function(
+                    name,
+                    t.i64.fn_type(&params, false),
+                    Some(Linkage::External),
+                );
+                self.nounwind(f);
+                f
+            }
+        };
+        let mut values: Vec<BasicMetadataValueEnum<'ctx>> = Vec::with_capacity(args.len());
+        for a in args {
+            values.push(match *a {
+                Arg::Ctx => fr.ctx.into(),
+                Arg::Ptr(r) => {
+                    let v = self.reg(fr, r)?;
+                    self.b.build_int_to_ptr(v, t.ptr, "argp")?.into()
+                }
+                Arg::Reg(r) => self.reg(fr, r)?.into(),
+                Arg::Pc => t.i64.const_int(pc as u64, false).into(),
+            });
+        }
+        let r0 = self.b.build_call(f, &values, "native")?;
+        let r0 = basic_result(r0)?.into_int_value();
+        self.set_reg(fr, 0, r0)?;
+        let status = self.b.build_load(t.i64, fr.ctx, "status")?.into_int_value();
+        let ok = self
+            .b
+            .build_int_compare(IntPredicate::EQ, status, t.i64.const_zero(), "ok")?;
+        let cont = self.cx.append_basic_block(fr.func, "after_native");
+        let abort = self.cx.append_basic_block(fr.func, "native_aborted");
+        self.b.build_conditional_branch(ok, cont, abort)?;
+        self.b.position_at_end(abort);
+        self.b.build_return(Some(&t.i64.const_zero()))?;
+        self.b.position_at_end(cont);
+        Ok(())
+    }
+
+    /// `bpf_map_lookup_elem(map, key)` on a dynamic map.
+    pub(super) fn direct_map_lookup_any(&mut self, fr: &mut Frame<'ctx>, pc: usize) -> LResult<bool> {
+        if !self.dynamic_map(fr, pc) {
+            return Ok(false);
+        }
+        let args = [Arg::Ctx, Arg::Ptr(1), Arg::Ptr(2), Arg::Pc];
+        self.call_checked(fr, pc, natives::MAP_LOOKUP_ANY, &args)?;
+        Ok(true)
+    }
+
+    /// `bpf_map_update_elem(map, key, value, flags)` on a dynamic map.
+    pub(super) fn direct_map_update_any(&mut self, fr: &mut Frame<'ctx>, pc: usize) -> LResult<bool> {
+        if !self.dynamic_map(fr, pc) {
+            return Ok(false);
+        }
+        let args = [
+            Arg::Ctx,
+            Arg::Ptr(1),
+            Arg::Ptr(2),
+            Arg::Ptr(3),
+            Arg::Reg(4),
+            Arg::Pc,
+        ];
+        self.call_checked(fr, pc, natives::MAP_UPDATE_ANY, &args)?;
+        Ok(true)
+    }
+
+    /// `bpf_map_delete_elem(map, key)` on a dynamic map.
+    pub(super) fn direct_map_delete_any(&mut self, fr: &mut Frame<'ctx>, pc: usize) -> LResult<bool> {
+        if !self.dynamic_map(fr, pc) {
+            return Ok(false);
+        }
+        let args = [Arg::Ctx, Arg::Ptr(1), Arg::Ptr(2), Arg::Pc];
+        self.call_checked(fr, pc, natives::MAP_DELETE_ANY, &args)?;
+        Ok(true)
+    }
+
+    /// `bpf_redirect_map(map, key, flags)`.
+    pub(super) fn direct_redirect_map(&mut self, fr: &mut Frame<'ctx>, pc: usize) -> LResult<bool> {
+        if let Prov::Const(handle) = self.prov(fr, pc, 1) {
+            if !self.bind.maps.contains_key(&handle) {
+                return Ok(false);
+            }
+        }
+        let args = [Arg::Ctx, Arg::Ptr(1), Arg::Reg(2), Arg::Reg(3), Arg::Pc];
+        self.call_checked(fr, pc, natives::REDIRECT_MAP, &args)?;
+        Ok(true)
+    }
+
+    /// `bpf_redirect(ifindex, flags)` in XDP: XDP_REDIRECT, or XDP_ABORTED
+    /// for any flags (XDP's redirect takes none).
+    pub(super) fn inline_redirect(&mut self, fr: &mut Frame<'ctx>) -> LResult<bool> {
+        let t = self.t;
+        let flags = self.reg(fr, 2)?;
+        let bad = self
+            .b
+            .build_int_compare(IntPredicate::NE, flags, t.i64.const_zero(), "bad_flags")?;
+        let r0: IntValue<'ctx> = self
+            .b
+            .build_select(
+                bad,
+                t.i64.const_int(u64::from(action::ABORTED), false),
+                t.i64.const_int(u64::from(action::REDIRECT), false),
+                "redirect",
+            )?
+            .into_int_value();
+        self.set_reg(fr, 0, r0)?;
+        Ok(true)
+    }
+}

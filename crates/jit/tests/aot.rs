@@ -1,0 +1,214 @@
+//! AOT artifacts of the corpus: compiled in one `JitObject`, written to
+//! bytes, read back and loaded against a fresh load of the object (new map
+//! instances at new addresses), they must run every fixture case like the
+//! reference interpreter, without LLVM compiling anything. The LLVM
+//! compilation counter is process-wide, so the tests take turns (`SERIAL`).
+
+use bpfjet_jit::{
+    llvm_compilations, AotArtifact, AotError, CacheMode, DumpStage, JitObject, JitOptions,
+    XdpEngine,
+};
+use bpfjet_maps::state::{load_state, parse_hex, MapState};
+use bpfjet_runtime::{LoadedObject, ObjectOptions, TestRunOptions};
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// Held by every test: another test compiling would move the counter.
+static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn serial() -> std::sync::MutexGuard<'static, ()> {
+    SERIAL.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+fn workspace() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+fn corpus_object(name: &str) -> PathBuf {
+    let path = workspace().join(format!("build/examples/xdp/{name}.o"));
+    let fixture_state = workspace().join("build/examples/xdp/fixtures/katran_lb/state.json");
+    if !path.exists() || !fixture_state.exists() {
+        let built = Command::new("make")
+            .arg("-C")
+            .arg(workspace().join("examples"))
+            .status()
+            .map(|s| s.success())
+            .unwrap_or(false);
+        assert!(built, "{name}: `make -C examples` failed");
+    }
+    assert!(path.exists(), "{name}: {} missing", path.display());
+    path
+}
+
+fn read_hex(path: &Path) -> Vec<u8> {
+    let text = std::fs::read_to_string(path).unwrap();
+    let digits: String = text
+        .lines()
+        .map(|l| l.split('#').next().unwrap_or(""))
+        .collect::<Vec<_>>()
+        .join(" ");
+    parse_hex(&digits).unwrap()
+}
+
+fn state_path(fixtures: &Path, spec: &str) -> PathBuf {
+    match spec.strip_prefix("build:") {
+        Some(rest) => workspace().join("build/examples").join(rest),
+        None => fixtures.join(spec),
+    }
+}
+
+fn timestamped_maps(program: &str, case: &str) -> &'static [&'static str] {
+    match program {
+        "katran_lb" if case.contains("udp") => &["lru_mapping", "fallback_cache"],
+        "rate_limiter" => &["buckets"],
+        _ => &[],
+    }
+}
+
+fn without(mut state: MapState, ignore: &[&str]) -> MapState {
+    for name in ignore {
+        state.remove(*name);
+    }
+    state
+}
+
+fn options(state: &MapState) -> ObjectOptions {
+    ObjectOptions {
+        state: Some(state.clone()),
+        ..ObjectOptions::default()
+    }
+}
+
+const CORPUS: &[&str] = &[
+    "cms_sketch",
+    "firewall",
+    "icmp_echo",
+    "katran_lb",
+    "rate_limiter",
+    "ringbuf_sampler",
+    "router_tailcall",
+    "xdp_redirect",
+];
+
+/// Compile `name` once, then check every fixture case on the artifact.
+fn check_corpus(name: &str) {
+    let path = corpus_object(name);
+    let source = std::fs::read(&path).unwrap();
+    let object = bpfjet_obj::load_file(&path).unwrap();
+    let fixtures = workspace().join(format!("examples/xdp/fixtures/{name}"));
+    let cases: Value =
+        serde_json::from_str(&std::fs::read_to_string(fixtures.join("cases.json")).unwrap())
+            .unwrap();
+    let prog = cases["prog"].as_str().unwrap();
+    let jit = JitOptions {
+        cache: CacheMode::Off,
+        ..JitOptions::default()
+    };
+    let compile_from = LoadedObject::load(&object, &ObjectOptions::default()).unwrap();
+    let artifact = AotArtifact::compile(&compile_from, &source, name, &[], &jit)
+        .unwrap_or_else(|e| panic!("{name}: compile: {e}"));
+    let bytes = artifact.to_bytes();
+    let artifact = AotArtifact::from_bytes(&bytes).unwrap();
+    artifact.check_source(&source).unwrap();
+
+    for case in cases["cases"].as_array().unwrap() {
+        let case_name = case["name"].as_str().unwrap();
+        let label = format!("{name}/{case_name}");
+        let state: MapState = match case["state"].as_str() {
+            Some(s) => load_state(&state_path(&fixtures, s)).unwrap(),
+            None => MapState::new(),
+        };
+        let pkt = read_hex(&fixtures.join(case["packet"].as_str().unwrap()));
+        let run_opts = TestRunOptions {
+            repeat: case["repeat"].as_u64().unwrap_or(1) as u32,
+            ..TestRunOptions::default()
+        };
+        let ignore = timestamped_maps(name, case_name);
+        let reference = LoadedObject::load(&object, &options(&state)).unwrap();
+        let want = reference.test_run(prog, &pkt, &run_opts).unwrap();
+        let want_maps = without(reference.dump_state().unwrap(), ignore);
+
+        let compiled_before = llvm_compilations();
+        let loaded = LoadedObject::load(&object, &options(&state)).unwrap();
+        let fast = artifact
+            .load(loaded)
+            .unwrap_or_else(|e| panic!("{label}: AOT load: {e}"));
+        let stats = fast.program(prog).unwrap().compile_stats().clone();
+        assert!(stats.prebuilt && !stats.cache_hit, "{label}: {stats:?}");
+        let got = fast
+            .test_run(prog, &pkt, &run_opts, XdpEngine::Jit)
+            .unwrap_or_else(|e| panic!("{label}: {e}"));
+        assert_eq!(
+            llvm_compilations(),
+            compiled_before,
+            "{label}: loading and running the artifact compiled with LLVM"
+        );
+        assert_eq!(got.retval, want.retval, "{label}: action");
+        assert_eq!(got.data_out, want.data_out, "{label}: data_out");
+        let got_maps = without(fast.loaded().dump_state().unwrap(), ignore);
+        assert_eq!(got_maps, want_maps, "{label}: maps");
+    }
+}
+
+#[test]
+fn corpus_artifacts_run_like_the_interpreter_without_llvm() {
+    let _turn = serial();
+    for name in CORPUS {
+        check_corpus(name);
+    }
+}
+
+/// Map handles and values are `movabs` of the map symbols, never the
+/// addresses of this process's maps.
+#[test]
+fn generated_code_names_maps_by_symbol() {
+    let _turn = serial();
+    let path = corpus_object("katran_lb");
+    let object = bpfjet_obj::load_file(&path).unwrap();
+    let jit = JitOptions {
+        cache: CacheMode::Off,
+        ..JitOptions::default()
+    };
+    let fast = JitObject::load(&object, &ObjectOptions::default(), &jit).unwrap();
+    let prog = fast.program_names()[0].to_string();
+    let asm = fast.dump(&prog, DumpStage::Assembly, true).unwrap();
+    assert!(
+        asm.contains("movabsq\t$bpfjet_map_"),
+        "no movabs of a map symbol in:\n{asm}"
+    );
+    for map in fast.loaded().object_maps().maps() {
+        let handle = bpfjet_maps::Map::handle(map) as u64;
+        for text in [handle.to_string(), format!("{handle:#x}")] {
+            assert!(!asm.contains(&text), "map address {text} baked into the code");
+        }
+    }
+}
+
+#[test]
+fn artifacts_refuse_other_objects_and_damage() {
+    let _turn = serial();
+    let fw = corpus_object("firewall");
+    let lb = corpus_object("katran_lb");
+    let fw_source = std::fs::read(&fw).unwrap();
+    let lb_source = std::fs::read(&lb).unwrap();
+    let fw_object = bpfjet_obj::load_file(&fw).unwrap();
+    let lb_object = bpfjet_obj::load_file(&lb).unwrap();
+    let loaded = LoadedObject::load(&fw_object, &ObjectOptions::default()).unwrap();
+    let artifact =
+        AotArtifact::compile(&loaded, &fw_source, "firewall", &[], &JitOptions::default())
+            .unwrap();
+    let err = artifact.check_source(&lb_source).unwrap_err();
+    assert!(err.to_string().contains("different BPF object"), "{err}");
+    // Another object's maps are refused before any code is loaded.
+    let other = LoadedObject::load(&lb_object, &ObjectOptions::default()).unwrap();
+    let err = artifact.load(other).unwrap_err();
+    assert!(matches!(err, AotError::Mismatch(_)), "{err}");
+    let mut bytes = artifact.to_bytes();
+    let n = bytes.len();
+    bytes[n / 3] ^= 0x40;
+    assert!(matches!(
+        AotArtifact::from_bytes(&bytes),
+        Err(AotError::Format(_))
+    ));
+}

@@ -1,0 +1,171 @@
+//! Native tail calls (and the helpers the JIT calls directly) for programs of
+//! a `JitObject`, exercised by `tests/progs/native_calls.c`: every run on the
+//! JIT must produce the action, packet and maps the reference interpreter
+//! produces, including after the control plane rewrites PROG_ARRAY slots,
+//! and the tail calls must have left the helper trampoline.
+//!
+//! The C file is compiled with clang-19 at test time; without it the test
+//! fails and says to run scripts/setup.sh.
+
+use bpfjet_jit::{DumpStage, JitObject, JitOptions, XdpEngine};
+use bpfjet_runtime::{LoadedObject, ObjectOptions, TestRunOptions};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+fn object() -> PathBuf {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/progs/native_calls.c");
+    let out = Path::new(env!("CARGO_TARGET_TMPDIR")).join("native_calls.o");
+    let mut cmd = Command::new(std::env::var("CLANG").unwrap_or_else(|_| "clang-19".into()));
+    cmd.args(["-O2", "-g", "-target", "bpf", "-mcpu=v3", "-c"])
+        .arg(&src)
+        .arg("-o")
+        .arg(&out);
+    let arch_inc = format!("/usr/include/{}-linux-gnu", std::env::consts::ARCH);
+    if Path::new(&arch_inc).join("asm/types.h").exists() {
+        cmd.arg("-I").arg(arch_inc);
+    }
+    match cmd.status() {
+        Ok(s) if s.success() => out,
+        other => panic!(
+            "cannot compile {} with clang-19 ({other:?}); run scripts/setup.sh",
+            src.display()
+        ),
+    }
+}
+
+const XDP_PASS: u32 = 2;
+const XDP_DROP: u32 = 1;
+const XDP_TX: u32 = 3;
+
+/// The reference interpreter and the JIT, each on its own copy of the
+/// object's maps.
+struct Pair {
+    reference: LoadedObject,
+    fast: JitObject,
+}
+
+impl Pair {
+    fn new() -> Pair {
+        let obj = bpfjet_obj::load_file(object()).unwrap();
+        let opts = ObjectOptions::default();
+        Pair {
+            reference: LoadedObject::load(&obj, &opts).unwrap(),
+            fast: JitObject::load(&obj, &opts, &JitOptions::uncached()).unwrap(),
+        }
+    }
+
+    /// Run `prog` on a packet whose first byte is `slot` on both engines;
+    /// both must agree on everything. Returns the action and the `trail`
+    /// counters (programs entered, tail calls that fell through, last
+    /// recorded value).
+    fn run(&self, prog: &str, slot: u8) -> (u32, [u64; 3]) {
+        let mut packet = vec![0u8; 64];
+        packet[0] = slot;
+        let opts = TestRunOptions::default();
+        let want = self.reference.test_run(prog, &packet, &opts).unwrap();
+        let got = self
+            .fast
+            .test_run(prog, &packet, &opts, XdpEngine::Jit)
+            .unwrap();
+        let what = format!("{prog} on slot {slot}");
+        assert_eq!(got.retval, want.retval, "{what}: action");
+        assert_eq!(got.data_out, want.data_out, "{what}: packet");
+        assert_eq!(
+            self.fast.loaded().dump_state().unwrap(),
+            self.reference.dump_state().unwrap(),
+            "{what}: maps"
+        );
+        (got.retval, self.take_trail())
+    }
+
+    /// Read and clear the `trail` array on both sides.
+    fn take_trail(&self) -> [u64; 3] {
+        let mut out = [0u64; 3];
+        for (i, v) in out.iter_mut().enumerate() {
+            let key = (i as u32).to_ne_bytes();
+            for loaded in [&self.reference, self.fast.loaded()] {
+                let map = loaded.map("trail").unwrap();
+                let bytes = map.lookup_copy(&key).unwrap();
+                *v = u64::from_ne_bytes(bytes.try_into().unwrap());
+                map.update(&key, &0u64.to_ne_bytes(), 0, 0).unwrap();
+            }
+        }
+        out
+    }
+
+    /// Point PROG_ARRAY slot `slot` at `prog` (None: empty it) on both sides.
+    fn set_slot(&self, slot: u32, prog: Option<&str>) {
+        for loaded in [&self.reference, self.fast.loaded()] {
+            let map = loaded.map("jmp").unwrap();
+            let key = slot.to_ne_bytes();
+            match prog {
+                Some(name) => {
+                    let id = loaded
+                        .program_names()
+                        .iter()
+                        .position(|n| *n == name)
+                        .unwrap() as u32;
+                    map.update(&key, &id.to_ne_bytes(), 0, 0).unwrap();
+                }
+                None => map.delete(&key).unwrap(),
+            }
+        }
+    }
+}
+
+#[test]
+fn a_chain_stops_after_33_tail_calls() {
+    let p = Pair::new();
+    // chain enters itself: the entry run plus 33 tail calls, then the 34th
+    // attempt falls through and the program returns XDP_TX.
+    assert_eq!(p.run("chain", 0), (XDP_TX, [34, 1, 0]));
+    // The limit is per run.
+    assert_eq!(p.run("chain", 0), (XDP_TX, [34, 1, 0]));
+    assert_eq!(p.run("dispatch", 0), (XDP_TX, [34, 1, 0]));
+}
+
+#[test]
+fn empty_and_out_of_range_slots_fall_through() {
+    let p = Pair::new();
+    assert_eq!(p.run("dispatch", 1), (XDP_PASS, [1, 1, 0]));
+    assert_eq!(p.run("dispatch", 4), (XDP_PASS, [1, 1, 0]));
+    assert_eq!(p.run("dispatch", 255), (XDP_PASS, [1, 1, 0]));
+}
+
+#[test]
+fn the_target_replaces_the_caller() {
+    let p = Pair::new();
+    assert_eq!(p.run("dispatch", 2), (XDP_DROP, [2, 0, 64]));
+    // From a subprogram: the leaf's XDP_DROP (1) becomes the subprogram's
+    // result and the entry function continues.
+    assert_eq!(p.run("from_subprog", 0), (XDP_PASS, [101, 0, 1001]));
+}
+
+#[test]
+fn slots_are_read_on_every_call() {
+    let p = Pair::new();
+    assert_eq!(p.run("dispatch", 3).0, XDP_PASS);
+    p.set_slot(3, Some("leaf"));
+    assert_eq!(p.run("dispatch", 3), (XDP_DROP, [2, 0, 64]));
+    p.set_slot(3, Some("chain"));
+    assert_eq!(p.run("dispatch", 3), (XDP_TX, [34, 1, 0]));
+    p.set_slot(3, None);
+    assert_eq!(p.run("dispatch", 3), (XDP_PASS, [1, 1, 0]));
+}
+
+#[test]
+fn tail_calls_leave_the_trampoline() {
+    let p = Pair::new();
+    for prog in ["chain", "dispatch", "from_subprog"] {
+        let ir = p
+            .fast
+            .dump(prog, DumpStage::OptimizedIr, true)
+            .unwrap();
+        assert!(ir.contains("@bpfjet_jit_tail_call("), "{prog}: {ir}");
+        assert_eq!(
+            ir.matches("@bpfjet_jit_helper(").count(),
+            0,
+            "{prog} still calls the trampoline: {ir}"
+        );
+    }
+}

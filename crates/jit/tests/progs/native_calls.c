@@ -1,0 +1,101 @@
+/* SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause */
+/*
+ * Tail calls and helpers the JIT calls natively for programs of a JitObject
+ * (crates/jit/tests/native_calls.rs runs each program on the interpreter and
+ * the JIT and compares action, packet and maps).
+ */
+#include <linux/bpf.h>
+#include <bpf/bpf_helpers.h>
+
+/* trail[0]: programs entered, trail[1]: tail calls that fell through,
+ * trail[2]: the last value a program recorded. */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 4);
+	__type(key, __u32);
+	__type(value, __u64);
+} trail SEC(".maps");
+
+int chain(struct xdp_md *ctx);
+int leaf(struct xdp_md *ctx);
+
+/* Slot 0: the chain (calls itself until the limit), slot 2: the leaf, slot
+ * 1 empty; the test rewrites slots at run time. */
+struct {
+	__uint(type, BPF_MAP_TYPE_PROG_ARRAY);
+	__uint(max_entries, 4);
+	__type(key, __u32);
+	__type(value, __u32);
+	__array(values, int(void *));
+} jmp SEC(".maps") = {
+	.values = { [0] = (void *)&chain, [2] = (void *)&leaf },
+};
+
+static __always_inline void bump(__u32 k, __u64 v, int add)
+{
+	__u64 *p = bpf_map_lookup_elem(&trail, &k);
+	if (p) {
+		if (add)
+			*p += v;
+		else
+			*p = v;
+	}
+}
+
+static __always_inline int tail(struct xdp_md *ctx, __u32 slot)
+{
+	bpf_tail_call(ctx, &jmp, slot);
+	bump(1, 1, 1);
+	return 0;
+}
+
+/* Enters itself through slot 0 until the 33-tail-call limit stops it. */
+SEC("xdp")
+int chain(struct xdp_md *ctx)
+{
+	bump(0, 1, 1);
+	tail(ctx, 0);
+	return XDP_TX;
+}
+
+SEC("xdp")
+int leaf(struct xdp_md *ctx)
+{
+	bump(0, 1, 1);
+	bump(2, ctx->data_end - ctx->data, 0);
+	return XDP_DROP;
+}
+
+/* Slot chosen by the packet's first byte: 0 chain, 1 empty, 2 leaf, 3
+ * whatever the test put there, larger ones out of range. */
+SEC("xdp")
+int dispatch(struct xdp_md *ctx)
+{
+	void *data = (void *)(long)ctx->data;
+	void *end = (void *)(long)ctx->data_end;
+	if (data + 1 > end)
+		return XDP_ABORTED;
+	__u8 slot = *(__u8 *)data;
+	bump(0, 1, 1);
+	tail(ctx, slot);
+	return XDP_PASS;
+}
+
+/* A tail call from a subprogram replaces the subprogram only. */
+static __noinline int sub_tail(struct xdp_md *ctx)
+{
+	bump(0, 100, 1);
+	bpf_tail_call(ctx, &jmp, 2);
+	/* Not a constant: clang would otherwise fold it into the caller. */
+	return ctx->data_end - ctx->data;
+}
+
+SEC("xdp")
+int from_subprog(struct xdp_md *ctx)
+{
+	int r = sub_tail(ctx);
+	bump(2, (__u64)r + 1000, 0);
+	return XDP_PASS;
+}
+
+char LICENSE[] SEC("license") = "Dual BSD/GPL";

@@ -1,0 +1,194 @@
+//! Kfunc calls: the callee is named by the object's kfunc table
+//! (`VerifyEnv::kfuncs`), its prototype comes from `VerifyEnv::extra_kfuncs`
+//! or the built-in table (`proto::kfunc_protos`). Arguments are checked with
+//! the helper machinery (context, pointer + size pairs, stack/map/packet
+//! memory) plus the kfunc-only kinds (fixed-size out pointers, acquired
+//! references released by the call).
+
+use crate::driver::{Succ, Verifier};
+use crate::error::{err, VResult};
+use crate::frame::{RefInfo, State};
+use crate::helper_check::{finish_call, Meta};
+use crate::proto::{ArgType, HelperProto, KfuncArg, KfuncProto, KfuncRet, RetType};
+use crate::reg_state::{MemKind, RegState, RegType};
+
+/// Helper id used for kfuncs in messages and the lock check (no helper has it).
+const KFUNC_ID: i32 = -1;
+
+impl Verifier<'_> {
+    fn kfunc_by_name(&self, name: &str) -> Option<KfuncProto> {
+        self.env
+            .extra_kfuncs
+            .iter()
+            .find(|k| k.name == name)
+            .or_else(|| crate::proto::kfunc_proto(name))
+            .copied()
+    }
+
+    pub(crate) fn check_kfunc(&mut self, st: &mut State, pc: usize, idx: i32) -> VResult<Succ> {
+        let Some(name) = usize::try_from(idx)
+            .ok()
+            .and_then(|i| self.env.kfuncs.get(i))
+            .cloned()
+        else {
+            return err(
+                "unknown_kfunc",
+                format!("kfunc call #{idx} does not name a kfunc of the object"),
+            );
+        };
+        let Some(proto) = self.kfunc_by_name(&name) else {
+            return err(
+                "unknown_kfunc",
+                format!("kfunc {name} is not known to bpfjet (no prototype for it)"),
+            );
+        };
+        if proto.flags.dev_bound {
+            return err(
+                "kfunc_dev_bound",
+                format!(
+                    "kfunc {name}: metadata kfuncs require a device-bound program, \
+                     and bpfjet programs are never bound to a device"
+                ),
+            );
+        }
+        self.check_call_under_lock(st, KFUNC_ID, proto.name)?;
+        // The helper view of the prototype, for the kinds both share.
+        let as_helper = HelperProto {
+            id: KFUNC_ID,
+            name: proto.name,
+            args: proto.args.map(|a| match a {
+                KfuncArg::Scalar => ArgType::Anything,
+                KfuncArg::Ctx => ArgType::PtrToCtx,
+                KfuncArg::Mem => ArgType::PtrToMem {
+                    maybe_null: false,
+                    rdonly: true,
+                },
+                KfuncArg::Size => ArgType::ConstSize,
+                _ => ArgType::DontCare,
+            }),
+            ret: RetType::Integer,
+            changes_pkt_data: false,
+            pkt_access: true,
+            gpl_only: false,
+            needs_perfmon: false,
+            callback: None,
+        };
+        let mut meta = Meta::default();
+        let mut release = None;
+        for (i, arg) in proto.args.iter().enumerate() {
+            let regno = i as u8 + 1;
+            let reg = *st.reg(regno);
+            match *arg {
+                KfuncArg::None => continue,
+                _ if !reg.is_init() => {
+                    return err(
+                        "uninit_reg",
+                        format!("R{regno} !read_ok: argument {regno} of kfunc {name} is not set"),
+                    )
+                }
+                KfuncArg::Scalar if !reg.is_scalar() => {
+                    return err(
+                        "bad_kfunc_arg",
+                        format!(
+                            "R{regno} is a {} but argument {regno} of kfunc {name} is a scalar",
+                            reg.ty.name()
+                        ),
+                    )
+                }
+                KfuncArg::Scalar | KfuncArg::Ctx | KfuncArg::Mem | KfuncArg::Size => {
+                    self.check_arg(st, pc, &as_helper, regno, as_helper.args[i], &mut meta)?
+                }
+                KfuncArg::OutMem(size) => self.helper_mem(
+                    st,
+                    pc,
+                    &reg,
+                    regno,
+                    size as u64,
+                    size as u64,
+                    true,
+                    &format!("argument {regno} of kfunc {name}"),
+                    &mut meta,
+                )?,
+                KfuncArg::MapValue => {
+                    if !matches!(reg.ty, RegType::MapValue { .. }) || reg.maybe_null {
+                        return err(
+                            "bad_kfunc_arg",
+                            format!(
+                                "R{regno} type={}{} expected=map_value (argument {regno} of kfunc {name})",
+                                reg.ty.name(),
+                                if reg.maybe_null { "_or_null" } else { "" }
+                            ),
+                        );
+                    }
+                }
+                KfuncArg::Release => {
+                    let acquired = matches!(
+                        reg.ty,
+                        RegType::Mem {
+                            kind: MemKind::Helper,
+                            ..
+                        }
+                    ) && reg.ref_id != 0
+                        && !reg.maybe_null;
+                    if !acquired {
+                        return err(
+                            "bad_release",
+                            format!(
+                                "R{regno} must be a non-NULL reference acquired by a kfunc \
+                                 (argument {regno} of release kfunc {name})"
+                            ),
+                        );
+                    }
+                    if reg.off != 0 || !reg.val.is_zero() {
+                        return err(
+                            "bad_release",
+                            format!("R{regno} must have zero offset when passed to release func {name}"),
+                        );
+                    }
+                    release = Some(reg.ref_id);
+                }
+            }
+        }
+        for (frame, lo, hi) in std::mem::take(&mut meta.clobber) {
+            if let Some(f) = st.frames.get_mut(frame) {
+                let _ = f.stack.clobber(lo, hi, true);
+            }
+        }
+        if let Some(ref_id) = release {
+            st.refs.retain(|r| r.id != ref_id);
+            let privileged = self.env.privileged();
+            st.for_each_reg(|r| {
+                if r.ref_id == ref_id {
+                    *r = if privileged {
+                        RegState::unknown()
+                    } else {
+                        RegState::NOT_INIT
+                    };
+                }
+            });
+        }
+        let r0 = match proto.ret {
+            KfuncRet::Integer => RegState::unknown(),
+            KfuncRet::Void => RegState::NOT_INIT,
+            KfuncRet::Mem(size) => {
+                let id = self.fresh_id();
+                let mut r = RegState::pointer(
+                    RegType::Mem {
+                        size,
+                        kind: MemKind::Helper,
+                    },
+                    0,
+                );
+                r.maybe_null = proto.flags.ret_null;
+                r.id = id;
+                if proto.flags.acquire {
+                    r.ref_id = id;
+                    st.refs.push(RefInfo { id, pc });
+                }
+                r
+            }
+        };
+        finish_call(st, r0);
+        Ok(Succ::Goto(pc + 1))
+    }
+}

@@ -1,0 +1,160 @@
+//! Kfunc calls: argument checking from a prototype table, references, the
+//! unknown-kfunc error, and the kernel's XDP metadata kfuncs (refused by the
+//! kernel and bpfjet alike outside device-bound programs).
+
+mod common;
+
+use bpfjet_verifier::{verify, KfuncArg, KfuncFlags, KfuncProto, KfuncRet, VerifyEnv};
+use std::path::Path;
+
+const NONE: KfuncArg = KfuncArg::None;
+
+/// A test library: `sum(void *p, u32 sz)`, `get(u64 key)` acquiring 16
+/// bytes or NULL, `put(void *obj)` releasing them, `bump(map value)`.
+const LIB: &[KfuncProto] = &[
+    KfuncProto {
+        name: "lib_sum",
+        args: [KfuncArg::Mem, KfuncArg::Size, NONE, NONE, NONE],
+        ret: KfuncRet::Integer,
+        flags: KfuncFlags {
+            acquire: false,
+            ret_null: false,
+            dev_bound: false,
+        },
+    },
+    KfuncProto {
+        name: "lib_get",
+        args: [KfuncArg::Scalar, NONE, NONE, NONE, NONE],
+        ret: KfuncRet::Mem(16),
+        flags: KfuncFlags {
+            acquire: true,
+            ret_null: true,
+            dev_bound: false,
+        },
+    },
+    KfuncProto {
+        name: "lib_put",
+        args: [KfuncArg::Release, NONE, NONE, NONE, NONE],
+        ret: KfuncRet::Void,
+        flags: KfuncFlags {
+            acquire: false,
+            ret_null: false,
+            dev_bound: false,
+        },
+    },
+];
+
+fn names() -> Vec<String> {
+    ["lib_sum", "lib_get", "lib_put", "lib_missing"]
+        .iter()
+        .map(|s| s.to_string())
+        .collect()
+}
+
+/// `Ok(())` or the rejection's rule and message.
+fn run(asm: &str) -> Result<(), (String, String)> {
+    let prog = bpfjet_isa::assemble(asm).unwrap();
+    let kfuncs = names();
+    let mut env = VerifyEnv::new(&[]);
+    env.kfuncs = &kfuncs;
+    env.extra_kfuncs = LIB;
+    verify(&prog, &env)
+        .map(|_| ())
+        .map_err(|e| (e.rule.to_string(), e.message))
+}
+
+#[test]
+fn mem_and_size_pair() {
+    let ok = "stdw [%r10-8], 1\n stdw [%r10-16], 2\n mov %r1, %r10\n add %r1, -16\n mov %r2, 16\n \
+              call kfunc 0\n mov %r0, 2\n exit";
+    assert_eq!(run(ok), Ok(()));
+    // 24 bytes from a 16-byte buffer at the top of the stack.
+    let past = ok.replace("mov %r2, 16", "mov %r2, 24");
+    let (rule, msg) = run(&past).unwrap_err();
+    assert!(msg.contains("lib_sum") || rule.contains("stack"), "{rule}: {msg}");
+    // A scalar is not memory.
+    let scalar = ok.replace("mov %r1, %r10\n add %r1, -16", "mov %r1, 64");
+    assert_eq!(run(&scalar).unwrap_err().0, "bad_helper_arg");
+    // A zero size is not a size.
+    let zero = ok.replace("mov %r2, 16", "mov %r2, 0");
+    assert_eq!(run(&zero).unwrap_err().0, "bad_size");
+}
+
+#[test]
+fn scalar_argument_refuses_pointers() {
+    let (rule, msg) = run("mov %r1, %r10\n call kfunc 1\n mov %r0, 2\n exit").unwrap_err();
+    assert_eq!(rule, "bad_kfunc_arg", "{msg}");
+    assert!(msg.contains("lib_get"), "{msg}");
+}
+
+#[test]
+fn acquire_null_check_release() {
+    let ok = "mov %r1, 7\n call kfunc 1\n jeq %r0, 0, out\n stdw [%r0+8], 1\n mov %r1, %r0\n call kfunc 2\n \
+              out:\n mov %r0, 2\n exit";
+    assert_eq!(run(ok), Ok(()));
+    // Never released on the non-NULL path.
+    let leak = "mov %r1, 7\n call kfunc 1\n jeq %r0, 0, out\n stdw [%r0+8], 1\n out:\n mov %r0, 2\n exit";
+    assert_eq!(run(leak).unwrap_err().0, "ref_leak");
+    // Used before the NULL check.
+    let unchecked = "mov %r1, 7\n call kfunc 1\n stdw [%r0+8], 1\n mov %r1, %r0\n call kfunc 2\n mov %r0, 2\n exit";
+    assert!(run(unchecked).is_err());
+    // Out of the 16 acquired bytes.
+    let oob = ok.replace("stdw [%r0+8], 1", "stdw [%r0+16], 1");
+    assert!(run(&oob).is_err());
+    // Released through a moved pointer.
+    let moved = ok.replace("mov %r1, %r0\n", "mov %r1, %r0\n add %r1, 8\n");
+    assert_eq!(run(&moved).unwrap_err().0, "bad_release");
+    // Used after release.
+    let uaf = ok.replace("call kfunc 2\n", "call kfunc 2\n stdw [%r6+0], 1\n").replace("mov %r1, %r0\n", "mov %r1, %r0\n mov %r6, %r0\n");
+    assert!(run(&uaf).is_err());
+}
+
+#[test]
+fn unknown_kfunc_is_named() {
+    let (rule, msg) = run("call kfunc 3\n mov %r0, 2\n exit").unwrap_err();
+    assert_eq!(rule, "unknown_kfunc");
+    assert!(msg.contains("lib_missing"), "{msg}");
+    let (rule, _) = run("call kfunc 9\n mov %r0, 2\n exit").unwrap_err();
+    assert_eq!(rule, "unknown_kfunc");
+}
+
+/// The kernel refuses `bpf_xdp_metadata_rx_hash` in a program that is not
+/// bound to a device ("metadata kfuncs require device-bound program"); so
+/// must bpfjet, naming the kfunc.
+#[test]
+fn xdp_metadata_kfunc_matches_kernel() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let status = std::process::Command::new("make")
+        .args(["-s", "-C"])
+        .arg(root.join("examples"))
+        .arg("verifier")
+        .status();
+    assert!(status.is_ok_and(|s| s.success()), "make -C examples verifier failed");
+    let path = root.join("build/examples/verifier/xdp_rx_hash.o");
+    let obj = bpfjet_obj::load_file(&path).unwrap();
+    assert_eq!(obj.kfuncs, vec!["bpf_xdp_metadata_rx_hash".to_string()]);
+    let prog = obj.program("xdp_rx_hash").unwrap();
+    let insns = bpfjet_isa::decode_program(&prog.insns).unwrap();
+    let mut env = VerifyEnv::new(&obj.maps);
+    env.kfuncs = &obj.kfuncs;
+    let e = verify(&insns, &env).unwrap_err();
+    assert_eq!(e.rule, "kfunc_dev_bound", "{e}");
+    assert!(e.message.contains("bpf_xdp_metadata_rx_hash"), "{e}");
+    println!("bpfjet: {}", e.message);
+
+    if let Err(why) = bpfjet_kernel::kernel_available() {
+        println!("SKIPPED: kernel side ({why})");
+        return;
+    }
+    match bpfjet_kernel::KernelObject::open(&path) {
+        Ok(_) => panic!("the kernel accepted a metadata kfunc in a program that is not device-bound"),
+        Err(e) => {
+            let text = format!("{e}\n{}\n{}", e.verifier_log().unwrap_or(""), match &e {
+                bpfjet_kernel::KernelError::Load { libbpf_log, .. } => libbpf_log.as_str(),
+                _ => "",
+            });
+            println!("kernel: {}", text.lines().rev().find(|l| l.contains("device-bound")).unwrap_or(&text));
+            assert!(text.contains("device-bound"), "kernel refused for another reason: {text}");
+        }
+    }
+}
