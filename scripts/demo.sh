@@ -35,8 +35,18 @@ done
 
 echo
 GEN="proto=tcp,ip=4,flows=10000,dist=zipf:1.1,dst=10.200.1.1:80,count=300000,seed=7"
+echo "== bpfjet run $OBJ --gen $GEN, per engine"
+printf '%-8s %10s %14s %9s %9s %9s %9s\n' engine Mpps "Mpps/core" TX DROP PASS ABORTED
 for engine in interp jit; do
-  echo "== bpfjet run $OBJ --engine $engine --gen $GEN"
-  $BPFJET run "$OBJ" --engine $engine --maps "$STATE" --gen "$GEN" --name "demo-$engine" --force 2>&1 | grep -v '^$'
-  echo
+  $BPFJET run "$OBJ" --engine $engine --maps "$STATE" --gen "$GEN" --name "demo-$engine" --force --json 2>/dev/null |
+    python3 -c '
+import json, sys
+s = json.loads(sys.stdin.read().strip().splitlines()[-1])
+a = s["actions"]
+print("%-8s %10.3f %14.3f %9d %9d %9d %9d" % (s["engine"], s["mpps"], s["mpps_per_core"],
+      a["TX"], a["DROP"], a["PASS"], a["ABORTED"]))'
 done
+echo
+echo "== top flows and backends (jit, --top 5: Katran encapsulates IP-in-IP towards the backend it picked)"
+$BPFJET run "$OBJ" --engine jit --maps "$STATE" --gen "$GEN" --name demo-top --force --top 5 2>/dev/null |
+  sed -n '/top 5 flows/,/^  maps published/p' | grep -v '^  maps published'

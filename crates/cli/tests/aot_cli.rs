@@ -38,8 +38,17 @@ fn run_case(
     let state = case.state.display().to_string();
     let repeat = case.repeat.to_string();
     let mut args = vec![
-        "test-run", &object, "--prog", &fixture.prog, "--data", &packet, "--maps", &state,
-        "--repeat", &repeat, "--json",
+        "test-run",
+        &object,
+        "--prog",
+        &fixture.prog,
+        "--data",
+        &packet,
+        "--maps",
+        &state,
+        "--repeat",
+        &repeat,
+        "--json",
     ];
     if dump {
         args.push("--dump-maps");
@@ -198,7 +207,14 @@ fn bad_artifacts_are_refused() {
     );
     expect_error(
         &[
-            "test-run", &lb, "--prog", &katran.prog, "--data", &packet, "--aot", &artifact,
+            "test-run",
+            &lb,
+            "--prog",
+            &katran.prog,
+            "--data",
+            &packet,
+            "--aot",
+            &artifact,
         ],
         "different BPF object",
     );
@@ -224,4 +240,37 @@ fn bad_artifacts_are_refused() {
         ],
         "no program \"nope\"",
     );
+}
+
+/// `bpfjet run --aot` on generated traffic: the artifact's code, reported
+/// as the JIT, with the interpreter's verdicts.
+#[test]
+fn run_with_aot_matches_interp() {
+    let scratch = Scratch::new("run-aot");
+    for name in ["firewall", "router_tailcall"] {
+        let fixture = fixture(name);
+        let artifact = compile(&fixture, &scratch);
+        let object = fixture.object.display().to_string();
+        let run = |engine: &[&str]| -> Value {
+            let instance = format!("aot-cli-{name}-{}-{}", engine.len(), std::process::id());
+            let mut args = vec![
+                "run",
+                &object,
+                "--gen",
+                "proto=udp,flows=64,count=20000",
+                "--json",
+                "--name",
+                &instance,
+            ];
+            args.extend_from_slice(engine);
+            let out = bpfjet(&args, b"");
+            assert_eq!(out.code, Some(0), "run {engine:?}: {}", out.stderr);
+            serde_json::from_str(&out.stdout).expect("run --json output")
+        };
+        let aot = run(&["--aot", &artifact]);
+        let interp = run(&["--engine", "interp"]);
+        assert_eq!(aot["engine"], "jit", "{name}: {aot}");
+        assert_eq!(aot["packets"], 20000, "{name}: {aot}");
+        assert_eq!(aot["actions"], interp["actions"], "{name}");
+    }
 }

@@ -116,7 +116,15 @@ fn compile(dir: &Path, name: &str, body: &str) -> String {
 /// `counts[slot]` read by a second process.
 fn count(instance: &str, slot: u32) -> u64 {
     let key = bpfjet_maps::state::to_hex(&slot.to_ne_bytes());
-    let out = bpfjet(&["map", "lookup", "--instance", instance, "counts", &key, "--json"]);
+    let out = bpfjet(&[
+        "map",
+        "lookup",
+        "--instance",
+        instance,
+        "counts",
+        &key,
+        "--json",
+    ]);
     assert!(
         out.status.success(),
         "map lookup: {}",
@@ -175,8 +183,15 @@ fn hot_replace(engine: &str) {
     let bad = compile(&dir, "bad", BAD);
     let instance = format!("replace-{engine}-{}", std::process::id());
     let mut child = Command::new(bin())
-        .args(["run", &v1, "--engine", engine, "--name", &instance, "--force"])
-        .args(["--gen", "proto=udp,flows=64,count=unbounded", "--workers", "2"])
+        .args([
+            "run", &v1, "--engine", engine, "--name", &instance, "--force",
+        ])
+        .args([
+            "--gen",
+            "proto=udp,flows=64,count=unbounded",
+            "--workers",
+            "2",
+        ])
         .args(["--duration", "300", "--json"])
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -188,7 +203,15 @@ fn hot_replace(engine: &str) {
     // A control plane's write to a map that stays.
     let marker = bpfjet_maps::state::to_hex(&777u64.to_ne_bytes());
     let key0 = bpfjet_maps::state::to_hex(&0u32.to_ne_bytes());
-    let out = bpfjet(&["map", "update", "--instance", &instance, "counts", &key0, &marker]);
+    let out = bpfjet(&[
+        "map",
+        "update",
+        "--instance",
+        &instance,
+        "counts",
+        &key0,
+        &marker,
+    ]);
     assert!(out.status.success());
 
     // Refused: exit 1 with the verifier's message, v1 keeps running.

@@ -445,3 +445,149 @@ fn a_second_process_changes_live_verdicts() {
     assert_eq!(gone.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&gone.stderr).contains("no running instance"));
 }
+
+fn katran() -> (String, String) {
+    let build = support::corpus_build_dir();
+    (
+        build.join("xdp/katran_lb.o").display().to_string(),
+        build
+            .join("xdp/fixtures/katran_lb/state.json")
+            .display()
+            .to_string(),
+    )
+}
+
+fn typed(args: &[&str]) -> Value {
+    let out = bpfjet(args);
+    assert!(
+        out.status.success(),
+        "{args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+/// `--typed`: katran's struct keys and values as JSON through the BTF the
+/// running instance published, both ways.
+#[test]
+fn typed_keys_and_values_follow_the_btf() {
+    let (obj, state) = katran();
+    let name = unique("typed");
+    let mut child = Command::new(bin())
+        .args(["run", &obj, "--maps", &state, "--name", &name, "--json"])
+        .args([
+            "--duration",
+            "60",
+            "--gen",
+            "proto=udp,flows=64,count=unbounded",
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    wait_for_instance(&mut child, &name);
+    let btf = Path::new("/dev/shm").join(format!("bpfjet.{name}.btf"));
+    let start = Instant::now();
+    while !btf.exists() {
+        assert!(
+            start.elapsed() < Duration::from_secs(30),
+            "no BTF published"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+
+    let dump = typed(&[
+        "map",
+        "dump",
+        "--instance",
+        &name,
+        "vip_map",
+        "--typed",
+        "--json",
+    ]);
+    let entries = dump["vip_map"].as_array().unwrap();
+    let hex = typed(&["map", "dump", "--instance", &name, "vip_map", "--json"]);
+    assert_eq!(entries.len(), hex["vip_map"].as_array().unwrap().len());
+    let first = &entries[0];
+    // struct vip_definition { __be32 addr[4]; __u16 port; __u8 proto; ... }
+    assert_eq!(first["key"]["addr"].as_array().unwrap().len(), 4, "{first}");
+    assert!(first["value"]["vip_num"].is_u64(), "{first}");
+
+    let key = first["key"].to_string();
+    let got = typed(&[
+        "map",
+        "lookup",
+        "--instance",
+        &name,
+        "vip_map",
+        &key,
+        "--typed",
+        "--json",
+    ]);
+    assert_eq!(got["value"], first["value"]);
+
+    let mut value = first["value"].clone();
+    value["vip_num"] = 77.into();
+    typed(&[
+        "map",
+        "update",
+        "--instance",
+        &name,
+        "vip_map",
+        &key,
+        &value.to_string(),
+        "--typed",
+        "--json",
+    ]);
+    let got = typed(&[
+        "map",
+        "lookup",
+        "--instance",
+        &name,
+        "vip_map",
+        &key,
+        "--typed",
+        "--json",
+    ]);
+    assert_eq!(got["value"]["vip_num"], 77);
+
+    let bad = bpfjet(&[
+        "map",
+        "update",
+        "--instance",
+        &name,
+        "vip_map",
+        &key,
+        r#"{"vip_nmu":1}"#,
+        "--typed",
+    ]);
+    assert_eq!(bad.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&bad.stderr);
+    assert!(
+        err.contains("unknown member") && err.contains("vip_num"),
+        "{err}"
+    );
+    let big = bpfjet(&[
+        "map",
+        "update",
+        "--instance",
+        &name,
+        "vip_map",
+        &key,
+        r#"{"vip_num":-1}"#,
+        "--typed",
+    ]);
+    assert_eq!(big.status.code(), Some(1));
+
+    let _ = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status();
+    let out = child.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(!btf.exists(), "published BTF left behind");
+    assert!(shm_files(&name).is_empty(), "{:?}", shm_files(&name));
+}

@@ -96,7 +96,10 @@ pub(crate) enum Prov {
     /// [`arg_root`] for the function's arguments) plus `off`. Two registers
     /// with the same root hold addresses a known distance apart, e.g. the
     /// two halves of one map value.
-    Rel { root: u32, off: i64 },
+    Rel {
+        root: u32,
+        off: i64,
+    },
 }
 
 /// The root of argument register `r` (1–5) at function entry: above every

@@ -415,12 +415,17 @@ impl AotArtifact {
             key: p.key,
         };
         let jit = self.jit_options();
-        let program =
-            JitProgram::from_prebuilt(&inputs.insns, &inputs.opts, &jit, &inputs.bindings, prebuilt)
-                .map_err(|source| ObjectError::Compile {
-                    program: name.to_string(),
-                    source,
-                })?;
+        let program = JitProgram::from_prebuilt(
+            &inputs.insns,
+            &inputs.opts,
+            &jit,
+            &inputs.bindings,
+            prebuilt,
+        )
+        .map_err(|e| ObjectError::Run {
+            program: name.to_string(),
+            reason: format!("{e} (recompile it with `bpfjet compile`)"),
+        })?;
         Ok(Compiled {
             jit: program,
             insns: inputs.insns,

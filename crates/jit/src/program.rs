@@ -142,10 +142,8 @@ fn cache_key(
     // Map addresses are symbols resolved at load time (crate::bindings), so
     // the key holds the map table's shape, not its addresses.
     let refs = crate::bindings::map_refs(insns);
-    h.bytes(&encode(insns)).bytes(&encode(&crate::bindings::without_addresses(
-        program.insns(),
-        &refs,
-    )));
+    let loaded = crate::bindings::without_addresses(program.insns(), &refs);
+    h.bytes(&encode(insns)).bytes(&encode(&loaded));
     h.u64(opts.maps.len() as u64);
     for m in &opts.maps {
         match m.value {
@@ -248,8 +246,9 @@ impl JitProgram {
             (Some(p), _) => {
                 if p.key != key {
                     return Err(JitError::Loader(
-                        "the prebuilt object was compiled from a different program, map \
-                         layout, .rodata contents, options or bpfjet/LLVM version"
+                        "the prebuilt code was compiled from another verified form of the \
+                         program (another bpfjet build?), map layout, .rodata contents, \
+                         options or LLVM version"
                             .into(),
                     ));
                 }

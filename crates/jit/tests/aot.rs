@@ -180,7 +180,10 @@ fn generated_code_names_maps_by_symbol() {
     for map in fast.loaded().object_maps().maps() {
         let handle = bpfjet_maps::Map::handle(map) as u64;
         for text in [handle.to_string(), format!("{handle:#x}")] {
-            assert!(!asm.contains(&text), "map address {text} baked into the code");
+            assert!(
+                !asm.contains(&text),
+                "map address {text} baked into the code"
+            );
         }
     }
 }
@@ -196,8 +199,7 @@ fn artifacts_refuse_other_objects_and_damage() {
     let lb_object = bpfjet_obj::load_file(&lb).unwrap();
     let loaded = LoadedObject::load(&fw_object, &ObjectOptions::default()).unwrap();
     let artifact =
-        AotArtifact::compile(&loaded, &fw_source, "firewall", &[], &JitOptions::default())
-            .unwrap();
+        AotArtifact::compile(&loaded, &fw_source, "firewall", &[], &JitOptions::default()).unwrap();
     let err = artifact.check_source(&lb_source).unwrap_err();
     assert!(err.to_string().contains("different BPF object"), "{err}");
     // Another object's maps are refused before any code is loaded.
@@ -211,4 +213,58 @@ fn artifacts_refuse_other_objects_and_damage() {
         AotArtifact::from_bytes(&bytes),
         Err(AotError::Format(_))
     ));
+}
+
+/// Two loads of one object have their maps at different addresses; the
+/// code does not depend on them, so the second load is a cache hit (on
+/// disk, the same holds across processes) and still runs correctly.
+#[test]
+fn cache_hits_across_map_instances() {
+    let _turn = serial();
+    let name = "firewall";
+    let path = corpus_object(name);
+    let object = bpfjet_obj::load_file(&path).unwrap();
+    let fixtures = workspace().join(format!("examples/xdp/fixtures/{name}"));
+    let cases: Value =
+        serde_json::from_str(&std::fs::read_to_string(fixtures.join("cases.json")).unwrap())
+            .unwrap();
+    let prog = cases["prog"].as_str().unwrap();
+    let case = &cases["cases"][0];
+    let state = load_state(&state_path(&fixtures, case["state"].as_str().unwrap())).unwrap();
+    let pkt = read_hex(&fixtures.join(case["packet"].as_str().unwrap()));
+    // A cache of our own, so that no other test's entry is hit.
+    let dir = std::env::temp_dir().join(format!("bpfjet-aot-cache-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let jit = JitOptions {
+        cache: CacheMode::Disk(dir.clone()),
+        ..JitOptions::default()
+    };
+    let first = JitObject::load(&object, &options(&state), &jit).unwrap();
+    let second = JitObject::load(&object, &options(&state), &jit).unwrap();
+    let handles = |o: &JitObject| -> Vec<u64> {
+        o.loaded()
+            .object_maps()
+            .maps()
+            .iter()
+            .map(|m| bpfjet_maps::Map::handle(m) as u64)
+            .collect()
+    };
+    assert_ne!(handles(&first), handles(&second), "fresh maps per load");
+    // (The first load may hit too: the in-memory cache is process-wide.)
+    assert!(second.program(prog).unwrap().compile_stats().cache_hit);
+    let reference = LoadedObject::load(&object, &options(&state)).unwrap();
+    let want = reference
+        .test_run(prog, &pkt, &TestRunOptions::default())
+        .unwrap();
+    // The first object is dropped: nothing of its maps may be referenced.
+    drop(first);
+    let got = second
+        .test_run(prog, &pkt, &TestRunOptions::default(), XdpEngine::Jit)
+        .unwrap();
+    assert_eq!((got.retval, &got.data_out), (want.retval, &want.data_out));
+    assert_eq!(
+        second.loaded().dump_state().unwrap(),
+        reference.dump_state().unwrap()
+    );
+    let _ = std::fs::remove_dir_all(&dir);
 }

@@ -59,15 +59,21 @@ impl Pair {
     /// counters (programs entered, tail calls that fell through, last
     /// recorded value).
     fn run(&self, prog: &str, slot: u8) -> (u32, [u64; 3]) {
+        self.run_on(prog, &[slot])
+    }
+
+    /// [`Pair::run`] on a 64-byte packet that begins with `head`.
+    fn run_on(&self, prog: &str, head: &[u8]) -> (u32, [u64; 3]) {
         let mut packet = vec![0u8; 64];
-        packet[0] = slot;
+        packet[..head.len()].copy_from_slice(head);
+        let slot = head[0];
         let opts = TestRunOptions::default();
         let want = self.reference.test_run(prog, &packet, &opts).unwrap();
         let got = self
             .fast
             .test_run(prog, &packet, &opts, XdpEngine::Jit)
             .unwrap();
-        let what = format!("{prog} on slot {slot}");
+        let what = format!("{prog} on {head:?} (slot {slot})");
         assert_eq!(got.retval, want.retval, "{what}: action");
         assert_eq!(got.data_out, want.data_out, "{what}: packet");
         assert_eq!(
@@ -153,15 +159,64 @@ fn slots_are_read_on_every_call() {
     assert_eq!(p.run("dispatch", 3), (XDP_PASS, [1, 1, 0]));
 }
 
+const XDP_ABORTED: u32 = 0;
+const XDP_REDIRECT: u32 = 4;
+const BPF_F_BROADCAST: u8 = 1 << 3;
+
 #[test]
-fn tail_calls_leave_the_trampoline() {
+fn redirect_map_matches_the_helper() {
     let p = Pair::new();
-    for prog in ["chain", "dispatch", "from_subprog"] {
+    for loaded in [&p.reference, p.fast.loaded()] {
+        let devs = loaded.map("devs").unwrap();
+        devs.update(&1u32.to_ne_bytes(), &1u32.to_ne_bytes(), 0, 0)
+            .unwrap();
+    }
+    let cases: &[([u8; 4], u32)] = &[
+        ([0, 1, 0, 0], XDP_REDIRECT),
+        ([0, 2, XDP_PASS as u8, 0], XDP_PASS),
+        ([0, 2, 0, 0], XDP_ABORTED),
+        ([0, 2, BPF_F_BROADCAST, 0], XDP_REDIRECT),
+        ([0, 1, 0, 1], XDP_ABORTED),
+        ([0, 9, XDP_DROP as u8, 0], XDP_DROP),
+    ];
+    for (head, action) in cases {
+        let (got, trail) = p.run_on("redirect_dev", head);
+        assert_eq!((got, trail[2]), (*action, u64::from(*action)), "{head:?}");
+    }
+    assert_eq!(p.run_on("redirect_plain", &[0, 5, 0]).0, XDP_REDIRECT);
+    assert_eq!(p.run_on("redirect_plain", &[0, 5, 1]).0, XDP_ABORTED);
+}
+
+#[test]
+fn inner_maps_of_a_map_in_map() {
+    let p = Pair::new();
+    const ENOENT: u64 = 2u64.wrapping_neg();
+    // Insert, count up, in two inner maps, delete, delete again.
+    assert_eq!(p.run_on("inner_maps", &[0, 7, 0]), (XDP_PASS, [0, 0, 500]));
+    assert_eq!(p.run_on("inner_maps", &[0, 7, 0]), (XDP_PASS, [0, 0, 2]));
+    assert_eq!(p.run_on("inner_maps", &[1, 7, 0]), (XDP_PASS, [0, 0, 500]));
+    assert_eq!(p.run_on("inner_maps", &[0, 7, 0]), (XDP_PASS, [0, 0, 3]));
+    assert_eq!(p.run_on("inner_maps", &[0, 7, 1]), (XDP_TX, [0, 0, 0]));
+    assert_eq!(p.run_on("inner_maps", &[0, 7, 1]), (XDP_TX, [0, 0, ENOENT]));
+    // An empty outer slot.
+    assert_eq!(p.run_on("inner_maps", &[2, 7, 0]).0, XDP_DROP);
+}
+
+#[test]
+fn tail_calls_and_xdp_helpers_leave_the_trampoline() {
+    let p = Pair::new();
+    for prog in [
+        "chain",
+        "dispatch",
+        "from_subprog",
+        "redirect_dev",
+        "redirect_plain",
+        "inner_maps",
+    ] {
         let ir = p
             .fast
             .dump(prog, DumpStage::OptimizedIr, true)
             .unwrap();
-        assert!(ir.contains("@bpfjet_jit_tail_call("), "{prog}: {ir}");
         assert_eq!(
             ir.matches("@bpfjet_jit_helper(").count(),
             0,

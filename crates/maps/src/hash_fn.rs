@@ -136,7 +136,11 @@ mod tests {
             }
             let empty = chains.iter().filter(|&&c| c == 0).count() as f64 / n as f64;
             assert!((0.30..0.45).contains(&empty), "n {n}: {empty} empty");
-            assert!(chains.iter().all(|&c| c <= 8), "n {n}: {:?}", chains.iter().max());
+            assert!(
+                chains.iter().all(|&c| c <= 8),
+                "n {n}: {:?}",
+                chains.iter().max()
+            );
         }
     }
 

@@ -698,11 +698,11 @@ impl HashTable {
                 {
                     continue;
                 }
+                // `ctl.count` counts linked elements only: it goes up when
+                // the element is inserted, not for a reservation that a
+                // replace or a failed update gives back.
                 return match self.alloc() {
-                    Some(e) => {
-                        self.ctl().count.fetch_add(1, Ordering::AcqRel);
-                        Ok(e)
-                    }
+                    Some(e) => Ok(e),
                     None => {
                         list.count.fetch_sub(1, Ordering::AcqRel);
                         Err(MapError::NoMemory)
@@ -718,7 +718,6 @@ impl HashTable {
     fn lru_release(&self, e: u32, l: u32) {
         self.free(e);
         self.list(l).count.fetch_sub(1, Ordering::AcqRel);
-        self.ctl().count.fetch_sub(1, Ordering::AcqRel);
     }
 
     /// Evict one element of list `l`. Lock order is always bucket → list,
@@ -829,15 +828,21 @@ impl HashTable {
                     Ordering::Relaxed,
                 );
                 prev.store(new, Ordering::Release);
+                // The live count is unchanged (one element for another).
                 let old_list = lru::list_of(self.word(old, 20).load(Ordering::Acquire));
-                {
-                    let ol = self.list(old_list);
-                    let _g = SpinGuard::lock(&ol.lock);
-                    ol.unlink(self, old);
-                    ol.count.fetch_sub(1, Ordering::AcqRel);
-                }
-                self.ctl().count.fetch_sub(1, Ordering::AcqRel);
-                {
+                let ol = self.list(old_list);
+                if old_list == l {
+                    // The common case: one lock section swaps the two.
+                    let _g = SpinGuard::lock(&list.lock);
+                    list.unlink(self, old);
+                    list.count.fetch_sub(1, Ordering::AcqRel);
+                    list.push_head(self, new, l);
+                } else {
+                    {
+                        let _g = SpinGuard::lock(&ol.lock);
+                        ol.unlink(self, old);
+                        ol.count.fetch_sub(1, Ordering::AcqRel);
+                    }
                     let _g = SpinGuard::lock(&list.lock);
                     list.push_head(self, new, l);
                 }
@@ -850,6 +855,7 @@ impl HashTable {
                 self.chain_next(new)
                     .store(head.load(Ordering::Relaxed), Ordering::Relaxed);
                 head.store(new, Ordering::Release);
+                self.ctl().count.fetch_add(1, Ordering::AcqRel);
                 {
                     let _g = SpinGuard::lock(&list.lock);
                     list.push_head(self, new, l);

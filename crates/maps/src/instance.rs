@@ -12,7 +12,29 @@ use crate::shm::{object_name, unlink};
 use crate::spec::MapSpec;
 use std::collections::HashMap;
 use std::ffi::CString;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::hash::{BuildHasherDefault, Hasher};
+use std::sync::{Arc, PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard};
+
+/// Hashes a map id with one multiply: `map_by_id` runs on every map-in-map
+/// lookup of a program, where SipHash would cost more than the lookup.
+#[derive(Default)]
+struct IdHasher(u64);
+
+impl Hasher for IdHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = (self.0 ^ u64::from(b)).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+        }
+    }
+    fn write_u32(&mut self, id: u32) {
+        self.0 = u64::from(id).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    }
+}
+
+type MapCache = HashMap<u32, Arc<Map>, BuildHasherDefault<IdHasher>>;
 
 pub struct Instance {
     /// None for a private instance.
@@ -21,8 +43,9 @@ pub struct Instance {
     registry_object: Option<CString>,
     ncpus: u32,
     owner: bool,
-    /// Maps this process has created or opened, by id.
-    maps: Mutex<HashMap<u32, Arc<Map>>>,
+    /// Maps this process has created or opened, by id. Read-mostly: data
+    /// plane workers look inner maps up concurrently.
+    maps: RwLock<MapCache>,
 }
 
 impl std::fmt::Debug for Instance {
@@ -46,7 +69,7 @@ impl Instance {
             registry_object: obj,
             ncpus: ncpus.max(1),
             owner: true,
-            maps: Mutex::new(HashMap::new()),
+            maps: RwLock::default(),
         })
     }
 
@@ -59,7 +82,7 @@ impl Instance {
             registry_object: None,
             ncpus: ncpus.max(1),
             owner: true,
-            maps: Mutex::new(HashMap::new()),
+            maps: RwLock::default(),
         })
     }
 
@@ -73,7 +96,7 @@ impl Instance {
             registry_object: None,
             ncpus,
             owner: false,
-            maps: Mutex::new(HashMap::new()),
+            maps: RwLock::default(),
         })
     }
 
@@ -96,8 +119,12 @@ impl Instance {
         self.ncpus
     }
 
-    fn cache(&self) -> std::sync::MutexGuard<'_, HashMap<u32, Arc<Map>>> {
-        self.maps.lock().unwrap_or_else(PoisonError::into_inner)
+    fn cache(&self) -> RwLockReadGuard<'_, MapCache> {
+        self.maps.read().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn cache_mut(&self) -> RwLockWriteGuard<'_, MapCache> {
+        self.maps.write().unwrap_or_else(PoisonError::into_inner)
     }
 
     fn create_in(
@@ -122,7 +149,7 @@ impl Instance {
             }
             return Err(e);
         }
-        self.cache().insert(id, map.clone());
+        self.cache_mut().insert(id, map.clone());
         Ok(map)
     }
 
@@ -140,7 +167,7 @@ impl Instance {
     /// referenced). Its memory stays mapped for processes that hold it.
     pub fn remove_map(&self, id: u32) -> Result<(), MapError> {
         self.registry.remove(id);
-        self.cache().remove(&id);
+        self.cache_mut().remove(&id);
         if let Some(n) = &self.name {
             unlink(&object_name(n, &id.to_string())?);
         }
@@ -165,7 +192,7 @@ impl Instance {
             return Err(MapError::UnknownMap(format!("id {id}")));
         }
         let map = Arc::new(Map::open_object(object_name(n, &id.to_string())?)?);
-        Ok(self.cache().entry(id).or_insert(map).clone())
+        Ok(self.cache_mut().entry(id).or_insert(map).clone())
     }
 
     /// The first map (lowest id) with this name.

@@ -149,7 +149,10 @@ impl State {
             out.push_str(&refs.join(", "));
         }
         if let Some(l) = self.lock {
-            out.push_str(&format!("\nholding bpf_spin_lock of map #{} (id={})", l.map, l.id));
+            out.push_str(&format!(
+                "\nholding bpf_spin_lock of map #{} (id={})",
+                l.map, l.id
+            ));
         }
         out
     }

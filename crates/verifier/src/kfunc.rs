@@ -142,7 +142,9 @@ impl Verifier<'_> {
                     if reg.off != 0 || !reg.val.is_zero() {
                         return err(
                             "bad_release",
-                            format!("R{regno} must have zero offset when passed to release func {name}"),
+                            format!(
+                                "R{regno} must have zero offset when passed to release func {name}"
+                            ),
                         );
                     }
                     release = Some(reg.ref_id);

@@ -55,10 +55,10 @@ mod kfunc;
 mod mem;
 pub mod proto;
 mod pruning;
-mod spin_lock;
 pub mod range;
 pub mod range_ops;
 pub mod reg_state;
+mod spin_lock;
 pub mod stack;
 pub mod tnum;
 

@@ -58,7 +58,9 @@ impl Verifier<'_> {
         if reg.maybe_null {
             return err(
                 "null_deref",
-                format!("R1 type=map_value_or_null expected=map_value: null-check it before {name}"),
+                format!(
+                    "R1 type=map_value_or_null expected=map_value: null-check it before {name}"
+                ),
             );
         }
         let Some(c) = reg.val.as_const() else {

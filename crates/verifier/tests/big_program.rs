@@ -29,7 +29,13 @@ fn katran_full() -> PathBuf {
 fn objdump_insns(path: &Path) -> Option<usize> {
     let out = ["llvm-objdump-19", "llvm-objdump"]
         .iter()
-        .find_map(|tool| std::process::Command::new(tool).arg("-d").arg(path).output().ok())?;
+        .find_map(|tool| {
+            std::process::Command::new(tool)
+                .arg("-d")
+                .arg(path)
+                .output()
+                .ok()
+        })?;
     if !out.status.success() {
         return None;
     }
@@ -42,9 +48,9 @@ fn objdump_insns(path: &Path) -> Option<usize> {
             continue;
         }
         let t = line.trim_start();
-        let is_insn = t
-            .split_once(':')
-            .is_some_and(|(pc, rest)| !pc.is_empty() && pc.bytes().all(|b| b.is_ascii_digit()) && !rest.is_empty());
+        let is_insn = t.split_once(':').is_some_and(|(pc, rest)| {
+            !pc.is_empty() && pc.bytes().all(|b| b.is_ascii_digit()) && !rest.is_empty()
+        });
         if in_xdp && is_insn {
             n += 1;
         }
@@ -61,50 +67,65 @@ fn kernel_verification_usec(log: &str) -> Option<u64> {
     })
 }
 
-#[test]
-fn katran_full_accepted_by_bpfjet_and_kernel() {
-    let path = katran_full();
-    let listed = objdump_insns(&path).expect("llvm-objdump -d (llvm 19) is needed to count instructions");
-    println!("katran_full: llvm-objdump -d lists {listed} instructions in section xdp");
-    assert!(listed >= 2000, "katran_full has only {listed} instructions");
-
-    let obj = bpfjet_obj::load_file(&path).expect("load katran_full.o");
-    let prog = obj.program("katran_full").expect("program katran_full");
+/// Verify program `name` of `path` with bpfjet and load the object into the
+/// kernel; both must accept. Prints both verification times.
+fn accept_both(path: &Path, name: &str) {
+    let obj = bpfjet_obj::load_file(path).expect("load object");
+    let prog = obj.program(name).expect("program");
     let insns = bpfjet_isa::decode_program(&prog.insns).expect("decode");
     let mut env = VerifyEnv::new(&obj.maps);
     env.kfuncs = &obj.kfuncs;
+    env.spin_locks = &obj.spin_locks;
     let t = Instant::now();
-    let facts = verify(&insns, &env).unwrap_or_else(|e| panic!("bpfjet rejects katran_full:\n{e}"));
+    let facts = verify(&insns, &env).unwrap_or_else(|e| panic!("bpfjet rejects {name}:\n{e}"));
     let ours = t.elapsed();
     println!(
-        "bpfjet: accept in {ours:.2?} ({} slots, processed {}, states {})",
+        "{name}: bpfjet accepts in {ours:.2?} ({} slots, processed {}, states {})",
         insns.len(),
         facts.insns_processed,
         facts.states_stored
     );
 
     if let Err(why) = bpfjet_kernel::kernel_available() {
-        println!("SKIPPED: kernel side of katran_full ({why})");
+        println!("SKIPPED: kernel side of {name} ({why})");
         return;
     }
-    // Log level 4 (BPF_LOG_STATS): the kernel reports its own verification time.
+    // Log level 4 (BPF_LOG_STATS): the kernel reports its own verification
+    // time without the cost of writing a full log.
     let opts = bpfjet_kernel::LoadOptions {
         verifier_log_level: 4,
         ..Default::default()
     };
     let t = Instant::now();
-    let kobj = bpfjet_kernel::KernelObject::open_with(&path, &opts)
-        .unwrap_or_else(|e| panic!("kernel rejects katran_full: {e}"));
+    let kobj = bpfjet_kernel::KernelObject::open_with(path, &opts)
+        .unwrap_or_else(|e| panic!("kernel rejects {name}: {e}"));
     let load = t.elapsed();
-    let log = kobj.verifier_log("katran_full").unwrap_or("");
+    let log = kobj.verifier_log(name).unwrap_or("");
     let processed = log
         .lines()
         .find(|l| l.starts_with("processed "))
         .unwrap_or("(no stats line)");
     match kernel_verification_usec(log) {
         Some(us) => println!(
-            "kernel: accept, verification {us} us, whole object load (maps + BTF + prog) {load:.2?}; {processed}"
+            "{name}: kernel accepts, verification {us} us, whole object load (maps + BTF + prog) {load:.2?}; {processed}"
         ),
-        None => println!("kernel: accept, whole object load {load:.2?} (log has no verification time)"),
+        None => println!("{name}: kernel accepts, whole object load {load:.2?} (log has no verification time)"),
+    }
+}
+
+#[test]
+fn katran_full_accepted_by_bpfjet_and_kernel() {
+    let path = katran_full();
+    let listed =
+        objdump_insns(&path).expect("llvm-objdump -d (llvm 19) is needed to count instructions");
+    println!("katran_full: llvm-objdump -d lists {listed} instructions in section xdp");
+    assert!(listed >= 2000, "katran_full has only {listed} instructions");
+    accept_both(&path, "katran_full");
+    // The smaller corpus balancer, for comparison.
+    let lb = path.join("../../xdp/katran_lb.o");
+    if lb.exists() {
+        accept_both(&lb, "katran_lb");
+    } else {
+        println!("katran_lb.o not built (make -C examples objs): not compared");
     }
 }

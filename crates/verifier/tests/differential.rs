@@ -65,8 +65,9 @@ fn negative_corpus_matches_kernel() {
     for (i, v) in corpus.iter().enumerate() {
         let (p, pwhy) = ours(v, Policy::Privileged);
         let (u, uwhy) = ours(v, Policy::Unprivileged);
-        let k = kernel.is_ok().then(|| kernel_verdict(&v.bytes, &v.maps, &v.locks));
-        if v.case.starts_with("spin") && v.name == "bad" { println!("DBG {}: bj={} | k={:?}", v.case, pwhy, k); }
+        let k = kernel
+            .is_ok()
+            .then(|| kernel_verdict(&v.bytes, &v.maps, &v.locks));
         let ku = unpriv_kernel.as_ref().map(|list| list[i].clone());
         let show = |x: &Option<(bool, String)>| x.as_ref().map_or("-", |(b, _)| mark(*b));
         println!(

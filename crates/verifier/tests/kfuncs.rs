@@ -71,7 +71,10 @@ fn mem_and_size_pair() {
     // 24 bytes from a 16-byte buffer at the top of the stack.
     let past = ok.replace("mov %r2, 16", "mov %r2, 24");
     let (rule, msg) = run(&past).unwrap_err();
-    assert!(msg.contains("lib_sum") || rule.contains("stack"), "{rule}: {msg}");
+    assert!(
+        msg.contains("lib_sum") || rule.contains("stack"),
+        "{rule}: {msg}"
+    );
     // A scalar is not memory.
     let scalar = ok.replace("mov %r1, %r10\n add %r1, -16", "mov %r1, 64");
     assert_eq!(run(&scalar).unwrap_err().0, "bad_helper_arg");
@@ -93,7 +96,8 @@ fn acquire_null_check_release() {
               out:\n mov %r0, 2\n exit";
     assert_eq!(run(ok), Ok(()));
     // Never released on the non-NULL path.
-    let leak = "mov %r1, 7\n call kfunc 1\n jeq %r0, 0, out\n stdw [%r0+8], 1\n out:\n mov %r0, 2\n exit";
+    let leak =
+        "mov %r1, 7\n call kfunc 1\n jeq %r0, 0, out\n stdw [%r0+8], 1\n out:\n mov %r0, 2\n exit";
     assert_eq!(run(leak).unwrap_err().0, "ref_leak");
     // Used before the NULL check.
     let unchecked = "mov %r1, 7\n call kfunc 1\n stdw [%r0+8], 1\n mov %r1, %r0\n call kfunc 2\n mov %r0, 2\n exit";
@@ -105,7 +109,9 @@ fn acquire_null_check_release() {
     let moved = ok.replace("mov %r1, %r0\n", "mov %r1, %r0\n add %r1, 8\n");
     assert_eq!(run(&moved).unwrap_err().0, "bad_release");
     // Used after release.
-    let uaf = ok.replace("call kfunc 2\n", "call kfunc 2\n stdw [%r6+0], 1\n").replace("mov %r1, %r0\n", "mov %r1, %r0\n mov %r6, %r0\n");
+    let uaf = ok
+        .replace("call kfunc 2\n", "call kfunc 2\n stdw [%r6+0], 1\n")
+        .replace("mov %r1, %r0\n", "mov %r1, %r0\n mov %r6, %r0\n");
     assert!(run(&uaf).is_err());
 }
 
@@ -129,7 +135,10 @@ fn xdp_metadata_kfunc_matches_kernel() {
         .arg(root.join("examples"))
         .arg("verifier")
         .status();
-    assert!(status.is_ok_and(|s| s.success()), "make -C examples verifier failed");
+    assert!(
+        status.is_ok_and(|s| s.success()),
+        "make -C examples verifier failed"
+    );
     let path = root.join("build/examples/verifier/xdp_rx_hash.o");
     let obj = bpfjet_obj::load_file(&path).unwrap();
     assert_eq!(obj.kfuncs, vec!["bpf_xdp_metadata_rx_hash".to_string()]);
@@ -147,14 +156,29 @@ fn xdp_metadata_kfunc_matches_kernel() {
         return;
     }
     match bpfjet_kernel::KernelObject::open(&path) {
-        Ok(_) => panic!("the kernel accepted a metadata kfunc in a program that is not device-bound"),
+        Ok(_) => {
+            panic!("the kernel accepted a metadata kfunc in a program that is not device-bound")
+        }
         Err(e) => {
-            let text = format!("{e}\n{}\n{}", e.verifier_log().unwrap_or(""), match &e {
-                bpfjet_kernel::KernelError::Load { libbpf_log, .. } => libbpf_log.as_str(),
-                _ => "",
-            });
-            println!("kernel: {}", text.lines().rev().find(|l| l.contains("device-bound")).unwrap_or(&text));
-            assert!(text.contains("device-bound"), "kernel refused for another reason: {text}");
+            let text = format!(
+                "{e}\n{}\n{}",
+                e.verifier_log().unwrap_or(""),
+                match &e {
+                    bpfjet_kernel::KernelError::Load { libbpf_log, .. } => libbpf_log.as_str(),
+                    _ => "",
+                }
+            );
+            println!(
+                "kernel: {}",
+                text.lines()
+                    .rev()
+                    .find(|l| l.contains("device-bound"))
+                    .unwrap_or(&text)
+            );
+            assert!(
+                text.contains("device-bound"),
+                "kernel refused for another reason: {text}"
+            );
         }
     }
 }

@@ -14,7 +14,10 @@ fn spin_lock_counter_verified_and_runs_like_the_kernel() {
         .arg(root.join("examples"))
         .arg("verifier")
         .status();
-    assert!(status.is_ok_and(|s| s.success()), "make -C examples verifier failed");
+    assert!(
+        status.is_ok_and(|s| s.success()),
+        "make -C examples verifier failed"
+    );
     let path = root.join("build/examples/verifier/spin_lock_counter.o");
     let obj = bpfjet_obj::load_file(&path).unwrap();
     for name in ["totals", "by_len"] {

@@ -40,8 +40,8 @@ fn default_output(object: &Path) -> PathBuf {
 }
 
 pub fn run(args: &CompileArgs) -> Result<ExitCode> {
-    let source =
-        std::fs::read(&args.object).with_context(|| format!("reading {}", args.object.display()))?;
+    let source = std::fs::read(&args.object)
+        .with_context(|| format!("reading {}", args.object.display()))?;
     let object = bpfjet_obj::load_file(&args.object)
         .map_err(|e| anyhow!("object {}: {e}", args.object.display()))?;
     for name in &args.progs {

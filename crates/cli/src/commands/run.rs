@@ -35,18 +35,18 @@ use anyhow::{anyhow, bail, Context, Result};
 use bpfjet_io::pcap::SplitOptions;
 use bpfjet_io::run::{
     FrameProgram, NullOutput, Output, ProgramSwitch, SharedSource, SplitOutput, StopSignal,
-    WorkerOptions, WorkerPool, WorkerSetup,
+    TopOutput, TopTable, WorkerOptions, WorkerPool, WorkerSetup,
 };
 use bpfjet_io::{GenSpec, Generator, PacketSource, PcapReader, PcapSplitSink};
 use bpfjet_maps::Instance;
 use bpfjet_runtime::{LoadedObject, ObjectOptions};
 use control::{Control, WorkerSlot};
 use engine::EngineChoice;
-use std::cell::RefCell;
 use status::{StatusLine, StopReason, Summary};
+use std::cell::RefCell;
 use std::path::PathBuf;
 use std::process::ExitCode;
-use std::sync::PoisonError;
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 #[derive(Debug, clap::Args)]
@@ -63,6 +63,10 @@ pub struct RunArgs {
     /// Run without bpfjet's verifier, in the bounds-checked interpreter.
     #[arg(long)]
     pub unverified: bool,
+    /// Run the native code of this artifact (`bpfjet compile`) instead of
+    /// compiling; OBJ must be the object it was compiled from.
+    #[arg(long, value_name = "ARTIFACT")]
+    pub aot: Option<PathBuf>,
     /// Initial map contents (STATE.json).
     #[arg(long, value_name = "STATE.json")]
     pub maps: Option<PathBuf>,
@@ -99,6 +103,11 @@ pub struct RunArgs {
     /// Worker threads, one per CPU slot (default 1; with --iface one per queue).
     #[arg(long)]
     pub workers: Option<usize>,
+    /// Also report the N busiest flows (innermost 5-tuple) and destinations
+    /// (outermost IP destination: the backend, for IP-in-IP load balancers)
+    /// by action (pcap and gen; costs a header parse per packet).
+    #[arg(long, value_name = "N", default_value_t = 0)]
+    pub top: usize,
     /// Pin worker i to CPU i (with --iface: to the CPU of its queue's index).
     #[arg(long)]
     pub pin: bool,
@@ -167,6 +176,9 @@ pub fn run(args: &RunArgs) -> Result<ExitCode> {
         if !(d.is_finite() && d > 0.0) {
             bail!("--duration must be a positive number of seconds");
         }
+    }
+    if args.top > 0 && args.iface.is_some() {
+        bail!("--top applies to --pcap and --gen");
     }
     if args.out.is_some() && args.iface.is_some() {
         bail!("--out applies to --pcap and --gen; with --iface packets go back to the network");
@@ -240,7 +252,11 @@ pub fn run(args: &RunArgs) -> Result<ExitCode> {
             anyhow!("loading {}: {text}", args.obj.display())
         }
     })?;
-    let prepared = engine::prepare(&object, &loaded, &prog, args.engine, args.unverified)?;
+    let aot = args.aot.as_deref().map(|artifact| engine::AotRequest {
+        artifact,
+        object_path: &args.obj,
+    });
+    let prepared = engine::prepare_aot(&object, &loaded, &prog, args.engine, args.unverified, aot)?;
     let switch = ProgramSwitch::new(workers);
     // Hands `prepared` and `loaded` to the control socket once every
     // worker's first runner exists.
@@ -295,7 +311,7 @@ pub fn run(args: &RunArgs) -> Result<ExitCode> {
                 &signal,
                 pool,
                 &describe,
-                Vec::new(),
+                None,
                 Vec::new,
             );
             // Detaches the kernel program and closes the sockets.
@@ -354,12 +370,16 @@ fn run_offline(
         }
         None => None,
     };
+    let top = (args.top > 0).then(|| Arc::new(Mutex::new(TopTable::default())));
     let mut setups = Vec::with_capacity(workers);
     for (i, (source, program)) in sources.into_iter().zip(programs).enumerate() {
-        let output: Box<dyn Output + Send> = match &split {
+        let mut output: Box<dyn Output + Send> = match &split {
             Some(s) => Box::new(s.clone()),
             None => Box::new(NullOutput),
         };
+        if let Some(t) = &top {
+            output = Box::new(TopOutput::new(output, Arc::clone(t)));
+        }
         setups.push(WorkerSetup {
             source,
             program,
@@ -377,7 +397,7 @@ fn run_offline(
         signal,
         pool,
         &source_name,
-        Vec::new(),
+        top,
         move || {
             split_sink
                 .map(|s| {
@@ -432,7 +452,7 @@ fn finish(
     signal: &StopSignal,
     pool: WorkerPool,
     source: &str,
-    extra_errors: Vec<String>,
+    top: Option<Arc<Mutex<TopTable>>>,
     outputs: impl FnOnce() -> Vec<String>,
 ) -> Result<ExitCode> {
     let started = Instant::now();
@@ -461,8 +481,9 @@ fn finish(
     let elapsed = started.elapsed();
     status.finish();
     let outcome = pool.join();
-    let mut errors = extra_errors;
-    errors.extend(outcome.errors.iter().cloned());
+    let errors = outcome.errors.clone();
+    // Complete: every worker merged its counts when it finished.
+    let top = top.map(|t| t.lock().unwrap_or_else(PoisonError::into_inner).clone());
     for w in &outcome.warnings {
         eprintln!("bpfjet: warning: {w}");
     }
@@ -483,6 +504,7 @@ fn finish(
         stop,
         errors: &errors,
         outputs: &outputs,
+        top: top.as_ref().map(|t| (t, args.top)),
     };
     if args.json {
         println!("{}", summary.json());

@@ -118,7 +118,10 @@ pub fn run(args: &TestRunArgs) -> Result<ExitCode> {
     if args.json {
         println!("{}", report::json(engine.name(), &outcome)?);
     } else {
-        print!("{}", report::text(engine.name(), &data, args.repeat, &outcome));
+        print!(
+            "{}",
+            report::text(engine.name(), &data, args.repeat, &outcome)
+        );
     }
     // A completed run succeeds whatever the action: XDP_ABORTED is a result too.
     Ok(ExitCode::SUCCESS)

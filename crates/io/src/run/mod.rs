@@ -17,6 +17,7 @@ mod shared;
 pub mod signal;
 mod stats;
 mod switch;
+pub mod top;
 mod verdict;
 mod worker;
 
@@ -29,5 +30,6 @@ pub use stats::{
     process_cpu_time, thread_cpu_time, LocalCounts, RunStats, StatsSnapshot, WorkerCounters,
 };
 pub use switch::{ProgramSwitch, SwitchError, SwitchableProgram};
+pub use top::{TopOutput, TopTable};
 pub use verdict::{RedirectTarget, Verdict};
 pub use worker::{run_worker, WorkerOptions, WorkerReport};

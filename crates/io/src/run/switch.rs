@@ -117,7 +117,11 @@ impl ProgramSwitch {
                 got: runners.len(),
             });
         }
-        let mut staged = self.shared.staged.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut staged = self
+            .shared
+            .staged
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
         for (slot, r) in staged.iter_mut().zip(runners) {
             *slot = Some(r);
         }
@@ -167,8 +171,11 @@ impl FrameProgram for SwitchableProgram {
     fn at_batch_boundary(&mut self) {
         let generation = self.shared.generation.load(Ordering::Acquire);
         if generation != self.seen {
-            let staged = self.shared.staged.lock().unwrap_or_else(PoisonError::into_inner)
-                [self.slot]
+            let staged = self
+                .shared
+                .staged
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)[self.slot]
                 .take();
             if let Some(new) = staged {
                 // The old runner is dropped here, on the worker thread,

@@ -25,6 +25,9 @@ use inkwell::values::BasicValue;
 /// Runs shorter than this are left to LLVM as they are.
 const MIN_PAIRS: usize = 2;
 
+/// A load of the run: register, offset from the source base, size.
+type Loaded = (Reg, i16, Size);
+
 /// A recognised copy: `bytes` bytes from `src + lo` to `dst + lo + delta`.
 struct Run {
     src: Reg,
@@ -33,7 +36,7 @@ struct Run {
     delta: i64,
     bytes: u64,
     /// Each temporary with the offset and size of its last load.
-    temps: Vec<(Reg, i16, Size)>,
+    temps: Vec<Loaded>,
     /// The slot after the run.
     end: usize,
 }
@@ -90,11 +93,12 @@ impl<'ctx> Lifter<'ctx, '_> {
         let mut dst: Option<Reg> = None;
         let mut delta: Option<i64> = None;
         // Loaded, not yet stored: register -> (offset, size).
-        let mut pending: Vec<(Reg, i16, Size)> = Vec::new();
-        let mut temps: Vec<(Reg, i16, Size)> = Vec::new();
+        let mut pending: Vec<Loaded> = Vec::new();
+        let mut temps: Vec<Loaded> = Vec::new();
         // Source intervals of the stored pairs.
         let mut copied: Vec<(i64, u64)> = Vec::new();
-        let mut best: Option<(usize, usize, Vec<(Reg, i16, Size)>)> = None;
+        // The longest prefix whose loads were all stored: (end, pairs, temps).
+        let mut best: Option<(usize, usize, Vec<Loaded>)> = None;
         let mut q = pc;
         while q < fr.f.end {
             if q > pc && fr.blocks.contains_key(&q) {

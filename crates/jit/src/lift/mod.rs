@@ -15,8 +15,8 @@
 mod alu;
 pub(crate) mod calls;
 mod control;
-mod direct;
 mod copy;
+mod direct;
 mod inline;
 mod mem;
 

@@ -98,4 +98,90 @@ int from_subprog(struct xdp_md *ctx)
 	return XDP_PASS;
 }
 
+struct {
+	__uint(type, BPF_MAP_TYPE_DEVMAP);
+	__uint(max_entries, 4);
+	__type(key, __u32);
+	__type(value, __u32);
+} devs SEC(".maps");
+
+/* bpf_redirect_map(devs, byte 1, byte 2 | byte 3 << 8): hits, misses
+ * with the flags' fallback action, broadcast, bad flags. */
+SEC("xdp")
+int redirect_dev(struct xdp_md *ctx)
+{
+	void *data = (void *)(long)ctx->data;
+	void *end = (void *)(long)ctx->data_end;
+	if (data + 4 > end)
+		return XDP_ABORTED;
+	__u8 *b = data;
+	__u64 flags = b[2] | ((__u64)b[3] << 8);
+	long r = bpf_redirect_map(&devs, b[1], flags);
+	bump(2, (__u64)r, 0);
+	return r;
+}
+
+/* bpf_redirect(ifindex, byte 2): XDP takes no flags. */
+SEC("xdp")
+int redirect_plain(struct xdp_md *ctx)
+{
+	void *data = (void *)(long)ctx->data;
+	void *end = (void *)(long)ctx->data_end;
+	if (data + 4 > end)
+		return XDP_ABORTED;
+	__u8 *b = data;
+	long r = bpf_redirect(b[1], b[2]);
+	bump(2, (__u64)r, 0);
+	return r;
+}
+
+struct inner_hash {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 8);
+	__type(key, __u32);
+	__type(value, __u64);
+} inner0 SEC(".maps"), inner1 SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY_OF_MAPS);
+	__uint(max_entries, 4);
+	__type(key, __u32);
+	__array(values, struct inner_hash);
+} outer SEC(".maps") = {
+	.values = { [0] = &inner0, [1] = &inner1 },
+};
+
+/* The inner map named by byte 0 (katran's per-CPU table): byte 1 is the
+ * key; a hit counts up, a miss inserts, byte 2 == 1 deletes instead. The
+ * inner map's handle is not a compile-time constant. */
+SEC("xdp")
+int inner_maps(struct xdp_md *ctx)
+{
+	void *data = (void *)(long)ctx->data;
+	void *end = (void *)(long)ctx->data_end;
+	if (data + 4 > end)
+		return XDP_ABORTED;
+	__u8 *b = data;
+	__u32 slot = b[0];
+	void *inner = bpf_map_lookup_elem(&outer, &slot);
+	if (!inner)
+		return XDP_DROP;
+	__u32 key = b[1];
+	if (b[2] == 1) {
+		long r = bpf_map_delete_elem(inner, &key);
+		bump(2, (__u64)r, 0);
+		return XDP_TX;
+	}
+	__u64 *v = bpf_map_lookup_elem(inner, &key);
+	if (v) {
+		*v += 1;
+		bump(2, *v, 0);
+		return XDP_PASS;
+	}
+	__u64 one = 1;
+	long r = bpf_map_update_elem(inner, &key, &one, BPF_NOEXIST);
+	bump(2, (__u64)r + 500, 0);
+	return XDP_PASS;
+}
+
 char LICENSE[] SEC("license") = "Dual BSD/GPL";

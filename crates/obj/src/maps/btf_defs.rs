@@ -191,16 +191,11 @@ pub(crate) fn parse(
     spec.map_extra = map_extra;
     spec.pinning = pinning;
     spec.inner = inner;
-    if spin_lock.is_some() && !matches!(map_type, MapType::Hash | MapType::Array) {
-        // The kernel refuses to create such a map (-EOPNOTSUPP).
-        return Err(invalid(
-            name,
-            format!(
-                "a bpf_spin_lock in the value is only supported for hash and array maps, not {}",
-                map_type.name()
-            ),
-        ));
-    }
+    // The kernel supports a lock only in hash and array values (in XDP's
+    // reach): it refuses BTF for other maps (-EOPNOTSUPP) and libbpf then
+    // creates the map without BTF, so the lock word is plain data and
+    // bpf_spin_lock on it is rejected. Do the same.
+    let spin_lock = spin_lock.filter(|_| matches!(map_type, MapType::Hash | MapType::Array));
     Ok(BtfMapDef {
         spec,
         values,
@@ -231,7 +226,10 @@ fn value_spin_lock(btf: &Btf, map: &str, type_id: u32) -> Result<Option<u32>, Ob
             continue;
         }
         if found.is_some() {
-            return Err(invalid(map, "the value type has more than one bpf_spin_lock"));
+            return Err(invalid(
+                map,
+                "the value type has more than one bpf_spin_lock",
+            ));
         }
         if m.bit_offset % 32 != 0 {
             return Err(invalid(

@@ -296,9 +296,20 @@ fn lock_btf(key_size: u32, value_size: u32, lock_off: u32) -> Vec<u8> {
     let (k, int, lock, val, v) = (1u32, 3, 7, 21, 25);
     let int_info = |size: u32| (size * 8) & 0xff;
     let mut types: Vec<u32> = vec![
-        k, 1 << 24, key_size, int_info(key_size),
-        int, 1 << 24, 4, 32,
-        lock, (4 << 24) | 1, 4, val, 2, 0,
+        k,
+        1 << 24,
+        key_size,
+        int_info(key_size),
+        int,
+        1 << 24,
+        4,
+        32,
+        lock,
+        (4 << 24) | 1,
+        4,
+        val,
+        2,
+        0,
     ];
     let words = value_size / 4;
     types.extend_from_slice(&[v, (4 << 24) | words, value_size]);

@@ -57,12 +57,9 @@ pub fn map_types(btf: &Btf, name: &str) -> Result<(u32, u32)> {
         _ => bail!("the BTF definition of {name} is not a struct"),
     };
     let pointee = |field: &str| -> Result<u32> {
-        let m = members
-            .iter()
-            .find(|m| m.name == field)
-            .ok_or_else(|| {
-                anyhow!("{name} declares its {field} by size only (no __type({field}, ...))")
-            })?;
+        let m = members.iter().find(|m| m.name == field).ok_or_else(|| {
+            anyhow!("{name} declares its {field} by size only (no __type({field}, ...))")
+        })?;
         match btf.type_by_id(m.type_id) {
             Some(BtfType::Ptr { target }) => Ok(*target),
             _ => bail!("{name}: the {field} member is not a __type() pointer"),
@@ -336,8 +333,7 @@ fn write_at(btf: &Btf, id: u32, v: &Value, out: &mut [u8], depth: usize) -> Resu
             write_members(btf, members, fields, out, depth, &mut used)?;
             if used != fields.len() {
                 let known = member_names(btf, members);
-                let unknown: Vec<&String> =
-                    fields.keys().filter(|k| !known.contains(k)).collect();
+                let unknown: Vec<&String> = fields.keys().filter(|k| !known.contains(k)).collect();
                 bail!(
                     "unknown member(s) {unknown:?} (members: {})",
                     known.join(", ")
@@ -366,8 +362,10 @@ fn write_members(
             .get_mut(off..off + len)
             .ok_or_else(|| anyhow!("member {:?} lies outside its struct", m.name))?;
         if m.name.is_empty() {
-            if let (_, BtfType::Struct { members: inner, .. } | BtfType::Union { members: inner, .. }) =
-                resolved(btf, m.type_id)?
+            if let (
+                _,
+                BtfType::Struct { members: inner, .. } | BtfType::Union { members: inner, .. },
+            ) = resolved(btf, m.type_id)?
             {
                 write_members(btf, inner, fields, slot, depth + 1, used)?;
             }
@@ -386,8 +384,10 @@ fn member_names(btf: &Btf, members: &[Member]) -> Vec<String> {
     let mut names = Vec::new();
     for m in members {
         if m.name.is_empty() {
-            if let Ok((_, BtfType::Struct { members: inner, .. } | BtfType::Union { members: inner, .. })) =
-                resolved(btf, m.type_id)
+            if let Ok((
+                _,
+                BtfType::Struct { members: inner, .. } | BtfType::Union { members: inner, .. },
+            )) = resolved(btf, m.type_id)
             {
                 names.extend(member_names(btf, inner));
             }

@@ -262,24 +262,22 @@ impl Control {
         let mut line = String::new();
         BufReader::new(&stream).read_line(&mut line)?;
         let reply = match serde_json::from_str::<Request>(&line) {
-            Ok(Request::Replace { object, prog }) => {
-                match self.replace(&object, prog.as_deref()) {
-                    Ok(r) => {
-                        eprintln!(
-                            "bpfjet: replaced by {} ({}) from {}: generation {}",
-                            r.program.as_deref().unwrap_or("?"),
-                            r.engine.as_deref().unwrap_or("?"),
-                            object.display(),
-                            r.generation.unwrap_or(0)
-                        );
-                        r
-                    }
-                    Err(e) => {
-                        eprintln!("bpfjet: replace with {} refused: {e:#}", object.display());
-                        Reply::error(&e)
-                    }
+            Ok(Request::Replace { object, prog }) => match self.replace(&object, prog.as_deref()) {
+                Ok(r) => {
+                    eprintln!(
+                        "bpfjet: replaced by {} ({}) from {}: generation {}",
+                        r.program.as_deref().unwrap_or("?"),
+                        r.engine.as_deref().unwrap_or("?"),
+                        object.display(),
+                        r.generation.unwrap_or(0)
+                    );
+                    r
                 }
-            }
+                Err(e) => {
+                    eprintln!("bpfjet: replace with {} refused: {e:#}", object.display());
+                    Reply::error(&e)
+                }
+            },
             Err(e) => Reply::error(&anyhow!("bad control request: {e}")),
         };
         let mut out = serde_json::to_string(&reply)?;
@@ -389,6 +387,8 @@ impl Control {
         .map_err(|e| anyhow!("{e}"))?;
         // The run's engine choice applies as at start: `--engine jit` refuses
         // an object the JIT cannot compile rather than interpreting it.
+        // An `--aot` artifact belongs to the original object; the new one is
+        // compiled here.
         let prepared = engine::prepare(object, &loaded, program, self.engine, self.unverified)?;
         Ok((loaded, prepared, reused))
     }

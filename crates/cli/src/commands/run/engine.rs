@@ -57,6 +57,10 @@ pub struct Prepared {
 struct JitParts {
     entry: bpfjet_jit::JitProgram,
     table: Vec<Option<Program>>,
+    /// Keeps the native code of `table`'s compiled targets alive (a tail
+    /// call reaches it through their `Program`s; dropped, it would be
+    /// unregistered and the target interpreted).
+    _targets: Vec<bpfjet_jit::JitProgram>,
 }
 
 /// Runs bpfjet's verifier on `prog`; the proof that lets it run unchecked.
@@ -80,6 +84,18 @@ fn verify_program(object: &bpfjet_obj::Object, prog: &str) -> Result<VerifiedPro
 }
 
 pub fn prepare(
+    object: &bpfjet_obj::Object,
+    loaded: &LoadedObject,
+    prog: &str,
+    choice: EngineChoice,
+    unverified: bool,
+) -> Result<Prepared> {
+    prepare_aot(object, loaded, prog, choice, unverified, None)
+}
+
+/// [`prepare`], with the native code taken from an AOT artifact when `aot`
+/// is given.
+pub fn prepare_aot(
     object: &bpfjet_obj::Object,
     loaded: &LoadedObject,
     prog: &str,
@@ -154,6 +170,7 @@ fn compile(
     // Tail-call targets: compiled when bpfjet's verifier accepts them,
     // otherwise left to the interpreter's checked form.
     let mut table = Vec::with_capacity(factory.program_table().len());
+    let mut targets = Vec::new();
     for (p, obj_prog) in factory.program_table().iter().zip(&object.programs) {
         let compiled = match p {
             Some(p) if obj_prog.name == factory.name() => Some(entry.program().clone()),
@@ -163,10 +180,14 @@ fn compile(
                         memory: MemoryMode::Verified(proof),
                         ..opts.clone()
                     };
-                    bpfjet_jit::JitProgram::compile(p.insns(), &opts, &jit_opts)
-                        .map(|j| j.program().clone())
-                        .ok()
-                        .or_else(|| Some(p.clone()))
+                    match bpfjet_jit::JitProgram::compile(p.insns(), &opts, &jit_opts) {
+                        Ok(target) => {
+                            let program = target.program().clone();
+                            targets.push(target);
+                            Some(program)
+                        }
+                        Err(_) => Some(p.clone()),
+                    }
                 }
                 Err(_) => Some(p.clone()),
             },
@@ -174,7 +195,11 @@ fn compile(
         };
         table.push(compiled);
     }
-    Ok(JitParts { entry, table })
+    Ok(JitParts {
+        entry,
+        table,
+        _targets: targets,
+    })
 }
 
 /// The entry program and its tail-call targets from an AOT artifact, after
@@ -194,21 +219,26 @@ fn load_aot(
     // Tail-call targets: the artifact's code where it has some (verified
     // at load like the entry), otherwise the interpreter's checked form.
     let mut table = Vec::with_capacity(factory.program_table().len());
+    let mut targets = Vec::new();
     for (p, obj_prog) in factory.program_table().iter().zip(&object.programs) {
         let target = match p {
             Some(_) if obj_prog.name == factory.name() => Some(entry.program().clone()),
-            Some(p) if artifact.has_program(&obj_prog.name) => Some(
-                artifact
-                    .load_program(loaded, &obj_prog.name)?
-                    .program()
-                    .clone(),
-            ),
+            Some(_) if artifact.has_program(&obj_prog.name) => {
+                let target = artifact.load_program(loaded, &obj_prog.name)?;
+                let program = target.program().clone();
+                targets.push(target);
+                Some(program)
+            }
             Some(p) => Some(p.clone()),
             None => None,
         };
         table.push(target);
     }
-    Ok(JitParts { entry, table })
+    Ok(JitParts {
+        entry,
+        table,
+        _targets: targets,
+    })
 }
 
 impl Prepared {

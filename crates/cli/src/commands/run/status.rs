@@ -1,7 +1,7 @@
 //! What a run shows: a live status line while it runs, a summary at the
 //! end, and the `--json` object.
 
-use bpfjet_io::run::{RedirectTarget, StatsSnapshot, WorkerReport};
+use bpfjet_io::run::{RedirectTarget, StatsSnapshot, TopTable, WorkerReport};
 use bpfjet_io::OutputRoute;
 use std::io::{IsTerminal, Write};
 use std::time::{Duration, Instant};
@@ -112,6 +112,8 @@ pub struct Summary<'a> {
     pub stop: StopReason,
     pub errors: &'a [String],
     pub outputs: &'a [String],
+    /// `--top N`: the table and N.
+    pub top: Option<(&'a TopTable, usize)>,
 }
 
 fn target_name(t: &RedirectTarget) -> String {
@@ -197,6 +199,9 @@ impl Summary<'_> {
         if let Some(f) = &t.first_fault {
             println!("  program faults {} (first: {f})", t.faults);
         }
+        if let Some((top, n)) = self.top {
+            self.print_top(top, n);
+        }
         for o in self.outputs {
             println!("  wrote {o}");
         }
@@ -207,6 +212,65 @@ impl Summary<'_> {
         for e in self.errors {
             eprintln!("bpfjet: {e}");
         }
+    }
+
+    fn pct(&self, n: u64) -> f64 {
+        n as f64 * 100.0 / self.total.packets.max(1) as f64
+    }
+
+    fn print_top(&self, top: &TopTable, n: usize) {
+        println!("  top {n} flows (innermost 5-tuple after the program):");
+        println!("    {:>10} {:>6}  {:<9} flow", "packets", "%", "action");
+        for ((flow, route), c) in top.top_flows(n) {
+            println!(
+                "    {c:>10} {:>5.1}%  {:<9} {flow}",
+                self.pct(c),
+                route.action_name()
+            );
+        }
+        println!(
+            "  top {n} destinations (outermost IP destination; behind IP-in-IP: the backend):"
+        );
+        println!(
+            "    {:>10} {:>6}  {:<9} destination",
+            "packets", "%", "action"
+        );
+        for ((dest, encap, route), c) in top.top_dests(n) {
+            println!(
+                "    {c:>10} {:>5.1}%  {:<9} {dest}{}",
+                self.pct(c),
+                route.action_name(),
+                if encap { " (IP-in-IP)" } else { "" }
+            );
+        }
+        if top.unparsed > 0 {
+            println!("    ({} packets were not IPv4/IPv6)", top.unparsed);
+        }
+    }
+
+    fn top_json(top: &TopTable, n: usize) -> serde_json::Value {
+        let flows: Vec<serde_json::Value> = top
+            .top_flows(n)
+            .into_iter()
+            .map(|((f, r), c)| {
+                serde_json::json!({
+                    "proto": f.proto, "src": f.src.to_string(), "sport": f.sport,
+                    "dst": f.dst.to_string(), "dport": f.dport,
+                    "action": r.action_name(), "packets": c,
+                })
+            })
+            .collect();
+        let dests: Vec<serde_json::Value> = top
+            .top_dests(n)
+            .into_iter()
+            .map(|((d, encap, r), c)| {
+                serde_json::json!({
+                    "destination": d.to_string(), "encapsulated": encap,
+                    "action": r.action_name(), "packets": c,
+                })
+            })
+            .collect();
+        serde_json::json!({"flows": flows, "destinations": dests, "unparsed": top.unparsed})
     }
 
     pub fn json(&self) -> serde_json::Value {
@@ -258,6 +322,7 @@ impl Summary<'_> {
             "stopped_by": self.stop.name(),
             "errors": self.errors,
             "outputs": self.outputs,
+            "top": self.top.map(|(t, n)| Self::top_json(t, n)),
         })
     }
 }

@@ -163,10 +163,7 @@ fn check_rx(rx: RxContext) -> Result<()> {
         }
         return Ok(());
     }
-    bail!(
-        "no interface with ifindex {} (ENODEV)",
-        rx.ingress_ifindex
-    )
+    bail!("no interface with ifindex {} (ENODEV)", rx.ingress_ifindex)
 }
 
 /// The JIT: compile the object's programs (or load them from `--aot`,
@@ -210,7 +207,11 @@ fn run_jit(request: &RunRequest<'_>) -> Result<RunOutcome> {
         XdpEngine::Jit,
     )?;
     let maps = if request.dump_maps {
-        Some(fast.loaded().dump_state().context("dumping bpfjet's maps")?)
+        Some(
+            fast.loaded()
+                .dump_state()
+                .context("dumping bpfjet's maps")?,
+        )
     } else {
         None
     };
