@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
  * spin_lock_counter: per-flow-class counters updated under a bpf_spin_lock
- * in the map value (ARRAY and HASH), the way programs keep multi-word
+ * in the map value (ARRAY and HASH, one nested in a member struct), the way programs keep multi-word
  * statistics consistent across CPUs. Verified and run by
  * crates/verifier/tests/spin_lock_run.rs against the kernel.
  */
@@ -30,13 +30,27 @@ struct {
 	__type(value, struct counter);
 } by_len SEC(".maps");
 
+/* The lock in a member struct: the kernel finds it there too. */
+struct tagged {
+	__u64 tag;
+	struct counter c;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct tagged);
+} last SEC(".maps");
+
 SEC("xdp")
 int spin_lock_counter(struct xdp_md *ctx)
 {
 	__u64 len = ctx->data_end - ctx->data;
 	__u32 key = len > 100, bucket = len / 64;
 	struct counter fresh = {}, *c, *b;
-	__u32 seen;
+	__u32 seen, zero = 0;
+	struct tagged *t;
 
 	c = bpf_map_lookup_elem(&totals, &key);
 	if (!c)
@@ -59,6 +73,14 @@ int spin_lock_counter(struct xdp_md *ctx)
 	b->packets++;
 	b->bytes += len;
 	bpf_spin_unlock(&b->lock);
+
+	t = bpf_map_lookup_elem(&last, &zero);
+	if (t) {
+		bpf_spin_lock(&t->c.lock);
+		t->c.packets++;
+		t->tag = len;
+		bpf_spin_unlock(&t->c.lock);
+	}
 
 	/* Every third packet of a class is dropped: the verdict depends on the
 	 * counter read under the lock. */

@@ -170,8 +170,9 @@ fn bad_state_files() {
 fn unavailable_engine_and_cpu() {
     let obj = object("icmp_echo");
     let pkt = fixture("icmp_echo", "echo_request.pkt.hex");
-    let run = test_run(&[&obj, "--data", &pkt, "--engine", "jit"]);
-    assert_usage_error(&run, &["'jit'", "not available yet"]);
+    // The JIT runs only verified programs.
+    let run = test_run(&[&obj, "--data", &pkt, "--engine", "jit", "--unverified"]);
+    assert_usage_error(&run, &["--engine jit", "verified"]);
 
     let run = test_run(&[&obj, "--data", &pkt, "--cpu", "4096"]);
     assert_usage_error(&run, &["--cpu 4096", "possible CPUs"]);

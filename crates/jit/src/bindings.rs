@@ -41,14 +41,15 @@ pub(crate) fn map_direct_symbol(index: usize) -> String {
 /// them addresses rather than PC-relative data, and `code_model "large"`
 /// keeps LLVM from folding them into 32-bit displacements: each use is a
 /// `movabs` with an `R_X86_64_64` relocation, as cheap as the immediate it
-/// replaces. (Neither attribute is reachable through LLVM's C API, hence
-/// text.)
+/// replaces. The opaque type keeps LLVM from assuming any object size.
+/// (Neither attribute is reachable through LLVM's C API, hence text.)
 pub(crate) fn map_declarations_ir(count: usize) -> String {
-    let mut ir = String::from("; bpfjet map symbols\n");
+    let mut ir = String::from("; bpfjet map symbols\n%bpfjet_map_memory = type opaque\n");
     for i in 0..count {
         for name in [map_symbol(i), map_values_symbol(i), map_direct_symbol(i)] {
             ir.push_str(&format!(
-                "@{name} = external global i8, code_model \"large\", !absolute_symbol !0\n"
+                "@{name} = external global %bpfjet_map_memory, code_model \"large\", \
+                 !absolute_symbol !0\n"
             ));
         }
     }

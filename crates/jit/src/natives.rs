@@ -327,8 +327,11 @@ unsafe extern "C" fn map_lookup_any(
             let Some(slot) = ptr else { return Ok(0) };
             // SAFETY: a map-in-map value is the 4-byte id of the inner map.
             let id = std::ptr::read_unaligned(slot as *const u32);
+            if let Some(handle) = ctx.code().inner_maps.get(id) {
+                return Ok(handle);
+            }
             let inner = ctx.xdp_env(pc, HELPER)?.object_maps().inner_map(id);
-            Ok(inner.map_or(0, |m| bpfjet_runtime::env::map_handle(&m)))
+            Ok(inner.map_or(0, |m| ctx.code().inner_maps.insert(id, m)))
         })
     }
 }
@@ -399,7 +402,12 @@ unsafe extern "C" fn redirect_map(
     unsafe {
         with_map(ctx, map, |_, map| {
             use MapType::*;
-            require_map_use(map, pc, "redirect_map", &[Devmap, DevmapHash, Xskmap, Cpumap])?;
+            require_map_use(
+                map,
+                pc,
+                "redirect_map",
+                &[Devmap, DevmapHash, Xskmap, Cpumap],
+            )?;
             let flag_mask = match map.map_type() {
                 Devmap | DevmapHash => BPF_F_BROADCAST | BPF_F_EXCLUDE_INGRESS,
                 _ => 0,
@@ -478,4 +486,54 @@ pub(crate) fn resolve(name: &str) -> Option<usize> {
         }
         _ => return None,
     })
+}
+
+/// Inner maps a program's map-in-map lookups resolved, by id: the helper's
+/// resolution (`ObjectMaps::inner_map`) takes locks and a map-id table
+/// lookup on every call, a hit here is two atomic loads. Map ids are never
+/// reused within an instance, so an id names one map for good; the cache
+/// holds each map alive. A program runs against the object it was compiled
+/// for, whose `ObjectMaps` knows every handle cached here (the miss path
+/// registered it there).
+pub(crate) struct InnerMapCache {
+    /// `id + 1` (0: empty) and the handle, in the slot `id % SLOTS`; a slot
+    /// is written once, so readers never see a torn pair.
+    slots: [(std::sync::atomic::AtomicU64, std::sync::atomic::AtomicU64); INNER_SLOTS],
+    owned: std::sync::Mutex<Vec<std::sync::Arc<Map>>>,
+}
+
+const INNER_SLOTS: usize = 64;
+
+impl Default for InnerMapCache {
+    fn default() -> Self {
+        InnerMapCache {
+            slots: std::array::from_fn(|_| Default::default()),
+            owned: std::sync::Mutex::new(Vec::new()),
+        }
+    }
+}
+
+impl InnerMapCache {
+    #[inline]
+    fn get(&self, id: u32) -> Option<u64> {
+        use std::sync::atomic::Ordering;
+        let (key, handle) = &self.slots[id as usize % INNER_SLOTS];
+        (key.load(Ordering::Acquire) == u64::from(id) + 1).then(|| handle.load(Ordering::Relaxed))
+    }
+
+    /// Remember `map` as inner map `id` (if its slot is free); its handle.
+    fn insert(&self, id: u32, map: std::sync::Arc<Map>) -> u64 {
+        use std::sync::atomic::Ordering;
+        let handle = bpfjet_runtime::env::map_handle(&map);
+        let Ok(mut owned) = self.owned.lock() else {
+            return handle;
+        };
+        let (key, slot) = &self.slots[id as usize % INNER_SLOTS];
+        if key.load(Ordering::Acquire) == 0 {
+            owned.push(map);
+            slot.store(handle, Ordering::Relaxed);
+            key.store(u64::from(id) + 1, Ordering::Release);
+        }
+        handle
+    }
 }

@@ -78,12 +78,20 @@ pub(crate) struct JitInner {
     stats: CompileStats,
     /// Maps whose handles and value addresses the code has baked in.
     _maps: Vec<Arc<bpfjet_maps::Map>>,
+    /// Inner maps the program's map-in-map lookups found, by id.
+    pub inner_maps: crate::natives::InnerMapCache,
     /// Owns the code `entries` point into; dropped last.
     _image: Image,
 }
 
 impl JitInner {
     pub(crate) fn entry(&self, slot: usize) -> Option<EntryFn> {
+        // Runs enter at slot 0, the first entry.
+        if let Some(&(0, entry)) = self.entries.first() {
+            if slot == 0 {
+                return Some(entry);
+            }
+        }
         self.entries
             .binary_search_by_key(&slot, |(s, _)| *s)
             .ok()
@@ -120,7 +128,7 @@ fn ms(since: Instant) -> f64 {
 }
 
 /// Revision of the code generator, part of the cache key.
-const CODEGEN_REVISION: u64 = 7;
+const CODEGEN_REVISION: u64 = 8;
 
 fn cache_key(
     insns: &[Insn],
@@ -299,6 +307,7 @@ impl JitProgram {
             entries,
             stats,
             _maps: bindings.maps.clone(),
+            inner_maps: crate::natives::InnerMapCache::default(),
             _image: image,
         });
         trampoline::register_compiled(&inner);
@@ -319,10 +328,7 @@ impl JitProgram {
 
     fn activation(&self, cpu: u64) -> Activation {
         Activation {
-            tails: self
-                .tails
-                .as_ref()
-                .map_or(std::ptr::null(), |t| Arc::as_ptr(t)),
+            tails: self.tails.as_ref().map_or(std::ptr::null(), Arc::as_ptr),
             cpu,
         }
     }

@@ -20,9 +20,7 @@ use crate::lift::calls::{
 };
 use crate::program::JitInner;
 use bpfjet_maps::{Map, MapType};
-use bpfjet_runtime::{
-    errno, CallbackRunner, Fault, HelperCtx, Program, RunState, MAX_CALL_DEPTH,
-};
+use bpfjet_runtime::{errno, CallbackRunner, Fault, HelperCtx, Program, RunState, MAX_CALL_DEPTH};
 use std::any::Any;
 use std::collections::HashMap;
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -50,15 +48,28 @@ pub(crate) struct RunCtx {
     /// Native tail-call targets of the run (null: resolve through the run
     /// state's program table).
     tails: *const TailTable,
-    fault: Option<Fault>,
-    panic: Option<Box<dyn Any + Send>>,
+    /// How an aborted run ended; boxed so that setting up and tearing
+    /// down a run that does not abort touches one word.
+    ended: Option<Box<Ended>>,
     tail_target: Option<Program>,
+}
+
+/// Why a run was aborted.
+enum Ended {
+    Fault(Fault),
+    Panic(Box<dyn Any + Send>),
 }
 
 impl RunCtx {
     fn abort(&mut self, fault: Fault) {
         self.status = ABORTED;
-        self.fault = Some(fault);
+        self.ended = Some(Box::new(Ended::Fault(fault)));
+    }
+
+    /// The code running now (a tail-call target's while it runs).
+    pub(crate) fn code(&self) -> &JitInner {
+        // SAFETY: the program outlives every run of it.
+        unsafe { &*self.code }
     }
 
     /// The run's CPU slot.
@@ -96,7 +107,7 @@ impl RunCtx {
             }
             Err(panic) => {
                 self.status = ABORTED;
-                self.panic = Some(panic);
+                self.ended = Some(Box::new(Ended::Panic(panic)));
                 0
             }
         }
@@ -139,19 +150,18 @@ pub(crate) fn run_native(
         state,
         user,
         tails: act.tails,
-        fault: None,
-        panic: None,
+        ended: None,
         tail_target: None,
     };
     // SAFETY: `entry` is this program's compiled entry with the `EntryFn`
     // signature; the context outlives the call and the argument array has
     // five elements.
     let r0 = unsafe { entry(&mut ctx, depth as u64, args.as_ptr()) };
-    if let Some(panic) = ctx.panic.take() {
-        std::panic::resume_unwind(panic);
-    }
-    if ctx.status == ABORTED {
-        return Err(ctx.fault.take().unwrap_or(Fault::BadPc { pc: slot }));
+    match ctx.ended.take().map(|e| *e) {
+        Some(Ended::Panic(panic)) => std::panic::resume_unwind(panic),
+        Some(Ended::Fault(fault)) => return Err(fault),
+        None if ctx.status == ABORTED => return Err(Fault::BadPc { pc: slot }),
+        None => {}
     }
     Ok(r0)
 }
@@ -304,34 +314,32 @@ unsafe extern "C" fn jit_xdp_adjust(ctx: *mut RunCtx, which: u64, offset: u64) -
     }
 }
 
-/// Where a program id of a PROG_ARRAY value leads in a [`TailTable`].
-enum TailSlot {
-    /// The program's native entry and its compiled code (kept alive by
-    /// `TailTable::owners`).
-    Native {
-        entry: EntryFn,
-        code: *const JitInner,
-    },
-    /// The object has no such program (the interpreter's table holds none
-    /// there either): the tail call fails and the caller continues.
-    Absent,
-    /// The program exists but has no native code: a tail call into it
-    /// aborts the run with this reason.
-    NoCode(String),
+/// A native tail-call target: its entry and its compiled code.
+#[derive(Clone, Copy)]
+struct Native {
+    entry: EntryFn,
+    code: *const JitInner,
 }
 
 /// The native tail-call targets of an object's programs, by program id
 /// (position in `LoadedObject::program_names`, the value PROG_ARRAY slots
 /// hold), resolved once when the object is compiled.
 pub(crate) struct TailTable {
-    slots: Vec<TailSlot>,
+    /// The hot part: read on every tail call.
+    native: Vec<Option<Native>>,
+    /// Why a program id has no native entry: `None` when the object has no
+    /// such program (the interpreter's table holds none there either, and
+    /// the tail call falls through), else the reason, which aborts the run.
+    missing: Vec<Option<String>>,
+    /// Owns the code `native` points into.
     _owners: Vec<Arc<JitInner>>,
 }
 
-// SAFETY: the raw pointers point into `owners`, which the table owns;
-// `JitInner` is `Send + Sync`.
+// SAFETY: the raw pointers point into `_owners`, which the table owns;
+// `JitInner` is `Send + Sync`, and the table is never mutated after
+// construction.
 unsafe impl Send for TailTable {}
-// SAFETY: as above; the table is never mutated after construction.
+// SAFETY: as above.
 unsafe impl Sync for TailTable {}
 
 /// What one program id of an object holds, for [`TailTable::new`].
@@ -343,27 +351,31 @@ pub(crate) enum TailEntry {
 
 impl TailTable {
     pub(crate) fn new(entries: Vec<TailEntry>) -> TailTable {
-        let mut slots = Vec::with_capacity(entries.len());
+        let mut native = Vec::with_capacity(entries.len());
+        let mut missing = Vec::with_capacity(entries.len());
         let mut owners = Vec::new();
         for e in entries {
-            slots.push(match e {
+            let (target, reason) = match e {
                 TailEntry::Compiled(code) => match code.entry(0) {
                     Some(entry) => {
-                        let slot = TailSlot::Native {
+                        let target = Native {
                             entry,
                             code: Arc::as_ptr(&code),
                         };
                         owners.push(code);
-                        slot
+                        (Some(target), None)
                     }
-                    None => TailSlot::NoCode("the compiled program has no entry".into()),
+                    None => (None, Some("the compiled program has no entry".to_string())),
                 },
-                TailEntry::Absent => TailSlot::Absent,
-                TailEntry::NoCode(reason) => TailSlot::NoCode(reason),
-            });
+                TailEntry::Absent => (None, None),
+                TailEntry::NoCode(reason) => (None, Some(reason)),
+            };
+            native.push(target);
+            missing.push(reason);
         }
         TailTable {
-            slots,
+            native,
+            missing,
             _owners: owners,
         }
     }
@@ -387,49 +399,88 @@ impl TailOutcome {
     }
 
     /// The run was aborted: the caller returns at once, as after any abort.
-    fn aborted(ctx: &mut RunCtx, fault: Fault) -> TailOutcome {
-        ctx.abort(fault);
+    #[cold]
+    fn aborted(ctx: &mut RunCtx, pc: u64, reason: String) -> TailOutcome {
+        ctx.abort(Fault::Helper {
+            pc: pc as usize,
+            helper: "tail_call",
+            reason,
+        });
         TailOutcome { r0: 0, taken: 1 }
     }
 }
 
-/// A native tail-call target.
-enum Target {
-    /// The entry, its code, and for targets found through the registry a
-    /// strong reference that keeps the code alive for the call.
-    Native(EntryFn, *const JitInner, Option<Arc<JitInner>>),
-    FallThrough(u64),
-    Fault(String),
+/// Enter `target` in place of the caller: same context, same depth, the
+/// target's code for helper dispatch while it runs. The caller's code comes
+/// back for whatever runs after the caller returns (a tail call from a
+/// subprogram returns into the same program).
+///
+/// # Safety
+/// `target` is live for the call; `args` points to five argument slots.
+#[inline]
+unsafe fn enter(ctx: &mut RunCtx, target: Native, depth: u64, args: *const u64) -> TailOutcome {
+    // SAFETY: as in `call_helper`.
+    if !unsafe { &mut *ctx.state }.try_count_tail_call() {
+        return TailOutcome::fell_through(errno::E2BIG);
+    }
+    let caller = std::mem::replace(&mut ctx.code, target.code);
+    // SAFETY: `entry` has the `EntryFn` signature; per the contract above.
+    let r0 = unsafe { (target.entry)(ctx, depth, args) };
+    ctx.code = caller;
+    TailOutcome { r0, taken: 1 }
 }
 
-/// The target of program id `prog`: from the object's table, or for
-/// programs compiled on their own from the run state's program table.
-fn tail_target(ctx: &RunCtx, prog: u32) -> Target {
+/// A program id the object's table has no native entry for, or a run
+/// without such a table (a program compiled on its own): the run state's
+/// program table, mapped to native code through the registry of compiled
+/// programs.
+#[cold]
+#[inline(never)]
+fn tail_call_slow(
+    ctx: &mut RunCtx,
+    prog: u32,
+    depth: u64,
+    args: *const u64,
+    pc: u64,
+) -> TailOutcome {
     if !ctx.tails.is_null() {
         // SAFETY: the table outlives the run (the running `JitProgram`
         // holds it).
         let table = unsafe { &*ctx.tails };
-        return match table.slots.get(prog as usize) {
-            Some(TailSlot::Native { entry, code }) => Target::Native(*entry, *code, None),
-            Some(TailSlot::NoCode(reason)) => Target::Fault(reason.clone()),
-            Some(TailSlot::Absent) | None => Target::FallThrough(errno::ENOENT),
+        return match table.missing.get(prog as usize) {
+            Some(Some(reason)) => TailOutcome::aborted(ctx, pc, reason.clone()),
+            _ => TailOutcome::fell_through(errno::ENOENT),
         };
     }
     // SAFETY: `state` is borrowed for the whole run (see `call_helper`).
     let state = unsafe { &*ctx.state };
     let Some(Some(program)) = state.program_table().get(prog as usize) else {
-        return Target::FallThrough(errno::ENOENT);
+        return TailOutcome::fell_through(errno::ENOENT);
     };
-    match find_compiled(program) {
-        Some(jit) => match jit.entry(0) {
-            Some(entry) => Target::Native(entry, Arc::as_ptr(&jit), Some(jit)),
-            None => Target::Fault("the compiled program has no entry".into()),
-        },
-        None => Target::Fault(
-            "the target program has no JIT code (put JitProgram::program()              of a compiled program in the program table)"
-                .into(),
-        ),
-    }
+    let Some(jit) = find_compiled(program) else {
+        let reason = "the target program has no JIT code (put JitProgram::program() \
+                      of a compiled program in the program table)";
+        return TailOutcome::aborted(ctx, pc, reason.into());
+    };
+    let Some(entry) = jit.entry(0) else {
+        return TailOutcome::aborted(ctx, pc, "the compiled program has no entry".into());
+    };
+    let target = Native {
+        entry,
+        code: Arc::as_ptr(&jit),
+    };
+    // SAFETY: `jit` keeps the code alive for the call.
+    unsafe { enter(ctx, target, depth, args) }
+}
+
+#[cold]
+#[inline(never)]
+fn not_a_prog_array(ctx: &mut RunCtx, map: &Map, pc: u64) -> TailOutcome {
+    let reason = format!(
+        "bpf_tail_call cannot be used with a {} map (the kernel verifier rejects it)",
+        map.map_type()
+    );
+    TailOutcome::aborted(ctx, pc, reason)
 }
 
 /// `bpfjet_jit_tail_call(ctx, map, index, depth, args, pc)`: `bpf_tail_call`
@@ -449,17 +500,8 @@ unsafe extern "C" fn jit_tail_call(
     // map handle is a map the compiled program holds alive (the lifter
     // emits this call only for handles of the program's bound maps).
     let (ctx, map) = unsafe { (&mut *ctx, Map::from_handle(map)) };
-    let helper_fault = |reason: String| Fault::Helper {
-        pc: pc as usize,
-        helper: "tail_call",
-        reason,
-    };
     if map.map_type() != MapType::ProgArray {
-        let reason = format!(
-            "bpf_tail_call cannot be used with a {} map (the kernel verifier rejects it)",
-            map.map_type()
-        );
-        return TailOutcome::aborted(ctx, helper_fault(reason));
+        return not_a_prog_array(ctx, map, pc);
     }
     let index = index as u32;
     if index >= map.max_entries() {
@@ -470,25 +512,14 @@ unsafe extern "C" fn jit_tail_call(
     };
     // SAFETY: a PROG_ARRAY value is the 4-byte program id.
     let prog = unsafe { std::ptr::read_unaligned(value as *const u32) };
-    let (entry, code, _keep) = match tail_target(ctx, prog) {
-        Target::Native(entry, code, keep) => (entry, code, keep),
-        Target::FallThrough(e) => return TailOutcome::fell_through(e),
-        Target::Fault(reason) => return TailOutcome::aborted(ctx, helper_fault(reason)),
-    };
-    // SAFETY: as in `call_helper`.
-    if !unsafe { &mut *ctx.state }.try_count_tail_call() {
-        return TailOutcome::fell_through(errno::E2BIG);
+    // SAFETY: the table outlives the run (the running `JitProgram` holds it).
+    let target =
+        unsafe { ctx.tails.as_ref() }.and_then(|t| t.native.get(prog as usize).copied().flatten());
+    match target {
+        // SAFETY: the table owns the target's code.
+        Some(target) => unsafe { enter(ctx, target, depth, args) },
+        None => tail_call_slow(ctx, prog, depth, args, pc),
     }
-    // The target replaces the caller: same context, same depth, its own
-    // code for helper dispatch while it runs. The caller's code comes back
-    // for whatever runs after the caller returns (a tail call from a
-    // subprogram returns into the same program).
-    let caller = std::mem::replace(&mut ctx.code, code);
-    // SAFETY: `entry` is the target's entry with the `EntryFn` signature and
-    // `args` points to the caller's five argument slots.
-    let r0 = unsafe { entry(ctx, depth, args) };
-    ctx.code = caller;
-    TailOutcome { r0, taken: 1 }
 }
 
 /// Addresses for the undefined symbols of generated objects.
@@ -502,8 +533,14 @@ pub(crate) fn resolve_symbol(name: &str) -> Option<usize> {
         RESUME_SYMBOL => resume as *const () as usize,
         DEPTH_FAULT_SYMBOL => depth_fault as *const () as usize,
         TAIL_CALL_SYMBOL => {
-            let f: unsafe extern "C" fn(*mut RunCtx, *const Map, u64, u64, *const u64, u64) -> TailOutcome =
-                jit_tail_call;
+            let f: unsafe extern "C" fn(
+                *mut RunCtx,
+                *const Map,
+                u64,
+                u64,
+                *const u64,
+                u64,
+            ) -> TailOutcome = jit_tail_call;
             f as *const () as usize
         }
         "memcpy" => libc::memcpy as *const () as usize,

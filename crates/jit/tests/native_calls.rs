@@ -213,10 +213,7 @@ fn tail_calls_and_xdp_helpers_leave_the_trampoline() {
         "redirect_plain",
         "inner_maps",
     ] {
-        let ir = p
-            .fast
-            .dump(prog, DumpStage::OptimizedIr, true)
-            .unwrap();
+        let ir = p.fast.dump(prog, DumpStage::OptimizedIr, true).unwrap();
         assert_eq!(
             ir.matches("@bpfjet_jit_helper(").count(),
             0,

@@ -67,6 +67,27 @@ fn postorder(a: (u32, &[u8]), b: (u32, &[u8])) -> CmpOrdering {
     b.0.cmp(&a.0)
 }
 
+/// The table key of an IPv4 trie key cut to `l` (<= 32) bits.
+#[inline(always)]
+fn masked_v4(key: &[u8; 8], l: u32) -> [u8; 8] {
+    let data = u32::from_be_bytes([key[4], key[5], key[6], key[7]]);
+    let data = data & u32::MAX.checked_shl(32 - l).unwrap_or(0);
+    let (p, d) = (l.to_ne_bytes(), data.to_be_bytes());
+    [p[0], p[1], p[2], p[3], d[0], d[1], d[2], d[3]]
+}
+
+/// The table key of an IPv6 trie key cut to `l` (<= 128) bits.
+#[inline(always)]
+fn masked_v6(key: &[u8; 20], l: u32) -> [u8; 20] {
+    let mut data = [0u8; 16];
+    data.copy_from_slice(&key[4..]);
+    let data = u128::from_be_bytes(data) & u128::MAX.checked_shl(128 - l).unwrap_or(0);
+    let mut out = [0u8; 20];
+    out[..4].copy_from_slice(&l.to_ne_bytes());
+    out[4..].copy_from_slice(&data.to_be_bytes());
+    out
+}
+
 impl LpmTrie {
     pub(crate) fn layout(
         g: &Geometry,
@@ -188,8 +209,8 @@ impl LpmTrie {
     #[inline]
     fn longest_match(&self, key: &[u8]) -> Option<u32> {
         match key.len() {
-            8 => return self.longest_match_fixed::<8>(key.try_into().ok()?),
-            20 => return self.longest_match_fixed::<20>(key.try_into().ok()?),
+            8 => return self.longest_match_fixed(<&[u8; 8]>::try_from(key).ok()?, masked_v4),
+            20 => return self.longest_match_fixed(<&[u8; 20]>::try_from(key).ok()?, masked_v6),
             _ => {}
         }
         let (plen, data) = self.split(key).ok()?;
@@ -200,26 +221,20 @@ impl LpmTrie {
         })
     }
 
-    /// [`LpmTrie::longest_match`] for a `K`-byte key: the masked table key
-    /// is built in a fixed-size buffer and hashed and compared with
-    /// fixed-size loads.
+    /// [`LpmTrie::longest_match`] for a `K`-byte key; `mask(key, l)` builds
+    /// the table key of length `l` in registers, so it is hashed and
+    /// compared with fixed-size operations and no store-to-load stall.
     #[inline(always)]
-    fn longest_match_fixed<const K: usize>(&self, key: &[u8; K]) -> Option<u32> {
+    fn longest_match_fixed<const K: usize>(
+        &self,
+        key: &[u8; K],
+        mask: impl Fn(&[u8; K], u32) -> [u8; K],
+    ) -> Option<u32> {
         if K != 4 + self.data_size {
             return None;
         }
         let plen = u32::from_ne_bytes([key[0], key[1], key[2], key[3]]);
-        self.probe_lengths(plen, |l| {
-            let mut k = *key;
-            k[..4].copy_from_slice(&l.to_ne_bytes());
-            for (i, byte) in k[4..].iter_mut().enumerate() {
-                // Bits of this byte inside the prefix: 8, 0, or a partial
-                // byte, most significant bits first.
-                let keep = (l as usize).saturating_sub(i * 8).min(8) as u32;
-                *byte &= (0xff00u16 >> keep) as u8;
-            }
-            self.table.find_elem_fixed(&k)
-        })
+        self.probe_lengths(plen, |l| self.table.find_elem_fixed(&mask(key, l)))
     }
 
     #[inline]

@@ -13,6 +13,7 @@ fn lock_offsets_from_value_btf() {
     assert_eq!(at("late"), Some(8));
     assert_eq!(at("first"), Some(0));
     assert_eq!(at("plain"), None);
+    assert_eq!(at("deep"), Some(16));
 }
 
 /// The kernel refuses the object's BTF (-E2BIG); bpfjet refuses the object

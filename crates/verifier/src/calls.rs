@@ -128,7 +128,7 @@ impl Verifier<'_> {
             return err(
                 "ref_leak",
                 format!(
-                    "Unreleased reference id={} alloc_insn={}: a ringbuf reservation is neither submitted nor discarded on this path",
+                    "Unreleased reference id={} alloc_insn={}: a ringbuf reservation (or a kfunc-acquired object) is not released on this path",
                     r.id, r.pc
                 ),
             );

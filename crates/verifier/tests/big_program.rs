@@ -122,7 +122,7 @@ fn katran_full_accepted_by_bpfjet_and_kernel() {
     assert!(listed >= 2000, "katran_full has only {listed} instructions");
     accept_both(&path, "katran_full");
     // The smaller corpus balancer, for comparison.
-    let lb = path.join("../../xdp/katran_lb.o");
+    let lb = path.parent().unwrap().join("../xdp/katran_lb.o");
     if lb.exists() {
         accept_both(&lb, "katran_lb");
     } else {

@@ -20,9 +20,9 @@ fn spin_lock_counter_verified_and_runs_like_the_kernel() {
     );
     let path = root.join("build/examples/verifier/spin_lock_counter.o");
     let obj = bpfjet_obj::load_file(&path).unwrap();
-    for name in ["totals", "by_len"] {
+    for (name, off) in [("totals", 0), ("by_len", 0), ("last", 8)] {
         let i = obj.map_index(name).unwrap();
-        assert_eq!(obj.spin_locks[i], Some(0), "lock offset of {name}");
+        assert_eq!(obj.spin_locks[i], Some(off), "lock offset of {name}");
     }
 
     // Verified load (ObjectOptions::default() runs bpfjet's verifier).

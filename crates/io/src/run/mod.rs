@@ -29,7 +29,7 @@ pub use signal::StopSignal;
 pub use stats::{
     process_cpu_time, thread_cpu_time, LocalCounts, RunStats, StatsSnapshot, WorkerCounters,
 };
-pub use switch::{ProgramSwitch, SwitchError, SwitchableProgram};
+pub use switch::{ProgramSwitch, SwitchError, SwitchableProgram, RETIRED};
 pub use top::{TopOutput, TopTable};
 pub use verdict::{RedirectTarget, Verdict};
 pub use worker::{run_worker, WorkerOptions, WorkerReport};

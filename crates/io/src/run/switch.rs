@@ -15,12 +15,16 @@ use super::{FrameMut, FrameProgram, ProgramFault, Verdict};
 
 type Runner = Box<dyn FrameProgram + Send>;
 
+/// What a worker whose loop has ended reports as its generation: it runs
+/// no program, so no swap waits for it.
+pub const RETIRED: u64 = u64::MAX;
+
 struct Shared {
     /// The newest published generation (0: the initial program).
     generation: AtomicU64,
     /// Per worker: the runner staged for the newest generation.
     staged: Mutex<Vec<Option<Runner>>>,
-    /// Per worker: the generation it runs.
+    /// Per worker: the generation it runs ([`RETIRED`] once it ended).
     adopted: Vec<AtomicU64>,
 }
 
@@ -131,7 +135,8 @@ impl ProgramSwitch {
         Ok(generation)
     }
 
-    /// Waits until every worker runs `generation` (or a newer one).
+    /// Waits until every worker runs `generation` (or a newer one) or has
+    /// ended.
     pub fn wait_adopted(&self, generation: u64, timeout: Duration) -> Result<(), SwitchError> {
         let deadline = Instant::now() + timeout;
         loop {
@@ -186,6 +191,12 @@ impl FrameProgram for SwitchableProgram {
             self.shared.adopted[self.slot].store(generation, Ordering::Release);
         }
         self.current.at_batch_boundary();
+    }
+}
+
+impl Drop for SwitchableProgram {
+    fn drop(&mut self) {
+        self.shared.adopted[self.slot].store(RETIRED, Ordering::Release);
     }
 }
 
@@ -244,6 +255,22 @@ mod tests {
         w.at_batch_boundary();
         assert_eq!(run_one(&mut w), OutputRoute::Tx);
         assert_eq!(switch.adopted(), vec![2]);
+    }
+
+    #[test]
+    fn an_ended_worker_does_not_hold_up_a_swap() {
+        let switch = ProgramSwitch::new(2);
+        let mut w0 = switch.wrap(0, fixed(Verdict::DROP));
+        let w1 = switch.wrap(1, fixed(Verdict::DROP));
+        drop(w1);
+        let generation = switch
+            .publish(vec![fixed(Verdict::PASS), fixed(Verdict::PASS)])
+            .unwrap();
+        w0.at_batch_boundary();
+        switch
+            .wait_adopted(generation, Duration::from_millis(5))
+            .unwrap();
+        assert_eq!(switch.adopted(), vec![1, RETIRED]);
     }
 
     #[test]

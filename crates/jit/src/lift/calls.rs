@@ -253,11 +253,13 @@ impl<'ctx> Lifter<'ctx, '_> {
             .b
             .build_extract_value(outcome, 1, "taken")?
             .into_int_value();
-        let taken = self
-            .b
-            .build_int_compare(IntPredicate::NE, taken, t.i64.const_zero(), "taken")?;
+        let taken =
+            self.b
+                .build_int_compare(IntPredicate::NE, taken, t.i64.const_zero(), "taken")?;
         let done = self.cx.append_basic_block(fr.func, "tail_call_taken");
-        let cont = self.cx.append_basic_block(fr.func, "tail_call_fell_through");
+        let cont = self
+            .cx
+            .append_basic_block(fr.func, "tail_call_fell_through");
         self.b.build_conditional_branch(taken, done, cont)?;
         self.b.position_at_end(done);
         self.b.build_return(Some(&r0))?;

@@ -13,9 +13,10 @@
 //! - the temporaries are neither `src` nor `dst`, and every loaded value is
 //!   stored exactly once;
 //! - the source intervals are contiguous and do not overlap;
-//! - the source and destination ranges are provably disjoint (both on this
-//!   frame's stack, or both a known offset from the same value). Then the
-//!   order of the accesses does not matter, and `memcpy` is exact.
+//! - the source and destination ranges are provably disjoint (one base
+//!   register, both on this frame's stack, or both a known offset from the
+//!   same value). Then the order of the accesses does not matter, and
+//!   `memcpy` is exact.
 
 use super::{Frame, LResult, LiftError, Lifter};
 use crate::analysis::Prov;
@@ -168,6 +169,8 @@ impl<'ctx> Lifter<'ctx, '_> {
         }
         let bytes = (next - lo) as u64;
         let disjoint = match (self.prov(fr, pc, src), self.prov(fr, pc, dst)) {
+            // One base register: only the offsets differ.
+            _ if src == dst => Some((0, 0)),
             (Prov::Stack(a), Prov::Stack(b)) => Some((a, b)),
             (Prov::Rel { root: ra, off: a }, Prov::Rel { root: rb, off: b }) if ra == rb => {
                 Some((a, b))

@@ -46,7 +46,13 @@ impl<'ctx> Lifter<'ctx, '_> {
 
     /// Call native `name` (returning i64) with `args`, set r0 to its result
     /// and return from the function if it aborted the run.
-    fn call_checked(&mut self, fr: &Frame<'ctx>, pc: usize, name: &str, args: &[Arg]) -> LResult<()> {
+    fn call_checked(
+        &mut self,
+        fr: &Frame<'ctx>,
+        pc: usize,
+        name: &str,
+        args: &[Arg],
+    ) -> LResult<()> {
         let t = self.t;
         let f = match self.module.get_function(name) {
             Some(f) => f,
@@ -96,7 +102,11 @@ impl<'ctx> Lifter<'ctx, '_> {
     }
 
     /// `bpf_map_lookup_elem(map, key)` on a dynamic map.
-    pub(super) fn direct_map_lookup_any(&mut self, fr: &mut Frame<'ctx>, pc: usize) -> LResult<bool> {
+    pub(super) fn direct_map_lookup_any(
+        &mut self,
+        fr: &mut Frame<'ctx>,
+        pc: usize,
+    ) -> LResult<bool> {
         if !self.dynamic_map(fr, pc) {
             return Ok(false);
         }
@@ -106,7 +116,11 @@ impl<'ctx> Lifter<'ctx, '_> {
     }
 
     /// `bpf_map_update_elem(map, key, value, flags)` on a dynamic map.
-    pub(super) fn direct_map_update_any(&mut self, fr: &mut Frame<'ctx>, pc: usize) -> LResult<bool> {
+    pub(super) fn direct_map_update_any(
+        &mut self,
+        fr: &mut Frame<'ctx>,
+        pc: usize,
+    ) -> LResult<bool> {
         if !self.dynamic_map(fr, pc) {
             return Ok(false);
         }
@@ -123,7 +137,11 @@ impl<'ctx> Lifter<'ctx, '_> {
     }
 
     /// `bpf_map_delete_elem(map, key)` on a dynamic map.
-    pub(super) fn direct_map_delete_any(&mut self, fr: &mut Frame<'ctx>, pc: usize) -> LResult<bool> {
+    pub(super) fn direct_map_delete_any(
+        &mut self,
+        fr: &mut Frame<'ctx>,
+        pc: usize,
+    ) -> LResult<bool> {
         if !self.dynamic_map(fr, pc) {
             return Ok(false);
         }
@@ -149,9 +167,9 @@ impl<'ctx> Lifter<'ctx, '_> {
     pub(super) fn inline_redirect(&mut self, fr: &mut Frame<'ctx>) -> LResult<bool> {
         let t = self.t;
         let flags = self.reg(fr, 2)?;
-        let bad = self
-            .b
-            .build_int_compare(IntPredicate::NE, flags, t.i64.const_zero(), "bad_flags")?;
+        let bad =
+            self.b
+                .build_int_compare(IntPredicate::NE, flags, t.i64.const_zero(), "bad_flags")?;
         let r0: IntValue<'ctx> = self
             .b
             .build_select(

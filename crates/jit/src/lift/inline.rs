@@ -316,8 +316,8 @@ impl<'ctx> Lifter<'ctx, '_> {
                     .build_int_mul(cpu, t.i64.const_int(l.cpu_stride as u64, false), "cpuoff")?;
             offset = self.b.build_int_add(offset, cpu_off, "off")?;
         }
-        let values = self.map_address(&crate::bindings::map_values_symbol(index_of_map), 0)?;
-        let addr = self.b.build_int_add(values, offset, "value")?;
+        let addr =
+            self.map_address_plus(&crate::bindings::map_values_symbol(index_of_map), offset)?;
         let r0 = self
             .b
             .build_select(in_range, addr, t.i64.const_zero(), "lookup")?

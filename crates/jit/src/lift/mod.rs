@@ -421,20 +421,33 @@ impl<'ctx> Lifter<'ctx, '_> {
 
     /// The address of map symbol `name` plus `offset`, as an integer.
     pub(crate) fn map_address(&self, name: &str, offset: u64) -> LResult<IntValue<'ctx>> {
+        let offset = self.t.i64.const_int(offset, false);
+        self.map_address_plus(name, offset)
+    }
+
+    /// The address of map symbol `name` plus `offset`, as an integer. The
+    /// `inbounds` GEP from the symbol tells LLVM the result is not null (a
+    /// plain integer add would not), so checks of a lookup's result fold as
+    /// they did when the address was a constant. (The symbols have an
+    /// opaque type: LLVM knows nothing of the object's size.)
+    pub(crate) fn map_address_plus(
+        &self,
+        name: &str,
+        offset: IntValue<'ctx>,
+    ) -> LResult<IntValue<'ctx>> {
         let t = self.t;
         let global = self
             .module
             .get_global(name)
             .ok_or_else(|| LiftError::Build(format!("map symbol {name} is not declared")))?;
-        let base = self
-            .b
-            .build_ptr_to_int(global.as_pointer_value(), t.i64, name)?;
-        if offset == 0 {
-            return Ok(base);
-        }
-        Ok(self
-            .b
-            .build_int_add(base, t.i64.const_int(offset, false), "map_off")?)
+        // SAFETY (for LLVM): the offset stays inside the map's memory, which
+        // the symbol resolves to (the verifier proved the access in range;
+        // an array lookup's out-of-range address is discarded by its select).
+        let p = unsafe {
+            self.b
+                .build_in_bounds_gep(t.i8, global.as_pointer_value(), &[offset], name)?
+        };
+        Ok(self.b.build_ptr_to_int(p, t.i64, "map_addr")?)
     }
 
     /// What the analysis knows about `r` before slot `pc`.

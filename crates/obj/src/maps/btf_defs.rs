@@ -203,26 +203,47 @@ pub(crate) fn parse(
     })
 }
 
-/// The offset of the `struct bpf_spin_lock` member of the value type named
-/// by `__type(value, T)` (member `type_id` points to `T`). Like the kernel,
-/// only direct members of a struct or union value count, a value holds at
-/// most one lock, and the lock must be 4-byte aligned.
+/// The offset of the `struct bpf_spin_lock` in the value type named by
+/// `__type(value, T)` (member `type_id` points to `T`). Like the kernel, the
+/// value must be a struct; locks are found among its members and, nested,
+/// in the members of member structs (not in arrays or unions); a value
+/// holds at most one lock, 4-byte aligned.
 fn value_spin_lock(btf: &Btf, map: &str, type_id: u32) -> Result<Option<u32>, ObjError> {
     let Some(BtfType::Ptr { target }) = btf.resolve(type_id).and_then(|id| btf.type_by_id(id))
     else {
         return Ok(None);
     };
-    let members = match btf.resolve(*target).and_then(|id| btf.type_by_id(id)) {
-        Some(BtfType::Struct { members, .. } | BtfType::Union { members, .. }) => members,
-        _ => return Ok(None),
-    };
     let mut found = None;
+    find_locks(btf, map, *target, 0, 0, &mut found)?;
+    Ok(found)
+}
+
+/// Nesting deeper than this is not searched (the kernel bounds it too).
+const MAX_NESTING: u32 = 32;
+
+fn find_locks(
+    btf: &Btf,
+    map: &str,
+    struct_id: u32,
+    base_bits: u32,
+    depth: u32,
+    found: &mut Option<u32>,
+) -> Result<(), ObjError> {
+    let Some(BtfType::Struct { members, .. }) =
+        btf.resolve(struct_id).and_then(|id| btf.type_by_id(id))
+    else {
+        return Ok(());
+    };
     for m in members {
-        let is_lock = matches!(
-            btf.resolve(m.type_id).and_then(|id| btf.type_by_id(id)),
-            Some(BtfType::Struct { name, .. }) if name == "bpf_spin_lock"
-        );
-        if !is_lock {
+        let bits = base_bits + m.bit_offset;
+        let member_id = btf.resolve(m.type_id).unwrap_or(0);
+        let Some(BtfType::Struct { name, .. }) = btf.type_by_id(member_id) else {
+            continue;
+        };
+        if name != "bpf_spin_lock" {
+            if depth < MAX_NESTING {
+                find_locks(btf, map, member_id, bits, depth + 1, found)?;
+            }
             continue;
         }
         if found.is_some() {
@@ -231,16 +252,16 @@ fn value_spin_lock(btf: &Btf, map: &str, type_id: u32) -> Result<Option<u32>, Ob
                 "the value type has more than one bpf_spin_lock",
             ));
         }
-        if m.bit_offset % 32 != 0 {
+        if !bits.is_multiple_of(32) {
             return Err(invalid(
                 map,
                 format!(
-                    "bpf_spin_lock member `{}` is not 4-byte aligned (bit offset {})",
-                    m.name, m.bit_offset
+                    "bpf_spin_lock member `{}` is not 4-byte aligned (bit offset {bits})",
+                    m.name
                 ),
             ));
         }
-        found = Some(m.bit_offset / 8);
+        *found = Some(bits / 8);
     }
-    Ok(found)
+    Ok(())
 }

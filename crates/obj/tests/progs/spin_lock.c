@@ -36,6 +36,18 @@ struct {
 	__type(value, __u64);
 } plain SEC(".maps");
 
+struct nested {
+	__u64 a, b;
+	struct locked_first in; /* the kernel finds locks in member structs too */
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 4);
+	__type(key, __u32);
+	__type(value, struct nested);
+} deep SEC(".maps");
+
 #ifdef TWO_LOCKS
 struct two {
 	struct bpf_spin_lock a;
@@ -73,7 +85,10 @@ int prog(struct xdp_md *ctx)
 #if defined(TWO_LOCKS) || defined(LRU_LOCK)
 	return bpf_map_lookup_elem(&bad, &k) ? XDP_DROP : XDP_PASS;
 #else
-	return bpf_map_lookup_elem(&first, &k) || bpf_map_lookup_elem(&plain, &k) ? XDP_DROP : XDP_PASS;
+	return bpf_map_lookup_elem(&first, &k) || bpf_map_lookup_elem(&plain, &k) ||
+			       bpf_map_lookup_elem(&deep, &k)
+		       ? XDP_DROP
+		       : XDP_PASS;
 #endif
 }
 

@@ -74,7 +74,7 @@ pub enum FrameError {
 fn copy_packet(dst: &mut [u8], src: &[u8]) {
     const CHUNK: usize = 16;
     let len = src.len();
-    if dst.len() != len || len > 4 * CHUNK || len < 8 {
+    if dst.len() != len || !(8..=4 * CHUNK).contains(&len) {
         dst.copy_from_slice(src);
         return;
     }
@@ -263,6 +263,20 @@ mod tests {
 
     fn frame(len: usize) -> XdpFrame {
         XdpFrame::new(&vec![0xab; len], 1, 0).unwrap()
+    }
+
+    #[test]
+    fn reset_copies_every_length_exactly() {
+        // The inline small-packet copy covers 8..=64 bytes in overlapping
+        // chunks; longer packets take copy_from_slice.
+        let mut f = frame(ETH_HLEN);
+        for len in ETH_HLEN..=200 {
+            let packet: Vec<u8> = (0..len).map(|i| (i * 7 + len) as u8).collect();
+            f.adjust_head(-4).unwrap();
+            f.reset(&packet).unwrap();
+            assert_eq!(f.packet(), &packet[..], "length {len}");
+            assert_eq!(f.md().data_end - f.md().data, len as u64);
+        }
     }
 
     #[test]

@@ -337,7 +337,9 @@ fn lock_btf(key_size: u32, value_size: u32, lock_off: u32) -> Vec<u8> {
 fn create_locked_map(spec: &MapSpec, lock_off: u32) -> Result<std::os::fd::OwnedFd, String> {
     use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
     assert!(
-        lock_off % 4 == 0 && spec.value_size % 4 == 0 && lock_off < spec.value_size,
+        lock_off.is_multiple_of(4)
+            && spec.value_size.is_multiple_of(4)
+            && lock_off < spec.value_size,
         "lock={lock_off} must be a 4-byte word inside the {}-byte value",
         spec.value_size
     );

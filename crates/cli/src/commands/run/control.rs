@@ -315,12 +315,21 @@ impl Control {
             .collect::<Result<Vec<Box<dyn FrameProgram + Send>>>>()?;
         let started = Instant::now();
         let generation = self.switch.publish(runners)?;
+        let maps = object_maps(&loaded, &object);
+        let old_maps = self.current().maps.clone();
+        let engine = prepared.engine.name().to_string();
+        // From here workers may run it: it stays alive for the whole run.
+        self.generations.push(Generation {
+            _loaded: loaded,
+            prepared,
+            program: program.clone(),
+            maps: maps.clone(),
+        });
         self.switch
             .wait_adopted(generation, SWITCH_TIMEOUT)
             .map_err(|e| anyhow!("new program staged as generation {generation}, but {e}"))?;
         let switch_ms = started.elapsed().as_secs_f64() * 1e3;
 
-        let maps = object_maps(&loaded, &object);
         publish_btf(&self.instance, &object)?;
         let mut changes = MapChanges::default();
         for (map, kept) in maps.iter().zip(&reused) {
@@ -332,7 +341,7 @@ impl Control {
         }
         // Old maps nobody runs with any more leave the instance, so a
         // control plane's `map lookup NAME` finds the live one.
-        for old in &self.current().maps {
+        for old in &old_maps {
             if !maps.iter().any(|m| Arc::ptr_eq(m, old)) {
                 self.registry
                     .remove_map(old.id())
@@ -340,13 +349,6 @@ impl Control {
                 changes.dropped.push(old.name().to_string());
             }
         }
-        let engine = prepared.engine.name().to_string();
-        self.generations.push(Generation {
-            _loaded: loaded,
-            prepared,
-            program: program.clone(),
-            maps,
-        });
         Ok(Reply {
             ok: true,
             error: None,
