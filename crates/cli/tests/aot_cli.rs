@@ -274,3 +274,46 @@ fn run_with_aot_matches_interp() {
         assert_eq!(aot["actions"], interp["actions"], "{name}");
     }
 }
+
+/// The JIT's disk cache holds no addresses of the process that filled it: a
+/// second `test-run --engine jit` process loads every object from it
+/// (nothing new is written, nothing rewritten).
+#[test]
+fn jit_cache_is_shared_across_processes() {
+    let fixture = fixture("firewall");
+    let scratch = Scratch::new("jit-cache");
+    let cache_home = scratch.path("xdg-cache");
+    let case = &fixture.cases[0];
+    let packet = scratch.file("p.pkt.hex", hex(&case.packet));
+    let object = fixture.object.display().to_string();
+    let state = case.state.display().to_string();
+    let run = || {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_bpfjet"))
+            .args([
+                "test-run", &object, "--data", &packet, "--maps", &state, "--engine", "jit",
+            ])
+            .env("XDG_CACHE_HOME", &cache_home)
+            .output()
+            .expect("running bpfjet");
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    };
+    let objects = || -> Vec<(std::path::PathBuf, std::time::SystemTime)> {
+        let dir = std::path::Path::new(&cache_home).join("bpfjet");
+        let mut files: Vec<_> = std::fs::read_dir(&dir)
+            .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
+            .filter_map(|e| e.ok())
+            .map(|e| (e.path(), e.metadata().unwrap().modified().unwrap()))
+            .collect();
+        files.sort();
+        files
+    };
+    run();
+    let first = objects();
+    assert!(!first.is_empty(), "the first run cached nothing");
+    run();
+    assert_eq!(objects(), first, "the second process compiled again");
+}

@@ -28,6 +28,9 @@ pub(crate) const MAP_LOOKUP_ANY: &str = "bpfjet_jit_map_lookup_any";
 pub(crate) const MAP_UPDATE_ANY: &str = "bpfjet_jit_map_update_any";
 pub(crate) const MAP_DELETE_ANY: &str = "bpfjet_jit_map_delete_any";
 pub(crate) const REDIRECT_MAP: &str = "bpfjet_jit_redirect_map";
+pub(crate) const RINGBUF_RESERVE: &str = "bpfjet_jit_ringbuf_reserve";
+pub(crate) const RINGBUF_COMMIT: &str = "bpfjet_jit_ringbuf_commit";
+pub(crate) const RINGBUF_OUTPUT: &str = "bpfjet_jit_ringbuf_output";
 
 /// Key sizes with a lookup specialised for them (copying the key is then a
 /// fixed-size move, and the hash runs over a known length).
@@ -425,6 +428,102 @@ unsafe extern "C" fn redirect_map(
     }
 }
 
+/// `bpf_ringbuf_reserve(map, size, flags)`: a sample (tracked in the run's
+/// environment like the helper does) or 0.
+///
+/// # Safety
+/// As [`with_map`].
+unsafe extern "C" fn ringbuf_reserve(
+    ctx: *mut RunCtx,
+    map: *const Map,
+    size: u64,
+    flags: u64,
+    pc: u64,
+) -> u64 {
+    const HELPER: &str = "ringbuf_reserve";
+    // SAFETY: per the contract above.
+    unsafe {
+        with_map(ctx, map, |ctx, map| {
+            require_map_use(map, pc, HELPER, &[MapType::Ringbuf])?;
+            let env = ctx.xdp_env(pc, HELPER)?;
+            let Some(sample) = map.ringbuf_reserve(size, flags) else {
+                return Ok(0);
+            };
+            env.track_reservation(sample as u64, size);
+            Ok(sample as u64)
+        })
+    }
+}
+
+/// `bpf_ringbuf_submit(sample, flags)` (`discard` 0) or
+/// `bpf_ringbuf_discard` (1): only a live reservation of this run.
+///
+/// # Safety
+/// `ctx` is the run context generated code was entered with.
+unsafe extern "C" fn ringbuf_commit(
+    ctx: *mut RunCtx,
+    sample: u64,
+    flags: u64,
+    discard: u64,
+    pc: u64,
+) -> u64 {
+    // SAFETY: per the contract above.
+    let ctx = unsafe { &mut *ctx };
+    let outcome = catch_unwind(AssertUnwindSafe(|| {
+        let helper = if discard != 0 {
+            "ringbuf_discard"
+        } else {
+            "ringbuf_submit"
+        };
+        if ctx
+            .xdp_env(pc, helper)?
+            .untrack_reservation(sample)
+            .is_none()
+        {
+            return Err(Fault::Helper {
+                pc: pc as usize,
+                helper,
+                reason: format!(
+                    "{sample:#x} is not a ring-buffer sample reserved and not yet \
+                     submitted or discarded"
+                ),
+            });
+        }
+        // SAFETY: `sample` came from `Map::ringbuf_reserve` and was live
+        // until now (it was tracked).
+        unsafe {
+            if discard != 0 {
+                Map::ringbuf_discard(sample as *mut u8, flags);
+            } else {
+                Map::ringbuf_submit(sample as *mut u8, flags);
+            }
+        }
+        Ok(0)
+    }));
+    ctx.settle(outcome)
+}
+
+/// `bpf_ringbuf_output(map, data, size, flags)`.
+///
+/// # Safety
+/// As [`with_map`]; `data` is readable for `size` bytes.
+unsafe extern "C" fn ringbuf_output(
+    ctx: *mut RunCtx,
+    map: *const Map,
+    data: *const u8,
+    size: u64,
+    flags: u64,
+    pc: u64,
+) -> u64 {
+    // SAFETY: per the contract above.
+    unsafe {
+        with_map(ctx, map, |_, map| {
+            require_map_use(map, pc, "ringbuf_output", &[MapType::Ringbuf])?;
+            Ok(result_code(map.ringbuf_output(bytes(data, size), flags)))
+        })
+    }
+}
+
 /// Addresses of the functions above, by symbol.
 pub(crate) fn resolve(name: &str) -> Option<usize> {
     type Lookup = unsafe extern "C" fn(*const Map, *const u8, u64) -> u64;
@@ -478,6 +577,20 @@ pub(crate) fn resolve(name: &str) -> Option<usize> {
         REDIRECT_MAP => {
             let f: unsafe extern "C" fn(*mut RunCtx, *const Map, u64, u64, u64) -> u64 =
                 redirect_map;
+            f as *const () as usize
+        }
+        RINGBUF_RESERVE => {
+            let f: unsafe extern "C" fn(*mut RunCtx, *const Map, u64, u64, u64) -> u64 =
+                ringbuf_reserve;
+            f as *const () as usize
+        }
+        RINGBUF_COMMIT => {
+            let f: unsafe extern "C" fn(*mut RunCtx, u64, u64, u64, u64) -> u64 = ringbuf_commit;
+            f as *const () as usize
+        }
+        RINGBUF_OUTPUT => {
+            let f: unsafe extern "C" fn(*mut RunCtx, *const Map, *const u8, u64, u64, u64) -> u64 =
+                ringbuf_output;
             f as *const () as usize
         }
         STRNCMP => {

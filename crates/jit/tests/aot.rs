@@ -268,3 +268,46 @@ fn cache_hits_across_map_instances() {
     );
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// The code constant-folded `.rodata`: an artifact whose recorded bytes
+/// differ from the object's frozen value is refused, as is one whose map
+/// layouts differ.
+#[test]
+fn artifacts_refuse_other_rodata_and_layouts() {
+    let _turn = serial();
+    let path = corpus_object("rate_limiter");
+    let source = std::fs::read(&path).unwrap();
+    let object = bpfjet_obj::load_file(&path).unwrap();
+    let load = || LoadedObject::load(&object, &ObjectOptions::default()).unwrap();
+    let artifact = AotArtifact::compile(
+        &load(),
+        &source,
+        "rate_limiter",
+        &[],
+        &JitOptions::default(),
+    )
+    .unwrap();
+    let frozen = artifact
+        .maps
+        .iter()
+        .position(|m| m.frozen.is_some())
+        .expect("rate_limiter has a frozen .rodata");
+    let mut other_rodata = artifact.clone();
+    if let Some(bytes) = other_rodata.maps[frozen].frozen.as_mut() {
+        bytes[0] ^= 0xff;
+    }
+    let err = other_rodata.load(load()).unwrap_err();
+    assert!(
+        matches!(&err, AotError::Mismatch(m) if m.contains("frozen contents")),
+        "{err}"
+    );
+    let mut other_layout = artifact.clone();
+    other_layout.maps[0].max_entries += 1;
+    let err = other_layout.load(load()).unwrap_err();
+    assert!(
+        matches!(&err, AotError::Mismatch(m) if m.contains(&artifact.maps[0].name)),
+        "{err}"
+    );
+    // The untouched artifact loads.
+    artifact.load(load()).unwrap();
+}

@@ -5,7 +5,7 @@ use std::path::Path;
 
 use bpfjet_maps::MapSpec;
 
-use crate::btf::{Btf, BtfExt};
+use crate::btf::{Btf, BtfExt, BtfType, Linkage};
 use crate::bytes::cstr_at;
 use crate::elf::Elf;
 use crate::error::{malformed, ObjError};
@@ -40,6 +40,29 @@ impl Object {
 
     pub fn map_index(&self, name: &str) -> Option<usize> {
         self.maps.iter().position(|m| m.name == name)
+    }
+
+    /// Entry slots of `prog`'s global (non-static) subprograms, from the BTF
+    /// linkage of their `FUNC` types; the kernel verifies those differently
+    /// (e.g. refuses calls to them while a spin lock is held).
+    pub fn global_subprogs(&self, prog: &Program) -> Vec<usize> {
+        let Some(btf) = &self.btf else {
+            return Vec::new();
+        };
+        prog.func_info
+            .iter()
+            .filter(|f| f.slot != 0)
+            .filter(|f| {
+                matches!(
+                    f.btf_type_id.and_then(|id| btf.type_by_id(id)),
+                    Some(BtfType::Func {
+                        linkage: Linkage::Global,
+                        ..
+                    })
+                )
+            })
+            .map(|f| f.slot)
+            .collect()
     }
 
     /// The program to run: the one named `name`, or else the first supported

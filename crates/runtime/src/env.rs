@@ -143,6 +143,21 @@ impl XdpEnv {
         &self.maps
     }
 
+    /// Record a ring-buffer sample the program reserved (for engines that
+    /// call `Map::ringbuf_reserve` themselves, as `bpf_ringbuf_reserve`
+    /// does): submit and discard accept only live samples, and one left
+    /// over is discarded by [`XdpEnv::release_leftovers`].
+    pub fn track_reservation(&mut self, addr: u64, size: u64) {
+        self.reservations.push((addr, size));
+    }
+
+    /// Forget a live reservation before submitting or discarding it: its
+    /// size, or None when `addr` is no live sample.
+    pub fn untrack_reservation(&mut self, addr: u64) -> Option<u64> {
+        let i = self.reservations.iter().position(|&(a, _)| a == addr)?;
+        Some(self.reservations.swap_remove(i).1)
+    }
+
     /// Lines `bpf_trace_printk` wrote so far.
     pub fn trace_log(&self) -> &[String] {
         &self.trace

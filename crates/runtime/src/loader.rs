@@ -420,6 +420,8 @@ fn verify_program(
     let mut env = bpfjet_verifier::VerifyEnv::new(&obj.maps);
     env.kfuncs = &obj.kfuncs;
     env.spin_locks = &obj.spin_locks;
+    let globals = obj.global_subprogs(p);
+    env.global_subprogs = &globals;
     env.line_info = Some(&lines);
     let facts = bpfjet_verifier::verify(insns, &env).map_err(|e| RuntimeError::Rejected {
         program: p.name.clone(),

@@ -29,6 +29,12 @@ impl Verifier<'_> {
                         ),
                     );
                 }
+                if st.lock.is_some() && self.env.global_subprogs.contains(&entry) {
+                    return err(
+                        "spin_lock",
+                        "global function calls are not allowed while holding a lock, use static function instead",
+                    );
+                }
                 let mut frame = Frame::new(st.frames.len(), entry, pc);
                 for r in 1..=5 {
                     frame.regs[r] = st.cur().regs[r];

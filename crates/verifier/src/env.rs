@@ -41,6 +41,10 @@ pub struct VerifyEnv<'a> {
     /// Kfunc prototypes besides the built-in ones (`proto::kfunc_protos`),
     /// e.g. a library's; looked up first.
     pub extra_kfuncs: &'a [crate::proto::KfuncProto],
+    /// Entry slots of global (non-static) subprograms
+    /// (`Object::global_subprogs`): the kernel refuses calls to them while a
+    /// spin lock is held.
+    pub global_subprogs: &'a [usize],
     pub policy: Policy,
     /// Maximum processed instructions before "too complex".
     pub complexity_limit: u64,
@@ -56,6 +60,7 @@ impl<'a> VerifyEnv<'a> {
             kfuncs: &[],
             spin_locks: &[],
             extra_kfuncs: &[],
+            global_subprogs: &[],
             policy: Policy::Privileged,
             complexity_limit: COMPLEXITY_LIMIT,
             line_info: None,

@@ -62,3 +62,69 @@ fn spin_lock_counter_verified_and_runs_like_the_kernel() {
         );
     }
 }
+
+/// bpfjet's verdict on the program of `path` (Ok, or the rejection message).
+fn bpfjet_verdict(path: &Path, prog: &str) -> Result<(), String> {
+    let obj = bpfjet_obj::load_file(path).unwrap();
+    let p = obj.program(prog).unwrap();
+    let insns = bpfjet_isa::decode_program(&p.insns).unwrap();
+    let globals = obj.global_subprogs(p);
+    let mut env = bpfjet_verifier::VerifyEnv::new(&obj.maps);
+    env.spin_locks = &obj.spin_locks;
+    env.global_subprogs = &globals;
+    bpfjet_verifier::verify(&insns, &env)
+        .map(|_| ())
+        .map_err(|e| e.message)
+}
+
+/// A call to a global function under the lock is refused by the kernel; a
+/// call to the same function made static is accepted. bpfjet must agree.
+#[test]
+fn global_call_under_lock_matches_kernel() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let src = root.join("examples/verifier/spin_lock_global_call.c");
+    let dir = std::env::temp_dir().join(format!("bpfjet-sgc-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let kernel = bpfjet_kernel::kernel_available();
+    if let Err(why) = &kernel {
+        println!("SKIPPED: kernel side ({why})");
+    }
+    for (define, accepted) in [("-DGLOBAL_BUMP", false), ("-DSTATIC_BUMP", true)] {
+        let out = dir.join(format!("sgc{define}.o"));
+        let status = std::process::Command::new("clang-19")
+            .args(["-O2", "-g", "-target", "bpf", "-mcpu=v3", define])
+            .arg(format!(
+                "-I/usr/include/{}-linux-gnu",
+                std::env::consts::ARCH
+            ))
+            .arg("-c")
+            .arg(&src)
+            .arg("-o")
+            .arg(&out)
+            .status();
+        assert!(
+            status.is_ok_and(|s| s.success()),
+            "clang-19 {define} failed"
+        );
+        let ours = bpfjet_verdict(&out, "spin_lock_global_call");
+        println!("{define}: bpfjet {ours:?}");
+        assert_eq!(ours.is_ok(), accepted, "{define}: bpfjet {ours:?}");
+        if !accepted {
+            assert!(ours.unwrap_err().contains("global function calls"));
+        }
+        if kernel.is_ok() {
+            let k = bpfjet_kernel::KernelObject::open(&out);
+            let why = k
+                .as_ref()
+                .err()
+                .and_then(|e| e.verifier_log())
+                .unwrap_or("")
+                .to_string();
+            assert_eq!(k.is_ok(), accepted, "{define}: kernel {why}");
+            if !accepted {
+                assert!(why.contains("global function calls"), "{why}");
+            }
+        }
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -94,6 +94,10 @@ pub struct BenchArgs {
     /// Print one JSON object instead of the table.
     #[arg(long)]
     pub json: bool,
+    /// The jit engine runs the native code of this artifact (`bpfjet
+    /// compile` of OBJECT) instead of compiling.
+    #[arg(long, value_name = "ARTIFACT")]
+    pub aot: Option<PathBuf>,
 }
 
 fn bench_dir(args: &BenchArgs) -> Result<PathBuf> {
@@ -228,6 +232,7 @@ pub fn run(args: &BenchArgs) -> Result<ExitCode> {
             inline_helpers: !args.no_inline,
             ..JitOptions::default()
         },
+        aot: args.aot.as_deref(),
     };
     let fast = if args.engines.iter().any(|e| *e != Engine::Kernel) {
         Some(engines::FastObjects::load(&setup)?)

@@ -48,6 +48,8 @@ pub fn run(obj: &Path, prog: Option<&str>, json: bool, unprivileged: bool) -> Re
         let mut env = VerifyEnv::new(&object.maps).with_policy(policy);
         env.kfuncs = &object.kfuncs;
         env.spin_locks = &object.spin_locks;
+        let globals = object.global_subprogs(p);
+        env.global_subprogs = &globals;
         env.line_info = Some(&lines);
         let start = std::time::Instant::now();
         let result = verify(&insns, &env);

@@ -7,6 +7,8 @@
 //!   map-in-map itself, device maps. The verifier proved the handle a map;
 //!   the native checks its type as the helper does.
 //! - `bpf_redirect_map`: a direct call; `bpf_redirect`: two instructions.
+//! - `bpf_ringbuf_reserve` / `_submit` / `_discard` / `_output`: direct
+//!   calls that track reservations in the run's `XdpEnv` as the helpers do.
 //!
 //! A native that can abort the run (a map type the kernel would have
 //! refused) leaves the status word non-zero; the code then returns at once,
@@ -30,6 +32,7 @@ enum Arg {
     Ctx,
     Ptr(u8),
     Reg(u8),
+    Const(u64),
     Pc,
 }
 
@@ -61,7 +64,7 @@ impl<'ctx> Lifter<'ctx, '_> {
                     .iter()
                     .map(|a| match a {
                         Arg::Ctx | Arg::Ptr(_) => t.ptr.into(),
-                        Arg::Reg(_) | Arg::Pc => t.i64.into(),
+                        Arg::Reg(_) | Arg::Const(_) | Arg::Pc => t.i64.into(),
                     })
                     .collect();
                 let f = self.module.add_function(
@@ -82,6 +85,7 @@ impl<'ctx> Lifter<'ctx, '_> {
                     self.b.build_int_to_ptr(v, t.ptr, "argp")?.into()
                 }
                 Arg::Reg(r) => self.reg(fr, r)?.into(),
+                Arg::Const(c) => t.i64.const_int(c, false).into(),
                 Arg::Pc => t.i64.const_int(pc as u64, false).into(),
             });
         }
@@ -150,15 +154,76 @@ impl<'ctx> Lifter<'ctx, '_> {
         Ok(true)
     }
 
+    /// Whether r1 at `pc` is a map the natives may dereference: a bound map,
+    /// or a handle the verifier proved to be a map without it being a
+    /// compile-time constant.
+    fn known_map(&self, fr: &Frame<'ctx>, pc: usize) -> bool {
+        match self.prov(fr, pc, 1) {
+            Prov::Const(handle) => self.bind.maps.contains_key(&handle),
+            _ => true,
+        }
+    }
+
     /// `bpf_redirect_map(map, key, flags)`.
     pub(super) fn direct_redirect_map(&mut self, fr: &mut Frame<'ctx>, pc: usize) -> LResult<bool> {
-        if let Prov::Const(handle) = self.prov(fr, pc, 1) {
-            if !self.bind.maps.contains_key(&handle) {
-                return Ok(false);
-            }
+        if !self.known_map(fr, pc) {
+            return Ok(false);
         }
         let args = [Arg::Ctx, Arg::Ptr(1), Arg::Reg(2), Arg::Reg(3), Arg::Pc];
         self.call_checked(fr, pc, natives::REDIRECT_MAP, &args)?;
+        Ok(true)
+    }
+
+    /// `bpf_ringbuf_reserve(map, size, flags)`.
+    pub(super) fn direct_ringbuf_reserve(
+        &mut self,
+        fr: &mut Frame<'ctx>,
+        pc: usize,
+    ) -> LResult<bool> {
+        if !self.known_map(fr, pc) {
+            return Ok(false);
+        }
+        let args = [Arg::Ctx, Arg::Ptr(1), Arg::Reg(2), Arg::Reg(3), Arg::Pc];
+        self.call_checked(fr, pc, natives::RINGBUF_RESERVE, &args)?;
+        Ok(true)
+    }
+
+    /// `bpf_ringbuf_submit(sample, flags)` / `bpf_ringbuf_discard`.
+    pub(super) fn direct_ringbuf_commit(
+        &mut self,
+        fr: &mut Frame<'ctx>,
+        pc: usize,
+        discard: bool,
+    ) -> LResult<bool> {
+        let args = [
+            Arg::Ctx,
+            Arg::Reg(1),
+            Arg::Reg(2),
+            Arg::Const(u64::from(discard)),
+            Arg::Pc,
+        ];
+        self.call_checked(fr, pc, natives::RINGBUF_COMMIT, &args)?;
+        Ok(true)
+    }
+
+    /// `bpf_ringbuf_output(map, data, size, flags)`.
+    pub(super) fn direct_ringbuf_output(
+        &mut self,
+        fr: &mut Frame<'ctx>,
+        pc: usize,
+    ) -> LResult<bool> {
+        if !self.known_map(fr, pc) {
+            return Ok(false);
+        }
+        let args = [
+            Arg::Ctx,
+            Arg::Ptr(1),
+            Arg::Ptr(2),
+            Arg::Reg(3),
+            Arg::Reg(4),
+            Arg::Pc,
+        ];
+        self.call_checked(fr, pc, natives::RINGBUF_OUTPUT, &args)?;
         Ok(true)
     }
 

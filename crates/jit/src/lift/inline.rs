@@ -59,8 +59,9 @@ impl<'ctx> Lifter<'ctx, '_> {
             return Ok(false);
         };
         match id {
-            ids::MAP_LOOKUP_ELEM => Ok(self.inline_map_lookup(fr, pc)?
-                || self.direct_map_lookup_any(fr, pc)?),
+            ids::MAP_LOOKUP_ELEM => {
+                Ok(self.inline_map_lookup(fr, pc)? || self.direct_map_lookup_any(fr, pc)?)
+            }
             ids::GET_SMP_PROCESSOR_ID => {
                 let cpu = self.cpu(fr)?;
                 self.set_reg(fr, 0, cpu)?;
@@ -81,12 +82,18 @@ impl<'ctx> Lifter<'ctx, '_> {
                 self.call_with_regs(fr, natives::STRNCMP, &[true, false, true])?;
                 Ok(true)
             }
-            ids::MAP_UPDATE_ELEM => Ok(self.direct_map_update(fr, pc)?
-                || self.direct_map_update_any(fr, pc)?),
-            ids::MAP_DELETE_ELEM => Ok(self.direct_map_delete(fr, pc)?
-                || self.direct_map_delete_any(fr, pc)?),
+            ids::MAP_UPDATE_ELEM => {
+                Ok(self.direct_map_update(fr, pc)? || self.direct_map_update_any(fr, pc)?)
+            }
+            ids::MAP_DELETE_ELEM => {
+                Ok(self.direct_map_delete(fr, pc)? || self.direct_map_delete_any(fr, pc)?)
+            }
             ids::REDIRECT_MAP => self.direct_redirect_map(fr, pc),
             ids::REDIRECT => self.inline_redirect(fr),
+            ids::RINGBUF_RESERVE => self.direct_ringbuf_reserve(fr, pc),
+            ids::RINGBUF_SUBMIT => self.direct_ringbuf_commit(fr, pc, false),
+            ids::RINGBUF_DISCARD => self.direct_ringbuf_commit(fr, pc, true),
+            ids::RINGBUF_OUTPUT => self.direct_ringbuf_output(fr, pc),
             ids::XDP_ADJUST_HEAD => self.direct_adjust(fr, 0),
             ids::XDP_ADJUST_TAIL => self.direct_adjust(fr, 1),
             ids::XDP_ADJUST_META => self.direct_adjust(fr, 2),

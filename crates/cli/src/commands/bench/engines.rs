@@ -36,6 +36,8 @@ pub struct Setup<'a> {
     pub target: Duration,
     pub iters: Option<u64>,
     pub jit: JitOptions,
+    /// `--aot`: the program's native code comes from this artifact.
+    pub aot: Option<&'a Path>,
 }
 
 /// One round's measurements, in ns per run.
@@ -223,8 +225,12 @@ impl FastObjects {
             state: Some(setup.state.clone()),
             ..ObjectOptions::default()
         };
-        let program = JitObject::load(setup.object, &opts, &setup.jit)
-            .map_err(|e| anyhow!("loading {}: {e}", setup.object_path.display()))?;
+        let program = match setup.aot {
+            None => JitObject::load(setup.object, &opts, &setup.jit)
+                .map_err(|e| anyhow!("loading {}: {e}", setup.object_path.display()))?,
+            Some(path) => load_aot(setup, &opts, path)
+                .with_context(|| format!("AOT artifact {}", path.display()))?,
+        };
         let empty_path = setup.bench_dir.join("empty.o");
         let empty_obj = bpfjet_obj::load_file(&empty_path)
             .map_err(|e| anyhow!("object {}: {e}", empty_path.display()))?;
@@ -239,6 +245,19 @@ impl FastObjects {
         .map_err(|e| anyhow!("loading {}: {e}", empty_path.display()))?;
         Ok(FastObjects { program, empty })
     }
+}
+
+/// The object with the artifact's native code (checked against the object
+/// file, its maps and this host; no LLVM).
+fn load_aot(setup: &Setup<'_>, opts: &ObjectOptions, path: &Path) -> Result<JitObject> {
+    let bytes = std::fs::read(path).context("reading it")?;
+    let artifact = bpfjet_jit::AotArtifact::from_bytes(&bytes)?;
+    let source = std::fs::read(setup.object_path)
+        .with_context(|| format!("reading {}", setup.object_path.display()))?;
+    artifact.check_source(&source)?;
+    let loaded = bpfjet_runtime::LoadedObject::load(setup.object, opts)
+        .map_err(|e| anyhow!("loading {}: {e}", setup.object_path.display()))?;
+    Ok(artifact.load(loaded)?)
 }
 
 struct Fast<'a> {
@@ -329,7 +348,13 @@ impl Measurer for Fast<'_> {
             "jit compile: {:.1} ms{} ({} BPF insns, lift {:.1} ms, optimize {:.1} ms, \
              codegen {:.1} ms, {} IR insns after O3)",
             s.total_ms,
-            if s.cache_hit { " (cache hit)" } else { "" },
+            if s.prebuilt {
+                " (AOT artifact, no compile)"
+            } else if s.cache_hit {
+                " (cache hit)"
+            } else {
+                ""
+            },
             s.bpf_insns,
             s.lift_ms,
             s.optimize_ms,
