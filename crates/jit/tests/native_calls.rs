@@ -203,6 +203,20 @@ fn inner_maps_of_a_map_in_map() {
 }
 
 #[test]
+fn ring_buffer_samples_match_the_helpers() {
+    let p = Pair::new();
+    // Each record: 8-byte header + 16 bytes; discarded ones are consumed
+    // space too until the consumer skips them (the query counts bytes
+    // between consumer and producer).
+    let (action, first) = p.run_on("ring", &[0, 1, 2]);
+    assert_eq!((action, first[2]), (XDP_PASS, 24));
+    assert_eq!(p.run_on("ring", &[1, 3, 4]).1[2], 48);
+    assert_eq!(p.run_on("ring", &[2, 5]).1[2], 64);
+    // Too large for the ring: NULL, nothing reserved.
+    assert_eq!(p.run_on("ring", &[3]), (XDP_PASS, [0, 0, 64]));
+}
+
+#[test]
 fn tail_calls_and_xdp_helpers_leave_the_trampoline() {
     let p = Pair::new();
     for prog in [
@@ -220,4 +234,11 @@ fn tail_calls_and_xdp_helpers_leave_the_trampoline() {
             "{prog} still calls the trampoline: {ir}"
         );
     }
+    // Only bpf_ringbuf_query, which has no direct form, is left.
+    let ir = p.fast.dump("ring", DumpStage::OptimizedIr, true).unwrap();
+    let calls = ir
+        .lines()
+        .filter(|l| l.contains("call ") && l.contains("@bpfjet_jit_helper("))
+        .count();
+    assert_eq!(calls, 1, "ring: {ir}");
 }

@@ -184,4 +184,47 @@ int inner_maps(struct xdp_md *ctx)
 	return XDP_PASS;
 }
 
+struct {
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, 4096);
+} rb SEC(".maps");
+
+/* Byte 0 picks: 0 reserve + submit, 1 reserve + discard, 2 output, 3 a
+ * reservation too large for the ring. trail[2] gets the helper's result
+ * and the bytes the consumer may read (bpf_ringbuf_query stays on the
+ * trampoline: it observes what the direct calls did). */
+SEC("xdp")
+int ring(struct xdp_md *ctx)
+{
+	void *data = (void *)(long)ctx->data;
+	void *end = (void *)(long)ctx->data_end;
+	if (data + 4 > end)
+		return XDP_ABORTED;
+	__u8 *b = data;
+	long r = 0;
+	if (b[0] == 0 || b[0] == 1) {
+		__u64 *s = bpf_ringbuf_reserve(&rb, 16, 0);
+		if (!s)
+			return XDP_DROP;
+		s[0] = b[1];
+		s[1] = b[2];
+		if (b[0] == 0)
+			bpf_ringbuf_submit(s, 0);
+		else
+			bpf_ringbuf_discard(s, 0);
+	} else if (b[0] == 2) {
+		__u64 v = b[1];
+		r = bpf_ringbuf_output(&rb, &v, sizeof(v), 0);
+	} else {
+		void *s = bpf_ringbuf_reserve(&rb, 8192, 0);
+		if (s) {
+			bpf_ringbuf_discard(s, 0);
+			return XDP_TX;
+		}
+	}
+	__u64 avail = bpf_ringbuf_query(&rb, BPF_RB_AVAIL_DATA);
+	bump(2, ((__u64)r << 32) | avail, 0);
+	return XDP_PASS;
+}
+
 char LICENSE[] SEC("license") = "Dual BSD/GPL";
