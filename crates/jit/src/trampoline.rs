@@ -34,8 +34,10 @@ pub(crate) const ABORTED: u64 = 2;
 /// The native signature of `bpfjet_entry_<slot>`.
 pub(crate) type EntryFn = unsafe extern "C" fn(*mut RunCtx, u64, *const u64) -> u64;
 
-/// One native activation of a compiled program (a run, a callback or a
-/// tail-call target). `#[repr(C)]` because generated code reads `status`.
+/// One native activation of a compiled program (a run, a callback, or the
+/// target of a tail call granted through the helper trampoline; a native
+/// tail call keeps its caller's). `#[repr(C)]` because generated code reads
+/// `status`.
 #[repr(C)]
 pub(crate) struct RunCtx {
     status: u64,
