@@ -31,6 +31,6 @@ mod trampoline;
 pub use aot::{source_hash, AotArtifact, AotError, AotMap, AotProgram, AOT_FORMAT_VERSION};
 pub use bindings::Bindings;
 pub use error::JitError;
-pub use object::{JitObject, ObjectError, XdpBench, XdpEngine};
+pub use object::{CompiledPrograms, JitObject, ObjectError, XdpBench, XdpEngine};
 pub use options::{CacheMode, CpuTarget, JitOptions, OptLevel};
 pub use program::{llvm_compilations, CompileStats, DumpStage, JitProgram};

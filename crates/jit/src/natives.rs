@@ -6,6 +6,7 @@
 
 use crate::trampoline::RunCtx;
 use bpfjet_maps::{Map, MapType};
+use bpfjet_runtime::worker::RedirectTo;
 use bpfjet_runtime::xdp::action;
 use bpfjet_runtime::{Fault, BPF_F_BROADCAST, BPF_F_EXCLUDE_INGRESS};
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -28,6 +29,7 @@ pub(crate) const MAP_LOOKUP_ANY: &str = "bpfjet_jit_map_lookup_any";
 pub(crate) const MAP_UPDATE_ANY: &str = "bpfjet_jit_map_update_any";
 pub(crate) const MAP_DELETE_ANY: &str = "bpfjet_jit_map_delete_any";
 pub(crate) const REDIRECT_MAP: &str = "bpfjet_jit_redirect_map";
+pub(crate) const REDIRECT: &str = "bpfjet_jit_redirect";
 pub(crate) const RINGBUF_RESERVE: &str = "bpfjet_jit_ringbuf_reserve";
 pub(crate) const RINGBUF_COMMIT: &str = "bpfjet_jit_ringbuf_commit";
 pub(crate) const RINGBUF_OUTPUT: &str = "bpfjet_jit_ringbuf_output";
@@ -403,7 +405,7 @@ unsafe extern "C" fn redirect_map(
     const ACTION_MASK: u64 = (action::ABORTED | action::DROP | action::PASS | action::TX) as u64;
     // SAFETY: per the contract above.
     unsafe {
-        with_map(ctx, map, |_, map| {
+        with_map(ctx, map, |ctx, map| {
             use MapType::*;
             require_map_use(
                 map,
@@ -419,13 +421,35 @@ unsafe extern "C" fn redirect_map(
                 return Ok(u64::from(action::ABORTED));
             }
             // The map ops take a u32 key: the 64-bit argument is truncated.
-            let key = (key as u32).to_ne_bytes();
-            if map.lookup(&key, 0).is_none() && flags & BPF_F_BROADCAST == 0 {
-                return Ok(flags & ACTION_MASK);
-            }
-            Ok(u64::from(action::REDIRECT))
+            let target = bpfjet_runtime::redirect_target(map, key as u32, flags);
+            // Recorded like the runtime's helper does: data-plane runners
+            // read it to send the frame.
+            ctx.xdp_env(pc, "redirect_map")?.record_redirect(target);
+            Ok(match target {
+                Some(_) => u64::from(action::REDIRECT),
+                None => flags & ACTION_MASK,
+            })
         })
     }
+}
+
+/// `bpf_redirect(ifindex, flags)` in XDP: XDP_REDIRECT with the target
+/// recorded in the run's environment, or XDP_ABORTED for any flags.
+///
+/// # Safety
+/// `ctx` is the run context generated code was entered with.
+unsafe extern "C" fn redirect_ifindex(ctx: *mut RunCtx, ifindex: u64, flags: u64, pc: u64) -> u64 {
+    // SAFETY: per the contract above.
+    let ctx = unsafe { &mut *ctx };
+    let outcome = catch_unwind(AssertUnwindSafe(|| {
+        if flags != 0 {
+            return Ok(u64::from(action::ABORTED));
+        }
+        ctx.xdp_env(pc, "redirect")?
+            .record_redirect(Some(RedirectTo::Ifindex(ifindex as u32)));
+        Ok(u64::from(action::REDIRECT))
+    }));
+    ctx.settle(outcome)
 }
 
 /// `bpf_ringbuf_reserve(map, size, flags)`: a sample (tracked in the run's
@@ -577,6 +601,10 @@ pub(crate) fn resolve(name: &str) -> Option<usize> {
         REDIRECT_MAP => {
             let f: unsafe extern "C" fn(*mut RunCtx, *const Map, u64, u64, u64) -> u64 =
                 redirect_map;
+            f as *const () as usize
+        }
+        REDIRECT => {
+            let f: unsafe extern "C" fn(*mut RunCtx, u64, u64, u64) -> u64 = redirect_ifindex;
             f as *const () as usize
         }
         RINGBUF_RESERVE => {

@@ -83,10 +83,99 @@ pub(crate) struct CompileInputs {
 /// A loaded object whose XDP programs were verified and compiled.
 pub struct JitObject {
     loaded: LoadedObject,
+    compiled: CompiledPrograms,
+}
+
+/// Every XDP program of a loaded object compiled, with the native tail-call
+/// table that links them, without owning the object: for callers such as
+/// `bpfjet run` that keep the [`LoadedObject`] themselves (and must keep it
+/// alive as long as these programs run).
+pub struct CompiledPrograms {
     programs: Vec<FastProgram>,
     /// Program table for tail calls: the compiled programs' loaded forms,
     /// by position in `LoadedObject::program_names`.
     table: Vec<Option<Program>>,
+}
+
+impl CompiledPrograms {
+    /// Compile every XDP program of `loaded` in the form bpfjet's verifier
+    /// accepted at load time (as [`JitObject::new`] does).
+    pub fn compile(loaded: &LoadedObject, jit: &JitOptions) -> CompiledPrograms {
+        Self::build(loaded, |loaded, name| {
+            JitObject::compile_one(loaded, name, jit)
+        })
+    }
+
+    pub(crate) fn build(
+        loaded: &LoadedObject,
+        mut native: impl FnMut(&LoadedObject, &str) -> Result<Compiled, ObjectError>,
+    ) -> CompiledPrograms {
+        let names: Vec<String> = loaded
+            .program_names()
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+        let mut programs = Vec::with_capacity(names.len());
+        for name in &names {
+            let compiled = native(loaded, name);
+            programs.push(FastProgram {
+                name: name.clone(),
+                jit: compiled.map_err(Arc::new),
+            });
+        }
+        let loaded_table = loaded.program_table();
+        let entries = programs
+            .iter()
+            .zip(&loaded_table)
+            .map(|(p, loaded)| match (&p.jit, loaded) {
+                (Ok(c), _) => TailEntry::Compiled(Arc::clone(c.jit.inner())),
+                (Err(_), None) => TailEntry::Absent,
+                (Err(e), Some(_)) => {
+                    TailEntry::NoCode(format!("program {} has no native code: {e}", p.name))
+                }
+            })
+            .collect();
+        let tails = Arc::new(TailTable::new(entries));
+        for p in &mut programs {
+            if let Ok(c) = &mut p.jit {
+                c.jit = c.jit.with_tail_table(Arc::clone(&tails));
+            }
+        }
+        let table = programs
+            .iter()
+            .map(|p| p.jit.as_ref().ok().map(|c| c.jit.program().clone()))
+            .collect();
+        CompiledPrograms { programs, table }
+    }
+
+    pub fn program_names(&self) -> Vec<&str> {
+        self.programs.iter().map(|p| p.name.as_str()).collect()
+    }
+
+    /// The compiled program `name`, or why it has none.
+    pub fn program(&self, name: &str) -> Result<&JitProgram, ObjectError> {
+        self.compiled(name).map(|c| &c.jit)
+    }
+
+    fn compiled(&self, name: &str) -> Result<&Compiled, ObjectError> {
+        let p = self
+            .programs
+            .iter()
+            .find(|p| p.name == name)
+            .ok_or_else(|| ObjectError::Run {
+                program: name.to_string(),
+                reason: "no such program".into(),
+            })?;
+        p.jit.as_ref().map_err(|e| ObjectError::Run {
+            program: name.to_string(),
+            reason: e.to_string(),
+        })
+    }
+
+    /// The tail-call table of the fast engines.
+    pub fn program_table(&self) -> Vec<Option<Program>> {
+        self.table.clone()
+    }
 }
 
 impl std::fmt::Debug for JitObject {
@@ -117,48 +206,10 @@ impl JitObject {
     /// (compiling it, or taking it from an AOT artifact).
     pub(crate) fn build(
         loaded: LoadedObject,
-        mut native: impl FnMut(&LoadedObject, &str) -> Result<Compiled, ObjectError>,
+        native: impl FnMut(&LoadedObject, &str) -> Result<Compiled, ObjectError>,
     ) -> JitObject {
-        let names: Vec<String> = loaded
-            .program_names()
-            .iter()
-            .map(|s| s.to_string())
-            .collect();
-        let mut programs = Vec::with_capacity(names.len());
-        for name in &names {
-            let compiled = native(&loaded, name);
-            programs.push(FastProgram {
-                name: name.clone(),
-                jit: compiled.map_err(Arc::new),
-            });
-        }
-        let loaded_table = loaded.program_table();
-        let entries = programs
-            .iter()
-            .zip(&loaded_table)
-            .map(|(p, loaded)| match (&p.jit, loaded) {
-                (Ok(c), _) => TailEntry::Compiled(Arc::clone(c.jit.inner())),
-                (Err(_), None) => TailEntry::Absent,
-                (Err(e), Some(_)) => {
-                    TailEntry::NoCode(format!("program {} has no native code: {e}", p.name))
-                }
-            })
-            .collect();
-        let tails = Arc::new(TailTable::new(entries));
-        for p in &mut programs {
-            if let Ok(c) = &mut p.jit {
-                c.jit = c.jit.with_tail_table(Arc::clone(&tails));
-            }
-        }
-        let table = programs
-            .iter()
-            .map(|p| p.jit.as_ref().ok().map(|c| c.jit.program().clone()))
-            .collect();
-        JitObject {
-            loaded,
-            programs,
-            table,
-        }
+        let compiled = CompiledPrograms::build(&loaded, native);
+        JitObject { loaded, compiled }
     }
 
     fn compile_one(
@@ -234,7 +285,7 @@ impl JitObject {
     }
 
     pub fn program_names(&self) -> Vec<&str> {
-        self.programs.iter().map(|p| p.name.as_str()).collect()
+        self.compiled.program_names()
     }
 
     /// The compiled program (its `program()` is the verified loaded form the
@@ -262,23 +313,12 @@ impl JitObject {
     fn compiled(&self, name: &str) -> Result<&Compiled, ObjectError> {
         // The loaded object knows whether the name exists at all.
         self.loaded.program(name)?;
-        let p = self
-            .programs
-            .iter()
-            .find(|p| p.name == name)
-            .ok_or_else(|| ObjectError::Run {
-                program: name.to_string(),
-                reason: "no such program".into(),
-            })?;
-        p.jit.as_ref().map_err(|e| ObjectError::Run {
-            program: name.to_string(),
-            reason: e.to_string(),
-        })
+        self.compiled.compiled(name)
     }
 
     /// The tail-call table of the fast engines.
     pub fn program_table(&self) -> Vec<Option<Program>> {
-        self.table.clone()
+        self.compiled.program_table()
     }
 
     /// `BPF_PROG_TEST_RUN` on a fast engine, like
@@ -372,7 +412,7 @@ impl<'a> XdpBench<'a> {
         })
     }
 
-    #[inline]
+    #[inline(always)]
     fn run_one(&mut self) -> Result<u32, ObjectError> {
         let args = [self.md];
         let result = match self.engine {
@@ -419,6 +459,7 @@ impl<'a> XdpBench<'a> {
     }
 
     /// Put the original packet back.
+    #[inline]
     pub fn reset(&mut self) -> Result<(), ObjectError> {
         let name = &self.name;
         self.env

@@ -23,6 +23,7 @@ use bpfjet_maps::{Map, MapType};
 use bpfjet_runtime::{errno, CallbackRunner, Fault, HelperCtx, Program, RunState, MAX_CALL_DEPTH};
 use std::any::Any;
 use std::collections::HashMap;
+use std::mem::ManuallyDrop;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::{Arc, Mutex, OnceLock, Weak};
 
@@ -51,9 +52,11 @@ pub(crate) struct RunCtx {
     /// state's program table).
     tails: *const TailTable,
     /// How an aborted run ended; boxed so that setting up and tearing
-    /// down a run that does not abort touches one word.
-    ended: Option<Box<Ended>>,
-    tail_target: Option<Program>,
+    /// down a run that does not abort touches one word. `ManuallyDrop`
+    /// (both fields) keeps drop glue off the common path: `run_native`
+    /// checks that they are empty and drops them only on the cold path.
+    ended: ManuallyDrop<Option<Box<Ended>>>,
+    tail_target: ManuallyDrop<Option<Program>>,
 }
 
 /// Why a run was aborted.
@@ -65,7 +68,7 @@ enum Ended {
 impl RunCtx {
     fn abort(&mut self, fault: Fault) {
         self.status = ABORTED;
-        self.ended = Some(Box::new(Ended::Fault(fault)));
+        *self.ended = Some(Box::new(Ended::Fault(fault)));
     }
 
     /// The code running now (a tail-call target's while it runs).
@@ -109,7 +112,7 @@ impl RunCtx {
             }
             Err(panic) => {
                 self.status = ABORTED;
-                self.ended = Some(Box::new(Ended::Panic(panic)));
+                *self.ended = Some(Box::new(Ended::Panic(panic)));
                 0
             }
         }
@@ -130,6 +133,7 @@ pub(crate) struct Activation {
 }
 
 /// Run the function at `slot` of `code` natively at call depth `depth`.
+#[inline]
 pub(crate) fn run_native(
     code: &JitInner,
     act: Activation,
@@ -137,7 +141,7 @@ pub(crate) fn run_native(
     user: &mut (dyn Any + 'static),
     slot: usize,
     depth: usize,
-    args: [u64; 5],
+    args: &[u64; 5],
 ) -> Result<u64, Fault> {
     let Some(entry) = code.entry(slot) else {
         return Err(Fault::BadSubprogram {
@@ -152,20 +156,39 @@ pub(crate) fn run_native(
         state,
         user,
         tails: act.tails,
-        ended: None,
-        tail_target: None,
+        ended: ManuallyDrop::new(None),
+        tail_target: ManuallyDrop::new(None),
     };
     // SAFETY: `entry` is this program's compiled entry with the `EntryFn`
     // signature; the context outlives the call and the argument array has
     // five elements.
     let r0 = unsafe { entry(&mut ctx, depth as u64, args.as_ptr()) };
-    match ctx.ended.take().map(|e| *e) {
-        Some(Ended::Panic(panic)) => std::panic::resume_unwind(panic),
-        Some(Ended::Fault(fault)) => return Err(fault),
-        None if ctx.status == ABORTED => return Err(Fault::BadPc { pc: slot }),
-        None => {}
+    if ctx.status == RUNNING && ctx.ended.is_none() && ctx.tail_target.is_none() {
+        // Nothing to drop: the fields hold no values.
+        return Ok(r0);
     }
-    Ok(r0)
+    finish_slow(ctx, slot, r0)
+}
+
+/// The end of a run that was aborted (or left anything behind): drops the
+/// context's owned fields and reports the outcome.
+#[cold]
+#[inline(never)]
+fn finish_slow(mut ctx: RunCtx, slot: usize, r0: u64) -> Result<u64, Fault> {
+    // SAFETY: taken once; `ctx` is dropped without touching them again.
+    let (ended, tail_target) = unsafe {
+        (
+            ManuallyDrop::take(&mut ctx.ended),
+            ManuallyDrop::take(&mut ctx.tail_target),
+        )
+    };
+    drop(tail_target);
+    match ended.map(|e| *e) {
+        Some(Ended::Panic(panic)) => std::panic::resume_unwind(panic),
+        Some(Ended::Fault(fault)) => Err(fault),
+        None if ctx.status == ABORTED => Err(Fault::BadPc { pc: slot }),
+        None => Ok(r0),
+    }
 }
 
 /// Callbacks requested by helpers re-enter native code.
@@ -185,7 +208,7 @@ impl CallbackRunner for Reentry {
     ) -> Result<u64, Fault> {
         // SAFETY: the program outlives every run of it.
         let code = unsafe { &*self.code };
-        run_native(code, self.act, state, user, slot, depth, args)
+        run_native(code, self.act, state, user, slot, depth, &args)
     }
 }
 
@@ -220,7 +243,7 @@ fn call_helper(
         HelperCtx::for_engine(state, user, &code.program, &mut runner, pc, depth, helper);
     let r0 = hctx.invoke(helper, args)?;
     if let Some(target) = hctx.take_tail_call_target() {
-        ctx.tail_target = Some(target);
+        *ctx.tail_target = Some(target);
         ctx.status = TAIL_CALL;
     }
     Ok(r0)
@@ -271,7 +294,7 @@ unsafe extern "C" fn jit_resume(ctx: *mut RunCtx, pc: u64, depth: u64, args: *co
             tails: ctx.tails,
             cpu: ctx.cpu,
         };
-        run_native(&jit, act, state, user, 0, depth as usize, args)
+        run_native(&jit, act, state, user, 0, depth as usize, &args)
     }));
     ctx.settle(outcome)
 }
@@ -475,6 +498,20 @@ fn tail_call_slow(
     unsafe { enter(ctx, target, depth, args) }
 }
 
+/// Why [`Map::prog_array_slot`] found no program: the wrong kind of map
+/// (an abort), an index out of range (E2BIG) or an empty slot (ENOENT).
+#[cold]
+#[inline(never)]
+fn tail_call_missed(ctx: &mut RunCtx, map: &Map, index: u32, pc: u64) -> TailOutcome {
+    if map.map_type() != MapType::ProgArray {
+        return not_a_prog_array(ctx, map, pc);
+    }
+    if index >= map.max_entries() {
+        return TailOutcome::fell_through(errno::E2BIG);
+    }
+    TailOutcome::fell_through(errno::ENOENT)
+}
+
 #[cold]
 #[inline(never)]
 fn not_a_prog_array(ctx: &mut RunCtx, map: &Map, pc: u64) -> TailOutcome {
@@ -502,18 +539,10 @@ unsafe extern "C" fn jit_tail_call(
     // map handle is a map the compiled program holds alive (the lifter
     // emits this call only for handles of the program's bound maps).
     let (ctx, map) = unsafe { (&mut *ctx, Map::from_handle(map)) };
-    if map.map_type() != MapType::ProgArray {
-        return not_a_prog_array(ctx, map, pc);
-    }
     let index = index as u32;
-    if index >= map.max_entries() {
-        return TailOutcome::fell_through(errno::E2BIG);
-    }
-    let Some(value) = map.lookup(&index.to_ne_bytes(), 0) else {
-        return TailOutcome::fell_through(errno::ENOENT);
+    let Some(prog) = map.prog_array_slot(index) else {
+        return tail_call_missed(ctx, map, index, pc);
     };
-    // SAFETY: a PROG_ARRAY value is the 4-byte program id.
-    let prog = unsafe { std::ptr::read_unaligned(value as *const u32) };
     // SAFETY: the table outlives the run (the running `JitProgram` holds it).
     let target =
         unsafe { ctx.tails.as_ref() }.and_then(|t| t.native.get(prog as usize).copied().flatten());

@@ -242,3 +242,69 @@ fn tail_calls_and_xdp_helpers_leave_the_trampoline() {
         .count();
     assert_eq!(calls, 1, "ring: {ir}");
 }
+
+/// The data plane learns where a redirect goes from what the redirect
+/// helpers record in the run's environment; code compiled with those
+/// helpers built in must record the same targets as the interpreter.
+#[test]
+fn data_plane_runner_sees_the_redirect_target() {
+    use bpfjet_runtime::worker::{RedirectTo, XdpRunnerFactory};
+    use bpfjet_runtime::MemoryMode;
+    let obj = bpfjet_obj::load_file(object()).unwrap();
+    let loaded = LoadedObject::load(&obj, &ObjectOptions::default()).unwrap();
+    loaded
+        .map("devs")
+        .unwrap()
+        .update(&1u32.to_ne_bytes(), &7u32.to_ne_bytes(), 0, 0)
+        .unwrap();
+    let compiled = bpfjet_jit::CompiledPrograms::compile(&loaded, &JitOptions::uncached());
+    // (head, expected action, expected target)
+    let cases: &[(&str, [u8; 4], u32, Option<RedirectTo>)] = &[
+        (
+            "redirect_dev",
+            [0, 1, 0, 0],
+            XDP_REDIRECT,
+            Some(RedirectTo::Ifindex(7)),
+        ),
+        ("redirect_dev", [0, 2, XDP_PASS as u8, 0], XDP_PASS, None),
+        (
+            "redirect_dev",
+            [0, 2, BPF_F_BROADCAST, 0],
+            XDP_REDIRECT,
+            Some(RedirectTo::Broadcast),
+        ),
+        (
+            "redirect_plain",
+            [0, 5, 0, 0],
+            XDP_REDIRECT,
+            Some(RedirectTo::Ifindex(5)),
+        ),
+        ("redirect_plain", [0, 5, 1, 0], XDP_ABORTED, None),
+    ];
+    for (prog, head, action, target) in cases {
+        let proof = loaded.verified(prog).unwrap().unwrap().proof;
+        let factory = XdpRunnerFactory::new(&loaded, prog, MemoryMode::Verified(proof)).unwrap();
+        let jit = compiled.program(prog).unwrap().clone();
+        let engine: bpfjet_runtime::worker::EngineEntry =
+            Box::new(move |state, env, md| jit.run(state, env, &[md]));
+        let mut engines = vec![
+            ("interp", factory.runner(0, 1, 0, None, None).unwrap()),
+            (
+                "jit",
+                factory
+                    .runner(0, 1, 0, Some(engine), Some(compiled.program_table()))
+                    .unwrap(),
+            ),
+        ];
+        for (name, runner) in &mut engines {
+            let mut buf = vec![0u8; 256 + 64];
+            buf[256..260].copy_from_slice(head);
+            let verdict = runner.run(&mut buf, 256, 256 + 64).unwrap();
+            assert_eq!(
+                (verdict.action, verdict.redirect),
+                (*action, *target),
+                "{name}: {prog} on {head:?}"
+            );
+        }
+    }
+}

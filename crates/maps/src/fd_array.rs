@@ -68,6 +68,20 @@ impl FdArrayMap {
         Some(self.value(i))
     }
 
+    /// The id stored in slot `i` (the first four value bytes: a program id
+    /// in a PROG_ARRAY), or None if `i` is out of range or the slot is
+    /// empty. One presence load and one value load, no key decoding: the
+    /// JIT's tail calls read a slot per call.
+    #[inline]
+    pub(crate) fn slot_id(&self, i: u32) -> Option<u32> {
+        if i >= self.max || self.present(i).load(Ordering::Acquire) == 0 {
+            return None;
+        }
+        // SAFETY: i < max; every fd-array value is at least 4 bytes and
+        // 8-aligned, and updates store it with one instruction.
+        Some(unsafe { (self.value(i) as *const u32).read() })
+    }
+
     pub(crate) fn update(&self, key: &[u8], value: &[u8], flags: u64) -> Result<(), MapError> {
         use MapType::*;
         if value.len() != self.value_size {

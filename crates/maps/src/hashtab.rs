@@ -773,6 +773,54 @@ impl HashTable {
         None
     }
 
+    /// The common LRU update, replacing a key that is already on list `l`
+    /// (a flow's entry refreshed on every packet): the element count of
+    /// the list does not change, so the new element is taken from the pool
+    /// without reserving a slot on the list (and giving it back when the
+    /// old one is unlinked) — two atomic read-modify-writes fewer than the
+    /// general path. None, with nothing changed, when a lock-free look
+    /// does not find the key on `l`, the pool has no spare element, or the
+    /// key moved before the bucket was locked: the general path then runs.
+    fn replace_on_list(
+        &self,
+        key: &[u8],
+        aux: &[u8],
+        slots: &Slots<'_>,
+        l: u32,
+        hash: u32,
+    ) -> Option<Updated> {
+        let on_list = |e: u32| {
+            let meta = self.word(e, 20).load(Ordering::Acquire);
+            meta & lru::META_ON_LIST != 0 && lru::list_of(meta) == l
+        };
+        if !on_list(self.find(key, hash)?) {
+            return None;
+        }
+        let new = self.alloc()?;
+        self.fill(new, hash, key, aux, slots);
+        let b = self.bucket_of(hash);
+        let guard = SpinGuard::lock(self.bucket_lock(b));
+        let Some((prev, old)) = self.find_locked(b, key, hash).filter(|&(_, e)| on_list(e)) else {
+            drop(guard);
+            self.free(new);
+            return None;
+        };
+        self.chain_next(new).store(
+            self.chain_next(old).load(Ordering::Relaxed),
+            Ordering::Relaxed,
+        );
+        prev.store(new, Ordering::Release);
+        {
+            let list = self.list(l);
+            let _g = SpinGuard::lock(&list.lock);
+            list.unlink(self, old);
+            list.push_head(self, new, l);
+        }
+        drop(guard);
+        self.free(old);
+        Some(Updated::Replaced)
+    }
+
     fn update_lru(
         &self,
         key: &[u8],
@@ -783,6 +831,11 @@ impl HashTable {
         hash: u32,
     ) -> Result<Updated, MapError> {
         let l = self.list_for_cpu(cpu);
+        if !self.percpu && flags != update::NOEXIST {
+            if let Some(done) = self.replace_on_list(key, aux, &slots, l, hash) {
+                return Ok(done);
+            }
+        }
         // Like the kernel, take (and maybe evict for) a new element before
         // looking, except for a per-CPU in-place update with BPF_EXIST.
         let new = if self.percpu && flags == update::EXIST {

@@ -348,6 +348,18 @@ impl Map {
         }
     }
 
+    /// The program id in slot `index` of a PROG_ARRAY: None when the map is
+    /// not a PROG_ARRAY, `index` is out of range, or the slot is empty.
+    /// `bpf_tail_call`'s read of the slot, without [`Map::lookup`]'s key
+    /// decoding and dispatch.
+    #[inline]
+    pub fn prog_array_slot(&self, index: u32) -> Option<u32> {
+        match &self.family {
+            Family::FdArray(f) if self.spec.map_type == MapType::ProgArray => f.slot_id(index),
+            _ => None,
+        }
+    }
+
     /// [`Map::lookup`] for a key whose size `K` is known at compile time
     /// (the JIT's per-key-size lookup natives): hash maps then hash and
     /// compare the key with fixed-size loads.

@@ -98,6 +98,10 @@ pub struct XdpEnv {
     /// Keys handed to `bpf_for_each_map_elem` callbacks; kept alive for the
     /// whole run because a callback may keep the pointer.
     pub(crate) callback_keys: Vec<Box<[u8]>>,
+    /// Where the last redirect helper call of the run sent the frame (the
+    /// kernel's per-CPU redirect info): set on success, cleared on a miss,
+    /// read by data-plane runners when the program returns XDP_REDIRECT.
+    pub(crate) redirect: Option<crate::worker::RedirectTo>,
 }
 
 impl std::fmt::Debug for XdpEnv {
@@ -110,6 +114,18 @@ impl std::fmt::Debug for XdpEnv {
 }
 
 impl XdpEnv {
+    /// Record the target of a redirect helper call (`None`: the call missed).
+    /// Engines that compile the redirect helpers in call this exactly where
+    /// the runtime's helpers do.
+    pub fn record_redirect(&mut self, to: Option<crate::worker::RedirectTo>) {
+        self.redirect = to;
+    }
+
+    /// The target the run's last redirect helper call recorded, cleared.
+    pub fn take_redirect(&mut self) -> Option<crate::worker::RedirectTo> {
+        self.redirect.take()
+    }
+
     pub fn new(frame: XdpFrame, cpu: u32, maps: Arc<ObjectMaps>, fib: Option<Arc<Fib>>) -> XdpEnv {
         XdpEnv {
             frame,
@@ -121,19 +137,23 @@ impl XdpEnv {
             trace: Vec::new(),
             prng: seed(cpu),
             callback_keys: Vec::new(),
+            redirect: None,
         }
     }
 
+    #[inline]
     pub fn frame(&self) -> &XdpFrame {
         &self.frame
     }
 
     /// The frame, for harnesses that reset it between runs
     /// ([`XdpFrame::reset`]).
+    #[inline]
     pub fn frame_mut(&mut self) -> &mut XdpFrame {
         &mut self.frame
     }
 
+    #[inline]
     pub fn cpu(&self) -> u32 {
         self.cpu
     }

@@ -22,7 +22,7 @@ mod xdp;
 pub use csum::csum_diff;
 pub use ids::kernel_helper_name;
 pub use strings::strncmp;
-pub use xdp::{BPF_F_BROADCAST, BPF_F_EXCLUDE_INGRESS};
+pub use xdp::{redirect_target, BPF_F_BROADCAST, BPF_F_EXCLUDE_INGRESS};
 
 use crate::error::Fault;
 use crate::helper_ctx::HelperCtx;

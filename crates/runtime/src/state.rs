@@ -161,12 +161,14 @@ impl RunState {
         }
     }
 
+    #[inline]
     pub(crate) fn begin_run(&mut self) {
         self.regions.truncate(self.persistent_regions);
         self.steps_left = self.budget.unwrap_or(u64::MAX);
         self.tail_calls = 0;
     }
 
+    #[inline]
     pub(crate) fn end_run(&mut self) {
         self.regions.truncate(self.persistent_regions);
     }

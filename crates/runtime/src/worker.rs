@@ -21,9 +21,8 @@
 
 use crate::env::XdpEnv;
 use crate::error::Fault;
-use crate::helper_ctx::HelperCtx;
 use crate::helpers::ids;
-use crate::helpers::{Helper, HelperRegistry};
+use crate::helpers::HelperRegistry;
 use crate::loader::LoadedObject;
 use crate::program::{MemoryMode, Program, ProgramInner};
 use crate::region::Region;
@@ -33,8 +32,6 @@ use crate::xdp::context::{XdpMd, XDP_MD_SIZE};
 use crate::xdp::frame::{ETH_HLEN, HARD_END, XDP_PACKET_HEADROOM};
 use crate::xdp::{action, XdpFrame};
 use bpfjet_isa::{CallTarget, Insn};
-use bpfjet_maps::MapType;
-use std::cell::Cell;
 use std::sync::Arc;
 
 /// Where a redirect goes, as the program's helper call named it.
@@ -68,11 +65,6 @@ pub struct FrameVerdict {
 /// Engines other than the interpreter (the JIT) plug in here with their own
 /// `run(state, env, &[md])`.
 pub type EngineEntry = Box<dyn FnMut(&mut RunState, &mut XdpEnv, u64) -> Result<u64, Fault> + Send>;
-
-thread_local! {
-    /// Set by the tracking redirect helpers during a run on this thread.
-    static LAST_REDIRECT: Cell<Option<RedirectTo>> = const { Cell::new(None) };
-}
 
 /// Helpers that take the context and therefore need the runtime's frame.
 const FRAME_HELPERS: [u32; 8] = [
@@ -110,7 +102,7 @@ impl XdpRunnerFactory {
         memory: MemoryMode,
     ) -> Result<XdpRunnerFactory, RuntimeError> {
         let entry = loaded.program(name)?;
-        let helpers = Arc::new(tracking_helpers(&entry.inner.helpers));
+        let helpers = Arc::clone(&entry.inner.helpers);
         let rebind = |p: &Program| -> Program {
             let inner = &p.inner;
             Program {
@@ -293,7 +285,7 @@ impl XdpRunner {
         if data_end - data_start < ETH_HLEN {
             return Err(RunFrameError::TooShort(data_end - data_start));
         }
-        LAST_REDIRECT.with(|c| c.set(None));
+        self.env.redirect = None;
         if self.staged {
             self.run_staged(buf, data_start, data_end)
         } else {
@@ -317,10 +309,11 @@ impl XdpRunner {
         result.map(|r0| r0 as u32).map_err(RunFrameError::Fault)
     }
 
-    fn redirect_for(action: u32) -> Option<RedirectTo> {
-        (action == action::REDIRECT)
-            .then(|| LAST_REDIRECT.with(Cell::get))
-            .flatten()
+    /// The target the run's redirect helpers recorded in the env (the
+    /// runtime's helpers and the JIT's compiled-in ones alike).
+    fn redirect_for(&mut self, action: u32) -> Option<RedirectTo> {
+        let to = self.env.take_redirect();
+        (action == action::REDIRECT).then_some(to).flatten()
     }
 
     fn run_in_place(
@@ -351,7 +344,7 @@ impl XdpRunner {
         let action = self.finish_run(result)?;
         Ok(FrameVerdict {
             action,
-            redirect: Self::redirect_for(action),
+            redirect: self.redirect_for(action),
             data_start: start,
             data_end: end,
         })
@@ -399,7 +392,7 @@ impl XdpRunner {
         buf[new_start..new_end].copy_from_slice(self.env.frame.packet());
         Ok(FrameVerdict {
             action,
-            redirect: Self::redirect_for(action),
+            redirect: self.redirect_for(action),
             data_start: new_start,
             data_end: new_end,
         })
@@ -445,60 +438,6 @@ fn uses_frame_helpers(p: &Program) -> bool {
         matches!(insn, Insn::Call(CallTarget::Helper(id))
             if u32::try_from(*id).is_ok_and(|id| FRAME_HELPERS.contains(&id)))
     })
-}
-
-/// The kernel's helpers, with `bpf_redirect` and `bpf_redirect_map`
-/// recording their target for the runner.
-fn tracking_helpers(base: &HelperRegistry) -> HelperRegistry {
-    let mut helpers = base.clone();
-    if let Some(inner) = base.get(u64::from(ids::REDIRECT)).cloned() {
-        helpers.register(Helper::new(ids::REDIRECT, inner.name(), move |ctx, a| {
-            let r = inner.call(ctx, a)?;
-            if r == u64::from(action::REDIRECT) {
-                LAST_REDIRECT.with(|c| c.set(Some(RedirectTo::Ifindex(a[0] as u32))));
-            }
-            Ok(r)
-        }));
-    }
-    if let Some(inner) = base.get(u64::from(ids::REDIRECT_MAP)).cloned() {
-        helpers.register(Helper::new(
-            ids::REDIRECT_MAP,
-            inner.name(),
-            move |ctx, a| {
-                let r = inner.call(ctx, a)?;
-                if r == u64::from(action::REDIRECT) {
-                    let target = redirect_map_target(ctx, a);
-                    LAST_REDIRECT.with(|c| c.set(target));
-                }
-                Ok(r)
-            },
-        ));
-    }
-    helpers
-}
-
-fn redirect_map_target(ctx: &mut HelperCtx<'_>, a: [u64; 5]) -> Option<RedirectTo> {
-    let env = ctx.user_as::<XdpEnv>()?;
-    let map = env.maps.resolve(a[0])?;
-    let key = a[1] as u32;
-    match map.map_type() {
-        MapType::Devmap | MapType::DevmapHash => {
-            if a[2] & crate::helpers::BPF_F_BROADCAST != 0 {
-                return Some(RedirectTo::Broadcast);
-            }
-            if map.value_size() < 4 {
-                return None;
-            }
-            let value = map.lookup(&key.to_ne_bytes(), env.cpu)?;
-            // SAFETY: a devmap value starts with the 4-byte ifindex and the
-            // map's value size was checked above.
-            let ifindex = unsafe { std::ptr::read_unaligned(value as *const u32) };
-            Some(RedirectTo::Ifindex(ifindex))
-        }
-        MapType::Xskmap => Some(RedirectTo::Xsk(key)),
-        MapType::Cpumap => Some(RedirectTo::Cpu(key)),
-        _ => None,
-    }
 }
 
 #[cfg(test)]

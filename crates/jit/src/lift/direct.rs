@@ -19,10 +19,9 @@ use super::{Frame, LResult, Lifter};
 use crate::analysis::Prov;
 use crate::bindings::MapKind;
 use crate::natives;
-use bpfjet_runtime::xdp::action;
 use inkwell::module::Linkage;
 use inkwell::types::BasicMetadataTypeEnum;
-use inkwell::values::{BasicMetadataValueEnum, IntValue};
+use inkwell::values::BasicMetadataValueEnum;
 use inkwell::IntPredicate;
 
 /// A native parameter: the run context, a pointer from a register, or an
@@ -227,24 +226,12 @@ impl<'ctx> Lifter<'ctx, '_> {
         Ok(true)
     }
 
-    /// `bpf_redirect(ifindex, flags)` in XDP: XDP_REDIRECT, or XDP_ABORTED
-    /// for any flags (XDP's redirect takes none).
-    pub(super) fn inline_redirect(&mut self, fr: &mut Frame<'ctx>) -> LResult<bool> {
-        let t = self.t;
-        let flags = self.reg(fr, 2)?;
-        let bad =
-            self.b
-                .build_int_compare(IntPredicate::NE, flags, t.i64.const_zero(), "bad_flags")?;
-        let r0: IntValue<'ctx> = self
-            .b
-            .build_select(
-                bad,
-                t.i64.const_int(u64::from(action::ABORTED), false),
-                t.i64.const_int(u64::from(action::REDIRECT), false),
-                "redirect",
-            )?
-            .into_int_value();
-        self.set_reg(fr, 0, r0)?;
+    /// `bpf_redirect(ifindex, flags)` in XDP: a direct call (it records the
+    /// target in the run's environment for the data plane, as the helper
+    /// does).
+    pub(super) fn inline_redirect(&mut self, fr: &mut Frame<'ctx>, pc: usize) -> LResult<bool> {
+        let args = [Arg::Ctx, Arg::Reg(1), Arg::Reg(2), Arg::Pc];
+        self.call_checked(fr, pc, natives::REDIRECT, &args)?;
         Ok(true)
     }
 }

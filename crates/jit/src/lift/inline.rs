@@ -89,7 +89,7 @@ impl<'ctx> Lifter<'ctx, '_> {
                 Ok(self.direct_map_delete(fr, pc)? || self.direct_map_delete_any(fr, pc)?)
             }
             ids::REDIRECT_MAP => self.direct_redirect_map(fr, pc),
-            ids::REDIRECT => self.inline_redirect(fr),
+            ids::REDIRECT => self.inline_redirect(fr, pc),
             ids::RINGBUF_RESERVE => self.direct_ringbuf_reserve(fr, pc),
             ids::RINGBUF_SUBMIT => self.direct_ringbuf_commit(fr, pc, false),
             ids::RINGBUF_DISCARD => self.direct_ringbuf_commit(fr, pc, true),

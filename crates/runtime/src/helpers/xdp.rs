@@ -2,13 +2,15 @@
 
 use super::common::{env, map_arg, require_map_use};
 use super::ids;
+use crate::env::XdpEnv;
 use crate::errno;
 use crate::error::Fault;
 use crate::helper_ctx::HelperCtx;
 use crate::helpers::{Helper, HelperRegistry};
 use crate::region::Region;
+use crate::worker::RedirectTo;
 use crate::xdp::{action, XdpFrame};
-use bpfjet_maps::MapType;
+use bpfjet_maps::{Map, MapType};
 
 /// `BPF_F_BROADCAST` / `BPF_F_EXCLUDE_INGRESS` for `bpf_redirect_map` on devmaps.
 pub const BPF_F_BROADCAST: u64 = 1 << 3;
@@ -47,13 +49,15 @@ pub(crate) fn register(r: &mut HelperRegistry) {
         "xdp_store_bytes",
         store_bytes,
     ));
-    r.register(Helper::new(ids::REDIRECT, "redirect", |_, a| {
+    r.register(Helper::new(ids::REDIRECT, "redirect", |ctx, a| {
         // XDP's bpf_redirect takes no flags at all.
-        Ok(u64::from(if a[1] != 0 {
-            action::ABORTED
-        } else {
-            action::REDIRECT
-        }))
+        if a[1] != 0 {
+            return Ok(u64::from(action::ABORTED));
+        }
+        if let Some(env) = ctx.user_as::<XdpEnv>() {
+            env.record_redirect(Some(RedirectTo::Ifindex(a[0] as u32)));
+        }
+        Ok(u64::from(action::REDIRECT))
     }));
     r.register(Helper::new(ids::REDIRECT_MAP, "redirect_map", redirect_map));
 }
@@ -148,9 +152,37 @@ fn redirect_map(ctx: &mut HelperCtx<'_>, a: [u64; 5]) -> Result<u64, Fault> {
         return Ok(u64::from(action::ABORTED));
     }
     // The map ops take a u32 key: the 64-bit argument is truncated.
-    let key = (a[1] as u32).to_ne_bytes();
-    if map.lookup(&key, 0).is_none() && flags & BPF_F_BROADCAST == 0 {
-        return Ok(flags & ACTION_MASK);
+    let key = a[1] as u32;
+    let target = redirect_target(&map, key, flags);
+    if let Some(env) = ctx.user_as::<XdpEnv>() {
+        env.record_redirect(target);
     }
-    Ok(u64::from(action::REDIRECT))
+    Ok(match target {
+        Some(_) => u64::from(action::REDIRECT),
+        None => flags & ACTION_MASK,
+    })
+}
+
+/// Where `bpf_redirect_map(map, key, flags)` sends the frame: `None` when
+/// the slot is empty (and no broadcast is asked), which makes the helper
+/// return the action in the flags' low bits. Flags were checked by the
+/// caller.
+pub fn redirect_target(map: &Map, key: u32, flags: u64) -> Option<RedirectTo> {
+    use MapType::*;
+    let devmap = matches!(map.map_type(), Devmap | DevmapHash);
+    if devmap && flags & BPF_F_BROADCAST != 0 {
+        return Some(RedirectTo::Broadcast);
+    }
+    // Device and CPU maps are not per-CPU: CPU 0's view is the map.
+    let value = map.lookup(&key.to_ne_bytes(), 0)?;
+    Some(match map.map_type() {
+        // SAFETY: a devmap value is 4 or 8 bytes (checked when the map was
+        // created) and starts with the target's ifindex.
+        Devmap | DevmapHash => {
+            RedirectTo::Ifindex(unsafe { std::ptr::read_unaligned(value as *const u32) })
+        }
+        Cpumap => RedirectTo::Cpu(key),
+        // XSKMAP: redirect_map accepts no other map type.
+        _ => RedirectTo::Xsk(key),
+    })
 }

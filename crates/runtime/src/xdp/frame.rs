@@ -130,6 +130,7 @@ impl XdpFrame {
     /// out (headroom, no metadata), keeping the buffer and the context's
     /// address: benchmarks reset the frame before every fresh-packet run.
     /// Bytes outside the packet keep what earlier runs left there.
+    #[inline]
     pub fn reset(&mut self, packet: &[u8]) -> Result<(), FrameError> {
         if packet.len() < ETH_HLEN {
             return Err(FrameError::TooShort(packet.len()));
@@ -148,10 +149,12 @@ impl XdpFrame {
         Ok(())
     }
 
+    #[inline]
     fn base(&self) -> u64 {
         self.buf.as_ptr() as u64
     }
 
+    #[inline]
     fn sync_md(&mut self) {
         let base = self.base();
         self.md.data = base + self.data as u64;
@@ -160,6 +163,7 @@ impl XdpFrame {
     }
 
     /// The context structure's address (r1 at program entry).
+    #[inline]
     pub fn md_addr(&self) -> u64 {
         &*self.md as *const XdpMd as u64
     }

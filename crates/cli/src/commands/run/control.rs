@@ -47,8 +47,19 @@ fn publish_btf(instance: &str, object: &bpfjet_obj::Object) -> Result<()> {
     match &object.btf {
         Some(btf) => {
             let tmp = path.with_extension("btf.tmp");
-            std::fs::write(&tmp, btf.raw())
-                .with_context(|| format!("writing {}", tmp.display()))?;
+            // Private like the instance's maps (0600): the types of a
+            // running NF are nobody else's business.
+            let write = || -> std::io::Result<()> {
+                use std::os::unix::fs::OpenOptionsExt;
+                let _ = std::fs::remove_file(&tmp);
+                let mut f = std::fs::OpenOptions::new()
+                    .write(true)
+                    .create_new(true)
+                    .mode(0o600)
+                    .open(&tmp)?;
+                f.write_all(btf.raw())
+            };
+            write().with_context(|| format!("writing {}", tmp.display()))?;
             std::fs::rename(&tmp, &path)
                 .with_context(|| format!("publishing {}", path.display()))?;
         }
@@ -187,6 +198,13 @@ impl Control {
         }
         let listener = UnixListener::bind(&path)
             .with_context(|| format!("binding control socket {}", path.display()))?;
+        // Only the owner may replace the program (connecting needs write
+        // permission on the socket), like the maps' 0600.
+        {
+            use std::os::unix::fs::PermissionsExt;
+            std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600))
+                .with_context(|| format!("restricting {}", path.display()))?;
+        }
         listener
             .set_nonblocking(true)
             .context("control socket: non-blocking")?;

@@ -4,12 +4,8 @@
 use anyhow::{anyhow, bail, Context, Result};
 use bpfjet_io::run::FrameProgram;
 use bpfjet_runtime::worker::{EngineEntry, XdpRunnerFactory};
-use bpfjet_runtime::{
-    HelperRegistry, LoadOptions, LoadedObject, MemoryMode, Program, VerifiedProof,
-};
-use bpfjet_verifier::{verify, VerifyEnv};
+use bpfjet_runtime::{LoadedObject, MemoryMode, Program, VerifiedProof};
 use std::path::Path;
-use std::sync::Arc;
 
 /// `--aot`: the artifact and the BPF object file it must have been compiled from.
 #[derive(Clone, Copy)]
@@ -61,26 +57,20 @@ struct JitParts {
     /// call reaches it through their `Program`s; dropped, it would be
     /// unregistered and the target interpreted).
     _targets: Vec<bpfjet_jit::JitProgram>,
+    /// The JIT path's whole compiled object (owner of the tail-call table).
+    _compiled: Option<bpfjet_jit::CompiledPrograms>,
 }
 
-/// Runs bpfjet's verifier on `prog`; the proof that lets it run unchecked.
-fn verify_program(object: &bpfjet_obj::Object, prog: &str) -> Result<VerifiedProof> {
-    let p = object
-        .program(prog)
-        .ok_or_else(|| anyhow!("no program {prog}"))?;
-    let insns =
-        bpfjet_isa::decode_program(&p.insns).with_context(|| format!("decoding program {prog}"))?;
-    let mut env = VerifyEnv::new(&object.maps);
-    env.kfuncs = &object.kfuncs;
-    verify(&insns, &env).map_err(|e| {
-        anyhow!(
-            "bpfjet's verifier rejected {prog}: {e}\n\
-             (--unverified runs it anyway in the bounds-checked interpreter)"
-        )
-    })?;
-    // SAFETY: bpfjet's verifier just accepted this program against the
-    // object's maps, helpers and the XDP context layout it will run with.
-    Ok(unsafe { VerifiedProof::assume_verified() })
+/// The proof bpfjet's verifier gave `prog` when the object was loaded (the
+/// loader verifies every program unless `--unverified`, and refuses the
+/// object if one is rejected).
+fn verified_proof(loaded: &LoadedObject, prog: &str) -> Result<VerifiedProof> {
+    loaded
+        .verified(prog)?
+        .map(|form| form.proof)
+        .ok_or_else(|| {
+            anyhow!("{prog} was loaded unverified; the fast engines need the verifier's proof")
+        })
 }
 
 pub fn prepare(
@@ -109,7 +99,7 @@ pub fn prepare_aot(
         }
         // The verifier runs all the same: its proof is what makes code
         // without bounds checks safe, and it is cheap.
-        let proof = verify_program(object, prog)?;
+        let proof = verified_proof(loaded, prog)?;
         let factory = XdpRunnerFactory::new(loaded, prog, MemoryMode::Verified(proof))?;
         let jit = load_aot(object, loaded, &factory, aot)
             .with_context(|| format!("AOT artifact {}", aot.artifact.display()))?;
@@ -130,11 +120,11 @@ pub fn prepare_aot(
             jit: None,
         });
     }
-    let proof = verify_program(object, prog)?;
+    let proof = verified_proof(loaded, prog)?;
     let factory = XdpRunnerFactory::new(loaded, prog, MemoryMode::Verified(proof))?;
     let want_jit = matches!(choice, EngineChoice::Auto | EngineChoice::Jit);
     if want_jit {
-        match compile(object, &factory, proof) {
+        match compile(loaded, prog) {
             Ok(jit) => {
                 return Ok(Prepared {
                     engine: Engine::Jit,
@@ -153,52 +143,21 @@ pub fn prepare_aot(
     })
 }
 
-fn compile(
-    object: &bpfjet_obj::Object,
-    factory: &XdpRunnerFactory,
-    proof: VerifiedProof,
-) -> Result<JitParts> {
-    let opts = LoadOptions {
-        memory: MemoryMode::Verified(proof),
-        helpers: Arc::clone(factory.helpers()),
-        kfuncs: Arc::new(HelperRegistry::new()),
-        maps: Vec::new(),
-    };
-    let jit_opts = bpfjet_jit::JitOptions::default();
-    let entry = bpfjet_jit::JitProgram::compile(factory.program().insns(), &opts, &jit_opts)
-        .map_err(|e| anyhow!("JIT compile of {}: {e}", factory.name()))?;
-    // Tail-call targets: compiled when bpfjet's verifier accepts them,
-    // otherwise left to the interpreter's checked form.
-    let mut table = Vec::with_capacity(factory.program_table().len());
-    let mut targets = Vec::new();
-    for (p, obj_prog) in factory.program_table().iter().zip(&object.programs) {
-        let compiled = match p {
-            Some(p) if obj_prog.name == factory.name() => Some(entry.program().clone()),
-            Some(p) => match verify_program(object, &obj_prog.name) {
-                Ok(proof) => {
-                    let opts = LoadOptions {
-                        memory: MemoryMode::Verified(proof),
-                        ..opts.clone()
-                    };
-                    match bpfjet_jit::JitProgram::compile(p.insns(), &opts, &jit_opts) {
-                        Ok(target) => {
-                            let program = target.program().clone();
-                            targets.push(target);
-                            Some(program)
-                        }
-                        Err(_) => Some(p.clone()),
-                    }
-                }
-                Err(_) => Some(p.clone()),
-            },
-            None => None,
-        };
-        table.push(compiled);
-    }
+/// Every program of the object compiled against its maps (helpers and map
+/// lookups inlined, as `bpfjet bench` and `test-run --engine jit` run them),
+/// linked by the native tail-call table.
+fn compile(loaded: &LoadedObject, prog: &str) -> Result<JitParts> {
+    let compiled =
+        bpfjet_jit::CompiledPrograms::compile(loaded, &bpfjet_jit::JitOptions::default());
+    let entry = compiled
+        .program(prog)
+        .map_err(|e| anyhow!("JIT compile of {prog}: {e}"))?
+        .clone();
     Ok(JitParts {
         entry,
-        table,
-        _targets: targets,
+        table: compiled.program_table(),
+        _compiled: Some(compiled),
+        _targets: Vec::new(),
     })
 }
 
@@ -238,6 +197,7 @@ fn load_aot(
         entry,
         table,
         _targets: targets,
+        _compiled: None,
     })
 }
 
