@@ -57,11 +57,14 @@ unsafe extern "C" fn map_lookup_k<const K: usize>(
     key: *const u8,
     cpu: u64,
 ) -> u64 {
-    // SAFETY: per the contract above.
-    let key = unsafe { key.cast::<[u8; K]>().read_unaligned() };
+    // SAFETY: per the contract above; `[u8; K]` has alignment 1. The key
+    // is read in place: a local copy would be written with wide moves and
+    // then read by the hash at other offsets and widths, stalling on
+    // store-to-load forwarding.
+    let key = unsafe { &*key.cast::<[u8; K]>() };
     // SAFETY: the compiled program holds the map alive.
     let map = unsafe { Map::from_handle(map) };
-    catch_unwind(AssertUnwindSafe(|| map.lookup_fixed(&key, cpu as u32)))
+    catch_unwind(AssertUnwindSafe(|| map.lookup_fixed(key, cpu as u32)))
         .ok()
         .flatten()
         .map_or(0, |p| p as u64)

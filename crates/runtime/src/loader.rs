@@ -407,22 +407,8 @@ fn verify_program(
     ),
     RuntimeError,
 > {
-    let lines: std::collections::BTreeMap<usize, String> = p
-        .line_info
-        .iter()
-        .map(|l| {
-            (
-                l.slot,
-                format!("{}:{}: {}", l.file, l.line, l.source.trim()),
-            )
-        })
-        .collect();
-    let mut env = bpfjet_verifier::VerifyEnv::new(&obj.maps);
-    env.kfuncs = &obj.kfuncs;
-    env.spin_locks = &obj.spin_locks;
-    let globals = obj.global_subprogs(p);
-    env.global_subprogs = &globals;
-    env.line_info = Some(&lines);
+    let inputs = bpfjet_verifier::ObjectProgramEnv::new(obj, p);
+    let env = inputs.env(obj, bpfjet_verifier::Policy::Privileged);
     let facts = bpfjet_verifier::verify(insns, &env).map_err(|e| RuntimeError::Rejected {
         program: p.name.clone(),
         report: e.to_string(),

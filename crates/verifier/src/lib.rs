@@ -53,6 +53,7 @@ pub mod frame;
 mod helper_check;
 mod kfunc;
 mod mem;
+mod object_env;
 pub mod proto;
 mod pruning;
 pub mod range;
@@ -66,6 +67,7 @@ pub use branch::{decide as decide_branch, eval_cond, refine_side as refine_branc
 pub use env::{Policy, ProgramType, VerifyEnv, COMPLEXITY_LIMIT};
 pub use error::VerifyError;
 pub use facts::{ConstKeyLookup, CtxAccess, Facts, PktAccess, SubprogInfo, XdpMdField};
+pub use object_env::ObjectProgramEnv;
 pub use proto::{
     helper_proto, helper_protos, kfunc_proto, kfunc_protos, ArgType, HelperProto, KfuncArg,
     KfuncFlags, KfuncProto, KfuncRet, RetType,

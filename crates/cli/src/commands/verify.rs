@@ -6,8 +6,7 @@
 //! Needs `bpfjet-verifier` in this crate's dependencies.
 
 use anyhow::{Context, Result};
-use bpfjet_verifier::{verify, Policy, VerifyEnv};
-use std::collections::BTreeMap;
+use bpfjet_verifier::{verify, ObjectProgramEnv, Policy};
 use std::path::Path;
 use std::process::ExitCode;
 
@@ -35,22 +34,8 @@ pub fn run(obj: &Path, prog: Option<&str>, json: bool, unprivileged: bool) -> Re
     for p in programs {
         let insns = bpfjet_isa::decode_program(&p.insns)
             .with_context(|| format!("decoding program {}", p.name))?;
-        let lines: BTreeMap<usize, String> = p
-            .line_info
-            .iter()
-            .map(|l| {
-                (
-                    l.slot,
-                    format!("{}:{}: {}", l.file, l.line, l.source.trim()),
-                )
-            })
-            .collect();
-        let mut env = VerifyEnv::new(&object.maps).with_policy(policy);
-        env.kfuncs = &object.kfuncs;
-        env.spin_locks = &object.spin_locks;
-        let globals = object.global_subprogs(p);
-        env.global_subprogs = &globals;
-        env.line_info = Some(&lines);
+        let inputs = ObjectProgramEnv::new(&object, p);
+        let env = inputs.env(&object, policy);
         let start = std::time::Instant::now();
         let result = verify(&insns, &env);
         let elapsed = start.elapsed();

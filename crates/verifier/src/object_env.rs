@@ -1,0 +1,45 @@
+//! The environment of one program of a loaded BPF object: everything the
+//! object file tells the verifier beyond the instructions (maps, kfunc
+//! names, spin-lock offsets from BTF, global functions, source lines for
+//! messages). One place, so that `bpfjet verify` and the runtime's loader
+//! verify against exactly the same facts.
+
+use crate::env::{Policy, VerifyEnv};
+use bpfjet_obj::{Object, Program};
+use std::collections::BTreeMap;
+
+/// What [`VerifyEnv`] borrows for a program, owned.
+#[derive(Clone, Debug)]
+pub struct ObjectProgramEnv {
+    lines: BTreeMap<usize, String>,
+    globals: Vec<usize>,
+}
+
+impl ObjectProgramEnv {
+    pub fn new(object: &Object, program: &Program) -> ObjectProgramEnv {
+        let lines = program
+            .line_info
+            .iter()
+            .map(|l| {
+                (
+                    l.slot,
+                    format!("{}:{}: {}", l.file, l.line, l.source.trim()),
+                )
+            })
+            .collect();
+        ObjectProgramEnv {
+            lines,
+            globals: object.global_subprogs(program),
+        }
+    }
+
+    /// The verifier's environment for the program under `policy`.
+    pub fn env<'a>(&'a self, object: &'a Object, policy: Policy) -> VerifyEnv<'a> {
+        let mut env = VerifyEnv::new(&object.maps).with_policy(policy);
+        env.kfuncs = &object.kfuncs;
+        env.spin_locks = &object.spin_locks;
+        env.global_subprogs = &self.globals;
+        env.line_info = Some(&self.lines);
+        env
+    }
+}
