@@ -70,6 +70,36 @@ unsafe extern "C" fn map_lookup_k<const K: usize>(
         .map_or(0, |p| p as u64)
 }
 
+/// The symbol of the lookup taking a `key_size`-byte key by value (in the
+/// low bytes of an i64, as stored in memory), for key sizes that fit.
+pub(crate) fn map_lookup_by_value_symbol(key_size: u32) -> Option<&'static str> {
+    match key_size {
+        4 => Some("bpfjet_jit_map_lookup_v4"),
+        8 => Some("bpfjet_jit_map_lookup_v8"),
+        _ => None,
+    }
+}
+
+/// [`map_lookup_k`] with the key passed by value. Generated code loads the
+/// key from the program's stack itself, where LLVM can assemble it from the
+/// stores that built it: a key written with narrow stores and read back
+/// with one wide load costs a store-to-load forwarding stall otherwise.
+///
+/// # Safety
+/// `map` is the handle of a live map whose key size is `K` (at most 8).
+unsafe extern "C" fn map_lookup_v<const K: usize>(map: *const Map, key: u64, cpu: u64) -> u64 {
+    let bytes = key.to_ne_bytes();
+    let Some(key) = bytes.first_chunk::<K>() else {
+        return 0;
+    };
+    // SAFETY: the compiled program holds the map alive.
+    let map = unsafe { Map::from_handle(map) };
+    catch_unwind(AssertUnwindSafe(|| map.lookup_fixed(key, cpu as u32)))
+        .ok()
+        .flatten()
+        .map_or(0, |p| p as u64)
+}
+
 /// `bpf_map_lookup_elem` on a keyed map of any key size.
 ///
 /// # Safety
@@ -564,6 +594,14 @@ pub(crate) fn resolve(name: &str) -> Option<usize> {
         "bpfjet_jit_map_lookup_k20" => lookup(map_lookup_k::<20>),
         "bpfjet_jit_map_lookup_k36" => lookup(map_lookup_k::<36>),
         "bpfjet_jit_map_lookup_k40" => lookup(map_lookup_k::<40>),
+        "bpfjet_jit_map_lookup_v4" | "bpfjet_jit_map_lookup_v8" => {
+            let f: unsafe extern "C" fn(*const Map, u64, u64) -> u64 = if name.ends_with('4') {
+                map_lookup_v::<4>
+            } else {
+                map_lookup_v::<8>
+            };
+            f as *const () as usize
+        }
         KTIME_NS => {
             let f: extern "C" fn() -> u64 = ktime_ns;
             f as *const () as usize

@@ -128,7 +128,7 @@ fn ms(since: Instant) -> f64 {
 }
 
 /// Revision of the code generator, part of the cache key.
-const CODEGEN_REVISION: u64 = 10;
+const CODEGEN_REVISION: u64 = 11;
 
 fn cache_key(
     insns: &[Insn],

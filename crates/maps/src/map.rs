@@ -740,3 +740,59 @@ impl PerfEventConsumer {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::spec::update;
+
+    fn map(t: MapType, k: u32, v: u32, n: u32) -> Map {
+        let spec = MapSpec::new("m", t, k, v, n);
+        Map::create_anonymous(&spec, &MapOptions::with_cpus(2)).expect("create")
+    }
+
+    #[test]
+    fn prog_array_slot_reads_ids_of_prog_arrays_only() {
+        let m = map(MapType::ProgArray, 4, 4, 4);
+        assert_eq!(m.prog_array_slot(1), None, "empty slot");
+        m.update_elem(&1u32.to_ne_bytes(), &7u32.to_ne_bytes(), update::ANY)
+            .unwrap();
+        assert_eq!(m.prog_array_slot(1), Some(7));
+        assert_eq!(m.prog_array_slot(4), None, "out of range");
+        m.delete_elem(&1u32.to_ne_bytes()).unwrap();
+        assert_eq!(m.prog_array_slot(1), None, "deleted");
+        let devmap = map(MapType::Devmap, 4, 4, 4);
+        devmap
+            .update_elem(&0u32.to_ne_bytes(), &7u32.to_ne_bytes(), update::ANY)
+            .unwrap();
+        assert_eq!(devmap.prog_array_slot(0), None, "not a PROG_ARRAY");
+        let array = map(MapType::Array, 4, 4, 4);
+        assert_eq!(array.prog_array_slot(0), None, "not a PROG_ARRAY");
+    }
+
+    #[test]
+    fn lru_replace_keeps_count_and_recency() {
+        let m = map(MapType::LruHash, 4, 8, 4);
+        let k = |i: u32| i.to_ne_bytes();
+        for i in 0..4 {
+            m.update(&k(i), &[i as u8; 8], update::ANY, 0).unwrap();
+        }
+        // Replacing key 0 over and over (the same-list fast path) changes
+        // neither the count nor anything but 0's value, and makes 0 the
+        // most recently used.
+        for round in 0..100u8 {
+            m.update(&k(0), &[round; 8], update::ANY, 0).unwrap();
+            m.update(&k(0), &[round; 8], update::EXIST, 0).unwrap();
+        }
+        assert_eq!(m.element_count(), Some(4));
+        assert_eq!(m.lookup_copy(&k(0)).unwrap(), [99; 8]);
+        assert_eq!(m.lookup_copy(&k(2)).unwrap(), [2; 8]);
+        // NOEXIST still refuses an existing key.
+        assert!(m.update(&k(0), &[0; 8], update::NOEXIST, 0).is_err());
+        // A new key evicts the least recently used (1), not 0.
+        m.update(&k(4), &[4; 8], update::ANY, 0).unwrap();
+        assert!(m.lookup_copy(&k(1)).is_err(), "1 was least recently used");
+        assert_eq!(m.lookup_copy(&k(0)).unwrap(), [99; 8]);
+        assert_eq!(m.element_count(), Some(4));
+    }
+}

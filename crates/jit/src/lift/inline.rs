@@ -172,6 +172,9 @@ impl<'ctx> Lifter<'ctx, '_> {
                 Ok(true)
             }
             Some(MapKind::Keyed { key_size }) => {
+                if let Some(name) = natives::map_lookup_by_value_symbol(key_size) {
+                    return self.lookup_by_value(fr, pc, handle, key_size, name);
+                }
                 let name = natives::map_lookup_symbol(key_size);
                 let f = self.native_typed(&name, &[true, true, false])?;
                 let Some(map) = self.map_handle_ptr(handle)? else {
@@ -188,6 +191,41 @@ impl<'ctx> Lifter<'ctx, '_> {
             }
             _ => Ok(false),
         }
+    }
+
+    /// A keyed lookup whose key fits in a register: the key is loaded here
+    /// and passed by value (see `natives::map_lookup_v`).
+    fn lookup_by_value(
+        &mut self,
+        fr: &mut Frame<'ctx>,
+        pc: usize,
+        handle: u64,
+        key_size: u32,
+        name: &str,
+    ) -> LResult<bool> {
+        let t = self.t;
+        let f = self.native_typed(name, &[true, false, false])?;
+        let Some(map) = self.map_handle_ptr(handle)? else {
+            return Ok(false);
+        };
+        let key_ptr = self.address(fr, pc, 2, 0, u64::from(key_size))?;
+        let width = if key_size == 4 { t.i32 } else { t.i64 };
+        let key = self.b.build_load(width, key_ptr, "key")?;
+        if let Some(i) = key.as_instruction_value() {
+            // The key may sit at any byte offset of the stack or a value.
+            i.set_alignment(1)
+                .map_err(|e| LiftError::Build(e.to_string()))?;
+        }
+        let key = self
+            .b
+            .build_int_z_extend_or_bit_cast(key.into_int_value(), t.i64, "key64")?;
+        let cpu = self.cpu(fr)?;
+        let r0 = self
+            .b
+            .build_call(f, &[map.into(), key.into(), cpu.into()], "lookup")?;
+        let r0 = basic_result(r0)?.into_int_value();
+        self.set_reg(fr, 0, r0)?;
+        Ok(true)
     }
 
     /// `bpf_map_update_elem` on an array or keyed map: a direct call.
