@@ -6,7 +6,8 @@
 //!   taken from a map-in-map (katran's per-CPU connection table), a
 //!   map-in-map itself, device maps. The verifier proved the handle a map;
 //!   the native checks its type as the helper does.
-//! - `bpf_redirect_map`: a direct call; `bpf_redirect`: two instructions.
+//! - `bpf_redirect_map`, `bpf_redirect`: direct calls that record the
+//!   target in the run's `XdpEnv` (the data plane sends the frame there).
 //! - `bpf_ringbuf_reserve` / `_submit` / `_discard` / `_output`: direct
 //!   calls that track reservations in the run's `XdpEnv` as the helpers do.
 //!
@@ -35,6 +36,86 @@ enum Arg {
     Pc,
 }
 
+/// When a direct native may stand for the helper call.
+#[derive(Clone, Copy)]
+enum Guard {
+    Always,
+    /// r1 is a map the native may dereference ([`Lifter::known_map`]).
+    KnownMap,
+    /// r1 is a map the inline paths leave alone ([`Lifter::dynamic_map`]).
+    DynamicMap,
+}
+
+/// A helper compiled as a direct call to a native: which native, its
+/// parameters, and when it applies.
+pub(super) struct DirectCall {
+    native: &'static str,
+    guard: Guard,
+    args: &'static [Arg],
+}
+
+const fn direct(native: &'static str, guard: Guard, args: &'static [Arg]) -> DirectCall {
+    DirectCall {
+        native,
+        guard,
+        args,
+    }
+}
+
+use Arg::{Const, Ctx, Pc, Ptr, Reg};
+
+/// `bpf_map_lookup_elem(map, key)` on a dynamic map.
+pub(super) const MAP_LOOKUP_ANY: DirectCall = direct(
+    natives::MAP_LOOKUP_ANY,
+    Guard::DynamicMap,
+    &[Ctx, Ptr(1), Ptr(2), Pc],
+);
+/// `bpf_map_update_elem(map, key, value, flags)` on a dynamic map.
+pub(super) const MAP_UPDATE_ANY: DirectCall = direct(
+    natives::MAP_UPDATE_ANY,
+    Guard::DynamicMap,
+    &[Ctx, Ptr(1), Ptr(2), Ptr(3), Reg(4), Pc],
+);
+/// `bpf_map_delete_elem(map, key)` on a dynamic map.
+pub(super) const MAP_DELETE_ANY: DirectCall = direct(
+    natives::MAP_DELETE_ANY,
+    Guard::DynamicMap,
+    &[Ctx, Ptr(1), Ptr(2), Pc],
+);
+/// `bpf_redirect_map(map, key, flags)`.
+pub(super) const REDIRECT_MAP: DirectCall = direct(
+    natives::REDIRECT_MAP,
+    Guard::KnownMap,
+    &[Ctx, Ptr(1), Reg(2), Reg(3), Pc],
+);
+/// `bpf_redirect(ifindex, flags)` in XDP.
+pub(super) const REDIRECT: DirectCall =
+    direct(natives::REDIRECT, Guard::Always, &[Ctx, Reg(1), Reg(2), Pc]);
+/// `bpf_ringbuf_reserve(map, size, flags)`.
+pub(super) const RINGBUF_RESERVE: DirectCall = direct(
+    natives::RINGBUF_RESERVE,
+    Guard::KnownMap,
+    &[Ctx, Ptr(1), Reg(2), Reg(3), Pc],
+);
+/// `bpf_ringbuf_submit(sample, flags)`.
+pub(super) const RINGBUF_SUBMIT: DirectCall = direct(
+    natives::RINGBUF_COMMIT,
+    Guard::Always,
+    &[Ctx, Reg(1), Reg(2), Const(0), Pc],
+);
+/// `bpf_ringbuf_discard(sample, flags)`.
+pub(super) const RINGBUF_DISCARD: DirectCall = direct(
+    natives::RINGBUF_COMMIT,
+    Guard::Always,
+    &[Ctx, Reg(1), Reg(2), Const(1), Pc],
+);
+/// `bpf_ringbuf_output(map, data, size, flags)`.
+pub(super) const RINGBUF_OUTPUT: DirectCall = direct(
+    natives::RINGBUF_OUTPUT,
+    Guard::KnownMap,
+    &[Ctx, Ptr(1), Ptr(2), Reg(3), Reg(4), Pc],
+);
+
 impl<'ctx> Lifter<'ctx, '_> {
     /// Whether the map in r1 at `pc` should take the `*_any` natives: a
     /// handle not resolved at compile time, or a bound map of a kind the
@@ -44,6 +125,25 @@ impl<'ctx> Lifter<'ctx, '_> {
             Prov::Const(handle) => matches!(self.bind.maps.get(&handle), Some(MapKind::Other)),
             _ => true,
         }
+    }
+
+    /// The helper call at `pc` as the direct call `call`, when its guard
+    /// holds; false leaves the call to the next strategy.
+    pub(super) fn direct_call(
+        &mut self,
+        fr: &mut Frame<'ctx>,
+        pc: usize,
+        call: &DirectCall,
+    ) -> LResult<bool> {
+        let applies = match call.guard {
+            Guard::Always => true,
+            Guard::KnownMap => self.known_map(fr, pc),
+            Guard::DynamicMap => self.dynamic_map(fr, pc),
+        };
+        if applies {
+            self.call_checked(fr, pc, call.native, call.args)?;
+        }
+        Ok(applies)
     }
 
     /// Call native `name` (returning i64) with `args`, set r0 to its result
@@ -104,55 +204,6 @@ impl<'ctx> Lifter<'ctx, '_> {
         Ok(())
     }
 
-    /// `bpf_map_lookup_elem(map, key)` on a dynamic map.
-    pub(super) fn direct_map_lookup_any(
-        &mut self,
-        fr: &mut Frame<'ctx>,
-        pc: usize,
-    ) -> LResult<bool> {
-        if !self.dynamic_map(fr, pc) {
-            return Ok(false);
-        }
-        let args = [Arg::Ctx, Arg::Ptr(1), Arg::Ptr(2), Arg::Pc];
-        self.call_checked(fr, pc, natives::MAP_LOOKUP_ANY, &args)?;
-        Ok(true)
-    }
-
-    /// `bpf_map_update_elem(map, key, value, flags)` on a dynamic map.
-    pub(super) fn direct_map_update_any(
-        &mut self,
-        fr: &mut Frame<'ctx>,
-        pc: usize,
-    ) -> LResult<bool> {
-        if !self.dynamic_map(fr, pc) {
-            return Ok(false);
-        }
-        let args = [
-            Arg::Ctx,
-            Arg::Ptr(1),
-            Arg::Ptr(2),
-            Arg::Ptr(3),
-            Arg::Reg(4),
-            Arg::Pc,
-        ];
-        self.call_checked(fr, pc, natives::MAP_UPDATE_ANY, &args)?;
-        Ok(true)
-    }
-
-    /// `bpf_map_delete_elem(map, key)` on a dynamic map.
-    pub(super) fn direct_map_delete_any(
-        &mut self,
-        fr: &mut Frame<'ctx>,
-        pc: usize,
-    ) -> LResult<bool> {
-        if !self.dynamic_map(fr, pc) {
-            return Ok(false);
-        }
-        let args = [Arg::Ctx, Arg::Ptr(1), Arg::Ptr(2), Arg::Pc];
-        self.call_checked(fr, pc, natives::MAP_DELETE_ANY, &args)?;
-        Ok(true)
-    }
-
     /// Whether r1 at `pc` is a map the natives may dereference: a bound map,
     /// or a handle the verifier proved to be a map without it being a
     /// compile-time constant.
@@ -161,77 +212,5 @@ impl<'ctx> Lifter<'ctx, '_> {
             Prov::Const(handle) => self.bind.maps.contains_key(&handle),
             _ => true,
         }
-    }
-
-    /// `bpf_redirect_map(map, key, flags)`.
-    pub(super) fn direct_redirect_map(&mut self, fr: &mut Frame<'ctx>, pc: usize) -> LResult<bool> {
-        if !self.known_map(fr, pc) {
-            return Ok(false);
-        }
-        let args = [Arg::Ctx, Arg::Ptr(1), Arg::Reg(2), Arg::Reg(3), Arg::Pc];
-        self.call_checked(fr, pc, natives::REDIRECT_MAP, &args)?;
-        Ok(true)
-    }
-
-    /// `bpf_ringbuf_reserve(map, size, flags)`.
-    pub(super) fn direct_ringbuf_reserve(
-        &mut self,
-        fr: &mut Frame<'ctx>,
-        pc: usize,
-    ) -> LResult<bool> {
-        if !self.known_map(fr, pc) {
-            return Ok(false);
-        }
-        let args = [Arg::Ctx, Arg::Ptr(1), Arg::Reg(2), Arg::Reg(3), Arg::Pc];
-        self.call_checked(fr, pc, natives::RINGBUF_RESERVE, &args)?;
-        Ok(true)
-    }
-
-    /// `bpf_ringbuf_submit(sample, flags)` / `bpf_ringbuf_discard`.
-    pub(super) fn direct_ringbuf_commit(
-        &mut self,
-        fr: &mut Frame<'ctx>,
-        pc: usize,
-        discard: bool,
-    ) -> LResult<bool> {
-        let args = [
-            Arg::Ctx,
-            Arg::Reg(1),
-            Arg::Reg(2),
-            Arg::Const(u64::from(discard)),
-            Arg::Pc,
-        ];
-        self.call_checked(fr, pc, natives::RINGBUF_COMMIT, &args)?;
-        Ok(true)
-    }
-
-    /// `bpf_ringbuf_output(map, data, size, flags)`.
-    pub(super) fn direct_ringbuf_output(
-        &mut self,
-        fr: &mut Frame<'ctx>,
-        pc: usize,
-    ) -> LResult<bool> {
-        if !self.known_map(fr, pc) {
-            return Ok(false);
-        }
-        let args = [
-            Arg::Ctx,
-            Arg::Ptr(1),
-            Arg::Ptr(2),
-            Arg::Reg(3),
-            Arg::Reg(4),
-            Arg::Pc,
-        ];
-        self.call_checked(fr, pc, natives::RINGBUF_OUTPUT, &args)?;
-        Ok(true)
-    }
-
-    /// `bpf_redirect(ifindex, flags)` in XDP: a direct call (it records the
-    /// target in the run's environment for the data plane, as the helper
-    /// does).
-    pub(super) fn inline_redirect(&mut self, fr: &mut Frame<'ctx>, pc: usize) -> LResult<bool> {
-        let args = [Arg::Ctx, Arg::Reg(1), Arg::Reg(2), Arg::Pc];
-        self.call_checked(fr, pc, natives::REDIRECT, &args)?;
-        Ok(true)
     }
 }

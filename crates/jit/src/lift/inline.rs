@@ -21,6 +21,7 @@
 //! (`crate::analysis`); otherwise the call goes through the trampoline.
 
 use super::calls::basic_result;
+use super::direct;
 use super::{function_name, Frame, LResult, LiftError, Lifter};
 use crate::analysis::Prov;
 use crate::bindings::MapKind;
@@ -59,9 +60,8 @@ impl<'ctx> Lifter<'ctx, '_> {
             return Ok(false);
         };
         match id {
-            ids::MAP_LOOKUP_ELEM => {
-                Ok(self.inline_map_lookup(fr, pc)? || self.direct_map_lookup_any(fr, pc)?)
-            }
+            ids::MAP_LOOKUP_ELEM => Ok(self.inline_map_lookup(fr, pc)?
+                || self.direct_call(fr, pc, &direct::MAP_LOOKUP_ANY)?),
             ids::GET_SMP_PROCESSOR_ID => {
                 let cpu = self.cpu(fr)?;
                 self.set_reg(fr, 0, cpu)?;
@@ -82,18 +82,16 @@ impl<'ctx> Lifter<'ctx, '_> {
                 self.call_with_regs(fr, natives::STRNCMP, &[true, false, true])?;
                 Ok(true)
             }
-            ids::MAP_UPDATE_ELEM => {
-                Ok(self.direct_map_update(fr, pc)? || self.direct_map_update_any(fr, pc)?)
-            }
-            ids::MAP_DELETE_ELEM => {
-                Ok(self.direct_map_delete(fr, pc)? || self.direct_map_delete_any(fr, pc)?)
-            }
-            ids::REDIRECT_MAP => self.direct_redirect_map(fr, pc),
-            ids::REDIRECT => self.inline_redirect(fr, pc),
-            ids::RINGBUF_RESERVE => self.direct_ringbuf_reserve(fr, pc),
-            ids::RINGBUF_SUBMIT => self.direct_ringbuf_commit(fr, pc, false),
-            ids::RINGBUF_DISCARD => self.direct_ringbuf_commit(fr, pc, true),
-            ids::RINGBUF_OUTPUT => self.direct_ringbuf_output(fr, pc),
+            ids::MAP_UPDATE_ELEM => Ok(self.direct_map_update(fr, pc)?
+                || self.direct_call(fr, pc, &direct::MAP_UPDATE_ANY)?),
+            ids::MAP_DELETE_ELEM => Ok(self.direct_map_delete(fr, pc)?
+                || self.direct_call(fr, pc, &direct::MAP_DELETE_ANY)?),
+            ids::REDIRECT_MAP => self.direct_call(fr, pc, &direct::REDIRECT_MAP),
+            ids::REDIRECT => self.direct_call(fr, pc, &direct::REDIRECT),
+            ids::RINGBUF_RESERVE => self.direct_call(fr, pc, &direct::RINGBUF_RESERVE),
+            ids::RINGBUF_SUBMIT => self.direct_call(fr, pc, &direct::RINGBUF_SUBMIT),
+            ids::RINGBUF_DISCARD => self.direct_call(fr, pc, &direct::RINGBUF_DISCARD),
+            ids::RINGBUF_OUTPUT => self.direct_call(fr, pc, &direct::RINGBUF_OUTPUT),
             ids::XDP_ADJUST_HEAD => self.direct_adjust(fr, 0),
             ids::XDP_ADJUST_TAIL => self.direct_adjust(fr, 1),
             ids::XDP_ADJUST_META => self.direct_adjust(fr, 2),
