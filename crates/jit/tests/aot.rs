@@ -8,76 +8,18 @@ use bpfjet_jit::{
     llvm_compilations, AotArtifact, AotError, CacheMode, DumpStage, JitObject, JitOptions,
     XdpEngine,
 };
-use bpfjet_maps::state::{load_state, parse_hex, MapState};
+use bpfjet_maps::state::{load_state, MapState};
 use bpfjet_runtime::{LoadedObject, ObjectOptions, TestRunOptions};
 use serde_json::Value;
-use std::path::{Path, PathBuf};
-use std::process::Command;
+
+mod fixtures;
+use fixtures::*;
 
 /// Held by every test: another test compiling would move the counter.
 static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
 fn serial() -> std::sync::MutexGuard<'static, ()> {
     SERIAL.lock().unwrap_or_else(|e| e.into_inner())
-}
-
-fn workspace() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
-
-fn corpus_object(name: &str) -> PathBuf {
-    let path = workspace().join(format!("build/examples/xdp/{name}.o"));
-    let fixture_state = workspace().join("build/examples/xdp/fixtures/katran_lb/state.json");
-    if !path.exists() || !fixture_state.exists() {
-        let built = Command::new("make")
-            .arg("-C")
-            .arg(workspace().join("examples"))
-            .status()
-            .map(|s| s.success())
-            .unwrap_or(false);
-        assert!(built, "{name}: `make -C examples` failed");
-    }
-    assert!(path.exists(), "{name}: {} missing", path.display());
-    path
-}
-
-fn read_hex(path: &Path) -> Vec<u8> {
-    let text = std::fs::read_to_string(path).unwrap();
-    let digits: String = text
-        .lines()
-        .map(|l| l.split('#').next().unwrap_or(""))
-        .collect::<Vec<_>>()
-        .join(" ");
-    parse_hex(&digits).unwrap()
-}
-
-fn state_path(fixtures: &Path, spec: &str) -> PathBuf {
-    match spec.strip_prefix("build:") {
-        Some(rest) => workspace().join("build/examples").join(rest),
-        None => fixtures.join(spec),
-    }
-}
-
-fn timestamped_maps(program: &str, case: &str) -> &'static [&'static str] {
-    match program {
-        "katran_lb" if case.contains("udp") => &["lru_mapping", "fallback_cache"],
-        "rate_limiter" => &["buckets"],
-        _ => &[],
-    }
-}
-
-fn without(mut state: MapState, ignore: &[&str]) -> MapState {
-    for name in ignore {
-        state.remove(*name);
-    }
-    state
-}
-
-fn options(state: &MapState) -> ObjectOptions {
-    ObjectOptions {
-        state: Some(state.clone()),
-        ..ObjectOptions::default()
-    }
 }
 
 const CORPUS: &[&str] = &[

@@ -8,79 +8,12 @@
 //! test says so on stderr and passes without checking anything.
 
 use bpfjet_jit::{JitObject, JitOptions, XdpEngine};
-use bpfjet_maps::state::{load_state, parse_hex, MapState};
-use bpfjet_runtime::{LoadedObject, ObjectOptions, TestRunOptions};
+use bpfjet_maps::state::{load_state, MapState};
+use bpfjet_runtime::{LoadedObject, TestRunOptions};
 use serde_json::Value;
-use std::path::{Path, PathBuf};
-use std::process::Command;
 
-fn workspace() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
-
-/// The built corpus object, or None (with a loud message) when it cannot be built.
-fn corpus_object(name: &str) -> PathBuf {
-    let path = workspace().join(format!("build/examples/xdp/{name}.o"));
-    let fixture_state = workspace().join("build/examples/xdp/fixtures/katran_lb/state.json");
-    if !path.exists() || !fixture_state.exists() {
-        let built = Command::new("make")
-            .arg("-C")
-            .arg(workspace().join("examples"))
-            .status()
-            .map(|s| s.success())
-            .unwrap_or(false);
-        assert!(
-            built,
-            "{name}: `make -C examples` failed (run scripts/setup.sh for clang-19)"
-        );
-    }
-    assert!(
-        path.exists(),
-        "{name}: {} missing after make",
-        path.display()
-    );
-    path
-}
-
-fn read_hex(path: &Path) -> Vec<u8> {
-    let text = std::fs::read_to_string(path).unwrap();
-    let digits: String = text
-        .lines()
-        .map(|l| l.split('#').next().unwrap_or(""))
-        .collect::<Vec<_>>()
-        .join(" ");
-    parse_hex(&digits).unwrap()
-}
-
-fn state_path(fixtures: &Path, spec: &str) -> PathBuf {
-    match spec.strip_prefix("build:") {
-        Some(rest) => workspace().join("build/examples").join(rest),
-        None => fixtures.join(spec),
-    }
-}
-
-/// Maps that record `bpf_ktime_get_ns` for some cases.
-fn timestamped_maps(program: &str, case: &str) -> &'static [&'static str] {
-    match program {
-        "katran_lb" if case.contains("udp") => &["lru_mapping", "fallback_cache"],
-        "rate_limiter" => &["buckets"],
-        _ => &[],
-    }
-}
-
-fn without(mut state: MapState, ignore: &[&str]) -> MapState {
-    for name in ignore {
-        state.remove(*name);
-    }
-    state
-}
-
-fn options(state: &MapState) -> ObjectOptions {
-    ObjectOptions {
-        state: Some(state.clone()),
-        ..ObjectOptions::default()
-    }
-}
+mod fixtures;
+use fixtures::*;
 
 fn run_corpus(name: &str) {
     let path = corpus_object(name);
