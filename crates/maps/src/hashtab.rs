@@ -160,18 +160,19 @@ impl HashTable {
         let lru = Self::lru_kind(g);
         let percpu = Self::is_percpu(g);
         let max = g.max_entries as usize;
-        // Spare elements so that replacing a value never fails for lack of
-        // memory while the map is full (the kernel keeps per-CPU extras).
-        let pool = max + g.ncpus as usize + 1;
-        if pool >= NULLS as usize {
-            return Err(MapError::TooBig);
-        }
-        let n_buckets = max.next_power_of_two();
         let n_lists = match lru {
             Lru::None => 0,
             Lru::Common => 1,
             Lru::PerCpu => g.ncpus as usize,
         };
+        // Spare elements so that replacing a value never fails for lack of
+        // memory while the map is full (the kernel keeps per-CPU extras),
+        // plus the one each LRU list keeps cached (`LruList::spare`).
+        let pool = max + g.ncpus as usize + 1 + n_lists;
+        if pool >= NULLS as usize {
+            return Err(MapError::TooBig);
+        }
+        let n_buckets = max.next_power_of_two();
         let vstride = g.value_stride();
         let elem_size = ELEM_HDR
             + round_up(g.key_size as usize, 8)
@@ -774,13 +775,19 @@ impl HashTable {
     }
 
     /// The common LRU update, replacing a key that is already on list `l`
-    /// (a flow's entry refreshed on every packet): the element count of
-    /// the list does not change, so the new element is taken from the pool
-    /// without reserving a slot on the list (and giving it back when the
-    /// old one is unlinked) — two atomic read-modify-writes fewer than the
-    /// general path. None, with nothing changed, when a lock-free look
-    /// does not find the key on `l`, the pool has no spare element, or the
-    /// key moved before the bucket was locked: the general path then runs.
+    /// (a flow's entry refreshed on every packet). The list's element count
+    /// does not change, so no slot is reserved on it; the new element is
+    /// the list's cached spare (taken and refilled under the list lock the
+    /// swap needs anyway), so in the steady state the update costs the
+    /// bucket lock and the list lock and no other atomic read-modify-write.
+    /// The replaced element becomes the next spare: like an element pushed
+    /// on the free stack, it may be reused by the next replace while a
+    /// lock-free reader still looks at it (the kernel's prealloc hash
+    /// behaves the same), but a replaced key always gets a different
+    /// element than the one it had. None, with nothing changed, when a
+    /// lock-free look does not find the key on `l`, the key moved before
+    /// the bucket was locked, or there is no spare and the pool is empty:
+    /// the general path then runs.
     fn replace_on_list(
         &self,
         key: &[u8],
@@ -796,28 +803,35 @@ impl HashTable {
         if !on_list(self.find(key, hash)?) {
             return None;
         }
-        let new = self.alloc()?;
-        self.fill(new, hash, key, aux, slots);
         let b = self.bucket_of(hash);
-        let guard = SpinGuard::lock(self.bucket_lock(b));
-        let Some((prev, old)) = self.find_locked(b, key, hash).filter(|&(_, e)| on_list(e)) else {
-            drop(guard);
-            self.free(new);
-            return None;
+        let _bg = SpinGuard::lock(self.bucket_lock(b));
+        // Under the bucket lock chain membership is stable, and an element
+        // in a chain stays on its list until unlinked under this lock.
+        let (prev, old) = self
+            .find_locked(b, key, hash)
+            .filter(|&(_, e)| on_list(e))?;
+        let list = self.list(l);
+        let _lg = SpinGuard::lock(&list.lock);
+        let cached = list.spare.load(Ordering::Relaxed);
+        let new = if cached != NONE {
+            cached
+        } else {
+            // First replace on this list (or its spare went back to the
+            // pool): take one from the free stack; the old element becomes
+            // the spare below.
+            self.alloc()?
         };
+        // Filled under both locks: the spare is only reachable under the
+        // list lock, and a key plus value is a few dozen bytes.
+        self.fill(new, hash, key, aux, slots);
         self.chain_next(new).store(
             self.chain_next(old).load(Ordering::Relaxed),
             Ordering::Relaxed,
         );
         prev.store(new, Ordering::Release);
-        {
-            let list = self.list(l);
-            let _g = SpinGuard::lock(&list.lock);
-            list.unlink(self, old);
-            list.push_head(self, new, l);
-        }
-        drop(guard);
-        self.free(old);
+        list.unlink(self, old);
+        list.push_head(self, new, l);
+        list.spare.store(old, Ordering::Relaxed);
         Some(Updated::Replaced)
     }
 

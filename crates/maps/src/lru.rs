@@ -6,8 +6,11 @@
 //! no list move); eviction takes elements from the tail and gives a
 //! referenced element a second chance by moving it to the head (CLOCK).
 //!
+//! Each list also caches one free element (`spare`) for replacing a key
+//! already on it, the small cousin of the kernel's per-CPU free-node caches.
+//!
 //! Where this differs from the kernel: the kernel keeps active/inactive
-//! lists and per-CPU caches of free nodes, and it may evict several nodes at
+//! lists and larger per-CPU caches of free nodes, and it may evict several nodes at
 //! once to refill a CPU's cache, so with small maps it can evict entries
 //! before the map is full. Here a list evicts exactly one entry when it
 //! reaches its capacity, the least recently inserted one that has not been
@@ -35,6 +38,12 @@ pub(crate) struct LruList {
     pub count: AtomicU32,
     /// Most elements this list may hold.
     pub cap: AtomicU32,
+    /// One free element owned by this list (or `NONE`), guarded by `lock`:
+    /// replacing a key on the list takes its new element from here and
+    /// leaves the replaced one here, so a flow refreshed on every packet
+    /// costs no compare-and-swap on the map's global free stack (the
+    /// kernel's per-CPU LRU free lists serve the same purpose).
+    pub spare: AtomicU32,
 }
 
 /// Access to the link words of elements, implemented by the hash table.
@@ -51,6 +60,7 @@ impl LruList {
         self.tail.store(NONE, Ordering::Relaxed);
         self.count.store(0, Ordering::Relaxed);
         self.cap.store(cap, Ordering::Relaxed);
+        self.spare.store(NONE, Ordering::Relaxed);
     }
 
     /// Insert `e` at the head. Caller holds `self.lock`.
@@ -84,7 +94,13 @@ impl LruList {
         } else {
             self.tail.store(p, Ordering::Relaxed);
         }
-        l.meta(e).fetch_and(!META_ON_LIST, Ordering::Release);
+        // A plain load and store, not an atomic read-modify-write: under
+        // the list lock the only concurrent change to `meta` is a lock-free
+        // reader setting META_REF, and losing that bit is harmless here —
+        // every caller either frees `e` or re-inserts it with the bit
+        // cleared (`push_head` stores a fresh meta word).
+        let m = l.meta(e).load(Ordering::Relaxed);
+        l.meta(e).store(m & !META_ON_LIST, Ordering::Release);
     }
 
     /// Pick the eviction victim: walk from the tail, moving referenced
