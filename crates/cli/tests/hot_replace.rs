@@ -289,3 +289,147 @@ fn hot_replace_on_the_interpreter() {
 fn hot_replace_on_the_jit() {
     hot_replace("jit");
 }
+
+/// A run of `obj` with `--gen` and `--json`, its JIT cache in `cache` (a
+/// fresh directory: the replacement is compiled cold, which takes a
+/// noticeable fraction of a second for Katran).
+fn spawn_run(obj: &str, instance: &str, cache: &Path, extra: &[&str]) -> Child {
+    Command::new(bin())
+        .args(["run", obj, "--engine", "jit", "--name", instance, "--force"])
+        .args(["--gen", "proto=udp,flows=64,count=unbounded", "--json"])
+        .args(extra)
+        .env("XDG_CACHE_HOME", cache)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
+/// The instance's shared-memory objects still present.
+fn leftovers(instance: &str) -> Vec<String> {
+    let prefix = format!("bpfjet.{instance}.");
+    std::fs::read_dir("/dev/shm")
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with(&prefix))
+        .collect()
+}
+
+/// A replace compiling a large program runs off the run loop: the status
+/// line keeps coming and `--duration` ends the run on time.
+#[test]
+fn a_replace_does_not_hold_up_the_run() {
+    let build = support::corpus_build_dir();
+    let katran = build.join("verifier/katran_full.o").display().to_string();
+    let dir = std::env::temp_dir().join(format!("bpfjet-replace-slow-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let v1 = compile(&dir, "v1", V1);
+    let instance = format!("replace-slow-{}", std::process::id());
+    let started = Instant::now();
+    let mut child = spawn_run(&v1, &instance, &dir, &["--duration", "3"]);
+    let socket = PathBuf::from(format!("/dev/shm/bpfjet.{instance}.ctl"));
+    wait_until("the control socket", &mut child, || socket.exists());
+    let ready = started.elapsed();
+    // The run's clock starts once it serves: replace at t = 1 s of it.
+    std::thread::sleep(Duration::from_secs(1));
+    let asked = Instant::now();
+    let (out, reply) = replace(&instance, &katran);
+    let took = asked.elapsed();
+    assert!(out.status.success(), "replace failed: {reply}");
+    assert_eq!(reply["program"], "katran_full");
+    let out = child.wait_with_output().unwrap();
+    let ran = started.elapsed() - ready;
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(
+        ran < Duration::from_millis(4500),
+        "--duration 3 ended after {ran:?} (the replace took {took:?})\n{stderr}"
+    );
+    let summary: Value =
+        serde_json::from_str(String::from_utf8_lossy(&out.stdout).lines().last().unwrap()).unwrap();
+    assert_eq!(summary["stopped_by"], "duration elapsed");
+    assert_eq!(summary["replaces"], 1);
+    assert_eq!(summary["program"], "katran_full");
+    // One status line a second (stderr is not a terminal): a run loop
+    // blocked by the compile would have printed fewer than its 3 s' worth.
+    let status_lines = stderr.lines().filter(|l| l.contains(" Mpps |")).count();
+    assert!(status_lines >= 2, "{status_lines} status lines\n{stderr}");
+    assert!(
+        leftovers(&instance).is_empty(),
+        "{:?}",
+        leftovers(&instance)
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// SIGINT while the replacement is still compiling: the run stops at once
+/// with the old program, the client is told nothing was replaced, and
+/// neither the attempt's maps nor the control socket are left behind.
+#[test]
+fn a_signal_during_a_replace_tears_down_cleanly() {
+    use std::io::{BufRead, BufReader, Write};
+    let build = support::corpus_build_dir();
+    let katran = build.join("verifier/katran_full.o");
+    let dir = std::env::temp_dir().join(format!("bpfjet-replace-int-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let v1 = compile(&dir, "v1", V1);
+    let instance = format!("replace-int-{}", std::process::id());
+    let mut child = spawn_run(&v1, &instance, &dir, &["--duration", "300"]);
+    let socket = PathBuf::from(format!("/dev/shm/bpfjet.{instance}.ctl"));
+    wait_until("the control socket", &mut child, || socket.exists());
+    wait_until("v1 traffic", &mut child, || count(&instance, 1) > 0);
+    // The request straight over the socket, so the signal follows it
+    // within milliseconds: well inside Katran's cold compile.
+    let stream = std::os::unix::net::UnixStream::connect(&socket).unwrap();
+    stream
+        .set_read_timeout(Some(Duration::from_secs(60)))
+        .unwrap();
+    let request = serde_json::json!({"op": "replace", "object": katran, "prog": null});
+    (&stream)
+        .write_all(format!("{request}\n").as_bytes())
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(50));
+    let signalled = Instant::now();
+    let killed = Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(killed.success());
+    let mut line = String::new();
+    BufReader::new(&stream).read_line(&mut line).unwrap();
+    let reply: Value = serde_json::from_str(&line).unwrap_or_else(|e| panic!("{e}: {line}"));
+    let out = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert_eq!(reply["ok"], false, "{reply}");
+    assert!(
+        reply["error"]
+            .as_str()
+            .unwrap()
+            .contains("the run stopped before the new program was ready"),
+        "{reply}"
+    );
+    let summary: Value =
+        serde_json::from_str(String::from_utf8_lossy(&out.stdout).lines().last().unwrap()).unwrap();
+    assert!(
+        summary["stopped_by"].as_str().unwrap().contains("SIGINT"),
+        "{summary}"
+    );
+    assert_eq!(summary["replaces"], 0);
+    assert_eq!(summary["program"], "v1");
+    assert!(
+        signalled.elapsed() < Duration::from_secs(30),
+        "teardown took {:?}",
+        signalled.elapsed()
+    );
+    assert!(!socket.exists(), "control socket left behind");
+    assert!(
+        leftovers(&instance).is_empty(),
+        "{:?}",
+        leftovers(&instance)
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}

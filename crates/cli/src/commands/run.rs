@@ -479,6 +479,8 @@ fn finish(
         }
     }
     let elapsed = started.elapsed();
+    // A swap staged just before the workers ended is complete now.
+    control.advance();
     status.finish();
     let outcome = pool.join();
     let errors = outcome.errors.clone();

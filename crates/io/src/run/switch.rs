@@ -135,18 +135,23 @@ impl ProgramSwitch {
         Ok(generation)
     }
 
+    /// The workers that neither run `generation` (or a newer one) nor
+    /// have ended: empty once a swap is complete. Does not wait.
+    pub fn pending(&self, generation: u64) -> Vec<usize> {
+        self.adopted()
+            .iter()
+            .enumerate()
+            .filter(|(_, g)| **g < generation)
+            .map(|(i, _)| i)
+            .collect()
+    }
+
     /// Waits until every worker runs `generation` (or a newer one) or has
     /// ended.
     pub fn wait_adopted(&self, generation: u64, timeout: Duration) -> Result<(), SwitchError> {
         let deadline = Instant::now() + timeout;
         loop {
-            let pending: Vec<usize> = self
-                .adopted()
-                .iter()
-                .enumerate()
-                .filter(|(_, g)| **g < generation)
-                .map(|(i, _)| i)
-                .collect();
+            let pending = self.pending(generation);
             if pending.is_empty() {
                 return Ok(());
             }

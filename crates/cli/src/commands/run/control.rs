@@ -19,6 +19,18 @@
 //! failure before staging leaves the running program as it was and removes
 //! the maps the attempt created. Old maps the new object does not reuse are
 //! removed from the instance once no worker runs the old program.
+//!
+//! The run loop never waits for a replace: loading, verifying and
+//! compiling happen on a thread of their own, and [`Control::poll`] only
+//! installs a finished build and checks the workers' acknowledgements, so
+//! the status line, `--duration` and signals keep working meanwhile. One
+//! replace runs at a time; a second request is refused until the first is
+//! answered. If some worker has not taken the new program within
+//! [`SWITCH_TIMEOUT`], the replace is withdrawn: the previous program is
+//! staged again, the attempt's new maps leave the instance and the reply
+//! is an error. A run that stops during a build waits for the compile to
+//! end (it cannot be interrupted), removes the attempt's maps and tells
+//! the client nothing was replaced.
 
 use super::engine::{self, EngineChoice, Prepared};
 use crate::commands::map::btf_json::btf_path;
@@ -30,8 +42,9 @@ use bpfjet_runtime::{LoadedObject, ObjectOptions};
 use serde::{Deserialize, Serialize};
 use std::io::{BufRead, BufReader, ErrorKind, Write};
 use std::os::unix::net::{UnixListener, UnixStream};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::Arc;
+use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 /// How long a client has to send its request line.
@@ -155,6 +168,11 @@ pub struct Control {
     switch: ProgramSwitch,
     slots: Vec<WorkerSlot>,
     generations: Vec<Generation>,
+    /// Generations staged and then withdrawn after a swap timeout, kept
+    /// alive like the others: a worker may have run them.
+    withdrawn: Vec<Generation>,
+    /// The replace in progress, if any (one at a time).
+    pending: Option<Pending>,
 }
 
 /// Whether a live map can serve the new object's `spec` with its contents.
@@ -227,6 +245,8 @@ impl Control {
                 program: program.to_string(),
                 maps,
             }],
+            withdrawn: Vec::new(),
+            pending: None,
         };
         // After `control` exists, so a failure here removes the socket too.
         publish_btf(instance, object)?;
@@ -255,9 +275,12 @@ impl Control {
         self.generations.len() - 1
     }
 
-    /// Serves every pending request (the run loop calls this between its
-    /// status checks; a replace blocks it while the new object compiles).
+    /// Serves every pending request and advances a replace in progress.
+    /// Never waits for a compile or a swap: the run loop calls this
+    /// between its status checks, and its status line, `--duration` and
+    /// signals must keep working while a replace is under way.
     pub fn poll(&mut self) {
+        self.advance();
         loop {
             match self.listener.accept() {
                 Ok((stream, _)) => {
@@ -265,92 +288,204 @@ impl Control {
                         eprintln!("bpfjet: control request: {e:#}");
                     }
                 }
-                Err(e) if e.kind() == ErrorKind::WouldBlock => return,
+                Err(e) if e.kind() == ErrorKind::WouldBlock => break,
                 Err(e) => {
                     eprintln!("bpfjet: control socket: {e}");
-                    return;
+                    break;
                 }
             }
         }
+        // A request accepted just now may already be answerable (e.g. a
+        // parse error was answered in `serve`; a build is never this fast,
+        // but a swap check is cheap).
+        self.advance();
     }
 
+    /// Reads one request; a replace starts building off the run loop and
+    /// is answered later by [`Control::advance`].
     fn serve(&mut self, stream: UnixStream) -> Result<()> {
         stream.set_nonblocking(false)?;
         stream.set_read_timeout(Some(REQUEST_TIMEOUT))?;
         let mut line = String::new();
         BufReader::new(&stream).read_line(&mut line)?;
-        let reply = match serde_json::from_str::<Request>(&line) {
-            Ok(Request::Replace { object, prog }) => match self.replace(&object, prog.as_deref()) {
-                Ok(r) => {
-                    eprintln!(
-                        "bpfjet: replaced by {} ({}) from {}: generation {}",
-                        r.program.as_deref().unwrap_or("?"),
-                        r.engine.as_deref().unwrap_or("?"),
-                        object.display(),
-                        r.generation.unwrap_or(0)
-                    );
-                    r
-                }
-                Err(e) => {
+        match serde_json::from_str::<Request>(&line) {
+            Ok(Request::Replace { object, prog }) => {
+                if self.pending.is_some() {
+                    let e =
+                        anyhow!("another replace is in progress; retry once it has been answered");
                     eprintln!("bpfjet: replace with {} refused: {e:#}", object.display());
-                    Reply::error(&e)
+                    return answer(&stream, &Reply::error(&e));
                 }
-            },
-            Err(e) => Reply::error(&anyhow!("bad control request: {e}")),
-        };
-        let mut out = serde_json::to_string(&reply)?;
-        out.push('\n');
-        (&stream).write_all(out.as_bytes())?;
-        Ok(())
+                self.start(stream, object, prog);
+                Ok(())
+            }
+            Err(e) => answer(&stream, &Reply::error(&anyhow!("bad control request: {e}"))),
+        }
     }
 
-    fn replace(&mut self, path: &Path, prog: Option<&str>) -> Result<Reply> {
-        let object =
-            bpfjet_obj::load_file(path).with_context(|| format!("loading {}", path.display()))?;
-        let program = object
-            .runnable_program(prog)
-            .with_context(|| format!("choosing the program of {}", path.display()))?
-            .name
-            .clone();
+    /// Starts loading, verifying and compiling `path` on a thread of its
+    /// own, against the maps live now.
+    fn start(&mut self, stream: UnixStream, path: PathBuf, prog: Option<String>) {
+        // What the instance holds before the attempt: anything else it
+        // holds after a failed attempt is the attempt's and is removed.
         let before: Vec<u32> = self.registry.list().iter().map(|m| m.id).collect();
-        let attempt = self.build(&object, &program);
-        let (loaded, prepared, reused) = match attempt {
-            Ok(built) => built,
+        let job = BuildJob {
+            path: path.clone(),
+            prog,
+            instance: self.instance.clone(),
+            ncpus: self.ncpus,
+            engine: self.engine,
+            unverified: self.unverified,
+            slots: self.slots.clone(),
+            live: self.current().maps.clone(),
+        };
+        let handle = std::thread::Builder::new()
+            .name("bpfjet-replace".into())
+            .spawn(move || job.build());
+        match handle {
+            Ok(handle) => {
+                self.pending = Some(Pending {
+                    stream,
+                    path,
+                    before,
+                    stage: Stage::Building(handle),
+                })
+            }
             Err(e) => {
-                // Remove whatever the attempt registered in the instance.
-                for m in self.registry.list() {
-                    if !before.contains(&m.id) {
-                        let _ = self.registry.remove_map(m.id);
-                    }
+                let e = anyhow!("starting the replace thread: {e}");
+                eprintln!("bpfjet: replace with {} refused: {e:#}", path.display());
+                if let Err(e) = answer(&stream, &Reply::error(&e)) {
+                    eprintln!("bpfjet: control request: {e:#}");
                 }
-                return Err(e);
+            }
+        }
+    }
+
+    /// Moves a replace in progress one step on if it can without waiting:
+    /// installs a finished build, answers a completed or timed-out swap.
+    /// After the workers end, a staged swap completes here (ended workers
+    /// do not hold it up).
+    pub fn advance(&mut self) {
+        let Some(pending) = self.pending.take() else {
+            return;
+        };
+        let Pending {
+            stream,
+            path,
+            before,
+            stage,
+        } = pending;
+        let result = match stage {
+            Stage::Building(handle) if !handle.is_finished() => {
+                self.pending = Some(Pending {
+                    stream,
+                    path,
+                    before,
+                    stage: Stage::Building(handle),
+                });
+                return;
+            }
+            Stage::Building(handle) => match join_build(handle) {
+                Ok(built) => match self.install(built) {
+                    Ok(switching) => {
+                        self.pending = Some(Pending {
+                            stream,
+                            path,
+                            before,
+                            stage: Stage::Switching(Box::new(switching)),
+                        });
+                        // The workers may have taken it already.
+                        return self.advance();
+                    }
+                    Err(e) => {
+                        self.remove_new_maps(&before);
+                        Err(e)
+                    }
+                },
+                Err(e) => {
+                    self.remove_new_maps(&before);
+                    Err(e)
+                }
+            },
+            Stage::Switching(s) => {
+                let pending = self.switch.pending(s.generation);
+                if pending.is_empty() {
+                    self.complete(*s)
+                } else if s.started.elapsed() >= SWITCH_TIMEOUT {
+                    Err(self.withdraw(*s, &pending))
+                } else {
+                    self.pending = Some(Pending {
+                        stream,
+                        path,
+                        before,
+                        stage: Stage::Switching(s),
+                    });
+                    return;
+                }
             }
         };
-        let runners = self
-            .slots
-            .iter()
-            .map(|s| prepared.runner(s.cpu, s.ingress_ifindex, s.rx_queue))
-            .collect::<Result<Vec<Box<dyn FrameProgram + Send>>>>()?;
+        let reply = match result {
+            Ok(r) => {
+                eprintln!(
+                    "bpfjet: replaced by {} ({}) from {}: generation {}",
+                    r.program.as_deref().unwrap_or("?"),
+                    r.engine.as_deref().unwrap_or("?"),
+                    path.display(),
+                    r.generation.unwrap_or(0)
+                );
+                r
+            }
+            Err(e) => {
+                eprintln!("bpfjet: replace with {} refused: {e:#}", path.display());
+                Reply::error(&e)
+            }
+        };
+        if let Err(e) = answer(&stream, &reply) {
+            eprintln!("bpfjet: control request: {e:#}");
+        }
+    }
+
+    /// Stages a finished build's runners: from here workers may run it, so
+    /// its generation stays alive for the whole run.
+    fn install(&mut self, built: Built) -> Result<Switching> {
+        let Built {
+            object,
+            program,
+            loaded,
+            prepared,
+            reused,
+            runners,
+        } = built;
         let started = Instant::now();
         let generation = self.switch.publish(runners)?;
         let maps = object_maps(&loaded, &object);
         let old_maps = self.current().maps.clone();
         let engine = prepared.engine.name().to_string();
-        // From here workers may run it: it stays alive for the whole run.
         self.generations.push(Generation {
             _loaded: loaded,
             prepared,
             program: program.clone(),
             maps: maps.clone(),
         });
-        self.switch
-            .wait_adopted(generation, SWITCH_TIMEOUT)
-            .map_err(|e| anyhow!("new program staged as generation {generation}, but {e}"))?;
-        let switch_ms = started.elapsed().as_secs_f64() * 1e3;
+        Ok(Switching {
+            generation,
+            started,
+            object,
+            program,
+            engine,
+            reused,
+            maps,
+            old_maps,
+        })
+    }
 
-        publish_btf(&self.instance, &object)?;
+    /// Every worker runs the new generation: publishes its BTF, removes
+    /// the old maps it does not use and builds the success reply.
+    fn complete(&mut self, s: Switching) -> Result<Reply> {
+        let switch_ms = s.started.elapsed().as_secs_f64() * 1e3;
+        publish_btf(&self.instance, &s.object)?;
         let mut changes = MapChanges::default();
-        for (map, kept) in maps.iter().zip(&reused) {
+        for (map, kept) in s.maps.iter().zip(&s.reused) {
             if *kept {
                 changes.kept.push(map.name().to_string());
             } else {
@@ -359,8 +494,8 @@ impl Control {
         }
         // Old maps nobody runs with any more leave the instance, so a
         // control plane's `map lookup NAME` finds the live one.
-        for old in &old_maps {
-            if !maps.iter().any(|m| Arc::ptr_eq(m, old)) {
+        for old in &s.old_maps {
+            if !s.maps.iter().any(|m| Arc::ptr_eq(m, old)) {
                 self.registry
                     .remove_map(old.id())
                     .map_err(|e| anyhow!("removing dropped map {}: {e}", old.name()))?;
@@ -370,30 +505,161 @@ impl Control {
         Ok(Reply {
             ok: true,
             error: None,
-            generation: Some(generation),
-            program: Some(program),
-            engine: Some(engine),
+            generation: Some(s.generation),
+            program: Some(s.program),
+            engine: Some(s.engine),
             maps: Some(changes),
             switch_ms: Some(switch_ms),
         })
     }
 
-    /// Loads, verifies and compiles the new object against the live maps.
-    fn build(
-        &self,
-        object: &bpfjet_obj::Object,
-        program: &str,
-    ) -> Result<(LoadedObject, Prepared, Vec<bool>)> {
+    /// Some worker did not reach a batch boundary in time: stages the
+    /// previous program again (a worker that still waits skips straight to
+    /// it, one that took the new program goes back at its next boundary),
+    /// removes the maps the attempt created and returns the error to reply.
+    /// The withdrawn generation stays alive: a worker may still be running
+    /// its last batch with it.
+    fn withdraw(&mut self, s: Switching, pending: &[usize]) -> anyhow::Error {
+        let withdrawn = self.generations.pop().expect("the staged generation");
+        let restore = self
+            .slots
+            .iter()
+            .map(|slot| {
+                self.current()
+                    .prepared
+                    .runner(slot.cpu, slot.ingress_ifindex, slot.rx_queue)
+            })
+            .collect::<Result<Vec<Box<dyn FrameProgram + Send>>>>();
+        let restored = restore.and_then(|r| Ok(self.switch.publish(r)?));
+        let timeout = format!(
+            "worker(s) {pending:?} did not reach a batch boundary within {}s",
+            SWITCH_TIMEOUT.as_secs()
+        );
+        match restored {
+            Ok(back) => {
+                for map in &s.maps {
+                    if !s.old_maps.iter().any(|m| Arc::ptr_eq(m, map)) {
+                        let _ = self.registry.remove_map(map.id());
+                    }
+                }
+                self.withdrawn.push(withdrawn);
+                anyhow!(
+                    "{timeout}; generation {} withdrawn, {} keeps running (restaged as generation {back})",
+                    s.generation,
+                    self.current().program
+                )
+            }
+            Err(e) => {
+                // The new program stays staged: it is the one that will
+                // run, so it is the current generation.
+                self.generations.push(withdrawn);
+                anyhow!(
+                    "{timeout}, and restaging the previous program failed ({e:#}): generation {} stays staged and takes over when they do",
+                    s.generation
+                )
+            }
+        }
+    }
+
+    /// Removes from the instance every map not in `before`.
+    fn remove_new_maps(&self, before: &[u32]) {
+        for m in self.registry.list() {
+            if !before.contains(&m.id) {
+                let _ = self.registry.remove_map(m.id);
+            }
+        }
+    }
+}
+
+/// Writes `reply` as one JSON line.
+fn answer(stream: &UnixStream, reply: &Reply) -> Result<()> {
+    let mut out = serde_json::to_string(reply)?;
+    out.push('\n');
+    let mut w = stream;
+    w.write_all(out.as_bytes())?;
+    Ok(())
+}
+
+/// A replace being worked on: the client waiting for its answer and how
+/// far it got.
+struct Pending {
+    stream: UnixStream,
+    path: PathBuf,
+    /// The instance's map ids before the attempt.
+    before: Vec<u32>,
+    stage: Stage,
+}
+
+enum Stage {
+    /// Loading, verifying, compiling on the replace thread.
+    Building(JoinHandle<Result<Built>>),
+    /// Staged; waiting for every worker to take it.
+    Switching(Box<Switching>),
+}
+
+struct Switching {
+    generation: u64,
+    started: Instant,
+    object: bpfjet_obj::Object,
+    program: String,
+    engine: String,
+    reused: Vec<bool>,
+    maps: Vec<Arc<Map>>,
+    old_maps: Vec<Arc<Map>>,
+}
+
+/// What the replace thread produces: everything but the staging.
+struct Built {
+    object: bpfjet_obj::Object,
+    program: String,
+    loaded: LoadedObject,
+    prepared: Prepared,
+    reused: Vec<bool>,
+    runners: Vec<Box<dyn FrameProgram + Send>>,
+}
+
+fn join_build(handle: JoinHandle<Result<Built>>) -> Result<Built> {
+    handle
+        .join()
+        .unwrap_or_else(|_| Err(anyhow!("the replace thread panicked")))
+}
+
+/// The inputs of a build, owned so the replace thread needs nothing of
+/// the run loop's.
+struct BuildJob {
+    path: PathBuf,
+    prog: Option<String>,
+    instance: String,
+    ncpus: usize,
+    engine: EngineChoice,
+    unverified: bool,
+    slots: Vec<WorkerSlot>,
+    /// The maps of the program running when the request came.
+    live: Vec<Arc<Map>>,
+}
+
+impl BuildJob {
+    /// Loads, verifies and compiles the new object against the live maps
+    /// and makes one runner per worker.
+    fn build(self) -> Result<Built> {
+        let path = &self.path;
+        let object =
+            bpfjet_obj::load_file(path).with_context(|| format!("loading {}", path.display()))?;
+        let program = object
+            .runnable_program(self.prog.as_deref())
+            .with_context(|| format!("choosing the program of {}", path.display()))?
+            .name
+            .clone();
         let instance = Instance::open(&self.instance)
             .map_err(|e| anyhow!("opening instance '{}': {e}", self.instance))?;
-        let live = &self.current().maps;
+        let live = &self.live;
         let reuse = |spec: &MapSpec| {
             live.iter()
                 .find(|m| m.name() == spec.name && reusable(m, spec))
                 .cloned()
         };
         let (loaded, reused) = LoadedObject::load_in(
-            object,
+            &object,
             &ObjectOptions {
                 ncpus: self.ncpus,
                 unverified: self.unverified,
@@ -409,13 +675,48 @@ impl Control {
         // an object the JIT cannot compile rather than interpreting it.
         // An `--aot` artifact belongs to the original object; the new one is
         // compiled here.
-        let prepared = engine::prepare(object, &loaded, program, self.engine, self.unverified)?;
-        Ok((loaded, prepared, reused))
+        let prepared = engine::prepare(&object, &loaded, &program, self.engine, self.unverified)?;
+        let runners = self
+            .slots
+            .iter()
+            .map(|s| prepared.runner(s.cpu, s.ingress_ifindex, s.rx_queue))
+            .collect::<Result<Vec<Box<dyn FrameProgram + Send>>>>()?;
+        Ok(Built {
+            object,
+            program,
+            loaded,
+            prepared,
+            reused,
+            runners,
+        })
     }
 }
 
 impl Drop for Control {
     fn drop(&mut self) {
+        // A replace the run did not finish: its thread may still be adding
+        // maps to the instance, so it is waited for (a compile cannot be
+        // interrupted) before the instance's owner unlinks it; then the
+        // attempt's maps are removed and the client told.
+        if let Some(p) = self.pending.take() {
+            let e = match p.stage {
+                Stage::Building(handle) => {
+                    drop(join_build(handle));
+                    self.remove_new_maps(&p.before);
+                    anyhow!(
+                        "the run stopped before the new program was ready; nothing was replaced"
+                    )
+                }
+                // Staged and counted as the run's program; its workers
+                // stopped before all of them acknowledged it.
+                Stage::Switching(s) => anyhow!(
+                    "the run stopped while the workers switched to generation {}",
+                    s.generation
+                ),
+            };
+            eprintln!("bpfjet: replace with {} refused: {e:#}", p.path.display());
+            let _ = answer(&p.stream, &Reply::error(&e));
+        }
         let _ = std::fs::remove_file(&self.path);
         let _ = std::fs::remove_file(btf_path(&self.instance));
     }
