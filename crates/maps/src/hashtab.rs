@@ -435,20 +435,10 @@ impl HashTable {
                 if link >= self.pool || steps > self.pool {
                     continue 'restart;
                 }
-                let elem = self.elem(link);
-                // SAFETY: `elem` is inside the element pool; the hash word is
-                // 4-aligned and the key area follows the header.
-                let (stored_hash, stored_key) = unsafe {
-                    (
-                        (*(elem.add(4) as *const AtomicU32)).load(Ordering::Relaxed),
-                        elem.add(ELEM_HDR) as *const u8,
-                    )
-                };
-                if stored_hash == hash && eq(stored_key) {
+                if self.hash_of(link).load(Ordering::Relaxed) == hash && eq(self.key_ptr(link)) {
                     return Some(link);
                 }
-                // SAFETY: the chain word is the element's first word.
-                link = unsafe { (*(elem as *const AtomicU32)).load(Ordering::Acquire) };
+                link = self.chain_next(link).load(Ordering::Acquire);
                 steps += 1;
             }
         }
@@ -897,7 +887,6 @@ impl HashTable {
                 prev.store(new, Ordering::Release);
                 // The live count is unchanged (one element for another).
                 let old_list = lru::list_of(self.word(old, 20).load(Ordering::Acquire));
-                let ol = self.list(old_list);
                 if old_list == l {
                     // The common case: one lock section swaps the two.
                     let _g = SpinGuard::lock(&list.lock);
@@ -905,6 +894,7 @@ impl HashTable {
                     list.count.fetch_sub(1, Ordering::AcqRel);
                     list.push_head(self, new, l);
                 } else {
+                    let ol = self.list(old_list);
                     {
                         let _g = SpinGuard::lock(&ol.lock);
                         ol.unlink(self, old);

@@ -1,6 +1,6 @@
 //! Interpreter throughput on a simple counting loop, in both memory modes.
-//! Reported as instructions per second: each iteration executes 4 instructions
-//! (add, store to stack, load from stack, conditional jump).
+//! Reported as instructions per second: each iteration executes 5 instructions
+//! (add, store to stack, load from stack, add, conditional jump).
 
 use bpfjet_isa::asm::assemble;
 use bpfjet_runtime::{LoadOptions, Program, RunState, VerifiedProof};

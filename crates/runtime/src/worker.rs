@@ -29,7 +29,7 @@ use crate::region::Region;
 use crate::runtime_error::RuntimeError;
 use crate::state::RunState;
 use crate::xdp::context::{XdpMd, XDP_MD_SIZE};
-use crate::xdp::frame::{ETH_HLEN, HARD_END, XDP_PACKET_HEADROOM};
+use crate::xdp::frame::{FrameError, ETH_HLEN, MAX_LINEAR_PACKET, XDP_PACKET_HEADROOM};
 use crate::xdp::{action, XdpFrame};
 use bpfjet_isa::{CallTarget, Insn};
 use std::sync::Arc;
@@ -297,15 +297,8 @@ impl XdpRunner {
         // Whatever an unverified program left (a reservation, a lock) is
         // released so the next packet does not find it wedged; the trace
         // log is not kept by the data plane.
-        let env = &mut self.env;
-        if !env.reservations.is_empty() || !env.held_locks.is_empty() {
-            env.release_leftovers();
-        } else if !env.callback_keys.is_empty() {
-            env.callback_keys.clear();
-        }
-        if !env.trace.is_empty() {
-            env.trace.clear();
-        }
+        self.env.release_leftovers();
+        self.env.trace.clear();
         result.map(|r0| r0 as u32).map_err(RunFrameError::Fault)
     }
 
@@ -356,12 +349,18 @@ impl XdpRunner {
         start: usize,
         end: usize,
     ) -> Result<FrameVerdict, RunFrameError> {
-        let len = end - start;
-        let max = HARD_END - XDP_PACKET_HEADROOM;
-        if len > max {
-            return Err(RunFrameError::TooLong { len, max });
-        }
-        self.stage(&buf[start..end]);
+        // The staging frame is reused: the packet goes back at the standard
+        // headroom with no metadata.
+        self.env
+            .frame
+            .reset(&buf[start..end])
+            .map_err(|e| match e {
+                FrameError::TooShort(len) => RunFrameError::TooShort(len),
+                FrameError::TooLong(len) => RunFrameError::TooLong {
+                    len,
+                    max: MAX_LINEAR_PACKET,
+                },
+            })?;
         let md_addr = self.env.frame.md_addr();
         let (span_start, span_len) = self.env.frame.packet_span();
         self.state
@@ -396,34 +395,6 @@ impl XdpRunner {
             data_start: new_start,
             data_end: new_end,
         })
-    }
-
-    /// Puts `packet` in the staging frame at the standard headroom with no
-    /// metadata, using the frame's own adjust operations (which keep its
-    /// context in step), so the frame is reused rather than reallocated.
-    fn stage(&mut self, packet: &[u8]) {
-        let frame = &mut self.env.frame;
-        let off = |addr: u64, base: u64| (addr - base) as i64;
-        let md = *frame.md();
-        let base = self.frame_base;
-        if md.data_meta != md.data {
-            // Dropping the metadata cannot fail: the offset is its length.
-            let _ = frame.adjust_meta((md.data - md.data_meta) as i32);
-        }
-        let want_start = XDP_PACKET_HEADROOM as i64;
-        let want_end = want_start + packet.len() as i64;
-        let data = off(md.data, base);
-        let data_end = off(md.data_end, base);
-        // Order the two moves so that neither leaves less than an Ethernet
-        // header between data and data_end (the frame refuses that).
-        if data <= want_start {
-            let _ = frame.adjust_tail((want_end - data_end) as i32);
-            let _ = frame.adjust_head((want_start - data) as i32);
-        } else {
-            let _ = frame.adjust_head((want_start - data) as i32);
-            let _ = frame.adjust_tail((want_end - data_end) as i32);
-        }
-        frame.packet_mut().copy_from_slice(packet);
     }
 }
 

@@ -103,6 +103,18 @@ fn copy_chunk<const N: usize>(dst: &mut [u8], src: &[u8], at: usize) {
     d.copy_from_slice(s);
 }
 
+/// Whether `packet` fits a linear frame: at least an Ethernet header and at
+/// most [`MAX_LINEAR_PACKET`] bytes.
+fn check_len(packet: &[u8]) -> Result<(), FrameError> {
+    if packet.len() < ETH_HLEN {
+        return Err(FrameError::TooShort(packet.len()));
+    }
+    if packet.len() > MAX_LINEAR_PACKET {
+        return Err(FrameError::TooLong(packet.len()));
+    }
+    Ok(())
+}
+
 impl XdpFrame {
     /// A frame holding `packet` after the standard headroom, with no metadata.
     pub fn new(
@@ -110,12 +122,7 @@ impl XdpFrame {
         ingress_ifindex: u32,
         rx_queue_index: u32,
     ) -> Result<Self, FrameError> {
-        if packet.len() < ETH_HLEN {
-            return Err(FrameError::TooShort(packet.len()));
-        }
-        if packet.len() > MAX_LINEAR_PACKET {
-            return Err(FrameError::TooLong(packet.len()));
-        }
+        check_len(packet)?;
         let mut buf = vec![0u8; FRAME_SIZE].into_boxed_slice();
         buf[XDP_PACKET_HEADROOM..XDP_PACKET_HEADROOM + packet.len()].copy_from_slice(packet);
         let mut frame = XdpFrame {
@@ -139,12 +146,7 @@ impl XdpFrame {
     /// Bytes outside the packet keep what earlier runs left there.
     #[inline]
     pub fn reset(&mut self, packet: &[u8]) -> Result<(), FrameError> {
-        if packet.len() < ETH_HLEN {
-            return Err(FrameError::TooShort(packet.len()));
-        }
-        if packet.len() > MAX_LINEAR_PACKET {
-            return Err(FrameError::TooLong(packet.len()));
-        }
+        check_len(packet)?;
         copy_packet(
             &mut self.buf[XDP_PACKET_HEADROOM..XDP_PACKET_HEADROOM + packet.len()],
             packet,
