@@ -23,11 +23,11 @@ pub(crate) struct Meta {
     map: Option<u32>,
     /// Pending memory argument (register number, whether the helper writes it).
     mem: Option<(u8, bool, bool)>,
-    release: Option<u32>,
+    pub(crate) release: Option<u32>,
     alloc_size: Option<u64>,
     callback: Option<u32>,
     /// Stack ranges the helper writes: (frame, lo, hi).
-    pub(crate) clobber: Vec<(usize, i64, i64)>,
+    clobber: Vec<(usize, i64, i64)>,
     /// `bpf_map_lookup_elem` on an array with a constant in-range key:
     /// the result cannot be NULL.
     const_key_in_range: bool,
@@ -116,24 +116,7 @@ impl Verifier<'_> {
             }
         }
         // Effects.
-        for (frame, lo, hi) in std::mem::take(&mut meta.clobber) {
-            if let Some(f) = st.frames.get_mut(frame) {
-                let _ = f.stack.clobber(lo, hi, true);
-            }
-        }
-        if let Some(ref_id) = meta.release {
-            st.refs.retain(|r| r.id != ref_id);
-            let privileged = self.env.privileged();
-            st.for_each_reg(|r| {
-                if r.ref_id == ref_id {
-                    *r = if privileged {
-                        RegState::unknown()
-                    } else {
-                        RegState::NOT_INIT
-                    };
-                }
-            });
-        }
+        self.apply_write_and_release(st, &mut meta);
         if proto.changes_pkt_data {
             let privileged = self.env.privileged();
             st.for_each_reg(|r| {
@@ -153,6 +136,30 @@ impl Verifier<'_> {
         let r0 = self.helper_ret(st, pc, &proto, &meta)?;
         finish_call(st, r0);
         Ok(Succ::Goto(pc + 1))
+    }
+
+    /// A call's effects on the caller: the stack ranges it wrote lose their
+    /// contents, and the reference it released (if any) is dropped along
+    /// with every register holding it.
+    pub(crate) fn apply_write_and_release(&self, st: &mut State, meta: &mut Meta) {
+        for (frame, lo, hi) in std::mem::take(&mut meta.clobber) {
+            if let Some(f) = st.frames.get_mut(frame) {
+                let _ = f.stack.clobber(lo, hi, true);
+            }
+        }
+        if let Some(ref_id) = meta.release {
+            st.refs.retain(|r| r.id != ref_id);
+            let privileged = self.env.privileged();
+            st.for_each_reg(|r| {
+                if r.ref_id == ref_id {
+                    *r = if privileged {
+                        RegState::unknown()
+                    } else {
+                        RegState::NOT_INIT
+                    };
+                }
+            });
+        }
     }
 
     fn helper_ret(
@@ -424,9 +431,7 @@ impl Verifier<'_> {
                 }
                 _ => return expect("ringbuf_mem"),
             },
-            ArgType::PtrToSpinLock => {
-                self.check_spin_lock_arg(st, pc, proto.id, &reg, proto.name)?
-            }
+            ArgType::PtrToSpinLock => self.check_spin_lock_arg(st, proto.id, &reg, proto.name)?,
             ArgType::PtrToConstStr => {
                 let RegType::MapValue { map } = reg.ty else {
                     return expect("map_value (read-only string)");

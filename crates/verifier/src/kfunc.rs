@@ -74,7 +74,6 @@ impl Verifier<'_> {
             callback: None,
         };
         let mut meta = Meta::default();
-        let mut release = None;
         for (i, arg) in proto.args.iter().enumerate() {
             let regno = i as u8 + 1;
             let reg = *st.reg(regno);
@@ -147,28 +146,11 @@ impl Verifier<'_> {
                             ),
                         );
                     }
-                    release = Some(reg.ref_id);
+                    meta.release = Some(reg.ref_id);
                 }
             }
         }
-        for (frame, lo, hi) in std::mem::take(&mut meta.clobber) {
-            if let Some(f) = st.frames.get_mut(frame) {
-                let _ = f.stack.clobber(lo, hi, true);
-            }
-        }
-        if let Some(ref_id) = release {
-            st.refs.retain(|r| r.id != ref_id);
-            let privileged = self.env.privileged();
-            st.for_each_reg(|r| {
-                if r.ref_id == ref_id {
-                    *r = if privileged {
-                        RegState::unknown()
-                    } else {
-                        RegState::NOT_INIT
-                    };
-                }
-            });
-        }
+        self.apply_write_and_release(st, &mut meta);
         let r0 = match proto.ret {
             KfuncRet::Integer => RegState::unknown(),
             KfuncRet::Void => RegState::NOT_INIT,

@@ -40,7 +40,6 @@ impl Verifier<'_> {
     pub(crate) fn check_spin_lock_arg(
         &mut self,
         st: &mut State,
-        pc: usize,
         helper: i32,
         reg: &RegState,
         name: &str,
@@ -98,7 +97,6 @@ impl Verifier<'_> {
                 Some(_) => st.lock = None,
             }
         }
-        let _ = pc;
         Ok(())
     }
 

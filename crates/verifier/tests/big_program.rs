@@ -8,20 +8,9 @@ use bpfjet_verifier::{verify, VerifyEnv};
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
-/// Build examples/verifier (make -C examples verifier) and return the object.
+/// Build examples/verifier and return the object.
 fn katran_full() -> PathBuf {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
-    let status = std::process::Command::new("make")
-        .arg("-s")
-        .arg("-C")
-        .arg(root.join("examples"))
-        .arg("verifier")
-        .status();
-    assert!(
-        status.is_ok_and(|s| s.success()),
-        "building examples/verifier failed: run `make -C examples verifier`"
-    );
-    root.join("build/examples/verifier/katran_full.o")
+    common::verifier_example("katran_full")
 }
 
 /// Instructions of the XDP program as `llvm-objdump -d` lists them (an

@@ -5,12 +5,11 @@
 mod common;
 
 use bpfjet_verifier::{verify, KfuncArg, KfuncFlags, KfuncProto, KfuncRet, VerifyEnv};
-use std::path::Path;
 
 const NONE: KfuncArg = KfuncArg::None;
 
 /// A test library: `sum(void *p, u32 sz)`, `get(u64 key)` acquiring 16
-/// bytes or NULL, `put(void *obj)` releasing them, `bump(map value)`.
+/// bytes or NULL, `put(void *obj)` releasing them.
 const LIB: &[KfuncProto] = &[
     KfuncProto {
         name: "lib_sum",
@@ -129,17 +128,7 @@ fn unknown_kfunc_is_named() {
 /// must bpfjet, naming the kfunc.
 #[test]
 fn xdp_metadata_kfunc_matches_kernel() {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
-    let status = std::process::Command::new("make")
-        .args(["-s", "-C"])
-        .arg(root.join("examples"))
-        .arg("verifier")
-        .status();
-    assert!(
-        status.is_ok_and(|s| s.success()),
-        "make -C examples verifier failed"
-    );
-    let path = root.join("build/examples/verifier/xdp_rx_hash.o");
+    let path = common::verifier_example("xdp_rx_hash");
     let obj = bpfjet_obj::load_file(&path).unwrap();
     assert_eq!(obj.kfuncs, vec!["bpf_xdp_metadata_rx_hash".to_string()]);
     let prog = obj.program("xdp_rx_hash").unwrap();
@@ -181,4 +170,42 @@ fn xdp_metadata_kfunc_matches_kernel() {
             );
         }
     }
+}
+
+/// A `MapValue` argument: a NULL-checked map value is accepted, the
+/// unchecked lookup result and a scalar are refused.
+#[test]
+fn map_value_argument() {
+    const BUMP: &[KfuncProto] = &[KfuncProto {
+        name: "lib_bump",
+        args: [KfuncArg::MapValue, NONE, NONE, NONE, NONE],
+        ret: KfuncRet::Void,
+        flags: KfuncFlags {
+            acquire: false,
+            ret_null: false,
+            dev_bound: false,
+        },
+    }];
+    let maps = [bpfjet_maps::MapSpec::new(
+        "m",
+        bpfjet_maps::MapType::Hash,
+        4,
+        8,
+        16,
+    )];
+    let kfuncs = vec!["lib_bump".to_string()];
+    let run = |check: &str| {
+        let asm = format!(
+            "stw [%r10-4], 0\n lddw %r1, map_idx 0\n mov %r2, %r10\n add %r2, -4\n call 1\n \
+             {check}\n mov %r1, %r0\n call kfunc 0\n out:\n mov %r0, 2\n exit"
+        );
+        let prog = bpfjet_isa::assemble(&asm).unwrap();
+        let mut env = VerifyEnv::new(&maps);
+        env.kfuncs = &kfuncs;
+        env.extra_kfuncs = BUMP;
+        verify(&prog, &env).map(|_| ()).map_err(|e| e.rule)
+    };
+    assert_eq!(run("jeq %r0, 0, out"), Ok(()));
+    assert_eq!(run("ja +0").unwrap_err(), "bad_kfunc_arg");
+    assert_eq!(run("mov %r0, 7").unwrap_err(), "bad_kfunc_arg");
 }

@@ -3,22 +3,14 @@
 //! bpfjet's verifier accepts the program, and the verified program run by
 //! the runtime gives the kernel's verdicts and map contents.
 
+mod common;
+
 use bpfjet_runtime::{LoadedObject, ObjectOptions, TestRunOptions};
 use std::path::Path;
 
 #[test]
 fn spin_lock_counter_verified_and_runs_like_the_kernel() {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
-    let status = std::process::Command::new("make")
-        .args(["-s", "-C"])
-        .arg(root.join("examples"))
-        .arg("verifier")
-        .status();
-    assert!(
-        status.is_ok_and(|s| s.success()),
-        "make -C examples verifier failed"
-    );
-    let path = root.join("build/examples/verifier/spin_lock_counter.o");
+    let path = common::verifier_example("spin_lock_counter");
     let obj = bpfjet_obj::load_file(&path).unwrap();
     for (name, off) in [("totals", 0), ("by_len", 0), ("last", 8)] {
         let i = obj.map_index(name).unwrap();

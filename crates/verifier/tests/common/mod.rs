@@ -246,6 +246,22 @@ pub fn unprivileged<T: Send + 'static>(
     .map_err(|_| "unprivileged thread panicked".to_string())?
 }
 
+/// Build examples/verifier (`make -C examples verifier`) and return the
+/// object `build/examples/verifier/<name>.o`.
+pub fn verifier_example(name: &str) -> PathBuf {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let status = std::process::Command::new("make")
+        .args(["-s", "-C"])
+        .arg(root.join("examples"))
+        .arg("verifier")
+        .status();
+    assert!(
+        status.is_ok_and(|s| s.success()),
+        "building examples/verifier failed: run `make -C examples verifier`"
+    );
+    root.join(format!("build/examples/verifier/{name}.o"))
+}
+
 /// The NF corpus objects (build/examples/xdp/*.o), building them if needed.
 pub fn nf_objects() -> Vec<PathBuf> {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
