@@ -9,8 +9,10 @@ use bpfjet_jit::{JitObject, JitOptions};
 use bpfjet_runtime::{LoadedObject, ObjectOptions};
 use criterion::{criterion_group, criterion_main, BatchSize, Criterion};
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::time::Duration;
+
+#[path = "../tests/fixtures/mod.rs"]
+mod fixtures;
 
 fn manifest() -> &'static Path {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -27,24 +29,7 @@ fn katran() -> PathBuf {
 }
 
 fn big_parser() -> PathBuf {
-    let src = manifest().join("tests/progs/big_parser.c");
-    let out = Path::new(env!("CARGO_TARGET_TMPDIR")).join("big_parser.o");
-    let mut cmd = Command::new(std::env::var("CLANG").unwrap_or_else(|_| "clang-19".into()));
-    cmd.args(["-O2", "-g", "-target", "bpf", "-mcpu=v3", "-c"])
-        .arg(&src)
-        .arg("-o")
-        .arg(&out);
-    let arch_inc = format!("/usr/include/{}-linux-gnu", std::env::consts::ARCH);
-    if Path::new(&arch_inc).join("asm/types.h").exists() {
-        cmd.arg("-I").arg(arch_inc);
-    }
-    match cmd.status() {
-        Ok(s) if s.success() => out,
-        other => panic!(
-            "cannot compile {} with clang-19 ({other:?}); run scripts/setup.sh",
-            src.display()
-        ),
-    }
+    fixtures::test_prog("big_parser")
 }
 
 fn bench(c: &mut Criterion) {

@@ -8,7 +8,7 @@ use bpfjet_jit::{
     llvm_compilations, AotArtifact, AotError, CacheMode, DumpStage, JitObject, JitOptions,
     XdpEngine,
 };
-use bpfjet_maps::state::{load_state, MapState};
+use bpfjet_maps::state::load_state;
 use bpfjet_runtime::{LoadedObject, ObjectOptions, TestRunOptions};
 use serde_json::Value;
 
@@ -38,11 +38,8 @@ fn check_corpus(name: &str) {
     let path = corpus_object(name);
     let source = std::fs::read(&path).unwrap();
     let object = bpfjet_obj::load_file(&path).unwrap();
-    let fixtures = workspace().join(format!("examples/xdp/fixtures/{name}"));
-    let cases: Value =
-        serde_json::from_str(&std::fs::read_to_string(fixtures.join("cases.json")).unwrap())
-            .unwrap();
-    let prog = cases["prog"].as_str().unwrap();
+    let (prog, cases) = corpus_cases(name);
+    let prog = prog.as_str();
     let jit = JitOptions {
         cache: CacheMode::Off,
         ..JitOptions::default()
@@ -54,19 +51,14 @@ fn check_corpus(name: &str) {
     let artifact = AotArtifact::from_bytes(&bytes).unwrap();
     artifact.check_source(&source).unwrap();
 
-    for case in cases["cases"].as_array().unwrap() {
-        let case_name = case["name"].as_str().unwrap();
-        let label = format!("{name}/{case_name}");
-        let state: MapState = match case["state"].as_str() {
-            Some(s) => load_state(&state_path(&fixtures, s)).unwrap(),
-            None => MapState::new(),
-        };
-        let pkt = read_hex(&fixtures.join(case["packet"].as_str().unwrap()));
-        let run_opts = TestRunOptions {
-            repeat: case["repeat"].as_u64().unwrap_or(1) as u32,
-            ..TestRunOptions::default()
-        };
-        let ignore = timestamped_maps(name, case_name);
+    for Case {
+        label,
+        state,
+        packet: pkt,
+        run_opts,
+        ignore,
+    } in cases
+    {
         let reference = LoadedObject::load(&object, &options(&state)).unwrap();
         let want = reference.test_run(prog, &pkt, &run_opts).unwrap();
         let want_maps = without(reference.dump_state().unwrap(), ignore);

@@ -5,12 +5,10 @@
 //! timestamps excepted for the cases that write them).
 //!
 //! The objects come from `make -C examples`; when they cannot be built the
-//! test says so on stderr and passes without checking anything.
+//! test fails and says to run scripts/setup.sh.
 
 use bpfjet_jit::{JitObject, JitOptions, XdpEngine};
-use bpfjet_maps::state::{load_state, MapState};
-use bpfjet_runtime::{LoadedObject, TestRunOptions};
-use serde_json::Value;
+use bpfjet_runtime::LoadedObject;
 
 mod fixtures;
 use fixtures::*;
@@ -18,26 +16,17 @@ use fixtures::*;
 fn run_corpus(name: &str) {
     let path = corpus_object(name);
     let object = bpfjet_obj::load_file(&path).unwrap();
-    let fixtures = workspace().join(format!("examples/xdp/fixtures/{name}"));
-    let cases: Value =
-        serde_json::from_str(&std::fs::read_to_string(fixtures.join("cases.json")).unwrap())
-            .unwrap();
-    let prog = cases["prog"].as_str().unwrap();
+    let (prog, cases) = corpus_cases(name);
+    let prog = prog.as_str();
     let jit_opts = JitOptions::default();
-    for case in cases["cases"].as_array().unwrap() {
-        let case_name = case["name"].as_str().unwrap();
-        let label = format!("{name}/{case_name}");
-        let state: MapState = match case["state"].as_str() {
-            Some(s) => load_state(&state_path(&fixtures, s)).unwrap(),
-            None => MapState::new(),
-        };
-        let pkt = read_hex(&fixtures.join(case["packet"].as_str().unwrap()));
-        let run_opts = TestRunOptions {
-            repeat: case["repeat"].as_u64().unwrap_or(1) as u32,
-            ..TestRunOptions::default()
-        };
-        let ignore = timestamped_maps(name, case_name);
-
+    for Case {
+        label,
+        state,
+        packet: pkt,
+        run_opts,
+        ignore,
+    } in cases
+    {
         let reference = LoadedObject::load(&object, &options(&state)).unwrap();
         let want = reference
             .test_run(prog, &pkt, &run_opts)

@@ -10,28 +10,12 @@
 use bpfjet_jit::{DumpStage, JitObject, JitOptions, XdpEngine};
 use bpfjet_maps::state::{EntryState, MapState};
 use bpfjet_runtime::{LoadedObject, ObjectOptions, TestRunOptions};
-use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::path::PathBuf;
+
+mod fixtures;
 
 fn object() -> PathBuf {
-    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/progs/inline_helpers.c");
-    let out = Path::new(env!("CARGO_TARGET_TMPDIR")).join("inline_helpers.o");
-    let mut cmd = Command::new(std::env::var("CLANG").unwrap_or_else(|_| "clang-19".into()));
-    cmd.args(["-O2", "-g", "-target", "bpf", "-mcpu=v3", "-c"])
-        .arg(&src)
-        .arg("-o")
-        .arg(&out);
-    let arch_inc = format!("/usr/include/{}-linux-gnu", std::env::consts::ARCH);
-    if Path::new(&arch_inc).join("asm/types.h").exists() {
-        cmd.arg("-I").arg(arch_inc);
-    }
-    match cmd.status() {
-        Ok(s) if s.success() => out,
-        other => panic!(
-            "cannot compile {} with clang-19 ({other:?}); run scripts/setup.sh",
-            src.display()
-        ),
-    }
+    fixtures::test_prog("inline_helpers")
 }
 
 fn state() -> MapState {

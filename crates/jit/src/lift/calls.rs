@@ -28,6 +28,7 @@ use crate::analysis::Prov;
 use bpfjet_isa::{CallTarget, Reg};
 use bpfjet_runtime::MAX_CALL_DEPTH;
 use inkwell::attributes::{Attribute, AttributeLoc};
+use inkwell::basic_block::BasicBlock;
 use inkwell::context::Context;
 use inkwell::module::{Linkage, Module};
 use inkwell::values::{
@@ -268,15 +269,17 @@ impl<'ctx> Lifter<'ctx, '_> {
         Ok(true)
     }
 
-    fn local_call(&mut self, fr: &mut Frame<'ctx>, pc: usize, target: i64) -> LResult<()> {
+    /// The depth of a call one frame deeper than `fr`: branches to `ok` when
+    /// it is under `MAX_CALL_DEPTH`, else to `fault`, which reports the
+    /// fault at `pc` and returns 0. Leaves the builder at the end of `fault`.
+    pub(super) fn deeper(
+        &mut self,
+        fr: &Frame<'ctx>,
+        pc: usize,
+        ok: BasicBlock<'ctx>,
+        fault: BasicBlock<'ctx>,
+    ) -> LResult<IntValue<'ctx>> {
         let t = self.t;
-        let callee = usize::try_from(target)
-            .ok()
-            .and_then(|slot| self.funcs.get(&slot).copied())
-            .ok_or_else(|| LiftError::Unsupported {
-                pc,
-                what: format!("call target {target} is not a function entry"),
-            })?;
         let depth = self
             .b
             .build_int_add(fr.depth, t.i64.const_int(1, false), "depth")?;
@@ -286,17 +289,29 @@ impl<'ctx> Lifter<'ctx, '_> {
             t.i64.const_int(MAX_CALL_DEPTH as u64, false),
             "too_deep",
         )?;
-        let call_bb = self.cx.append_basic_block(fr.func, "call");
-        let fault_bb = self.cx.append_basic_block(fr.func, "call_depth_fault");
-        self.b
-            .build_conditional_branch(too_deep, fault_bb, call_bb)?;
-        self.b.position_at_end(fault_bb);
+        self.b.build_conditional_branch(too_deep, fault, ok)?;
+        self.b.position_at_end(fault);
         self.b.build_call(
             self.ext.depth_fault,
             &[fr.ctx.into(), t.i64.const_int(pc as u64, false).into()],
             "",
         )?;
         self.b.build_return(Some(&t.i64.const_zero()))?;
+        Ok(depth)
+    }
+
+    fn local_call(&mut self, fr: &mut Frame<'ctx>, pc: usize, target: i64) -> LResult<()> {
+        let t = self.t;
+        let callee = usize::try_from(target)
+            .ok()
+            .and_then(|slot| self.funcs.get(&slot).copied())
+            .ok_or_else(|| LiftError::Unsupported {
+                pc,
+                what: format!("call target {target} is not a function entry"),
+            })?;
+        let call_bb = self.cx.append_basic_block(fr.func, "call");
+        let fault_bb = self.cx.append_basic_block(fr.func, "call_depth_fault");
+        let depth = self.deeper(fr, pc, call_bb, fault_bb)?;
         self.b.position_at_end(call_bb);
         let mut args: Vec<BasicMetadataValueEnum<'ctx>> = vec![fr.ctx.into(), depth.into()];
         for r in 1..=5 {

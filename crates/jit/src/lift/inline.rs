@@ -29,7 +29,6 @@ use crate::natives;
 use bpfjet_maps::ArrayLayout;
 use bpfjet_runtime::helper_ids as ids;
 use bpfjet_runtime::xdp::CtxField;
-use bpfjet_runtime::MAX_CALL_DEPTH;
 use inkwell::module::Linkage;
 use inkwell::types::BasicMetadataTypeEnum;
 use inkwell::values::{BasicMetadataValueEnum, BasicValue, FunctionValue, IntValue, PointerValue};
@@ -509,24 +508,7 @@ impl<'ctx> Lifter<'ctx, '_> {
 
         // The callback runs one frame deeper.
         self.b.position_at_end(check_depth);
-        let depth = self
-            .b
-            .build_int_add(fr.depth, t.i64.const_int(1, false), "cb_depth")?;
-        let too_deep = self.b.build_int_compare(
-            IntPredicate::UGE,
-            depth,
-            t.i64.const_int(MAX_CALL_DEPTH as u64, false),
-            "too_deep",
-        )?;
-        self.b
-            .build_conditional_branch(too_deep, depth_fault, head)?;
-        self.b.position_at_end(depth_fault);
-        self.b.build_call(
-            self.ext.depth_fault,
-            &[fr.ctx.into(), t.i64.const_int(pc as u64, false).into()],
-            "",
-        )?;
-        self.b.build_return(Some(&t.i64.const_zero()))?;
+        let depth = self.deeper(fr, pc, head, depth_fault)?;
 
         // for i in 0..n
         self.b.position_at_end(head);
