@@ -269,36 +269,20 @@ unsafe extern "C" fn strncmp(s1: *const u8, s1_size: u64, s2: *const u8) -> u64 
     bpfjet_runtime::strncmp(s1, &s2_bytes, n) as i64 as u64
 }
 
-/// Map types the generic key/value helpers work on (the runtime's
-/// `helpers::maps::KEYED`).
-const KEYED: &[MapType] = &[
-    MapType::Hash,
-    MapType::Array,
-    MapType::PercpuHash,
-    MapType::PercpuArray,
-    MapType::LruHash,
-    MapType::LruPercpuHash,
-    MapType::LpmTrie,
-];
+use bpfjet_runtime::map_use::{self, KEYED, LOOKUP};
 
-/// The runtime's `require_map_use`: a call the kernel verifier would refuse
-/// at load time aborts the run.
+/// The runtime's check (`bpfjet_runtime::check_map_use`): a call the
+/// kernel verifier would refuse at load time aborts the run.
 fn require_map_use(
     map: &Map,
     pc: u64,
     helper: &'static str,
     allowed: &[MapType],
 ) -> Result<(), Fault> {
-    if allowed.contains(&map.map_type()) {
-        return Ok(());
-    }
-    Err(Fault::Helper {
+    bpfjet_runtime::check_map_use(map, helper, allowed).map_err(|reason| Fault::Helper {
         pc: pc as usize,
         helper,
-        reason: format!(
-            "bpf_{helper} cannot be used with a {} map (the kernel verifier rejects it)",
-            map.map_type()
-        ),
+        reason,
     })
 }
 
@@ -337,26 +321,7 @@ unsafe extern "C" fn map_lookup_any(
     unsafe {
         with_map(ctx, map, |ctx, map| {
             use MapType::*;
-            require_map_use(
-                map,
-                pc,
-                HELPER,
-                &[
-                    Hash,
-                    Array,
-                    PercpuHash,
-                    PercpuArray,
-                    LruHash,
-                    LruPercpuHash,
-                    LpmTrie,
-                    ArrayOfMaps,
-                    HashOfMaps,
-                    Devmap,
-                    DevmapHash,
-                    Cpumap,
-                    Xskmap,
-                ],
-            )?;
+            require_map_use(map, pc, HELPER, LOOKUP)?;
             let key = bytes(key, u64::from(map.key_size()));
             let ptr = map.lookup(key, ctx.cpu());
             if !matches!(map.map_type(), ArrayOfMaps | HashOfMaps) {
@@ -440,12 +405,7 @@ unsafe extern "C" fn redirect_map(
     unsafe {
         with_map(ctx, map, |ctx, map| {
             use MapType::*;
-            require_map_use(
-                map,
-                pc,
-                "redirect_map",
-                &[Devmap, DevmapHash, Xskmap, Cpumap],
-            )?;
+            require_map_use(map, pc, "redirect_map", map_use::REDIRECT)?;
             let flag_mask = match map.map_type() {
                 Devmap | DevmapHash => BPF_F_BROADCAST | BPF_F_EXCLUDE_INGRESS,
                 _ => 0,

@@ -19,6 +19,7 @@ mod tail_call;
 mod time;
 mod xdp;
 
+pub use common::{check_map_use, map_use};
 pub use csum::csum_diff;
 pub use ids::kernel_helper_name;
 pub use strings::strncmp;

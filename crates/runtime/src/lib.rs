@@ -43,8 +43,8 @@ pub use error::{Access, Fault, LoadError, TailCallError};
 pub use helper_ctx::{CallbackRunner, HelperCtx};
 pub use helpers::fib::{self, Fib, FibTable};
 pub use helpers::{
-    csum_diff, ids as helper_ids, kernel_helper_name, redirect_target, strncmp, xdp_helpers,
-    BPF_F_BROADCAST, BPF_F_EXCLUDE_INGRESS,
+    check_map_use, csum_diff, ids as helper_ids, kernel_helper_name, map_use, redirect_target,
+    strncmp, xdp_helpers, BPF_F_BROADCAST, BPF_F_EXCLUDE_INGRESS,
 };
 pub use helpers::{Helper, HelperFn, HelperRegistry};
 pub use loader::{possible_cpus, LoadedObject, ObjectOptions, VerifiedForm};

@@ -62,14 +62,58 @@ pub(crate) fn require_map_use(
     helper: &str,
     allowed: &[MapType],
 ) -> Result<(), Fault> {
+    check_map_use(map, helper, allowed).map_err(|reason| ctx.fault(reason))
+}
+
+/// Whether helper `bpf_<helper>` may take `map` (one of `allowed`): the
+/// kernel verifier refuses the others at load time, so a run that reaches
+/// one (an unverified program, a map-in-map slot) aborts with this reason.
+/// Shared with the JIT's direct natives.
+pub fn check_map_use(map: &Map, helper: &str, allowed: &[MapType]) -> Result<(), String> {
     if allowed.contains(&map.map_type()) {
         Ok(())
     } else {
-        Err(ctx.fault(format!(
+        Err(format!(
             "bpf_{helper} cannot be used with a {} map (the kernel verifier rejects it)",
             map.map_type()
-        )))
+        ))
     }
+}
+
+/// The map types each map helper accepts, as the kernel's verifier
+/// (`check_map_func_compatibility`) has them.
+pub mod map_use {
+    use bpfjet_maps::MapType::{self, *};
+
+    /// `bpf_map_lookup_elem`: the keyed maps, map-in-maps (the inner map
+    /// comes back) and the redirect maps.
+    pub const LOOKUP: &[MapType] = &[
+        Hash,
+        Array,
+        PercpuHash,
+        PercpuArray,
+        LruHash,
+        LruPercpuHash,
+        LpmTrie,
+        ArrayOfMaps,
+        HashOfMaps,
+        Devmap,
+        DevmapHash,
+        Cpumap,
+        Xskmap,
+    ];
+    /// `bpf_map_update_elem` / `bpf_map_delete_elem`: maps of plain elements.
+    pub const KEYED: &[MapType] = &[
+        Hash,
+        Array,
+        PercpuHash,
+        PercpuArray,
+        LruHash,
+        LruPercpuHash,
+        LpmTrie,
+    ];
+    /// `bpf_redirect_map`.
+    pub const REDIRECT: &[MapType] = &[Devmap, DevmapHash, Xskmap, Cpumap];
 }
 
 /// A key argument: `key_size` bytes of program memory, copied.

@@ -13,16 +13,7 @@ use std::sync::Arc;
 
 use MapType::*;
 
-/// Map types whose elements the generic key/value helpers work on.
-const KEYED: &[MapType] = &[
-    Hash,
-    Array,
-    PercpuHash,
-    PercpuArray,
-    LruHash,
-    LruPercpuHash,
-    LpmTrie,
-];
+use super::common::map_use::{KEYED, LOOKUP};
 
 pub(crate) fn register(r: &mut HelperRegistry) {
     r.register(Helper::new(ids::MAP_LOOKUP_ELEM, "map_lookup_elem", lookup));
@@ -59,26 +50,7 @@ fn hand_out(ctx: &mut HelperCtx<'_>, map: &Map, ptr: Option<*mut u8>) -> u64 {
 /// map's handle (the kernel returns the inner `struct bpf_map *`).
 fn lookup(ctx: &mut HelperCtx<'_>, a: [u64; 5]) -> Result<u64, Fault> {
     let map = map_arg(ctx, a[0])?;
-    require_map_use(
-        ctx,
-        &map,
-        "map_lookup_elem",
-        &[
-            Hash,
-            Array,
-            PercpuHash,
-            PercpuArray,
-            LruHash,
-            LruPercpuHash,
-            LpmTrie,
-            ArrayOfMaps,
-            HashOfMaps,
-            Devmap,
-            DevmapHash,
-            Cpumap,
-            Xskmap,
-        ],
-    )?;
+    require_map_use(ctx, &map, "map_lookup_elem", LOOKUP)?;
     let key = read_key(ctx, &map, a[1])?;
     let cpu = env(ctx)?.cpu;
     let ptr = map.lookup(&key, cpu);

@@ -137,12 +137,7 @@ fn store_bytes(ctx: &mut HelperCtx<'_>, a: [u64; 5]) -> Result<u64, Fault> {
 fn redirect_map(ctx: &mut HelperCtx<'_>, a: [u64; 5]) -> Result<u64, Fault> {
     use MapType::*;
     let map = map_arg(ctx, a[0])?;
-    require_map_use(
-        ctx,
-        &map,
-        "redirect_map",
-        &[Devmap, DevmapHash, Xskmap, Cpumap],
-    )?;
+    require_map_use(ctx, &map, "redirect_map", super::common::map_use::REDIRECT)?;
     let flags = a[2];
     let flag_mask = match map.map_type() {
         Devmap | DevmapHash => BPF_F_BROADCAST | BPF_F_EXCLUDE_INGRESS,
