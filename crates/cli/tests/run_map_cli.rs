@@ -105,6 +105,46 @@ fn verdict_packets(instance: &str, slot: &str) -> u64 {
         .unwrap_or(0)
 }
 
+/// `bpfjet run OBJ --maps STATE --name NAME EXTRA...` as a child process,
+/// its output piped.
+fn spawn_run(obj: &str, state: &str, name: &str, extra: &[&str]) -> Child {
+    Command::new(bin())
+        .args(["run", obj, "--maps", state, "--name", name])
+        .args(extra)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("starting bpfjet run")
+}
+
+/// Send `signal` (`-TERM`, `-INT`) to `child` and collect its output.
+fn stop(child: Child, signal: &str) -> Output {
+    let killed = Command::new("kill")
+        .args([signal, &child.id().to_string()])
+        .status()
+        .expect("running kill");
+    assert!(killed.success(), "kill {signal} failed");
+    child.wait_with_output().expect("waiting for bpfjet")
+}
+
+/// `out` exited 0; its stderr otherwise.
+fn assert_ok(out: &Output) {
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// Poll `done` every 20 ms until it holds, failing with `what` after `secs`.
+fn wait_until(what: &str, secs: u64, mut done: impl FnMut() -> bool) {
+    let start = Instant::now();
+    while !done() {
+        assert!(start.elapsed() < Duration::from_secs(secs), "{what}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
 fn temp_dir(tag: &str) -> PathBuf {
     let dir = std::env::temp_dir().join(unique(&format!("bpfjet-run-{tag}")));
     let _ = std::fs::remove_dir_all(&dir);
@@ -127,11 +167,7 @@ fn generator_run_counts_actions_in_json() {
         "--gen",
         "proto=udp,src=10.66.0.0/16,flows=100,count=20000",
     ]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert_ok(&out);
     let s = summary(&out);
     assert_eq!(s["packets"], 20000);
     assert_eq!(s["actions"]["DROP"], 20000);
@@ -160,11 +196,7 @@ fn two_workers_split_the_generator_and_write_pcaps() {
         "--gen",
         "proto=udp,src=192.168.0.0/16,flows=100,count=1001",
     ]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert_ok(&out);
     let s = summary(&out);
     assert_eq!(s["packets"], 1001);
     assert_eq!(s["actions"]["PASS"], 1001);
@@ -185,11 +217,7 @@ fn two_workers_split_the_generator_and_write_pcaps() {
         "--pcap",
         dir.join("pass.pcap").to_str().unwrap(),
     ]);
-    assert!(
-        again.status.success(),
-        "{}",
-        String::from_utf8_lossy(&again.stderr)
-    );
+    assert_ok(&again);
     assert_eq!(summary(&again)["actions"]["PASS"], 1001);
     let _ = std::fs::remove_dir_all(&dir);
 }
@@ -210,7 +238,7 @@ fn truncated_pcap_reports_what_ran_and_exits_1() {
         "--gen",
         "src=192.168.0.0/16,count=100",
     ]);
-    assert!(out.status.success());
+    assert_ok(&out);
     let pcap = dir.join("pass.pcap");
     let bytes = std::fs::read(&pcap).unwrap();
     std::fs::write(&pcap, &bytes[..bytes.len() - 30]).unwrap();
@@ -237,43 +265,14 @@ fn truncated_pcap_reports_what_ran_and_exits_1() {
 fn sigterm_ends_the_run_cleanly() {
     let (obj, state) = firewall();
     let name = unique("sigterm");
-    let mut child = Command::new(bin())
-        .args([
-            "run",
-            &obj,
-            "--maps",
-            &state,
-            "--name",
-            &name,
-            "--json",
-            "--gen",
-            "count=unbounded",
-        ])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let mut child = spawn_run(&obj, &state, &name, &["--json", "--gen", "count=unbounded"]);
     wait_for_instance(&mut child, &name);
     // Traffic flows once the default verdict (slot 0) counts packets.
-    let start = Instant::now();
-    while verdict_packets(&name, "00000000") == 0 {
-        assert!(
-            start.elapsed() < Duration::from_secs(30),
-            "no traffic counted"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    let killed = Command::new("kill")
-        .args(["-TERM", &child.id().to_string()])
-        .status()
-        .unwrap();
-    assert!(killed.success());
-    let out = child.wait_with_output().unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    wait_until("no traffic counted", 30, || {
+        verdict_packets(&name, "00000000") > 0
+    });
+    let out = stop(child, "-TERM");
+    assert_ok(&out);
     let s = summary(&out);
     assert_eq!(s["stopped_by"], "SIGTERM");
     assert!(s["packets"].as_u64().unwrap() > 0);
@@ -284,29 +283,15 @@ fn sigterm_ends_the_run_cleanly() {
 fn a_taken_instance_name_is_refused() {
     let (obj, state) = firewall();
     let name = unique("taken");
-    let mut first = Command::new(bin())
-        .args([
-            "run",
-            &obj,
-            "--maps",
-            &state,
-            "--name",
-            &name,
-            "--duration",
-            "20",
-            "--gen",
-            "count=unbounded",
-        ])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
+    let mut first = spawn_run(
+        &obj,
+        &state,
+        &name,
+        &["--duration", "20", "--gen", "count=unbounded"],
+    );
     wait_for_instance(&mut first, &name);
     let second = bpfjet(&["run", &obj, "--name", &name, "--gen", "count=10"]);
-    let _ = Command::new("kill")
-        .args(["-INT", &first.id().to_string()])
-        .status();
-    let _ = first.wait();
+    stop(first, "-INT");
     assert_eq!(second.status.code(), Some(1));
     let stderr = String::from_utf8_lossy(&second.stderr);
     assert!(stderr.contains("already exists"), "{stderr}");
@@ -320,24 +305,18 @@ fn a_taken_instance_name_is_refused() {
 fn a_second_process_changes_live_verdicts() {
     let (obj, state) = firewall();
     let name = unique("live");
-    let mut child = Command::new(bin())
-        .args([
-            "run",
-            &obj,
-            "--maps",
-            &state,
-            "--name",
-            &name,
+    let mut child = spawn_run(
+        &obj,
+        &state,
+        &name,
+        &[
             "--json",
             "--duration",
             "60",
             "--gen",
             "proto=udp,src=10.66.0.0/16,flows=64,count=unbounded",
-        ])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+        ],
+    );
     wait_for_instance(&mut child, &name);
 
     for file in shm_files(&name) {
@@ -347,11 +326,7 @@ fn a_second_process_changes_live_verdicts() {
     }
 
     let list = bpfjet(&["map", "list", "--instance", &name, "--json"]);
-    assert!(
-        list.status.success(),
-        "{}",
-        String::from_utf8_lossy(&list.stderr)
-    );
+    assert_ok(&list);
     let maps: Value = serde_json::from_slice(&list.stdout).unwrap();
     let names: Vec<&str> = maps
         .as_array()
@@ -365,15 +340,9 @@ fn a_second_process_changes_live_verdicts() {
     );
 
     // Verdict slot 2 (FW_DROP_BLOCKED) counts per CPU; wait for traffic.
-    let dropped = || verdict_packets(&name, "02000000");
-    let start = Instant::now();
-    while dropped() == 0 {
-        assert!(
-            start.elapsed() < Duration::from_secs(20),
-            "no drops counted"
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    wait_until("no drops counted", 20, || {
+        verdict_packets(&name, "02000000") > 0
+    });
 
     let lookup = bpfjet(&[
         "map",
@@ -397,11 +366,7 @@ fn a_second_process_changes_live_verdicts() {
         "blocked_v4",
         "10000000 0a420000",
     ]);
-    assert!(
-        del.status.success(),
-        "{}",
-        String::from_utf8_lossy(&del.stderr)
-    );
+    assert_ok(&del);
     let missing = bpfjet(&[
         "map",
         "lookup",
@@ -417,25 +382,12 @@ fn a_second_process_changes_live_verdicts() {
     assert_eq!(dumped["blocked_v4"].as_array().unwrap().len(), 2);
 
     // Passed traffic (slot 0, FW_PASS_DEFAULT) now grows.
-    let passed = || verdict_packets(&name, "00000000");
-    let start = Instant::now();
-    while passed() == 0 {
-        assert!(
-            start.elapsed() < Duration::from_secs(20),
-            "the deleted rule still drops"
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    wait_until("the deleted rule still drops", 20, || {
+        verdict_packets(&name, "00000000") > 0
+    });
 
-    let _ = Command::new("kill")
-        .args(["-INT", &child.id().to_string()])
-        .status();
-    let out = child.wait_with_output().unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let out = stop(child, "-INT");
+    assert_ok(&out);
     let s = summary(&out);
     assert!(s["actions"]["DROP"].as_u64().unwrap() > 0);
     assert!(s["actions"]["PASS"].as_u64().unwrap() > 0);
@@ -473,28 +425,21 @@ fn typed(args: &[&str]) -> Value {
 fn typed_keys_and_values_follow_the_btf() {
     let (obj, state) = katran();
     let name = unique("typed");
-    let mut child = Command::new(bin())
-        .args(["run", &obj, "--maps", &state, "--name", &name, "--json"])
-        .args([
+    let mut child = spawn_run(
+        &obj,
+        &state,
+        &name,
+        &[
+            "--json",
             "--duration",
             "60",
             "--gen",
             "proto=udp,flows=64,count=unbounded",
-        ])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+        ],
+    );
     wait_for_instance(&mut child, &name);
     let btf = Path::new("/dev/shm").join(format!("bpfjet.{name}.btf"));
-    let start = Instant::now();
-    while !btf.exists() {
-        assert!(
-            start.elapsed() < Duration::from_secs(30),
-            "no BTF published"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    wait_until("no BTF published", 30, || btf.exists());
 
     let dump = typed(&[
         "map",
@@ -579,15 +524,8 @@ fn typed_keys_and_values_follow_the_btf() {
     ]);
     assert_eq!(big.status.code(), Some(1));
 
-    let _ = Command::new("kill")
-        .args(["-TERM", &child.id().to_string()])
-        .status();
-    let out = child.wait_with_output().unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let out = stop(child, "-TERM");
+    assert_ok(&out);
     assert!(!btf.exists(), "published BTF left behind");
     assert!(shm_files(&name).is_empty(), "{:?}", shm_files(&name));
 }
