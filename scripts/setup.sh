@@ -10,6 +10,8 @@ PACKAGES=(
   libelf-dev zlib1g-dev libzstd-dev pkg-config make  # libbpf (vendored by libbpf-sys) build deps
   iproute2                                   # network namespaces and veth for end-to-end tests
   python3                                    # fixture generators in examples/tools
+  libxdp1 libxdp-dev xdp-tools               # real compiled BPF objects (/usr/lib/x86_64-linux-gnu/bpf) and unmodified control-plane tools
+  bpftrace fio                               # unmodified tracer and workload for the tracing comparisons
 )
 
 missing=()
