@@ -413,7 +413,7 @@ fn verify_program(
         program: p.name.clone(),
         report: e.to_string(),
     })?;
-    let accesses = facts
+    let accesses: Vec<CtxAccess> = facts
         .ctx_accesses
         .iter()
         .map(|(&pc, access)| CtxAccess {
@@ -421,6 +421,24 @@ fn verify_program(
             field: ctx_field(access.field),
         })
         .collect();
+    // The rewrite turns each of these loads into a load from bpfjet's own
+    // context layout; it is only correct if the instruction reads the
+    // context on every path (the verifier refuses mixed pointers, this
+    // guards the invariant the rewrite depends on).
+    if let Some(a) = accesses
+        .iter()
+        .find(|a| facts.mem_bases.get(&a.pc) != Some(&bpfjet_verifier::MemBase::Ctx))
+    {
+        return Err(RuntimeError::Context {
+            program: p.name.clone(),
+            source: CtxError {
+                pc: a.pc,
+                reason: "the verifier classified this load as a context load on one path \
+                         only; it cannot be rewritten"
+                    .into(),
+            },
+        });
+    }
     // SAFETY: the verifier accepted this exact instruction sequence against
     // these map specs, helper prototypes and the XDP context rules; the
     // context rewrite below only changes the loads the verifier classified.

@@ -70,6 +70,37 @@ pub struct PktAccess {
     pub proven_range: u32,
 }
 
+/// The memory one load or store instruction accesses (the kernel's
+/// `insn_aux_data.ptr_type`), over every path that reaches it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub enum MemBase {
+    Ctx,
+    Packet,
+    PacketMeta,
+    MapValue,
+    Stack,
+    /// Memory from a helper or kfunc (ringbuf records, map keys, ...).
+    Mem,
+    /// Different non-context kinds on different paths (the kernel allows
+    /// that; only the context must be the same on every path, because its
+    /// loads are rewritten).
+    Mixed,
+}
+
+impl MemBase {
+    pub fn name(self) -> &'static str {
+        match self {
+            MemBase::Ctx => "ctx",
+            MemBase::Packet => "pkt",
+            MemBase::PacketMeta => "pkt_meta",
+            MemBase::MapValue => "map_value",
+            MemBase::Stack => "fp",
+            MemBase::Mem => "mem",
+            MemBase::Mixed => "mixed",
+        }
+    }
+}
+
 /// Per subprogram.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 pub struct SubprogInfo {
@@ -85,6 +116,8 @@ pub struct Facts {
     pub ctx_accesses: BTreeMap<usize, CtxAccess>,
     /// Array map lookups, by slot of the call.
     pub const_key_lookups: BTreeMap<usize, ConstKeyLookup>,
+    /// What each load/store slot accesses, merged over every path.
+    pub mem_bases: BTreeMap<usize, MemBase>,
     /// Packet accesses, by slot.
     pub pkt_accesses: BTreeMap<usize, PktAccess>,
     /// Helper ids called.

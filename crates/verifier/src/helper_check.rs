@@ -589,7 +589,9 @@ impl Verifier<'_> {
         }
         let value = value.filter(|&v| v < spec.max_entries);
         match self.facts.const_key_lookups.get(&pc) {
-            Some(prev) if prev.key != value => self.key_conflict.push(pc),
+            // The JIT replaces the key load by the constant: it must be the
+            // same key of the same map on every path.
+            Some(prev) if prev.key != value || prev.map != map => self.key_conflict.push(pc),
             Some(_) => {}
             None => {
                 self.facts

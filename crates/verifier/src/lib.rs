@@ -66,7 +66,7 @@ pub mod tnum;
 pub use branch::{decide as decide_branch, eval_cond, refine_side as refine_branch};
 pub use env::{Policy, ProgramType, VerifyEnv, COMPLEXITY_LIMIT};
 pub use error::VerifyError;
-pub use facts::{ConstKeyLookup, CtxAccess, Facts, PktAccess, SubprogInfo, XdpMdField};
+pub use facts::{ConstKeyLookup, CtxAccess, Facts, MemBase, PktAccess, SubprogInfo, XdpMdField};
 pub use object_env::ObjectProgramEnv;
 pub use proto::{
     helper_proto, helper_protos, kfunc_proto, kfunc_protos, ArgType, HelperProto, KfuncArg,
@@ -96,17 +96,28 @@ pub fn verify(program: &[Insn], env: &VerifyEnv) -> Result<Facts, VerifyError> {
 pub fn verify_raw(slots: &[RawInsn], env: &VerifyEnv) -> Result<Facts, VerifyError> {
     match bpfjet_isa::decode_program(slots) {
         Ok(insns) => verify(&insns, env),
-        Err(e) => {
-            let rule = match e {
-                bpfjet_isa::DecodeError::JumpOutOfRange { .. }
-                | bpfjet_isa::DecodeError::CallOutOfRange { .. } => "jump_out_of_range",
-                bpfjet_isa::DecodeError::JumpIntoLdDw { .. } => "jump_into_lddw",
-                bpfjet_isa::DecodeError::BadRegister { .. } => "bad_register",
-                _ => "bad_insn",
-            };
-            let mut v = VerifyError::new(rule, e.to_string());
-            v.pc = e.pc();
-            Err(v)
-        }
+        Err(e) => Err(decode_rejection(&e, slots)),
     }
+}
+
+/// A malformed encoding as a rejection (the kernel refuses these at load,
+/// before or while verifying): the decoder's reason, naming the slot, with
+/// the raw instruction when there is one.
+pub fn decode_rejection(e: &bpfjet_isa::DecodeError, slots: &[RawInsn]) -> VerifyError {
+    let rule = match e {
+        bpfjet_isa::DecodeError::JumpOutOfRange { .. }
+        | bpfjet_isa::DecodeError::CallOutOfRange { .. } => "jump_out_of_range",
+        bpfjet_isa::DecodeError::JumpIntoLdDw { .. } => "jump_into_lddw",
+        bpfjet_isa::DecodeError::BadRegister { .. } => "bad_register",
+        _ => "bad_insn",
+    };
+    let mut v = VerifyError::new(rule, e.to_string());
+    v.pc = e.pc();
+    if let Some(raw) = e.pc().and_then(|pc| slots.get(pc)) {
+        v.insn_text = format!(
+            "code {:#04x} dst r{} src r{} off {} imm {}",
+            raw.code, raw.dst, raw.src, raw.off, raw.imm
+        );
+    }
+    v
 }

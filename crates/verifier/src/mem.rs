@@ -4,7 +4,7 @@
 use crate::ctx_rules;
 use crate::driver::{Verifier, MAX_VAR_OFF};
 use crate::error::{err, VResult};
-use crate::facts::{CtxAccess, PktAccess};
+use crate::facts::{CtxAccess, MemBase, PktAccess};
 use crate::frame::State;
 use crate::range::Scalar;
 use crate::reg_state::{MemKind, RegState, RegType};
@@ -227,6 +227,7 @@ impl Verifier<'_> {
     ) -> VResult<()> {
         let base = self.read_reg(st, src)?;
         let value = self.mem_access(st, pc, src, &base, off, size, Access::Read, None)?;
+        self.note_mem_base(pc, &base)?;
         let value = if sign_extend {
             sign_extend_reg(value, size)
         } else {
@@ -251,6 +252,39 @@ impl Verifier<'_> {
             Operand::Imm(imm) => StoreVal::Imm(imm as i64),
         };
         self.mem_access(st, pc, dst, &base, off, size, Access::Write, Some(value))?;
+        self.note_mem_base(pc, &base)?;
+        Ok(())
+    }
+
+    /// One load/store instruction must reach the context on every path or
+    /// on none (the kernel's `save_aux_ptr_type`): the loader rewrites
+    /// context loads in place, and the rewritten form must never run on a
+    /// packet, stack or map pointer. Other kinds may mix, as in the kernel;
+    /// the fact then says `Mixed`.
+    fn note_mem_base(&mut self, pc: usize, base: &RegState) -> VResult<()> {
+        let kind = match base.ty {
+            RegType::Ctx => MemBase::Ctx,
+            RegType::Pkt => MemBase::Packet,
+            RegType::PktMeta => MemBase::PacketMeta,
+            RegType::MapValue { .. } => MemBase::MapValue,
+            RegType::Stack { .. } => MemBase::Stack,
+            _ => MemBase::Mem,
+        };
+        let slot = self.facts.mem_bases.entry(pc).or_insert(kind);
+        if *slot == kind {
+            return Ok(());
+        }
+        if *slot == MemBase::Ctx || kind == MemBase::Ctx {
+            return err(
+                "ptr_type_mismatch",
+                format!(
+                    "same insn cannot be used with different pointers \
+                     (ctx on one path, {} on another)",
+                    if kind == MemBase::Ctx { *slot } else { kind }.name()
+                ),
+            );
+        }
+        *slot = MemBase::Mixed;
         Ok(())
     }
 
@@ -442,13 +476,16 @@ impl Verifier<'_> {
         let size = if width == Width::W64 { 8 } else { 4 };
         let base = self.read_reg(st, dst)?;
         let val = self.read_reg(st, src)?;
+        // The kernel's `is_pointer_value`: a pointer operand leaks only
+        // without CAP_PERFMON; a privileged loader may add or exchange a
+        // pointer's bits into memory (what comes back is a scalar).
         if op == AtomicOp::CmpXchg {
             let r0 = self.read_reg(st, 0)?;
-            if r0.is_pointer() {
+            if r0.is_pointer() && !self.env.privileged() {
                 return err("ptr_leak", "R0 leaks addr into mem");
             }
         }
-        if val.is_pointer() {
+        if val.is_pointer() && !self.env.privileged() {
             return err("ptr_leak", format!("R{src} leaks addr into mem"));
         }
         match base.ty {

@@ -410,6 +410,17 @@ pub fn alu(op: AluOp, width: Width, dst: &Scalar, src: &Scalar) -> Scalar {
         Width::W32 => 32,
         Width::W64 => 64,
     };
+    // Like the kernel (`is_safe_to_compute_dst_reg_range`), a shift's result
+    // is computed only for a constant amount below the operand width; any
+    // other amount (one that is, or may be, >= the width) leaves the whole
+    // register unknown, also for alu32. At run time the amount is masked
+    // (RFC 9669), but a verifier that relied on the masked value would
+    // accept pointer arithmetic the kernel refuses.
+    if matches!(op, AluOp::Lsh | AluOp::Rsh | AluOp::Arsh)
+        && src.as_const().is_none_or(|k| k >= u64::from(bits))
+    {
+        return Scalar::UNKNOWN;
+    }
     // Constant folding is exact.
     let dst_c = if matches!(op, AluOp::Mov | AluOp::MovSx(_)) {
         Some(0)

@@ -1,12 +1,14 @@
 //! `bpfjet verify OBJ [--prog NAME] [--json] [--unprivileged]`: run bpfjet's
 //! verifier on the programs of an object. Exit 0 when every verified program
 //! is accepted, 1 when one is rejected (the reason on stderr: instruction,
-//! disassembly, source line, rule, register state).
+//! disassembly, source line, rule, register state) — also for a malformed
+//! encoding the kernel refuses at load; 2 for a file that cannot be read as
+//! a BPF object.
 //!
 //! Needs `bpfjet-verifier` in this crate's dependencies.
 
 use anyhow::{Context, Result};
-use bpfjet_verifier::{verify, ObjectProgramEnv, Policy};
+use bpfjet_verifier::{decode_rejection, verify, ObjectProgramEnv, Policy};
 use std::path::Path;
 use std::process::ExitCode;
 
@@ -32,12 +34,19 @@ pub fn run(obj: &Path, prog: Option<&str>, json: bool, unprivileged: bool) -> Re
     let mut rejected = false;
     let mut reports = Vec::new();
     for p in programs {
-        let insns = bpfjet_isa::decode_program(&p.insns)
-            .with_context(|| format!("decoding program {}", p.name))?;
         let inputs = ObjectProgramEnv::new(&object, p);
         let env = inputs.env(&object, policy);
         let start = std::time::Instant::now();
-        let result = verify(&insns, &env);
+        // A malformed encoding (register above r10, a jump out of the
+        // program or into an lddw, a write to r10) is a verdict like any
+        // other: the kernel refuses such a program at load.
+        let (insns, result) = match bpfjet_isa::decode_program(&p.insns) {
+            Ok(insns) => {
+                let result = verify(&insns, &env);
+                (insns, result)
+            }
+            Err(e) => (Vec::new(), Err(decode_rejection(&e, &p.insns))),
+        };
         let elapsed = start.elapsed();
         match result {
             Ok(facts) => {
