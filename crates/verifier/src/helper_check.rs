@@ -298,10 +298,20 @@ impl Verifier<'_> {
                 if maybe_null && reg.is_null_const() {
                     meta.mem = Some((regno, !rdonly, true));
                 } else {
+                    // The type is checked even when the size turns out to
+                    // be zero (the kernel's check_reg_type comes first).
+                    if !is_mem_arg(&reg) {
+                        return expect(MEM_ARG_TYPES);
+                    }
                     meta.mem = Some((regno, !rdonly, false));
                 }
             }
-            ArgType::PtrToUninitMem => meta.mem = Some((regno, true, false)),
+            ArgType::PtrToUninitMem => {
+                if !is_mem_arg(&reg) {
+                    return expect(MEM_ARG_TYPES);
+                }
+                meta.mem = Some((regno, true, false))
+            }
             ArgType::ConstSize | ArgType::ConstSizeOrZero => {
                 let Some((mreg, write, null)) = meta.mem.take() else {
                     return err(
@@ -693,4 +703,18 @@ fn type_text(r: &RegState) -> String {
     } else {
         r.ty.name().to_string()
     }
+}
+
+/// What the kernel accepts for a memory argument (`mem_types`).
+const MEM_ARG_TYPES: &str = "fp, pkt, pkt_meta, map_key, map_value, mem, ringbuf_mem";
+
+fn is_mem_arg(reg: &RegState) -> bool {
+    matches!(
+        reg.ty,
+        RegType::Stack { .. }
+            | RegType::Pkt
+            | RegType::PktMeta
+            | RegType::MapValue { .. }
+            | RegType::Mem { .. }
+    )
 }

@@ -52,6 +52,7 @@ pub mod facts;
 pub mod frame;
 mod helper_check;
 mod kfunc;
+mod map_refs;
 mod mem;
 mod object_env;
 pub mod proto;
@@ -88,6 +89,7 @@ pub fn verify(program: &[Insn], env: &VerifyEnv) -> Result<Facts, VerifyError> {
             return Err(e);
         }
     };
+    map_refs::check(program, env)?;
     driver::Verifier::new(program, env, cfg).run()
 }
 
@@ -111,7 +113,16 @@ pub fn decode_rejection(e: &bpfjet_isa::DecodeError, slots: &[RawInsn]) -> Verif
         bpfjet_isa::DecodeError::BadRegister { .. } => "bad_register",
         _ => "bad_insn",
     };
-    let mut v = VerifyError::new(rule, e.to_string());
+    let text = e.to_string();
+    // The decoder names the slot itself; the rejection names it once.
+    let message = match e.pc() {
+        Some(pc) => text
+            .strip_prefix(&format!("insn {pc}: "))
+            .unwrap_or(&text)
+            .to_string(),
+        None => text,
+    };
+    let mut v = VerifyError::new(rule, message);
     v.pc = e.pc();
     if let Some(raw) = e.pc().and_then(|pc| slots.get(pc)) {
         v.insn_text = format!(

@@ -226,6 +226,18 @@ impl Verifier<'_> {
         off: i16,
     ) -> VResult<()> {
         let base = self.read_reg(st, src)?;
+        if sign_extend && base.ty == RegType::Ctx {
+            // The kernel's context conversion has no sign-extending form
+            // (and bpfjet rewrites these loads into pointer loads).
+            return err(
+                "ctx_bad_access",
+                format!(
+                    "invalid bpf_context access off={} size={size}: sign-extending loads \
+                     from the context are not allowed",
+                    base.off as i64 + off as i64
+                ),
+            );
+        }
         let value = self.mem_access(st, pc, src, &base, off, size, Access::Read, None)?;
         self.note_mem_base(pc, &base)?;
         let value = if sign_extend {

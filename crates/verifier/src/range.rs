@@ -288,6 +288,19 @@ impl Scalar {
             self.umin = self.umin.max(self.u32_min as u64);
             self.umax = self.umax.min(self.u32_max as u64);
         }
+        // The kernel's case after a sign-extending load: a value inside the
+        // s32 range is the sign extension of its low half, so when that half
+        // is non-negative the 64-bit range is the 32-bit one.
+        if self.s32_min >= 0
+            && self.s32_min <= self.s32_max
+            && self.smin >= i32::MIN as i64
+            && self.smax <= i32::MAX as i64
+        {
+            self.smin = self.smin.max(self.s32_min as i64);
+            self.smax = self.smax.min(self.s32_max as i64);
+            self.umin = self.umin.max(self.s32_min as u64);
+            self.umax = self.umax.min(self.s32_max as u64);
+        }
     }
 
     fn tnum_from_bounds(&mut self) {

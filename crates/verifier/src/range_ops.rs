@@ -421,6 +421,12 @@ pub fn alu(op: AluOp, width: Width, dst: &Scalar, src: &Scalar) -> Scalar {
     {
         return Scalar::UNKNOWN;
     }
+    // Division and modulo: the kernel computes no range for them at all,
+    // not even from constants (measured: `pkt += u8 / 3` is refused as
+    // unbounded); a range here would accept pointer arithmetic it refuses.
+    if matches!(op, AluOp::Div | AluOp::Mod | AluOp::SDiv | AluOp::SMod) {
+        return Scalar::UNKNOWN;
+    }
     // Constant folding is exact.
     let dst_c = if matches!(op, AluOp::Mov | AluOp::MovSx(_)) {
         Some(0)
@@ -541,21 +547,38 @@ mod tests {
     }
 
     #[test]
-    fn div_by_zero_is_zero() {
+    fn div_and_shift_results_follow_the_kernel() {
+        // No range for division, even of constants (the kernel's rule).
         let r = alu(
             AluOp::Div,
             Width::W64,
-            &Scalar::UNKNOWN,
-            &Scalar::constant(0),
+            &Scalar::constant(10),
+            &Scalar::constant(2),
         );
-        assert_eq!(r.as_const(), Some(0));
-        let m = alu(
-            AluOp::Mod,
+        assert_eq!(r, Scalar::UNKNOWN);
+        // A shift amount that is, or may be, >= the width: unknown.
+        let s = alu(
+            AluOp::Lsh,
+            Width::W64,
+            &Scalar::constant(1),
+            &Scalar::constant(64),
+        );
+        assert_eq!(s, Scalar::UNKNOWN);
+        let s32 = alu(
+            AluOp::Rsh,
             Width::W32,
-            &Scalar::constant(0x1_0000_0007),
-            &Scalar::constant(0),
+            &Scalar::constant(0xff),
+            &Scalar::unsigned_upto(31),
         );
-        assert_eq!(m.as_const(), Some(7));
+        assert_eq!(s32, Scalar::UNKNOWN);
+        // A constant amount below the width is exact.
+        let ok = alu(
+            AluOp::Lsh,
+            Width::W32,
+            &Scalar::constant(1),
+            &Scalar::constant(31),
+        );
+        assert_eq!(ok.as_const(), Some(1 << 31));
     }
 
     #[test]

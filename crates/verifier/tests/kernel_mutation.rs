@@ -27,7 +27,7 @@ use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 /// Mutants per program (release build); a debug build does a tenth.
-const PER_PROGRAM: usize = 300;
+const PER_PROGRAM: usize = 120;
 const SEED: u64 = 0x6b65_726e_656c_2d31;
 const LIBXDP_DIR: &str = "/usr/lib/x86_64-linux-gnu/bpf";
 
@@ -268,7 +268,9 @@ fn mutate(slots: &[RawInsn], rng: &mut Rng) -> Option<(usize, Vec<RawInsn>)> {
         _ => match rng.below(3) {
             0 => x.dst = reg(rng),
             1 => x.imm = (x.imm as i64 + rng.pick(&[1, -1, 2])) as i32,
-            _ => x.src = rng.pick(&[0, 1, 2, 4, 5, 6]),
+            // Not the file-descriptor forms (src 1, 2): whether the kernel
+            // accepts those depends on which descriptors this process has open.
+            _ => x.src = rng.pick(&[0, 4, 5, 6]),
         },
     }
     (m[pc] != slots[pc]).then_some((pc, m))
