@@ -184,8 +184,10 @@ impl Verifier<'_> {
         }
         let any_ptr = d.is_pointer() || s.is_pointer();
         if any_ptr && width == Width::W32 && op == AluOp::Sub && self.env.privileged() {
-            // 32-bit differences of pointers are (meaningless) scalars.
-            return Ok(RegState::scalar(Scalar::unsigned_upto(u32::MAX as u64)));
+            // 32-bit differences of pointers are (meaningless) scalars; the
+            // kernel marks the whole register unknown, upper half included
+            // (no zero extension), and so must bpfjet to give its verdicts.
+            return Ok(RegState::unknown());
         }
         match (d.is_scalar(), s.is_scalar()) {
             (true, true) => Ok(RegState::scalar(range_ops::alu(op, width, &d.val, &s.val))),

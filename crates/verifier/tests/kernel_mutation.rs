@@ -13,7 +13,8 @@
 //! separate work).
 //!
 //! Mutants are generated from a fixed seed, so every run tests the same
-//! programs. `BPFJET_KERNEL_MUTANTS=N` sets the number per program.
+//! programs. `BPFJET_KERNEL_MUTANTS=N` sets the number per program,
+//! `BPFJET_KERNEL_MUTANTS_SEED=S` another seed (to look further).
 
 mod common;
 
@@ -376,7 +377,11 @@ fn mutants_agree_with_the_kernel_verifier() {
     let mut kernel_only: BTreeMap<&'static str, (usize, String)> = BTreeMap::new();
     let mut failures = Vec::new();
     let mut tested_programs = 0;
-    let mut rng = Rng(SEED);
+    let seed = std::env::var("BPFJET_KERNEL_MUTANTS_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(SEED);
+    let mut rng = Rng(seed | 1);
     for src in sources() {
         let maps = match KernelMaps::new(&src.object) {
             Ok(m) => m,
