@@ -9,11 +9,12 @@
 //! path that comes back to a checkpoint still being explored with an
 //! identical state is an infinite loop.
 
-use crate::cfg::{self, Cfg};
+use crate::cfg::Cfg;
 use crate::env::VerifyEnv;
 use crate::error::{VResult, VerifyError};
 use crate::facts::{Facts, SubprogInfo};
 use crate::frame::State;
+use crate::liveness::{self, Liveness};
 use bpfjet_isa::{Insn, LdDwKind};
 use bpfjet_maps::MapSpec;
 use std::collections::HashMap;
@@ -62,7 +63,7 @@ pub(crate) struct Verifier<'a> {
     /// For map-in-map entries of `maps`: the index of their inner template.
     pub inner_of: Vec<Option<u32>>,
     pub cfg: Cfg,
-    pub live: Vec<u16>,
+    pub live: Liveness,
     pub facts: Facts,
     pub next_id: u32,
     pub stack_depth: Vec<u32>,
@@ -84,7 +85,7 @@ impl<'a> Verifier<'a> {
                 inner_of.push(None);
             }
         }
-        let live = cfg::liveness(insns);
+        let live = liveness::compute(insns, &cfg, env.privileged());
         let n = cfg.entries.len();
         Verifier {
             insns,
@@ -254,7 +255,6 @@ impl<'a> Verifier<'a> {
         cb_iter: u32,
         since: (u32, u32),
     ) -> VResult<Option<Option<usize>>> {
-        let live = self.live.get(pc).copied().unwrap_or(u16::MAX);
         let allow_uninit = self.env.privileged();
         let mut evict = Vec::new();
         if let Some(list) = self.at_pc.get(&pc) {
@@ -263,7 +263,7 @@ impl<'a> Verifier<'a> {
                 let done = cp.branches == 0;
                 let earlier_iteration = cp.cb_iter < cb_iter;
                 if (done || earlier_iteration)
-                    && crate::pruning::covers(&cp.state, st, live, allow_uninit)
+                    && crate::pruning::covers(&cp.state, st, &self.live, pc, allow_uninit)
                 {
                     self.checkpoints[c].hits += 1;
                     return Ok(None);

@@ -52,6 +52,7 @@ pub mod facts;
 pub mod frame;
 mod helper_check;
 mod kfunc;
+mod liveness;
 mod mem;
 mod object_env;
 pub mod proto;

@@ -4,6 +4,7 @@
 //! safe). Ids are compared up to a consistent renaming.
 
 use crate::frame::State;
+use crate::liveness::Liveness;
 use crate::reg_state::{RegState, RegType};
 use crate::stack::{ByteKind, Slot, Stack};
 use std::collections::HashMap;
@@ -118,20 +119,24 @@ fn slot_covers(old: &Slot, cur: &Slot, ids: &mut IdMap, tmp: &mut u32, allow_uni
     true
 }
 
+/// Slots outside `live` (bit per slot) are never read again: ignored.
 fn stack_covers(
     old: &Stack,
     cur: &Stack,
+    live: u64,
     ids: &mut IdMap,
     tmp: &mut u32,
     allow_uninit: bool,
 ) -> bool {
     let n = old.slots.len().max(cur.slots.len());
-    (0..n).all(|i| slot_covers(old.slot(i), cur.slot(i), ids, tmp, allow_uninit))
+    (0..n).all(|i| {
+        live & (1 << i) == 0 || slot_covers(old.slot(i), cur.slot(i), ids, tmp, allow_uninit)
+    })
 }
 
-/// Whether `old` covers `cur`. `live` masks the innermost frame's registers
-/// that may still be read (dead ones are ignored).
-pub fn covers(old: &State, cur: &State, live: u16, allow_uninit: bool) -> bool {
+/// Whether `old` covers `cur` at instruction `pc`. Registers and stack
+/// slots that no continuation reads ([`Liveness`]) are ignored.
+pub fn covers(old: &State, cur: &State, live: &Liveness, pc: usize, allow_uninit: bool) -> bool {
     if old.frames.len() != cur.frames.len() || old.refs.len() != cur.refs.len() {
         return false;
     }
@@ -142,15 +147,30 @@ pub fn covers(old: &State, cur: &State, live: u16, allow_uninit: bool) -> bool {
         if of.callsite != cf.callsite || of.entry != cf.entry || of.callback != cf.callback {
             return false;
         }
+        let (live_regs, live_slots) = if i == last {
+            (
+                live.regs.get(pc).copied().unwrap_or(u16::MAX),
+                live.slots.get(pc).copied().unwrap_or(u64::MAX),
+            )
+        } else {
+            live.at_return(old.frames[i + 1].callsite)
+        };
         for r in 0..10 {
-            if i == last && live & (1 << r) == 0 {
+            if live_regs & (1 << r) == 0 {
                 continue;
             }
             if !reg_covers(&of.regs[r], &cf.regs[r], &mut ids, &mut tmp) {
                 return false;
             }
         }
-        if !stack_covers(&of.stack, &cf.stack, &mut ids, &mut tmp, allow_uninit) {
+        if !stack_covers(
+            &of.stack,
+            &cf.stack,
+            live_slots,
+            &mut ids,
+            &mut tmp,
+            allow_uninit,
+        ) {
             return false;
         }
     }
