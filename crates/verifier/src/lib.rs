@@ -55,6 +55,7 @@ mod kfunc;
 mod liveness;
 mod mem;
 mod object_env;
+mod precision;
 pub mod proto;
 mod pruning;
 pub mod range;
