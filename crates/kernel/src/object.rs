@@ -115,6 +115,18 @@ impl KernelObject {
                 libbpf_log: libbpf_log::take(),
             })?;
 
+        // Never pin (libbpf's LIBBPF_PIN_BY_NAME, e.g. libxdp's objects): an
+        // oracle load must neither reuse a map another process pinned nor
+        // leave one behind, and /sys/fs/bpf may not even be mounted.
+        for map in open.maps_mut() {
+            // SAFETY: the map pointer is valid while `open` lives; a NULL
+            // path clears the pin path.
+            let ret = unsafe {
+                libbpf_sys::bpf_map__set_pin_path(map.as_libbpf_object().as_ptr(), std::ptr::null())
+            };
+            sys::check(ret).map_err(|errno| load_error(&shown, None, errno, String::new()))?;
+        }
+
         if let Some(state) = options.state {
             state::check_names(state, &open_map_names(&open))?;
             state::apply_before_load(&mut open, state)?;

@@ -208,6 +208,10 @@ impl Verifier<'_> {
             }
             (false, true) => {
                 self.unpriv_alu_sanitize(dst, d, src_no.is_some())?;
+                // The pointer's new offset depends on the scalar's value.
+                if let Some(r) = src_no {
+                    self.need_reg(st, r);
+                }
                 self.ptr_arith(st, width, op, dst, d, s, false)
             }
             (true, false) => {
@@ -218,6 +222,7 @@ impl Verifier<'_> {
                     );
                 }
                 self.unpriv_alu_sanitize(dst, s, true)?;
+                self.need_reg(st, dst);
                 self.ptr_arith(st, width, op, dst, s, d, true)
             }
         }

@@ -6,6 +6,7 @@
 use crate::driver::{Succ, Verifier};
 use crate::error::{err, VResult};
 use crate::frame::State;
+use crate::precision::{Loc, Note};
 use crate::range::Scalar;
 use crate::reg_state::{RegState, RegType};
 use crate::tnum::Tnum;
@@ -405,6 +406,14 @@ impl Verifier<'_> {
                 && matches!(op, JmpOp::Jeq | JmpOp::Jne)
         };
         if width == Width::W64 && (zero_cmp(&d, &s) || zero_cmp(&s, &d)) {
+            // Decided by the scalar being zero.
+            if s.is_scalar() {
+                if let Some(r) = src_no {
+                    self.need_reg(st, r);
+                }
+            } else {
+                self.need_reg(st, dst);
+            }
             return Ok(Succ::Goto(if op == JmpOp::Jne { target } else { fall }));
         }
         if unpriv {
@@ -433,12 +442,25 @@ impl Verifier<'_> {
         target: usize,
         fall: usize,
     ) -> Succ {
+        // Only one way to go: the operands' values decided it, so pruning
+        // must not let other values past this point unexplored.
+        let need_operands = |v: &mut Self, st: &State| {
+            v.need_reg(st, dst);
+            if let Some(r) = src_no {
+                v.need_reg(st, r);
+            }
+        };
         if let Some(outcome) = decide(op, width, &d.val, &s.val) {
+            need_operands(self, st);
             return Succ::Goto(if outcome { target } else { fall });
         }
-        let mut taken = st.clone();
         let t = refine_side(op, width, &d.val, &s.val, true);
         let f = refine_side(op, width, &d.val, &s.val, false);
+        if t.is_none() || f.is_none() {
+            need_operands(self, st);
+        }
+        self.note_links(st, d.id, src_no.map_or(0, |_| s.id));
+        let mut taken = st.clone();
         let apply = |state: &mut State, refined: (Scalar, Scalar)| {
             set_scalar(state, dst, d.id, refined.0);
             if let Some(r) = src_no {
@@ -461,6 +483,41 @@ impl Verifier<'_> {
             }
             // Contradictory state: this path cannot happen.
             (None, None) => Succ::End,
+        }
+    }
+}
+
+impl Verifier<'_> {
+    /// The scalars a refinement of registers with ids `a` and `b` reaches
+    /// (copies share an id), for precision tracking.
+    fn note_links(&mut self, st: &State, a: u32, b: u32) {
+        if a == 0 && b == 0 {
+            return;
+        }
+        let mut locs = Vec::new();
+        for (f, frame) in st.frames.iter().enumerate() {
+            for (r, reg) in frame.regs.iter().enumerate() {
+                if reg.is_scalar() && reg.id != 0 && (reg.id == a || reg.id == b) {
+                    locs.push(Loc::Reg {
+                        frame: f as u8,
+                        reg: r as u8,
+                    });
+                }
+            }
+            for (s, slot) in frame.stack.slots.iter().enumerate() {
+                if slot
+                    .spill
+                    .is_some_and(|r| r.is_scalar() && r.id != 0 && (r.id == a || r.id == b))
+                {
+                    locs.push(Loc::Slot {
+                        frame: f as u8,
+                        slot: s as u8,
+                    });
+                }
+            }
+        }
+        if locs.len() > 1 {
+            self.note = Note::Linked(locs.into_boxed_slice());
         }
     }
 }

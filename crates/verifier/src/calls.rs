@@ -67,6 +67,8 @@ impl Verifier<'_> {
                 );
             }
             let (lo, hi) = info.ret;
+            self.need_reg(st, 0);
+            self.note = crate::precision::Note::CallbackExit;
             if r0.val.smin < lo || r0.val.smax > hi {
                 return err(
                     "callback_ret",

@@ -9,11 +9,13 @@
 //! path that comes back to a checkpoint still being explored with an
 //! identical state is an infinite loop.
 
-use crate::cfg::{self, Cfg};
+use crate::cfg::Cfg;
 use crate::env::VerifyEnv;
 use crate::error::{VResult, VerifyError};
 use crate::facts::{Facts, SubprogInfo};
 use crate::frame::State;
+use crate::liveness::{self, Liveness};
+use crate::precision::{self, Demand, Hist, Loc, Note};
 use bpfjet_isa::{Insn, LdDwKind};
 use bpfjet_maps::MapSpec;
 use std::collections::HashMap;
@@ -33,12 +35,21 @@ pub(crate) enum Succ {
 
 struct Checkpoint {
     state: State,
+    /// Call depth of `state` (kept when the state itself is dropped).
+    depth: usize,
     parent: Option<usize>,
     branches: u32,
     /// Callback invocations the path had gone through (see [`Path::cb_iter`]).
     cb_iter: u32,
     hits: u32,
     misses: u32,
+    /// The instructions from the parent checkpoint to this one.
+    hist: Vec<Hist>,
+    /// Some path below was pruned without precision marks to show for it
+    /// (against a state still being explored, or against such a state):
+    /// this state's marks may be incomplete, so it prunes only states that
+    /// agree on every scalar.
+    force_exact: bool,
 }
 
 struct Path {
@@ -52,6 +63,8 @@ struct Path {
     cb_iter: u32,
     insns_since: u32,
     jmps_since: u32,
+    /// The instructions since the parent checkpoint.
+    hist: Vec<Hist>,
 }
 
 pub(crate) struct Verifier<'a> {
@@ -62,7 +75,7 @@ pub(crate) struct Verifier<'a> {
     /// For map-in-map entries of `maps`: the index of their inner template.
     pub inner_of: Vec<Option<u32>>,
     pub cfg: Cfg,
-    pub live: Vec<u16>,
+    pub live: Liveness,
     pub facts: Facts,
     pub next_id: u32,
     pub stack_depth: Vec<u32>,
@@ -71,6 +84,14 @@ pub(crate) struct Verifier<'a> {
     checkpoints: Vec<Checkpoint>,
     at_pc: HashMap<usize, Vec<usize>>,
     processed: u64,
+    /// Precision tracking is on (privileged policy); otherwise every scalar
+    /// is compared exactly, as the kernel does without CAP_BPF.
+    precision: bool,
+    /// Scalars (before the current instruction) whose value a decision of
+    /// the current instruction depended on.
+    demands: Vec<Loc>,
+    /// What the current instruction did that its history entry must keep.
+    pub note: Note,
 }
 
 impl<'a> Verifier<'a> {
@@ -84,7 +105,7 @@ impl<'a> Verifier<'a> {
                 inner_of.push(None);
             }
         }
-        let live = cfg::liveness(insns);
+        let live = liveness::compute(insns, &cfg, env.privileged());
         let n = cfg.entries.len();
         Verifier {
             insns,
@@ -100,12 +121,36 @@ impl<'a> Verifier<'a> {
             checkpoints: Vec::new(),
             at_pc: HashMap::new(),
             processed: 0,
+            precision: env.privileged(),
+            demands: Vec::new(),
+            note: Note::None,
         }
     }
 
     pub fn fresh_id(&mut self) -> u32 {
         self.next_id += 1;
         self.next_id
+    }
+
+    /// The value of scalar register `r` (current frame, before the current
+    /// instruction) decides something: it must be precise.
+    pub fn need_reg(&mut self, st: &State, r: u8) {
+        if self.precision && st.reg(r).is_scalar() {
+            self.demands.push(Loc::Reg {
+                frame: st.depth() as u8,
+                reg: r,
+            });
+        }
+    }
+
+    /// The register spilled in `slot` of `frame` decides something.
+    pub fn need_slot(&mut self, frame: usize, slot: usize) {
+        if self.precision {
+            self.demands.push(Loc::Slot {
+                frame: frame as u8,
+                slot: slot as u8,
+            });
+        }
     }
 
     pub fn map(&self, idx: u32) -> Option<&MapSpec> {
@@ -153,21 +198,15 @@ impl<'a> Verifier<'a> {
             cb_iter: 0,
             insns_since: 0,
             jmps_since: 0,
+            hist: Vec::new(),
         }];
         while let Some(mut path) = work.pop() {
             loop {
                 let pc = path.pc;
                 if self.cfg.prune_point.get(pc).copied().unwrap_or(false) {
-                    let since = (path.insns_since, path.jmps_since);
-                    match self.visit(pc, &path.state, path.parent, path.cb_iter, since) {
-                        Ok(Some(parent)) => {
-                            if parent != path.parent {
-                                path.insns_since = 0;
-                                path.jmps_since = 0;
-                            }
-                            path.parent = parent;
-                        }
-                        Ok(None) => {
+                    match self.visit(&mut path) {
+                        Ok(true) => {}
+                        Ok(false) => {
                             self.end_path(path.parent);
                             break;
                         }
@@ -193,7 +232,11 @@ impl<'a> Verifier<'a> {
                     );
                     return Err(self.decorate(e, pc, &path.state));
                 }
+                let depth = path.state.depth();
                 let step = self.step(pc, &mut path.state);
+                if step.is_ok() {
+                    self.record(&mut path, pc, depth);
+                }
                 match step {
                     Err(e) => return Err(self.decorate(e, pc, &path.state)),
                     Ok(Succ::Goto(next)) => path.pc = next,
@@ -220,6 +263,7 @@ impl<'a> Verifier<'a> {
                             cb_iter: path.cb_iter + u32::from(reentry),
                             insns_since: path.insns_since,
                             jmps_since: path.jmps_since,
+                            hist: path.hist.clone(),
                         });
                         path.pc = next;
                     }
@@ -233,6 +277,82 @@ impl<'a> Verifier<'a> {
         self.finish()
     }
 
+    /// After the instruction at `pc` (executed at call depth `depth`):
+    /// trace what its decisions demanded back through the path, then add
+    /// it to the path's history.
+    fn record(&mut self, path: &mut Path, pc: usize, depth: usize) {
+        let note = std::mem::take(&mut self.note);
+        if !self.precision {
+            self.demands.clear();
+            return;
+        }
+        if !self.demands.is_empty() {
+            let mut d = Demand::default();
+            for loc in self.demands.drain(..) {
+                d.add(loc);
+            }
+            self.backtrack(&path.hist, path.parent, depth, d);
+        }
+        path.hist.push(Hist {
+            pc: pc as u32,
+            depth: depth as u8,
+            note,
+        });
+    }
+
+    /// Walk demand `d` (on the state at the end of `hist`, at call depth
+    /// `depth`) back through `hist` and the checkpoints above `parent`,
+    /// marking the demanded scalars precise in every checkpoint on the way.
+    fn backtrack(&mut self, hist: &[Hist], parent: Option<usize>, depth: usize, mut d: Demand) {
+        let mut depth_after = depth;
+        let walk = |hist: &[Hist], depth_after: &mut usize, d: &mut Demand| {
+            for h in hist.iter().rev() {
+                precision::undo(self.insns, h, *depth_after, d)?;
+                *depth_after = h.depth as usize;
+                if d.is_empty() {
+                    break;
+                }
+            }
+            Ok::<(), precision::Unexplained>(())
+        };
+        if walk(hist, &mut depth_after, &mut d).is_err() {
+            return self.mark_chain_all(parent);
+        }
+        let mut cur = parent;
+        while let Some(c) = cur {
+            if d.is_empty() {
+                return;
+            }
+            let cp = &mut self.checkpoints[c];
+            if !cp.state.frames.is_empty() && precision::mark_state(&mut cp.state, &mut d).is_err()
+            {
+                return self.mark_chain_all(Some(c));
+            }
+            if d.is_empty() {
+                return;
+            }
+            let hist = std::mem::take(&mut cp.hist);
+            let mut depth_after = cp.depth;
+            let res = walk(&hist, &mut depth_after, &mut d);
+            let cp = &mut self.checkpoints[c];
+            cp.hist = hist;
+            let up = cp.parent;
+            if res.is_err() {
+                return self.mark_chain_all(up);
+            }
+            cur = up;
+        }
+    }
+
+    /// The fallback when the history cannot explain a demand: every scalar
+    /// of every checkpoint from `from` up is precise.
+    fn mark_chain_all(&mut self, mut from: Option<usize>) {
+        while let Some(c) = from {
+            precision::mark_all(&mut self.checkpoints[c].state);
+            from = self.checkpoints[c].parent;
+        }
+    }
+
     fn end_path(&mut self, mut parent: Option<usize>) {
         while let Some(p) = parent {
             let cp = &mut self.checkpoints[p];
@@ -244,34 +364,52 @@ impl<'a> Verifier<'a> {
         }
     }
 
-    /// At a prune point: `Ok(None)` to stop the path (covered), otherwise the
-    /// new checkpoint to hang the path under.
-    fn visit(
-        &mut self,
-        pc: usize,
-        st: &State,
-        parent: Option<usize>,
-        cb_iter: u32,
-        since: (u32, u32),
-    ) -> VResult<Option<Option<usize>>> {
-        let live = self.live.get(pc).copied().unwrap_or(u16::MAX);
+    /// Live registers and slots of frame `f` of a state at `pc` whose
+    /// frames are `frames` (the innermost one is at `pc`, the others wait
+    /// for a call to return).
+    fn live_of(&self, frames: &[crate::frame::Frame], pc: usize, f: usize) -> (u16, u64) {
+        if f + 1 == frames.len() {
+            (
+                self.live.regs.get(pc).copied().unwrap_or(u16::MAX),
+                self.live.slots.get(pc).copied().unwrap_or(u64::MAX),
+            )
+        } else {
+            self.live.at_return(frames[f + 1].callsite)
+        }
+    }
+
+    /// At a prune point: `Ok(false)` to stop the path (covered by an
+    /// explored state), otherwise continue, maybe under a new checkpoint.
+    fn visit(&mut self, path: &mut Path) -> VResult<bool> {
+        let pc = path.pc;
         let allow_uninit = self.env.privileged();
         let mut evict = Vec::new();
+        let mut covered_by = None;
         if let Some(list) = self.at_pc.get(&pc) {
             for &c in list {
                 let cp = &self.checkpoints[c];
                 let done = cp.branches == 0;
-                let earlier_iteration = cp.cb_iter < cb_iter;
-                if (done || earlier_iteration)
-                    && crate::pruning::covers(&cp.state, st, live, allow_uninit)
-                {
-                    self.checkpoints[c].hits += 1;
-                    return Ok(None);
+                let earlier_iteration = cp.cb_iter < path.cb_iter;
+                if done || earlier_iteration {
+                    // A state still being explored has incomplete precision
+                    // marks: only an exact match may stop the path there.
+                    let exact = !self.precision || cp.force_exact || !done;
+                    if crate::pruning::covers(
+                        &cp.state,
+                        &path.state,
+                        &self.live,
+                        pc,
+                        allow_uninit,
+                        exact,
+                    ) {
+                        covered_by = Some((c, exact));
+                        break;
+                    }
                 }
                 if !done
                     && !earlier_iteration
                     && self.cfg.loop_head[pc]
-                    && crate::pruning::same_loop_state(&cp.state, st)
+                    && crate::pruning::same_loop_state(&cp.state, &path.state)
                 {
                     return crate::error::err(
                         "infinite_loop",
@@ -292,7 +430,7 @@ impl<'a> Verifier<'a> {
                 list.retain(|c| !evict.contains(c));
             }
             for c in evict {
-                // Only the counters are needed from now on.
+                // Only the counters and the history are needed from now on.
                 self.checkpoints[c].state = State {
                     frames: Vec::new(),
                     refs: Vec::new(),
@@ -300,25 +438,62 @@ impl<'a> Verifier<'a> {
                 };
             }
         }
+        if let Some((c, exact)) = covered_by {
+            self.checkpoints[c].hits += 1;
+            if !self.precision {
+                return Ok(false);
+            }
+            if exact {
+                // The path's future is the explored state's, whose marks do
+                // not (yet) cover it: every state above the path keeps
+                // comparing exactly.
+                let mut up = path.parent;
+                while let Some(a) = up {
+                    if self.checkpoints[a].force_exact {
+                        break;
+                    }
+                    self.checkpoints[a].force_exact = true;
+                    up = self.checkpoints[a].parent;
+                }
+            } else {
+                // What was precise for the explored state is precise for
+                // this path too.
+                let old = &self.checkpoints[c].state;
+                let d = precision::precise_of(old, |f| self.live_of(&old.frames, pc, f));
+                if !d.is_empty() {
+                    let hist = std::mem::take(&mut path.hist);
+                    self.backtrack(&hist, path.parent, path.state.depth(), d);
+                    path.hist = hist;
+                }
+            }
+            return Ok(false);
+        }
         // Like the kernel, record a new state only every few instructions and
         // jumps along a path (always at loop heads and subprogram entries).
-        let (insns_since, jmps_since) = since;
-        if !(self.cfg.loop_head[pc] || self.cfg.is_entry(pc) || insns_since >= 8 && jmps_since >= 2)
+        if !(self.cfg.loop_head[pc]
+            || self.cfg.is_entry(pc)
+            || path.insns_since >= 8 && path.jmps_since >= 2)
         {
-            return Ok(Some(parent));
+            return Ok(true);
         }
         let id = self.checkpoints.len();
         self.checkpoints.push(Checkpoint {
-            state: st.clone(),
-            parent,
+            state: path.state.clone(),
+            depth: path.state.depth(),
+            parent: path.parent,
             branches: 1,
-            cb_iter,
+            cb_iter: path.cb_iter,
             hits: 0,
             misses: 0,
+            hist: std::mem::take(&mut path.hist),
+            force_exact: false,
         });
         self.at_pc.entry(pc).or_default().push(id);
         self.facts.states_stored += 1;
-        Ok(Some(Some(id)))
+        path.parent = Some(id);
+        path.insns_since = 0;
+        path.jmps_since = 0;
+        Ok(true)
     }
 
     fn finish(mut self) -> Result<Facts, VerifyError> {

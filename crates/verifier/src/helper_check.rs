@@ -295,6 +295,9 @@ impl Verifier<'_> {
                 }
             }
             ArgType::PtrToMem { maybe_null, rdonly } => {
+                if maybe_null && reg.is_scalar() {
+                    self.need_reg(st, regno);
+                }
                 if maybe_null && reg.is_null_const() {
                     meta.mem = Some((regno, !rdonly, true));
                 } else {
@@ -322,6 +325,7 @@ impl Verifier<'_> {
                 if !reg.is_scalar() {
                     return expect("scalar");
                 }
+                self.need_reg(st, regno);
                 let v = reg.val;
                 if v.smin < 0 {
                     return err(
@@ -391,6 +395,7 @@ impl Verifier<'_> {
                 )?;
             }
             ArgType::ConstAllocSize => {
+                self.need_reg(st, regno);
                 let Some(c) = reg.const_value() else {
                     return err(
                         "bad_size",
@@ -403,6 +408,7 @@ impl Verifier<'_> {
                 meta.alloc_size = Some(c);
             }
             ArgType::PtrToStackOrNull => {
+                self.need_reg(st, regno);
                 if reg.is_null_const() {
                     return Ok(());
                 }
@@ -591,8 +597,13 @@ impl Verifier<'_> {
                 let frame = (frame as usize).min(st.frames.len() - 1);
                 let off = key.off as i64;
                 if (-512..=-4).contains(&off) {
-                    if let Ok(r) = st.frames[frame].stack.read(off, 4, false) {
+                    let stack = &st.frames[frame].stack;
+                    if let Ok(r) = stack.read(off, 4, false) {
                         value = r.const_value().map(|v| v as u32);
+                    }
+                    // The key decides the lookup's nullness and a fact.
+                    if let Some(slot) = stack.fill_source(off, 4) {
+                        self.need_slot(frame, slot);
                     }
                 }
             }

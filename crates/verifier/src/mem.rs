@@ -6,6 +6,7 @@ use crate::driver::{Verifier, MAX_VAR_OFF};
 use crate::error::{err, VResult};
 use crate::facts::{CtxAccess, MemBase, PktAccess};
 use crate::frame::State;
+use crate::precision::Note;
 use crate::range::Scalar;
 use crate::reg_state::{MemKind, RegState, RegType};
 use crate::stack::{self, StackFault, STACK_SIZE};
@@ -360,7 +361,15 @@ impl Verifier<'_> {
                     }
                     let stack = &mut st.frames[frame].stack;
                     let res = if fixed {
-                        stack.write(lo, size, reg.as_ref(), imm, allow)
+                        let res = stack.write(lo, size, reg.as_ref(), imm, allow);
+                        let (slot, byte) = stack::locate(lo);
+                        if byte == 0 && stack.slot(slot).spill.is_some() {
+                            self.note = Note::Spill {
+                                frame: frame as u8,
+                                slot: slot as u8,
+                            };
+                        }
+                        res
                     } else {
                         if reg.is_some_and(|r| r.is_pointer()) {
                             return err(
@@ -375,6 +384,12 @@ impl Verifier<'_> {
                 } else {
                     let stack = &st.frames[frame].stack;
                     if fixed {
+                        if let Some(slot) = stack.fill_source(lo, size) {
+                            self.note = Note::Fill {
+                                frame: frame as u8,
+                                slot: slot as u8,
+                            };
+                        }
                         stack
                             .read(lo, size, allow)
                             .map_err(|f| stack_fault_msg(f, regno, size))

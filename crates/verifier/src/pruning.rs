@@ -4,6 +4,7 @@
 //! safe). Ids are compared up to a consistent renaming.
 
 use crate::frame::State;
+use crate::liveness::Liveness;
 use crate::reg_state::{RegState, RegType};
 use crate::stack::{ByteKind, Slot, Stack};
 use std::collections::HashMap;
@@ -50,7 +51,22 @@ impl IdMap {
     }
 }
 
-fn reg_covers(old: &RegState, cur: &RegState, ids: &mut IdMap, tmp: &mut u32) -> bool {
+/// How scalars are compared.
+#[derive(Clone, Copy)]
+struct Mode {
+    /// Every scalar compared, precise or not.
+    exact: bool,
+    allow_uninit: bool,
+}
+
+impl Mode {
+    /// An explored scalar whose value no decision depended on.
+    fn imprecise(self, old: &RegState) -> bool {
+        !self.exact && old.is_scalar() && !old.precise
+    }
+}
+
+fn reg_covers(old: &RegState, cur: &RegState, ids: &mut IdMap, tmp: &mut u32, mode: Mode) -> bool {
     if old.ty == RegType::NotInit {
         return true;
     }
@@ -58,9 +74,17 @@ fn reg_covers(old: &RegState, cur: &RegState, ids: &mut IdMap, tmp: &mut u32) ->
         return false;
     }
     if old.ty == RegType::Scalar {
-        return old.val.includes(&cur.val) && ids.check_scalar(old.id, cur.id, tmp);
+        // Linked imprecise scalars need no id check either: a refinement
+        // through a link that mattered marked the whole link precise.
+        return mode.imprecise(old)
+            || old.val.includes(&cur.val) && ids.check_scalar(old.id, cur.id, tmp);
     }
     if old.off != cur.off || !old.val.includes(&cur.val) {
+        return false;
+    }
+    // A stack pointer with a variable offset reads and writes differently
+    // from one with a fixed offset (spills): equal offsets only.
+    if matches!(old.ty, RegType::Stack { .. }) && old.val != cur.val {
         return false;
     }
     if old.ty.is_pkt() {
@@ -79,19 +103,27 @@ fn reg_covers(old: &RegState, cur: &RegState, ids: &mut IdMap, tmp: &mut u32) ->
     true
 }
 
-fn slot_covers(old: &Slot, cur: &Slot, ids: &mut IdMap, tmp: &mut u32, allow_uninit: bool) -> bool {
+fn slot_covers(old: &Slot, cur: &Slot, ids: &mut IdMap, tmp: &mut u32, mode: Mode) -> bool {
+    // An imprecise spilled scalar only says "these bytes were written".
+    let old_imprecise = old.spill.is_some_and(|o| mode.imprecise(&o));
+    let unknown = |o: &RegState| {
+        o.is_scalar()
+            && (mode.imprecise(o) || o.val.includes(&crate::range::Scalar::UNKNOWN) && o.id == 0)
+    };
     if let Some(o) = &old.spill {
         // A spilled register must be there, the same size, and covered.
         match &cur.spill {
             Some(c) if old.spill_size == cur.spill_size => {
-                if !reg_covers(o, c, ids, tmp) {
+                if !reg_covers(o, c, ids, tmp, mode) {
                     return false;
                 }
             }
-            _ => {
-                // An imprecise old scalar spill is covered by written bytes of
-                // the same kind only if old held no information.
-                if !(o.is_scalar() && o.val.includes(&crate::range::Scalar::UNKNOWN) && o.id == 0) {
+            Some(c) if old_imprecise && c.is_scalar() => {}
+            Some(_) => return false,
+            None => {
+                // Written bytes of the same kind cover an old spill only if
+                // it held no information.
+                if !unknown(o) {
                     return false;
                 }
             }
@@ -101,12 +133,12 @@ fn slot_covers(old: &Slot, cur: &Slot, ids: &mut IdMap, tmp: &mut u32, allow_uni
         let ok = match (old.bytes[b], cur.bytes[b]) {
             (ByteKind::Invalid, _) => true,
             (ByteKind::Spill, ByteKind::Spill) => true,
-            (ByteKind::Spill, ByteKind::Misc | ByteKind::Zero) => old
-                .spill
-                .is_some_and(|o| o.is_scalar() && o.val.includes(&crate::range::Scalar::UNKNOWN)),
+            (ByteKind::Spill, ByteKind::Misc | ByteKind::Zero) => {
+                old.spill.is_some_and(|o| unknown(&o))
+            }
             (ByteKind::Misc, ByteKind::Misc | ByteKind::Zero) => true,
             (ByteKind::Misc, ByteKind::Spill) => cur.spill.is_some_and(|c| c.is_scalar()),
-            (ByteKind::Misc, ByteKind::Invalid) => allow_uninit,
+            (ByteKind::Misc, ByteKind::Invalid) => mode.allow_uninit,
             (ByteKind::Zero, ByteKind::Zero) => true,
             (ByteKind::Zero, ByteKind::Spill) => cur.spill.is_some_and(|c| c.is_null_const()),
             _ => false,
@@ -118,20 +150,34 @@ fn slot_covers(old: &Slot, cur: &Slot, ids: &mut IdMap, tmp: &mut u32, allow_uni
     true
 }
 
+/// Slots outside `live` (bit per slot) are never read again: ignored.
 fn stack_covers(
     old: &Stack,
     cur: &Stack,
+    live: u64,
     ids: &mut IdMap,
     tmp: &mut u32,
-    allow_uninit: bool,
+    mode: Mode,
 ) -> bool {
     let n = old.slots.len().max(cur.slots.len());
-    (0..n).all(|i| slot_covers(old.slot(i), cur.slot(i), ids, tmp, allow_uninit))
+    (0..n).all(|i| live & (1 << i) == 0 || slot_covers(old.slot(i), cur.slot(i), ids, tmp, mode))
 }
 
-/// Whether `old` covers `cur`. `live` masks the innermost frame's registers
-/// that may still be read (dead ones are ignored).
-pub fn covers(old: &State, cur: &State, live: u16, allow_uninit: bool) -> bool {
+/// Whether `old` covers `cur` at instruction `pc`. Registers and stack
+/// slots that no continuation reads ([`Liveness`]) are ignored, and so are
+/// the values of `old`'s imprecise scalars unless `exact`.
+pub fn covers(
+    old: &State,
+    cur: &State,
+    live: &Liveness,
+    pc: usize,
+    allow_uninit: bool,
+    exact: bool,
+) -> bool {
+    let mode = Mode {
+        exact,
+        allow_uninit,
+    };
     if old.frames.len() != cur.frames.len() || old.refs.len() != cur.refs.len() {
         return false;
     }
@@ -142,15 +188,23 @@ pub fn covers(old: &State, cur: &State, live: u16, allow_uninit: bool) -> bool {
         if of.callsite != cf.callsite || of.entry != cf.entry || of.callback != cf.callback {
             return false;
         }
+        let (live_regs, live_slots) = if i == last {
+            (
+                live.regs.get(pc).copied().unwrap_or(u16::MAX),
+                live.slots.get(pc).copied().unwrap_or(u64::MAX),
+            )
+        } else {
+            live.at_return(old.frames[i + 1].callsite)
+        };
         for r in 0..10 {
-            if i == last && live & (1 << r) == 0 {
+            if live_regs & (1 << r) == 0 {
                 continue;
             }
-            if !reg_covers(&of.regs[r], &cf.regs[r], &mut ids, &mut tmp) {
+            if !reg_covers(&of.regs[r], &cf.regs[r], &mut ids, &mut tmp, mode) {
                 return false;
             }
         }
-        if !stack_covers(&of.stack, &cf.stack, &mut ids, &mut tmp, allow_uninit) {
+        if !stack_covers(&of.stack, &cf.stack, live_slots, &mut ids, &mut tmp, mode) {
             return false;
         }
     }
@@ -167,7 +221,10 @@ pub fn covers(old: &State, cur: &State, live: u16, allow_uninit: bool) -> bool {
             .all(|(o, c)| ids.check(o.id, c.id))
 }
 
-/// The kernel's loop detector: the state at a loop head repeats exactly.
+/// The kernel's loop detector: the state at a loop head repeats exactly
+/// (precision marks are bookkeeping, not part of the state).
 pub fn same_loop_state(old: &State, cur: &State) -> bool {
-    old == cur
+    let mut plain = old.clone();
+    plain.for_each_reg(|r| r.precise = false);
+    plain == *cur
 }

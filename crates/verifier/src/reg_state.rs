@@ -99,6 +99,11 @@ pub struct RegState {
     pub range: u32,
     /// The acquired reference (ringbuf reservation) this pointer belongs to.
     pub ref_id: u32,
+    /// Scalars in explored states (checkpoints): some safety decision below
+    /// the state depended on the exact value, so pruning must compare it.
+    /// Imprecise scalars match any scalar. Never set in states being
+    /// explored, only by backtracking into recorded ones (`precision`).
+    pub precise: bool,
 }
 
 impl RegState {
@@ -110,6 +115,7 @@ impl RegState {
         id: 0,
         range: 0,
         ref_id: 0,
+        precise: false,
     };
 
     pub fn scalar(val: Scalar) -> RegState {

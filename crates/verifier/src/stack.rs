@@ -74,7 +74,8 @@ pub enum StackFault {
     PointerSpillSize,
 }
 
-fn locate(off: i64) -> (usize, usize) {
+/// The slot and the byte inside it of frame offset `off`.
+pub fn locate(off: i64) -> (usize, usize) {
     let pos = (off + STACK_SIZE) as usize; // 0..512 from the bottom
     let slot = (STACK_SIZE as usize - 1 - pos) / 8;
     let byte = pos % 8;
@@ -170,6 +171,11 @@ impl Stack {
                 return Ok(());
             }
         }
+        if b == 0 && size == 8 {
+            // A whole-slot store that is not a spill (zero immediate)
+            // leaves no stale spilled register behind.
+            self.slot_mut(s).forget_spill();
+        }
         let kind = if zero { ByteKind::Zero } else { ByteKind::Misc };
         for o in off..off + size as i64 {
             let (so, bo) = locate(o);
@@ -178,23 +184,31 @@ impl Stack {
         Ok(())
     }
 
+    /// The slot whose spilled register a load of `size` bytes at `off`
+    /// returns (whole, or a scalar's low bytes); `None` when the load reads
+    /// plain bytes.
+    pub fn fill_source(&self, off: i64, size: usize) -> Option<usize> {
+        let (s, b) = locate(off);
+        let slot = self.slot(s);
+        let spill = slot.spill?;
+        let covered = b == 0 && size <= 8 && (0..size).all(|k| slot.bytes[k] == ByteKind::Spill);
+        (covered && (size == slot.spill_size as usize || spill.is_scalar())).then_some(s)
+    }
+
     /// Load `size` bytes from fixed offset `off` (in bounds, aligned).
     pub fn read(&self, off: i64, size: usize, allow_uninit: bool) -> Result<RegState, StackFault> {
         let (s, b) = locate(off);
         let slot = self.slot(s);
+        if let (Some(_), Some(spill)) = (self.fill_source(off, size), slot.spill) {
+            if size == slot.spill_size as usize {
+                return Ok(spill);
+            }
+            return Ok(RegState::scalar(truncate(&spill.val, size)));
+        }
         // Callers align accesses; an unaligned one (a helper's key) may
         // straddle two slots and is read byte by byte.
         let within = b + size <= 8;
         if let (Some(spill), true) = (slot.spill, within) {
-            let covered = (b..b + size).all(|k| slot.bytes[k] == ByteKind::Spill);
-            if b == 0 && covered {
-                if size == slot.spill_size as usize {
-                    return Ok(spill);
-                }
-                if spill.is_scalar() {
-                    return Ok(RegState::scalar(truncate(&spill.val, size)));
-                }
-            }
             if spill.is_pointer() && (b..b + size).any(|k| slot.bytes[k] == ByteKind::Spill) {
                 return Err(StackFault::PartialPointer { off });
             }
