@@ -35,7 +35,8 @@ pub fn run(obj: &Path, prog: Option<&str>, json: bool, unprivileged: bool) -> Re
         let insns = bpfjet_isa::decode_program(&p.insns)
             .with_context(|| format!("decoding program {}", p.name))?;
         let inputs = ObjectProgramEnv::new(&object, p);
-        let env = inputs.env(&object, policy);
+        let mut env = inputs.env(&object, policy);
+        env.extra_kfuncs = bpfjet_runtime::kfuncs::verifier_protos();
         let start = std::time::Instant::now();
         let result = verify(&insns, &env);
         let elapsed = start.elapsed();
