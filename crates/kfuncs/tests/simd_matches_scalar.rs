@@ -187,3 +187,26 @@ fn catalog_is_consistent() {
         assert_eq!(declared, proto, "{}", k.name);
     }
 }
+
+#[test]
+fn header_declares_every_own_kfunc_as_the_catalog_does() {
+    use bpfjet_kfuncs::{Origin, KFUNCS};
+    let header = std::fs::read_to_string(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../include/bpfjet_kfuncs.h"),
+    )
+    .unwrap();
+    for k in KFUNCS.iter().filter(|k| k.origin == Origin::Bpfjet) {
+        let decl = format!("extern {} __ksym;", k.c_decl);
+        assert!(
+            header.contains(&decl),
+            "include/bpfjet_kfuncs.h lacks `{decl}`"
+        );
+    }
+    let seeds = bpfjet_kfuncs::multihash::SEEDS
+        .iter()
+        .map(|s| format!("{s:#010x}"))
+        .collect::<Vec<_>>();
+    for s in seeds {
+        assert!(header.contains(&s), "BPFJET_SEEDS lacks {s}");
+    }
+}
