@@ -15,7 +15,7 @@
 #include "../../include/bpfjet_kfuncs.h"
 #endif
 
-#define NBUCKETS 256
+#define NBUCKETS 64
 #define SLOTS 16
 
 struct bucket {
