@@ -102,9 +102,15 @@ impl Verifier<'_> {
                 | KfuncArg::Ctx
                 | KfuncArg::Mem
                 | KfuncArg::MutMem
-                | KfuncArg::Size => {
-                    self.check_arg(st, pc, &as_helper, regno, as_helper.args[i], &mut meta)?
-                }
+                | KfuncArg::Size => self
+                    .check_arg(st, pc, &as_helper, regno, as_helper.args[i], &mut meta)
+                    .map_err(|mut e| {
+                        // The helper checks speak of registers; say whose.
+                        if !e.message.contains(name.as_str()) {
+                            e.message = format!("{} (argument {regno} of kfunc {name})", e.message);
+                        }
+                        e
+                    })?,
                 KfuncArg::OutMem(size) | KfuncArg::InMem(size) => self.helper_mem(
                     st,
                     pc,
