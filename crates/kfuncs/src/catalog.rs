@@ -76,6 +76,12 @@ pub enum Inline {
         bytes: u32,
         one_if_differ: bool,
     },
+    /// The fused count-min of `multihash` (key r1/r2, rows r3/r4, k r5):
+    /// inlined when the sizes and k are constants and the target has
+    /// SSE4.2 — k CRC32C chains, k counter updates, their minimum.
+    CountMin {
+        increment: bool,
+    },
 }
 
 /// One kfunc.
@@ -299,7 +305,7 @@ macro_rules! reduce {
 }
 
 macro_rules! fused {
-    ($name:literal, $decl:literal, $table:expr, $native:ident) => {
+    ($name:literal, $decl:literal, $table:expr, $native:ident, $inline:expr) => {
         kfunc(
             B,
             $name,
@@ -307,7 +313,7 @@ macro_rules! fused {
             [MEM, SZ, $table, SZ, S],
             INT,
             $native,
-            None,
+            $inline,
         )
     };
 }
@@ -458,25 +464,29 @@ pub static KFUNCS: &[Kfunc] = &[
         "bpfjet_cm_inc",
         "__u64 bpfjet_cm_inc(const void *key, __u32 key__sz, void *rows, __u32 rows__sz, __u32 k)",
         MUT,
-        n_cm_inc
+        n_cm_inc,
+        Some(Inline::CountMin { increment: true })
     ),
     fused!(
         "bpfjet_cm_min",
         "__u64 bpfjet_cm_min(const void *key, __u32 key__sz, const void *rows, __u32 rows__sz, __u32 k)",
         MEM,
-        n_cm_min
+        n_cm_min,
+        Some(Inline::CountMin { increment: false })
     ),
     fused!(
         "bpfjet_bloom_set",
         "__u64 bpfjet_bloom_set(const void *key, __u32 key__sz, void *bits, __u32 bits__sz, __u32 k)",
         MUT,
-        n_bloom_set
+        n_bloom_set,
+        None
     ),
     fused!(
         "bpfjet_bloom_test",
         "__u64 bpfjet_bloom_test(const void *key, __u32 key__sz, const void *bits, __u32 bits__sz, __u32 k)",
         MEM,
-        n_bloom_test
+        n_bloom_test,
+        None
     ),
     // eNetSTL's names and signatures.
     kfunc(E, "bpf_ffs", "u64 bpf_ffs(u64 val)", [S, N, N, N, N], INT, n_ctz64, Some(Inline::Ctz { bits: 64 })),

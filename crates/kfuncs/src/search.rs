@@ -281,7 +281,7 @@ impl Simd {
     /// Whether two keys of the same length (16 or 32 bytes) are equal.
     pub fn key_eq(self, a: &[u8], b: &[u8]) -> bool {
         #[cfg(target_arch = "x86_64")]
-        if self.avx2 && a.len() == b.len() && a.len() % 16 == 0 {
+        if self.avx2 && a.len() == b.len() && a.len().is_multiple_of(16) {
             // SAFETY: AVX2 was detected; lengths checked.
             return unsafe { avx2::key_eq(a, b) };
         }

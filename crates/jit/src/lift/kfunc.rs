@@ -150,8 +150,21 @@ impl<'ctx> Lifter<'ctx, '_> {
                 if !self.target_has("+sse4.2") {
                     return Ok(None);
                 }
-                self.inline_crc32c(fr)?
+                match self.prov(fr, pc, 2) {
+                    // A known length: straight-line code, no loop.
+                    Prov::Const(n) if n <= 256 => {
+                        let data = self.pointer(fr, 1)?;
+                        let seed = self.narrow(fr, 3, t.i32)?;
+                        let c = self.crc32c_fixed(data, n, seed)?;
+                        self.widen(c)?
+                    }
+                    _ => self.inline_crc32c(fr)?,
+                }
             }
+            Inline::CountMin { increment } => match self.inline_count_min(fr, pc, increment)? {
+                Some(v) => v,
+                None => return Ok(None),
+            },
             Inline::FindEq {
                 lane_bytes,
                 lanes,
@@ -256,6 +269,105 @@ impl<'ctx> Lifter<'ctx, '_> {
                 self.b.build_int_z_extend(r, t.i64, "key_eq")?
             }
         }))
+    }
+
+    /// CRC32C of the `n` bytes at `data` from `seed` (an i32): 8 bytes per
+    /// `crc32q`, the rest one `crc32b` each.
+    fn crc32c_fixed(
+        &self,
+        data: PointerValue<'ctx>,
+        n: u64,
+        seed: IntValue<'ctx>,
+    ) -> LResult<IntValue<'ctx>> {
+        let t = self.t;
+        let mut c = self.b.build_int_z_extend(seed, t.i64, "crc")?;
+        let mut at = 0;
+        while at + 8 <= n {
+            // SAFETY (for LLVM): inside the n bytes the verifier proved.
+            let p = unsafe {
+                self.b
+                    .build_gep(t.i8, data, &[t.i64.const_int(at, false)], "wp")?
+            };
+            let w = self.load_unaligned(t.i64.into(), p)?;
+            c = self.intrinsic("llvm.x86.sse42.crc32.64.64", &[], &[c.into(), w.into()])?;
+            at += 8;
+        }
+        let mut c = self.b.build_int_truncate(c, t.i32, "crc32")?;
+        while at < n {
+            // SAFETY (for LLVM): inside the n bytes the verifier proved.
+            let p = unsafe {
+                self.b
+                    .build_gep(t.i8, data, &[t.i64.const_int(at, false)], "bp")?
+            };
+            let byte = self.b.build_load(t.i8, p, "byte")?;
+            c = self.intrinsic("llvm.x86.sse42.crc32.32.8", &[], &[c.into(), byte.into()])?;
+            at += 1;
+        }
+        Ok(c)
+    }
+
+    /// `bpfjet_cm_inc` / `bpfjet_cm_min` with constant sizes and k: the k
+    /// hashes, counter updates and minimum in the program's own code.
+    fn inline_count_min(
+        &mut self,
+        fr: &Frame<'ctx>,
+        pc: usize,
+        increment: bool,
+    ) -> LResult<Option<IntValue<'ctx>>> {
+        let t = self.t;
+        let (Prov::Const(key_len), Prov::Const(rows_len), Prov::Const(k)) = (
+            self.prov(fr, pc, 2),
+            self.prov(fr, pc, 4),
+            self.prov(fr, pc, 5),
+        ) else {
+            return Ok(None);
+        };
+        if !self.target_has("+sse4.2") || key_len > 256 {
+            return Ok(None);
+        }
+        // Outside 1..=8 or too small a table: the native returns -EINVAL.
+        if !(1..=bpfjet_kfuncs::multihash::MAX_HASHES).contains(&k) || rows_len / 4 / k == 0 {
+            return Ok(None);
+        }
+        let width = rows_len / 4 / k;
+        let key = self.pointer(fr, 1)?;
+        let rows = self.pointer(fr, 3)?;
+        let mut estimate = t.i32.const_all_ones();
+        for (row, &seed) in bpfjet_kfuncs::multihash::SEEDS[..k as usize]
+            .iter()
+            .enumerate()
+        {
+            let h = self.crc32c_fixed(key, key_len, t.i32.const_int(u64::from(seed), false))?;
+            let col = self
+                .b
+                .build_int_unsigned_rem(h, t.i32.const_int(width, false), "col")?;
+            let col = self.b.build_int_z_extend(col, t.i64, "col")?;
+            let index =
+                self.b
+                    .build_int_add(col, t.i64.const_int(row as u64 * width, false), "counter")?;
+            let off = self
+                .b
+                .build_left_shift(index, t.i64.const_int(2, false), "off")?;
+            // SAFETY (for LLVM): index < k * width, inside rows__sz bytes.
+            let p = unsafe { self.b.build_gep(t.i8, rows, &[off], "counterp")? };
+            let mut v = self.load_unaligned(t.i32.into(), p)?.into_int_value();
+            if increment {
+                v = self.b.build_int_add(v, t.i32.const_int(1, false), "inc")?;
+                let st = self.b.build_store(p, v)?;
+                st.set_alignment(1)
+                    .map_err(|e| LiftError::Build(e.to_string()))?;
+            }
+            let less = self
+                .b
+                .build_int_compare(IntPredicate::ULT, v, estimate, "less")?;
+            estimate = self
+                .b
+                .build_select(less, v, estimate, "estimate")?
+                .into_int_value();
+        }
+        Ok(Some(
+            self.b.build_int_z_extend(estimate, t.i64, "estimate")?,
+        ))
     }
 
     fn int(&self, bits: u32) -> LResult<IntType<'ctx>> {
