@@ -42,7 +42,7 @@ fn frames(flows: u32, count: usize) -> Vec<Vec<u8>> {
         }
         // Skewed: the minimum of two draws favours small flow numbers.
         let flow = (x % flows).min((x >> 16) % flows);
-        let proto = if flow % 3 == 0 { 6u8 } else { 17u8 };
+        let proto = if flow.is_multiple_of(3) { 6u8 } else { 17u8 };
         let mut f = vec![0u8; 14 + 20 + 20];
         f[12] = 0x08;
         f[13] = 0x00;
@@ -233,7 +233,7 @@ fn calls(ir: &str, symbol: &str) -> usize {
 
 #[test]
 fn inlined_kfuncs_leave_no_call_in_native_code() {
-    let obj = bpfjet_obj::load_file(&nf_object("cuckoo_kfunc")).unwrap();
+    let obj = bpfjet_obj::load_file(nf_object("cuckoo_kfunc")).unwrap();
     let jit = JitObject::load(&obj, &ObjectOptions::default(), &JitOptions::uncached()).unwrap();
     let ir = jit.dump("cuckoo", DumpStage::OptimizedIr, true).unwrap();
     assert_eq!(
@@ -272,7 +272,7 @@ fn inlined_kfuncs_leave_no_call_in_native_code() {
 
     // The fused count-min update with constant sizes and k: compiled in
     // (8 crc32 chains), no call at all.
-    let obj = bpfjet_obj::load_file(&nf_object("countmin_h8_kfunc")).unwrap();
+    let obj = bpfjet_obj::load_file(nf_object("countmin_h8_kfunc")).unwrap();
     let jit = JitObject::load(&obj, &ObjectOptions::default(), &JitOptions::uncached()).unwrap();
     let ir = jit.dump("countmin", DumpStage::OptimizedIr, true).unwrap();
     assert_eq!(calls(&ir, "bpfjet_jit_helper"), 0, "{ir}");
@@ -286,4 +286,17 @@ fn inlined_kfuncs_leave_no_call_in_native_code() {
             .collect();
         assert!(native_calls.is_empty(), "calls left: {native_calls:?}");
     }
+}
+
+/// Prints the plain count-min's native code (`cargo test ... -- --ignored
+/// --nocapture`): for looking at what the JIT made of the CRC table walk.
+#[test]
+#[ignore]
+fn show_plain_countmin_code() {
+    let obj = bpfjet_obj::load_file(nf_object("countmin_h1_plain")).unwrap();
+    let jit = JitObject::load(&obj, &ObjectOptions::default(), &JitOptions::uncached()).unwrap();
+    println!(
+        "{}",
+        jit.dump("countmin", DumpStage::Assembly, true).unwrap()
+    );
 }

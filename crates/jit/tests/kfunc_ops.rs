@@ -34,13 +34,13 @@ impl Rng {
 fn packet(rng: &mut Rng) -> Vec<u8> {
     let mut p: Vec<u8> = (0..INPUT).map(|_| rng.next() as u8).collect();
     // Few distinct values: repeated elements, minimum/maximum ties.
-    if rng.next() % 2 == 0 {
+    if rng.next().is_multiple_of(2) {
         for b in &mut p[..32] {
             *b &= 0x03;
         }
     }
     let pick = rng.next() as usize;
-    if pick % 3 != 0 {
+    if !pick.is_multiple_of(3) {
         let (i16, i32, i64) = (pick % 16, pick % 8, pick % 4);
         let (a, b, c) = (
             p[i16 * 2..i16 * 2 + 2].to_vec(),
@@ -64,7 +64,7 @@ fn packet(rng: &mut Rng) -> Vec<u8> {
         }
         _ => {}
     }
-    if rng.next() % 4 == 0 {
+    if rng.next().is_multiple_of(4) {
         p[80..88].fill(0); // bit scans of zero
     }
     // Few distinct flows, so counters grow and Bloom bits repeat.
