@@ -171,6 +171,14 @@ fn transfer(pc: usize, insn: &Insn, mut regs: [Prov; 11]) -> [Prov; 11] {
             };
             set(&mut regs, dst, new);
         }
+        // A 32-bit move zero-extends: clang sets `__u32` arguments (sizes
+        // of kfunc memory arguments) this way.
+        Insn::Alu {
+            width: Width::W32,
+            op: AluOp::Mov,
+            dst,
+            src: Operand::Imm(k),
+        } => set(&mut regs, dst, Prov::Const(u64::from(k as u32))),
         Insn::LdDw {
             kind: LdDwKind::Imm,
             dst,

@@ -186,6 +186,9 @@ pub(crate) struct Resolved {
     pub map_count: usize,
     /// The `lddw`s that name maps, by slot.
     pub lddw: BTreeMap<usize, MapRef>,
+    /// Kfunc calls' imm -> the NF library's kfunc (compiled in or called
+    /// directly; see `lift::kfunc`).
+    pub kfuncs: BTreeMap<i32, &'static bpfjet_kfuncs::Kfunc>,
 }
 
 impl Resolved {

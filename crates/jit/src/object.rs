@@ -254,9 +254,10 @@ impl JitObject {
             })?;
         let (proof, insns, facts) = (verified.proof, verified.insns.clone(), &verified.facts);
         let const_keys = const_keys(facts);
-        let opts = LoadOptions::verified(proof)
+        let mut opts = LoadOptions::verified(proof)
             .with_helpers(xdp_helpers())
             .with_maps(loaded.map_bindings());
+        opts.kfuncs = std::sync::Arc::clone(loaded.program(name)?.kfuncs());
         let bindings = Bindings {
             maps: loaded.object_maps().maps().to_vec(),
             const_keys,

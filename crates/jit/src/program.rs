@@ -128,7 +128,7 @@ fn ms(since: Instant) -> f64 {
 }
 
 /// Revision of the code generator, part of the cache key.
-const CODEGEN_REVISION: u64 = 11;
+const CODEGEN_REVISION: u64 = 12;
 
 fn cache_key(
     insns: &[Insn],
@@ -152,6 +152,11 @@ fn cache_key(
     let refs = crate::bindings::map_refs(insns);
     let loaded = crate::bindings::without_addresses(program.insns(), &refs);
     h.bytes(&encode(insns)).bytes(&encode(&loaded));
+    // Kfuncs are compiled by name: the same call numbers bound to other
+    // kfuncs are other code.
+    for (id, k) in library_kfuncs(opts) {
+        h.u64(id as u64).bytes(k.name.as_bytes());
+    }
     h.u64(opts.maps.len() as u64);
     for m in &opts.maps {
         match m.value {
@@ -484,10 +489,27 @@ fn compile_object(
 }
 
 fn resolve(jit: &JitOptions, bindings: &Bindings, insns: &[Insn], opts: &LoadOptions) -> Resolved {
-    let resolved = if jit.inline_helpers {
+    let mut resolved = if jit.inline_helpers {
         bindings.resolve()
     } else {
         Resolved::default()
     };
+    if jit.inline_helpers {
+        resolved.kfuncs = library_kfuncs(opts);
+    }
     resolved.with_map_table(insns, &opts.maps)
+}
+
+/// The program's kfuncs that are the NF library's (the registry entry of
+/// that name, as the runtime's loader binds them).
+fn library_kfuncs(
+    opts: &LoadOptions,
+) -> std::collections::BTreeMap<i32, &'static bpfjet_kfuncs::Kfunc> {
+    opts.kfuncs
+        .iter()
+        .filter_map(|h| {
+            let k = bpfjet_kfuncs::by_name(h.name())?;
+            Some((i32::try_from(h.id()).ok()?, k))
+        })
+        .collect()
 }

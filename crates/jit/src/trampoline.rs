@@ -582,7 +582,10 @@ pub(crate) fn resolve_symbol(name: &str) -> Option<usize> {
             let f: unsafe extern "C" fn(*mut RunCtx, u64, u64) -> u64 = jit_xdp_adjust;
             f as *const () as usize
         }
-        _ => return crate::natives::resolve(name),
+        _ => {
+            return crate::natives::resolve(name)
+                .or_else(|| bpfjet_kfuncs::by_symbol(name).map(|k| k.native as usize))
+        }
     })
 }
 

@@ -27,6 +27,7 @@ pub mod fuzzing;
 mod helper_ctx;
 mod helpers;
 mod interp;
+pub mod kfuncs;
 mod load;
 mod loader;
 mod program;

@@ -408,7 +408,8 @@ fn verify_program(
     RuntimeError,
 > {
     let inputs = bpfjet_verifier::ObjectProgramEnv::new(obj, p);
-    let env = inputs.env(obj, bpfjet_verifier::Policy::Privileged);
+    let mut env = inputs.env(obj, bpfjet_verifier::Policy::Privileged);
+    env.extra_kfuncs = bpfjet_kfuncs::verifier_protos();
     let facts = bpfjet_verifier::verify(insns, &env).map_err(|e| RuntimeError::Rejected {
         program: p.name.clone(),
         report: e.to_string(),
@@ -470,6 +471,9 @@ fn build_program(
             program: p.name.clone(),
             source,
         })?;
+    // The library's kfuncs this program calls, by their index in the
+    // object's kfunc table (the calls' imm).
+    let mut kfuncs = HelperRegistry::new();
     for (pc, insn) in insns.iter().enumerate() {
         match *insn {
             Insn::Call(CallTarget::Helper(id))
@@ -484,15 +488,24 @@ fn build_program(
                 });
             }
             Insn::Call(CallTarget::Kfunc(index)) => {
-                return Err(RuntimeError::UnsupportedKfunc {
+                let name = usize::try_from(index).ok().and_then(|i| obj.kfuncs.get(i));
+                let unsupported = || RuntimeError::UnsupportedKfunc {
                     program: p.name.clone(),
                     pc,
-                    name: usize::try_from(index)
-                        .ok()
-                        .and_then(|i| obj.kfuncs.get(i))
-                        .cloned()
-                        .unwrap_or_else(|| format!("#{index}")),
-                });
+                    name: name.cloned().unwrap_or_else(|| format!("#{index}")),
+                };
+                let kfunc = name
+                    .and_then(|n| bpfjet_kfuncs::by_name(n))
+                    .ok_or_else(unsupported)?;
+                if !kfunc.callable_from(bpfjet_verifier::ProgramType::Xdp) {
+                    return Err(RuntimeError::KfuncNotForProgramType {
+                        program: p.name.clone(),
+                        pc,
+                        name: kfunc.name.to_string(),
+                        prog_type: "xdp".into(),
+                    });
+                }
+                kfuncs.register(crate::kfuncs::kfunc_helper(index as u32, kfunc));
             }
             _ => {}
         }
@@ -535,7 +548,7 @@ fn build_program(
     let options = LoadOptions {
         memory,
         helpers: Arc::clone(helpers),
-        kfuncs: Arc::new(HelperRegistry::new()),
+        kfuncs: Arc::new(kfuncs),
         maps: bindings.to_vec(),
     };
     let program = Program::new(insns, options).map_err(|source| RuntimeError::Load {

@@ -129,6 +129,11 @@ impl Program {
         &self.inner.insns
     }
 
+    /// The kfuncs the program's kfunc calls are bound to (by call imm).
+    pub fn kfuncs(&self) -> &Arc<HelperRegistry> {
+        &self.inner.kfuncs
+    }
+
     pub fn is_bounds_checked(&self) -> bool {
         self.inner.bounds_checked
     }

@@ -47,6 +47,15 @@ pub enum RuntimeError {
         pc: usize,
         name: String,
     },
+    #[error(
+        "program {program:?}: insn {pc}: kfunc {name} may not be called from {prog_type} programs"
+    )]
+    KfuncNotForProgramType {
+        program: String,
+        pc: usize,
+        name: String,
+        prog_type: String,
+    },
     #[error("program {program:?}: xdp_md access: {source}")]
     Context {
         program: String,

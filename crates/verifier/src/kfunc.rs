@@ -63,6 +63,10 @@ impl Verifier<'_> {
                     maybe_null: false,
                     rdonly: true,
                 },
+                KfuncArg::MutMem => ArgType::PtrToMem {
+                    maybe_null: false,
+                    rdonly: false,
+                },
                 KfuncArg::Size => ArgType::ConstSize,
                 _ => ArgType::DontCare,
             }),
@@ -94,17 +98,27 @@ impl Verifier<'_> {
                         ),
                     )
                 }
-                KfuncArg::Scalar | KfuncArg::Ctx | KfuncArg::Mem | KfuncArg::Size => {
-                    self.check_arg(st, pc, &as_helper, regno, as_helper.args[i], &mut meta)?
-                }
-                KfuncArg::OutMem(size) => self.helper_mem(
+                KfuncArg::Scalar
+                | KfuncArg::Ctx
+                | KfuncArg::Mem
+                | KfuncArg::MutMem
+                | KfuncArg::Size => self
+                    .check_arg(st, pc, &as_helper, regno, as_helper.args[i], &mut meta)
+                    .map_err(|mut e| {
+                        // The helper checks speak of registers; say whose.
+                        if !e.message.contains(name.as_str()) {
+                            e.message = format!("{} (argument {regno} of kfunc {name})", e.message);
+                        }
+                        e
+                    })?,
+                KfuncArg::OutMem(size) | KfuncArg::InMem(size) => self.helper_mem(
                     st,
                     pc,
                     &reg,
                     regno,
                     size as u64,
                     size as u64,
-                    true,
+                    matches!(*arg, KfuncArg::OutMem(_)),
                     &format!("argument {regno} of kfunc {name}"),
                     &mut meta,
                 )?,

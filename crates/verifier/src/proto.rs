@@ -384,6 +384,12 @@ pub enum KfuncArg {
     Ctx,
     /// Readable memory whose size is the next argument (`void *p, u32 p__sz`).
     Mem,
+    /// Writable memory whose size is the next argument (`void *p, u32 p__sz`
+    /// that the kfunc writes, e.g. a table of counters).
+    MutMem,
+    /// A pointer to a fixed-size object the kfunc reads
+    /// (`const struct key16 *k`).
+    InMem(u32),
     /// The size of the preceding `Mem` argument, a bounded scalar `> 0`.
     Size,
     /// A pointer to a fixed-size object the kfunc writes (`__u64 *out`).

@@ -98,6 +98,11 @@ pub struct BenchArgs {
     /// compile` of OBJECT) instead of compiling.
     #[arg(long, value_name = "ARTIFACT")]
     pub aot: Option<PathBuf>,
+    /// Another build of the same program (e.g. with bpfjet's kfuncs): its
+    /// program of the same name also runs on bpfjet's JIT, in the same
+    /// rounds, as row `jit:<file stem>` (same packet and map state).
+    #[arg(long, value_name = "OBJECT")]
+    pub versus: Option<PathBuf>,
 }
 
 fn bench_dir(args: &BenchArgs) -> Result<PathBuf> {
@@ -239,9 +244,33 @@ pub fn run(args: &BenchArgs) -> Result<ExitCode> {
     } else {
         None
     };
+    let versus_object = match &args.versus {
+        Some(path) => {
+            let o = bpfjet_obj::load_file(path)
+                .map_err(|e| anyhow::anyhow!("object {}: {e}", path.display()))?;
+            if o.program(&program).is_none() {
+                bail!("--versus {}: no program {program:?}", path.display());
+            }
+            Some((path.as_path(), o))
+        }
+        None => None,
+    };
+    let versus_setup = versus_object.as_ref().map(|(path, o)| engines::Setup {
+        object_path: path,
+        object: o,
+        aot: None,
+        ..setup.clone()
+    });
+    let versus_fast = versus_setup
+        .as_ref()
+        .map(engines::FastObjects::load)
+        .transpose()?;
     let mut measurers: Vec<Box<dyn Measurer + '_>> = Vec::new();
     for &engine in &args.engines {
         measurers.push(engines::measurer(engine, &setup, fast.as_ref())?);
+    }
+    if let (Some(s), Some(f)) = (&versus_setup, &versus_fast) {
+        measurers.push(engines::versus(s, f)?);
     }
     if let Some(spec) = &args.native_memcpy {
         measurers.push(engines::native_memcpy(spec, &setup)?);

@@ -35,7 +35,8 @@ pub fn run(obj: &Path, prog: Option<&str>, json: bool, unprivileged: bool) -> Re
     let mut reports = Vec::new();
     for p in programs {
         let inputs = ObjectProgramEnv::new(&object, p);
-        let env = inputs.env(&object, policy);
+        let mut env = inputs.env(&object, policy);
+        env.extra_kfuncs = bpfjet_runtime::kfuncs::verifier_protos();
         let start = std::time::Instant::now();
         // A malformed encoding (register above r10, a jump out of the
         // program or into an lddw, a write to r10) is a verdict like any

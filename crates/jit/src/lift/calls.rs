@@ -143,6 +143,9 @@ impl<'ctx> Lifter<'ctx, '_> {
                 self.helper_call(fr, pc, KIND_HELPER, id)
             }
             CallTarget::Kfunc(id) => {
+                if self.try_kfunc(fr, pc, id)? {
+                    return Ok(());
+                }
                 let id = self.t.i64.const_int(id as i64 as u64, true);
                 self.helper_call(fr, pc, KIND_KFUNC, id)
             }

@@ -18,6 +18,7 @@ mod control;
 mod copy;
 mod direct;
 mod inline;
+mod kfunc;
 mod mem;
 
 pub(crate) use inline::RUNCTX_CPU_OFFSET;

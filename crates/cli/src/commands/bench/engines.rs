@@ -24,6 +24,7 @@ pub enum Engine {
 }
 
 /// Everything the engines share.
+#[derive(Clone)]
 pub struct Setup<'a> {
     pub object_path: &'a Path,
     pub object: &'a bpfjet_obj::Object,
@@ -261,7 +262,7 @@ fn load_aot(setup: &Setup<'_>, opts: &ObjectOptions, path: &Path) -> Result<JitO
 }
 
 struct Fast<'a> {
-    name: &'static str,
+    name: String,
     mode: Mode,
     setup: &'a Setup<'a>,
     prog: XdpBench<'a>,
@@ -309,7 +310,7 @@ impl Fast<'_> {
 
 impl Measurer for Fast<'_> {
     fn name(&self) -> &str {
-        self.name
+        &self.name
     }
 
     fn calibrate(&mut self) -> Result<()> {
@@ -391,7 +392,8 @@ fn fast<'a>(engine: Engine, setup: &'a Setup<'a>, objects: &'a FastObjects) -> R
         name: match engine {
             Engine::Interp => "interp",
             _ => "jit",
-        },
+        }
+        .to_string(),
         mode: setup.mode,
         setup,
         prog,
@@ -401,6 +403,21 @@ fn fast<'a>(engine: Engine, setup: &'a Setup<'a>, objects: &'a FastObjects) -> R
         empty_iters: 1,
         action: None,
     })
+}
+
+/// bpfjet's JIT on another build of the program (`bench --versus`), as
+/// row `jit:<file stem>`.
+pub fn versus<'a>(
+    setup: &'a Setup<'a>,
+    objects: &'a FastObjects,
+) -> Result<Box<dyn Measurer + 'a>> {
+    let mut m = fast(Engine::Jit, setup, objects)?;
+    let stem = setup
+        .object_path
+        .file_stem()
+        .map_or_else(|| "versus".into(), |s| s.to_string_lossy().into_owned());
+    m.name = format!("jit:{stem}");
+    Ok(Box::new(m))
 }
 
 pub fn measurer<'a>(

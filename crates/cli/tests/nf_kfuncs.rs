@@ -1,0 +1,302 @@
+//! The NF library examples (`examples/nf`), each built plain and with
+//! bpfjet's kfuncs: on the same stream of frames, the kernel running the
+//! plain build, bpfjet's interpreter (bounds-checked and verified) and JIT
+//! running both builds must agree frame by frame on the verdict and, at the
+//! end, on every map a control plane reads (sketch counters, flow table).
+//!
+//! The kfunc builds' native code must have no call left for the kfuncs
+//! that have an inline form (bucket search, CRC32C), and none through the
+//! helper trampoline at all.
+//!
+//! Without a usable kernel the kernel column is skipped with a message;
+//! the bpfjet engines are still compared with each other.
+
+mod support;
+
+use bpfjet_jit::{DumpStage, JitObject, JitOptions, XdpEngine};
+use bpfjet_maps::state::MapState;
+use bpfjet_runtime::{LoadedObject, ObjectOptions, TestRunOptions};
+use std::path::{Path, PathBuf};
+
+/// Frames of `flows` IPv4 flows (UDP and TCP) in a skewed mix — low flow
+/// numbers repeat often, so sketches see heavy hitters and flow tables
+/// see hits — plus non-IPv4 and truncated frames.
+fn frames(flows: u32, count: usize) -> Vec<Vec<u8>> {
+    let mut out = Vec::with_capacity(count);
+    let mut x: u32 = 0x1234_5678;
+    for i in 0..count {
+        x ^= x << 13;
+        x ^= x >> 17;
+        x ^= x << 5;
+        if i % 41 == 7 {
+            // ARP: not IPv4.
+            let mut f = vec![0u8; 42];
+            f[12] = 0x08;
+            f[13] = 0x06;
+            out.push(f);
+            continue;
+        }
+        if i % 53 == 11 {
+            out.push(vec![0u8; 20]);
+            continue;
+        }
+        // Skewed: the minimum of two draws favours small flow numbers.
+        let flow = (x % flows).min((x >> 16) % flows);
+        let proto = if flow.is_multiple_of(3) { 6u8 } else { 17u8 };
+        let mut f = vec![0u8; 14 + 20 + 20];
+        f[12] = 0x08;
+        f[13] = 0x00;
+        let ip = &mut f[14..34];
+        ip[0] = 0x45;
+        ip[3] = 40;
+        ip[8] = 64;
+        ip[9] = proto;
+        ip[12..16].copy_from_slice(&[10, 0, (flow >> 8) as u8, flow as u8]);
+        ip[16..20].copy_from_slice(&[192, 168, 1, (flow % 7) as u8]);
+        let l4 = &mut f[34..];
+        l4[0..2].copy_from_slice(&(1024 + flow as u16).to_be_bytes());
+        l4[2..4].copy_from_slice(&(80u16 + (flow % 5) as u16).to_be_bytes());
+        out.push(f);
+    }
+    out
+}
+
+fn nf_object(name: &str) -> PathBuf {
+    let path = support::corpus_build_dir().join(format!("nf/{name}.o"));
+    assert!(
+        path.exists(),
+        "{} missing after make -C examples",
+        path.display()
+    );
+    path
+}
+
+fn run_opts() -> TestRunOptions {
+    TestRunOptions {
+        repeat: 1,
+        cpu: 0,
+        ingress_ifindex: 0,
+        rx_queue_index: 0,
+    }
+}
+
+/// The maps a control plane reads: the NF's own, not the global-data maps
+/// (`.rodata` holds the plain build's CRC table only).
+fn nf_maps(mut maps: MapState) -> MapState {
+    maps.retain(|name, _| !name.starts_with('.'));
+    maps
+}
+
+/// Verdicts of every frame and the maps afterwards, on one engine.
+struct Outcome {
+    engine: String,
+    verdicts: Vec<u32>,
+    maps: MapState,
+}
+
+fn on_bpfjet(path: &Path, prog: &str, frames: &[Vec<u8>], engine: &str) -> Outcome {
+    let obj = bpfjet_obj::load_file(path).unwrap();
+    let opts = ObjectOptions::default();
+    let (verdicts, maps) = match engine {
+        "interp-checked" => {
+            let mut o = opts.clone();
+            o.unverified = true;
+            let loaded =
+                LoadedObject::load(&obj, &o).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+            let v = frames
+                .iter()
+                .map(|f| loaded.test_run(prog, f, &run_opts()).unwrap().retval)
+                .collect();
+            (v, loaded.dump_state().unwrap())
+        }
+        _ => {
+            let e = if engine == "jit" {
+                XdpEngine::Jit
+            } else {
+                XdpEngine::Interp
+            };
+            let jit = JitObject::load(&obj, &opts, &JitOptions::uncached())
+                .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+            let v = frames
+                .iter()
+                .map(|f| jit.test_run(prog, f, &run_opts(), e).unwrap().retval)
+                .collect();
+            (v, jit.loaded().dump_state().unwrap())
+        }
+    };
+    Outcome {
+        engine: format!(
+            "bpfjet {engine} on {}",
+            path.file_name().unwrap().to_string_lossy()
+        ),
+        verdicts,
+        maps: nf_maps(maps),
+    }
+}
+
+fn on_kernel(path: &Path, prog: &str, frames: &[Vec<u8>]) -> Option<Outcome> {
+    if let Err(why) = bpfjet_kernel::kernel_available() {
+        support::skip("NF kfunc differential test, kernel column", &why);
+        return None;
+    }
+    let k = bpfjet_kernel::KernelObject::open_with(path, &bpfjet_kernel::LoadOptions::default())
+        .unwrap_or_else(|e| panic!("kernel load of {}: {e}", path.display()));
+    let verdicts = frames
+        .iter()
+        .map(|f| k.test_run(prog, f, 1, Some(0)).unwrap().retval)
+        .collect();
+    Some(Outcome {
+        engine: format!("kernel on {}", path.file_name().unwrap().to_string_lossy()),
+        verdicts,
+        maps: nf_maps(k.dump_maps().unwrap()),
+    })
+}
+
+fn differential(plain: &str, kfunc: &str, prog: &str, frames: &[Vec<u8>]) -> Vec<u32> {
+    let plain = nf_object(plain);
+    let kfunc = nf_object(kfunc);
+    let mut outcomes: Vec<Outcome> = on_kernel(&plain, prog, frames).into_iter().collect();
+    for engine in ["interp", "jit"] {
+        outcomes.push(on_bpfjet(&plain, prog, frames, engine));
+    }
+    for engine in ["interp-checked", "interp", "jit"] {
+        outcomes.push(on_bpfjet(&kfunc, prog, frames, engine));
+    }
+    let reference = &outcomes[0];
+    for o in &outcomes[1..] {
+        if let Some(i) = (0..frames.len()).find(|&i| o.verdicts[i] != reference.verdicts[i]) {
+            panic!(
+                "frame {i}: {} says {}, {} says {}",
+                reference.engine, reference.verdicts[i], o.engine, o.verdicts[i]
+            );
+        }
+        assert!(!o.maps.is_empty(), "{}: no maps", o.engine);
+        assert!(
+            o.maps == reference.maps,
+            "maps after {} frames differ between {} and {}",
+            frames.len(),
+            reference.engine,
+            o.engine
+        );
+    }
+    reference.verdicts.clone()
+}
+
+fn count(verdicts: &[u32], action: u32) -> usize {
+    verdicts.iter().filter(|&&v| v == action).count()
+}
+
+const DROP: u32 = 1;
+const PASS: u32 = 2;
+
+#[test]
+fn countmin_plain_and_kfunc_builds_agree_with_the_kernel() {
+    let frames = frames(40, 400);
+    for h in [1, 2, 4, 8] {
+        let v = differential(
+            &format!("countmin_h{h}_plain"),
+            &format!("countmin_h{h}_kfunc"),
+            "countmin",
+            &frames,
+        );
+        // Heavy flows were dropped, light ones passed: both paths ran.
+        assert!(
+            count(&v, DROP) > 0 && count(&v, PASS) > 0,
+            "{h} hashes: {v:?}"
+        );
+    }
+}
+
+#[test]
+fn cuckoo_plain_and_kfunc_builds_agree_with_the_kernel() {
+    // 64 buckets x 16 slots, 2 choices per flow: 300 flows give hits and
+    // inserts; 6000 flows overflow the 1024 slots (drops).
+    for (flows, n) in [(300, 1500), (6000, 3000)] {
+        let frames = frames(flows, n);
+        let v = differential("cuckoo_plain", "cuckoo_kfunc", "cuckoo", &frames);
+        assert!(count(&v, PASS) > 0, "{flows} flows: nothing passed");
+        if flows > 5000 {
+            assert!(
+                count(&v, DROP) > 0,
+                "{flows} flows: no bucket pair filled up"
+            );
+        }
+    }
+}
+
+/// Calls to `symbol` in optimized IR (the declaration is not a call).
+fn calls(ir: &str, symbol: &str) -> usize {
+    ir.lines()
+        .filter(|l| l.contains("call ") && l.contains(&format!("@{symbol}(")))
+        .count()
+}
+
+#[test]
+fn inlined_kfuncs_leave_no_call_in_native_code() {
+    let obj = bpfjet_obj::load_file(nf_object("cuckoo_kfunc")).unwrap();
+    let jit = JitObject::load(&obj, &ObjectOptions::default(), &JitOptions::uncached()).unwrap();
+    let ir = jit.dump("cuckoo", DumpStage::OptimizedIr, true).unwrap();
+    assert_eq!(
+        calls(&ir, "bpfjet_jit_helper"),
+        0,
+        "trampoline calls left:\n{ir}"
+    );
+    assert_eq!(
+        calls(&ir, "bpfjet_kfunc_bpfjet_find_u16"),
+        0,
+        "bucket search not inlined:\n{ir}"
+    );
+    let sse42 = std::arch::is_x86_feature_detected!("sse4.2");
+    if sse42 {
+        assert_eq!(
+            calls(&ir, "bpfjet_kfunc_bpfjet_crc32c"),
+            0,
+            "CRC32C not inlined:\n{ir}"
+        );
+        assert!(
+            ir.contains("llvm.x86.sse42.crc32"),
+            "no crc32 instruction:\n{ir}"
+        );
+    } else {
+        support::skip("CRC32C inlining check", "this CPU has no SSE4.2");
+    }
+    // Native code: no call instruction at all for this program.
+    let asm = jit.dump("cuckoo", DumpStage::Assembly, true).unwrap();
+    let native_calls: Vec<&str> = asm
+        .lines()
+        .filter(|l| l.trim_start().starts_with("call"))
+        .collect();
+    if sse42 {
+        assert!(native_calls.is_empty(), "calls left: {native_calls:?}");
+    }
+
+    // The fused count-min update with constant sizes and k: compiled in
+    // (8 crc32 chains), no call at all.
+    let obj = bpfjet_obj::load_file(nf_object("countmin_h8_kfunc")).unwrap();
+    let jit = JitObject::load(&obj, &ObjectOptions::default(), &JitOptions::uncached()).unwrap();
+    let ir = jit.dump("countmin", DumpStage::OptimizedIr, true).unwrap();
+    assert_eq!(calls(&ir, "bpfjet_jit_helper"), 0, "{ir}");
+    let expected = if sse42 { 0 } else { 1 };
+    assert_eq!(calls(&ir, "bpfjet_kfunc_bpfjet_cm_inc"), expected, "{ir}");
+    if sse42 {
+        let asm = jit.dump("countmin", DumpStage::Assembly, true).unwrap();
+        let native_calls: Vec<&str> = asm
+            .lines()
+            .filter(|l| l.trim_start().starts_with("call"))
+            .collect();
+        assert!(native_calls.is_empty(), "calls left: {native_calls:?}");
+    }
+}
+
+/// Prints the plain count-min's native code (`cargo test ... -- --ignored
+/// --nocapture`): for looking at what the JIT made of the CRC table walk.
+#[test]
+#[ignore]
+fn show_plain_countmin_code() {
+    let obj = bpfjet_obj::load_file(nf_object("countmin_h1_plain")).unwrap();
+    let jit = JitObject::load(&obj, &ObjectOptions::default(), &JitOptions::uncached()).unwrap();
+    println!(
+        "{}",
+        jit.dump("countmin", DumpStage::Assembly, true).unwrap()
+    );
+}

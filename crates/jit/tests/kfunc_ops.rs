@@ -1,0 +1,321 @@
+//! Every kfunc of the NF library (bpfjet's names and eNetSTL's), called by
+//! `tests/progs/kfunc_ops.c` on operands from the packet: the bounds-checked
+//! interpreter, the verified interpreter and the JIT (inline forms where
+//! there are some) must store exactly what the library's scalar definitions
+//! compute, packet after packet, and leave the same counter tables.
+
+use bpfjet_jit::{JitObject, JitOptions, XdpEngine};
+use bpfjet_kfuncs::bits::*;
+use bpfjet_kfuncs::hash::crc32c_scalar;
+use bpfjet_kfuncs::multihash::{bloom_set, bloom_test, cm_inc, cm_min};
+use bpfjet_kfuncs::search::scalar;
+use bpfjet_kfuncs::{enetstl, CpuFeatures};
+use bpfjet_maps::state::{parse_hex, MapState};
+use bpfjet_runtime::{LoadedObject, ObjectOptions, TestRunOptions};
+
+mod fixtures;
+
+const SLOTS: usize = 48;
+const INPUT: usize = 160;
+
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+}
+
+/// A packet whose keys are often elements of its bucket (so searches hit)
+/// and whose second key often equals the first bytes of the bucket.
+fn packet(rng: &mut Rng) -> Vec<u8> {
+    let mut p: Vec<u8> = (0..INPUT).map(|_| rng.next() as u8).collect();
+    // Few distinct values: repeated elements, minimum/maximum ties.
+    if rng.next().is_multiple_of(2) {
+        for b in &mut p[..32] {
+            *b &= 0x03;
+        }
+    }
+    let pick = rng.next() as usize;
+    if !pick.is_multiple_of(3) {
+        let (i16, i32, i64) = (pick % 16, pick % 8, pick % 4);
+        let (a, b, c) = (
+            p[i16 * 2..i16 * 2 + 2].to_vec(),
+            p[i32 * 4..i32 * 4 + 4].to_vec(),
+            p[i64 * 8..i64 * 8 + 8].to_vec(),
+        );
+        p[64..66].copy_from_slice(&a);
+        p[68..72].copy_from_slice(&b);
+        p[72..80].copy_from_slice(&c);
+    }
+    match rng.next() % 3 {
+        0 => {
+            let bucket = p[..32].to_vec();
+            p[96..128].copy_from_slice(&bucket);
+        }
+        1 => {
+            let bucket = p[..32].to_vec();
+            p[96..128].copy_from_slice(&bucket);
+            let at = 96 + (rng.next() % 32) as usize;
+            p[at] ^= 0x10;
+        }
+        _ => {}
+    }
+    if rng.next().is_multiple_of(4) {
+        p[80..88].fill(0); // bit scans of zero
+    }
+    // Few distinct flows, so counters grow and Bloom bits repeat.
+    p[128] %= 5;
+    p[129..141].fill(7);
+    p
+}
+
+/// The counter tables the program updates, mirrored here.
+struct Tables {
+    cm: Vec<u8>,
+    bloom: Vec<u8>,
+    enet: Vec<u8>,
+}
+
+fn u16_at(p: &[u8], at: usize) -> u16 {
+    u16::from_ne_bytes([p[at], p[at + 1]])
+}
+fn u32_at(p: &[u8], at: usize) -> u32 {
+    u32::from_ne_bytes(p[at..at + 4].try_into().unwrap())
+}
+fn u64_at(p: &[u8], at: usize) -> u64 {
+    u64::from_ne_bytes(p[at..at + 8].try_into().unwrap())
+}
+
+fn expected(p: &[u8], t: &mut Tables) -> [u64; SLOTS] {
+    let bucket = &p[..32];
+    let (k16, k32, k64, x) = (u16_at(p, 64), u32_at(p, 68), u64_at(p, 72), u64_at(p, 80));
+    let b = &p[96..128];
+    let data = &p[128..141];
+    let seed = u32_at(p, 144);
+    let s = CpuFeatures::SCALAR;
+    let mut r = [0u64; SLOTS];
+    r[0] = ffs32(x as u32);
+    r[1] = ffs64(x);
+    r[2] = ctz32(x as u32);
+    r[3] = ctz64(x);
+    r[4] = clz32((x >> 32) as u32);
+    r[5] = clz64(x);
+    r[6] = popcount32(x as u32);
+    r[7] = popcount64(x);
+    r[8] = scalar::find_eq(bucket, k16);
+    r[9] = scalar::find_eq(bucket, k32);
+    r[10] = scalar::find_eq(bucket, k64);
+    r[11] = scalar::mask_eq(bucket, k16);
+    r[12] = scalar::mask_eq(bucket, k32);
+    r[13] = scalar::mask_eq(bucket, k64);
+    r[14] = u64::from(scalar::min::<u16>(bucket));
+    r[15] = u64::from(scalar::max::<u32>(bucket));
+    r[16] = scalar::argmin::<u32>(bucket);
+    r[17] = scalar::argmax::<u16>(bucket);
+    r[18] = scalar::min::<u64>(bucket);
+    r[19] = scalar::argmax::<u64>(bucket);
+    r[20] = u64::from(bucket[..16] == b[..16]);
+    r[21] = u64::from(bucket == b);
+    r[22] = u64::from(crc32c_scalar(data, seed));
+    r[23] = cm_inc(s, data, &mut t.cm, 4);
+    r[24] = cm_min(s, data, &t.cm, 4);
+    r[25] = bloom_set(s, data, &mut t.bloom, 3);
+    r[26] = bloom_test(s, &bucket[..13], &t.bloom, 3);
+    r[27] = scalar::find_eq(&bucket[..20], k16);
+    r[28] = u64::from(crc32c_scalar(bucket, seed));
+    r[30] = ctz64(x);
+    r[31] = ctz32(x as u32);
+    r[32] = scalar::find_eq(bucket, k16);
+    r[33] = enetstl::byte_mask_u16(scalar::mask_eq(bucket, k16));
+    r[34] = u64::from(bucket[..16] != b[..16]);
+    r[35] = u64::from(crc32c_scalar(data, seed));
+    r[36] = r[35];
+    enetstl::hash_simd_cnt_u32(data, &mut t.enet, 4);
+    r
+}
+
+fn value(state: &MapState, map: &str) -> Vec<u8> {
+    let entries = &state[map];
+    parse_hex(entries[0].value.as_deref().expect("array value")).unwrap()
+}
+
+const NAMES: [&str; 37] = [
+    "bpfjet_ffs32",
+    "bpfjet_ffs64",
+    "bpfjet_ctz32",
+    "bpfjet_ctz64",
+    "bpfjet_clz32",
+    "bpfjet_clz64",
+    "bpfjet_popcount32",
+    "bpfjet_popcount64",
+    "bpfjet_find_u16",
+    "bpfjet_find_u32",
+    "bpfjet_find_u64",
+    "bpfjet_mask_u16",
+    "bpfjet_mask_u32",
+    "bpfjet_mask_u64",
+    "bpfjet_min_u16",
+    "bpfjet_max_u32",
+    "bpfjet_argmin_u32",
+    "bpfjet_argmax_u16",
+    "bpfjet_min_u64",
+    "bpfjet_argmax_u64",
+    "bpfjet_key16_eq",
+    "bpfjet_key32_eq",
+    "bpfjet_crc32c",
+    "bpfjet_cm_inc",
+    "bpfjet_cm_min",
+    "bpfjet_bloom_set",
+    "bpfjet_bloom_test",
+    "bpfjet_find_u16 (10 lanes)",
+    "bpfjet_crc32c (32 bytes)",
+    "-",
+    "bpf_ffs",
+    "bpf_tzcnt_u32",
+    "bpf_find_u16_avx",
+    "bpf__find_mask_u16_avx",
+    "bpf_k16_cmp_eq",
+    "bpf_crc32c_sse",
+    "bpf_crc32_hash",
+];
+
+#[test]
+fn every_engine_computes_the_library_definitions() {
+    let path = fixtures::test_prog("kfunc_ops");
+    let obj = bpfjet_obj::load_file(&path).unwrap();
+    let checked = LoadedObject::load(
+        &obj,
+        &ObjectOptions {
+            unverified: true,
+            ..ObjectOptions::default()
+        },
+    )
+    .unwrap();
+    let verified = LoadedObject::load(&obj, &ObjectOptions::default()).unwrap();
+    let jit = JitObject::load(&obj, &ObjectOptions::default(), &JitOptions::uncached()).unwrap();
+    let run = TestRunOptions::default();
+    let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
+    let mut mirror = Tables {
+        cm: vec![0; 1024],
+        bloom: vec![0; 64],
+        enet: vec![0; 512],
+    };
+    for i in 0..300 {
+        let p = packet(&mut rng);
+        let want = expected(&p, &mut mirror);
+        let outcomes = [
+            (
+                "interp (bounds-checked)",
+                checked.test_run("kfunc_ops", &p, &run).unwrap().retval,
+                checked.dump_state().unwrap(),
+            ),
+            (
+                "interp (verified)",
+                verified.test_run("kfunc_ops", &p, &run).unwrap().retval,
+                verified.dump_state().unwrap(),
+            ),
+            (
+                "jit",
+                jit.test_run("kfunc_ops", &p, &run, XdpEngine::Jit)
+                    .unwrap()
+                    .retval,
+                jit.loaded().dump_state().unwrap(),
+            ),
+        ];
+        for (engine, retval, state) in &outcomes {
+            assert_eq!(*retval, 3, "{engine} packet {i}: XDP_TX expected");
+            let out = value(state, "out");
+            for (slot, name) in NAMES.iter().enumerate() {
+                let got = u64_at(&out, slot * 8);
+                assert_eq!(got, want[slot], "{engine} packet {i}: {name} (slot {slot})");
+            }
+            let tables = value(state, "tables");
+            assert_eq!(
+                &tables[..1024],
+                &mirror.cm[..],
+                "{engine} packet {i}: count-min rows"
+            );
+            assert_eq!(
+                &tables[1024..1088],
+                &mirror.bloom[..],
+                "{engine} packet {i}: Bloom bits"
+            );
+            assert_eq!(
+                &tables[1088..1600],
+                &mirror.enet[..],
+                "{engine} packet {i}: eNetSTL count-min"
+            );
+        }
+    }
+}
+
+#[test]
+fn misuse_is_rejected_naming_the_kfunc() {
+    // A kfunc the library does not have, a wrong-size buffer: the loader
+    // names the kfunc (and the verifier the argument).
+    let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR"));
+    let cases = [
+        (
+            "unknown",
+            "extern __u64 bpfjet_no_such_kfunc(__u64 x) __ksym;\n\
+             SEC(\"xdp\") int p(struct xdp_md *c) { return bpfjet_no_such_kfunc(c->data) & 1; }",
+            "bpfjet_no_such_kfunc",
+        ),
+        (
+            "oversize",
+            "SEC(\"xdp\") int p(struct xdp_md *c) { __u8 b[16] = {}; \
+             __u32 n = c->data_end - c->data; if (n < 2) return 0; \
+             return bpfjet_find_u16(b, n, 1) & 1; }",
+            "bpfjet_find_u16",
+        ),
+        (
+            "short_key",
+            "SEC(\"xdp\") int p(struct xdp_md *c) { __u8 a[8] = {}, b[32] = {}; \
+             return bpfjet_key16_eq((void *)a, (void *)b) & 1; }",
+            "bpfjet_key16_eq",
+        ),
+    ];
+    for (name, body, kfunc) in cases {
+        let src = dir.join(format!("kfunc_misuse_{name}.c"));
+        let out = dir.join(format!("kfunc_misuse_{name}.o"));
+        let include =
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../include/bpfjet_kfuncs.h");
+        std::fs::write(
+            &src,
+            format!(
+                "#include <linux/bpf.h>\n#include <bpf/bpf_helpers.h>\n#include \"{}\"\n{body}\nchar _license[] SEC(\"license\") = \"GPL\";\n",
+                include.display()
+            ),
+        )
+        .unwrap();
+        let status = std::process::Command::new("clang-19")
+            .args([
+                "-O2",
+                "-g",
+                "-target",
+                "bpf",
+                "-mcpu=v3",
+                "-I",
+                "/usr/include/x86_64-linux-gnu",
+                "-c",
+            ])
+            .arg(&src)
+            .arg("-o")
+            .arg(&out)
+            .status()
+            .expect("clang-19 (scripts/setup.sh)");
+        assert!(status.success(), "{name}: clang-19 failed");
+        let obj = bpfjet_obj::load_file(&out).unwrap();
+        let err = LoadedObject::load(&obj, &ObjectOptions::default())
+            .err()
+            .unwrap_or_else(|| panic!("{name}: loaded"))
+            .to_string();
+        let first = err.lines().next().unwrap_or_default();
+        assert!(first.contains(kfunc), "{name}: {err}");
+        println!("{name}: {first}");
+    }
+}

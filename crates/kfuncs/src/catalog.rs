@@ -1,0 +1,577 @@
+//! Every kfunc of the library, declared once: its name, C declaration (the
+//! BTF prototype a program's `extern ... __ksym` must match), verifier
+//! prototype, the program types that may call it, the native
+//! implementation and, where it has one, the form the JIT inlines.
+//!
+//! All natives share one ABI, `extern "C" fn(r1, r2, r3, r4, r5) -> r0`,
+//! so the interpreter and the JIT call any of them the same way. Pointer
+//! arguments are addresses the verifier proved readable (or writable) for
+//! the sizes the prototype names.
+
+use crate::cpu::features;
+use crate::search::Simd;
+use crate::{bits, enetstl, hash, multihash};
+use bpfjet_verifier::proto::{KfuncArg, KfuncFlags, KfuncProto, KfuncRet};
+use bpfjet_verifier::ProgramType;
+
+/// The native ABI of every kfunc.
+pub type NativeFn = unsafe extern "C" fn(u64, u64, u64, u64, u64) -> u64;
+
+/// Who defined the name and signature.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Origin {
+    /// bpfjet's own (`include/bpfjet_kfuncs.h`).
+    Bpfjet,
+    /// The eNetSTL kernel module's (EuroSys'25), for its NF programs.
+    ENetStl,
+}
+
+/// Where a search's element count comes from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Lanes {
+    /// From the byte size in argument register `reg` (inlined only when the
+    /// JIT knows it as a constant).
+    SizeReg(u8),
+    /// A fixed number of elements.
+    Fixed(u32),
+}
+
+/// What the JIT may compile in place of the call (same result as the native).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Inline {
+    /// 1 + trailing zeros, 0 for 0 (`bits` wide).
+    Ffs {
+        bits: u32,
+    },
+    /// Trailing zeros (the width for 0).
+    Ctz {
+        bits: u32,
+    },
+    /// Leading zeros (the width for 0).
+    Clz {
+        bits: u32,
+    },
+    Popcount {
+        bits: u32,
+    },
+    /// CRC32C of (r1, r2 bytes) from seed r3.
+    Crc32c,
+    /// Index of the first element of `lane_bytes` equal to the key in
+    /// register `key`, in the bucket at r1 (the count if none).
+    FindEq {
+        lane_bytes: u32,
+        lanes: Lanes,
+        key: u8,
+    },
+    /// Bit mask of equal elements (two bits per element with `byte_mask`).
+    MaskEq {
+        lane_bytes: u32,
+        lanes: Lanes,
+        key: u8,
+        byte_mask: bool,
+    },
+    /// Compare `bytes`-byte keys at r1 and r2: 1 when equal (or when they
+    /// differ, with `one_if_differ`).
+    KeyEq {
+        bytes: u32,
+        one_if_differ: bool,
+    },
+    /// The fused count-min of `multihash` (key r1/r2, rows r3/r4, k r5):
+    /// inlined when the sizes and k are constants and the target has
+    /// SSE4.2 — k CRC32C chains, k counter updates, their minimum.
+    CountMin {
+        increment: bool,
+    },
+}
+
+/// One kfunc.
+#[derive(Clone, Copy, Debug)]
+pub struct Kfunc {
+    pub name: &'static str,
+    pub c_decl: &'static str,
+    pub origin: Origin,
+    pub proto: KfuncProto,
+    pub prog_types: &'static [ProgramType],
+    pub native: NativeFn,
+    pub inline: Option<Inline>,
+}
+
+impl Kfunc {
+    /// Symbol of the native in generated code.
+    pub fn symbol(&self) -> String {
+        format!("bpfjet_kfunc_{}", self.name)
+    }
+
+    pub fn callable_from(&self, t: ProgramType) -> bool {
+        self.prog_types.contains(&t)
+    }
+}
+
+const XDP: &[ProgramType] = &[ProgramType::Xdp];
+const N: KfuncArg = KfuncArg::None;
+const S: KfuncArg = KfuncArg::Scalar;
+
+/// # Safety
+/// `p` is readable for `len` bytes (the verifier's proof).
+unsafe fn mem<'a>(p: u64, len: u64) -> &'a [u8] {
+    // SAFETY: per the contract.
+    unsafe { std::slice::from_raw_parts(p as *const u8, len as usize) }
+}
+
+/// # Safety
+/// `p` is writable for `len` bytes and nothing else refers to them during
+/// the call (the program's own memory, one run per CPU slot).
+unsafe fn mem_mut<'a>(p: u64, len: u64) -> &'a mut [u8] {
+    // SAFETY: per the contract.
+    unsafe { std::slice::from_raw_parts_mut(p as *mut u8, len as usize) }
+}
+
+macro_rules! native {
+    ($name:ident, |$a:ident, $b:ident, $c:ident, $d:ident, $e:ident| $body:expr) => {
+        #[allow(unused_variables, unused_unsafe, clippy::unnecessary_cast)]
+        unsafe extern "C" fn $name($a: u64, $b: u64, $c: u64, $d: u64, $e: u64) -> u64 {
+            // SAFETY: pointer arguments are valid for the sizes the
+            // kfunc's prototype names (see the module docs).
+            unsafe { $body }
+        }
+    };
+}
+
+native!(n_ffs32, |x, b, c, d, e| bits::ffs32(x as u32));
+native!(n_ffs64, |x, b, c, d, e| bits::ffs64(x));
+native!(n_ctz32, |x, b, c, d, e| bits::ctz32(x as u32));
+native!(n_ctz64, |x, b, c, d, e| bits::ctz64(x));
+native!(n_clz32, |x, b, c, d, e| bits::clz32(x as u32));
+native!(n_clz64, |x, b, c, d, e| bits::clz64(x));
+native!(n_popcount32, |x, b, c, d, e| bits::popcount32(x as u32));
+native!(n_popcount64, |x, b, c, d, e| bits::popcount64(x));
+
+native!(n_find_u16, |p, n, k, d, e| Simd::detected()
+    .find_eq(mem(p, n), k as u16));
+native!(n_find_u32, |p, n, k, d, e| Simd::detected()
+    .find_eq(mem(p, n), k as u32));
+native!(n_find_u64, |p, n, k, d, e| Simd::detected()
+    .find_eq(mem(p, n), k));
+native!(n_mask_u16, |p, n, k, d, e| Simd::detected()
+    .mask_eq(mem(p, n), k as u16));
+native!(n_mask_u32, |p, n, k, d, e| Simd::detected()
+    .mask_eq(mem(p, n), k as u32));
+native!(n_mask_u64, |p, n, k, d, e| Simd::detected()
+    .mask_eq(mem(p, n), k));
+native!(n_min_u16, |p, n, c, d, e| u64::from(
+    Simd::detected().min::<u16>(mem(p, n))
+));
+native!(n_min_u32, |p, n, c, d, e| u64::from(
+    Simd::detected().min::<u32>(mem(p, n))
+));
+native!(n_min_u64, |p, n, c, d, e| Simd::detected()
+    .min::<u64>(mem(p, n)));
+native!(n_max_u16, |p, n, c, d, e| u64::from(
+    Simd::detected().max::<u16>(mem(p, n))
+));
+native!(n_max_u32, |p, n, c, d, e| u64::from(
+    Simd::detected().max::<u32>(mem(p, n))
+));
+native!(n_max_u64, |p, n, c, d, e| Simd::detected()
+    .max::<u64>(mem(p, n)));
+native!(n_argmin_u16, |p, n, c, d, e| Simd::detected()
+    .argmin::<u16>(mem(p, n)));
+native!(n_argmin_u32, |p, n, c, d, e| Simd::detected()
+    .argmin::<u32>(mem(p, n)));
+native!(n_argmin_u64, |p, n, c, d, e| Simd::detected()
+    .argmin::<u64>(mem(p, n)));
+native!(n_argmax_u16, |p, n, c, d, e| Simd::detected()
+    .argmax::<u16>(mem(p, n)));
+native!(n_argmax_u32, |p, n, c, d, e| Simd::detected()
+    .argmax::<u32>(mem(p, n)));
+native!(n_argmax_u64, |p, n, c, d, e| Simd::detected()
+    .argmax::<u64>(mem(p, n)));
+native!(n_key16_eq, |a, b, c, d, e| u64::from(
+    Simd::detected().key_eq(mem(a, 16), mem(b, 16))
+));
+native!(n_key32_eq, |a, b, c, d, e| u64::from(
+    Simd::detected().key_eq(mem(a, 32), mem(b, 32))
+));
+native!(n_crc32c, |p, n, seed, d, e| u64::from(hash::crc32c(
+    mem(p, n),
+    seed as u32
+)));
+native!(n_cm_inc, |key, kn, rows, rn, k| multihash::cm_inc(
+    features(),
+    mem(key, kn),
+    mem_mut(rows, rn),
+    k
+));
+native!(n_cm_min, |key, kn, rows, rn, k| multihash::cm_min(
+    features(),
+    mem(key, kn),
+    mem(rows, rn),
+    k
+));
+native!(n_bloom_set, |key, kn, bitsp, bn, k| multihash::bloom_set(
+    features(),
+    mem(key, kn),
+    mem_mut(bitsp, bn),
+    k
+));
+native!(n_bloom_test, |key, kn, bitsp, bn, k| multihash::bloom_test(
+    features(),
+    mem(key, kn),
+    mem(bitsp, bn),
+    k
+));
+
+// eNetSTL: 16 u16 elements (one 32-byte AVX2 vector) per bucket.
+native!(n_enet_find_u16, |p, k, c, d, e| Simd::detected()
+    .find_eq(mem(p, 32), k as u16));
+native!(n_enet_mask_u16, |p, k, c, d, e| enetstl::byte_mask_u16(
+    Simd::detected().mask_eq(mem(p, 32), k as u16)
+));
+native!(n_enet_k16_cmp, |a, b, c, d, e| u64::from(
+    !Simd::detected().key_eq(mem(a, 16), mem(b, 16))
+));
+native!(n_enet_hash_cnt, |tuple, table, size, shift, e| {
+    enetstl::hash_simd_cnt_u32(
+        mem(tuple, enetstl::PKT_5TUPLE_BYTES as u64),
+        mem_mut(table, size),
+        shift as u32,
+    );
+    0
+});
+
+const fn proto(name: &'static str, args: [KfuncArg; 5], ret: KfuncRet) -> KfuncProto {
+    KfuncProto {
+        name,
+        args,
+        ret,
+        flags: KfuncFlags {
+            acquire: false,
+            ret_null: false,
+            dev_bound: false,
+        },
+    }
+}
+
+const fn kfunc(
+    origin: Origin,
+    name: &'static str,
+    c_decl: &'static str,
+    args: [KfuncArg; 5],
+    ret: KfuncRet,
+    native: NativeFn,
+    inline: Option<Inline>,
+) -> Kfunc {
+    Kfunc {
+        name,
+        c_decl,
+        origin,
+        proto: proto(name, args, ret),
+        prog_types: XDP,
+        native,
+        inline,
+    }
+}
+
+const INT: KfuncRet = KfuncRet::Integer;
+const MEM: KfuncArg = KfuncArg::Mem;
+const SZ: KfuncArg = KfuncArg::Size;
+const MUT: KfuncArg = KfuncArg::MutMem;
+use Origin::{Bpfjet as B, ENetStl as E};
+
+macro_rules! unary {
+    ($name:literal, $decl:literal, $native:ident, $inline:expr) => {
+        kfunc(
+            B,
+            $name,
+            $decl,
+            [S, N, N, N, N],
+            INT,
+            $native,
+            Some($inline),
+        )
+    };
+}
+
+macro_rules! search {
+    ($name:literal, $decl:literal, $native:ident, $inline:expr) => {
+        kfunc(B, $name, $decl, [MEM, SZ, S, N, N], INT, $native, $inline)
+    };
+}
+
+macro_rules! reduce {
+    ($name:literal, $decl:literal, $native:ident) => {
+        kfunc(B, $name, $decl, [MEM, SZ, N, N, N], INT, $native, None)
+    };
+}
+
+macro_rules! fused {
+    ($name:literal, $decl:literal, $table:expr, $native:ident, $inline:expr) => {
+        kfunc(
+            B,
+            $name,
+            $decl,
+            [MEM, SZ, $table, SZ, S],
+            INT,
+            $native,
+            $inline,
+        )
+    };
+}
+
+const fn find(lane_bytes: u32) -> Option<Inline> {
+    Some(Inline::FindEq {
+        lane_bytes,
+        lanes: Lanes::SizeReg(2),
+        key: 3,
+    })
+}
+
+const fn mask(lane_bytes: u32) -> Option<Inline> {
+    Some(Inline::MaskEq {
+        lane_bytes,
+        lanes: Lanes::SizeReg(2),
+        key: 3,
+        byte_mask: false,
+    })
+}
+
+/// The library.
+pub static KFUNCS: &[Kfunc] = &[
+    unary!("bpfjet_ffs32", "__u64 bpfjet_ffs32(__u32 x)", n_ffs32, Inline::Ffs { bits: 32 }),
+    unary!("bpfjet_ffs64", "__u64 bpfjet_ffs64(__u64 x)", n_ffs64, Inline::Ffs { bits: 64 }),
+    unary!("bpfjet_ctz32", "__u64 bpfjet_ctz32(__u32 x)", n_ctz32, Inline::Ctz { bits: 32 }),
+    unary!("bpfjet_ctz64", "__u64 bpfjet_ctz64(__u64 x)", n_ctz64, Inline::Ctz { bits: 64 }),
+    unary!("bpfjet_clz32", "__u64 bpfjet_clz32(__u32 x)", n_clz32, Inline::Clz { bits: 32 }),
+    unary!("bpfjet_clz64", "__u64 bpfjet_clz64(__u64 x)", n_clz64, Inline::Clz { bits: 64 }),
+    unary!(
+        "bpfjet_popcount32",
+        "__u64 bpfjet_popcount32(__u32 x)",
+        n_popcount32,
+        Inline::Popcount { bits: 32 }
+    ),
+    unary!(
+        "bpfjet_popcount64",
+        "__u64 bpfjet_popcount64(__u64 x)",
+        n_popcount64,
+        Inline::Popcount { bits: 64 }
+    ),
+    search!(
+        "bpfjet_find_u16",
+        "__u64 bpfjet_find_u16(const void *bucket, __u32 bucket__sz, __u16 key)",
+        n_find_u16,
+        find(2)
+    ),
+    search!(
+        "bpfjet_find_u32",
+        "__u64 bpfjet_find_u32(const void *bucket, __u32 bucket__sz, __u32 key)",
+        n_find_u32,
+        find(4)
+    ),
+    search!(
+        "bpfjet_find_u64",
+        "__u64 bpfjet_find_u64(const void *bucket, __u32 bucket__sz, __u64 key)",
+        n_find_u64,
+        find(8)
+    ),
+    search!(
+        "bpfjet_mask_u16",
+        "__u64 bpfjet_mask_u16(const void *bucket, __u32 bucket__sz, __u16 key)",
+        n_mask_u16,
+        mask(2)
+    ),
+    search!(
+        "bpfjet_mask_u32",
+        "__u64 bpfjet_mask_u32(const void *bucket, __u32 bucket__sz, __u32 key)",
+        n_mask_u32,
+        mask(4)
+    ),
+    search!(
+        "bpfjet_mask_u64",
+        "__u64 bpfjet_mask_u64(const void *bucket, __u32 bucket__sz, __u64 key)",
+        n_mask_u64,
+        mask(8)
+    ),
+    reduce!("bpfjet_min_u16", "__u64 bpfjet_min_u16(const void *bucket, __u32 bucket__sz)", n_min_u16),
+    reduce!("bpfjet_min_u32", "__u64 bpfjet_min_u32(const void *bucket, __u32 bucket__sz)", n_min_u32),
+    reduce!("bpfjet_min_u64", "__u64 bpfjet_min_u64(const void *bucket, __u32 bucket__sz)", n_min_u64),
+    reduce!("bpfjet_max_u16", "__u64 bpfjet_max_u16(const void *bucket, __u32 bucket__sz)", n_max_u16),
+    reduce!("bpfjet_max_u32", "__u64 bpfjet_max_u32(const void *bucket, __u32 bucket__sz)", n_max_u32),
+    reduce!("bpfjet_max_u64", "__u64 bpfjet_max_u64(const void *bucket, __u32 bucket__sz)", n_max_u64),
+    reduce!(
+        "bpfjet_argmin_u16",
+        "__u64 bpfjet_argmin_u16(const void *bucket, __u32 bucket__sz)",
+        n_argmin_u16
+    ),
+    reduce!(
+        "bpfjet_argmin_u32",
+        "__u64 bpfjet_argmin_u32(const void *bucket, __u32 bucket__sz)",
+        n_argmin_u32
+    ),
+    reduce!(
+        "bpfjet_argmin_u64",
+        "__u64 bpfjet_argmin_u64(const void *bucket, __u32 bucket__sz)",
+        n_argmin_u64
+    ),
+    reduce!(
+        "bpfjet_argmax_u16",
+        "__u64 bpfjet_argmax_u16(const void *bucket, __u32 bucket__sz)",
+        n_argmax_u16
+    ),
+    reduce!(
+        "bpfjet_argmax_u32",
+        "__u64 bpfjet_argmax_u32(const void *bucket, __u32 bucket__sz)",
+        n_argmax_u32
+    ),
+    reduce!(
+        "bpfjet_argmax_u64",
+        "__u64 bpfjet_argmax_u64(const void *bucket, __u32 bucket__sz)",
+        n_argmax_u64
+    ),
+    kfunc(
+        B,
+        "bpfjet_key16_eq",
+        "__u64 bpfjet_key16_eq(const struct bpfjet_key16 *a, const struct bpfjet_key16 *b)",
+        [KfuncArg::InMem(16), KfuncArg::InMem(16), N, N, N],
+        INT,
+        n_key16_eq,
+        Some(Inline::KeyEq {
+            bytes: 16,
+            one_if_differ: false,
+        }),
+    ),
+    kfunc(
+        B,
+        "bpfjet_key32_eq",
+        "__u64 bpfjet_key32_eq(const struct bpfjet_key32 *a, const struct bpfjet_key32 *b)",
+        [KfuncArg::InMem(32), KfuncArg::InMem(32), N, N, N],
+        INT,
+        n_key32_eq,
+        Some(Inline::KeyEq {
+            bytes: 32,
+            one_if_differ: false,
+        }),
+    ),
+    kfunc(
+        B,
+        "bpfjet_crc32c",
+        "__u64 bpfjet_crc32c(const void *data, __u32 data__sz, __u32 seed)",
+        [MEM, SZ, S, N, N],
+        INT,
+        n_crc32c,
+        Some(Inline::Crc32c),
+    ),
+    fused!(
+        "bpfjet_cm_inc",
+        "__u64 bpfjet_cm_inc(const void *key, __u32 key__sz, void *rows, __u32 rows__sz, __u32 k)",
+        MUT,
+        n_cm_inc,
+        Some(Inline::CountMin { increment: true })
+    ),
+    fused!(
+        "bpfjet_cm_min",
+        "__u64 bpfjet_cm_min(const void *key, __u32 key__sz, const void *rows, __u32 rows__sz, __u32 k)",
+        MEM,
+        n_cm_min,
+        Some(Inline::CountMin { increment: false })
+    ),
+    fused!(
+        "bpfjet_bloom_set",
+        "__u64 bpfjet_bloom_set(const void *key, __u32 key__sz, void *bits, __u32 bits__sz, __u32 k)",
+        MUT,
+        n_bloom_set,
+        None
+    ),
+    fused!(
+        "bpfjet_bloom_test",
+        "__u64 bpfjet_bloom_test(const void *key, __u32 key__sz, const void *bits, __u32 bits__sz, __u32 k)",
+        MEM,
+        n_bloom_test,
+        None
+    ),
+    // eNetSTL's names and signatures.
+    kfunc(E, "bpf_ffs", "u64 bpf_ffs(u64 val)", [S, N, N, N, N], INT, n_ctz64, Some(Inline::Ctz { bits: 64 })),
+    kfunc(E, "bpf_tzcnt_u32", "u32 bpf_tzcnt_u32(u32 val)", [S, N, N, N, N], INT, n_ctz32, Some(Inline::Ctz { bits: 32 })),
+    kfunc(
+        E,
+        "bpf_find_u16_avx",
+        "u32 bpf_find_u16_avx(const u16 *arr, u16 val)",
+        [KfuncArg::InMem(32), S, N, N, N],
+        INT,
+        n_enet_find_u16,
+        Some(Inline::FindEq {
+            lane_bytes: 2,
+            lanes: Lanes::Fixed(16),
+            key: 2,
+        }),
+    ),
+    kfunc(
+        E,
+        "bpf__find_mask_u16_avx",
+        "u32 bpf__find_mask_u16_avx(const u16 *arr, u16 val)",
+        [KfuncArg::InMem(32), S, N, N, N],
+        INT,
+        n_enet_mask_u16,
+        Some(Inline::MaskEq {
+            lane_bytes: 2,
+            lanes: Lanes::Fixed(16),
+            key: 2,
+            byte_mask: true,
+        }),
+    ),
+    kfunc(
+        E,
+        "bpf_k16_cmp_eq",
+        "int bpf_k16_cmp_eq(const struct key_type_16 *key1, const struct key_type_16 *key2)",
+        [KfuncArg::InMem(16), KfuncArg::InMem(16), N, N, N],
+        INT,
+        n_enet_k16_cmp,
+        Some(Inline::KeyEq {
+            bytes: 16,
+            one_if_differ: true,
+        }),
+    ),
+    kfunc(
+        E,
+        "bpf_crc32c_sse",
+        "uint32_t bpf_crc32c_sse(const void *data, uint32_t data__sz, uint32_t init_val)",
+        [MEM, SZ, S, N, N],
+        INT,
+        n_crc32c,
+        Some(Inline::Crc32c),
+    ),
+    kfunc(
+        E,
+        "bpf_crc32_hash",
+        "u32 bpf_crc32_hash(const void *key, u32 key__sz, u32 seed)",
+        [MEM, SZ, S, N, N],
+        INT,
+        n_crc32c,
+        Some(Inline::Crc32c),
+    ),
+    kfunc(
+        E,
+        "bpf_hash_smid_cnt_u32",
+        "void bpf_hash_smid_cnt_u32(const struct pkt_5tuple *buf, void *mem, u64 size__sz, u32 column_shift)",
+        [KfuncArg::InMem(13), MUT, SZ, S, N],
+        KfuncRet::Void,
+        n_enet_hash_cnt,
+        None,
+    ),
+];
+
+/// The kfunc called `name`.
+pub fn by_name(name: &str) -> Option<&'static Kfunc> {
+    KFUNCS.iter().find(|k| k.name == name)
+}
+
+/// The kfunc whose native has symbol `symbol` in generated code.
+pub fn by_symbol(symbol: &str) -> Option<&'static Kfunc> {
+    let name = symbol.strip_prefix("bpfjet_kfunc_")?;
+    by_name(name)
+}
+
+/// Every prototype, for `VerifyEnv::extra_kfuncs`.
+pub fn verifier_protos() -> &'static [KfuncProto] {
+    static PROTOS: std::sync::OnceLock<Vec<KfuncProto>> = std::sync::OnceLock::new();
+    PROTOS.get_or_init(|| KFUNCS.iter().map(|k| k.proto).collect())
+}

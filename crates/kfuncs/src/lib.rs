@@ -1,0 +1,31 @@
+//! bpfjet's NF library: kfuncs for network functions, after eNetSTL
+//! (EuroSys'25) — bit scans, SIMD search in bucket arrays, key compare,
+//! hardware CRC32C and multi-hash fused with count-min / Bloom updates —
+//! under bpfjet's own names (`include/bpfjet_kfuncs.h`) and under the
+//! names and signatures of eNetSTL's kernel module.
+//!
+//! Each kfunc is declared once in [`catalog`]: name, C declaration,
+//! verifier prototype, program types, native implementation and inline
+//! form. The verifier takes the prototypes, the interpreter calls the
+//! natives, the JIT calls the natives directly or compiles the inline form.
+//!
+//! The natives take the vector paths (AVX2, SSE4.2) when the CPU has them,
+//! detected once ([`cpu::features`]); the scalar paths give identical
+//! results (property-tested).
+//!
+//! No LLVM here: the inline forms are descriptions ([`catalog::Inline`])
+//! the JIT lowers to IR.
+
+pub mod bits;
+pub mod catalog;
+pub mod cpu;
+pub mod enetstl;
+pub mod errno;
+pub mod hash;
+pub mod multihash;
+pub mod search;
+
+pub use catalog::{
+    by_name, by_symbol, verifier_protos, Inline, Kfunc, Lanes, NativeFn, Origin, KFUNCS,
+};
+pub use cpu::{features, CpuFeatures};

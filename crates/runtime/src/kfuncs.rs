@@ -1,0 +1,41 @@
+//! Kfuncs of bpfjet's NF library (`bpfjet_kfuncs`), bound to a program: a
+//! program's kfunc call `imm` indexes the object's kfunc table, so its
+//! registry maps each index to the library's kfunc of that name.
+
+use crate::error::Access;
+use crate::helpers::Helper;
+use bpfjet_kfuncs::Kfunc;
+
+/// The library's verifier prototypes (`VerifyEnv::extra_kfuncs`).
+pub use bpfjet_kfuncs::verifier_protos;
+use bpfjet_verifier::proto::KfuncArg;
+
+/// `k` callable as kfunc number `index`. In bounds-checked mode every
+/// memory argument is checked against the run's regions first (the
+/// verifier proves them otherwise).
+pub fn kfunc_helper(index: u32, k: &'static Kfunc) -> Helper {
+    Helper::new(index, k.name, move |ctx, a| {
+        if ctx.is_bounds_checked() {
+            for (i, arg) in k.proto.args.iter().enumerate() {
+                let (len, access) = match *arg {
+                    KfuncArg::Mem => (a[i + 1], Access::Read),
+                    KfuncArg::MutMem => (a[i + 1], Access::Write),
+                    KfuncArg::InMem(n) => (u64::from(n), Access::Read),
+                    KfuncArg::OutMem(n) => (u64::from(n), Access::Write),
+                    _ => continue,
+                };
+                ctx.check_mem(a[i], len, access)?;
+                if a[i] == 0 {
+                    return Err(ctx.fault(format!(
+                        "kfunc {}: argument {} is a null pointer",
+                        k.name,
+                        i + 1
+                    )));
+                }
+            }
+        }
+        // SAFETY: the memory arguments are valid for the sizes the
+        // prototype names: proven by the verifier, or checked just above.
+        Ok(unsafe { (k.native)(a[0], a[1], a[2], a[3], a[4]) })
+    })
+}

@@ -1,0 +1,100 @@
+#!/usr/bin/env python3
+"""Packets and map states for benchmarking the NF library examples
+(examples/nf): one UDP flow's frame, and cuckoo flow tables filled to a load
+factor with that flow's signature placed so that a lookup scans a known
+number of slots.
+
+  gen_nf_bench.py OUTDIR
+
+writes OUTDIR/flow.bin (the frame) and OUTDIR/cuckoo_load{50,95}.json:
+  load 50: every bucket half full, the flow in slot 7 of its first bucket;
+  load 95: every bucket 15-16 slots full, the flow's two buckets full and the
+           flow in the last slot of its second bucket (a lookup scans 32 slots).
+"""
+import json
+import os
+import random
+import sys
+
+NBUCKETS = 64
+SLOTS = 16
+SEED = 0x9E3779B9
+
+
+def crc32c(data, c):
+    for b in data:
+        c ^= b
+        for _ in range(8):
+            c = (c >> 1) ^ (0x82F63B78 if c & 1 else 0)
+    return c
+
+
+def frame():
+    f = bytearray(54)
+    f[12:14] = b"\x08\x00"
+    ip = f[14:34]
+    ip[0] = 0x45
+    ip[3] = 40
+    ip[8] = 64
+    ip[9] = 17
+    ip[12:16] = bytes([10, 0, 0, 3])
+    ip[16:20] = bytes([192, 168, 1, 3])
+    f[14:34] = ip
+    f[34:36] = (1027).to_bytes(2, "big")
+    f[36:38] = (83).to_bytes(2, "big")
+    return bytes(f)
+
+
+def flow_key(f):
+    # struct flow_key: saddr, daddr, sport, dport as in the packet, proto.
+    return f[26:30] + f[30:34] + f[34:36] + f[36:38] + f[23:24]
+
+
+def bucket_value(sigs, counts):
+    b = b"".join(s.to_bytes(2, "little") for s in sigs)
+    b += b"".join(c.to_bytes(4, "little") for c in counts)
+    return b.hex()
+
+
+def cuckoo_state(load, f, rng):
+    h = crc32c(flow_key(f), SEED)
+    sig = (h >> 16) | 1
+    b1 = h % NBUCKETS
+    b2 = (h ^ ((sig * 0x5BD1E995) & 0xFFFFFFFF)) % NBUCKETS
+    entries = []
+    for i in range(NBUCKETS):
+        used = round(SLOTS * load) if load < 0.9 else rng.choice([15, 16, 16, 15, 16])
+        if load >= 0.9 and i in (b1, b2):
+            used = SLOTS
+        sigs = []
+        for s in range(SLOTS):
+            if s < used:
+                v = sig
+                while v == sig:
+                    v = rng.randrange(1, 0x10000) | 1
+                sigs.append(v)
+            else:
+                sigs.append(0)
+        if load >= 0.9 and i == b2:
+            sigs[SLOTS - 1] = sig
+        elif load < 0.9 and i == b1:
+            sigs[7] = sig
+        counts = [1 if s else 0 for s in sigs]
+        entries.append({"key": i.to_bytes(4, "little").hex(), "value": bucket_value(sigs, counts)})
+    return {"buckets": entries}
+
+
+def main():
+    out = sys.argv[1]
+    os.makedirs(out, exist_ok=True)
+    f = frame()
+    with open(os.path.join(out, "flow.bin"), "wb") as w:
+        w.write(f)
+    rng = random.Random(42)
+    for load in (50, 95):
+        with open(os.path.join(out, f"cuckoo_load{load}.json"), "w") as w:
+            json.dump(cuckoo_state(load / 100, f, rng), w)
+
+
+if __name__ == "__main__":
+    main()

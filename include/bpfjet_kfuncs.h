@@ -1,0 +1,79 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * bpfjet's NF library kfuncs (crates/kfuncs, documented in docs/SUPPORT.md).
+ * Include after <linux/bpf.h> / <bpf/bpf_helpers.h> in a program built with
+ * clang -target bpf. bpfjet verifies, interprets and JIT-compiles calls to
+ * them; the kernel does not provide them.
+ *
+ * Memory arguments are followed by their size in bytes (`p, p__sz`), which
+ * the verifier checks against the memory the pointer may access.
+ */
+#ifndef BPFJET_KFUNCS_H
+#define BPFJET_KFUNCS_H
+
+#include <linux/types.h>
+
+#ifndef __ksym
+#define __ksym __attribute__((section(".ksyms")))
+#endif
+
+struct bpfjet_key16 { __u8 bytes[16]; };
+struct bpfjet_key32 { __u8 bytes[32]; };
+
+/* Bit scans: ffs is 1-based (0 for 0), ctz/clz return the width for 0. */
+extern __u64 bpfjet_ffs32(__u32 x) __ksym;
+extern __u64 bpfjet_ffs64(__u64 x) __ksym;
+extern __u64 bpfjet_ctz32(__u32 x) __ksym;
+extern __u64 bpfjet_ctz64(__u64 x) __ksym;
+extern __u64 bpfjet_clz32(__u32 x) __ksym;
+extern __u64 bpfjet_clz64(__u64 x) __ksym;
+extern __u64 bpfjet_popcount32(__u32 x) __ksym;
+extern __u64 bpfjet_popcount64(__u64 x) __ksym;
+
+/* Bucket search over bucket__sz / sizeof(element) elements: index of the
+ * first element equal to key (the element count if none); mask of equal
+ * elements (bit i for element i < 64). */
+extern __u64 bpfjet_find_u16(const void *bucket, __u32 bucket__sz, __u16 key) __ksym;
+extern __u64 bpfjet_find_u32(const void *bucket, __u32 bucket__sz, __u32 key) __ksym;
+extern __u64 bpfjet_find_u64(const void *bucket, __u32 bucket__sz, __u64 key) __ksym;
+extern __u64 bpfjet_mask_u16(const void *bucket, __u32 bucket__sz, __u16 key) __ksym;
+extern __u64 bpfjet_mask_u32(const void *bucket, __u32 bucket__sz, __u32 key) __ksym;
+extern __u64 bpfjet_mask_u64(const void *bucket, __u32 bucket__sz, __u64 key) __ksym;
+
+/* Minimum / maximum value (type max / 0 when empty) and the index of its
+ * first occurrence. */
+extern __u64 bpfjet_min_u16(const void *bucket, __u32 bucket__sz) __ksym;
+extern __u64 bpfjet_min_u32(const void *bucket, __u32 bucket__sz) __ksym;
+extern __u64 bpfjet_min_u64(const void *bucket, __u32 bucket__sz) __ksym;
+extern __u64 bpfjet_max_u16(const void *bucket, __u32 bucket__sz) __ksym;
+extern __u64 bpfjet_max_u32(const void *bucket, __u32 bucket__sz) __ksym;
+extern __u64 bpfjet_max_u64(const void *bucket, __u32 bucket__sz) __ksym;
+extern __u64 bpfjet_argmin_u16(const void *bucket, __u32 bucket__sz) __ksym;
+extern __u64 bpfjet_argmin_u32(const void *bucket, __u32 bucket__sz) __ksym;
+extern __u64 bpfjet_argmin_u64(const void *bucket, __u32 bucket__sz) __ksym;
+extern __u64 bpfjet_argmax_u16(const void *bucket, __u32 bucket__sz) __ksym;
+extern __u64 bpfjet_argmax_u32(const void *bucket, __u32 bucket__sz) __ksym;
+extern __u64 bpfjet_argmax_u64(const void *bucket, __u32 bucket__sz) __ksym;
+
+/* 1 when the keys are equal, else 0. */
+extern __u64 bpfjet_key16_eq(const struct bpfjet_key16 *a, const struct bpfjet_key16 *b) __ksym;
+extern __u64 bpfjet_key32_eq(const struct bpfjet_key32 *a, const struct bpfjet_key32 *b) __ksym;
+
+/* CRC32C (Castagnoli, the SSE4.2 crc32 instruction) register after feeding
+ * data from seed: no pre- or post-inversion. */
+extern __u64 bpfjet_crc32c(const void *data, __u32 data__sz, __u32 seed) __ksym;
+
+/* k (1..8) CRC32C hashes of key with seeds BPFJET_SEEDS[0..k), fused with
+ * their use. Count-min: rows = k rows of rows__sz / 4 / k u32 counters, row
+ * i's column is hash_i % width; cm_inc increments and returns the new
+ * minimum, cm_min returns the minimum. Bloom: bit hash_i % (8 * bits__sz)
+ * (bit j%8 of byte j/8); bloom_set returns 1 if all bits were already set.
+ * Bad k or a table too small: -EINVAL. */
+#define BPFJET_SEEDS {0x84222325, 0xcbf29ce4, 0x9e3779b9, 0x7f4a7c15, \
+		      0x85ebca6b, 0xc2b2ae35, 0x27d4eb2f, 0x165667b1}
+extern __u64 bpfjet_cm_inc(const void *key, __u32 key__sz, void *rows, __u32 rows__sz, __u32 k) __ksym;
+extern __u64 bpfjet_cm_min(const void *key, __u32 key__sz, const void *rows, __u32 rows__sz, __u32 k) __ksym;
+extern __u64 bpfjet_bloom_set(const void *key, __u32 key__sz, void *bits, __u32 bits__sz, __u32 k) __ksym;
+extern __u64 bpfjet_bloom_test(const void *key, __u32 key__sz, const void *bits, __u32 bits__sz, __u32 k) __ksym;
+
+#endif

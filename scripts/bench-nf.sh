@@ -1,0 +1,38 @@
+#!/bin/sh
+# The NF library benchmark sweep (docs/PERFORMANCE.md, "NF library"): for
+# each point, ONE `bpfjet bench` run interleaves the kernel JIT on the plain
+# build, bpfjet's JIT on the plain build and bpfjet's JIT on the kfunc build
+# (--versus), same packet and map state, fresh packets.
+#
+#   scripts/bench-nf.sh [extra bench args]      (root, release build)
+set -eu
+BPFJET=${BPFJET:-target/release/bpfjet}
+D=build/examples/nf
+make -s -C examples nf bench
+python3 examples/tools/gen_nf_bench.py "$D/bench"
+
+point() {
+    label=$1 plain=$2 kfunc=$3
+    shift 3
+    "$BPFJET" bench "$D/$plain.o" --data "$D/bench/flow.bin" --engines kernel,jit \
+        --versus "$D/$kfunc.o" --json "$@" | LABEL="$label" KF="jit:$kfunc" python3 -c '
+import json, os, sys
+d = json.load(sys.stdin)
+e, r = d["engines"], d["net_ratio_vs_kernel"]
+kf = os.environ["KF"]
+acts = {n: e[n]["action"] for n in e}
+assert len(set(acts.values())) == 1, acts
+print("| %s | %.1f | %.1f | %.1f | %.2fx | %.2fx | %.2fx |" % (
+    os.environ["LABEL"], e["kernel"]["net_ns"], e["jit"]["net_ns"], e[kf]["net_ns"],
+    r["jit"], r[kf], e["jit"]["net_ns"] / e[kf]["net_ns"]))
+'
+}
+
+echo "| NF | kernel net ns | bpfjet plain net ns | bpfjet kfunc net ns | plain x kernel | kfunc x kernel | kfunc x plain (bpfjet) |"
+echo "|---|---|---|---|---|---|---|"
+for h in 1 2 4 8; do
+    point "count-min, $h hashes" "countmin_h${h}_plain" "countmin_h${h}_kfunc" "$@"
+done
+for l in 50 95; do
+    point "cuckoo, load $l%" cuckoo_plain cuckoo_kfunc --maps "$D/bench/cuckoo_load$l.json" "$@"
+done
