@@ -31,6 +31,19 @@ pub struct LoadOptions<'a> {
     /// 1 or 2 (kernel `log_level`): keep the log of accepted programs too,
     /// see [`KernelObject::verifier_log`].
     pub verifier_log_level: u32,
+    /// Load every program with this type instead of the one libbpf derives
+    /// from its section name, like bpftool's `prog load ... type TYPE`
+    /// (`bpf_program__set_type`, `__set_expected_attach_type`, `__set_flags`).
+    pub prog_type: Option<ProgTypeOverride>,
+}
+
+/// A program type forced on every program of an object (kernel values:
+/// `enum bpf_prog_type`, `enum bpf_attach_type`, `BPF_F_*` load flags).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ProgTypeOverride {
+    pub prog_type: u32,
+    pub expected_attach_type: u32,
+    pub prog_flags: u32,
 }
 
 /// A program of the loaded object.
@@ -127,6 +140,10 @@ impl KernelObject {
         };
         let mut logs: Vec<(String, Vec<u8>)> = Vec::new();
         for mut prog in open.progs_mut() {
+            if let Some(forced) = options.prog_type {
+                set_prog_type(&mut prog, forced)
+                    .map_err(|errno| load_error(&shown, None, errno, String::new()))?;
+            }
             let mut buf = vec![0u8; log_bytes];
             prog.set_log_level(options.verifier_log_level);
             // SAFETY: `buf` is heap memory owned by `logs` below, which lives
@@ -241,6 +258,24 @@ impl KernelObject {
             .find(|p| p.id == id)
             .map(|p| p.name.as_str())
     }
+}
+
+fn set_prog_type(
+    prog: &mut libbpf_rs::OpenProgramMut<'_>,
+    forced: ProgTypeOverride,
+) -> Result<(), Errno> {
+    let ptr = prog.as_libbpf_object().as_ptr();
+    // SAFETY: `ptr` is a valid, not yet loaded bpf_program of an open object.
+    unsafe {
+        sys::check(libbpf_sys::bpf_program__set_type(ptr, forced.prog_type))?;
+        sys::check(libbpf_sys::bpf_program__set_expected_attach_type(
+            ptr,
+            forced.expected_attach_type,
+        ))?;
+        let flags = libbpf_sys::bpf_program__flags(ptr) | forced.prog_flags;
+        sys::check(libbpf_sys::bpf_program__set_flags(ptr, flags))?;
+    }
+    Ok(())
 }
 
 fn load_error(path: &str, program: Option<String>, errno: Errno, log: String) -> KernelError {

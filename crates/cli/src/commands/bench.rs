@@ -48,6 +48,8 @@ impl Mode {
 pub struct BenchArgs {
     /// BPF ELF object.
     pub object: PathBuf,
+    #[command(flatten)]
+    pub prog_type: super::prog_type::ProgTypeArg,
     /// Program (C function name); defaults to the object's only XDP program.
     #[arg(long)]
     pub prog: Option<String>,
@@ -195,8 +197,7 @@ pub fn run(args: &BenchArgs) -> Result<ExitCode> {
     if args.engines.is_empty() {
         bail!("--engines names no engine");
     }
-    let object = bpfjet_obj::load_file(&args.object)
-        .map_err(|e| anyhow::anyhow!("object {}: {e}", args.object.display()))?;
+    let object = args.prog_type.load(&args.object)?;
     let program = choose_program(&object, args.prog.as_deref())?;
     let packet = read_packet(&args.data)?;
     let state: MapState = match &args.maps {
@@ -213,6 +214,7 @@ pub fn run(args: &BenchArgs) -> Result<ExitCode> {
     let _pin = bpfjet_kernel::CpuPin::pin(args.cpu)?;
     let dir = bench_dir(args)?;
     let setup = engines::Setup {
+        prog_type: args.prog_type.kernel(),
         object_path: &args.object,
         object: &object,
         program: &program,

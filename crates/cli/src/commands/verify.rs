@@ -10,9 +10,16 @@ use bpfjet_verifier::{verify, ObjectProgramEnv, Policy};
 use std::path::Path;
 use std::process::ExitCode;
 
-pub fn run(obj: &Path, prog: Option<&str>, json: bool, unprivileged: bool) -> Result<ExitCode> {
-    let object =
-        bpfjet_obj::load_file(obj).with_context(|| format!("loading {}", obj.display()))?;
+pub fn run(
+    obj: &Path,
+    prog: Option<&str>,
+    json: bool,
+    unprivileged: bool,
+    prog_type: &super::prog_type::ProgTypeArg,
+) -> Result<ExitCode> {
+    let object = prog_type
+        .load(obj)
+        .with_context(|| format!("loading {}", obj.display()))?;
     let programs: Vec<&bpfjet_obj::Program> = match prog {
         Some(name) => vec![object
             .program(name)
@@ -23,7 +30,22 @@ pub fn run(obj: &Path, prog: Option<&str>, json: bool, unprivileged: bool) -> Re
             .filter(|p| p.kind.is_supported())
             .collect(),
     };
-    anyhow::ensure!(!programs.is_empty(), "{} has no XDP program", obj.display());
+    if programs.is_empty() {
+        let hint = object
+            .programs
+            .iter()
+            .find(|p| p.kind == bpfjet_obj::ProgKind::Unsupported("unknown".into()))
+            .map(|p| {
+                format!(
+                    " (program {} in section {} is of type unknown; {})",
+                    p.name,
+                    p.section,
+                    bpfjet_obj::force_type_hint(&p.section)
+                )
+            })
+            .unwrap_or_default();
+        anyhow::bail!("{} has no XDP program{hint}", obj.display());
+    }
     let policy = if unprivileged {
         Policy::Unprivileged
     } else {

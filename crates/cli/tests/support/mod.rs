@@ -49,6 +49,14 @@ pub fn corpus_build_dir() -> PathBuf {
         .unwrap_or_else(|why| panic!("{why}"))
 }
 
+/// The bpf_conformance vectors: `$BPFJET_CONFORMANCE` or, as the Makefile's
+/// `CONFORMANCE`, `../shared/conformance/tests` beside the repository.
+pub fn conformance_dir() -> PathBuf {
+    std::env::var_os("BPFJET_CONFORMANCE")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| repo_root().join("../shared/conformance/tests"))
+}
+
 /// Print past the test harness's capture (which swallows `eprintln!` of
 /// passing tests), so skips and summaries are always seen.
 pub fn announce(text: &str) {
@@ -118,6 +126,31 @@ impl Scratch {
 
     pub fn path(&self, name: &str) -> String {
         self.0.join(name).display().to_string()
+    }
+}
+
+impl Scratch {
+    /// Compile the C `source` to `<name>.o` in the directory with clang-19
+    /// (`-O2 -g -target bpf`, as `make -C examples`); returns the object's path.
+    pub fn compile_c(&self, name: &str, source: &str) -> String {
+        let src = self.file(&format!("{name}.c"), source);
+        let obj = self.path(&format!("{name}.o"));
+        let arch_inc = format!("/usr/include/{}-linux-gnu", std::env::consts::ARCH);
+        let out = Command::new("clang-19")
+            .args([
+                "-O2", "-g", "-target", "bpf", "-mcpu=v3", "-c", "-I", &arch_inc,
+            ])
+            .arg(&src)
+            .arg("-o")
+            .arg(&obj)
+            .output()
+            .expect("clang-19 (scripts/setup.sh installs it)");
+        assert!(
+            out.status.success(),
+            "compiling {name}.c: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        obj
     }
 }
 

@@ -38,6 +38,8 @@ pub struct Setup<'a> {
     pub jit: JitOptions,
     /// `--aot`: the program's native code comes from this artifact.
     pub aot: Option<&'a Path>,
+    /// `--prog-type`, for the kernel's load.
+    pub prog_type: Option<bpfjet_kernel::ProgTypeOverride>,
 }
 
 /// One round's measurements, in ns per run.
@@ -186,6 +188,7 @@ fn kernel<'a>(setup: &'a Setup<'a>) -> Result<Kernel<'a>> {
         setup.object_path,
         &bpfjet_kernel::LoadOptions {
             state: Some(setup.state),
+            prog_type: setup.prog_type,
             ..Default::default()
         },
     )

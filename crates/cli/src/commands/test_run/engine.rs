@@ -53,6 +53,8 @@ pub struct RunRequest<'a> {
     pub unverified: bool,
     /// `--aot`: run this artifact's native code (engine jit only).
     pub aot: Option<&'a Path>,
+    /// `--prog-type`, for the kernel engine's load.
+    pub prog_type: Option<bpfjet_kernel::ProgTypeOverride>,
 }
 
 pub struct RunOutcome {
@@ -86,6 +88,7 @@ fn run_kernel(request: &RunRequest<'_>) -> Result<RunOutcome> {
         request.object_path,
         &bpfjet_kernel::LoadOptions {
             state: request.state,
+            prog_type: request.prog_type,
             ..Default::default()
         },
     )?;
