@@ -70,7 +70,7 @@ enum Command {
         #[arg(long)]
         unprivileged: bool,
         #[command(flatten)]
-        prog_type: commands::prog_type::ProgTypeArg,
+        object_args: commands::object_args::ObjectArgs,
     },
     /// The bpf_conformance plugin protocol: program as hex on stdin, memory as
     /// argument, r0 as hex on stdout. The runner calls its plugin as
@@ -154,8 +154,8 @@ fn main() -> ExitCode {
             prog,
             json,
             unprivileged,
-            prog_type,
-        } => commands::verify::run(&obj, prog.as_deref(), json, unprivileged, &prog_type),
+            object_args,
+        } => commands::verify::run(&obj, prog.as_deref(), json, unprivileged, &object_args),
         Command::Compile(args) => commands::compile::run(&args),
         Command::TestRun(args) => commands::test_run::run(&args),
         Command::Run(args) => commands::run::run(&args),

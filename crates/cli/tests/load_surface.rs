@@ -264,3 +264,62 @@ fn conformance_listing_into_a_closed_pipe_ends_quietly() {
     assert!(!stderr.contains("panicked"), "{stderr}");
     assert!(stderr.is_empty(), "quiet: {stderr}");
 }
+
+#[test]
+fn maps_left_without_max_entries() {
+    let dir = Scratch::new("max-entries");
+    let packet = dir.file("pkt.bin", [0u8; 64]);
+    // An mmapable array left at 0 entries for its loader to size, and a
+    // hash with no max_entries at all.
+    let obj = dir.compile_c(
+        "zero",
+        &format!(
+            "{HEADERS}
+struct {{ __uint(type, BPF_MAP_TYPE_ARRAY); __type(key, __u32); __type(value, __u64);
+         __uint(map_flags, BPF_F_MMAPABLE); }} cfg SEC(\".maps\");
+struct {{ __uint(type, BPF_MAP_TYPE_HASH); __type(key, __u32); __type(value, __u64);
+         __uint(max_entries, 8); }} seen SEC(\".maps\");
+SEC(\"xdp\") int prog(struct xdp_md *ctx) {{
+    __u32 k = 3; __u64 one = 1;
+    __u64 *v = bpf_map_lookup_elem(&cfg, &k);
+    if (!v) return XDP_DROP;
+    *v += 7;
+    bpf_map_update_elem(&seen, &k, &one, BPF_ANY);
+    return XDP_PASS;
+}}
+char LICENSE[] SEC(\"license\") = \"GPL\";"
+        ),
+    );
+    let verify = bpfjet(&["verify", &obj], b"");
+    assert_ne!(verify.code, Some(0));
+    assert!(
+        verify.stderr.contains("\"cfg\"") && verify.stderr.contains("max_entries is 0"),
+        "{}",
+        verify.stderr
+    );
+    let refused = test_run(&obj, &packet, "interp", &[]);
+    assert!(
+        refused.stderr.contains("max_entries is 0"),
+        "{}",
+        refused.stderr
+    );
+
+    let sized = ["--max-entries", "cfg=4", "--dump-maps"];
+    let interp = test_run(&obj, &packet, "interp", &sized);
+    let jit = test_run(&obj, &packet, "jit", &sized);
+    let maps = |run: &BpfjetRun, what: &str| -> serde_json::Value {
+        outcome(run, what);
+        serde_json::from_str::<serde_json::Value>(&run.stdout).expect("JSON")["maps"].clone()
+    };
+    let ours = maps(&interp, "interp");
+    assert_eq!(ours, maps(&jit, "jit"));
+    assert_eq!(outcome(&interp, "interp").0, 2, "XDP_PASS with cfg sized");
+    if !kernel_or_skip("max_entries against the kernel") {
+        return;
+    }
+    let kernel_refused = test_run(&obj, &packet, "kernel", &[]);
+    assert_ne!(kernel_refused.code, Some(0), "{}", kernel_refused.stdout);
+    let kernel = test_run(&obj, &packet, "kernel", &sized);
+    assert_eq!(outcome(&kernel, "kernel"), outcome(&interp, "interp"));
+    assert_eq!(maps(&kernel, "kernel"), ours, "maps after the run");
+}

@@ -35,6 +35,9 @@ pub struct LoadOptions<'a> {
     /// from its section name, like bpftool's `prog load ... type TYPE`
     /// (`bpf_program__set_type`, `__set_expected_attach_type`, `__set_flags`).
     pub prog_type: Option<ProgTypeOverride>,
+    /// `(map, max_entries)`: sizes set before the maps are created, like a
+    /// loader's `bpf_map__set_max_entries` (maps by their C name).
+    pub max_entries: &'a [(String, u32)],
 }
 
 /// A program type forced on every program of an object (kernel values:
@@ -128,6 +131,10 @@ impl KernelObject {
                 libbpf_log: libbpf_log::take(),
             })?;
 
+        for (name, n) in options.max_entries {
+            set_max_entries(&mut open, name, *n)
+                .map_err(|errno| load_error(&shown, None, errno, String::new()))?;
+        }
         if let Some(state) = options.state {
             state::check_names(state, &open_map_names(&open))?;
             state::apply_before_load(&mut open, state)?;
@@ -258,6 +265,16 @@ impl KernelObject {
             .find(|p| p.id == id)
             .map(|p| p.name.as_str())
     }
+}
+
+fn set_max_entries(open: &mut OpenObject, name: &str, n: u32) -> Result<(), Errno> {
+    let Some(map) = open.maps_mut().find(|m| m.name().to_str() == Some(name)) else {
+        // ENOENT: no map of that name in the object.
+        return Err(Errno::from_ret(-2));
+    };
+    // SAFETY: a valid map of an open, not yet loaded object.
+    let ret = unsafe { libbpf_sys::bpf_map__set_max_entries(map.as_libbpf_object().as_ptr(), n) };
+    sys::check(ret).map(|_| ())
 }
 
 fn set_prog_type(

@@ -49,7 +49,7 @@ pub struct BenchArgs {
     /// BPF ELF object.
     pub object: PathBuf,
     #[command(flatten)]
-    pub prog_type: super::prog_type::ProgTypeArg,
+    pub object_args: super::object_args::ObjectArgs,
     /// Program (C function name); defaults to the object's only XDP program.
     #[arg(long)]
     pub prog: Option<String>,
@@ -197,7 +197,7 @@ pub fn run(args: &BenchArgs) -> Result<ExitCode> {
     if args.engines.is_empty() {
         bail!("--engines names no engine");
     }
-    let object = args.prog_type.load(&args.object)?;
+    let object = args.object_args.load(&args.object)?;
     let program = choose_program(&object, args.prog.as_deref())?;
     let packet = read_packet(&args.data)?;
     let state: MapState = match &args.maps {
@@ -214,7 +214,7 @@ pub fn run(args: &BenchArgs) -> Result<ExitCode> {
     let _pin = bpfjet_kernel::CpuPin::pin(args.cpu)?;
     let dir = bench_dir(args)?;
     let setup = engines::Setup {
-        prog_type: args.prog_type.kernel(),
+        object_args: &args.object_args,
         object_path: &args.object,
         object: &object,
         program: &program,

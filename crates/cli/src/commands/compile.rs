@@ -22,7 +22,7 @@ pub struct CompileArgs {
     #[arg(long, default_value = "host")]
     pub cpu: String,
     #[command(flatten)]
-    pub prog_type: super::prog_type::ProgTypeArg,
+    pub object_args: super::object_args::ObjectArgs,
 }
 
 fn cpu_target(cpu: &str) -> Result<CpuTarget> {
@@ -44,7 +44,7 @@ fn default_output(object: &Path) -> PathBuf {
 pub fn run(args: &CompileArgs) -> Result<ExitCode> {
     let source = std::fs::read(&args.object)
         .with_context(|| format!("reading {}", args.object.display()))?;
-    let object = args.prog_type.load(&args.object)?;
+    let object = args.object_args.load(&args.object)?;
     for name in &args.progs {
         if object.program(name).is_none() {
             let names: Vec<&str> = object.programs.iter().map(|p| p.name.as_str()).collect();

@@ -6,7 +6,7 @@ pub mod conformance;
 pub mod conformance_elf;
 pub mod disasm;
 pub mod map;
-pub mod prog_type;
+pub mod object_args;
 pub mod replace;
 pub mod run;
 pub mod test_run;

@@ -58,7 +58,7 @@ pub struct RunArgs {
     #[arg(long)]
     pub prog: Option<String>,
     #[command(flatten)]
-    pub prog_type: super::prog_type::ProgTypeArg,
+    pub object_args: super::object_args::ObjectArgs,
     /// Execution engine; `auto` picks the JIT when available.
     #[arg(long, value_enum, default_value = "auto")]
     pub engine: EngineChoice,
@@ -190,7 +190,7 @@ pub fn run(args: &RunArgs) -> Result<ExitCode> {
     // the same teardown as any other stop.
     let signal = StopSignal::install().context("installing SIGINT/SIGTERM handlers")?;
     let object = args
-        .prog_type
+        .object_args
         .load(&args.obj)
         .with_context(|| format!("loading {}", args.obj.display()))?;
     let prog = object

@@ -68,7 +68,7 @@ pub struct TestRunArgs {
     #[arg(long = "rx-queue", default_value_t = 0)]
     pub rx_queue: u32,
     #[command(flatten)]
-    pub prog_type: super::prog_type::ProgTypeArg,
+    pub object_args: super::object_args::ObjectArgs,
 }
 
 pub fn run(args: &TestRunArgs) -> Result<ExitCode> {
@@ -81,7 +81,7 @@ pub fn run(args: &TestRunArgs) -> Result<ExitCode> {
         (Some(engine), None) => engine,
         (None, None) => Engine::Interp,
     };
-    let object = args.prog_type.load(&args.object)?;
+    let object = args.object_args.load(&args.object)?;
     let program = choose_program(&object, args.prog.as_deref())
         .with_context(|| format!("object {}", args.object.display()))?;
     let data = packet::read_packet(&args.data)?;
@@ -114,7 +114,7 @@ pub fn run(args: &TestRunArgs) -> Result<ExitCode> {
         dump_maps: args.dump_maps,
         unverified: args.unverified,
         aot: args.aot.as_deref(),
-        prog_type: args.prog_type.kernel(),
+        object_args: &args.object_args,
     };
     let outcome = engine::run(engine, &request)?;
     if args.json {

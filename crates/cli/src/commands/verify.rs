@@ -15,9 +15,9 @@ pub fn run(
     prog: Option<&str>,
     json: bool,
     unprivileged: bool,
-    prog_type: &super::prog_type::ProgTypeArg,
+    object_args: &super::object_args::ObjectArgs,
 ) -> Result<ExitCode> {
-    let object = prog_type
+    let object = object_args
         .load(obj)
         .with_context(|| format!("loading {}", obj.display()))?;
     let programs: Vec<&bpfjet_obj::Program> = match prog {
@@ -45,6 +45,22 @@ pub fn run(
             })
             .unwrap_or_default();
         anyhow::bail!("{} has no XDP program{hint}", obj.display());
+    }
+    // The kernel creates the maps before it verifies: a map it would
+    // refuse fails the load whatever the programs are.
+    let ncpus = bpfjet_kernel::possible_cpus() as u32;
+    for spec in &object.maps {
+        let spec = match spec.map_type {
+            // libbpf sizes it to the CPUs when the object leaves it at 0.
+            bpfjet_maps::MapType::PerfEventArray if spec.max_entries == 0 => {
+                let mut sized = spec.clone();
+                sized.max_entries = ncpus;
+                sized
+            }
+            _ => spec.clone(),
+        };
+        bpfjet_maps::check_creatable(&spec, ncpus)
+            .map_err(|e| anyhow::anyhow!("{}: map {:?}: {e}", obj.display(), spec.name))?;
     }
     let policy = if unprivileged {
         Policy::Unprivileged
