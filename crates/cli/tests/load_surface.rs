@@ -235,7 +235,7 @@ fn license_less_objects_and_gpl_only_helpers() {
 
 #[test]
 fn conformance_listing_into_a_closed_pipe_ends_quietly() {
-    let dir = support::conformance_dir();
+    let dir = bpfjet_isa::conformance::default_dir();
     if !dir.is_dir() {
         support::skip(
             "conformance | head",

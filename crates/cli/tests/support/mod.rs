@@ -49,14 +49,6 @@ pub fn corpus_build_dir() -> PathBuf {
         .unwrap_or_else(|why| panic!("{why}"))
 }
 
-/// The bpf_conformance vectors: `$BPFJET_CONFORMANCE` or, as the Makefile's
-/// `CONFORMANCE`, `../shared/conformance/tests` beside the repository.
-pub fn conformance_dir() -> PathBuf {
-    std::env::var_os("BPFJET_CONFORMANCE")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| repo_root().join("../shared/conformance/tests"))
-}
-
 /// Print past the test harness's capture (which swallows `eprintln!` of
 /// passing tests), so skips and summaries are always seen.
 pub fn announce(text: &str) {
