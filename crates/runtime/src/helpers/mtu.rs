@@ -27,8 +27,8 @@ const ETH_HLEN: i32 = 14;
 /// `ARPHRD_ETHER`, `ARPHRD_LOOPBACK`: the device types with an Ethernet header.
 const ARPHRD_ETHER: u32 = 1;
 const ARPHRD_LOOPBACK: u32 = 772;
-/// `BPF_MTU_CHK_RET_FRAG_NEEDED`.
-const FRAG_NEEDED: u64 = 2;
+/// `BPF_MTU_CHK_RET_FRAG_NEEDED` (`SUCCESS` is 0).
+const FRAG_NEEDED: u64 = 1;
 
 pub(crate) fn register(r: &mut HelperRegistry) {
     r.register(Helper::new(ids::CHECK_MTU, "check_mtu", check_mtu));
