@@ -131,6 +131,18 @@ impl KernelObject {
                 libbpf_log: libbpf_log::take(),
             })?;
 
+        // An oracle load is isolated: maps an object pins by name
+        // (`LIBBPF_PIN_BY_NAME`, e.g. xdp-filter's rule maps) would
+        // otherwise be pinned under /sys/fs/bpf, outlive the process and be
+        // reused, state included, by the next load.
+        for map in open.maps_mut() {
+            // SAFETY: a valid map of an open, not yet loaded object; a NULL
+            // path clears its pin path.
+            let ret = unsafe {
+                libbpf_sys::bpf_map__set_pin_path(map.as_libbpf_object().as_ptr(), std::ptr::null())
+            };
+            sys::check(ret).map_err(|errno| load_error(&shown, None, errno, String::new()))?;
+        }
         for (name, n) in options.max_entries {
             set_max_entries(&mut open, name, *n)
                 .map_err(|errno| load_error(&shown, None, errno, String::new()))?;
