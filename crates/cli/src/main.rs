@@ -69,18 +69,60 @@ enum Command {
         /// Apply the kernel's policy for loaders without CAP_BPF/CAP_PERFMON.
         #[arg(long)]
         unprivileged: bool,
+        #[command(flatten)]
+        object_args: commands::object_args::ObjectArgs,
     },
-    /// The bpf_conformance plugin protocol: program as hex on stdin, memory as argument.
+    /// The bpf_conformance plugin protocol: program as hex on stdin, memory as
+    /// argument, r0 as hex on stdout. The runner calls its plugin as
+    /// `PLUGIN MEM OPTIONS... [--elf]`, so with `--plugin_path bpfjet
+    /// --plugin_options conformance-plugin` the memory comes first: bpfjet
+    /// accepts it there too.
     ConformancePlugin {
         /// Memory: each byte as two hex digits followed by two spaces.
-        mem: Option<String>,
+        mem: Vec<String>,
         #[arg(long, default_value = "interp")]
         engine: String,
+        /// The program on stdin is an ELF object (hex), entry function `main`.
+        #[arg(long)]
+        elf: bool,
     },
 }
 
+/// The bpf_conformance runner puts the memory argument before its plugin
+/// options (`bpfjet MEM conformance-plugin --engine jit --elf`): move what
+/// precedes `conformance-plugin` after it, where clap expects it.
+fn runner_argv(mut args: Vec<std::ffi::OsString>) -> Vec<std::ffi::OsString> {
+    let Some(at) = args.iter().position(|a| a == "conformance-plugin") else {
+        return args;
+    };
+    let before_is_memory = args[1..at]
+        .iter()
+        .all(|a| a.to_str().is_some_and(|m| !m.starts_with('-')));
+    if at > 1 && before_is_memory {
+        let memory: Vec<_> = args.drain(1..at).collect();
+        args.splice(2..2, memory);
+    }
+    args
+}
+
+/// Commands that print a lot end quietly, like other Unix tools, when the
+/// reader of their output goes away (`bpfjet conformance -v DIR | head`):
+/// the default SIGPIPE action instead of Rust's ignored SIGPIPE and a panic
+/// on EPIPE. Not for `run` and `replace`, which talk over a Unix socket and
+/// handle a peer that went away as an error.
+fn exit_quietly_on_closed_stdout() {
+    // SAFETY: setting a signal disposition to its default before any thread
+    // starts has no memory-safety effect.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+    }
+}
+
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let cli = Cli::parse_from(runner_argv(std::env::args_os().collect()));
+    if !matches!(cli.command, Command::Run(_) | Command::Replace(_)) {
+        exit_quietly_on_closed_stdout();
+    }
     // `run` and `map` document exit 1 for failures past argument parsing
     // (instance taken, missing map, I/O); the other commands use 2.
     let failure_code = match cli.command {
@@ -95,14 +137,25 @@ fn main() -> ExitCode {
             engine,
             verbose,
         } => commands::conformance::run(&dir, &engine, verbose),
-        Command::ConformancePlugin { mem, engine } => commands::conformance::parse_engine(&engine)
-            .and_then(|engine| commands::conformance::plugin(mem.as_deref(), engine)),
+        Command::ConformancePlugin { mem, engine, elf } => {
+            // The runner passes no memory argument for tests without memory;
+            // split plugin options may leave empty arguments.
+            let mem = mem.join(" ");
+            let input = if elf {
+                commands::conformance::PluginInput::Elf
+            } else {
+                commands::conformance::PluginInput::Bytecode
+            };
+            commands::conformance::parse_engine(&engine)
+                .and_then(|engine| commands::conformance::plugin(Some(mem.as_str()), engine, input))
+        }
         Command::Verify {
             obj,
             prog,
             json,
             unprivileged,
-        } => commands::verify::run(&obj, prog.as_deref(), json, unprivileged),
+            object_args,
+        } => commands::verify::run(&obj, prog.as_deref(), json, unprivileged, &object_args),
         Command::Compile(args) => commands::compile::run(&args),
         Command::TestRun(args) => commands::test_run::run(&args),
         Command::Run(args) => commands::run::run(&args),
@@ -116,5 +169,36 @@ fn main() -> ExitCode {
             eprintln!("bpfjet: {e:#}");
             ExitCode::from(failure_code)
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::runner_argv;
+    use std::ffi::OsString;
+
+    fn argv(args: &[&str]) -> Vec<OsString> {
+        args.iter().map(OsString::from).collect()
+    }
+
+    #[test]
+    fn runner_memory_first() {
+        assert_eq!(
+            runner_argv(argv(&["bpfjet", "11  22  ", "conformance-plugin", "--elf"])),
+            argv(&["bpfjet", "conformance-plugin", "11  22  ", "--elf"])
+        );
+        assert_eq!(
+            runner_argv(argv(&["bpfjet", "conformance-plugin", "--engine", "jit"])),
+            argv(&["bpfjet", "conformance-plugin", "--engine", "jit"])
+        );
+        // Nothing to move when an option comes first.
+        assert_eq!(
+            runner_argv(argv(&["bpfjet", "--help", "conformance-plugin"])),
+            argv(&["bpfjet", "--help", "conformance-plugin"])
+        );
+        assert_eq!(
+            runner_argv(argv(&["bpfjet", "disasm", "x.o"])),
+            argv(&["bpfjet", "disasm", "x.o"])
+        );
     }
 }

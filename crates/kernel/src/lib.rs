@@ -85,6 +85,6 @@ pub use available::kernel_available;
 pub use cpu::{current_cpu, CpuPin};
 pub use dump::FOREIGN_PROGRAM_PREFIX;
 pub use error::{EntryPart, Errno, KernelError};
-pub use object::{KernelMap, KernelObject, KernelProgram, LoadOptions};
+pub use object::{KernelMap, KernelObject, KernelProgram, LoadOptions, ProgTypeOverride};
 pub use sys::{possible_cpus, MapInfo};
 pub use test_run::{test_run_fd, TestRunOptions, TestRunResult, XdpContext};

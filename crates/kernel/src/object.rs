@@ -31,6 +31,22 @@ pub struct LoadOptions<'a> {
     /// 1 or 2 (kernel `log_level`): keep the log of accepted programs too,
     /// see [`KernelObject::verifier_log`].
     pub verifier_log_level: u32,
+    /// Load every program with this type instead of the one libbpf derives
+    /// from its section name, like bpftool's `prog load ... type TYPE`
+    /// (`bpf_program__set_type`, `__set_expected_attach_type`, `__set_flags`).
+    pub prog_type: Option<ProgTypeOverride>,
+    /// `(map, max_entries)`: sizes set before the maps are created, like a
+    /// loader's `bpf_map__set_max_entries` (maps by their C name).
+    pub max_entries: &'a [(String, u32)],
+}
+
+/// A program type forced on every program of an object (kernel values:
+/// `enum bpf_prog_type`, `enum bpf_attach_type`, `BPF_F_*` load flags).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ProgTypeOverride {
+    pub prog_type: u32,
+    pub expected_attach_type: u32,
+    pub prog_flags: u32,
 }
 
 /// A program of the loaded object.
@@ -115,18 +131,22 @@ impl KernelObject {
                 libbpf_log: libbpf_log::take(),
             })?;
 
-        // Never pin (libbpf's LIBBPF_PIN_BY_NAME, e.g. libxdp's objects): an
-        // oracle load must neither reuse a map another process pinned nor
-        // leave one behind, and /sys/fs/bpf may not even be mounted.
+        // An oracle load is isolated: maps an object pins by name
+        // (`LIBBPF_PIN_BY_NAME`, e.g. xdp-filter's rule maps) would
+        // otherwise be pinned under /sys/fs/bpf, outlive the process and be
+        // reused, state included, by the next load.
         for map in open.maps_mut() {
-            // SAFETY: the map pointer is valid while `open` lives; a NULL
-            // path clears the pin path.
+            // SAFETY: a valid map of an open, not yet loaded object; a NULL
+            // path clears its pin path.
             let ret = unsafe {
                 libbpf_sys::bpf_map__set_pin_path(map.as_libbpf_object().as_ptr(), std::ptr::null())
             };
             sys::check(ret).map_err(|errno| load_error(&shown, None, errno, String::new()))?;
         }
-
+        for (name, n) in options.max_entries {
+            set_max_entries(&mut open, name, *n)
+                .map_err(|errno| load_error(&shown, None, errno, String::new()))?;
+        }
         if let Some(state) = options.state {
             state::check_names(state, &open_map_names(&open))?;
             state::apply_before_load(&mut open, state)?;
@@ -139,6 +159,10 @@ impl KernelObject {
         };
         let mut logs: Vec<(String, Vec<u8>)> = Vec::new();
         for mut prog in open.progs_mut() {
+            if let Some(forced) = options.prog_type {
+                set_prog_type(&mut prog, forced)
+                    .map_err(|errno| load_error(&shown, None, errno, String::new()))?;
+            }
             let mut buf = vec![0u8; log_bytes];
             prog.set_log_level(options.verifier_log_level);
             // SAFETY: `buf` is heap memory owned by `logs` below, which lives
@@ -253,6 +277,34 @@ impl KernelObject {
             .find(|p| p.id == id)
             .map(|p| p.name.as_str())
     }
+}
+
+fn set_max_entries(open: &mut OpenObject, name: &str, n: u32) -> Result<(), Errno> {
+    let Some(map) = open.maps_mut().find(|m| m.name().to_str() == Some(name)) else {
+        // ENOENT: no map of that name in the object.
+        return Err(Errno::from_ret(-2));
+    };
+    // SAFETY: a valid map of an open, not yet loaded object.
+    let ret = unsafe { libbpf_sys::bpf_map__set_max_entries(map.as_libbpf_object().as_ptr(), n) };
+    sys::check(ret).map(|_| ())
+}
+
+fn set_prog_type(
+    prog: &mut libbpf_rs::OpenProgramMut<'_>,
+    forced: ProgTypeOverride,
+) -> Result<(), Errno> {
+    let ptr = prog.as_libbpf_object().as_ptr();
+    // SAFETY: `ptr` is a valid, not yet loaded bpf_program of an open object.
+    unsafe {
+        sys::check(libbpf_sys::bpf_program__set_type(ptr, forced.prog_type))?;
+        sys::check(libbpf_sys::bpf_program__set_expected_attach_type(
+            ptr,
+            forced.expected_attach_type,
+        ))?;
+        let flags = libbpf_sys::bpf_program__flags(ptr) | forced.prog_flags;
+        sys::check(libbpf_sys::bpf_program__set_flags(ptr, flags))?;
+    }
+    Ok(())
 }
 
 fn load_error(path: &str, program: Option<String>, errno: Errno, log: String) -> KernelError {

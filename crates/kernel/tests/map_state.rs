@@ -18,6 +18,7 @@ fn open_with_state(name: &str, state: &MapState) -> KernelObject {
     let options = LoadOptions {
         state: Some(state),
         verifier_log_level: 0,
+        ..Default::default()
     };
     KernelObject::open_with(object(name), &options).unwrap()
 }

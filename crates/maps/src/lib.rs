@@ -39,3 +39,4 @@ pub use perf_event::{PerfEvent, BPF_F_CURRENT_CPU, BPF_F_INDEX_MASK};
 pub use registry::{MapInfo, REGISTRY_CAPACITY};
 pub use spec::{MapSpec, MapType};
 pub use state_io::{inner_spec, ApplyError, InstanceResolver, StateResolver};
+pub use validate::check_creatable;

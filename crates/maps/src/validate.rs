@@ -37,6 +37,12 @@ fn access_ok(flags: u32) -> bool {
 
 /// Check `spec` like the kernel's map creation and return the spec as the
 /// map will really be (the kernel adjusts max_entries of per-CPU LRU maps).
+/// Whether the kernel would create a map of `spec` (on a machine with
+/// `ncpus` CPUs), without creating it: the error names the rule broken.
+pub fn check_creatable(spec: &MapSpec, ncpus: u32) -> Result<(), MapError> {
+    validate(spec, ncpus.max(1), None, crate::shm::page_size()).map(|_| ())
+}
+
 pub(crate) fn validate(
     spec: &MapSpec,
     ncpus: u32,
@@ -48,6 +54,15 @@ pub(crate) fn validate(
     let (k, v, n, fl) = (spec.key_size, spec.value_size, spec.max_entries, spec.flags);
     if !access_ok(fl) {
         return Err(einval("conflicting access flags"));
+    }
+    // Every map type bpfjet has refuses it in its `*_map_alloc_check`; an
+    // object leaves it 0 for its loader to set (libbpf's
+    // `bpf_map__set_max_entries`), which `--max-entries MAP=N` does.
+    if n == 0 {
+        return Err(einval(
+            "max_entries is 0, which the kernel refuses for this map type; \
+             set it with --max-entries MAP=N (a loader's bpf_map__set_max_entries)",
+        ));
     }
     match spec.map_type {
         Array | PercpuArray | ProgArray | PerfEventArray | ArrayOfMaps => {

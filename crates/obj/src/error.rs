@@ -24,8 +24,6 @@ pub enum ObjError {
         section: &'static str,
         reason: String,
     },
-    #[error("object has no `license` section")]
-    MissingLicense,
     #[error("section `{section}` offset {offset:#x}: unknown relocation type {r_type}")]
     UnknownRelocation {
         section: String,
@@ -42,7 +40,8 @@ pub enum ObjError {
     UndefinedFunction { program: String, function: String },
     #[error("extern `{name}` ({what}) is not supported")]
     UnsupportedExtern { name: String, what: &'static str },
-    #[error("program `{program}` in section `{section}` has type {kind}, which bpfjet cannot run")]
+    #[error("program `{program}` in section `{section}` has type {kind}, which bpfjet cannot run{}",
+        crate::prog_kind::unsupported_suffix(.kind, .section))]
     UnsupportedProgram {
         program: String,
         section: String,

@@ -31,7 +31,7 @@
 //!
 //! aya-obj 0.2.1 was evaluated and not used: it panics on malformed input
 //! (unchecked slicing in its BTF, BTF.ext and program parsers), rejects whole
-//! objects over section names it does not know (`xdp/custom`, `tc`), and has
+//! objects over section names it does not know (`xdp_prog`, `tc`), and has
 //! no `map_extra`, inner-map templates, `.values` initialisers or kfunc
 //! externs. ELF is read with the `object` crate; BTF is read here.
 //!
@@ -55,6 +55,6 @@ mod program;
 pub use btf::{Btf, BtfExt, BtfType, DataSecVar, FuncRecord, LineRecord, Linkage, Member, Param};
 pub use error::ObjError;
 pub use maps::{MapSlotInit, SlotTarget};
-pub use object::{load, load_file, Object};
-pub use prog_kind::ProgKind;
+pub use object::{license_is_gpl_compatible, load, load_file, Object};
+pub use prog_kind::{force_type_hint, KernelProgType, ProgKind, XdpAttach};
 pub use program::{FuncInfo, LineInfo, Program};

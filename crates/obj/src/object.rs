@@ -6,7 +6,6 @@ use std::path::Path;
 use bpfjet_maps::MapSpec;
 
 use crate::btf::{Btf, BtfExt, BtfType, Linkage};
-use crate::bytes::cstr_at;
 use crate::elf::Elf;
 use crate::error::{malformed, ObjError};
 use crate::link::{CodeIndex, Linker};
@@ -63,6 +62,16 @@ impl Object {
             })
             .map(|f| f.slot)
             .collect()
+    }
+
+    /// Gives every program the type `kind`, like bpftool's
+    /// `prog load OBJ PATH type TYPE` (which sets the type of all programs
+    /// of the object): for programs in sections whose name says nothing
+    /// (`SEC("xdp_patch_ports")`) or says something else.
+    pub fn override_prog_kind(&mut self, kind: &ProgKind) {
+        for p in &mut self.programs {
+            p.kind = kind.clone();
+        }
     }
 
     /// The program to run: the one named `name`, or else the first supported
@@ -164,11 +173,30 @@ pub fn load(bytes: &[u8]) -> Result<Object, ObjError> {
     })
 }
 
+/// libbpf's reading of the `license` section: the text up to its first NUL,
+/// at most 63 bytes (libbpf's buffer); an object without the section has
+/// the empty license, which the kernel accepts for programs that call no
+/// GPL-only helper.
 fn license(elf: &Elf) -> Result<String, ObjError> {
-    let (_, section) = elf
-        .section_by_name("license")
-        .ok_or(ObjError::MissingLicense)?;
-    cstr_at(section.data, 0)
-        .map(str::to_string)
-        .ok_or_else(|| malformed("`license` is not a NUL-terminated UTF-8 string"))
+    const LIBBPF_LICENSE_MAX: usize = 63;
+    let Some((_, section)) = elf.section_by_name("license") else {
+        return Ok(String::new());
+    };
+    let text = section.data.split(|&b| b == 0).next().unwrap_or_default();
+    let text = &text[..text.len().min(LIBBPF_LICENSE_MAX)];
+    Ok(String::from_utf8_lossy(text).into_owned())
+}
+
+/// The kernel's `license_is_gpl_compatible()`: the licenses whose programs
+/// may call GPL-only helpers.
+pub fn license_is_gpl_compatible(license: &str) -> bool {
+    matches!(
+        license,
+        "GPL"
+            | "GPL v2"
+            | "GPL and additional rights"
+            | "Dual BSD/GPL"
+            | "Dual MIT/GPL"
+            | "Dual MPL/GPL"
+    )
 }

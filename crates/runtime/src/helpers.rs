@@ -10,6 +10,7 @@ mod csum;
 pub mod fib;
 pub mod ids;
 mod maps;
+pub mod mtu;
 mod perf;
 mod printf;
 mod ringbuf;
@@ -161,5 +162,6 @@ pub fn xdp_helpers() -> HelperRegistry {
     spin_lock::register(&mut r);
     strings::register(&mut r);
     fib::register(&mut r);
+    mtu::register(&mut r);
     r
 }

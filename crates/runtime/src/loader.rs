@@ -135,6 +135,13 @@ impl LoadedObject {
             // like libbpf writing `.rodata` before it freezes the map.
             let mut unfrozen = spec.clone();
             unfrozen.frozen = false;
+            // libbpf sizes a PERF_EVENT_ARRAY left at 0 entries to the
+            // number of possible CPUs (one ring per CPU) before creating it.
+            if unfrozen.map_type == bpfjet_maps::MapType::PerfEventArray
+                && unfrozen.max_entries == 0
+            {
+                unfrozen.max_entries = ncpus as u32;
+            }
             let map = instance
                 .create_map(&unfrozen, &MapOptions::with_cpus(ncpus as u32))
                 .map_err(|source| RuntimeError::Map {

@@ -64,7 +64,8 @@ pub enum RuntimeError {
     },
     #[error("no program named {name:?} (the object has: {available})")]
     NoSuchProgram { name: String, available: String },
-    #[error("program {program:?} (section {section}) is a {kind} program; bpfjet runs XDP programs only")]
+    #[error("program {program:?} (section {section}) is a {kind} program; bpfjet runs XDP programs only{}",
+        unknown_type_hint(.kind, .section))]
     UnsupportedProgram {
         program: String,
         section: String,
@@ -90,4 +91,13 @@ pub enum RuntimeError {
         #[source]
         fault: Fault,
     },
+}
+
+/// For a program of unknown type, how to force its type.
+fn unknown_type_hint(kind: &str, section: &str) -> String {
+    if kind == "unknown" {
+        format!("; {}", bpfjet_obj::force_type_hint(section))
+    } else {
+        String::new()
+    }
 }

@@ -50,6 +50,10 @@ pub struct VerifyEnv<'a> {
     pub complexity_limit: u64,
     /// Slot → source line text, for messages.
     pub line_info: Option<&'a BTreeMap<usize, String>>,
+    /// The program's license is GPL-compatible (`license_is_gpl_compatible`
+    /// of the object's `license` section): GPL-only helpers are refused
+    /// otherwise. True for programs without an object (raw instructions).
+    pub gpl_compatible: bool,
 }
 
 impl<'a> VerifyEnv<'a> {
@@ -64,6 +68,7 @@ impl<'a> VerifyEnv<'a> {
             policy: Policy::Privileged,
             complexity_limit: COMPLEXITY_LIMIT,
             line_info: None,
+            gpl_compatible: true,
         }
     }
 

@@ -83,6 +83,18 @@ impl Verifier<'_> {
                 )
             }
         };
+        // The kernel's check, with its words (check_helper_call).
+        if proto.gpl_only && !self.env.gpl_compatible {
+            return err(
+                "gpl_only",
+                format!(
+                    "cannot call GPL-restricted function from non-GPL compatible program \
+                     ({}#{id} is GPL-only; the object's license section is missing or \
+                     not GPL-compatible)",
+                    proto.name
+                ),
+            );
+        }
         self.facts.helpers_used.insert(id);
         self.check_call_under_lock(st, id, proto.name)?;
         if id == 12 && !st.refs.is_empty() {
@@ -314,6 +326,28 @@ impl Verifier<'_> {
                     return expect(MEM_ARG_TYPES);
                 }
                 meta.mem = Some((regno, true, false))
+            }
+            ArgType::PtrToFixedMem(size) => {
+                if matches!(reg.ty, RegType::Stack { .. }) && reg.off.rem_euclid(size as i32) != 0 {
+                    return err(
+                        "misaligned",
+                        format!(
+                            "misaligned stack access off {} size {size} (argument {regno} of {})",
+                            reg.off, proto.name
+                        ),
+                    );
+                }
+                self.helper_mem(
+                    st,
+                    pc,
+                    &reg,
+                    regno,
+                    size as u64,
+                    size as u64,
+                    true,
+                    "memory",
+                    meta,
+                )?;
             }
             ArgType::ConstSize | ArgType::ConstSizeOrZero => {
                 let Some((mreg, write, null)) = meta.mem.take() else {

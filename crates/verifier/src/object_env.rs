@@ -40,6 +40,7 @@ impl ObjectProgramEnv {
         env.spin_locks = &object.spin_locks;
         env.global_subprogs = &self.globals;
         env.line_info = Some(&self.lines);
+        env.gpl_compatible = bpfjet_obj::license_is_gpl_compatible(&object.license);
         env
     }
 }

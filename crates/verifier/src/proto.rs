@@ -43,6 +43,10 @@ pub enum ArgType {
     ConstAllocSize,
     /// A NUL-terminated string in a frozen read-only map.
     PtrToConstStr,
+    /// Memory of this fixed size, aligned to it, that the helper reads and
+    /// writes (the kernel's `ARG_PTR_TO_FIXED_SIZE_MEM | MEM_WRITE |
+    /// MEM_ALIGNED`, e.g. `bpf_check_mtu`'s `u32 *mtu_len`).
+    PtrToFixedMem(u32),
 }
 
 /// What a helper returns in r0.
@@ -213,6 +217,12 @@ static HELPERS: &[HelperProto] = &[
         RetType::Integer,
     ),
     proto(42, "bpf_get_numa_node_id", a0(), RetType::Integer),
+    gpl(proto(
+        163,
+        "bpf_check_mtu",
+        [PtrToCtx, Anything, PtrToFixedMem(4), Anything, Anything],
+        RetType::Integer,
+    )),
     pkt_changing(proto(
         44,
         "bpf_xdp_adjust_head",
@@ -263,12 +273,12 @@ static HELPERS: &[HelperProto] = &[
     ),
     proto(93, "bpf_spin_lock", a1(PtrToSpinLock), RetType::Void),
     proto(94, "bpf_spin_unlock", a1(PtrToSpinLock), RetType::Void),
-    perfmon(proto(
+    perfmon(gpl(proto(
         113,
         "bpf_probe_read_kernel",
         a3(PtrToUninitMem, ConstSizeOrZero, Anything),
         RetType::Integer,
-    )),
+    ))),
     proto(118, "bpf_jiffies64", a0(), RetType::Integer),
     proto(125, "bpf_ktime_get_boot_ns", a0(), RetType::Integer),
     proto(
@@ -324,6 +334,12 @@ static HELPERS: &[HelperProto] = &[
             RO_MEM_OR_NULL,
             ConstSizeOrZero,
         ],
+        RetType::Integer,
+    ))),
+    perfmon(gpl(proto(
+        177,
+        "bpf_trace_vprintk",
+        [RO_MEM, ConstSize, RO_MEM_OR_NULL, ConstSizeOrZero, DontCare],
         RetType::Integer,
     ))),
     with_callback(

@@ -48,6 +48,8 @@ impl Mode {
 pub struct BenchArgs {
     /// BPF ELF object.
     pub object: PathBuf,
+    #[command(flatten)]
+    pub object_args: super::object_args::ObjectArgs,
     /// Program (C function name); defaults to the object's only XDP program.
     #[arg(long)]
     pub prog: Option<String>,
@@ -200,8 +202,7 @@ pub fn run(args: &BenchArgs) -> Result<ExitCode> {
     if args.engines.is_empty() {
         bail!("--engines names no engine");
     }
-    let object = bpfjet_obj::load_file(&args.object)
-        .map_err(|e| anyhow::anyhow!("object {}: {e}", args.object.display()))?;
+    let object = args.object_args.load(&args.object)?;
     let program = choose_program(&object, args.prog.as_deref())?;
     let packet = read_packet(&args.data)?;
     let state: MapState = match &args.maps {
@@ -218,6 +219,7 @@ pub fn run(args: &BenchArgs) -> Result<ExitCode> {
     let _pin = bpfjet_kernel::CpuPin::pin(args.cpu)?;
     let dir = bench_dir(args)?;
     let setup = engines::Setup {
+        object_args: &args.object_args,
         object_path: &args.object,
         object: &object,
         program: &program,

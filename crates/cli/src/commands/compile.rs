@@ -21,6 +21,8 @@ pub struct CompileArgs {
     /// it has), `portable` (the x86-64 baseline) or an LLVM CPU name.
     #[arg(long, default_value = "host")]
     pub cpu: String,
+    #[command(flatten)]
+    pub object_args: super::object_args::ObjectArgs,
 }
 
 fn cpu_target(cpu: &str) -> Result<CpuTarget> {
@@ -42,8 +44,7 @@ fn default_output(object: &Path) -> PathBuf {
 pub fn run(args: &CompileArgs) -> Result<ExitCode> {
     let source = std::fs::read(&args.object)
         .with_context(|| format!("reading {}", args.object.display()))?;
-    let object = bpfjet_obj::load_file(&args.object)
-        .map_err(|e| anyhow!("object {}: {e}", args.object.display()))?;
+    let object = args.object_args.load(&args.object)?;
     for name in &args.progs {
         if object.program(name).is_none() {
             let names: Vec<&str> = object.programs.iter().map(|p| p.name.as_str()).collect();

@@ -120,13 +120,11 @@ fn parse_plugin_mem(mem: &str) -> Result<Vec<u8>> {
         .collect()
 }
 
-fn parse_plugin_program(text: &str) -> Result<Vec<u8>> {
+/// Hex bytes: two digits per byte, whitespace anywhere between bytes.
+fn parse_plugin_hex(text: &str) -> Result<Vec<u8>> {
     let digits: Vec<u8> = text.bytes().filter(|b| !b.is_ascii_whitespace()).collect();
-    if !digits.len().is_multiple_of(16) {
-        bail!(
-            "program hex has {} digits, not a multiple of 16 (8-byte instructions)",
-            digits.len()
-        );
+    if !digits.len().is_multiple_of(2) {
+        bail!("program hex has an odd number of digits ({})", digits.len());
     }
     digits
         .chunks(2)
@@ -137,14 +135,36 @@ fn parse_plugin_program(text: &str) -> Result<Vec<u8>> {
         .collect()
 }
 
-pub fn plugin(mem: Option<&str>, engine: Engine) -> Result<ExitCode> {
+/// How the program arrives on stdin.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum PluginInput {
+    /// Instruction bytes as hex (the runner's default).
+    Bytecode,
+    /// An ELF object as hex (the runner's `--elf true`).
+    Elf,
+}
+
+/// One plugin call: program on stdin, r0 in hex on stdout and exit 0, or
+/// the error on stdout and exit 1 (the runner compares it with a test's
+/// `-- error` text).
+pub fn plugin(mem: Option<&str>, engine: Engine, input: PluginInput) -> Result<ExitCode> {
     let outcome = (|| -> Result<u64> {
-        let mut input = String::new();
+        let mut text = String::new();
         std::io::stdin()
-            .read_to_string(&mut input)
+            .read_to_string(&mut text)
             .context("reading program from stdin")?;
-        let bytes = parse_plugin_program(&input)?;
-        let insns = decode_bytes(&bytes).map_err(|e| anyhow::anyhow!("invalid program: {e}"))?;
+        let bytes = parse_plugin_hex(&text)?;
+        let code = match input {
+            PluginInput::Bytecode => bytes,
+            PluginInput::Elf => super::conformance_elf::program_code(&bytes)?,
+        };
+        if code.len() % 8 != 0 {
+            bail!(
+                "program is {} bytes, not a multiple of 8 (8-byte instructions)",
+                code.len()
+            );
+        }
+        let insns = decode_bytes(&code).map_err(|e| anyhow::anyhow!("invalid program: {e}"))?;
         let mem = mem.map(parse_plugin_mem).transpose()?.unwrap_or_default();
         run_program(engine, insns, &mem)
     })();
@@ -172,11 +192,12 @@ mod tests {
         );
         assert!(parse_plugin_mem("zz").is_err());
         assert_eq!(
-            parse_plugin_program("b700000001000000\n9500000000000000\n")
+            parse_plugin_hex("b7 00 00 00 01 00 00 00  \n9500000000000000\n")
                 .unwrap()
                 .len(),
             16
         );
-        assert!(parse_plugin_program("b7000000").is_err());
+        assert!(parse_plugin_hex("b700000").is_err());
+        assert!(parse_plugin_hex("zz").is_err());
     }
 }

@@ -57,6 +57,8 @@ pub struct RunArgs {
     /// Program to run (default: the object's first XDP program).
     #[arg(long)]
     pub prog: Option<String>,
+    #[command(flatten)]
+    pub object_args: super::object_args::ObjectArgs,
     /// Execution engine; `auto` picks the JIT when available.
     #[arg(long, value_enum, default_value = "auto")]
     pub engine: EngineChoice,
@@ -187,7 +189,9 @@ pub fn run(args: &RunArgs) -> Result<ExitCode> {
     // or compiling then ends the run at its first batch boundary, through
     // the same teardown as any other stop.
     let signal = StopSignal::install().context("installing SIGINT/SIGTERM handlers")?;
-    let object = bpfjet_obj::load_file(&args.obj)
+    let object = args
+        .object_args
+        .load(&args.obj)
         .with_context(|| format!("loading {}", args.obj.display()))?;
     let prog = object
         .runnable_program(args.prog.as_deref())

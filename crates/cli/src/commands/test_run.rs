@@ -67,6 +67,8 @@ pub struct TestRunArgs {
     /// xdp_md.rx_queue_index: a receive queue of that interface.
     #[arg(long = "rx-queue", default_value_t = 0)]
     pub rx_queue: u32,
+    #[command(flatten)]
+    pub object_args: super::object_args::ObjectArgs,
 }
 
 pub fn run(args: &TestRunArgs) -> Result<ExitCode> {
@@ -79,8 +81,7 @@ pub fn run(args: &TestRunArgs) -> Result<ExitCode> {
         (Some(engine), None) => engine,
         (None, None) => Engine::Interp,
     };
-    let object = bpfjet_obj::load_file(&args.object)
-        .map_err(|e| anyhow!("object {}: {e}", args.object.display()))?;
+    let object = args.object_args.load(&args.object)?;
     let program = choose_program(&object, args.prog.as_deref())
         .with_context(|| format!("object {}", args.object.display()))?;
     let data = packet::read_packet(&args.data)?;
@@ -113,6 +114,7 @@ pub fn run(args: &TestRunArgs) -> Result<ExitCode> {
         dump_maps: args.dump_maps,
         unverified: args.unverified,
         aot: args.aot.as_deref(),
+        object_args: &args.object_args,
     };
     let outcome = engine::run(engine, &request)?;
     if args.json {
@@ -158,7 +160,13 @@ fn choose_program(object: &Object, wanted: Option<&str>) -> Result<String> {
         },
     };
     match &program.kind {
-        ProgKind::Xdp | ProgKind::XdpFrags => Ok(program.name.clone()),
+        kind if kind.is_xdp() => Ok(program.name.clone()),
+        ProgKind::Unsupported(t) if t == "unknown" => bail!(
+            "program {} (section {}) is of type unknown; test-run runs XDP programs; {}",
+            program.name,
+            program.section,
+            bpfjet_obj::force_type_hint(&program.section)
+        ),
         other => bail!(
             "program {} (section {}) is of type {other}; test-run runs XDP programs",
             program.name,

@@ -12,9 +12,16 @@ use bpfjet_verifier::{decode_rejection, verify, ObjectProgramEnv, Policy};
 use std::path::Path;
 use std::process::ExitCode;
 
-pub fn run(obj: &Path, prog: Option<&str>, json: bool, unprivileged: bool) -> Result<ExitCode> {
-    let object =
-        bpfjet_obj::load_file(obj).with_context(|| format!("loading {}", obj.display()))?;
+pub fn run(
+    obj: &Path,
+    prog: Option<&str>,
+    json: bool,
+    unprivileged: bool,
+    object_args: &super::object_args::ObjectArgs,
+) -> Result<ExitCode> {
+    let object = object_args
+        .load(obj)
+        .with_context(|| format!("loading {}", obj.display()))?;
     let programs: Vec<&bpfjet_obj::Program> = match prog {
         Some(name) => vec![object
             .program(name)
@@ -25,7 +32,38 @@ pub fn run(obj: &Path, prog: Option<&str>, json: bool, unprivileged: bool) -> Re
             .filter(|p| p.kind.is_supported())
             .collect(),
     };
-    anyhow::ensure!(!programs.is_empty(), "{} has no XDP program", obj.display());
+    if programs.is_empty() {
+        let hint = object
+            .programs
+            .iter()
+            .find(|p| p.kind == bpfjet_obj::ProgKind::Unsupported("unknown".into()))
+            .map(|p| {
+                format!(
+                    " (program {} in section {} is of type unknown; {})",
+                    p.name,
+                    p.section,
+                    bpfjet_obj::force_type_hint(&p.section)
+                )
+            })
+            .unwrap_or_default();
+        anyhow::bail!("{} has no XDP program{hint}", obj.display());
+    }
+    // The kernel creates the maps before it verifies: a map it would
+    // refuse fails the load whatever the programs are.
+    let ncpus = bpfjet_kernel::possible_cpus() as u32;
+    for spec in &object.maps {
+        let spec = match spec.map_type {
+            // libbpf sizes it to the CPUs when the object leaves it at 0.
+            bpfjet_maps::MapType::PerfEventArray if spec.max_entries == 0 => {
+                let mut sized = spec.clone();
+                sized.max_entries = ncpus;
+                sized
+            }
+            _ => spec.clone(),
+        };
+        bpfjet_maps::check_creatable(&spec, ncpus)
+            .map_err(|e| anyhow::anyhow!("{}: map {:?}: {e}", obj.display(), spec.name))?;
+    }
     let policy = if unprivileged {
         Policy::Unprivileged
     } else {

@@ -223,6 +223,11 @@ impl FibTable {
 }
 
 impl Fib {
+    /// The MTU of the table's interface `ifindex`, if it lists it.
+    pub fn interface_mtu(&self, ifindex: u32) -> Option<u32> {
+        self.interface(ifindex).map(|i| i.0.mtu)
+    }
+
     fn interface(&self, ifindex: u32) -> Option<&(FibInterface, [u8; 6], Vec<IpAddr>)> {
         self.interfaces.iter().find(|i| i.0.ifindex == ifindex)
     }

@@ -26,6 +26,11 @@ const MAX_FORMAT: usize = 64 << 10;
 pub(crate) fn register(r: &mut HelperRegistry) {
     r.register(Helper::new(ids::TRACE_PRINTK, "trace_printk", trace_printk));
     r.register(Helper::new(ids::SNPRINTF, "snprintf", snprintf));
+    r.register(Helper::new(
+        ids::TRACE_VPRINTK,
+        "trace_vprintk",
+        trace_vprintk,
+    ));
 }
 
 fn trace_printk(ctx: &mut HelperCtx<'_>, a: [u64; 5]) -> Result<u64, Fault> {
@@ -43,6 +48,43 @@ fn trace_printk(ctx: &mut HelperCtx<'_>, a: [u64; 5]) -> Result<u64, Fault> {
     let line = String::from_utf8_lossy(shown).into_owned();
     env(ctx)?.trace.push(line);
     Ok(len as u64)
+}
+
+/// `bpf_trace_vprintk(fmt, fmt_size, args, data_len)`: `bpf_trace_printk`
+/// with its arguments in an array of u64 (what `bpf_printk` becomes with
+/// more than three arguments).
+fn trace_vprintk(ctx: &mut HelperCtx<'_>, a: [u64; 5]) -> Result<u64, Fault> {
+    let (fmt_addr, fmt_size, data, data_len) = (a[0], a[1] as u32 as u64, a[2], a[3] as u32 as u64);
+    if data_len % 8 != 0 || data_len > MAX_BPRINTF_VARARGS * 8 || (data_len != 0 && data == 0) {
+        return Ok(errno::neg(errno::EINVAL));
+    }
+    let args = u64_args(ctx, data, data_len)?;
+    let raw = ctx.read_mem(fmt_addr, fmt_size)?;
+    let Some(nul) = raw.iter().position(|&b| b == 0) else {
+        return Ok(errno::neg(errno::EINVAL));
+    };
+    let fmt = raw[..nul].to_vec();
+    let out = match format(ctx, &fmt, &args) {
+        Ok(out) => out,
+        Err(e) => return Ok(errno::neg(e)),
+    };
+    let len = out.len();
+    let shown = &out[..len.min(MAX_BPRINTF_BUF - 1)];
+    let line = String::from_utf8_lossy(shown).into_owned();
+    env(ctx)?.trace.push(line);
+    Ok(len as u64)
+}
+
+/// `data_len / 8` u64 arguments at `data`.
+fn u64_args(ctx: &HelperCtx<'_>, data: u64, data_len: u64) -> Result<Vec<u64>, Fault> {
+    if data_len == 0 {
+        return Ok(Vec::new());
+    }
+    Ok(ctx
+        .read_mem(data, data_len)?
+        .chunks(8)
+        .map(|c| u64::from_ne_bytes(c.try_into().unwrap_or([0; 8])))
+        .collect())
 }
 
 fn snprintf(ctx: &mut HelperCtx<'_>, a: [u64; 5]) -> Result<u64, Fault> {

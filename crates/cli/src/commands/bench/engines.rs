@@ -39,6 +39,8 @@ pub struct Setup<'a> {
     pub jit: JitOptions,
     /// `--aot`: the program's native code comes from this artifact.
     pub aot: Option<&'a Path>,
+    /// `--prog-type`, `--max-entries`: applied to the kernel's load too.
+    pub object_args: &'a crate::commands::object_args::ObjectArgs,
 }
 
 /// One round's measurements, in ns per run.
@@ -185,10 +187,7 @@ fn kernel<'a>(setup: &'a Setup<'a>) -> Result<Kernel<'a>> {
         .map_err(|why| anyhow!("engine 'kernel' cannot run here: {why}"))?;
     let target = KernelObject::open_with(
         setup.object_path,
-        &bpfjet_kernel::LoadOptions {
-            state: Some(setup.state),
-            ..Default::default()
-        },
+        &setup.object_args.kernel_load_options(Some(setup.state)),
     )
     .with_context(|| format!("loading {} into the kernel", setup.object_path.display()))?;
     let prog_fd = target.prog_fd(setup.program)?;

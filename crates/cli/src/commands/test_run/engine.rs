@@ -53,6 +53,8 @@ pub struct RunRequest<'a> {
     pub unverified: bool,
     /// `--aot`: run this artifact's native code (engine jit only).
     pub aot: Option<&'a Path>,
+    /// `--prog-type`, `--max-entries`: applied to the kernel engine's load too.
+    pub object_args: &'a crate::commands::object_args::ObjectArgs,
 }
 
 pub struct RunOutcome {
@@ -84,10 +86,7 @@ fn run_kernel(request: &RunRequest<'_>) -> Result<RunOutcome> {
         .map_err(|why| anyhow!("engine 'kernel' cannot run here: {why}"))?;
     let object = bpfjet_kernel::KernelObject::open_with(
         request.object_path,
-        &bpfjet_kernel::LoadOptions {
-            state: request.state,
-            ..Default::default()
-        },
+        &request.object_args.kernel_load_options(request.state),
     )?;
     // An all-zero context is what the kernel assumes without one.
     let rx = request.rx;

@@ -1,0 +1,92 @@
+//! How to read an object beyond what its ELF says, shared by the commands
+//! that load one (`verify`, `test-run`, `run`, `bench`, `compile`) and
+//! applied identically to the kernel engine's libbpf load:
+//! `--prog-type TYPE` for objects whose section names say nothing libbpf
+//! knows (bpftool's `prog load OBJ PATH type xdp`, a loader's
+//! `bpf_program__set_type()`), `--max-entries MAP=N` for maps an object
+//! leaves for its loader to size (`bpf_map__set_max_entries()`).
+
+use anyhow::{anyhow, bail, Result};
+use bpfjet_maps::state::MapState;
+use bpfjet_obj::{Object, ProgKind};
+use std::path::Path;
+
+#[derive(clap::Args, Clone, Debug, Default)]
+pub struct ObjectArgs {
+    /// Give every program of the object this type, whatever its section name
+    /// (bpftool's `prog load ... type TYPE`): xdp, xdp.frags, xdp/devmap,
+    /// xdp/cpumap, xdp.frags/devmap, xdp.frags/cpumap.
+    #[arg(long = "prog-type", value_name = "TYPE", value_parser = parse_prog_type)]
+    pub prog_type: Option<ProgKind>,
+    /// Set a map's max_entries before it is created (repeatable), like a
+    /// loader's bpf_map__set_max_entries: for maps the object leaves at 0.
+    #[arg(long = "max-entries", value_name = "MAP=N", value_parser = parse_max_entries)]
+    pub max_entries: Vec<(String, u32)>,
+}
+
+fn parse_prog_type(name: &str) -> Result<ProgKind, String> {
+    ProgKind::from_type_name(name)
+}
+
+fn parse_max_entries(text: &str) -> Result<(String, u32), String> {
+    let (map, n) = text
+        .split_once('=')
+        .ok_or_else(|| format!("{text:?}: expected MAP=N"))?;
+    let n: u32 = n
+        .parse()
+        .map_err(|_| format!("{text:?}: N must be a number of entries"))?;
+    if map.is_empty() || n == 0 {
+        return Err(format!("{text:?}: expected a map name and N > 0"));
+    }
+    Ok((map.to_string(), n))
+}
+
+impl ObjectArgs {
+    /// Loads the object at `path` and applies the overrides.
+    pub fn load(&self, path: &Path) -> Result<Object> {
+        let mut object =
+            bpfjet_obj::load_file(path).map_err(|e| anyhow!("object {}: {e}", path.display()))?;
+        self.apply(&mut object)
+            .map_err(|e| anyhow!("object {}: {e}", path.display()))?;
+        Ok(object)
+    }
+
+    pub fn apply(&self, object: &mut Object) -> Result<()> {
+        if let Some(kind) = &self.prog_type {
+            object.override_prog_kind(kind);
+        }
+        for (name, n) in &self.max_entries {
+            let Some(spec) = object.maps.iter_mut().find(|m| &m.name == name) else {
+                let names: Vec<&str> = object.maps.iter().map(|m| m.name.as_str()).collect();
+                bail!(
+                    "--max-entries {name}={n}: no map {name:?}; maps: {}",
+                    names.join(", ")
+                );
+            };
+            spec.max_entries = *n;
+        }
+        Ok(())
+    }
+
+    /// The same overrides for the kernel engine's libbpf load.
+    pub fn kernel_load_options<'a>(
+        &'a self,
+        state: Option<&'a MapState>,
+    ) -> bpfjet_kernel::LoadOptions<'a> {
+        let prog_type = self
+            .prog_type
+            .as_ref()
+            .and_then(ProgKind::kernel_load_type)
+            .map(|t| bpfjet_kernel::ProgTypeOverride {
+                prog_type: t.prog_type,
+                expected_attach_type: t.expected_attach_type,
+                prog_flags: t.prog_flags,
+            });
+        bpfjet_kernel::LoadOptions {
+            state,
+            prog_type,
+            max_entries: &self.max_entries,
+            ..Default::default()
+        }
+    }
+}
