@@ -4,7 +4,7 @@ CONFORMANCE ?= ../shared/conformance/tests
 BPFJET := target/release/bpfjet
 export PATH := $(HOME)/.cargo/bin:$(PATH)
 
-.PHONY: all setup build examples test test-rust test-netns lint conformance demo clean
+.PHONY: all setup build examples test test-rust test-netns test-preload lint conformance demo clean
 
 all: build
 
@@ -12,7 +12,7 @@ setup:
 	@bash scripts/setup.sh
 
 build: setup
-	$(CARGO) build --release --bin bpfjet
+	$(CARGO) build --release --bin bpfjet -p bpfjet-preload
 
 examples: setup
 	$(MAKE) -s -C examples
@@ -29,7 +29,12 @@ conformance: build
 	$(BPFJET) conformance --engine interp $(CONFORMANCE)
 	$(BPFJET) conformance --engine jit $(CONFORMANCE)
 
-test: lint test-rust conformance test-netns
+test: lint test-rust conformance test-netns test-preload
+
+# Unmodified control planes (bpftool, a libbpf program) under `bpfjet exec`,
+# compared with the kernel (root). `build` builds libbpfjet.so next to bpfjet.
+test-preload: build
+	BPFJET=$(BPFJET) timeout 600 bash tests/preload/control_planes.sh
 
 # AF_XDP end to end in network namespaces (root): TX, DROP, REDIRECT, PASS via TAP.
 test-netns: build examples

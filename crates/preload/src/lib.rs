@@ -31,8 +31,23 @@ thread_local! {
     static INSIDE: Cell<bool> = const { Cell::new(false) };
 }
 
+extern "C" fn release_at_exit() {
+    if let Some(Ok(server)) = SERVER.get() {
+        INSIDE.with(|i| i.set(true));
+        let _ = catch_unwind(AssertUnwindSafe(|| server.release_all()));
+    }
+}
+
 fn server() -> Result<&'static BpfjetBackend, Errno> {
-    match SERVER.get_or_init(|| Namespace::from_env().map(BpfjetBackend::new)) {
+    let init = || {
+        let s = Namespace::from_env().map(BpfjetBackend::new);
+        // What the process still holds at exit is let go of then, like
+        // the kernel closing its fds.
+        // SAFETY: registering a plain extern "C" function.
+        unsafe { libc::atexit(release_at_exit) };
+        s
+    };
+    match SERVER.get_or_init(init) {
         Ok(s) => Ok(s),
         Err(why) => {
             static SAID: OnceLock<()> = OnceLock::new();

@@ -33,6 +33,8 @@ pub struct BpfjetBackend {
     warned: Mutex<HashSet<String>>,
     /// Open `BPF_ENABLE_STATS` fds of this process.
     stats: AtomicUsize,
+    /// Objects this process created (and frees when it lets go of them).
+    created: Mutex<HashSet<ObjRef>>,
 }
 
 impl BpfjetBackend {
@@ -43,6 +45,7 @@ impl BpfjetBackend {
             kernel: KernelBackend,
             warned: Mutex::default(),
             stats: AtomicUsize::new(0),
+            created: Mutex::default(),
         }
     }
 
@@ -50,12 +53,126 @@ impl BpfjetBackend {
         &self.ns
     }
 
-    /// The fd is about to be closed.
+    /// The fd is about to be closed. When it was the last reference this
+    /// process had to an object it created, and nothing else holds the
+    /// object (a pin, a program using a map or BTF), the object goes away,
+    /// as the kernel frees it.
     pub fn forget_fd(&self, fd: i32) {
-        if let Some(Obj::Stats) = self.fds.get(fd) {
+        let Some(obj) = self.fds.forget(fd) else {
+            return;
+        };
+        if let Obj::Stats = obj {
             self.stats.fetch_sub(1, Ordering::Relaxed);
+            return;
         }
-        self.fds.forget(fd);
+        let r = match &obj {
+            Obj::Map(m) => ObjRef::Map(m.map.id()),
+            Obj::Prog(p) => ObjRef::Prog(p.rec.id),
+            Obj::Btf(b) => ObjRef::Btf(b.id),
+            Obj::Stats => return,
+        };
+        drop(obj);
+        self.release(r);
+    }
+
+    /// Every fd this process still holds, at exit: what only it held goes.
+    pub fn release_all(&self) {
+        for fd in self.fds.all() {
+            self.forget_fd(fd);
+        }
+    }
+
+    fn held_here(&self, r: ObjRef) -> bool {
+        self.fds.any(|o| match (o, r) {
+            (Obj::Map(m), ObjRef::Map(id)) => m.map.id() == id,
+            (Obj::Prog(p), ObjRef::Prog(id)) => p.rec.id == id,
+            (Obj::Btf(b), ObjRef::Btf(id)) => b.id == id,
+            _ => false,
+        })
+    }
+
+    /// Program records of the instance (for references to maps and BTF).
+    fn prog_records(&self) -> Vec<ProgRecord> {
+        self.ns
+            .ids(Kind::Prog)
+            .into_iter()
+            .filter_map(|id| serde_json::from_slice(&self.ns.read_record(Kind::Prog, id).ok()?).ok())
+            .collect()
+    }
+
+    fn release(&self, r: ObjRef) {
+        let created = {
+            let c = self.created.lock().unwrap_or_else(PoisonError::into_inner);
+            c.contains(&r)
+        };
+        if !created || self.held_here(r) || self.ns.is_pinned(r) {
+            return;
+        }
+        match r {
+            ObjRef::Prog(id) => {
+                let rec: Option<ProgRecord> = self
+                    .ns
+                    .read_record(Kind::Prog, id)
+                    .ok()
+                    .and_then(|b| serde_json::from_slice(&b).ok());
+                self.ns.remove_record(Kind::Prog, id);
+                self.forget_created(r);
+                // What only this program held.
+                if let Some(rec) = rec {
+                    for m in rec.map_ids {
+                        self.release(ObjRef::Map(m));
+                    }
+                    if rec.btf_id != 0 {
+                        self.release(ObjRef::Btf(rec.btf_id));
+                    }
+                }
+            }
+            ObjRef::Map(id) => {
+                if self.prog_records().iter().any(|p| p.map_ids.contains(&id)) {
+                    return;
+                }
+                let btf = self
+                    .ns
+                    .read_record(Kind::Map, id)
+                    .ok()
+                    .and_then(|b| serde_json::from_slice::<MapMeta>(&b).ok())
+                    .map_or(0, |m| m.btf_id);
+                let _ = self.ns.instance().remove_map(id);
+                self.ns.remove_record(Kind::Map, id);
+                self.forget_created(r);
+                if btf != 0 {
+                    self.release(ObjRef::Btf(btf));
+                }
+            }
+            ObjRef::Btf(id) => {
+                let used_by_prog = self.prog_records().iter().any(|p| p.btf_id == id);
+                let used_by_map = self.ns.ids(Kind::Map).into_iter().any(|m| {
+                    self.ns
+                        .read_record(Kind::Map, m)
+                        .ok()
+                        .and_then(|b| serde_json::from_slice::<MapMeta>(&b).ok())
+                        .is_some_and(|meta| meta.btf_id == id)
+                });
+                if !used_by_prog && !used_by_map {
+                    self.ns.remove_record(Kind::Btf, id);
+                    self.forget_created(r);
+                }
+            }
+        }
+    }
+
+    fn note_created(&self, r: ObjRef) {
+        self.created
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(r);
+    }
+
+    fn forget_created(&self, r: ObjRef) {
+        self.created
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .remove(&r);
     }
 
     /// What `readlink("/proc/self/fd/N")` shows for a kernel object of the
@@ -230,6 +347,7 @@ impl BpfjetBackend {
             map.id(),
             &serde_json::to_vec(&meta).map_err(|_| Errno::EINVAL)?,
         )?;
+        self.note_created(ObjRef::Map(map.id()));
         self.new_fd(Obj::Map(Arc::new(MapObj { map, meta })))
     }
 
@@ -371,6 +489,7 @@ impl BpfjetBackend {
             serde_json::to_vec(&r).unwrap_or_default()
         })?;
         rec.id = id;
+        self.note_created(ObjRef::Prog(id));
         if p.log_level != 0 {
             let needed = user::write_log(p.log_buf, p.log_size, "")?;
             p.log_true_size.set(needed);
@@ -589,6 +708,7 @@ impl BpfjetBackend {
             return Err(Errno::EINVAL);
         }
         let id = self.ns.create_record(Kind::Btf, |_| raw.clone())?;
+        self.note_created(ObjRef::Btf(id));
         self.new_fd(Obj::Btf(Arc::new(BtfObj { id, raw })))
     }
 

@@ -19,20 +19,39 @@ impl FdTable {
     }
 
     pub fn insert(&self, fd: i32, obj: Obj) {
-        self.fds
-            .write()
-            .unwrap_or_else(PoisonError::into_inner)
-            .insert(fd, obj);
-    }
-
-    /// The fd is being closed: forget what it held.
-    pub fn forget(&self, fd: i32) {
-        let removed = self
+        let old = self
             .fds
             .write()
             .unwrap_or_else(PoisonError::into_inner)
-            .remove(&fd);
-        // Dropped outside the lock: dropping an object may close files.
-        drop(removed);
+            .insert(fd, obj);
+        drop(old);
+    }
+
+    /// The fd is being closed: forget what it held, returned to the caller
+    /// (and dropped outside the lock: dropping an object may close files).
+    pub fn forget(&self, fd: i32) -> Option<Obj> {
+        self.fds
+            .write()
+            .unwrap_or_else(PoisonError::into_inner)
+            .remove(&fd)
+    }
+
+    /// Whether any fd still holds an object matching `f`.
+    pub fn any(&self, f: impl Fn(&Obj) -> bool) -> bool {
+        self.fds
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .values()
+            .any(f)
+    }
+
+    /// Every fd in the table.
+    pub fn all(&self) -> Vec<i32> {
+        self.fds
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .keys()
+            .copied()
+            .collect()
     }
 }

@@ -113,8 +113,10 @@ pub fn lookup_and_delete(map: &Map, e: &MapElem) -> Result<(), Errno> {
 }
 
 pub fn freeze(map: &Map) -> Result<(), Errno> {
+    // A frozen map's fds lose write permission, which the kernel checks
+    // first: freezing again is EPERM, not EBUSY.
     if map.is_frozen() {
-        return Err(Errno::EBUSY);
+        return Err(Errno::EPERM);
     }
     map.freeze();
     Ok(())

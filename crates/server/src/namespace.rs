@@ -20,7 +20,7 @@ use std::os::unix::io::IntoRawFd;
 use std::path::{Path, PathBuf};
 
 /// What an id or a pin names.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum ObjRef {
     Map(u32),
     Prog(u32),
@@ -117,29 +117,51 @@ impl Namespace {
         self.dir.join(kind.dir()).join(id.to_string())
     }
 
-    /// Allocate the next id of `kind` and write its record; ids are never
-    /// reused within an instance, like the kernel's.
+    /// Allocate the next id of `kind` and write its record. Ids are never
+    /// reused within an instance, like the kernel's: a counter file, locked
+    /// while it is advanced, remembers the last one.
     pub fn create_record(
         &self,
         kind: Kind,
         contents: impl Fn(u32) -> Vec<u8>,
     ) -> Result<u32, Errno> {
-        let mut id = self.ids(kind).last().copied().unwrap_or(0) + 1;
-        loop {
+        use std::io::{Read, Seek};
+        use std::os::unix::io::AsRawFd;
+        let mut counter = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .mode(0o600)
+            .open(self.dir.join(format!("{}.last-id", kind.dir())))
+            .map_err(io_errno)?;
+        // SAFETY: flock on an fd we own; released when `counter` closes.
+        if unsafe { libc::flock(counter.as_raw_fd(), libc::LOCK_EX) } != 0 {
+            return Err(io_errno(std::io::Error::last_os_error()));
+        }
+        let mut text = String::new();
+        counter.read_to_string(&mut text).map_err(io_errno)?;
+        let last: u32 = text.trim().parse().unwrap_or(0);
+        let mut id = last.max(self.ids(kind).last().copied().unwrap_or(0)) + 1;
+        let mut file = loop {
             match OpenOptions::new()
                 .write(true)
                 .create_new(true)
                 .mode(0o600)
                 .open(self.record_path(kind, id))
             {
-                Ok(mut f) => {
-                    f.write_all(&contents(id)).map_err(io_errno)?;
-                    return Ok(id);
-                }
+                Ok(f) => break f,
                 Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => id += 1,
                 Err(e) => return Err(io_errno(e)),
             }
-        }
+        };
+        counter.set_len(0).map_err(io_errno)?;
+        counter.rewind().map_err(io_errno)?;
+        counter
+            .write_all(id.to_string().as_bytes())
+            .map_err(io_errno)?;
+        file.write_all(&contents(id)).map_err(io_errno)?;
+        Ok(id)
     }
 
     /// Write the record of an id allocated elsewhere (a map's metadata).
@@ -234,20 +256,38 @@ impl Namespace {
         f.write_all(text.as_bytes()).map_err(io_errno)
     }
 
+    /// Whether any pin names `obj`.
+    pub fn is_pinned(&self, obj: ObjRef) -> bool {
+        let Ok(dir) = fs::read_dir(self.dir.join("pins")) else {
+            return false;
+        };
+        dir.filter_map(|e| e.ok())
+            .filter_map(|e| fs::read_to_string(e.path()).ok())
+            .any(|t| parse_pin(&t) == Ok(obj))
+    }
+
+    pub fn remove_record(&self, kind: Kind, id: u32) {
+        let _ = fs::remove_file(self.record_path(kind, id));
+    }
+
     /// `BPF_OBJ_GET`: what the path pins.
     pub fn pinned(&self, path: &str) -> Result<ObjRef, Errno> {
         let text = fs::read_to_string(self.pin_file(path)?).map_err(|_| Errno::ENOENT)?;
-        let mut words = text.split_whitespace();
-        let kind = words.next();
-        let id: u32 = words
-            .next()
-            .and_then(|w| w.parse().ok())
-            .ok_or(Errno::EINVAL)?;
-        match kind {
-            Some("map") => Ok(ObjRef::Map(id)),
-            Some("prog") => Ok(ObjRef::Prog(id)),
-            Some("btf") => Ok(ObjRef::Btf(id)),
-            _ => Err(Errno::EINVAL),
-        }
+        parse_pin(&text)
+    }
+}
+
+fn parse_pin(text: &str) -> Result<ObjRef, Errno> {
+    let mut words = text.split_whitespace();
+    let kind = words.next();
+    let id: u32 = words
+        .next()
+        .and_then(|w| w.parse().ok())
+        .ok_or(Errno::EINVAL)?;
+    match kind {
+        Some("map") => Ok(ObjRef::Map(id)),
+        Some("prog") => Ok(ObjRef::Prog(id)),
+        Some("btf") => Ok(ObjRef::Btf(id)),
+        _ => Err(Errno::EINVAL),
     }
 }

@@ -4,6 +4,7 @@ pub mod bench;
 pub mod compile;
 pub mod conformance;
 pub mod disasm;
+pub mod exec;
 pub mod map;
 pub mod replace;
 pub mod run;
