@@ -96,7 +96,9 @@ impl BpfjetBackend {
         self.ns
             .ids(Kind::Prog)
             .into_iter()
-            .filter_map(|id| serde_json::from_slice(&self.ns.read_record(Kind::Prog, id).ok()?).ok())
+            .filter_map(|id| {
+                serde_json::from_slice(&self.ns.read_record(Kind::Prog, id).ok()?).ok()
+            })
             .collect()
     }
 

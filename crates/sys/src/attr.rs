@@ -51,16 +51,17 @@ fn fields_end(cmd: Cmd) -> usize {
     use Cmd::*;
     match cmd {
         MapCreate => 72,
-        MapLookupElem | MapUpdateElem | MapDeleteElem | MapGetNextKey | MapLookupAndDeleteElem => {
-            32
-        }
+        MapLookupElem | MapUpdateElem | MapLookupAndDeleteElem => 32,
+        MapDeleteElem => 16,
+        MapGetNextKey => 24,
         MapFreeze => 4,
         MapLookupBatch | MapLookupAndDeleteBatch | MapUpdateBatch | MapDeleteBatch => 56,
         ProgLoad => 144,
         ObjPin | ObjGet => 20,
         ProgTestRun => 76,
         ProgGetNextId | MapGetNextId | BtfGetNextId | LinkGetNextId => 8,
-        ProgGetFdById | MapGetFdById | BtfGetFdById | LinkGetFdById => 12,
+        MapGetFdById => 12,
+        ProgGetFdById | BtfGetFdById | LinkGetFdById => 4,
         ObjGetInfoByFd => 16,
         BtfLoad => 32,
         EnableStats => 4,
