@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <sys/mman.h>
 #include <sys/syscall.h>
 #include <linux/bpf.h>
 #include <bpf/bpf.h>
@@ -137,6 +138,21 @@ static void program(const char *path)
 		int r = bpf_prog_test_run_opts(prog_fd, &t);
 		printf("test_run small data_out: %s size_out %u\n", r ? err_name(errno) : "ok",
 		       t.data_size_out);
+	}
+	{
+		/* .bss mapped as a skeleton maps it: the program's live memory. */
+		struct bpf_map *bss = bpf_object__find_map_by_name(obj, ".bss");
+		long page = sysconf(_SC_PAGESIZE);
+		const __u64 *packets = mmap(NULL, page, PROT_READ, MAP_SHARED, bpf_map__fd(bss), 0);
+		__u32 k0 = 0;
+		__u64 via_syscall = 0;
+
+		if (packets == MAP_FAILED)
+			printf(".bss mmap: %s\n", err_name(errno));
+		else
+			printf(".bss packets (mmap): %llu\n", (unsigned long long)*packets);
+		bpf_map_lookup_elem(bpf_map__fd(bss), &k0, &via_syscall);
+		printf(".bss packets (lookup): %llu\n", (unsigned long long)via_syscall);
 	}
 	for (len = 60; len <= 100; len += 20) {
 		n = 0;

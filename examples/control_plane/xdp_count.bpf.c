@@ -1,6 +1,6 @@
 // An XDP program for the control-plane tests (`bpfjet exec`): counts
 // packets by length in a hash map and drops those longer than the limit in
-// an array map that the control plane sets.
+// an array map that the control plane sets; counts every packet in .bss.
 #include <linux/bpf.h>
 #include <bpf/bpf_helpers.h>
 
@@ -18,6 +18,9 @@ struct {
 	__uint(max_entries, 1);
 } limit SEC(".maps");
 
+/* Global data: libbpf maps .bss into the control plane (BPF_F_MMAPABLE). */
+__u64 packets;
+
 SEC("xdp")
 int xdp_count(struct xdp_md *ctx)
 {
@@ -27,6 +30,7 @@ int xdp_count(struct xdp_md *ctx)
 	__u64 one = 1, *n = bpf_map_lookup_elem(&counts, &len);
 	__u32 *max = bpf_map_lookup_elem(&limit, &zero);
 
+	__sync_fetch_and_add(&packets, 1);
 	if (n)
 		__sync_fetch_and_add(n, 1);
 	else

@@ -209,6 +209,66 @@ pub unsafe extern "C" fn readlinkat(
     std::mem::transmute::<usize, ReadlinkatFn>(p)(dirfd, path, buf, size)
 }
 
+type MmapFn = unsafe extern "C" fn(
+    *mut libc::c_void,
+    usize,
+    libc::c_int,
+    libc::c_int,
+    libc::c_int,
+    libc::off_t,
+) -> *mut libc::c_void;
+
+/// libc's `mmap()`, interposed: mapping a bpfjet `BPF_F_MMAPABLE` array
+/// maps its values with the kernel's layout (offset 0 is element 0), so a
+/// libbpf skeleton's `.data`/`.bss` pointers are the program's live memory.
+///
+/// # Safety
+/// As libc's `mmap()`.
+#[no_mangle]
+pub unsafe extern "C" fn mmap(
+    addr: *mut libc::c_void,
+    len: usize,
+    prot: libc::c_int,
+    flags: libc::c_int,
+    fd: libc::c_int,
+    offset: libc::off_t,
+) -> *mut libc::c_void {
+    let mut offset = offset;
+    if fd >= 0 && !INSIDE.with(|i| i.get()) {
+        if let Some(Ok(server)) = SERVER.get() {
+            let writable = prot & libc::PROT_WRITE != 0 && flags & libc::MAP_SHARED != 0;
+            match catch_unwind(AssertUnwindSafe(|| server.mmap_offset(fd, writable))) {
+                Ok(Some(Ok(extra))) => offset += extra as libc::off_t,
+                Ok(Some(Err(e))) => {
+                    set_errno(e.0);
+                    return libc::MAP_FAILED;
+                }
+                _ => {}
+            }
+        }
+    }
+    static REAL: OnceLock<usize> = OnceLock::new();
+    let p = *REAL.get_or_init(|| next_symbol(c"mmap") as usize);
+    // SAFETY: libc's mmap() has this type.
+    std::mem::transmute::<usize, MmapFn>(p)(addr, len, prot, flags, fd, offset)
+}
+
+/// `mmap64` is `mmap` on 64-bit Linux.
+///
+/// # Safety
+/// As libc's `mmap64()`.
+#[no_mangle]
+pub unsafe extern "C" fn mmap64(
+    addr: *mut libc::c_void,
+    len: usize,
+    prot: libc::c_int,
+    flags: libc::c_int,
+    fd: libc::c_int,
+    offset: libc::off_t,
+) -> *mut libc::c_void {
+    mmap(addr, len, prot, flags, fd, offset)
+}
+
 /// `bpf(cmd, attr, size)`, also callable directly.
 #[no_mangle]
 pub extern "C" fn bpfjet_bpf(

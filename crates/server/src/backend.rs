@@ -35,6 +35,9 @@ pub struct BpfjetBackend {
     stats: AtomicUsize,
     /// Objects this process created (and frees when it lets go of them).
     created: Mutex<HashSet<ObjRef>>,
+    /// The creating process: a forked child inherits the fds, not the
+    /// ownership (its exit must not free its parent's objects).
+    pid: u32,
 }
 
 impl BpfjetBackend {
@@ -46,6 +49,7 @@ impl BpfjetBackend {
             warned: Mutex::default(),
             stats: AtomicUsize::new(0),
             created: Mutex::default(),
+            pid: std::process::id(),
         }
     }
 
@@ -107,7 +111,7 @@ impl BpfjetBackend {
             let c = self.created.lock().unwrap_or_else(PoisonError::into_inner);
             c.contains(&r)
         };
-        if !created || self.held_here(r) || self.ns.is_pinned(r) {
+        if !created || std::process::id() != self.pid || self.held_here(r) || self.ns.is_pinned(r) {
             return;
         }
         match r {
@@ -187,6 +191,18 @@ impl BpfjetBackend {
             Obj::Btf(_) => Some("anon_inode:btf"),
             Obj::Stats => Some("anon_inode:bpf-stats"),
         }
+    }
+
+    /// For `mmap(fd, offset)` of a bpfjet map: how far into the map's file
+    /// the kernel's offset 0 is. None when `fd` holds no bpfjet object;
+    /// `ENODEV`/`EINVAL` as the kernel for maps that cannot be mapped.
+    pub fn mmap_offset(&self, fd: i32, writable: bool) -> Option<Result<u64, Errno>> {
+        Some(match self.fds.get(fd)? {
+            Obj::Map(m) if m.map.map_type() != MapType::Array => Err(Errno(libc::ENODEV)),
+            Obj::Map(m) if writable && m.map.is_frozen() => Err(Errno::EPERM),
+            Obj::Map(m) => m.map.mmap_offset().ok_or(Errno::EINVAL),
+            _ => Err(Errno(libc::ENODEV)),
+        })
     }
 
     /// One stderr line per process and subject: what bpfjet does not serve.
@@ -414,7 +430,7 @@ impl BpfjetBackend {
             .collect();
         let license = user::cstring(p.license, 128)?;
         let refs = progs::map_lddws(&words);
-        if p.prog_type != BPF_PROG_TYPE_XDP {
+        if p.prog_type != BPF_PROG_TYPE_XDP && !progs::context_free(&words) {
             if refs.is_empty() {
                 // A program type bpfjet does not run and that touches no
                 // bpfjet object (libbpf's feature probes): the kernel's.
@@ -515,6 +531,13 @@ impl BpfjetBackend {
             Some(_) => return Err(Errno::EINVAL),
             None => return self.kernel.execute(cmd),
         };
+        if prog.rec.prog_type != BPF_PROG_TYPE_XDP {
+            self.warn_once(
+                &format!("BPF_PROG_TEST_RUN of program type {}", prog.rec.prog_type),
+                "bpfjet runs XDP programs only",
+            );
+            return Err(Errno::EINVAL);
+        }
         if t.data_size_in < ETH_HLEN {
             return Err(Errno::EINVAL);
         }
@@ -815,7 +838,12 @@ impl Backend for BpfjetBackend {
                 self.stats.fetch_add(1, Ordering::Relaxed);
                 Ok(fd)
             }
-            Command::MapBatch(c, _) | Command::Other(c, _) => {
+            Command::MapBatch(c, b) => match self.obj(b.map_fd) {
+                Some(Obj::Map(m)) => maps::batch(&m.map, *c, b).map(|()| 0),
+                Some(_) => Err(Errno::EINVAL),
+                None => self.kernel.execute(cmd),
+            },
+            Command::Other(c, _) => {
                 self.warn_once(c.name(), "not implemented yet");
                 Err(Errno::EINVAL)
             }

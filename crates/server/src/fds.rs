@@ -2,11 +2,31 @@
 
 use crate::objects::Obj;
 use std::collections::HashMap;
+use std::hash::{BuildHasherDefault, Hasher};
 use std::sync::{PoisonError, RwLock};
+
+/// fds are small distinct integers: one multiply hashes them (every map
+/// operation looks its fd up here).
+#[derive(Default)]
+struct FdHasher(u64);
+
+impl Hasher for FdHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = (self.0 ^ u64::from(b)).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+        }
+    }
+    fn write_i32(&mut self, fd: i32) {
+        self.0 = u64::from(fd as u32).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    }
+}
 
 #[derive(Default)]
 pub struct FdTable {
-    fds: RwLock<HashMap<i32, Obj>>,
+    fds: RwLock<HashMap<i32, Obj, BuildHasherDefault<FdHasher>>>,
 }
 
 impl FdTable {

@@ -33,6 +33,52 @@ impl Refusal {
     }
 }
 
+/// Whether a program is straight-line code that never reads its context
+/// (r1 is written before any use) and calls nothing: such a program means
+/// the same under every program type, so bpfjet's verifier (XDP rules)
+/// decides it for any type. libbpf's feature probes (global data: store
+/// through a map value pointer) are such programs; bpfjet loads them but
+/// runs only XDP programs.
+pub fn context_free(words: &[u64]) -> bool {
+    const LD: u8 = 0;
+    const LDX: u8 = 1;
+    const ST: u8 = 2;
+    const STX: u8 = 3;
+    const ALU: u8 = 4;
+    const JMP: u8 = 5;
+    const ALU64: u8 = 7;
+    const EXIT: u8 = 0x90;
+    const MOV: u8 = 0xb0;
+    const SRC_X: u8 = 0x08;
+    let mut r1_written = false;
+    let mut pc = 0;
+    while pc < words.len() {
+        let b = words[pc].to_le_bytes();
+        let (code, dst, src) = (b[0], b[1] & 0xf, b[1] >> 4);
+        let class = code & 7;
+        let (reads_r1, writes_r1) = match class {
+            LD if code == LD_IMM64 => (false, dst == 1),
+            LDX => (src == 1, dst == 1),
+            ST => (dst == 1, false),
+            STX => (dst == 1 || src == 1, false),
+            ALU | ALU64 => {
+                let src_reads = code & SRC_X != 0 && src == 1;
+                let is_mov = code & 0xf0 == MOV;
+                (src_reads || (dst == 1 && !is_mov), dst == 1)
+            }
+            JMP if code == (JMP | EXIT) => (false, false),
+            // Branches, calls, legacy packet loads: not straight-line.
+            _ => return false,
+        };
+        if reads_r1 && !r1_written {
+            return false;
+        }
+        r1_written |= writes_r1;
+        pc += if code == LD_IMM64 { 2 } else { 1 };
+    }
+    true
+}
+
 /// Unpack raw instruction words.
 pub fn raw_insns(words: &[u64]) -> Vec<RawInsn> {
     words
@@ -100,7 +146,7 @@ pub fn build(
     maps: &[Arc<Map>],
     instance: Instance,
 ) -> Result<LoadedObject, Refusal> {
-    if rec.prog_type != BPF_PROG_TYPE_XDP {
+    if rec.prog_type != BPF_PROG_TYPE_XDP && !context_free(&rec.insns) {
         return Err(Refusal::new(
             Errno::EINVAL,
             format!(
@@ -109,6 +155,7 @@ pub fn build(
             ),
         ));
     }
+    // A context-free program of another type verifies the same as XDP.
     let kind = if rec.prog_flags & BPF_F_XDP_HAS_FRAGS != 0 {
         ProgKind::XdpFrags
     } else {
@@ -247,6 +294,34 @@ fn sha1(data: &[u8]) -> [u8; 20] {
 
 #[cfg(test)]
 mod tests {
+    fn insn(code: u8, dst: u8, src: u8, off: i16, imm: i32) -> u64 {
+        let mut b = [0u8; 8];
+        b[0] = code;
+        b[1] = dst | (src << 4);
+        b[2..4].copy_from_slice(&off.to_le_bytes());
+        b[4..].copy_from_slice(&imm.to_le_bytes());
+        u64::from_le_bytes(b)
+    }
+
+    #[test]
+    fn context_free_programs() {
+        // libbpf's global-data probe: r1 = map value; *(u64 *)r1 = 42; r0 = 0; exit
+        let probe = [
+            insn(0x18, 1, 2, 0, 3),
+            insn(0, 0, 0, 0, 16),
+            insn(0x7a, 1, 0, 0, 42),
+            insn(0xb7, 0, 0, 0, 0),
+            insn(0x95, 0, 0, 0, 0),
+        ];
+        assert!(super::context_free(&probe));
+        // Reads the context first.
+        let reads_ctx = [insn(0x61, 0, 1, 0, 0), insn(0x95, 0, 0, 0, 0)];
+        assert!(!super::context_free(&reads_ctx));
+        // A helper call.
+        let calls = [insn(0x85, 0, 0, 0, 1), insn(0x95, 0, 0, 0, 0)];
+        assert!(!super::context_free(&calls));
+    }
+
     #[test]
     fn sha1_of_abc() {
         let d = super::sha1(b"abc");

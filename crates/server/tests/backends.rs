@@ -2,7 +2,10 @@
 //! bpfjet's — compared result by result: errnos, values, key walks.
 
 use bpfjet_server::{BpfjetBackend, Namespace};
-use bpfjet_sys::{decode, encode, Backend, Command, Errno, KernelBackend, MapCreate, MapElem};
+use bpfjet_sys::{
+    decode, encode, Backend, Cmd, Command, Errno, KernelBackend, MapBatch, MapCreate, MapElem,
+};
+use std::cell::Cell;
 
 const HASH: u32 = 1;
 const ARRAY: u32 = 2;
@@ -75,6 +78,100 @@ impl Driver<'_> {
             what: what.into(),
             result: r,
             out: value,
+        });
+    }
+}
+
+impl Driver<'_> {
+    fn batch(&mut self, what: &str, cmd: Cmd, fd: i64, keys: &[u8], values: &[u8], count: u32) {
+        let b = MapBatch {
+            keys: keys.as_ptr() as u64,
+            values: if values.is_empty() {
+                0
+            } else {
+                values.as_ptr() as u64
+            },
+            count: Cell::new(count),
+            map_fd: fd as u32,
+            ..MapBatch::default()
+        };
+        let r = self.run_batch(cmd, &b);
+        self.steps.push(Step {
+            what: what.into(),
+            result: r,
+            out: b.count.get().to_ne_bytes().to_vec(),
+        });
+    }
+
+    fn run_batch(&self, cmd: Cmd, b: &MapBatch) -> Result<i64, Errno> {
+        let c = Command::MapBatch(cmd, b.clone());
+        let raw = encode(&c);
+        let decoded = decode(cmd as u32, &raw).expect("decodes");
+        let r = self.backend.execute(&decoded);
+        if let Command::MapBatch(_, out) = &decoded {
+            b.count.set(out.count.get());
+        }
+        r
+    }
+
+    /// `MAP_LOOKUP_BATCH` until ENOENT: every call's count and result, and
+    /// the (key, value) pairs collected, sorted.
+    fn lookup_all(&mut self, name: &str, fd: i64, per_call: u32, by_call: bool) {
+        let mut token_in = [0u8; 4];
+        let mut token_out = [0u8; 4];
+        let mut pairs = Vec::new();
+        let mut first = true;
+        for call in 0..10 {
+            let mut keys = vec![0u8; 4 * per_call as usize];
+            let mut vals = vec![0u8; 8 * per_call as usize];
+            let b = MapBatch {
+                in_batch: if first { 0 } else { token_in.as_ptr() as u64 },
+                out_batch: token_out.as_mut_ptr() as u64,
+                keys: keys.as_mut_ptr() as u64,
+                values: vals.as_mut_ptr() as u64,
+                count: Cell::new(per_call),
+                map_fd: fd as u32,
+                ..MapBatch::default()
+            };
+            let r = self.run_batch(Cmd::MapLookupBatch, &b);
+            let n = b.count.get() as usize;
+            for i in 0..n {
+                pairs.push((
+                    keys[i * 4..i * 4 + 4].to_vec(),
+                    vals[i * 8..i * 8 + 8].to_vec(),
+                ));
+            }
+            // Hash batches are per bucket in the kernel: how many elements
+            // each call returns depends on the table, only the whole walk
+            // and its end are comparable.
+            if by_call || r.is_err() {
+                self.steps.push(Step {
+                    what: format!(
+                        "{name} lookup batch call {}",
+                        if by_call { call } else { 0 }
+                    ),
+                    result: r.map(|_| 0),
+                    out: if by_call {
+                        (n as u32).to_ne_bytes().to_vec()
+                    } else {
+                        Vec::new()
+                    },
+                });
+            }
+            if r.is_err() {
+                break;
+            }
+            token_in = token_out;
+            first = false;
+        }
+        pairs.sort();
+        self.steps.push(Step {
+            what: format!("{name} batch contents"),
+            result: Ok(pairs.len() as i64),
+            out: pairs
+                .into_iter()
+                .flat_map(|(k, v)| [k, v].concat())
+                .collect(),
         });
     }
 }
@@ -193,6 +290,33 @@ fn sequence(backend: &dyn Backend, ncpus: usize) -> Vec<Step> {
     d.elem("peek", q, Command::MapLookupElem, &[], &[0; 4], 0);
     d.elem("pop", q, Command::MapLookupAndDeleteElem, &[], &[0; 4], 0);
 
+    // Batches: update 6, read back 4 at a time, delete 2.
+    for (name, ty) in [("batch_hash", HASH), ("batch_array", ARRAY)] {
+        let b = d.create(name, ty, 4, 8, 8);
+        let keys: Vec<u8> = (0..6u32).flat_map(|i| i.to_ne_bytes()).collect();
+        let vals: Vec<u8> = (0..6u64).flat_map(|i| (i * 3).to_ne_bytes()).collect();
+        d.batch(
+            &format!("{name} update"),
+            Cmd::MapUpdateBatch,
+            b,
+            &keys,
+            &vals,
+            6,
+        );
+        d.lookup_all(name, b, 4, ty == ARRAY);
+        d.batch(
+            &format!("{name} delete"),
+            Cmd::MapDeleteBatch,
+            b,
+            &keys[..8],
+            &[],
+            2,
+        );
+        d.lookup_all(name, b, 4, ty == ARRAY);
+        // SAFETY: closing an fd this test created.
+        unsafe { libc::close(b as i32) };
+    }
+
     d.create("bad type", 999, 4, 4, 1);
     d.create("zero key", HASH, 0, 4, 1);
     d.elem("bad fd", 100_000, Command::MapLookupElem, &k(1), &[0; 8], 0);
@@ -225,7 +349,20 @@ fn map_commands_match_the_kernel() {
         let _ = jet.namespace().instance().remove_map(id.id);
     }
     let _ = bpfjet_maps::Instance::remove_stale(&name);
-    assert_eq!(kernel.len(), ours.len());
+    let outline = |steps: &[Step]| {
+        steps
+            .iter()
+            .map(|s| format!("{}: {:?} {:?}", s.what, s.result.map(|_| ()), s.out))
+            .collect::<Vec<_>>()
+            .join("\n")
+    };
+    assert_eq!(
+        kernel.len(),
+        ours.len(),
+        "kernel:\n{}\nbpfjet:\n{}",
+        outline(&kernel),
+        outline(&ours)
+    );
     let mut differences = Vec::new();
     for (k, j) in kernel.iter().zip(&ours) {
         let k_ok = k.result.map(|_| ());
