@@ -84,7 +84,10 @@ pub fn decode(cmd: u32, attr: &[u8]) -> Result<Command, Errno> {
     let mut buf = [0u8; ATTR_SIZE];
     let n = attr.len().min(ATTR_SIZE);
     buf[..n].copy_from_slice(&attr[..n]);
-    if buf[fields_end(cmd)..].iter().any(|&b| b != 0) {
+    // Only the caller's bytes can be non-zero (libbpf passes exactly the
+    // command's size, so this is usually empty: it is on every map call).
+    let end = fields_end(cmd).min(n);
+    if attr[end..n].iter().any(|&b| b != 0) {
         return Err(Errno::EINVAL);
     }
     let a = Attr(&buf);
