@@ -176,6 +176,27 @@ static void rejected(void)
 
 	printf("bad program: %s, log %s\n", fd < 0 ? err_name(errno) : "loaded",
 	       log[0] ? "explains" : "empty");
+
+	/* Log buffers the kernel refuses or fills up. */
+	{
+		LIBBPF_OPTS(bpf_prog_load_opts, tiny, .log_buf = log, .log_size = 64,
+			    .log_level = 1);
+		fd = bpf_prog_load(BPF_PROG_TYPE_XDP, "bad", "GPL", insns, 2, &tiny);
+		printf("bad program, 64-byte log: %s\n", fd < 0 ? err_name(errno) : "loaded");
+	}
+	{
+		LIBBPF_OPTS(bpf_prog_load_opts, small, .log_buf = log, .log_size = 128,
+			    .log_level = 1);
+		log[0] = 0;
+		fd = bpf_prog_load(BPF_PROG_TYPE_XDP, "bad", "GPL", insns, 2, &small);
+		printf("bad program, 128-byte log: %s, terminated %d\n",
+		       fd < 0 ? err_name(errno) : "loaded", memchr(log, 0, 128) != NULL);
+	}
+	{
+		LIBBPF_OPTS(bpf_prog_load_opts, nolevel, .log_buf = log, .log_size = sizeof(log));
+		fd = bpf_prog_load(BPF_PROG_TYPE_XDP, "bad", "GPL", insns, 2, &nolevel);
+		printf("bad program, log without level: %s\n", fd < 0 ? err_name(errno) : "loaded");
+	}
 }
 
 int main(int argc, char **argv)

@@ -428,6 +428,7 @@ impl BpfjetBackend {
             .chunks(8)
             .map(|c| u64::from_le_bytes(c.try_into().unwrap()))
             .collect();
+        user::check_log(p.log_level, p.log_buf, p.log_size)?;
         let license = user::cstring(p.license, 128)?;
         let refs = progs::map_lddws(&words);
         if p.prog_type != BPF_PROG_TYPE_XDP && !progs::context_free(&words) {
@@ -518,11 +519,15 @@ impl BpfjetBackend {
     /// A refused load: the explanation goes to the log buffer when the
     /// caller asked for one (libbpf retries with a log to print it).
     fn refuse(&self, p: &ProgLoad, r: Refusal) -> Result<i64, Errno> {
-        if p.log_level != 0 && p.log_buf != 0 {
-            let needed = user::write_log(p.log_buf, p.log_size, &format!("{}\n", r.log))?;
-            p.log_true_size.set(needed);
-        }
-        Err(r.errno)
+        let (errno, needed) = user::log_refusal(
+            p.log_level,
+            p.log_buf,
+            p.log_size,
+            &format!("{}\n", r.log),
+            r.errno,
+        );
+        p.log_true_size.set(needed);
+        Err(errno)
     }
 
     fn test_run(&self, t: &TestRun, cmd: &Command) -> Result<i64, Errno> {
@@ -725,12 +730,17 @@ impl BpfjetBackend {
             return Err(Errno::E2BIG);
         }
         let raw = user::read(b.btf, b.btf_size as usize)?;
+        user::check_log(b.btf_log_level, b.btf_log_buf, b.btf_log_size)?;
         if let Err(e) = bpfjet_obj::Btf::parse(&raw) {
-            if b.btf_log_level != 0 {
-                let n = user::write_log(b.btf_log_buf, b.btf_log_size, &format!("{e}\n"))?;
-                b.btf_log_true_size.set(n);
-            }
-            return Err(Errno::EINVAL);
+            let (errno, needed) = user::log_refusal(
+                b.btf_log_level,
+                b.btf_log_buf,
+                b.btf_log_size,
+                &format!("{e}\n"),
+                Errno::EINVAL,
+            );
+            b.btf_log_true_size.set(needed);
+            return Err(errno);
         }
         let id = self.ns.create_record(Kind::Btf, |_| raw.clone())?;
         self.note_created(ObjRef::Btf(id));

@@ -65,3 +65,33 @@ pub fn write_log(buf: u64, size: u32, text: &str) -> Result<u32, Errno> {
     write(buf, &out)?;
     Ok(needed)
 }
+
+/// The kernel's checks of a log request (`bpf_vlog_init`): buffer and size
+/// together, a buffer only with a level, known level bits, sane size.
+pub fn check_log(level: u32, buf: u64, size: u32) -> Result<(), Errno> {
+    const BPF_LOG_MASK: u32 = 1 | 2 | 4 | 8;
+    if (buf == 0) != (size == 0) || (buf != 0 && level == 0) || level & !BPF_LOG_MASK != 0 {
+        return Err(Errno::EINVAL);
+    }
+    if size > u32::MAX >> 2 {
+        return Err(Errno::EINVAL);
+    }
+    Ok(())
+}
+
+/// Write a refusal's explanation as the kernel does and return the errno
+/// the call fails with: the refusal's, or ENOSPC when the log did not fit.
+pub fn log_refusal(level: u32, buf: u64, size: u32, text: &str, errno: Errno) -> (Errno, u32) {
+    if level == 0 {
+        return (errno, 0);
+    }
+    let needed = text.len() as u32 + 1;
+    if buf == 0 {
+        return (errno, needed);
+    }
+    match write_log(buf, size, text) {
+        Ok(n) if n > size => (Errno::ENOSPC, n),
+        Ok(n) => (errno, n),
+        Err(e) => (e, needed),
+    }
+}
