@@ -11,6 +11,7 @@
 #include <unistd.h>
 #include <sys/mman.h>
 #include <sys/syscall.h>
+#include <sys/wait.h>
 #include <linux/bpf.h>
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
@@ -199,6 +200,58 @@ static void rejected(void)
 	}
 }
 
+/* Map fds are real fds: dup, fork, /proc/self/fd behave as the kernel's. */
+static void fds(void)
+{
+	int fd = bpf_map_create(BPF_MAP_TYPE_ARRAY, "cp_fds", 4, 8, 2, NULL);
+	int copy = dup(fd);
+	__u32 k = 1;
+	__u64 v = 77, got = 0;
+	char path[64], link[64] = "";
+	pid_t child;
+	int status;
+
+	SHOW("update through dup", bpf_map_update_elem(copy, &k, &v, BPF_ANY));
+	close(copy);
+	SHOW("lookup after closing the dup", bpf_map_lookup_elem(fd, &k, &got));
+	printf("value: %llu\n", (unsigned long long)got);
+	snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
+	if (readlink(path, link, sizeof(link) - 1) < 0)
+		strcpy(link, strerror(errno));
+	printf("fd link: %s\n", link);
+	child = fork();
+	if (child == 0) {
+		v = 99;
+		_exit(bpf_map_update_elem(fd, &k, &v, BPF_EXIST) ? 1 : 0);
+	}
+	waitpid(child, &status, 0);
+	printf("child update: exit %d\n", WEXITSTATUS(status));
+	SHOW("lookup after the child", bpf_map_lookup_elem(fd, &k, &got));
+	printf("value: %llu\n", (unsigned long long)got);
+	close(fd);
+	SHOW("lookup on the closed fd", bpf_map_lookup_elem(fd, &k, &got));
+}
+
+/* Other system calls pass through syscall() unchanged, all six slots. */
+static void passthrough(void)
+{
+	char buf[8] = "";
+	int p[2];
+	void *m;
+
+	printf("getpid matches: %d\n", syscall(SYS_getpid) == getpid());
+	if (pipe(p) == 0) {
+		syscall(SYS_write, p[1], "abcdef", 6);
+		printf("read through syscall(): %ld\n", syscall(SYS_read, p[0], buf, 3));
+		printf("data: %.3s\n", buf);
+		close(p[0]);
+		close(p[1]);
+	}
+	m = (void *)syscall(SYS_mmap, NULL, 4096, PROT_READ | PROT_WRITE,
+			    MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	printf("six-argument mmap through syscall(): %s\n", m == MAP_FAILED ? strerror(errno) : "ok");
+}
+
 int main(int argc, char **argv)
 {
 	if (argc != 2) {
@@ -208,6 +261,8 @@ int main(int argc, char **argv)
 	setvbuf(stdout, NULL, _IOLBF, 0);
 	libbpf_set_print(NULL);
 	maps();
+	fds();
+	passthrough();
 	program(argv[1]);
 	rejected();
 	return 0;
