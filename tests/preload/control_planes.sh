@@ -49,6 +49,7 @@ jx() { "$BPFJET" exec --instance "$INST" -- "$@"; }
 clang-19 -O2 -g -target bpf -I "/usr/include/$(uname -m)-linux-gnu" \
     -c "$ROOT/examples/control_plane/xdp_count.bpf.c" -o "$WORK/xdp_count.o"
 cc -O2 -Wall -o "$WORK/cp_demo" "$ROOT/examples/control_plane/cp_demo.c" -lbpf
+cc -O2 -Wall -o "$WORK/unpin" "$ROOT/examples/control_plane/unpin.c"
 python3 -c 'import sys; sys.stdout.buffer.write(bytes(range(100)))' > "$WORK/pkt"
 
 # Only the fields both must agree on (ids, times, memlock differ).
@@ -104,6 +105,16 @@ jx bpftool -j prog show | python3 -c '
 import json,sys; progs=json.load(sys.stdin); sys.exit(0 if [p["name"] for p in progs]==["xdp_count"] else 1)' \
     && echo "ok   bpftool prog show under exec lists bpfjet's program only" \
     || { echo "FAIL bpftool prog show under exec"; fails=$((fails + 1)); }
+
+# Unpinning (unlink on bpffs) frees what only the pins held.
+pins=()
+for f in "$BPFJET_RUN_DIR/$INST/pins"/*; do
+    pins+=("$(basename "$f" | sed 's/%2F/\//g; s/%25/%/g')")
+done
+jx "$WORK/unpin" "${pins[@]}"
+left=$("$BPFJET" map list --instance "$INST" | tail -n +2 | wc -l)
+progs=$(ls "$BPFJET_RUN_DIR/$INST/progs" | wc -l)
+check "objects left after unpinning everything (maps, programs)" "0 0" "$left $progs"
 
 # ---- the libbpf program ----------------------------------------------------
 "$WORK/cp_demo" "$WORK/xdp_count.o" > "$WORK/kernel.cp" 2>/dev/null

@@ -269,6 +269,89 @@ pub unsafe extern "C" fn mmap64(
     mmap(addr, len, prot, flags, fd, offset)
 }
 
+type UnlinkFn = unsafe extern "C" fn(*const libc::c_char) -> libc::c_int;
+type UnlinkatFn =
+    unsafe extern "C" fn(libc::c_int, *const libc::c_char, libc::c_int) -> libc::c_int;
+
+/// Whether `path` is a bpfjet pin, which is then removed (unpinning).
+fn unpin(path: *const libc::c_char) -> bool {
+    if path.is_null() || INSIDE.with(|i| i.get()) {
+        return false;
+    }
+    // SAFETY: a C string passed to unlink().
+    let cpath = unsafe { std::ffi::CStr::from_ptr(path) };
+    let Ok(path) = cpath.to_str() else {
+        return false;
+    };
+    if !path.starts_with('/') {
+        return false;
+    }
+    let server = match SERVER.get() {
+        Some(Ok(s)) => s,
+        Some(Err(_)) => return false,
+        // A process whose first bpf-related call is an unlink (a cleanup
+        // tool): join the namespace only for paths on bpffs.
+        None if on_bpffs(path) => match server() {
+            Ok(s) => s,
+            Err(_) => return false,
+        },
+        None => return false,
+    };
+    INSIDE.with(|i| i.set(true));
+    let removed = catch_unwind(AssertUnwindSafe(|| server.unpin(path))).unwrap_or(false);
+    INSIDE.with(|i| i.set(false));
+    removed
+}
+
+/// Whether `path`'s directory is on a bpf filesystem.
+fn on_bpffs(path: &str) -> bool {
+    const BPF_FS_MAGIC: i64 = 0xcafe_4a11;
+    let dir = std::path::Path::new(path)
+        .parent()
+        .unwrap_or(std::path::Path::new("/"));
+    let Ok(c) = std::ffi::CString::new(dir.as_os_str().as_encoded_bytes()) else {
+        return false;
+    };
+    // SAFETY: a valid C string and statfs buffer.
+    let mut st: libc::statfs = unsafe { std::mem::zeroed() };
+    (unsafe { libc::statfs(c.as_ptr(), &mut st) } == 0) && st.f_type as i64 == BPF_FS_MAGIC
+}
+
+/// libc's `unlink()`, interposed: unlinking a bpfjet pin unpins it (libbpf's
+/// `bpf_map__unpin`, `bpf_object__unpin_*`).
+///
+/// # Safety
+/// As libc's `unlink()`.
+#[no_mangle]
+pub unsafe extern "C" fn unlink(path: *const libc::c_char) -> libc::c_int {
+    if unpin(path) {
+        return 0;
+    }
+    static REAL: OnceLock<usize> = OnceLock::new();
+    let p = *REAL.get_or_init(|| next_symbol(c"unlink") as usize);
+    // SAFETY: libc's unlink() has this type.
+    std::mem::transmute::<usize, UnlinkFn>(p)(path)
+}
+
+/// libc's `unlinkat()`, interposed like [`unlink`] for absolute paths.
+///
+/// # Safety
+/// As libc's `unlinkat()`.
+#[no_mangle]
+pub unsafe extern "C" fn unlinkat(
+    dirfd: libc::c_int,
+    path: *const libc::c_char,
+    flags: libc::c_int,
+) -> libc::c_int {
+    if flags == 0 && unpin(path) {
+        return 0;
+    }
+    static REAL: OnceLock<usize> = OnceLock::new();
+    let p = *REAL.get_or_init(|| next_symbol(c"unlinkat") as usize);
+    // SAFETY: libc's unlinkat() has this type.
+    std::mem::transmute::<usize, UnlinkatFn>(p)(dirfd, path, flags)
+}
+
 /// `bpf(cmd, attr, size)`, also callable directly.
 #[no_mangle]
 pub extern "C" fn bpfjet_bpf(

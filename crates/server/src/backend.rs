@@ -106,12 +106,22 @@ impl BpfjetBackend {
             .collect()
     }
 
+    /// Free `r` when nothing holds it any more. Only objects this process
+    /// created, unless `any_owner` (unpinning: the pin was what held an
+    /// object another, finished, process created). Fds other processes
+    /// hold are not visible here; such a process keeps its mapping of the
+    /// object, but can no longer find it by id.
     fn release(&self, r: ObjRef) {
+        self.release_as(r, false);
+    }
+
+    fn release_as(&self, r: ObjRef, any_owner: bool) {
         let created = {
             let c = self.created.lock().unwrap_or_else(PoisonError::into_inner);
             c.contains(&r)
         };
-        if !created || std::process::id() != self.pid || self.held_here(r) || self.ns.is_pinned(r) {
+        let owner = any_owner || (created && std::process::id() == self.pid);
+        if !owner || self.held_here(r) || self.ns.is_pinned(r) {
             return;
         }
         match r {
@@ -126,10 +136,10 @@ impl BpfjetBackend {
                 // What only this program held.
                 if let Some(rec) = rec {
                     for m in rec.map_ids {
-                        self.release(ObjRef::Map(m));
+                        self.release_as(ObjRef::Map(m), any_owner);
                     }
                     if rec.btf_id != 0 {
-                        self.release(ObjRef::Btf(rec.btf_id));
+                        self.release_as(ObjRef::Btf(rec.btf_id), any_owner);
                     }
                 }
             }
@@ -147,7 +157,7 @@ impl BpfjetBackend {
                 self.ns.remove_record(Kind::Map, id);
                 self.forget_created(r);
                 if btf != 0 {
-                    self.release(ObjRef::Btf(btf));
+                    self.release_as(ObjRef::Btf(btf), any_owner);
                 }
             }
             ObjRef::Btf(id) => {
@@ -203,6 +213,19 @@ impl BpfjetBackend {
             Obj::Map(m) => m.map.mmap_offset().ok_or(Errno::EINVAL),
             _ => Err(Errno(libc::ENODEV)),
         })
+    }
+
+    /// `unlink(path)` of a bpffs path: removes a bpfjet pin (true), freeing
+    /// the object if the pin was the last thing holding it and this process
+    /// created it. False when bpfjet has no pin at `path`.
+    pub fn unpin(&self, path: &str) -> bool {
+        match self.ns.unpin(path) {
+            Some(r) => {
+                self.release_as(r, true);
+                true
+            }
+            None => false,
+        }
     }
 
     /// One stderr line per process and subject: what bpfjet does not serve.

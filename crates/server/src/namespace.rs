@@ -270,6 +270,15 @@ impl Namespace {
         let _ = fs::remove_file(self.record_path(kind, id));
     }
 
+    /// Remove the pin at `path` (`unlink` on bpffs): what it named, or None
+    /// when bpfjet has no pin there.
+    pub fn unpin(&self, path: &str) -> Option<ObjRef> {
+        let file = self.pin_file(path).ok()?;
+        let obj = parse_pin(&fs::read_to_string(&file).ok()?).ok()?;
+        fs::remove_file(&file).ok()?;
+        Some(obj)
+    }
+
     /// `BPF_OBJ_GET`: what the path pins.
     pub fn pinned(&self, path: &str) -> Result<ObjRef, Errno> {
         let text = fs::read_to_string(self.pin_file(path)?).map_err(|_| Errno::ENOENT)?;
