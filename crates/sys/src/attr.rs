@@ -24,10 +24,19 @@ impl Attr<'_> {
     fn u64(&self, off: usize) -> u64 {
         u64::from_ne_bytes(self.0[off..off + 8].try_into().unwrap())
     }
-    fn name(&self, off: usize) -> String {
+    /// An object name as the kernel takes it (`bpf_obj_name_cpy`): NUL
+    /// within 16 bytes, only letters, digits, `_` and `.`.
+    fn name(&self, off: usize) -> Result<String, Errno> {
         let raw = &self.0[off..off + 16];
-        let end = raw.iter().position(|&b| b == 0).unwrap_or(raw.len());
-        String::from_utf8_lossy(&raw[..end]).into_owned()
+        let end = raw.iter().position(|&b| b == 0).ok_or(Errno::EINVAL)?;
+        let name = &raw[..end];
+        if !name
+            .iter()
+            .all(|&b| b.is_ascii_alphanumeric() || b == b'_' || b == b'.')
+        {
+            return Err(Errno::EINVAL);
+        }
+        Ok(String::from_utf8_lossy(name).into_owned())
     }
 }
 
@@ -122,7 +131,7 @@ pub fn decode(cmd: u32, attr: &[u8]) -> Result<Command, Errno> {
             map_flags: a.u32(16),
             inner_map_fd: a.u32(20),
             numa_node: a.u32(24),
-            name: a.name(28),
+            name: a.name(28)?,
             map_ifindex: a.u32(44),
             btf_fd: a.u32(48),
             btf_key_type_id: a.u32(52),
@@ -161,7 +170,7 @@ pub fn decode(cmd: u32, attr: &[u8]) -> Result<Command, Errno> {
             log_buf: a.u64(32),
             kern_version: a.u32(40),
             prog_flags: a.u32(44),
-            name: a.name(48),
+            name: a.name(48)?,
             prog_ifindex: a.u32(64),
             expected_attach_type: a.u32(68),
             prog_btf_fd: a.u32(72),
