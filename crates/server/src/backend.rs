@@ -420,6 +420,18 @@ impl BpfjetBackend {
             None => return self.kernel.execute(cmd),
         };
         let map = &m.map;
+        if matches!(map.map_type(), MapType::ProgArray | MapType::Xskmap)
+            && matches!(cmd, Command::MapUpdateElem(_))
+        {
+            // Their values are program fds / AF_XDP socket fds, which
+            // bpfjet does not translate yet: refuse rather than store an
+            // fd number as if it were an id.
+            self.warn_once(
+                &format!("BPF_MAP_UPDATE_ELEM on a {} map", map.map_type()),
+                "program and socket fds as map values are not translated yet",
+            );
+            return Err(Errno::EINVAL);
+        }
         match cmd {
             Command::MapLookupElem(e) => maps::lookup(map, e),
             Command::MapUpdateElem(e) => match self.map_value_in(&m, e)? {
@@ -872,6 +884,22 @@ impl Backend for BpfjetBackend {
                 Ok(fd)
             }
             Command::MapBatch(c, b) => match self.obj(b.map_fd) {
+                Some(Obj::Map(m))
+                    if *c == bpfjet_sys::Cmd::MapUpdateBatch
+                        && matches!(
+                            m.map.map_type(),
+                            MapType::ProgArray
+                                | MapType::Xskmap
+                                | MapType::ArrayOfMaps
+                                | MapType::HashOfMaps
+                        ) =>
+                {
+                    self.warn_once(
+                        &format!("BPF_MAP_UPDATE_BATCH on a {} map", m.map.map_type()),
+                        "fds as batch values are not translated yet",
+                    );
+                    Err(Errno::EINVAL)
+                }
                 Some(Obj::Map(m)) => maps::batch(&m.map, *c, b).map(|()| 0),
                 Some(_) => Err(Errno::EINVAL),
                 None => self.kernel.execute(cmd),
