@@ -39,7 +39,7 @@ impl Driver<'_> {
             key_size: key,
             value_size: value,
             max_entries: max,
-            name: what.into(),
+            name: what.replace(' ', "_"),
             ..MapCreate::default()
         }));
         self.steps.push(Step {
