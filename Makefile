@@ -42,7 +42,8 @@ test-preload: build
 bench-preload: build
 	@mkdir -p build
 	cc -O2 -Wall -o build/map_bench examples/control_plane/map_bench.c -lbpf
-	$(BPFJET) exec --instance bench$$$$ -- build/map_bench 1000000
+	i=bench$$$$; BPFJET_RUN_DIR=build/run $(BPFJET) exec --instance $$i -- build/map_bench 1000000; \
+		rc=$$?; rm -rf build/run/$$i /dev/shm/bpfjet.$$i.*; exit $$rc
 
 # AF_XDP end to end in network namespaces (root): TX, DROP, REDIRECT, PASS via TAP.
 test-netns: build examples
