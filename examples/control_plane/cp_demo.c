@@ -14,6 +14,7 @@
 #include <sys/wait.h>
 #include <linux/bpf.h>
 #include <bpf/bpf.h>
+#include <bpf/btf.h>
 #include <bpf/libbpf.h>
 
 static const char *err_name(int e)
@@ -200,6 +201,49 @@ static void rejected(void)
 	}
 }
 
+/* BPF_F_LOCK: a value with a struct bpf_spin_lock, described by BTF the
+ * program loads itself. */
+static void locked(void)
+{
+	struct btf *btf = btf__new_empty();
+	int u32_id, lock_id, val_id, btf_fd, fd;
+	struct { __u32 lock; __u32 v; } val = { 0, 5 }, got = { 0, 0 };
+	__u32 k = 1;
+
+	u32_id = btf__add_int(btf, "unsigned int", 4, 0);
+	lock_id = btf__add_struct(btf, "bpf_spin_lock", 4);
+	btf__add_field(btf, "val", u32_id, 0, 0);
+	val_id = btf__add_struct(btf, "locked_val", 8);
+	btf__add_field(btf, "lock", lock_id, 0, 0);
+	btf__add_field(btf, "v", u32_id, 32, 0);
+	if (btf__load_into_kernel(btf)) {
+		printf("btf load: %s\n", err_name(errno));
+		return;
+	}
+	btf_fd = btf__fd(btf);
+	{
+		LIBBPF_OPTS(bpf_map_create_opts, o, .btf_fd = btf_fd, .btf_key_type_id = u32_id,
+			    .btf_value_type_id = val_id);
+		fd = bpf_map_create(BPF_MAP_TYPE_HASH, "cp_locked", 4, 8, 4, &o);
+	}
+	if (fd < 0) {
+		printf("locked map create: %s\n", err_name(errno));
+		btf__free(btf);
+		return;
+	}
+	SHOW("update BPF_F_LOCK on a new key", bpf_map_update_elem(fd, &k, &val, BPF_F_LOCK));
+	SHOW("update plain", bpf_map_update_elem(fd, &k, &val, BPF_ANY));
+	val.v = 6;
+	SHOW("update BPF_F_LOCK", bpf_map_update_elem(fd, &k, &val, BPF_F_LOCK));
+	SHOW("lookup BPF_F_LOCK", bpf_map_lookup_elem_flags(fd, &k, &got, BPF_F_LOCK));
+	printf("locked value: %u\n", got.v);
+	close(fd);
+	fd = bpf_map_create(BPF_MAP_TYPE_HASH, "cp_nolock", 4, 8, 4, NULL);
+	SHOW("BPF_F_LOCK without a lock", bpf_map_update_elem(fd, &k, &val, BPF_F_LOCK));
+	close(fd);
+	btf__free(btf);
+}
+
 /* Map fds are real fds: dup, fork, /proc/self/fd behave as the kernel's. */
 static void fds(void)
 {
@@ -261,6 +305,7 @@ int main(int argc, char **argv)
 	setvbuf(stdout, NULL, _IOLBF, 0);
 	libbpf_set_print(NULL);
 	maps();
+	locked();
 	fds();
 	passthrough();
 	program(argv[1]);

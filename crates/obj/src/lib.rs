@@ -54,7 +54,7 @@ mod program;
 
 pub use btf::{Btf, BtfExt, BtfType, DataSecVar, FuncRecord, LineRecord, Linkage, Member, Param};
 pub use error::ObjError;
-pub use maps::{MapSlotInit, SlotTarget};
+pub use maps::{spin_lock_offset, MapSlotInit, SlotTarget};
 pub use object::{load, load_file, Object};
 pub use prog_kind::ProgKind;
 pub use program::{FuncInfo, LineInfo, Program};

@@ -366,10 +366,25 @@ impl BpfjetBackend {
         } else if m.inner_map_fd != 0 {
             return Err(Errno::EINVAL);
         }
+        // A `struct bpf_spin_lock` in the value (from its BTF) enables
+        // BPF_F_LOCK and bpf_spin_lock, for the map types the kernel allows.
+        let spin_lock_off = match self.obj(m.btf_fd) {
+            Some(Obj::Btf(b)) if m.btf_fd != 0 && m.btf_value_type_id != 0 => {
+                let btf = bpfjet_obj::Btf::parse(&b.raw).map_err(|_| Errno::EINVAL)?;
+                bpfjet_obj::spin_lock_offset(&btf, &m.name, m.btf_value_type_id)
+                    .map_err(|_| Errno::EINVAL)?
+                    .filter(|_| matches!(map_type, MapType::Hash | MapType::Array))
+            }
+            _ => None,
+        };
+        let opts = MapOptions {
+            spin_lock_off,
+            ..MapOptions::default()
+        };
         let map = self
             .ns
             .instance()
-            .create_map(&spec, &MapOptions::default())
+            .create_map(&spec, &opts)
             .map_err(|e| maps::errno(&e))?;
         let btf_id = match self.obj(m.btf_fd) {
             Some(Obj::Btf(b)) if m.btf_fd != 0 => b.id,
