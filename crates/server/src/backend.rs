@@ -716,7 +716,15 @@ impl BpfjetBackend {
     fn prog_info(&self, p: &ProgObj, i: &GetInfo) -> Result<Vec<u8>, Errno> {
         let rec = &p.rec;
         let (run_time_ns, run_cnt) = *p.run_time_ns.lock().unwrap_or_else(PoisonError::into_inner);
-        let xlated: Vec<u8> = rec.insns.iter().flat_map(|w| w.to_le_bytes()).collect();
+        // As the kernel's xlated dump shows them: map references as
+        // `PSEUDO_MAP_FD`/`PSEUDO_MAP_VALUE` with the map's id.
+        let mut words = rec.insns.clone();
+        for (pc, src) in progs::map_lddws(&words) {
+            let index = (words[pc] >> 32) as usize;
+            let id = rec.map_ids.get(index).copied().unwrap_or(0);
+            progs::set_map_ref(&mut words[pc], src, id);
+        }
+        let xlated: Vec<u8> = words.iter().flat_map(|w| w.to_le_bytes()).collect();
         let mut b = ProgInfo {
             prog_type: rec.prog_type,
             id: rec.id,

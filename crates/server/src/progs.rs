@@ -226,6 +226,20 @@ pub fn prog_obj(rec: ProgRecord, loaded: LoadedObject) -> ProgObj {
     }
 }
 
+/// Point a `PSEUDO_MAP_IDX(_VALUE)` `ld_imm64` at a map id the way the
+/// kernel's xlated dump does (`PSEUDO_MAP_FD`/`PSEUDO_MAP_VALUE`, imm = id).
+pub fn set_map_ref(word: &mut u64, src: u8, id: u32) {
+    let mut b = word.to_le_bytes();
+    let new_src = if matches!(src, PSEUDO_MAP_FD | PSEUDO_MAP_IDX) {
+        PSEUDO_MAP_FD
+    } else {
+        PSEUDO_MAP_VALUE
+    };
+    b[1] = (b[1] & 0xf) | (new_src << 4);
+    b[4..8].copy_from_slice(&id.to_le_bytes());
+    *word = u64::from_le_bytes(b);
+}
+
 /// The kernel's program tag: the first 8 bytes of the SHA-1 of the
 /// instructions with map references' immediates cleared.
 pub fn tag(words: &[u64]) -> [u8; 8] {
