@@ -38,6 +38,18 @@ fn preload_library() -> Result<PathBuf> {
 }
 
 pub fn run(args: &ExecArgs) -> Result<ExitCode> {
+    // The name becomes part of shared-memory and directory names.
+    if args.instance.is_empty()
+        || !args
+            .instance
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
+    {
+        bail!(
+            "instance name {:?}: use letters, digits, '-' and '_'",
+            args.instance
+        );
+    }
     let lib = preload_library()?;
     let mut preload = OsString::from(lib.canonicalize().unwrap_or(lib));
     if let Some(existing) = std::env::var_os("LD_PRELOAD").filter(|p| !p.is_empty()) {
