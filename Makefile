@@ -4,7 +4,7 @@ CONFORMANCE ?= ../shared/conformance/tests
 BPFJET := target/release/bpfjet
 export PATH := $(HOME)/.cargo/bin:$(PATH)
 
-.PHONY: all setup build examples test test-rust test-netns lint conformance demo clean
+.PHONY: all setup build examples test test-rust test-netns test-preload bench-preload lint conformance demo clean
 
 all: build
 
@@ -13,6 +13,7 @@ setup:
 
 build: setup
 	$(CARGO) build --release --bin bpfjet
+	$(CARGO) build --release -p bpfjet-preload
 
 examples: setup
 	$(MAKE) -s -C examples
@@ -29,7 +30,20 @@ conformance: build
 	$(BPFJET) conformance --engine interp $(CONFORMANCE)
 	$(BPFJET) conformance --engine jit $(CONFORMANCE)
 
-test: lint test-rust conformance test-netns
+test: lint test-rust conformance test-netns test-preload
+
+# Unmodified control planes (bpftool, a libbpf program) under `bpfjet exec`,
+# compared with the kernel (root). `build` builds libbpfjet.so next to bpfjet.
+test-preload: build
+	BPFJET=$(BPFJET) timeout 600 bash tests/preload/control_planes.sh
+
+# Map update + lookup through the interposed bpf() vs the kernel's, side by
+# side in one process (docs/PERFORMANCE.md).
+bench-preload: build
+	@mkdir -p build
+	cc -O2 -Wall -o build/map_bench examples/control_plane/map_bench.c -lbpf
+	i=bench$$$$; BPFJET_RUN_DIR=build/run $(BPFJET) exec --instance $$i -- build/map_bench 1000000; \
+		rc=$$?; rm -rf build/run/$$i /dev/shm/bpfjet.$$i.*; exit $$rc
 
 # AF_XDP end to end in network namespaces (root): TX, DROP, REDIRECT, PASS via TAP.
 test-netns: build examples

@@ -58,6 +58,9 @@ enum Command {
     Replace(commands::replace::ReplaceArgs),
     /// Benchmark one program side by side on the kernel, the interpreter and the JIT.
     Bench(commands::bench::BenchArgs),
+    /// Run an unmodified program (bpftool, a libbpf application) with its
+    /// bpf() calls served by bpfjet: maps, verified XDP programs, pins.
+    Exec(commands::exec::ExecArgs),
     /// Run bpfjet's verifier on an object's XDP programs: exit 0 accepted, 1 rejected
     /// (instruction, disassembly, source line, rule and register state on stderr).
     Verify {
@@ -162,6 +165,7 @@ fn main() -> ExitCode {
         Command::Map(args) => commands::map::run(&args),
         Command::Replace(args) => commands::replace::run(&args),
         Command::Bench(args) => commands::bench::run(&args),
+        Command::Exec(args) => commands::exec::run(&args),
     };
     match result {
         Ok(code) => code,

@@ -512,6 +512,19 @@ impl Map {
         }
     }
 
+    /// Where a `BPF_F_MMAPABLE` array's values start in its shared-memory
+    /// object: mapping the object from there gives the kernel's mmap
+    /// layout (values at an 8-byte-aligned stride). None for other maps,
+    /// or when that offset is not page aligned.
+    pub fn mmap_offset(&self) -> Option<u64> {
+        if self.spec.map_type != MapType::Array || self.geo.flags & mf::MMAPABLE == 0 {
+            return None;
+        }
+        let layout = self.array_layout()?;
+        let off = layout.values as usize - self.shm.base() as usize;
+        off.is_multiple_of(page_size()).then_some(off as u64)
+    }
+
     // ---- control plane ---------------------------------------------------------
 
     fn check_writable(&self) -> Result<(), MapError> {

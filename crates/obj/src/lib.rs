@@ -54,7 +54,7 @@ mod program;
 
 pub use btf::{Btf, BtfExt, BtfType, DataSecVar, FuncRecord, LineRecord, Linkage, Member, Param};
 pub use error::ObjError;
-pub use maps::{MapSlotInit, SlotTarget};
+pub use maps::{spin_lock_offset, MapSlotInit, SlotTarget};
 pub use object::{license_is_gpl_compatible, load, load_file, Object};
 pub use prog_kind::{force_type_hint, KernelProgType, ProgKind, XdpAttach};
 pub use program::{FuncInfo, LineInfo, Program};

@@ -5,6 +5,7 @@ pub mod compile;
 pub mod conformance;
 pub mod conformance_elf;
 pub mod disasm;
+pub mod exec;
 pub mod map;
 pub mod object_args;
 pub mod replace;

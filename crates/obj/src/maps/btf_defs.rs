@@ -265,3 +265,12 @@ fn find_locks(
     }
     Ok(())
 }
+
+/// The offset of the `struct bpf_spin_lock` in a map value type given by
+/// its BTF id (`BPF_MAP_CREATE`'s `btf_value_type_id`), with the rules of
+/// `__type(value, T)` maps above.
+pub fn spin_lock_offset(btf: &Btf, map: &str, value_type_id: u32) -> Result<Option<u32>, ObjError> {
+    let mut found = None;
+    find_locks(btf, map, value_type_id, 0, 0, &mut found)?;
+    Ok(found)
+}

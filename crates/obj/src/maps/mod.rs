@@ -3,6 +3,8 @@
 //! (`maps`, by offset), then global data sections (by section index).
 
 mod btf_defs;
+
+pub use btf_defs::spin_lock_offset;
 mod global_data;
 mod legacy;
 

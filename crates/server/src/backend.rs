@@ -1,0 +1,936 @@
+//! [`BpfjetBackend`]: every served command, dispatched to the crates that
+//! implement it.
+
+use crate::fds::FdTable;
+use crate::maps;
+use crate::namespace::{Kind, Namespace, ObjRef};
+use crate::objects::{BtfObj, MapMeta, MapObj, Obj, ProgObj, ProgRecord};
+use crate::progs::{self, Refusal, BPF_PROG_TYPE_XDP, PSEUDO_MAP_FD, PSEUDO_MAP_VALUE};
+use crate::user;
+use bpfjet_maps::{Instance, MapOptions, MapSpec, MapType};
+use bpfjet_runtime::TestRunOptions;
+use bpfjet_sys::{
+    Backend, BtfInfo, BtfLoad, Command, Errno, GetInfo, IdKind, KernelBackend, MapCreate, MapInfo,
+    ObjPath, ProgInfo, ProgLoad, TestRun,
+};
+use std::collections::HashSet;
+use std::ffi::CString;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Instant;
+
+const MAX_INSNS: u32 = 1_000_000;
+const BTF_MAX_SIZE: u32 = 16 << 20;
+const BPF_F_TEST_RUN_ON_CPU: u32 = 1;
+const XDP_MD_SIZE: usize = 24;
+const ETH_HLEN: u32 = 14;
+const BPF_STATS_RUN_TIME: u32 = 0;
+
+pub struct BpfjetBackend {
+    ns: Namespace,
+    fds: FdTable,
+    kernel: KernelBackend,
+    warned: Mutex<HashSet<String>>,
+    /// Open `BPF_ENABLE_STATS` fds of this process.
+    stats: AtomicUsize,
+    /// Objects this process created (and frees when it lets go of them).
+    created: Mutex<HashSet<ObjRef>>,
+    /// The creating process: a forked child inherits the fds, not the
+    /// ownership (its exit must not free its parent's objects).
+    pid: u32,
+}
+
+impl BpfjetBackend {
+    pub fn new(ns: Namespace) -> BpfjetBackend {
+        BpfjetBackend {
+            ns,
+            fds: FdTable::default(),
+            kernel: KernelBackend,
+            warned: Mutex::default(),
+            stats: AtomicUsize::new(0),
+            created: Mutex::default(),
+            pid: std::process::id(),
+        }
+    }
+
+    pub fn namespace(&self) -> &Namespace {
+        &self.ns
+    }
+
+    /// The fd is about to be closed. When it was the last reference this
+    /// process had to an object it created, and nothing else holds the
+    /// object (a pin, a program using a map or BTF), the object goes away,
+    /// as the kernel frees it.
+    pub fn forget_fd(&self, fd: i32) {
+        let Some(obj) = self.fds.forget(fd) else {
+            return;
+        };
+        if let Obj::Stats = obj {
+            self.stats.fetch_sub(1, Ordering::Relaxed);
+            return;
+        }
+        let r = match &obj {
+            Obj::Map(m) => ObjRef::Map(m.map.id()),
+            Obj::Prog(p) => ObjRef::Prog(p.rec.id),
+            Obj::Btf(b) => ObjRef::Btf(b.id),
+            Obj::Stats => return,
+        };
+        drop(obj);
+        self.release(r);
+    }
+
+    /// Every fd this process still holds, at exit: what only it held goes.
+    pub fn release_all(&self) {
+        for fd in self.fds.all() {
+            self.forget_fd(fd);
+        }
+    }
+
+    fn held_here(&self, r: ObjRef) -> bool {
+        self.fds.any(|o| match (o, r) {
+            (Obj::Map(m), ObjRef::Map(id)) => m.map.id() == id,
+            (Obj::Prog(p), ObjRef::Prog(id)) => p.rec.id == id,
+            (Obj::Btf(b), ObjRef::Btf(id)) => b.id == id,
+            _ => false,
+        })
+    }
+
+    /// Program records of the instance (for references to maps and BTF).
+    fn prog_records(&self) -> Vec<ProgRecord> {
+        self.ns
+            .ids(Kind::Prog)
+            .into_iter()
+            .filter_map(|id| {
+                serde_json::from_slice(&self.ns.read_record(Kind::Prog, id).ok()?).ok()
+            })
+            .collect()
+    }
+
+    /// Free `r` when nothing holds it any more. Only objects this process
+    /// created, unless `any_owner` (unpinning: the pin was what held an
+    /// object another, finished, process created). Fds other processes
+    /// hold are not visible here; such a process keeps its mapping of the
+    /// object, but can no longer find it by id.
+    fn release(&self, r: ObjRef) {
+        self.release_as(r, false);
+    }
+
+    fn release_as(&self, r: ObjRef, any_owner: bool) {
+        let created = {
+            let c = self.created.lock().unwrap_or_else(PoisonError::into_inner);
+            c.contains(&r)
+        };
+        let owner = any_owner || (created && std::process::id() == self.pid);
+        if !owner || self.held_here(r) || self.ns.is_pinned(r) {
+            return;
+        }
+        match r {
+            ObjRef::Prog(id) => {
+                let rec: Option<ProgRecord> = self
+                    .ns
+                    .read_record(Kind::Prog, id)
+                    .ok()
+                    .and_then(|b| serde_json::from_slice(&b).ok());
+                self.ns.remove_record(Kind::Prog, id);
+                self.forget_created(r);
+                // What only this program held.
+                if let Some(rec) = rec {
+                    for m in rec.map_ids {
+                        self.release_as(ObjRef::Map(m), any_owner);
+                    }
+                    if rec.btf_id != 0 {
+                        self.release_as(ObjRef::Btf(rec.btf_id), any_owner);
+                    }
+                }
+            }
+            ObjRef::Map(id) => {
+                if self.prog_records().iter().any(|p| p.map_ids.contains(&id)) {
+                    return;
+                }
+                let btf = self
+                    .ns
+                    .read_record(Kind::Map, id)
+                    .ok()
+                    .and_then(|b| serde_json::from_slice::<MapMeta>(&b).ok())
+                    .map_or(0, |m| m.btf_id);
+                let _ = self.ns.instance().remove_map(id);
+                self.ns.remove_record(Kind::Map, id);
+                self.forget_created(r);
+                if btf != 0 {
+                    self.release_as(ObjRef::Btf(btf), any_owner);
+                }
+            }
+            ObjRef::Btf(id) => {
+                let used_by_prog = self.prog_records().iter().any(|p| p.btf_id == id);
+                let used_by_map = self.ns.ids(Kind::Map).into_iter().any(|m| {
+                    self.ns
+                        .read_record(Kind::Map, m)
+                        .ok()
+                        .and_then(|b| serde_json::from_slice::<MapMeta>(&b).ok())
+                        .is_some_and(|meta| meta.btf_id == id)
+                });
+                if !used_by_prog && !used_by_map {
+                    self.ns.remove_record(Kind::Btf, id);
+                    self.forget_created(r);
+                }
+            }
+        }
+    }
+
+    fn note_created(&self, r: ObjRef) {
+        self.created
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(r);
+    }
+
+    fn forget_created(&self, r: ObjRef) {
+        self.created
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .remove(&r);
+    }
+
+    /// What `readlink("/proc/self/fd/N")` shows for a kernel object of the
+    /// same kind (`anon_inode:bpf-map`), for tools that tell object types
+    /// apart that way (bpftool); None for an fd that holds no bpfjet object.
+    pub fn fd_link(&self, fd: i32) -> Option<&'static str> {
+        match self.fds.get(fd)? {
+            Obj::Map(_) => Some("anon_inode:bpf-map"),
+            Obj::Prog(_) => Some("anon_inode:bpf-prog"),
+            Obj::Btf(_) => Some("anon_inode:btf"),
+            Obj::Stats => Some("anon_inode:bpf-stats"),
+        }
+    }
+
+    /// For `mmap(fd, offset)` of a bpfjet map: how far into the map's file
+    /// the kernel's offset 0 is. None when `fd` holds no bpfjet object;
+    /// `ENODEV`/`EINVAL` as the kernel for maps that cannot be mapped.
+    pub fn mmap_offset(&self, fd: i32, writable: bool) -> Option<Result<u64, Errno>> {
+        Some(match self.fds.get(fd)? {
+            Obj::Map(m) if m.map.map_type() != MapType::Array => Err(Errno(libc::ENODEV)),
+            Obj::Map(m) if writable && m.map.is_frozen() => Err(Errno::EPERM),
+            Obj::Map(m) => m.map.mmap_offset().ok_or(Errno::EINVAL),
+            _ => Err(Errno(libc::ENODEV)),
+        })
+    }
+
+    /// `unlink(path)` of a bpffs path: removes a bpfjet pin (true), freeing
+    /// the object if the pin was the last thing holding it and this process
+    /// created it. False when bpfjet has no pin at `path`.
+    pub fn unpin(&self, path: &str) -> bool {
+        match self.ns.unpin(path) {
+            Some(r) => {
+                self.release_as(r, true);
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// One stderr line per process and subject: what bpfjet does not serve.
+    pub fn warn_once(&self, subject: &str, why: &str) {
+        let mut w = self.warned.lock().unwrap_or_else(PoisonError::into_inner);
+        if w.insert(subject.to_string()) {
+            eprintln!("bpfjet: {subject} is not served by bpfjet: {why}");
+        }
+    }
+
+    // ---- objects by fd and id ------------------------------------------------
+
+    /// The bpfjet object behind `fd`: known, or recognised by the file it
+    /// names (a dup, an inherited fd, one received over a socket).
+    fn obj(&self, fd: u32) -> Option<Obj> {
+        let fd = fd as i32;
+        if let Some(o) = self.fds.get(fd) {
+            return Some(o);
+        }
+        let path = std::fs::read_link(format!("/proc/self/fd/{fd}")).ok()?;
+        let obj = match self.ns.identify(path.to_str()?)? {
+            ObjRef::Map(id) => Obj::Map(self.open_map(id).ok()?),
+            ObjRef::Prog(id) => Obj::Prog(self.open_prog(id).ok()?),
+            ObjRef::Btf(id) => Obj::Btf(self.open_btf(id).ok()?),
+        };
+        self.fds.insert(fd, obj.clone());
+        Some(obj)
+    }
+
+    fn map_obj(&self, fd: u32) -> Result<Arc<MapObj>, Errno> {
+        match self.obj(fd) {
+            Some(Obj::Map(m)) => Ok(m),
+            Some(_) => Err(Errno::EINVAL),
+            None => Err(Errno::EBADF),
+        }
+    }
+
+    fn open_map(&self, id: u32) -> Result<Arc<MapObj>, Errno> {
+        let map = self
+            .ns
+            .instance()
+            .map_by_id(id)
+            .map_err(|_| Errno::ENOENT)?;
+        let meta = self
+            .ns
+            .read_record(Kind::Map, id)
+            .ok()
+            .and_then(|b| serde_json::from_slice(&b).ok())
+            .unwrap_or_else(|| MapMeta {
+                map_type: map.map_type() as u32,
+                map_flags: map.spec().flags,
+                map_extra: map.spec().map_extra,
+                ..MapMeta::default()
+            });
+        Ok(Arc::new(MapObj { map, meta }))
+    }
+
+    fn open_prog(&self, id: u32) -> Result<Arc<ProgObj>, Errno> {
+        let rec: ProgRecord = serde_json::from_slice(&self.ns.read_record(Kind::Prog, id)?)
+            .map_err(|_| Errno::EINVAL)?;
+        let maps = rec
+            .map_ids
+            .iter()
+            .map(|&id| self.ns.instance().map_by_id(id).map_err(|_| Errno::ENOENT))
+            .collect::<Result<Vec<_>, _>>()?;
+        let loaded = progs::build(&rec, &maps, self.instance_handle()?).map_err(|r| {
+            self.warn_once(&format!("program id {id}"), &r.log);
+            r.errno
+        })?;
+        Ok(Arc::new(progs::prog_obj(rec, loaded)))
+    }
+
+    fn open_btf(&self, id: u32) -> Result<Arc<BtfObj>, Errno> {
+        let raw = self.ns.read_record(Kind::Btf, id)?;
+        Ok(Arc::new(BtfObj { id, raw }))
+    }
+
+    fn instance_handle(&self) -> Result<Instance, Errno> {
+        Instance::open(self.ns.name()).map_err(|e| Errno(e.errno()))
+    }
+
+    /// A new fd holding `obj`.
+    fn new_fd(&self, obj: Obj) -> Result<i64, Errno> {
+        let fd = match &obj {
+            Obj::Map(m) => {
+                let name = m.map.object_name().ok_or(Errno::EINVAL)?;
+                let c = CString::new(name).map_err(|_| Errno::EINVAL)?;
+                // SAFETY: a valid C string; the fd is owned by the table.
+                unsafe { libc::shm_open(c.as_ptr(), libc::O_RDWR | libc::O_CLOEXEC, 0) }
+            }
+            Obj::Prog(p) => self.ns.open_record(Kind::Prog, p.rec.id)?,
+            Obj::Btf(b) => self.ns.open_record(Kind::Btf, b.id)?,
+            // SAFETY: a valid C string.
+            Obj::Stats => unsafe {
+                libc::memfd_create(c"bpfjet-stats".as_ptr(), libc::MFD_CLOEXEC)
+            },
+        };
+        if fd < 0 {
+            return Err(Errno::from_io(&std::io::Error::last_os_error()));
+        }
+        self.fds.insert(fd, obj);
+        Ok(i64::from(fd))
+    }
+
+    // ---- commands --------------------------------------------------------------
+
+    fn map_create(&self, m: &MapCreate) -> Result<i64, Errno> {
+        if !m
+            .name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '.')
+        {
+            return Err(Errno::EINVAL);
+        }
+        let Some(map_type) = MapType::from_kernel(m.map_type) else {
+            self.warn_once(
+                &format!("BPF_MAP_CREATE of map type {}", m.map_type),
+                "bpfjet has no such map type",
+            );
+            return Err(Errno::EINVAL);
+        };
+        if m.map_ifindex != 0 || m.btf_vmlinux_value_type_id != 0 {
+            self.warn_once(
+                "BPF_MAP_CREATE with map_ifindex/btf_vmlinux_value_type_id",
+                "offloaded and struct_ops maps do not exist in bpfjet",
+            );
+            return Err(Errno::EINVAL);
+        }
+        if m.btf_fd != 0 && !matches!(self.obj(m.btf_fd), Some(Obj::Btf(_))) {
+            return Err(Errno::EBADF);
+        }
+        let mut spec = MapSpec::new(&m.name, map_type, m.key_size, m.value_size, m.max_entries);
+        spec.flags = m.map_flags;
+        spec.map_extra = m.map_extra;
+        if matches!(map_type, MapType::ArrayOfMaps | MapType::HashOfMaps) {
+            let inner = self.map_obj(m.inner_map_fd)?;
+            spec.inner = Some(Box::new(inner.map.spec().clone()));
+        } else if m.inner_map_fd != 0 {
+            return Err(Errno::EINVAL);
+        }
+        // A `struct bpf_spin_lock` in the value (from its BTF) enables
+        // BPF_F_LOCK and bpf_spin_lock, for the map types the kernel allows.
+        let spin_lock_off = match self.obj(m.btf_fd) {
+            Some(Obj::Btf(b)) if m.btf_fd != 0 && m.btf_value_type_id != 0 => {
+                let btf = bpfjet_obj::Btf::parse(&b.raw).map_err(|_| Errno::EINVAL)?;
+                bpfjet_obj::spin_lock_offset(&btf, &m.name, m.btf_value_type_id)
+                    .map_err(|_| Errno::EINVAL)?
+                    .filter(|_| matches!(map_type, MapType::Hash | MapType::Array))
+            }
+            _ => None,
+        };
+        let opts = MapOptions {
+            spin_lock_off,
+            ..MapOptions::default()
+        };
+        let map = self
+            .ns
+            .instance()
+            .create_map(&spec, &opts)
+            .map_err(|e| maps::errno(&e))?;
+        let btf_id = match self.obj(m.btf_fd) {
+            Some(Obj::Btf(b)) if m.btf_fd != 0 => b.id,
+            _ => 0,
+        };
+        let meta = MapMeta {
+            map_type: m.map_type,
+            map_flags: m.map_flags,
+            map_extra: m.map_extra,
+            btf_id,
+            btf_key_type_id: m.btf_key_type_id,
+            btf_value_type_id: m.btf_value_type_id,
+        };
+        self.ns.write_record(
+            Kind::Map,
+            map.id(),
+            &serde_json::to_vec(&meta).map_err(|_| Errno::EINVAL)?,
+        )?;
+        self.note_created(ObjRef::Map(map.id()));
+        self.new_fd(Obj::Map(Arc::new(MapObj { map, meta })))
+    }
+
+    /// Map-in-map values are map fds for user space and map ids inside.
+    fn map_value_in(&self, m: &MapObj, e: &bpfjet_sys::MapElem) -> Result<Option<[u8; 4]>, Errno> {
+        if !matches!(m.map.map_type(), MapType::ArrayOfMaps | MapType::HashOfMaps) {
+            return Ok(None);
+        }
+        let raw = user::read(e.value, 4)?;
+        let fd = u32::from_ne_bytes(raw[..4].try_into().unwrap());
+        let inner = self.map_obj(fd)?;
+        Ok(Some(inner.map.id().to_ne_bytes()))
+    }
+
+    fn map_elem(&self, cmd: &Command) -> Result<i64, Errno> {
+        let (Command::MapLookupElem(e)
+        | Command::MapUpdateElem(e)
+        | Command::MapDeleteElem(e)
+        | Command::MapGetNextKey(e)
+        | Command::MapLookupAndDeleteElem(e)
+        | Command::MapFreeze(e)) = cmd
+        else {
+            return Err(Errno::EINVAL);
+        };
+        let m = match self.obj(e.map_fd) {
+            Some(Obj::Map(m)) => m,
+            Some(_) => return Err(Errno::EINVAL),
+            // Not bpfjet's: a map the kernel holds.
+            None => return self.kernel.execute(cmd),
+        };
+        let map = &m.map;
+        if matches!(map.map_type(), MapType::ProgArray | MapType::Xskmap)
+            && matches!(cmd, Command::MapUpdateElem(_))
+        {
+            // Their values are program fds / AF_XDP socket fds, which
+            // bpfjet does not translate yet: refuse rather than store an
+            // fd number as if it were an id.
+            self.warn_once(
+                &format!("BPF_MAP_UPDATE_ELEM on a {} map", map.map_type()),
+                "program and socket fds as map values are not translated yet",
+            );
+            return Err(Errno::EINVAL);
+        }
+        match cmd {
+            Command::MapLookupElem(e) => maps::lookup(map, e),
+            Command::MapUpdateElem(e) => match self.map_value_in(&m, e)? {
+                Some(id) => {
+                    let k = user::slice(e.key, map.key_size() as usize)?;
+                    map.update_elem(k, &id, e.flags)
+                        .map_err(|e| maps::errno(&e))
+                }
+                None => maps::update(map, e),
+            },
+            Command::MapDeleteElem(e) => maps::delete(map, e),
+            Command::MapGetNextKey(e) => maps::next_key(map, e),
+            Command::MapLookupAndDeleteElem(e) => maps::lookup_and_delete(map, e),
+            Command::MapFreeze(_) => maps::freeze(map),
+            _ => Err(Errno::EINVAL),
+        }
+        .map(|()| 0)
+    }
+
+    fn prog_load(&self, p: &ProgLoad, cmd: &Command) -> Result<i64, Errno> {
+        if p.insn_cnt == 0 {
+            return Err(Errno::EINVAL);
+        }
+        if p.insn_cnt > MAX_INSNS {
+            return Err(Errno::E2BIG);
+        }
+        let bytes = user::read(p.insns, p.insn_cnt as usize * 8)?;
+        let mut words: Vec<u64> = bytes
+            .chunks(8)
+            .map(|c| u64::from_le_bytes(c.try_into().unwrap()))
+            .collect();
+        user::check_log(p.log_level, p.log_buf, p.log_size)?;
+        let license = user::cstring(p.license, 128)?;
+        let refs = progs::map_lddws(&words);
+        if p.prog_type != BPF_PROG_TYPE_XDP && !progs::context_free(&words) {
+            if refs.is_empty() {
+                // A program type bpfjet does not run and that touches no
+                // bpfjet object (libbpf's feature probes): the kernel's.
+                return self.kernel.execute(cmd);
+            }
+            self.warn_once(
+                &format!("BPF_PROG_LOAD of program type {}", p.prog_type),
+                "bpfjet verifies and runs XDP programs only",
+            );
+            return Err(Errno::EINVAL);
+        }
+        let mut maps: Vec<Arc<bpfjet_maps::Map>> = Vec::new();
+        for (pc, src) in refs {
+            let imm = (words[pc] >> 32) as u32;
+            let fd = if matches!(src, PSEUDO_MAP_FD | PSEUDO_MAP_VALUE) {
+                imm
+            } else {
+                if p.fd_array == 0 {
+                    return self.refuse(
+                        p,
+                        Refusal::new(
+                            Errno::EINVAL,
+                            format!("insn {pc}: map index {imm} without fd_array"),
+                        ),
+                    );
+                }
+                let raw = user::read(p.fd_array + u64::from(imm) * 4, 4)?;
+                u32::from_ne_bytes(raw[..4].try_into().unwrap())
+            };
+            let m = match self.map_obj(fd) {
+                Ok(m) => m,
+                Err(e) => {
+                    return self.refuse(
+                        p,
+                        Refusal::new(e, format!("fd {fd} is not pointing to valid bpf_map")),
+                    )
+                }
+            };
+            let index = match maps.iter().position(|x| x.id() == m.map.id()) {
+                Some(i) => i,
+                None => {
+                    maps.push(m.map.clone());
+                    maps.len() - 1
+                }
+            };
+            progs::set_map_index(&mut words[pc], src, index as u32);
+        }
+        let btf_id = match self.obj(p.prog_btf_fd) {
+            Some(Obj::Btf(b)) if p.prog_btf_fd != 0 => b.id,
+            _ => 0,
+        };
+        let mut rec = ProgRecord {
+            id: 0,
+            prog_type: p.prog_type,
+            expected_attach_type: p.expected_attach_type,
+            prog_flags: p.prog_flags,
+            name: p.name.clone(),
+            license,
+            tag: progs::tag(&words),
+            insns: words,
+            map_ids: maps.iter().map(|m| m.id()).collect(),
+            btf_id,
+            load_time: boottime_ns(),
+            // SAFETY: getuid cannot fail.
+            uid: unsafe { libc::getuid() },
+        };
+        let loaded = match progs::build(&rec, &maps, self.instance_handle()?) {
+            Ok(l) => l,
+            Err(r) => return self.refuse(p, r),
+        };
+        let id = self.ns.create_record(Kind::Prog, |id| {
+            let mut r = rec.clone();
+            r.id = id;
+            serde_json::to_vec(&r).unwrap_or_default()
+        })?;
+        rec.id = id;
+        self.note_created(ObjRef::Prog(id));
+        if p.log_level != 0 {
+            let needed = user::write_log(p.log_buf, p.log_size, "")?;
+            p.log_true_size.set(needed);
+        }
+        self.new_fd(Obj::Prog(Arc::new(progs::prog_obj(rec, loaded))))
+    }
+
+    /// A refused load: the explanation goes to the log buffer when the
+    /// caller asked for one (libbpf retries with a log to print it).
+    fn refuse(&self, p: &ProgLoad, r: Refusal) -> Result<i64, Errno> {
+        let (errno, needed) = user::log_refusal(
+            p.log_level,
+            p.log_buf,
+            p.log_size,
+            &format!("{}\n", r.log),
+            r.errno,
+        );
+        p.log_true_size.set(needed);
+        Err(errno)
+    }
+
+    fn test_run(&self, t: &TestRun, cmd: &Command) -> Result<i64, Errno> {
+        let prog = match self.obj(t.prog_fd) {
+            Some(Obj::Prog(p)) => p,
+            Some(_) => return Err(Errno::EINVAL),
+            None => return self.kernel.execute(cmd),
+        };
+        if prog.rec.prog_type != BPF_PROG_TYPE_XDP {
+            self.warn_once(
+                &format!("BPF_PROG_TEST_RUN of program type {}", prog.rec.prog_type),
+                "bpfjet runs XDP programs only",
+            );
+            return Err(Errno::EINVAL);
+        }
+        if t.data_size_in < ETH_HLEN {
+            return Err(Errno::EINVAL);
+        }
+        let data = user::read(t.data_in, t.data_size_in as usize)?;
+        let mut opts = TestRunOptions {
+            repeat: t.repeat,
+            ..TestRunOptions::default()
+        };
+        if t.flags & !BPF_F_TEST_RUN_ON_CPU != 0 {
+            self.warn_once(
+                "BPF_PROG_TEST_RUN flags other than BPF_F_TEST_RUN_ON_CPU",
+                "live frames are not emulated",
+            );
+            return Err(Errno::EINVAL);
+        }
+        if t.flags & BPF_F_TEST_RUN_ON_CPU != 0 {
+            opts.cpu = t.cpu as usize;
+        } else if t.cpu != 0 {
+            return Err(Errno::EINVAL);
+        }
+        if t.ctx_size_in != 0 {
+            if t.ctx_size_in as usize != XDP_MD_SIZE {
+                return Err(Errno::EINVAL);
+            }
+            let ctx = user::read(t.ctx_in, XDP_MD_SIZE)?;
+            let w = |i: usize| u32::from_ne_bytes(ctx[i * 4..i * 4 + 4].try_into().unwrap());
+            if w(0) != 0 || w(2) != 0 || w(1) != t.data_size_in || w(5) != 0 {
+                return Err(Errno::EINVAL);
+            }
+            opts.ingress_ifindex = w(3);
+            opts.rx_queue_index = w(4);
+        }
+        let name = prog.loaded.program_names()[0].to_string();
+        let started = Instant::now();
+        let r = prog.loaded.test_run(&name, &data, &opts).map_err(|e| {
+            self.warn_once(&format!("BPF_PROG_TEST_RUN of {name}"), &e.to_string());
+            Errno::EINVAL
+        })?;
+        if self.stats.load(Ordering::Relaxed) > 0 {
+            let mut s = prog
+                .run_time_ns
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner);
+            s.0 += started.elapsed().as_nanos() as u64;
+            s.1 += u64::from(opts.repeat.max(1));
+        }
+        t.retval.set(r.retval);
+        t.duration
+            .set(r.duration_ns.min(u64::from(u32::MAX)) as u32);
+        let mut result = Ok(0);
+        if t.data_out != 0 {
+            let room = t.data_size_out.get() as usize;
+            let n = room.min(r.data_out.len());
+            user::write(t.data_out, &r.data_out[..n])?;
+            if room < r.data_out.len() {
+                result = Err(Errno::ENOSPC);
+            }
+        }
+        t.data_size_out.set(r.data_out.len() as u32);
+        result
+    }
+
+    fn get_info(&self, i: &GetInfo, cmd: &Command) -> Result<i64, Errno> {
+        let Some(obj) = self.obj(i.bpf_fd) else {
+            return self.kernel.execute(cmd);
+        };
+        let (info, size) = match &obj {
+            Obj::Map(m) => (self.map_info(m), MapInfo::SIZE),
+            Obj::Prog(p) => (self.prog_info(p, i)?, ProgInfo::SIZE),
+            Obj::Btf(b) => (self.btf_info(b, i)?, BtfInfo::SIZE),
+            Obj::Stats => return Err(Errno::EINVAL),
+        };
+        let user_len = i.info_len.get() as usize;
+        if user_len > size
+            && user::slice(i.info + size as u64, user_len - size)?
+                .iter()
+                .any(|&b| b != 0)
+        {
+            return Err(Errno::E2BIG);
+        }
+        let n = user_len.min(size);
+        user::write(i.info, &info[..n])?;
+        i.info_len.set(n as u32);
+        Ok(0)
+    }
+
+    fn map_info(&self, m: &MapObj) -> Vec<u8> {
+        MapInfo {
+            map_type: m.meta.map_type,
+            id: m.map.id(),
+            key_size: m.map.key_size(),
+            value_size: m.map.value_size(),
+            max_entries: m.map.max_entries(),
+            map_flags: m.meta.map_flags,
+            name: m.map.name().to_string(),
+            btf_id: m.meta.btf_id,
+            btf_key_type_id: m.meta.btf_key_type_id,
+            btf_value_type_id: m.meta.btf_value_type_id,
+            map_extra: m.meta.map_extra,
+        }
+        .to_bytes()
+    }
+
+    /// The caller's `u32` at `off` of its info struct, if it passed that far.
+    fn user_u32(i: &GetInfo, off: usize) -> Result<u32, Errno> {
+        if (i.info_len.get() as usize) < off + 4 {
+            return Ok(0);
+        }
+        let b = user::read(i.info + off as u64, 4)?;
+        Ok(u32::from_ne_bytes(b[..4].try_into().unwrap()))
+    }
+
+    fn user_u64(i: &GetInfo, off: usize) -> Result<u64, Errno> {
+        if (i.info_len.get() as usize) < off + 8 {
+            return Ok(0);
+        }
+        let b = user::read(i.info + off as u64, 8)?;
+        Ok(u64::from_ne_bytes(b[..8].try_into().unwrap()))
+    }
+
+    fn prog_info(&self, p: &ProgObj, i: &GetInfo) -> Result<Vec<u8>, Errno> {
+        let rec = &p.rec;
+        let (run_time_ns, run_cnt) = *p.run_time_ns.lock().unwrap_or_else(PoisonError::into_inner);
+        // As the kernel's xlated dump shows them: map references as
+        // `PSEUDO_MAP_FD`/`PSEUDO_MAP_VALUE` with the map's id.
+        let mut words = rec.insns.clone();
+        for (pc, src) in progs::map_lddws(&words) {
+            let index = (words[pc] >> 32) as usize;
+            let id = rec.map_ids.get(index).copied().unwrap_or(0);
+            progs::set_map_ref(&mut words[pc], src, id);
+        }
+        let xlated: Vec<u8> = words.iter().flat_map(|w| w.to_le_bytes()).collect();
+        let mut b = ProgInfo {
+            prog_type: rec.prog_type,
+            id: rec.id,
+            tag: rec.tag,
+            jited_prog_len: 0,
+            xlated_prog_len: xlated.len() as u32,
+            load_time: rec.load_time,
+            created_by_uid: rec.uid,
+            nr_map_ids: rec.map_ids.len() as u32,
+            name: rec.name.clone(),
+            gpl_compatible: is_gpl(&rec.license),
+            btf_id: rec.btf_id,
+            run_time_ns,
+            run_cnt,
+            verified_insns: rec.insns.len() as u32,
+        }
+        .to_bytes();
+        // Arrays the caller provided room for.
+        let want_xlated = Self::user_u32(i, ProgInfo::XLATED_LEN_OFF)? as usize;
+        let xlated_ptr = Self::user_u64(i, ProgInfo::XLATED_INSNS_OFF)?;
+        if want_xlated > 0 && xlated_ptr != 0 {
+            user::write(xlated_ptr, &xlated[..want_xlated.min(xlated.len())])?;
+        }
+        b[ProgInfo::XLATED_INSNS_OFF..ProgInfo::XLATED_INSNS_OFF + 8]
+            .copy_from_slice(&xlated_ptr.to_ne_bytes());
+        let want_ids = Self::user_u32(i, ProgInfo::NR_MAP_IDS_OFF)? as usize;
+        let ids_ptr = Self::user_u64(i, ProgInfo::MAP_IDS_OFF)?;
+        if want_ids > 0 && ids_ptr != 0 {
+            let ids: Vec<u8> = rec
+                .map_ids
+                .iter()
+                .take(want_ids)
+                .flat_map(|id| id.to_ne_bytes())
+                .collect();
+            user::write(ids_ptr, &ids)?;
+        }
+        b[ProgInfo::MAP_IDS_OFF..ProgInfo::MAP_IDS_OFF + 8].copy_from_slice(&ids_ptr.to_ne_bytes());
+        Ok(b)
+    }
+
+    fn btf_info(&self, btf: &BtfObj, i: &GetInfo) -> Result<Vec<u8>, Errno> {
+        let mut b = BtfInfo {
+            btf_size: btf.raw.len() as u32,
+            id: btf.id,
+        }
+        .to_bytes();
+        let ptr = Self::user_u64(i, 0)?;
+        let room = Self::user_u32(i, 8)? as usize;
+        if ptr != 0 {
+            if room < btf.raw.len() {
+                return Err(Errno::ENOSPC);
+            }
+            user::write(ptr, &btf.raw)?;
+        }
+        b[..8].copy_from_slice(&ptr.to_ne_bytes());
+        Ok(b)
+    }
+
+    fn btf_load(&self, b: &BtfLoad) -> Result<i64, Errno> {
+        if b.btf_size > BTF_MAX_SIZE {
+            return Err(Errno::E2BIG);
+        }
+        let raw = user::read(b.btf, b.btf_size as usize)?;
+        user::check_log(b.btf_log_level, b.btf_log_buf, b.btf_log_size)?;
+        if let Err(e) = bpfjet_obj::Btf::parse(&raw) {
+            let (errno, needed) = user::log_refusal(
+                b.btf_log_level,
+                b.btf_log_buf,
+                b.btf_log_size,
+                &format!("{e}\n"),
+                Errno::EINVAL,
+            );
+            b.btf_log_true_size.set(needed);
+            return Err(errno);
+        }
+        let id = self.ns.create_record(Kind::Btf, |_| raw.clone())?;
+        self.note_created(ObjRef::Btf(id));
+        self.new_fd(Obj::Btf(Arc::new(BtfObj { id, raw })))
+    }
+
+    fn obj_pin(&self, p: &ObjPath, cmd: &Command) -> Result<i64, Errno> {
+        let path = user::cstring(p.pathname, libc::PATH_MAX as usize)?;
+        let r = match self.obj(p.bpf_fd) {
+            Some(Obj::Map(m)) => ObjRef::Map(m.map.id()),
+            Some(Obj::Prog(pr)) => ObjRef::Prog(pr.rec.id),
+            Some(Obj::Btf(b)) => ObjRef::Btf(b.id),
+            Some(Obj::Stats) => return Err(Errno::EINVAL),
+            None => return self.kernel.execute(cmd),
+        };
+        self.ns.pin(&path, r).map(|()| 0)
+    }
+
+    fn obj_get(&self, p: &ObjPath, cmd: &Command) -> Result<i64, Errno> {
+        let path = user::cstring(p.pathname, libc::PATH_MAX as usize)?;
+        match self.ns.pinned(&path) {
+            Ok(r) => self.open_ref(r),
+            // Not a bpfjet pin: perhaps the kernel's.
+            Err(Errno::ENOENT) => self.kernel.execute(cmd),
+            Err(e) => Err(e),
+        }
+    }
+
+    fn open_ref(&self, r: ObjRef) -> Result<i64, Errno> {
+        let obj = match r {
+            ObjRef::Map(id) => Obj::Map(self.open_map(id)?),
+            ObjRef::Prog(id) => Obj::Prog(self.open_prog(id)?),
+            ObjRef::Btf(id) => Obj::Btf(self.open_btf(id)?),
+        };
+        self.new_fd(obj)
+    }
+}
+
+fn is_gpl(license: &str) -> bool {
+    matches!(
+        license,
+        "GPL"
+            | "GPL v2"
+            | "GPL and additional rights"
+            | "Dual BSD/GPL"
+            | "Dual MIT/GPL"
+            | "Dual MPL/GPL"
+    )
+}
+
+fn boottime_ns() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: a valid timespec out-pointer.
+    unsafe { libc::clock_gettime(libc::CLOCK_BOOTTIME, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+impl Backend for BpfjetBackend {
+    fn execute(&self, cmd: &Command) -> Result<i64, Errno> {
+        match cmd {
+            Command::MapCreate(m) => self.map_create(m),
+            Command::MapLookupElem(_)
+            | Command::MapUpdateElem(_)
+            | Command::MapDeleteElem(_)
+            | Command::MapGetNextKey(_)
+            | Command::MapLookupAndDeleteElem(_)
+            | Command::MapFreeze(_) => self.map_elem(cmd),
+            Command::ProgLoad(p) => self.prog_load(p, cmd),
+            Command::ObjPin(p) => self.obj_pin(p, cmd),
+            Command::ObjGet(p) => self.obj_get(p, cmd),
+            Command::ProgTestRun(t) => self.test_run(t, cmd),
+            Command::GetNextId(g) => {
+                let kind = match g.kind {
+                    IdKind::Map => Kind::Map,
+                    IdKind::Prog => Kind::Prog,
+                    IdKind::Btf => Kind::Btf,
+                    // bpfjet has no links yet: there are none to list.
+                    IdKind::Link => return Err(Errno::ENOENT),
+                };
+                let next = self
+                    .ns
+                    .ids(kind)
+                    .into_iter()
+                    .find(|&id| id > g.start_id)
+                    .ok_or(Errno::ENOENT)?;
+                g.next_id.set(next);
+                Ok(0)
+            }
+            Command::GetFdById(g) => match g.kind {
+                IdKind::Map => self.open_ref(ObjRef::Map(g.id)),
+                IdKind::Prog => self.open_ref(ObjRef::Prog(g.id)),
+                IdKind::Btf => self.open_ref(ObjRef::Btf(g.id)),
+                IdKind::Link => Err(Errno::ENOENT),
+            },
+            Command::ObjGetInfoByFd(i) => self.get_info(i, cmd),
+            Command::BtfLoad(b) => self.btf_load(b),
+            Command::EnableStats(t) => {
+                if *t != BPF_STATS_RUN_TIME {
+                    return Err(Errno::EINVAL);
+                }
+                let fd = self.new_fd(Obj::Stats)?;
+                self.stats.fetch_add(1, Ordering::Relaxed);
+                Ok(fd)
+            }
+            Command::MapBatch(c, b) => match self.obj(b.map_fd) {
+                Some(Obj::Map(m))
+                    if *c == bpfjet_sys::Cmd::MapUpdateBatch
+                        && matches!(
+                            m.map.map_type(),
+                            MapType::ProgArray
+                                | MapType::Xskmap
+                                | MapType::ArrayOfMaps
+                                | MapType::HashOfMaps
+                        ) =>
+                {
+                    self.warn_once(
+                        &format!("BPF_MAP_UPDATE_BATCH on a {} map", m.map.map_type()),
+                        "fds as batch values are not translated yet",
+                    );
+                    Err(Errno::EINVAL)
+                }
+                Some(Obj::Map(m)) => maps::batch(&m.map, *c, b).map(|()| 0),
+                Some(_) => Err(Errno::EINVAL),
+                None => self.kernel.execute(cmd),
+            },
+            Command::Other(c, _) => {
+                self.warn_once(c.name(), "not implemented yet");
+                Err(Errno::EINVAL)
+            }
+        }
+    }
+}

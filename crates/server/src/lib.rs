@@ -1,0 +1,21 @@
+//! bpfjet as a `bpf()` backend: the commands a control plane issues,
+//! served by bpfjet's own maps, verifier, loader and interpreter.
+//!
+//! Objects live in a namespace shared by every process of one instance
+//! ([`Namespace`]): maps in the instance's shared memory (the same objects
+//! `bpfjet map` reads), programs and BTF as records in the instance's run
+//! directory, pins as files mapping a bpffs path to an object. A process
+//! holds an object through a real file descriptor opened on that object's
+//! file, so `dup`, `fork`, `SCM_RIGHTS` and `/proc/self/fd` keep working:
+//! an fd this process has not seen is recognised by the file it names.
+
+mod backend;
+mod fds;
+mod maps;
+mod namespace;
+mod objects;
+mod progs;
+mod user;
+
+pub use backend::BpfjetBackend;
+pub use namespace::Namespace;

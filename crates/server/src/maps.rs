@@ -1,0 +1,250 @@
+//! The map commands on a bpfjet map.
+
+use crate::user;
+use bpfjet_maps::{Map, MapError, MapType};
+use bpfjet_sys::{Errno, MapElem};
+
+const BPF_F_LOCK: u64 = 4;
+
+pub fn errno(e: &MapError) -> Errno {
+    Errno(e.errno())
+}
+
+/// Bytes of one value as user space passes it: per-CPU maps carry one
+/// 8-byte aligned slot per possible CPU.
+fn value_len(map: &Map) -> usize {
+    if map.map_type().is_per_cpu() {
+        (map.value_size() as usize).next_multiple_of(8) * map.ncpus() as usize
+    } else {
+        map.value_size() as usize
+    }
+}
+
+fn has_keys(map: &Map) -> bool {
+    !matches!(
+        map.map_type(),
+        MapType::Queue | MapType::Stack | MapType::BloomFilter | MapType::Ringbuf
+    )
+}
+
+fn key<'a>(map: &Map, addr: u64) -> Result<&'a [u8], Errno> {
+    user::slice(addr, map.key_size() as usize)
+}
+
+pub fn lookup(map: &Map, e: &MapElem) -> Result<(), Errno> {
+    if e.flags & !BPF_F_LOCK != 0 {
+        return Err(Errno::EINVAL);
+    }
+    if !has_keys(map) {
+        // Queue/stack lookup is peek; bloom lookup is a membership test
+        // with the value.
+        return match map.map_type() {
+            MapType::Queue | MapType::Stack => {
+                let mut out = vec![0u8; map.value_size() as usize];
+                map.peek(&mut out).map_err(|e| errno(&e))?;
+                user::write(e.value, &out)
+            }
+            MapType::BloomFilter => {
+                let mut v = user::read(e.value, map.value_size() as usize)?;
+                map.peek(&mut v).map_err(|e| errno(&e))
+            }
+            _ => Err(Errno::ENOTSUPP),
+        };
+    }
+    let k = key(map, e.key)?;
+    if map.map_type().is_per_cpu() {
+        let stride = (map.value_size() as usize).next_multiple_of(8);
+        let values = map.lookup_percpu(k).map_err(|e| errno(&e))?;
+        let mut out = vec![0u8; value_len(map)];
+        for (i, v) in values.iter().enumerate() {
+            out[i * stride..i * stride + v.len()].copy_from_slice(v);
+        }
+        return user::write(e.value, &out);
+    }
+    let v = map.lookup_copy_flags(k, e.flags).map_err(|e| errno(&e))?;
+    user::write(e.value, &v)
+}
+
+pub fn update(map: &Map, e: &MapElem) -> Result<(), Errno> {
+    if !has_keys(map) {
+        let v = user::slice(e.value, map.value_size() as usize)?;
+        return map.push(v, e.flags).map_err(|e| errno(&e));
+    }
+    let k = key(map, e.key)?;
+    let v = user::slice(e.value, value_len(map))?;
+    if map.map_type().is_per_cpu() {
+        let stride = (map.value_size() as usize).next_multiple_of(8);
+        let vs = map.value_size() as usize;
+        let slots: Vec<&[u8]> = v.chunks(stride).map(|c| &c[..vs]).collect();
+        return map.update_percpu(k, &slots, e.flags).map_err(|e| errno(&e));
+    }
+    map.update_elem(k, v, e.flags).map_err(|e| errno(&e))
+}
+
+pub fn delete(map: &Map, e: &MapElem) -> Result<(), Errno> {
+    if !has_keys(map) {
+        return Err(Errno::EINVAL);
+    }
+    map.delete_elem(key(map, e.key)?).map_err(|e| errno(&e))
+}
+
+pub fn next_key(map: &Map, e: &MapElem) -> Result<(), Errno> {
+    let k = if e.key == 0 {
+        None
+    } else {
+        Some(key(map, e.key)?)
+    };
+    let next = map.get_next_key(k).map_err(|e| errno(&e))?;
+    user::write(e.value, &next)
+}
+
+pub fn lookup_and_delete(map: &Map, e: &MapElem) -> Result<(), Errno> {
+    match map.map_type() {
+        MapType::Queue | MapType::Stack => {
+            let v = map.pop_elem().map_err(|e| errno(&e))?;
+            user::write(e.value, &v)
+        }
+        MapType::Hash | MapType::PercpuHash | MapType::LruHash | MapType::LruPercpuHash => {
+            lookup(map, e)?;
+            delete(map, e)
+        }
+        _ => Err(Errno::ENOTSUPP),
+    }
+}
+
+pub fn freeze(map: &Map) -> Result<(), Errno> {
+    // A frozen map's fds lose write permission, which the kernel checks
+    // first: freezing again is EPERM, not EBUSY.
+    if map.is_frozen() {
+        return Err(Errno::EPERM);
+    }
+    map.freeze();
+    Ok(())
+}
+
+/// The batch operations. The position token (`in_batch`/`out_batch`) is,
+/// as in the kernel, opaque to user space: a `u32` count of elements
+/// already returned for hash-like maps (the kernel's is a bucket index of
+/// the same size), the last key for arrays (the kernel's generic batch).
+pub fn batch(map: &Map, cmd: bpfjet_sys::Cmd, b: &bpfjet_sys::MapBatch) -> Result<(), Errno> {
+    use bpfjet_sys::Cmd;
+    if b.flags != 0 || b.elem_flags & !BPF_F_LOCK != 0 && cmd != Cmd::MapUpdateBatch {
+        return Err(Errno::EINVAL);
+    }
+    let want = b.count.get() as usize;
+    let ks = map.key_size() as usize;
+    let vs = value_len(map);
+    if !has_keys(map) {
+        return Err(Errno::ENOTSUPP);
+    }
+    let array = matches!(map.map_type(), MapType::Array | MapType::PercpuArray);
+    // Arrays have the kernel's generic lookup/update batches and nothing
+    // that deletes.
+    if array && matches!(cmd, Cmd::MapDeleteBatch | Cmd::MapLookupAndDeleteBatch) {
+        return Err(Errno::ENOTSUPP);
+    }
+    match cmd {
+        Cmd::MapUpdateBatch | Cmd::MapDeleteBatch => {
+            let mut done = 0;
+            let mut result = Ok(());
+            for i in 0..want {
+                let e = MapElem {
+                    map_fd: b.map_fd,
+                    key: b.keys + (i * ks) as u64,
+                    value: if cmd == Cmd::MapUpdateBatch {
+                        b.values + (i * vs) as u64
+                    } else {
+                        0
+                    },
+                    flags: b.elem_flags,
+                };
+                result = if cmd == Cmd::MapUpdateBatch {
+                    update(map, &e)
+                } else {
+                    delete(map, &e)
+                };
+                if result.is_err() {
+                    break;
+                }
+                done += 1;
+            }
+            b.count.set(done);
+            result
+        }
+        Cmd::MapLookupBatch | Cmd::MapLookupAndDeleteBatch => {
+            if want == 0 {
+                return Err(Errno::EINVAL);
+            }
+            let tok = if array { ks } else { 4 };
+            // Where the previous call stopped.
+            let (mut prev, skip): (Option<Vec<u8>>, u32) = match (b.in_batch, array) {
+                (0, _) => (None, 0),
+                (a, true) => (Some(user::read(a, tok)?), 0),
+                (a, false) => {
+                    let t = user::read(a, 4)?;
+                    (None, u32::from_ne_bytes(t[..4].try_into().unwrap()))
+                }
+            };
+            // Hash-like maps: walk past what earlier calls returned
+            // (deleted ones are gone, so they are not skipped again).
+            let skip = if cmd == Cmd::MapLookupAndDeleteBatch {
+                0
+            } else {
+                skip
+            };
+            for _ in 0..skip {
+                match map.get_next_key(prev.as_deref()) {
+                    Ok(k) => prev = Some(k),
+                    Err(_) => return Err(Errno::ENOENT),
+                }
+            }
+            let mut keys = Vec::new();
+            let mut values = Vec::new();
+            let mut last = prev.clone();
+            let mut n = 0usize;
+            let mut cur = prev;
+            while n < want {
+                let Ok(k) = map.get_next_key(cur.as_deref()) else {
+                    break;
+                };
+                let mut v = vec![0u8; vs];
+                let e = MapElem {
+                    map_fd: b.map_fd,
+                    key: k.as_ptr() as u64,
+                    value: v.as_mut_ptr() as u64,
+                    flags: b.elem_flags,
+                };
+                lookup(map, &e)?;
+                keys.extend_from_slice(&k);
+                values.extend_from_slice(&v);
+                last = Some(k.clone());
+                cur = Some(k);
+                n += 1;
+            }
+            if cmd == Cmd::MapLookupAndDeleteBatch {
+                for k in keys.chunks(ks) {
+                    map.delete_elem(k).map_err(|e| errno(&e))?;
+                }
+            }
+            user::write(b.keys, &keys)?;
+            user::write(b.values, &values)?;
+            let token = if array {
+                last.unwrap_or_default()
+            } else {
+                (skip + n as u32).to_ne_bytes().to_vec()
+            };
+            if b.out_batch != 0 && !token.is_empty() {
+                user::write(b.out_batch, &token)?;
+            }
+            b.count.set(n as u32);
+            // The generic (array) batch ends with an empty call; the hash
+            // batch with the call that reaches the end.
+            let exhausted = !array && (n < want || map.get_next_key(cur.as_deref()).is_err());
+            if n == 0 || exhausted {
+                return Err(Errno::ENOENT);
+            }
+            Ok(())
+        }
+        _ => Err(Errno::EINVAL),
+    }
+}

@@ -1,0 +1,302 @@
+//! The objects every process of one bpfjet instance shares.
+//!
+//! - maps: the instance's shared-memory maps (`/dev/shm/bpfjet.<name>.<id>`,
+//!   listed by `bpfjet map --name <name>`), with their `bpf()` metadata
+//!   (BTF type ids, flags) in `<run>/<name>/maps/<id>`;
+//! - programs: `<run>/<name>/progs/<id>`, the record a process needs to
+//!   verify and load the program again;
+//! - BTF: `<run>/<name>/btf/<id>`, the raw BTF blob;
+//! - pins: `<run>/<name>/pins/<escaped bpffs path>`, naming an object.
+//!
+//! `<run>` is `$BPFJET_RUN_DIR` or `/run/bpfjet`; `<name>` is
+//! `$BPFJET_INSTANCE` or `exec`.
+
+use bpfjet_maps::Instance;
+use bpfjet_sys::Errno;
+use std::fs::{self, File, OpenOptions};
+use std::io::Write;
+use std::os::unix::fs::OpenOptionsExt;
+use std::os::unix::io::IntoRawFd;
+use std::path::{Path, PathBuf};
+
+/// What an id or a pin names.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum ObjRef {
+    Map(u32),
+    Prog(u32),
+    Btf(u32),
+}
+
+/// The record directories.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kind {
+    Map,
+    Prog,
+    Btf,
+}
+
+impl Kind {
+    fn dir(self) -> &'static str {
+        match self {
+            Kind::Map => "maps",
+            Kind::Prog => "progs",
+            Kind::Btf => "btf",
+        }
+    }
+}
+
+pub struct Namespace {
+    name: String,
+    dir: PathBuf,
+    instance: Instance,
+}
+
+impl std::fmt::Debug for Namespace {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Namespace")
+            .field("name", &self.name)
+            .field("dir", &self.dir)
+            .finish()
+    }
+}
+
+fn io_errno(e: std::io::Error) -> Errno {
+    Errno::from_io(&e)
+}
+
+impl Namespace {
+    /// The namespace named by the environment (`BPFJET_INSTANCE`,
+    /// `BPFJET_RUN_DIR`).
+    pub fn from_env() -> Result<Namespace, String> {
+        let name = std::env::var("BPFJET_INSTANCE").unwrap_or_else(|_| "exec".into());
+        let run = std::env::var("BPFJET_RUN_DIR").unwrap_or_else(|_| "/run/bpfjet".into());
+        Namespace::open(&name, Path::new(&run))
+    }
+
+    /// Join (or start) the instance `name` with its records under `run`.
+    pub fn open(name: &str, run: &Path) -> Result<Namespace, String> {
+        if name.is_empty()
+            || !name
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || "-_".contains(c))
+        {
+            return Err(format!(
+                "instance name {name:?}: use letters, digits, '-' and '_'"
+            ));
+        }
+        let dir = run.join(name);
+        for k in ["maps", "progs", "btf", "pins"] {
+            fs::create_dir_all(dir.join(k))
+                .map_err(|e| format!("{}: {e}", dir.join(k).display()))?;
+        }
+        let ncpus = bpfjet_runtime::possible_cpus() as u32;
+        let instance = match Instance::open(name) {
+            Ok(i) => i,
+            Err(_) => match Instance::create(name, ncpus) {
+                Ok(i) => i,
+                // Another process created it in between.
+                Err(_) => Instance::open(name).map_err(|e| format!("instance {name}: {e}"))?,
+            },
+        };
+        Ok(Namespace {
+            name: name.to_string(),
+            dir,
+            instance,
+        })
+    }
+
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    pub fn instance(&self) -> &Instance {
+        &self.instance
+    }
+
+    pub fn record_path(&self, kind: Kind, id: u32) -> PathBuf {
+        self.dir.join(kind.dir()).join(id.to_string())
+    }
+
+    /// Allocate the next id of `kind` and write its record. Ids are never
+    /// reused within an instance, like the kernel's: a counter file, locked
+    /// while it is advanced, remembers the last one.
+    pub fn create_record(
+        &self,
+        kind: Kind,
+        contents: impl Fn(u32) -> Vec<u8>,
+    ) -> Result<u32, Errno> {
+        use std::io::{Read, Seek};
+        use std::os::unix::io::AsRawFd;
+        let mut counter = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .mode(0o600)
+            .open(self.dir.join(format!("{}.last-id", kind.dir())))
+            .map_err(io_errno)?;
+        // SAFETY: flock on an fd we own; released when `counter` closes.
+        if unsafe { libc::flock(counter.as_raw_fd(), libc::LOCK_EX) } != 0 {
+            return Err(io_errno(std::io::Error::last_os_error()));
+        }
+        let mut text = String::new();
+        counter.read_to_string(&mut text).map_err(io_errno)?;
+        let last: u32 = text.trim().parse().unwrap_or(0);
+        let mut id = last.max(self.ids(kind).last().copied().unwrap_or(0)) + 1;
+        let mut file = loop {
+            match OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .mode(0o600)
+                .open(self.record_path(kind, id))
+            {
+                Ok(f) => break f,
+                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => id += 1,
+                Err(e) => return Err(io_errno(e)),
+            }
+        };
+        counter.set_len(0).map_err(io_errno)?;
+        counter.rewind().map_err(io_errno)?;
+        counter
+            .write_all(id.to_string().as_bytes())
+            .map_err(io_errno)?;
+        file.write_all(&contents(id)).map_err(io_errno)?;
+        Ok(id)
+    }
+
+    /// Write the record of an id allocated elsewhere (a map's metadata).
+    pub fn write_record(&self, kind: Kind, id: u32, contents: &[u8]) -> Result<(), Errno> {
+        fs::write(self.record_path(kind, id), contents).map_err(io_errno)
+    }
+
+    pub fn read_record(&self, kind: Kind, id: u32) -> Result<Vec<u8>, Errno> {
+        fs::read(self.record_path(kind, id)).map_err(|_| Errno::ENOENT)
+    }
+
+    /// A new fd on the record file of a program or BTF object.
+    pub fn open_record(&self, kind: Kind, id: u32) -> Result<i32, Errno> {
+        let f = File::options()
+            .read(true)
+            .custom_flags(libc::O_CLOEXEC)
+            .open(self.record_path(kind, id))
+            .map_err(|_| Errno::ENOENT)?;
+        Ok(f.into_raw_fd())
+    }
+
+    /// Ids of `kind`, ascending. Map ids come from the instance registry.
+    pub fn ids(&self, kind: Kind) -> Vec<u32> {
+        let mut ids: Vec<u32> = if kind == Kind::Map {
+            self.instance.list().iter().map(|m| m.id).collect()
+        } else {
+            fs::read_dir(self.dir.join(kind.dir()))
+                .map(|d| {
+                    d.filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok())
+                        .collect()
+                })
+                .unwrap_or_default()
+        };
+        ids.sort_unstable();
+        ids
+    }
+
+    /// What an fd's file is, from its path (`/proc/self/fd/N`): a map's
+    /// shared-memory object or a record of this instance.
+    pub fn identify(&self, path: &str) -> Option<ObjRef> {
+        let shm_prefix = format!("/dev/shm/bpfjet.{}.", self.name);
+        if let Some(id) = path.strip_prefix(&shm_prefix) {
+            return id.parse().ok().map(ObjRef::Map);
+        }
+        let rest = Path::new(path).strip_prefix(&self.dir).ok()?;
+        let mut parts = rest.iter().map(|p| p.to_str());
+        let (Some(Some(dir)), Some(Some(id)), None) = (parts.next(), parts.next(), parts.next())
+        else {
+            return None;
+        };
+        let id = id.parse().ok()?;
+        match dir {
+            "progs" => Some(ObjRef::Prog(id)),
+            "btf" => Some(ObjRef::Btf(id)),
+            _ => None,
+        }
+    }
+
+    fn pin_file(&self, path: &str) -> Result<PathBuf, Errno> {
+        // bpffs paths are absolute; the kernel resolves them like any path.
+        if !path.starts_with('/') || path.contains("/../") || path.ends_with("/..") {
+            return Err(Errno::EINVAL);
+        }
+        let parent = Path::new(path).parent().ok_or(Errno::EINVAL)?;
+        if !parent.is_dir() {
+            return Err(Errno::ENOENT);
+        }
+        let escaped: String = path
+            .bytes()
+            .map(|b| match b {
+                b'/' => "%2F".to_string(),
+                b'%' => "%25".to_string(),
+                b => (b as char).to_string(),
+            })
+            .collect();
+        Ok(self.dir.join("pins").join(escaped))
+    }
+
+    /// `BPF_OBJ_PIN`: EEXIST if the path is taken.
+    pub fn pin(&self, path: &str, obj: ObjRef) -> Result<(), Errno> {
+        let file = self.pin_file(path)?;
+        let text = match obj {
+            ObjRef::Map(id) => format!("map {id}\n"),
+            ObjRef::Prog(id) => format!("prog {id}\n"),
+            ObjRef::Btf(id) => format!("btf {id}\n"),
+        };
+        let mut f = OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(file)
+            .map_err(io_errno)?;
+        f.write_all(text.as_bytes()).map_err(io_errno)
+    }
+
+    /// Whether any pin names `obj`.
+    pub fn is_pinned(&self, obj: ObjRef) -> bool {
+        let Ok(dir) = fs::read_dir(self.dir.join("pins")) else {
+            return false;
+        };
+        dir.filter_map(|e| e.ok())
+            .filter_map(|e| fs::read_to_string(e.path()).ok())
+            .any(|t| parse_pin(&t) == Ok(obj))
+    }
+
+    pub fn remove_record(&self, kind: Kind, id: u32) {
+        let _ = fs::remove_file(self.record_path(kind, id));
+    }
+
+    /// Remove the pin at `path` (`unlink` on bpffs): what it named, or None
+    /// when bpfjet has no pin there.
+    pub fn unpin(&self, path: &str) -> Option<ObjRef> {
+        let file = self.pin_file(path).ok()?;
+        let obj = parse_pin(&fs::read_to_string(&file).ok()?).ok()?;
+        fs::remove_file(&file).ok()?;
+        Some(obj)
+    }
+
+    /// `BPF_OBJ_GET`: what the path pins.
+    pub fn pinned(&self, path: &str) -> Result<ObjRef, Errno> {
+        let text = fs::read_to_string(self.pin_file(path)?).map_err(|_| Errno::ENOENT)?;
+        parse_pin(&text)
+    }
+}
+
+fn parse_pin(text: &str) -> Result<ObjRef, Errno> {
+    let mut words = text.split_whitespace();
+    let kind = words.next();
+    let id: u32 = words
+        .next()
+        .and_then(|w| w.parse().ok())
+        .ok_or(Errno::EINVAL)?;
+    match kind {
+        Some("map") => Ok(ObjRef::Map(id)),
+        Some("prog") => Ok(ObjRef::Prog(id)),
+        Some("btf") => Ok(ObjRef::Btf(id)),
+        _ => Err(Errno::EINVAL),
+    }
+}

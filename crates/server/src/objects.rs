@@ -1,0 +1,66 @@
+//! The objects a bpfjet fd holds, and their shared records.
+
+use bpfjet_maps::Map;
+use bpfjet_runtime::LoadedObject;
+use serde::{Deserialize, Serialize};
+use std::sync::{Arc, Mutex};
+
+#[derive(Clone)]
+pub enum Obj {
+    Map(Arc<MapObj>),
+    Prog(Arc<ProgObj>),
+    Btf(Arc<BtfObj>),
+    /// The fd `BPF_ENABLE_STATS` returns: statistics are counted while one
+    /// is open.
+    Stats,
+}
+
+/// What `bpf()` reports about a map beyond its [`Map`] spec.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct MapMeta {
+    pub map_type: u32,
+    pub map_flags: u32,
+    pub map_extra: u64,
+    pub btf_id: u32,
+    pub btf_key_type_id: u32,
+    pub btf_value_type_id: u32,
+}
+
+pub struct MapObj {
+    pub map: Arc<Map>,
+    pub meta: MapMeta,
+}
+
+/// A loaded program as every process of the instance can rebuild it: the
+/// instructions as the control plane passed them, with map references
+/// turned into map ids.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct ProgRecord {
+    pub id: u32,
+    pub prog_type: u32,
+    pub expected_attach_type: u32,
+    pub prog_flags: u32,
+    pub name: String,
+    pub license: String,
+    /// Raw instructions, map lddws as `PSEUDO_MAP_IDX(_VALUE)` indexing
+    /// `map_ids`.
+    pub insns: Vec<u64>,
+    pub map_ids: Vec<u32>,
+    pub btf_id: u32,
+    /// CLOCK_BOOTTIME nanoseconds at load, as the kernel reports it.
+    pub load_time: u64,
+    pub uid: u32,
+    pub tag: [u8; 8],
+}
+
+pub struct ProgObj {
+    pub rec: ProgRecord,
+    /// The program bound to its maps, verified by bpfjet.
+    pub loaded: LoadedObject,
+    pub run_time_ns: Mutex<(u64, u64)>,
+}
+
+pub struct BtfObj {
+    pub id: u32,
+    pub raw: Vec<u8>,
+}

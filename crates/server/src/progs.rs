@@ -1,0 +1,345 @@
+//! `BPF_PROG_LOAD` through bpfjet's verifier and loader, and
+//! `BPF_PROG_TEST_RUN` in bpfjet's interpreter.
+
+use crate::objects::{ProgObj, ProgRecord};
+use bpfjet_isa::RawInsn;
+use bpfjet_maps::{Instance, Map};
+use bpfjet_obj::{Object, ProgKind, Program};
+use bpfjet_runtime::{LoadedObject, ObjectOptions, RuntimeError};
+use bpfjet_sys::Errno;
+use std::cell::Cell;
+use std::sync::{Arc, Mutex};
+
+pub const BPF_PROG_TYPE_XDP: u32 = 6;
+const BPF_F_XDP_HAS_FRAGS: u32 = 1 << 5;
+const LD_IMM64: u8 = 0x18;
+pub const PSEUDO_MAP_FD: u8 = 1;
+pub const PSEUDO_MAP_VALUE: u8 = 2;
+pub const PSEUDO_MAP_IDX: u8 = 5;
+pub const PSEUDO_MAP_IDX_VALUE: u8 = 6;
+
+/// A refused load: the errno and the text for the verifier log.
+pub struct Refusal {
+    pub errno: Errno,
+    pub log: String,
+}
+
+impl Refusal {
+    pub fn new(errno: Errno, log: impl Into<String>) -> Refusal {
+        Refusal {
+            errno,
+            log: log.into(),
+        }
+    }
+}
+
+/// Whether a program is straight-line code that never reads its context
+/// (r1 is written before any use) and calls nothing: such a program means
+/// the same under every program type, so bpfjet's verifier (XDP rules)
+/// decides it for any type. libbpf's feature probes (global data: store
+/// through a map value pointer) are such programs; bpfjet loads them but
+/// runs only XDP programs.
+pub fn context_free(words: &[u64]) -> bool {
+    const LD: u8 = 0;
+    const LDX: u8 = 1;
+    const ST: u8 = 2;
+    const STX: u8 = 3;
+    const ALU: u8 = 4;
+    const JMP: u8 = 5;
+    const ALU64: u8 = 7;
+    const EXIT: u8 = 0x90;
+    const MOV: u8 = 0xb0;
+    const SRC_X: u8 = 0x08;
+    let mut r1_written = false;
+    let mut pc = 0;
+    while pc < words.len() {
+        let b = words[pc].to_le_bytes();
+        let (code, dst, src) = (b[0], b[1] & 0xf, b[1] >> 4);
+        let class = code & 7;
+        let (reads_r1, writes_r1) = match class {
+            LD if code == LD_IMM64 => (false, dst == 1),
+            LDX => (src == 1, dst == 1),
+            ST => (dst == 1, false),
+            STX => (dst == 1 || src == 1, false),
+            ALU | ALU64 => {
+                let src_reads = code & SRC_X != 0 && src == 1;
+                let is_mov = code & 0xf0 == MOV;
+                (src_reads || (dst == 1 && !is_mov), dst == 1)
+            }
+            JMP if code == (JMP | EXIT) => (false, false),
+            // Branches, calls, legacy packet loads: not straight-line.
+            _ => return false,
+        };
+        if reads_r1 && !r1_written {
+            return false;
+        }
+        r1_written |= writes_r1;
+        pc += if code == LD_IMM64 { 2 } else { 1 };
+    }
+    true
+}
+
+/// Unpack raw instruction words.
+pub fn raw_insns(words: &[u64]) -> Vec<RawInsn> {
+    words
+        .iter()
+        .map(|w| {
+            let b = w.to_le_bytes();
+            RawInsn {
+                code: b[0],
+                dst: b[1] & 0xf,
+                src: b[1] >> 4,
+                off: i16::from_le_bytes([b[2], b[3]]),
+                imm: i32::from_le_bytes([b[4], b[5], b[6], b[7]]),
+            }
+        })
+        .collect()
+}
+
+/// The `ld_imm64` slots referencing maps: `(slot, src)`.
+pub fn map_lddws(words: &[u64]) -> Vec<(usize, u8)> {
+    let mut out = Vec::new();
+    let mut pc = 0;
+    while pc < words.len() {
+        let b = words[pc].to_le_bytes();
+        if b[0] == LD_IMM64 {
+            let src = b[1] >> 4;
+            if matches!(
+                src,
+                PSEUDO_MAP_FD | PSEUDO_MAP_VALUE | PSEUDO_MAP_IDX | PSEUDO_MAP_IDX_VALUE
+            ) {
+                out.push((pc, src));
+            }
+            pc += 2;
+        } else {
+            pc += 1;
+        }
+    }
+    out
+}
+
+/// Point an `ld_imm64` at map index `index` of the program's table.
+pub fn set_map_index(word: &mut u64, src: u8, index: u32) {
+    let mut b = word.to_le_bytes();
+    let new_src = if matches!(src, PSEUDO_MAP_FD | PSEUDO_MAP_IDX) {
+        PSEUDO_MAP_IDX
+    } else {
+        PSEUDO_MAP_IDX_VALUE
+    };
+    b[1] = (b[1] & 0xf) | (new_src << 4);
+    b[4..8].copy_from_slice(&index.to_le_bytes());
+    *word = u64::from_le_bytes(b);
+}
+
+fn errno_of(e: &RuntimeError) -> Errno {
+    match e {
+        RuntimeError::Rejected { .. } => Errno::EACCES,
+        RuntimeError::Map { .. } => Errno::ENOMEM,
+        _ => Errno::EINVAL,
+    }
+}
+
+/// Verify and bind a program record to its maps (`maps[i]` is
+/// `rec.map_ids[i]`). `instance` resolves inner maps of map-in-map values.
+pub fn build(
+    rec: &ProgRecord,
+    maps: &[Arc<Map>],
+    instance: Instance,
+) -> Result<LoadedObject, Refusal> {
+    if rec.prog_type != BPF_PROG_TYPE_XDP && !context_free(&rec.insns) {
+        return Err(Refusal::new(
+            Errno::EINVAL,
+            format!(
+                "bpfjet runs XDP programs only (program type {})",
+                rec.prog_type
+            ),
+        ));
+    }
+    // A context-free program of another type verifies the same as XDP.
+    let kind = if rec.prog_flags & BPF_F_XDP_HAS_FRAGS != 0 {
+        ProgKind::XdpFrags
+    } else {
+        ProgKind::Xdp
+    };
+    let section = if kind == ProgKind::XdpFrags {
+        "xdp.frags"
+    } else {
+        "xdp"
+    };
+    let name = if rec.name.is_empty() {
+        format!("prog{}", rec.id)
+    } else {
+        rec.name.clone()
+    };
+    let specs = maps
+        .iter()
+        .map(|m| {
+            let mut s = m.spec().clone();
+            s.frozen = m.is_frozen();
+            s
+        })
+        .collect();
+    let obj = Object {
+        license: rec.license.clone(),
+        maps: specs,
+        spin_locks: maps.iter().map(|m| m.spin_lock_off()).collect(),
+        map_inits: Vec::new(),
+        programs: vec![Program {
+            name: name.clone(),
+            section: section.into(),
+            kind,
+            insns: raw_insns(&rec.insns),
+            func_info: Vec::new(),
+            line_info: Vec::new(),
+        }],
+        kfuncs: Vec::new(),
+        btf: None,
+        core_relo_sections: Vec::new(),
+    };
+    let opts = ObjectOptions {
+        ncpus: instance.ncpus() as usize,
+        ..ObjectOptions::default()
+    };
+    // load_in asks for each of the object's maps in order: hand out the
+    // existing maps instead of creating new ones.
+    let next = Cell::new(0usize);
+    let reuse = |_: &bpfjet_maps::MapSpec| {
+        let i = next.get();
+        next.set(i + 1);
+        maps.get(i).cloned()
+    };
+    let (loaded, _) = LoadedObject::load_in(&obj, &opts, instance, &reuse).map_err(|e| {
+        let log = match &e {
+            RuntimeError::Rejected { report, .. } => report.clone(),
+            other => other.to_string(),
+        };
+        Refusal::new(errno_of(&e), log)
+    })?;
+    Ok(loaded)
+}
+
+pub fn prog_obj(rec: ProgRecord, loaded: LoadedObject) -> ProgObj {
+    ProgObj {
+        rec,
+        loaded,
+        run_time_ns: Mutex::new((0, 0)),
+    }
+}
+
+/// Point a `PSEUDO_MAP_IDX(_VALUE)` `ld_imm64` at a map id the way the
+/// kernel's xlated dump does (`PSEUDO_MAP_FD`/`PSEUDO_MAP_VALUE`, imm = id).
+pub fn set_map_ref(word: &mut u64, src: u8, id: u32) {
+    let mut b = word.to_le_bytes();
+    let new_src = if matches!(src, PSEUDO_MAP_FD | PSEUDO_MAP_IDX) {
+        PSEUDO_MAP_FD
+    } else {
+        PSEUDO_MAP_VALUE
+    };
+    b[1] = (b[1] & 0xf) | (new_src << 4);
+    b[4..8].copy_from_slice(&id.to_le_bytes());
+    *word = u64::from_le_bytes(b);
+}
+
+/// The kernel's program tag: the first 8 bytes of the SHA-1 of the
+/// instructions with map references' immediates cleared.
+pub fn tag(words: &[u64]) -> [u8; 8] {
+    let mut bytes = Vec::with_capacity(words.len() * 8);
+    let lddws: Vec<usize> = map_lddws(words).into_iter().map(|(pc, _)| pc).collect();
+    for (pc, w) in words.iter().enumerate() {
+        let mut b = w.to_le_bytes();
+        if lddws.contains(&pc) || (pc > 0 && lddws.contains(&(pc - 1))) {
+            b[4..8].fill(0);
+        }
+        bytes.extend_from_slice(&b);
+    }
+    let digest = sha1(&bytes);
+    let mut t = [0u8; 8];
+    t.copy_from_slice(&digest[..8]);
+    t
+}
+
+/// SHA-1 (FIPS 180-4), for program tags only.
+fn sha1(data: &[u8]) -> [u8; 20] {
+    let mut h: [u32; 5] = [0x67452301, 0xEFCDAB89, 0x98BADCFE, 0x10325476, 0xC3D2E1F0];
+    let mut msg = data.to_vec();
+    msg.push(0x80);
+    while msg.len() % 64 != 56 {
+        msg.push(0);
+    }
+    msg.extend_from_slice(&((data.len() as u64) * 8).to_be_bytes());
+    for block in msg.chunks(64) {
+        let mut w = [0u32; 80];
+        for i in 0..16 {
+            w[i] = u32::from_be_bytes(block[i * 4..i * 4 + 4].try_into().unwrap());
+        }
+        for i in 16..80 {
+            w[i] = (w[i - 3] ^ w[i - 8] ^ w[i - 14] ^ w[i - 16]).rotate_left(1);
+        }
+        let [mut a, mut b, mut c, mut d, mut e] = h;
+        for (i, wi) in w.iter().enumerate() {
+            let (f, k) = match i {
+                0..=19 => ((b & c) | (!b & d), 0x5A827999),
+                20..=39 => (b ^ c ^ d, 0x6ED9EBA1),
+                40..=59 => ((b & c) | (b & d) | (c & d), 0x8F1BBCDC),
+                _ => (b ^ c ^ d, 0xCA62C1D6),
+            };
+            let t = a
+                .rotate_left(5)
+                .wrapping_add(f)
+                .wrapping_add(e)
+                .wrapping_add(k)
+                .wrapping_add(*wi);
+            e = d;
+            d = c;
+            c = b.rotate_left(30);
+            b = a;
+            a = t;
+        }
+        for (x, y) in h.iter_mut().zip([a, b, c, d, e]) {
+            *x = x.wrapping_add(y);
+        }
+    }
+    let mut out = [0u8; 20];
+    for (i, x) in h.iter().enumerate() {
+        out[i * 4..i * 4 + 4].copy_from_slice(&x.to_be_bytes());
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    fn insn(code: u8, dst: u8, src: u8, off: i16, imm: i32) -> u64 {
+        let mut b = [0u8; 8];
+        b[0] = code;
+        b[1] = dst | (src << 4);
+        b[2..4].copy_from_slice(&off.to_le_bytes());
+        b[4..].copy_from_slice(&imm.to_le_bytes());
+        u64::from_le_bytes(b)
+    }
+
+    #[test]
+    fn context_free_programs() {
+        // libbpf's global-data probe: r1 = map value; *(u64 *)r1 = 42; r0 = 0; exit
+        let probe = [
+            insn(0x18, 1, 2, 0, 3),
+            insn(0, 0, 0, 0, 16),
+            insn(0x7a, 1, 0, 0, 42),
+            insn(0xb7, 0, 0, 0, 0),
+            insn(0x95, 0, 0, 0, 0),
+        ];
+        assert!(super::context_free(&probe));
+        // Reads the context first.
+        let reads_ctx = [insn(0x61, 0, 1, 0, 0), insn(0x95, 0, 0, 0, 0)];
+        assert!(!super::context_free(&reads_ctx));
+        // A helper call.
+        let calls = [insn(0x85, 0, 0, 0, 1), insn(0x95, 0, 0, 0, 0)];
+        assert!(!super::context_free(&calls));
+    }
+
+    #[test]
+    fn sha1_of_abc() {
+        let d = super::sha1(b"abc");
+        assert_eq!(&d[..4], &[0xa9, 0x99, 0x3e, 0x36]);
+        assert_eq!(&d[16..], &[0x9c, 0xd0, 0xd8, 0x9d]);
+    }
+}

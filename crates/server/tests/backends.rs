@@ -1,0 +1,383 @@
+//! One command sequence through both backends — the kernel's `bpf()` and
+//! bpfjet's — compared result by result: errnos, values, key walks.
+
+use bpfjet_server::{BpfjetBackend, Namespace};
+use bpfjet_sys::{
+    decode, encode, Backend, Cmd, Command, Errno, KernelBackend, MapBatch, MapCreate, MapElem,
+};
+use std::cell::Cell;
+
+const HASH: u32 = 1;
+const ARRAY: u32 = 2;
+const PERCPU_ARRAY: u32 = 6;
+const QUEUE: u32 = 22;
+
+/// What one step observed: the result and the bytes it wrote.
+#[derive(Debug, PartialEq)]
+struct Step {
+    what: String,
+    result: Result<i64, Errno>,
+    out: Vec<u8>,
+}
+
+struct Driver<'a> {
+    backend: &'a dyn Backend,
+    steps: Vec<Step>,
+}
+
+impl Driver<'_> {
+    /// Through the attr bytes, as a caller of bpf() passes them.
+    fn run(&self, cmd: Command) -> Result<i64, Errno> {
+        let raw = encode(&cmd);
+        let cmd = decode(cmd.cmd() as u32, &raw).expect("a command decodes from its encoding");
+        self.backend.execute(&cmd)
+    }
+
+    fn create(&mut self, what: &str, map_type: u32, key: u32, value: u32, max: u32) -> i64 {
+        let r = self.run(Command::MapCreate(MapCreate {
+            map_type,
+            key_size: key,
+            value_size: value,
+            max_entries: max,
+            name: what.replace(' ', "_"),
+            ..MapCreate::default()
+        }));
+        self.steps.push(Step {
+            what: format!("create {what}"),
+            result: r.map(|_| 0),
+            out: Vec::new(),
+        });
+        r.unwrap_or(-1)
+    }
+
+    fn elem(
+        &mut self,
+        what: &str,
+        fd: i64,
+        make: fn(MapElem) -> Command,
+        key: &[u8],
+        value: &[u8],
+        flags: u64,
+    ) {
+        let mut value = value.to_vec();
+        let r = self.run(make(MapElem {
+            map_fd: fd as u32,
+            key: if key.is_empty() {
+                0
+            } else {
+                key.as_ptr() as u64
+            },
+            value: if value.is_empty() {
+                0
+            } else {
+                value.as_mut_ptr() as u64
+            },
+            flags,
+        }));
+        self.steps.push(Step {
+            what: what.into(),
+            result: r,
+            out: value,
+        });
+    }
+}
+
+impl Driver<'_> {
+    fn batch(&mut self, what: &str, cmd: Cmd, fd: i64, keys: &[u8], values: &[u8], count: u32) {
+        let b = MapBatch {
+            keys: keys.as_ptr() as u64,
+            values: if values.is_empty() {
+                0
+            } else {
+                values.as_ptr() as u64
+            },
+            count: Cell::new(count),
+            map_fd: fd as u32,
+            ..MapBatch::default()
+        };
+        let r = self.run_batch(cmd, &b);
+        self.steps.push(Step {
+            what: what.into(),
+            result: r,
+            out: b.count.get().to_ne_bytes().to_vec(),
+        });
+    }
+
+    fn run_batch(&self, cmd: Cmd, b: &MapBatch) -> Result<i64, Errno> {
+        let c = Command::MapBatch(cmd, b.clone());
+        let raw = encode(&c);
+        let decoded = decode(cmd as u32, &raw).expect("decodes");
+        let r = self.backend.execute(&decoded);
+        if let Command::MapBatch(_, out) = &decoded {
+            b.count.set(out.count.get());
+        }
+        r
+    }
+
+    /// `MAP_LOOKUP_BATCH` until ENOENT: every call's count and result, and
+    /// the (key, value) pairs collected, sorted.
+    fn lookup_all(&mut self, name: &str, fd: i64, per_call: u32, by_call: bool) {
+        let mut token_in = [0u8; 4];
+        let mut token_out = [0u8; 4];
+        let mut pairs = Vec::new();
+        let mut first = true;
+        for call in 0..10 {
+            let mut keys = vec![0u8; 4 * per_call as usize];
+            let mut vals = vec![0u8; 8 * per_call as usize];
+            let b = MapBatch {
+                in_batch: if first { 0 } else { token_in.as_ptr() as u64 },
+                out_batch: token_out.as_mut_ptr() as u64,
+                keys: keys.as_mut_ptr() as u64,
+                values: vals.as_mut_ptr() as u64,
+                count: Cell::new(per_call),
+                map_fd: fd as u32,
+                ..MapBatch::default()
+            };
+            let r = self.run_batch(Cmd::MapLookupBatch, &b);
+            let n = b.count.get() as usize;
+            for i in 0..n {
+                pairs.push((
+                    keys[i * 4..i * 4 + 4].to_vec(),
+                    vals[i * 8..i * 8 + 8].to_vec(),
+                ));
+            }
+            // Hash batches are per bucket in the kernel: how many elements
+            // each call returns depends on the table, only the whole walk
+            // and its end are comparable.
+            if by_call || r.is_err() {
+                self.steps.push(Step {
+                    what: format!(
+                        "{name} lookup batch call {}",
+                        if by_call { call } else { 0 }
+                    ),
+                    result: r.map(|_| 0),
+                    out: if by_call {
+                        (n as u32).to_ne_bytes().to_vec()
+                    } else {
+                        Vec::new()
+                    },
+                });
+            }
+            if r.is_err() {
+                break;
+            }
+            token_in = token_out;
+            first = false;
+        }
+        pairs.sort();
+        self.steps.push(Step {
+            what: format!("{name} batch contents"),
+            result: Ok(pairs.len() as i64),
+            out: pairs
+                .into_iter()
+                .flat_map(|(k, v)| [k, v].concat())
+                .collect(),
+        });
+    }
+}
+
+fn sequence(backend: &dyn Backend, ncpus: usize) -> Vec<Step> {
+    let mut d = Driver {
+        backend,
+        steps: Vec::new(),
+    };
+    let k = |i: u32| i.to_ne_bytes().to_vec();
+    let v = |i: u64| i.to_ne_bytes().to_vec();
+    let h = d.create("hash", HASH, 4, 8, 3);
+    for i in 1..=4 {
+        d.elem(
+            "update",
+            h,
+            Command::MapUpdateElem,
+            &k(i),
+            &v(u64::from(i) * 10),
+            0,
+        );
+    }
+    d.elem("update noexist", h, Command::MapUpdateElem, &k(1), &v(1), 1);
+    d.elem("update exist", h, Command::MapUpdateElem, &k(9), &v(1), 2);
+    d.elem(
+        "update bad flags",
+        h,
+        Command::MapUpdateElem,
+        &k(1),
+        &v(1),
+        8,
+    );
+    d.elem("lookup", h, Command::MapLookupElem, &k(2), &[0; 8], 0);
+    d.elem(
+        "lookup missing",
+        h,
+        Command::MapLookupElem,
+        &k(7),
+        &[0; 8],
+        0,
+    );
+    d.elem("delete", h, Command::MapDeleteElem, &k(2), &[], 0);
+    d.elem("delete again", h, Command::MapDeleteElem, &k(2), &[], 0);
+    d.elem(
+        "lookup_and_delete",
+        h,
+        Command::MapLookupAndDeleteElem,
+        &k(3),
+        &[0; 8],
+        0,
+    );
+    // Walk every key; the order is the table's, so compare the set.
+    let mut keys = Vec::new();
+    let mut prev: Option<Vec<u8>> = None;
+    loop {
+        let mut next = [0u8; 4];
+        let r = d.run(Command::MapGetNextKey(MapElem {
+            map_fd: h as u32,
+            key: prev.as_ref().map_or(0, |p| p.as_ptr() as u64),
+            value: next.as_mut_ptr() as u64,
+            flags: 0,
+        }));
+        if r.is_err() {
+            d.steps.push(Step {
+                what: "walk end".into(),
+                result: r,
+                out: Vec::new(),
+            });
+            break;
+        }
+        keys.push(u32::from_ne_bytes(next));
+        prev = Some(next.to_vec());
+    }
+    keys.sort_unstable();
+    d.steps.push(Step {
+        what: "keys".into(),
+        result: Ok(keys.len() as i64),
+        out: keys.iter().flat_map(|k| k.to_ne_bytes()).collect(),
+    });
+    d.elem("freeze", h, Command::MapFreeze, &[], &[], 0);
+    d.elem("update frozen", h, Command::MapUpdateElem, &k(1), &v(5), 0);
+
+    let a = d.create("array", ARRAY, 4, 4, 4);
+    d.elem("array update", a, Command::MapUpdateElem, &k(3), &k(33), 0);
+    d.elem(
+        "array out of range",
+        a,
+        Command::MapUpdateElem,
+        &k(4),
+        &k(1),
+        0,
+    );
+    d.elem("array noexist", a, Command::MapUpdateElem, &k(0), &k(1), 1);
+    d.elem("array delete", a, Command::MapDeleteElem, &k(0), &[], 0);
+    d.elem("array lookup", a, Command::MapLookupElem, &k(3), &[0; 4], 0);
+
+    // Per-CPU values: one 8-byte slot per possible CPU.
+    let p = d.create("percpu", PERCPU_ARRAY, 4, 4, 2);
+    let slots: Vec<u8> = (0..ncpus as u64)
+        .flat_map(|c| (c + 1).to_ne_bytes())
+        .collect();
+    d.elem("percpu update", p, Command::MapUpdateElem, &k(1), &slots, 0);
+    d.elem(
+        "percpu lookup",
+        p,
+        Command::MapLookupElem,
+        &k(1),
+        &vec![0; ncpus * 8],
+        0,
+    );
+
+    let q = d.create("queue", QUEUE, 0, 4, 2);
+    d.elem("push", q, Command::MapUpdateElem, &[], &k(5), 0);
+    d.elem("push", q, Command::MapUpdateElem, &[], &k(6), 0);
+    d.elem("push full", q, Command::MapUpdateElem, &[], &k(7), 0);
+    d.elem("peek", q, Command::MapLookupElem, &[], &[0; 4], 0);
+    d.elem("pop", q, Command::MapLookupAndDeleteElem, &[], &[0; 4], 0);
+
+    // Batches: update 6, read back 4 at a time, delete 2.
+    for (name, ty) in [("batch_hash", HASH), ("batch_array", ARRAY)] {
+        let b = d.create(name, ty, 4, 8, 8);
+        let keys: Vec<u8> = (0..6u32).flat_map(|i| i.to_ne_bytes()).collect();
+        let vals: Vec<u8> = (0..6u64).flat_map(|i| (i * 3).to_ne_bytes()).collect();
+        d.batch(
+            &format!("{name} update"),
+            Cmd::MapUpdateBatch,
+            b,
+            &keys,
+            &vals,
+            6,
+        );
+        d.lookup_all(name, b, 4, ty == ARRAY);
+        d.batch(
+            &format!("{name} delete"),
+            Cmd::MapDeleteBatch,
+            b,
+            &keys[..8],
+            &[],
+            2,
+        );
+        d.lookup_all(name, b, 4, ty == ARRAY);
+        // SAFETY: closing an fd this test created.
+        unsafe { libc::close(b as i32) };
+    }
+
+    d.create("bad type", 999, 4, 4, 1);
+    d.create("zero key", HASH, 0, 4, 1);
+    d.elem("bad fd", 100_000, Command::MapLookupElem, &k(1), &[0; 8], 0);
+
+    for fd in [h, a, p, q] {
+        if fd >= 0 {
+            // SAFETY: closing fds this test created.
+            unsafe { libc::close(fd as i32) };
+        }
+    }
+    d.steps
+}
+
+#[test]
+fn map_commands_match_the_kernel() {
+    // SAFETY: geteuid cannot fail.
+    if unsafe { libc::geteuid() } != 0 {
+        println!("SKIPPED: the kernel backend needs root");
+        return;
+    }
+    let run = std::env::temp_dir().join(format!("bpfjet-backends-{}", std::process::id()));
+    let name = format!("backends{}", std::process::id());
+    let ns = Namespace::open(&name, &run).expect("namespace");
+    let ncpus = bpfjet_runtime::possible_cpus();
+    let jet = BpfjetBackend::new(ns);
+    let kernel = sequence(&KernelBackend, ncpus);
+    let ours = sequence(&jet, ncpus);
+    let _ = std::fs::remove_dir_all(&run);
+    for id in jet.namespace().instance().list() {
+        let _ = jet.namespace().instance().remove_map(id.id);
+    }
+    let _ = bpfjet_maps::Instance::remove_stale(&name);
+    let outline = |steps: &[Step]| {
+        steps
+            .iter()
+            .map(|s| format!("{}: {:?} {:?}", s.what, s.result.map(|_| ()), s.out))
+            .collect::<Vec<_>>()
+            .join("\n")
+    };
+    assert_eq!(
+        kernel.len(),
+        ours.len(),
+        "kernel:\n{}\nbpfjet:\n{}",
+        outline(&kernel),
+        outline(&ours)
+    );
+    let mut differences = Vec::new();
+    for (k, j) in kernel.iter().zip(&ours) {
+        let k_ok = k.result.map(|_| ());
+        let j_ok = j.result.map(|_| ());
+        if k_ok != j_ok || k.out != j.out {
+            differences.push(format!(
+                "{}: kernel {:?} {:?}, bpfjet {:?} {:?}",
+                k.what, k.result, k.out, j.result, j.out
+            ));
+        }
+    }
+    assert!(
+        differences.is_empty(),
+        "differences:\n{}",
+        differences.join("\n")
+    );
+    assert!(kernel.len() > 30);
+}
