@@ -98,9 +98,14 @@ fn runner_argv(mut args: Vec<std::ffi::OsString>) -> Vec<std::ffi::OsString> {
     let Some(at) = args.iter().position(|a| a == "conformance-plugin") else {
         return args;
     };
+    // Only hex bytes ("11  22  "): never a subcommand or a file name.
+    let is_memory = |m: &str| {
+        m.split_whitespace()
+            .all(|b| b.len() == 2 && b.bytes().all(|c| c.is_ascii_hexdigit()))
+    };
     let before_is_memory = args[1..at]
         .iter()
-        .all(|a| a.to_str().is_some_and(|m| !m.starts_with('-')));
+        .all(|a| a.to_str().is_some_and(is_memory));
     if at > 1 && before_is_memory {
         let memory: Vec<_> = args.drain(1..at).collect();
         args.splice(2..2, memory);
@@ -203,6 +208,11 @@ mod tests {
         assert_eq!(
             runner_argv(argv(&["bpfjet", "disasm", "x.o"])),
             argv(&["bpfjet", "disasm", "x.o"])
+        );
+        // A file that happens to be named like the subcommand.
+        assert_eq!(
+            runner_argv(argv(&["bpfjet", "verify", "conformance-plugin"])),
+            argv(&["bpfjet", "verify", "conformance-plugin"])
         );
     }
 }

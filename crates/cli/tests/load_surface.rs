@@ -92,6 +92,29 @@ char LICENSE[] SEC(\"license\") = \"GPL\";"
     );
     assert_eq!(interp, jit);
     assert_eq!(interp.0, 3, "XDP_TX");
+    // compile (AOT) needs it as well, and test-run --aot with it runs the artifact.
+    let artifact = dir.path("custom.aot");
+    let refused = bpfjet(&["compile", &obj, "-o", &artifact], b"");
+    assert!(
+        refused.stderr.contains("--prog-type xdp"),
+        "{}",
+        refused.stderr
+    );
+    let compiled = bpfjet(
+        &["compile", &obj, "--prog-type", "xdp", "-o", &artifact],
+        b"",
+    );
+    assert_eq!(compiled.code, Some(0), "{}", compiled.stderr);
+    let aot = outcome(
+        &test_run(
+            &obj,
+            &packet,
+            "jit",
+            &["--prog-type", "xdp", "--aot", &artifact],
+        ),
+        "aot",
+    );
+    assert_eq!(aot, interp);
     if !kernel_or_skip("prog-type against the kernel") {
         return;
     }
