@@ -69,6 +69,8 @@ enum Command {
         /// Apply the kernel's policy for loaders without CAP_BPF/CAP_PERFMON.
         #[arg(long)]
         unprivileged: bool,
+        #[command(flatten)]
+        core: commands::object_args::CoreArgs,
     },
     /// The bpf_conformance plugin protocol: program as hex on stdin, memory as argument.
     ConformancePlugin {
@@ -102,7 +104,8 @@ fn main() -> ExitCode {
             prog,
             json,
             unprivileged,
-        } => commands::verify::run(&obj, prog.as_deref(), json, unprivileged),
+            core,
+        } => commands::verify::run(&obj, prog.as_deref(), json, unprivileged, &core),
         Command::Compile(args) => commands::compile::run(&args),
         Command::TestRun(args) => commands::test_run::run(&args),
         Command::Run(args) => commands::run::run(&args),

@@ -31,6 +31,9 @@ pub struct LoadOptions<'a> {
     /// 1 or 2 (kernel `log_level`): keep the log of accepted programs too,
     /// see [`KernelObject::verifier_log`].
     pub verifier_log_level: u32,
+    /// Target BTF for CO-RE relocations instead of the running kernel's
+    /// (libbpf's `btf_custom_path`, bpfjet's `--btf`).
+    pub btf_custom_path: Option<&'a Path>,
 }
 
 /// A program of the loaded object.
@@ -107,13 +110,21 @@ impl KernelObject {
         libbpf_log::install();
         libbpf_log::clear();
 
-        let mut open = ObjectBuilder::default()
-            .open_file(path)
-            .map_err(|e| KernelError::Open {
-                path: shown.clone(),
-                why: e.to_string(),
-                libbpf_log: libbpf_log::take(),
-            })?;
+        let mut builder = ObjectBuilder::default();
+        if let Some(btf) = options.btf_custom_path {
+            builder
+                .btf_custom_path(btf)
+                .map_err(|e| KernelError::Open {
+                    path: shown.clone(),
+                    why: format!("--btf {}: {e}", btf.display()),
+                    libbpf_log: String::new(),
+                })?;
+        }
+        let mut open = builder.open_file(path).map_err(|e| KernelError::Open {
+            path: shown.clone(),
+            why: e.to_string(),
+            libbpf_log: libbpf_log::take(),
+        })?;
 
         if let Some(state) = options.state {
             state::check_names(state, &open_map_names(&open))?;

@@ -17,7 +17,7 @@ fn state(json: &str) -> MapState {
 fn open_with_state(name: &str, state: &MapState) -> KernelObject {
     let options = LoadOptions {
         state: Some(state),
-        verifier_log_level: 0,
+        ..LoadOptions::default()
     };
     KernelObject::open_with(object(name), &options).unwrap()
 }

@@ -48,6 +48,8 @@ impl Mode {
 pub struct BenchArgs {
     /// BPF ELF object.
     pub object: PathBuf,
+    #[command(flatten)]
+    pub core: crate::commands::object_args::CoreArgs,
     /// Program (C function name); defaults to the object's only XDP program.
     #[arg(long)]
     pub prog: Option<String>,
@@ -195,8 +197,7 @@ pub fn run(args: &BenchArgs) -> Result<ExitCode> {
     if args.engines.is_empty() {
         bail!("--engines names no engine");
     }
-    let object = bpfjet_obj::load_file(&args.object)
-        .map_err(|e| anyhow::anyhow!("object {}: {e}", args.object.display()))?;
+    let object = args.core.load(&args.object)?;
     let program = choose_program(&object, args.prog.as_deref())?;
     let packet = read_packet(&args.data)?;
     let state: MapState = match &args.maps {
@@ -214,6 +215,7 @@ pub fn run(args: &BenchArgs) -> Result<ExitCode> {
     let dir = bench_dir(args)?;
     let setup = engines::Setup {
         object_path: &args.object,
+        btf_custom_path: args.core.btf_custom_path(),
         object: &object,
         program: &program,
         packet: &packet,

@@ -11,6 +11,8 @@ use std::process::ExitCode;
 pub struct CompileArgs {
     /// BPF ELF object (clang -target bpf, libbpf conventions).
     pub object: PathBuf,
+    #[command(flatten)]
+    pub core: crate::commands::object_args::CoreArgs,
     /// Output artifact (default: OBJECT with the extension `.aot`).
     #[arg(short, long)]
     pub output: Option<PathBuf>,
@@ -42,8 +44,7 @@ fn default_output(object: &Path) -> PathBuf {
 pub fn run(args: &CompileArgs) -> Result<ExitCode> {
     let source = std::fs::read(&args.object)
         .with_context(|| format!("reading {}", args.object.display()))?;
-    let object = bpfjet_obj::load_file(&args.object)
-        .map_err(|e| anyhow!("object {}: {e}", args.object.display()))?;
+    let object = args.core.load(&args.object)?;
     for name in &args.progs {
         if object.program(name).is_none() {
             let names: Vec<&str> = object.programs.iter().map(|p| p.name.as_str()).collect();

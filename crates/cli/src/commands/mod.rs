@@ -5,6 +5,7 @@ pub mod compile;
 pub mod conformance;
 pub mod disasm;
 pub mod map;
+pub mod object_args;
 pub mod replace;
 pub mod run;
 pub mod test_run;

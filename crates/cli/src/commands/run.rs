@@ -54,6 +54,8 @@ use std::time::{Duration, Instant};
 pub struct RunArgs {
     /// BPF ELF object.
     pub obj: PathBuf,
+    #[command(flatten)]
+    pub core: crate::commands::object_args::CoreArgs,
     /// Program to run (default: the object's first XDP program).
     #[arg(long)]
     pub prog: Option<String>,
@@ -187,8 +189,7 @@ pub fn run(args: &RunArgs) -> Result<ExitCode> {
     // or compiling then ends the run at its first batch boundary, through
     // the same teardown as any other stop.
     let signal = StopSignal::install().context("installing SIGINT/SIGTERM handlers")?;
-    let object = bpfjet_obj::load_file(&args.obj)
-        .with_context(|| format!("loading {}", args.obj.display()))?;
+    let object = args.core.load(&args.obj)?;
     let prog = object
         .runnable_program(args.prog.as_deref())
         .with_context(|| format!("choosing the program of {}", args.obj.display()))?

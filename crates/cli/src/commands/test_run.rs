@@ -25,6 +25,8 @@ use std::process::ExitCode;
 pub struct TestRunArgs {
     /// BPF ELF object (clang -target bpf, libbpf conventions).
     pub object: PathBuf,
+    #[command(flatten)]
+    pub core: crate::commands::object_args::CoreArgs,
     /// Program (C function name, or ELF section when that is unique);
     /// defaults to the object's only program.
     #[arg(long)]
@@ -79,8 +81,7 @@ pub fn run(args: &TestRunArgs) -> Result<ExitCode> {
         (Some(engine), None) => engine,
         (None, None) => Engine::Interp,
     };
-    let object = bpfjet_obj::load_file(&args.object)
-        .map_err(|e| anyhow!("object {}: {e}", args.object.display()))?;
+    let object = args.core.load(&args.object)?;
     let program = choose_program(&object, args.prog.as_deref())
         .with_context(|| format!("object {}", args.object.display()))?;
     let data = packet::read_packet(&args.data)?;
@@ -100,6 +101,7 @@ pub fn run(args: &TestRunArgs) -> Result<ExitCode> {
 
     let request = RunRequest {
         object_path: &args.object,
+        btf_custom_path: args.core.btf_custom_path(),
         object: &object,
         program: &program,
         data: &data,

@@ -5,14 +5,20 @@
 //!
 //! Needs `bpfjet-verifier` in this crate's dependencies.
 
+use crate::commands::object_args::CoreArgs;
 use anyhow::{Context, Result};
 use bpfjet_verifier::{verify, ObjectProgramEnv, Policy};
 use std::path::Path;
 use std::process::ExitCode;
 
-pub fn run(obj: &Path, prog: Option<&str>, json: bool, unprivileged: bool) -> Result<ExitCode> {
-    let object =
-        bpfjet_obj::load_file(obj).with_context(|| format!("loading {}", obj.display()))?;
+pub fn run(
+    obj: &Path,
+    prog: Option<&str>,
+    json: bool,
+    unprivileged: bool,
+    core: &CoreArgs,
+) -> Result<ExitCode> {
+    let object = core.load(obj)?;
     let programs: Vec<&bpfjet_obj::Program> = match prog {
         Some(name) => vec![object
             .program(name)
@@ -37,7 +43,7 @@ pub fn run(obj: &Path, prog: Option<&str>, json: bool, unprivileged: bool) -> Re
         let inputs = ObjectProgramEnv::new(&object, p);
         let env = inputs.env(&object, policy);
         let start = std::time::Instant::now();
-        let result = verify(&insns, &env);
+        let result = verify(&insns, &env).map_err(|e| explain_unresolved_core(p, e));
         let elapsed = start.elapsed();
         match result {
             Ok(facts) => {
@@ -82,4 +88,17 @@ pub fn run(obj: &Path, prog: Option<&str>, json: bool, unprivileged: bool) -> Re
     } else {
         ExitCode::SUCCESS
     })
+}
+
+/// A rejection at an instruction poisoned by an unresolved CO-RE relocation
+/// is about the relocation, not the unknown helper the poison calls.
+fn explain_unresolved_core(
+    prog: &bpfjet_obj::Program,
+    mut e: bpfjet_verifier::VerifyError,
+) -> bpfjet_verifier::VerifyError {
+    if let Some(u) = e.pc.and_then(|pc| prog.unresolved_core_at(pc)) {
+        e.message = u.to_string();
+        e.rule = "unresolved_core_relo";
+    }
+    e
 }

@@ -26,6 +26,8 @@ pub enum Engine {
 /// Everything the engines share.
 pub struct Setup<'a> {
     pub object_path: &'a Path,
+    /// `--btf`: the CO-RE target libbpf uses for the kernel engine.
+    pub btf_custom_path: Option<&'a Path>,
     pub object: &'a bpfjet_obj::Object,
     pub program: &'a str,
     pub packet: &'a [u8],
@@ -186,6 +188,7 @@ fn kernel<'a>(setup: &'a Setup<'a>) -> Result<Kernel<'a>> {
         setup.object_path,
         &bpfjet_kernel::LoadOptions {
             state: Some(setup.state),
+            btf_custom_path: setup.btf_custom_path,
             ..Default::default()
         },
     )

@@ -42,6 +42,8 @@ pub struct RxContext {
 /// names maps of the object, packet long enough, CPU possible).
 pub struct RunRequest<'a> {
     pub object_path: &'a Path,
+    /// `--btf`: the CO-RE target libbpf uses for the kernel engine.
+    pub btf_custom_path: Option<&'a Path>,
     pub object: &'a bpfjet_obj::Object,
     pub program: &'a str,
     pub data: &'a [u8],
@@ -86,6 +88,7 @@ fn run_kernel(request: &RunRequest<'_>) -> Result<RunOutcome> {
         request.object_path,
         &bpfjet_kernel::LoadOptions {
             state: request.state,
+            btf_custom_path: request.btf_custom_path,
             ..Default::default()
         },
     )?;
