@@ -63,7 +63,7 @@ impl CoreKind {
         )
     }
 
-    /// Relocations about one enumerator (access string `"0:N"`).
+    /// Relocations about one enumerator (access string `"N"`, its index).
     pub fn is_enumval(self) -> bool {
         matches!(self, CoreKind::EnumvalExists | CoreKind::EnumvalValue)
     }
