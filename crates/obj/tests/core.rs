@@ -18,7 +18,7 @@ fn int(name: &str, size: u32, signed: bool) -> BtfType {
     BtfType::Int {
         name: name.into(),
         size,
-        encoding: size * 8 | if signed { SIGNED } else { 0 },
+        encoding: (size * 8) | if signed { SIGNED } else { 0 },
     }
 }
 
