@@ -245,6 +245,11 @@ fn vmlinux_types_relocate_as_libbpf_does() {
     assert_eq!(udp[19], 1, "xdp_md::egress_ifindex exists");
     assert_eq!(udp[20], 0, "sk_buff::len is unsigned");
     assert_eq!((udp[22], udp[23], udp[24], udp[25]), (0x0800, 5, 4, 33));
+    assert!(
+        udp[26] > 0,
+        "xdp_md's kernel type id, not bpfjet's context BTF's"
+    );
+    assert_eq!(udp[27], 24, "sizeof(struct xdp_md)");
     assert_eq!(
         outcomes[0]["retval"], 3,
         "UDP answered XDP_TX by enum relocation"

@@ -82,6 +82,8 @@ int vmlinux_probe(struct xdp_md *ctx)
 	put(19, bpf_core_field_exists(struct xdp_md, egress_ifindex));
 	put(20, field_signed(struct sk_buff, len));
 	put(21, bpf_core_type_size(enum xdp_action));
+	put(26, bpf_core_type_id_kernel(struct xdp_md));
+	put(27, bpf_core_type_size(struct xdp_md));
 
 	// Packet headers through vmlinux.h types: relocated direct loads,
 	// and the iphdr bitfields through BPF_CORE_READ_BITFIELD.

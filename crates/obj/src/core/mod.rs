@@ -280,8 +280,15 @@ fn resolve(
     if essential.is_empty() {
         return Err("relocations against anonymous types are not supported (as in libbpf)".into());
     }
+    // Target type ids name kernel types (libbpf resolves them in vmlinux):
+    // bpfjet's context BTF only stands in for layouts.
+    let kernel_ids = kind == CoreKind::TypeIdTarget && targets.kernel.is_ok();
     let mut target = targets.context;
-    let mut cands: Vec<u32> = target.candidates(local_ty, essential).collect();
+    let mut cands: Vec<u32> = if kernel_ids {
+        Vec::new()
+    } else {
+        target.candidates(local_ty, essential).collect()
+    };
     if cands.is_empty() {
         target = targets.kernel.map_err(str::to_string)?;
         cands = target.candidates(local_ty, essential).collect();
