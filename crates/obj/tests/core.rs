@@ -513,6 +513,36 @@ fn compiled_object_relocates_its_xdp_md_view_against_the_context() {
 }
 
 #[test]
+fn subprogram_relocations_apply_to_every_caller() {
+    let obj = common::load("core");
+    for name in ["core_prog", "core_prog2"] {
+        let prog = obj.program(name).unwrap();
+        let callee = prog
+            .func_info
+            .iter()
+            .find(|f| f.name == "queue_of")
+            .unwrap_or_else(|| panic!("{name} calls queue_of"))
+            .slot;
+        let in_callee: Vec<_> = prog
+            .core_relos
+            .iter()
+            .filter(|r| r.slot >= callee)
+            .collect();
+        assert_eq!(in_callee.len(), 2, "{name}: {:?}", prog.core_relos);
+        // ingress_ifindex: local offset 20 (after two u64 and a u32), uapi 12.
+        for r in in_callee {
+            let insn = prog.insns[r.slot];
+            let value = if insn.code & 0x07 == CLASS_LDX {
+                insn.off as i64
+            } else {
+                insn.imm as i64
+            };
+            assert_eq!(value, 12, "{name} slot {}", r.slot);
+        }
+    }
+}
+
+#[test]
 fn target_btf_files_are_read_raw_or_from_elf() {
     let dir = tempfile::tempdir().unwrap();
     let elf = dir.path().join("core.o");

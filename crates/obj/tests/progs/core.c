@@ -21,6 +21,12 @@ enum nowhere_enum___local {
 	NOWHERE___local = 3,
 };
 
+// Relocations in a subprogram travel with it into every program calling it.
+static __attribute__((noinline)) int queue_of(struct xdp_md___mine *m)
+{
+	return m->ingress_ifindex + bpf_core_field_offset(struct xdp_md___mine, ingress_ifindex);
+}
+
 SEC("xdp")
 int core_prog(struct xdp_md *ctx)
 {
@@ -37,7 +43,13 @@ int core_prog(struct xdp_md *ctx)
 	r += bpf_core_enum_value_exists(enum nowhere_enum___local, NOWHERE___local);
 	if (bpf_core_field_exists(struct xdp_md___mine, data_meta))
 		r += bpf_core_field_offset(struct xdp_md___mine, data_meta);
-	return r & 3;
+	return (r + queue_of(m)) & 3;
+}
+
+SEC("xdp")
+int core_prog2(struct xdp_md *ctx)
+{
+	return queue_of((void *)ctx) & 3;
 }
 
 char _license[] SEC("license") = "GPL";
