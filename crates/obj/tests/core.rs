@@ -558,3 +558,32 @@ fn target_btf_files_are_read_raw_or_from_elf() {
     let err = TargetBtf::from_file(&junk).unwrap_err().to_string();
     assert!(err.contains("junk"), "{err}");
 }
+
+#[test]
+fn huge_types_overflow_into_errors_not_panics() {
+    let huge = Btf::from_types(vec![
+        int("unsigned long long", 8, false),
+        BtfType::Array {
+            elem: 1,
+            index: 1,
+            nelems: u32::MAX,
+        },
+        BtfType::Array {
+            elem: 2,
+            index: 1,
+            nelems: 0x1000_0000,
+        },
+        strukt("giant", 0, vec![member("arr", 3, 0, 0)]),
+    ]);
+    let context = TargetBtf::context();
+    let kernel = TargetBtf::new(huge.clone(), "huge");
+    let targets = CoreTargets {
+        context: &context,
+        kernel: Ok(&kernel),
+    };
+    for access in ["1:0", "0:0:7", "0:0:268435455:5"] {
+        let prog = program(vec![mov(0)], vec![(0, 4, access, FIELD_BYTE_OFFSET)]);
+        // Any outcome but a panic; these sizes cannot be relocated sensibly.
+        let _ = core::relocate(&prog, &huge, &targets);
+    }
+}

@@ -436,7 +436,7 @@ fn field_value(btf: &Btf, spec: Option<&Spec>, kind: CoreKind) -> Result<Value, 
         }
         let mut byte_off = bit_off / 8 / byte_sz * byte_sz;
         // The smallest load holding the whole bitfield.
-        while bit_off + bit_sz - byte_off * 8 > byte_sz * 8 {
+        while bit_off + bit_sz - byte_off * 8 > byte_sz.saturating_mul(8) {
             if byte_sz >= 8 {
                 return Err(Calc::Fatal(
                     "bitfield cannot be read with a 64-bit load".into(),
@@ -448,7 +448,7 @@ fn field_value(btf: &Btf, spec: Option<&Spec>, kind: CoreKind) -> Result<Value, 
         (byte_sz, byte_off)
     } else {
         let sz = size(field_id)?;
-        bit_sz = sz * 8;
+        bit_sz = sz.saturating_mul(8);
         (sz, bit_off / 8)
     };
     // Bitfield layouts are ambiguous enough that the compiler's values are
@@ -476,7 +476,10 @@ fn field_value(btf: &Btf, spec: Option<&Spec>, kind: CoreKind) -> Result<Value, 
         }
         // Little-endian: shift the field's top bit to bit 63.
         CoreKind::FieldLshiftU64 => {
-            value.val = 64u64.wrapping_sub(bit_off + bit_sz - byte_off * 8) & 0xffff_ffff
+            let end = bit_off
+                .wrapping_add(bit_sz)
+                .wrapping_sub(byte_off.wrapping_mul(8));
+            value.val = 64u64.wrapping_sub(end) & 0xffff_ffff
         }
         CoreKind::FieldRshiftU64 => {
             value.val = 64u64.wrapping_sub(bit_sz) & 0xffff_ffff;

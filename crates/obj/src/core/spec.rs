@@ -56,6 +56,23 @@ fn size(btf: &Btf, id: u32) -> Result<u64, String> {
         .ok_or_else(|| format!("type [{id}] has no size"))
 }
 
+/// The bit offset of element `idx` of `size`-byte elements, checked: sizes
+/// in malformed BTF can be anything.
+fn elem_bits(idx: u32, size: u64) -> Result<u64, String> {
+    (idx as u64)
+        .checked_mul(size)
+        .and_then(|b| b.checked_mul(8))
+        .ok_or_else(|| "offset overflows".to_string())
+}
+
+fn add_bits(spec: &mut Spec, bits: u64) -> Result<(), String> {
+    spec.bit_offset = spec
+        .bit_offset
+        .checked_add(bits)
+        .ok_or("offset overflows")?;
+    Ok(())
+}
+
 /// An array member at the end of its struct with no elements (`x[]`).
 fn is_flex(btf: &Btf, prev: Option<&Accessor>, nelems: u32) -> bool {
     let Some(prev) = prev.filter(|p| p.name.is_some() && nelems == 0) else {
@@ -129,9 +146,7 @@ pub(super) fn parse_local(
         spec.acc[0].name = Some(value.0.clone());
         return Ok(spec);
     }
-    spec.bit_offset = (raw[0] as u64)
-        .checked_mul(size(btf, id)? * 8)
-        .ok_or("offset overflows")?;
+    spec.bit_offset = elem_bits(raw[0], size(btf, id)?)?;
     for &idx in &raw[1..] {
         let (skipped, ty) = skip_mods(btf, id)?;
         id = skipped;
@@ -160,7 +175,7 @@ pub(super) fn parse_local(
                 idx,
                 name: None,
             });
-            spec.bit_offset += idx as u64 * size(btf, elem_id)? * 8;
+            add_bits(&mut spec, elem_bits(idx, size(btf, elem_id)?)?)?;
             id = elem_id;
         } else {
             return Err(format!(
@@ -241,7 +256,7 @@ pub(super) fn match_target(
             name: None,
         });
         targ.raw.push(lacc.idx);
-        targ.bit_offset += lacc.idx as u64 * size(tbtf, id)? * 8;
+        add_bits(&mut targ, elem_bits(lacc.idx, size(tbtf, id)?)?)?;
     }
     Ok(Some(targ))
 }
