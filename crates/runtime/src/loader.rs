@@ -413,7 +413,7 @@ fn verify_program(
         // Reaching a poisoned instruction is about its CO-RE relocation,
         // not about the unknown helper the poison calls.
         if let Some(u) = e.pc.and_then(|pc| p.unresolved_core_at(pc)) {
-            e.message = u.to_string();
+            e.message = u.summary();
             e.rule = "unresolved_core_relo";
         }
         RuntimeError::Rejected {

@@ -97,7 +97,7 @@ fn explain_unresolved_core(
     mut e: bpfjet_verifier::VerifyError,
 ) -> bpfjet_verifier::VerifyError {
     if let Some(u) = e.pc.and_then(|pc| prog.unresolved_core_at(pc)) {
-        e.message = u.to_string();
+        e.message = u.summary();
         e.rule = "unresolved_core_relo";
     }
     e

@@ -66,13 +66,19 @@ pub struct UnresolvedCore {
     pub reason: String,
 }
 
+impl UnresolvedCore {
+    /// The message without the instruction, for reports that name it already.
+    pub fn summary(&self) -> String {
+        format!(
+            "unresolved CO-RE relocation #{} ({}): {}",
+            self.index, self.description, self.reason
+        )
+    }
+}
+
 impl fmt::Display for UnresolvedCore {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "instruction {}: unresolved CO-RE relocation #{} ({}): {}",
-            self.slot, self.index, self.description, self.reason
-        )
+        write!(f, "instruction {}: {}", self.slot, self.summary())
     }
 }
 
