@@ -440,3 +440,57 @@ fn compile_and_aot_take_the_same_target() {
     );
     assert_eq!(outcome(&aot, "aot"), jit);
 }
+
+/// `bpfjet replace` into a run started with `--btf` relocates the new
+/// object against the same target: bits.o loads only with it.
+#[test]
+fn replace_uses_the_runs_target_btf() {
+    use std::process::Stdio;
+    use std::time::{Duration, Instant};
+    let b = built();
+    let instance = format!("core-replace-{}", std::process::id());
+    let mut child = Command::new(env!("CARGO_BIN_EXE_bpfjet"))
+        .args(["run", &b.bits, "--prog", "guarded", "--btf", &b.bits_target])
+        .args(["--engine", "interp", "--name", &instance, "--force"])
+        .args(["--gen", "size=80,count=unbounded", "--duration", "30"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("starting bpfjet run");
+    let socket = PathBuf::from(format!("/dev/shm/bpfjet.{instance}.ctl"));
+    let started = Instant::now();
+    while !socket.exists() {
+        if let Ok(Some(status)) = child.try_wait() {
+            let out = child.wait_with_output().unwrap();
+            panic!(
+                "run exited early ({status}): {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(60),
+            "no control socket"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let replaced = bpfjet(
+        &[
+            "replace",
+            "--instance",
+            &instance,
+            &b.bits,
+            "--prog",
+            "guarded",
+        ],
+        b"",
+    );
+    // SIGTERM ends the run whatever the replace did.
+    let _ = Command::new("kill").arg(child.id().to_string()).status();
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(replaced.code, Some(0), "replace: {}", replaced.stderr);
+    assert!(
+        out.status.success(),
+        "run: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}

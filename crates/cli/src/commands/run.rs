@@ -274,6 +274,7 @@ pub fn run(args: &RunArgs) -> Result<ExitCode> {
             &object,
             &prog,
         )
+        .map(|c| c.with_kernel_btf(args.core.kernel_btf()))
     };
     match &iface {
         Some(spec) => {
