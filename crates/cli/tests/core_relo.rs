@@ -494,3 +494,43 @@ fn replace_uses_the_runs_target_btf() {
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+/// xdp_md views whose loads cannot be narrowed (pointer or signed fields):
+/// poisoned by libbpf and by bpfjet alike, so both reject the program.
+#[test]
+fn unnarrowable_context_views_are_rejected_on_both() {
+    let b = built();
+    let frame = b.dir.file("views.bin", [0u8; 64]);
+    for (view, reason) in [
+        ("ptr", "no matching target in bpfjet's context types"),
+        ("signed", "not an unsigned integer or pointer on both sides"),
+    ] {
+        let object = b.dir.path(&format!("view_{view}.o"));
+        compile(
+            &source("ctx_views.c"),
+            &object,
+            &[&format!("-DVIEW={view}")],
+        );
+        let named = format!(
+            "unresolved CO-RE relocation #0 (field byte offset of struct xdp_md___{view}::data_end)"
+        );
+        for engine in ["interp", "jit"] {
+            let run = test_run(&object, "view", &frame, engine, None);
+            assert_ne!(run.code, Some(0), "{view} on {engine}: {}", run.stdout);
+            assert!(
+                run.stderr.contains(&named) && run.stderr.contains(reason),
+                "{view} on {engine}: {}",
+                run.stderr
+            );
+        }
+        if kernel_or_skip("unnarrowable_context_views_are_rejected_on_both (kernel)") {
+            let kernel = test_run(&object, "view", &frame, "kernel", None);
+            assert_ne!(
+                kernel.code,
+                Some(0),
+                "the kernel accepted {view}: {}",
+                kernel.stdout
+            );
+        }
+    }
+}
