@@ -38,6 +38,9 @@ pub struct LoadOptions<'a> {
     /// `(map, max_entries)`: sizes set before the maps are created, like a
     /// loader's `bpf_map__set_max_entries` (maps by their C name).
     pub max_entries: &'a [(String, u32)],
+    /// Target BTF for CO-RE relocations instead of the running kernel's
+    /// (libbpf's `btf_custom_path`, bpfjet's `--btf`).
+    pub btf_custom_path: Option<&'a Path>,
 }
 
 /// A program type forced on every program of an object (kernel values:
@@ -123,13 +126,21 @@ impl KernelObject {
         libbpf_log::install();
         libbpf_log::clear();
 
-        let mut open = ObjectBuilder::default()
-            .open_file(path)
-            .map_err(|e| KernelError::Open {
-                path: shown.clone(),
-                why: e.to_string(),
-                libbpf_log: libbpf_log::take(),
-            })?;
+        let mut builder = ObjectBuilder::default();
+        if let Some(btf) = options.btf_custom_path {
+            builder
+                .btf_custom_path(btf)
+                .map_err(|e| KernelError::Open {
+                    path: shown.clone(),
+                    why: format!("--btf {}: {e}", btf.display()),
+                    libbpf_log: String::new(),
+                })?;
+        }
+        let mut open = builder.open_file(path).map_err(|e| KernelError::Open {
+            path: shown.clone(),
+            why: e.to_string(),
+            libbpf_log: libbpf_log::take(),
+        })?;
 
         // An oracle load is isolated: maps an object pins by name
         // (`LIBBPF_PIN_BY_NAME`, e.g. xdp-filter's rule maps) would

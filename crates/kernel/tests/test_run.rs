@@ -115,7 +115,6 @@ fn verifier_rejection_carries_the_log() {
 fn accepted_programs_keep_their_log_on_request() {
     require_kernel!("accepted_programs_keep_their_log_on_request");
     let options = bpfjet_kernel::LoadOptions {
-        state: None,
         verifier_log_level: 2,
         ..Default::default()
     };

@@ -47,6 +47,20 @@ pub enum ObjError {
         section: String,
         kind: String,
     },
+    #[error(
+        "program `{program}` (section `{section}`), instruction {slot}: \
+         CO-RE relocation #{index} ({relocation}): {reason}"
+    )]
+    Core {
+        program: String,
+        section: String,
+        slot: usize,
+        index: usize,
+        relocation: String,
+        reason: String,
+    },
+    #[error("target BTF {path}: {reason}")]
+    TargetBtf { path: String, reason: String },
     #[error("no program named `{0}` in the object")]
     NoSuchProgram(String),
     #[error("map `{map}` has type {type_id}, which bpfjet does not support")]

@@ -35,15 +35,21 @@
 //! no `map_extra`, inner-map templates, `.values` initialisers or kfunc
 //! externs. ELF is read with the `object` crate; BTF is read here.
 //!
+//! # CO-RE
+//!
+//! CO-RE relocations (`.BTF.ext`) are applied after linking, by [`core`],
+//! against bpfjet's own context types and the kernel BTF ([`KernelBtf`]:
+//! the running kernel's, or a file, libbpf's `btf_custom_path`).
+//! [`load`] and [`load_file`] use the running kernel's.
+//!
 //! # Not supported
 //!
-//! CO-RE relocations are not applied (offsets stay as compiled, which is what
-//! a userspace target with the same types needs; affected sections are listed
-//! in [`Object::core_relo_sections`]); `__ksym` and `__kconfig` extern
-//! variables; big-endian and 32-bit objects; `struct_ops`.
+//! `__ksym` and `__kconfig` extern variables; CO-RE against kernel module
+//! BTF (split BTF); big-endian and 32-bit objects; `struct_ops`.
 
 mod btf;
 mod bytes;
+pub mod core;
 mod elf;
 mod error;
 mod link;
@@ -52,9 +58,13 @@ mod object;
 mod prog_kind;
 mod program;
 
-pub use btf::{Btf, BtfExt, BtfType, DataSecVar, FuncRecord, LineRecord, Linkage, Member, Param};
+pub use btf::{
+    Btf, BtfExt, BtfType, CoreReloRecord, DataSecVar, FuncRecord, LineRecord, Linkage, Member,
+    Param,
+};
+pub use core::{KernelBtf, TargetBtf};
 pub use error::ObjError;
 pub use maps::{spin_lock_offset, MapSlotInit, SlotTarget};
-pub use object::{license_is_gpl_compatible, load, load_file, Object};
+pub use object::{license_is_gpl_compatible, load, load_file, load_file_with, load_with, Object};
 pub use prog_kind::{force_type_hint, KernelProgType, ProgKind, XdpAttach};
 pub use program::{FuncInfo, LineInfo, Program};

@@ -21,6 +21,7 @@ use bpfjet_isa::opcode::{
 use bpfjet_isa::RawInsn;
 
 use crate::btf::{Btf, BtfExt, BtfType};
+use crate::core::CoreRelo;
 use crate::elf::{reloc, Elf, Reloc, SymKind, Symbol};
 use crate::error::{malformed, ObjError};
 use crate::maps::MapTable;
@@ -94,6 +95,7 @@ pub(crate) struct LinkedProgram {
     pub insns: Vec<RawInsn>,
     pub func_info: Vec<FuncInfo>,
     pub line_info: Vec<LineInfo>,
+    pub core_relos: Vec<CoreRelo>,
 }
 
 /// Links programs of one object; owns the object-wide kfunc table so that
@@ -141,10 +143,12 @@ impl Linker<'_> {
                 .map_err(|_| malformed(format!("program `{program}` is too large to link")))?;
         }
         let (func_info, line_info) = self.debug_info(&order, &placed);
+        let core_relos = self.core_relos(&order, &placed)?;
         Ok(LinkedProgram {
             insns,
             func_info,
             line_info,
+            core_relos,
         })
     }
 
@@ -432,6 +436,48 @@ impl Linker<'_> {
         }
         lines.sort_by_key(|l| l.slot);
         (funcs, lines)
+    }
+}
+
+impl Linker<'_> {
+    /// The CO-RE relocations of the placed functions, moved from section
+    /// byte offsets to slots of the linked program (applied later, by
+    /// `core::relocate`, against the target BTF).
+    fn core_relos(
+        &self,
+        order: &[usize],
+        placed: &HashMap<usize, usize>,
+    ) -> Result<Vec<CoreRelo>, ObjError> {
+        let mut relos = Vec::new();
+        for &f in order {
+            let func = &self.code.funcs[f];
+            let section = self.elf.section_name(func.section);
+            let Some(records) = self.ext.and_then(|e| e.core_relos.get(section)) else {
+                continue;
+            };
+            let range = func.start..func.start + func.len;
+            for rec in records {
+                let slot = rec.insn_off as usize / 8;
+                if !range.contains(&slot) {
+                    continue;
+                }
+                if rec.insn_off % 8 != 0 {
+                    return Err(ObjError::BadRelocation {
+                        section: section.to_string(),
+                        offset: rec.insn_off as u64,
+                        reason: "CO-RE relocation is not instruction aligned".into(),
+                    });
+                }
+                relos.push(CoreRelo {
+                    slot: placed[&f] + slot - func.start,
+                    type_id: rec.type_id,
+                    access: rec.access.clone(),
+                    kind: rec.kind,
+                });
+            }
+        }
+        relos.sort_by_key(|r| r.slot);
+        Ok(relos)
     }
 }
 

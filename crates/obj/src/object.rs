@@ -6,6 +6,7 @@ use std::path::Path;
 use bpfjet_maps::MapSpec;
 
 use crate::btf::{Btf, BtfExt, BtfType, Linkage};
+use crate::core::{CoreTargets, KernelBtf, TargetBtf};
 use crate::elf::Elf;
 use crate::error::{malformed, ObjError};
 use crate::link::{CodeIndex, Linker};
@@ -28,8 +29,6 @@ pub struct Object {
     /// Kernel functions called, indexed by the imm of `CALL_KFUNC` calls.
     pub kfuncs: Vec<String>,
     pub btf: Option<Btf>,
-    /// Sections whose CO-RE relocations were left as compiled (see crate docs).
-    pub core_relo_sections: Vec<String>,
 }
 
 impl Object {
@@ -100,16 +99,29 @@ impl Object {
     }
 }
 
+/// Loads the object at `path`, CO-RE relocated against the running kernel.
 pub fn load_file(path: impl AsRef<Path>) -> Result<Object, ObjError> {
+    load_file_with(path, &KernelBtf::Running)
+}
+
+/// Loads the object at `path`, CO-RE relocated against `kernel_btf`.
+pub fn load_file_with(path: impl AsRef<Path>, kernel_btf: &KernelBtf) -> Result<Object, ObjError> {
     let path = path.as_ref();
     let bytes = std::fs::read(path).map_err(|source| ObjError::Io {
         path: path.display().to_string(),
         source,
     })?;
-    load(&bytes)
+    load_with(&bytes, kernel_btf)
 }
 
+/// Loads an object from memory, CO-RE relocated against the running kernel.
 pub fn load(bytes: &[u8]) -> Result<Object, ObjError> {
+    load_with(bytes, &KernelBtf::Running)
+}
+
+/// Loads an object from memory: ELF → BTF → maps → programs (linked) →
+/// CO-RE relocations applied against `kernel_btf` and bpfjet's context types.
+pub fn load_with(bytes: &[u8], kernel_btf: &KernelBtf) -> Result<Object, ObjError> {
     let elf = Elf::parse(bytes)?;
     let license = license(&elf)?;
     let btf = match elf.section_by_name(".BTF") {
@@ -156,11 +168,15 @@ pub fn load(bytes: &[u8]) -> Result<Object, ObjError> {
                 insns: linked.insns,
                 func_info: linked.func_info,
                 line_info: linked.line_info,
+                core_relos: linked.core_relos,
+                unresolved_core: Vec::new(),
             });
         }
     }
     let kfuncs = linker.kfuncs;
-    let core_relo_sections = ext.map(|e| e.core_relo_sections).unwrap_or_default();
+    if let Some(local) = &btf {
+        apply_core(&mut programs, local, kernel_btf)?;
+    }
     Ok(Object {
         license,
         maps: maps.specs,
@@ -169,8 +185,31 @@ pub fn load(bytes: &[u8]) -> Result<Object, ObjError> {
         programs,
         kfuncs,
         btf,
-        core_relo_sections,
     })
+}
+
+/// The CO-RE step: relocates every program; the kernel BTF is read only
+/// when some program has relocations, and only needed if one of them names
+/// a type outside bpfjet's context types.
+fn apply_core(
+    programs: &mut [Program],
+    local: &Btf,
+    kernel_btf: &KernelBtf,
+) -> Result<(), ObjError> {
+    if programs.iter().all(|p| p.core_relos.is_empty()) {
+        return Ok(());
+    }
+    let context = TargetBtf::context();
+    let kernel = kernel_btf.load();
+    let targets = CoreTargets {
+        context: &context,
+        kernel: kernel.as_deref().map_err(String::as_str),
+    };
+    for prog in programs {
+        let fixups = crate::core::relocate(prog, local, &targets)?;
+        crate::core::apply(prog, fixups);
+    }
+    Ok(())
 }
 
 /// libbpf's reading of the `license` section: the text up to its first NUL,

@@ -2,6 +2,7 @@
 
 use bpfjet_isa::RawInsn;
 
+use crate::core::{CoreRelo, UnresolvedCore};
 use crate::prog_kind::ProgKind;
 
 #[derive(Clone, Debug)]
@@ -18,6 +19,12 @@ pub struct Program {
     pub func_info: Vec<FuncInfo>,
     /// Source lines from `.BTF.ext`, sorted by slot; empty without BTF.
     pub line_info: Vec<LineInfo>,
+    /// CO-RE relocations as compiled, by slot of `insns` (already applied
+    /// when the object was loaded; kept to explain the result).
+    pub core_relos: Vec<CoreRelo>,
+    /// Relocations that found no target: their instruction was poisoned
+    /// (see [`crate::core`]) and rejects the program only if reachable.
+    pub unresolved_core: Vec<UnresolvedCore>,
 }
 
 /// The start of one function in a linked program.
@@ -45,6 +52,15 @@ impl Program {
     pub fn line_at(&self, slot: usize) -> Option<&LineInfo> {
         let i = self.line_info.partition_point(|l| l.slot <= slot);
         i.checked_sub(1).map(|i| &self.line_info[i])
+    }
+
+    /// The unresolved CO-RE relocation that poisoned `slot`, if any: a
+    /// rejection at that slot is explained by it rather than by the call
+    /// to an unknown helper the poison looks like.
+    pub fn unresolved_core_at(&self, slot: usize) -> Option<&UnresolvedCore> {
+        self.unresolved_core
+            .iter()
+            .find(|u| (u.slot..u.slot + u.len).contains(&slot))
     }
 
     /// The function whose code contains `slot`.

@@ -77,3 +77,45 @@ fn mutated_kfunc_and_legacy_objects() {
     mutate_all("kfunc", 42);
     mutate_all("legacy", 43);
 }
+
+#[test]
+fn mutated_core_object() {
+    mutate_all("core", 0xc0_2e);
+}
+
+/// Every byte of the `.BTF.ext` CO-RE records, set to values that hit the
+/// edges (out-of-range type ids, string offsets, kinds, misaligned slots):
+/// each load is an error or a well-formed program, never a panic.
+#[test]
+fn mutated_core_relo_records() {
+    use object::{Object as _, ObjectSection as _};
+    let bytes = compile("core");
+    let file = object::File::parse(&*bytes).unwrap();
+    let ext = file.section_by_name(".BTF.ext").expect(".BTF.ext");
+    let (start, _) = ext.file_range().unwrap();
+    let data = ext.data().unwrap();
+    let word = |at: usize| u32::from_le_bytes(data[at..at + 4].try_into().unwrap()) as usize;
+    let (hdr_len, core_off, core_len) = (word(4), word(24), word(28));
+    assert!(core_len > 0, "core.c has CO-RE relocations");
+    let region =
+        start as usize + hdr_len + core_off..start as usize + hdr_len + core_off + core_len;
+    let mut errors = 0;
+    for i in region {
+        for value in [0u8, 1, 4, 0x7f, 0x80, 0xff] {
+            let mut m = bytes.clone();
+            m[i] = value;
+            match bpfjet_obj::load(&m) {
+                Ok(obj) => {
+                    for p in &obj.programs {
+                        let _ = bpfjet_isa::decode_program(&p.insns);
+                    }
+                }
+                Err(e) => {
+                    assert!(!e.to_string().is_empty());
+                    errors += 1;
+                }
+            }
+        }
+    }
+    assert!(errors > 0, "no mutation of the CO-RE records was refused");
+}

@@ -417,9 +417,17 @@ fn verify_program(
     let inputs = bpfjet_verifier::ObjectProgramEnv::new(obj, p);
     let mut env = inputs.env(obj, bpfjet_verifier::Policy::Privileged);
     env.extra_kfuncs = bpfjet_kfuncs::verifier_protos();
-    let facts = bpfjet_verifier::verify(insns, &env).map_err(|e| RuntimeError::Rejected {
-        program: p.name.clone(),
-        report: e.to_string(),
+    let facts = bpfjet_verifier::verify(insns, &env).map_err(|mut e| {
+        // Reaching a poisoned instruction is about its CO-RE relocation,
+        // not about the unknown helper the poison calls.
+        if let Some(u) = e.pc.and_then(|pc| p.unresolved_core_at(pc)) {
+            e.message = u.summary();
+            e.rule = "unresolved_core_relo";
+        }
+        RuntimeError::Rejected {
+            program: p.name.clone(),
+            report: e.to_string(),
+        }
     })?;
     let accesses: Vec<CtxAccess> = facts
         .ctx_accesses
@@ -483,6 +491,23 @@ fn build_program(
     let mut kfuncs = HelperRegistry::new();
     for (pc, insn) in insns.iter().enumerate() {
         match *insn {
+            // Poison of an unresolved CO-RE relocation: fine if the
+            // verifier proves it unreachable, which needs the verifier.
+            Insn::Call(CallTarget::Helper(_))
+                if p.unresolved_core_at(pc).is_some() && safety == Safety::BoundsChecked =>
+            {
+                return Err(RuntimeError::UnresolvedCore {
+                    program: p.name.clone(),
+                    section: p.section.clone(),
+                    detail: p
+                        .unresolved_core
+                        .iter()
+                        .map(ToString::to_string)
+                        .collect::<Vec<_>>()
+                        .join("; "),
+                });
+            }
+            Insn::Call(CallTarget::Helper(_)) if p.unresolved_core_at(pc).is_some() => {}
             Insn::Call(CallTarget::Helper(id))
                 if u64::try_from(id).map_or(true, |id| helpers.get(id).is_none()) =>
             {
@@ -524,6 +549,15 @@ fn build_program(
     let (accesses, proven) = match safety {
         Safety::Verify => {
             let (accesses, facts, proof) = verify_program(p, obj, &insns)?;
+            // The verifier proved the poisoned instructions unreachable;
+            // make them plain dead code for the engines.
+            for u in &p.unresolved_core {
+                for slot in u.slot..u.slot + u.len {
+                    if let Some(insn) = insns.get_mut(slot) {
+                        *insn = Insn::Exit;
+                    }
+                }
+            }
             (accesses, Some((facts, proof)))
         }
         Safety::BoundsChecked => (find_ctx_accesses(&insns).map_err(context)?, None),

@@ -41,6 +41,14 @@ pub enum RuntimeError {
         id: i32,
         name: Option<&'static str>,
     },
+    /// A CO-RE relocation found no target and poisoned its instruction;
+    /// without the verifier nothing proves that instruction unreachable.
+    #[error("program {program:?} (section {section}): {detail}; without the verifier bpfjet cannot prove it unreachable (drop --unverified)")]
+    UnresolvedCore {
+        program: String,
+        section: String,
+        detail: String,
+    },
     #[error("program {program:?}: insn {pc}: calls kfunc {name}, which bpfjet does not provide")]
     UnsupportedKfunc {
         program: String,

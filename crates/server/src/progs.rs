@@ -191,10 +191,11 @@ pub fn build(
             insns: raw_insns(&rec.insns),
             func_info: Vec::new(),
             line_info: Vec::new(),
+            core_relos: Vec::new(),
+            unresolved_core: Vec::new(),
         }],
         kfuncs: Vec::new(),
         btf: None,
-        core_relo_sections: Vec::new(),
     };
     let opts = ObjectOptions {
         ncpus: instance.ncpus() as usize,

@@ -4,12 +4,13 @@
 //! `--prog-type TYPE` for objects whose section names say nothing libbpf
 //! knows (bpftool's `prog load OBJ PATH type xdp`, a loader's
 //! `bpf_program__set_type()`), `--max-entries MAP=N` for maps an object
-//! leaves for its loader to size (`bpf_map__set_max_entries()`).
+//! leaves for its loader to size (`bpf_map__set_max_entries()`), `--btf FILE`
+//! for the CO-RE target (libbpf's `btf_custom_path`).
 
 use anyhow::{anyhow, bail, Result};
 use bpfjet_maps::state::MapState;
-use bpfjet_obj::{Object, ProgKind};
-use std::path::Path;
+use bpfjet_obj::{KernelBtf, Object, ProgKind};
+use std::path::{Path, PathBuf};
 
 #[derive(clap::Args, Clone, Debug, Default)]
 pub struct ObjectArgs {
@@ -22,6 +23,11 @@ pub struct ObjectArgs {
     /// loader's bpf_map__set_max_entries: for maps the object leaves at 0.
     #[arg(long = "max-entries", value_name = "MAP=N", value_parser = parse_max_entries)]
     pub max_entries: Vec<(String, u32)>,
+    /// Target BTF for CO-RE relocations instead of the running kernel's
+    /// /sys/kernel/btf/vmlinux (libbpf's btf_custom_path): raw BTF, or an
+    /// ELF file with a .BTF section. The kernel engine gets it too.
+    #[arg(long, value_name = "FILE")]
+    pub btf: Option<PathBuf>,
 }
 
 fn parse_prog_type(name: &str) -> Result<ProgKind, String> {
@@ -42,10 +48,24 @@ fn parse_max_entries(text: &str) -> Result<(String, u32), String> {
 }
 
 impl ObjectArgs {
-    /// Loads the object at `path` and applies the overrides.
+    /// The CO-RE target: `--btf FILE`, else the running kernel's BTF.
+    pub fn kernel_btf(&self) -> KernelBtf {
+        match &self.btf {
+            Some(path) => KernelBtf::File(path.clone()),
+            None => KernelBtf::Running,
+        }
+    }
+
+    /// The path to hand libbpf, for the kernel engine.
+    pub fn btf_custom_path(&self) -> Option<&Path> {
+        self.btf.as_deref()
+    }
+
+    /// Loads the object at `path` (linked and CO-RE relocated) and applies
+    /// the overrides.
     pub fn load(&self, path: &Path) -> Result<Object> {
-        let mut object =
-            bpfjet_obj::load_file(path).map_err(|e| anyhow!("object {}: {e}", path.display()))?;
+        let mut object = bpfjet_obj::load_file_with(path, &self.kernel_btf())
+            .map_err(|e| anyhow!("object {}: {e}", path.display()))?;
         self.apply(&mut object)
             .map_err(|e| anyhow!("object {}: {e}", path.display()))?;
         Ok(object)
@@ -86,6 +106,7 @@ impl ObjectArgs {
             state,
             prog_type,
             max_entries: &self.max_entries,
+            btf_custom_path: self.btf_custom_path(),
             ..Default::default()
         }
     }

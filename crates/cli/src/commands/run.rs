@@ -277,6 +277,7 @@ pub fn run(args: &RunArgs) -> Result<ExitCode> {
             &object,
             &prog,
         )
+        .map(|c| c.with_kernel_btf(args.object_args.kernel_btf()))
     };
     match &iface {
         Some(spec) => {

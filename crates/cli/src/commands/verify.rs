@@ -81,7 +81,7 @@ pub fn run(
         // other: the kernel refuses such a program at load.
         let (insns, result) = match bpfjet_isa::decode_program(&p.insns) {
             Ok(insns) => {
-                let result = verify(&insns, &env);
+                let result = verify(&insns, &env).map_err(|e| explain_unresolved_core(p, e));
                 (insns, result)
             }
             Err(e) => (Vec::new(), Err(decode_rejection(&e, &p.insns))),
@@ -130,4 +130,17 @@ pub fn run(
     } else {
         ExitCode::SUCCESS
     })
+}
+
+/// A rejection at an instruction poisoned by an unresolved CO-RE relocation
+/// is about the relocation, not the unknown helper the poison calls.
+fn explain_unresolved_core(
+    prog: &bpfjet_obj::Program,
+    mut e: bpfjet_verifier::VerifyError,
+) -> bpfjet_verifier::VerifyError {
+    if let Some(u) = e.pc.and_then(|pc| prog.unresolved_core_at(pc)) {
+        e.message = u.summary();
+        e.rule = "unresolved_core_relo";
+    }
+    e
 }

@@ -27,13 +27,25 @@ pub struct LineRecord {
     pub column: u32,
 }
 
+/// One `bpf_core_relo` as recorded by clang: the instruction at byte
+/// `insn_off` of its section depends on `kind` applied to local type
+/// `type_id` along `access` (`"0:1:2"`, indices into members and arrays).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CoreReloRecord {
+    pub insn_off: u32,
+    pub type_id: u32,
+    pub access: String,
+    /// The raw `enum bpf_core_relo_kind`; checked when the relocation is applied.
+    pub kind: u32,
+}
+
 /// Records grouped by the ELF section they describe.
 #[derive(Clone, Debug, Default)]
 pub struct BtfExt {
     pub func_info: HashMap<String, Vec<FuncRecord>>,
     pub line_info: HashMap<String, Vec<LineRecord>>,
-    /// Sections that carry CO-RE relocation records (not applied; see lib.rs).
-    pub core_relo_sections: Vec<String>,
+    /// CO-RE relocations, in record order per section.
+    pub core_relos: HashMap<String, Vec<CoreReloRecord>>,
 }
 
 fn err(reason: impl Into<String>) -> ObjError {
@@ -139,10 +151,24 @@ impl BtfExt {
                 block(word(5)?, word(6)?, "core_relo")?,
                 btf,
                 16,
-                |sec, _| {
-                    if !ext.core_relo_sections.iter().any(|s| s == sec) {
-                        ext.core_relo_sections.push(sec.to_string());
-                    }
+                |sec, rec| {
+                    let field = |i: usize| u32_at(rec, 4 * i).unwrap_or_default();
+                    let access_off = field(2);
+                    let access = btf.string_at(access_off).ok_or_else(|| {
+                        err(format!(
+                            "CO-RE relocation of `{sec}` at {:#x}: access string offset {access_off:#x} is not a string",
+                            field(0)
+                        ))
+                    })?;
+                    ext.core_relos
+                        .entry(sec.to_string())
+                        .or_default()
+                        .push(CoreReloRecord {
+                            insn_off: field(0),
+                            type_id: field(1),
+                            access: access.to_string(),
+                            kind: field(3),
+                        });
                     Ok(())
                 },
             )?;

@@ -6,5 +6,5 @@
 mod ext;
 mod types;
 
-pub use ext::{BtfExt, FuncRecord, LineRecord};
+pub use ext::{BtfExt, CoreReloRecord, FuncRecord, LineRecord};
 pub use types::{Btf, BtfType, DataSecVar, Linkage, Member, Param};

@@ -37,6 +37,8 @@ pub struct Member {
     pub type_id: u32,
     /// Offset from the start of the struct, in bits.
     pub bit_offset: u32,
+    /// Width in bits for a bitfield member (kind_flag structs), 0 otherwise.
+    pub bitfield_size: u32,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -80,13 +82,18 @@ pub enum BtfType {
         size: u32,
         members: Vec<Member>,
     },
+    /// `ENUM` and `ENUM64`, which CO-RE treats as one kind.
     Enum {
         name: String,
         size: u32,
         values: Vec<(String, i64)>,
+        /// kind_flag: the enumerators are signed.
+        signed: bool,
     },
     Fwd {
         name: String,
+        /// kind_flag: a forward-declared union rather than a struct.
+        union: bool,
     },
     Typedef {
         name: String,
@@ -144,7 +151,7 @@ impl BtfType {
             | Struct { name, .. }
             | Union { name, .. }
             | Enum { name, .. }
-            | Fwd { name }
+            | Fwd { name, .. }
             | Typedef { name, .. }
             | Func { name, .. }
             | Var { name, .. }
@@ -270,6 +277,18 @@ impl Btf {
         }
     }
 
+    /// A type graph built in memory (bpfjet's own context layouts), with no
+    /// encoded form.
+    pub fn from_types(types: Vec<BtfType>) -> Btf {
+        let mut all = vec![BtfType::Void];
+        all.extend(types);
+        Btf {
+            raw: Vec::new(),
+            types: all,
+            strings: vec![0],
+        }
+    }
+
     /// The `DATASEC` named `name` (`.maps`, `.ksyms`, ...), if present.
     pub fn datasec(&self, name: &str) -> Option<&[DataSecVar]> {
         self.types.iter().find_map(|t| match t {
@@ -334,6 +353,7 @@ fn parse_type(data: &[u8], pos: usize, strings: &[u8]) -> Result<(BtfType, usize
                     } else {
                         raw_off
                     },
+                    bitfield_size: if kind_flag { raw_off >> 24 } else { 0 },
                 });
             }
             if kind == 4 {
@@ -366,9 +386,13 @@ fn parse_type(data: &[u8], pos: usize, strings: &[u8]) -> Result<(BtfType, usize
                 name,
                 size: size_or_type,
                 values,
+                signed: kind_flag,
             }
         }
-        7 => BtfType::Fwd { name },
+        7 => BtfType::Fwd {
+            name,
+            union: kind_flag,
+        },
         8 => BtfType::Typedef {
             name,
             target: size_or_type,

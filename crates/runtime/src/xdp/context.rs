@@ -80,3 +80,32 @@ pub struct XdpMd {
 
 /// Size of [`XdpMd`]: the context region of a bounds-checked run.
 pub const XDP_MD_SIZE: usize = std::mem::size_of::<XdpMd>();
+
+#[cfg(test)]
+mod tests {
+    use super::CtxField;
+    use bpfjet_obj::BtfType;
+
+    /// CO-RE relocates `xdp_md` accesses against `bpfjet_obj::core`'s
+    /// context BTF: each of its fields must be a 4-byte field at the uapi
+    /// offset this rewrite maps to the same field.
+    #[test]
+    fn core_context_btf_is_the_layout_the_rewrite_accepts() {
+        let btf = bpfjet_obj::core::context_btf();
+        let members = btf
+            .types()
+            .iter()
+            .find_map(|t| match t {
+                BtfType::Struct { name, members, .. } if name == "xdp_md" => Some(members),
+                _ => None,
+            })
+            .expect("xdp_md in the context BTF");
+        assert_eq!(members.len(), 6);
+        for m in members {
+            assert_eq!(btf.size_of(m.type_id), Some(4), "{}", m.name);
+            let field = CtxField::from_uapi_offset((m.bit_offset / 8) as i16)
+                .unwrap_or_else(|| panic!("{} at bit {}", m.name, m.bit_offset));
+            assert_eq!(field.name(), m.name);
+        }
+    }
+}

@@ -173,6 +173,8 @@ pub struct Control {
     withdrawn: Vec<Generation>,
     /// The replace in progress, if any (one at a time).
     pending: Option<Pending>,
+    /// CO-RE target of the run (`run --btf`), for replacement objects too.
+    kernel_btf: bpfjet_obj::KernelBtf,
 }
 
 /// Whether a live map can serve the new object's `spec` with its contents.
@@ -194,6 +196,13 @@ fn reusable(live: &Map, spec: &MapSpec) -> bool {
 }
 
 impl Control {
+    /// Replacement objects are CO-RE relocated against `kernel_btf` (the
+    /// run's `--btf`) rather than the running kernel's BTF.
+    pub fn with_kernel_btf(mut self, kernel_btf: bpfjet_obj::KernelBtf) -> Control {
+        self.kernel_btf = kernel_btf;
+        self
+    }
+
     /// Binds the control socket of `instance` (replacing a stale one left
     /// by a crashed run: the instance name itself is already ours).
     #[allow(clippy::too_many_arguments)]
@@ -247,6 +256,7 @@ impl Control {
             }],
             withdrawn: Vec::new(),
             pending: None,
+            kernel_btf: bpfjet_obj::KernelBtf::Running,
         };
         // After `control` exists, so a failure here removes the socket too.
         publish_btf(instance, object)?;
@@ -338,6 +348,7 @@ impl Control {
             unverified: self.unverified,
             slots: self.slots.clone(),
             live: self.current().maps.clone(),
+            kernel_btf: self.kernel_btf.clone(),
         };
         let handle = std::thread::Builder::new()
             .name("bpfjet-replace".into())
@@ -636,6 +647,7 @@ struct BuildJob {
     slots: Vec<WorkerSlot>,
     /// The maps of the program running when the request came.
     live: Vec<Arc<Map>>,
+    kernel_btf: bpfjet_obj::KernelBtf,
 }
 
 impl BuildJob {
@@ -643,8 +655,8 @@ impl BuildJob {
     /// and makes one runner per worker.
     fn build(self) -> Result<Built> {
         let path = &self.path;
-        let object =
-            bpfjet_obj::load_file(path).with_context(|| format!("loading {}", path.display()))?;
+        let object = bpfjet_obj::load_file_with(path, &self.kernel_btf)
+            .with_context(|| format!("loading {}", path.display()))?;
         let program = object
             .runnable_program(self.prog.as_deref())
             .with_context(|| format!("choosing the program of {}", path.display()))?
