@@ -4,7 +4,7 @@
 use crate::ctx_rules;
 use crate::driver::{Verifier, MAX_VAR_OFF};
 use crate::error::{err, VResult};
-use crate::facts::{CtxAccess, MemBase, PktAccess};
+use crate::facts::{CtxAccess, MemBase, PktAccess, XdpMdField};
 use crate::frame::State;
 use crate::precision::Note;
 use crate::range::Scalar;
@@ -227,14 +227,17 @@ impl Verifier<'_> {
         off: i16,
     ) -> VResult<()> {
         let base = self.read_reg(st, src)?;
-        if sign_extend && base.ty == RegType::Ctx {
-            // The kernel's context conversion has no sign-extending form
-            // (and bpfjet rewrites these loads into pointer loads).
+        if sign_extend
+            && base.ty == RegType::Ctx
+            && XdpMdField::from_offset(base.off as i64 + off as i64).is_some_and(|f| f.is_pointer())
+        {
+            // Like the kernel: a pointer field has no sign-extending form
+            // (scalar fields do; the loader's rewrite keeps it for them).
             return err(
                 "ctx_bad_access",
                 format!(
-                    "invalid bpf_context access off={} size={size}: sign-extending loads \
-                     from the context are not allowed",
+                    "invalid bpf_context access off={} size={size}: sign-extending load \
+                     of a pointer field",
                     base.off as i64 + off as i64
                 ),
             );

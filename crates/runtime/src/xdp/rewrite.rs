@@ -522,13 +522,21 @@ pub fn find_ctx_accesses(insns: &[Insn]) -> Result<Vec<CtxAccess>, CtxError> {
                     format!("read of xdp_md at offset {off}, which is not a field"),
                 )
             })?;
-            if size != Size::W || sign_extend {
+            if size != Size::W {
                 return Err(err(
                     pc,
                     format!(
-                        "{}-byte{} read of xdp_md.{}: the kernel allows only 4-byte loads",
+                        "{}-byte read of xdp_md.{}: the kernel allows only 4-byte loads",
                         size.bytes(),
-                        if sign_extend { " sign-extending" } else { "" },
+                        field.name()
+                    ),
+                ));
+            }
+            if sign_extend && field.is_pointer() {
+                return Err(err(
+                    pc,
+                    format!(
+                        "sign-extending read of xdp_md.{}: the kernel refuses it for pointer fields",
                         field.name()
                     ),
                 ));
@@ -546,16 +554,30 @@ pub fn find_ctx_accesses(insns: &[Insn]) -> Result<Vec<CtxAccess>, CtxError> {
 /// fields become 64-bit loads, the rest 32-bit loads at the new offsets.
 pub fn rewrite_ctx_accesses(insns: &mut [Insn], accesses: &[CtxAccess]) -> Result<(), CtxError> {
     for access in accesses {
-        let Some(Insn::Load { dst, src, .. }) = insns.get(access.pc).copied() else {
+        let Some(Insn::Load {
+            dst,
+            src,
+            sign_extend,
+            ..
+        }) = insns.get(access.pc).copied()
+        else {
             return Err(err(access.pc, "listed as a context access but not a load"));
         };
+        if sign_extend && access.field.is_pointer() {
+            return Err(err(
+                access.pc,
+                "sign-extending load of a context pointer field",
+            ));
+        }
         insns[access.pc] = Insn::Load {
             size: if access.field.is_pointer() {
                 Size::DW
             } else {
                 Size::W
             },
-            sign_extend: false,
+            // Scalar fields keep a sign-extending load sign-extending (the
+            // kernel's conversion appends a movsx).
+            sign_extend,
             dst,
             src,
             off: access.field.offset(),
@@ -621,6 +643,31 @@ mod tests {
         rewrite_ctx_accesses(&mut rewritten, &found).unwrap();
         assert_eq!(rewritten[3], ldx(Size::DW, 2, 7, 8));
         assert_eq!(rewritten[4], ldx(Size::W, 3, 6, 24));
+    }
+
+    #[test]
+    fn sign_extending_loads_of_scalar_fields_stay_sign_extending() {
+        let ldsx = |dst: Reg, off: i16| Insn::Load {
+            size: Size::W,
+            sign_extend: true,
+            dst,
+            src: 1,
+            off,
+        };
+        let insns = vec![ldsx(2, 16), Insn::Exit];
+        let found = find_ctx_accesses(&insns).unwrap();
+        let mut rewritten = insns.clone();
+        rewrite_ctx_accesses(&mut rewritten, &found).unwrap();
+        let moved = CtxField::RxQueueIndex.offset();
+        assert_eq!(rewritten[0], ldsx(2, moved));
+        // Pointer fields have no sign-extending form (nor in the kernel).
+        let pointer = vec![ldsx(2, 0), Insn::Exit];
+        assert!(find_ctx_accesses(&pointer).is_err());
+        let listed = [CtxAccess {
+            pc: 0,
+            field: CtxField::Data,
+        }];
+        assert!(rewrite_ctx_accesses(&mut pointer.clone(), &listed).is_err());
     }
 
     #[test]
