@@ -273,6 +273,13 @@ fn misuse_is_rejected_naming_the_kfunc() {
             "bpfjet_find_u16",
         ),
         (
+            "signature",
+            "extern __u32 bpf_tzcnt_u32(__u64 *x) __ksym;\n\
+             SEC(\"xdp\") int p(struct xdp_md *c) { __u64 v = c->data; \
+             return bpf_tzcnt_u32(&v) & 1; }",
+            "bpf_tzcnt_u32",
+        ),
+        (
             "short_key",
             "SEC(\"xdp\") int p(struct xdp_md *c) { __u8 a[8] = {}, b[32] = {}; \
              return bpfjet_key16_eq((void *)a, (void *)b) & 1; }",

@@ -24,6 +24,7 @@ pub mod errno;
 pub mod hash;
 pub mod multihash;
 pub mod search;
+pub mod signature;
 
 pub use catalog::{
     by_name, by_symbol, verifier_protos, Inline, Kfunc, Lanes, NativeFn, Origin, KFUNCS,

@@ -529,6 +529,16 @@ fn build_program(
                 let kfunc = name
                     .and_then(|n| bpfjet_kfuncs::by_name(n))
                     .ok_or_else(unsupported)?;
+                if let Some(btf) = &obj.btf {
+                    bpfjet_kfuncs::signature::check(kfunc, btf).map_err(|reason| {
+                        RuntimeError::KfuncSignature {
+                            program: p.name.clone(),
+                            pc,
+                            name: kfunc.name.to_string(),
+                            reason,
+                        }
+                    })?;
+                }
                 if !kfunc.callable_from(bpfjet_verifier::ProgramType::Xdp) {
                     return Err(RuntimeError::KfuncNotForProgramType {
                         program: p.name.clone(),

@@ -55,6 +55,13 @@ pub enum RuntimeError {
         pc: usize,
         name: String,
     },
+    #[error("program {program:?}: insn {pc}: kfunc {name} is declared unlike bpfjet's: {reason}")]
+    KfuncSignature {
+        program: String,
+        pc: usize,
+        name: String,
+        reason: String,
+    },
     #[error(
         "program {program:?}: insn {pc}: kfunc {name} may not be called from {prog_type} programs"
     )]

@@ -209,3 +209,59 @@ fn map_value_argument() {
     assert_eq!(run("ja +0").unwrap_err(), "bad_kfunc_arg");
     assert_eq!(run("mov %r0, 7").unwrap_err(), "bad_kfunc_arg");
 }
+
+/// `lib_fill(void *p, u32 sz)` writes its buffer; `lib_key(const key16 *)`
+/// reads 16 bytes.
+const WRITERS: &[KfuncProto] = &[
+    KfuncProto {
+        name: "lib_fill",
+        args: [KfuncArg::MutMem, KfuncArg::Size, NONE, NONE, NONE],
+        ret: KfuncRet::Integer,
+        flags: KfuncFlags {
+            acquire: false,
+            ret_null: false,
+            dev_bound: false,
+        },
+    },
+    KfuncProto {
+        name: "lib_key",
+        args: [KfuncArg::InMem(16), NONE, NONE, NONE, NONE],
+        ret: KfuncRet::Integer,
+        flags: KfuncFlags {
+            acquire: false,
+            ret_null: false,
+            dev_bound: false,
+        },
+    },
+];
+
+fn run_writers(asm: &str) -> Result<(), String> {
+    let prog = bpfjet_isa::assemble(asm).unwrap();
+    let kfuncs: Vec<String> = vec!["lib_fill".into(), "lib_key".into()];
+    let mut env = VerifyEnv::new(&[]);
+    env.kfuncs = &kfuncs;
+    env.extra_kfuncs = WRITERS;
+    verify(&prog, &env).map(|_| ()).map_err(|e| e.message)
+}
+
+#[test]
+fn writable_memory_and_fixed_size_keys() {
+    let fill =
+        "stdw [%r10-8], 0\n stdw [%r10-16], 0\n mov %r1, %r10\n add %r1, -16\n mov %r2, 16\n \
+                call kfunc 0\n mov %r0, 2\n exit";
+    assert_eq!(run_writers(fill), Ok(()));
+    let past = fill.replace("mov %r2, 16", "mov %r2, 32");
+    let msg = run_writers(&past).unwrap_err();
+    assert!(msg.contains("kfunc lib_fill"), "{msg}");
+    // The writable buffer's size must be known: a pointer is not a size.
+    let unsized_ = fill.replace("mov %r2, 16", "mov %r2, %r10");
+    assert!(run_writers(&unsized_).is_err());
+
+    let key = "stdw [%r10-8], 0\n stdw [%r10-16], 0\n mov %r1, %r10\n add %r1, -16\n \
+               call kfunc 1\n mov %r0, 2\n exit";
+    assert_eq!(run_writers(key), Ok(()));
+    // 8 bytes are not a 16-byte key.
+    let short = key.replace("add %r1, -16", "add %r1, -8");
+    let msg = run_writers(&short).unwrap_err();
+    assert!(msg.contains("kfunc lib_key"), "{msg}");
+}
