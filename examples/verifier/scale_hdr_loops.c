@@ -21,9 +21,9 @@
 #include "common.h"
 
 #define VLAN_MAX 2
-#define IP4_OPT_MAX 4
-#define IP6_EXT_MAX 4
-#define TCP_OPT_MAX 6
+#define IP4_OPT_MAX 8
+#define IP6_EXT_MAX 6
+#define TCP_OPT_MAX 8
 
 #define C_PASS 0
 #define C_DROP_PORT 1
