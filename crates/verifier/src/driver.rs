@@ -50,6 +50,16 @@ struct Checkpoint {
     /// this state's marks may be incomplete, so it prunes only states that
     /// agree on every scalar.
     force_exact: bool,
+    /// Hash of `state` as recorded (before any precision mark), to find a
+    /// repeated state in a loop without comparing every state.
+    hash: u64,
+}
+
+fn state_hash(st: &State) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    st.hash(&mut h);
+    h.finish()
 }
 
 struct Path {
@@ -383,8 +393,14 @@ impl<'a> Verifier<'a> {
     fn visit(&mut self, path: &mut Path) -> VResult<bool> {
         let pc = path.pc;
         let allow_uninit = self.env.privileged();
+        // Like the kernel, record a new state only every few instructions and
+        // jumps along a path (always at subprogram entries; not at every
+        // visit of a loop head: a state per iteration would push out, by
+        // miss counting, the explored states of other paths that prune).
+        let add_new = self.cfg.is_entry(pc) || path.insns_since >= 8 && path.jmps_since >= 2;
         let mut evict = Vec::new();
         let mut covered_by = None;
+        let mut cur_hash = None;
         if let Some(list) = self.at_pc.get(&pc) {
             for &c in list {
                 let cp = &self.checkpoints[c];
@@ -409,6 +425,7 @@ impl<'a> Verifier<'a> {
                 if !done
                     && !earlier_iteration
                     && self.cfg.loop_head[pc]
+                    && cp.hash == *cur_hash.get_or_insert_with(|| state_hash(&path.state))
                     && crate::pruning::same_loop_state(&cp.state, &path.state)
                 {
                     return crate::error::err(
@@ -417,11 +434,16 @@ impl<'a> Verifier<'a> {
                     );
                 }
                 // States that keep failing to match stop being compared (the
-                // kernel's miss counting); they stay in the bookkeeping.
+                // kernel's miss counting; they stay in the bookkeeping). A
+                // miss counts only when a new state is added here, so that a
+                // loop's iterations do not push out the states of other paths
+                // before they can prune.
                 let cp = &mut self.checkpoints[c];
-                cp.misses += 1;
-                if cp.misses > cp.hits * 3 + 3 {
-                    evict.push(c);
+                if add_new {
+                    cp.misses += 1;
+                    if cp.misses > cp.hits * 3 + 3 {
+                        evict.push(c);
+                    }
                 }
             }
         }
@@ -468,12 +490,7 @@ impl<'a> Verifier<'a> {
             }
             return Ok(false);
         }
-        // Like the kernel, record a new state only every few instructions and
-        // jumps along a path (always at loop heads and subprogram entries).
-        if !(self.cfg.loop_head[pc]
-            || self.cfg.is_entry(pc)
-            || path.insns_since >= 8 && path.jmps_since >= 2)
-        {
+        if !add_new {
             return Ok(true);
         }
         let id = self.checkpoints.len();
@@ -487,6 +504,7 @@ impl<'a> Verifier<'a> {
             misses: 0,
             hist: std::mem::take(&mut path.hist),
             force_exact: false,
+            hash: cur_hash.unwrap_or_else(|| state_hash(&path.state)),
         });
         self.at_pc.entry(pc).or_default().push(id);
         self.facts.states_stored += 1;

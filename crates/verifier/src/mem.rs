@@ -215,6 +215,25 @@ impl Verifier<'_> {
         }
     }
 
+    /// A scalar register `r` (value `v`) stored at fixed stack offset
+    /// `off`: link the spilled copy to the register when the value fits
+    /// (as the kernel does, so that a bound learned on one applies to the
+    /// other), and when the store leaves zero bytes rather than a spill,
+    /// (an unaligned store of zero), the register's value is what makes
+    /// them zero: it must be precise.
+    fn scalar_spill(&mut self, st: &mut State, r: u8, v: &mut RegState, off: i64, size: usize) {
+        let aligned = stack::locate(off).1 == 0;
+        let fits = size >= 8 || v.val.umax < 1u64 << (8 * size);
+        if aligned && fits && v.id == 0 && !v.val.is_const() && self.env.privileged() {
+            let id = self.fresh_id();
+            v.id = id;
+            st.reg_mut(r).id = id;
+        }
+        if v.is_null_const() && !aligned {
+            self.need_reg(st, r);
+        }
+    }
+
     #[allow(clippy::too_many_arguments)]
     pub(crate) fn check_load(
         &mut self,
@@ -349,11 +368,18 @@ impl Verifier<'_> {
                 let allow = self.env.privileged();
                 let fixed = base.val.is_const();
                 if write {
-                    let (reg, imm) = match value {
+                    let (mut reg, imm) = match value {
                         Some(StoreVal::Reg(_, v)) => (Some(v), 0),
                         Some(StoreVal::Imm(i)) => (None, i),
                         None => (None, 1),
                     };
+                    if let (Some(v), Some(StoreVal::Reg(r, _)), true) = (reg.as_mut(), value, fixed)
+                    {
+                        let is_store = matches!(self.insns[pc], bpfjet_isa::Insn::Store { .. });
+                        if is_store && v.is_scalar() {
+                            self.scalar_spill(st, r, v, lo, size);
+                        }
+                    }
                     if let Some(v) = &reg {
                         if stack::is_stack_pointer(v) && frame < st.frames.len() - 1 {
                             return err(

@@ -224,7 +224,30 @@ pub fn covers(
 /// The kernel's loop detector: the state at a loop head repeats exactly
 /// (precision marks are bookkeeping, not part of the state).
 pub fn same_loop_state(old: &State, cur: &State) -> bool {
-    let mut plain = old.clone();
-    plain.for_each_reg(|r| r.precise = false);
-    plain == *cur
+    let same = |a: &RegState, b: &RegState| {
+        let mut a = *a;
+        a.precise = b.precise;
+        a == *b
+    };
+    let same_slot = |a: &Slot, b: &Slot| {
+        a.bytes == b.bytes
+            && a.spill_size == b.spill_size
+            && match (&a.spill, &b.spill) {
+                (Some(x), Some(y)) => same(x, y),
+                (None, None) => true,
+                _ => false,
+            }
+    };
+    old.frames.len() == cur.frames.len()
+        && old.refs == cur.refs
+        && old.lock == cur.lock
+        && old.frames.iter().zip(&cur.frames).all(|(a, b)| {
+            a.entry == b.entry
+                && a.callsite == b.callsite
+                && a.refs_at_entry == b.refs_at_entry
+                && a.regs.iter().zip(&b.regs).all(|(x, y)| same(x, y))
+                && a.callback == b.callback
+                && (0..a.stack.slots.len().max(b.stack.slots.len()))
+                    .all(|i| same_slot(a.stack.slot(i), b.stack.slot(i)))
+        })
 }

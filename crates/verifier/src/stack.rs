@@ -146,15 +146,20 @@ impl Stack {
             None => imm == 0,
         };
         if b == 0 {
-            // A register (or non-zero immediate) at a slot start is a spill.
+            // A register or an immediate at a slot start is a spill (as in
+            // the kernel, zero included: an imprecise spilled zero prunes
+            // like any imprecise scalar, where zero bytes compare exactly).
             let spilled = match value {
                 Some(r) if size == 8 => Some(*r),
-                Some(r) if r.is_scalar() && !zero => {
+                Some(r) if r.is_scalar() => {
+                    // A value that fits stays linked to its register (same
+                    // id); a truncated one is a new value.
+                    let fits = r.val.umax < 1u64 << (size * 8);
                     let mut t = RegState::scalar(truncate(&r.val, size));
-                    t.id = 0;
+                    t.id = if fits { r.id } else { 0 };
                     Some(t)
                 }
-                None if !zero => Some(RegState::scalar(truncate(
+                None => Some(RegState::scalar(truncate(
                     &Scalar::constant(imm as u64),
                     size,
                 ))),
@@ -170,11 +175,6 @@ impl Stack {
                 }
                 return Ok(());
             }
-        }
-        if b == 0 && size == 8 {
-            // A whole-slot store that is not a spill (zero immediate)
-            // leaves no stale spilled register behind.
-            self.slot_mut(s).forget_spill();
         }
         let kind = if zero { ByteKind::Zero } else { ByteKind::Misc };
         for o in off..off + size as i64 {

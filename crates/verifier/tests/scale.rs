@@ -129,6 +129,10 @@ fn kernel_scale_verification() {
     }
     objects.extend(libxdp);
 
+    // SCALE_ONLY=<part of a file name> measures a subset (while tuning).
+    if let Ok(only) = std::env::var("SCALE_ONLY") {
+        objects.retain(|p| p.to_string_lossy().contains(&only));
+    }
     let mut rows = Vec::new();
     for path in &objects {
         rows.extend(measure(path, kernel.is_ok()));
@@ -177,6 +181,24 @@ fn kernel_scale_verification() {
             "{:<24} {:<22} {:>6} | {:>9} {:>9} {:>6} | {:>10} {:>10}",
             r.object, r.program, r.slots, kp, bp, ratio, kt, bt
         );
+    }
+    for r in &rows {
+        if let (Some(Err(k)), Err(b)) = (&r.kernel, &r.ours) {
+            let last = k.lines().rev().find(|l| {
+                !l.trim().is_empty()
+                    && !l.starts_with("processed")
+                    && !l.starts_with("verification time")
+                    && !l.starts_with("stack depth")
+                    && !l.starts_with("libbpf")
+                    && !l.starts_with("--")
+            });
+            println!(
+                "{} {}: both reject; kernel: {}; bpfjet: {b}",
+                r.object,
+                r.program,
+                last.unwrap_or("")
+            );
+        }
     }
     assert!(
         failures.is_empty(),
