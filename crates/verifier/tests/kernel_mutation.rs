@@ -17,6 +17,7 @@
 //! `BPFJET_KERNEL_MUTANTS_SEED=S` another seed (to look further).
 
 mod common;
+use common::Rng;
 
 use bpfjet_isa::{decode_program, RawInsn};
 use bpfjet_kernel::raw_load::{create_map, load_raw_with_fds, RawLoadOptions};
@@ -31,27 +32,6 @@ use std::time::Instant;
 const PER_PROGRAM: usize = 120;
 const SEED: u64 = 0x6b65_726e_656c_2d31;
 const LIBXDP_DIR: &str = "/usr/lib/x86_64-linux-gnu/bpf";
-
-/// Deterministic xorshift generator (reproducible, no dependency).
-struct Rng(u64);
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-    fn below(&mut self, n: u64) -> u64 {
-        if n == 0 {
-            0
-        } else {
-            self.next() % n
-        }
-    }
-    fn pick<T: Copy>(&mut self, items: &[T]) -> T {
-        items[self.below(items.len() as u64) as usize]
-    }
-}
 
 /// A program to mutate: its slots and the object it came from (maps,
 /// kfuncs, BTF facts for bpfjet's environment).

@@ -6,6 +6,7 @@
 //! bug.
 
 mod common;
+use common::Rng;
 
 use bpfjet_isa::{decode_program, encode_program, Insn, JmpOp, Operand, Width};
 use bpfjet_maps::MapSpec;
@@ -14,24 +15,6 @@ use bpfjet_runtime::{
 };
 use bpfjet_verifier::proto::{helper_protos, ArgType};
 use bpfjet_verifier::{verify, Facts, VerifyEnv, XdpMdField};
-
-/// Deterministic xorshift generator (no extra dependency, reproducible).
-struct Rng(u64);
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-    fn below(&mut self, n: u64) -> u64 {
-        if n == 0 {
-            0
-        } else {
-            self.next() % n
-        }
-    }
-}
 
 fn mutate(prog: &[Insn], rng: &mut Rng) -> Option<Vec<Insn>> {
     let mut p = prog.to_vec();

@@ -6,6 +6,32 @@ use bpfjet_maps::spec::flags;
 use bpfjet_maps::{MapSpec, MapType};
 use std::path::{Path, PathBuf};
 
+/// Deterministic xorshift generator for the mutation tests (reproducible
+/// from a seed, no dependency).
+pub struct Rng(pub u64);
+
+impl Rng {
+    pub fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+
+    /// Uniform-enough in `0..n`; 0 when `n` is 0.
+    pub fn below(&mut self, n: u64) -> u64 {
+        if n == 0 {
+            0
+        } else {
+            self.next() % n
+        }
+    }
+
+    pub fn pick<T: Copy>(&mut self, items: &[T]) -> T {
+        items[self.below(items.len() as u64) as usize]
+    }
+}
+
 /// One program of the negative corpus: a variant (`bad` or `good`) of a case.
 #[derive(Clone, Debug)]
 pub struct Variant {
