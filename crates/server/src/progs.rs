@@ -244,67 +244,21 @@ pub fn set_map_ref(word: &mut u64, src: u8, id: u32) {
 /// The kernel's program tag: the first 8 bytes of the SHA-1 of the
 /// instructions with map references' immediates cleared.
 pub fn tag(words: &[u64]) -> [u8; 8] {
-    let mut bytes = Vec::with_capacity(words.len() * 8);
-    let lddws: Vec<usize> = map_lddws(words).into_iter().map(|(pc, _)| pc).collect();
+    use sha1::Digest;
+    let lddws: std::collections::HashSet<usize> =
+        map_lddws(words).into_iter().map(|(pc, _)| pc).collect();
+    let mut hasher = sha1::Sha1::new();
     for (pc, w) in words.iter().enumerate() {
         let mut b = w.to_le_bytes();
         if lddws.contains(&pc) || (pc > 0 && lddws.contains(&(pc - 1))) {
             b[4..8].fill(0);
         }
-        bytes.extend_from_slice(&b);
+        hasher.update(b);
     }
-    let digest = sha1(&bytes);
+    let digest = hasher.finalize();
     let mut t = [0u8; 8];
     t.copy_from_slice(&digest[..8]);
     t
-}
-
-/// SHA-1 (FIPS 180-4), for program tags only.
-fn sha1(data: &[u8]) -> [u8; 20] {
-    let mut h: [u32; 5] = [0x67452301, 0xEFCDAB89, 0x98BADCFE, 0x10325476, 0xC3D2E1F0];
-    let mut msg = data.to_vec();
-    msg.push(0x80);
-    while msg.len() % 64 != 56 {
-        msg.push(0);
-    }
-    msg.extend_from_slice(&((data.len() as u64) * 8).to_be_bytes());
-    for block in msg.chunks(64) {
-        let mut w = [0u32; 80];
-        for i in 0..16 {
-            w[i] = u32::from_be_bytes(block[i * 4..i * 4 + 4].try_into().unwrap());
-        }
-        for i in 16..80 {
-            w[i] = (w[i - 3] ^ w[i - 8] ^ w[i - 14] ^ w[i - 16]).rotate_left(1);
-        }
-        let [mut a, mut b, mut c, mut d, mut e] = h;
-        for (i, wi) in w.iter().enumerate() {
-            let (f, k) = match i {
-                0..=19 => ((b & c) | (!b & d), 0x5A827999),
-                20..=39 => (b ^ c ^ d, 0x6ED9EBA1),
-                40..=59 => ((b & c) | (b & d) | (c & d), 0x8F1BBCDC),
-                _ => (b ^ c ^ d, 0xCA62C1D6),
-            };
-            let t = a
-                .rotate_left(5)
-                .wrapping_add(f)
-                .wrapping_add(e)
-                .wrapping_add(k)
-                .wrapping_add(*wi);
-            e = d;
-            d = c;
-            c = b.rotate_left(30);
-            b = a;
-            a = t;
-        }
-        for (x, y) in h.iter_mut().zip([a, b, c, d, e]) {
-            *x = x.wrapping_add(y);
-        }
-    }
-    let mut out = [0u8; 20];
-    for (i, x) in h.iter().enumerate() {
-        out[i * 4..i * 4 + 4].copy_from_slice(&x.to_be_bytes());
-    }
-    out
 }
 
 #[cfg(test)]
@@ -338,9 +292,19 @@ mod tests {
     }
 
     #[test]
-    fn sha1_of_abc() {
-        let d = super::sha1(b"abc");
-        assert_eq!(&d[..4], &[0xa9, 0x99, 0x3e, 0x36]);
-        assert_eq!(&d[16..], &[0x9c, 0xd0, 0xd8, 0x9d]);
+    fn tag_ignores_map_references() {
+        // r1 = map fd 3 / map fd 7; r0 = 0; exit: the same tag whatever the
+        // fd, as the kernel clears map immediates before hashing.
+        let prog = |fd: i32| {
+            [
+                insn(0x18, 1, 1, 0, fd),
+                insn(0, 0, 0, 0, 0),
+                insn(0xb7, 0, 0, 0, 0),
+                insn(0x95, 0, 0, 0, 0),
+            ]
+        };
+        assert_eq!(super::tag(&prog(3)), super::tag(&prog(7)));
+        let other = [insn(0xb7, 0, 0, 0, 1), insn(0x95, 0, 0, 0, 0)];
+        assert_ne!(super::tag(&prog(3)), super::tag(&other));
     }
 }
