@@ -254,12 +254,13 @@ impl JitObject {
             })?;
         let (proof, insns, facts) = (verified.proof, verified.insns.clone(), &verified.facts);
         let const_keys = const_keys(facts);
+        // In a deployment each object numbers its maps its own way.
         let mut opts = LoadOptions::verified(proof)
             .with_helpers(xdp_helpers())
-            .with_maps(loaded.map_bindings());
+            .with_maps(loaded.program_map_bindings(name)?);
         opts.kfuncs = std::sync::Arc::clone(loaded.program(name)?.kfuncs());
         let bindings = Bindings {
-            maps: loaded.object_maps().maps().to_vec(),
+            maps: loaded.program_maps(name)?,
             const_keys,
             xdp: true,
         };

@@ -71,6 +71,7 @@
 mod available;
 pub mod bench;
 mod cpu;
+mod deployment;
 mod dump;
 mod error;
 mod libbpf_log;
@@ -83,6 +84,7 @@ mod test_run;
 
 pub use available::kernel_available;
 pub use cpu::{current_cpu, CpuPin};
+pub use deployment::{is_incompatible_tail_target, KernelDeployment};
 pub use dump::FOREIGN_PROGRAM_PREFIX;
 pub use error::{EntryPart, Errno, KernelError};
 pub use object::{KernelMap, KernelObject, KernelProgram, LoadOptions, ProgTypeOverride};

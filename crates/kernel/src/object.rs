@@ -41,6 +41,11 @@ pub struct LoadOptions<'a> {
     /// Target BTF for CO-RE relocations instead of the running kernel's
     /// (libbpf's `btf_custom_path`, bpfjet's `--btf`).
     pub btf_custom_path: Option<&'a Path>,
+    /// Pin maps declared `LIBBPF_PIN_BY_NAME` under this bpffs directory
+    /// (libbpf's `pin_root_path`), reusing maps already pinned there, as
+    /// several objects of one deployment do. Without it an oracle load is
+    /// isolated and pins nothing.
+    pub pin_root: Option<&'a Path>,
 }
 
 /// A program type forced on every program of an object (kernel values:
@@ -80,6 +85,9 @@ pub struct KernelMap {
     pub global_data: bool,
     /// Read-only after load (`.rodata*`, `.kconfig`): libbpf freezes these.
     pub frozen: bool,
+    /// Pinned by name under [`LoadOptions::pin_root`] (shared with the
+    /// other objects that pin the same name).
+    pub pinned: bool,
 }
 
 impl KernelMap {
@@ -136,6 +144,13 @@ impl KernelObject {
                     libbpf_log: String::new(),
                 })?;
         }
+        if let Some(root) = options.pin_root {
+            builder.pin_root_path(root).map_err(|e| KernelError::Open {
+                path: shown.clone(),
+                why: format!("pin root {}: {e}", root.display()),
+                libbpf_log: String::new(),
+            })?;
+        }
         let mut open = builder.open_file(path).map_err(|e| KernelError::Open {
             path: shown.clone(),
             why: e.to_string(),
@@ -146,7 +161,7 @@ impl KernelObject {
         // (`LIBBPF_PIN_BY_NAME`, e.g. xdp-filter's rule maps) would
         // otherwise be pinned under /sys/fs/bpf, outlive the process and be
         // reused, state included, by the next load.
-        for map in open.maps_mut() {
+        for map in open.maps_mut().filter(|_| options.pin_root.is_none()) {
             // SAFETY: a valid map of an open, not yet loaded object; a NULL
             // path clears its pin path.
             let ret = unsafe {
@@ -407,11 +422,12 @@ fn collect_maps(object: &libbpf_rs::Object, path: &str) -> Result<Vec<KernelMap>
     for m in object.maps() {
         let libbpf_name = m.name().to_string_lossy().into_owned();
         // SAFETY: the map pointer is valid while `object` lives.
-        let (global_data, fd) = unsafe {
+        let (global_data, fd, pinned) = unsafe {
             let ptr = m.as_libbpf_object().as_ptr();
             (
                 libbpf_sys::bpf_map__is_internal(ptr),
                 libbpf_sys::bpf_map__fd(ptr),
+                !libbpf_sys::bpf_map__pin_path(ptr).is_null(),
             )
         };
         if fd < 0 {
@@ -431,6 +447,7 @@ fn collect_maps(object: &libbpf_rs::Object, path: &str) -> Result<Vec<KernelMap>
             fd,
             info,
             global_data,
+            pinned,
         });
     }
     Ok(maps)

@@ -7,6 +7,7 @@
 //! - [`Instance`]: the maps of one running object, published in
 //!   `/dev/shm/bpfjet.<instance>.*` for control planes in other processes.
 //! - [`MapError::errno`]: the kernel errno of every failure.
+pub mod deployment;
 pub mod spec;
 pub mod state;
 

@@ -19,6 +19,7 @@
 //! ([`LoadedObject::test_run`]) and STATE.json dumps in the kernel engine's
 //! format ([`LoadedObject::dump_state`]).
 
+pub mod deployment;
 mod dump;
 pub mod env;
 pub mod errno;
@@ -38,6 +39,7 @@ mod test_run;
 pub mod worker;
 pub mod xdp;
 
+pub use deployment::DeploymentObject;
 pub use dump::FOREIGN_PROGRAM_PREFIX;
 pub use env::{ObjectMaps, XdpEnv};
 pub use error::{Access, Fault, LoadError, TailCallError};

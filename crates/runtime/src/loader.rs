@@ -13,7 +13,7 @@ use crate::xdp::{find_ctx_accesses, rewrite_ctx_accesses, CtxAccess, CtxError, C
 use bpfjet_isa::{CallTarget, Insn};
 use bpfjet_maps::spec::flags as map_flags;
 use bpfjet_maps::state::{parse_hex, MapState};
-use bpfjet_maps::{Instance, InstanceResolver, Map, MapOptions, MapType};
+use bpfjet_maps::{Instance, Map, MapOptions, MapType, StateResolver};
 use bpfjet_obj::{Object, ProgKind, SlotTarget};
 use std::sync::Arc;
 
@@ -66,7 +66,13 @@ pub fn possible_cpus() -> usize {
 /// One program of the object.
 #[derive(Debug)]
 pub(crate) struct LoadedProgram {
+    /// Its deployment name: the C name in the primary object,
+    /// `OBJECT:PROGRAM` in the others.
     pub name: String,
+    /// `OBJECT:PROGRAM` in every object.
+    pub qualified: String,
+    /// Index of its object in the deployment.
+    pub object: usize,
     pub section: String,
     pub kind: ProgKind,
     /// None for programs of types bpfjet does not run.
@@ -92,6 +98,12 @@ pub struct LoadedObject {
     pub(crate) maps: Arc<ObjectMaps>,
     pub(crate) programs: Vec<LoadedProgram>,
     pub(crate) prog_names: Vec<String>,
+    /// Every program's `OBJECT:PROGRAM`, by id.
+    qualified_names: Vec<String>,
+    /// Per object of the deployment: its map index → index in `maps`.
+    object_maps: Vec<Vec<usize>>,
+    /// Which program class each PROG_ARRAY admits (the kernel's owner rule).
+    owners: crate::deployment::ProgArrayOwners,
     pub(crate) fib: Option<Arc<Fib>>,
     ncpus: usize,
 }
@@ -110,6 +122,28 @@ impl LoadedObject {
         Ok(Self::load_in(obj, opts, instance, &|_| None)?.0)
     }
 
+    /// Loads several objects as one deployment into a new instance (see
+    /// [`crate::deployment`]): maps pinned by name are shared, PROG_ARRAY
+    /// slots and STATE.json `prog` entries may name programs of any object
+    /// (`OBJECT:PROGRAM`), and tail calls cross objects like they stay
+    /// within one. The first object is the primary one: its programs and
+    /// maps keep their names.
+    pub fn load_deployment(
+        objects: &[crate::deployment::DeploymentObject<'_>],
+        opts: &ObjectOptions,
+    ) -> Result<LoadedObject, RuntimeError> {
+        let ncpus = opts.ncpus.max(1);
+        let instance = match &opts.instance_name {
+            Some(name) => Instance::create(name, ncpus as u32),
+            None => Instance::anonymous(ncpus as u32),
+        }
+        .map_err(|source| RuntimeError::Map {
+            map: "<instance registry>".into(),
+            source,
+        })?;
+        Ok(Self::load_objects_in(objects, opts, instance, &|_| None)?.0)
+    }
+
     /// Loads `obj` into an existing `instance` (a running data plane's own
     /// instance, opened by name, for a hot replace), taking the map `reuse`
     /// returns for a spec instead of creating one. A reused map keeps its
@@ -121,37 +155,92 @@ impl LoadedObject {
         instance: Instance,
         reuse: &dyn Fn(&bpfjet_maps::spec::MapSpec) -> Option<Arc<Map>>,
     ) -> Result<(LoadedObject, Vec<bool>), RuntimeError> {
+        let only = crate::deployment::DeploymentObject {
+            label: "",
+            object: obj,
+        };
+        let (loaded, mut reused) = Self::load_objects_in(&[only], opts, instance, reuse)?;
+        Ok((loaded, reused.remove(0)))
+    }
+
+    fn load_objects_in(
+        objects: &[crate::deployment::DeploymentObject<'_>],
+        opts: &ObjectOptions,
+        instance: Instance,
+        reuse: &dyn Fn(&bpfjet_maps::spec::MapSpec) -> Option<Arc<Map>>,
+    ) -> Result<(LoadedObject, Vec<Vec<bool>>), RuntimeError> {
+        use crate::deployment as dep;
+        dep::check_labels(objects)?;
         let ncpus = opts.ncpus.max(1);
-        let mut maps = Vec::with_capacity(obj.maps.len());
-        let mut reused = Vec::with_capacity(obj.maps.len());
-        for spec in &obj.maps {
-            if let Some(map) = reuse(spec) {
+        let names = dep::map_names(objects);
+        let mut maps: Vec<Arc<Map>> = Vec::new();
+        // Per deployment map: the spec that created it (None: reused from
+        // outside, left as it is), for freezing.
+        let mut created: Vec<Option<&bpfjet_maps::spec::MapSpec>> = Vec::new();
+        // Per object: its map index → deployment map index.
+        let mut object_maps: Vec<Vec<usize>> = Vec::with_capacity(objects.len());
+        // Per object: which of its maps were reused from outside.
+        let mut reused_all = Vec::with_capacity(objects.len());
+        // Maps pinned by name: deployment index and the object that made it.
+        let mut pinned: std::collections::HashMap<&str, (usize, usize)> =
+            std::collections::HashMap::new();
+        for (k, o) in objects.iter().enumerate() {
+            let mut index = Vec::with_capacity(o.object.maps.len());
+            let mut reused = Vec::with_capacity(o.object.maps.len());
+            for (i, spec) in o.object.maps.iter().enumerate() {
+                let by_name = spec.pinning == bpfjet_maps::spec::Pinning::ByName;
+                if let Some(&(at, first)) =
+                    by_name.then(|| pinned.get(spec.name.as_str())).flatten()
+                {
+                    let first_spec = objects[first]
+                        .object
+                        .maps
+                        .iter()
+                        .find(|m| m.name == spec.name);
+                    if let Some(first_spec) = first_spec {
+                        dep::check_pin_compatible(objects[first].label, first_spec, o.label, spec)?;
+                    }
+                    index.push(at);
+                    reused.push(false);
+                    continue;
+                }
+                if let Some(map) = reuse(spec) {
+                    index.push(maps.len());
+                    maps.push(map);
+                    created.push(None);
+                    reused.push(true);
+                    continue;
+                }
+                reused.push(false);
+                // Frozen maps are frozen after the initial state is applied,
+                // like libbpf writing `.rodata` before it freezes the map.
+                let mut unfrozen = spec.clone();
+                unfrozen.frozen = false;
+                unfrozen.name = names[k][i].clone();
+                // libbpf sizes a PERF_EVENT_ARRAY left at 0 entries to the
+                // number of possible CPUs (one ring per CPU) before creating it.
+                if unfrozen.map_type == bpfjet_maps::MapType::PerfEventArray
+                    && unfrozen.max_entries == 0
+                {
+                    unfrozen.max_entries = ncpus as u32;
+                }
+                let map = instance
+                    .create_map(&unfrozen, &MapOptions::with_cpus(ncpus as u32))
+                    .map_err(|source| RuntimeError::Map {
+                        map: names[k][i].clone(),
+                        source,
+                    })?;
+                if by_name {
+                    pinned.insert(spec.name.as_str(), (maps.len(), k));
+                }
+                index.push(maps.len());
                 maps.push(map);
-                reused.push(true);
-                continue;
+                created.push(Some(spec));
             }
-            reused.push(false);
-            // Frozen maps are frozen after the initial state is applied,
-            // like libbpf writing `.rodata` before it freezes the map.
-            let mut unfrozen = spec.clone();
-            unfrozen.frozen = false;
-            // libbpf sizes a PERF_EVENT_ARRAY left at 0 entries to the
-            // number of possible CPUs (one ring per CPU) before creating it.
-            if unfrozen.map_type == bpfjet_maps::MapType::PerfEventArray
-                && unfrozen.max_entries == 0
-            {
-                unfrozen.max_entries = ncpus as u32;
-            }
-            let map = instance
-                .create_map(&unfrozen, &MapOptions::with_cpus(ncpus as u32))
-                .map_err(|source| RuntimeError::Map {
-                    map: spec.name.clone(),
-                    source,
-                })?;
-            maps.push(map);
+            object_maps.push(index);
+            reused_all.push(reused);
         }
         let maps = Arc::new(ObjectMaps::new(instance, maps));
-        let bindings: Vec<MapBinding> = maps.maps.iter().map(binding).collect();
 
         let safety = if opts.unverified {
             Safety::BoundsChecked
@@ -159,40 +248,72 @@ impl LoadedObject {
             Safety::Verify
         };
         let helpers = Arc::new(xdp_helpers());
-        let mut programs = Vec::with_capacity(obj.programs.len());
-        for p in &obj.programs {
-            let (program, verified) = if p.kind.is_supported() {
-                let (program, verified) = build_program(p, obj, &helpers, &bindings, safety)?;
-                (Some(program), verified)
-            } else {
-                (None, None)
-            };
-            programs.push(LoadedProgram {
-                name: p.name.clone(),
-                section: p.section.clone(),
-                kind: p.kind.clone(),
-                program,
-                verified,
-            });
+        let owners = dep::ProgArrayOwners::default();
+        let mut programs = Vec::new();
+        for (k, o) in objects.iter().enumerate() {
+            let bindings: Vec<MapBinding> = object_maps[k]
+                .iter()
+                .map(|&m| binding(&maps.maps[m]))
+                .collect();
+            for p in &o.object.programs {
+                let name = bpfjet_maps::deployment::program_name(k, o.label, &p.name);
+                let (program, verified) = if p.kind.is_supported() {
+                    let (program, verified) =
+                        build_program(p, o.object, &helpers, &bindings, safety)?;
+                    // The kernel's PROG_ARRAY owner: the first program
+                    // loaded that tail-calls through the map.
+                    if let Some(insns) = verified.as_ref().map(|v| &v.insns) {
+                        for m in dep::prog_arrays_used(insns, &object_maps[k], |m| {
+                            maps.maps[m].map_type() == MapType::ProgArray
+                        }) {
+                            owners.claim(
+                                m,
+                                maps.maps[m].name(),
+                                &name,
+                                &p.kind,
+                                "loaded: it tail-calls through the map",
+                            )?;
+                        }
+                    }
+                    (Some(program), verified)
+                } else {
+                    (None, None)
+                };
+                programs.push(LoadedProgram {
+                    qualified: bpfjet_maps::deployment::qualified(o.label, &p.name),
+                    object: k,
+                    name,
+                    section: p.section.clone(),
+                    kind: p.kind.clone(),
+                    program,
+                    verified,
+                });
+            }
         }
         let prog_names = programs.iter().map(|p| p.name.clone()).collect();
+        let qualified_names = programs.iter().map(|p| p.qualified.clone()).collect();
         let loaded = LoadedObject {
             maps,
             programs,
             prog_names,
+            qualified_names,
+            object_maps,
+            owners,
             fib: opts.fib.clone(),
             ncpus,
         };
-        loaded.apply_static_inits(obj, &reused)?;
+        for (k, o) in objects.iter().enumerate() {
+            loaded.apply_static_inits(k, o.object, &reused_all[k])?;
+        }
         if let Some(state) = &opts.state {
             loaded.apply_state(state)?;
         }
-        for ((map, spec), kept) in loaded.maps.maps.iter().zip(&obj.maps).zip(&reused) {
-            if spec.frozen && !kept {
+        for (map, spec) in loaded.maps.maps.iter().zip(&created) {
+            if spec.is_some_and(|s| s.frozen) {
                 map.freeze();
             }
         }
-        Ok((loaded, reused))
+        Ok((loaded, reused_all))
     }
 
     /// Every program of the object, in object order. A program's position
@@ -224,6 +345,7 @@ impl LoadedObject {
         self.programs
             .iter()
             .find(|p| p.name == name)
+            .or_else(|| self.programs.iter().find(|p| p.qualified == name))
             .ok_or_else(|| RuntimeError::NoSuchProgram {
                 name: name.to_string(),
                 available: self.prog_names.join(", "),
@@ -245,10 +367,39 @@ impl LoadedObject {
         self.maps.maps.iter().find(|m| m.name() == name).cloned()
     }
 
-    /// What each map index of the object's `lddw`s resolves to (for
-    /// engines that load the object's programs themselves).
+    /// What each map index of the (primary) object's `lddw`s resolves to
+    /// (for engines that load the object's programs themselves).
     pub fn map_bindings(&self) -> Vec<MapBinding> {
-        self.maps.maps.iter().map(binding).collect()
+        self.object_map_list(0).iter().map(binding).collect()
+    }
+
+    /// The maps program `name`'s `lddw`s name, by their index in its own
+    /// object (in a deployment, objects index maps each their own way).
+    pub fn program_maps(&self, name: &str) -> Result<Vec<Arc<Map>>, RuntimeError> {
+        let object = self.loaded_program(name)?.object;
+        Ok(self.object_map_list(object))
+    }
+
+    /// [`LoadedObject::map_bindings`] for program `name`'s object.
+    pub fn program_map_bindings(&self, name: &str) -> Result<Vec<MapBinding>, RuntimeError> {
+        Ok(self.program_maps(name)?.iter().map(binding).collect())
+    }
+
+    /// How many objects were loaded together (1 unless [`LoadedObject::load_deployment`]).
+    pub fn object_count(&self) -> usize {
+        self.object_maps.len()
+    }
+
+    fn object_map_list(&self, object: usize) -> Vec<Arc<Map>> {
+        self.object_maps
+            .get(object)
+            .map(|index| {
+                index
+                    .iter()
+                    .map(|&m| Arc::clone(&self.maps.maps[m]))
+                    .collect()
+            })
+            .unwrap_or_default()
     }
 
     /// The routing table `bpf_fib_lookup` answers from (for engines that
@@ -269,16 +420,36 @@ impl LoadedObject {
             .all(Program::is_bounds_checked)
     }
 
-    fn resolver(&self) -> InstanceResolver<'_> {
-        InstanceResolver {
+    fn resolver(&self) -> crate::deployment::DeploymentResolver<'_> {
+        crate::deployment::DeploymentResolver {
             instance: &self.maps.instance,
             progs: &self.prog_names,
+            qualified: &self.qualified_names,
         }
+    }
+
+    /// A PROG_ARRAY slot is about to hold program `id`: the kernel's
+    /// compatibility rule against the programs that use the map.
+    fn check_tail_target(&self, map: &Map, id: u32) -> Result<(), RuntimeError> {
+        let Some(index) = self.maps.maps.iter().position(|m| m.id() == map.id()) else {
+            return Ok(());
+        };
+        let Some(target) = self.programs.get(id as usize) else {
+            return Ok(());
+        };
+        self.owners
+            .claim(index, map.name(), &target.name, &target.kind, "put into it")
     }
 
     /// libbpf's `.values` initialisers: PROG_ARRAY slots name programs,
     /// map-in-map slots name other maps of the object.
-    fn apply_static_inits(&self, obj: &Object, reused: &[bool]) -> Result<(), RuntimeError> {
+    fn apply_static_inits(
+        &self,
+        object: usize,
+        obj: &Object,
+        reused: &[bool],
+    ) -> Result<(), RuntimeError> {
+        let maps = self.object_map_list(object);
         for init in &obj.map_inits {
             if reused.get(init.map).copied().unwrap_or(false) {
                 continue;
@@ -291,21 +462,23 @@ impl LoadedObject {
                 slot: init.slot,
                 why,
             };
-            let outer = self
-                .maps
-                .maps
+            let outer = maps
                 .get(init.map)
                 .ok_or_else(|| fail("no such map".into()))?;
             let id = match &init.target {
-                SlotTarget::Program(name) => self
-                    .prog_names
-                    .iter()
-                    .position(|p| p == name)
-                    .ok_or_else(|| fail(format!("no program {name:?}")))?
-                    as u32,
-                SlotTarget::Map(index) => self
-                    .maps
-                    .maps
+                SlotTarget::Program(name) => {
+                    let id = self
+                        .programs
+                        .iter()
+                        .position(|p| {
+                            p.object == object && p.qualified.ends_with(&format!(":{name}"))
+                        })
+                        .ok_or_else(|| fail(format!("no program {name:?}")))?
+                        as u32;
+                    self.check_tail_target(outer, id)?;
+                    id
+                }
+                SlotTarget::Map(index) => maps
                     .get(*index)
                     .ok_or_else(|| fail(format!("no map #{index}")))?
                     .id(),
@@ -334,6 +507,22 @@ impl LoadedObject {
         let resolver = self.resolver();
         for (name, entries) in state {
             let Some(map) = self.map(name) else { continue };
+            if map.map_type() == MapType::ProgArray {
+                for (index, entry) in entries.iter().enumerate() {
+                    let Some(program) = &entry.prog else { continue };
+                    let Some(id) = resolver.prog_id(program) else {
+                        return Err(RuntimeError::BadState {
+                            map: name.clone(),
+                            index,
+                            why: format!(
+                                "no program {program:?} in the deployment (programs: {})",
+                                self.prog_names.join(", ")
+                            ),
+                        });
+                    };
+                    self.check_tail_target(&map, id)?;
+                }
+            }
             if map.is_frozen() {
                 check_frozen_unchanged(&map, entries)?;
             } else {

@@ -86,6 +86,10 @@ pub enum RuntimeError {
         section: String,
         kind: String,
     },
+    /// Objects that cannot form one deployment (pinned maps declared
+    /// differently, tail calls between incompatible program types, ...).
+    #[error("{0}")]
+    Deployment(String),
     #[error("static initialiser of map {map:?} slot {slot}: {why}")]
     MapInit { map: String, slot: u32, why: String },
     #[error("map state: {0}")]

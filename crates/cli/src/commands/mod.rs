@@ -4,6 +4,7 @@ pub mod bench;
 pub mod compile;
 pub mod conformance;
 pub mod conformance_elf;
+pub mod deployment;
 pub mod disasm;
 pub mod exec;
 pub mod map;

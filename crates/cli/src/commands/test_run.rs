@@ -14,6 +14,7 @@ mod report;
 
 pub use engine::Engine;
 
+use super::deployment::Deployment;
 use anyhow::{anyhow, bail, Context, Result};
 use bpfjet_maps::state::{parse_hex, EntryState, MapState};
 use bpfjet_obj::{Object, ProgKind};
@@ -69,6 +70,8 @@ pub struct TestRunArgs {
     pub rx_queue: u32,
     #[command(flatten)]
     pub object_args: super::object_args::ObjectArgs,
+    #[command(flatten)]
+    pub deployment: super::deployment::DeploymentArgs,
 }
 
 pub fn run(args: &TestRunArgs) -> Result<ExitCode> {
@@ -81,14 +84,25 @@ pub fn run(args: &TestRunArgs) -> Result<ExitCode> {
         (Some(engine), None) => engine,
         (None, None) => Engine::Interp,
     };
-    let object = args.object_args.load(&args.object)?;
-    let program = choose_program(&object, args.prog.as_deref())
-        .with_context(|| format!("object {}", args.object.display()))?;
+    let deployment = Deployment::load(&args.object, &args.deployment, &args.object_args)?;
+    if args.aot.is_some() && !deployment.is_single() {
+        bail!("--aot runs one object's artifact; it cannot be combined with --object");
+    }
+    let (index, wanted) = match args.prog.as_deref() {
+        Some(name) => {
+            let (k, plain) = deployment.object_of(name)?;
+            (k, Some(plain))
+        }
+        None => (0, None),
+    };
+    let program = choose_program(&deployment.objects[index], wanted)
+        .with_context(|| format!("object {}", deployment.paths[index].display()))?;
+    let program = bpfjet_maps::deployment::program_name(index, &deployment.labels[index], &program);
     let data = packet::read_packet(&args.data)?;
     let state = args
         .maps
         .as_deref()
-        .map(|path| read_state(path, &object))
+        .map(|path| read_state(path, &deployment))
         .transpose()?;
     let cpus = bpfjet_kernel::possible_cpus();
     if args.cpu >= cpus {
@@ -101,7 +115,7 @@ pub fn run(args: &TestRunArgs) -> Result<ExitCode> {
 
     let request = RunRequest {
         object_path: &args.object,
-        object: &object,
+        deployment: &deployment,
         program: &program,
         data: &data,
         state: state.as_ref(),
@@ -185,15 +199,20 @@ fn or_none(list: String) -> String {
 
 /// Parse a STATE.json and check that every map it names is in the object
 /// and that its hex is hex, before any engine gets to create maps.
-fn read_state(path: &Path, object: &Object) -> Result<MapState> {
+fn read_state(path: &Path, deployment: &Deployment) -> Result<MapState> {
     let state = bpfjet_maps::state::load_state(path)
         .map_err(|e| anyhow!("map state {}: {e}", path.display()))?;
+    let maps = deployment.map_names();
     for (name, entries) in &state {
-        if object.map_index(name).is_none() {
-            let maps: Vec<&str> = object.maps.iter().map(|m| m.name.as_str()).collect();
+        if !maps.contains(name) {
             bail!(
-                "map state {}: no map named {name:?} in the object (maps: {})",
+                "map state {}: no map named {name:?} in the {} (maps: {})",
                 path.display(),
+                if deployment.is_single() {
+                    "object"
+                } else {
+                    "deployment"
+                },
                 or_none(maps.join(", "))
             );
         }

@@ -42,7 +42,8 @@ pub struct RxContext {
 /// names maps of the object, packet long enough, CPU possible).
 pub struct RunRequest<'a> {
     pub object_path: &'a Path,
-    pub object: &'a bpfjet_obj::Object,
+    /// The object, or the objects loaded together (`--object`).
+    pub deployment: &'a crate::commands::deployment::Deployment,
     pub program: &'a str,
     pub data: &'a [u8],
     pub state: Option<&'a MapState>,
@@ -84,6 +85,9 @@ const EINVAL: i32 = 22;
 fn run_kernel(request: &RunRequest<'_>) -> Result<RunOutcome> {
     bpfjet_kernel::kernel_available()
         .map_err(|why| anyhow!("engine 'kernel' cannot run here: {why}"))?;
+    if !request.deployment.is_single() {
+        return run_kernel_deployment(request);
+    }
     let object = bpfjet_kernel::KernelObject::open_with(
         request.object_path,
         &request.object_args.kernel_load_options(request.state),
@@ -115,6 +119,46 @@ fn run_kernel(request: &RunRequest<'_>) -> Result<RunOutcome> {
         })?;
     let maps = if request.dump_maps {
         Some(object.dump_maps().context("dumping the kernel's maps")?)
+    } else {
+        None
+    };
+    Ok(RunOutcome {
+        retval: result.retval,
+        data_out: result.data_out,
+        duration_ns: u64::from(result.duration_ns),
+        maps,
+        trace_log: Vec::new(),
+        notes: Vec::new(),
+    })
+}
+
+/// The kernel engine for several objects: one pin root, PROG_ARRAY slots
+/// filled with program fds of any object.
+fn run_kernel_deployment(request: &RunRequest<'_>) -> Result<RunOutcome> {
+    let deployment = request
+        .deployment
+        .load_kernel(request.object_args, request.state)?;
+    let rx = request.rx;
+    let xdp_context =
+        (rx.ingress_ifindex != 0 || rx.rx_queue_index != 0).then_some(bpfjet_kernel::XdpContext {
+            ingress_ifindex: rx.ingress_ifindex,
+            rx_queue_index: rx.rx_queue_index,
+        });
+    let result = deployment.test_run_with(
+        request.program,
+        request.data,
+        &bpfjet_kernel::TestRunOptions {
+            repeat: request.repeat,
+            cpu: Some(request.cpu),
+            xdp_context,
+        },
+    )?;
+    let maps = if request.dump_maps {
+        Some(
+            deployment
+                .dump_maps()
+                .context("dumping the kernel's maps")?,
+        )
     } else {
         None
     };
@@ -226,17 +270,13 @@ fn run_jit(request: &RunRequest<'_>) -> Result<RunOutcome> {
 
 /// The object with its maps, as every bpfjet engine loads it.
 fn load_object(request: &RunRequest<'_>) -> Result<LoadedObject> {
-    LoadedObject::load(
-        request.object,
-        &ObjectOptions {
-            // One slot per possible CPU, like the kernel, so per-CPU dumps line up.
-            ncpus: bpfjet_kernel::possible_cpus(),
-            unverified: request.unverified,
-            state: request.state.cloned(),
-            ..ObjectOptions::default()
-        },
-    )
-    .map_err(|e| anyhow!("loading {}: {e}", request.object_path.display()))
+    request.deployment.load_bpfjet(&ObjectOptions {
+        // One slot per possible CPU, like the kernel, so per-CPU dumps line up.
+        ncpus: bpfjet_kernel::possible_cpus(),
+        unverified: request.unverified,
+        state: request.state.cloned(),
+        ..ObjectOptions::default()
+    })
 }
 
 fn run_interp(request: &RunRequest<'_>) -> Result<RunOutcome> {
