@@ -50,6 +50,8 @@ pub struct BenchArgs {
     pub object: PathBuf,
     #[command(flatten)]
     pub object_args: super::object_args::ObjectArgs,
+    #[command(flatten)]
+    pub deployment: super::deployment::DeploymentArgs,
     /// Program (C function name); defaults to the object's only XDP program.
     #[arg(long)]
     pub prog: Option<String>,
@@ -202,8 +204,13 @@ pub fn run(args: &BenchArgs) -> Result<ExitCode> {
     if args.engines.is_empty() {
         bail!("--engines names no engine");
     }
-    let object = args.object_args.load(&args.object)?;
-    let program = choose_program(&object, args.prog.as_deref())?;
+    let deployment =
+        super::deployment::Deployment::load(&args.object, &args.deployment, &args.object_args)?;
+    if !deployment.is_single() && (args.aot.is_some() || args.versus.is_some()) {
+        bail!("--aot and --versus compare one object; they cannot be combined with --object");
+    }
+    let object = deployment.main();
+    let program = choose_program(object, args.prog.as_deref())?;
     let packet = read_packet(&args.data)?;
     let state: MapState = match &args.maps {
         Some(path) => bpfjet_maps::state::load_state(path)
@@ -221,7 +228,8 @@ pub fn run(args: &BenchArgs) -> Result<ExitCode> {
     let setup = engines::Setup {
         object_args: &args.object_args,
         object_path: &args.object,
-        object: &object,
+        object,
+        deployment: &deployment,
         program: &program,
         packet: &packet,
         state: &state,

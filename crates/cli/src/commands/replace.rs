@@ -7,7 +7,7 @@
 //! program; exit 1: refused (the old program keeps running) or the
 //! instance could not be reached; 2: bad command line.
 
-use super::run::control::{request, Reply, Request};
+use super::run::control::{request, ReplaceLoad, Reply, Request};
 use anyhow::{bail, Context, Result};
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -29,6 +29,8 @@ pub struct ReplaceArgs {
     /// Seconds to wait for the instance to load, verify, compile and swap.
     #[arg(long, default_value_t = 120.0)]
     pub timeout: f64,
+    #[command(flatten)]
+    pub object_args: super::object_args::ObjectArgs,
 }
 
 pub fn run(args: &ReplaceArgs) -> Result<ExitCode> {
@@ -42,6 +44,21 @@ pub fn run(args: &ReplaceArgs) -> Result<ExitCode> {
         &Request::Replace {
             object,
             prog: args.prog.clone(),
+            load: ReplaceLoad {
+                prog_type: args
+                    .object_args
+                    .prog_type
+                    .as_ref()
+                    .map(|k| k.name().to_string()),
+                max_entries: args.object_args.max_entries.clone(),
+                btf: args
+                    .object_args
+                    .btf
+                    .as_deref()
+                    .map(std::fs::canonicalize)
+                    .transpose()
+                    .context("resolving --btf")?,
+            },
         },
         Duration::from_secs_f64(args.timeout),
     )?;

@@ -39,7 +39,7 @@ use bpfjet_io::run::{
 };
 use bpfjet_io::{GenSpec, Generator, PacketSource, PcapReader, PcapSplitSink};
 use bpfjet_maps::Instance;
-use bpfjet_runtime::{LoadedObject, ObjectOptions};
+use bpfjet_runtime::ObjectOptions;
 use control::{Control, WorkerSlot};
 use engine::EngineChoice;
 use status::{StatusLine, StopReason, Summary};
@@ -59,6 +59,8 @@ pub struct RunArgs {
     pub prog: Option<String>,
     #[command(flatten)]
     pub object_args: super::object_args::ObjectArgs,
+    #[command(flatten)]
+    pub deployment: super::deployment::DeploymentArgs,
     /// Execution engine; `auto` picks the JIT when available.
     #[arg(long, value_enum, default_value = "auto")]
     pub engine: EngineChoice,
@@ -189,10 +191,13 @@ pub fn run(args: &RunArgs) -> Result<ExitCode> {
     // or compiling then ends the run at its first batch boundary, through
     // the same teardown as any other stop.
     let signal = StopSignal::install().context("installing SIGINT/SIGTERM handlers")?;
-    let object = args
-        .object_args
-        .load(&args.obj)
-        .with_context(|| format!("loading {}", args.obj.display()))?;
+    let deployment =
+        super::deployment::Deployment::load(&args.obj, &args.deployment, &args.object_args)
+            .with_context(|| format!("loading {}", args.obj.display()))?;
+    if args.aot.is_some() && !deployment.is_single() {
+        bail!("--aot runs one object's artifact; it cannot be combined with --object");
+    }
+    let object = deployment.main();
     let prog = object
         .runnable_program(args.prog.as_deref())
         .with_context(|| format!("choosing the program of {}", args.obj.display()))?
@@ -235,32 +240,30 @@ pub fn run(args: &RunArgs) -> Result<ExitCode> {
         Instance::remove_stale(&instance).ok();
     }
     let ncpus = bpfjet_runtime::possible_cpus().max(workers);
-    let loaded = LoadedObject::load(
-        &object,
-        &ObjectOptions {
+    let loaded = deployment
+        .load_bpfjet(&ObjectOptions {
             ncpus,
             unverified: args.unverified,
             instance_name: Some(instance.clone()),
             state,
             fib: None,
-        },
-    )
-    .map_err(|e| {
-        let text = e.to_string();
-        if text.contains("exists") || text.contains("EEXIST") {
-            anyhow!(
-                "instance '{instance}' already exists: another `bpfjet run` uses it, or a \
+        })
+        .map_err(|e| {
+            let text = e.to_string();
+            if text.contains("exists") || text.contains("EEXIST") {
+                anyhow!(
+                    "instance '{instance}' already exists: another `bpfjet run` uses it, or a \
                  crashed one left it; pass --name, or --force to remove a stale one ({text})"
-            )
-        } else {
-            anyhow!("loading {}: {text}", args.obj.display())
-        }
-    })?;
+                )
+            } else {
+                anyhow!("{text}")
+            }
+        })?;
     let aot = args.aot.as_deref().map(|artifact| engine::AotRequest {
         artifact,
         object_path: &args.obj,
     });
-    let prepared = engine::prepare_aot(&object, &loaded, &prog, args.engine, args.unverified, aot)?;
+    let prepared = engine::prepare_aot(object, &loaded, &prog, args.engine, args.unverified, aot)?;
     let switch = ProgramSwitch::new(workers);
     // Hands `prepared` and `loaded` to the control socket once every
     // worker's first runner exists.
@@ -274,7 +277,7 @@ pub fn run(args: &RunArgs) -> Result<ExitCode> {
             slots,
             loaded,
             prepared,
-            &object,
+            object,
             &prog,
         )
         .map(|c| c.with_kernel_btf(args.object_args.kernel_btf()))

@@ -28,6 +28,8 @@ pub enum Engine {
 pub struct Setup<'a> {
     pub object_path: &'a Path,
     pub object: &'a bpfjet_obj::Object,
+    /// `object` and the `--object`s loaded with it.
+    pub deployment: &'a crate::commands::deployment::Deployment,
     pub program: &'a str,
     pub packet: &'a [u8],
     pub state: &'a MapState,
@@ -111,7 +113,8 @@ fn calibrate(
 
 struct Kernel<'a> {
     setup: &'a Setup<'a>,
-    _target: KernelObject,
+    // Keeps the program (a KernelObject or a KernelDeployment) loaded.
+    _target: Box<dyn std::any::Any>,
     _empty_obj: KernelObject,
     prog_fd: RawFd,
     empty_fd: RawFd,
@@ -185,12 +188,22 @@ impl Measurer for Kernel<'_> {
 fn kernel<'a>(setup: &'a Setup<'a>) -> Result<Kernel<'a>> {
     bpfjet_kernel::kernel_available()
         .map_err(|why| anyhow!("engine 'kernel' cannot run here: {why}"))?;
-    let target = KernelObject::open_with(
-        setup.object_path,
-        &setup.object_args.kernel_load_options(Some(setup.state)),
-    )
-    .with_context(|| format!("loading {} into the kernel", setup.object_path.display()))?;
-    let prog_fd = target.prog_fd(setup.program)?;
+    let (target, prog_fd): (Box<dyn std::any::Any>, _) = if setup.deployment.is_single() {
+        let target = KernelObject::open_with(
+            setup.object_path,
+            &setup.object_args.kernel_load_options(Some(setup.state)),
+        )
+        .with_context(|| format!("loading {} into the kernel", setup.object_path.display()))?;
+        let fd = target.prog_fd(setup.program)?;
+        (Box::new(target), fd)
+    } else {
+        let target = setup
+            .deployment
+            .load_kernel(setup.object_args, Some(setup.state))
+            .with_context(|| format!("loading {} into the kernel", setup.deployment.shown()))?;
+        let fd = target.program(setup.program)?.fd;
+        (Box::new(target), fd)
+    };
     let empty_obj = KernelObject::open(setup.bench_dir.join("empty.o"))?;
     let empty_fd = empty_obj.prog_fd("empty")?;
     let wrapper = match setup.mode {
@@ -226,6 +239,9 @@ impl FastObjects {
             ..ObjectOptions::default()
         };
         let program = match setup.aot {
+            None if !setup.deployment.is_single() => {
+                JitObject::new(setup.deployment.load_bpfjet(&opts)?, &setup.jit)
+            }
             None => JitObject::load(setup.object, &opts, &setup.jit)
                 .map_err(|e| anyhow!("loading {}: {e}", setup.object_path.display()))?,
             Some(path) => load_aot(setup, &opts, path)

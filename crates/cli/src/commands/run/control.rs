@@ -95,7 +95,39 @@ pub enum Request {
         object: PathBuf,
         #[serde(default)]
         prog: Option<String>,
+        /// `--prog-type`, `--max-entries`, `--btf` of `bpfjet replace`.
+        #[serde(default)]
+        load: ReplaceLoad,
     },
+}
+
+/// How to read the new object, as `--prog-type`, `--max-entries` and
+/// `--btf` say for the other commands (`ObjectArgs`).
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct ReplaceLoad {
+    #[serde(default)]
+    pub prog_type: Option<String>,
+    #[serde(default)]
+    pub max_entries: Vec<(String, u32)>,
+    /// Absolute path of the CO-RE target BTF.
+    #[serde(default)]
+    pub btf: Option<PathBuf>,
+}
+
+impl ReplaceLoad {
+    fn object_args(&self) -> Result<crate::commands::object_args::ObjectArgs> {
+        let prog_type = self
+            .prog_type
+            .as_deref()
+            .map(bpfjet_obj::ProgKind::from_type_name)
+            .transpose()
+            .map_err(|e| anyhow!("--prog-type: {e}"))?;
+        Ok(crate::commands::object_args::ObjectArgs {
+            prog_type,
+            max_entries: self.max_entries.clone(),
+            btf: self.btf.clone(),
+        })
+    }
 }
 
 #[derive(Debug, Default, Serialize, Deserialize)]
@@ -319,14 +351,14 @@ impl Control {
         let mut line = String::new();
         BufReader::new(&stream).read_line(&mut line)?;
         match serde_json::from_str::<Request>(&line) {
-            Ok(Request::Replace { object, prog }) => {
+            Ok(Request::Replace { object, prog, load }) => {
                 if self.pending.is_some() {
                     let e =
                         anyhow!("another replace is in progress; retry once it has been answered");
                     eprintln!("bpfjet: replace with {} refused: {e:#}", object.display());
                     return answer(&stream, &Reply::error(&e));
                 }
-                self.start(stream, object, prog);
+                self.start(stream, object, prog, load);
                 Ok(())
             }
             Err(e) => answer(&stream, &Reply::error(&anyhow!("bad control request: {e}"))),
@@ -335,13 +367,20 @@ impl Control {
 
     /// Starts loading, verifying and compiling `path` on a thread of its
     /// own, against the maps live now.
-    fn start(&mut self, stream: UnixStream, path: PathBuf, prog: Option<String>) {
+    fn start(
+        &mut self,
+        stream: UnixStream,
+        path: PathBuf,
+        prog: Option<String>,
+        load: ReplaceLoad,
+    ) {
         // What the instance holds before the attempt: anything else it
         // holds after a failed attempt is the attempt's and is removed.
         let before: Vec<u32> = self.registry.list().iter().map(|m| m.id).collect();
         let job = BuildJob {
             path: path.clone(),
             prog,
+            load,
             instance: self.instance.clone(),
             ncpus: self.ncpus,
             engine: self.engine,
@@ -640,6 +679,7 @@ fn join_build(handle: JoinHandle<Result<Built>>) -> Result<Built> {
 struct BuildJob {
     path: PathBuf,
     prog: Option<String>,
+    load: ReplaceLoad,
     instance: String,
     ncpus: usize,
     engine: EngineChoice,
@@ -655,7 +695,15 @@ impl BuildJob {
     /// and makes one runner per worker.
     fn build(self) -> Result<Built> {
         let path = &self.path;
-        let object = bpfjet_obj::load_file_with(path, &self.kernel_btf)
+        let args = self.load.object_args()?;
+        // `--btf` of the replace, else the run's own CO-RE target.
+        let kernel_btf = match &args.btf {
+            Some(_) => args.kernel_btf(),
+            None => self.kernel_btf.clone(),
+        };
+        let mut object = bpfjet_obj::load_file_with(path, &kernel_btf)
+            .with_context(|| format!("loading {}", path.display()))?;
+        args.apply(&mut object)
             .with_context(|| format!("loading {}", path.display()))?;
         let program = object
             .runnable_program(self.prog.as_deref())
