@@ -18,10 +18,6 @@ use std::sync::OnceLock;
 use serde_json::Value;
 use support::{bpfjet, skip, BpfjetRun, Scratch};
 
-fn clang() -> String {
-    std::env::var("BPFJET_CLANG").unwrap_or_else(|_| "clang-19".into())
-}
-
 fn source(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("tests/core")
@@ -38,22 +34,14 @@ struct Built {
     bits_unguarded: String,
 }
 
+/// bpfjet-testsupport's flags with clang's default CPU, as these programs
+/// were written for, and warnings as errors.
 fn compile(src: &Path, out: &str, args: &[&str]) {
-    let output = Command::new(clang())
-        .args(["-O2", "-g", "-Wall", "-Werror", "-target", "bpf"])
+    bpfjet_testsupport::Compile::file(src)
+        .mcpu(None)
+        .args(&["-Wall", "-Werror"])
         .args(args)
-        .arg("-c")
-        .arg(src)
-        .arg("-o")
-        .arg(out)
-        .output()
-        .unwrap_or_else(|e| panic!("running {} ({e}): scripts/setup.sh installs it", clang()));
-    assert!(
-        output.status.success(),
-        "compiling {} {args:?}: {}",
-        src.display(),
-        String::from_utf8_lossy(&output.stderr)
-    );
+        .object_at(out);
 }
 
 /// `bpftool btf dump file /sys/kernel/btf/vmlinux format c`, or why not.

@@ -115,28 +115,12 @@ int balancer_ingress(struct xdp_md *ctx)
 char LICENSE[] SEC("license") = "GPL";
 "#;
 
-/// An Ethernet + IPv4 + UDP frame to `dst`.
+/// An Ethernet + IPv4 + UDP frame from 10.0.0.1 to `dst`.
 fn frame(dst: [u8; 4]) -> Vec<u8> {
-    let mut f = Vec::new();
-    f.extend_from_slice(&[0x02, 0, 0, 0, 0, 0x01]); // destination MAC
-    f.extend_from_slice(&[0x02, 0, 0, 0, 0, 0x02]); // source MAC
-    f.extend_from_slice(&[0x08, 0x00]);
-    let payload = 8 + 18;
-    let total = (20 + payload) as u16;
-    let mut ip = vec![0x45, 0, 0, 0, 0, 1, 0, 0, 64, 17, 0, 0, 10, 0, 0, 1];
-    ip[2..4].copy_from_slice(&total.to_be_bytes());
-    ip.extend_from_slice(&dst);
-    f.extend_from_slice(&ip);
-    f.extend_from_slice(&[0x30, 0x39, 0x00, 0x50]);
-    f.extend_from_slice(&(payload as u16).to_be_bytes());
-    f.extend_from_slice(&[0, 0]);
-    f.extend(0u8..18);
-    f
+    bpfjet_testsupport::packet::udp4([10, 0, 0, 1], dst, &(0u8..18).collect::<Vec<_>>())
 }
 
-fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
-}
+use bpfjet_testsupport::packet::hex;
 
 struct Built {
     dir: Scratch,

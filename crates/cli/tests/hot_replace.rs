@@ -92,24 +92,8 @@ fn bpfjet(args: &[&str]) -> Output {
 }
 
 fn compile(dir: &Path, name: &str, body: &str) -> String {
-    let src = dir.join(format!("{name}.c"));
     let obj = dir.join(format!("{name}.o"));
-    std::fs::write(&src, format!("{COMMON}{body}")).unwrap();
-    let arch_inc = format!("/usr/include/{}-linux-gnu", std::env::consts::ARCH);
-    let out = Command::new("clang-19")
-        .args(["-O2", "-g", "-target", "bpf", "-mcpu=v3", "-c"])
-        .arg("-I")
-        .arg(&arch_inc)
-        .arg(&src)
-        .arg("-o")
-        .arg(&obj)
-        .output()
-        .expect("clang-19 (scripts/setup.sh installs it)");
-    assert!(
-        out.status.success(),
-        "compiling {name}.c: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    bpfjet_testsupport::Compile::text(name, &format!("{COMMON}{body}")).object_at(&obj);
     obj.display().to_string()
 }
 

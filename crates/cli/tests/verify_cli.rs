@@ -21,17 +21,11 @@ fn source(raw: &str) -> String {
 }
 
 fn compile(dir: &Scratch, name: &str, raw: &str) -> String {
-    let c = dir.file(&format!("{name}.c"), source(raw));
     let o = dir.path(&format!("{name}.o"));
-    let out = std::process::Command::new("clang-19")
-        .args(["-O2", "-g", "-target", "bpf", "-c", &c, "-o", &o])
-        .output()
-        .expect("running clang-19 (scripts/setup.sh installs it)");
-    assert!(
-        out.status.success(),
-        "clang-19 failed on {name}:\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    // clang's default CPU: the raw instructions are the test's own.
+    bpfjet_testsupport::Compile::text(name, &source(raw))
+        .mcpu(None)
+        .object_at(&o);
     o
 }
 

@@ -16,7 +16,7 @@ fn program(seed: i32) -> Vec<Insn> {
         .add(0, r(1))
         .st(Size::DW, 10, -8, r(0))
         .add(1, k(1))
-        .jmp(JmpOp::Jlt, 1, k(seed), -5)
+        .jmp64(JmpOp::Jlt, 1, k(seed), -5)
         .exit()
         .build()
 }
@@ -98,7 +98,7 @@ fn a_2000_instruction_program_compiles_and_agrees() {
             .ldx(Size::DW, reg, 10, slot)
             .alu64(AluOp::Mul, reg, k(i | 1))
             .alu64(AluOp::Xor, 0, r(reg))
-            .jmp(JmpOp::Jset, 0, k(1 << (i % 31)), 1)
+            .jmp64(JmpOp::Jset, 0, k(1 << (i % 31)), 1)
             .alu64(AluOp::Add, 0, k(i))
             .alu64(AluOp::Div, 0, r(2))
             .alu64(AluOp::Lsh, 0, k(3))

@@ -151,7 +151,7 @@ fn nested_calls(depth: i32) -> Vec<Insn> {
         .call_local(1) // -> 3
         .exit()
         .mov(0, r(1)) // 3: f
-        .jmp(JmpOp::Jeq, 1, k(depth), 2) // -> 7
+        .jmp64(JmpOp::Jeq, 1, k(depth), 2) // -> 7
         .add(1, k(1))
         .call_local(-4) // -> 3
         .exit()
@@ -197,7 +197,7 @@ fn loop_program(nr: i32, stop_at: i32) -> Vec<Insn> {
         .add(3, r(1))
         .st(Size::DW, 2, 0, r(3))
         .mov(0, k(0))
-        .jmp(JmpOp::Jne, 1, k(stop_at), 1)
+        .jmp64(JmpOp::Jne, 1, k(stop_at), 1)
         .mov(0, k(1))
         .st(Size::DW, 10, -8, r(0)) // the callback's own frame
         .exit()

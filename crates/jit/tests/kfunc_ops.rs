@@ -299,23 +299,7 @@ fn misuse_is_rejected_naming_the_kfunc() {
             ),
         )
         .unwrap();
-        let status = std::process::Command::new("clang-19")
-            .args([
-                "-O2",
-                "-g",
-                "-target",
-                "bpf",
-                "-mcpu=v3",
-                "-I",
-                "/usr/include/x86_64-linux-gnu",
-                "-c",
-            ])
-            .arg(&src)
-            .arg("-o")
-            .arg(&out)
-            .status()
-            .expect("clang-19 (scripts/setup.sh)");
-        assert!(status.success(), "{name}: clang-19 failed");
+        bpfjet_testsupport::Compile::file(&src).object_at(&out);
         let obj = bpfjet_obj::load_file(&out).unwrap();
         let err = LoadedObject::load(&obj, &ObjectOptions::default())
             .err()

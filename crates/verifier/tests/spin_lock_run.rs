@@ -83,21 +83,9 @@ fn global_call_under_lock_matches_kernel() {
     }
     for (define, accepted) in [("-DGLOBAL_BUMP", false), ("-DSTATIC_BUMP", true)] {
         let out = dir.join(format!("sgc{define}.o"));
-        let status = std::process::Command::new("clang-19")
-            .args(["-O2", "-g", "-target", "bpf", "-mcpu=v3", define])
-            .arg(format!(
-                "-I/usr/include/{}-linux-gnu",
-                std::env::consts::ARCH
-            ))
-            .arg("-c")
-            .arg(&src)
-            .arg("-o")
-            .arg(&out)
-            .status();
-        assert!(
-            status.is_ok_and(|s| s.success()),
-            "clang-19 {define} failed"
-        );
+        bpfjet_testsupport::Compile::file(&src)
+            .arg(define)
+            .object_at(&out);
         let ours = bpfjet_verdict(&out, "spin_lock_global_call");
         println!("{define}: bpfjet {ours:?}");
         assert_eq!(ours.is_ok(), accepted, "{define}: bpfjet {ours:?}");

@@ -123,25 +123,14 @@ impl Scratch {
 
 impl Scratch {
     /// Compile the C `source` to `<name>.o` in the directory with clang-19
-    /// (`-O2 -g -target bpf`, as `make -C examples`); returns the object's path.
+    /// (`-O2 -g -target bpf -mcpu=v3`, as `make -C examples`; see
+    /// bpfjet-testsupport); returns the object's path.
+    /// (bpfjet-testsupport's flags: compiled once per test process, copied
+    /// here so the file stem is `name`.)
     pub fn compile_c(&self, name: &str, source: &str) -> String {
-        let src = self.file(&format!("{name}.c"), source);
+        self.file(&format!("{name}.c"), source);
         let obj = self.path(&format!("{name}.o"));
-        let arch_inc = format!("/usr/include/{}-linux-gnu", std::env::consts::ARCH);
-        let out = Command::new("clang-19")
-            .args([
-                "-O2", "-g", "-target", "bpf", "-mcpu=v3", "-c", "-I", &arch_inc,
-            ])
-            .arg(&src)
-            .arg("-o")
-            .arg(&obj)
-            .output()
-            .expect("clang-19 (scripts/setup.sh installs it)");
-        assert!(
-            out.status.success(),
-            "compiling {name}.c: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        bpfjet_testsupport::Compile::text(name, source).object_at(&obj);
         obj
     }
 }

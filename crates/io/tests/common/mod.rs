@@ -53,7 +53,7 @@ pub fn record(out: &mut Vec<u8>, endian: Endian, sec: u32, frac: u32, data: &[u8
 
 /// A recognisable packet body: `len` bytes starting at `seed`.
 pub fn packet(len: usize, seed: u8) -> Vec<u8> {
-    (0..len).map(|i| seed.wrapping_add(i as u8)).collect()
+    bpfjet_testsupport::packet::counting(len, seed)
 }
 
 /// RFC 1071 checksum verification written independently of the crate:

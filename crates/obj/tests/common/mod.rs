@@ -2,15 +2,9 @@
 #![allow(dead_code)]
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 use bpfjet_isa::{decode_program, CallTarget, Insn, LdDwKind};
 use bpfjet_obj::{Object, Program};
-
-/// The clang to use: `$BPFJET_CLANG`, else `clang-19`.
-fn clang() -> String {
-    std::env::var("BPFJET_CLANG").unwrap_or_else(|_| "clang-19".into())
-}
 
 fn progs_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/progs")
@@ -18,31 +12,14 @@ fn progs_dir() -> PathBuf {
 
 /// Compiles `tests/progs/<name>.c` with extra `args` and returns the object bytes.
 pub fn compile_with(name: &str, args: &[&str]) -> Vec<u8> {
-    let dir = tempfile::tempdir().expect("temp dir");
-    let out = dir.path().join(format!("{name}.o"));
+    // clang's default CPU, warnings as errors; a `-target` in `args`
+    // overrides the standard BPF one (clang takes the last).
     let src = progs_dir().join(format!("{name}.c"));
-    let result = Command::new(clang())
-        .args(["-O2", "-g", "-Wall", "-Werror"])
+    let out = bpfjet_testsupport::Compile::file(src)
+        .mcpu(None)
+        .args(&["-Wall", "-Werror"])
         .args(args)
-        .arg("-c")
-        .arg(&src)
-        .arg("-o")
-        .arg(&out)
-        .output();
-    let output = match result {
-        Ok(o) => o,
-        Err(e) => panic!(
-            "cannot run `{}` ({e}); install the BPF toolchain with scripts/setup.sh \
-             (clang-19 and libbpf-dev) or set BPFJET_CLANG",
-            clang()
-        ),
-    };
-    assert!(
-        output.status.success(),
-        "compiling {}: {}",
-        src.display(),
-        String::from_utf8_lossy(&output.stderr)
-    );
+        .object();
     std::fs::read(&out).expect("read object")
 }
 

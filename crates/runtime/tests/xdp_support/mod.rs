@@ -15,32 +15,11 @@ pub fn workspace() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
 }
 
-/// Compile `tests/progs/<name>.c` into an object file (once per test binary run).
+/// Compile `tests/progs/<name>.c` into an object file (once per test
+/// process, bpfjet-testsupport's clang and flags plus `-Wall`).
 pub fn build(name: &str) -> PathBuf {
-    assert!(
-        Path::new(CLANG).exists(),
-        "{CLANG} not found: run scripts/setup.sh to install the toolchain"
-    );
     let src = Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("tests/progs/{name}.c"));
-    let out = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!(
-        "{name}-{}-{:?}.o",
-        std::process::id(),
-        std::thread::current().id()
-    ));
-    let mut cmd = Command::new(CLANG);
-    cmd.args(["-O2", "-g", "-target", "bpf", "-mcpu=v3", "-Wall", "-c"]);
-    let arch_inc = format!("/usr/include/{}-linux-gnu", std::env::consts::ARCH);
-    if Path::new(&arch_inc).join("asm/types.h").exists() {
-        cmd.arg("-I").arg(&arch_inc);
-    }
-    let status = cmd
-        .arg(&src)
-        .arg("-o")
-        .arg(&out)
-        .status()
-        .expect("run clang");
-    assert!(status.success(), "clang failed on {}", src.display());
-    out
+    bpfjet_testsupport::Compile::file(src).arg("-Wall").object()
 }
 
 /// A corpus object built by `make -C examples`.
@@ -128,9 +107,7 @@ pub fn load_kernel(path: &Path, state: Option<&MapState>, why: &str) -> Option<K
 
 /// A deterministic Ethernet frame of `len` bytes.
 pub fn packet(len: usize) -> Vec<u8> {
-    (0..len)
-        .map(|i| (i as u8).wrapping_mul(37).wrapping_add(11))
-        .collect()
+    bpfjet_testsupport::packet::scrambled(len)
 }
 
 pub fn run_ours(obj: &LoadedObject, prog: &str, pkt: &[u8], cpu: usize) -> TestRunResult {
