@@ -314,3 +314,45 @@ fn tail_call_into_another_program_type_is_refused() {
     let maps = state(&b.dir);
     refused(&b, &maps, "frags flag");
 }
+
+/// `bpfjet run` with the deployment: every generated packet enters the
+/// root, which tail-calls the balancer; packets to the VIP are sent back
+/// (TX), the others dropped — on the interpreter and the JIT alike.
+#[test]
+fn run_drives_the_deployment_on_generated_traffic() {
+    let b = build("xobj-run", GOOD_ROOT, GOOD_LB);
+    let maps = state(&b.dir);
+    for engine in ["interp", "jit"] {
+        for (dst, action) in [("10.0.0.99", "TX"), ("10.0.0.98", "DROP")] {
+            let name = format!("xobj-run-{engine}-{action}-{}", std::process::id());
+            let gen = format!("proto=udp,dst={dst}:80,flows=8,count=2000");
+            let run = bpfjet(
+                &[
+                    "run",
+                    &b.root,
+                    "--object",
+                    &b.balancer,
+                    "--maps",
+                    &maps,
+                    "--engine",
+                    engine,
+                    "--name",
+                    &name,
+                    "--json",
+                    "--gen",
+                    &gen,
+                ],
+                b"",
+            );
+            assert_eq!(run.code, Some(0), "{engine} {dst}: {}", run.stderr);
+            let summary: serde_json::Value =
+                serde_json::from_str(run.stdout.lines().last().unwrap_or_default())
+                    .expect("run --json summary");
+            assert_eq!(summary["packets"], 2000, "{engine} {dst}: {summary}");
+            assert_eq!(
+                summary["actions"][action], 2000,
+                "{engine} {dst}: {summary}"
+            );
+        }
+    }
+}
