@@ -313,6 +313,11 @@ fn tail_call_into_another_program_type_is_refused() {
     let b = build("xobj-frags", GOOD_ROOT, &lb);
     let maps = state(&b.dir);
     refused(&b, &maps, "frags flag");
+    // Nor a program for devmap entries (expected attach type BPF_XDP_DEVMAP).
+    let lb = ["STATS_ENTRIES=4", "BALANCER_SECTION=\"xdp/devmap\""];
+    let b = build("xobj-devmap", GOOD_ROOT, &lb);
+    let maps = state(&b.dir);
+    refused(&b, &maps, "(xdp/devmap) cannot be put into it");
 }
 
 /// `bpfjet run` with the deployment: every generated packet enters the
