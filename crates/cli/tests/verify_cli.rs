@@ -2,7 +2,9 @@
 //! of the program, a jump into the second half of an `lddw` and a write to
 //! r10 are rejections (exit 1, the decoder's reason naming the instruction),
 //! as the kernel rejects them at load — not errors (exit 2), which stay for
-//! files that cannot be read as a BPF object. The objects are compiled here
+//! files that cannot be read as a BPF object. The same slots behind a
+//! branch decided by a constant are accepted, as the kernel accepts them
+//! (it checks them only when its walk reaches them). The objects are compiled here
 //! from C whose inline assembly plants the malformed instruction as raw data.
 
 mod support;
@@ -84,6 +86,38 @@ fn malformed_encodings_are_rejections() {
                 k.is_err(),
                 "{name}: the kernel loads the malformed program, bpfjet rejects it"
             );
+        }
+    }
+}
+
+/// The same malformed slots behind a branch the analysis decides from a
+/// constant: the kernel checks them only when its walk reaches them, so it
+/// loads the program, and bpfjet accepts it too (exit 0).
+#[test]
+fn malformed_slots_in_dead_code_are_accepted() {
+    let dir = Scratch::new("verify-dead-malformed");
+    let kernel = bpfjet_kernel::kernel_available();
+    if let Err(why) = &kernel {
+        support::skip("kernel verdicts on the dead malformed slots", why);
+    }
+    // r0 = 2; if r0 == 2 goto +1; <mov r11, 2 | mov r10, 0>
+    for (name, slot) in [
+        ("dead_reg11", ".quad 0x0000000200000bb7"),
+        ("dead_write_r10", ".quad 0x0000000000000ab7"),
+    ] {
+        let raw = format!(".quad 0x00000002000000b7\\n.quad 0x0000000200010015\\n{slot}");
+        let obj = compile(&dir, name, &raw);
+        let run = bpfjet(&["verify", &obj], b"");
+        assert_eq!(
+            run.code,
+            Some(0),
+            "{name}: want exit 0 (accepted)\nstdout: {}\nstderr: {}",
+            run.stdout,
+            run.stderr
+        );
+        if kernel.is_ok() {
+            let k = bpfjet_kernel::KernelObject::open(&obj);
+            assert!(k.is_ok(), "{name}: the kernel refuses: {:?}", k.err());
         }
     }
 }

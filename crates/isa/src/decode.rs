@@ -482,6 +482,12 @@ pub fn decode_program(slots: &[RawInsn]) -> Result<Vec<Insn>, DecodeError> {
         }
         pc += insn.slots();
     }
+    check_targets(&out)?;
+    Ok(out)
+}
+
+/// Jumps and local calls in range and never landing inside an `lddw`.
+pub(crate) fn check_targets(out: &[Insn]) -> Result<(), DecodeError> {
     let len = out.len();
     for (pc, insn) in out.iter().enumerate() {
         let target = match *insn {
@@ -517,7 +523,7 @@ pub fn decode_program(slots: &[RawInsn]) -> Result<Vec<Insn>, DecodeError> {
             }
         }
     }
-    Ok(out)
+    Ok(())
 }
 
 /// Convenience: bytes straight to a validated typed program.

@@ -8,6 +8,7 @@
 pub mod asm;
 pub mod conformance;
 pub mod decode;
+pub mod deferred;
 pub mod disasm;
 pub mod encode;
 pub mod insn;
@@ -15,6 +16,7 @@ pub mod opcode;
 
 pub use asm::{assemble, assemble_bytes, AsmError, AsmErrorKind};
 pub use decode::{decode_bytes, decode_program, DecodeError};
+pub use deferred::{decode_for_load, Decoded};
 pub use disasm::{disassemble, format_insn, format_insn_asm};
 pub use encode::encode_program;
 pub use insn::*;

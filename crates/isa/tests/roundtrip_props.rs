@@ -309,4 +309,39 @@ proptest! {
             prop_assert_eq!(assemble(&disassemble_asm(&prog)), Ok(prog.clone()));
         }
     }
+
+    /// `decode_for_load` defers only slots `decode_program` refuses, with
+    /// the very error `decode_insn` gives for that slot, and agrees with it
+    /// everywhere else; a program it refuses `decode_program` refuses too.
+    /// After `trap_invalid` the program is well formed.
+    #[test]
+    fn load_decoding_defers_exactly_the_malformed_slots(
+        slots in prop::collection::vec(
+            (select(known_opcodes()), 0u8..12, 0u8..12, -3i16..3, prop_oneof![
+                Just(0i32), Just(1), Just(16), Just(64), Just(0xe1), Just(0xf1), any::<i32>()
+            ]),
+            1..6,
+        )
+    ) {
+        let raws: Vec<RawInsn> = slots
+            .iter()
+            .map(|&(code, dst, src, off, imm)| RawInsn { code, dst, src, off, imm })
+            .collect();
+        match (decode_for_load(&raws), decode_program(&raws)) {
+            (Ok(d), Ok(prog)) => {
+                prop_assert!(d.invalid.is_empty());
+                prop_assert_eq!(d.insns, prog);
+            }
+            (Ok(mut d), Err(_)) => {
+                prop_assert!(!d.invalid.is_empty());
+                for (&pc, e) in &d.invalid {
+                    prop_assert_eq!(Err(e.clone()), decode_insn(pc, &raws[pc], raws.get(pc + 1)));
+                }
+                d.trap_invalid();
+                prop_assert_eq!(decode_program(&encode_program(&d.insns)), Ok(d.insns.clone()));
+            }
+            (Err(_), Err(_)) => {}
+            (Err(e), Ok(_)) => prop_assert!(false, "decode_for_load refused a valid program: {e}"),
+        }
+    }
 }

@@ -594,7 +594,7 @@ enum Safety {
 fn verify_program(
     p: &bpfjet_obj::Program,
     obj: &Object,
-    insns: &[Insn],
+    decoded: &bpfjet_isa::Decoded,
 ) -> Result<
     (
         Vec<CtxAccess>,
@@ -606,7 +606,7 @@ fn verify_program(
     let inputs = bpfjet_verifier::ObjectProgramEnv::new(obj, p);
     let mut env = inputs.env(obj, bpfjet_verifier::Policy::Privileged);
     env.extra_kfuncs = bpfjet_kfuncs::verifier_protos();
-    let facts = bpfjet_verifier::verify(insns, &env).map_err(|mut e| {
+    let facts = bpfjet_verifier::verify_decoded(decoded, &p.insns, &env).map_err(|mut e| {
         // Reaching a poisoned instruction is about its CO-RE relocation,
         // not about the unknown helper the poison calls.
         if let Some(u) = e.pc.and_then(|pc| p.unresolved_core_at(pc)) {
@@ -670,15 +670,26 @@ fn build_program(
     bindings: &[MapBinding],
     safety: Safety,
 ) -> Result<(Program, Option<VerifiedForm>), RuntimeError> {
-    let mut insns =
-        bpfjet_isa::decode_program(&p.insns).map_err(|source| RuntimeError::Decode {
-            program: p.name.clone(),
-            source,
-        })?;
+    let decode_error = |source| RuntimeError::Decode {
+        program: p.name.clone(),
+        source,
+    };
+    // Malformed slots the kernel only checks when its walk reaches them
+    // are kept until the verifier proves them dead; without a verifier
+    // nothing does, and they are refused as before.
+    let mut decoded = bpfjet_isa::decode_for_load(&p.insns).map_err(decode_error)?;
+    if safety == Safety::BoundsChecked {
+        if let Some(e) = decoded.first_invalid() {
+            return Err(decode_error(e.clone()));
+        }
+    }
     // The library's kfuncs this program calls, by their index in the
     // object's kfunc table (the calls' imm).
     let mut kfuncs = HelperRegistry::new();
-    for (pc, insn) in insns.iter().enumerate() {
+    for (pc, insn) in decoded.insns.iter().enumerate() {
+        if decoded.invalid.contains_key(&pc) {
+            continue;
+        }
         match *insn {
             // Poison of an unresolved CO-RE relocation: fine if the
             // verifier proves it unreachable, which needs the verifier.
@@ -747,20 +758,24 @@ fn build_program(
     };
     let (accesses, proven) = match safety {
         Safety::Verify => {
-            let (accesses, facts, proof) = verify_program(p, obj, &insns)?;
+            let (accesses, facts, proof) = verify_program(p, obj, &decoded)?;
+            // The verifier proved the malformed slots unreachable; the
+            // engines see the kernel's dead-code filler in their place.
+            decoded.trap_invalid();
             // The verifier proved the poisoned instructions unreachable;
             // make them plain dead code for the engines.
             for u in &p.unresolved_core {
                 for slot in u.slot..u.slot + u.len {
-                    if let Some(insn) = insns.get_mut(slot) {
+                    if let Some(insn) = decoded.insns.get_mut(slot) {
                         *insn = Insn::Exit;
                     }
                 }
             }
             (accesses, Some((facts, proof)))
         }
-        Safety::BoundsChecked => (find_ctx_accesses(&insns).map_err(context)?, None),
+        Safety::BoundsChecked => (find_ctx_accesses(&decoded.insns).map_err(context)?, None),
     };
+    let mut insns = decoded.insns;
     // The kernel lets only programs attached to a devmap entry read the
     // egress interface (expected attach type BPF_XDP_DEVMAP).
     let devmap_program = p.section.split('/').nth(1) == Some("devmap");

@@ -18,7 +18,7 @@ use crate::liveness::{self, Liveness};
 use crate::precision::{self, Demand, Hist, Loc, Note};
 use bpfjet_isa::{Insn, LdDwKind};
 use bpfjet_maps::MapSpec;
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 
 /// The kernel's limit on pending branches.
 const MAX_PENDING: usize = 8192;
@@ -79,6 +79,8 @@ struct Path {
 
 pub(crate) struct Verifier<'a> {
     pub insns: &'a [Insn],
+    /// Malformed slots (placeholders in `insns`): refused when reached.
+    invalid: &'a BTreeMap<usize, VerifyError>,
     pub env: &'a VerifyEnv<'a>,
     /// The program's maps followed by the inner-map templates of map-in-maps.
     pub maps: Vec<MapSpec>,
@@ -105,7 +107,12 @@ pub(crate) struct Verifier<'a> {
 }
 
 impl<'a> Verifier<'a> {
-    pub fn new(insns: &'a [Insn], env: &'a VerifyEnv<'a>, cfg: Cfg) -> Self {
+    pub fn new(
+        insns: &'a [Insn],
+        invalid: &'a BTreeMap<usize, VerifyError>,
+        env: &'a VerifyEnv<'a>,
+        cfg: Cfg,
+    ) -> Self {
         let mut maps: Vec<MapSpec> = env.maps.to_vec();
         let mut inner_of = vec![None; maps.len()];
         for i in 0..env.maps.len() {
@@ -119,6 +126,7 @@ impl<'a> Verifier<'a> {
         let n = cfg.entries.len();
         Verifier {
             insns,
+            invalid,
             env,
             maps,
             inner_of,
@@ -560,6 +568,10 @@ impl<'a> Verifier<'a> {
 
     /// Abstractly execute the instruction at `pc`.
     fn step(&mut self, pc: usize, st: &mut State) -> VResult<Succ> {
+        // The kernel checks these fields when its walk reaches the slot.
+        if let Some(e) = self.invalid.get(&pc) {
+            return Err(e.clone());
+        }
         let insn = self.insns[pc];
         match insn {
             Insn::Alu {

@@ -78,11 +78,55 @@ pub use proto::{
     KfuncFlags, KfuncProto, KfuncRet, RetType,
 };
 
-use bpfjet_isa::{Insn, RawInsn};
+use std::collections::BTreeMap;
+
+use bpfjet_isa::{Decoded, Insn, RawInsn};
 
 /// Verify a typed program (slot form, as `bpfjet_isa::decode_program`
 /// returns it). `Ok` carries what the analysis proved.
 pub fn verify(program: &[Insn], env: &VerifyEnv) -> Result<Facts, VerifyError> {
+    verify_with_invalid(program, &BTreeMap::new(), env)
+}
+
+/// Verify a program decoded for loading ([`bpfjet_isa::decode_for_load`]):
+/// a malformed slot is refused, with the decoder's reason, only when the
+/// analysis reaches it, as the kernel does; `slots` are the raw slots the
+/// program was decoded from (for the rejection's text). On `Ok` every
+/// malformed slot is dead, and the caller must replace them
+/// ([`bpfjet_isa::Decoded::trap_invalid`]) before running the program.
+pub fn verify_decoded(
+    decoded: &Decoded,
+    slots: &[RawInsn],
+    env: &VerifyEnv,
+) -> Result<Facts, VerifyError> {
+    // The kernel refuses an opcode outside its table for every slot at
+    // load, also one bpfjet decodes (`callx`).
+    let unknown = decoded.insns.iter().enumerate().find(|&(pc, insn)| {
+        *insn != Insn::LdDwTail
+            && slots
+                .get(pc)
+                .is_some_and(|raw| !bpfjet_isa::deferred::in_kernel_insn_table(raw.code))
+    });
+    if let Some((pc, _)) = unknown {
+        let code = slots[pc].code;
+        return Err(decode_rejection(
+            &bpfjet_isa::DecodeError::BadOpcode { pc, code },
+            slots,
+        ));
+    }
+    let invalid = decoded
+        .invalid
+        .iter()
+        .map(|(&pc, e)| (pc, decode_rejection(e, slots)))
+        .collect();
+    verify_with_invalid(&decoded.insns, &invalid, env)
+}
+
+fn verify_with_invalid(
+    program: &[Insn],
+    invalid: &BTreeMap<usize, VerifyError>,
+    env: &VerifyEnv,
+) -> Result<Facts, VerifyError> {
     let cfg = match cfg::build(program) {
         Ok(c) => c,
         Err((pc, mut e)) => {
@@ -94,14 +138,16 @@ pub fn verify(program: &[Insn], env: &VerifyEnv) -> Result<Facts, VerifyError> {
         }
     };
     map_refs::check(program, env)?;
-    driver::Verifier::new(program, env, cfg).run()
+    driver::Verifier::new(program, invalid, env, cfg).run()
 }
 
 /// Verify raw instruction slots: encoding errors (bad opcodes, jumps out of
-/// range, truncated `lddw`) are rejections like any other.
+/// range, truncated `lddw`) are rejections like any other — at load for
+/// the kernel's load-time checks, when the analysis reaches the slot for
+/// the others ([`verify_decoded`]).
 pub fn verify_raw(slots: &[RawInsn], env: &VerifyEnv) -> Result<Facts, VerifyError> {
-    match bpfjet_isa::decode_program(slots) {
-        Ok(insns) => verify(&insns, env),
+    match bpfjet_isa::decode_for_load(slots) {
+        Ok(decoded) => verify_decoded(&decoded, slots, env),
         Err(e) => Err(decode_rejection(&e, slots)),
     }
 }

@@ -8,7 +8,7 @@
 //! Needs `bpfjet-verifier` in this crate's dependencies.
 
 use anyhow::{Context, Result};
-use bpfjet_verifier::{decode_rejection, verify, ObjectProgramEnv, Policy};
+use bpfjet_verifier::{decode_rejection, verify_decoded, ObjectProgramEnv, Policy};
 use std::path::Path;
 use std::process::ExitCode;
 
@@ -78,11 +78,14 @@ pub fn run(
         let start = std::time::Instant::now();
         // A malformed encoding (register above r10, a jump out of the
         // program or into an lddw, a write to r10) is a verdict like any
-        // other: the kernel refuses such a program at load.
-        let (insns, result) = match bpfjet_isa::decode_program(&p.insns) {
-            Ok(insns) => {
-                let result = verify(&insns, &env).map_err(|e| explain_unresolved_core(p, e));
-                (insns, result)
+        // other: the kernel refuses such a program at load, or when its
+        // walk reaches the slot (the malformed slots of dead code it
+        // accepts and removes).
+        let (insns, result) = match bpfjet_isa::decode_for_load(&p.insns) {
+            Ok(decoded) => {
+                let result = verify_decoded(&decoded, &p.insns, &env)
+                    .map_err(|e| explain_unresolved_core(p, e));
+                (decoded.insns, result)
             }
             Err(e) => (Vec::new(), Err(decode_rejection(&e, &p.insns))),
         };
