@@ -131,7 +131,13 @@ pub struct RingRecord {
     /// `len` with the BUSY and DISCARD bits.
     pub header_len: u32,
     pub pg_off: u32,
+    /// Hex in JSON, like STATE.json values.
+    #[serde(serialize_with = "hex")]
     pub data: Vec<u8>,
+}
+
+fn hex<S: serde::Serializer>(data: &[u8], s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_str(&crate::state::to_hex(data))
 }
 
 /// Read the records of a ring in kernel layout: `data` is the first of the

@@ -81,6 +81,9 @@ pub fn run(args: &TestRunArgs) -> Result<ExitCode> {
         (Some(engine), None) => engine,
         (None, None) => Engine::Interp,
     };
+    if engine == Engine::Kernel && !args.object_args.ringbuf_backpressure.is_empty() {
+        bail!("--ringbuf-backpressure: the kernel's ring buffers always drop when full (bpfjet engines only)");
+    }
     let object = args.object_args.load(&args.object)?;
     let program = choose_program(&object, args.prog.as_deref())
         .with_context(|| format!("object {}", args.object.display()))?;
