@@ -21,9 +21,22 @@ use std::time::{Duration, Instant};
 const RING: u32 = 256 << 10;
 const BURST: u64 = 200_000;
 
+/// CPU time of the calling thread.
+fn thread_cpu() -> Duration {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: a valid timespec out-pointer.
+    unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+    Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32)
+}
+
 struct Setup {
     map: Arc<Map>,
     consumed: Arc<AtomicU64>,
+    /// The consumer thread's CPU time so far, in ns.
+    consumer_cpu_ns: Arc<AtomicU64>,
     stop: Arc<AtomicBool>,
     consumer: Option<JoinHandle<()>>,
 }
@@ -39,9 +52,15 @@ impl Setup {
             .unwrap();
         }
         let consumed = Arc::new(AtomicU64::new(0));
+        let consumer_cpu_ns = Arc::new(AtomicU64::new(0));
         let stop = Arc::new(AtomicBool::new(false));
         let consumer = {
-            let (map, consumed, stop) = (map.clone(), consumed.clone(), stop.clone());
+            let (map, consumed, stop, cpu) = (
+                map.clone(),
+                consumed.clone(),
+                stop.clone(),
+                consumer_cpu_ns.clone(),
+            );
             std::thread::spawn(move || {
                 let mut c = RingbufConsumer::new(map).unwrap();
                 let mut sum = 0u64;
@@ -50,6 +69,7 @@ impl Setup {
                         // Read the record as a consumer writing it out would.
                         sum = sum.wrapping_add(r.iter().map(|&b| b as u64).sum::<u64>());
                     });
+                    cpu.store(thread_cpu().as_nanos() as u64, Ordering::Relaxed);
                     consumed.fetch_add(n as u64, Ordering::Release);
                     if n == 0 {
                         std::hint::spin_loop();
@@ -61,6 +81,7 @@ impl Setup {
         Setup {
             map,
             consumed,
+            consumer_cpu_ns,
             stop,
             consumer: Some(consumer),
         }
@@ -109,20 +130,33 @@ fn bench(c: &mut Criterion) {
     for size in [156usize, 4252] {
         for (mode, bp) in [("drop", false), ("backpressure", true)] {
             let setup = Setup::new(bp);
-            // Loss counts of one fixed burst.
+            // Loss counts of one fixed burst, and the CPU time both
+            // threads spent on it (the machine is shared: wall time
+            // includes waiting for a CPU).
             let t = Instant::now();
+            let cpu0 = thread_cpu();
+            let ccpu0 = setup.consumer_cpu_ns.load(Ordering::Relaxed);
             let submitted = setup.produce(BURST, size);
+            let producer_cpu = thread_cpu() - cpu0;
             setup.wait_consumed(submitted);
             let secs = t.elapsed().as_secs_f64();
+            std::thread::sleep(Duration::from_millis(20));
+            let consumer_cpu =
+                Duration::from_nanos(setup.consumer_cpu_ns.load(Ordering::Relaxed) - ccpu0);
             let st = setup.map.ringbuf_stats().unwrap();
             eprintln!(
                 "ringbuf {size} B {mode}: burst of {BURST}: produced {} consumed {} dropped {} \
-                 ({:.2}% lost), {:.0} records/s delivered",
+                 ({:.2}% lost) in {:.3} s wall: {:.0} records/s delivered; CPU producer {:.3} s \
+                 consumer {:.3} s: {:.0} records delivered per CPU-second",
                 st.produced,
                 st.consumed,
                 st.dropped,
                 100.0 * st.dropped as f64 / BURST as f64,
-                st.consumed as f64 / secs
+                secs,
+                st.consumed as f64 / secs,
+                producer_cpu.as_secs_f64(),
+                consumer_cpu.as_secs_f64(),
+                st.consumed as f64 / (producer_cpu + consumer_cpu).as_secs_f64()
             );
             group.throughput(Throughput::Elements(1));
             group.bench_function(format!("{size}B_{mode}"), |b| {

@@ -59,6 +59,11 @@ pub const DEFAULT_STALL_LIMIT: Duration = Duration::from_millis(100);
 /// A producer waiting for room re-checks at least this often, for consumers
 /// that do not signal (libbpf's, which only moves `consumer_pos`).
 const ROOM_RECHECK: Duration = Duration::from_micros(200);
+/// A consumer in backpressure mode wakes waiting producers every this many
+/// records, and at the end of each poll.
+const ROOM_SIGNAL_EVERY: usize = 16;
+/// Room checks a producer spins through before it sleeps.
+const ROOM_SPINS: u32 = 1000;
 
 /// Opt-in backpressure of one ring: a full ring makes a producer wait for
 /// the consumer instead of dropping the record.
@@ -385,15 +390,27 @@ impl RingBuf {
             ctl.stalled_at.store(cons + 1, Ordering::Relaxed);
             return false;
         }
+        let no_room = || {
+            let prod = self.prod().load(Ordering::Acquire);
+            prod + len - self.cons().load(Ordering::Acquire) > self.mask
+        };
+        // A busy consumer frees room within microseconds: spin a little
+        // before paying for a sleep and a wake-up.
+        for _ in 0..ROOM_SPINS {
+            if !no_room() {
+                // Room behind the consumer (maybe not yet committed in
+                // front of it: another producer is finishing a record).
+                std::hint::spin_loop();
+                return true;
+            }
+            std::hint::spin_loop();
+        }
         ctl.room_waiters.fetch_add(1, Ordering::SeqCst);
         fence(Ordering::SeqCst);
         let seq = ctl.room_seq.load(Ordering::SeqCst);
-        let prod = self.prod().load(Ordering::Acquire);
-        if prod + len - self.cons().load(Ordering::Acquire) > self.mask {
+        if no_room() {
             futex::wait(&ctl.room_seq, seq, Some(ROOM_RECHECK));
         } else {
-            // Room behind the consumer but not yet committed in front of
-            // it: another producer is finishing a record.
             std::thread::yield_now();
         }
         ctl.room_waiters.fetch_sub(1, Ordering::SeqCst);
@@ -463,17 +480,26 @@ impl RingBuf {
             }
             cons += record_span(size as u64);
             self.cons().store(cons, Ordering::Release);
-            if signal_room {
-                // Pairs with the fence in `wait_for_room`: a producer that
-                // saw no room either sees this position or is woken.
-                fence(Ordering::SeqCst);
-                if ctl.room_waiters.load(Ordering::Relaxed) > 0 {
-                    ctl.room_seq.fetch_add(1, Ordering::SeqCst);
-                    futex::wake_all(&ctl.room_seq);
-                }
+            if signal_room && n % ROOM_SIGNAL_EVERY == 0 {
+                self.signal_room();
             }
         }
+        if signal_room {
+            self.signal_room();
+        }
         n
+    }
+
+    /// Wake producers sleeping for room. Pairs with the fence in
+    /// `wait_for_room`: a producer that saw no room either sees the new
+    /// consumer position or is woken.
+    fn signal_room(&self) {
+        let ctl = self.ctl();
+        fence(Ordering::SeqCst);
+        if ctl.room_waiters.load(Ordering::Relaxed) > 0 {
+            ctl.room_seq.fetch_add(1, Ordering::SeqCst);
+            futex::wake_all(&ctl.room_seq);
+        }
     }
 
     /// Counters; the records between consumer and producer are walked with

@@ -400,3 +400,54 @@ fn kernel_mmap_offsets_map_to_the_object() {
         "past the end"
     );
 }
+
+const CHILD_ENV: &str = "BPFJET_RINGBUF_TEST_CHILD";
+
+/// The child's half of `a_consumer_in_another_process_is_woken`: block on
+/// the ring of the parent's instance until its record arrives.
+#[test]
+fn child_blocking_consumer() {
+    let Ok(instance) = std::env::var(CHILD_ENV) else {
+        return;
+    };
+    let inst = bpfjet_maps::Instance::open(&instance).expect("open instance");
+    let mut c = RingbufConsumer::new(inst.map_by_name("events").expect("ring")).unwrap();
+    let t = Instant::now();
+    let mut got = Vec::new();
+    c.poll_blocking(|r| got.push(r.to_vec()), Some(Duration::from_secs(20)));
+    assert_eq!(got, [b"from the parent".to_vec()]);
+    assert!(
+        t.elapsed() < Duration::from_secs(15),
+        "not woken: {:?}",
+        t.elapsed()
+    );
+}
+
+/// Producer and consumer in different processes: the futex wake-up in the
+/// shared control page crosses the process boundary.
+#[test]
+fn a_consumer_in_another_process_is_woken() {
+    let name = format!("t{}-rbwake", std::process::id());
+    let inst = bpfjet_maps::Instance::create(&name, 1).expect("instance");
+    let rb = inst
+        .create_map(
+            &MapSpec::new("events", MapType::Ringbuf, 0, 0, page() as u32),
+            &MapOptions::default(),
+        )
+        .expect("ring");
+    let mut child = std::process::Command::new(std::env::current_exe().unwrap())
+        .args([
+            "child_blocking_consumer",
+            "--exact",
+            "--nocapture",
+            "--test-threads=1",
+        ])
+        .env(CHILD_ENV, &name)
+        .spawn()
+        .expect("spawn child");
+    // Give the child time to start and go to sleep on the ring: if the
+    // wake-up did not cross processes it would sleep its full 20 s.
+    std::thread::sleep(Duration::from_millis(500));
+    assert!(submit(&rb, b"from the parent", 0));
+    assert!(child.wait().unwrap().success(), "child consumer failed");
+}

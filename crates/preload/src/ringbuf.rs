@@ -65,6 +65,15 @@ fn inside() -> bool {
     INSIDE.with(|i| i.get())
 }
 
+/// Run bpfjet's own code: its mmaps, closes and epoll calls are its own
+/// (opening a map object maps it, which must not come back here).
+fn as_bpfjet<T>(f: impl FnOnce() -> T) -> Option<T> {
+    INSIDE.with(|i| i.set(true));
+    let r = catch_unwind(AssertUnwindSafe(f)).ok();
+    INSIDE.with(|i| i.set(false));
+    r
+}
+
 /// `mmap` of a bpfjet ring buffer fd, or None for any other fd.
 ///
 /// # Safety
@@ -84,10 +93,7 @@ pub(crate) unsafe fn mmap(
         return None;
     };
     let writable = prot & libc::PROT_WRITE != 0 && flags & libc::MAP_SHARED != 0;
-    let plan = catch_unwind(AssertUnwindSafe(|| {
-        server.ringbuf_mmap(fd, offset as u64, len, writable)
-    }))
-    .ok()??;
+    let plan = as_bpfjet(|| server.ringbuf_mmap(fd, offset as u64, len, writable))??;
     let segments = match plan {
         Ok(s) => s,
         Err(e) => {
@@ -141,16 +147,13 @@ fn watch_fd(fd: i32) -> Option<Result<i32, i32>> {
     let Some(Ok(server)) = SERVER.get() else {
         return None;
     };
-    let map = catch_unwind(AssertUnwindSafe(|| server.ringbuf_map(fd))).ok()??;
+    let map = as_bpfjet(|| server.ringbuf_map(fd))??;
     let mut watches = WATCHES.lock().unwrap_or_else(PoisonError::into_inner);
     let watches = watches.get_or_insert_with(HashMap::new);
     if let Some(w) = watches.get(&fd) {
         return Some(Ok(w.fd()));
     }
-    INSIDE.with(|i| i.set(true));
-    let made = WakeupFd::new(map);
-    INSIDE.with(|i| i.set(false));
-    match made {
+    match as_bpfjet(|| WakeupFd::new(map))? {
         Ok(w) => {
             let efd = w.fd();
             watches.insert(fd, w);
@@ -172,9 +175,7 @@ pub(crate) fn forget(fd: i32) {
         .unwrap_or_else(PoisonError::into_inner)
         .as_mut()
         .and_then(|w| w.remove(&fd));
-    INSIDE.with(|i| i.set(true));
-    drop(gone);
-    INSIDE.with(|i| i.set(false));
+    as_bpfjet(|| drop(gone));
 }
 
 /// Level-triggered readiness, as the kernel's ring fd: clear each eventfd
