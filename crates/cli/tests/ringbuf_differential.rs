@@ -99,3 +99,39 @@ fn overflow_drops_the_same_records_as_the_kernel() {
     let ring = &v["ringbufs"]["events"];
     assert!(ring["producer_pos"].as_u64().unwrap() > 4096 - 64, "{ring}");
 }
+
+/// `bpfjet map dump --instance NAME RING` from another process reads the
+/// ring's counters live.
+#[test]
+fn map_dump_of_a_ring_prints_its_counters() {
+    use bpfjet_maps::{Instance, MapOptions, MapSpec, MapType, RingbufConsumer};
+    let name = format!("t{}-rbdump", std::process::id());
+    let inst = Instance::create(&name, 1).expect("instance");
+    let rb = inst
+        .create_map(
+            &MapSpec::new("events", MapType::Ringbuf, 0, 0, 4096),
+            &MapOptions::default(),
+        )
+        .expect("ring");
+    for _ in 0..3 {
+        rb.ringbuf_output(&[1; 1200], 0).expect("room");
+    }
+    assert!(rb.ringbuf_output(&[1; 1200], 0).is_err(), "full");
+    let d = rb.ringbuf_reserve(8, 0).expect("room for 8");
+    // SAFETY: a live sample of this ring.
+    unsafe { bpfjet_maps::Map::ringbuf_discard(d, 0) };
+    let mut c = RingbufConsumer::new(rb.clone()).unwrap();
+    assert_eq!(c.poll(|_| {}), 3);
+    rb.ringbuf_output(&[2; 16], 0).expect("room again");
+    let run = bpfjet(
+        &["map", "dump", "--instance", &name, "events", "--json"],
+        b"",
+    );
+    assert_eq!(run.code, Some(0), "{}", run.stderr);
+    let v: serde_json::Value = serde_json::from_str(&run.stdout).expect("JSON");
+    assert_eq!(
+        v["events"],
+        serde_json::json!({"produced": 4, "consumed": 3, "dropped": 1, "discarded": 1,
+                           "in_flight": 0, "backpressure_ms": null})
+    );
+}
