@@ -37,8 +37,8 @@ cc -O2 -Wall -o "$WORK/rb_demo" "$ROOT/examples/control_plane/rb_demo.c" -lbpf -
 "$WORK/rb_demo" "$WORK/rb_demo.o" > "$WORK/kernel.out"
 "$BPFJET" exec --instance "$INST" -- "$WORK/rb_demo" "$WORK/rb_demo.o" > "$WORK/bpfjet.out" 2> "$WORK/bpfjet.err" || {
     echo "FAIL rb_demo under bpfjet exec exited with $?"; cat "$WORK/bpfjet.err"; exit 1; }
-grep -q "overflow\|stats after 100 runs unconsumed: runs=103 reserve_failed=0" "$WORK/kernel.out" && {
-    echo "FAIL the kernel run did not overflow the ring (test needs a full ring)"; exit 1; }
+grep -q "stats after 100 runs unconsumed: runs=103 reserve_failed=[1-9]" "$WORK/kernel.out" || {
+    echo "FAIL the kernel run did not overflow the ring (the test needs a full ring)"; exit 1; }
 if diff -u "$WORK/kernel.out" "$WORK/bpfjet.out"; then
     echo "ok   rb_demo (ring_buffer__poll, overflow, epoll wake-up, mmap rules) prints the same $(wc -l < "$WORK/kernel.out") lines against the kernel and under bpfjet exec"
 else
