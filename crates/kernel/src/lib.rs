@@ -78,6 +78,7 @@ mod libbpf_log;
 mod map_kind;
 mod object;
 pub mod raw_load;
+mod ringbuf;
 mod state;
 mod sys;
 mod test_run;

@@ -23,6 +23,8 @@ use std::cell::Cell;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::OnceLock;
 
+mod ringbuf;
+
 static SERVER: OnceLock<Result<BpfjetBackend, String>> = OnceLock::new();
 
 thread_local! {
@@ -233,6 +235,9 @@ pub unsafe extern "C" fn mmap(
     fd: libc::c_int,
     offset: libc::off_t,
 ) -> *mut libc::c_void {
+    if let Some(mapped) = ringbuf::mmap(addr, len, prot, flags, fd, offset) {
+        return mapped;
+    }
     let mut offset = offset;
     if fd >= 0 && !INSIDE.with(|i| i.get()) {
         if let Some(Ok(server)) = SERVER.get() {
@@ -391,5 +396,6 @@ pub extern "C" fn bpfjet_forget_fd(fd: libc::c_int) {
     // SAFETY: errno is thread-local.
     let saved = unsafe { *libc::__errno_location() };
     let _ = catch_unwind(AssertUnwindSafe(|| server.forget_fd(fd)));
+    ringbuf::forget(fd);
     set_errno(saved);
 }

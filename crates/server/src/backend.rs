@@ -215,6 +215,36 @@ impl BpfjetBackend {
         })
     }
 
+    /// The ring buffer map behind `fd` (also a dup or inherited fd), for
+    /// the preload's mmap and epoll of ring buffer fds; None otherwise.
+    pub fn ringbuf_map(&self, fd: i32) -> Option<Arc<bpfjet_maps::Map>> {
+        if fd < 0 {
+            return None;
+        }
+        match self.obj(fd as u32)? {
+            Obj::Map(m) if m.map.map_type() == MapType::Ringbuf => Some(m.map.clone()),
+            _ => None,
+        }
+    }
+
+    /// For `mmap(fd, offset, len)` of a ring buffer fd: the pieces of the
+    /// map's object (mapped through the same fd) that the kernel's layout
+    /// shows there. None when `fd` is not a bpfjet ring buffer; EPERM/EINVAL
+    /// as the kernel for writable or out-of-range mappings.
+    pub fn ringbuf_mmap(
+        &self,
+        fd: i32,
+        offset: u64,
+        len: usize,
+        writable: bool,
+    ) -> Option<Result<Vec<bpfjet_maps::MmapSegment>, Errno>> {
+        let map = self.ringbuf_map(fd)?;
+        Some(
+            map.ringbuf_mmap_segments(offset, len, writable)
+                .map_err(|e| Errno(e.errno())),
+        )
+    }
+
     /// `unlink(path)` of a bpffs path: removes a bpfjet pin (true), freeing
     /// the object if the pin was the last thing holding it and this process
     /// created it. False when bpfjet has no pin at `path`.

@@ -297,6 +297,26 @@ pub fn run(args: &MapArgs) -> Result<ExitCode> {
             let state: MapState = match name {
                 Some(n) => {
                     let m = map(&inst, n)?;
+                    if let Some(stats) = m.ringbuf_stats() {
+                        // A ring is a stream: its counters, live.
+                        let v = serde_json::json!({
+                            n.as_str(): {
+                                "produced": stats.produced,
+                                "consumed": stats.consumed,
+                                "dropped": stats.dropped,
+                                "discarded": stats.discarded,
+                                "in_flight": stats.in_flight,
+                                "backpressure_ms": m.ringbuf_backpressure()
+                                    .map(|b| b.stall_limit.as_millis() as u64),
+                            }
+                        });
+                        if target.json {
+                            println!("{v}");
+                        } else {
+                            println!("{}", serde_json::to_string_pretty(&v)?);
+                        }
+                        return Ok(ExitCode::SUCCESS);
+                    }
                     let mut s = MapState::new();
                     s.insert(
                         n.clone(),

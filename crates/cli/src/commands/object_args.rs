@@ -28,6 +28,30 @@ pub struct ObjectArgs {
     /// ELF file with a .BTF section. The kernel engine gets it too.
     #[arg(long, value_name = "FILE")]
     pub btf: Option<PathBuf>,
+    /// Backpressure for a RINGBUF map (repeatable, bpfjet engines only):
+    /// when the ring is full the producer waits for the consumer instead
+    /// of dropping, giving up (and dropping) after the consumer has not
+    /// moved for MS milliseconds (default 100). Sets the map's bpfjet
+    /// `map_extra` bits (docs/SUPPORT.md, "Ring buffers").
+    #[arg(long = "ringbuf-backpressure", value_name = "MAP[=MS]", value_parser = parse_backpressure)]
+    pub ringbuf_backpressure: Vec<(String, u32)>,
+}
+
+fn parse_backpressure(text: &str) -> Result<(String, u32), String> {
+    let (map, ms) = match text.split_once('=') {
+        Some((map, ms)) => (
+            map,
+            ms.parse::<u32>()
+                .ok()
+                .filter(|&ms| ms > 0)
+                .ok_or_else(|| format!("{text:?}: MS must be a number of milliseconds > 0"))?,
+        ),
+        None => (text, 0),
+    };
+    if map.is_empty() {
+        return Err(format!("{text:?}: expected MAP or MAP=MS"));
+    }
+    Ok((map.to_string(), ms))
 }
 
 fn parse_prog_type(name: &str) -> Result<ProgKind, String> {
@@ -84,6 +108,30 @@ impl ObjectArgs {
                 );
             };
             spec.max_entries = *n;
+        }
+        for (name, ms) in &self.ringbuf_backpressure {
+            let Some(spec) = object
+                .maps
+                .iter_mut()
+                .find(|m| &m.name == name && m.map_type == bpfjet_maps::MapType::Ringbuf)
+            else {
+                let rings: Vec<&str> = object
+                    .maps
+                    .iter()
+                    .filter(|m| m.map_type == bpfjet_maps::MapType::Ringbuf)
+                    .map(|m| m.name.as_str())
+                    .collect();
+                bail!(
+                    "--ringbuf-backpressure {name}: no RINGBUF map {name:?}; ring buffers: {}",
+                    if rings.is_empty() {
+                        "none".to_string()
+                    } else {
+                        rings.join(", ")
+                    }
+                );
+            };
+            spec.map_extra = bpfjet_maps::ringbuf::BPFJET_RINGBUF_BACKPRESSURE
+                | (u64::from(*ms) << bpfjet_maps::ringbuf::BPFJET_RINGBUF_STALL_MS_SHIFT);
         }
         Ok(())
     }

@@ -84,6 +84,9 @@ pub fn run(args: &TestRunArgs) -> Result<ExitCode> {
         (Some(engine), None) => engine,
         (None, None) => Engine::Interp,
     };
+    if engine == Engine::Kernel && !args.object_args.ringbuf_backpressure.is_empty() {
+        bail!("--ringbuf-backpressure: the kernel's ring buffers always drop when full (bpfjet engines only)");
+    }
     let deployment = Deployment::load(&args.object, &args.deployment, &args.object_args)?;
     if args.aot.is_some() && !deployment.is_single() {
         bail!("--aot runs one object's artifact; it cannot be combined with --object");

@@ -5,6 +5,11 @@
 use anyhow::{anyhow, bail, Context, Result};
 use bpfjet_jit::{AotArtifact, JitObject, JitOptions, XdpEngine};
 use bpfjet_maps::state::MapState;
+use bpfjet_maps::{MapType, RingbufSnapshot};
+use std::collections::BTreeMap;
+
+/// Ring buffer snapshots by map name.
+pub type Ringbufs = BTreeMap<String, RingbufSnapshot>;
 use bpfjet_runtime::{LoadedObject, ObjectOptions, TestRunOptions};
 use std::path::Path;
 
@@ -64,6 +69,9 @@ pub struct RunOutcome {
     /// Mean time per run.
     pub duration_ns: u64,
     pub maps: Option<MapState>,
+    /// With `--dump-maps`: every ring buffer's unconsumed records, with
+    /// their raw headers and positions (rings are streams, not STATE.json).
+    pub ringbufs: Option<Ringbufs>,
     /// `bpf_trace_printk` lines (bpfjet only: the kernel's go to trace_pipe).
     pub trace_log: Vec<String>,
     /// What bpfjet cleaned up after the program (a ring-buffer sample never
@@ -117,16 +125,27 @@ fn run_kernel(request: &RunRequest<'_>) -> Result<RunOutcome> {
             ),
             _ => e.into(),
         })?;
-    let maps = if request.dump_maps {
-        Some(object.dump_maps().context("dumping the kernel's maps")?)
+    let (maps, ringbufs) = if request.dump_maps {
+        let mut rings = Ringbufs::new();
+        for name in object.ringbuf_names() {
+            let snap = object
+                .ringbuf_snapshot(&name)
+                .with_context(|| format!("reading the kernel's ring buffer {name}"))?;
+            rings.insert(name, snap);
+        }
+        (
+            Some(object.dump_maps().context("dumping the kernel's maps")?),
+            Some(rings),
+        )
     } else {
-        None
+        (None, None)
     };
     Ok(RunOutcome {
         retval: result.retval,
         data_out: result.data_out,
         duration_ns: u64::from(result.duration_ns),
         maps,
+        ringbufs,
         trace_log: Vec::new(),
         notes: Vec::new(),
     })
@@ -263,6 +282,7 @@ fn run_jit(request: &RunRequest<'_>) -> Result<RunOutcome> {
         data_out: result.data_out,
         duration_ns: result.duration_ns,
         maps,
+        ringbufs: ringbufs(request, fast.loaded()),
         trace_log: result.trace_log,
         notes: result.notes,
     })
@@ -301,7 +321,26 @@ fn run_interp(request: &RunRequest<'_>) -> Result<RunOutcome> {
         data_out: result.data_out,
         duration_ns: result.duration_ns,
         maps,
+        ringbufs: ringbufs(request, &loaded),
         trace_log: result.trace_log,
         notes: result.notes,
     })
+}
+
+/// bpfjet's ring buffers as [`RunOutcome::ringbufs`] shows them.
+fn ringbufs(request: &RunRequest<'_>, loaded: &LoadedObject) -> Option<Ringbufs> {
+    if !request.dump_maps {
+        return None;
+    }
+    let rings = request
+        .object
+        .maps
+        .iter()
+        .filter(|spec| spec.map_type == MapType::Ringbuf)
+        .filter_map(|spec| {
+            let map = loaded.map(&spec.name)?;
+            Some((spec.name.clone(), map.ringbuf_snapshot()?))
+        })
+        .collect();
+    Some(rings)
 }

@@ -3,7 +3,7 @@
 //! and the output frame always shown, since "what did the program do to my
 //! packet" is the question a test run answers.
 
-use super::engine::RunOutcome;
+use super::engine::{Ringbufs, RunOutcome};
 use bpfjet_maps::state::{to_hex, MapState};
 use serde::Serialize;
 
@@ -28,6 +28,8 @@ struct JsonReport<'a> {
     duration_ns: u64,
     #[serde(skip_serializing_if = "Option::is_none")]
     maps: Option<&'a MapState>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    ringbufs: Option<&'a Ringbufs>,
     #[serde(skip_serializing_if = "<[String]>::is_empty")]
     trace_log: &'a [String],
     #[serde(skip_serializing_if = "<[String]>::is_empty")]
@@ -42,6 +44,7 @@ pub fn json(engine: &str, outcome: &RunOutcome) -> anyhow::Result<String> {
         data_out: to_hex(&outcome.data_out),
         duration_ns: outcome.duration_ns,
         maps: outcome.maps.as_ref(),
+        ringbufs: outcome.ringbufs.as_ref(),
         trace_log: &outcome.trace_log,
         notes: &outcome.notes,
     };
