@@ -27,8 +27,8 @@ const ETH_HLEN: u32 = 14;
 const BPF_STATS_RUN_TIME: u32 = 0;
 
 pub struct BpfjetBackend {
-    ns: Namespace,
-    fds: FdTable,
+    pub(crate) ns: Namespace,
+    pub(crate) fds: FdTable,
     kernel: KernelBackend,
     warned: Mutex<HashSet<String>>,
     /// Open `BPF_ENABLE_STATS` fds of this process.
@@ -115,14 +115,29 @@ impl BpfjetBackend {
         self.release_as(r, false);
     }
 
-    fn release_as(&self, r: ObjRef, any_owner: bool) {
+    pub(crate) fn release_as(&self, r: ObjRef, any_owner: bool) {
         let created = {
             let c = self.created.lock().unwrap_or_else(PoisonError::into_inner);
             c.contains(&r)
         };
         let owner = any_owner || (created && std::process::id() == self.pid);
-        if !owner || self.held_here(r) || self.ns.is_pinned(r) {
+        if !owner || self.ns.is_pinned(r) {
             return;
+        }
+        if self.held_here(r) {
+            // What held it elsewhere is gone (a detach, an unpin): this
+            // process's fds are the last references, so it frees the
+            // object when it lets go of them.
+            if any_owner {
+                self.note_created(r);
+            }
+            return;
+        }
+        // An attached program runs on after its loader let go of it.
+        if let ObjRef::Prog(id) = r {
+            if self.ns.prog_attached(id) {
+                return;
+            }
         }
         match r {
             ObjRef::Prog(id) => {
@@ -240,7 +255,7 @@ impl BpfjetBackend {
 
     /// The bpfjet object behind `fd`: known, or recognised by the file it
     /// names (a dup, an inherited fd, one received over a socket).
-    fn obj(&self, fd: u32) -> Option<Obj> {
+    pub(crate) fn obj(&self, fd: u32) -> Option<Obj> {
         let fd = fd as i32;
         if let Some(o) = self.fds.get(fd) {
             return Some(o);

@@ -47,6 +47,7 @@ impl Kind {
 
 pub struct Namespace {
     name: String,
+    run: PathBuf,
     dir: PathBuf,
     instance: Instance,
 }
@@ -85,7 +86,7 @@ impl Namespace {
             ));
         }
         let dir = run.join(name);
-        for k in ["maps", "progs", "btf", "pins"] {
+        for k in ["maps", "progs", "btf", "pins", "links", "attach"] {
             fs::create_dir_all(dir.join(k))
                 .map_err(|e| format!("{}: {e}", dir.join(k).display()))?;
         }
@@ -100,6 +101,7 @@ impl Namespace {
         };
         Ok(Namespace {
             name: name.to_string(),
+            run: run.to_path_buf(),
             dir,
             instance,
         })
@@ -107,6 +109,16 @@ impl Namespace {
 
     pub fn name(&self) -> &str {
         &self.name
+    }
+
+    /// `<run>/<name>`: the instance's records.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// `<run>`.
+    pub fn run_dir(&self) -> &Path {
+        &self.run
     }
 
     pub fn instance(&self) -> &Instance {
