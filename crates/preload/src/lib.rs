@@ -537,9 +537,11 @@ fn netlink_in(
         Some(Ok(s)) => Some(s),
         _ => None,
     };
-    catch_unwind(AssertUnwindSafe(|| netlink::incoming(server, fd, flags, real)))
-        .ok()
-        .flatten()
+    catch_unwind(AssertUnwindSafe(|| {
+        netlink::incoming(server, fd, flags, real)
+    }))
+    .ok()
+    .flatten()
 }
 
 fn kernel_address(addr: *mut libc::sockaddr, addrlen: *mut libc::socklen_t) {
@@ -551,7 +553,11 @@ fn kernel_address(addr: *mut libc::sockaddr, addrlen: *mut libc::socklen_t) {
         let mut nl: libc::sockaddr_nl = std::mem::zeroed();
         nl.nl_family = libc::AF_NETLINK as libc::sa_family_t;
         let n = (*addrlen as usize).min(std::mem::size_of::<libc::sockaddr_nl>());
-        std::ptr::copy_nonoverlapping((&nl as *const libc::sockaddr_nl).cast::<u8>(), addr.cast::<u8>(), n);
+        std::ptr::copy_nonoverlapping(
+            (&nl as *const libc::sockaddr_nl).cast::<u8>(),
+            addr.cast::<u8>(),
+            n,
+        );
         *addrlen = std::mem::size_of::<libc::sockaddr_nl>() as libc::socklen_t;
     }
 }
@@ -626,7 +632,14 @@ pub unsafe extern "C" fn recvfrom(
     let real = |b: &mut [u8], f: i32| {
         // SAFETY: our own buffer.
         unsafe {
-            real_recvfrom()(fd, b.as_mut_ptr().cast(), b.len(), f, std::ptr::null_mut(), std::ptr::null_mut())
+            real_recvfrom()(
+                fd,
+                b.as_mut_ptr().cast(),
+                b.len(),
+                f,
+                std::ptr::null_mut(),
+                std::ptr::null_mut(),
+            )
         }
     };
     match netlink_in(fd, flags, real) {
@@ -661,5 +674,12 @@ pub unsafe extern "C" fn recv(
     len: usize,
     flags: libc::c_int,
 ) -> isize {
-    recvfrom(fd, buf, len, flags, std::ptr::null_mut(), std::ptr::null_mut())
+    recvfrom(
+        fd,
+        buf,
+        len,
+        flags,
+        std::ptr::null_mut(),
+        std::ptr::null_mut(),
+    )
 }

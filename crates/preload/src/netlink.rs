@@ -107,11 +107,18 @@ fn is_route_netlink(fd: i32) -> bool {
         let mut len = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
         // SAFETY: a c_int out-parameter of the right length.
         let r = unsafe {
-            libc::getsockopt(fd, libc::SOL_SOCKET, name, (&mut v as *mut libc::c_int).cast(), &mut len)
+            libc::getsockopt(
+                fd,
+                libc::SOL_SOCKET,
+                name,
+                (&mut v as *mut libc::c_int).cast(),
+                &mut len,
+            )
         };
         (r == 0).then_some(v)
     };
-    opt(libc::SO_DOMAIN) == Some(libc::AF_NETLINK) && opt(libc::SO_PROTOCOL) == Some(libc::NETLINK_ROUTE)
+    opt(libc::SO_DOMAIN) == Some(libc::AF_NETLINK)
+        && opt(libc::SO_PROTOCOL) == Some(libc::NETLINK_ROUTE)
 }
 
 /// This socket's netlink port id (the `nlmsg_pid` of replies to it).
@@ -275,7 +282,11 @@ pub fn incoming(
     let peek = flags & libc::MSG_PEEK != 0;
     let rewriting = with_sockets(|s| {
         let sock = s.get_mut(&fd)?;
-        if let Some(d) = if peek { sock.queue.front().cloned() } else { sock.queue.pop_front() } {
+        if let Some(d) = if peek {
+            sock.queue.front().cloned()
+        } else {
+            sock.queue.pop_front()
+        } {
             return Some(Ok(d));
         }
         if sock.rewrite {

@@ -133,7 +133,11 @@ impl Namespace {
     }
 
     /// Written by the data plane (atomically: `bpfjet status` reads it).
-    pub fn write_data_plane_status(&self, ifindex: u32, s: &DataPlaneStatus) -> std::io::Result<()> {
+    pub fn write_data_plane_status(
+        &self,
+        ifindex: u32,
+        s: &DataPlaneStatus,
+    ) -> std::io::Result<()> {
         let tmp = self.attach_dir().join(format!(".{ifindex}.status.tmp"));
         std::fs::write(&tmp, serde_json::to_vec(s)?)?;
         std::fs::rename(&tmp, self.status_file(ifindex))
@@ -157,7 +161,12 @@ fn alive(pid: u32) -> bool {
 fn last_log_line(ns: &Namespace, ifindex: u32) -> String {
     std::fs::read_to_string(ns.log_file(ifindex))
         .ok()
-        .and_then(|t| t.lines().rev().find(|l| !l.trim().is_empty()).map(String::from))
+        .and_then(|t| {
+            t.lines()
+                .rev()
+                .find(|l| !l.trim().is_empty())
+                .map(String::from)
+        })
         .unwrap_or_else(|| "no output".into())
 }
 

@@ -148,7 +148,10 @@ impl BpfjetBackend {
 /// A program of the instance as a data plane runs it: the object built
 /// from its record (one XDP program bound to the instance's maps), the
 /// loaded object and the program's name.
-pub fn data_plane_program(ns: &Namespace, id: u32) -> Result<(Object, LoadedObject, String), String> {
+pub fn data_plane_program(
+    ns: &Namespace,
+    id: u32,
+) -> Result<(Object, LoadedObject, String), String> {
     let rec: ProgRecord = serde_json::from_slice(
         &ns.read_record(Kind::Prog, id)
             .map_err(|_| format!("program id {id} does not exist in instance {}", ns.name()))?,

@@ -79,7 +79,10 @@ pub fn run(args: &StatusArgs) -> Result<ExitCode> {
         }
     }
     if args.json {
-        let v: Vec<_> = rows.iter().map(|(n, a, s)| json(n, a, s.as_ref())).collect();
+        let v: Vec<_> = rows
+            .iter()
+            .map(|(n, a, s)| json(n, a, s.as_ref()))
+            .collect();
         println!("{}", serde_json::Value::Array(v));
         return Ok(ExitCode::SUCCESS);
     }

@@ -1,0 +1,140 @@
+#!/usr/bin/env bash
+# Debian's unmodified xdp-tools under `bpfjet exec`: attach = deploy.
+#
+# In a veth pair between two network namespaces: `xdp-loader load -m skb`
+# of an XDP program compiled here (tests/preload/udp_verdicts.bpf.c),
+# `xdp-loader status`, UDP traffic from the peer namespace, the program's
+# map read with bpftool, `xdp-loader unload` — first against the kernel,
+# then under `bpfjet exec`, where the attach starts a bpfjet AF_XDP data
+# plane that outlives xdp-loader. The verdict counts must be the same.
+#
+# libxdp runs its single-program fallback here: `ip netns exec` gives the
+# namespace a fresh /sys without bpffs, and libxdp's dispatcher needs one
+# (it also needs BPF_PROG_TYPE_EXT/freplace, which bpfjet does not run).
+#
+# Needs root, xdp-tools, bpftool, clang-19, iproute2.
+# Usage: BPFJET=target/release/bpfjet tests/preload/xdp_tools.sh
+set -euo pipefail
+
+BPFJET=${BPFJET:-target/release/bpfjet}
+ROOT=$(cd "$(dirname "$0")/../.." && pwd)
+BPFJET=$(realpath "$BPFJET")
+for tool in xdp-loader bpftool clang-19 ip python3; do
+    command -v "$tool" >/dev/null || { echo "SKIPPED: $tool not installed"; exit 0; }
+done
+[ "$(id -u)" = 0 ] || { echo "SKIPPED: network namespaces and the kernel side need root"; exit 0; }
+[ -f "$(dirname "$BPFJET")/libbpfjet.so" ] || {
+    echo "FAIL: $(dirname "$BPFJET")/libbpfjet.so missing (cargo build -p bpfjet-preload)"; exit 1; }
+KERN=$(dirname "$BPFJET")/../../build/examples/xdp_kern/xsk_redirect.o
+if [ -z "${BPFJET_XSK_KERN:-}" ] && [ ! -f "$KERN" ]; then
+    make -s -C "$ROOT/examples" ../build/examples/xdp_kern/xsk_redirect.o
+fi
+
+WORK=$(mktemp -d)
+INST=xdptools$$
+export BPFJET_RUN_DIR=$WORK/run
+A=bjxa$$; B=bjxb$$; VA=bjxv0; VB=bjxv1
+cleanup() {
+    ip netns exec "$A" "$BPFJET" exec --instance "$INST" -- xdp-loader unload "$VA" --all >/dev/null 2>&1 || true
+    ip netns del "$A" 2>/dev/null || true
+    ip netns del "$B" 2>/dev/null || true
+    rm -rf "$WORK"
+    rm -f /dev/shm/bpfjet.$INST.*
+}
+trap cleanup EXIT
+
+fails=0
+check() { # name expected actual
+    if [ "$2" == "$3" ]; then
+        echo "ok   $1"
+    else
+        echo "FAIL $1"; echo "  expected: $2"; echo "  got:      $3"; fails=$((fails + 1))
+    fi
+}
+inA() { ip netns exec "$A" "$@"; }
+jx() { inA "$BPFJET" exec --instance "$INST" -- "$@"; }
+
+clang-19 -O2 -g -target bpf -I "/usr/include/$(uname -m)-linux-gnu" \
+    -c "$ROOT/tests/preload/udp_verdicts.bpf.c" -o "$WORK/udp_verdicts.o"
+
+ip netns add "$A"; ip netns add "$B"
+ip link add "$VA" netns "$A" type veth peer name "$VB" netns "$B"
+ip -n "$A" addr add 10.201.0.1/24 dev "$VA"; ip -n "$B" addr add 10.201.0.2/24 dev "$VB"
+ip -n "$A" link set "$VA" up; ip -n "$B" link set "$VB" up
+MAC=$(ip -n "$A" -j link show "$VA" | python3 -c 'import json,sys; print(json.load(sys.stdin)[0]["address"])')
+# No ARP on the measured path: only the test's UDP datagrams reach the program's counters.
+ip -n "$B" neigh replace 10.201.0.1 lladdr "$MAC" dev "$VB"
+
+send() { # n_dropped n_passed
+    ip netns exec "$B" python3 -c '
+import socket, sys
+s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+for _ in range(int(sys.argv[1])): s.sendto(b"d" * 32, ("10.201.0.1", 9999))
+for _ in range(int(sys.argv[2])): s.sendto(b"p" * 32, ("10.201.0.1", 8888))' "$1" "$2"
+}
+# "dropped passed" from a bpftool -j map dump of `verdicts`.
+counts() { python3 -c '
+import json, sys
+d = {e["formatted"]["key"]: e["formatted"]["value"] for e in json.load(sys.stdin)}
+print(d.get(0), d.get(1))'; }
+# "name mode" of the interface's program in `xdp-loader status`.
+status_row() { awk -v i="$VA" '$1 == i { print $2, $3 }'; }
+wait_counts() { # runner... ; waits up to 5 s for the expected counts
+    local want=$1; shift
+    for _ in $(seq 50); do
+        got=$("$@" bpftool -j map dump name verdicts | counts)
+        [ "$got" = "$want" ] && break
+        sleep 0.1
+    done
+    echo "$got"
+}
+
+# ---- the kernel --------------------------------------------------------------
+inA xdp-loader load -m skb "$VA" "$WORK/udp_verdicts.o"
+k_status=$(inA xdp-loader status "$VA" | status_row)
+send 40 25
+k_counts=$(wait_counts "40 25" inA)
+inA xdp-loader unload "$VA" --all
+echo "kernel: status '$k_status', verdicts '$k_counts'"
+
+# ---- bpfjet ------------------------------------------------------------------
+jx xdp-loader load -m skb "$VA" "$WORK/udp_verdicts.o"
+check "xdp-loader status (name, mode)" "$k_status" "$(jx xdp-loader status "$VA" | status_row)"
+# The loader has exited; the program runs on in bpfjet's data plane.
+dp=$("$BPFJET" status --instance "$INST" --json)
+check "bpfjet status: data plane running udp_verdicts" "running udp_verdicts skb" "$(echo "$dp" | python3 -c '
+import json, sys
+a = json.load(sys.stdin)[0]
+print(a["data_plane"]["state"], a["data_plane"]["prog_name"], a["mode"])')"
+pid=$(echo "$dp" | python3 -c 'import json,sys; print(json.load(sys.stdin)[0]["data_plane"]["pid"])')
+check "the kernel's view: a (steering) program attached in skb mode" "generic" \
+    "$(ip -n "$A" -j -d link show "$VA" | python3 -c '
+import json, sys
+x = json.load(sys.stdin)[0].get("xdp", {})
+print({1: "native", 2: "generic"}.get(x.get("mode"), "none"))')"
+check "ip link under exec shows bpfjet's program id" \
+    "$(jx bpftool -j prog show name udp_verdicts | python3 -c 'import json,sys; print(json.load(sys.stdin)["id"])')" \
+    "$(jx ip -j -d link show "$VA" | python3 -c 'import json,sys; print(json.load(sys.stdin)[0]["xdp"]["prog"]["id"])')"
+send 40 25
+check "verdicts map (dropped, passed) as the kernel's" "$k_counts" "$(wait_counts "$k_counts" jx)"
+sleep 0.5
+check "data plane counters: drop >= 40, pass >= 25" "yes" "$("$BPFJET" status --instance "$INST" --json | python3 -c '
+import json, sys
+d = json.load(sys.stdin)[0]["data_plane"]
+print("yes" if d["drop"] >= 40 and d["pass"] >= 25 else d)')"
+jx xdp-loader unload "$VA" --all
+check "xdp-loader status after unload" "<No XDP" "$(jx xdp-loader status "$VA" | awk -v i="$VA" '$1 == i { print $2, $3 }')"
+check "bpfjet status after unload" "no attachments" "$("$BPFJET" status --instance "$INST")"
+kill -0 "$pid" 2>/dev/null && alive=yes || alive=no
+check "data plane process stopped" "no" "$alive"
+check "kernel steering program detached" "none" "$(ip -n "$A" -j -d link show "$VA" | python3 -c '
+import json, sys
+x = json.load(sys.stdin)[0].get("xdp", {})
+print({1: "native", 2: "generic"}.get(x.get("mode"), "none"))')"
+check "program freed with its attachment (as the kernel frees it)" "0" \
+    "$(jx bpftool -j prog show | python3 -c 'import json,sys; print(sum(p.get("name") == "udp_verdicts" for p in json.load(sys.stdin)))')"
+
+if [ $fails -ne 0 ]; then
+    echo "xdp_tools: $fails check(s) failed"; exit 1
+fi
+echo "xdp_tools: all checks passed"
