@@ -29,7 +29,7 @@ const BPF_STATS_RUN_TIME: u32 = 0;
 pub struct BpfjetBackend {
     pub(crate) ns: Namespace,
     pub(crate) fds: FdTable,
-    kernel: KernelBackend,
+    pub(crate) kernel: KernelBackend,
     warned: Mutex<HashSet<String>>,
     /// Open `BPF_ENABLE_STATS` fds of this process.
     stats: AtomicUsize,
@@ -73,6 +73,7 @@ impl BpfjetBackend {
             Obj::Map(m) => ObjRef::Map(m.map.id()),
             Obj::Prog(p) => ObjRef::Prog(p.rec.id),
             Obj::Btf(b) => ObjRef::Btf(b.id),
+            Obj::Link(id) => ObjRef::Link(*id),
             Obj::Stats => return,
         };
         drop(obj);
@@ -91,6 +92,7 @@ impl BpfjetBackend {
             (Obj::Map(m), ObjRef::Map(id)) => m.map.id() == id,
             (Obj::Prog(p), ObjRef::Prog(id)) => p.rec.id == id,
             (Obj::Btf(b), ObjRef::Btf(id)) => b.id == id,
+            (Obj::Link(l), ObjRef::Link(id)) => *l == id,
             _ => false,
         })
     }
@@ -135,7 +137,7 @@ impl BpfjetBackend {
         }
         // An attached program runs on after its loader let go of it.
         if let ObjRef::Prog(id) = r {
-            if self.ns.prog_attached(id) {
+            if self.ns.prog_attached(id) || self.prog_linked(id) {
                 return;
             }
         }
@@ -175,6 +177,10 @@ impl BpfjetBackend {
                     self.release_as(ObjRef::Btf(btf), any_owner);
                 }
             }
+            ObjRef::Link(id) => {
+                self.release_link(id);
+                self.forget_created(r);
+            }
             ObjRef::Btf(id) => {
                 let used_by_prog = self.prog_records().iter().any(|p| p.btf_id == id);
                 let used_by_map = self.ns.ids(Kind::Map).into_iter().any(|m| {
@@ -192,7 +198,7 @@ impl BpfjetBackend {
         }
     }
 
-    fn note_created(&self, r: ObjRef) {
+    pub(crate) fn note_created(&self, r: ObjRef) {
         self.created
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
@@ -214,6 +220,7 @@ impl BpfjetBackend {
             Obj::Map(_) => Some("anon_inode:bpf-map"),
             Obj::Prog(_) => Some("anon_inode:bpf-prog"),
             Obj::Btf(_) => Some("anon_inode:btf"),
+            Obj::Link(_) => Some("anon_inode:bpf_link"),
             Obj::Stats => Some("anon_inode:bpf-stats"),
         }
     }
@@ -265,6 +272,7 @@ impl BpfjetBackend {
             ObjRef::Map(id) => Obj::Map(self.open_map(id).ok()?),
             ObjRef::Prog(id) => Obj::Prog(self.open_prog(id).ok()?),
             ObjRef::Btf(id) => Obj::Btf(self.open_btf(id).ok()?),
+            ObjRef::Link(id) => Obj::Link(id),
         };
         self.fds.insert(fd, obj.clone());
         Some(obj)
@@ -323,7 +331,7 @@ impl BpfjetBackend {
     }
 
     /// A new fd holding `obj`.
-    fn new_fd(&self, obj: Obj) -> Result<i64, Errno> {
+    pub(crate) fn new_fd(&self, obj: Obj) -> Result<i64, Errno> {
         let fd = match &obj {
             Obj::Map(m) => {
                 let name = m.map.object_name().ok_or(Errno::EINVAL)?;
@@ -333,6 +341,7 @@ impl BpfjetBackend {
             }
             Obj::Prog(p) => self.ns.open_record(Kind::Prog, p.rec.id)?,
             Obj::Btf(b) => self.ns.open_record(Kind::Btf, b.id)?,
+            Obj::Link(id) => self.ns.open_record(Kind::Link, *id)?,
             // SAFETY: a valid C string.
             Obj::Stats => unsafe {
                 libc::memfd_create(c"bpfjet-stats".as_ptr(), libc::MFD_CLOEXEC)
@@ -678,6 +687,7 @@ impl BpfjetBackend {
             Obj::Map(m) => (self.map_info(m), MapInfo::SIZE),
             Obj::Prog(p) => (self.prog_info(p, i)?, ProgInfo::SIZE),
             Obj::Btf(b) => (self.btf_info(b, i)?, BtfInfo::SIZE),
+            Obj::Link(id) => self.link_info(*id)?,
             Obj::Stats => return Err(Errno::EINVAL),
         };
         let user_len = i.info_len.get() as usize;
@@ -826,6 +836,7 @@ impl BpfjetBackend {
             Some(Obj::Map(m)) => ObjRef::Map(m.map.id()),
             Some(Obj::Prog(pr)) => ObjRef::Prog(pr.rec.id),
             Some(Obj::Btf(b)) => ObjRef::Btf(b.id),
+            Some(Obj::Link(id)) => ObjRef::Link(id),
             Some(Obj::Stats) => return Err(Errno::EINVAL),
             None => return self.kernel.execute(cmd),
         };
@@ -842,11 +853,40 @@ impl BpfjetBackend {
         }
     }
 
-    fn open_ref(&self, r: ObjRef) -> Result<i64, Errno> {
+    /// `BPF_PROG_BIND_MAP`: the map lives as long as the program, as one
+    /// the program references (the kernel adds it to `used_maps`).
+    fn prog_bind_map(&self, raw: &[u8], cmd: &Command) -> Result<i64, Errno> {
+        let word = |off: usize| u32::from_ne_bytes(raw[off..off + 4].try_into().unwrap());
+        let (prog_fd, map_fd, flags) = (word(0), word(4), word(8));
+        let prog = match self.obj(prog_fd) {
+            Some(Obj::Prog(p)) => p,
+            Some(_) => return Err(Errno::EINVAL),
+            None => return self.kernel.execute(cmd),
+        };
+        if flags != 0 {
+            return Err(Errno::EINVAL);
+        }
+        let map = self.map_obj(map_fd)?;
+        let id = prog.rec.id;
+        let mut rec: ProgRecord = serde_json::from_slice(&self.ns.read_record(Kind::Prog, id)?)
+            .map_err(|_| Errno::EINVAL)?;
+        if !rec.map_ids.contains(&map.map.id()) {
+            rec.map_ids.push(map.map.id());
+            let bytes = serde_json::to_vec(&rec).map_err(|_| Errno::EINVAL)?;
+            self.ns.write_record(Kind::Prog, id, &bytes)?;
+        }
+        Ok(0)
+    }
+
+    pub(crate) fn open_ref(&self, r: ObjRef) -> Result<i64, Errno> {
         let obj = match r {
             ObjRef::Map(id) => Obj::Map(self.open_map(id)?),
             ObjRef::Prog(id) => Obj::Prog(self.open_prog(id)?),
             ObjRef::Btf(id) => Obj::Btf(self.open_btf(id)?),
+            ObjRef::Link(id) => {
+                self.ns.read_record(Kind::Link, id)?;
+                Obj::Link(id)
+            }
         };
         self.new_fd(obj)
     }
@@ -893,8 +933,7 @@ impl Backend for BpfjetBackend {
                     IdKind::Map => Kind::Map,
                     IdKind::Prog => Kind::Prog,
                     IdKind::Btf => Kind::Btf,
-                    // bpfjet has no links yet: there are none to list.
-                    IdKind::Link => return Err(Errno::ENOENT),
+                    IdKind::Link => Kind::Link,
                 };
                 let next = self
                     .ns
@@ -909,7 +948,7 @@ impl Backend for BpfjetBackend {
                 IdKind::Map => self.open_ref(ObjRef::Map(g.id)),
                 IdKind::Prog => self.open_ref(ObjRef::Prog(g.id)),
                 IdKind::Btf => self.open_ref(ObjRef::Btf(g.id)),
-                IdKind::Link => Err(Errno::ENOENT),
+                IdKind::Link => self.open_ref(ObjRef::Link(g.id)),
             },
             Command::ObjGetInfoByFd(i) => self.get_info(i, cmd),
             Command::BtfLoad(b) => self.btf_load(b),
@@ -942,6 +981,10 @@ impl Backend for BpfjetBackend {
                 Some(_) => Err(Errno::EINVAL),
                 None => self.kernel.execute(cmd),
             },
+            Command::Other(bpfjet_sys::Cmd::ProgBindMap, raw) => self.prog_bind_map(raw, cmd),
+            Command::Other(c, raw) if crate::links::is_link_command(*c) => {
+                self.link_command(*c, raw, cmd)
+            }
             Command::Other(c, _) => {
                 self.warn_once(c.name(), "not implemented yet");
                 Err(Errno::EINVAL)
