@@ -122,6 +122,23 @@ check "data plane counters: drop >= 40, pass >= 25" "yes" "$("$BPFJET" status --
 import json, sys
 d = json.load(sys.stdin)[0]["data_plane"]
 print("yes" if d["drop"] >= 40 and d["pass"] >= 25 else d)')"
+# Re-attach through iproute2 (RTM_NEWLINK, a dup'd program fd): a hot
+# replace in the running data plane. The new object has maps of its own, so
+# the data plane's counters tell the verdicts apart: no more drops.
+before=$("$BPFJET" status --instance "$INST" --json)
+jx ip -force link set dev "$VA" xdpgeneric obj "$WORK/udp_verdicts.o" program udp_count_only
+after=$("$BPFJET" status --instance "$INST" --json)
+check "ip link set xdpgeneric: hot replace, same data plane" "udp_count_only 1 $pid" "$(echo "$after" | python3 -c '
+import json, sys
+d = json.load(sys.stdin)[0]["data_plane"]
+print(d["prog_name"], d["replaces"], d["pid"])')"
+send 10 5
+sleep 0.5
+check "after the replace: 15 more passed, no more dropped" "15 0" "$(echo "$before" "$("$BPFJET" status --instance "$INST" --json)" | python3 -c '
+import json, sys
+a, b = sys.stdin.read().split("] [")
+a, b = json.loads(a + "]")[0]["data_plane"], json.loads("[" + b)[0]["data_plane"]
+print(b["pass"] - a["pass"], b["drop"] - a["drop"])')"
 jx xdp-loader unload "$VA" --all
 check "xdp-loader status after unload" "<No XDP" "$(jx xdp-loader status "$VA" | awk -v i="$VA" '$1 == i { print $2, $3 }')"
 check "bpfjet status after unload" "no attachments" "$("$BPFJET" status --instance "$INST")"
@@ -133,6 +150,30 @@ x = json.load(sys.stdin)[0].get("xdp", {})
 print({1: "native", 2: "generic"}.get(x.get("mode"), "none"))')"
 check "program freed with its attachment (as the kernel frees it)" "0" \
     "$(jx bpftool -j prog show | python3 -c 'import json,sys; print(sum(p.get("name") == "udp_verdicts" for p in json.load(sys.stdin)))')"
+
+# ---- an XDP bpf_link (libbpf), the same binary on both sides ----------------
+cc -O2 -Wall -o "$WORK/xdp_link" "$ROOT/tests/preload/xdp_link.c" -lbpf
+link_session() { # runner...
+    { sleep 0.5; send 10 5; sleep 0.5; echo counts; echo info
+      echo "update udp_count_only"; sleep 0.3; send 10 5; sleep 0.5; echo counts; echo info
+      echo detach; sleep 0.3; send 10 5; sleep 0.5; echo counts; echo quit
+    } | inA "$@" "$WORK/xdp_link" "$WORK/udp_verdicts.o" "$VA"
+}
+k_link=$(link_session)
+j_link=$(link_session "$BPFJET" exec --instance "$INST" --)
+echo "kernel link session: $(echo $k_link)"
+check "bpf_link create/update/detach/info session as the kernel's" "$k_link" "$j_link"
+check "the link's end detached its data plane" "no attachments" "$("$BPFJET" status --instance "$INST")"
+
+# ---- libxdp with a bpffs: its dispatcher needs freplace, so it falls back ----
+out=$(inA sh -c "mount -t bpf bpf /sys/fs/bpf && \
+    '$BPFJET' exec --instance $INST -- xdp-loader load -v -m skb $VA '$WORK/udp_verdicts.o' 2>&1 && \
+    '$BPFJET' exec --instance $INST -- xdp-loader status $VA && \
+    '$BPFJET' exec --instance $INST -- xdp-loader unload $VA --all" 2>&1) || true
+check "with bpffs: libxdp's dispatcher check fails under bpfjet (no freplace)" "yes" \
+    "$(echo "$out" | grep -q 'Compatibility check for dispatcher program failed' && echo yes || echo "$out")"
+check "with bpffs: single-program fallback attached" "udp_verdicts skb" "$(echo "$out" | status_row)"
+check "with bpffs: unloaded" "no attachments" "$("$BPFJET" status --instance "$INST")"
 
 if [ $fails -ne 0 ]; then
     echo "xdp_tools: $fails check(s) failed"; exit 1

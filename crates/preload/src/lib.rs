@@ -452,7 +452,7 @@ fn netlink_out(fd: libc::c_int, buf: &[u8]) -> Option<isize> {
         return None;
     }
     // Cheap test first: only netlink link requests are candidates.
-    if buf.len() < 16 || !matches!(u16::from_ne_bytes([buf[4], buf[5]]), 18 | 19) {
+    if buf.len() < 16 || !matches!(u16::from_ne_bytes([buf[4], buf[5]]), 16 | 18 | 19) {
         return None;
     }
     let server = server().ok()?;

@@ -1,6 +1,7 @@
 //! The netlink XDP attach and query, interposed on `NETLINK_ROUTE` sockets.
 //!
-//! - `RTM_SETLINK` carrying only `IFLA_XDP` whose program is bpfjet's (or
+//! - `RTM_SETLINK` (or iproute2's `RTM_NEWLINK` on an existing ifindex)
+//!   carrying only `IFLA_XDP` whose program is bpfjet's (or
 //!   that detaches from an interface bpfjet serves) is served by bpfjet and
 //!   never reaches the kernel: its `NLMSG_ERROR` reply (the ack) is queued
 //!   on the socket and handed out by the next receive.
@@ -189,7 +190,9 @@ pub fn outgoing(server: &BpfjetBackend, fd: i32, buf: &[u8]) -> Option<usize> {
     }
     let ty = u16_at(buf, 4);
     let len = u32_at(buf, 0) as usize;
-    if !(ty == RTM_GETLINK || ty == RTM_SETLINK) || len > buf.len() || len < NLMSG_HDRLEN {
+    // iproute2 changes a link with RTM_NEWLINK, libbpf with RTM_SETLINK.
+    let change = ty == RTM_SETLINK || ty == RTM_NEWLINK;
+    if !(ty == RTM_GETLINK || change) || len > buf.len() || len < NLMSG_HDRLEN {
         return None;
     }
     if !is_route_netlink(fd) {

@@ -88,6 +88,28 @@ impl BpfjetBackend {
     }
 
     fn held_here(&self, r: ObjRef) -> bool {
+        self.held_in_table(r) || self.held_by_untracked_fd(r)
+    }
+
+    /// An fd bpfjet has not seen that names the object's file: a `dup` or
+    /// `fcntl(F_DUPFD)` of one (iproute2 dups its program fds), inherited or
+    /// received. Looked for only when an object is about to be freed.
+    fn held_by_untracked_fd(&self, r: ObjRef) -> bool {
+        let Ok(dir) = std::fs::read_dir("/proc/self/fd") else {
+            return false;
+        };
+        dir.filter_map(|e| e.ok())
+            .filter(|e| {
+                e.file_name()
+                    .to_str()
+                    .and_then(|n| n.parse::<i32>().ok())
+                    .is_some_and(|fd| self.fds.get(fd).is_none())
+            })
+            .filter_map(|e| std::fs::read_link(e.path()).ok())
+            .any(|p| p.to_str().and_then(|p| self.ns.identify(p)) == Some(r))
+    }
+
+    fn held_in_table(&self, r: ObjRef) -> bool {
         self.fds.any(|o| match (o, r) {
             (Obj::Map(m), ObjRef::Map(id)) => m.map.id() == id,
             (Obj::Prog(p), ObjRef::Prog(id)) => p.rec.id == id,
