@@ -35,6 +35,8 @@ pub struct BpfjetBackend {
     stats: AtomicUsize,
     /// Objects this process created (and frees when it lets go of them).
     created: Mutex<HashSet<ObjRef>>,
+    /// The fd being closed (still open while its object is released).
+    closing: std::sync::atomic::AtomicI32,
     /// The creating process: a forked child inherits the fds, not the
     /// ownership (its exit must not free its parent's objects).
     pid: u32,
@@ -49,6 +51,7 @@ impl BpfjetBackend {
             warned: Mutex::default(),
             stats: AtomicUsize::new(0),
             created: Mutex::default(),
+            closing: std::sync::atomic::AtomicI32::new(-1),
             pid: std::process::id(),
         }
     }
@@ -77,7 +80,9 @@ impl BpfjetBackend {
             Obj::Stats => return,
         };
         drop(obj);
+        self.closing.store(fd, Ordering::Relaxed);
         self.release(r);
+        self.closing.store(-1, Ordering::Relaxed);
     }
 
     /// Every fd this process still holds, at exit: what only it held goes.
@@ -103,7 +108,9 @@ impl BpfjetBackend {
                 e.file_name()
                     .to_str()
                     .and_then(|n| n.parse::<i32>().ok())
-                    .is_some_and(|fd| self.fds.get(fd).is_none())
+                    .is_some_and(|fd| {
+                        fd != self.closing.load(Ordering::Relaxed) && self.fds.get(fd).is_none()
+                    })
             })
             .filter_map(|e| std::fs::read_link(e.path()).ok())
             .any(|p| p.to_str().and_then(|p| self.ns.identify(p)) == Some(r))
