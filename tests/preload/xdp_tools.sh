@@ -153,16 +153,24 @@ check "program freed with its attachment (as the kernel frees it)" "0" \
 
 # ---- an XDP bpf_link (libbpf), the same binary on both sides ----------------
 cc -O2 -Wall -o "$WORK/xdp_link" "$ROOT/tests/preload/xdp_link.c" -lbpf
-link_session() { # runner...
+link_session() { # side runner...
+    local side=$1; shift
     { sleep 0.5; send 10 5; sleep 0.5; echo counts; echo info
+      inA "$@" bpftool -j link show | python3 -c '
+import json, sys; print([l["type"] for l in json.load(sys.stdin)])' > "$WORK/$side.links"
+      inA "$@" bpftool net show dev "$VA" | awk -v i="$VA" 'index($1, i "(") == 1 { print $2 }' > "$WORK/$side.net"
       echo "update udp_count_only"; sleep 0.3; send 10 5; sleep 0.5; echo counts; echo info
       echo detach; sleep 0.3; send 10 5; sleep 0.5; echo counts; echo quit
     } | inA "$@" "$WORK/xdp_link" "$WORK/udp_verdicts.o" "$VA"
 }
-k_link=$(link_session)
-j_link=$(link_session "$BPFJET" exec --instance "$INST" --)
+k_link=$(link_session kernel)
+j_link=$(link_session bpfjet "$BPFJET" exec --instance "$INST" --)
 echo "kernel link session: $(echo $k_link)"
 check "bpf_link create/update/detach/info session as the kernel's" "$k_link" "$j_link"
+check "bpftool -j link show during the session (kernel)" "['xdp']" "$(cat "$WORK/kernel.links")"
+check "bpftool -j link show during the session" "$(cat "$WORK/kernel.links")" "$(cat "$WORK/bpfjet.links")"
+[ -s "$WORK/kernel.net" ] || { echo "FAIL bpftool net show printed no xdp line on the kernel"; fails=$((fails + 1)); }
+check "bpftool net show: the link's mode" "$(cat "$WORK/kernel.net")" "$(cat "$WORK/bpfjet.net")"
 check "the link's end detached its data plane" "no attachments" "$("$BPFJET" status --instance "$INST")"
 
 # ---- libxdp with a bpffs: its dispatcher needs freplace, so it falls back ----

@@ -1011,6 +1011,34 @@ impl Backend for BpfjetBackend {
                 None => self.kernel.execute(cmd),
             },
             Command::Other(bpfjet_sys::Cmd::ProgBindMap, raw) => self.prog_bind_map(raw, cmd),
+            // bpfjet attaches only XDP, which has no PROG_QUERY: what is
+            // asked about (tc, cgroups, flow dissector; `bpftool net`) is
+            // the kernel's.
+            Command::Other(bpfjet_sys::Cmd::ProgQuery, _) => self.kernel.execute(cmd),
+            Command::Other(
+                c @ (bpfjet_sys::Cmd::ProgAttach | bpfjet_sys::Cmd::ProgDetach),
+                raw,
+            ) => {
+                let fd = |off: usize| {
+                    let mut b = [0u8; 4];
+                    for (i, x) in b.iter_mut().enumerate() {
+                        *x = raw.get(off + i).copied().unwrap_or(0);
+                    }
+                    u32::from_ne_bytes(b)
+                };
+                // target_fd, attach_bpf_fd, ..., replace_bpf_fd
+                if [0, 4, 16]
+                    .into_iter()
+                    .any(|o| fd(o) != 0 && self.obj(fd(o)).is_some())
+                {
+                    self.warn_once(
+                        c.name(),
+                        "bpfjet objects attach to XDP only (netlink or BPF_LINK_CREATE)",
+                    );
+                    return Err(Errno::EINVAL);
+                }
+                self.kernel.execute(cmd)
+            }
             Command::Other(c, raw) if crate::links::is_link_command(*c) => {
                 self.link_command(*c, raw, cmd)
             }
