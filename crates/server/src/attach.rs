@@ -189,11 +189,17 @@ pub fn deploy(ns: &Namespace, a: &Attachment) -> Result<(), Errno> {
         .stdout(std::process::Stdio::null())
         .stderr(log);
     // Its own session: the loader's terminal and process group going away
-    // (xdp-loader exits at once) must not stop it.
-    // SAFETY: setsid is async-signal-safe.
+    // (xdp-loader exits at once) must not stop it. None of the loader's
+    // other fds: an inherited pipe end would keep the loader's reader (a
+    // shell's `$(...)`) waiting for the data plane to end.
+    // SAFETY: setsid and close_range are async-signal-safe system calls;
+    // stdio is already in place when pre_exec runs.
     unsafe {
         cmd.pre_exec(|| {
             libc::setsid();
+            // CLOSE_RANGE_CLOEXEC: closed at exec, so the spawn's own
+            // error pipe still reports a failed exec.
+            libc::syscall(libc::SYS_close_range, 3u32, u32::MAX, 4u32);
             Ok(())
         })
     };

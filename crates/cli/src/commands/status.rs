@@ -74,7 +74,17 @@ pub fn run(args: &StatusArgs) -> Result<ExitCode> {
         }
         let ns = Namespace::open(name, &run).map_err(|e| anyhow!(e))?;
         for a in ns.attachments() {
-            let s = ns.data_plane_status(a.ifindex);
+            let mut s = ns.data_plane_status(a.ifindex);
+            // A data plane that died without a word (killed) still says
+            // what it said last: report it gone.
+            if let Some(st) = s.as_mut() {
+                let alive = st.pid != 0
+                    // SAFETY: signal 0 only checks the pid exists.
+                    && unsafe { libc::kill(st.pid as i32, 0) } == 0;
+                if !alive && matches!(st.state.as_str(), "starting" | "running") {
+                    st.state = "exited".into();
+                }
+            }
             rows.push((name.clone(), a, s));
         }
     }
