@@ -32,11 +32,13 @@ conformance: build
 
 test: lint test-rust conformance test-netns test-preload
 
-# Unmodified control planes (bpftool, a libbpf program) under `bpfjet exec`,
-# compared with the kernel (root). `build` builds libbpfjet.so next to bpfjet.
-# ringbuf.sh: libbpf's ring_buffer__poll on a bpfjet ring buffer.
+# Unmodified control planes (bpftool, a libbpf program, xdp-tools in network
+# namespaces) under `bpfjet exec`, compared with the kernel (root). `build`
+# builds libbpfjet.so next to bpfjet. ringbuf.sh: libbpf's
+# ring_buffer__poll on a bpfjet ring buffer.
 test-preload: build
 	BPFJET=$(BPFJET) timeout 600 bash tests/preload/control_planes.sh
+	BPFJET=$(BPFJET) timeout 300 bash tests/preload/xdp_tools.sh
 	BPFJET=$(BPFJET) timeout 300 bash tests/preload/ringbuf.sh
 
 # Map update + lookup through the interposed bpf() vs the kernel's, side by

@@ -61,6 +61,12 @@ enum Command {
     /// Run an unmodified program (bpftool, a libbpf application) with its
     /// bpf() calls served by bpfjet: maps, verified XDP programs, pins.
     Exec(commands::exec::ExecArgs),
+    /// XDP attachments made through `bpfjet exec` (netlink or links): their
+    /// programs, data planes and counters.
+    Status(commands::status::StatusArgs),
+    /// The data plane of one attachment (started by the attaching process).
+    #[command(hide = true)]
+    ServeAttachment(commands::attachment::ServeAttachmentArgs),
     /// Run bpfjet's verifier on an object's XDP programs: exit 0 accepted, 1 rejected
     /// (instruction, disassembly, source line, rule and register state on stderr).
     Verify {
@@ -134,7 +140,7 @@ fn main() -> ExitCode {
     // `run` and `map` document exit 1 for failures past argument parsing
     // (instance taken, missing map, I/O); the other commands use 2.
     let failure_code = match cli.command {
-        Command::Run(_) | Command::Map(_) | Command::Replace(_) => 1,
+        Command::Run(_) | Command::Map(_) | Command::Replace(_) | Command::ServeAttachment(_) => 1,
         _ => 2,
     };
     let result = match cli.command {
@@ -171,6 +177,8 @@ fn main() -> ExitCode {
         Command::Replace(args) => commands::replace::run(&args),
         Command::Bench(args) => commands::bench::run(&args),
         Command::Exec(args) => commands::exec::run(&args),
+        Command::Status(args) => commands::status::run(&args),
+        Command::ServeAttachment(args) => commands::attachment::run(&args),
     };
     match result {
         Ok(code) => code,

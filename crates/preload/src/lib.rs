@@ -17,6 +17,8 @@
 //! was there and are ignored by the kernel. They are forwarded to libc's
 //! `syscall()` (found with `dlsym(RTLD_NEXT)`) through its variadic type.
 
+mod netlink;
+
 use bpfjet_server::{BpfjetBackend, Namespace};
 use bpfjet_sys::{decode, write_back, Backend, Errno};
 use std::cell::Cell;
@@ -135,6 +137,7 @@ pub unsafe extern "C" fn syscall(
 #[no_mangle]
 pub unsafe extern "C" fn close(fd: libc::c_int) -> libc::c_int {
     bpfjet_forget_fd(fd);
+    netlink::forget(fd);
     real_close()(fd)
 }
 
@@ -398,4 +401,291 @@ pub extern "C" fn bpfjet_forget_fd(fd: libc::c_int) {
     let _ = catch_unwind(AssertUnwindSafe(|| server.forget_fd(fd)));
     ringbuf::forget(fd);
     set_errno(saved);
+}
+
+// ---- netlink (see [`netlink`]) ----------------------------------------------
+
+type SendtoFn = unsafe extern "C" fn(
+    libc::c_int,
+    *const libc::c_void,
+    usize,
+    libc::c_int,
+    *const libc::sockaddr,
+    libc::socklen_t,
+) -> isize;
+type SendmsgFn = unsafe extern "C" fn(libc::c_int, *const libc::msghdr, libc::c_int) -> isize;
+type RecvfromFn = unsafe extern "C" fn(
+    libc::c_int,
+    *mut libc::c_void,
+    usize,
+    libc::c_int,
+    *mut libc::sockaddr,
+    *mut libc::socklen_t,
+) -> isize;
+type RecvmsgFn = unsafe extern "C" fn(libc::c_int, *mut libc::msghdr, libc::c_int) -> isize;
+
+fn real_sendto() -> SendtoFn {
+    static REAL: OnceLock<usize> = OnceLock::new();
+    let p = *REAL.get_or_init(|| next_symbol(c"sendto") as usize);
+    // SAFETY: libc's sendto() has this type.
+    unsafe { std::mem::transmute::<usize, SendtoFn>(p) }
+}
+
+fn real_sendmsg() -> SendmsgFn {
+    static REAL: OnceLock<usize> = OnceLock::new();
+    let p = *REAL.get_or_init(|| next_symbol(c"sendmsg") as usize);
+    // SAFETY: libc's sendmsg() has this type.
+    unsafe { std::mem::transmute::<usize, SendmsgFn>(p) }
+}
+
+fn real_recvfrom() -> RecvfromFn {
+    static REAL: OnceLock<usize> = OnceLock::new();
+    let p = *REAL.get_or_init(|| next_symbol(c"recvfrom") as usize);
+    // SAFETY: libc's recvfrom() has this type.
+    unsafe { std::mem::transmute::<usize, RecvfromFn>(p) }
+}
+
+fn real_recvmsg() -> RecvmsgFn {
+    static REAL: OnceLock<usize> = OnceLock::new();
+    let p = *REAL.get_or_init(|| next_symbol(c"recvmsg") as usize);
+    // SAFETY: libc's recvmsg() has this type.
+    unsafe { std::mem::transmute::<usize, RecvmsgFn>(p) }
+}
+
+/// A message sent on `fd`: Some(bytes) when bpfjet served it.
+fn netlink_out(fd: libc::c_int, buf: &[u8]) -> Option<isize> {
+    if INSIDE.with(|i| i.get()) {
+        return None;
+    }
+    // Cheap test first: only netlink link requests are candidates.
+    if buf.len() < 16 || !matches!(u16::from_ne_bytes([buf[4], buf[5]]), 16 | 18 | 19) {
+        return None;
+    }
+    let server = server().ok()?;
+    INSIDE.with(|i| i.set(true));
+    let r = catch_unwind(AssertUnwindSafe(|| netlink::outgoing(server, fd, buf)));
+    INSIDE.with(|i| i.set(false));
+    r.ok().flatten().map(|n| n as isize)
+}
+
+/// libc's `sendto()`, interposed for the netlink XDP attach.
+///
+/// # Safety
+/// As libc's `sendto()`.
+#[no_mangle]
+pub unsafe extern "C" fn sendto(
+    fd: libc::c_int,
+    buf: *const libc::c_void,
+    len: usize,
+    flags: libc::c_int,
+    addr: *const libc::sockaddr,
+    addrlen: libc::socklen_t,
+) -> isize {
+    if !buf.is_null() {
+        // SAFETY: the caller passes `len` bytes at `buf`.
+        let bytes = std::slice::from_raw_parts(buf.cast::<u8>(), len);
+        if let Some(n) = netlink_out(fd, bytes) {
+            return n;
+        }
+    }
+    real_sendto()(fd, buf, len, flags, addr, addrlen)
+}
+
+/// libc's `send()`, interposed like [`sendto`].
+///
+/// # Safety
+/// As libc's `send()`.
+#[no_mangle]
+pub unsafe extern "C" fn send(
+    fd: libc::c_int,
+    buf: *const libc::c_void,
+    len: usize,
+    flags: libc::c_int,
+) -> isize {
+    sendto(fd, buf, len, flags, std::ptr::null(), 0)
+}
+
+/// libc's `sendmsg()`, interposed like [`sendto`] (one-iovec messages, as
+/// netlink libraries send them).
+///
+/// # Safety
+/// As libc's `sendmsg()`.
+#[no_mangle]
+pub unsafe extern "C" fn sendmsg(
+    fd: libc::c_int,
+    msg: *const libc::msghdr,
+    flags: libc::c_int,
+) -> isize {
+    if !msg.is_null() && (*msg).msg_iovlen == 1 && !(*msg).msg_iov.is_null() {
+        let iov = &*(*msg).msg_iov;
+        if !iov.iov_base.is_null() {
+            // SAFETY: the caller's iovec.
+            let bytes = std::slice::from_raw_parts(iov.iov_base.cast::<u8>(), iov.iov_len);
+            if let Some(n) = netlink_out(fd, bytes) {
+                return n;
+            }
+        }
+    }
+    real_sendmsg()(fd, msg, flags)
+}
+
+/// A receive bpfjet answers: the datagram, copied like the kernel copies
+/// (truncated to the room, full length with `MSG_TRUNC`).
+fn netlink_in(
+    fd: libc::c_int,
+    flags: libc::c_int,
+    real: impl FnOnce(&mut [u8], i32) -> isize,
+) -> Option<Result<Vec<u8>, i32>> {
+    if INSIDE.with(|i| i.get()) {
+        return None;
+    }
+    let server = match SERVER.get() {
+        Some(Ok(s)) => Some(s),
+        _ => None,
+    };
+    catch_unwind(AssertUnwindSafe(|| {
+        netlink::incoming(server, fd, flags, real)
+    }))
+    .ok()
+    .flatten()
+}
+
+fn kernel_address(addr: *mut libc::sockaddr, addrlen: *mut libc::socklen_t) {
+    if addr.is_null() || addrlen.is_null() {
+        return;
+    }
+    // SAFETY: the caller's address buffer of *addrlen bytes.
+    unsafe {
+        let mut nl: libc::sockaddr_nl = std::mem::zeroed();
+        nl.nl_family = libc::AF_NETLINK as libc::sa_family_t;
+        let n = (*addrlen as usize).min(std::mem::size_of::<libc::sockaddr_nl>());
+        std::ptr::copy_nonoverlapping(
+            (&nl as *const libc::sockaddr_nl).cast::<u8>(),
+            addr.cast::<u8>(),
+            n,
+        );
+        *addrlen = std::mem::size_of::<libc::sockaddr_nl>() as libc::socklen_t;
+    }
+}
+
+/// libc's `recvmsg()`, interposed for netlink replies bpfjet answers.
+///
+/// # Safety
+/// As libc's `recvmsg()`.
+#[no_mangle]
+pub unsafe extern "C" fn recvmsg(
+    fd: libc::c_int,
+    msg: *mut libc::msghdr,
+    flags: libc::c_int,
+) -> isize {
+    if msg.is_null() {
+        return real_recvmsg()(fd, msg, flags);
+    }
+    let real = |buf: &mut [u8], f: i32| {
+        let mut iov = libc::iovec {
+            iov_base: buf.as_mut_ptr().cast(),
+            iov_len: buf.len(),
+        };
+        // SAFETY: a msghdr over our own buffer.
+        let mut m: libc::msghdr = unsafe { std::mem::zeroed() };
+        m.msg_iov = &mut iov;
+        m.msg_iovlen = 1;
+        // SAFETY: as above.
+        unsafe { real_recvmsg()(fd, &mut m, f) }
+    };
+    match netlink_in(fd, flags, real) {
+        None => real_recvmsg()(fd, msg, flags),
+        Some(Err(e)) => {
+            set_errno(e);
+            -1
+        }
+        Some(Ok(d)) => {
+            let m = &mut *msg;
+            let mut copied = 0;
+            for i in 0..m.msg_iovlen {
+                let iov = &*m.msg_iov.add(i);
+                let n = iov.iov_len.min(d.len() - copied);
+                std::ptr::copy_nonoverlapping(d[copied..].as_ptr(), iov.iov_base.cast::<u8>(), n);
+                copied += n;
+            }
+            m.msg_flags = if copied < d.len() { libc::MSG_TRUNC } else { 0 };
+            m.msg_controllen = 0;
+            let mut namelen = m.msg_namelen;
+            kernel_address(m.msg_name.cast(), &mut namelen);
+            m.msg_namelen = namelen;
+            if flags & libc::MSG_TRUNC != 0 {
+                d.len() as isize
+            } else {
+                copied as isize
+            }
+        }
+    }
+}
+
+/// libc's `recvfrom()`, interposed like [`recvmsg`].
+///
+/// # Safety
+/// As libc's `recvfrom()`.
+#[no_mangle]
+pub unsafe extern "C" fn recvfrom(
+    fd: libc::c_int,
+    buf: *mut libc::c_void,
+    len: usize,
+    flags: libc::c_int,
+    addr: *mut libc::sockaddr,
+    addrlen: *mut libc::socklen_t,
+) -> isize {
+    let real = |b: &mut [u8], f: i32| {
+        // SAFETY: our own buffer.
+        unsafe {
+            real_recvfrom()(
+                fd,
+                b.as_mut_ptr().cast(),
+                b.len(),
+                f,
+                std::ptr::null_mut(),
+                std::ptr::null_mut(),
+            )
+        }
+    };
+    match netlink_in(fd, flags, real) {
+        None => real_recvfrom()(fd, buf, len, flags, addr, addrlen),
+        Some(Err(e)) => {
+            set_errno(e);
+            -1
+        }
+        Some(Ok(d)) => {
+            let n = len.min(d.len());
+            if !buf.is_null() {
+                std::ptr::copy_nonoverlapping(d.as_ptr(), buf.cast::<u8>(), n);
+            }
+            kernel_address(addr, addrlen);
+            if flags & libc::MSG_TRUNC != 0 {
+                d.len() as isize
+            } else {
+                n as isize
+            }
+        }
+    }
+}
+
+/// libc's `recv()`, interposed like [`recvmsg`].
+///
+/// # Safety
+/// As libc's `recv()`.
+#[no_mangle]
+pub unsafe extern "C" fn recv(
+    fd: libc::c_int,
+    buf: *mut libc::c_void,
+    len: usize,
+    flags: libc::c_int,
+) -> isize {
+    recvfrom(
+        fd,
+        buf,
+        len,
+        flags,
+        std::ptr::null_mut(),
+        std::ptr::null_mut(),
+    )
 }

@@ -27,14 +27,16 @@ const ETH_HLEN: u32 = 14;
 const BPF_STATS_RUN_TIME: u32 = 0;
 
 pub struct BpfjetBackend {
-    ns: Namespace,
-    fds: FdTable,
-    kernel: KernelBackend,
+    pub(crate) ns: Namespace,
+    pub(crate) fds: FdTable,
+    pub(crate) kernel: KernelBackend,
     warned: Mutex<HashSet<String>>,
     /// Open `BPF_ENABLE_STATS` fds of this process.
     stats: AtomicUsize,
     /// Objects this process created (and frees when it lets go of them).
     created: Mutex<HashSet<ObjRef>>,
+    /// The fd being closed (still open while its object is released).
+    closing: std::sync::atomic::AtomicI32,
     /// The creating process: a forked child inherits the fds, not the
     /// ownership (its exit must not free its parent's objects).
     pid: u32,
@@ -49,6 +51,7 @@ impl BpfjetBackend {
             warned: Mutex::default(),
             stats: AtomicUsize::new(0),
             created: Mutex::default(),
+            closing: std::sync::atomic::AtomicI32::new(-1),
             pid: std::process::id(),
         }
     }
@@ -73,10 +76,13 @@ impl BpfjetBackend {
             Obj::Map(m) => ObjRef::Map(m.map.id()),
             Obj::Prog(p) => ObjRef::Prog(p.rec.id),
             Obj::Btf(b) => ObjRef::Btf(b.id),
+            Obj::Link(id) => ObjRef::Link(*id),
             Obj::Stats => return,
         };
         drop(obj);
+        self.closing.store(fd, Ordering::Relaxed);
         self.release(r);
+        self.closing.store(-1, Ordering::Relaxed);
     }
 
     /// Every fd this process still holds, at exit: what only it held goes.
@@ -87,10 +93,35 @@ impl BpfjetBackend {
     }
 
     fn held_here(&self, r: ObjRef) -> bool {
+        self.held_in_table(r) || self.held_by_untracked_fd(r)
+    }
+
+    /// An fd bpfjet has not seen that names the object's file: a `dup` or
+    /// `fcntl(F_DUPFD)` of one (iproute2 dups its program fds), inherited or
+    /// received. Looked for only when an object is about to be freed.
+    fn held_by_untracked_fd(&self, r: ObjRef) -> bool {
+        let Ok(dir) = std::fs::read_dir("/proc/self/fd") else {
+            return false;
+        };
+        dir.filter_map(|e| e.ok())
+            .filter(|e| {
+                e.file_name()
+                    .to_str()
+                    .and_then(|n| n.parse::<i32>().ok())
+                    .is_some_and(|fd| {
+                        fd != self.closing.load(Ordering::Relaxed) && self.fds.get(fd).is_none()
+                    })
+            })
+            .filter_map(|e| std::fs::read_link(e.path()).ok())
+            .any(|p| p.to_str().and_then(|p| self.ns.identify(p)) == Some(r))
+    }
+
+    fn held_in_table(&self, r: ObjRef) -> bool {
         self.fds.any(|o| match (o, r) {
             (Obj::Map(m), ObjRef::Map(id)) => m.map.id() == id,
             (Obj::Prog(p), ObjRef::Prog(id)) => p.rec.id == id,
             (Obj::Btf(b), ObjRef::Btf(id)) => b.id == id,
+            (Obj::Link(l), ObjRef::Link(id)) => *l == id,
             _ => false,
         })
     }
@@ -115,14 +146,29 @@ impl BpfjetBackend {
         self.release_as(r, false);
     }
 
-    fn release_as(&self, r: ObjRef, any_owner: bool) {
+    pub(crate) fn release_as(&self, r: ObjRef, any_owner: bool) {
         let created = {
             let c = self.created.lock().unwrap_or_else(PoisonError::into_inner);
             c.contains(&r)
         };
         let owner = any_owner || (created && std::process::id() == self.pid);
-        if !owner || self.held_here(r) || self.ns.is_pinned(r) {
+        if !owner || self.ns.is_pinned(r) {
             return;
+        }
+        if self.held_here(r) {
+            // What held it elsewhere is gone (a detach, an unpin): this
+            // process's fds are the last references, so it frees the
+            // object when it lets go of them.
+            if any_owner {
+                self.note_created(r);
+            }
+            return;
+        }
+        // An attached program runs on after its loader let go of it.
+        if let ObjRef::Prog(id) = r {
+            if self.ns.prog_attached(id) || self.prog_linked(id) {
+                return;
+            }
         }
         match r {
             ObjRef::Prog(id) => {
@@ -160,6 +206,10 @@ impl BpfjetBackend {
                     self.release_as(ObjRef::Btf(btf), any_owner);
                 }
             }
+            ObjRef::Link(id) => {
+                self.release_link(id);
+                self.forget_created(r);
+            }
             ObjRef::Btf(id) => {
                 let used_by_prog = self.prog_records().iter().any(|p| p.btf_id == id);
                 let used_by_map = self.ns.ids(Kind::Map).into_iter().any(|m| {
@@ -177,7 +227,7 @@ impl BpfjetBackend {
         }
     }
 
-    fn note_created(&self, r: ObjRef) {
+    pub(crate) fn note_created(&self, r: ObjRef) {
         self.created
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
@@ -199,6 +249,7 @@ impl BpfjetBackend {
             Obj::Map(_) => Some("anon_inode:bpf-map"),
             Obj::Prog(_) => Some("anon_inode:bpf-prog"),
             Obj::Btf(_) => Some("anon_inode:btf"),
+            Obj::Link(_) => Some("anon_inode:bpf_link"),
             Obj::Stats => Some("anon_inode:bpf-stats"),
         }
     }
@@ -270,7 +321,7 @@ impl BpfjetBackend {
 
     /// The bpfjet object behind `fd`: known, or recognised by the file it
     /// names (a dup, an inherited fd, one received over a socket).
-    fn obj(&self, fd: u32) -> Option<Obj> {
+    pub(crate) fn obj(&self, fd: u32) -> Option<Obj> {
         let fd = fd as i32;
         if let Some(o) = self.fds.get(fd) {
             return Some(o);
@@ -280,6 +331,7 @@ impl BpfjetBackend {
             ObjRef::Map(id) => Obj::Map(self.open_map(id).ok()?),
             ObjRef::Prog(id) => Obj::Prog(self.open_prog(id).ok()?),
             ObjRef::Btf(id) => Obj::Btf(self.open_btf(id).ok()?),
+            ObjRef::Link(id) => Obj::Link(id),
         };
         self.fds.insert(fd, obj.clone());
         Some(obj)
@@ -338,7 +390,7 @@ impl BpfjetBackend {
     }
 
     /// A new fd holding `obj`.
-    fn new_fd(&self, obj: Obj) -> Result<i64, Errno> {
+    pub(crate) fn new_fd(&self, obj: Obj) -> Result<i64, Errno> {
         let fd = match &obj {
             Obj::Map(m) => {
                 let name = m.map.object_name().ok_or(Errno::EINVAL)?;
@@ -348,6 +400,7 @@ impl BpfjetBackend {
             }
             Obj::Prog(p) => self.ns.open_record(Kind::Prog, p.rec.id)?,
             Obj::Btf(b) => self.ns.open_record(Kind::Btf, b.id)?,
+            Obj::Link(id) => self.ns.open_record(Kind::Link, *id)?,
             // SAFETY: a valid C string.
             Obj::Stats => unsafe {
                 libc::memfd_create(c"bpfjet-stats".as_ptr(), libc::MFD_CLOEXEC)
@@ -693,6 +746,7 @@ impl BpfjetBackend {
             Obj::Map(m) => (self.map_info(m), MapInfo::SIZE),
             Obj::Prog(p) => (self.prog_info(p, i)?, ProgInfo::SIZE),
             Obj::Btf(b) => (self.btf_info(b, i)?, BtfInfo::SIZE),
+            Obj::Link(id) => self.link_info(*id)?,
             Obj::Stats => return Err(Errno::EINVAL),
         };
         let user_len = i.info_len.get() as usize;
@@ -841,6 +895,7 @@ impl BpfjetBackend {
             Some(Obj::Map(m)) => ObjRef::Map(m.map.id()),
             Some(Obj::Prog(pr)) => ObjRef::Prog(pr.rec.id),
             Some(Obj::Btf(b)) => ObjRef::Btf(b.id),
+            Some(Obj::Link(id)) => ObjRef::Link(id),
             Some(Obj::Stats) => return Err(Errno::EINVAL),
             None => return self.kernel.execute(cmd),
         };
@@ -857,11 +912,40 @@ impl BpfjetBackend {
         }
     }
 
-    fn open_ref(&self, r: ObjRef) -> Result<i64, Errno> {
+    /// `BPF_PROG_BIND_MAP`: the map lives as long as the program, as one
+    /// the program references (the kernel adds it to `used_maps`).
+    fn prog_bind_map(&self, raw: &[u8], cmd: &Command) -> Result<i64, Errno> {
+        let word = |off: usize| u32::from_ne_bytes(raw[off..off + 4].try_into().unwrap());
+        let (prog_fd, map_fd, flags) = (word(0), word(4), word(8));
+        let prog = match self.obj(prog_fd) {
+            Some(Obj::Prog(p)) => p,
+            Some(_) => return Err(Errno::EINVAL),
+            None => return self.kernel.execute(cmd),
+        };
+        if flags != 0 {
+            return Err(Errno::EINVAL);
+        }
+        let map = self.map_obj(map_fd)?;
+        let id = prog.rec.id;
+        let mut rec: ProgRecord = serde_json::from_slice(&self.ns.read_record(Kind::Prog, id)?)
+            .map_err(|_| Errno::EINVAL)?;
+        if !rec.map_ids.contains(&map.map.id()) {
+            rec.map_ids.push(map.map.id());
+            let bytes = serde_json::to_vec(&rec).map_err(|_| Errno::EINVAL)?;
+            self.ns.write_record(Kind::Prog, id, &bytes)?;
+        }
+        Ok(0)
+    }
+
+    pub(crate) fn open_ref(&self, r: ObjRef) -> Result<i64, Errno> {
         let obj = match r {
             ObjRef::Map(id) => Obj::Map(self.open_map(id)?),
             ObjRef::Prog(id) => Obj::Prog(self.open_prog(id)?),
             ObjRef::Btf(id) => Obj::Btf(self.open_btf(id)?),
+            ObjRef::Link(id) => {
+                self.ns.read_record(Kind::Link, id)?;
+                Obj::Link(id)
+            }
         };
         self.new_fd(obj)
     }
@@ -908,8 +992,7 @@ impl Backend for BpfjetBackend {
                     IdKind::Map => Kind::Map,
                     IdKind::Prog => Kind::Prog,
                     IdKind::Btf => Kind::Btf,
-                    // bpfjet has no links yet: there are none to list.
-                    IdKind::Link => return Err(Errno::ENOENT),
+                    IdKind::Link => Kind::Link,
                 };
                 let next = self
                     .ns
@@ -924,7 +1007,7 @@ impl Backend for BpfjetBackend {
                 IdKind::Map => self.open_ref(ObjRef::Map(g.id)),
                 IdKind::Prog => self.open_ref(ObjRef::Prog(g.id)),
                 IdKind::Btf => self.open_ref(ObjRef::Btf(g.id)),
-                IdKind::Link => Err(Errno::ENOENT),
+                IdKind::Link => self.open_ref(ObjRef::Link(g.id)),
             },
             Command::ObjGetInfoByFd(i) => self.get_info(i, cmd),
             Command::BtfLoad(b) => self.btf_load(b),
@@ -957,6 +1040,38 @@ impl Backend for BpfjetBackend {
                 Some(_) => Err(Errno::EINVAL),
                 None => self.kernel.execute(cmd),
             },
+            Command::Other(bpfjet_sys::Cmd::ProgBindMap, raw) => self.prog_bind_map(raw, cmd),
+            // bpfjet attaches only XDP, which has no PROG_QUERY: what is
+            // asked about (tc, cgroups, flow dissector; `bpftool net`) is
+            // the kernel's.
+            Command::Other(bpfjet_sys::Cmd::ProgQuery, _) => self.kernel.execute(cmd),
+            Command::Other(
+                c @ (bpfjet_sys::Cmd::ProgAttach | bpfjet_sys::Cmd::ProgDetach),
+                raw,
+            ) => {
+                let fd = |off: usize| {
+                    let mut b = [0u8; 4];
+                    for (i, x) in b.iter_mut().enumerate() {
+                        *x = raw.get(off + i).copied().unwrap_or(0);
+                    }
+                    u32::from_ne_bytes(b)
+                };
+                // target_fd, attach_bpf_fd, ..., replace_bpf_fd
+                if [0, 4, 16]
+                    .into_iter()
+                    .any(|o| fd(o) != 0 && self.obj(fd(o)).is_some())
+                {
+                    self.warn_once(
+                        c.name(),
+                        "bpfjet objects attach to XDP only (netlink or BPF_LINK_CREATE)",
+                    );
+                    return Err(Errno::EINVAL);
+                }
+                self.kernel.execute(cmd)
+            }
+            Command::Other(c, raw) if crate::links::is_link_command(*c) => {
+                self.link_command(*c, raw, cmd)
+            }
             Command::Other(c, _) => {
                 self.warn_once(c.name(), "not implemented yet");
                 Err(Errno::EINVAL)

@@ -9,13 +9,17 @@
 //! file, so `dup`, `fork`, `SCM_RIGHTS` and `/proc/self/fd` keep working:
 //! an fd this process has not seen is recognised by the file it names.
 
+pub mod attach;
 mod backend;
 mod fds;
+mod links;
 mod maps;
 mod namespace;
 mod objects;
 mod progs;
 mod user;
+mod xdp;
 
 pub use backend::BpfjetBackend;
 pub use namespace::Namespace;
+pub use xdp::{data_plane_program, XdpRequest};

@@ -6,6 +6,8 @@
 //! - programs: `<run>/<name>/progs/<id>`, the record a process needs to
 //!   verify and load the program again;
 //! - BTF: `<run>/<name>/btf/<id>`, the raw BTF blob;
+//! - XDP links: `<run>/<name>/links/<id>` (see [`crate::links`]);
+//! - attachments: `<run>/<name>/attach/` (see [`crate::attach`]);
 //! - pins: `<run>/<name>/pins/<escaped bpffs path>`, naming an object.
 //!
 //! `<run>` is `$BPFJET_RUN_DIR` or `/run/bpfjet`; `<name>` is
@@ -25,6 +27,7 @@ pub enum ObjRef {
     Map(u32),
     Prog(u32),
     Btf(u32),
+    Link(u32),
 }
 
 /// The record directories.
@@ -33,6 +36,7 @@ pub enum Kind {
     Map,
     Prog,
     Btf,
+    Link,
 }
 
 impl Kind {
@@ -41,12 +45,14 @@ impl Kind {
             Kind::Map => "maps",
             Kind::Prog => "progs",
             Kind::Btf => "btf",
+            Kind::Link => "links",
         }
     }
 }
 
 pub struct Namespace {
     name: String,
+    run: PathBuf,
     dir: PathBuf,
     instance: Instance,
 }
@@ -85,7 +91,7 @@ impl Namespace {
             ));
         }
         let dir = run.join(name);
-        for k in ["maps", "progs", "btf", "pins"] {
+        for k in ["maps", "progs", "btf", "pins", "links", "attach"] {
             fs::create_dir_all(dir.join(k))
                 .map_err(|e| format!("{}: {e}", dir.join(k).display()))?;
         }
@@ -100,6 +106,7 @@ impl Namespace {
         };
         Ok(Namespace {
             name: name.to_string(),
+            run: run.to_path_buf(),
             dir,
             instance,
         })
@@ -107,6 +114,16 @@ impl Namespace {
 
     pub fn name(&self) -> &str {
         &self.name
+    }
+
+    /// `<run>/<name>`: the instance's records.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// `<run>`.
+    pub fn run_dir(&self) -> &Path {
+        &self.run
     }
 
     pub fn instance(&self) -> &Instance {
@@ -216,6 +233,7 @@ impl Namespace {
         match dir {
             "progs" => Some(ObjRef::Prog(id)),
             "btf" => Some(ObjRef::Btf(id)),
+            "links" => Some(ObjRef::Link(id)),
             _ => None,
         }
     }
@@ -247,6 +265,7 @@ impl Namespace {
             ObjRef::Map(id) => format!("map {id}\n"),
             ObjRef::Prog(id) => format!("prog {id}\n"),
             ObjRef::Btf(id) => format!("btf {id}\n"),
+            ObjRef::Link(id) => format!("link {id}\n"),
         };
         let mut f = OpenOptions::new()
             .write(true)
@@ -297,6 +316,7 @@ fn parse_pin(text: &str) -> Result<ObjRef, Errno> {
         Some("map") => Ok(ObjRef::Map(id)),
         Some("prog") => Ok(ObjRef::Prog(id)),
         Some("btf") => Ok(ObjRef::Btf(id)),
+        Some("link") => Ok(ObjRef::Link(id)),
         _ => Err(Errno::EINVAL),
     }
 }

@@ -10,6 +10,8 @@ pub enum Obj {
     Map(Arc<MapObj>),
     Prog(Arc<ProgObj>),
     Btf(Arc<BtfObj>),
+    /// An XDP link: its id (the record is in the namespace).
+    Link(u32),
     /// The fd `BPF_ENABLE_STATS` returns: statistics are counted while one
     /// is open.
     Stats,

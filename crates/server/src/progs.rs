@@ -139,22 +139,9 @@ fn errno_of(e: &RuntimeError) -> Errno {
     }
 }
 
-/// Verify and bind a program record to its maps (`maps[i]` is
-/// `rec.map_ids[i]`). `instance` resolves inner maps of map-in-map values.
-pub fn build(
-    rec: &ProgRecord,
-    maps: &[Arc<Map>],
-    instance: Instance,
-) -> Result<LoadedObject, Refusal> {
-    if rec.prog_type != BPF_PROG_TYPE_XDP && !context_free(&rec.insns) {
-        return Err(Refusal::new(
-            Errno::EINVAL,
-            format!(
-                "bpfjet runs XDP programs only (program type {})",
-                rec.prog_type
-            ),
-        ));
-    }
+/// The one-program object a record stands for, its maps `maps` (`maps[i]`
+/// is `rec.map_ids[i]`).
+pub fn object_of(rec: &ProgRecord, maps: &[Arc<Map>]) -> Object {
     // A context-free program of another type verifies the same as XDP.
     let kind = if rec.prog_flags & BPF_F_XDP_HAS_FRAGS != 0 {
         ProgKind::XdpFrags
@@ -179,13 +166,13 @@ pub fn build(
             s
         })
         .collect();
-    let obj = Object {
+    Object {
         license: rec.license.clone(),
         maps: specs,
         spin_locks: maps.iter().map(|m| m.spin_lock_off()).collect(),
         map_inits: Vec::new(),
         programs: vec![Program {
-            name: name.clone(),
+            name,
             section: section.into(),
             kind,
             insns: raw_insns(&rec.insns),
@@ -196,7 +183,26 @@ pub fn build(
         }],
         kfuncs: Vec::new(),
         btf: None,
-    };
+    }
+}
+
+/// Verify and bind a program record to its maps (`maps[i]` is
+/// `rec.map_ids[i]`). `instance` resolves inner maps of map-in-map values.
+pub fn build(
+    rec: &ProgRecord,
+    maps: &[Arc<Map>],
+    instance: Instance,
+) -> Result<LoadedObject, Refusal> {
+    if rec.prog_type != BPF_PROG_TYPE_XDP && !context_free(&rec.insns) {
+        return Err(Refusal::new(
+            Errno::EINVAL,
+            format!(
+                "bpfjet runs XDP programs only (program type {})",
+                rec.prog_type
+            ),
+        ));
+    }
+    let obj = object_of(rec, maps);
     let opts = ObjectOptions {
         ncpus: instance.ncpus() as usize,
         ..ObjectOptions::default()

@@ -61,6 +61,11 @@ pub fn run(args: &ExecArgs) -> Result<ExitCode> {
         .args(rest)
         .env("LD_PRELOAD", preload)
         .env("BPFJET_INSTANCE", &args.instance)
+        // The data plane an XDP attach starts is this binary.
+        .env(
+            "BPFJET_BIN",
+            std::env::current_exe().context("locating the bpfjet binary")?,
+        )
         .exec();
     bail!("cannot execute {}: {err}", program.to_string_lossy())
 }

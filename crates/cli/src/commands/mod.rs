@@ -1,5 +1,6 @@
 //! One module per subcommand.
 pub mod asm;
+pub mod attachment;
 pub mod bench;
 pub mod compile;
 pub mod conformance;
@@ -11,5 +12,6 @@ pub mod map;
 pub mod object_args;
 pub mod replace;
 pub mod run;
+pub mod status;
 pub mod test_run;
 pub mod verify;

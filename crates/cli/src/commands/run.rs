@@ -28,7 +28,7 @@
 //! shared memory is unlinked.
 
 pub mod control;
-mod engine;
+pub(crate) mod engine;
 mod status;
 
 use anyhow::{anyhow, bail, Context, Result};
