@@ -47,6 +47,26 @@ extern __u64 bpfjet_geo_init(struct bpfjet_geo_pool *pool, __u32 scale, __u32 se
 extern __u64 bpfjet_geo_should_do(struct bpfjet_geo_pool *pool) __ksym;
 extern __u64 bpfjet_geo_next(struct bpfjet_geo_pool *pool) __ksym;
 
+/* List-buckets: nbuckets FIFO queues of elem_size-byte elements (1..256) in
+ * memory the program passes with its size — a map value; a per-CPU array
+ * gives one per CPU slot, lock-free. Layout (all __u32): header {nbuckets,
+ * elem_size, capacity, free}, per bucket {head, tail, len}, then capacity
+ * nodes {next, element padded to 4}; links are node index + 1, 0 for none.
+ * bpfjet_bktlist_init lays it out and returns the capacity (-EINVAL when not
+ * one node fits); push appends (-ENOSPC when the nodes are used up), pop
+ * moves the front element out, peek copies it (-ENOENT when empty), len
+ * counts a bucket; -EINVAL for a bucket out of range, an element size other
+ * than elem_size, or memory init did not lay out (checked on every call:
+ * a corrupted structure is refused, never followed out of bounds). */
+extern __s64 bpfjet_bktlist_init(void *lists, __u32 lists__sz, __u32 nbuckets, __u32 elem_size) __ksym;
+extern __s64 bpfjet_bktlist_push(void *lists, __u32 lists__sz, __u32 bucket, const void *elem, __u32 elem__sz) __ksym;
+extern __s64 bpfjet_bktlist_pop(void *lists, __u32 lists__sz, __u32 bucket, void *out, __u32 out__sz) __ksym;
+extern __s64 bpfjet_bktlist_peek(const void *lists, __u32 lists__sz, __u32 bucket, void *out, __u32 out__sz) __ksym;
+extern __s64 bpfjet_bktlist_len(const void *lists, __u32 lists__sz, __u32 bucket) __ksym;
+/* Bytes of list-buckets for nbuckets queues of n elements of size bytes. */
+#define BPFJET_BKTLIST_BYTES(nbuckets, n, size) \
+	(16 + 12 * (nbuckets) + (n) * (4 + (((size) + 3) / 4) * 4))
+
 #endif
 
 struct bpfjet_key16 { __u8 bytes[16]; };
@@ -139,5 +159,25 @@ struct bpfjet_geo_pool {
 extern __u64 bpfjet_geo_init(struct bpfjet_geo_pool *pool, __u32 scale, __u32 seed) __ksym;
 extern __u64 bpfjet_geo_should_do(struct bpfjet_geo_pool *pool) __ksym;
 extern __u64 bpfjet_geo_next(struct bpfjet_geo_pool *pool) __ksym;
+
+/* List-buckets: nbuckets FIFO queues of elem_size-byte elements (1..256) in
+ * memory the program passes with its size — a map value; a per-CPU array
+ * gives one per CPU slot, lock-free. Layout (all __u32): header {nbuckets,
+ * elem_size, capacity, free}, per bucket {head, tail, len}, then capacity
+ * nodes {next, element padded to 4}; links are node index + 1, 0 for none.
+ * bpfjet_bktlist_init lays it out and returns the capacity (-EINVAL when not
+ * one node fits); push appends (-ENOSPC when the nodes are used up), pop
+ * moves the front element out, peek copies it (-ENOENT when empty), len
+ * counts a bucket; -EINVAL for a bucket out of range, an element size other
+ * than elem_size, or memory init did not lay out (checked on every call:
+ * a corrupted structure is refused, never followed out of bounds). */
+extern __s64 bpfjet_bktlist_init(void *lists, __u32 lists__sz, __u32 nbuckets, __u32 elem_size) __ksym;
+extern __s64 bpfjet_bktlist_push(void *lists, __u32 lists__sz, __u32 bucket, const void *elem, __u32 elem__sz) __ksym;
+extern __s64 bpfjet_bktlist_pop(void *lists, __u32 lists__sz, __u32 bucket, void *out, __u32 out__sz) __ksym;
+extern __s64 bpfjet_bktlist_peek(const void *lists, __u32 lists__sz, __u32 bucket, void *out, __u32 out__sz) __ksym;
+extern __s64 bpfjet_bktlist_len(const void *lists, __u32 lists__sz, __u32 bucket) __ksym;
+/* Bytes of list-buckets for nbuckets queues of n elements of size bytes. */
+#define BPFJET_BKTLIST_BYTES(nbuckets, n, size) \
+	(16 + 12 * (nbuckets) + (n) * (4 + (((size) + 3) / 4) * 4))
 
 #endif

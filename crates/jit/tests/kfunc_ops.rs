@@ -369,6 +369,60 @@ fn enetstl_geo_sampling_replays_the_library_model() {
 }
 
 #[test]
+fn enetstl_list_buckets_are_fifos_per_thread() {
+    // eNetSTL's list-bucket API as its timing wheel uses it: take the
+    // handle, push a u64 to one slot, pop from another. The queues belong
+    // to the worker thread and persist across runs (as the module's per-CPU
+    // ones do), so the model carries on from one engine to the next.
+    let path = compile_snippet(
+        "enetstl_bktlist",
+        "struct bpf_bkt_list { int fd; };\n\
+         extern struct bpf_bkt_list *bpf_bktlist_new(void) __ksym;\n\
+         extern void bpf_bktlist_free(struct bpf_bkt_list *l) __ksym;\n\
+         extern int bpf_bktlist_push_back(int fd, const void *val, __u64 size__szk, __u64 slot) __ksym;\n\
+         extern int bpf_bktlist_pop_front(int fd, void *val, __u64 size__szk, __u64 slot) __ksym;\n\
+         SEC(\"xdp\") int p(struct xdp_md *c) {\n\
+           struct bpf_bkt_list *l = bpf_bktlist_new();\n\
+           if (!l) return 1001;\n\
+           int fd = l->fd;\n\
+           bpf_bktlist_free(l);\n\
+           __u64 n = c->data_end - c->data, out = 0;\n\
+           if (bpf_bktlist_push_back(fd, &n, sizeof(n), n % 5)) return 1002;\n\
+           int r = bpf_bktlist_pop_front(fd, &out, sizeof(out), (n * 3) % 5);\n\
+           if (bpf_bktlist_push_back(fd, &n, sizeof(n), 320) != -22) return 1003;\n\
+           return r == 1 ? 1000 : r ? 1004 : out; }",
+    );
+    let obj = bpfjet_obj::load_file(&path).unwrap();
+    let checked = LoadedObject::load(
+        &obj,
+        &ObjectOptions {
+            unverified: true,
+            ..ObjectOptions::default()
+        },
+    )
+    .unwrap();
+    let verified = LoadedObject::load(&obj, &ObjectOptions::default()).unwrap();
+    let jit = JitObject::load(&obj, &ObjectOptions::default(), &JitOptions::uncached()).unwrap();
+    let run = TestRunOptions::default();
+    let mut queues = vec![std::collections::VecDeque::new(); 5];
+    let mut rng = Rng(0x5eed);
+    for round in 0..3 {
+        for i in 0..500 {
+            let n = 14 + (rng.next() % 200) as usize;
+            let p = vec![0u8; n];
+            let got = match round {
+                0 => checked.test_run("p", &p, &run).unwrap().retval,
+                1 => verified.test_run("p", &p, &run).unwrap().retval,
+                _ => jit.test_run("p", &p, &run, XdpEngine::Jit).unwrap().retval,
+            };
+            queues[n % 5].push_back(n as u32);
+            let want = queues[(n * 3) % 5].pop_front().unwrap_or(1000);
+            assert_eq!(got, want, "engine {round}, packet {i} ({n} bytes)");
+        }
+    }
+}
+
+#[test]
 fn misuse_is_rejected_naming_the_kfunc() {
     // A kfunc the library does not have, a wrong-size buffer: the loader
     // names the kfunc (and the verifier the argument).
@@ -404,6 +458,12 @@ fn misuse_is_rejected_naming_the_kfunc() {
             "SEC(\"xdp\") int p(struct xdp_md *c) { __u32 b[4] = {}; \
              return bpfjet_geo_should_do((void *)b) & 1; }",
             "bpfjet_geo_should_do",
+        ),
+        (
+            "short_lists",
+            "SEC(\"xdp\") int p(struct xdp_md *c) { __u32 lists = 1; \
+             return bpfjet_bktlist_len(&lists, 64, 0) & 1; }",
+            "bpfjet_bktlist_len",
         ),
         (
             "leaked_sampler",

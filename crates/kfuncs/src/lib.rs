@@ -18,6 +18,7 @@
 //! the JIT lowers to IR.
 
 pub mod bits;
+pub mod bktlist;
 pub mod catalog;
 pub mod cpu;
 pub mod enetstl;
