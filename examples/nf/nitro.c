@@ -5,8 +5,10 @@
  * only with probability 1/INV, by +-INV (unbiased). Which pairs are updated
  * is decided by geometric sampling: a countdown of pairs to skip, redrawn
  * after each sampled pair, so most packets touch no counter and compute no
- * hash. A packet whose flow's estimate in a row it updates exceeds HEAVY is
- * dropped (heavy-hitter filter); the rest pass.
+ * hash. A flow whose estimate exceeds HEAVY in a row a packet of it updates
+ * goes into the `heavy` table, and from then on its packets are dropped
+ * (a heavy-hitter filter: the sketch detects, the table enforces); the rest
+ * pass.
  *
  * Built twice, drawing the same counts from the same seed (per CPU slot):
  * plain eBPF (runs in the kernel too: the countdown, xorshift32 draws and
@@ -28,7 +30,9 @@
 #ifndef INV
 #define INV 16
 #endif
+#ifndef HEAVY
 #define HEAVY 128
+#endif
 #define SEED 0x2545f491u
 
 /* -log2(1 - 1/INV) in Q16 (BPFJET_GEO_SCALE_1_IN_*). */
@@ -58,6 +62,14 @@ struct {
 	__type(key, __u32);
 	__type(value, struct sketch);
 } sketch SEC(".maps");
+
+/* Flows found heavy -> packets dropped since. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 1024);
+	__type(key, struct flow_key);
+	__type(value, __u64);
+} heavy SEC(".maps");
 
 #ifdef USE_KFUNCS
 typedef struct bpfjet_geo_pool sampler_t;
@@ -120,6 +132,11 @@ int nitro(struct xdp_md *ctx)
 	__u32 zero = 0;
 	if (parse_flow(ctx, &key) < 0)
 		return XDP_PASS;
+	__u64 *dropped = bpf_map_lookup_elem(&heavy, &key);
+	if (dropped) {
+		__sync_fetch_and_add(dropped, 1);
+		return XDP_DROP;
+	}
 	struct sketch *sk = bpf_map_lookup_elem(&sketch, &zero);
 	sampler_t *s = bpf_map_lookup_elem(&sampler, &zero);
 	if (!sk || !s)
@@ -150,6 +167,10 @@ int nitro(struct xdp_md *ctx)
 		__s32 now = __sync_fetch_and_add(c, v) + v;
 		if ((h >> 31 ? -now : now) > HEAVY)
 			verdict = XDP_DROP;
+	}
+	if (verdict == XDP_DROP) {
+		__u64 one = 1;
+		bpf_map_update_elem(&heavy, &key, &one, BPF_ANY);
 	}
 	return verdict;
 }
