@@ -12,7 +12,8 @@
  *
  * Built twice: plain eBPF (runs in the kernel too: a ring per level, de
  * Bruijn find-first-set) and with -DUSE_KFUNCS (bpfjet_ctz64, inlined, and
- * bpfjet's list-buckets: one node pool shared by all levels). Both keep the
+ * bpfjet's list-buckets: one node pool shared by all levels, pushed and
+ * popped by kfunc, level lengths read in place). Both keep the
  * same bitmap and statistics, which a control plane reads.
  */
 #include "nf.h"
@@ -54,6 +55,10 @@ struct stats {
 struct queues {
 	__u8 lists[BPFJET_BKTLIST_BYTES(NPRIO, DEPTH + 1, 4)];
 };
+/* A level's length, read in place: the list-buckets layout is public
+ * (include/bpfjet_kfuncs.h: 16-byte header, then {head, tail, len} per
+ * bucket), so the program need not call bpfjet_bktlist_len for it. */
+#define LEVEL_LEN(q, r) (*(__u32 *)&(q)->lists[16 + 12 * (r) + 8])
 #else
 struct level {
 	__u32 head;
@@ -120,7 +125,7 @@ int eiffel(struct xdp_md *ctx)
 
 	/* Enqueue at its level. */
 #ifdef USE_KFUNCS
-	if (bpfjet_bktlist_len(q->lists, sizeof(q->lists), rank) >= CAP) {
+	if (LEVEL_LEN(q, rank) >= CAP) {
 #else
 	struct level *lv = &q->lv[rank];
 	if (lv->len >= CAP) {
@@ -159,7 +164,7 @@ int eiffel(struct xdp_md *ctx)
 #ifdef USE_KFUNCS
 	if (bpfjet_bktlist_pop(q->lists, sizeof(q->lists), low, &out, sizeof(out)))
 		return XDP_ABORTED;
-	empty = bpfjet_bktlist_len(q->lists, sizeof(q->lists), low) == 0;
+	empty = LEVEL_LEN(q, low) == 0;
 #else
 	struct level *d = &q->lv[low];
 	if (!d->len)
