@@ -2,7 +2,10 @@
 # The NF library benchmark sweep (docs/PERFORMANCE.md, "NF library"): for
 # each point, ONE `bpfjet bench` run interleaves the kernel JIT on the plain
 # build, bpfjet's JIT on the plain build and bpfjet's JIT on the kfunc build
-# (--versus), same packet and map state, fresh packets.
+# (--versus), same packet and map state, fresh packets. NitroSketch runs its
+# no-heavy-hitter build and Eiffel its steady-verdict build: with the one
+# benchmark flow they do the same work per packet as the tested builds but
+# their verdict does not depend on how many runs an engine made.
 #
 #   scripts/bench-nf.sh [extra bench args]      (root, release build)
 set -eu
@@ -35,4 +38,10 @@ for h in 1 2 4 8; do
 done
 for l in 50 95; do
     point "cuckoo, load $l%" cuckoo_plain cuckoo_kfunc --maps "$D/bench/cuckoo_load$l.json" "$@"
+done
+for p in 4 16 64; do
+    point "NitroSketch, p = 1/$p" "nitro_nohh_p${p}_plain" "nitro_nohh_p${p}_kfunc" "$@"
+done
+for l in 64 256 1024; do
+    point "Eiffel cFFS, $l levels" "eiffel_steady_l${l}_plain" "eiffel_steady_l${l}_kfunc" "$@"
 done

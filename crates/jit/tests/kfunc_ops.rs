@@ -253,11 +253,163 @@ fn every_engine_computes_the_library_definitions() {
     }
 }
 
+/// `body` (after bpfjet_kfuncs.h) compiled with clang-19 into an object.
+fn compile_snippet(name: &str, body: &str) -> std::path::PathBuf {
+    let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR"));
+    let src = dir.join(format!("{name}.c"));
+    let out = dir.join(format!("{name}.o"));
+    let include =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../include/bpfjet_kfuncs.h");
+    std::fs::write(
+        &src,
+        format!(
+            "#include <linux/bpf.h>\n#include <bpf/bpf_helpers.h>\n#include \"{}\"\n{body}\nchar _license[] SEC(\"license\") = \"GPL\";\n",
+            include.display()
+        ),
+    )
+    .unwrap();
+    bpfjet_testsupport::Compile::file(&src).object_at(&out);
+    out
+}
+
+#[test]
+fn enetstl_geo_sampling_replays_the_library_model() {
+    // eNetSTL's sampler API as its programs use it: take the 10% context,
+    // ask whether to sample, release it; the 6% stream through
+    // gen_geo_cnt. With a fixed seed every engine replays the model's
+    // decisions (the pools are per worker thread; test runs happen on this
+    // thread).
+    use bpfjet_kfuncs::random::{enetstl_ctx, set_enetstl_seed};
+    let path = compile_snippet(
+        "enetstl_geo",
+        "struct geo_sampling_ctx { __u32 cnt; };\n\
+         extern struct geo_sampling_ctx *bpf_geo_sampling_ctx_new(int p) __ksym;\n\
+         extern void bpf_geo_sampling_ctx_free(struct geo_sampling_ctx *c) __ksym;\n\
+         extern _Bool bpf_geo_sampling_should_do(int fd) __ksym;\n\
+         extern __u32 bpf_geo_sampling_gen_geo_cnt(int fd) __ksym;\n\
+         SEC(\"xdp\") int p(struct xdp_md *c) {\n\
+           struct geo_sampling_ctx *g = bpf_geo_sampling_ctx_new(10);\n\
+           if (!g) return XDP_ABORTED;\n\
+           int r = bpf_geo_sampling_should_do(10) ? XDP_DROP : XDP_PASS;\n\
+           bpf_geo_sampling_ctx_free(g);\n\
+           if (c->data_end - c->data == 61 && bpf_geo_sampling_gen_geo_cnt(6) == 0) return XDP_ABORTED;\n\
+           struct geo_sampling_ctx *none = bpf_geo_sampling_ctx_new(7);\n\
+           if (none) { bpf_geo_sampling_ctx_free(none); return XDP_ABORTED; }\n\
+           return r; }",
+    );
+    let obj = bpfjet_obj::load_file(&path).unwrap();
+    let checked = LoadedObject::load(
+        &obj,
+        &ObjectOptions {
+            unverified: true,
+            ..ObjectOptions::default()
+        },
+    )
+    .unwrap();
+    let verified = LoadedObject::load(&obj, &ObjectOptions::default()).unwrap();
+    let jit = JitObject::load(&obj, &ObjectOptions::default(), &JitOptions::uncached()).unwrap();
+    let run = TestRunOptions::default();
+    let packets: Vec<Vec<u8>> = (0..3000).map(|i| vec![0u8; 60 + i % 3]).collect();
+    set_enetstl_seed(Some(7));
+    let model: Vec<u32> = packets
+        .iter()
+        .map(|p| {
+            // SAFETY: this thread's contexts, one call at a time.
+            let sampled = unsafe { (*enetstl_ctx(10).unwrap()).should_do() };
+            if p.len() == 61 {
+                let c = unsafe { (*enetstl_ctx(6).unwrap()).gen_geo_cnt() };
+                assert!(c >= 1);
+            }
+            if sampled == 1 {
+                1
+            } else {
+                2
+            }
+        })
+        .collect();
+    let sampled = model.iter().filter(|&&v| v == 1).count();
+    assert!((200..400).contains(&sampled), "10%: {sampled} of 3000");
+    type Engine<'a> = Box<dyn Fn(&[u8]) -> u32 + 'a>;
+    let engines: [(&str, Engine); 3] = [
+        (
+            "interp (bounds-checked)",
+            Box::new(|p| checked.test_run("p", p, &run).unwrap().retval),
+        ),
+        (
+            "interp (verified)",
+            Box::new(|p| verified.test_run("p", p, &run).unwrap().retval),
+        ),
+        (
+            "jit",
+            Box::new(|p| jit.test_run("p", p, &run, XdpEngine::Jit).unwrap().retval),
+        ),
+    ];
+    for (name, engine) in engines {
+        set_enetstl_seed(Some(7));
+        let got: Vec<u32> = packets.iter().map(|p| engine(p)).collect();
+        assert_eq!(got, model, "{name}");
+    }
+    set_enetstl_seed(None);
+}
+
+#[test]
+fn enetstl_list_buckets_are_fifos_per_thread() {
+    // eNetSTL's list-bucket API as its timing wheel uses it: take the
+    // handle, push a u64 to one slot, pop from another. The queues belong
+    // to the worker thread and persist across runs (as the module's per-CPU
+    // ones do), so the model carries on from one engine to the next.
+    let path = compile_snippet(
+        "enetstl_bktlist",
+        "struct bpf_bkt_list { int fd; };\n\
+         extern struct bpf_bkt_list *bpf_bktlist_new(void) __ksym;\n\
+         extern void bpf_bktlist_free(struct bpf_bkt_list *l) __ksym;\n\
+         extern int bpf_bktlist_push_back(int fd, const void *val, __u64 size__szk, __u64 slot) __ksym;\n\
+         extern int bpf_bktlist_pop_front(int fd, void *val, __u64 size__szk, __u64 slot) __ksym;\n\
+         SEC(\"xdp\") int p(struct xdp_md *c) {\n\
+           struct bpf_bkt_list *l = bpf_bktlist_new();\n\
+           if (!l) return 1001;\n\
+           int fd = l->fd;\n\
+           bpf_bktlist_free(l);\n\
+           __u64 n = c->data_end - c->data, out = 0;\n\
+           if (bpf_bktlist_push_back(fd, &n, sizeof(n), n % 5)) return 1002;\n\
+           int r = bpf_bktlist_pop_front(fd, &out, sizeof(out), (n * 3) % 5);\n\
+           if (bpf_bktlist_push_back(fd, &n, sizeof(n), 320) != -22) return 1003;\n\
+           return r == 1 ? 1000 : r ? 1004 : out; }",
+    );
+    let obj = bpfjet_obj::load_file(&path).unwrap();
+    let checked = LoadedObject::load(
+        &obj,
+        &ObjectOptions {
+            unverified: true,
+            ..ObjectOptions::default()
+        },
+    )
+    .unwrap();
+    let verified = LoadedObject::load(&obj, &ObjectOptions::default()).unwrap();
+    let jit = JitObject::load(&obj, &ObjectOptions::default(), &JitOptions::uncached()).unwrap();
+    let run = TestRunOptions::default();
+    let mut queues = vec![std::collections::VecDeque::new(); 5];
+    let mut rng = Rng(0x5eed);
+    for round in 0..3 {
+        for i in 0..500 {
+            let n = 14 + (rng.next() % 200) as usize;
+            let p = vec![0u8; n];
+            let got = match round {
+                0 => checked.test_run("p", &p, &run).unwrap().retval,
+                1 => verified.test_run("p", &p, &run).unwrap().retval,
+                _ => jit.test_run("p", &p, &run, XdpEngine::Jit).unwrap().retval,
+            };
+            queues[n % 5].push_back(n as u32);
+            let want = queues[(n * 3) % 5].pop_front().unwrap_or(1000);
+            assert_eq!(got, want, "engine {round}, packet {i} ({n} bytes)");
+        }
+    }
+}
+
 #[test]
 fn misuse_is_rejected_naming_the_kfunc() {
     // A kfunc the library does not have, a wrong-size buffer: the loader
     // names the kfunc (and the verifier the argument).
-    let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR"));
     let cases = [
         (
             "unknown",
@@ -285,21 +437,29 @@ fn misuse_is_rejected_naming_the_kfunc() {
              return bpfjet_key16_eq((void *)a, (void *)b) & 1; }",
             "bpfjet_key16_eq",
         ),
+        (
+            "short_pool",
+            "SEC(\"xdp\") int p(struct xdp_md *c) { __u32 b[4] = {}; \
+             return bpfjet_geo_should_do((void *)b) & 1; }",
+            "bpfjet_geo_should_do",
+        ),
+        (
+            "short_lists",
+            "SEC(\"xdp\") int p(struct xdp_md *c) { __u32 lists = 1; \
+             return bpfjet_bktlist_len(&lists, 64, 0) & 1; }",
+            "bpfjet_bktlist_len",
+        ),
+        (
+            "leaked_sampler",
+            "struct geo_sampling_ctx;\n\
+             extern struct geo_sampling_ctx *bpf_geo_sampling_ctx_new(int p) __ksym;\n\
+             SEC(\"xdp\") int p(struct xdp_md *c) { \
+             return bpf_geo_sampling_ctx_new(10) ? 1 : 2; }",
+            "bpf_geo_sampling_ctx_new",
+        ),
     ];
     for (name, body, kfunc) in cases {
-        let src = dir.join(format!("kfunc_misuse_{name}.c"));
-        let out = dir.join(format!("kfunc_misuse_{name}.o"));
-        let include =
-            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../include/bpfjet_kfuncs.h");
-        std::fs::write(
-            &src,
-            format!(
-                "#include <linux/bpf.h>\n#include <bpf/bpf_helpers.h>\n#include \"{}\"\n{body}\nchar _license[] SEC(\"license\") = \"GPL\";\n",
-                include.display()
-            ),
-        )
-        .unwrap();
-        bpfjet_testsupport::Compile::file(&src).object_at(&out);
+        let out = compile_snippet(&format!("kfunc_misuse_{name}"), body);
         let obj = bpfjet_obj::load_file(&out).unwrap();
         let err = LoadedObject::load(&obj, &ObjectOptions::default())
             .err()

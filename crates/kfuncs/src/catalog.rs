@@ -9,8 +9,9 @@
 //! the sizes the prototype names.
 
 use crate::cpu::features;
+use crate::random::{self, GeoPool, ENET_CTX_BYTES, GEO_POOL_BYTES};
 use crate::search::Simd;
-use crate::{bits, enetstl, hash, multihash};
+use crate::{bits, bktlist, enetstl, hash, multihash};
 use bpfjet_verifier::proto::{KfuncArg, KfuncFlags, KfuncProto, KfuncRet};
 use bpfjet_verifier::ProgramType;
 
@@ -82,6 +83,10 @@ pub enum Inline {
     CountMin {
         increment: bool,
     },
+    /// `bpfjet_geo_should_do(pool)`: the countdown in the pool's first u32
+    /// decremented in place while nonzero (result 0); the native only for
+    /// a sampled event (countdown 0).
+    GeoCountdown,
 }
 
 /// One kfunc.
@@ -221,6 +226,99 @@ native!(n_bloom_test, |key, kn, bitsp, bn, k| multihash::bloom_test(
     k
 ));
 
+/// Runs `f` on the `GeoPool` at `p`, copied in and out: the program's
+/// pointer need not be aligned.
+///
+/// # Safety
+/// `p` is writable for `GEO_POOL_BYTES` (the verifier's proof for the
+/// prototype's `OutMem`), in the calling CPU slot's own memory.
+unsafe fn with_geo_pool(p: u64, f: impl FnOnce(&mut GeoPool) -> u64) -> u64 {
+    let p = p as *mut GeoPool;
+    // SAFETY: per the contract; `GeoPool` is plain u32s, any bytes are valid.
+    let mut pool = unsafe { p.read_unaligned() };
+    let r = f(&mut pool);
+    // SAFETY: as above.
+    unsafe { p.write_unaligned(pool) };
+    r
+}
+
+native!(n_geo_init, |p, scale, seed, d, e| with_geo_pool(p, |g| g
+    .init(scale as u32, seed as u32)));
+native!(n_geo_should_do, |p, b, c, d, e| with_geo_pool(
+    p,
+    GeoPool::should_do
+));
+native!(n_geo_next, |p, b, c, d, e| with_geo_pool(
+    p,
+    GeoPool::next_count
+));
+native!(n_enet_geo_new, |percent, b, c, d, e| random::enetstl_ctx(
+    percent
+)
+.map_or(0, |ctx| ctx as u64));
+native!(n_enet_geo_free, |ctx, b, c, d, e| 0);
+native!(n_enet_geo_should_do, |percent, b, c, d, e| {
+    random::enetstl_ctx(percent).map_or(0, |ctx| (*ctx).should_do())
+});
+native!(n_enet_geo_gen, |percent, b, c, d, e| random::enetstl_ctx(
+    percent
+)
+.map_or(0, |ctx| (*ctx).gen_geo_cnt()));
+
+/// Elements pass through a stack copy: the element or output buffer may
+/// lie inside the list-buckets' own memory (the program chooses), and the
+/// native never holds two views of one byte.
+const ELEM_MAX: usize = bktlist::MAX_ELEM as usize;
+
+native!(n_bkt_init, |m, mn, nb, es, e| bktlist::init(
+    mem_mut(m, mn),
+    nb,
+    es
+));
+native!(n_bkt_push, |m, mn, b, elem, en| {
+    if en as usize > ELEM_MAX {
+        return neg_einval();
+    }
+    let mut tmp = [0u8; ELEM_MAX];
+    tmp[..en as usize].copy_from_slice(mem(elem, en));
+    bktlist::push(mem_mut(m, mn), b, &tmp[..en as usize])
+});
+native!(n_bkt_pop, |m, mn, b, out, on| {
+    if on as usize > ELEM_MAX {
+        return neg_einval();
+    }
+    let mut tmp = [0u8; ELEM_MAX];
+    let r = bktlist::pop(mem_mut(m, mn), b, &mut tmp[..on as usize]);
+    if r == 0 {
+        std::ptr::copy_nonoverlapping(tmp.as_ptr(), out as *mut u8, on as usize);
+    }
+    r
+});
+native!(n_bkt_peek, |m, mn, b, out, on| {
+    if on as usize > ELEM_MAX {
+        return neg_einval();
+    }
+    let mut tmp = [0u8; ELEM_MAX];
+    let r = bktlist::peek(mem(m, mn), b, &mut tmp[..on as usize]);
+    if r == 0 {
+        std::ptr::copy_nonoverlapping(tmp.as_ptr(), out as *mut u8, on as usize);
+    }
+    r
+});
+native!(n_bkt_len, |m, mn, b, d, e| bktlist::len(mem(m, mn), b));
+native!(n_enet_bkt_new, |a, b, c, d, e| enetstl::bktlist_handle());
+native!(n_enet_bkt_free, |h, b, c, d, e| 0);
+native!(n_enet_bkt_push, |fd, val, size, slot, e| {
+    enetstl::bktlist_push_back(fd, mem(val, size), slot)
+});
+native!(n_enet_bkt_pop, |fd, val, size, slot, e| {
+    enetstl::bktlist_pop_front(fd, mem_mut(val, size), slot)
+});
+
+fn neg_einval() -> u64 {
+    crate::errno::neg(crate::errno::EINVAL)
+}
+
 // eNetSTL: 16 u16 elements (one 32-byte AVX2 vector) per bucket.
 native!(n_enet_find_u16, |p, k, c, d, e| Simd::detected()
     .find_eq(mem(p, 32), k as u16));
@@ -273,6 +371,7 @@ const fn kfunc(
 }
 
 const INT: KfuncRet = KfuncRet::Integer;
+const POOL: KfuncArg = KfuncArg::OutMem(GEO_POOL_BYTES);
 const MEM: KfuncArg = KfuncArg::Mem;
 const SZ: KfuncArg = KfuncArg::Size;
 const MUT: KfuncArg = KfuncArg::MutMem;
@@ -488,6 +587,78 @@ pub static KFUNCS: &[Kfunc] = &[
         n_bloom_test,
         None
     ),
+    kfunc(
+        B,
+        "bpfjet_geo_init",
+        "__u64 bpfjet_geo_init(struct bpfjet_geo_pool *pool, __u32 scale, __u32 seed)",
+        [POOL, S, S, N, N],
+        INT,
+        n_geo_init,
+        None,
+    ),
+    kfunc(
+        B,
+        "bpfjet_geo_should_do",
+        "__u64 bpfjet_geo_should_do(struct bpfjet_geo_pool *pool)",
+        [POOL, N, N, N, N],
+        INT,
+        n_geo_should_do,
+        Some(Inline::GeoCountdown),
+    ),
+    kfunc(
+        B,
+        "bpfjet_geo_next",
+        "__u64 bpfjet_geo_next(struct bpfjet_geo_pool *pool)",
+        [POOL, N, N, N, N],
+        INT,
+        n_geo_next,
+        None,
+    ),
+    kfunc(
+        B,
+        "bpfjet_bktlist_init",
+        "__s64 bpfjet_bktlist_init(void *lists, __u32 lists__sz, __u32 nbuckets, __u32 elem_size)",
+        [MUT, SZ, S, S, N],
+        INT,
+        n_bkt_init,
+        None,
+    ),
+    kfunc(
+        B,
+        "bpfjet_bktlist_push",
+        "__s64 bpfjet_bktlist_push(void *lists, __u32 lists__sz, __u32 bucket, const void *elem, __u32 elem__sz)",
+        [MUT, SZ, S, MEM, SZ],
+        INT,
+        n_bkt_push,
+        None,
+    ),
+    kfunc(
+        B,
+        "bpfjet_bktlist_pop",
+        "__s64 bpfjet_bktlist_pop(void *lists, __u32 lists__sz, __u32 bucket, void *out, __u32 out__sz)",
+        [MUT, SZ, S, MUT, SZ],
+        INT,
+        n_bkt_pop,
+        None,
+    ),
+    kfunc(
+        B,
+        "bpfjet_bktlist_peek",
+        "__s64 bpfjet_bktlist_peek(const void *lists, __u32 lists__sz, __u32 bucket, void *out, __u32 out__sz)",
+        [MEM, SZ, S, MUT, SZ],
+        INT,
+        n_bkt_peek,
+        None,
+    ),
+    kfunc(
+        B,
+        "bpfjet_bktlist_len",
+        "__s64 bpfjet_bktlist_len(const void *lists, __u32 lists__sz, __u32 bucket)",
+        [MEM, SZ, S, N, N],
+        INT,
+        n_bkt_len,
+        None,
+    ),
     // eNetSTL's names and signatures.
     kfunc(E, "bpf_ffs", "u64 bpf_ffs(u64 val)", [S, N, N, N, N], INT, n_ctz64, Some(Inline::Ctz { bits: 64 })),
     kfunc(E, "bpf_tzcnt_u32", "u32 bpf_tzcnt_u32(u32 val)", [S, N, N, N, N], INT, n_ctz32, Some(Inline::Ctz { bits: 32 })),
@@ -555,6 +726,96 @@ pub static KFUNCS: &[Kfunc] = &[
         [KfuncArg::InMem(13), MUT, SZ, S, N],
         KfuncRet::Void,
         n_enet_hash_cnt,
+        None,
+    ),
+    Kfunc {
+        name: "bpf_geo_sampling_ctx_new",
+        c_decl: "struct geo_sampling_ctx *bpf_geo_sampling_ctx_new(int prob_percent)",
+        origin: E,
+        proto: KfuncProto {
+            name: "bpf_geo_sampling_ctx_new",
+            args: [S, N, N, N, N],
+            ret: KfuncRet::Mem(ENET_CTX_BYTES),
+            flags: KfuncFlags {
+                acquire: true,
+                ret_null: true,
+                dev_bound: false,
+            },
+        },
+        prog_types: XDP,
+        native: n_enet_geo_new,
+        inline: None,
+    },
+    kfunc(
+        E,
+        "bpf_geo_sampling_ctx_free",
+        "void bpf_geo_sampling_ctx_free(struct geo_sampling_ctx *ctx)",
+        [KfuncArg::Release, N, N, N, N],
+        KfuncRet::Void,
+        n_enet_geo_free,
+        None,
+    ),
+    kfunc(
+        E,
+        "bpf_geo_sampling_should_do",
+        "bool bpf_geo_sampling_should_do(int fd)",
+        [S, N, N, N, N],
+        INT,
+        n_enet_geo_should_do,
+        None,
+    ),
+    kfunc(
+        E,
+        "bpf_geo_sampling_gen_geo_cnt",
+        "geo_cnt_t bpf_geo_sampling_gen_geo_cnt(int fd)",
+        [S, N, N, N, N],
+        INT,
+        n_enet_geo_gen,
+        None,
+    ),
+    Kfunc {
+        name: "bpf_bktlist_new",
+        c_decl: "struct bpf_bkt_list *bpf_bktlist_new(void)",
+        origin: E,
+        proto: KfuncProto {
+            name: "bpf_bktlist_new",
+            args: [N, N, N, N, N],
+            ret: KfuncRet::Mem(4),
+            flags: KfuncFlags {
+                acquire: true,
+                ret_null: true,
+                dev_bound: false,
+            },
+        },
+        prog_types: XDP,
+        native: n_enet_bkt_new,
+        inline: None,
+    },
+    kfunc(
+        E,
+        "bpf_bktlist_free",
+        "void bpf_bktlist_free(struct bpf_bkt_list *bktlist)",
+        [KfuncArg::Release, N, N, N, N],
+        KfuncRet::Void,
+        n_enet_bkt_free,
+        None,
+    ),
+    kfunc(
+        E,
+        "bpf_bktlist_push_back",
+        "int bpf_bktlist_push_back(int fd, const void *val, size_t size__szk, size_t slot)",
+        [S, MEM, SZ, S, N],
+        INT,
+        n_enet_bkt_push,
+        None,
+    ),
+    kfunc(
+        E,
+        "bpf_bktlist_pop_front",
+        "int bpf_bktlist_pop_front(int fd, void *val, size_t size__szk, size_t slot)",
+        [S, MUT, SZ, S, N],
+        INT,
+        n_enet_bkt_pop,
         None,
     ),
 ];

@@ -1,6 +1,7 @@
 //! bpfjet's NF library: kfuncs for network functions, after eNetSTL
 //! (EuroSys'25) — bit scans, SIMD search in bucket arrays, key compare,
-//! hardware CRC32C and multi-hash fused with count-min / Bloom updates —
+//! hardware CRC32C, multi-hash fused with count-min / Bloom updates and a
+//! random pool of geometric counts for sampled updates —
 //! under bpfjet's own names (`include/bpfjet_kfuncs.h`) and under the
 //! names and signatures of eNetSTL's kernel module.
 //!
@@ -17,12 +18,15 @@
 //! the JIT lowers to IR.
 
 pub mod bits;
+pub mod bktlist;
 pub mod catalog;
 pub mod cpu;
 pub mod enetstl;
 pub mod errno;
+mod geo_log2;
 pub mod hash;
 pub mod multihash;
+pub mod random;
 pub mod search;
 pub mod signature;
 

@@ -159,7 +159,12 @@ fn catalog_is_consistent() {
     use bpfjet_verifier::proto::KfuncArg;
     for k in KFUNCS {
         assert_eq!(k.proto.name, k.name);
-        assert!(k.c_decl.contains(&format!(" {}(", k.name)), "{}", k.c_decl);
+        assert!(
+            k.c_decl.contains(&format!(" {}(", k.name))
+                || k.c_decl.contains(&format!("*{}(", k.name)),
+            "{}",
+            k.c_decl
+        );
         assert_eq!(by_name(k.name).map(|x| x.name), Some(k.name));
         assert_eq!(by_symbol(&k.symbol()).map(|x| x.name), Some(k.name));
         assert_eq!(KFUNCS.iter().filter(|x| x.name == k.name).count(), 1);
@@ -177,7 +182,10 @@ fn catalog_is_consistent() {
         }
         // The C declaration has as many parameters as the prototype.
         let params = k.c_decl.split('(').nth(1).unwrap().trim_end_matches(')');
-        let declared = params.split(',').filter(|p| !p.trim().is_empty()).count();
+        let declared = params
+            .split(',')
+            .filter(|p| !p.trim().is_empty() && p.trim() != "void")
+            .count();
         let proto = k
             .proto
             .args

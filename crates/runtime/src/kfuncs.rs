@@ -6,9 +6,10 @@ use crate::error::Access;
 use crate::helpers::Helper;
 use bpfjet_kfuncs::Kfunc;
 
+use crate::region::Region;
 /// The library's verifier prototypes (`VerifyEnv::extra_kfuncs`).
 pub use bpfjet_kfuncs::verifier_protos;
-use bpfjet_verifier::proto::KfuncArg;
+use bpfjet_verifier::proto::{KfuncArg, KfuncRet};
 
 /// `k` callable as kfunc number `index`. In bounds-checked mode every
 /// memory argument is checked against the run's regions first (the
@@ -36,6 +37,14 @@ pub fn kfunc_helper(index: u32, k: &'static Kfunc) -> Helper {
         }
         // SAFETY: the memory arguments are valid for the sizes the
         // prototype names: proven by the verifier, or checked just above.
-        Ok(unsafe { (k.native)(a[0], a[1], a[2], a[3], a[4]) })
+        let r0 = unsafe { (k.native)(a[0], a[1], a[2], a[3], a[4]) };
+        // Memory a kfunc returns (a sampler, a list-bucket handle) is the
+        // program's to access for its size, as the verifier assumes.
+        if let KfuncRet::Mem(size) = k.proto.ret {
+            if r0 != 0 {
+                ctx.register_region(Region::writable(r0, u64::from(size)));
+            }
+        }
+        Ok(r0)
     })
 }

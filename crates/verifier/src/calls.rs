@@ -7,7 +7,7 @@ use crate::error::{err, VResult};
 use crate::frame::{Frame, State, MAX_FRAMES};
 use crate::helper_check::{finish_call, push_callback_frame};
 use crate::reg_state::{RegState, RegType};
-use bpfjet_isa::CallTarget;
+use bpfjet_isa::{CallTarget, Insn};
 
 impl Verifier<'_> {
     pub(crate) fn check_call(
@@ -133,10 +133,19 @@ impl Verifier<'_> {
             );
         }
         if let Some(r) = st.refs.first() {
+            // Name the acquiring kfunc when it was one.
+            let what = match self.insns.get(r.pc) {
+                Some(Insn::Call(CallTarget::Kfunc(idx))) => usize::try_from(*idx)
+                    .ok()
+                    .and_then(|i| self.env.kfuncs.get(i))
+                    .map(|name| format!("the object acquired by kfunc {name}")),
+                _ => None,
+            }
+            .unwrap_or_else(|| "a ringbuf reservation (or a kfunc-acquired object)".into());
             return err(
                 "ref_leak",
                 format!(
-                    "Unreleased reference id={} alloc_insn={}: a ringbuf reservation (or a kfunc-acquired object) is not released on this path",
+                    "Unreleased reference id={} alloc_insn={}: {what} is not released on this path",
                     r.id, r.pc
                 ),
             );

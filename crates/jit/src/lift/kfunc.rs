@@ -22,6 +22,11 @@ impl<'ctx> Lifter<'ctx, '_> {
         let Some(&k) = self.bind.kfuncs.get(&id) else {
             return Ok(false);
         };
+        if k.inline == Some(Inline::GeoCountdown) {
+            let r0 = self.inline_geo_countdown(fr, k)?;
+            self.set_reg(fr, 0, r0)?;
+            return Ok(true);
+        }
         if let Some(form) = k.inline {
             if let Some(r0) = self.inline_kfunc(fr, pc, form)? {
                 self.set_reg(fr, 0, r0)?;
@@ -33,6 +38,49 @@ impl<'ctx> Lifter<'ctx, '_> {
     }
 
     fn native_kfunc(&mut self, fr: &Frame<'ctx>, k: &Kfunc) -> LResult<()> {
+        let r0 = self.call_native(fr, k)?;
+        self.set_reg(fr, 0, r0)
+    }
+
+    /// The sampler's hot path compiled in: while the countdown (the pool's
+    /// first u32) is nonzero, decrement it and yield 0; only a sampled event
+    /// (countdown 0) calls the native, which draws the next count.
+    fn inline_geo_countdown(&mut self, fr: &Frame<'ctx>, k: &Kfunc) -> LResult<IntValue<'ctx>> {
+        let t = self.t;
+        let pool = self.pointer(fr, 1)?;
+        let c = self.load_unaligned(t.i32.into(), pool)?.into_int_value();
+        let sampled =
+            self.b
+                .build_int_compare(IntPredicate::EQ, c, t.i32.const_zero(), "geo_due")?;
+        let skip = self.cx.append_basic_block(fr.func, "geo_skip");
+        let draw = self.cx.append_basic_block(fr.func, "geo_draw");
+        let done = self.cx.append_basic_block(fr.func, "geo_done");
+        self.b.build_conditional_branch(sampled, draw, skip)?;
+
+        self.b.position_at_end(skip);
+        let left = self
+            .b
+            .build_int_sub(c, t.i32.const_int(1, false), "geo_left")?;
+        let st = self.b.build_store(pool, left)?;
+        st.set_alignment(1)
+            .map_err(|e| LiftError::Build(e.to_string()))?;
+        self.b.build_unconditional_branch(done)?;
+
+        self.b.position_at_end(draw);
+        let drawn = self.call_native(fr, k)?;
+        let draw_end = self
+            .b
+            .get_insert_block()
+            .ok_or_else(|| LiftError::Build("no insert block".into()))?;
+        self.b.build_unconditional_branch(done)?;
+
+        self.b.position_at_end(done);
+        let r0 = self.b.build_phi(t.i64, "geo")?;
+        r0.add_incoming(&[(&t.i64.const_zero(), skip), (&drawn, draw_end)]);
+        Ok(r0.as_basic_value().into_int_value())
+    }
+
+    fn call_native(&mut self, fr: &Frame<'ctx>, k: &Kfunc) -> LResult<IntValue<'ctx>> {
         let t = self.t;
         let symbol = k.symbol();
         let f = match self.module.get_function(&symbol) {
@@ -52,8 +100,7 @@ impl<'ctx> Lifter<'ctx, '_> {
             args.push(self.reg(fr, r)?.into());
         }
         let r0 = self.b.build_call(f, &args, k.name)?;
-        let r0 = basic_result(r0)?.into_int_value();
-        self.set_reg(fr, 0, r0)
+        Ok(basic_result(r0)?.into_int_value())
     }
 
     fn intrinsic(
@@ -251,6 +298,8 @@ impl<'ctx> Lifter<'ctx, '_> {
                     }
                 }
             }
+            // Lowered by `inline_geo_countdown` (it needs the native).
+            Inline::GeoCountdown => return Ok(None),
             Inline::KeyEq {
                 bytes,
                 one_if_differ,
