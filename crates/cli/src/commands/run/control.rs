@@ -126,6 +126,9 @@ impl ReplaceLoad {
             prog_type,
             max_entries: self.max_entries.clone(),
             btf: self.btf.clone(),
+            // Replace requests carry no backpressure setting: the new
+            // program's ring buffers are created as it declares them.
+            ringbuf_backpressure: Vec::new(),
         })
     }
 }

@@ -186,6 +186,9 @@ fn run_kernel_deployment(request: &RunRequest<'_>) -> Result<RunOutcome> {
         data_out: result.data_out,
         duration_ns: u64::from(result.duration_ns),
         maps,
+        // Ring records of a kernel deployment are not read back (the
+        // single-object kernel path reads them through mmap).
+        ringbufs: None,
         trace_log: Vec::new(),
         notes: Vec::new(),
     })
@@ -333,9 +336,10 @@ fn ringbufs(request: &RunRequest<'_>, loaded: &LoadedObject) -> Option<Ringbufs>
         return None;
     }
     let rings = request
-        .object
-        .maps
+        .deployment
+        .objects
         .iter()
+        .flat_map(|object| object.maps.iter())
         .filter(|spec| spec.map_type == MapType::Ringbuf)
         .filter_map(|spec| {
             let map = loaded.map(&spec.name)?;
