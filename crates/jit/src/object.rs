@@ -340,7 +340,7 @@ impl JitObject {
         let elapsed = started.elapsed().as_nanos() as u64;
         Ok(TestRunResult {
             retval,
-            data_out: bench.env.frame().meta_and_packet().to_vec(),
+            data_out: bench.env.frame().output(),
             duration_ns: elapsed / u64::from(runs),
             trace_log: bench.env.trace_log().to_vec(),
             notes,

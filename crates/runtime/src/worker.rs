@@ -349,6 +349,14 @@ impl XdpRunner {
         start: usize,
         end: usize,
     ) -> Result<FrameVerdict, RunFrameError> {
+        // The data plane runs linear frames only (multi-buffer frames are
+        // a test-run feature so far).
+        if end - start > MAX_LINEAR_PACKET {
+            return Err(RunFrameError::TooLong {
+                len: end - start,
+                max: MAX_LINEAR_PACKET,
+            });
+        }
         // The staging frame is reused: the packet goes back at the standard
         // headroom with no metadata.
         self.env

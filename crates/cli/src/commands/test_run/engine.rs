@@ -5,6 +5,7 @@
 use anyhow::{anyhow, bail, Context, Result};
 use bpfjet_jit::{AotArtifact, JitObject, JitOptions, XdpEngine};
 use bpfjet_maps::state::MapState;
+use bpfjet_runtime::xdp::frame::{MAX_FRAGS, MAX_PACKET};
 use bpfjet_runtime::{LoadedObject, ObjectOptions, TestRunOptions};
 use std::path::Path;
 
@@ -80,6 +81,8 @@ pub fn run(engine: Engine, request: &RunRequest<'_>) -> Result<RunOutcome> {
 
 /// errno EINVAL (the same number on every Linux architecture).
 const EINVAL: i32 = 22;
+/// errno ENOMEM.
+const ENOMEM: i32 = 12;
 
 fn run_kernel(request: &RunRequest<'_>) -> Result<RunOutcome> {
     bpfjet_kernel::kernel_available()
@@ -108,8 +111,12 @@ fn run_kernel(request: &RunRequest<'_>) -> Result<RunOutcome> {
         .map_err(|e| match e.errno() {
             // The kernel says only EINVAL; name what it checks.
             Some(EINVAL) => anyhow!(
-                "{e} (the kernel refuses frames larger than a page minus XDP headroom, \
+                "{e} (the kernel refuses frames shorter than an Ethernet header, \
                  and --ingress-ifindex/--rx-queue naming a missing interface or queue)"
+            ),
+            Some(ENOMEM) => anyhow!(
+                "{e} (the kernel refuses frames needing more than {MAX_FRAGS} page \
+                 fragments: longer than {MAX_PACKET} bytes)"
             ),
             _ => e.into(),
         })?;

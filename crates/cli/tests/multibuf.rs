@@ -1,0 +1,276 @@
+//! Multi-buffer (frags) frames against the kernel: `tests/progs/multibuf.c`
+//! (compiled here with clang-19) run by `bpfjet test-run` on the
+//! interpreter, the JIT and the kernel's BPF_PROG_TEST_RUN, for frame sizes
+//! around the linear part's end (3,520 bytes) and the page-sized fragments'
+//! borders. The engines must agree on the action, the output bytes (linear
+//! part and fragments) and the maps: `bpf_xdp_get_buff_len`,
+//! `bpf_xdp_load_bytes`/`store_bytes` across fragment borders and
+//! `bpf_xdp_adjust_tail` growing and shrinking across fragments. A frame
+//! needing more fragments than the kernel allows is refused by every
+//! engine with ENOMEM.
+
+mod support;
+
+use support::{bpfjet, BpfjetRun, Scratch};
+
+/// The kernel's linear part in a test run (page - headroom - shared info).
+const LINEAR: usize = 3520;
+const PAGE: usize = 4096;
+/// The largest test-run frame: the linear part and 17 page fragments.
+const MAX_FRAME: usize = LINEAR + 17 * PAGE;
+
+const ENGINES: [&str; 3] = ["interp", "jit", "kernel"];
+
+fn kernel_usable(test: &str) -> bool {
+    match bpfjet_kernel::kernel_available() {
+        Ok(()) => true,
+        Err(why) => {
+            support::skip(test, &format!("kernel comparison: {why}"));
+            false
+        }
+    }
+}
+
+fn object(dir: &Scratch) -> String {
+    let source = std::fs::read_to_string(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/progs/multibuf.c"),
+    )
+    .expect("tests/progs/multibuf.c");
+    dir.compile_c("multibuf", &source)
+}
+
+/// A `len`-byte frame whose first 12 bytes are the programs' three s32
+/// parameters; the rest a pattern that differs from page to page.
+fn frame(len: usize, params: [i32; 3]) -> Vec<u8> {
+    let mut f: Vec<u8> = (0..len)
+        .map(|i| (i as u8).wrapping_mul(31) ^ (i / PAGE) as u8)
+        .collect();
+    for (i, p) in params.iter().enumerate() {
+        f[i * 4..i * 4 + 4].copy_from_slice(&p.to_le_bytes());
+    }
+    f
+}
+
+fn run(obj: &str, prog: &str, packet: &str, engine: &str) -> BpfjetRun {
+    bpfjet(
+        &[
+            "test-run",
+            obj,
+            "--prog",
+            prog,
+            "--data",
+            packet,
+            "--engine",
+            engine,
+            "--json",
+            "--dump-maps",
+        ],
+        b"",
+    )
+}
+
+/// (retval, data_out, maps) of a successful run.
+type Outcome = (u64, String, serde_json::Value);
+
+fn outcome(run: &BpfjetRun, what: &str) -> Outcome {
+    assert_eq!(run.code, Some(0), "{what}: {}", run.stderr);
+    let v: serde_json::Value = serde_json::from_str(&run.stdout).expect("JSON report");
+    (
+        v["retval"].as_u64().expect("retval"),
+        v["data_out"].as_str().expect("data_out").to_string(),
+        v["maps"].clone(),
+    )
+}
+
+/// The `out` map's 64 words.
+fn out_words(maps: &serde_json::Value) -> Vec<i64> {
+    let entries = maps["out"].as_array().expect("out map");
+    let mut words = vec![0i64; 64];
+    for e in entries {
+        let key = e["key"].as_str().expect("key");
+        let value = e["value"].as_str().expect("value");
+        let k = u32::from_str_radix(&key[..8], 16)
+            .expect("hex key")
+            .swap_bytes() as usize;
+        let bytes: Vec<u8> = (0..16)
+            .step_by(2)
+            .map(|i| u8::from_str_radix(&value[i..i + 2], 16).expect("hex"))
+            .collect();
+        words[k] = i64::from_le_bytes(bytes.try_into().unwrap());
+    }
+    words
+}
+
+/// Runs `prog` on `packet` on every engine (the kernel when usable) and
+/// requires the same outcome; returns it.
+fn engines_agree(obj: &str, prog: &str, packet: &str, kernel: bool, label: &str) -> Outcome {
+    let mut first: Option<(&str, Outcome)> = None;
+    for engine in ENGINES {
+        if engine == "kernel" && !kernel {
+            continue;
+        }
+        let got = outcome(
+            &run(obj, prog, packet, engine),
+            &format!("{label} on {engine}"),
+        );
+        match &first {
+            None => first = Some((engine, got)),
+            Some((e0, want)) => {
+                assert_eq!(want.0, got.0, "{label}: action, {e0} vs {engine}");
+                assert_eq!(want.1, got.1, "{label}: output bytes, {e0} vs {engine}");
+                assert_eq!(want.2, got.2, "{label}: maps, {e0} vs {engine}");
+            }
+        }
+    }
+    first.expect("at least one engine").1
+}
+
+/// Frame sizes around the linear end and the first fragment borders.
+const SIZES: [usize; 11] = [
+    60,
+    3000,
+    LINEAR - 1,
+    LINEAR,
+    LINEAR + 1,
+    5000,
+    LINEAR + PAGE,
+    LINEAR + PAGE + 1,
+    9000,
+    9001,
+    MAX_FRAME,
+];
+
+#[test]
+fn buff_len_and_linear_part_match_the_kernel() {
+    let dir = Scratch::new("multibuf-lens");
+    let obj = object(&dir);
+    let kernel = kernel_usable("multibuf lens");
+    for len in SIZES {
+        let packet = dir.file(&format!("lens{len}.bin"), frame(len, [0; 3]));
+        for prog in ["lens", "lens_plain"] {
+            let (action, out, maps) =
+                engines_agree(&obj, prog, &packet, kernel, &format!("{prog} {len}"));
+            assert_eq!(action, 2);
+            assert_eq!(
+                out.len(),
+                2 * len,
+                "{prog} {len}: the whole frame comes back"
+            );
+            let words = out_words(&maps);
+            assert_eq!(words[0], len as i64, "{prog} {len}: buff_len");
+            assert_eq!(
+                words[1],
+                len.min(LINEAR) as i64,
+                "{prog} {len}: linear part"
+            );
+        }
+    }
+}
+
+#[test]
+fn loads_and_stores_across_fragments_match_the_kernel() {
+    let dir = Scratch::new("multibuf-copies");
+    let obj = object(&dir);
+    let kernel = kernel_usable("multibuf copies");
+    for len in SIZES {
+        let packet = dir.file(&format!("copies{len}.bin"), frame(len, [0; 3]));
+        let (action, _, maps) =
+            engines_agree(&obj, "copies", &packet, kernel, &format!("copies {len}"));
+        assert_eq!(action, 3);
+        let words = out_words(&maps);
+        // bpf_xdp_pointer: offsets over 0xffff are EFAULT before the end check.
+        let past_end = if len - 15 > 0xffff { -14 } else { -22 };
+        assert_eq!(words[15], past_end, "copies {len}: a load past the end");
+        assert_eq!(
+            words[18], -14,
+            "copies {len}: an offset over 0xffff is EFAULT"
+        );
+        let last16 = if len - 16 > 0xffff { -14 } else { 0 };
+        assert_eq!(words[12], last16, "copies {len}: the last 16 bytes");
+        if len > LINEAR + 8 {
+            assert_eq!(words[3], 0, "copies {len}: a load across the linear end");
+            assert_eq!(words[21], 0, "copies {len}: a store across the linear end");
+        }
+        let big_ok = if len >= 6100 { 0 } else { -22 };
+        assert_eq!(words[25], big_ok, "copies {len}: the 6000-byte load");
+    }
+}
+
+/// The adjust cases for a `len`-byte frame: (tail 1, tail 2, head).
+fn adjust_cases(len: usize) -> Vec<[i32; 3]> {
+    let lin = len.min(LINEAR) as i32;
+    let rest = (len - len.min(LINEAR)) as i32;
+    let last = if rest == 0 {
+        0
+    } else {
+        (rest - 1) % PAGE as i32 + 1
+    };
+    let len = len as i32;
+    let room = PAGE as i32 - last;
+    let mut cases = vec![
+        [0, 0, 0],
+        [100, -100, 0],
+        [-last, 0, 0],         // drops the last fragment exactly
+        [-(last + 10), 0, 0],  // and 10 bytes of the one before
+        [-rest, 20, 0],        // every fragment, then grows the linear end
+        [-(rest + 10), 50, 0], // every fragment and 10 linear bytes
+        [-(len - 14), 0, 0],   // down to an Ethernet header
+        [-(len - 13), 0, 0],   // one byte short: EINVAL
+        [room, 1, 0],          // fills the last page, then one too many
+        [room + 1, 0, 0],      // past the last page: EINVAL
+        [-1, 0, -20],          // head moves into the headroom
+        [10, -5, lin - 14],    // head leaves 14 linear bytes
+        [0, 0, lin - 13],      // one too far: EINVAL
+        [-4096, 4096, 0],
+    ];
+    cases.sort();
+    cases.dedup();
+    cases
+}
+
+#[test]
+fn adjust_tail_across_fragments_matches_the_kernel() {
+    let dir = Scratch::new("multibuf-adjust");
+    let obj = object(&dir);
+    let kernel = kernel_usable("multibuf adjust");
+    for len in [60, LINEAR, LINEAR + 1, 5000, LINEAR + PAGE + 1, 9000] {
+        for params in adjust_cases(len) {
+            let label = format!("adjust {len} {params:?}");
+            let name = format!("adjust{len}_{}_{}_{}.bin", params[0], params[1], params[2]);
+            let packet = dir.file(&name, frame(len, params));
+            let (action, out, maps) = engines_agree(&obj, "adjust", &packet, kernel, &label);
+            assert_eq!(action, 2, "{label}");
+            let words = out_words(&maps);
+            assert_eq!(
+                out.len() as i64,
+                2 * words[7],
+                "{label}: output is buff_len bytes"
+            );
+        }
+    }
+}
+
+#[test]
+fn too_many_fragments_is_enomem_everywhere() {
+    let dir = Scratch::new("multibuf-enomem");
+    let obj = object(&dir);
+    let kernel = kernel_usable("multibuf ENOMEM");
+    let packet = dir.file("big.bin", frame(MAX_FRAME + 1, [0; 3]));
+    for engine in ENGINES {
+        if engine == "kernel" && !kernel {
+            continue;
+        }
+        let r = run(&obj, "lens", &packet, engine);
+        assert_ne!(
+            r.code,
+            Some(0),
+            "{engine} ran a {}-byte frame",
+            MAX_FRAME + 1
+        );
+        assert!(
+            r.stderr.contains("ENOMEM") || r.stderr.contains("Cannot allocate memory"),
+            "{engine}: {}",
+            r.stderr
+        );
+    }
+}
