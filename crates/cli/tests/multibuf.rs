@@ -274,3 +274,136 @@ fn too_many_fragments_is_enomem_everywhere() {
         );
     }
 }
+
+/// A little-endian microsecond pcap (Ethernet) of `frames`.
+fn pcap(frames: &[Vec<u8>]) -> Vec<u8> {
+    let mut out = Vec::new();
+    for word in [0xa1b2_c3d4u32, 0x0004_0002, 0, 0, 262_144, 1] {
+        out.extend_from_slice(&word.to_le_bytes());
+    }
+    for (i, f) in frames.iter().enumerate() {
+        for word in [i as u32, 0, f.len() as u32, f.len() as u32] {
+            out.extend_from_slice(&word.to_le_bytes());
+        }
+        out.extend_from_slice(f);
+    }
+    out
+}
+
+/// The records of a pcap written by `bpfjet run --out` (little-endian).
+fn pcap_records(bytes: &[u8]) -> Vec<Vec<u8>> {
+    let mut records = Vec::new();
+    let mut at = 24;
+    while at + 16 <= bytes.len() {
+        let caplen = u32::from_le_bytes(bytes[at + 8..at + 12].try_into().unwrap()) as usize;
+        records.push(bytes[at + 16..at + 16 + caplen].to_vec());
+        at += 16 + caplen;
+    }
+    records
+}
+
+/// The JSON summary `bpfjet run --json` ends with.
+fn run_summary(run: &BpfjetRun) -> serde_json::Value {
+    let line = run.stdout.lines().last().unwrap_or_default();
+    serde_json::from_str(line).unwrap_or_else(|e| panic!("{e}: {line}; {}", run.stderr))
+}
+
+/// Jumbo pcap records through `bpfjet run`: an `xdp.frags` program gets
+/// them as multi-buffer frames and writes exactly what the kernel's test
+/// run of the same frame returns; a program without frags gets no such
+/// frame (counted as aborted, the reason in the summary).
+#[test]
+fn jumbo_pcap_records_run_as_multi_buffer_frames() {
+    let dir = Scratch::new("multibuf-pcap");
+    let obj = object(&dir);
+    let kernel = kernel_usable("multibuf pcap");
+    let frames: Vec<Vec<u8>> = [
+        (60, [10, 0, 0]),
+        (LINEAR, [0, 0, 0]),
+        (LINEAR + 1, [100, -50, 0]),
+        (5000, [-1490, 8, -16]),
+        (9000, [-2000, 300, 0]),
+        (9000, [-(9000 - 14), 0, 0]),
+        (LINEAR + 2 * PAGE, [PAGE as i32, 0, 0]),
+    ]
+    .iter()
+    .map(|&(len, params)| frame(len, params))
+    .collect();
+    let input = dir.file("in.pcap", pcap(&frames));
+    let mut expected = Vec::new();
+    if kernel {
+        for (i, f) in frames.iter().enumerate() {
+            let pkt = dir.file(&format!("rec{i}.bin"), f);
+            let (action, out, _) = outcome(&run(&obj, "adjust", &pkt, "kernel"), "kernel");
+            assert_eq!(action, 2);
+            expected.push(out);
+        }
+    }
+    for engine in ["interp", "jit"] {
+        let out_dir = dir.path(&format!("out-{engine}"));
+        let r = bpfjet(
+            &[
+                "run",
+                &obj,
+                "--prog",
+                "adjust",
+                "--engine",
+                engine,
+                "--workers",
+                "1",
+                "--name",
+                &format!("multibuf-{engine}-{}", std::process::id()),
+                "--json",
+                "--pcap",
+                &input,
+                "--out",
+                &out_dir,
+            ],
+            b"",
+        );
+        assert_eq!(r.code, Some(0), "{engine}: {}", r.stderr);
+        let s = run_summary(&r);
+        assert_eq!(s["actions"]["PASS"], frames.len(), "{engine}: {s}");
+        let written = std::fs::read(format!("{out_dir}/pass.pcap")).expect("pass.pcap");
+        let records: Vec<String> = pcap_records(&written)
+            .iter()
+            .map(|r| r.iter().map(|b| format!("{b:02x}")).collect())
+            .collect();
+        assert_eq!(records.len(), frames.len(), "{engine}");
+        for (i, want) in expected.iter().enumerate() {
+            assert_eq!(
+                &records[i], want,
+                "{engine}: record {i} differs from the kernel"
+            );
+        }
+    }
+    // lens_plain (section "xdp", no frags): the linear frames run, the
+    // longer ones are refused.
+    let r = bpfjet(
+        &[
+            "run",
+            &obj,
+            "--prog",
+            "lens_plain",
+            "--engine",
+            "interp",
+            "--workers",
+            "1",
+            "--name",
+            &format!("multibuf-plain-{}", std::process::id()),
+            "--json",
+            "--pcap",
+            &input,
+        ],
+        b"",
+    );
+    let s = run_summary(&r);
+    assert_eq!(s["actions"]["PASS"], 2, "{s}");
+    assert_eq!(s["actions"]["ABORTED"], frames.len() - 2, "{s}");
+    assert!(
+        r.stdout.contains("xdp.frags") || r.stderr.contains("xdp.frags"),
+        "the reason is reported: {} {}",
+        r.stdout,
+        r.stderr
+    );
+}

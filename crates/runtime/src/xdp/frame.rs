@@ -300,6 +300,16 @@ impl XdpFrame {
         self.frags.iter().map(|f| f.len).sum()
     }
 
+    /// The fragments' bytes, in order, into `out` (exactly
+    /// [`XdpFrame::frags_size`] bytes).
+    pub fn copy_frags_to(&self, out: &mut [u8]) {
+        let mut at = 0;
+        for frag in &self.frags {
+            out[at..at + frag.len].copy_from_slice(frag.bytes());
+            at += frag.len;
+        }
+    }
+
     /// `xdp_get_buff_len`: the linear part and every fragment.
     pub fn buff_len(&self) -> usize {
         self.len() + self.frags_size()
