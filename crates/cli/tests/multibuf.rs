@@ -407,3 +407,88 @@ fn jumbo_pcap_records_run_as_multi_buffer_frames() {
         r.stderr
     );
 }
+
+/// `--linear-size N` (the input context's `data_end`, kernel 6.18): the
+/// first min(N, 3520) bytes are linear, the rest fragments, 0 included;
+/// N past the packet is EINVAL on every engine.
+#[test]
+fn linear_size_from_the_context_matches_the_kernel() {
+    let dir = Scratch::new("multibuf-linear");
+    let obj = object(&dir);
+    let kernel = kernel_usable("multibuf linear size");
+    for len in [60, 9000] {
+        let packet = dir.file(&format!("lin{len}.bin"), frame(len, [100, -30, 0]));
+        for linear in [0, 10, 14, 100, 3520, 3600, len] {
+            if linear > len {
+                continue;
+            }
+            let n = linear.to_string();
+            for prog in ["lens", "copies", "adjust"] {
+                let label = format!("{prog} {len} linear {linear}");
+                let mut first: Option<Outcome> = None;
+                for engine in ENGINES {
+                    if engine == "kernel" && !kernel {
+                        continue;
+                    }
+                    let r = bpfjet(
+                        &[
+                            "test-run",
+                            &obj,
+                            "--prog",
+                            prog,
+                            "--data",
+                            &packet,
+                            "--engine",
+                            engine,
+                            "--json",
+                            "--dump-maps",
+                            "--linear-size",
+                            &n,
+                        ],
+                        b"",
+                    );
+                    let got = outcome(&r, &format!("{label} on {engine}"));
+                    if prog == "lens" {
+                        let words = out_words(&got.2);
+                        assert_eq!(words[1], linear.min(LINEAR) as i64, "{label} on {engine}");
+                    }
+                    match &first {
+                        None => first = Some(got),
+                        Some(want) => assert_eq!(want, &got, "{label}: {engine} differs"),
+                    }
+                }
+            }
+        }
+        let past = (len + 1).to_string();
+        for engine in ENGINES {
+            if engine == "kernel" && !kernel {
+                continue;
+            }
+            let r = bpfjet(
+                &[
+                    "test-run",
+                    &obj,
+                    "--prog",
+                    "lens",
+                    "--data",
+                    &packet,
+                    "--engine",
+                    engine,
+                    "--linear-size",
+                    &past,
+                ],
+                b"",
+            );
+            assert_ne!(
+                r.code,
+                Some(0),
+                "{engine} accepted a linear part past the packet"
+            );
+            assert!(
+                r.stderr.contains("EINVAL") || r.stderr.contains("Invalid argument"),
+                "{engine}: {}",
+                r.stderr
+            );
+        }
+    }
+}

@@ -384,7 +384,8 @@ impl<'a> XdpBench<'a> {
         } else {
             opts.ingress_ifindex
         };
-        let frame = XdpFrame::new(data, ingress, opts.rx_queue_index)
+        let linear = opts.linear_size.map_or(data.len(), |l| l as usize);
+        let frame = XdpFrame::with_linear(data, linear, ingress, opts.rx_queue_index)
             .map_err(|e| run_err(e.to_string()))?;
         let env = XdpEnv::new(
             frame,

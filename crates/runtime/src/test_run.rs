@@ -34,6 +34,10 @@ pub struct TestRunOptions {
     /// `xdp_md.rx_queue_index`: must be 0 without an ingress interface, and
     /// below the interface's receive queue count with one.
     pub rx_queue_index: u32,
+    /// The input context's `data_end` (6.18): the linear part holds the
+    /// first `min(data_end, 3520)` bytes, the rest goes to fragments. None:
+    /// the whole packet, as without a context.
+    pub linear_size: Option<u32>,
 }
 
 impl Default for TestRunOptions {
@@ -43,6 +47,7 @@ impl Default for TestRunOptions {
             cpu: 0,
             ingress_ifindex: 0,
             rx_queue_index: 0,
+            linear_size: None,
         }
     }
 }
@@ -80,7 +85,8 @@ impl LoadedObject {
             )));
         }
         let ingress = check_ingress(opts.ingress_ifindex, opts.rx_queue_index)?;
-        let frame = XdpFrame::new(data, ingress, opts.rx_queue_index)?;
+        let linear = opts.linear_size.map_or(data.len(), |l| l as usize);
+        let frame = XdpFrame::with_linear(data, linear, ingress, opts.rx_queue_index)?;
         let mut env = XdpEnv::new(frame, opts.cpu as u32, self.maps.clone(), self.fib.clone());
         let mut state = RunState::new();
         state.set_program_table(self.program_table());

@@ -400,6 +400,12 @@ impl XdpRunner {
                     len,
                     max: MAX_PACKET,
                 },
+                // `reset` always makes the whole packet linear up to the
+                // linear maximum; it never reports this.
+                FrameError::LinearPastEnd { len, .. } => RunFrameError::TooLong {
+                    len,
+                    max: MAX_PACKET,
+                },
             })?;
         let md_addr = self.env.frame.md_addr();
         let (span_start, span_len) = self.env.frame.packet_span();

@@ -103,6 +103,8 @@ pub enum FrameError {
          {MAX_LINEAR_PACKET} linear and {MAX_FRAGS} fragments of {FRAG_SIZE}) (ENOMEM)"
     )]
     TooLong(usize),
+    #[error("a {linear}-byte linear part is longer than the {len}-byte packet (EINVAL)")]
+    LinearPastEnd { linear: usize, len: usize },
 }
 
 /// `dst.copy_from_slice(src)` for a packet of at least [`ETH_HLEN`] bytes,
@@ -175,8 +177,27 @@ impl XdpFrame {
         ingress_ifindex: u32,
         rx_queue_index: u32,
     ) -> Result<Self, FrameError> {
+        Self::with_linear(packet, packet.len(), ingress_ifindex, rx_queue_index)
+    }
+
+    /// A frame whose linear part holds the first `min(linear,
+    /// MAX_LINEAR_PACKET)` bytes of `packet` and fragments the rest: the
+    /// kernel's test run with an input context whose `data_end` is
+    /// `linear` (6.18: any value up to the packet's length, 0 included).
+    pub fn with_linear(
+        packet: &[u8],
+        linear: usize,
+        ingress_ifindex: u32,
+        rx_queue_index: u32,
+    ) -> Result<Self, FrameError> {
         check_len(packet)?;
-        let linear = packet.len().min(MAX_LINEAR_PACKET);
+        if linear > packet.len() {
+            return Err(FrameError::LinearPastEnd {
+                linear,
+                len: packet.len(),
+            });
+        }
+        let linear = linear.min(MAX_LINEAR_PACKET);
         let mut buf = vec![0u8; FRAME_SIZE].into_boxed_slice();
         buf[XDP_PACKET_HEADROOM..XDP_PACKET_HEADROOM + linear].copy_from_slice(&packet[..linear]);
         let mut frame = XdpFrame {

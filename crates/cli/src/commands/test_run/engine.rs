@@ -37,6 +37,8 @@ impl Engine {
 pub struct RxContext {
     pub ingress_ifindex: u32,
     pub rx_queue_index: u32,
+    /// `--linear-size`: the input context's `data_end`.
+    pub linear_size: Option<u32>,
 }
 
 /// Everything one run needs; checked by the caller (program exists, state
@@ -93,11 +95,14 @@ fn run_kernel(request: &RunRequest<'_>) -> Result<RunOutcome> {
     )?;
     // An all-zero context is what the kernel assumes without one.
     let rx = request.rx;
-    let xdp_context =
-        (rx.ingress_ifindex != 0 || rx.rx_queue_index != 0).then_some(bpfjet_kernel::XdpContext {
-            ingress_ifindex: rx.ingress_ifindex,
-            rx_queue_index: rx.rx_queue_index,
-        });
+    let xdp_context = (rx.ingress_ifindex != 0
+        || rx.rx_queue_index != 0
+        || rx.linear_size.is_some())
+    .then_some(bpfjet_kernel::XdpContext {
+        ingress_ifindex: rx.ingress_ifindex,
+        rx_queue_index: rx.rx_queue_index,
+        data_end: rx.linear_size,
+    });
     let result = object
         .test_run_with(
             request.program,
@@ -209,6 +214,7 @@ fn run_jit(request: &RunRequest<'_>) -> Result<RunOutcome> {
             cpu: request.cpu,
             ingress_ifindex: request.rx.ingress_ifindex,
             rx_queue_index: request.rx.rx_queue_index,
+            linear_size: request.rx.linear_size,
         },
         XdpEngine::Jit,
     )?;
@@ -256,6 +262,7 @@ fn run_interp(request: &RunRequest<'_>) -> Result<RunOutcome> {
             cpu: request.cpu,
             ingress_ifindex: request.rx.ingress_ifindex,
             rx_queue_index: request.rx.rx_queue_index,
+            linear_size: request.rx.linear_size,
         },
     )?;
     let maps = if request.dump_maps {
