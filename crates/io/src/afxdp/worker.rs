@@ -350,12 +350,19 @@ impl XskWorker {
             };
             chunks.push(c);
         }
+        // Every frame the worker owns lies inside the UMEM (it hands out
+        // no other addresses); checked before anything is queued.
+        if chunks[..pieces]
+            .iter()
+            .any(|&c| self.sock.umem.frame_mut(c).is_none())
+        {
+            return 0;
+        }
         for (i, piece) in data.chunks(size).enumerate() {
             let chunk = chunks[i];
-            let Some((frame, _)) = self.sock.umem.frame_mut(chunk) else {
-                unreachable!("UMEM frames the worker owns are inside the UMEM");
-            };
-            frame[..piece.len()].copy_from_slice(piece);
+            if let Some((frame, _)) = self.sock.umem.frame_mut(chunk) {
+                frame[..piece.len()].copy_from_slice(piece);
+            }
             self.sock.tx.push(libc::xdp_desc {
                 addr: chunk,
                 len: piece.len() as u32,
