@@ -492,3 +492,62 @@ fn linear_size_from_the_context_matches_the_kernel() {
         }
     }
 }
+
+/// A PROG_ARRAY owned by its first referencing program takes only tail-call
+/// targets of the same attach type and frags flag: the kernel's libbpf
+/// slot initialiser fails with EINVAL otherwise, and so does bpfjet's load.
+#[test]
+fn prog_array_mixing_frags_is_refused_like_the_kernel() {
+    let dir = Scratch::new("multibuf-compat");
+    let kernel = kernel_usable("multibuf prog-array compatibility");
+    let source = |target_sec: &str, root_sec: &str| {
+        format!(
+            "#include <linux/bpf.h>\n#include <bpf/bpf_helpers.h>\n\
+             int target(struct xdp_md *ctx);\n\
+             struct {{ __uint(type, BPF_MAP_TYPE_PROG_ARRAY); __uint(max_entries, 2);\n\
+                      __type(key, __u32); __array(values, int (void *)); }}\n\
+             jmp SEC(\".maps\") = {{ .values = {{ [0] = (void *)&target }} }};\n\
+             SEC(\"{target_sec}\") int target(struct xdp_md *ctx) {{ return XDP_PASS; }}\n\
+             SEC(\"{root_sec}\") int root(struct xdp_md *ctx) {{\n\
+                 bpf_tail_call(ctx, &jmp, 0); return XDP_DROP; }}\n\
+             char LICENSE[] SEC(\"license\") = \"GPL\";\n"
+        )
+    };
+    let packet = dir.file("pkt.bin", frame(64, [0; 3]));
+    for (i, (target, root, ok)) in [
+        ("xdp", "xdp.frags", false),
+        ("xdp/devmap", "xdp", false),
+        ("xdp.frags", "xdp.frags", true),
+        ("xdp", "xdp", true),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let obj = dir.compile_c(&format!("compat{i}"), &source(target, root));
+        for engine in ENGINES {
+            if engine == "kernel" && !kernel {
+                continue;
+            }
+            let r = bpfjet(
+                &[
+                    "test-run", &obj, "--prog", "root", "--data", &packet, "--engine", engine,
+                ],
+                b"",
+            );
+            let label = format!("{target} in the array of {root} on {engine}");
+            if ok {
+                assert_eq!(r.code, Some(0), "{label}: {}", r.stderr);
+                assert!(r.stdout.contains("PASS"), "{label}: {}", r.stdout);
+            } else {
+                assert_ne!(r.code, Some(0), "{label} was accepted");
+                if engine != "kernel" {
+                    assert!(
+                        r.stderr.contains("tail-call target"),
+                        "{label}: {}",
+                        r.stderr
+                    );
+                }
+            }
+        }
+    }
+}

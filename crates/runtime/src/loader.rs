@@ -63,6 +63,45 @@ pub fn possible_cpus() -> usize {
     highest.map_or_else(fallback, |h| h + 1)
 }
 
+/// The kernel's tail-call compatibility (`__bpf_prog_map_compatible`): a
+/// PROG_ARRAY belongs to the first program loaded that references it
+/// (libbpf loads in object order, before it fills the slots) and takes only
+/// programs of the same type, expected attach type and frags flag; libbpf's
+/// slot initialiser gets EINVAL otherwise.
+fn check_tail_call_compat(obj: &Object, map: usize, target: &str) -> Result<(), String> {
+    let Some(target) = obj.programs.iter().find(|p| p.name == target) else {
+        return Ok(());
+    };
+    let Some(owner) = obj
+        .programs
+        .iter()
+        .find(|p| p.kind.kernel_load_type().is_some() && references_map(p, map))
+    else {
+        return Ok(());
+    };
+    if owner.kind.kernel_load_type() == target.kind.kernel_load_type() {
+        return Ok(());
+    }
+    Err(format!(
+        "program {:?} ({}) cannot be a tail-call target of this PROG_ARRAY, which belongs to \
+         program {:?} ({}): the kernel requires the same program type, attach type and frags \
+         flag (EINVAL)",
+        target.name, target.kind, owner.name, owner.kind
+    ))
+}
+
+/// Whether program `p` loads map `map` (an `lddw` of the object's map
+/// table), as the kernel's `used_maps` records it.
+fn references_map(p: &bpfjet_obj::Program, map: usize) -> bool {
+    let Ok(insns) = bpfjet_isa::decode::decode_program(&p.insns) else {
+        return false;
+    };
+    insns.iter().any(|insn| {
+        matches!(insn, Insn::LdDw { kind: bpfjet_isa::LdDwKind::MapIdx | bpfjet_isa::LdDwKind::MapIdxValue, imm, .. }
+            if *imm as u32 as usize == map)
+    })
+}
+
 /// One program of the object.
 #[derive(Debug)]
 pub(crate) struct LoadedProgram {
@@ -297,12 +336,15 @@ impl LoadedObject {
                 .get(init.map)
                 .ok_or_else(|| fail("no such map".into()))?;
             let id = match &init.target {
-                SlotTarget::Program(name) => self
-                    .prog_names
-                    .iter()
-                    .position(|p| p == name)
-                    .ok_or_else(|| fail(format!("no program {name:?}")))?
-                    as u32,
+                SlotTarget::Program(name) => {
+                    let id = self
+                        .prog_names
+                        .iter()
+                        .position(|p| p == name)
+                        .ok_or_else(|| fail(format!("no program {name:?}")))?;
+                    check_tail_call_compat(obj, init.map, name).map_err(fail)?;
+                    id as u32
+                }
                 SlotTarget::Map(index) => self
                     .maps
                     .maps
