@@ -52,6 +52,7 @@ bench-preload: build
 # AF_XDP end to end in network namespaces (root): TX, DROP, REDIRECT, PASS via TAP.
 test-netns: build examples
 	BPFJET=$(BPFJET) timeout 900 bash tests/netns/afxdp_e2e.sh
+	BPFJET=$(BPFJET) timeout 300 bash tests/netns/afxdp_multibuf.sh
 
 demo: build examples
 	@bash scripts/demo.sh

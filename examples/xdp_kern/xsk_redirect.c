@@ -21,4 +21,13 @@ int xsk_redirect(struct xdp_md *ctx)
 	return bpf_redirect_map(&xsks_map, ctx->rx_queue_index, XDP_PASS);
 }
 
+/* The same for an `xdp.frags` network function: loaded with
+ * BPF_F_XDP_HAS_FRAGS, so the kernel attaches it to an interface whose MTU
+ * needs multi-buffer frames and hands them to the socket (XDP_USE_SG). */
+SEC("xdp.frags")
+int xsk_redirect_frags(struct xdp_md *ctx)
+{
+	return bpf_redirect_map(&xsks_map, ctx->rx_queue_index, XDP_PASS);
+}
+
 char _license[] SEC("license") = "GPL";

@@ -5,6 +5,10 @@
   pkt.py sniff IFACE SECONDS MARK     count frames carrying MARK in the payload
   pkt.py send IFACE DST_MAC COUNT     send UDP frames only
   pkt.py ping ADDR COUNT              ICMP echo, count replies
+  pkt.py jumbo IFACE DST_MAC COUNT SIZE
+                                      send SIZE-byte UDP frames, count echoes
+                                      of the same size with MACs swapped, the
+                                      last byte set to 0xee, the rest intact
 Prints one integer: the count observed.
 """
 import os
@@ -30,8 +34,11 @@ def csum(b):
     return ~s & 0xFFFF
 
 
-def udp_frame(src_mac, dst_mac, seq):
+def udp_frame(src_mac, dst_mac, seq, size=0):
     payload = MARK + struct.pack("!I", seq)
+    if size:
+        fill = size - 14 - 20 - 8 - len(payload)
+        payload += bytes((seq + i * 7) & 0xFF for i in range(fill))
     udp = struct.pack("!HHHH", 40000, 9, 8 + len(payload), 0) + payload
     ip = struct.pack("!BBHHHBBH4s4s", 0x45, 0, 20 + len(udp), seq & 0xFFFF, 0, 64, 17, 0,
                      socket.inet_aton("10.77.0.1"), socket.inet_aton("10.77.0.2"))
@@ -74,6 +81,37 @@ def main():
             return
         # An echo comes back addressed to us (MACs swapped).
         print(count_marked(s, 1.5, want_dst=src))
+    elif cmd == "jumbo":
+        iface, dst = sys.argv[2], bytes.fromhex(sys.argv[3].replace(":", ""))
+        count, size = int(sys.argv[4]), int(sys.argv[5])
+        s = raw(iface)
+        # Echoes arrive while the rest is still being sent: room for all of
+        # them (SO_RCVBUFFORCE, we are root).
+        s.setsockopt(socket.SOL_SOCKET, 33, 64 << 20)
+        src = mac_of(iface)
+        sent = {}
+        for i in range(count):
+            f = udp_frame(src, dst, i, size)
+            sent[f[14:34]] = f
+            s.send(f)
+        n = 0
+        end = time.time() + 2.0
+        while time.time() < end:
+            try:
+                frame, addr = s.recvfrom(65535)
+            except socket.timeout:
+                continue
+            if addr[2] == socket.PACKET_OUTGOING or frame[:6] != src:
+                continue
+            orig = sent.get(frame[14:34])
+            if orig and len(frame) == size and frame[6:12] == dst and frame[-1] == 0xEE \
+                    and frame[12:-1] == orig[12:-1]:
+                n += 1
+            elif os.environ.get("PKT_DEBUG"):
+                bad = [i for i in range(min(len(frame), len(orig or b""))) if frame[i] != orig[i]]
+                print(f"bad echo: len {len(frame)} known {orig is not None} "
+                      f"diffs {len(bad)} first {bad[:8]} last {frame[-1]:#x}", file=sys.stderr)
+        print(n)
     elif cmd == "sniff":
         iface, seconds = sys.argv[2], float(sys.argv[3])
         print(count_marked(raw(iface), seconds))

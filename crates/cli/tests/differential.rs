@@ -158,6 +158,7 @@ fn run_bpfjet(
                 // No context, as on the kernel side: loopback, queue 0.
                 ingress_ifindex: 0,
                 rx_queue_index: 0,
+                linear_size: None,
             },
         )
         .map_err(|e| format!("bpfjet test run: {e}"))?;

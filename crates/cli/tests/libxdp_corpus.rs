@@ -289,6 +289,7 @@ fn run_options() -> TestRunOptions {
         cpu: 0,
         ingress_ifindex: 0,
         rx_queue_index: 0,
+        linear_size: None,
     }
 }
 

@@ -147,6 +147,7 @@ fn compare_program(fixture: &Fixture, state: &MapState) -> Result<ActionCounts, 
                     cpu: 0,
                     ingress_ifindex: 0,
                     rx_queue_index: 0,
+                    linear_size: None,
                 },
             )
             .map_err(|e| format!("frame {i} ({}): bpfjet: {e}", to_hex(frame)))?;

@@ -20,6 +20,9 @@ pub(crate) const MAP_UPDATE: &str = "bpfjet_jit_map_update";
 pub(crate) const MAP_DELETE: &str = "bpfjet_jit_map_delete";
 /// In `crate::trampoline` (it needs the run context).
 pub(crate) const XDP_ADJUST: &str = "bpfjet_jit_xdp_adjust";
+/// In `crate::trampoline`: `bpf_xdp_load_bytes`/`store_bytes` for a range
+/// past the linear part (a multi-buffer frame's fragments).
+pub(crate) const XDP_COPY: &str = "bpfjet_jit_xdp_copy";
 /// Map helpers on a handle the lifter cannot resolve to a bound map of a
 /// known kind (an inner map of a map-in-map, a map-in-map itself, device
 /// maps): they take the run context, check the map's type as the helper

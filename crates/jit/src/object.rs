@@ -341,7 +341,7 @@ impl JitObject {
         let elapsed = started.elapsed().as_nanos() as u64;
         Ok(TestRunResult {
             retval,
-            data_out: bench.env.frame().meta_and_packet().to_vec(),
+            data_out: bench.env.frame().output(),
             duration_ns: elapsed / u64::from(runs),
             trace_log: bench.env.trace_log().to_vec(),
             notes,
@@ -385,7 +385,8 @@ impl<'a> XdpBench<'a> {
         } else {
             opts.ingress_ifindex
         };
-        let frame = XdpFrame::new(data, ingress, opts.rx_queue_index)
+        let linear = opts.linear_size.map_or(data.len(), |l| l as usize);
+        let frame = XdpFrame::with_linear(data, linear, ingress, opts.rx_queue_index)
             .map_err(|e| run_err(e.to_string()))?;
         let env = XdpEnv::new(
             frame,

@@ -339,6 +339,43 @@ unsafe extern "C" fn jit_xdp_adjust(ctx: *mut RunCtx, which: u64, offset: u64) -
     }
 }
 
+/// `bpfjet_jit_xdp_copy(ctx, offset, buf, len, store) -> r0`:
+/// `bpf_xdp_load_bytes` (store 0) or `bpf_xdp_store_bytes` (store 1) on the
+/// run's frame, for the ranges the inlined copy does not serve (past the
+/// linear part: fragments of a multi-buffer frame, or past the frame).
+/// `buf` is `len` bytes of program memory by proof (the verifier checked
+/// the helper's memory argument), `offset` and `len` are 32-bit values.
+unsafe extern "C" fn jit_xdp_copy(
+    ctx: *mut RunCtx,
+    offset: u64,
+    buf: *mut u8,
+    len: u64,
+    store: u64,
+) -> u64 {
+    // SAFETY: as in `jit_xdp_adjust`.
+    let user = unsafe { &mut *(*ctx).user };
+    let Some(env) = user.downcast_mut::<bpfjet_runtime::XdpEnv>() else {
+        return crate::natives::errno_neg(bpfjet_runtime::errno::EINVAL);
+    };
+    let (offset, len) = (offset as u32, len as u32);
+    if len > 0xffff {
+        return crate::natives::errno_neg(bpfjet_runtime::errno::EFAULT);
+    }
+    // SAFETY: `buf` holds `len` bytes (see above); the frame's buffers are
+    // the runtime's own allocations and never overlap program memory.
+    let bytes = unsafe { std::slice::from_raw_parts_mut(buf, len as usize) };
+    let frame = env.frame_mut();
+    let result = if store != 0 {
+        frame.store_bytes(offset, bytes)
+    } else {
+        frame.load_bytes(offset, bytes)
+    };
+    match result {
+        Ok(()) => 0,
+        Err(e) => crate::natives::errno_neg(e),
+    }
+}
+
 /// A native tail-call target: its entry and its compiled code.
 #[derive(Clone, Copy)]
 struct Native {
@@ -580,6 +617,10 @@ pub(crate) fn resolve_symbol(name: &str) -> Option<usize> {
         "memcmp" => libc::memcmp as *const () as usize,
         crate::natives::XDP_ADJUST => {
             let f: unsafe extern "C" fn(*mut RunCtx, u64, u64) -> u64 = jit_xdp_adjust;
+            f as *const () as usize
+        }
+        crate::natives::XDP_COPY => {
+            let f: unsafe extern "C" fn(*mut RunCtx, u64, *mut u8, u64, u64) -> u64 = jit_xdp_copy;
             f as *const () as usize
         }
         _ => {

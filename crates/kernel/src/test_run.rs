@@ -19,6 +19,10 @@ const GROWTH_ROOM: usize = 4096 + 256;
 pub struct XdpContext {
     pub ingress_ifindex: u32,
     pub rx_queue_index: u32,
+    /// `xdp_md.data_end`: the linear part's length (6.18: the first
+    /// `min(data_end, 3520)` bytes are linear, the rest fragments; more
+    /// than the packet is EINVAL). None: the packet's length.
+    pub data_end: Option<u32>,
 }
 
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -95,7 +99,7 @@ pub fn test_run_fd(
     let ctx: Option<[u32; 6]> = options.xdp_context.map(|c| {
         [
             0,
-            data.len() as u32,
+            c.data_end.unwrap_or(data.len() as u32),
             0,
             c.ingress_ifindex,
             c.rx_queue_index,

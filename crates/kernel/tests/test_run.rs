@@ -89,6 +89,7 @@ fn xdp_context_reaches_the_program() {
         xdp_context: Some(XdpContext {
             ingress_ifindex: 1,
             rx_queue_index: 0,
+            data_end: None,
         }),
     };
     let run = obj.test_run_with("rx_queue", &packet(), &options).unwrap();

@@ -100,7 +100,7 @@ pub enum RuntimeError {
         index: usize,
         why: String,
     },
-    #[error("{0}")]
+    #[error(transparent)]
     Frame(#[from] FrameError),
     #[error("test run: {0}")]
     Options(String),

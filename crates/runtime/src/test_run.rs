@@ -1,9 +1,11 @@
 //! `BPF_PROG_TEST_RUN` for XDP, the way the kernel's `bpf_prog_test_run_xdp`
 //! does it: the packet is copied into a fresh page-sized frame after 256
-//! bytes of headroom, the program runs `repeat` times on that same frame
-//! (never reset: from the second run on it sees its own output), and the
-//! result is the last return value, the frame from `data_meta` to `data_end`,
-//! and the mean time per run.
+//! bytes of headroom (a packet longer than the linear part continues in
+//! page-sized fragments: a multi-buffer frame, for every XDP program, frags
+//! or not, as the kernel does it), the program runs `repeat` times on that
+//! same frame (never reset: from the second run on it sees its own output),
+//! and the result is the last return value, the frame from `data_meta` to
+//! `data_end` followed by the fragments, and the mean time per run.
 
 use crate::env::XdpEnv;
 use crate::loader::LoadedObject;
@@ -32,6 +34,10 @@ pub struct TestRunOptions {
     /// `xdp_md.rx_queue_index`: must be 0 without an ingress interface, and
     /// below the interface's receive queue count with one.
     pub rx_queue_index: u32,
+    /// The input context's `data_end` (6.18): the linear part holds the
+    /// first `min(data_end, 3520)` bytes, the rest goes to fragments. None:
+    /// the whole packet, as without a context.
+    pub linear_size: Option<u32>,
 }
 
 impl Default for TestRunOptions {
@@ -41,6 +47,7 @@ impl Default for TestRunOptions {
             cpu: 0,
             ingress_ifindex: 0,
             rx_queue_index: 0,
+            linear_size: None,
         }
     }
 }
@@ -49,7 +56,8 @@ impl Default for TestRunOptions {
 pub struct TestRunResult {
     /// The program's return value (the XDP action) of the last run.
     pub retval: u32,
-    /// `data_meta..data_end` after the last run.
+    /// `data_meta..data_end` after the last run, then the fragments' bytes
+    /// of a multi-buffer frame (what the kernel copies out).
     pub data_out: Vec<u8>,
     /// Mean wall-clock time per run.
     pub duration_ns: u64,
@@ -77,7 +85,8 @@ impl LoadedObject {
             )));
         }
         let ingress = check_ingress(opts.ingress_ifindex, opts.rx_queue_index)?;
-        let frame = XdpFrame::new(data, ingress, opts.rx_queue_index)?;
+        let linear = opts.linear_size.map_or(data.len(), |l| l as usize);
+        let frame = XdpFrame::with_linear(data, linear, ingress, opts.rx_queue_index)?;
         let mut env = XdpEnv::new(frame, opts.cpu as u32, self.maps.clone(), self.fib.clone());
         let mut state = RunState::new();
         state.set_program_table(self.program_table());
@@ -107,7 +116,7 @@ impl LoadedObject {
         let elapsed = started.elapsed().as_nanos() as u64;
         Ok(TestRunResult {
             retval,
-            data_out: env.frame.meta_and_packet().to_vec(),
+            data_out: env.frame.output(),
             duration_ns: elapsed / u64::from(runs),
             trace_log: std::mem::take(&mut env.trace),
             notes,

@@ -18,6 +18,16 @@
 //!   copied into the runner's frame, the program runs, and the result is
 //!   copied back to the caller's buffer at the same position relative to
 //!   its headroom. Redirect or tail-call helpers do not force staging.
+//!
+//! A frame longer than the kernel's linear buffer ([`MAX_LINEAR_PACKET`]
+//! bytes: a jumbo pcap record, a generated jumbo frame) is a multi-buffer
+//! frame. Only `xdp.frags` programs receive those (the kernel refuses to
+//! attach other programs to an interface whose MTU needs them); they always
+//! run staged, on a frame split into the linear part and page fragments as
+//! the kernel's test run splits it, and the whole frame (linear part, then
+//! fragments) is copied back. Any other program gets
+//! [`RunFrameError::NeedsFrags`] for such a frame, which the data plane
+//! counts as an aborted packet and reports.
 
 use crate::env::XdpEnv;
 use crate::error::Fault;
@@ -29,7 +39,7 @@ use crate::region::Region;
 use crate::runtime_error::RuntimeError;
 use crate::state::RunState;
 use crate::xdp::context::{XdpMd, XDP_MD_SIZE};
-use crate::xdp::frame::{FrameError, ETH_HLEN, MAX_LINEAR_PACKET, XDP_PACKET_HEADROOM};
+use crate::xdp::frame::{FrameError, ETH_HLEN, MAX_LINEAR_PACKET, MAX_PACKET, XDP_PACKET_HEADROOM};
 use crate::xdp::{action, XdpFrame};
 use bpfjet_isa::{CallTarget, Insn};
 use std::sync::Arc;
@@ -89,6 +99,8 @@ pub struct XdpRunnerFactory {
     fib: Option<Arc<crate::helpers::fib::Fib>>,
     ncpus: usize,
     needs_frame: bool,
+    /// An `xdp.frags` program: multi-buffer frames are run, not refused.
+    frags: bool,
 }
 
 impl XdpRunnerFactory {
@@ -102,6 +114,7 @@ impl XdpRunnerFactory {
         memory: MemoryMode,
     ) -> Result<XdpRunnerFactory, RuntimeError> {
         let entry = loaded.program(name)?;
+        let frags = loaded.loaded_program(name)?.kind.has_frags();
         let helpers = Arc::clone(&entry.inner.helpers);
         let rebind = |p: &Program| -> Program {
             let inner = &p.inner;
@@ -132,6 +145,7 @@ impl XdpRunnerFactory {
             fib: loaded.fib.clone(),
             ncpus: loaded.ncpus(),
             needs_frame,
+            frags,
         })
     }
 
@@ -188,12 +202,20 @@ impl XdpRunnerFactory {
             rx_queue_index: rx_queue,
             ..XdpMd::default()
         });
-        let md_region = if self.needs_frame {
-            Region::read_only(env.frame.md_addr(), XDP_MD_SIZE as u64)
+        let frame_md = Region::read_only(env.frame.md_addr(), XDP_MD_SIZE as u64);
+        if self.needs_frame {
+            state.add_region(frame_md);
         } else {
-            Region::read_only(&*md as *const XdpMd as u64, XDP_MD_SIZE as u64)
-        };
-        state.add_region(md_region);
+            state.add_region(Region::read_only(
+                &*md as *const XdpMd as u64,
+                XDP_MD_SIZE as u64,
+            ));
+            // Multi-buffer frames of a frags program run staged even when
+            // its linear frames run in place.
+            if self.frags {
+                state.add_region(frame_md);
+            }
+        }
         let program = self.program.clone();
         let engine = engine.unwrap_or_else(|| {
             Box::new(move |state: &mut RunState, env: &mut XdpEnv, md: u64| {
@@ -207,6 +229,7 @@ impl XdpRunnerFactory {
             md,
             frame_base: base,
             staged: self.needs_frame,
+            frags: self.frags,
             packet_region: None,
             checked: self.program.is_bounds_checked(),
             ingress_ifindex,
@@ -225,6 +248,8 @@ pub struct XdpRunner {
     /// Address of the staging frame's byte 0.
     frame_base: u64,
     staged: bool,
+    /// An `xdp.frags` program (see the module documentation).
+    frags: bool,
     /// The packet region registered for the previous in-place run.
     packet_region: Option<Region>,
     /// Bounds-checked mode: memory regions must be registered.
@@ -251,6 +276,12 @@ pub enum RunFrameError {
     TooShort(usize),
     #[error("packet of {len} bytes does not fit a {max}-byte XDP frame")]
     TooLong { len: usize, max: usize },
+    #[error(
+        "a {len}-byte frame is longer than the {MAX_LINEAR_PACKET}-byte linear XDP buffer: \
+         only xdp.frags programs receive multi-buffer frames (the kernel does not attach \
+         other programs to an interface whose MTU needs them)"
+    )]
+    NeedsFrags { len: usize },
     #[error("data range {start}..{end} is not inside the {len}-byte buffer")]
     BadRange {
         start: usize,
@@ -286,6 +317,14 @@ impl XdpRunner {
             return Err(RunFrameError::TooShort(data_end - data_start));
         }
         self.env.redirect = None;
+        if data_end - data_start > MAX_LINEAR_PACKET {
+            if !self.frags {
+                return Err(RunFrameError::NeedsFrags {
+                    len: data_end - data_start,
+                });
+            }
+            return self.run_staged(buf, data_start, data_end);
+        }
         if self.staged {
             self.run_staged(buf, data_start, data_end)
         } else {
@@ -350,7 +389,8 @@ impl XdpRunner {
         end: usize,
     ) -> Result<FrameVerdict, RunFrameError> {
         // The staging frame is reused: the packet goes back at the standard
-        // headroom with no metadata.
+        // headroom with no metadata (split into fragments past the linear
+        // part).
         self.env
             .frame
             .reset(&buf[start..end])
@@ -358,7 +398,13 @@ impl XdpRunner {
                 FrameError::TooShort(len) => RunFrameError::TooShort(len),
                 FrameError::TooLong(len) => RunFrameError::TooLong {
                     len,
-                    max: MAX_LINEAR_PACKET,
+                    max: MAX_PACKET,
+                },
+                // `reset` always makes the whole packet linear up to the
+                // linear maximum; it never reports this.
+                FrameError::LinearPastEnd { len, .. } => RunFrameError::TooLong {
+                    len,
+                    max: MAX_PACKET,
                 },
             })?;
         let md_addr = self.env.frame.md_addr();
@@ -379,7 +425,10 @@ impl XdpRunner {
         let md = *self.env.frame.md();
         let shift = start as i64 - XDP_PACKET_HEADROOM as i64;
         let new_start = (md.data - self.frame_base) as i64 + shift;
-        let new_end = (md.data_end - self.frame_base) as i64 + shift;
+        // A multi-buffer frame comes back whole: its fragments follow the
+        // linear part.
+        let frags_size = self.env.frame.frags_size() as i64;
+        let new_end = (md.data_end - self.frame_base) as i64 + shift + frags_size;
         if new_start < 0 || new_end as usize > buf.len() {
             return Err(RunFrameError::MovedOutside {
                 start: new_start,
@@ -388,7 +437,14 @@ impl XdpRunner {
             });
         }
         let (new_start, new_end) = (new_start as usize, new_end as usize);
-        buf[new_start..new_end].copy_from_slice(self.env.frame.packet());
+        let linear = self.env.frame.packet();
+        buf[new_start..new_start + linear.len()].copy_from_slice(linear);
+        if frags_size > 0 {
+            let linear_len = linear.len();
+            self.env
+                .frame
+                .copy_frags_to(&mut buf[new_start + linear_len..new_end]);
+        }
         Ok(FrameVerdict {
             action,
             redirect: self.redirect_for(action),

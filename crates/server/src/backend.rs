@@ -8,7 +8,8 @@ use crate::objects::{BtfObj, MapMeta, MapObj, Obj, ProgObj, ProgRecord};
 use crate::progs::{self, Refusal, BPF_PROG_TYPE_XDP, PSEUDO_MAP_FD, PSEUDO_MAP_VALUE};
 use crate::user;
 use bpfjet_maps::{Instance, MapOptions, MapSpec, MapType};
-use bpfjet_runtime::TestRunOptions;
+use bpfjet_runtime::xdp::frame::FrameError;
+use bpfjet_runtime::{RuntimeError, TestRunOptions};
 use bpfjet_sys::{
     Backend, BtfInfo, BtfLoad, Command, Errno, GetInfo, IdKind, KernelBackend, MapCreate, MapInfo,
     ObjPath, ProgInfo, ProgLoad, TestRun,
@@ -702,17 +703,23 @@ impl BpfjetBackend {
             }
             let ctx = user::read(t.ctx_in, XDP_MD_SIZE)?;
             let w = |i: usize| u32::from_ne_bytes(ctx[i * 4..i * 4 + 4].try_into().unwrap());
-            if w(0) != 0 || w(2) != 0 || w(1) != t.data_size_in || w(5) != 0 {
+            // 6.18: data_end up to the packet's length is the linear size.
+            if w(0) != 0 || w(2) != 0 || w(1) > t.data_size_in || w(5) != 0 {
                 return Err(Errno::EINVAL);
             }
             opts.ingress_ifindex = w(3);
             opts.rx_queue_index = w(4);
+            opts.linear_size = Some(w(1));
         }
         let name = prog.loaded.program_names()[0].to_string();
         let started = Instant::now();
         let r = prog.loaded.test_run(&name, &data, &opts).map_err(|e| {
             self.warn_once(&format!("BPF_PROG_TEST_RUN of {name}"), &e.to_string());
-            Errno::EINVAL
+            match e {
+                // More than MAX_SKB_FRAGS fragments, as the kernel.
+                RuntimeError::Frame(FrameError::TooLong(_)) => Errno::ENOMEM,
+                _ => Errno::EINVAL,
+            }
         })?;
         if self.stats.load(Ordering::Relaxed) > 0 {
             let mut s = prog

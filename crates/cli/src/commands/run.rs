@@ -168,6 +168,8 @@ impl XskArgs {
             bind: self.bind,
             attach: self.attach,
             kern_obj: self.xsk_kern.clone(),
+            // Set from the program's kind by `run`.
+            multi_buffer: false,
         }
     }
 }
@@ -198,11 +200,12 @@ pub fn run(args: &RunArgs) -> Result<ExitCode> {
         bail!("--aot runs one object's artifact; it cannot be combined with --object");
     }
     let object = deployment.main();
-    let prog = object
+    let chosen = object
         .runnable_program(args.prog.as_deref())
-        .with_context(|| format!("choosing the program of {}", args.obj.display()))?
-        .name
-        .clone();
+        .with_context(|| format!("choosing the program of {}", args.obj.display()))?;
+    let prog = chosen.name.clone();
+    // An xdp.frags program receives multi-buffer frames over AF_XDP.
+    let multi_buffer = chosen.kind.has_frags();
     let state = args
         .maps
         .as_ref()
@@ -298,7 +301,10 @@ pub fn run(args: &RunArgs) -> Result<ExitCode> {
             };
             let session = bpfjet_io::afxdp::Session::start(
                 spec,
-                &args.xsk.config(),
+                &bpfjet_io::afxdp::XskConfig {
+                    multi_buffer,
+                    ..args.xsk.config()
+                },
                 &make,
                 args.pin,
                 args.batch,

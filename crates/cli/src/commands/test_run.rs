@@ -68,6 +68,11 @@ pub struct TestRunArgs {
     /// xdp_md.rx_queue_index: a receive queue of that interface.
     #[arg(long = "rx-queue", default_value_t = 0)]
     pub rx_queue: u32,
+    /// xdp_md.data_end of the input context (kernel 6.18): the first
+    /// min(N, 3520) bytes are the linear part, the rest page fragments; N
+    /// may not exceed the packet. Default: the whole packet.
+    #[arg(long, value_name = "N")]
+    pub linear_size: Option<u32>,
     #[command(flatten)]
     pub object_args: super::object_args::ObjectArgs,
     #[command(flatten)]
@@ -127,6 +132,7 @@ pub fn run(args: &TestRunArgs) -> Result<ExitCode> {
         rx: RxContext {
             ingress_ifindex: args.ingress_ifindex,
             rx_queue_index: args.rx_queue,
+            linear_size: args.linear_size,
         },
         dump_maps: args.dump_maps,
         unverified: args.unverified,

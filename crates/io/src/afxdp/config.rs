@@ -78,6 +78,11 @@ pub struct XskConfig {
     pub attach: AttachMode,
     /// The kernel-side redirect program's object file.
     pub kern_obj: Option<PathBuf>,
+    /// Multi-buffer frames (the program is `xdp.frags`): the redirect
+    /// program is attached as `xdp.frags` and the sockets bound with
+    /// `XDP_USE_SG`, so frames longer than a UMEM frame arrive as chains of
+    /// descriptors (`XDP_PKT_CONTD`) and are sent back the same way.
+    pub multi_buffer: bool,
 }
 
 impl Default for XskConfig {
@@ -91,6 +96,7 @@ impl Default for XskConfig {
             bind: BindMode::Auto,
             attach: AttachMode::Auto,
             kern_obj: None,
+            multi_buffer: false,
         }
     }
 }

@@ -17,6 +17,8 @@ use libbpf_rs::{Link, MapCore, MapFlags, Object, ObjectBuilder, Xdp, XdpFlags};
 use super::{AfXdpError, AttachMode};
 
 const PROGRAM: &str = "xsk_redirect";
+/// The same in `xdp.frags`, for multi-buffer frames.
+const PROGRAM_FRAGS: &str = "xsk_redirect_frags";
 const XSKMAP: &str = "xsks_map";
 const OBJECT: &str = "xsk_redirect.o";
 
@@ -41,6 +43,15 @@ pub fn default_object() -> Option<PathBuf> {
     candidates.into_iter().find(|p| p.is_file())
 }
 
+/// Whether `ifname`'s MTU is more than a single-buffer XDP frame holds
+/// (a page minus headroom and shared info, less the Ethernet header).
+fn jumbo_mtu(ifname: &str) -> bool {
+    std::fs::read_to_string(format!("/sys/class/net/{ifname}/mtu"))
+        .ok()
+        .and_then(|m| m.trim().parse::<usize>().ok())
+        .is_some_and(|mtu| mtu + 14 > 3520)
+}
+
 /// The attached steering program.
 pub struct KernelSteering {
     // Field order is drop order: the link (detach) before the object.
@@ -48,6 +59,7 @@ pub struct KernelSteering {
     netlink: Option<XdpFlags>,
     ifindex: u32,
     object: Object,
+    program: &'static str,
     pub mode: &'static str,
 }
 
@@ -70,7 +82,9 @@ impl KernelSteering {
         ifname: &str,
         ifindex: u32,
         mode: AttachMode,
+        multi_buffer: bool,
     ) -> Result<KernelSteering, AfXdpError> {
+        let program = if multi_buffer { PROGRAM_FRAGS } else { PROGRAM };
         let path = match object {
             Some(p) => p.to_path_buf(),
             None => default_object().ok_or_else(|| {
@@ -89,8 +103,8 @@ impl KernelSteering {
             .map_err(|e| kerr(&format!("loading {} into the kernel", path.display()), e))?;
         let prog = object
             .progs_mut()
-            .find(|p| p.name() == PROGRAM)
-            .ok_or_else(|| kerr(&path.display().to_string(), format!("no program {PROGRAM}")))?;
+            .find(|p| p.name() == program)
+            .ok_or_else(|| kerr(&path.display().to_string(), format!("no program {program}")))?;
         let busy = |e: libbpf_rs::Error| {
             let text = e.to_string();
             if text.contains("Device or resource busy") || text.contains("EBUSY") {
@@ -98,9 +112,17 @@ impl KernelSteering {
                     "{ifname} already has an XDP program attached; detach it first \
                      (`ip link set dev {ifname} xdp off`)"
                 ))
+            } else if !multi_buffer && jumbo_mtu(ifname) {
+                // The kernel's reason (ERANGE, "MTU too large") is in an
+                // extack message libbpf does not pass on.
+                AfXdpError::Kernel(format!(
+                    "attaching {program} to {ifname} ({mode} mode): {text}; {ifname}'s MTU \
+                     needs multi-buffer frames, which the kernel gives only to xdp.frags \
+                     programs: build the program in SEC(\"xdp.frags\") or lower the MTU"
+                ))
             } else {
                 kerr(
-                    &format!("attaching {PROGRAM} to {ifname} ({mode} mode)"),
+                    &format!("attaching {program} to {ifname} ({mode} mode)"),
                     text,
                 )
             }
@@ -136,6 +158,7 @@ impl KernelSteering {
             netlink,
             ifindex,
             object,
+            program,
             mode: mode_name,
         })
     }
@@ -156,7 +179,7 @@ impl Drop for KernelSteering {
     fn drop(&mut self) {
         drop(self.link.take());
         if let Some(flags) = self.netlink.take() {
-            if let Some(prog) = self.object.progs().find(|p| p.name() == PROGRAM) {
+            if let Some(prog) = self.object.progs().find(|p| p.name() == self.program) {
                 let modes = flags & XdpFlags::MODES;
                 let _ = Xdp::new(prog.as_fd()).detach(self.ifindex as i32, modes);
             }

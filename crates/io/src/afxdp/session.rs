@@ -89,6 +89,7 @@ impl Session {
             &iface.name,
             iface.ifindex,
             cfg.attach,
+            cfg.multi_buffer,
         )?;
         let attach_mode = steering.mode;
         let mut workers = Vec::with_capacity(spec.queues.len());

@@ -16,6 +16,24 @@ use crate::OutputRoute;
 /// a stop request to be seen promptly.
 const POLL_TIMEOUT_MS: i32 = 50;
 
+/// Room in front of a gathered multi-buffer frame (`XDP_PACKET_HEADROOM`).
+const JUMBO_HEADROOM: usize = 256;
+/// Room after it: a multi-buffer frame grows at most by its last
+/// fragment's page.
+const JUMBO_TAILROOM: usize = 4096;
+
+/// A multi-buffer frame being gathered from a chain of RX descriptors
+/// (`XDP_PKT_CONTD` on all but the last), and the UMEM frames it came in.
+#[derive(Default)]
+struct Jumbo {
+    buf: Vec<u8>,
+    len: usize,
+    chunks: Vec<u64>,
+    /// A descriptor of the chain pointed outside the UMEM: the frame is
+    /// dropped when the chain ends.
+    broken: bool,
+}
+
 /// One queue's data plane.
 pub struct XskWorker {
     pub sock: XskSocket,
@@ -30,6 +48,7 @@ pub struct XskWorker {
     pub busy_poll: bool,
     pub need_wakeup: bool,
     pub pin_cpu: Option<usize>,
+    jumbo: Jumbo,
 }
 
 impl XskWorker {
@@ -54,6 +73,7 @@ impl XskWorker {
             busy_poll: false,
             need_wakeup: true,
             pin_cpu: None,
+            jumbo: Jumbo::default(),
         };
         // The fill ring must hold frames before the socket is steered to,
         // or the first packets find nowhere to land.
@@ -118,8 +138,21 @@ impl XskWorker {
                 continue;
             }
             let mut tx_queued = 0u32;
+            let mut frames = 0u64;
             for k in 0..n {
                 let desc = self.sock.rx.peek(k);
+                let contd = desc.options & libc::XDP_PKT_CONTD != 0;
+                if contd || !self.jumbo.chunks.is_empty() || self.jumbo.broken {
+                    // A multi-buffer frame: gathered, then run when its
+                    // last descriptor arrives (possibly in a later batch).
+                    self.gather(desc);
+                    if !contd {
+                        frames += 1;
+                        tx_queued += self.run_jumbo(&mut counts, &mut first_fault, &mut targets);
+                    }
+                    continue;
+                }
+                frames += 1;
                 let Some((frame, off)) = self.sock.umem.frame_mut(desc.addr) else {
                     counts.drops += 1;
                     continue;
@@ -187,12 +220,15 @@ impl XskWorker {
                     self.sock.kick_tx();
                 }
             }
-            counts.packets += u64::from(n);
+            counts.packets += frames;
             counts.batches += 1;
             counters.publish(&counts);
             if counts.batches.is_multiple_of(1024) {
                 counters.set_cpu_ns((thread_cpu_time() - cpu_start).as_nanos() as u64);
             }
+        }
+        for chunk in self.jumbo.chunks.drain(..) {
+            self.free.push(chunk);
         }
         let cpu = thread_cpu_time().saturating_sub(cpu_start);
         let ring_drops = self.sock.kernel_drops();
@@ -210,5 +246,135 @@ impl XskWorker {
             ring_drops,
         };
         (report, Ok(()), warning)
+    }
+}
+
+impl XskWorker {
+    /// Appends one descriptor of a multi-buffer chain to the frame being
+    /// gathered; its UMEM frame is held until the frame has run.
+    fn gather(&mut self, desc: libc::xdp_desc) {
+        let Some((frame, off)) = self.sock.umem.frame_mut(desc.addr) else {
+            self.jumbo.broken = true;
+            return;
+        };
+        let piece = &frame[off..off + desc.len as usize];
+        let j = &mut self.jumbo;
+        let need = JUMBO_HEADROOM + j.len + piece.len() + JUMBO_TAILROOM;
+        if j.buf.len() < need {
+            j.buf.resize(need, 0);
+        }
+        j.buf[JUMBO_HEADROOM + j.len..JUMBO_HEADROOM + j.len + piece.len()].copy_from_slice(piece);
+        j.len += piece.len();
+        j.chunks.push(desc.addr - off as u64);
+    }
+
+    /// Runs the program on the gathered multi-buffer frame and sends it
+    /// where the verdict says: back out of this queue as a chain of TX
+    /// descriptors (`XDP_PKT_CONTD`), to the TAP, or to another interface.
+    /// Returns the TX descriptors queued.
+    fn run_jumbo(
+        &mut self,
+        counts: &mut LocalCounts,
+        first_fault: &mut Option<String>,
+        targets: &mut HashMap<RedirectTarget, u64>,
+    ) -> u32 {
+        let mut j = std::mem::take(&mut self.jumbo);
+        let mut queued = 0;
+        if j.broken {
+            counts.drops += 1;
+        } else {
+            let mut fm = FrameMut {
+                buf: &mut j.buf,
+                data_start: JUMBO_HEADROOM,
+                data_end: JUMBO_HEADROOM + j.len,
+                ingress_ifindex: self.ifindex,
+                rx_queue: self.sock.queue,
+            };
+            let verdict = match self.program.run(&mut fm) {
+                Ok(v) => v,
+                Err(fault) => {
+                    counts.faults += 1;
+                    first_fault.get_or_insert(fault.0);
+                    Verdict::ABORTED
+                }
+            };
+            let (start, end) = (fm.data_start, fm.data_end);
+            counts.actions[verdict.route.index()] += 1;
+            counts.bytes += (end - start) as u64;
+            if let Some(t) = verdict.redirect {
+                *targets.entry(t).or_default() += 1;
+            }
+            let data = &j.buf[start..end];
+            let delivered = match (verdict.route, verdict.redirect) {
+                (OutputRoute::Tx, _) => {
+                    queued = self.transmit_chain(data, &mut j.chunks);
+                    queued > 0
+                }
+                (OutputRoute::Redirect, Some(RedirectTarget::Ifindex(i))) if i == self.ifindex => {
+                    queued = self.transmit_chain(data, &mut j.chunks);
+                    queued > 0
+                }
+                (OutputRoute::Pass, _) => self.tap.inject(data),
+                (OutputRoute::Redirect, Some(RedirectTarget::Ifindex(i))) => {
+                    self.packet_tx.send(i, data).is_ok()
+                }
+                (OutputRoute::Redirect, _) => false,
+                _ => true,
+            };
+            if !delivered {
+                counts.drops += 1;
+            }
+        }
+        self.free.append(&mut j.chunks);
+        j.len = 0;
+        j.broken = false;
+        self.jumbo = j;
+        queued
+    }
+
+    /// Queues `data` on the TX ring as a chain of UMEM frames, taken from
+    /// `chunks` (the frame's own RX frames) and then the free list; all but
+    /// the last descriptor carry `XDP_PKT_CONTD`. Returns the descriptors
+    /// queued: 0 when the ring or the UMEM has no room for the whole chain.
+    fn transmit_chain(&mut self, data: &[u8], chunks: &mut Vec<u64>) -> u32 {
+        let size = self.sock.umem.frame_size as usize;
+        let pieces = data.len().div_ceil(size).max(1);
+        if self.sock.tx.free(pieces as u32) < pieces as u32
+            || chunks.len() + self.free.len() < pieces
+        {
+            return 0;
+        }
+        while chunks.len() < pieces {
+            let Some(c) = self.free.pop() else {
+                return 0;
+            };
+            chunks.push(c);
+        }
+        // Every frame the worker owns lies inside the UMEM (it hands out
+        // no other addresses); checked before anything is queued.
+        if chunks[..pieces]
+            .iter()
+            .any(|&c| self.sock.umem.frame_mut(c).is_none())
+        {
+            return 0;
+        }
+        for (i, piece) in data.chunks(size).enumerate() {
+            let chunk = chunks[i];
+            if let Some((frame, _)) = self.sock.umem.frame_mut(chunk) {
+                frame[..piece.len()].copy_from_slice(piece);
+            }
+            self.sock.tx.push(libc::xdp_desc {
+                addr: chunk,
+                len: piece.len() as u32,
+                options: if i + 1 < pieces {
+                    libc::XDP_PKT_CONTD
+                } else {
+                    0
+                },
+            });
+        }
+        // The queued frames come back through the completion ring.
+        chunks.drain(..pieces);
+        pieces as u32
     }
 }

@@ -234,6 +234,9 @@ impl XskSocket {
         if cfg.need_wakeup {
             flags |= libc::XDP_USE_NEED_WAKEUP;
         }
+        if cfg.multi_buffer {
+            flags |= libc::XDP_USE_SG;
+        }
         let sxdp = libc::sockaddr_xdp {
             sxdp_family: libc::AF_XDP as u16,
             sxdp_flags: flags,

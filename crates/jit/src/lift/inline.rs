@@ -10,7 +10,8 @@
 //! - `bpf_get_smp_processor_id`: the run context's CPU slot.
 //! - `bpf_ktime_get_ns`, `bpf_csum_diff`, `bpf_strncmp`: direct calls.
 //! - `bpf_xdp_load_bytes` / `bpf_xdp_store_bytes`: range checks against the
-//!   context's packet pointers and a `memcpy`.
+//!   context's packet pointers and a `memcpy`; a range past the linear part
+//!   (a multi-buffer frame's fragments) calls the runtime's copy.
 //! - `bpf_map_update_elem` / `bpf_map_delete_elem` on those maps and
 //!   `bpf_xdp_adjust_head/tail/meta`: direct calls (no registry, no
 //!   `HelperCtx`).
@@ -414,18 +415,37 @@ impl<'ctx> Lifter<'ctx, '_> {
             .b
             .build_int_compare(IntPredicate::UGT, end, pkt_len, "einval")?;
         let copy_bb = self.cx.append_basic_block(fr.func, "pkt_copy");
+        let check_bb = self.cx.append_basic_block(fr.func, "pkt_copy_linear");
+        let frags_bb = self.cx.append_basic_block(fr.func, "pkt_copy_frags");
         let done_bb = self.cx.append_basic_block(fr.func, "pkt_copy_done");
-        let bad = self.b.build_or(fault, past, "bad")?;
-        let err = self.b.build_select(
-            fault,
+        self.set_reg(
+            fr,
+            0,
             t.i64
                 .const_int(neg_errno(bpfjet_runtime::errno::EFAULT), false),
-            t.i64
-                .const_int(neg_errno(bpfjet_runtime::errno::EINVAL), false),
-            "err",
         )?;
-        self.set_reg(fr, 0, err.into_int_value())?;
-        self.b.build_conditional_branch(bad, done_bb, copy_bb)?;
+        self.b.build_conditional_branch(fault, done_bb, check_bb)?;
+        // A range past the linear part: the fragments of a multi-buffer
+        // frame (or past the frame, EINVAL) are the runtime's to walk.
+        self.b.position_at_end(check_bb);
+        self.b.build_conditional_branch(past, frags_bb, copy_bb)?;
+        self.b.position_at_end(frags_bb);
+        let slow = self.native_typed(natives::XDP_COPY, &[true, false, true, false, false])?;
+        let buf_ptr = self.b.build_int_to_ptr(buf, t.ptr, "slow_bufp")?;
+        let r0 = self.b.build_call(
+            slow,
+            &[
+                fr.ctx.into(),
+                off.into(),
+                buf_ptr.into(),
+                len.into(),
+                t.i64.const_int(u64::from(store), false).into(),
+            ],
+            "pkt_copy_slow",
+        )?;
+        let r0 = basic_result(r0)?.into_int_value();
+        self.set_reg(fr, 0, r0)?;
+        self.b.build_unconditional_branch(done_bb)?;
         self.b.position_at_end(copy_bb);
         let pkt = self.b.build_int_add(data, off, "pkt")?;
         let pkt = self.b.build_int_to_ptr(pkt, t.ptr, "pktp")?;

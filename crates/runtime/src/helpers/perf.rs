@@ -27,14 +27,15 @@ pub(crate) fn register(r: &mut HelperRegistry) {
             if env.frame.md_addr() != a[0] {
                 return Err(ctx.fault("the first argument is not the XDP context"));
             }
-            if packet_len > env.frame.len() {
+            // `xdp_get_buff_len`: the packet bytes may come from fragments.
+            if packet_len > env.frame.buff_len() {
                 return Ok(errno::neg(errno::EFAULT));
             }
             let cpu = env.cpu;
-            let packet = &env.frame.packet()[..packet_len];
+            let packet = env.frame.gather(0, packet_len);
             Ok(result_code(map.perf_event_output(
                 flags & BPF_F_INDEX_MASK,
-                &[&data, packet],
+                &[&data, &packet],
                 cpu,
             )))
         },

@@ -37,7 +37,7 @@ pub(crate) fn register(r: &mut HelperRegistry) {
     r.register(Helper::new(
         ids::XDP_GET_BUFF_LEN,
         "xdp_get_buff_len",
-        |ctx, a| Ok(frame_arg(ctx, a[0])?.len() as u64),
+        |ctx, a| Ok(frame_arg(ctx, a[0])?.buff_len() as u64),
     ));
     r.register(Helper::new(
         ids::XDP_LOAD_BYTES,
@@ -95,41 +95,29 @@ fn adjust(
     }
 }
 
-/// `bpf_xdp_pointer`'s checks for a linear frame: offsets and lengths over
-/// 0xffff are EFAULT, a range past the end EINVAL.
-fn packet_range(frame: &XdpFrame, offset: u64, len: u64) -> Result<std::ops::Range<usize>, u64> {
-    let (offset, len) = (offset as u32, len as u32);
-    if offset > 0xffff || len > 0xffff {
-        return Err(errno::EFAULT);
-    }
-    let end = offset as usize + len as usize;
-    if end > frame.len() {
-        return Err(errno::EINVAL);
-    }
-    Ok(offset as usize..end)
-}
-
+/// `bpf_xdp_load_bytes`: across fragment borders on a multi-buffer frame;
+/// the range checks are `bpf_xdp_pointer`'s (in [`XdpFrame::load_bytes`]).
 fn load_bytes(ctx: &mut HelperCtx<'_>, a: [u64; 5]) -> Result<u64, Fault> {
+    let (offset, len) = (a[1] as u32, a[3] as u32);
     let frame = frame_arg(ctx, a[0])?;
-    let range = match packet_range(frame, a[1], a[3]) {
-        Ok(r) => r,
-        Err(e) => return Ok(errno::neg(e)),
-    };
-    let bytes = frame.packet()[range].to_vec();
+    // The kernel checks the range before touching the buffer: an EFAULT or
+    // EINVAL call never faults on a bad destination.
+    let mut bytes = vec![0u8; (len as usize).min(0x1_0000)];
+    if let Err(e) = frame.load_bytes(offset, &mut bytes) {
+        return Ok(errno::neg(e));
+    }
     ctx.write_mem(a[2], bytes.len() as u64)?
         .copy_from_slice(&bytes);
     Ok(0)
 }
 
+/// `bpf_xdp_store_bytes`: across fragment borders on a multi-buffer frame.
 fn store_bytes(ctx: &mut HelperCtx<'_>, a: [u64; 5]) -> Result<u64, Fault> {
     let len = a[3] as u32 as u64;
     let bytes = ctx.read_mem(a[2], len)?.to_vec();
     let frame = frame_arg(ctx, a[0])?;
-    match packet_range(frame, a[1], a[3]) {
-        Ok(range) => {
-            frame.packet_mut()[range].copy_from_slice(&bytes);
-            Ok(0)
-        }
+    match frame.store_bytes(a[1] as u32, &bytes) {
+        Ok(()) => Ok(0),
         Err(e) => Ok(errno::neg(e)),
     }
 }

@@ -2,6 +2,14 @@
 //! `BPF_PROG_TEST_RUN` builds for XDP programs, and the three adjust
 //! operations with the kernel's limits and error codes.
 //!
+//! A packet longer than the linear part ([`MAX_LINEAR_PACKET`] bytes) becomes
+//! a **multi-buffer** frame, split as `bpf_prog_test_run_xdp` splits it: the
+//! first [`MAX_LINEAR_PACKET`] bytes in the linear buffer, the rest in
+//! fragments of one page each (the last one partly filled), at most
+//! [`MAX_FRAGS`] of them. `data`/`data_end` cover only the linear part;
+//! `bpf_xdp_get_buff_len`, `bpf_xdp_load_bytes`/`store_bytes` and
+//! `bpf_xdp_adjust_tail` see the whole frame.
+//!
 //! ```text
 //!  0        XDP_FRAME_RESERVED            HEADROOM            data_end    HARD_END     PAGE
 //!  |-- xdp_frame --|---- free headroom ----|meta|--- packet ---|-- tailroom --|- shinfo -|
@@ -28,6 +36,15 @@ pub const HARD_END: usize = FRAME_SIZE - SKB_SHARED_INFO_SIZE;
 /// The largest packet a test run accepts without multi-buffer frags
 /// (`PAGE_SIZE - XDP_PACKET_HEADROOM - tailroom` in test_run.c).
 pub const MAX_LINEAR_PACKET: usize = HARD_END - XDP_PACKET_HEADROOM;
+/// `rxq->frag_size`: every fragment is a page of its own (test-run sets
+/// the loopback queue's fragment size to `PAGE_SIZE`).
+pub const FRAG_SIZE: usize = 4096;
+/// `MAX_SKB_FRAGS` (17 in a default kernel configuration): a test run with
+/// more fragments fails with ENOMEM.
+pub const MAX_FRAGS: usize = 17;
+/// The largest packet a test run accepts: the linear part and
+/// [`MAX_FRAGS`] full fragments.
+pub const MAX_PACKET: usize = MAX_LINEAR_PACKET + MAX_FRAGS * FRAG_SIZE;
 /// `ETH_HLEN`: adjustments never leave less than an Ethernet header.
 pub const ETH_HLEN: usize = 14;
 /// The largest metadata area: `skb_shared_info::meta_len` is a u8, and
@@ -35,13 +52,29 @@ pub const ETH_HLEN: usize = 14;
 pub const XDP_META_MAX: usize = 255;
 
 /// One XDP frame: the page buffer, the packet bounds as offsets into it, and
-/// the context structure the program reads (kept in sync with the bounds).
+/// the context structure the program reads (kept in sync with the bounds);
+/// plus the fragments of a multi-buffer frame (`skb_shared_info::frags`).
 pub struct XdpFrame {
     buf: Box<[u8]>,
     data_meta: usize,
     data: usize,
     data_end: usize,
     md: Box<XdpMd>,
+    /// Empty for a linear frame (the kernel's frags flag is clear).
+    frags: Vec<Frag>,
+}
+
+/// One fragment: a page whose first `len` bytes are packet data
+/// (`skb_frag_off` is 0 in a test run).
+struct Frag {
+    page: Box<[u8]>,
+    len: usize,
+}
+
+impl Frag {
+    fn bytes(&self) -> &[u8] {
+        &self.page[..self.len]
+    }
 }
 
 impl std::fmt::Debug for XdpFrame {
@@ -50,21 +83,28 @@ impl std::fmt::Debug for XdpFrame {
             .field("data_meta", &self.data_meta)
             .field("data", &self.data)
             .field("data_end", &self.data_end)
+            .field(
+                "frags",
+                &self.frags.iter().map(|f| f.len).collect::<Vec<_>>(),
+            )
             .finish()
     }
 }
 
-/// Why a packet cannot become a frame (the kernel's test run refuses these
-/// with EINVAL, or needs multi-buffer support bpfjet lacks).
+/// Why a packet cannot become a frame (the kernel's test run refuses a
+/// short packet with EINVAL and one needing more than [`MAX_FRAGS`]
+/// fragments with ENOMEM).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum FrameError {
-    #[error("packet of {0} bytes is shorter than an Ethernet header (14 bytes)")]
+    #[error("packet of {0} bytes is shorter than an Ethernet header (14 bytes) (EINVAL)")]
     TooShort(usize),
     #[error(
-        "packet of {0} bytes exceeds the {MAX_LINEAR_PACKET}-byte linear frame; \
-         multi-buffer (frags) frames are not supported"
+        "packet of {0} bytes exceeds the largest multi-buffer frame ({MAX_PACKET} bytes: \
+         {MAX_LINEAR_PACKET} linear and {MAX_FRAGS} fragments of {FRAG_SIZE}) (ENOMEM)"
     )]
     TooLong(usize),
+    #[error("a {linear}-byte linear part is longer than the {len}-byte packet (EINVAL)")]
+    LinearPastEnd { linear: usize, len: usize },
 }
 
 /// `dst.copy_from_slice(src)` for a packet of at least [`ETH_HLEN`] bytes,
@@ -103,16 +143,31 @@ fn copy_chunk<const N: usize>(dst: &mut [u8], src: &[u8], at: usize) {
     d.copy_from_slice(s);
 }
 
-/// Whether `packet` fits a linear frame: at least an Ethernet header and at
-/// most [`MAX_LINEAR_PACKET`] bytes.
+/// Whether `packet` fits a frame: at least an Ethernet header and at most
+/// [`MAX_PACKET`] bytes.
 fn check_len(packet: &[u8]) -> Result<(), FrameError> {
     if packet.len() < ETH_HLEN {
         return Err(FrameError::TooShort(packet.len()));
     }
-    if packet.len() > MAX_LINEAR_PACKET {
+    if packet.len() > MAX_PACKET {
         return Err(FrameError::TooLong(packet.len()));
     }
     Ok(())
+}
+
+/// The fragments holding `rest` (the bytes past the linear part): full
+/// pages, the last one partly filled, as the kernel's test run fills them.
+fn split_frags(rest: &[u8]) -> Vec<Frag> {
+    rest.chunks(FRAG_SIZE)
+        .map(|chunk| {
+            let mut page = vec![0u8; FRAG_SIZE].into_boxed_slice();
+            page[..chunk.len()].copy_from_slice(chunk);
+            Frag {
+                page,
+                len: chunk.len(),
+            }
+        })
+        .collect()
 }
 
 impl XdpFrame {
@@ -122,19 +177,40 @@ impl XdpFrame {
         ingress_ifindex: u32,
         rx_queue_index: u32,
     ) -> Result<Self, FrameError> {
+        Self::with_linear(packet, packet.len(), ingress_ifindex, rx_queue_index)
+    }
+
+    /// A frame whose linear part holds the first `min(linear,
+    /// MAX_LINEAR_PACKET)` bytes of `packet` and fragments the rest: the
+    /// kernel's test run with an input context whose `data_end` is
+    /// `linear` (6.18: any value up to the packet's length, 0 included).
+    pub fn with_linear(
+        packet: &[u8],
+        linear: usize,
+        ingress_ifindex: u32,
+        rx_queue_index: u32,
+    ) -> Result<Self, FrameError> {
         check_len(packet)?;
+        if linear > packet.len() {
+            return Err(FrameError::LinearPastEnd {
+                linear,
+                len: packet.len(),
+            });
+        }
+        let linear = linear.min(MAX_LINEAR_PACKET);
         let mut buf = vec![0u8; FRAME_SIZE].into_boxed_slice();
-        buf[XDP_PACKET_HEADROOM..XDP_PACKET_HEADROOM + packet.len()].copy_from_slice(packet);
+        buf[XDP_PACKET_HEADROOM..XDP_PACKET_HEADROOM + linear].copy_from_slice(&packet[..linear]);
         let mut frame = XdpFrame {
             buf,
             data_meta: XDP_PACKET_HEADROOM,
             data: XDP_PACKET_HEADROOM,
-            data_end: XDP_PACKET_HEADROOM + packet.len(),
+            data_end: XDP_PACKET_HEADROOM + linear,
             md: Box::new(XdpMd {
                 ingress_ifindex,
                 rx_queue_index,
                 ..XdpMd::default()
             }),
+            frags: split_frags(&packet[linear..]),
         };
         frame.sync_md();
         Ok(frame)
@@ -147,13 +223,17 @@ impl XdpFrame {
     #[inline]
     pub fn reset(&mut self, packet: &[u8]) -> Result<(), FrameError> {
         check_len(packet)?;
+        let linear = packet.len().min(MAX_LINEAR_PACKET);
         copy_packet(
-            &mut self.buf[XDP_PACKET_HEADROOM..XDP_PACKET_HEADROOM + packet.len()],
-            packet,
+            &mut self.buf[XDP_PACKET_HEADROOM..XDP_PACKET_HEADROOM + linear],
+            &packet[..linear],
         );
         self.data_meta = XDP_PACKET_HEADROOM;
         self.data = XDP_PACKET_HEADROOM;
-        self.data_end = XDP_PACKET_HEADROOM + packet.len();
+        self.data_end = XDP_PACKET_HEADROOM + linear;
+        if !self.frags.is_empty() || packet.len() > linear {
+            self.frags = split_frags(&packet[linear..]);
+        }
         self.sync_md();
         Ok(())
     }
@@ -204,14 +284,126 @@ impl XdpFrame {
         &self.buf[self.data_meta..self.data]
     }
 
-    /// `data_meta..data_end`: what the kernel's test run copies out.
+    /// `data_meta..data_end`: the linear part of what the kernel's test
+    /// run copies out (all of it for a linear frame).
     pub fn meta_and_packet(&self) -> &[u8] {
         &self.buf[self.data_meta..self.data_end]
     }
 
-    /// `xdp_get_buff_len` for a linear frame.
+    /// What the kernel's test run copies out: `data_meta..data_end`, then
+    /// every fragment's bytes in order.
+    pub fn output(&self) -> Vec<u8> {
+        let mut out = Vec::with_capacity(self.data_end - self.data_meta + self.frags_size());
+        out.extend_from_slice(self.meta_and_packet());
+        for frag in &self.frags {
+            out.extend_from_slice(frag.bytes());
+        }
+        out
+    }
+
+    /// The linear part's length, `data_end - data`.
     pub fn len(&self) -> usize {
         self.data_end - self.data
+    }
+
+    /// Whether the frame has fragments (the kernel's `xdp_buff_has_frags`).
+    pub fn has_frags(&self) -> bool {
+        !self.frags.is_empty()
+    }
+
+    /// The fragments' lengths, in order.
+    pub fn frag_lens(&self) -> Vec<usize> {
+        self.frags.iter().map(|f| f.len).collect()
+    }
+
+    /// `skb_shared_info::xdp_frags_size`.
+    pub fn frags_size(&self) -> usize {
+        self.frags.iter().map(|f| f.len).sum()
+    }
+
+    /// The fragments' bytes, in order, into `out` (exactly
+    /// [`XdpFrame::frags_size`] bytes).
+    pub fn copy_frags_to(&self, out: &mut [u8]) {
+        let mut at = 0;
+        for frag in &self.frags {
+            out[at..at + frag.len].copy_from_slice(frag.bytes());
+            at += frag.len;
+        }
+    }
+
+    /// `xdp_get_buff_len`: the linear part and every fragment.
+    pub fn buff_len(&self) -> usize {
+        self.len() + self.frags_size()
+    }
+
+    /// `bpf_xdp_pointer`'s checks: offsets and lengths over 0xffff are
+    /// EFAULT, a range past the whole frame EINVAL. `Err` is the positive
+    /// errno the helpers negate.
+    fn check_range(&self, offset: u32, len: u32) -> Result<(), u64> {
+        if offset > 0xffff || len > 0xffff {
+            return Err(errno::EFAULT);
+        }
+        if offset as usize + len as usize > self.buff_len() {
+            return Err(errno::EINVAL);
+        }
+        Ok(())
+    }
+
+    /// The pieces of the frame in packet order: the linear part, then the
+    /// fragments (`bpf_xdp_copy_buf`'s walk).
+    fn pieces_mut(&mut self) -> impl Iterator<Item = &mut [u8]> {
+        let linear = &mut self.buf[self.data..self.data_end];
+        std::iter::once(linear).chain(self.frags.iter_mut().map(|f| &mut f.page[..f.len]))
+    }
+
+    /// `bpf_xdp_load_bytes`: `out.len()` bytes from packet offset `offset`,
+    /// across fragment borders.
+    pub fn load_bytes(&mut self, offset: u32, out: &mut [u8]) -> Result<(), u64> {
+        self.check_range(offset, out.len() as u32)?;
+        self.copy(offset as usize, out.len(), |piece, at| {
+            out[at..at + piece.len()].copy_from_slice(piece)
+        });
+        Ok(())
+    }
+
+    /// `bpf_xdp_store_bytes`: `bytes` to packet offset `offset`, across
+    /// fragment borders.
+    pub fn store_bytes(&mut self, offset: u32, bytes: &[u8]) -> Result<(), u64> {
+        self.check_range(offset, bytes.len() as u32)?;
+        self.copy(offset as usize, bytes.len(), |piece, at| {
+            piece.copy_from_slice(&bytes[at..at + piece.len()])
+        });
+        Ok(())
+    }
+
+    /// Bytes `offset..offset + len` of the whole frame (checked by the
+    /// caller), as `bpf_xdp_copy` gathers them for perf event output.
+    pub fn gather(&mut self, offset: usize, len: usize) -> Vec<u8> {
+        let mut out = vec![0u8; len];
+        self.copy(offset, len, |piece, at| {
+            out[at..at + piece.len()].copy_from_slice(piece)
+        });
+        out
+    }
+
+    /// Calls `visit(piece, at)` for every part of packet range
+    /// `offset..offset + len` in order; `at` is the part's position in the
+    /// range.
+    fn copy(&mut self, offset: usize, len: usize, mut visit: impl FnMut(&mut [u8], usize)) {
+        let (mut skip, mut done) = (offset, 0);
+        for piece in self.pieces_mut() {
+            if done == len {
+                break;
+            }
+            if skip >= piece.len() {
+                skip -= piece.len();
+                continue;
+            }
+            let take = (piece.len() - skip).min(len - done);
+            visit(&mut piece[skip..skip + take], done);
+            done += take;
+            skip = 0;
+        }
     }
 
     pub fn is_empty(&self) -> bool {
@@ -254,8 +446,13 @@ impl XdpFrame {
         Ok(())
     }
 
-    /// `bpf_xdp_adjust_tail`: move `data_end` by `offset`; grown bytes are zeroed.
+    /// `bpf_xdp_adjust_tail`: move `data_end` by `offset`; grown bytes are
+    /// zeroed. On a multi-buffer frame the end of the last fragment moves
+    /// instead (see [`XdpFrame::adjust_frags_tail`]).
     pub fn adjust_tail(&mut self, offset: i32) -> Result<(), u64> {
+        if self.has_frags() {
+            return self.adjust_frags_tail(offset);
+        }
         let new_end = self.data_end as i64 + i64::from(offset);
         if new_end > HARD_END as i64 || new_end < (self.data + ETH_HLEN) as i64 {
             return Err(errno::EINVAL);
@@ -265,6 +462,50 @@ impl XdpFrame {
             self.buf[self.data_end..new_end].fill(0);
         }
         self.data_end = new_end;
+        self.sync_md();
+        Ok(())
+    }
+}
+
+impl XdpFrame {
+    /// `bpf_xdp_adjust_tail` on a multi-buffer frame
+    /// (`bpf_xdp_frags_increase_tail` / `bpf_xdp_frags_shrink_tail`):
+    /// growing fills the last fragment's page (zeroed bytes; EINVAL past its
+    /// end); shrinking takes bytes off the fragments from the last one back,
+    /// dropping each fragment it empties, and what is left once no fragment
+    /// remains off the linear part. The whole frame never gets shorter than
+    /// an Ethernet header (EINVAL).
+    fn adjust_frags_tail(&mut self, offset: i32) -> Result<(), u64> {
+        if offset >= 0 {
+            let grow = offset as usize;
+            let Some(last) = self.frags.last_mut() else {
+                unreachable!("adjust_frags_tail runs on frames with fragments");
+            };
+            if grow > FRAG_SIZE - last.len {
+                return Err(errno::EINVAL);
+            }
+            last.page[last.len..last.len + grow].fill(0);
+            last.len += grow;
+            return Ok(());
+        }
+        let mut shrink = offset.unsigned_abs() as usize;
+        if shrink as i64 > self.buff_len() as i64 - ETH_HLEN as i64 {
+            return Err(errno::EINVAL);
+        }
+        while shrink > 0 {
+            let Some(last) = self.frags.last_mut() else {
+                break;
+            };
+            let cut = shrink.min(last.len);
+            last.len -= cut;
+            shrink -= cut;
+            if last.len == 0 {
+                self.frags.pop();
+            }
+        }
+        // Only reached with every fragment gone: the kernel clears the frags
+        // flag and moves data_end back by the rest.
+        self.data_end -= shrink;
         self.sync_md();
         Ok(())
     }
@@ -338,5 +579,74 @@ mod tests {
         assert_eq!(f.adjust_head(-20), Ok(()));
         assert_eq!(f.metadata(), &[1, 2, 3, 4, 5, 6, 7, 8]);
         assert_eq!(f.meta_and_packet().len(), 88);
+    }
+
+    fn pattern(len: usize) -> Vec<u8> {
+        (0..len).map(|i| (i * 13 + i / 4096) as u8).collect()
+    }
+
+    #[test]
+    fn long_packets_split_like_the_kernel() {
+        for (len, frags) in [
+            (MAX_LINEAR_PACKET, vec![]),
+            (MAX_LINEAR_PACKET + 1, vec![1]),
+            (9000, vec![4096, 9000 - MAX_LINEAR_PACKET - 4096]),
+            (MAX_PACKET, vec![FRAG_SIZE; MAX_FRAGS]),
+        ] {
+            let packet = pattern(len);
+            let f = XdpFrame::new(&packet, 1, 0).unwrap();
+            assert_eq!(f.len(), len.min(MAX_LINEAR_PACKET));
+            assert_eq!(f.buff_len(), len);
+            assert_eq!(f.frag_lens(), frags, "{len}");
+            assert_eq!(f.output(), packet);
+        }
+        assert_eq!(
+            XdpFrame::new(&pattern(MAX_PACKET + 1), 1, 0).unwrap_err(),
+            FrameError::TooLong(MAX_PACKET + 1)
+        );
+    }
+
+    #[test]
+    fn copies_cross_fragment_borders() {
+        let packet = pattern(9000);
+        let mut f = XdpFrame::new(&packet, 1, 0).unwrap();
+        let mut out = [0u8; 40];
+        let at = MAX_LINEAR_PACKET + 4096 - 20;
+        assert_eq!(f.load_bytes(at as u32, &mut out), Ok(()));
+        assert_eq!(&out[..], &packet[at..at + 40]);
+        assert_eq!(f.load_bytes(8990, &mut out[..11]), Err(errno::EINVAL));
+        assert_eq!(f.load_bytes(0x10000, &mut out[..1]), Err(errno::EFAULT));
+        let mut big = vec![0u8; 6000];
+        assert_eq!(f.load_bytes(100, &mut big), Ok(()));
+        assert_eq!(big, &packet[100..6100]);
+        assert_eq!(f.store_bytes(MAX_LINEAR_PACKET as u32 - 3, &[9; 8]), Ok(()));
+        let mut expect = packet.clone();
+        expect[MAX_LINEAR_PACKET - 3..MAX_LINEAR_PACKET + 5].fill(9);
+        assert_eq!(f.output(), expect);
+    }
+
+    #[test]
+    fn frags_tail_grows_in_the_last_page_and_shrinks_across_fragments() {
+        let mut f = XdpFrame::new(&pattern(9000), 1, 0).unwrap();
+        let last = 9000 - MAX_LINEAR_PACKET - 4096;
+        let room = (FRAG_SIZE - last) as i32;
+        assert_eq!(f.adjust_tail(room + 1), Err(errno::EINVAL));
+        assert_eq!(f.adjust_tail(room), Ok(()));
+        assert_eq!(f.frag_lens(), vec![4096, 4096]);
+        assert!(f.output()[9000..].iter().all(|&b| b == 0));
+        // Drops the last fragment and 10 bytes of the first.
+        assert_eq!(f.adjust_tail(-4106), Ok(()));
+        assert_eq!(f.frag_lens(), vec![4086]);
+        // Every fragment and 6 linear bytes.
+        assert_eq!(f.adjust_tail(-4092), Ok(()));
+        assert!(!f.has_frags());
+        assert_eq!(f.len(), MAX_LINEAR_PACKET - 6);
+        assert_eq!(f.md().data_end - f.md().data, f.len() as u64);
+        // Linear again: limited by the page.
+        assert_eq!(f.adjust_tail(7), Err(errno::EINVAL));
+        let mut f = XdpFrame::new(&pattern(5000), 1, 0).unwrap();
+        assert_eq!(f.adjust_tail(-(5000 - 13)), Err(errno::EINVAL));
+        assert_eq!(f.adjust_tail(-(5000 - 14)), Ok(()));
+        assert_eq!((f.len(), f.buff_len()), (14, 14));
     }
 }

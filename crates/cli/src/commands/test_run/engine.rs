@@ -5,6 +5,7 @@
 use anyhow::{anyhow, bail, Context, Result};
 use bpfjet_jit::{AotArtifact, JitObject, JitOptions, XdpEngine};
 use bpfjet_maps::state::MapState;
+use bpfjet_runtime::xdp::frame::{MAX_FRAGS, MAX_PACKET};
 use bpfjet_maps::{MapType, RingbufSnapshot};
 use std::collections::BTreeMap;
 
@@ -41,6 +42,8 @@ impl Engine {
 pub struct RxContext {
     pub ingress_ifindex: u32,
     pub rx_queue_index: u32,
+    /// `--linear-size`: the input context's `data_end`.
+    pub linear_size: Option<u32>,
 }
 
 /// Everything one run needs; checked by the caller (program exists, state
@@ -89,6 +92,8 @@ pub fn run(engine: Engine, request: &RunRequest<'_>) -> Result<RunOutcome> {
 
 /// errno EINVAL (the same number on every Linux architecture).
 const EINVAL: i32 = 22;
+/// errno ENOMEM.
+const ENOMEM: i32 = 12;
 
 fn run_kernel(request: &RunRequest<'_>) -> Result<RunOutcome> {
     bpfjet_kernel::kernel_available()
@@ -102,11 +107,14 @@ fn run_kernel(request: &RunRequest<'_>) -> Result<RunOutcome> {
     )?;
     // An all-zero context is what the kernel assumes without one.
     let rx = request.rx;
-    let xdp_context =
-        (rx.ingress_ifindex != 0 || rx.rx_queue_index != 0).then_some(bpfjet_kernel::XdpContext {
-            ingress_ifindex: rx.ingress_ifindex,
-            rx_queue_index: rx.rx_queue_index,
-        });
+    let xdp_context = (rx.ingress_ifindex != 0
+        || rx.rx_queue_index != 0
+        || rx.linear_size.is_some())
+    .then_some(bpfjet_kernel::XdpContext {
+        ingress_ifindex: rx.ingress_ifindex,
+        rx_queue_index: rx.rx_queue_index,
+        data_end: rx.linear_size,
+    });
     let result = object
         .test_run_with(
             request.program,
@@ -120,8 +128,12 @@ fn run_kernel(request: &RunRequest<'_>) -> Result<RunOutcome> {
         .map_err(|e| match e.errno() {
             // The kernel says only EINVAL; name what it checks.
             Some(EINVAL) => anyhow!(
-                "{e} (the kernel refuses frames larger than a page minus XDP headroom, \
+                "{e} (the kernel refuses frames shorter than an Ethernet header, \
                  and --ingress-ifindex/--rx-queue naming a missing interface or queue)"
+            ),
+            Some(ENOMEM) => anyhow!(
+                "{e} (the kernel refuses frames needing more than {MAX_FRAGS} page \
+                 fragments: longer than {MAX_PACKET} bytes)"
             ),
             _ => e.into(),
         })?;
@@ -158,11 +170,14 @@ fn run_kernel_deployment(request: &RunRequest<'_>) -> Result<RunOutcome> {
         .deployment
         .load_kernel(request.object_args, request.state)?;
     let rx = request.rx;
-    let xdp_context =
-        (rx.ingress_ifindex != 0 || rx.rx_queue_index != 0).then_some(bpfjet_kernel::XdpContext {
-            ingress_ifindex: rx.ingress_ifindex,
-            rx_queue_index: rx.rx_queue_index,
-        });
+    let xdp_context = (rx.ingress_ifindex != 0
+        || rx.rx_queue_index != 0
+        || rx.linear_size.is_some())
+    .then_some(bpfjet_kernel::XdpContext {
+        ingress_ifindex: rx.ingress_ifindex,
+        rx_queue_index: rx.rx_queue_index,
+        data_end: rx.linear_size,
+    });
     let result = deployment.test_run_with(
         request.program,
         request.data,
@@ -268,6 +283,7 @@ fn run_jit(request: &RunRequest<'_>) -> Result<RunOutcome> {
             cpu: request.cpu,
             ingress_ifindex: request.rx.ingress_ifindex,
             rx_queue_index: request.rx.rx_queue_index,
+            linear_size: request.rx.linear_size,
         },
         XdpEngine::Jit,
     )?;
@@ -312,6 +328,7 @@ fn run_interp(request: &RunRequest<'_>) -> Result<RunOutcome> {
             cpu: request.cpu,
             ingress_ifindex: request.rx.ingress_ifindex,
             rx_queue_index: request.rx.rx_queue_index,
+            linear_size: request.rx.linear_size,
         },
     )?;
     let maps = if request.dump_maps {
