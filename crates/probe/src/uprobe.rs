@@ -176,7 +176,8 @@ pub(crate) fn on_entry(probe: u64, regs: &mut PtRegs) -> u64 {
         return p.continuation;
     }
     if let Some(h) = &p.on_entry {
-        h(regs);
+        // bpfjet's own system calls in the handler are not the target's.
+        crate::syscalls::allowed(|| h(regs));
     }
     if p.on_return.is_some() {
         let slot = regs.rsp;
@@ -212,7 +213,7 @@ pub(crate) fn on_return(regs: &mut PtRegs) -> u64 {
     let p = unsafe { &*(frame.probe as *const Probe) };
     if enter_handler() {
         if let Some(h) = &p.on_return {
-            h(regs);
+            crate::syscalls::allowed(|| h(regs));
         }
         leave_handler();
     } else {
