@@ -11,11 +11,13 @@
 
 mod code_alloc;
 pub mod error;
+pub mod fast_syscalls;
 mod patch;
 pub mod regs;
 mod relocate;
 mod shadow;
 pub mod symbols;
+pub mod syscall_table;
 pub mod syscalls;
 mod trampoline;
 pub mod uprobe;

@@ -76,6 +76,20 @@ thread_local! {
     static DISPATCHED: Cell<bool> = const { Cell::new(false) };
 }
 
+pub(crate) fn hooks() -> Option<&'static SyscallHooks> {
+    HOOKS.get()
+}
+
+pub(crate) fn set_selector_allow() {
+    SELECTOR.with(|s| s.set(SELECTOR_ALLOW));
+}
+
+pub(crate) fn set_selector_block() {
+    if dispatched() {
+        SELECTOR.with(|s| s.set(SELECTOR_BLOCK));
+    }
+}
+
 /// System calls that went through the SIGSYS handler so far.
 pub fn trapped() -> u64 {
     TRAPPED.load(Ordering::Relaxed)

@@ -32,6 +32,9 @@ pub struct Probe {
     on_entry: Option<ProbeHandler>,
     on_return: Option<ProbeHandler>,
     hits: AtomicU64,
+    /// The handlers set the system-call selector themselves (the libc
+    /// wrapper fast path); others run with bpfjet's calls not dispatched.
+    manages_selector: bool,
     /// Hits whose handlers did not run: nested inside another handler on the
     /// same thread (as the kernel's per-program recursion check), or the
     /// shadow stack was full (return handler only).
@@ -85,6 +88,15 @@ pub fn attach(
     on_entry: Option<ProbeHandler>,
     on_return: Option<ProbeHandler>,
 ) -> Result<Attachment, ProbeError> {
+    attach_with(target, on_entry, on_return, false)
+}
+
+pub(crate) fn attach_with(
+    target: &ResolvedSymbol,
+    on_entry: Option<ProbeHandler>,
+    on_return: Option<ProbeHandler>,
+    manages_selector: bool,
+) -> Result<Attachment, ProbeError> {
     let address = target.address;
     let unpatchable = |reason: String| ProbeError::Unpatchable {
         symbol: target.symbol.clone(),
@@ -126,6 +138,7 @@ pub fn attach(
         on_entry,
         on_return,
         hits: AtomicU64::new(0),
+        manages_selector,
         missed: AtomicU64::new(0),
     }));
     let stub = trampoline::entry_stub(probe as *const Probe as u64);
@@ -176,8 +189,12 @@ pub(crate) fn on_entry(probe: u64, regs: &mut PtRegs) -> u64 {
         return p.continuation;
     }
     if let Some(h) = &p.on_entry {
-        // bpfjet's own system calls in the handler are not the target's.
-        crate::syscalls::allowed(|| h(regs));
+        if p.manages_selector {
+            h(regs);
+        } else {
+            // bpfjet's own system calls in the handler are not the target's.
+            crate::syscalls::allowed(|| h(regs));
+        }
     }
     if p.on_return.is_some() {
         let slot = regs.rsp;
@@ -213,7 +230,11 @@ pub(crate) fn on_return(regs: &mut PtRegs) -> u64 {
     let p = unsafe { &*(frame.probe as *const Probe) };
     if enter_handler() {
         if let Some(h) = &p.on_return {
-            crate::syscalls::allowed(|| h(regs));
+            if p.manages_selector {
+                h(regs);
+            } else {
+                crate::syscalls::allowed(|| h(regs));
+            }
         }
         leave_handler();
     } else {

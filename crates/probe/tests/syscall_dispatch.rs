@@ -16,6 +16,18 @@ static EXITS: AtomicU64 = AtomicU64::new(0);
 static BYTES: AtomicI64 = AtomicI64::new(0);
 static EXIT_STATUS: AtomicI64 = AtomicI64::new(-1);
 static SIGNALS: AtomicU64 = AtomicU64::new(0);
+static OPENS: AtomicU64 = AtomicU64::new(0);
+static WRITE_TRAPS: AtomicU64 = AtomicU64::new(0);
+const MARK_PATH: &[u8] = b"/dev/null";
+
+fn is_mark_path(addr: u64) -> bool {
+    if addr == 0 {
+        return false;
+    }
+    // SAFETY: the traced call's own path argument, a C string.
+    let s = unsafe { std::ffi::CStr::from_ptr(addr as *const libc::c_char) };
+    s.to_bytes() == MARK_PATH
+}
 
 extern "C" fn on_usr1(_: i32) {
     SIGNALS.fetch_add(1, Ordering::Relaxed);
@@ -31,6 +43,12 @@ fn child() {
             if r.orig_rax == libc::SYS_write as u64 && r.rdi == MARK_FD as u64 {
                 ENTERS.fetch_add(1, Ordering::Relaxed);
             }
+            if r.orig_rax == libc::SYS_openat as u64
+                && r.rdi as i64 as i32 == libc::AT_FDCWD
+                && is_mark_path(r.rsi)
+            {
+                OPENS.fetch_add(1, Ordering::Relaxed);
+            }
         })),
         on_exit: Some(Box::new(|r: &PtRegs| {
             if r.orig_rax == libc::SYS_write as u64 && r.rdi == MARK_FD as u64 {
@@ -41,28 +59,45 @@ fn child() {
         before_exit: Some(Box::new(|status| {
             EXIT_STATUS.store(status as i64, Ordering::Relaxed);
             let line = format!(
-                "enter={} exit={} bytes={} status={} signals={} trapped={}\n",
+                "enter={} exit={} bytes={} status={} signals={} opens={} write_traps={}\n",
                 ENTERS.load(Ordering::Relaxed),
                 EXITS.load(Ordering::Relaxed),
                 BYTES.load(Ordering::Relaxed),
                 status,
                 SIGNALS.load(Ordering::Relaxed),
-                syscalls::trapped() > WRITES,
+                OPENS.load(Ordering::Relaxed),
+                WRITE_TRAPS.load(Ordering::Relaxed),
             );
             unsafe { libc::write(1, line.as_ptr().cast(), line.len()) };
         })),
     })
     .unwrap();
+    if std::env::var_os("BPFJET_SUD_FAST").is_some() {
+        for f in bpfjet_probe::fast_syscalls::install() {
+            if let Err(e) = &f.attachment {
+                assert!(
+                    !matches!(f.wrapper, "read" | "write" | "open" | "openat" | "close"),
+                    "{}: {e}",
+                    f.wrapper
+                );
+            }
+        }
+    }
     let devnull = std::ffi::CString::new("/dev/null").unwrap();
     let fd = unsafe { libc::open(devnull.as_ptr(), libc::O_WRONLY) };
     assert!(fd >= 0);
+    let fd2 = unsafe { libc::openat(libc::AT_FDCWD, devnull.as_ptr(), libc::O_RDONLY) };
+    assert!(fd2 >= 0);
+    unsafe { libc::close(fd2) };
     assert_eq!(unsafe { libc::dup2(fd, MARK_FD) }, MARK_FD);
+    let before = syscalls::trapped();
     for _ in 0..WRITES {
         assert_eq!(
             unsafe { libc::write(MARK_FD, b"1234567".as_ptr().cast(), 7) },
             7
         );
     }
+    WRITE_TRAPS.store(syscalls::trapped() - before, Ordering::Relaxed);
     // A write that fails: its exit sees -EBADF... on another fd, not counted.
     assert_eq!(unsafe { libc::write(9999, b"x".as_ptr().cast(), 1) }, -1);
     // A thread: clone3 with a new stack, performed by the clone stub.
@@ -93,30 +128,43 @@ fn dispatch_child() {
     }
 }
 
-#[test]
-fn writes_counted_exactly_and_process_keeps_working() {
-    let out = Command::new(std::env::current_exe().unwrap())
-        .args([
-            "--exact",
-            "dispatch_child",
-            "--nocapture",
-            "--test-threads=1",
-        ])
-        .env("BPFJET_SUD_CHILD", "1")
-        .output()
-        .unwrap();
+fn run_child(fast: bool) {
+    let mut cmd = Command::new(std::env::current_exe().unwrap());
+    cmd.args([
+        "--exact",
+        "dispatch_child",
+        "--nocapture",
+        "--test-threads=1",
+    ])
+    .env("BPFJET_SUD_CHILD", "1");
+    if fast {
+        cmd.env("BPFJET_SUD_FAST", "1");
+    }
+    let out = cmd.output().unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout);
     let stderr = String::from_utf8_lossy(&out.stderr);
     let line = stdout
         .lines()
-        .find(|l| l.starts_with("enter="))
+        .find(|l| l.starts_with("enter=") && l.contains("status=3"))
         .unwrap_or_else(|| panic!("no report; status {:?}\n{stdout}\n{stderr}", out.status));
     assert_eq!(
         line,
         format!(
-            "enter={WRITES} exit={WRITES} bytes={} status=3 signals=3 trapped=true",
-            WRITES * 7
+            "enter={WRITES} exit={WRITES} bytes={} status=3 signals=3 opens=2 write_traps={}",
+            WRITES * 7,
+            // Under the fast path no write traps; otherwise each traps once.
+            if fast { 0 } else { WRITES }
         )
     );
     assert_eq!(out.status.code(), Some(3), "{stderr}");
+}
+
+#[test]
+fn writes_counted_exactly_and_process_keeps_working() {
+    run_child(false);
+}
+
+#[test]
+fn libc_fast_path_counts_the_same_without_trapping() {
+    run_child(true);
 }
