@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 
 pub(crate) const MAGIC: u64 = u64::from_le_bytes(*b"BPFJETMP");
 /// Bumped whenever the layout of any map family changes.
-pub(crate) const VERSION: u32 = 3;
+pub(crate) const VERSION: u32 = 4;
 pub(crate) const NAME_MAX: usize = 64;
 pub(crate) const NO_LOCK: u32 = u32::MAX;
 /// Number of family-specific layout words (offsets and sizes).

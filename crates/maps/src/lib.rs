@@ -34,9 +34,12 @@ pub use array::Slots;
 pub use error::MapError;
 pub use hash_fn::{hash_bytes, key_hash, HASH_SEED};
 pub use instance::Instance;
-pub use map::{ArrayLayout, Map, MapEntry, MapOptions, PerfEventConsumer, RingbufConsumer};
+pub use map::{ArrayLayout, Map, MapEntry, MapOptions, PerfEventConsumer};
 pub use perf_event::{PerfEvent, BPF_F_CURRENT_CPU, BPF_F_INDEX_MASK};
 pub use registry::{MapInfo, REGISTRY_CAPACITY};
+pub use ringbuf::{
+    Backpressure, MmapSegment, RingRecord, RingbufConsumer, RingbufSnapshot, RingbufStats, WakeupFd,
+};
 pub use spec::{MapSpec, MapType};
 pub use state_io::{inner_spec, ApplyError, InstanceResolver, StateResolver};
 pub use validate::check_creatable;

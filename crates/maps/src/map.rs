@@ -19,7 +19,7 @@ use crate::header::{header_space, round_up, Geometry, MapHeader};
 use crate::lpm::LpmTrie;
 use crate::perf_event::{PerfEvent, PerfEventArray};
 use crate::queue_stack::QueueStack;
-use crate::ringbuf::RingBuf;
+use crate::ringbuf::{Backpressure, MmapSegment, RingBuf, RingbufSnapshot, RingbufStats};
 use crate::shm::{page_size, Shm};
 use crate::spec::{flags as mf, update, MapSpec, MapType};
 use crate::validate::validate;
@@ -216,6 +216,9 @@ impl Map {
                     a.init_data(img);
                 }
             }
+            Family::Ringbuf(r) => r.init(crate::ringbuf::Backpressure::from_map_extra(
+                spec.map_extra,
+            )?),
             _ => {}
         }
         if spec.frozen {
@@ -462,20 +465,21 @@ impl Map {
         self.ring()?.reserve(size, flags)
     }
 
-    /// `bpf_ringbuf_submit`.
+    /// `bpf_ringbuf_submit(sample, flags)`; `flags` are the kernel's
+    /// wake-up flags (`BPF_RB_NO_WAKEUP`, `BPF_RB_FORCE_WAKEUP`).
     ///
     /// # Safety
     /// `sample` must come from `ringbuf_reserve` and not be committed yet.
-    pub unsafe fn ringbuf_submit(sample: *mut u8, _flags: u64) {
-        crate::ringbuf::commit(sample, false)
+    pub unsafe fn ringbuf_submit(sample: *mut u8, flags: u64) {
+        crate::ringbuf::commit(sample, flags, false)
     }
 
-    /// `bpf_ringbuf_discard`.
+    /// `bpf_ringbuf_discard(sample, flags)`.
     ///
     /// # Safety
     /// As for [`Map::ringbuf_submit`].
-    pub unsafe fn ringbuf_discard(sample: *mut u8, _flags: u64) {
-        crate::ringbuf::commit(sample, true)
+    pub unsafe fn ringbuf_discard(sample: *mut u8, flags: u64) {
+        crate::ringbuf::commit(sample, flags, true)
     }
 
     /// `bpf_ringbuf_output`: EAGAIN when the ring is full.
@@ -488,6 +492,44 @@ impl Map {
     /// `bpf_ringbuf_query`; 0 for unknown flags or a non-ringbuf map.
     pub fn ringbuf_query(&self, flags: u64) -> u64 {
         self.ring().map_or(0, |r| r.query(flags))
+    }
+
+    /// A ring buffer's produced / consumed / dropped / discarded counts.
+    pub fn ringbuf_stats(&self) -> Option<RingbufStats> {
+        self.ring().map(|r| r.stats())
+    }
+
+    /// The records a consumer would read now, without consuming them.
+    pub fn ringbuf_snapshot(&self) -> Option<RingbufSnapshot> {
+        self.ring().map(|r| r.snapshot())
+    }
+
+    /// Switch a ring buffer between drop mode (None, the kernel's) and
+    /// backpressure mode, for every process using it.
+    pub fn set_ringbuf_backpressure(&self, bp: Option<Backpressure>) -> Result<(), MapError> {
+        self.ring()
+            .ok_or(MapError::Invalid("not a ring buffer"))?
+            .set_backpressure(bp);
+        Ok(())
+    }
+
+    /// A ring buffer's backpressure setting (None: drop mode or not a ring).
+    pub fn ringbuf_backpressure(&self) -> Option<Backpressure> {
+        self.ring().and_then(|r| r.backpressure())
+    }
+
+    /// The pieces of this map's shared-memory object that a kernel
+    /// `mmap(len, offset)` of a ring buffer fd shows (consumer page at 0,
+    /// producer page, data twice).
+    pub fn ringbuf_mmap_segments(
+        &self,
+        offset: u64,
+        len: usize,
+        writable: bool,
+    ) -> Result<Vec<MmapSegment>, MapError> {
+        self.ring()
+            .ok_or(MapError::Invalid("not a ring buffer"))?
+            .mmap_segments(offset, len, writable)
     }
 
     /// `bpf_perf_event_output` on `cpu`; `parts` are concatenated.
@@ -704,26 +746,6 @@ impl Map {
             Family::Perf(p) => Some(p),
             _ => None,
         }
-    }
-}
-
-/// Reads a RINGBUF map from any process that opened it.
-pub struct RingbufConsumer {
-    map: Arc<Map>,
-}
-
-impl RingbufConsumer {
-    pub fn new(map: Arc<Map>) -> Result<Self, MapError> {
-        if map.ringbuf().is_none() {
-            return Err(MapError::Invalid("not a ring buffer"));
-        }
-        Ok(RingbufConsumer { map })
-    }
-
-    /// Hand every committed record (up to the first one still being
-    /// written) to `f`, skipping discarded ones; returns how many.
-    pub fn poll(&mut self, f: impl FnMut(&[u8])) -> usize {
-        self.map.ringbuf().map_or(0, |r| r.consume(f))
     }
 }
 

@@ -11,13 +11,17 @@ use std::ffi::CString;
 use std::io;
 
 pub(crate) fn page_size() -> usize {
-    // SAFETY: sysconf has no preconditions.
-    let p = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
-    if p <= 0 {
-        4096
-    } else {
-        p as usize
-    }
+    // Asked once: ring-buffer commits need it on every record.
+    static PAGE: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    *PAGE.get_or_init(|| {
+        // SAFETY: sysconf has no preconditions.
+        let p = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
+        if p <= 0 {
+            4096
+        } else {
+            p as usize
+        }
+    })
 }
 
 /// A mapped shared-memory object. The mapping is never moved or shrunk while

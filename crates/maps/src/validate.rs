@@ -190,6 +190,8 @@ pub(crate) fn validate(
             if n as u64 > RINGBUF_MAX_DATA_SZ {
                 return Err(MapError::TooBig);
             }
+            // bpfjet's own bits (backpressure); the kernel refuses any.
+            crate::ringbuf::Backpressure::from_map_extra(spec.map_extra)?;
         }
         Devmap | DevmapHash => {
             if n == 0 || k != 4 || (v != 4 && v != 8) || fl & !DEV_CREATE_MASK != 0 {

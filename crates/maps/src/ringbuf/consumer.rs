@@ -1,0 +1,175 @@
+//! Consumers of a RINGBUF map in any process: busy-polling, blocking on
+//! the ring's futex word, or woken through an epoll-able eventfd.
+
+use super::{futex, RingBuf, RingbufStats};
+use crate::error::MapError;
+use crate::map::Map;
+use std::io;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::sync::atomic::{fence, AtomicBool, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+/// Reads a RINGBUF map. One consumer per ring at a time, as in the kernel.
+pub struct RingbufConsumer {
+    map: Arc<Map>,
+}
+
+impl RingbufConsumer {
+    pub fn new(map: Arc<Map>) -> Result<Self, MapError> {
+        if map.ringbuf().is_none() {
+            return Err(MapError::Invalid("not a ring buffer"));
+        }
+        Ok(RingbufConsumer { map })
+    }
+
+    fn ring(&self) -> &RingBuf {
+        // Checked in `new`.
+        self.map.ringbuf().expect("a ring buffer map")
+    }
+
+    /// Busy-poll style: hand every committed record (up to the first one
+    /// still being written) to `f`, skipping discarded ones; returns how
+    /// many, 0 at once when there is nothing.
+    pub fn poll(&mut self, f: impl FnMut(&[u8])) -> usize {
+        self.ring().consume(f)
+    }
+
+    /// Blocking: like [`poll`](Self::poll), but when there is nothing yet,
+    /// sleep on the ring's futex until a producer wakes it (the kernel's
+    /// wake-up rule: the consumer had caught up, or `BPF_RB_FORCE_WAKEUP`)
+    /// or `timeout` passes (None: no limit). Returns the records consumed
+    /// (0 only on timeout).
+    pub fn poll_blocking(&mut self, mut f: impl FnMut(&[u8]), timeout: Option<Duration>) -> usize {
+        let deadline = timeout.map(|t| Instant::now() + t);
+        loop {
+            let n = self.ring().consume(&mut f);
+            if n > 0 {
+                return n;
+            }
+            let left = match deadline {
+                Some(d) => match d.checked_duration_since(Instant::now()) {
+                    Some(left) if !left.is_zero() => Some(left),
+                    _ => return 0,
+                },
+                None => None,
+            };
+            let ring = self.ring();
+            ring.waiters().fetch_add(1, Ordering::SeqCst);
+            // Pairs with the fence in `commit`: either the producer sees a
+            // waiter and wakes, or this check sees its record.
+            fence(Ordering::SeqCst);
+            let seq = ring.wake_seq().load(Ordering::SeqCst);
+            if !ring.record_ready() {
+                futex::wait(ring.wake_seq(), seq, left);
+            }
+            ring.waiters().fetch_sub(1, Ordering::SeqCst);
+        }
+    }
+
+    /// An eventfd that becomes readable on the ring's wake-ups, for epoll
+    /// loops. Call [`WakeupFd::rearm`] before each wait.
+    pub fn wakeup_fd(&self) -> io::Result<WakeupFd> {
+        WakeupFd::new(self.map.clone())
+    }
+
+    /// produced / consumed / dropped / discarded, live.
+    pub fn stats(&self) -> RingbufStats {
+        self.ring().stats()
+    }
+}
+
+/// An eventfd signalled on every wake-up of a ring, by a thread of this
+/// process sleeping on the ring's futex word (producers may be other
+/// processes, which cannot write to this process's eventfd). The kernel's
+/// ring fd is level-triggered (readable while data is available);
+/// [`rearm`](Self::rearm) gives the same: it clears the eventfd, then
+/// signals it again if a record is waiting.
+pub struct WakeupFd {
+    map: Arc<Map>,
+    efd: Arc<OwnedFd>,
+    stop: Arc<AtomicBool>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl WakeupFd {
+    pub fn new(map: Arc<Map>) -> io::Result<WakeupFd> {
+        if map.ringbuf().is_none() {
+            return Err(io::Error::from_raw_os_error(libc::EINVAL));
+        }
+        // SAFETY: plain eventfd creation; the result is checked.
+        let raw = unsafe { libc::eventfd(0, libc::EFD_CLOEXEC | libc::EFD_NONBLOCK) };
+        if raw < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        // SAFETY: a fresh fd we own.
+        let efd = Arc::new(unsafe { OwnedFd::from_raw_fd(raw) });
+        let stop = Arc::new(AtomicBool::new(false));
+        let (m, e, s) = (map.clone(), efd.clone(), stop.clone());
+        let thread = std::thread::Builder::new()
+            .name("bpfjet-ringbuf-wake".into())
+            .spawn(move || bridge(&m, &e, &s))?;
+        let w = WakeupFd {
+            map,
+            efd,
+            stop,
+            thread: Some(thread),
+        };
+        w.rearm();
+        Ok(w)
+    }
+
+    pub fn fd(&self) -> RawFd {
+        self.efd.as_raw_fd()
+    }
+
+    /// Clear the eventfd, then signal it again if a consumer would make
+    /// progress now (in that order, so a wake-up in between is not lost).
+    pub fn rearm(&self) {
+        let mut v = 0u64;
+        // SAFETY: reading 8 bytes from our non-blocking eventfd.
+        unsafe { libc::read(self.fd(), (&mut v as *mut u64).cast(), 8) };
+        let ready = self.map.ringbuf().is_some_and(|r| r.record_ready());
+        if ready {
+            signal(&self.efd);
+        }
+    }
+}
+
+impl Drop for WakeupFd {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::SeqCst);
+        if let Some(r) = self.map.ringbuf() {
+            r.wake_seq().fetch_add(1, Ordering::SeqCst);
+            futex::wake_all(r.wake_seq());
+        }
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+fn signal(efd: &OwnedFd) {
+    let one = 1u64;
+    // SAFETY: writing 8 bytes to our eventfd.
+    unsafe { libc::write(efd.as_raw_fd(), (&one as *const u64).cast(), 8) };
+}
+
+/// The bridge thread: every wake-up of the ring becomes an eventfd signal.
+fn bridge(map: &Map, efd: &OwnedFd, stop: &AtomicBool) {
+    let Some(ring) = map.ringbuf() else { return };
+    ring.waiters().fetch_add(1, Ordering::SeqCst);
+    loop {
+        let seq = ring.wake_seq().load(Ordering::SeqCst);
+        if stop.load(Ordering::SeqCst) {
+            break;
+        }
+        futex::wait(ring.wake_seq(), seq, None);
+        if stop.load(Ordering::SeqCst) {
+            break;
+        }
+        signal(efd);
+    }
+    ring.waiters().fetch_sub(1, Ordering::SeqCst);
+}
