@@ -137,6 +137,19 @@ pub fn check_tracing_access(
         );
     }
     let (lo, hi) = tracing_ctx_window(prog_type);
+    if off < 0 && prog_type == ProgType::Tracepoint {
+        // The kernel's `tp_prog_is_valid_access` compares the int offset
+        // with `sizeof(void *)` as unsigned, so it lets negative offsets
+        // through (a read before the record); bpfjet refuses them.
+        return err(
+            "ctx_bad_access",
+            format!(
+                "invalid bpf_context access off={off} size={size}: a read before the \
+                 tracepoint record (the kernel accepts negative offsets here through a \
+                 signed/unsigned comparison; bpfjet does not)"
+            ),
+        );
+    }
     if off < lo || off >= hi || off % size_i != 0 || off + size_i > hi {
         return err(
             "ctx_bad_access",
