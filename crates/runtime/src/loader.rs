@@ -5,7 +5,7 @@
 
 use crate::env::{map_handle, ObjectMaps};
 use crate::helpers::fib::Fib;
-use crate::helpers::{kernel_helper_name, xdp_helpers, HelperRegistry};
+use crate::helpers::{kernel_helper_name, tracing_helpers, xdp_helpers, HelperRegistry};
 use crate::program::{LoadOptions, MapBinding, MemoryMode, Program};
 use crate::region::Region;
 use crate::runtime_error::RuntimeError;
@@ -158,11 +158,18 @@ impl LoadedObject {
         } else {
             Safety::Verify
         };
-        let helpers = Arc::new(xdp_helpers());
+        let xdp = Arc::new(xdp_helpers());
+        let tracing = Arc::new(tracing_helpers());
         let mut programs = Vec::with_capacity(obj.programs.len());
         for p in &obj.programs {
-            let (program, verified) = if p.kind.is_supported() {
-                let (program, verified) = build_program(p, obj, &helpers, &bindings, safety)?;
+            let (program, verified) = if let Some(prog_type) = p.kind.prog_type() {
+                let helpers = if prog_type.is_tracing() {
+                    &tracing
+                } else {
+                    &xdp
+                };
+                let (program, verified) =
+                    build_program(p, prog_type, obj, helpers, &bindings, safety)?;
                 (Some(program), verified)
             } else {
                 (None, None)
@@ -218,6 +225,16 @@ impl LoadedObject {
     pub fn verified(&self, name: &str) -> Result<Option<&VerifiedForm>, RuntimeError> {
         self.program(name)?;
         Ok(self.loaded_program(name)?.verified.as_ref())
+    }
+
+    /// The type of program `name` (its section's kind).
+    pub fn program_kind(&self, name: &str) -> Result<&ProgKind, RuntimeError> {
+        Ok(&self.loaded_program(name)?.kind)
+    }
+
+    /// The ELF section of program `name`.
+    pub fn program_section(&self, name: &str) -> Result<&str, RuntimeError> {
+        Ok(&self.loaded_program(name)?.section)
     }
 
     pub(crate) fn loaded_program(&self, name: &str) -> Result<&LoadedProgram, RuntimeError> {
@@ -476,6 +493,7 @@ fn ctx_field(field: bpfjet_verifier::XdpMdField) -> CtxField {
 
 fn build_program(
     p: &bpfjet_obj::Program,
+    prog_type: bpfjet_obj::ProgType,
     obj: &Object,
     helpers: &Arc<HelperRegistry>,
     bindings: &[MapBinding],
@@ -539,12 +557,12 @@ fn build_program(
                         }
                     })?;
                 }
-                if !kfunc.callable_from(bpfjet_verifier::ProgramType::Xdp) {
+                if !kfunc.callable_from(prog_type) {
                     return Err(RuntimeError::KfuncNotForProgramType {
                         program: p.name.clone(),
                         pc,
                         name: kfunc.name.to_string(),
-                        prog_type: "xdp".into(),
+                        prog_type: prog_type.to_string(),
                     });
                 }
                 kfuncs.register(crate::kfuncs::kfunc_helper(index as u32, kfunc));
@@ -556,6 +574,17 @@ fn build_program(
         program: p.name.clone(),
         source,
     };
+    if prog_type.is_tracing() && safety == Safety::BoundsChecked {
+        // The context is memory of the traced process that only the
+        // verifier's window rules make safe to read.
+        return Err(RuntimeError::Context {
+            program: p.name.clone(),
+            source: CtxError {
+                pc: 0,
+                reason: format!("{prog_type} programs run only verified (no bounds-checked mode)"),
+            },
+        });
+    }
     let (accesses, proven) = match safety {
         Safety::Verify => {
             let (accesses, facts, proof) = verify_program(p, obj, &insns)?;
@@ -586,7 +615,11 @@ fn build_program(
                 .into(),
         }));
     }
-    rewrite_ctx_accesses(&mut insns, &accesses).map_err(context)?;
+    // Tracing contexts are read in place (`pt_regs`, the tracepoint record,
+    // the raw arguments); only `xdp_md` has a layout of bpfjet's own.
+    if !prog_type.is_tracing() {
+        rewrite_ctx_accesses(&mut insns, &accesses).map_err(context)?;
+    }
     let memory = match &proven {
         Some((_, proof)) => MemoryMode::Verified(*proof),
         None => MemoryMode::BoundsChecked,
