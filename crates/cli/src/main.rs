@@ -61,6 +61,9 @@ enum Command {
     /// Run an unmodified program (bpftool, a libbpf application) with its
     /// bpf() calls served by bpfjet: maps, verified XDP programs, pins.
     Exec(commands::exec::ExecArgs),
+    /// Run a dynamically linked program with an object's uprobes, uretprobes
+    /// and syscall tracepoints attached inside it; print the maps at exit.
+    Trace(commands::trace::TraceArgs),
     /// Run bpfjet's verifier on an object's XDP programs: exit 0 accepted, 1 rejected
     /// (instruction, disassembly, source line, rule and register state on stderr).
     Verify {
@@ -171,6 +174,7 @@ fn main() -> ExitCode {
         Command::Replace(args) => commands::replace::run(&args),
         Command::Bench(args) => commands::bench::run(&args),
         Command::Exec(args) => commands::exec::run(&args),
+        Command::Trace(args) => commands::trace::run(&args),
     };
     match result {
         Ok(code) => code,

@@ -100,6 +100,9 @@ const FRAMES: usize = 16;
 struct FastFrame {
     slot: u64,
     regs: PtRegs,
+    /// The entry switched the selector from BLOCK to ALLOW (application
+    /// code); the return switches it back.
+    flipped: bool,
 }
 
 struct FastStack {
@@ -115,6 +118,7 @@ thread_local! {
             len: 0,
             frames: [FastFrame {
                 slot: 0,
+                flipped: false,
                 regs: PtRegs {
                     r15: 0, r14: 0, r13: 0, r12: 0, rbp: 0, rbx: 0, r11: 0, r10: 0, r9: 0,
                     r8: 0, rax: 0, rcx: 0, rdx: 0, rsi: 0, rdi: 0, orig_rax: 0, rip: 0,
@@ -154,7 +158,11 @@ fn on_wrapper_entry(nr: u32, args: Args, regs: &PtRegs) {
         if st.len == FRAMES {
             return false;
         }
-        st.frames[st.len] = FastFrame { slot, regs: s };
+        st.frames[st.len] = FastFrame {
+            slot,
+            regs: s,
+            flipped: false,
+        };
         st.len += 1;
         true
     });
@@ -162,11 +170,17 @@ fn on_wrapper_entry(nr: u32, args: Args, regs: &PtRegs) {
         // Too deep: the slow path (SIGSYS) traces this call.
         return;
     }
+    let flipped = set_selector_allow();
+    if !flipped {
+        // Called from bpfjet's own code (selector already ALLOW): not a
+        // system call of the application.
+        with_fast(|st| st.len -= 1);
+        return;
+    }
+    with_fast(|st| st.frames[st.len - 1].flipped = true);
     if let Some(h) = hooks().and_then(|h| h.on_enter.as_ref()) {
-        set_selector_allow();
         h(&s);
     }
-    set_selector_allow();
 }
 
 fn on_wrapper_return(regs: &PtRegs) {
@@ -194,7 +208,9 @@ fn on_wrapper_return(regs: &PtRegs) {
     if let Some(h) = hooks().and_then(|h| h.on_exit.as_ref()) {
         h(&f.regs);
     }
-    set_selector_block();
+    if f.flipped {
+        set_selector_block();
+    }
 }
 
 /// A wrapper the fast path covers, or why not.
@@ -208,6 +224,11 @@ pub struct FastPath {
 /// [`syscalls::install`]. Wrappers whose code does not match are reported
 /// and left to the slow path.
 pub fn install() -> Vec<FastPath> {
+    // bpfjet's own system calls while attaching are not the application's.
+    syscalls::allowed(install_wrappers)
+}
+
+fn install_wrappers() -> Vec<FastPath> {
     let objects = loaded_objects();
     let mut out = Vec::new();
     for &(wrapper, syscall, args) in WRAPPERS {

@@ -25,6 +25,13 @@
 //!   (an exec keeps the blocked mask, and a new image with SIGSYS blocked
 //!   would be killed by its first dispatched call). Dispatch ends with exec.
 //! * `exit_group`: the `before_exit` hook runs (final map dump) first.
+//! * `rt_sigprocmask`: applied to the application's mask in the signal
+//!   context (performed in the handler it would change the handler's mask,
+//!   which the signal return discards); SIGSYS itself is never really
+//!   blocked (a dispatched call with SIGSYS blocked kills the process), the
+//!   application still sees the mask it set.
+//! * `rt_sigaction(SIGSYS, new)`: not installed (the old action is still
+//!   reported): dispatch needs bpfjet's handler.
 //!
 //! New threads: dispatch is per thread and new threads start without it;
 //! [`enable_current_thread`] is called at their start by the agent's
@@ -41,6 +48,8 @@ const PR_SYS_DISPATCH_ON: u64 = 1;
 const SELECTOR_ALLOW: u8 = 0;
 const SELECTOR_BLOCK: u8 = 1;
 
+const SYS_RT_SIGACTION: u64 = 13;
+const SYS_RT_SIGPROCMASK: u64 = 14;
 const SYS_RT_SIGRETURN: u64 = 15;
 const SYS_CLONE: u64 = 56;
 const SYS_FORK: u64 = 57;
@@ -74,14 +83,83 @@ thread_local! {
     // The byte the kernel reads at each system call of this thread.
     static SELECTOR: Cell<u8> = const { Cell::new(SELECTOR_ALLOW) };
     static DISPATCHED: Cell<bool> = const { Cell::new(false) };
+    // The application asked for SIGSYS to be blocked; it never really is
+    // (a blocked SIGSYS at a dispatched call kills the process).
+    static APP_BLOCKS_SIGSYS: Cell<bool> = const { Cell::new(false) };
+}
+
+const SIGSYS_BIT: u64 = 1 << (libc::SIGSYS - 1);
+const UNBLOCKABLE: u64 = (1 << (libc::SIGKILL - 1)) | (1 << (libc::SIGSTOP - 1));
+
+/// Copies between this process's memory and a buffer without faulting on
+/// a bad application pointer (the kernel's -EFAULT instead).
+fn copy_user(addr: u64, buf: &mut [u8], write: bool) -> bool {
+    let local = libc::iovec {
+        iov_base: buf.as_mut_ptr().cast(),
+        iov_len: buf.len(),
+    };
+    let remote = libc::iovec {
+        iov_base: addr as *mut libc::c_void,
+        iov_len: buf.len(),
+    };
+    // SAFETY: the kernel checks `remote`; `local` is our buffer.
+    let n = unsafe {
+        if write {
+            libc::process_vm_writev(libc::getpid(), &local, 1, &remote, 1, 0)
+        } else {
+            libc::process_vm_readv(libc::getpid(), &local, 1, &remote, 1, 0)
+        }
+    };
+    n == buf.len() as isize
+}
+
+/// `rt_sigprocmask` on the application's mask, which the signal return
+/// restores (the handler's own mask is discarded there).
+fn emulate_sigprocmask(uc: &mut libc::ucontext_t, a: &[u64; 6]) -> i64 {
+    let (how, set, oldset, size) = (a[0], a[1], a[2], a[3]);
+    if size != 8 {
+        return -(libc::EINVAL as i64);
+    }
+    // SAFETY: the kernel's sigset is the first 8 bytes of glibc's.
+    let mask = unsafe { &mut *(&mut uc.uc_sigmask as *mut libc::sigset_t as *mut u64) };
+    let app_view = *mask
+        | if APP_BLOCKS_SIGSYS.with(|b| b.get()) {
+            SIGSYS_BIT
+        } else {
+            0
+        };
+    let mut new = None;
+    if set != 0 {
+        let mut b = [0u8; 8];
+        if !copy_user(set, &mut b, false) {
+            return -(libc::EFAULT as i64);
+        }
+        let s = u64::from_le_bytes(b);
+        new = Some(match how as i32 {
+            libc::SIG_BLOCK => app_view | s,
+            libc::SIG_UNBLOCK => app_view & !s,
+            libc::SIG_SETMASK => s,
+            _ => return -(libc::EINVAL as i64),
+        });
+    }
+    if oldset != 0 && !copy_user(oldset, &mut app_view.to_le_bytes(), true) {
+        return -(libc::EFAULT as i64);
+    }
+    if let Some(n) = new {
+        let n = n & !UNBLOCKABLE;
+        APP_BLOCKS_SIGSYS.with(|b| b.set(n & SIGSYS_BIT != 0));
+        *mask = n & !SIGSYS_BIT;
+    }
+    0
 }
 
 pub(crate) fn hooks() -> Option<&'static SyscallHooks> {
     HOOKS.get()
 }
 
-pub(crate) fn set_selector_allow() {
-    SELECTOR.with(|s| s.set(SELECTOR_ALLOW));
+/// Sets ALLOW; true if the thread was dispatching (BLOCK) before.
+pub(crate) fn set_selector_allow() -> bool {
+    SELECTOR.with(|s| s.replace(SELECTOR_ALLOW)) == SELECTOR_BLOCK
 }
 
 pub(crate) fn set_selector_block() {
@@ -220,12 +298,21 @@ extern "C" fn on_sigsys(_sig: i32, _info: *mut libc::siginfo_t, ctx: *mut libc::
     let nr = g[libc::REG_RAX as usize] as u64;
     let mut regs = regs_from(g, nr);
     let hooks = HOOKS.get();
+    // Probes hit by the hooks (a helper calling a probed libc function)
+    // are skipped, as inside any handler.
+    let outermost = crate::uprobe::enter_handler();
     if let Some(h) = hooks.and_then(|h| h.on_enter.as_ref()) {
         h(&regs);
     }
     let a = [regs.rdi, regs.rsi, regs.rdx, regs.r10, regs.r8, regs.r9];
     // SAFETY (all arms): performing the application's own system call.
     let ret: i64 = match nr {
+        SYS_RT_SIGPROCMASK => emulate_sigprocmask(uc, &a),
+        // The SIGSYS handler stays bpfjet's: a new one is not installed
+        // (the old one is still reported).
+        SYS_RT_SIGACTION if a[0] == libc::SIGSYS as u64 && a[1] != 0 => unsafe {
+            bpfjet_sud_syscall6(nr, a[0], 0, a[2], a[3], 0, 0)
+        },
         SYS_RT_SIGRETURN => unsafe {
             bpfjet_sud_sigreturn_to(regs.rsp, SELECTOR.with(|s| s.as_ptr()))
         },
@@ -303,6 +390,9 @@ extern "C" fn on_sigsys(_sig: i32, _info: *mut libc::siginfo_t, ctx: *mut libc::
     regs.rax = ret as u64;
     if let Some(h) = hooks.and_then(|h| h.on_exit.as_ref()) {
         h(&regs);
+    }
+    if outermost {
+        crate::uprobe::leave_handler();
     }
     SELECTOR.with(|s| s.set(SELECTOR_BLOCK));
 }

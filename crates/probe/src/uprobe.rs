@@ -124,6 +124,12 @@ pub(crate) fn attach_with(
     // SAFETY: the symbol's bytes are mapped code of this process.
     let code = unsafe { std::slice::from_raw_parts(address as *const u8, span) };
     let original: [u8; 5] = code[..5].try_into().unwrap();
+    if original[0] == 0xCC {
+        return Err(unpatchable(
+            "the function starts with int3: a kernel uprobe or a debugger breakpoint is active on it"
+                .into(),
+        ));
+    }
     if original[0] == 0xE9 {
         // Another in-process patcher (or a previous bpfjet) was here.
         return Err(unpatchable(
@@ -170,11 +176,11 @@ thread_local! {
     static IN_HANDLER: Cell<bool> = const { Cell::new(false) };
 }
 
-fn enter_handler() -> bool {
+pub(crate) fn enter_handler() -> bool {
     IN_HANDLER.with(|f| !f.replace(true))
 }
 
-fn leave_handler() {
+pub(crate) fn leave_handler() {
     IN_HANDLER.with(|f| f.set(false));
 }
 

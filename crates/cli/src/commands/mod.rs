@@ -11,4 +11,5 @@ pub mod object_args;
 pub mod replace;
 pub mod run;
 pub mod test_run;
+pub mod trace;
 pub mod verify;
