@@ -96,6 +96,7 @@ fn fixture() -> &'static Fixture {
         let lib = format!("-DTARGET_LIB=\"{}\"", dir.join("libtrace_target.so").display());
         bpf(&dir, &src("probes.bpf.c"), "probes.o", &[exe.clone(), lib]);
         bpf(&dir, &src("syscalls.bpf.c"), "syscalls.o", &[]);
+        bpf(&dir, &src("ringbuf.bpf.c"), "ringbuf.o", &[]);
         let static_exe = format!("-DTARGET_EXE=\"{}\"", dir.join("target_static").display());
         let missing = dir.join("missing.bpf.c");
         std::fs::write(
@@ -384,4 +385,40 @@ fn pid_attach_is_refused_with_a_reason() {
         stderr.contains("--pid 1") && stderr.contains("not supported"),
         "{stderr}"
     );
+}
+
+#[test]
+fn ring_buffer_records_reach_the_events_file_in_order() {
+    let _serial = serial();
+    let f = fixture();
+    let events = f.path("events.jsonl");
+    let _ = std::fs::remove_file(&events);
+    let out = bpfjet()
+        .arg("trace")
+        .arg(f.path("ringbuf.o"))
+        .arg("--json")
+        .arg("--events")
+        .arg(&events)
+        .arg("--")
+        .arg(f.path("target"))
+        .output()
+        .unwrap();
+    let report = json_report(&out);
+    assert_eq!(report["exit_code"], 42);
+    assert_eq!(
+        report["ringbufs"]["events"],
+        serde_json::json!({"produced": WRITES, "consumed": WRITES, "dropped": 0})
+    );
+    let text = std::fs::read_to_string(&events).unwrap();
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines.len() as u64, WRITES);
+    for (i, l) in lines.iter().enumerate() {
+        let v: Value = serde_json::from_str(l).unwrap();
+        assert_eq!(v["map"], "events");
+        // struct event { u64 seq; u64 count; }, little-endian hex.
+        let mut want = (i as u64).to_le_bytes().to_vec();
+        want.extend_from_slice(&7u64.to_le_bytes());
+        let hex: String = want.iter().map(|b| format!("{b:02x}")).collect();
+        assert_eq!(v["data"], hex, "record {i}");
+    }
 }

@@ -20,6 +20,7 @@ pub mod symbols;
 pub mod syscall_table;
 pub mod syscalls;
 mod trampoline;
+pub mod unwind;
 pub mod uprobe;
 
 pub use error::ProbeError;

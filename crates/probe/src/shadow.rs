@@ -69,6 +69,14 @@ impl Shadow {
         None
     }
 
+    /// Removes every frame, innermost first, handing each to `f`.
+    pub fn drain(&mut self, mut f: impl FnMut(&Frame)) {
+        while self.len > 0 {
+            self.len -= 1;
+            f(&self.frames[self.len]);
+        }
+    }
+
     pub fn depth(&self) -> usize {
         self.len
     }

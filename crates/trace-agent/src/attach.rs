@@ -277,6 +277,13 @@ pub fn start(cfg: Config) -> Result<(), String> {
         agent.attachments.lock().unwrap().push(a);
     }
 
+    // Return probes replace return addresses; C++ exceptions must unwind
+    // through the original ones.
+    match bpfjet_probe::unwind::attach_guard(&objects) {
+        Ok(guards) => agent.attachments.lock().unwrap().extend(guards),
+        Err(e) => eprintln!("bpfjet trace: C++ exceptions through return probes will abort: {e}"),
+    }
+    // Last: from here on the process's system calls are dispatched.
     if trace_syscalls {
         install_syscalls(object, sys)?;
     }
