@@ -4,7 +4,7 @@ CONFORMANCE ?= ../shared/conformance/tests
 BPFJET := target/release/bpfjet
 export PATH := $(HOME)/.cargo/bin:$(PATH)
 
-.PHONY: all setup build examples test test-rust test-netns test-preload bench-preload lint conformance demo clean
+.PHONY: all setup build examples test test-rust test-netns test-preload bench-preload bench-trace lint conformance demo clean
 
 all: build
 
@@ -14,6 +14,7 @@ setup:
 build: setup
 	$(CARGO) build --release --bin bpfjet
 	$(CARGO) build --release -p bpfjet-preload
+	$(CARGO) build --release -p bpfjet-trace-agent
 
 examples: setup
 	$(MAKE) -s -C examples
@@ -48,6 +49,11 @@ bench-preload: build
 	cc -O2 -Wall -o build/map_bench examples/control_plane/map_bench.c -lbpf
 	i=bench$$$$; BPFJET_RUN_DIR=build/run $(BPFJET) exec --instance $$i -- build/map_bench 1000000; \
 		rc=$$?; rm -rf build/run/$$i /dev/shm/bpfjet.$$i.*; exit $$rc
+
+# Per-hit uprobe cost: untraced / kernel uprobe / bpfjet trace (interp, JIT)
+# on one tight loop, side by side (docs/PERFORMANCE.md, "Tracing"; root).
+bench-trace: build
+	BPFJET=$(BPFJET) sh scripts/bench-trace-uprobe.sh
 
 # AF_XDP end to end in network namespaces (root): TX, DROP, REDIRECT, PASS via TAP.
 test-netns: build examples

@@ -26,6 +26,7 @@ mod object;
 mod options;
 mod pipeline;
 mod program;
+mod tracing;
 mod trampoline;
 
 pub use aot::{source_hash, AotArtifact, AotError, AotMap, AotProgram, AOT_FORMAT_VERSION};
@@ -34,3 +35,4 @@ pub use error::JitError;
 pub use object::{CompiledPrograms, JitObject, ObjectError, XdpBench, XdpEngine};
 pub use options::{CacheMode, CpuTarget, JitOptions, OptLevel};
 pub use program::{llvm_compilations, CompileStats, DumpStage, JitProgram};
+pub use tracing::load_tracing;

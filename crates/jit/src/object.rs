@@ -27,8 +27,8 @@ use bpfjet_isa::Insn;
 use bpfjet_obj::Object;
 use bpfjet_runtime::xdp::XdpFrame;
 use bpfjet_runtime::{
-    xdp_helpers, LoadOptions, LoadedObject, Program, RunState, RuntimeError, TestRunOptions,
-    TestRunResult, XdpEnv, LOOPBACK_IFINDEX,
+    LoadOptions, LoadedObject, Program, RunState, RuntimeError, TestRunOptions, TestRunResult,
+    XdpEnv, LOOPBACK_IFINDEX,
 };
 use bpfjet_verifier::Facts;
 use std::collections::BTreeMap;
@@ -254,15 +254,19 @@ impl JitObject {
             })?;
         let (proof, insns, facts) = (verified.proof, verified.insns.clone(), &verified.facts);
         let const_keys = const_keys(facts);
+        let program = loaded.program(name)?;
         // In a deployment each object numbers its maps its own way.
-        let mut opts = LoadOptions::verified(proof)
-            .with_helpers(xdp_helpers())
-            .with_maps(loaded.program_map_bindings(name)?);
-        opts.kfuncs = std::sync::Arc::clone(loaded.program(name)?.kfuncs());
+        let mut opts =
+            LoadOptions::verified(proof).with_maps(loaded.program_map_bindings(name)?);
+        // The program's type's helper set (base + XDP, base + tracing).
+        opts.helpers = std::sync::Arc::clone(program.helpers());
+        opts.kfuncs = std::sync::Arc::clone(program.kfuncs());
+        // Only XDP programs run with an `XdpEnv` the inlined helpers assume.
+        let xdp = loaded.program_kind(name)?.is_xdp();
         let bindings = Bindings {
             maps: loaded.program_maps(name)?,
             const_keys,
-            xdp: true,
+            xdp,
         };
         Ok(CompileInputs {
             insns,

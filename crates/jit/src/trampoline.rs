@@ -121,8 +121,7 @@ impl RunCtx {
 
 /// The CPU slot of a run whose per-run context is `user`.
 pub(crate) fn cpu_of(user: &(dyn Any + 'static)) -> u64 {
-    user.downcast_ref::<bpfjet_runtime::XdpEnv>()
-        .map_or(0, |env| u64::from(env.cpu()))
+    bpfjet_runtime::run_env_ref(user).map_or(0, |env| u64::from(env.cpu()))
 }
 
 /// One activation's surroundings: the run's tail-call table and CPU slot.

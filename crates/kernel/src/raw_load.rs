@@ -42,6 +42,10 @@ pub struct RawLoadOptions {
     pub log_level: u32,
     /// License string (GPL-only helpers need a GPL-compatible one).
     pub license: String,
+    /// `expected_attach_type` (e.g. `BPF_TRACE_UPROBE_MULTI`); 0 for most.
+    pub expected_attach_type: u32,
+    /// Load flags besides `BPF_F_XDP_HAS_FRAGS` (e.g. `BPF_F_SLEEPABLE`).
+    pub prog_flags: u32,
 }
 
 impl Default for RawLoadOptions {
@@ -51,6 +55,8 @@ impl Default for RawLoadOptions {
             xdp_frags: false,
             log_level: 1,
             license: "GPL".to_string(),
+            expected_attach_type: 0,
+            prog_flags: 0,
         }
     }
 }
@@ -236,11 +242,13 @@ pub fn load_raw_with_fds(
     })?;
     let mut lopts = libbpf_sys::bpf_prog_load_opts {
         sz: std::mem::size_of::<libbpf_sys::bpf_prog_load_opts>() as _,
-        prog_flags: if opts.xdp_frags {
-            libbpf_sys::BPF_F_XDP_HAS_FRAGS
-        } else {
-            0
-        },
+        prog_flags: opts.prog_flags
+            | if opts.xdp_frags {
+                libbpf_sys::BPF_F_XDP_HAS_FRAGS
+            } else {
+                0
+            },
+        expected_attach_type: opts.expected_attach_type,
         fd_array: if fd_array.is_empty() {
             std::ptr::null()
         } else {

@@ -13,7 +13,7 @@ use crate::random::{self, GeoPool, ENET_CTX_BYTES, GEO_POOL_BYTES};
 use crate::search::Simd;
 use crate::{bits, bktlist, enetstl, hash, multihash};
 use bpfjet_verifier::proto::{KfuncArg, KfuncFlags, KfuncProto, KfuncRet};
-use bpfjet_verifier::ProgramType;
+use bpfjet_verifier::ProgType;
 
 /// The native ABI of every kfunc.
 pub type NativeFn = unsafe extern "C" fn(u64, u64, u64, u64, u64) -> u64;
@@ -96,7 +96,7 @@ pub struct Kfunc {
     pub c_decl: &'static str,
     pub origin: Origin,
     pub proto: KfuncProto,
-    pub prog_types: &'static [ProgramType],
+    pub prog_types: &'static [ProgType],
     pub native: NativeFn,
     pub inline: Option<Inline>,
 }
@@ -107,12 +107,12 @@ impl Kfunc {
         format!("bpfjet_kfunc_{}", self.name)
     }
 
-    pub fn callable_from(&self, t: ProgramType) -> bool {
+    pub fn callable_from(&self, t: ProgType) -> bool {
         self.prog_types.contains(&t)
     }
 }
 
-const XDP: &[ProgramType] = &[ProgramType::Xdp];
+const XDP: &[ProgType] = &[ProgType::Xdp];
 const N: KfuncArg = KfuncArg::None;
 const S: KfuncArg = KfuncArg::Scalar;
 

@@ -143,7 +143,7 @@ fn family_layout(
     Ok(match g.map_type {
         Array | PercpuArray => ArrayMap::layout(g, data_off),
         ProgArray | ArrayOfMaps | Devmap | Xskmap | Cpumap => FdArrayMap::layout(g, data_off),
-        Hash | PercpuHash | LruHash | LruPercpuHash | HashOfMaps | DevmapHash => {
+        Hash | PercpuHash | LruHash | LruPercpuHash | HashOfMaps | DevmapHash | StackTrace => {
             HashTable::layout(g, data_off, 0)?
         }
         LpmTrie => crate::lpm::LpmTrie::layout(g, data_off)?,
@@ -165,7 +165,7 @@ unsafe fn attach(base: *mut u8, g: &Geometry, l: &Words) -> Family {
         ProgArray | ArrayOfMaps | Devmap | Xskmap | Cpumap => {
             Family::FdArray(FdArrayMap::attach(base, g, l))
         }
-        Hash | PercpuHash | LruHash | LruPercpuHash | HashOfMaps | DevmapHash => {
+        Hash | PercpuHash | LruHash | LruPercpuHash | HashOfMaps | DevmapHash | StackTrace => {
             Family::Hash(HashTable::attach(base, g, l))
         }
         LpmTrie => Family::Lpm(crate::lpm::LpmTrie::attach(base, g, l)),

@@ -13,6 +13,9 @@ pub enum MapType {
     ProgArray = 3,
     PerfEventArray = 4,
     PercpuHash = 5,
+    /// `BPF_MAP_TYPE_STACK_TRACE`: stack ids (u32 keys) to arrays of
+    /// instruction pointers, filled by `bpf_get_stackid`.
+    StackTrace = 7,
     PercpuArray = 6,
     LruHash = 9,
     LruPercpuHash = 10,
@@ -40,6 +43,7 @@ impl MapType {
             4 => PerfEventArray,
             5 => PercpuHash,
             6 => PercpuArray,
+            7 => StackTrace,
             9 => LruHash,
             10 => LruPercpuHash,
             11 => LpmTrie,
@@ -68,6 +72,7 @@ impl MapType {
             PerfEventArray => "perf_event_array",
             PercpuHash => "percpu_hash",
             PercpuArray => "percpu_array",
+            StackTrace => "stack_trace",
             LruHash => "lru_hash",
             LruPercpuHash => "lru_percpu_hash",
             LpmTrie => "lpm_trie",

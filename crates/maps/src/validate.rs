@@ -94,6 +94,27 @@ pub(crate) fn validate(
                 return Err(MapError::TooBig);
             }
         }
+        StackTrace => {
+            // stack_map_alloc: u32 stack ids, values a whole number of u64
+            // instruction pointers, at most the kernel's default
+            // `perf_event_max_stack` (127) of them; build-id stacks are not
+            // supported (there are no kernel build ids in user space).
+            if fl & !(f::NUMA_NODE | f::RDONLY | f::WRONLY) != 0 {
+                return Err(einval(
+                    "stack trace: only BPF_F_NUMA_NODE and access flags are supported",
+                ));
+            }
+            if k != 4 || v < 8 || v % 8 != 0 {
+                return Err(einval(
+                    "stack trace: key_size 4, value_size a multiple of 8",
+                ));
+            }
+            if v / 8 > 127 {
+                return Err(einval(
+                    "stack trace: at most 127 frames (perf_event_max_stack)",
+                ));
+            }
+        }
         Hash | PercpuHash | LruHash | LruPercpuHash | HashOfMaps => {
             let lru = matches!(spec.map_type, LruHash | LruPercpuHash);
             let percpu = matches!(spec.map_type, PercpuHash | LruPercpuHash);

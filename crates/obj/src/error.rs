@@ -40,7 +40,7 @@ pub enum ObjError {
     UndefinedFunction { program: String, function: String },
     #[error("extern `{name}` ({what}) is not supported")]
     UnsupportedExtern { name: String, what: &'static str },
-    #[error("program `{program}` in section `{section}` has type {kind}, which bpfjet cannot run{}",
+    #[error("program `{program}` in section `{section}` has type {kind}, which bpfjet cannot run on packets{}",
         crate::prog_kind::unsupported_suffix(.kind, .section))]
     UnsupportedProgram {
         program: String,

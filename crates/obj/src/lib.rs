@@ -66,5 +66,8 @@ pub use core::{KernelBtf, TargetBtf};
 pub use error::ObjError;
 pub use maps::{spin_lock_offset, MapSlotInit, SlotTarget};
 pub use object::{license_is_gpl_compatible, load, load_file, load_file_with, load_with, Object};
-pub use prog_kind::{force_type_hint, KernelProgType, ProgKind, XdpAttach};
+pub use prog_kind::{
+    force_type_hint, KernelProgType, ProbeFlavor, ProbeSection, ProbeTarget, ProgKind, ProgType,
+    XdpAttach,
+};
 pub use program::{FuncInfo, LineInfo, Program};

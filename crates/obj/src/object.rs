@@ -73,14 +73,15 @@ impl Object {
         }
     }
 
-    /// The program to run: the one named `name`, or else the first supported
-    /// one; an error names the program and its type if bpfjet cannot run it.
+    /// The XDP program to run on packets: the one named `name`, or else the
+    /// first XDP one; an error names the program and its type if it is not
+    /// XDP (tracing programs run through the runtime's tracing objects).
     pub fn runnable_program(&self, name: Option<&str>) -> Result<&Program, ObjError> {
         let prog = match name {
             Some(n) => self
                 .program(n)
                 .ok_or_else(|| ObjError::NoSuchProgram(n.to_string()))?,
-            None => match self.programs.iter().find(|p| p.kind.is_supported()) {
+            None => match self.programs.iter().find(|p| p.kind.is_xdp()) {
                 Some(p) => p,
                 None => self
                     .programs
@@ -88,7 +89,7 @@ impl Object {
                     .ok_or_else(|| ObjError::NoSuchProgram("<any>".into()))?,
             },
         };
-        if !prog.kind.is_supported() {
+        if !prog.kind.is_xdp() {
             return Err(ObjError::UnsupportedProgram {
                 program: prog.name.clone(),
                 section: prog.section.clone(),

@@ -25,6 +25,155 @@ pub enum XdpAttach {
     Cpumap,
 }
 
+/// The kernel's `enum bpf_prog_type` for the program types bpfjet verifies
+/// and runs: the one numbering every crate uses (the verifier's context
+/// rules and helper sets, the runtime's contexts and helper registries, the
+/// kernel crate's `BPF_PROG_LOAD`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[repr(u32)]
+pub enum ProgType {
+    /// `BPF_PROG_TYPE_KPROBE`: kprobes, uprobes, USDT; context `struct pt_regs`.
+    Kprobe = 2,
+    /// `BPF_PROG_TYPE_TRACEPOINT`: context the tracepoint's raw record.
+    Tracepoint = 5,
+    /// `BPF_PROG_TYPE_XDP`: context `struct xdp_md`.
+    Xdp = 6,
+    /// `BPF_PROG_TYPE_RAW_TRACEPOINT`: context the tracepoint's `u64` arguments.
+    RawTracepoint = 17,
+}
+
+impl ProgType {
+    /// libbpf's name of the type (`bpf_prog_type__str`).
+    pub fn name(self) -> &'static str {
+        match self {
+            ProgType::Kprobe => "kprobe",
+            ProgType::Tracepoint => "tracepoint",
+            ProgType::Xdp => "xdp",
+            ProgType::RawTracepoint => "raw_tracepoint",
+        }
+    }
+
+    /// The kernel's number for the type.
+    pub fn kernel_id(self) -> u32 {
+        self as u32
+    }
+
+    /// Kprobe, tracepoint and raw tracepoint programs: run inside a traced
+    /// process, with the tracing helper set.
+    pub fn is_tracing(self) -> bool {
+        !matches!(self, ProgType::Xdp)
+    }
+}
+
+impl fmt::Display for ProgType {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// Which kprobe-type section a program came from (libbpf's section
+/// prefixes of `BPF_PROG_TYPE_KPROBE`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum ProbeFlavor {
+    Kprobe,
+    Kretprobe,
+    KprobeMulti,
+    KretprobeMulti,
+    KprobeSession,
+    Ksyscall,
+    Kretsyscall,
+    Uprobe,
+    Uretprobe,
+    UprobeMulti,
+    UretprobeMulti,
+    UprobeSession,
+    Usdt,
+}
+
+impl ProbeFlavor {
+    /// A probe on user-space code (uprobe, uretprobe, their multi and
+    /// session forms, USDT): what bpfjet attaches inside a process.
+    pub fn is_user(self) -> bool {
+        matches!(
+            self,
+            ProbeFlavor::Uprobe
+                | ProbeFlavor::Uretprobe
+                | ProbeFlavor::UprobeMulti
+                | ProbeFlavor::UretprobeMulti
+                | ProbeFlavor::UprobeSession
+                | ProbeFlavor::Usdt
+        )
+    }
+
+    /// Runs when the probed function returns (r0 of `pt_regs` holds the
+    /// return value) rather than at its entry.
+    pub fn is_return(self) -> bool {
+        matches!(
+            self,
+            ProbeFlavor::Kretprobe
+                | ProbeFlavor::KretprobeMulti
+                | ProbeFlavor::Kretsyscall
+                | ProbeFlavor::Uretprobe
+                | ProbeFlavor::UretprobeMulti
+        )
+    }
+
+    /// The kernel's `expected_attach_type` for the flavor (`enum
+    /// bpf_attach_type`): multi and session probes are loaded as such, the
+    /// others with 0.
+    pub fn expected_attach_type(self) -> u32 {
+        /// `BPF_TRACE_KPROBE_MULTI`, `BPF_TRACE_UPROBE_MULTI`,
+        /// `BPF_TRACE_KPROBE_SESSION`, `BPF_TRACE_UPROBE_SESSION`.
+        const KPROBE_MULTI: u32 = 42;
+        const UPROBE_MULTI: u32 = 48;
+        const KPROBE_SESSION: u32 = 56;
+        const UPROBE_SESSION: u32 = 57;
+        match self {
+            ProbeFlavor::KprobeMulti | ProbeFlavor::KretprobeMulti => KPROBE_MULTI,
+            ProbeFlavor::UprobeMulti | ProbeFlavor::UretprobeMulti => UPROBE_MULTI,
+            ProbeFlavor::KprobeSession => KPROBE_SESSION,
+            ProbeFlavor::UprobeSession => UPROBE_SESSION,
+            _ => 0,
+        }
+    }
+}
+
+/// Where a probe section says to attach. Empty parts (`SEC("uprobe")`)
+/// mean the loader names the target at attach time, as with libbpf's
+/// `bpf_program__attach_uprobe()`.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum ProbeTarget {
+    /// No target in the section name.
+    Unspecified,
+    /// `kprobe/FUNC[+OFF]`, `ksyscall/NAME`, `kprobe.multi/PATTERN`: a kernel
+    /// function (or pattern). bpfjet runs in user space and cannot attach
+    /// these; they are parsed so the error can say what was asked.
+    Kernel { function: String, offset: u64 },
+    /// `uprobe/PATH:SYMBOL[+OFF]`, `uprobe/PATH:OFFSET`,
+    /// `uprobe.multi/PATH:PATTERN`: code in the binary or library `path`.
+    /// `symbol` is empty for a raw file offset; for multi probes it is a
+    /// glob pattern.
+    User {
+        path: String,
+        symbol: String,
+        offset: u64,
+    },
+    /// `usdt/PATH:PROVIDER:NAME`.
+    Usdt {
+        path: String,
+        provider: String,
+        name: String,
+    },
+}
+
+/// A kprobe-type program's section: flavor, sleepable (`.s`), target.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct ProbeSection {
+    pub flavor: ProbeFlavor,
+    pub sleepable: bool,
+    pub target: ProbeTarget,
+}
+
 /// What kind of program an executable section holds.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub enum ProgKind {
@@ -35,9 +184,17 @@ pub enum ProgKind {
     /// `xdp/devmap`, `xdp/cpumap`, `xdp.frags/devmap`, `xdp.frags/cpumap`:
     /// XDP programs run by a DEVMAP or CPUMAP entry.
     XdpMapEntry { attach: XdpAttach, frags: bool },
+    /// `kprobe`, `kretprobe`, `uprobe`, `uretprobe`, `uprobe.multi`, `usdt`,
+    /// ... (`BPF_PROG_TYPE_KPROBE`, context `struct pt_regs`).
+    Probe(ProbeSection),
+    /// `tracepoint/CATEGORY/NAME`, `tp/CATEGORY/NAME` (both empty for a
+    /// bare `tracepoint`).
+    Tracepoint { category: String, name: String },
+    /// `raw_tracepoint/NAME`, `raw_tp/NAME` (empty for a bare section).
+    RawTracepoint { name: String },
     /// A type bpfjet recognises but cannot run; holds libbpf's name for the
-    /// type (`sched_cls`, `kprobe`, ...), or `unknown` for a section name that
-    /// matches no libbpf 1.x section definition.
+    /// type (`sched_cls`, `tracing`, ...), or `unknown` for a section name
+    /// that matches no libbpf 1.x section definition.
     Unsupported(String),
 }
 
@@ -208,6 +365,136 @@ const XDP_DEFS: &[(&str, Match, ProgKind)] = &[
     ("xdp", Match::Exact, ProgKind::Xdp),
 ];
 
+/// libbpf's kprobe-type sections: prefix, flavor, sleepable.
+const PROBE_DEFS: &[(&str, ProbeFlavor, bool)] = &[
+    ("kprobe", ProbeFlavor::Kprobe, false),
+    ("uprobe", ProbeFlavor::Uprobe, false),
+    ("uprobe.s", ProbeFlavor::Uprobe, true),
+    ("kretprobe", ProbeFlavor::Kretprobe, false),
+    ("uretprobe", ProbeFlavor::Uretprobe, false),
+    ("uretprobe.s", ProbeFlavor::Uretprobe, true),
+    ("kprobe.multi", ProbeFlavor::KprobeMulti, false),
+    ("kretprobe.multi", ProbeFlavor::KretprobeMulti, false),
+    ("kprobe.session", ProbeFlavor::KprobeSession, false),
+    ("uprobe.multi", ProbeFlavor::UprobeMulti, false),
+    ("uretprobe.multi", ProbeFlavor::UretprobeMulti, false),
+    ("uprobe.session", ProbeFlavor::UprobeSession, false),
+    ("uprobe.multi.s", ProbeFlavor::UprobeMulti, true),
+    ("uretprobe.multi.s", ProbeFlavor::UretprobeMulti, true),
+    ("uprobe.session.s", ProbeFlavor::UprobeSession, true),
+    ("ksyscall", ProbeFlavor::Ksyscall, false),
+    ("kretsyscall", ProbeFlavor::Kretsyscall, false),
+    ("usdt", ProbeFlavor::Usdt, false),
+    ("usdt.s", ProbeFlavor::Usdt, true),
+];
+
+/// A number as libbpf's `sscanf("%li")` reads it: decimal, `0x` hex or
+/// leading-`0` octal.
+fn parse_c_number(text: &str) -> Option<u64> {
+    if let Some(hex) = text.strip_prefix("0x").or_else(|| text.strip_prefix("0X")) {
+        u64::from_str_radix(hex, 16).ok()
+    } else if text.len() > 1 && text.starts_with('0') {
+        u64::from_str_radix(&text[1..], 8).ok()
+    } else {
+        text.parse().ok()
+    }
+}
+
+/// `SYMBOL[+OFF]` (libbpf: `%m[a-zA-Z0-9_.@]%li`), or a bare number: a
+/// raw offset with no symbol.
+fn parse_symbol_offset(text: &str) -> (String, u64) {
+    if let Some(offset) = parse_c_number(text) {
+        return (String::new(), offset);
+    }
+    match text.split_once('+') {
+        Some((symbol, off)) => match parse_c_number(off) {
+            Some(offset) => (symbol.to_string(), offset),
+            None => (text.to_string(), 0),
+        },
+        None => (text.to_string(), 0),
+    }
+}
+
+fn probe_target(flavor: ProbeFlavor, rest: &str) -> ProbeTarget {
+    if rest.is_empty() {
+        return ProbeTarget::Unspecified;
+    }
+    if !flavor.is_user() {
+        let (function, offset) = parse_symbol_offset(rest);
+        return ProbeTarget::Kernel { function, offset };
+    }
+    if flavor == ProbeFlavor::Usdt {
+        // PATH:PROVIDER:NAME; the path may itself hold no colon.
+        let mut parts = rest.rsplitn(3, ':');
+        let name = parts.next().unwrap_or_default().to_string();
+        let provider = parts.next().unwrap_or_default().to_string();
+        let path = parts.next().unwrap_or_default().to_string();
+        return ProbeTarget::Usdt {
+            path,
+            provider,
+            name,
+        };
+    }
+    match rest.rsplit_once(':') {
+        Some((path, func)) => {
+            let (symbol, offset) = match flavor {
+                // A multi probe's target is a glob pattern, never an offset.
+                ProbeFlavor::UprobeMulti
+                | ProbeFlavor::UretprobeMulti
+                | ProbeFlavor::UprobeSession => (func.to_string(), 0),
+                _ => parse_symbol_offset(func),
+            };
+            ProbeTarget::User {
+                path: path.to_string(),
+                symbol,
+                offset,
+            }
+        }
+        None => ProbeTarget::User {
+            path: rest.to_string(),
+            symbol: String::new(),
+            offset: 0,
+        },
+    }
+}
+
+/// The tracing types of a section, if it names one (libbpf's kprobe,
+/// tracepoint and raw tracepoint entries).
+fn tracing_kind(section: &str) -> Option<ProgKind> {
+    let split = |prefix: &str| -> Option<String> {
+        let rest = section.strip_prefix(prefix)?;
+        if rest.is_empty() {
+            Some(String::new())
+        } else {
+            rest.strip_prefix('/').map(str::to_string)
+        }
+    };
+    for (prefix, flavor, sleepable) in PROBE_DEFS {
+        if let Some(rest) = split(prefix) {
+            return Some(ProgKind::Probe(ProbeSection {
+                flavor: *flavor,
+                sleepable: *sleepable,
+                target: probe_target(*flavor, &rest),
+            }));
+        }
+    }
+    for prefix in ["tracepoint", "tp"] {
+        if let Some(rest) = split(prefix) {
+            let (category, name) = rest.split_once('/').unwrap_or((rest.as_str(), ""));
+            return Some(ProgKind::Tracepoint {
+                category: category.to_string(),
+                name: name.to_string(),
+            });
+        }
+    }
+    for prefix in ["raw_tracepoint", "raw_tp"] {
+        if let Some(name) = split(prefix) {
+            return Some(ProgKind::RawTracepoint { name });
+        }
+    }
+    None
+}
+
 /// Section names libbpf < 1.0 loaded as XDP and libbpf 1.x does not
 /// recognise: its sloppy `xdp` prefix (`xdp_prog`, `xdp/custom`) and the
 /// old `xdp_devmap/`, `xdp_cpumap/` prefixes.
@@ -228,6 +515,9 @@ impl ProgKind {
         {
             return kind.clone();
         }
+        if let Some(kind) = tracing_kind(section) {
+            return kind;
+        }
         let name = SECTION_DEFS
             .iter()
             .find(|(name, how, _)| matches(section, name, *how))
@@ -242,10 +532,12 @@ impl ProgKind {
         match ProgKind::from_section(name) {
             ProgKind::Unsupported(t) if t == "unknown" => Err(format!(
                 "unknown program type `{name}` (bpfjet runs xdp, xdp.frags, xdp/devmap, \
-                 xdp/cpumap, xdp.frags/devmap, xdp.frags/cpumap)"
+                 xdp/cpumap, xdp.frags/devmap, xdp.frags/cpumap, kprobe, uprobe, \
+                 tracepoint, raw_tracepoint)"
             )),
             ProgKind::Unsupported(t) => Err(format!(
-                "program type `{name}` ({t}) cannot be run by bpfjet, which runs XDP programs"
+                "program type `{name}` ({t}) cannot be run by bpfjet, which runs XDP, \
+                 kprobe, tracepoint and raw_tracepoint programs"
             )),
             kind => Ok(kind),
         }
@@ -264,14 +556,46 @@ impl ProgKind {
             .map(|(_, _, t)| *t)
     }
 
-    /// Whether bpfjet can run programs of this kind.
+    /// Whether bpfjet can verify and run programs of this kind.
     pub fn is_supported(&self) -> bool {
-        !matches!(self, ProgKind::Unsupported(_))
+        self.prog_type().is_some()
+    }
+
+    /// The kernel program type of this kind, `None` for kinds bpfjet does
+    /// not run.
+    pub fn prog_type(&self) -> Option<ProgType> {
+        match self {
+            ProgKind::Xdp | ProgKind::XdpFrags | ProgKind::XdpMapEntry { .. } => {
+                Some(ProgType::Xdp)
+            }
+            ProgKind::Probe(_) => Some(ProgType::Kprobe),
+            ProgKind::Tracepoint { .. } => Some(ProgType::Tracepoint),
+            ProgKind::RawTracepoint { .. } => Some(ProgType::RawTracepoint),
+            ProgKind::Unsupported(_) => None,
+        }
     }
 
     /// XDP of any attach point.
     pub fn is_xdp(&self) -> bool {
-        self.is_supported()
+        self.prog_type() == Some(ProgType::Xdp)
+    }
+
+    /// Kprobe, tracepoint or raw tracepoint.
+    pub fn is_tracing(&self) -> bool {
+        self.prog_type().is_some_and(ProgType::is_tracing)
+    }
+
+    /// The probe section of a kprobe-type program.
+    pub fn probe(&self) -> Option<&ProbeSection> {
+        match self {
+            ProgKind::Probe(p) => Some(p),
+            _ => None,
+        }
+    }
+
+    /// Sleepable (`uprobe.s`, `usdt.s`, ...: `BPF_F_SLEEPABLE`).
+    pub fn is_sleepable(&self) -> bool {
+        self.probe().is_some_and(|p| p.sleepable)
     }
 
     /// Accepts multi-buffer packets (`BPF_F_XDP_HAS_FRAGS`).
@@ -287,7 +611,7 @@ impl ProgKind {
         match self {
             ProgKind::Xdp | ProgKind::XdpFrags => Some(XdpAttach::Device),
             ProgKind::XdpMapEntry { attach, .. } => Some(*attach),
-            ProgKind::Unsupported(_) => None,
+            _ => None,
         }
     }
 
@@ -295,22 +619,34 @@ impl ProgKind {
     /// load flags for this kind, for loading the same program into the
     /// kernel with an overridden type. `None` for kinds bpfjet cannot run.
     pub fn kernel_load_type(&self) -> Option<KernelProgType> {
-        /// `BPF_PROG_TYPE_XDP`, `BPF_XDP`, `BPF_XDP_DEVMAP`, `BPF_XDP_CPUMAP`,
-        /// `BPF_F_XDP_HAS_FRAGS` from `linux/bpf.h`.
-        const PROG_TYPE_XDP: u32 = 6;
+        /// `BPF_XDP`, `BPF_XDP_DEVMAP`, `BPF_XDP_CPUMAP`,
+        /// `BPF_F_XDP_HAS_FRAGS`, `BPF_F_SLEEPABLE` from `linux/bpf.h`.
         const ATTACH_XDP: u32 = 37;
         const ATTACH_XDP_DEVMAP: u32 = 33;
         const ATTACH_XDP_CPUMAP: u32 = 35;
         const F_XDP_HAS_FRAGS: u32 = 1 << 5;
-        let attach = match self.xdp_attach()? {
-            XdpAttach::Device => ATTACH_XDP,
-            XdpAttach::Devmap => ATTACH_XDP_DEVMAP,
-            XdpAttach::Cpumap => ATTACH_XDP_CPUMAP,
+        const F_SLEEPABLE: u32 = 1 << 4;
+        let prog_type = self.prog_type()?.kernel_id();
+        let (expected_attach_type, prog_flags) = match self {
+            ProgKind::Probe(p) => (
+                p.flavor.expected_attach_type(),
+                if p.sleepable { F_SLEEPABLE } else { 0 },
+            ),
+            ProgKind::Tracepoint { .. } | ProgKind::RawTracepoint { .. } => (0, 0),
+            _ => {
+                let attach = match self.xdp_attach()? {
+                    XdpAttach::Device => ATTACH_XDP,
+                    XdpAttach::Devmap => ATTACH_XDP_DEVMAP,
+                    XdpAttach::Cpumap => ATTACH_XDP_CPUMAP,
+                };
+                let flags = if self.has_frags() { F_XDP_HAS_FRAGS } else { 0 };
+                (attach, flags)
+            }
         };
         Some(KernelProgType {
-            prog_type: PROG_TYPE_XDP,
-            expected_attach_type: attach,
-            prog_flags: if self.has_frags() { F_XDP_HAS_FRAGS } else { 0 },
+            prog_type,
+            expected_attach_type,
+            prog_flags,
         })
     }
 
@@ -339,6 +675,9 @@ impl ProgKind {
                 attach: XdpAttach::Device,
                 ..
             } => "xdp",
+            ProgKind::Probe(_) => "kprobe",
+            ProgKind::Tracepoint { .. } => "tracepoint",
+            ProgKind::RawTracepoint { .. } => "raw_tracepoint",
             ProgKind::Unsupported(t) => t,
         }
     }
@@ -385,6 +724,122 @@ pub fn unsupported_suffix(kind: &str, section: &str) -> String {
 mod tests {
     use super::*;
 
+    fn user(flavor: ProbeFlavor, path: &str, symbol: &str, offset: u64) -> ProgKind {
+        ProgKind::Probe(ProbeSection {
+            flavor,
+            sleepable: false,
+            target: ProbeTarget::User {
+                path: path.into(),
+                symbol: symbol.into(),
+                offset,
+            },
+        })
+    }
+
+    #[test]
+    fn tracing_sections() {
+        let cases = [
+            (
+                "uprobe//usr/lib/libc.so.6:malloc",
+                user(ProbeFlavor::Uprobe, "/usr/lib/libc.so.6", "malloc", 0),
+            ),
+            (
+                "uretprobe/./a.out:f+0x10",
+                user(ProbeFlavor::Uretprobe, "./a.out", "f", 16),
+            ),
+            (
+                "uprobe/bin:0x1234",
+                user(ProbeFlavor::Uprobe, "bin", "", 0x1234),
+            ),
+            (
+                "uprobe.multi/libc.so.6:str*",
+                user(ProbeFlavor::UprobeMulti, "libc.so.6", "str*", 0),
+            ),
+            (
+                "usdt/libc.so.6:libc:setjmp",
+                ProgKind::Probe(ProbeSection {
+                    flavor: ProbeFlavor::Usdt,
+                    sleepable: false,
+                    target: ProbeTarget::Usdt {
+                        path: "libc.so.6".into(),
+                        provider: "libc".into(),
+                        name: "setjmp".into(),
+                    },
+                }),
+            ),
+            (
+                "kprobe/do_sys_open+8",
+                ProgKind::Probe(ProbeSection {
+                    flavor: ProbeFlavor::Kprobe,
+                    sleepable: false,
+                    target: ProbeTarget::Kernel {
+                        function: "do_sys_open".into(),
+                        offset: 8,
+                    },
+                }),
+            ),
+            (
+                "uprobe",
+                ProgKind::Probe(ProbeSection {
+                    flavor: ProbeFlavor::Uprobe,
+                    sleepable: false,
+                    target: ProbeTarget::Unspecified,
+                }),
+            ),
+            (
+                "tracepoint/syscalls/sys_enter_read",
+                ProgKind::Tracepoint {
+                    category: "syscalls".into(),
+                    name: "sys_enter_read".into(),
+                },
+            ),
+            (
+                "tp/syscalls/sys_exit_write",
+                ProgKind::Tracepoint {
+                    category: "syscalls".into(),
+                    name: "sys_exit_write".into(),
+                },
+            ),
+            (
+                "raw_tp/sys_enter",
+                ProgKind::RawTracepoint {
+                    name: "sys_enter".into(),
+                },
+            ),
+            (
+                "raw_tracepoint/sys_exit",
+                ProgKind::RawTracepoint {
+                    name: "sys_exit".into(),
+                },
+            ),
+            ("kprobex", ProgKind::Unsupported("unknown".into())),
+            ("tpx/a", ProgKind::Unsupported("unknown".into())),
+        ];
+        for (section, kind) in cases {
+            assert_eq!(ProgKind::from_section(section), kind, "{section}");
+        }
+        let s = ProgKind::from_section("uprobe.s/bin:f");
+        assert!(s.is_sleepable() && s.is_tracing() && !s.is_xdp());
+        assert_eq!(
+            s.kernel_load_type(),
+            Some(KernelProgType {
+                prog_type: 2,
+                expected_attach_type: 0,
+                prog_flags: 16
+            })
+        );
+        assert_eq!(
+            ProgKind::from_section("uprobe.multi/bin:f*")
+                .kernel_load_type()
+                .map(|k| k.expected_attach_type),
+            Some(48)
+        );
+        assert_eq!(
+            ProgKind::from_section("tp/syscalls/sys_enter_read").prog_type(),
+            Some(ProgType::Tracepoint)
+        );
+    }
+
     #[test]
     fn section_names() {
         let devmap = ProgKind::XdpMapEntry {
@@ -409,10 +864,12 @@ mod tests {
             ("tc", ProgKind::Unsupported("sched_cls".into())),
             ("tc/ingress", ProgKind::Unsupported("sched_cls".into())),
             ("tc/other", ProgKind::Unsupported("unknown".into())),
-            ("kprobe/sys_open", ProgKind::Unsupported("kprobe".into())),
-            ("kprobe", ProgKind::Unsupported("kprobe".into())),
             ("kprobex", ProgKind::Unsupported("unknown".into())),
             ("fentry.s/foo", ProgKind::Unsupported("tracing".into())),
+            (
+                "raw_tracepoint.w/x",
+                ProgKind::Unsupported("raw_tracepoint_writable".into()),
+            ),
             (
                 "cgroup/connect4",
                 ProgKind::Unsupported("cgroup_sock_addr".into()),

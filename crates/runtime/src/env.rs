@@ -1,11 +1,13 @@
 //! What kernel helpers reach through [`HelperCtx::user_ctx`](crate::HelperCtx):
-//! the object's maps (shared by every run) and the state of one XDP run
-//! (frame, CPU slot, open ring-buffer reservations, held spin locks, the
-//! trace log).
+//! the object's maps (shared by every run), the run environment every
+//! helper may use ([`RunEnv`]: CPU slot, open ring-buffer reservations, held
+//! spin locks, the trace log, ...) and the XDP context around it
+//! ([`XdpEnv`]: frame, FIB, redirect target).
 
 use crate::helpers::fib::Fib;
 use crate::xdp::XdpFrame;
 use bpfjet_maps::{Instance, Map};
+use std::any::Any;
 use std::collections::HashMap;
 use std::sync::{Arc, PoisonError, RwLock};
 
@@ -79,14 +81,15 @@ impl ObjectMaps {
     }
 }
 
-/// The per-run context of an XDP program: everything a helper needs that is
-/// not in the program's registers.
-pub struct XdpEnv {
-    pub(crate) frame: XdpFrame,
+/// What every helper may use, whatever the program type: the maps, the
+/// CPU slot, open ring-buffer reservations, held spin locks, the trace log,
+/// the random-number state and callback keys. Each program type's per-run
+/// context embeds one ([`XdpEnv`], [`TracingEnv`](crate::tracing::TracingEnv))
+/// and [`run_env`] finds it behind a helper's opaque per-run context.
+pub struct RunEnv {
     /// The CPU slot: per-CPU map values and `bpf_get_smp_processor_id`.
     pub(crate) cpu: u32,
     pub(crate) maps: Arc<ObjectMaps>,
-    pub(crate) fib: Option<Arc<Fib>>,
     /// Ring-buffer samples reserved and not yet submitted or discarded:
     /// (address, size).
     pub(crate) reservations: Vec<(u64, u64)>,
@@ -98,64 +101,64 @@ pub struct XdpEnv {
     /// Keys handed to `bpf_for_each_map_elem` callbacks; kept alive for the
     /// whole run because a callback may keep the pointer.
     pub(crate) callback_keys: Vec<Box<[u8]>>,
-    /// Where the last redirect helper call of the run sent the frame (the
-    /// kernel's per-CPU redirect info): set on success, cleared on a miss,
-    /// read by data-plane runners when the program returns XDP_REDIRECT.
-    pub(crate) redirect: Option<crate::worker::RedirectTo>,
 }
 
-impl std::fmt::Debug for XdpEnv {
+impl std::fmt::Debug for RunEnv {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("XdpEnv")
-            .field("frame", &self.frame)
+        f.debug_struct("RunEnv")
             .field("cpu", &self.cpu)
             .finish_non_exhaustive()
     }
 }
 
-impl XdpEnv {
-    /// Record the target of a redirect helper call (`None`: the call missed).
-    /// Engines that compile the redirect helpers in call this exactly where
-    /// the runtime's helpers do.
-    pub fn record_redirect(&mut self, to: Option<crate::worker::RedirectTo>) {
-        self.redirect = to;
+/// The run environment inside a helper's per-run context: an [`XdpEnv`],
+/// a [`TracingEnv`](crate::tracing::TracingEnv) or a bare [`RunEnv`]. A new
+/// program type's context is added here.
+pub fn run_env<'a>(user: &'a mut (dyn Any + 'static)) -> Option<&'a mut RunEnv> {
+    if user.is::<XdpEnv>() {
+        return user.downcast_mut::<XdpEnv>().map(|e| &mut e.run);
     }
-
-    /// The target the run's last redirect helper call recorded, cleared.
-    pub fn take_redirect(&mut self) -> Option<crate::worker::RedirectTo> {
-        self.redirect.take()
+    if user.is::<crate::tracing::TracingEnv>() {
+        return user
+            .downcast_mut::<crate::tracing::TracingEnv>()
+            .map(|e| &mut e.run);
     }
+    user.downcast_mut::<RunEnv>()
+}
 
-    pub fn new(frame: XdpFrame, cpu: u32, maps: Arc<ObjectMaps>, fib: Option<Arc<Fib>>) -> XdpEnv {
-        XdpEnv {
-            frame,
+/// [`run_env`] for reading.
+pub fn run_env_ref<'a>(user: &'a (dyn Any + 'static)) -> Option<&'a RunEnv> {
+    if let Some(e) = user.downcast_ref::<XdpEnv>() {
+        return Some(&e.run);
+    }
+    if let Some(e) = user.downcast_ref::<crate::tracing::TracingEnv>() {
+        return Some(&e.run);
+    }
+    user.downcast_ref::<RunEnv>()
+}
+
+impl RunEnv {
+    pub fn new(cpu: u32, maps: Arc<ObjectMaps>) -> RunEnv {
+        RunEnv {
             cpu,
             maps,
-            fib,
             reservations: Vec::new(),
             held_locks: Vec::new(),
             trace: Vec::new(),
             prng: seed(cpu),
             callback_keys: Vec::new(),
-            redirect: None,
         }
-    }
-
-    #[inline]
-    pub fn frame(&self) -> &XdpFrame {
-        &self.frame
-    }
-
-    /// The frame, for harnesses that reset it between runs
-    /// ([`XdpFrame::reset`]).
-    #[inline]
-    pub fn frame_mut(&mut self) -> &mut XdpFrame {
-        &mut self.frame
     }
 
     #[inline]
     pub fn cpu(&self) -> u32 {
         self.cpu
+    }
+
+    /// Change the CPU slot (a tracing run takes a slot per run).
+    #[inline]
+    pub fn set_cpu(&mut self, cpu: u32) {
+        self.cpu = cpu;
     }
 
     /// The maps the run's program may name.
@@ -166,7 +169,7 @@ impl XdpEnv {
     /// Record a ring-buffer sample the program reserved (for engines that
     /// call `Map::ringbuf_reserve` themselves, as `bpf_ringbuf_reserve`
     /// does): submit and discard accept only live samples, and one left
-    /// over is discarded by [`XdpEnv::release_leftovers`].
+    /// over is discarded by [`RunEnv::release_leftovers`].
     pub fn track_reservation(&mut self, addr: u64, size: u64) {
         self.reservations.push((addr, size));
     }
@@ -181,6 +184,11 @@ impl XdpEnv {
     /// Lines `bpf_trace_printk` wrote so far.
     pub fn trace_log(&self) -> &[String] {
         &self.trace
+    }
+
+    /// Take the lines `bpf_trace_printk` wrote so far.
+    pub fn take_trace_log(&mut self) -> Vec<String> {
+        std::mem::take(&mut self.trace)
     }
 
     /// Release what a program left behind. The kernel verifier rejects a
@@ -218,12 +226,6 @@ impl XdpEnv {
         notes
     }
 
-    /// Start another run on the same frame (the kernel's `repeat`): per-run
-    /// bookkeeping is reset, the packet is not.
-    pub(crate) fn begin_run(&mut self) {
-        self.callback_keys.clear();
-    }
-
     pub(crate) fn next_random(&mut self) -> u32 {
         // xorshift64*: helpers need cheap, well-spread numbers, not secrecy.
         let mut x = self.prng;
@@ -232,6 +234,90 @@ impl XdpEnv {
         x ^= x >> 27;
         self.prng = x;
         (x.wrapping_mul(0x2545_f491_4f6c_dd1d) >> 32) as u32
+    }
+}
+
+/// The per-run context of an XDP program: the run environment every helper
+/// uses plus what only XDP helpers use (the frame, the FIB, the redirect
+/// target). Dereferences to its [`RunEnv`].
+pub struct XdpEnv {
+    pub(crate) run: RunEnv,
+    pub(crate) frame: XdpFrame,
+    pub(crate) fib: Option<Arc<Fib>>,
+    /// Where the last redirect helper call of the run sent the frame (the
+    /// kernel's per-CPU redirect info): set on success, cleared on a miss,
+    /// read by data-plane runners when the program returns XDP_REDIRECT.
+    pub(crate) redirect: Option<crate::worker::RedirectTo>,
+}
+
+impl std::ops::Deref for XdpEnv {
+    type Target = RunEnv;
+    #[inline]
+    fn deref(&self) -> &RunEnv {
+        &self.run
+    }
+}
+
+impl std::ops::DerefMut for XdpEnv {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut RunEnv {
+        &mut self.run
+    }
+}
+
+impl std::fmt::Debug for XdpEnv {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("XdpEnv")
+            .field("frame", &self.frame)
+            .field("cpu", &self.run.cpu)
+            .finish_non_exhaustive()
+    }
+}
+
+impl XdpEnv {
+    /// Record the target of a redirect helper call (`None`: the call missed).
+    /// Engines that compile the redirect helpers in call this exactly where
+    /// the runtime's helpers do.
+    pub fn record_redirect(&mut self, to: Option<crate::worker::RedirectTo>) {
+        self.redirect = to;
+    }
+
+    /// The target the run's last redirect helper call recorded, cleared.
+    pub fn take_redirect(&mut self) -> Option<crate::worker::RedirectTo> {
+        self.redirect.take()
+    }
+
+    pub fn new(frame: XdpFrame, cpu: u32, maps: Arc<ObjectMaps>, fib: Option<Arc<Fib>>) -> XdpEnv {
+        XdpEnv {
+            run: RunEnv::new(cpu, maps),
+            frame,
+            fib,
+            redirect: None,
+        }
+    }
+
+    #[inline]
+    pub fn frame(&self) -> &XdpFrame {
+        &self.frame
+    }
+
+    /// The frame, for harnesses that reset it between runs
+    /// ([`XdpFrame::reset`]).
+    #[inline]
+    pub fn frame_mut(&mut self) -> &mut XdpFrame {
+        &mut self.frame
+    }
+
+    /// The run environment every helper uses.
+    #[inline]
+    pub fn run_env(&mut self) -> &mut RunEnv {
+        &mut self.run
+    }
+
+    /// Start another run on the same frame (the kernel's `repeat`): per-run
+    /// bookkeeping is reset, the packet is not.
+    pub(crate) fn begin_run(&mut self) {
+        self.run.callback_keys.clear();
     }
 }
 

@@ -15,9 +15,11 @@ mod perf;
 mod printf;
 mod ringbuf;
 mod spin_lock;
+mod stack;
 mod strings;
 mod tail_call;
 mod time;
+mod tracing;
 mod xdp;
 
 pub use common::{check_map_use, map_use};
@@ -145,23 +147,59 @@ impl HelperRegistry {
     }
 }
 
-/// Every kernel helper bpfjet implements for XDP programs, by kernel id.
-/// They reach the run's frame, CPU slot and maps through an
-/// [`XdpEnv`](crate::env::XdpEnv) passed as the run's user context.
-pub fn xdp_helpers() -> HelperRegistry {
+/// The helpers every program type has (the kernel's `bpf_base_func_proto`
+/// as far as bpfjet implements it): maps, clocks, random numbers, CPU id,
+/// tail calls, ring buffers, `trace_printk`/`snprintf`, callbacks,
+/// `strncmp`. They reach the run's CPU slot and maps through the
+/// [`RunEnv`](crate::env::RunEnv) inside the run's per-run context
+/// ([`crate::env::run_env`]).
+fn base_helpers() -> HelperRegistry {
     let mut r = HelperRegistry::new();
     maps::register(&mut r);
     time::register(&mut r);
     tail_call::register(&mut r);
-    xdp::register(&mut r);
-    csum::register(&mut r);
     ringbuf::register(&mut r);
-    perf::register(&mut r);
     printf::register(&mut r);
     callbacks::register(&mut r);
-    spin_lock::register(&mut r);
     strings::register(&mut r);
+    r
+}
+
+/// Every kernel helper bpfjet implements for XDP programs, by kernel id:
+/// the base set plus the XDP ones, which reach the run's frame through an
+/// [`XdpEnv`](crate::env::XdpEnv) passed as the run's user context.
+pub fn xdp_helpers() -> HelperRegistry {
+    let mut r = base_helpers();
+    xdp::register(&mut r);
+    csum::register(&mut r);
+    perf::register_xdp(&mut r);
+    spin_lock::register(&mut r);
     fib::register(&mut r);
     mtu::register(&mut r);
     r
+}
+
+/// Every kernel helper bpfjet implements for a tracing program type
+/// (kprobe, tracepoint, raw tracepoint), by kernel id: the base set plus
+/// the kernel's `bpf_tracing_func_proto` helpers bpfjet runs (current
+/// task identity, `probe_read*`, stacks, `perf_event_output` on a tracing
+/// context, `get_func_ip`, `get_attach_cookie`). Which of them a given type
+/// may call is the verifier's per-type set
+/// (`bpfjet_verifier::proto::unavailable_reason`). They expect a
+/// [`TracingEnv`](crate::tracing::TracingEnv) as the run's user context.
+pub fn tracing_helpers() -> HelperRegistry {
+    let mut r = base_helpers();
+    tracing::register(&mut r);
+    stack::register(&mut r);
+    perf::register_tracing(&mut r);
+    r
+}
+
+/// The helper registry of a program type.
+pub fn helpers_for(prog_type: bpfjet_obj::ProgType) -> HelperRegistry {
+    if prog_type.is_tracing() {
+        tracing_helpers()
+    } else {
+        xdp_helpers()
+    }
 }

@@ -36,18 +36,19 @@ mod region;
 mod runtime_error;
 mod state;
 mod test_run;
+pub mod tracing;
 pub mod worker;
 pub mod xdp;
 
 pub use deployment::DeploymentObject;
 pub use dump::FOREIGN_PROGRAM_PREFIX;
-pub use env::{ObjectMaps, XdpEnv};
+pub use env::{run_env, run_env_ref, ObjectMaps, RunEnv, XdpEnv};
 pub use error::{Access, Fault, LoadError, TailCallError};
 pub use helper_ctx::{CallbackRunner, HelperCtx};
 pub use helpers::fib::{self, Fib, FibTable};
 pub use helpers::{
-    check_map_use, csum_diff, ids as helper_ids, kernel_helper_name, map_use, redirect_target,
-    strncmp, xdp_helpers, BPF_F_BROADCAST, BPF_F_EXCLUDE_INGRESS,
+    check_map_use, csum_diff, helpers_for, ids as helper_ids, kernel_helper_name, map_use,
+    redirect_target, strncmp, tracing_helpers, xdp_helpers, BPF_F_BROADCAST, BPF_F_EXCLUDE_INGRESS,
 };
 pub use helpers::{Helper, HelperFn, HelperRegistry};
 pub use loader::{possible_cpus, LoadedObject, ObjectOptions, VerifiedForm};

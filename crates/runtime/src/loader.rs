@@ -5,7 +5,7 @@
 
 use crate::env::{map_handle, ObjectMaps};
 use crate::helpers::fib::Fib;
-use crate::helpers::{kernel_helper_name, xdp_helpers, HelperRegistry};
+use crate::helpers::{kernel_helper_name, tracing_helpers, xdp_helpers, HelperRegistry};
 use crate::program::{LoadOptions, MapBinding, MemoryMode, Program};
 use crate::region::Region;
 use crate::runtime_error::RuntimeError;
@@ -247,7 +247,8 @@ impl LoadedObject {
         } else {
             Safety::Verify
         };
-        let helpers = Arc::new(xdp_helpers());
+        let xdp = Arc::new(xdp_helpers());
+        let tracing = Arc::new(tracing_helpers());
         let owners = dep::ProgArrayOwners::default();
         let mut programs = Vec::new();
         for (k, o) in objects.iter().enumerate() {
@@ -257,9 +258,14 @@ impl LoadedObject {
                 .collect();
             for p in &o.object.programs {
                 let name = bpfjet_maps::deployment::program_name(k, o.label, &p.name);
-                let (program, verified) = if p.kind.is_supported() {
+                let (program, verified) = if let Some(prog_type) = p.kind.prog_type() {
+                    let helpers = if prog_type.is_tracing() {
+                        &tracing
+                    } else {
+                        &xdp
+                    };
                     let (program, verified) =
-                        build_program(p, o.object, &helpers, &bindings, safety)?;
+                        build_program(p, prog_type, o.object, helpers, &bindings, safety)?;
                     // The kernel's PROG_ARRAY owner: the first program
                     // loaded that tail-calls through the map.
                     if let Some(insns) = verified.as_ref().map(|v| &v.insns) {
@@ -339,6 +345,16 @@ impl LoadedObject {
     pub fn verified(&self, name: &str) -> Result<Option<&VerifiedForm>, RuntimeError> {
         self.program(name)?;
         Ok(self.loaded_program(name)?.verified.as_ref())
+    }
+
+    /// The type of program `name` (its section's kind).
+    pub fn program_kind(&self, name: &str) -> Result<&ProgKind, RuntimeError> {
+        Ok(&self.loaded_program(name)?.kind)
+    }
+
+    /// The ELF section of program `name`.
+    pub fn program_section(&self, name: &str) -> Result<&str, RuntimeError> {
+        Ok(&self.loaded_program(name)?.section)
     }
 
     pub(crate) fn loaded_program(&self, name: &str) -> Result<&LoadedProgram, RuntimeError> {
@@ -665,6 +681,7 @@ fn ctx_field(field: bpfjet_verifier::XdpMdField) -> CtxField {
 
 fn build_program(
     p: &bpfjet_obj::Program,
+    prog_type: bpfjet_obj::ProgType,
     obj: &Object,
     helpers: &Arc<HelperRegistry>,
     bindings: &[MapBinding],
@@ -739,12 +756,12 @@ fn build_program(
                         }
                     })?;
                 }
-                if !kfunc.callable_from(bpfjet_verifier::ProgramType::Xdp) {
+                if !kfunc.callable_from(prog_type) {
                     return Err(RuntimeError::KfuncNotForProgramType {
                         program: p.name.clone(),
                         pc,
                         name: kfunc.name.to_string(),
-                        prog_type: "xdp".into(),
+                        prog_type: prog_type.to_string(),
                     });
                 }
                 kfuncs.register(crate::kfuncs::kfunc_helper(index as u32, kfunc));
@@ -756,6 +773,17 @@ fn build_program(
         program: p.name.clone(),
         source,
     };
+    if prog_type.is_tracing() && safety == Safety::BoundsChecked {
+        // The context is memory of the traced process that only the
+        // verifier's window rules make safe to read.
+        return Err(RuntimeError::Context {
+            program: p.name.clone(),
+            source: CtxError {
+                pc: 0,
+                reason: format!("{prog_type} programs run only verified (no bounds-checked mode)"),
+            },
+        });
+    }
     let (accesses, proven) = match safety {
         Safety::Verify => {
             let (accesses, facts, proof) = verify_program(p, obj, &decoded)?;
@@ -790,7 +818,11 @@ fn build_program(
                 .into(),
         }));
     }
-    rewrite_ctx_accesses(&mut insns, &accesses).map_err(context)?;
+    // Tracing contexts are read in place (`pt_regs`, the tracepoint record,
+    // the raw arguments); only `xdp_md` has a layout of bpfjet's own.
+    if !prog_type.is_tracing() {
+        rewrite_ctx_accesses(&mut insns, &accesses).map_err(context)?;
+    }
     let memory = match &proven {
         Some((_, proof)) => MemoryMode::Verified(*proof),
         None => MemoryMode::BoundsChecked,

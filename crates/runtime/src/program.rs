@@ -129,6 +129,11 @@ impl Program {
         &self.inner.insns
     }
 
+    /// The helpers the program's helper calls are bound to (its type's set).
+    pub fn helpers(&self) -> &Arc<HelperRegistry> {
+        &self.inner.helpers
+    }
+
     /// The kfuncs the program's kfunc calls are bound to (by call imm).
     pub fn kfuncs(&self) -> &Arc<HelperRegistry> {
         &self.inner.kfuncs

@@ -79,7 +79,7 @@ pub enum RuntimeError {
     },
     #[error("no program named {name:?} (the object has: {available})")]
     NoSuchProgram { name: String, available: String },
-    #[error("program {program:?} (section {section}) is of type {kind}; bpfjet runs XDP programs only{}",
+    #[error("program {program:?} (section {section}) is of type {kind}; bpfjet runs XDP, kprobe, tracepoint and raw_tracepoint programs{}",
         unknown_type_hint(.kind, .section))]
     UnsupportedProgram {
         program: String,

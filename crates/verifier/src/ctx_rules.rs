@@ -1,9 +1,20 @@
-//! Context access rules per program type. For XDP (`struct xdp_md`): six
-//! 32-bit fields, read-only, only as whole aligned 4-byte loads through the
-//! unmodified context pointer; `egress_ifindex` only for devmap programs
-//! (which bpfjet does not verify), so it is refused like the kernel does for
-//! plain XDP.
+//! Context access rules per program type.
+//!
+//! - XDP (`struct xdp_md`): six 32-bit fields, read-only, only as whole
+//!   aligned 4-byte loads through the unmodified context pointer;
+//!   `egress_ifindex` only for devmap programs (which bpfjet does not
+//!   verify), so it is refused like the kernel does for plain XDP.
+//! - Tracing types, as the kernel's `*_is_valid_access`: read-only,
+//!   naturally aligned loads of any size inside a window — kprobe
+//!   `struct pt_regs` (bytes 0..168, `kprobe_prog_is_valid_access`);
+//!   tracepoint records (bytes 8..8192: the 8-byte common header is hidden,
+//!   `tp_prog_is_valid_access`; the record's real size is checked when the
+//!   program is attached, against the largest offset read, as the kernel's
+//!   `max_ctx_offset`); raw tracepoint `u64 args[12]` (bytes 0..96,
+//!   `bpf_tracing_ctx_access`; the tracepoint's argument count is checked at
+//!   attach). Loads produce unknown scalars; nothing is rewritten.
 
+use crate::env::ProgType;
 use crate::error::{err, VResult};
 use crate::facts::XdpMdField;
 use crate::range::Scalar;
@@ -69,4 +80,84 @@ pub fn xdp_field_value(field: XdpMdField) -> RegState {
         XdpMdField::DataMeta => RegState::pointer(RegType::PktMeta, 0),
         _ => RegState::scalar(Scalar::unsigned_upto(u32::MAX as u64)),
     }
+}
+
+/// `sizeof(struct pt_regs)` on x86-64.
+pub const PT_REGS_SIZE: i64 = 168;
+/// The kernel's `PERF_MAX_TRACE_SIZE`: the largest tracepoint record.
+pub const PERF_MAX_TRACE_SIZE: i64 = 8192;
+/// `MAX_BPF_FUNC_ARGS`: a raw tracepoint's `u64` arguments.
+pub const MAX_BPF_FUNC_ARGS: i64 = 12;
+
+/// The readable byte window of a tracing type's context: `[lo, hi)`.
+pub fn tracing_ctx_window(prog_type: ProgType) -> (i64, i64) {
+    match prog_type {
+        ProgType::Kprobe => (0, PT_REGS_SIZE),
+        ProgType::Tracepoint => (8, PERF_MAX_TRACE_SIZE),
+        ProgType::RawTracepoint => (0, 8 * MAX_BPF_FUNC_ARGS),
+        ProgType::Xdp => (0, XDP_MD_SIZE),
+    }
+}
+
+/// Check a tracing context access through `base` at instruction offset
+/// `off`; returns the end of the bytes read (for the attach-time size
+/// check).
+pub fn check_tracing_access(
+    prog_type: ProgType,
+    base: &RegState,
+    regno: u8,
+    off: i16,
+    size: usize,
+    write: bool,
+) -> VResult<u64> {
+    if base.off != 0 {
+        return err(
+            "ctx_modified",
+            format!(
+                "dereference of modified ctx ptr R{regno} off={} disallowed",
+                base.off
+            ),
+        );
+    }
+    if !base.val.is_zero() {
+        return err(
+            "ctx_var_off",
+            format!("variable ctx access var_off=({:?}) disallowed", base.val),
+        );
+    }
+    let off = off as i64;
+    let size_i = size as i64;
+    if write {
+        return err(
+            "ctx_write",
+            format!(
+                "invalid bpf_context access off={off} size={size}: the {prog_type} context \
+                 is read-only"
+            ),
+        );
+    }
+    let (lo, hi) = tracing_ctx_window(prog_type);
+    if off < 0 && prog_type == ProgType::Tracepoint {
+        // The kernel's `tp_prog_is_valid_access` compares the int offset
+        // with `sizeof(void *)` as unsigned, so it lets negative offsets
+        // through (a read before the record); bpfjet refuses them.
+        return err(
+            "ctx_bad_access",
+            format!(
+                "invalid bpf_context access off={off} size={size}: a read before the \
+                 tracepoint record (the kernel accepts negative offsets here through a \
+                 signed/unsigned comparison; bpfjet does not)"
+            ),
+        );
+    }
+    if off < lo || off >= hi || off % size_i != 0 || off + size_i > hi {
+        return err(
+            "ctx_bad_access",
+            format!(
+                "invalid bpf_context access off={off} size={size}: {prog_type} programs read \
+                 naturally aligned fields in bytes {lo}..{hi} of their context"
+            ),
+        );
+    }
+    Ok((off + size_i) as u64)
 }

@@ -4,12 +4,9 @@
 use bpfjet_maps::MapSpec;
 use std::collections::BTreeMap;
 
-/// Program types bpfjet verifies.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub enum ProgramType {
-    #[default]
-    Xdp,
-}
+/// Program types bpfjet verifies: the workspace's one definition, from
+/// `bpfjet_obj` (the kernel's numbering).
+pub use bpfjet_obj::ProgType;
 
 /// Whose rules apply.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -29,7 +26,8 @@ pub const COMPLEXITY_LIMIT: u64 = 1_000_000;
 
 #[derive(Clone, Debug)]
 pub struct VerifyEnv<'a> {
-    pub prog_type: ProgramType,
+    /// Selects the context rules, the helper set and the kfuncs allowed.
+    pub prog_type: ProgType,
     /// Indexed by the imm of `PSEUDO_MAP_IDX` / `PSEUDO_MAP_IDX_VALUE` lddws.
     pub maps: &'a [MapSpec],
     /// Indexed by the imm of kfunc calls (names as in `Object::kfuncs`).
@@ -59,7 +57,7 @@ pub struct VerifyEnv<'a> {
 impl<'a> VerifyEnv<'a> {
     pub fn new(maps: &'a [MapSpec]) -> Self {
         VerifyEnv {
-            prog_type: ProgramType::Xdp,
+            prog_type: ProgType::Xdp,
             maps,
             kfuncs: &[],
             spin_locks: &[],
@@ -70,6 +68,12 @@ impl<'a> VerifyEnv<'a> {
             line_info: None,
             gpl_compatible: true,
         }
+    }
+
+    /// The environment for a program of another type than XDP.
+    pub fn with_prog_type(mut self, prog_type: ProgType) -> Self {
+        self.prog_type = prog_type;
+        self
     }
 
     pub fn with_policy(mut self, policy: Policy) -> Self {

@@ -112,8 +112,12 @@ pub struct SubprogInfo {
 
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
 pub struct Facts {
-    /// Every context load, by slot.
+    /// Every XDP context load, by slot (the loader rewrites them).
     pub ctx_accesses: BTreeMap<usize, CtxAccess>,
+    /// Tracing programs: the end of the furthest context byte any load
+    /// reads (the kernel's `max_ctx_offset`), checked against the real
+    /// context size when the program is attached.
+    pub max_ctx_end: u64,
     /// Array map lookups, by slot of the call.
     pub const_key_lookups: BTreeMap<usize, ConstKeyLookup>,
     /// What each load/store slot accesses, merged over every path.

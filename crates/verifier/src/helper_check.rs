@@ -38,6 +38,7 @@ fn map_allows(map: MapType, id: i32) -> bool {
     match map {
         ProgArray => id == 12,
         PerfEventArray => id == 25,
+        StackTrace => id == 27,
         Ringbuf => matches!(id, 130 | 131 | 134),
         Queue | Stack => matches!(id, 87..=89),
         BloomFilter => matches!(id, 87 | 89),
@@ -54,6 +55,7 @@ fn helper_needs(id: i32, map: MapType) -> bool {
     match id {
         12 => map == ProgArray,
         25 => map == PerfEventArray,
+        27 => map == StackTrace,
         130 | 131 | 134 => map == Ringbuf,
         87 | 89 => matches!(map, Queue | Stack | BloomFilter),
         88 => matches!(map, Queue | Stack),
@@ -68,20 +70,18 @@ fn helper_needs(id: i32, map: MapType) -> bool {
 
 impl Verifier<'_> {
     pub(crate) fn check_helper(&mut self, st: &mut State, pc: usize, id: i32) -> VResult<Succ> {
-        let proto = match proto::helper_proto(id) {
-            Some(p) if !p.needs_perfmon || self.env.privileged() => *p,
-            Some(p) => {
+        let proto = match proto::helper_proto_for(self.env.prog_type, id) {
+            Ok(p) if !p.needs_perfmon || self.env.privileged() => *p,
+            Ok(p) => {
                 return err(
                     "unknown_helper",
-                    format!("helper {}#{id} is not available without CAP_PERFMON", p.name),
+                    format!(
+                        "helper {}#{id} is not available without CAP_PERFMON",
+                        p.name
+                    ),
                 )
             }
-            None => {
-                return err(
-                    "unknown_helper",
-                    format!("unknown func #{id}: bpfjet does not know this helper (or it is not available to XDP programs)"),
-                )
-            }
+            Err(why) => return err("unknown_helper", why),
         };
         // The kernel's check, with its words (check_helper_call).
         if proto.gpl_only && !self.env.gpl_compatible {

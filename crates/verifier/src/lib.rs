@@ -69,7 +69,7 @@ pub mod stack;
 pub mod tnum;
 
 pub use branch::{decide as decide_branch, eval_cond, refine_side as refine_branch};
-pub use env::{Policy, ProgramType, VerifyEnv, COMPLEXITY_LIMIT};
+pub use env::{Policy, ProgType, VerifyEnv, COMPLEXITY_LIMIT};
 pub use error::VerifyError;
 pub use facts::{ConstKeyLookup, CtxAccess, Facts, MemBase, PktAccess, SubprogInfo, XdpMdField};
 pub use object_env::ObjectProgramEnv;

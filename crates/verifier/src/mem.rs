@@ -3,6 +3,7 @@
 
 use crate::ctx_rules;
 use crate::driver::{Verifier, MAX_VAR_OFF};
+use crate::env::ProgType;
 use crate::error::{err, VResult};
 use crate::facts::{CtxAccess, MemBase, PktAccess, XdpMdField};
 use crate::frame::State;
@@ -248,6 +249,7 @@ impl Verifier<'_> {
         let base = self.read_reg(st, src)?;
         if sign_extend
             && base.ty == RegType::Ctx
+            && self.env.prog_type == ProgType::Xdp
             && XdpMdField::from_offset(base.off as i64 + off as i64).is_some_and(|f| f.is_pointer())
         {
             // Like the kernel: a pointer field has no sign-extending form
@@ -476,6 +478,18 @@ impl Verifier<'_> {
             }
             RegType::Pkt | RegType::PktMeta => {
                 self.check_pkt_region(Some(pc), base, regno, off64, size as i64)?;
+                Ok(loaded_unknown(size, false))
+            }
+            RegType::Ctx if self.env.prog_type.is_tracing() => {
+                let end = ctx_rules::check_tracing_access(
+                    self.env.prog_type,
+                    base,
+                    regno,
+                    off,
+                    size,
+                    write,
+                )?;
+                self.facts.max_ctx_end = self.facts.max_ctx_end.max(end);
                 Ok(loaded_unknown(size, false))
             }
             RegType::Ctx => {

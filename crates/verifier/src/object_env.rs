@@ -13,6 +13,7 @@ use std::collections::BTreeMap;
 pub struct ObjectProgramEnv {
     lines: BTreeMap<usize, String>,
     globals: Vec<usize>,
+    prog_type: Option<bpfjet_obj::ProgType>,
 }
 
 impl ObjectProgramEnv {
@@ -30,12 +31,16 @@ impl ObjectProgramEnv {
         ObjectProgramEnv {
             lines,
             globals: object.global_subprogs(program),
+            prog_type: program.kind.prog_type(),
         }
     }
 
     /// The verifier's environment for the program under `policy`.
     pub fn env<'a>(&'a self, object: &'a Object, policy: Policy) -> VerifyEnv<'a> {
         let mut env = VerifyEnv::new(&object.maps).with_policy(policy);
+        if let Some(t) = self.prog_type {
+            env.prog_type = t;
+        }
         env.kfuncs = &object.kfuncs;
         env.spin_locks = &object.spin_locks;
         env.global_subprogs = &self.globals;

@@ -1,6 +1,7 @@
 //! Helper and kfunc prototypes: what each argument must be and what the call
 //! returns. Ids are the kernel's (`__BPF_FUNC_MAPPER` in `linux/bpf.h`); the
-//! argument kinds follow the kernel's prototypes for XDP programs.
+//! argument kinds follow the kernel's prototypes (one table for every
+//! program type; [`unavailable_reason`] holds the per-type sets).
 //!
 //! Other crates (the runtime's helper table, the JIT) use [`helper_proto`] to
 //! name helpers and to know which ones invalidate packet pointers.
@@ -89,6 +90,7 @@ pub struct HelperProto {
     pub callback: Option<CallbackKind>,
 }
 
+use crate::env::ProgType;
 use ArgType::*;
 
 const fn proto(id: i32, name: &'static str, args: [ArgType; 5], ret: RetType) -> HelperProto {
@@ -371,9 +373,119 @@ static HELPERS: &[HelperProto] = &[
         RetType::Integer,
     ),
     proto(208, "bpf_ktime_get_tai_ns", a0(), RetType::Integer),
+    // Tracing helpers (kprobe, tracepoint, raw tracepoint programs).
+    gpl(proto(
+        4,
+        "bpf_probe_read",
+        a3(PtrToUninitMem, ConstSizeOrZero, Anything),
+        RetType::Integer,
+    )),
+    gpl(proto(
+        45,
+        "bpf_probe_read_str",
+        a3(PtrToUninitMem, ConstSizeOrZero, Anything),
+        RetType::Integer,
+    )),
+    gpl(proto(
+        112,
+        "bpf_probe_read_user",
+        a3(PtrToUninitMem, ConstSizeOrZero, Anything),
+        RetType::Integer,
+    )),
+    gpl(proto(
+        114,
+        "bpf_probe_read_user_str",
+        a3(PtrToUninitMem, ConstSizeOrZero, Anything),
+        RetType::Integer,
+    )),
+    perfmon(gpl(proto(
+        115,
+        "bpf_probe_read_kernel_str",
+        a3(PtrToUninitMem, ConstSizeOrZero, Anything),
+        RetType::Integer,
+    ))),
+    proto(15, "bpf_get_current_uid_gid", a0(), RetType::Integer),
+    proto(
+        16,
+        "bpf_get_current_comm",
+        a2(PtrToUninitMem, ConstSize),
+        RetType::Integer,
+    ),
+    gpl(proto(
+        27,
+        "bpf_get_stackid",
+        a3(PtrToCtx, ConstMapPtr, Anything),
+        RetType::Integer,
+    )),
+    gpl(proto(
+        67,
+        "bpf_get_stack",
+        a4(PtrToCtx, PtrToUninitMem, ConstSizeOrZero, Anything),
+        RetType::Integer,
+    )),
+    gpl(proto(
+        173,
+        "bpf_get_func_ip",
+        a1(PtrToCtx),
+        RetType::Integer,
+    )),
+    proto(174, "bpf_get_attach_cookie", a1(PtrToCtx), RetType::Integer),
 ];
 
-/// Every helper bpfjet knows for XDP programs, by kernel id.
+/// Helpers only XDP programs may call (the kernel's `xdp_func_proto`
+/// beyond the base set).
+const XDP_ONLY: &[i32] = &[23, 28, 44, 51, 54, 65, 69, 163, 188, 189, 190];
+
+/// Helpers of the kernel's `bpf_tracing_func_proto` that bpfjet knows and
+/// `bpf_base_func_proto` (which XDP gets) does not have.
+const TRACING_ONLY: &[i32] = &[4, 15, 16, 45, 112, 114, 115];
+
+/// Why a helper bpfjet knows is unavailable to a program type, or `None`
+/// when the type may call it. The sets are the kernel's
+/// `xdp_func_proto`, `kprobe_prog_func_proto`, `tp_prog_func_proto` and
+/// `raw_tp_prog_func_proto` (each falling back to `bpf_tracing_func_proto`
+/// and `bpf_base_func_proto`), restricted to the helpers bpfjet runs.
+pub fn unavailable_reason(prog_type: ProgType, id: i32) -> Option<&'static str> {
+    let tracing = prog_type.is_tracing();
+    if !tracing {
+        let tracing_helper = TRACING_ONLY.contains(&id) || matches!(id, 27 | 67 | 173 | 174);
+        return tracing_helper.then_some("it is a tracing helper, not available to XDP programs");
+    }
+    if XDP_ONLY.contains(&id) {
+        return Some("it is an XDP helper, not available to tracing programs");
+    }
+    match id {
+        // check_map_prog_compatibility: maps with a bpf_spin_lock are
+        // refused to tracing programs, so the helpers are unusable.
+        93 | 94 => Some("tracing progs cannot use bpf_spin_lock yet"),
+        // check_get_func_ip: kprobe (and fentry-style tracing) only.
+        173 if prog_type != ProgType::Kprobe => {
+            Some("bpf_get_func_ip is supported only for kprobe programs")
+        }
+        // The kernel's tp and kprobe sets have it, the raw tracepoint set not.
+        174 if prog_type == ProgType::RawTracepoint => {
+            Some("bpf_get_attach_cookie is not available to raw tracepoint programs")
+        }
+        _ => None,
+    }
+}
+
+/// The prototype of helper `id` for a program of `prog_type`: `Err` with
+/// the reason when bpfjet does not know it or the type may not call it.
+pub fn helper_proto_for(prog_type: ProgType, id: i32) -> Result<&'static HelperProto, String> {
+    let p = helper_proto(id)
+        .ok_or_else(|| format!("unknown func #{id}: bpfjet does not know this helper"))?;
+    match unavailable_reason(prog_type, id) {
+        Some(why) => Err(format!(
+            "unknown func {}#{id}: {why} (program type {prog_type})",
+            p.name
+        )),
+        None => Ok(p),
+    }
+}
+
+/// Every helper bpfjet knows, for every program type, by kernel id
+/// ([`helper_proto_for`] says which a type may call).
 pub fn helper_protos() -> &'static [HelperProto] {
     HELPERS
 }

@@ -14,4 +14,5 @@ pub mod replace;
 pub mod run;
 pub mod status;
 pub mod test_run;
+pub mod trace;
 pub mod verify;

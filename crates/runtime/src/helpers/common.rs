@@ -1,7 +1,7 @@
 //! Plumbing shared by the kernel helpers: the per-run environment, map
 //! arguments, errno conversion.
 
-use crate::env::XdpEnv;
+use crate::env::{RunEnv, XdpEnv};
 use crate::errno;
 use crate::error::Fault;
 use crate::helper_ctx::HelperCtx;
@@ -10,7 +10,14 @@ use bpfjet_maps::spec::flags as map_flags;
 use bpfjet_maps::{Map, MapError, MapType};
 use std::sync::Arc;
 
-pub(crate) fn env<'a>(ctx: &'a mut HelperCtx<'_>) -> Result<&'a mut XdpEnv, Fault> {
+/// The run environment of the helper's program, whatever its type.
+pub(crate) fn env<'a>(ctx: &'a mut HelperCtx<'_>) -> Result<&'a mut RunEnv, Fault> {
+    let fault = ctx.fault("the per-run context has no run environment (RunEnv)");
+    crate::env::run_env(ctx.user()).ok_or(fault)
+}
+
+/// The XDP context of an XDP helper's program.
+pub(crate) fn xdp_env<'a>(ctx: &'a mut HelperCtx<'_>) -> Result<&'a mut XdpEnv, Fault> {
     ctx.user_ctx::<XdpEnv>()
 }
 

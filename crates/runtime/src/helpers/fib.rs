@@ -309,7 +309,7 @@ fn fib_lookup(ctx: &mut HelperCtx<'_>, a: [u64; 5]) -> Result<u64, Fault> {
     if flags & !KNOWN_FLAGS != 0 || plen < FIB_PARAMS_SIZE {
         return Ok(errno::neg(errno::EINVAL));
     }
-    let env = super::common::env(ctx)?;
+    let env = super::common::xdp_env(ctx)?;
     if env.frame.md_addr() != a[0] {
         return Err(ctx.fault("the first argument is not the XDP context"));
     }

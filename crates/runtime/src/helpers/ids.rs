@@ -267,6 +267,20 @@ pub const XDP_STORE_BYTES: u32 = 190;
 pub const MAP_LOOKUP_PERCPU_ELEM: u32 = 195;
 pub const KTIME_GET_TAI_NS: u32 = 208;
 
+pub const PROBE_READ: u32 = 4;
+pub const GET_CURRENT_PID_TGID: u32 = 14;
+pub const GET_CURRENT_UID_GID: u32 = 15;
+pub const GET_CURRENT_COMM: u32 = 16;
+pub const GET_STACKID: u32 = 27;
+pub const PROBE_READ_STR: u32 = 45;
+pub const GET_STACK: u32 = 67;
+pub const PROBE_READ_USER: u32 = 112;
+pub const PROBE_READ_KERNEL: u32 = 113;
+pub const PROBE_READ_USER_STR: u32 = 114;
+pub const PROBE_READ_KERNEL_STR: u32 = 115;
+pub const GET_FUNC_IP: u32 = 173;
+pub const GET_ATTACH_COOKIE: u32 = 174;
+
 #[cfg(test)]
 mod tests {
     use super::*;

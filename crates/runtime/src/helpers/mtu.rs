@@ -11,7 +11,7 @@
 //! device with [`DEFAULT_MTU`], like a veth; another unknown `ifindex` is
 //! ENODEV, as in the kernel.
 
-use super::common::env;
+use super::common::xdp_env;
 use super::ids;
 use crate::errno;
 use crate::error::Fault;
@@ -84,7 +84,7 @@ fn read_host_device(ifindex: u32) -> Option<Device> {
 /// `bpf_check_mtu(ctx, ifindex, u32 *mtu_len, s32 len_diff, u64 flags)`.
 fn check_mtu(ctx: &mut HelperCtx<'_>, a: [u64; 5]) -> Result<u64, Fault> {
     let (ifindex, mtu_len, len_diff, flags) = (a[1] as u32, a[2], a[3] as i32, a[4]);
-    let env = env(ctx)?;
+    let env = xdp_env(ctx)?;
     let ingress = env.frame.md().ingress_ifindex;
     let frame_len = env.frame.len() as i32;
     let wanted = if ifindex == 0 { ingress } else { ifindex };

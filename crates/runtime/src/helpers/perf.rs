@@ -1,7 +1,10 @@
-//! `bpf_perf_event_output` for XDP (`bpf_xdp_event_output`): the record is
-//! the program's data followed by the first `flags >> 32` packet bytes.
+//! `bpf_perf_event_output`. For XDP (`bpf_xdp_event_output`) the record is
+//! the program's data followed by the first `flags >> 32` packet bytes; for
+//! tracing programs (the kernel's `bpf_perf_event_output` on `pt_regs`, a
+//! tracepoint record or raw tracepoint arguments) it is the data alone and
+//! any bit besides the CPU index is `-EINVAL`.
 
-use super::common::{env, map_arg, require_map_use, result_code};
+use super::common::{env, map_arg, require_map_use, result_code, xdp_env};
 use super::ids;
 use crate::errno;
 use crate::helpers::{Helper, HelperRegistry};
@@ -10,7 +13,7 @@ use bpfjet_maps::{MapType, BPF_F_INDEX_MASK};
 /// `BPF_F_CTXLEN_MASK`: how many packet bytes to append.
 const BPF_F_CTXLEN_MASK: u64 = 0xfffff << 32;
 
-pub(crate) fn register(r: &mut HelperRegistry) {
+pub(crate) fn register_xdp(r: &mut HelperRegistry) {
     r.register(Helper::new(
         ids::PERF_EVENT_OUTPUT,
         "perf_event_output",
@@ -23,7 +26,7 @@ pub(crate) fn register(r: &mut HelperRegistry) {
             }
             let packet_len = ((flags & BPF_F_CTXLEN_MASK) >> 32) as usize;
             let data = ctx.read_mem(a[3], a[4])?.to_vec();
-            let env = env(ctx)?;
+            let env = xdp_env(ctx)?;
             if env.frame.md_addr() != a[0] {
                 return Err(ctx.fault("the first argument is not the XDP context"));
             }
@@ -36,6 +39,28 @@ pub(crate) fn register(r: &mut HelperRegistry) {
             Ok(result_code(map.perf_event_output(
                 flags & BPF_F_INDEX_MASK,
                 &[&data, &packet],
+                cpu,
+            )))
+        },
+    ));
+}
+
+pub(crate) fn register_tracing(r: &mut HelperRegistry) {
+    r.register(Helper::new(
+        ids::PERF_EVENT_OUTPUT,
+        "perf_event_output",
+        |ctx, a| {
+            let map = map_arg(ctx, a[1])?;
+            require_map_use(ctx, &map, "perf_event_output", &[MapType::PerfEventArray])?;
+            let flags = a[2];
+            if flags & !BPF_F_INDEX_MASK != 0 {
+                return Ok(errno::neg(errno::EINVAL));
+            }
+            let data = ctx.read_mem(a[3], a[4])?.to_vec();
+            let cpu = env(ctx)?.cpu;
+            Ok(result_code(map.perf_event_output(
+                flags & BPF_F_INDEX_MASK,
+                &[&data],
                 cpu,
             )))
         },

@@ -1,6 +1,6 @@
 //! XDP-only helpers: frame adjustments, packet copies, redirects.
 
-use super::common::{env, map_arg, require_map_use};
+use super::common::{map_arg, require_map_use, xdp_env};
 use super::ids;
 use crate::env::XdpEnv;
 use crate::errno;
@@ -66,7 +66,7 @@ pub(crate) fn register(r: &mut HelperRegistry) {
 /// argument is the context, bpfjet checks it.
 fn frame_arg<'a>(ctx: &'a mut HelperCtx<'_>, md: u64) -> Result<&'a mut XdpFrame, Fault> {
     let pc_fault = ctx.fault("the first argument is not the XDP context");
-    let env = env(ctx)?;
+    let env = xdp_env(ctx)?;
     if env.frame.md_addr() != md {
         return Err(pc_fault);
     }

@@ -1,0 +1,306 @@
+//! `bpfjet trace OBJ [--json] [--events FILE] [--engine interp|jit] -- CMD ARGS...`:
+//! run CMD with the trace agent (libbpfjet_trace.so) preloaded; the agent
+//! loads OBJ inside CMD's process, attaches its uprobes, uretprobes and
+//! syscall tracepoints there and runs them inline. When CMD ends, print
+//! every map as bpftrace does (`@name[key]: value`), or with `--json` one
+//! object `{"maps": STATE.json, "ringbufs": {NAME: counts}, "exit_code": n}`.
+//! CMD's exit code is passed through.
+
+use anyhow::{anyhow, bail, Context, Result};
+use bpfjet_obj::{ProbeFlavor, ProbeTarget, ProgKind};
+use bpfjet_probe::symbols;
+use clap::Args;
+use serde_json::Value;
+use std::ffi::OsString;
+use std::os::unix::process::ExitStatusExt;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+#[derive(Args, Debug)]
+pub struct TraceArgs {
+    /// BPF object with uprobe/uretprobe/tracepoint/raw_tracepoint programs.
+    pub obj: PathBuf,
+    /// Print one JSON object instead of bpftrace-style map lines.
+    #[arg(long)]
+    pub json: bool,
+    /// Write every ring-buffer record, as consumed, to FILE (one JSON line
+    /// `{"map": NAME, "data": HEX}` per record).
+    #[arg(long)]
+    pub events: Option<PathBuf>,
+    #[arg(long, default_value = "interp", value_parser = ["interp", "jit"])]
+    pub engine: String,
+    /// Attach to a running process: refused (see docs/CLI.md).
+    #[arg(long)]
+    pub pid: Option<u32>,
+    /// The program and its arguments.
+    #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+    pub command: Vec<OsString>,
+}
+
+/// The agent's exit status when it could not attach (config.rs).
+const AGENT_ERROR_EXIT: i32 = 125;
+
+/// libbpfjet_trace.so: `$BPFJET_TRACE_AGENT`, else next to this binary.
+fn agent_library() -> Result<PathBuf> {
+    if let Some(p) = std::env::var_os("BPFJET_TRACE_AGENT") {
+        return Ok(PathBuf::from(p));
+    }
+    let exe = std::env::current_exe().context("locating the bpfjet binary")?;
+    let lib = exe.with_file_name("libbpfjet_trace.so");
+    if !lib.is_file() {
+        bail!(
+            "{} not found: build it with `cargo build -p bpfjet-trace-agent` (same profile as \
+             bpfjet) or set BPFJET_TRACE_AGENT",
+            lib.display()
+        );
+    }
+    Ok(lib)
+}
+
+/// CMD as execvp would find it.
+fn find_program(cmd: &Path) -> Option<PathBuf> {
+    if cmd.components().count() > 1 {
+        return Some(cmd.to_path_buf());
+    }
+    std::env::var_os("PATH")?
+        .to_str()?
+        .split(':')
+        .map(|d| Path::new(d).join(cmd))
+        .find(|p| p.is_file())
+}
+
+/// What can be checked before CMD starts: it is dynamically linked, the
+/// object's programs are of a type `trace` attaches, and every uprobe
+/// target whose file is known now has its symbol. (The agent checks the
+/// rest in the process, before `main`.)
+fn precheck(obj: &Path, program: &Path) -> Result<()> {
+    symbols::check_dynamic(program).map_err(|e| anyhow!("{e}"))?;
+    let object = bpfjet_obj::load_file(obj).map_err(|e| anyhow!("{}: {e}", obj.display()))?;
+    for p in &object.programs {
+        let section = &p.section;
+        match &p.kind {
+            ProgKind::Probe(probe) => {
+                if !matches!(probe.flavor, ProbeFlavor::Uprobe | ProbeFlavor::Uretprobe) {
+                    bail!(
+                        "program section {section:?}: {:?} cannot be attached by bpfjet trace \
+                         (uprobe and uretprobe can)",
+                        probe.flavor
+                    );
+                }
+                let ProbeTarget::User { path, symbol, .. } = &probe.target else {
+                    bail!("program section {section:?}: no PATH:SYMBOL target");
+                };
+                if symbol.is_empty() {
+                    bail!("program section {section:?}: a raw file offset target is not supported");
+                }
+                let file = symbols::resolve_path(path, &[])
+                    .map_err(|e| anyhow!("program section {section:?}: {e}"))?;
+                symbols::file_symbol(&file, symbol)
+                    .map_err(|e| anyhow!("program section {section:?}: {e}"))?;
+            }
+            ProgKind::Tracepoint { category, name } => {
+                let ok = category == "syscalls"
+                    && (name.starts_with("sys_enter_") || name.starts_with("sys_exit_"));
+                if !ok {
+                    bail!(
+                        "program section {section:?}: only tracepoint/syscalls/sys_enter_*|sys_exit_* \
+                         can be traced in a process"
+                    );
+                }
+            }
+            ProgKind::RawTracepoint { name } if name == "sys_enter" || name == "sys_exit" => {}
+            _ => bail!(
+                "program section {section:?}: not a tracing program type bpfjet trace can attach \
+                 (uprobe, uretprobe, tracepoint/syscalls/*, raw_tracepoint/sys_enter|sys_exit)"
+            ),
+        }
+    }
+    Ok(())
+}
+
+pub fn run(args: &TraceArgs) -> Result<ExitCode> {
+    if let Some(pid) = args.pid {
+        bail!(
+            "--pid {pid}: attaching to a running process is not supported. bpfjet runs the \
+             programs inside the traced process, which means loading its agent into a process \
+             that is already running (ptrace-driven dlopen while its threads run); bpfjet does \
+             not do that unsafely. Start the program under `bpfjet trace OBJ -- CMD ARGS...`."
+        );
+    }
+    let (program, rest) = args
+        .command
+        .split_first()
+        .context("no command given: bpfjet trace OBJ -- CMD ARGS...")?;
+    let path = find_program(Path::new(program))
+        .ok_or_else(|| anyhow!("{}: command not found", program.to_string_lossy()))?;
+    precheck(&args.obj, &path)?;
+    let agent = agent_library()?;
+    let obj = args
+        .obj
+        .canonicalize()
+        .with_context(|| args.obj.display().to_string())?;
+    let report = std::env::temp_dir().join(format!(
+        "bpfjet-trace-{}-{}.json",
+        std::process::id(),
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos())
+    ));
+    let mut preload = OsString::from(agent.canonicalize().unwrap_or(agent));
+    if let Some(existing) = std::env::var_os("LD_PRELOAD").filter(|p| !p.is_empty()) {
+        preload.push(":");
+        preload.push(existing);
+    }
+    let mut cmd = std::process::Command::new(program);
+    cmd.args(rest)
+        .env("LD_PRELOAD", preload)
+        .env("BPFJET_TRACE_OBJ", &obj)
+        .env("BPFJET_TRACE_ENGINE", &args.engine)
+        .env("BPFJET_TRACE_REPORT", &report);
+    if let Some(ev) = &args.events {
+        let ev = std::path::absolute(ev).unwrap_or_else(|_| ev.clone());
+        cmd.env("BPFJET_TRACE_EVENTS", ev);
+    }
+    // Ctrl-C goes to the traced program (same process group); bpfjet waits
+    // for it to end and report.
+    // SAFETY: plain signal disposition changes.
+    unsafe {
+        libc::signal(libc::SIGINT, libc::SIG_IGN);
+        libc::signal(libc::SIGTERM, libc::SIG_IGN);
+    }
+    let status = cmd
+        .status()
+        .with_context(|| format!("cannot execute {}", program.to_string_lossy()))?;
+    let exit_code = status
+        .code()
+        .unwrap_or_else(|| 128 + status.signal().unwrap_or(0));
+    let text = std::fs::read_to_string(&report);
+    let _ = std::fs::remove_file(&report);
+    let report: Value = match text {
+        Ok(t) => serde_json::from_str(&t).with_context(|| format!("the agent's report {t:?}"))?,
+        Err(_) => {
+            bail!(
+                "{} ended (status {exit_code}) without a report: killed by a signal, or the agent \
+                 did not load (is the program dynamically linked?)",
+                program.to_string_lossy()
+            )
+        }
+    };
+    if let Some(err) = report.get("error").and_then(Value::as_str) {
+        if exit_code == AGENT_ERROR_EXIT {
+            bail!("{err} ({} was not started)", program.to_string_lossy());
+        }
+        bail!("{err}");
+    }
+    for (key, what) in [
+        ("missed_runs", "runs skipped (recursion)"),
+        ("faults", "runs faulted"),
+        (
+            "skipped_at_thread_exit",
+            "runs skipped in exiting threads (docs/TRACING.md, Known limits)",
+        ),
+    ] {
+        if let Some(n) = report.get(key).and_then(Value::as_u64).filter(|&n| n > 0) {
+            eprintln!("bpfjet trace: {n} {what}");
+        }
+    }
+    if let Some(f) = report.get("last_fault").and_then(Value::as_str) {
+        eprintln!("bpfjet trace: last fault: {f}");
+    }
+    let maps = report.get("maps").cloned().unwrap_or(Value::Null);
+    let mut ringbufs = serde_json::Map::new();
+    if let Some(rb) = report.get("ringbufs").and_then(Value::as_object) {
+        for (name, s) in rb {
+            ringbufs.insert(
+                name.clone(),
+                serde_json::json!({
+                    "produced": s["produced"], "consumed": s["consumed"], "dropped": s["dropped"],
+                }),
+            );
+        }
+    }
+    if args.json {
+        println!(
+            "{}",
+            serde_json::json!({"maps": maps, "ringbufs": ringbufs, "exit_code": exit_code})
+        );
+    } else {
+        if let Some(lines) = report.get("trace_lines").and_then(Value::as_array) {
+            for l in lines.iter().filter_map(Value::as_str) {
+                println!("{l}");
+            }
+        }
+        print_maps(&maps);
+        for (name, s) in &ringbufs {
+            println!(
+                "ringbuf {name}: produced {} consumed {} dropped {}",
+                s["produced"], s["consumed"], s["dropped"]
+            );
+        }
+    }
+    Ok(ExitCode::from(exit_code.clamp(0, 255) as u8))
+}
+
+/// A STATE.json hex field as bpftrace shows scalars: little-endian unsigned
+/// integers for 1/2/4/8-byte fields, hex otherwise.
+fn show(hex: &str) -> String {
+    let Ok(bytes) = bpfjet_maps::state::parse_hex(hex) else {
+        return hex.to_string();
+    };
+    match bytes.len() {
+        1 | 2 | 4 | 8 => {
+            let mut v = [0u8; 8];
+            v[..bytes.len()].copy_from_slice(&bytes);
+            u64::from_le_bytes(v).to_string()
+        }
+        _ => hex.to_string(),
+    }
+}
+
+/// Per-CPU values summed (as bpftrace's count/sum) when they are integers.
+fn show_values(values: &[Value]) -> String {
+    let parsed: Vec<Option<u64>> = values
+        .iter()
+        .map(|v| v.as_str().and_then(|h| show(h).parse().ok()))
+        .collect();
+    if parsed.iter().all(Option::is_some) {
+        parsed.iter().map(|v| v.unwrap()).sum::<u64>().to_string()
+    } else {
+        let shown: Vec<String> = values.iter().filter_map(Value::as_str).map(show).collect();
+        format!("[{}]", shown.join(", "))
+    }
+}
+
+fn print_maps(maps: &Value) {
+    let Some(maps) = maps.as_object() else { return };
+    for (name, entries) in maps {
+        // Global-data sections (.bss, .data, .rodata) are not bpftrace maps.
+        if name.starts_with('.')
+            || name.contains(".bss")
+            || name.contains(".data")
+            || name.contains(".rodata")
+        {
+            continue;
+        }
+        let Some(entries) = entries.as_array() else {
+            continue;
+        };
+        let scalar = entries.len() == 1;
+        for e in entries {
+            let key = e.get("key").and_then(Value::as_str).unwrap_or("");
+            let value = if let Some(v) = e.get("value").and_then(Value::as_str) {
+                show(v)
+            } else if let Some(vs) = e.get("values").and_then(Value::as_array) {
+                show_values(vs)
+            } else {
+                e.to_string()
+            };
+            if scalar && show(key) == "0" {
+                println!("@{name}: {value}");
+            } else {
+                println!("@{name}[{}]: {value}", show(key));
+            }
+        }
+        println!();
+    }
+}

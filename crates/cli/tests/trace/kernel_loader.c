@@ -1,0 +1,73 @@
+/* The kernel oracle of the trace tests: load a BPF object with libbpf,
+ * attach every program the kernel's way (uprobes, tracepoints), run the
+ * command, and print each slot of the `counts` array as "slot value".
+ * A global `target_tgid` in .rodata, if present, is set to the command's
+ * pid so that other processes are not counted.
+ * Usage: kernel_loader OBJ CMD ARGS... */
+#include <bpf/bpf.h>
+#include <bpf/libbpf.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+int main(int argc, char **argv)
+{
+	if (argc < 3) {
+		fprintf(stderr, "usage: %s OBJ CMD ARGS...\n", argv[0]);
+		return 2;
+	}
+	int go[2];
+	if (pipe(go))
+		return 2;
+	pid_t child = fork();
+	if (child == 0) {
+		char c;
+		close(go[1]);
+		if (read(go[0], &c, 1) != 1)
+			_exit(126);
+		execv(argv[2], argv + 2);
+		_exit(127);
+	}
+	close(go[0]);
+	struct bpf_object *obj = bpf_object__open_file(argv[1], NULL);
+	if (!obj) {
+		fprintf(stderr, "open %s failed\n", argv[1]);
+		return 2;
+	}
+	struct bpf_map *rodata = bpf_object__find_map_by_name(obj, ".rodata");
+	if (rodata) {
+		size_t sz;
+		void *init = (void *)bpf_map__initial_value(rodata, &sz);
+		if (init && sz >= 4) {
+			unsigned int tgid = (unsigned int)child;
+			memcpy(init, &tgid, 4);
+		}
+	}
+	if (bpf_object__load(obj)) {
+		fprintf(stderr, "load failed\n");
+		return 2;
+	}
+	struct bpf_program *prog;
+	bpf_object__for_each_program(prog, obj)
+	{
+		if (!bpf_program__attach(prog)) {
+			fprintf(stderr, "attach %s failed\n", bpf_program__name(prog));
+			return 2;
+		}
+	}
+	if (write(go[1], "g", 1) != 1)
+		return 2;
+	int status;
+	waitpid(child, &status, 0);
+	int fd = bpf_object__find_map_fd_by_name(obj, "counts");
+	for (unsigned int k = 0; k < 16; k++) {
+		unsigned long long v;
+		if (bpf_map_lookup_elem(fd, &k, &v))
+			break;
+		printf("%u %llu\n", k, v);
+	}
+	fprintf(stderr, "exit %d\n", WIFEXITED(status) ? WEXITSTATUS(status) : -1);
+	return 0;
+}

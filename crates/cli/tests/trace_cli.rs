@@ -1,0 +1,424 @@
+//! `bpfjet trace`: uprobes, uretprobes and syscall tracepoints attached
+//! inside a C program compiled at test time, counted exactly (every count
+//! is a constant of tests/trace/target.c) and compared with the kernel
+//! running the same object on its own uprobes and tracepoints (libbpf
+//! loader tests/trace/kernel_loader.c). Bad input: a missing symbol, a
+//! static binary, --pid: a clear error and the target never starts.
+
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::sync::OnceLock;
+
+const SRC: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/trace");
+
+/// Runs of the target one at a time: the kernel's uprobes on a file are
+/// installed in every process mapping it, and an int3 the kernel placed in
+/// a function bpfjet is patching makes both wrong.
+static TARGET_RUNS: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn serial() -> std::sync::MutexGuard<'static, ()> {
+    TARGET_RUNS.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+struct Fixture {
+    dir: PathBuf,
+}
+
+impl Fixture {
+    fn path(&self, name: &str) -> PathBuf {
+        self.dir.join(name)
+    }
+}
+
+fn run_ok(cmd: &mut Command, what: &str) {
+    let out = cmd.output().unwrap_or_else(|e| panic!("{what}: {e}"));
+    assert!(
+        out.status.success(),
+        "{what} failed:\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+fn bpf(dir: &Path, src: &str, out: &str, defines: &[String]) {
+    let mut c = Command::new("clang-19");
+    c.args(["-O2", "-g", "-target", "bpf", "-D__TARGET_ARCH_x86"])
+        .arg("-I/usr/include/x86_64-linux-gnu")
+        .args(defines)
+        .arg("-c")
+        .arg(src)
+        .arg("-o")
+        .arg(dir.join(out));
+    run_ok(&mut c, &format!("clang-19 {src}"));
+}
+
+/// Builds the targets, objects and the kernel loader once.
+fn fixture() -> &'static Fixture {
+    static F: OnceLock<Fixture> = OnceLock::new();
+    F.get_or_init(|| {
+        let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("trace-cli");
+        std::fs::create_dir_all(&dir).unwrap();
+        let src = |f: &str| format!("{SRC}/{f}");
+        run_ok(
+            Command::new("cc")
+                .args(["-O1", "-g", "-fPIC", "-shared", "-o"])
+                .arg(dir.join("libtrace_target.so"))
+                .arg(src("target_lib.c")),
+            "cc target_lib.c",
+        );
+        run_ok(
+            Command::new("cc")
+                .args(["-O1", "-g", "-o"])
+                .arg(dir.join("target"))
+                .arg(src("target.c"))
+                .arg(format!("-L{}", dir.display()))
+                .arg("-ltrace_target")
+                .arg(format!("-Wl,-rpath,{}", dir.display()))
+                .arg("-lpthread"),
+            "cc target.c",
+        );
+        // A statically linked variant (without the library's functions).
+        let static_src = dir.join("static_target.c");
+        std::fs::write(
+            &static_src,
+            "__attribute__((noinline)) int work(int x) { return x + 1; }\n\
+             int main(void) { return work(41) == 42 ? 0 : 1; }\n",
+        )
+        .unwrap();
+        run_ok(
+            Command::new("cc")
+                .args(["-O1", "-static", "-o"])
+                .arg(dir.join("target_static"))
+                .arg(&static_src),
+            "cc -static",
+        );
+        let exe = format!("-DTARGET_EXE=\"{}\"", dir.join("target").display());
+        let lib = format!("-DTARGET_LIB=\"{}\"", dir.join("libtrace_target.so").display());
+        bpf(&dir, &src("probes.bpf.c"), "probes.o", &[exe.clone(), lib]);
+        bpf(&dir, &src("syscalls.bpf.c"), "syscalls.o", &[]);
+        bpf(&dir, &src("ringbuf.bpf.c"), "ringbuf.o", &[]);
+        let static_exe = format!("-DTARGET_EXE=\"{}\"", dir.join("target_static").display());
+        let missing = dir.join("missing.bpf.c");
+        std::fs::write(
+            &missing,
+            "#include <linux/bpf.h>\n#include <bpf/bpf_helpers.h>\n\
+             SEC(\"uprobe/\" TARGET_EXE \":no_such_function\") int on_missing(void *ctx) { return 0; }\n\
+             char LICENSE[] SEC(\"license\") = \"GPL\";\n",
+        )
+        .unwrap();
+        bpf(&dir, missing.to_str().unwrap(), "missing.o", std::slice::from_ref(&exe));
+        let on_static = dir.join("on_static.bpf.c");
+        std::fs::write(
+            &on_static,
+            "#include <linux/bpf.h>\n#include <bpf/bpf_helpers.h>\n\
+             SEC(\"uprobe/\" TARGET_EXE \":work\") int on_work(void *ctx) { return 0; }\n\
+             char LICENSE[] SEC(\"license\") = \"GPL\";\n",
+        )
+        .unwrap();
+        bpf(&dir, on_static.to_str().unwrap(), "on_static.o", &[static_exe]);
+        let kprobe = dir.join("kprobe.bpf.c");
+        std::fs::write(
+            &kprobe,
+            "#include <linux/bpf.h>\n#include <bpf/bpf_helpers.h>\n\
+             SEC(\"kprobe/do_sys_openat2\") int on_open(void *ctx) { return 0; }\n\
+             char LICENSE[] SEC(\"license\") = \"GPL\";\n",
+        )
+        .unwrap();
+        bpf(&dir, kprobe.to_str().unwrap(), "kprobe.o", &[]);
+        run_ok(
+            Command::new("cc")
+                .args(["-O1", "-o"])
+                .arg(dir.join("kernel_loader"))
+                .arg(src("kernel_loader.c"))
+                .arg("-lbpf"),
+            "cc kernel_loader.c",
+        );
+        Fixture { dir }
+    })
+}
+
+fn bpfjet() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_bpfjet"))
+}
+
+fn trace(obj: &str, engine: &str, target: &[&str]) -> Output {
+    let f = fixture();
+    let mut c = bpfjet();
+    c.arg("trace")
+        .arg(f.path(obj))
+        .args(["--json", "--engine", engine, "--"])
+        .args(target);
+    c.output().unwrap()
+}
+
+/// The `counts` array of a `--json` report, by slot.
+fn counts(report: &Value) -> Vec<u64> {
+    let entries = report["maps"]["counts"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no counts map in {report}"));
+    entries
+        .iter()
+        .map(|e| {
+            let hex = e["value"].as_str().unwrap();
+            let bytes: Vec<u8> = (0..hex.len())
+                .step_by(2)
+                .map(|i| u8::from_str_radix(&hex[i..i + 2], 16).unwrap())
+                .collect();
+            u64::from_le_bytes(bytes[..8].try_into().unwrap())
+        })
+        .collect()
+}
+
+fn json_report(out: &Output) -> Value {
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let line = stdout
+        .lines()
+        .rev()
+        .find(|l| l.starts_with('{'))
+        .unwrap_or_else(|| {
+            panic!(
+                "no JSON report; status {:?}\nstdout: {stdout}\nstderr: {}",
+                out.status,
+                String::from_utf8_lossy(&out.stderr)
+            )
+        });
+    serde_json::from_str(line).unwrap()
+}
+
+/// The kernel's counts for the same object and target, or None (with
+/// SKIPPED printed) when the kernel cannot attach here.
+fn kernel_counts(obj: &str) -> Option<Vec<u64>> {
+    let f = fixture();
+    let out = Command::new(f.path("kernel_loader"))
+        .arg(f.path(obj))
+        .arg(f.path("target"))
+        .output()
+        .unwrap();
+    if !out.status.success() {
+        println!(
+            "SKIPPED: kernel comparison for {obj}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        return None;
+    }
+    Some(
+        String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .map(|l| l.split_whitespace().nth(1).unwrap().parse().unwrap())
+            .collect(),
+    )
+}
+
+// Constants of tests/trace/target.c.
+const WORK: u64 = 1000 + 8 * 5000;
+const LIB_WORK: u64 = 300 * 3;
+const REC: u64 = 21 * 10;
+const DIVE: u64 = 7 * 25;
+const WRITES: u64 = 2000;
+
+fn check_probes(engine: &str) {
+    let _serial = serial();
+    let out = trace(
+        "probes.o",
+        engine,
+        &[fixture().path("target").to_str().unwrap()],
+    );
+    let report = json_report(&out);
+    assert_eq!(
+        report["exit_code"],
+        42,
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(out.status.code(), Some(42));
+    let c = counts(&report);
+    // work(x) returns x + 1: sum over main's and the threads' calls.
+    let ret_sum: u64 = (1..=1000u64).sum::<u64>() + 8 * (1..=5000u64).sum::<u64>();
+    let want = [
+        WORK,
+        WORK,
+        ret_sum,
+        LIB_WORK,
+        LIB_WORK,
+        REC,
+        REC,
+        DIVE,
+        0,
+        (-14i64) as u64, // probe_read_user of an unmapped address: -EFAULT
+        1,
+    ];
+    assert_eq!(&c[..want.len()], &want[..], "bpfjet ({engine}) counts");
+    if let Some(k) = kernel_counts("probes.o") {
+        assert_eq!(
+            &c[..want.len()],
+            &k[..want.len()],
+            "bpfjet ({engine}) vs kernel"
+        );
+    }
+}
+
+#[test]
+fn uprobes_count_exactly_as_the_kernel_interp() {
+    check_probes("interp");
+}
+
+#[test]
+fn uprobes_count_exactly_as_the_kernel_jit() {
+    check_probes("jit");
+}
+
+#[test]
+fn syscall_tracepoints_count_exactly_as_the_kernel() {
+    let _serial = serial();
+    let out = trace(
+        "syscalls.o",
+        "interp",
+        &[fixture().path("target").to_str().unwrap()],
+    );
+    let report = json_report(&out);
+    assert_eq!(
+        report["exit_code"],
+        42,
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let c = counts(&report);
+    let want = [WRITES, WRITES, 7 * WRITES, WRITES, WRITES];
+    assert_eq!(&c[..5], &want[..]);
+    if let Some(k) = kernel_counts("syscalls.o") {
+        assert_eq!(&c[..5], &k[..5], "bpfjet vs kernel");
+    }
+}
+
+#[test]
+fn text_output_is_bpftrace_style() {
+    let _serial = serial();
+    let f = fixture();
+    let out = bpfjet()
+        .arg("trace")
+        .arg(f.path("syscalls.o"))
+        .arg("--")
+        .arg(f.path("target"))
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(42));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        stdout.contains(&format!("@counts[0]: {WRITES}")),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains(&format!("@counts[2]: {}", 7 * WRITES)),
+        "{stdout}"
+    );
+}
+
+fn assert_not_started(out: &Output, needles: &[&str], marker: &Path) {
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "succeeded: {stderr}");
+    for n in needles {
+        assert!(stderr.contains(n), "{n:?} not in: {stderr}");
+    }
+    assert!(!marker.exists(), "the target ran: {stderr}");
+}
+
+#[test]
+fn missing_symbol_is_an_error_before_the_target_starts() {
+    let _serial = serial();
+    let f = fixture();
+    let marker = f.path("missing.mark");
+    let _ = std::fs::remove_file(&marker);
+    let out = bpfjet()
+        .arg("trace")
+        .arg(f.path("missing.o"))
+        .arg("--")
+        .arg(f.path("target"))
+        .arg("mark")
+        .arg(&marker)
+        .output()
+        .unwrap();
+    assert_not_started(&out, &["no_such_function", "uprobe/"], &marker);
+}
+
+#[test]
+fn static_binary_is_an_error_before_the_target_starts() {
+    let _serial = serial();
+    let f = fixture();
+    let out = bpfjet()
+        .arg("trace")
+        .arg(f.path("on_static.o"))
+        .arg("--")
+        .arg(f.path("target_static"))
+        .output()
+        .unwrap();
+    assert_not_started(&out, &["statically linked"], &f.path("never"));
+}
+
+#[test]
+fn kernel_probe_is_an_unsupported_type_error() {
+    let _serial = serial();
+    let f = fixture();
+    let marker = f.path("kprobe.mark");
+    let _ = std::fs::remove_file(&marker);
+    let out = bpfjet()
+        .arg("trace")
+        .arg(f.path("kprobe.o"))
+        .arg("--")
+        .arg(f.path("target"))
+        .arg("mark")
+        .arg(&marker)
+        .output()
+        .unwrap();
+    assert_not_started(&out, &["kprobe/do_sys_openat2", "Kprobe"], &marker);
+}
+
+#[test]
+fn pid_attach_is_refused_with_a_reason() {
+    let _serial = serial();
+    let out = bpfjet()
+        .args(["trace", "x.o", "--pid", "1"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(
+        stderr.contains("--pid 1") && stderr.contains("not supported"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn ring_buffer_records_reach_the_events_file_in_order() {
+    let _serial = serial();
+    let f = fixture();
+    let events = f.path("events.jsonl");
+    let _ = std::fs::remove_file(&events);
+    let out = bpfjet()
+        .arg("trace")
+        .arg(f.path("ringbuf.o"))
+        .arg("--json")
+        .arg("--events")
+        .arg(&events)
+        .arg("--")
+        .arg(f.path("target"))
+        .output()
+        .unwrap();
+    let report = json_report(&out);
+    assert_eq!(report["exit_code"], 42);
+    assert_eq!(
+        report["ringbufs"]["events"],
+        serde_json::json!({"produced": WRITES, "consumed": WRITES, "dropped": 0})
+    );
+    let text = std::fs::read_to_string(&events).unwrap();
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines.len() as u64, WRITES);
+    for (i, l) in lines.iter().enumerate() {
+        let v: Value = serde_json::from_str(l).unwrap();
+        assert_eq!(v["map"], "events");
+        // struct event { u64 seq; u64 count; }, little-endian hex.
+        let mut want = (i as u64).to_le_bytes().to_vec();
+        want.extend_from_slice(&7u64.to_le_bytes());
+        let hex: String = want.iter().map(|b| format!("{b:02x}")).collect();
+        assert_eq!(v["data"], hex, "record {i}");
+    }
+}

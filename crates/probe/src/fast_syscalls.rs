@@ -1,0 +1,312 @@
+//! The fast path for system calls made through common libc wrappers.
+//!
+//! Under Syscall User Dispatch every system call costs a signal. For the
+//! wrappers that carry most I/O (read, write, openat, ...) an entry and a
+//! return probe on the wrapper do the tracing instead: the entry runs the
+//! enter hook with the system call's registers and sets the thread's
+//! selector to ALLOW, so the wrapper's own `syscall` instruction goes
+//! straight to the kernel; the return runs the exit hook with the raw result
+//! (-errno, rebuilt from the wrapper's -1 and errno) and sets BLOCK again.
+//!
+//! Which system call a wrapper issues is read from its code, not assumed:
+//! its `syscall` instructions are decoded with the constant loaded into eax
+//! before each (glibc's `open` issues `openat`). A wrapper whose code does
+//! not show exactly the expected number is left to the slow path, which is
+//! correct for every call.
+
+use crate::regs::PtRegs;
+use crate::symbols::{self, loaded_objects, UprobeTarget};
+use crate::syscalls::{self, hooks, set_selector_allow, set_selector_block};
+use crate::uprobe::{attach_with, Attachment};
+use crate::ProbeError;
+use iced_x86::{Code, Decoder, DecoderOptions, Mnemonic, OpKind, Register};
+use std::cell::UnsafeCell;
+
+/// How a wrapper's C arguments become the system call's.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Args {
+    /// Same order (the C ABI's 4th argument, rcx, is the kernel's r10).
+    Same,
+    /// `open(path, flags, mode)` → `openat(AT_FDCWD, path, flags, mode)`.
+    AtFdcwd,
+}
+
+/// (wrapper, system call it issues, argument mapping).
+const WRAPPERS: &[(&str, &str, Args)] = &[
+    ("read", "read", Args::Same),
+    ("write", "write", Args::Same),
+    ("pread64", "pread64", Args::Same),
+    ("pwrite64", "pwrite64", Args::Same),
+    ("readv", "readv", Args::Same),
+    ("writev", "writev", Args::Same),
+    ("openat", "openat", Args::Same),
+    ("open", "openat", Args::AtFdcwd),
+    ("close", "close", Args::Same),
+    ("lseek", "lseek", Args::Same),
+    ("fsync", "fsync", Args::Same),
+    ("fdatasync", "fdatasync", Args::Same),
+    ("sendto", "sendto", Args::Same),
+    ("recvfrom", "recvfrom", Args::Same),
+];
+
+/// The system-call numbers a function's `syscall` instructions issue,
+/// where eax was loaded with a constant before them (linear sweep).
+fn issued_numbers(code: &[u8], ip: u64) -> Vec<Option<u32>> {
+    let mut out = Vec::new();
+    let mut eax: Option<u32> = None;
+    for ins in Decoder::with_ip(64, code, ip, DecoderOptions::NONE).iter() {
+        match ins.mnemonic() {
+            Mnemonic::Syscall => {
+                out.push(eax);
+                eax = None;
+            }
+            Mnemonic::Mov
+                if matches!(ins.op0_register(), Register::EAX | Register::RAX)
+                    && matches!(
+                        ins.op1_kind(),
+                        OpKind::Immediate32 | OpKind::Immediate32to64
+                    ) =>
+            {
+                eax = Some(ins.immediate32());
+            }
+            Mnemonic::Xor
+                if ins.code() == Code::Xor_r32_rm32 || ins.code() == Code::Xor_rm32_r32 =>
+            {
+                if ins.op0_register() == Register::EAX && ins.op1_register() == Register::EAX {
+                    eax = Some(0);
+                } else if ins.op0_register() == Register::EAX {
+                    eax = None;
+                }
+            }
+            _ => {
+                // Any other write to eax/rax makes it unknown.
+                if matches!(ins.op0_kind(), OpKind::Register)
+                    && matches!(
+                        ins.op0_register(),
+                        Register::EAX | Register::RAX | Register::AX | Register::AL
+                    )
+                {
+                    eax = None;
+                }
+            }
+        }
+    }
+    out
+}
+
+const FRAMES: usize = 16;
+
+#[derive(Clone, Copy)]
+struct FastFrame {
+    slot: u64,
+    regs: PtRegs,
+    /// The entry switched the selector from BLOCK to ALLOW (application
+    /// code); the return switches it back.
+    flipped: bool,
+}
+
+struct FastStack {
+    len: usize,
+    frames: [FastFrame; FRAMES],
+}
+
+thread_local! {
+    // Wrapper calls in flight on this thread (nested only through signal
+    // handlers), with the system call's registers built at entry.
+    static FAST: UnsafeCell<FastStack> = const {
+        UnsafeCell::new(FastStack {
+            len: 0,
+            frames: [FastFrame {
+                slot: 0,
+                flipped: false,
+                regs: PtRegs {
+                    r15: 0, r14: 0, r13: 0, r12: 0, rbp: 0, rbx: 0, r11: 0, r10: 0, r9: 0,
+                    r8: 0, rax: 0, rcx: 0, rdx: 0, rsi: 0, rdi: 0, orig_rax: 0, rip: 0,
+                    cs: 0, eflags: 0, rsp: 0, ss: 0,
+                },
+            }; FRAMES],
+        })
+    };
+}
+
+fn with_fast<R>(f: impl FnOnce(&mut FastStack) -> R) -> R {
+    // SAFETY: per thread; the wrapper probes' handlers do not nest their use.
+    FAST.with(|s| f(unsafe { &mut *s.get() }))
+}
+
+fn on_wrapper_entry(nr: u32, args: Args, regs: &PtRegs) {
+    if !syscalls::dispatched() {
+        return;
+    }
+    let mut s = *regs;
+    s.orig_rax = nr as u64;
+    s.rax = (-(libc::ENOSYS as i64)) as u64;
+    match args {
+        Args::Same => s.r10 = regs.rcx,
+        Args::AtFdcwd => {
+            s.rdi = libc::AT_FDCWD as i64 as u64;
+            s.rsi = regs.rdi;
+            s.rdx = regs.rsi;
+            s.r10 = regs.rdx;
+        }
+    }
+    let slot = regs.rsp;
+    let pushed = with_fast(|st| {
+        while st.len > 0 && st.frames[st.len - 1].slot <= slot {
+            st.len -= 1;
+        }
+        if st.len == FRAMES {
+            return false;
+        }
+        st.frames[st.len] = FastFrame {
+            slot,
+            regs: s,
+            flipped: false,
+        };
+        st.len += 1;
+        true
+    });
+    if !pushed {
+        // Too deep: the slow path (SIGSYS) traces this call.
+        return;
+    }
+    let flipped = set_selector_allow();
+    if !flipped {
+        // Called from bpfjet's own code (selector already ALLOW): not a
+        // system call of the application.
+        with_fast(|st| st.len -= 1);
+        return;
+    }
+    with_fast(|st| st.frames[st.len - 1].flipped = true);
+    if let Some(h) = hooks().and_then(|h| h.on_enter.as_ref()) {
+        h(&s);
+    }
+}
+
+fn on_wrapper_return(regs: &PtRegs) {
+    let slot = regs.rsp - 8;
+    let frame = with_fast(|st| {
+        while st.len > 0 && st.frames[st.len - 1].slot < slot {
+            st.len -= 1;
+        }
+        if st.len > 0 && st.frames[st.len - 1].slot == slot {
+            st.len -= 1;
+            Some(st.frames[st.len])
+        } else {
+            None
+        }
+    });
+    let Some(mut f) = frame else { return };
+    let ret = regs.rax as i64;
+    f.regs.rax = if ret == -1 {
+        // SAFETY: this thread's errno.
+        -(unsafe { *libc::__errno_location() } as i64) as u64
+    } else {
+        ret as u64
+    };
+    f.regs.rip = regs.rip;
+    if let Some(h) = hooks().and_then(|h| h.on_exit.as_ref()) {
+        h(&f.regs);
+    }
+    if f.flipped {
+        set_selector_block();
+    }
+}
+
+/// A wrapper the fast path covers, or why not.
+pub struct FastPath {
+    pub wrapper: &'static str,
+    pub syscall: &'static str,
+    pub attachment: Result<Attachment, ProbeError>,
+}
+
+/// Attaches the fast path to libc's wrappers; call after
+/// [`syscalls::install`]. Wrappers whose code does not match are reported
+/// and left to the slow path.
+pub fn install() -> Vec<FastPath> {
+    // bpfjet's own system calls while attaching are not the application's.
+    syscalls::allowed(install_wrappers)
+}
+
+fn install_wrappers() -> Vec<FastPath> {
+    let objects = loaded_objects();
+    let mut out = Vec::new();
+    for &(wrapper, syscall, args) in WRAPPERS {
+        let attachment = (|| {
+            let nr = crate::syscall_table::number(syscall).expect("table has every wrapper's call");
+            let t = UprobeTarget {
+                path: "libc.so.6".into(),
+                symbol: wrapper.into(),
+                offset: 0,
+            };
+            let r = symbols::resolve(&t, &objects)?;
+            let unpatchable = |reason: String| ProbeError::Unpatchable {
+                symbol: wrapper.into(),
+                offset: 0,
+                address: r.address,
+                reason,
+            };
+            if r.remaining == 0 {
+                return Err(unpatchable(
+                    "the symbol has no size; its code cannot be checked".into(),
+                ));
+            }
+            // SAFETY: the function's bytes, mapped code of libc.
+            let code =
+                unsafe { std::slice::from_raw_parts(r.address as *const u8, r.remaining as usize) };
+            let issued = issued_numbers(code, r.address);
+            if issued.is_empty() || issued.iter().any(|n| *n != Some(nr)) {
+                return Err(unpatchable(format!(
+                    "its syscall instructions issue {issued:?}, not only {syscall} ({nr})"
+                )));
+            }
+            attach_with(
+                &r,
+                Some(Box::new(move |regs: &mut PtRegs| {
+                    on_wrapper_entry(nr, args, regs)
+                })),
+                Some(Box::new(|regs: &mut PtRegs| on_wrapper_return(regs))),
+                true,
+            )
+        })();
+        out.push(FastPath {
+            wrapper,
+            syscall,
+            attachment,
+        });
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn decodes_the_number_a_wrapper_issues() {
+        // xor eax,eax; syscall; mov eax,1; syscall; ret
+        let code = [0x31, 0xc0, 0x0f, 0x05, 0xb8, 1, 0, 0, 0, 0x0f, 0x05, 0xc3];
+        assert_eq!(issued_numbers(&code, 0x1000), vec![Some(0), Some(1)]);
+        // mov eax,edi; syscall: unknown
+        assert_eq!(issued_numbers(&[0x89, 0xf8, 0x0f, 0x05], 0), vec![None]);
+    }
+
+    #[test]
+    fn libc_open_issues_openat() {
+        let objects = loaded_objects();
+        let t = UprobeTarget {
+            path: "libc.so.6".into(),
+            symbol: "open".into(),
+            offset: 0,
+        };
+        let r = symbols::resolve(&t, &objects).unwrap();
+        let code =
+            unsafe { std::slice::from_raw_parts(r.address as *const u8, r.remaining as usize) };
+        let issued = issued_numbers(code, r.address);
+        assert!(!issued.is_empty());
+        assert!(
+            issued.iter().all(|n| *n == Some(libc::SYS_openat as u32)),
+            "{issued:?}"
+        );
+    }
+}

@@ -1,0 +1,83 @@
+//! The per-thread shadow stack of hooked return addresses.
+//!
+//! A return probe replaces the return address on the stack with the return
+//! trampoline and keeps the original here with the stack slot it came from.
+//! Slots identify frames: the stack grows down, so a live outer call's slot
+//! is above every inner call's. Frames abandoned by `longjmp` (or a signal
+//! handler that never returns) are recognised by their slot lying at or
+//! below a newer call's slot, and dropped.
+
+use std::cell::UnsafeCell;
+
+/// Deepest nesting of hooked calls per thread; deeper calls run their entry
+/// handler but not their return handler (counted as missed).
+pub const DEPTH: usize = 1024;
+
+#[derive(Clone, Copy)]
+pub struct Frame {
+    /// Address of the return-address slot on the thread's stack.
+    pub slot: u64,
+    pub ret: u64,
+    pub probe: u64,
+}
+
+pub struct Shadow {
+    len: usize,
+    frames: [Frame; DEPTH],
+}
+
+thread_local! {
+    // Const-initialised and without Drop: a plain TLS block, usable from any
+    // point of a thread's life, no allocation.
+    static SHADOW: UnsafeCell<Shadow> = const {
+        UnsafeCell::new(Shadow { len: 0, frames: [Frame { slot: 0, ret: 0, probe: 0 }; DEPTH] })
+    };
+}
+
+/// Runs `f` on this thread's shadow stack. Only the probe dispatchers call
+/// it, never re-entrantly (they do not call each other).
+pub fn with<R>(f: impl FnOnce(&mut Shadow) -> R) -> R {
+    // SAFETY: per-thread, and the dispatchers never nest their use.
+    SHADOW.with(|s| f(unsafe { &mut *s.get() }))
+}
+
+impl Shadow {
+    /// Records a hooked call whose return address is at `slot`; false when
+    /// the stack is full.
+    pub fn push(&mut self, frame: Frame) -> bool {
+        while self.len > 0 && self.frames[self.len - 1].slot <= frame.slot {
+            self.len -= 1;
+        }
+        if self.len == DEPTH {
+            return false;
+        }
+        self.frames[self.len] = frame;
+        self.len += 1;
+        true
+    }
+
+    /// The frame of a hooked call returning from `slot`, dropping frames
+    /// abandoned below it.
+    pub fn pop(&mut self, slot: u64) -> Option<Frame> {
+        while self.len > 0 && self.frames[self.len - 1].slot < slot {
+            self.len -= 1;
+        }
+        if self.len > 0 && self.frames[self.len - 1].slot == slot {
+            self.len -= 1;
+            return Some(self.frames[self.len]);
+        }
+        None
+    }
+
+    /// Removes every frame, innermost first, handing each to `f`.
+    pub fn drain(&mut self, mut f: impl FnMut(&Frame)) {
+        while self.len > 0 {
+            self.len -= 1;
+            f(&self.frames[self.len]);
+        }
+    }
+
+    pub fn depth(&self) -> usize {
+        self.len
+    }
+}

@@ -1,0 +1,308 @@
+//! `PATH:SYMBOL[+OFF]` → an address in this process.
+//!
+//! PATH is resolved as libbpf does for uprobes: a path with a '/' is used as
+//! is; a bare name (`libc`, `libc.so.6`) is looked up among the objects the
+//! process has loaded, then in the ld.so directories. The symbol comes from
+//! `.symtab` or `.dynsym` of the file on disk; its run-time address is the
+//! object's load bias (from `dl_iterate_phdr`) plus the symbol's value.
+
+use crate::ProbeError;
+use object::{Object, ObjectSymbol, SymbolKind};
+use std::ffi::CStr;
+use std::path::{Path, PathBuf};
+
+/// A parsed `uprobe/PATH:SYMBOL[+OFF]` target.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UprobeTarget {
+    pub path: String,
+    pub symbol: String,
+    pub offset: u64,
+}
+
+impl UprobeTarget {
+    /// Parses `PATH:SYMBOL[+OFF]` (OFF decimal or 0x-hex).
+    pub fn parse(spec: &str) -> Result<Self, ProbeError> {
+        let bad = || ProbeError::BadTarget { spec: spec.into() };
+        let (path, rest) = spec.rsplit_once(':').ok_or_else(bad)?;
+        let (symbol, offset) = match rest.split_once('+') {
+            Some((s, off)) => {
+                let off = off.trim();
+                let v = if let Some(h) = off.strip_prefix("0x") {
+                    u64::from_str_radix(h, 16)
+                } else {
+                    off.parse()
+                };
+                (s, v.map_err(|_| bad())?)
+            }
+            None => (rest, 0),
+        };
+        if path.is_empty() || symbol.is_empty() {
+            return Err(bad());
+        }
+        Ok(UprobeTarget {
+            path: path.into(),
+            symbol: symbol.into(),
+            offset,
+        })
+    }
+}
+
+/// An ELF object mapped into this process.
+#[derive(Debug, Clone)]
+pub struct LoadedObject {
+    /// Canonical path on disk (the main program's is /proc/self/exe's target).
+    pub path: PathBuf,
+    /// Load bias: run-time address minus ELF virtual address.
+    pub bias: u64,
+}
+
+/// The objects of this process, main program first.
+pub fn loaded_objects() -> Vec<LoadedObject> {
+    unsafe extern "C" fn visit(
+        info: *mut libc::dl_phdr_info,
+        _size: usize,
+        data: *mut libc::c_void,
+    ) -> libc::c_int {
+        let out = &mut *(data as *mut Vec<LoadedObject>);
+        let info = &*info;
+        let name = if info.dlpi_name.is_null() {
+            ""
+        } else {
+            CStr::from_ptr(info.dlpi_name).to_str().unwrap_or("")
+        };
+        let path = if name.is_empty() {
+            if !out.is_empty() {
+                // The vDSO and other nameless entries after the main program.
+                return 0;
+            }
+            std::fs::read_link("/proc/self/exe").unwrap_or_default()
+        } else {
+            PathBuf::from(name)
+        };
+        let path = path.canonicalize().unwrap_or(path);
+        out.push(LoadedObject {
+            path,
+            bias: info.dlpi_addr,
+        });
+        0
+    }
+    let mut out: Vec<LoadedObject> = Vec::new();
+    // SAFETY: the callback only reads the entries it is given.
+    unsafe { libc::dl_iterate_phdr(Some(visit), &mut out as *mut _ as *mut libc::c_void) };
+    out
+}
+
+const LD_SO_DIRS: &[&str] = &[
+    "/lib/x86_64-linux-gnu",
+    "/usr/lib/x86_64-linux-gnu",
+    "/lib64",
+    "/usr/lib64",
+    "/lib",
+    "/usr/lib",
+    "/usr/local/lib",
+];
+
+/// Candidate file names for a bare library name, as libbpf accepts them.
+fn library_names(name: &str) -> Vec<String> {
+    let mut v = vec![name.to_string()];
+    if !name.contains(".so") {
+        let base = if name.starts_with("lib") {
+            name.to_string()
+        } else {
+            format!("lib{name}")
+        };
+        v.push(format!("{base}.so"));
+        v.push(format!("{base}.so.6"));
+        v.push(format!("{base}.so.1"));
+        v.push(format!("{base}.so.0"));
+    }
+    v
+}
+
+/// Resolves the PATH part of a target to a file. `objects` are the
+/// process's loaded objects (empty when resolving before the target runs).
+pub fn resolve_path(path: &str, objects: &[LoadedObject]) -> Result<PathBuf, ProbeError> {
+    if path.contains('/') {
+        let p = PathBuf::from(path);
+        return Ok(p.canonicalize().unwrap_or(p));
+    }
+    let names = library_names(path);
+    for o in objects {
+        let file = o.path.file_name().and_then(|f| f.to_str()).unwrap_or("");
+        if names.iter().any(|n| file == n)
+            || (!path.contains(".so")
+                && file.starts_with(&format!("{}.so", names[1].trim_end_matches(".so"))))
+        {
+            return Ok(o.path.clone());
+        }
+    }
+    for dir in LD_SO_DIRS {
+        for n in &names {
+            let p = Path::new(dir).join(n);
+            if p.is_file() {
+                return Ok(p.canonicalize().unwrap_or(p));
+            }
+        }
+    }
+    Err(ProbeError::LibraryNotFound { name: path.into() })
+}
+
+/// A function symbol found in a file.
+#[derive(Debug, Clone)]
+pub struct FileSymbol {
+    /// ELF virtual address (st_value).
+    pub vaddr: u64,
+    /// st_size; 0 when the ELF does not say.
+    pub size: u64,
+}
+
+/// Looks `symbol` up in `.symtab`, then `.dynsym`, of the ELF at `path`.
+pub fn file_symbol(path: &Path, symbol: &str) -> Result<FileSymbol, ProbeError> {
+    let shown = path.display().to_string();
+    let data = std::fs::read(path).map_err(|e| ProbeError::Elf {
+        path: shown.clone(),
+        reason: e.to_string(),
+    })?;
+    let file = object::File::parse(&*data).map_err(|e| ProbeError::Elf {
+        path: shown.clone(),
+        reason: e.to_string(),
+    })?;
+    let mut has_symtab = false;
+    for sym in file.symbols().chain(file.dynamic_symbols()) {
+        has_symtab = true;
+        if sym.name() != Ok(symbol) || sym.is_undefined() {
+            continue;
+        }
+        if sym.kind() != SymbolKind::Text {
+            return Err(ProbeError::NotAFunction {
+                path: shown,
+                symbol: symbol.into(),
+            });
+        }
+        return Ok(FileSymbol {
+            vaddr: sym.address(),
+            size: sym.size(),
+        });
+    }
+    let hint = if file.symbols().next().is_none() {
+        if has_symtab {
+            " (the file is stripped: only exported symbols of .dynsym are visible)"
+        } else {
+            " (the file is stripped: it has no symbol table)"
+        }
+    } else {
+        ""
+    };
+    Err(ProbeError::SymbolNotFound {
+        path: shown,
+        symbol: symbol.into(),
+        hint,
+    })
+}
+
+/// Whether the executable at `path` is dynamically linked (has PT_INTERP),
+/// which the LD_PRELOAD agent needs.
+pub fn check_dynamic(path: &Path) -> Result<(), ProbeError> {
+    let shown = path.display().to_string();
+    let data = std::fs::read(path).map_err(|e| ProbeError::Elf {
+        path: shown.clone(),
+        reason: e.to_string(),
+    })?;
+    let elf = object::read::elf::ElfFile64::<object::Endianness>::parse(&*data).map_err(|e| {
+        ProbeError::Elf {
+            path: shown.clone(),
+            reason: e.to_string(),
+        }
+    })?;
+    use object::read::elf::ProgramHeader;
+    let endian = elf.endian();
+    let interp = elf
+        .elf_program_headers()
+        .iter()
+        .any(|ph| ph.p_type(endian) == object::elf::PT_INTERP);
+    if interp {
+        Ok(())
+    } else {
+        Err(ProbeError::StaticBinary { path: shown })
+    }
+}
+
+/// A target resolved to an address in this process.
+#[derive(Debug, Clone)]
+pub struct ResolvedSymbol {
+    pub path: PathBuf,
+    pub symbol: String,
+    pub offset: u64,
+    /// Run-time address of SYMBOL+OFF.
+    pub address: u64,
+    /// Bytes of the function from `address` to its end (0: unknown).
+    pub remaining: u64,
+}
+
+/// Resolves a target against the objects loaded in this process.
+pub fn resolve(
+    target: &UprobeTarget,
+    objects: &[LoadedObject],
+) -> Result<ResolvedSymbol, ProbeError> {
+    let path = resolve_path(&target.path, objects)?;
+    let obj = objects
+        .iter()
+        .find(|o| o.path == path)
+        .ok_or_else(|| ProbeError::NotLoaded {
+            path: path.display().to_string(),
+        })?;
+    let sym = file_symbol(&path, &target.symbol)?;
+    if sym.size != 0 && target.offset >= sym.size {
+        return Err(ProbeError::Unpatchable {
+            symbol: target.symbol.clone(),
+            offset: target.offset,
+            address: obj.bias.wrapping_add(sym.vaddr),
+            reason: format!("offset is past the function's end (size {})", sym.size),
+        });
+    }
+    Ok(ResolvedSymbol {
+        path,
+        symbol: target.symbol.clone(),
+        offset: target.offset,
+        address: obj.bias.wrapping_add(sym.vaddr).wrapping_add(target.offset),
+        remaining: sym.size.saturating_sub(target.offset),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_targets() {
+        assert_eq!(
+            UprobeTarget::parse("/bin/x:main+0x10").unwrap(),
+            UprobeTarget {
+                path: "/bin/x".into(),
+                symbol: "main".into(),
+                offset: 16
+            }
+        );
+        assert_eq!(UprobeTarget::parse("libc:malloc").unwrap().symbol, "malloc");
+        assert!(UprobeTarget::parse("nocolon").is_err());
+        assert!(UprobeTarget::parse("/x:").is_err());
+        assert!(UprobeTarget::parse("/x:f+zz").is_err());
+    }
+
+    #[test]
+    fn finds_libc_in_this_process() {
+        let objs = loaded_objects();
+        assert!(!objs.is_empty());
+        let t = UprobeTarget::parse("libc:getpid").unwrap();
+        let r = resolve(&t, &objs).unwrap();
+        assert_eq!(r.address, libc::getpid as *const () as u64);
+    }
+
+    #[test]
+    fn missing_symbol_is_named() {
+        let objs = loaded_objects();
+        let t = UprobeTarget::parse("libc:no_such_function_here").unwrap();
+        let e = resolve(&t, &objs).unwrap_err().to_string();
+        assert!(e.contains("no_such_function_here"), "{e}");
+    }
+}

@@ -1,0 +1,526 @@
+//! The traced process's own system calls, through Syscall User Dispatch.
+//!
+//! With `PR_SET_SYSCALL_USER_DISPATCH` on, a thread's system calls raise
+//! SIGSYS whenever its selector byte says BLOCK, except those issued from one
+//! allowed code range: the assembly at the end of this file. The SIGSYS
+//! handler builds a `pt_regs` from the signal context, runs the enter hook,
+//! performs the call from the allowed range, stores the result in the
+//! context and runs the exit hook; the signal return restores the thread
+//! with the result in rax. While a handler runs, the selector is ALLOW, so
+//! bpfjet's own system calls (helpers, ring-buffer wake-ups) are not traced.
+//!
+//! Calls that cannot simply be performed from inside a signal handler:
+//! * `rt_sigreturn` from an application signal handler: done from the
+//!   allowed range on the application's signal frame (no exit event, like
+//!   the kernel's, whose sys_exit for it reports the restored rax).
+//! * `clone`/`clone3` with a new stack (threads, posix_spawn): performed by
+//!   an assembly stub that gives the child the caller's registers and resumes
+//!   it after the caller's `syscall` instruction on its new stack, with the
+//!   application's signal mask; the child reports no exit event.
+//! * `fork`-like clones: performed in the handler; the child re-enables the
+//!   dispatch (the kernel does not keep it for new tasks).
+//! * `vfork`: performed as `fork` (the child would otherwise run on, and
+//!   overwrite, the handler's frames of the shared stack).
+//! * `execve`/`execveat`: the application's signal mask is restored first
+//!   (an exec keeps the blocked mask, and a new image with SIGSYS blocked
+//!   would be killed by its first dispatched call). Dispatch ends with exec.
+//! * `exit_group`: the `before_exit` hook runs (final map dump) first.
+//! * `rt_sigprocmask`: applied to the application's mask in the signal
+//!   context (performed in the handler it would change the handler's mask,
+//!   which the signal return discards); SIGSYS itself is never really
+//!   blocked (a dispatched call with SIGSYS blocked kills the process), the
+//!   application still sees the mask it set.
+//! * `rt_sigaction(SIGSYS, new)`: not installed (the old action is still
+//!   reported): dispatch needs bpfjet's handler.
+//!
+//! New threads: dispatch is per thread and new threads start without it;
+//! [`enable_current_thread`] is called at their start by the agent's
+//! `pthread_create` wrapper.
+
+use crate::regs::PtRegs;
+use crate::ProbeError;
+use std::cell::Cell;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::OnceLock;
+
+const PR_SET_SYSCALL_USER_DISPATCH: i32 = 59;
+const PR_SYS_DISPATCH_ON: u64 = 1;
+const SELECTOR_ALLOW: u8 = 0;
+const SELECTOR_BLOCK: u8 = 1;
+
+const SYS_RT_SIGACTION: u64 = 13;
+const SYS_RT_SIGPROCMASK: u64 = 14;
+const SYS_RT_SIGRETURN: u64 = 15;
+const SYS_CLONE: u64 = 56;
+const SYS_FORK: u64 = 57;
+const SYS_VFORK: u64 = 58;
+const SYS_EXECVE: u64 = 59;
+const SYS_EXIT_GROUP: u64 = 231;
+const SYS_EXECVEAT: u64 = 322;
+const SYS_CLONE3: u64 = 435;
+const CLONE_VM: u64 = 0x100;
+const CLONE_VFORK: u64 = 0x4000;
+const SA_RESTORER: i32 = 0x0400_0000;
+
+/// Runs at a dispatched system call, on the calling thread.
+pub type SyscallHook = Box<dyn Fn(&PtRegs) + Send + Sync>;
+
+/// What runs at each system call of a dispatched thread.
+pub struct SyscallHooks {
+    /// Before the call: `orig_rax` = number, arguments in rdi rsi rdx r10
+    /// r8 r9 (the kernel's syscall pt_regs), rax = -ENOSYS.
+    pub on_enter: Option<SyscallHook>,
+    /// After the call: rax = the result (-errno on failure).
+    pub on_exit: Option<SyscallHook>,
+    /// Once, before `exit_group` is performed, with its status.
+    pub before_exit: Option<Box<dyn Fn(i32) + Send + Sync>>,
+}
+
+static HOOKS: OnceLock<SyscallHooks> = OnceLock::new();
+static TRAPPED: AtomicU64 = AtomicU64::new(0);
+
+thread_local! {
+    // The byte the kernel reads at each system call of this thread.
+    static SELECTOR: Cell<u8> = const { Cell::new(SELECTOR_ALLOW) };
+    static DISPATCHED: Cell<bool> = const { Cell::new(false) };
+    // The application asked for SIGSYS to be blocked; it never really is
+    // (a blocked SIGSYS at a dispatched call kills the process).
+    static APP_BLOCKS_SIGSYS: Cell<bool> = const { Cell::new(false) };
+}
+
+const SIGSYS_BIT: u64 = 1 << (libc::SIGSYS - 1);
+const UNBLOCKABLE: u64 = (1 << (libc::SIGKILL - 1)) | (1 << (libc::SIGSTOP - 1));
+
+/// Copies between this process's memory and a buffer without faulting on
+/// a bad application pointer (the kernel's -EFAULT instead).
+fn copy_user(addr: u64, buf: &mut [u8], write: bool) -> bool {
+    let local = libc::iovec {
+        iov_base: buf.as_mut_ptr().cast(),
+        iov_len: buf.len(),
+    };
+    let remote = libc::iovec {
+        iov_base: addr as *mut libc::c_void,
+        iov_len: buf.len(),
+    };
+    // SAFETY: the kernel checks `remote`; `local` is our buffer.
+    let n = unsafe {
+        if write {
+            libc::process_vm_writev(libc::getpid(), &local, 1, &remote, 1, 0)
+        } else {
+            libc::process_vm_readv(libc::getpid(), &local, 1, &remote, 1, 0)
+        }
+    };
+    n == buf.len() as isize
+}
+
+/// `rt_sigprocmask` on the application's mask, which the signal return
+/// restores (the handler's own mask is discarded there).
+fn emulate_sigprocmask(uc: &mut libc::ucontext_t, a: &[u64; 6]) -> i64 {
+    let (how, set, oldset, size) = (a[0], a[1], a[2], a[3]);
+    if size != 8 {
+        return -(libc::EINVAL as i64);
+    }
+    // SAFETY: the kernel's sigset is the first 8 bytes of glibc's.
+    let mask = unsafe { &mut *(&mut uc.uc_sigmask as *mut libc::sigset_t as *mut u64) };
+    let app_view = *mask
+        | if APP_BLOCKS_SIGSYS.with(|b| b.get()) {
+            SIGSYS_BIT
+        } else {
+            0
+        };
+    let mut new = None;
+    if set != 0 {
+        let mut b = [0u8; 8];
+        if !copy_user(set, &mut b, false) {
+            return -(libc::EFAULT as i64);
+        }
+        let s = u64::from_le_bytes(b);
+        new = Some(match how as i32 {
+            libc::SIG_BLOCK => app_view | s,
+            libc::SIG_UNBLOCK => app_view & !s,
+            libc::SIG_SETMASK => s,
+            _ => return -(libc::EINVAL as i64),
+        });
+    }
+    if oldset != 0 && !copy_user(oldset, &mut app_view.to_le_bytes(), true) {
+        return -(libc::EFAULT as i64);
+    }
+    if let Some(n) = new {
+        let n = n & !UNBLOCKABLE;
+        APP_BLOCKS_SIGSYS.with(|b| b.set(n & SIGSYS_BIT != 0));
+        *mask = n & !SIGSYS_BIT;
+    }
+    0
+}
+
+pub(crate) fn hooks() -> Option<&'static SyscallHooks> {
+    HOOKS.get()
+}
+
+/// Sets ALLOW; true if the thread was dispatching (BLOCK) before.
+pub(crate) fn set_selector_allow() -> bool {
+    SELECTOR.with(|s| s.replace(SELECTOR_ALLOW)) == SELECTOR_BLOCK
+}
+
+pub(crate) fn set_selector_block() {
+    if dispatched() {
+        SELECTOR.with(|s| s.set(SELECTOR_BLOCK));
+    }
+}
+
+/// System calls that went through the SIGSYS handler so far.
+pub fn trapped() -> u64 {
+    TRAPPED.load(Ordering::Relaxed)
+}
+
+/// Whether this thread's system calls are dispatched.
+pub fn dispatched() -> bool {
+    DISPATCHED.with(|d| d.get())
+}
+
+/// Runs `f` with this thread's system calls not dispatched (bpfjet's own
+/// work on a traced thread).
+pub fn allowed<R>(f: impl FnOnce() -> R) -> R {
+    let old = SELECTOR.with(|s| s.replace(SELECTOR_ALLOW));
+    let r = f();
+    SELECTOR.with(|s| s.set(old));
+    r
+}
+
+/// Installs the hooks and the SIGSYS handler, and dispatches this thread's
+/// system calls. Once per process.
+pub fn install(hooks: SyscallHooks) -> Result<(), ProbeError> {
+    if HOOKS.set(hooks).is_err() {
+        return Err(ProbeError::Os {
+            what: "system-call hooks installed twice".into(),
+            err: std::io::Error::from_raw_os_error(libc::EBUSY),
+        });
+    }
+    install_sigsys_handler()?;
+    enable_current_thread()
+}
+
+#[repr(C)]
+struct KernelSigaction {
+    handler: usize,
+    flags: u64,
+    restorer: usize,
+    mask: u64,
+}
+
+fn install_sigsys_handler() -> Result<(), ProbeError> {
+    let act = KernelSigaction {
+        handler: on_sigsys as *const () as usize,
+        flags: (libc::SA_SIGINFO | libc::SA_ONSTACK | SA_RESTORER) as u64,
+        // Returning from the handler must happen from the allowed range.
+        restorer: bpfjet_sud_restorer as *const () as usize,
+        mask: 0,
+    };
+    // SAFETY: raw rt_sigaction: glibc's sigaction would substitute its own
+    // restorer, whose rt_sigreturn lies outside the allowed range.
+    let r = unsafe {
+        libc::syscall(
+            libc::SYS_rt_sigaction,
+            libc::SIGSYS,
+            &act as *const KernelSigaction,
+            std::ptr::null_mut::<KernelSigaction>(),
+            8usize,
+        )
+    };
+    if r != 0 {
+        return Err(ProbeError::os("rt_sigaction(SIGSYS)"));
+    }
+    Ok(())
+}
+
+/// Dispatches the calling thread's system calls to the installed hooks.
+pub fn enable_current_thread() -> Result<(), ProbeError> {
+    if HOOKS.get().is_none() {
+        return Ok(());
+    }
+    let start = bpfjet_sud_region_start as *const () as u64;
+    let end = bpfjet_sud_region_end as *const () as u64;
+    let selector = SELECTOR.with(|s| s.as_ptr());
+    // SAFETY: the selector is this thread's own TLS byte, alive as long as
+    // the thread.
+    let r = unsafe {
+        libc::prctl(
+            PR_SET_SYSCALL_USER_DISPATCH,
+            PR_SYS_DISPATCH_ON,
+            start,
+            end - start,
+            selector,
+        )
+    };
+    if r != 0 {
+        return Err(ProbeError::os("prctl(PR_SET_SYSCALL_USER_DISPATCH)"));
+    }
+    DISPATCHED.with(|d| d.set(true));
+    SELECTOR.with(|s| s.set(SELECTOR_BLOCK));
+    Ok(())
+}
+
+fn regs_from(g: &[i64; 23], nr: u64) -> PtRegs {
+    use libc::*;
+    let r = |i: c_int| g[i as usize] as u64;
+    PtRegs {
+        r15: r(REG_R15),
+        r14: r(REG_R14),
+        r13: r(REG_R13),
+        r12: r(REG_R12),
+        rbp: r(REG_RBP),
+        rbx: r(REG_RBX),
+        r11: r(REG_R11),
+        r10: r(REG_R10),
+        r9: r(REG_R9),
+        r8: r(REG_R8),
+        rax: (-(ENOSYS as i64)) as u64,
+        rcx: r(REG_RCX),
+        rdx: r(REG_RDX),
+        rsi: r(REG_RSI),
+        rdi: r(REG_RDI),
+        orig_rax: nr,
+        rip: r(REG_RIP),
+        cs: 0x33,
+        eflags: r(REG_EFL),
+        rsp: r(REG_RSP),
+        ss: 0x2b,
+    }
+}
+
+extern "C" fn on_sigsys(_sig: i32, _info: *mut libc::siginfo_t, ctx: *mut libc::c_void) {
+    SELECTOR.with(|s| s.set(SELECTOR_ALLOW));
+    TRAPPED.fetch_add(1, Ordering::Relaxed);
+    // SAFETY: the kernel passes this thread's ucontext.
+    let uc = unsafe { &mut *(ctx as *mut libc::ucontext_t) };
+    let g = &mut uc.uc_mcontext.gregs;
+    // The kernel rolls rax back to the system-call number before SIGSYS.
+    let nr = g[libc::REG_RAX as usize] as u64;
+    let mut regs = regs_from(g, nr);
+    let hooks = HOOKS.get();
+    // Probes hit by the hooks (a helper calling a probed libc function)
+    // are skipped, as inside any handler.
+    let outermost = crate::uprobe::enter_handler();
+    if let Some(h) = hooks.and_then(|h| h.on_enter.as_ref()) {
+        h(&regs);
+    }
+    let a = [regs.rdi, regs.rsi, regs.rdx, regs.r10, regs.r8, regs.r9];
+    // SAFETY (all arms): performing the application's own system call.
+    let ret: i64 = match nr {
+        SYS_RT_SIGPROCMASK => emulate_sigprocmask(uc, &a),
+        // The SIGSYS handler stays bpfjet's: a new one is not installed
+        // (the old one is still reported).
+        SYS_RT_SIGACTION if a[0] == libc::SIGSYS as u64 && a[1] != 0 => unsafe {
+            bpfjet_sud_syscall6(nr, a[0], 0, a[2], a[3], 0, 0)
+        },
+        SYS_RT_SIGRETURN => unsafe {
+            bpfjet_sud_sigreturn_to(regs.rsp, SELECTOR.with(|s| s.as_ptr()))
+        },
+        SYS_EXIT_GROUP => {
+            if let Some(h) = hooks.and_then(|h| h.before_exit.as_ref()) {
+                h(a[0] as i32);
+            }
+            unsafe { bpfjet_sud_syscall6(nr, a[0], a[1], a[2], a[3], a[4], a[5]) }
+        }
+        SYS_EXECVE | SYS_EXECVEAT => unsafe {
+            let mut old: u64 = 0;
+            let user_mask = &uc.uc_sigmask as *const libc::sigset_t as u64;
+            bpfjet_sud_syscall6(
+                14,
+                libc::SIG_SETMASK as u64,
+                user_mask,
+                &mut old as *mut u64 as u64,
+                8,
+                0,
+                0,
+            );
+            let r = bpfjet_sud_syscall6(nr, a[0], a[1], a[2], a[3], a[4], a[5]);
+            bpfjet_sud_syscall6(
+                14,
+                libc::SIG_SETMASK as u64,
+                &old as *const u64 as u64,
+                0,
+                8,
+                0,
+                0,
+            );
+            r
+        },
+        SYS_CLONE | SYS_CLONE3 if new_stack(nr, &a).is_some() => {
+            let sp = new_stack(nr, &a).unwrap();
+            // SAFETY: the child's stack, below its initial stack pointer:
+            // the resume address and the application's signal mask.
+            unsafe {
+                *((sp - 8) as *mut u64) = regs.rip;
+                *((sp - 16) as *mut u64) = *(&uc.uc_sigmask as *const libc::sigset_t as *const u64);
+            }
+            let saved = CloneRegs {
+                nr,
+                args: a,
+                rbx: regs.rbx,
+                rbp: regs.rbp,
+                r12: regs.r12,
+                r13: regs.r13,
+                r14: regs.r14,
+                r15: regs.r15,
+            };
+            unsafe { bpfjet_sud_clone(&saved) }
+        }
+        SYS_FORK | SYS_VFORK | SYS_CLONE => {
+            let (nr2, a0) = if nr == SYS_VFORK {
+                (SYS_FORK, a[0])
+            } else if nr == SYS_CLONE && a[0] & (CLONE_VM | CLONE_VFORK) == (CLONE_VM | CLONE_VFORK)
+            {
+                // vfork through clone without a new stack: as fork.
+                (SYS_CLONE, a[0] & !(CLONE_VM | CLONE_VFORK))
+            } else {
+                (nr, a[0])
+            };
+            let r = unsafe { bpfjet_sud_syscall6(nr2, a0, a[1], a[2], a[3], a[4], a[5]) };
+            if r == 0 && a0 & CLONE_VM == 0 {
+                let _ = enable_current_thread();
+                SELECTOR.with(|s| s.set(SELECTOR_ALLOW));
+            }
+            r
+        }
+        _ => unsafe { bpfjet_sud_syscall6(nr, a[0], a[1], a[2], a[3], a[4], a[5]) },
+    };
+    let g = &mut uc.uc_mcontext.gregs;
+    g[libc::REG_RAX as usize] = ret;
+    regs.rax = ret as u64;
+    if let Some(h) = hooks.and_then(|h| h.on_exit.as_ref()) {
+        h(&regs);
+    }
+    if outermost {
+        crate::uprobe::leave_handler();
+    }
+    SELECTOR.with(|s| s.set(SELECTOR_BLOCK));
+}
+
+/// The child's initial stack pointer of a clone that gives it a new stack.
+fn new_stack(nr: u64, a: &[u64; 6]) -> Option<u64> {
+    match nr {
+        SYS_CLONE if a[1] != 0 => Some(a[1]),
+        SYS_CLONE3 if a[0] != 0 && a[1] >= 64 => {
+            // struct clone_args: stack at 40, stack_size at 48.
+            // SAFETY: the application passed this struct to clone3.
+            let (stack, size) =
+                unsafe { (*((a[0] + 40) as *const u64), *((a[0] + 48) as *const u64)) };
+            (stack != 0).then_some(stack + size)
+        }
+        _ => None,
+    }
+}
+
+#[repr(C)]
+struct CloneRegs {
+    nr: u64,
+    args: [u64; 6],
+    rbx: u64,
+    rbp: u64,
+    r12: u64,
+    r13: u64,
+    r14: u64,
+    r15: u64,
+}
+
+extern "C" {
+    fn bpfjet_sud_region_start();
+    fn bpfjet_sud_region_end();
+    fn bpfjet_sud_restorer();
+    fn bpfjet_sud_syscall6(nr: u64, a0: u64, a1: u64, a2: u64, a3: u64, a4: u64, a5: u64) -> i64;
+    fn bpfjet_sud_sigreturn_to(frame_sp: u64, selector: *mut u8) -> i64;
+    fn bpfjet_sud_clone(regs: *const CloneRegs) -> i64;
+}
+
+// The allowed range: every system call bpfjet issues on behalf of a
+// dispatched thread comes from here.
+std::arch::global_asm!(
+    ".pushsection .text.bpfjet_sud,\"ax\",@progbits",
+    ".p2align 4",
+    ".globl bpfjet_sud_region_start",
+    "bpfjet_sud_region_start:",
+    // i64 syscall6(nr, a0..a5): System V arguments to the kernel's.
+    ".globl bpfjet_sud_syscall6",
+    "bpfjet_sud_syscall6:",
+    "mov rax, rdi",
+    "mov rdi, rsi",
+    "mov rsi, rdx",
+    "mov rdx, rcx",
+    "mov r10, r8",
+    "mov r8, r9",
+    "mov r9, [rsp + 8]",
+    "syscall",
+    "ret",
+    // The SIGSYS handler's sa_restorer.
+    ".globl bpfjet_sud_restorer",
+    "bpfjet_sud_restorer:",
+    "mov eax, 15",
+    "syscall",
+    "ud2",
+    // rt_sigreturn on an application signal frame; selector back to BLOCK.
+    ".globl bpfjet_sud_sigreturn_to",
+    "bpfjet_sud_sigreturn_to:",
+    "mov byte ptr [rsi], 1",
+    "mov rsp, rdi",
+    "mov eax, 15",
+    "syscall",
+    "ud2",
+    // i64 clone(&CloneRegs): the child gets the application's callee-saved
+    // registers and arguments, restores the signal mask stored at
+    // [sp-16], and resumes at [sp-8] on its new stack.
+    ".globl bpfjet_sud_clone",
+    "bpfjet_sud_clone:",
+    "push rbx",
+    "push rbp",
+    "push r12",
+    "push r13",
+    "push r14",
+    "push r15",
+    "mov r11, rdi",
+    "mov rbx, [r11 + 56]",
+    "mov rbp, [r11 + 64]",
+    "mov r12, [r11 + 72]",
+    "mov r13, [r11 + 80]",
+    "mov r14, [r11 + 88]",
+    "mov r15, [r11 + 96]",
+    "mov rax, [r11]",
+    "mov rdi, [r11 + 8]",
+    "mov rsi, [r11 + 16]",
+    "mov rdx, [r11 + 24]",
+    "mov r10, [r11 + 32]",
+    "mov r8, [r11 + 40]",
+    "mov r9, [r11 + 48]",
+    "syscall",
+    "test rax, rax",
+    "jz 2f",
+    "pop r15",
+    "pop r14",
+    "pop r13",
+    "pop r12",
+    "pop rbp",
+    "pop rbx",
+    "ret",
+    "2:",
+    "sub rsp, 16",
+    "push rdi",
+    "push rsi",
+    "push rdx",
+    "push r10",
+    "mov edi, 2",          // SIG_SETMASK
+    "lea rsi, [rsp + 32]", // the mask at the initial sp - 16
+    "xor edx, edx",
+    "mov r10d, 8",
+    "mov eax, 14", // rt_sigprocmask
+    "syscall",
+    "pop r10",
+    "pop rdx",
+    "pop rsi",
+    "pop rdi",
+    "add rsp, 16",
+    "xor eax, eax",
+    "jmp qword ptr [rsp - 8]",
+    ".globl bpfjet_sud_region_end",
+    "bpfjet_sud_region_end:",
+    ".popsection",
+);

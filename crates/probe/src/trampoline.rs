@@ -1,0 +1,160 @@
+//! The shared halves of every trampoline, in assembly: save every register
+//! into a kernel-layout `pt_regs` on the stack (plus xmm0-7, which carry
+//! floating-point arguments and return values), call into Rust, restore and
+//! continue where Rust says.
+//!
+//! Entry (`bpfjet_probe_entry_common`) is reached from a probe's own stub
+//! with `[rsp]` = the probe's address and `[rsp+8]` = the probed function's
+//! return address; `entry_dispatch(probe, regs)` returns the address of the
+//! probe's relocated first instructions, which the final `ret` jumps to.
+//!
+//! Return (`bpfjet_probe_return_trampoline`) is where a hooked call returns
+//! to (its return address was replaced on entry); it pushes a slot where the
+//! return address was, and `return_dispatch(regs)` fills it with the
+//! original return address popped from the thread's shadow stack.
+//!
+//! Stack frame built (low → high): r15 r14 r13 r12 rbp rbx r11 r10 r9 r8 rax
+//! rcx rdx rsi rdi orig_rax rip cs eflags rsp ss, then the slot. `rsp` is the
+//! value the probed code had (slot + 8). The red zone is not at risk: at a
+//! call boundary the caller keeps nothing below its stack pointer.
+
+use crate::regs::PtRegs;
+
+macro_rules! save_call_restore {
+    ($name:literal, $dispatch:ident) => {
+        std::arch::global_asm!(
+            concat!(".pushsection .text.", $name, ",\"ax\",@progbits"),
+            concat!(".globl ", $name),
+            concat!(".type ", $name, ",@function"),
+            concat!($name, ":"),
+            "push 0",          // ss
+            "push rax",        // rsp, fixed below
+            "pushfq",          // eflags
+            "push 0x33",       // cs: the user code segment
+            "push rax",        // rip, set by the dispatcher
+            "push -1",         // orig_rax
+            "push rdi",
+            "push rsi",
+            "push rdx",
+            "push rcx",
+            "push rax",
+            "push r8",
+            "push r9",
+            "push r10",
+            "push r11",
+            "push rbx",
+            "push rbp",
+            "push r12",
+            "push r13",
+            "push r14",
+            "push r15",
+            "lea rax, [rsp + 176]",
+            "mov [rsp + 152], rax",
+            "mov rdi, [rsp + 168]",
+            "mov rsi, rsp",
+            "mov rbx, rsp",
+            "and rsp, -16",
+            "sub rsp, 128",
+            "movups [rsp], xmm0",
+            "movups [rsp + 16], xmm1",
+            "movups [rsp + 32], xmm2",
+            "movups [rsp + 48], xmm3",
+            "movups [rsp + 64], xmm4",
+            "movups [rsp + 80], xmm5",
+            "movups [rsp + 96], xmm6",
+            "movups [rsp + 112], xmm7",
+            "cld",
+            "call {dispatch}",
+            "movups xmm0, [rsp]",
+            "movups xmm1, [rsp + 16]",
+            "movups xmm2, [rsp + 32]",
+            "movups xmm3, [rsp + 48]",
+            "movups xmm4, [rsp + 64]",
+            "movups xmm5, [rsp + 80]",
+            "movups xmm6, [rsp + 96]",
+            "movups xmm7, [rsp + 112]",
+            "mov rsp, rbx",
+            "mov [rsp + 168], rax",
+            "pop r15",
+            "pop r14",
+            "pop r13",
+            "pop r12",
+            "pop rbp",
+            "pop rbx",
+            "pop r11",
+            "pop r10",
+            "pop r9",
+            "pop r8",
+            "pop rax",
+            "pop rcx",
+            "pop rdx",
+            "pop rsi",
+            "pop rdi",
+            "add rsp, 24",     // orig_rax, rip, cs
+            "popfq",
+            "add rsp, 16",     // rsp, ss
+            "ret",
+            concat!(".size ", $name, ", . - ", $name),
+            ".popsection",
+            dispatch = sym $dispatch,
+        );
+    };
+}
+
+save_call_restore!("bpfjet_probe_entry_common", entry_dispatch_abi);
+
+// The return trampoline first pushes the slot (its content is overwritten),
+// then shares the frame layout; `rdi` (the slot) is ignored by the dispatcher.
+std::arch::global_asm!(
+    ".pushsection .text.bpfjet_probe_return_trampoline,\"ax\",@progbits",
+    ".globl bpfjet_probe_return_trampoline",
+    ".type bpfjet_probe_return_trampoline,@function",
+    "bpfjet_probe_return_trampoline:",
+    "push rax",
+    "jmp bpfjet_probe_return_common",
+    ".size bpfjet_probe_return_trampoline, . - bpfjet_probe_return_trampoline",
+    ".popsection",
+);
+save_call_restore!("bpfjet_probe_return_common", return_dispatch_abi);
+
+extern "C" {
+    fn bpfjet_probe_entry_common();
+    fn bpfjet_probe_return_trampoline();
+}
+
+pub fn entry_common() -> u64 {
+    bpfjet_probe_entry_common as *const () as u64
+}
+
+pub fn return_trampoline() -> u64 {
+    bpfjet_probe_return_trampoline as *const () as u64
+}
+
+extern "C" fn entry_dispatch_abi(probe: u64, regs: *mut PtRegs) -> u64 {
+    // SAFETY: the assembly passes the frame it built.
+    crate::uprobe::on_entry(probe, unsafe { &mut *regs })
+}
+
+extern "C" fn return_dispatch_abi(_slot: u64, regs: *mut PtRegs) -> u64 {
+    // SAFETY: as above.
+    crate::uprobe::on_return(unsafe { &mut *regs })
+}
+
+/// A probe's own stub: put the probe's address under the return address and
+/// jump to the shared entry code, clobbering no register.
+///
+/// ```text
+/// lea  rsp, [rsp-8]
+/// push rax
+/// mov  rax, PROBE
+/// mov  [rsp+8], rax
+/// pop  rax
+/// jmp  [rip+0] ; .quad entry_common
+/// ```
+pub fn entry_stub(probe: u64) -> Vec<u8> {
+    let mut c = vec![0x48, 0x8d, 0x64, 0x24, 0xf8, 0x50, 0x48, 0xb8];
+    c.extend_from_slice(&probe.to_le_bytes());
+    c.extend_from_slice(&[0x48, 0x89, 0x44, 0x24, 0x08, 0x58, 0xff, 0x25, 0, 0, 0, 0]);
+    c.extend_from_slice(&entry_common().to_le_bytes());
+    c
+}

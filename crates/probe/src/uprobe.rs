@@ -1,0 +1,255 @@
+//! Entry and return probes on functions of this process.
+//!
+//! Attaching writes `jmp rel32` over the function's first instructions; the
+//! jump lands in a per-probe page near the function holding a stub (which
+//! passes the probe to the shared register-saving code) and the displaced
+//! instructions relocated, followed by a jump back. The function body is
+//! patched, not its symbol binding, so direct calls, calls through the PLT
+//! and calls from inside its own library all hit the probe.
+
+use crate::code_alloc;
+use crate::patch::write_live_code;
+use crate::regs::PtRegs;
+use crate::relocate::{displace, jmp_rel32};
+use crate::shadow::{self, Frame};
+use crate::symbols::ResolvedSymbol;
+use crate::trampoline;
+use crate::ProbeError;
+use std::cell::Cell;
+use std::collections::HashSet;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Mutex;
+
+/// Runs at a probe hit with the registers of the probed code; runs on the
+/// thread that made the call, inline, and must be thread-safe.
+pub type ProbeHandler = Box<dyn Fn(&mut PtRegs) + Send + Sync>;
+
+/// What runs at one probed address.
+pub struct Probe {
+    address: u64,
+    /// Relocated first instructions; where execution continues.
+    continuation: u64,
+    on_entry: Option<ProbeHandler>,
+    on_return: Option<ProbeHandler>,
+    hits: AtomicU64,
+    /// The handlers set the system-call selector themselves (the libc
+    /// wrapper fast path); others run with bpfjet's calls not dispatched.
+    manages_selector: bool,
+    /// Hits whose handlers did not run: nested inside another handler on the
+    /// same thread (as the kernel's per-program recursion check), or the
+    /// shadow stack was full (return handler only).
+    missed: AtomicU64,
+}
+
+/// An attached probe: counters, and `detach`.
+pub struct Attachment {
+    probe: &'static Probe,
+    original: [u8; 5],
+}
+
+impl Attachment {
+    pub fn address(&self) -> u64 {
+        self.probe.address
+    }
+    pub fn hits(&self) -> u64 {
+        self.probe.hits.load(Ordering::Relaxed)
+    }
+    pub fn missed(&self) -> u64 {
+        self.probe.missed.load(Ordering::Relaxed)
+    }
+
+    /// Puts the original bytes back. The trampoline page and the probe stay
+    /// (a thread may still be inside them, and hooked calls still in flight
+    /// return through the return trampoline), so detaching is safe at any
+    /// time.
+    pub fn detach(self) -> Result<(), ProbeError> {
+        write_live_code(self.probe.address, &self.original).map_err(|reason| {
+            ProbeError::Unpatchable {
+                symbol: String::new(),
+                offset: 0,
+                address: self.probe.address,
+                reason,
+            }
+        })?;
+        if let Some(set) = ATTACHED.lock().unwrap().as_mut() {
+            set.remove(&self.probe.address);
+        }
+        Ok(())
+    }
+}
+
+static ATTACHED: Mutex<Option<HashSet<u64>>> = Mutex::new(None);
+
+/// Attaches handlers at a resolved address. One attachment per address:
+/// callers wanting several programs on one function combine them into one
+/// handler.
+pub fn attach(
+    target: &ResolvedSymbol,
+    on_entry: Option<ProbeHandler>,
+    on_return: Option<ProbeHandler>,
+) -> Result<Attachment, ProbeError> {
+    attach_with(target, on_entry, on_return, false)
+}
+
+pub(crate) fn attach_with(
+    target: &ResolvedSymbol,
+    on_entry: Option<ProbeHandler>,
+    on_return: Option<ProbeHandler>,
+    manages_selector: bool,
+) -> Result<Attachment, ProbeError> {
+    let address = target.address;
+    let unpatchable = |reason: String| ProbeError::Unpatchable {
+        symbol: target.symbol.clone(),
+        offset: target.offset,
+        address,
+        reason,
+    };
+    let mut attached = ATTACHED.lock().unwrap();
+    let attached = attached.get_or_insert_with(HashSet::new);
+    if attached.contains(&address) {
+        return Err(unpatchable("already attached".into()));
+    }
+    // Decode the rest of the function when its size is known (to find jumps
+    // back into the displaced bytes); otherwise just enough to relocate.
+    let span = if target.remaining >= 5 {
+        target.remaining.min(1 << 20) as usize
+    } else if target.remaining == 0 {
+        32
+    } else {
+        return Err(unpatchable(format!(
+            "the function is {} bytes long, too short for a 5-byte jump",
+            target.remaining
+        )));
+    };
+    // SAFETY: the symbol's bytes are mapped code of this process.
+    let code = unsafe { std::slice::from_raw_parts(address as *const u8, span) };
+    let original: [u8; 5] = code[..5].try_into().unwrap();
+    if original[0] == 0xCC {
+        return Err(unpatchable(
+            "the function starts with int3: a kernel uprobe or a debugger breakpoint is active on it"
+                .into(),
+        ));
+    }
+    if original[0] == 0xE9 {
+        // Another in-process patcher (or a previous bpfjet) was here.
+        return Err(unpatchable(
+            "the function already starts with a jmp rel32 patch".into(),
+        ));
+    }
+
+    let page = code_alloc::alloc_near(address)?;
+    let probe: &'static Probe = Box::leak(Box::new(Probe {
+        address,
+        continuation: 0,
+        on_entry,
+        on_return,
+        hits: AtomicU64::new(0),
+        manages_selector,
+        missed: AtomicU64::new(0),
+    }));
+    let stub = trampoline::entry_stub(probe as *const Probe as u64);
+    let reloc_at = page + stub.len().next_multiple_of(16) as u64;
+    let displaced = displace(code, address, reloc_at).map_err(unpatchable)?;
+    // SAFETY: fresh writable page of PAGE bytes; the code is far smaller.
+    unsafe {
+        let p = page as *mut u8;
+        std::ptr::copy_nonoverlapping(stub.as_ptr(), p, stub.len());
+        std::ptr::copy_nonoverlapping(
+            displaced.code.as_ptr(),
+            p.add((reloc_at - page) as usize),
+            displaced.code.len(),
+        );
+        // The probe is not reachable by any thread yet: set its continuation.
+        let pm = probe as *const Probe as *mut Probe;
+        (*pm).continuation = reloc_at;
+    }
+    code_alloc::seal(page)?;
+    write_live_code(address, &jmp_rel32(address, page)).map_err(unpatchable)?;
+    attached.insert(address);
+    Ok(Attachment { probe, original })
+}
+
+thread_local! {
+    /// Set while this thread runs a handler: probes hit from inside a
+    /// handler (a helper calling a probed libc function, a signal handler)
+    /// are counted as missed instead of recursing.
+    static IN_HANDLER: Cell<bool> = const { Cell::new(false) };
+}
+
+pub(crate) fn enter_handler() -> bool {
+    IN_HANDLER.with(|f| !f.replace(true))
+}
+
+pub(crate) fn leave_handler() {
+    IN_HANDLER.with(|f| f.set(false));
+}
+
+/// Called by the entry trampoline; returns where execution continues.
+pub(crate) fn on_entry(probe: u64, regs: &mut PtRegs) -> u64 {
+    // SAFETY: the stub passes a leaked, never-freed Probe.
+    let p = unsafe { &*(probe as *const Probe) };
+    regs.rip = p.address;
+    p.hits.fetch_add(1, Ordering::Relaxed);
+    if !enter_handler() {
+        p.missed.fetch_add(1, Ordering::Relaxed);
+        return p.continuation;
+    }
+    if let Some(h) = &p.on_entry {
+        if p.manages_selector {
+            h(regs);
+        } else {
+            // bpfjet's own system calls in the handler are not the target's.
+            crate::syscalls::allowed(|| h(regs));
+        }
+    }
+    if p.on_return.is_some() {
+        let slot = regs.rsp;
+        // SAFETY: at function entry [rsp] is the return address.
+        let ret = unsafe { *(slot as *const u64) };
+        let pushed = shadow::with(|s| s.push(Frame { slot, ret, probe }));
+        if pushed {
+            // SAFETY: the thread's own stack slot.
+            unsafe { *(slot as *mut u64) = trampoline::return_trampoline() };
+        } else {
+            p.missed.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+    leave_handler();
+    p.continuation
+}
+
+/// Called by the return trampoline; returns the original return address.
+pub(crate) fn on_return(regs: &mut PtRegs) -> u64 {
+    let slot = regs.rsp - 8;
+    let Some(frame) = shadow::with(|s| s.pop(slot)) else {
+        // No record of this return: the stack was switched or corrupted
+        // under us. Continuing would jump anywhere.
+        let msg =
+            b"bpfjet: return trampoline reached without a matching shadow-stack frame; aborting\n";
+        unsafe {
+            libc::write(2, msg.as_ptr().cast(), msg.len());
+            libc::abort();
+        }
+    };
+    regs.rip = frame.ret;
+    // SAFETY: as in on_entry.
+    let p = unsafe { &*(frame.probe as *const Probe) };
+    if enter_handler() {
+        if let Some(h) = &p.on_return {
+            if p.manages_selector {
+                h(regs);
+            } else {
+                crate::syscalls::allowed(|| h(regs));
+            }
+        }
+        leave_handler();
+    } else {
+        p.missed.fetch_add(1, Ordering::Relaxed);
+    }
+    frame.ret
+}
+
+/// Hooked calls of this thread that have not returned yet (tests, debugging).
+pub fn shadow_depth() -> usize {
+    shadow::with(|s| s.depth())
+}

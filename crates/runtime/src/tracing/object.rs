@@ -1,0 +1,447 @@
+//! A loaded tracing object and its thread-safe run entry.
+
+use super::context::{PtRegs, RawSyscallArgs, SysEnterCtx, SysExitCtx};
+use super::env::{ProbeSite, TracingEnv};
+use super::slots::CpuSlots;
+use crate::env::{ObjectMaps, RunEnv};
+use crate::error::Fault;
+use crate::loader::{LoadedObject, ObjectOptions};
+use crate::program::Program;
+use crate::runtime_error::RuntimeError;
+use crate::state::RunState;
+use bpfjet_maps::state::MapState;
+use bpfjet_obj::{Object, ProgKind, ProgType};
+use std::any::Any;
+use std::cell::RefCell;
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+
+/// Native code for a program (the JIT's), installed in place of the
+/// interpreter. `bpfjet_jit` implements it for its compiled programs.
+pub trait NativeEntry: Send + Sync {
+    /// Run with `ctx` in r1 and `user` as the per-run context.
+    fn run_native(
+        &self,
+        state: &mut RunState,
+        user: &mut (dyn Any + 'static),
+        ctx: u64,
+    ) -> Result<u64, Fault>;
+}
+
+/// How to load a tracing object.
+#[derive(Clone, Debug)]
+pub struct TracingOptions {
+    /// CPU slots (per-CPU map values, concurrent runs); default: the
+    /// host's possible CPUs.
+    pub ncpus: usize,
+    /// Publish the maps under this instance name for `bpfjet map`.
+    pub instance_name: Option<String>,
+    /// Initial map contents.
+    pub state: Option<MapState>,
+    /// Lines of `bpf_trace_printk` output kept for
+    /// [`TracingObject::take_trace_lines`]; older lines are dropped.
+    pub trace_lines: usize,
+}
+
+impl Default for TracingOptions {
+    fn default() -> Self {
+        TracingOptions {
+            ncpus: crate::loader::possible_cpus(),
+            instance_name: None,
+            state: None,
+            trace_lines: 10_000,
+        }
+    }
+}
+
+/// Index of a program in [`TracingObject::programs`].
+pub type ProgId = usize;
+
+enum Entry {
+    Interp(Program),
+    Native(Arc<dyn NativeEntry>),
+}
+
+/// One tracing program of the object.
+pub struct TracingProgram {
+    name: String,
+    section: String,
+    kind: ProgKind,
+    prog_type: ProgType,
+    /// The furthest context byte the program reads (the kernel's
+    /// `max_ctx_offset`).
+    ctx_bytes: u64,
+    entry: Entry,
+}
+
+impl TracingProgram {
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    pub fn section(&self) -> &str {
+        &self.section
+    }
+
+    /// The program's type and parsed attach target (the workspace's one
+    /// program-type definition): `ProgKind::Probe` (target path, symbol,
+    /// offset, return probe or not), `ProgKind::Tracepoint`,
+    /// `ProgKind::RawTracepoint`.
+    pub fn kind(&self) -> &ProgKind {
+        &self.kind
+    }
+
+    pub fn prog_type(&self) -> ProgType {
+        self.prog_type
+    }
+
+    /// Bytes of context the program may read: the context handed to
+    /// [`TracingObject::run`] must be at least this large.
+    pub fn ctx_bytes(&self) -> u64 {
+        self.ctx_bytes
+    }
+
+    /// Runs on native code (the JIT) rather than the interpreter.
+    pub fn is_native(&self) -> bool {
+        matches!(self.entry, Entry::Native(_))
+    }
+
+    /// Whether a context of `size` bytes covers what the program reads,
+    /// as the kernel checks at attach (`max_ctx_offset` against the
+    /// tracepoint's record size or argument count); the error says why not.
+    pub fn check_ctx_size(&self, size: u64) -> Result<(), String> {
+        if self.ctx_bytes <= size {
+            Ok(())
+        } else {
+            Err(format!(
+                "program {} reads {} bytes of its context, the attach point provides {size}",
+                self.name, self.ctx_bytes
+            ))
+        }
+    }
+
+    /// The context size bpfjet's attach points provide for this program:
+    /// `pt_regs` for probes, the `sys_enter`/`sys_exit` record for the
+    /// syscalls tracepoints, two arguments for the raw `sys_enter` /
+    /// `sys_exit`; an error for attach points bpfjet does not provide.
+    pub fn attach_ctx_size(&self) -> Result<u64, String> {
+        match &self.kind {
+            ProgKind::Probe(_) => Ok(std::mem::size_of::<PtRegs>() as u64),
+            ProgKind::Tracepoint { category, name } if category == "syscalls" => {
+                if name.starts_with("sys_enter_") {
+                    Ok(std::mem::size_of::<SysEnterCtx>() as u64)
+                } else if name.starts_with("sys_exit_") {
+                    Ok(std::mem::size_of::<SysExitCtx>() as u64)
+                } else {
+                    Err(format!("no syscalls tracepoint {name}"))
+                }
+            }
+            ProgKind::RawTracepoint { name } if name == "sys_enter" || name == "sys_exit" => {
+                Ok(std::mem::size_of::<RawSyscallArgs>() as u64)
+            }
+            other => Err(format!(
+                "bpfjet attaches tracepoints of the traced process's own system calls \
+                 (tracepoint/syscalls/sys_enter_*|sys_exit_*, raw_tracepoint/sys_enter|sys_exit), \
+                 not section {} ({other})",
+                self.section
+            )),
+        }
+    }
+}
+
+/// What one thread keeps for one object: reused by every run on that thread.
+struct ThreadRun {
+    object: u64,
+    state: RunState,
+    env: TracingEnv,
+}
+
+thread_local! {
+    static THREAD_RUNS: RefCell<Vec<ThreadRun>> = const { RefCell::new(Vec::new()) };
+}
+
+static NEXT_OBJECT: AtomicU64 = AtomicU64::new(1);
+
+/// A BPF object's tracing programs, verified, with their maps; runnable
+/// from any thread. See the [module documentation](crate::tracing).
+pub struct TracingObject {
+    loaded: LoadedObject,
+    programs: Vec<TracingProgram>,
+    slots: CpuSlots,
+    uid: u64,
+    missed: AtomicU64,
+    faults: AtomicU64,
+    last_fault: Mutex<Option<String>>,
+    trace: Mutex<VecDeque<String>>,
+    trace_limit: usize,
+}
+
+impl std::fmt::Debug for TracingObject {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TracingObject")
+            .field(
+                "programs",
+                &self.programs.iter().map(|p| &p.name).collect::<Vec<_>>(),
+            )
+            .finish_non_exhaustive()
+    }
+}
+
+impl TracingObject {
+    /// Load `obj` for the interpreter: maps created and initialised, every
+    /// tracing program verified by bpfjet's verifier. XDP programs of the
+    /// object are loaded too (they share the maps) but are not runnable
+    /// here.
+    pub fn load(obj: &Object, opts: &TracingOptions) -> Result<TracingObject, RuntimeError> {
+        let loaded = LoadedObject::load(
+            obj,
+            &ObjectOptions {
+                ncpus: opts.ncpus,
+                unverified: false,
+                instance_name: opts.instance_name.clone(),
+                state: opts.state.clone(),
+                fib: None,
+            },
+        )?;
+        Self::from_loaded(loaded, opts)
+    }
+
+    /// Wrap an already loaded object (its tracing programs verified).
+    pub fn from_loaded(
+        loaded: LoadedObject,
+        opts: &TracingOptions,
+    ) -> Result<TracingObject, RuntimeError> {
+        super::current::install_fork_hook();
+        let mut programs = Vec::new();
+        for name in loaded.program_names() {
+            let kind = loaded.program_kind(name)?.clone();
+            let Some(prog_type) = kind.prog_type().filter(|t| t.is_tracing()) else {
+                continue;
+            };
+            let program = loaded.program(name)?.clone();
+            let ctx_bytes = loaded.verified(name)?.map_or(0, |v| v.facts.max_ctx_end);
+            programs.push(TracingProgram {
+                name: name.to_string(),
+                section: loaded.program_section(name)?.to_string(),
+                kind,
+                prog_type,
+                ctx_bytes,
+                entry: Entry::Interp(program),
+            });
+        }
+        let ncpus = loaded.ncpus();
+        Ok(TracingObject {
+            loaded,
+            programs,
+            slots: CpuSlots::new(ncpus),
+            uid: NEXT_OBJECT.fetch_add(1, Ordering::Relaxed),
+            missed: AtomicU64::new(0),
+            faults: AtomicU64::new(0),
+            last_fault: Mutex::new(None),
+            trace: Mutex::new(VecDeque::new()),
+            trace_limit: opts.trace_lines,
+        })
+    }
+
+    /// Run program `name` on native code from now on (the JIT installs
+    /// its compiled programs this way).
+    pub fn install_native(
+        &mut self,
+        name: &str,
+        native: Arc<dyn NativeEntry>,
+    ) -> Result<(), RuntimeError> {
+        let p = self
+            .programs
+            .iter_mut()
+            .find(|p| p.name == name)
+            .ok_or_else(|| RuntimeError::NoSuchProgram {
+                name: name.to_string(),
+                available: String::new(),
+            })?;
+        p.entry = Entry::Native(native);
+        Ok(())
+    }
+
+    /// The object's tracing programs; a program's position is its [`ProgId`].
+    pub fn programs(&self) -> &[TracingProgram] {
+        &self.programs
+    }
+
+    /// The id of tracing program `name`.
+    pub fn program_id(&self, name: &str) -> Option<ProgId> {
+        self.programs.iter().position(|p| p.name == name)
+    }
+
+    /// The object as loaded: maps by name, STATE.json dumps
+    /// ([`LoadedObject::dump_state`]), program table.
+    pub fn loaded(&self) -> &LoadedObject {
+        &self.loaded
+    }
+
+    /// The object's maps.
+    pub fn object_maps(&self) -> &Arc<ObjectMaps> {
+        self.loaded.object_maps()
+    }
+
+    /// Runs skipped because the thread was already running a program of
+    /// this object (a probe hit inside a helper, a signal handler), as the
+    /// kernel's recursion protection skips them (`recursion_misses`).
+    pub fn missed_runs(&self) -> u64 {
+        self.missed.load(Ordering::Relaxed)
+    }
+
+    /// Runs aborted by a fault (r0 reads as 0), and the last reason.
+    pub fn faults(&self) -> (u64, Option<String>) {
+        let last = self
+            .last_fault
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone();
+        (self.faults.load(Ordering::Relaxed), last)
+    }
+
+    /// The `bpf_trace_printk` lines written since the last call.
+    pub fn take_trace_lines(&self) -> Vec<String> {
+        let mut t = self.trace.lock().unwrap_or_else(PoisonError::into_inner);
+        t.drain(..).collect()
+    }
+
+    /// Run program `prog` on the context at `ctx` for the hit `site` and
+    /// return its r0. Callable from any number of threads at once.
+    ///
+    /// # Safety
+    /// `ctx` must point to at least [`TracingProgram::ctx_bytes`] readable
+    /// bytes laid out as the program's type expects ([`PtRegs`] for
+    /// probes, [`SysEnterCtx`]/[`SysExitCtx`] for syscalls tracepoints,
+    /// [`RawSyscallArgs`] for raw ones), valid for the whole call. The
+    /// typed entries ([`TracingObject::run_regs`], ...) check the type.
+    pub unsafe fn run(&self, prog: ProgId, ctx: *mut u8, site: &ProbeSite) -> u64 {
+        let Some(p) = self.programs.get(prog) else {
+            return 0;
+        };
+        THREAD_RUNS.with(|runs| {
+            // A run of this thread is under way (a probe inside a helper
+            // or a signal handler): skip, as the kernel does.
+            let Ok(mut runs) = runs.try_borrow_mut() else {
+                self.missed.fetch_add(1, Ordering::Relaxed);
+                return 0;
+            };
+            let i = match runs.iter().position(|r| r.object == self.uid) {
+                Some(i) => i,
+                None => {
+                    runs.push(self.thread_run());
+                    runs.len() - 1
+                }
+            };
+            let run = &mut runs[i];
+            let lease = self.slots.lease();
+            run.env.run.set_cpu(lease.cpu);
+            run.env
+                .begin(ctx as u64, p.prog_type == ProgType::Kprobe, site);
+            let result = match &p.entry {
+                Entry::Interp(program) => program.run(&mut run.state, &mut run.env, &[ctx as u64]),
+                Entry::Native(native) => {
+                    native.run_native(&mut run.state, &mut run.env, ctx as u64)
+                }
+            };
+            let _ = run.env.run.release_leftovers();
+            drop(lease);
+            if !run.env.run.trace.is_empty() {
+                self.keep_trace(run.env.run.take_trace_log());
+            }
+            match result {
+                Ok(r0) => r0,
+                Err(fault) => {
+                    self.faults.fetch_add(1, Ordering::Relaxed);
+                    *self
+                        .last_fault
+                        .lock()
+                        .unwrap_or_else(PoisonError::into_inner) =
+                        Some(format!("program {}: {fault}", p.name));
+                    0
+                }
+            }
+        })
+    }
+
+    /// [`TracingObject::run`] of a kprobe-type program (uprobe, uretprobe,
+    /// USDT) on registers.
+    pub fn run_regs(&self, prog: ProgId, regs: &mut PtRegs, site: &ProbeSite) -> u64 {
+        self.run_typed(prog, ProgType::Kprobe, regs, site)
+    }
+
+    /// [`TracingObject::run`] of a `tracepoint/syscalls/sys_enter_*` program.
+    pub fn run_sys_enter(&self, prog: ProgId, rec: &mut SysEnterCtx, site: &ProbeSite) -> u64 {
+        self.run_typed(prog, ProgType::Tracepoint, rec, site)
+    }
+
+    /// [`TracingObject::run`] of a `tracepoint/syscalls/sys_exit_*` program.
+    pub fn run_sys_exit(&self, prog: ProgId, rec: &mut SysExitCtx, site: &ProbeSite) -> u64 {
+        self.run_typed(prog, ProgType::Tracepoint, rec, site)
+    }
+
+    /// [`TracingObject::run`] of a `raw_tracepoint/sys_enter|sys_exit` program.
+    pub fn run_raw_syscall(
+        &self,
+        prog: ProgId,
+        args: &mut RawSyscallArgs,
+        site: &ProbeSite,
+    ) -> u64 {
+        self.run_typed(prog, ProgType::RawTracepoint, args, site)
+    }
+
+    fn run_typed<T>(&self, prog: ProgId, want: ProgType, ctx: &mut T, site: &ProbeSite) -> u64 {
+        let fits = self
+            .programs
+            .get(prog)
+            .is_some_and(|p| p.prog_type == want && p.ctx_bytes <= std::mem::size_of::<T>() as u64);
+        if !fits {
+            self.faults.fetch_add(1, Ordering::Relaxed);
+            *self
+                .last_fault
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner) = Some(format!(
+                "program #{prog} is not a {want} program reading at most {} context bytes",
+                std::mem::size_of::<T>()
+            ));
+            return 0;
+        }
+        // SAFETY: the program's type matches the context's and it reads no
+        // more than size_of::<T>() bytes of it (checked above).
+        unsafe { self.run(prog, (ctx as *mut T).cast(), site) }
+    }
+
+    fn thread_run(&self) -> ThreadRun {
+        let mut state = RunState::new();
+        state.set_program_table(self.loaded.program_table());
+        ThreadRun {
+            object: self.uid,
+            state,
+            env: TracingEnv::new(RunEnv::new(0, Arc::clone(self.loaded.object_maps()))),
+        }
+    }
+
+    fn keep_trace(&self, lines: Vec<String>) {
+        let mut t = self.trace.lock().unwrap_or_else(PoisonError::into_inner);
+        for line in lines {
+            if t.len() >= self.trace_limit {
+                t.pop_front();
+            }
+            t.push_back(line);
+        }
+    }
+}
+
+impl Drop for TracingObject {
+    fn drop(&mut self) {
+        // This thread's run state for the object goes with it; other
+        // threads' go when those threads exit.
+        let uid = self.uid;
+        let _ = THREAD_RUNS.try_with(|runs| {
+            if let Ok(mut runs) = runs.try_borrow_mut() {
+                runs.retain(|r| r.object != uid);
+            }
+        });
+    }
+}

@@ -1,0 +1,385 @@
+//! Loading the object in the traced process and attaching its programs.
+
+use crate::config::Config;
+use crate::{alive, events, report, threads};
+use bpfjet_obj::{ProbeFlavor, ProbeTarget, ProgKind};
+use bpfjet_probe::symbols::{loaded_objects, resolve, UprobeTarget};
+use bpfjet_probe::syscalls::{self, SyscallHooks};
+use bpfjet_probe::{attach, fast_syscalls, syscall_table, Attachment, PtRegs};
+use bpfjet_runtime::tracing::{
+    self as rt, ProbeSite, ProgId, RawSyscallArgs, SysEnterCtx, SysExitCtx, TracingObject,
+    TracingOptions,
+};
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Mutex, OnceLock};
+
+const _: () = assert!(std::mem::size_of::<PtRegs>() == std::mem::size_of::<rt::PtRegs>());
+
+/// The programs to run at one patched address.
+struct Site {
+    target: bpfjet_probe::ResolvedSymbol,
+    entries: Vec<ProgId>,
+    returns: Vec<ProgId>,
+    /// libc's `_exit`: write the report (when system calls are not traced,
+    /// nothing else sees the process end).
+    report_on_entry: bool,
+}
+
+/// The programs of each system call.
+struct SyscallPrograms {
+    enter: Vec<Vec<ProgId>>,
+    exit: Vec<Vec<ProgId>>,
+    raw_enter: Vec<ProgId>,
+    raw_exit: Vec<ProgId>,
+}
+
+impl SyscallPrograms {
+    fn is_empty(&self) -> bool {
+        self.raw_enter.is_empty()
+            && self.raw_exit.is_empty()
+            && self.enter.iter().chain(&self.exit).all(|v| v.is_empty())
+    }
+}
+
+pub struct Agent {
+    pub cfg: Config,
+    pub object: &'static TracingObject,
+    pub ringbufs: Vec<String>,
+    pid: u32,
+    finished: AtomicBool,
+    attachments: Mutex<Vec<Attachment>>,
+}
+
+static AGENT: OnceLock<Agent> = OnceLock::new();
+
+pub fn agent() -> Option<&'static Agent> {
+    AGENT.get()
+}
+
+fn regs_view(regs: &mut PtRegs) -> &mut rt::PtRegs {
+    // SAFETY: both are the kernel's x86-64 pt_regs, 21 u64 in one order.
+    unsafe { &mut *(regs as *mut PtRegs as *mut rt::PtRegs) }
+}
+
+/// Why a program cannot be attached in a process, naming its section.
+fn unsupported(section: &str, why: &str) -> String {
+    format!("program section {section:?}: {why}")
+}
+
+pub fn start(cfg: Config) -> Result<(), String> {
+    let obj =
+        bpfjet_obj::load_file(&cfg.object).map_err(|e| format!("{}: {e}", cfg.object.display()))?;
+    let opts = TracingOptions::default();
+    let tracing = if cfg.jit {
+        bpfjet_jit::load_tracing(&obj, &opts, &bpfjet_jit::JitOptions::default())
+            .map_err(|e| format!("{}: {e}", cfg.object.display()))?
+    } else {
+        TracingObject::load(&obj, &opts).map_err(|e| format!("{}: {e}", cfg.object.display()))?
+    };
+    let object: &'static TracingObject = Box::leak(Box::new(tracing));
+    let ringbufs: Vec<String> = obj
+        .maps
+        .iter()
+        .filter(|m| m.map_type == bpfjet_maps::MapType::Ringbuf)
+        .map(|m| m.name.clone())
+        .collect();
+
+    // Plan every attachment before patching anything: an error leaves the
+    // process untouched.
+    let objects = loaded_objects();
+    let mut sites: BTreeMap<u64, Site> = BTreeMap::new();
+    let n = syscall_table::count();
+    let mut sys = SyscallPrograms {
+        enter: vec![Vec::new(); n],
+        exit: vec![Vec::new(); n],
+        raw_enter: Vec::new(),
+        raw_exit: Vec::new(),
+    };
+    for (id, p) in object.programs().iter().enumerate() {
+        let section = p.section();
+        match p.kind() {
+            ProgKind::Probe(probe) => {
+                let ret = match probe.flavor {
+                    ProbeFlavor::Uprobe => false,
+                    ProbeFlavor::Uretprobe => true,
+                    f if f.is_user() => {
+                        return Err(unsupported(
+                            section,
+                            &format!("{f:?} is not supported by bpfjet trace (uprobe and uretprobe are)"),
+                        ))
+                    }
+                    _ => {
+                        return Err(unsupported(
+                            section,
+                            "kernel probes attach to kernel functions; bpfjet trace attaches inside a process (use uprobe/uretprobe)",
+                        ))
+                    }
+                };
+                let ProbeTarget::User {
+                    path,
+                    symbol,
+                    offset,
+                } = &probe.target
+                else {
+                    return Err(unsupported(
+                        section,
+                        "no PATH:SYMBOL target (libbpf's auto-attach form is required)",
+                    ));
+                };
+                if symbol.is_empty() {
+                    return Err(unsupported(
+                        section,
+                        "a raw file offset target is not supported; name a symbol",
+                    ));
+                }
+                if ret && *offset != 0 {
+                    return Err(unsupported(
+                        section,
+                        "a uretprobe attaches to a function's entry, not an offset",
+                    ));
+                }
+                let target = UprobeTarget {
+                    path: path.clone(),
+                    symbol: symbol.clone(),
+                    offset: *offset,
+                };
+                let r =
+                    resolve(&target, &objects).map_err(|e| unsupported(section, &e.to_string()))?;
+                p.check_ctx_size(168)
+                    .map_err(|e| unsupported(section, &e))?;
+                let site = sites
+                    .entry(r.address)
+                    .or_insert_with(|| Site::new(r.clone()));
+                if ret {
+                    site.returns.push(id);
+                } else {
+                    site.entries.push(id);
+                }
+            }
+            ProgKind::Tracepoint { category, name } => {
+                if category != "syscalls" {
+                    return Err(unsupported(section, "only tracepoint/syscalls/sys_enter_*|sys_exit_* can be traced in a process"));
+                }
+                let (table, call) = if let Some(c) = name.strip_prefix("sys_enter_") {
+                    (&mut sys.enter, c)
+                } else if let Some(c) = name.strip_prefix("sys_exit_") {
+                    (&mut sys.exit, c)
+                } else {
+                    return Err(unsupported(
+                        section,
+                        "expected sys_enter_NAME or sys_exit_NAME",
+                    ));
+                };
+                let nr = syscall_table::number(call).ok_or_else(|| {
+                    unsupported(section, &format!("no system call named {call:?} on x86-64"))
+                })?;
+                p.attach_ctx_size()
+                    .and_then(|n| p.check_ctx_size(n))
+                    .map_err(|e| unsupported(section, &e))?;
+                table[nr as usize].push(id);
+            }
+            ProgKind::RawTracepoint { name } => {
+                match name.as_str() {
+                    "sys_enter" => sys.raw_enter.push(id),
+                    "sys_exit" => sys.raw_exit.push(id),
+                    _ => {
+                        return Err(unsupported(
+                            section,
+                            "only raw_tracepoint/sys_enter and sys_exit can be traced in a process",
+                        ))
+                    }
+                }
+                p.attach_ctx_size()
+                    .and_then(|n| p.check_ctx_size(n))
+                    .map_err(|e| unsupported(section, &e))?;
+            }
+            _ => {
+                return Err(unsupported(
+                    section,
+                    "not a tracing program type bpfjet trace can attach",
+                ))
+            }
+        }
+    }
+    let trace_syscalls = !sys.is_empty();
+    if !trace_syscalls {
+        let t = UprobeTarget {
+            path: "libc.so.6".into(),
+            symbol: "_exit".into(),
+            offset: 0,
+        };
+        let r = resolve(&t, &objects).map_err(|e| format!("the exit hook: {e}"))?;
+        sites
+            .entry(r.address)
+            .or_insert_with(|| Site::new(r.clone()))
+            .report_on_entry = true;
+    }
+
+    let agent = Agent {
+        cfg,
+        object,
+        ringbufs,
+        pid: std::process::id(),
+        finished: AtomicBool::new(false),
+        attachments: Mutex::new(Vec::new()),
+    };
+    if AGENT.set(agent).is_err() {
+        return Err("the trace agent was started twice".into());
+    }
+    let agent = AGENT.get().unwrap();
+    // Before the process's threads are dispatched: the consumer's own
+    // system calls are not the traced program's.
+    events::start(agent)?;
+
+    for (address, site) in sites {
+        let target = site.target.clone();
+        let shown = format!("{}:{}", target.path.display(), target.symbol);
+        let entries = site.entries.clone();
+        let report = site.report_on_entry;
+        let on_entry: Option<bpfjet_probe::ProbeHandler> =
+            (!entries.is_empty() || report).then(|| -> bpfjet_probe::ProbeHandler {
+                Box::new(move |regs: &mut PtRegs| {
+                    let site = ProbeSite {
+                        func_ip: address,
+                        cookie: 0,
+                        regs: 0,
+                    };
+                    if !entries.is_empty() && alive::can_run() {
+                        for &id in &entries {
+                            object.run_regs(id, regs_view(regs), &site);
+                        }
+                        alive::ran();
+                    }
+                    if report {
+                        finish();
+                    }
+                })
+            });
+        let returns = site.returns.clone();
+        let on_return: Option<bpfjet_probe::ProbeHandler> =
+            (!returns.is_empty()).then(|| -> bpfjet_probe::ProbeHandler {
+                Box::new(move |regs: &mut PtRegs| {
+                    let site = ProbeSite {
+                        func_ip: address,
+                        cookie: 0,
+                        regs: 0,
+                    };
+                    if alive::can_run() {
+                        for &id in &returns {
+                            object.run_regs(id, regs_view(regs), &site);
+                        }
+                        alive::ran();
+                    }
+                })
+            });
+        let a = attach(&target, on_entry, on_return).map_err(|e| format!("{shown}: {e}"))?;
+        agent.attachments.lock().unwrap().push(a);
+    }
+
+    // Return probes replace return addresses; C++ exceptions must unwind
+    // through the original ones.
+    match bpfjet_probe::unwind::attach_guard(&objects) {
+        Ok(guards) => agent.attachments.lock().unwrap().extend(guards),
+        Err(e) => eprintln!("bpfjet trace: C++ exceptions through return probes will abort: {e}"),
+    }
+    // Last: from here on the process's system calls are dispatched.
+    if trace_syscalls {
+        install_syscalls(object, sys)?;
+    }
+    Ok(())
+}
+
+impl Site {
+    fn new(target: bpfjet_probe::ResolvedSymbol) -> Site {
+        Site {
+            target,
+            entries: Vec::new(),
+            returns: Vec::new(),
+            report_on_entry: false,
+        }
+    }
+}
+
+fn install_syscalls(object: &'static TracingObject, sys: SyscallPrograms) -> Result<(), String> {
+    let sys: &'static SyscallPrograms = Box::leak(Box::new(sys));
+    threads::enable_thread_hook();
+    syscalls::install(SyscallHooks {
+        on_enter: Some(Box::new(move |regs: &PtRegs| {
+            let nr = regs.orig_rax;
+            let progs = sys.enter.get(nr as usize).map_or(&[][..], |v| &v[..]);
+            if (progs.is_empty() && sys.raw_enter.is_empty()) || !alive::can_run() {
+                return;
+            }
+            let site = ProbeSite {
+                func_ip: 0,
+                cookie: 0,
+                regs: regs as *const PtRegs as u64,
+            };
+            {
+                for &id in progs {
+                    let mut ctx = SysEnterCtx::new(
+                        nr as i64,
+                        [regs.rdi, regs.rsi, regs.rdx, regs.r10, regs.r8, regs.r9],
+                    );
+                    object.run_sys_enter(id, &mut ctx, &site);
+                }
+            }
+            for &id in &sys.raw_enter {
+                let mut args = RawSyscallArgs {
+                    args: [regs as *const PtRegs as u64, nr],
+                };
+                object.run_raw_syscall(id, &mut args, &site);
+            }
+            alive::ran();
+        })),
+        on_exit: Some(Box::new(move |regs: &PtRegs| {
+            let nr = regs.orig_rax;
+            let progs = sys.exit.get(nr as usize).map_or(&[][..], |v| &v[..]);
+            if (progs.is_empty() && sys.raw_exit.is_empty()) || !alive::can_run() {
+                return;
+            }
+            let site = ProbeSite {
+                func_ip: 0,
+                cookie: 0,
+                regs: regs as *const PtRegs as u64,
+            };
+            {
+                for &id in progs {
+                    let mut ctx = SysExitCtx::new(nr as i64, regs.rax as i64);
+                    object.run_sys_exit(id, &mut ctx, &site);
+                }
+            }
+            for &id in &sys.raw_exit {
+                let mut args = RawSyscallArgs {
+                    args: [regs as *const PtRegs as u64, regs.rax],
+                };
+                object.run_raw_syscall(id, &mut args, &site);
+            }
+            alive::ran();
+        })),
+        before_exit: Some(Box::new(|_status| finish())),
+    })
+    .map_err(|e| format!("system-call tracing: {e}"))?;
+    // Common libc wrappers without a signal per call; the others keep the
+    // slow path, which is correct for every call.
+    for f in fast_syscalls::install() {
+        if let Ok(a) = f.attachment {
+            if let Some(agent) = agent() {
+                agent.attachments.lock().unwrap().push(a);
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The process is ending: drain the ring buffers and write the report,
+/// once, from the traced process itself (not a forked child).
+pub fn finish() {
+    let Some(agent) = agent() else { return };
+    if std::process::id() != agent.pid || agent.finished.swap(true, Ordering::SeqCst) {
+        return;
+    }
+    let rings = events::stop();
+    report::write_report(agent, &rings);
+}

@@ -1,0 +1,41 @@
+//! The bpfjet trace agent, `libbpfjet_trace.so`.
+//!
+//! `bpfjet trace OBJ -- CMD` runs CMD with this library preloaded. Its
+//! constructor runs before CMD's `main`: it loads OBJ with bpfjet's verifier
+//! (interpreter or JIT), resolves every program's attach target in the
+//! process, patches the probes in and installs system-call dispatch, then
+//! lets the program run; programs run inline on the thread that hits them.
+//! At exit (the `exit_group` system call, or libc's `_exit` when system
+//! calls are not traced) it writes the report the CLI prints: every map in
+//! STATE.json form, ring-buffer counts, runs missed and faulted.
+//!
+//! Only the command's own process is traced: the agent removes its
+//! settings from the environment, so children it executes start untraced,
+//! and a forked child does not write the report.
+//!
+//! Any attach error is reported before `main` runs and the process exits
+//! with [`config::AGENT_ERROR_EXIT`].
+
+mod alive;
+mod attach;
+mod config;
+mod events;
+mod report;
+mod threads;
+
+use config::Config;
+
+#[used]
+#[link_section = ".init_array"]
+static AGENT_INIT: extern "C" fn() = agent_init;
+
+extern "C" fn agent_init() {
+    let Some(cfg) = Config::from_env() else {
+        return;
+    };
+    if let Err(e) = attach::start(cfg.clone()) {
+        report::write_error(&cfg, &e);
+        // SAFETY: ends the process before the traced program's main.
+        unsafe { libc::_exit(config::AGENT_ERROR_EXIT) };
+    }
+}

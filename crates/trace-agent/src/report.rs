@@ -1,0 +1,54 @@
+//! The report the agent leaves for `bpfjet trace`: one JSON object in the
+//! file the CLI named, written when the traced process ends (or, with
+//! `error`, when attaching failed before `main`).
+
+use crate::attach::Agent;
+use crate::config::Config;
+use bpfjet_maps::RingbufStats;
+use serde_json::{json, Map, Value};
+
+fn write(cfg: &Config, v: &Value) {
+    let text = v.to_string();
+    if let Err(e) = std::fs::write(&cfg.report, text) {
+        eprintln!(
+            "bpfjet trace: writing the report {}: {e}",
+            cfg.report.display()
+        );
+    }
+}
+
+pub fn write_error(cfg: &Config, err: &str) {
+    write(cfg, &json!({ "error": err }));
+}
+
+pub fn write_report(agent: &Agent, rings: &[(String, RingbufStats)]) {
+    let maps = match agent.object.loaded().dump_state() {
+        Ok(state) => serde_json::to_value(&state).unwrap_or(Value::Null),
+        Err(e) => json!({ "error": e.to_string() }),
+    };
+    let mut ringbufs = Map::new();
+    for (name, s) in rings {
+        ringbufs.insert(
+            name.clone(),
+            json!({
+                "produced": s.produced,
+                "consumed": s.consumed,
+                "dropped": s.dropped,
+                "discarded": s.discarded,
+            }),
+        );
+    }
+    let (faults, last_fault) = agent.object.faults();
+    write(
+        &agent.cfg,
+        &json!({
+            "maps": maps,
+            "ringbufs": ringbufs,
+            "missed_runs": agent.object.missed_runs(),
+            "skipped_at_thread_exit": crate::alive::skipped(),
+            "faults": faults,
+            "last_fault": last_fault,
+            "trace_lines": agent.object.take_trace_lines(),
+        }),
+    );
+}

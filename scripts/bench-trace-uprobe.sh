@@ -1,0 +1,40 @@
+#!/bin/sh
+# Per-hit uprobe cost, side by side: the same BPF object (a uprobe counting
+# hits of a noinline function, crates/cli/tests/trace/bench.bpf.c) on a
+# tight loop calling that function, untraced / under the kernel's uprobes
+# (libbpf loader) / under `bpfjet trace` (interpreter and JIT). The cost of
+# one hit is the loop's ns per call minus the untraced loop's.
+#
+# Usage: scripts/bench-trace-uprobe.sh [CALLS] (default 2000000; the kernel
+# run uses CALLS/10: its hits cost microseconds). Needs root for the kernel
+# run, clang-19, libbpf-dev, and a release build of bpfjet and the agent:
+#   cargo build --release -p bpfjet-cli -p bpfjet-trace-agent
+set -eu
+cd "$(dirname "$0")/.."
+CALLS=${1:-2000000}
+KCALLS=$((CALLS / 10))
+BPFJET=${BPFJET:-target/release/bpfjet}
+SRC=crates/cli/tests/trace
+DIR=$(mktemp -d /tmp/bpfjet-uprobe-bench.XXXXXX)
+trap 'rm -rf "$DIR"' EXIT
+
+cc -O2 -o "$DIR/bench" "$SRC/bench_target.c"
+clang-19 -O2 -g -target bpf -D__TARGET_ARCH_x86 -I/usr/include/x86_64-linux-gnu \
+	-DBENCH_EXE="\"$DIR/bench\"" -c "$SRC/bench.bpf.c" -o "$DIR/bench.o"
+cc -O1 -o "$DIR/kernel_loader" "$SRC/kernel_loader.c" -lbpf
+
+ns() { sed -n 's/^ns_per_call //p'; }
+base=$("$DIR/bench" "$CALLS" | ns)
+kern=$("$DIR/kernel_loader" "$DIR/bench.o" "$DIR/bench" "$KCALLS" 2>/dev/null | ns)
+interp=$("$BPFJET" trace "$DIR/bench.o" --engine interp -- "$DIR/bench" "$CALLS" | ns)
+jit=$("$BPFJET" trace "$DIR/bench.o" --engine jit -- "$DIR/bench" "$CALLS" | ns)
+
+echo "calls: $CALLS (kernel: $KCALLS)"
+printf '%-26s %14s %14s %12s\n' setup "ns/call" "ns/hit" "vs kernel"
+awk -v b="$base" -v k="$kern" -v i="$interp" -v j="$jit" 'BEGIN {
+	kh = k - b
+	printf "%-26s %14.2f %14s %12s\n", "untraced", b, "-", "-"
+	printf "%-26s %14.2f %14.2f %12s\n", "kernel uprobe (libbpf)", k, kh, "1x"
+	printf "%-26s %14.2f %14.2f %11.1fx\n", "bpfjet trace (interp)", i, i - b, kh / (i - b)
+	printf "%-26s %14.2f %14.2f %11.1fx\n", "bpfjet trace (jit)", j, j - b, kh / (j - b)
+}'
