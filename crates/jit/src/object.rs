@@ -256,8 +256,7 @@ impl JitObject {
         let const_keys = const_keys(facts);
         let program = loaded.program(name)?;
         // In a deployment each object numbers its maps its own way.
-        let mut opts =
-            LoadOptions::verified(proof).with_maps(loaded.program_map_bindings(name)?);
+        let mut opts = LoadOptions::verified(proof).with_maps(loaded.program_map_bindings(name)?);
         // The program's type's helper set (base + XDP, base + tracing).
         opts.helpers = std::sync::Arc::clone(program.helpers());
         opts.kfuncs = std::sync::Arc::clone(program.kfuncs());

@@ -5,8 +5,8 @@
 use anyhow::{anyhow, bail, Context, Result};
 use bpfjet_jit::{AotArtifact, JitObject, JitOptions, XdpEngine};
 use bpfjet_maps::state::MapState;
-use bpfjet_runtime::xdp::frame::{MAX_FRAGS, MAX_PACKET};
 use bpfjet_maps::{MapType, RingbufSnapshot};
+use bpfjet_runtime::xdp::frame::{MAX_FRAGS, MAX_PACKET};
 use std::collections::BTreeMap;
 
 /// Ring buffer snapshots by map name.
