@@ -115,12 +115,17 @@ pub(crate) type RegFacts = Option<[Prov; 11]>;
 const TRACK_LIMIT: i64 = 1 << 20;
 
 fn shifted(p: Prov, delta: i64) -> Prov {
+    // Offsets and deltas come from program immediates and constants: any
+    // i64, so the sums are checked (i64::MIN has no absolute value).
+    let near = |x: i64, d: i64| {
+        x.checked_add(d)
+            .filter(|v| v.unsigned_abs() <= TRACK_LIMIT as u64)
+    };
     match p {
-        Prov::Stack(o) if (o + delta).abs() <= TRACK_LIMIT => Prov::Stack(o + delta),
-        Prov::Rel { root, off } if (off + delta).abs() <= TRACK_LIMIT => Prov::Rel {
-            root,
-            off: off + delta,
-        },
+        Prov::Stack(o) => near(o, delta).map_or(Prov::Unknown, Prov::Stack),
+        Prov::Rel { root, off } => {
+            near(off, delta).map_or(Prov::Unknown, |off| Prov::Rel { root, off })
+        }
         _ => Prov::Unknown,
     }
 }
@@ -128,7 +133,7 @@ fn shifted(p: Prov, delta: i64) -> Prov {
 /// A small constant as a signed offset.
 fn const_offset(p: Prov) -> Option<i64> {
     match p {
-        Prov::Const(k) if (k as i64).abs() <= TRACK_LIMIT => Some(k as i64),
+        Prov::Const(k) if (k as i64).unsigned_abs() <= TRACK_LIMIT as u64 => Some(k as i64),
         _ => None,
     }
 }
