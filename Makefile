@@ -23,7 +23,7 @@ lint: setup
 	$(CARGO) fmt --all -- --check
 	$(CARGO) clippy --workspace --all-targets -- -D warnings
 
-test-rust: setup examples
+test-rust: setup examples build
 	$(CARGO) test --workspace --release --no-fail-fast
 
 conformance: build

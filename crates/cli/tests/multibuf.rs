@@ -542,7 +542,8 @@ fn prog_array_mixing_frags_is_refused_like_the_kernel() {
                 assert_ne!(r.code, Some(0), "{label} was accepted");
                 if engine != "kernel" {
                     assert!(
-                        r.stderr.contains("tail-call target"),
+                        r.stderr
+                            .contains("tail calls only between programs of the same type"),
                         "{label}: {}",
                         r.stderr
                     );
