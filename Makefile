@@ -4,7 +4,7 @@ CONFORMANCE ?= ../shared/conformance/tests
 BPFJET := target/release/bpfjet
 export PATH := $(HOME)/.cargo/bin:$(PATH)
 
-.PHONY: all setup build examples test test-rust test-netns test-preload bench-preload lint conformance demo clean
+.PHONY: all setup build examples test test-rust test-netns test-preload test-trace bench-preload bench-trace lint conformance demo clean
 
 all: build
 
@@ -30,7 +30,7 @@ conformance: build
 	$(BPFJET) conformance --engine interp $(CONFORMANCE)
 	$(BPFJET) conformance --engine jit $(CONFORMANCE)
 
-test: lint test-rust conformance test-netns test-preload
+test: lint test-rust conformance test-netns test-preload test-trace
 
 # Unmodified control planes (bpftool, a libbpf program) under `bpfjet exec`,
 # compared with the kernel (root). `build` builds libbpfjet.so next to bpfjet.
@@ -44,6 +44,16 @@ bench-preload: build
 	cc -O2 -Wall -o build/map_bench examples/control_plane/map_bench.c -lbpf
 	i=bench$$$$; BPFJET_RUN_DIR=build/run $(BPFJET) exec --instance $$i -- build/map_bench 1000000; \
 		rc=$$?; rm -rf build/run/$$i /dev/shm/bpfjet.$$i.*; exit $$rc
+
+# The tracing tools of examples/trace/ on one workload in the kernel
+# (libbpf) and under `bpfjet trace`: same maps and events (root).
+test-trace: build examples
+	BPFJET=$(BPFJET) timeout 600 python3 tests/trace/differential.py
+
+# The eBPF-libraries study side by side: fio untraced, traced in the kernel
+# (libbpf), by bpftrace and by bpfjet (docs/PERFORMANCE.md, "Tracing").
+bench-trace: build examples
+	python3 scripts/bench-trace.py --bpfjet $(BPFJET) --markdown build/bench-trace.md --svg docs/bench-trace.svg
 
 # AF_XDP end to end in network namespaces (root): TX, DROP, REDIRECT, PASS via TAP.
 test-netns: build examples
