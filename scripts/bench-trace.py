@@ -211,6 +211,10 @@ def main():
     args = p.parse_args()
 
     subprocess.run(["make", "-s", "-C", os.path.join(ROOT, "examples"), "trace"], check=True)
+    # libbpf attaches tracepoints through tracefs; mount it where a minimal
+    # system has not.
+    if not os.path.isdir("/sys/kernel/tracing/events") and os.geteuid() == 0:
+        subprocess.run(["mount", "-t", "tracefs", "nodev", "/sys/kernel/tracing"])
     setups = []
     for s in args.setups.split(","):
         ok, why = available(s, args)
