@@ -29,7 +29,9 @@
 //! map ineligible, never eligible.
 
 pub mod pair;
+pub mod plan;
 pub mod summary;
 
 pub use pair::{analyse_pair, Handoff, PairReport, Refusal};
+pub use plan::{plan, FusionPlan};
 pub use summary::{summarise, MapOp, MapUse, ProgramSummary, ThreadKey};

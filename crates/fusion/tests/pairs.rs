@@ -311,3 +311,72 @@ fn example_tools_pairs() {
         assert_eq!(names, [map], "{tool}: {:?}", r.explain());
     }
 }
+
+/// `plan` pairs by attach point (uprobe/uretprobe on one PATH:SYMBOL,
+/// sys_enter_X/sys_exit_X), analyses each pair against every other program
+/// of the object, and says why the rest were not paired: the lines
+/// `bpfjet trace --explain` prints.
+#[test]
+fn plan_pairs_by_attach_point_and_explains_the_rest() {
+    let obj = compile(
+        "plan",
+        r#"
+HASH(starts, BPF_MAP_TYPE_HASH, __u64, )
+HASH(args, BPF_MAP_TYPE_HASH, __u64, )
+HASH(counts, BPF_MAP_TYPE_HASH, __u64, )
+SEC("uprobe/libc.so.6:read") int read_entry(void *ctx) {
+    __u64 id = bpf_get_current_pid_tgid(), ts = bpf_ktime_get_ns();
+    bpf_map_update_elem(&starts, &id, &ts, BPF_ANY); return 0; }
+SEC("uretprobe/libc.so.6:read") int read_exit(void *ctx) {
+    __u64 id = bpf_get_current_pid_tgid(), *t = bpf_map_lookup_elem(&starts, &id);
+    if (!t) return 0;
+    bpf_map_delete_elem(&starts, &id); return 0; }
+SEC("tracepoint/syscalls/sys_enter_write") int write_entry(void *ctx) {
+    __u64 id = bpf_get_current_pid_tgid(), v = 1;
+    bpf_map_update_elem(&args, &id, &v, BPF_ANY); return 0; }
+SEC("tracepoint/syscalls/sys_exit_write") int write_exit(void *ctx) {
+    __u64 id = bpf_get_current_pid_tgid(), *v = bpf_map_lookup_elem(&args, &id);
+    if (!v) return 0;
+    bpf_map_delete_elem(&args, &id); return 0; }
+SEC("tracepoint/syscalls/sys_exit_close") int close_spy(void *ctx) {
+    __u64 id = bpf_get_current_pid_tgid();
+    return bpf_map_lookup_elem(&args, &id) != 0; }
+SEC("uprobe/libc.so.6:read+4") int inside(void *ctx) {
+    __u64 id = bpf_get_current_pid_tgid(), one = 1;
+    bpf_map_update_elem(&counts, &id, &one, BPF_ANY); return 0; }
+"#,
+    );
+    let plan = bpfjet_fusion::plan(&obj, &|_| None);
+    let pairs: Vec<(&str, &str)> = plan
+        .pairs
+        .iter()
+        .map(|p| (p.entry.as_str(), p.exit.as_str()))
+        .collect();
+    assert_eq!(
+        pairs,
+        [("read_entry", "read_exit"), ("write_entry", "write_exit")]
+    );
+    let read = &plan.pairs[0];
+    assert_eq!(read.internalised.len(), 1, "{:?}", read.explain());
+    assert_eq!(read.internalised[0].name, "starts");
+    // args is read by close_spy, a program of no pair: it stays a map.
+    let write = &plan.pairs[1];
+    assert!(write.internalised.is_empty(), "{:?}", write.explain());
+    assert_eq!(write.refused.len(), 1);
+    assert!(write.refused[0]
+        .why
+        .contains("program close_spy also uses it"));
+    let text = plan.explain().join("\n");
+    assert!(
+        text.contains("close_spy: not paired: no entry program on syscall close"),
+        "{text}"
+    );
+    assert!(
+        text.contains("inside: not paired: attached inside read (+4)"),
+        "{text}"
+    );
+    assert!(
+        text.contains("read_entry + read_exit: map starts is a hand-off"),
+        "{text}"
+    );
+}

@@ -337,8 +337,12 @@ impl TracingObject {
             let run = &mut runs[i];
             let lease = self.slots.lease();
             run.env.run.set_cpu(lease.cpu);
-            run.env
-                .begin(ctx as u64, p.prog_type == ProgType::Kprobe, site);
+            run.env.begin(
+                ctx as u64,
+                p.attach_ctx_size().unwrap_or(p.ctx_bytes),
+                p.prog_type == ProgType::Kprobe,
+                site,
+            );
             let result = match &p.entry {
                 Entry::Interp(program) => program.run(&mut run.state, &mut run.env, &[ctx as u64]),
                 Entry::Native(native) => {
