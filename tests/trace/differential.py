@@ -7,7 +7,8 @@ What is compared is what both must see identically: the workload's own
 calls. The kernel's probes also see the dynamic loader's system calls,
 which run before any in-process tracer exists, so system-call counts are
 compared for calls the loader does not make (getppid, sched_yield, write)
-and events for the workload's descriptors (100-103).
+and events for the workload's descriptors (100-103). bpfjet runs each tool
+on its interpreter and on its JIT.
 
   BPFJET=target/release/bpfjet tests/trace/differential.py
 Needs root (the kernel side). Prints `SKIPPED: ...` and exits 0 only when a
@@ -102,6 +103,31 @@ def workload_events(records):
     return out
 
 
+def compare(label, tool, k, ke, b, be):
+    """One tool's kernel report (k, events ke) against bpfjet's (b, be)."""
+    if tool == "syscount":
+        kc, bc = u64s(k["maps"]["counts"]), u64s(b["maps"]["counts"])
+        for nr in (SYS_GETPPID, SYS_SCHED_YIELD, SYS_WRITE):
+            check(f"{label}: calls of syscall {nr}", kc.get(nr), bc.get(nr))
+        check(f"{label}: exit code", k["exit_code"], b["exit_code"])
+    elif tool in ("rw_tracer", "rw_tracer_all"):
+        kw, bw = workload_events(ke), workload_events(be)
+        check(f"{label}: {len(kw)} events on the workload's fds (op, fd, count, ret, data)", kw, bw)
+        check(f"{label}: nothing dropped", u64s(k["maps"]["rb_stats"]).get(1),
+              u64s(b["maps"]["rb_stats"]).get(1))
+    elif tool == "fsdist":
+        # Latencies differ run to run; the number of write calls may not.
+        kh, bh = u64s(k["maps"]["hist"]), u64s(b["maps"]["hist"])
+        check(f"{label}: write calls in the histogram", sum(v for s, v in kh.items() if s >= 32),
+              sum(v for s, v in bh.items() if s >= 32))
+    elif tool == "funclatency":
+        check(f"{label}: libc read() calls in the histogram",
+              sum(u64s(k["maps"]["hist"]).values()), sum(u64s(b["maps"]["hist"]).values()))
+    elif tool == "bytes_per_call":
+        check(f"{label}: sizes asked/returned", u64s(k["maps"]["sizes"]), u64s(b["maps"]["sizes"]))
+        check(f"{label}: short/failed writes", u64s(k["maps"]["outcomes"]), u64s(b["maps"]["outcomes"]))
+
+
 def fusion_detection(tmp):
     """Pairwise fusion detection on the tools (bpfjet only: the kernel has
     no such thing): funclatency and bytes_per_call hand their entry value
@@ -131,6 +157,11 @@ def fusion_detection(tmp):
         if not fusable:
             check(f"{tool}: --explain says why starts/inflight stay maps", True,
                   "stays a map: program" in p.stderr and "also uses it" in p.stderr)
+    argv = [BPFJET, "trace", "--json", "--no-fuse", os.path.join(BUILD, "funclatency.o"), "--",
+            os.path.join(tmp, "workload"), "1"]
+    p = subprocess.run(argv, capture_output=True, text=True)
+    report = json.loads(p.stdout.strip().splitlines()[-1]) if p.returncode == 0 else {}
+    check("funclatency --no-fuse: nothing analysed", [], report.get("fusable"))
 
 
 def main():
@@ -147,46 +178,19 @@ def main():
         return 0
     subprocess.run(["make", "-s", "-C", os.path.join(ROOT, "examples"), "trace"], check=True)
     kernel = [os.path.join(BUILD, "ktrace")]
-    bpfjet = [BPFJET, "trace"]
     with tempfile.TemporaryDirectory() as tmp:
         subprocess.run(["cc", "-O2", "-Wall", "-o", os.path.join(tmp, "workload"),
                         os.path.join(ROOT, "examples", "trace", "workload.c")], check=True)
 
-        k, _ = trace(kernel, "syscount", tmp)
-        b, _ = trace(bpfjet, "syscount", tmp)
-        if k and b:
-            kc, bc = u64s(k["maps"]["counts"]), u64s(b["maps"]["counts"])
-            for nr in (SYS_GETPPID, SYS_SCHED_YIELD, SYS_WRITE):
-                check(f"syscount: calls of syscall {nr}", kc.get(nr), bc.get(nr))
-            check("syscount: exit code", k["exit_code"], b["exit_code"])
-
-        for tool in ("rw_tracer", "rw_tracer_all"):
-            k, ke = trace(kernel, tool, tmp)
-            b, be = trace(bpfjet, tool, tmp)
-            if k and b:
-                kw, bw = workload_events(ke), workload_events(be)
-                check(f"{tool}: {len(kw)} events on the workload's fds (op, fd, count, ret, data)", kw, bw)
-                check(f"{tool}: nothing dropped", u64s(k["maps"]["rb_stats"]).get(1), u64s(b["maps"]["rb_stats"]).get(1))
-
-        k, _ = trace(kernel, "fsdist", tmp)
-        b, _ = trace(bpfjet, "fsdist", tmp)
-        if k and b:
-            # Latencies differ run to run; the number of write calls may not.
-            kh, bh = u64s(k["maps"]["hist"]), u64s(b["maps"]["hist"])
-            check("fsdist: write calls in the histogram", sum(v for s, v in kh.items() if s >= 32),
-                  sum(v for s, v in bh.items() if s >= 32))
-
-        k, _ = trace(kernel, "funclatency", tmp)
-        b, _ = trace(bpfjet, "funclatency", tmp)
-        if k and b:
-            check("funclatency: libc read() calls in the histogram",
-                  sum(u64s(k["maps"]["hist"]).values()), sum(u64s(b["maps"]["hist"]).values()))
-
-        k, _ = trace(kernel, "bytes_per_call", tmp)
-        b, _ = trace(bpfjet, "bytes_per_call", tmp)
-        if k and b:
-            check("bytes_per_call: sizes asked/returned", u64s(k["maps"]["sizes"]), u64s(b["maps"]["sizes"]))
-            check("bytes_per_call: short/failed writes", u64s(k["maps"]["outcomes"]), u64s(b["maps"]["outcomes"]))
+        # The kernel once per tool; bpfjet on the interpreter and the JIT.
+        tools = ("syscount", "rw_tracer", "rw_tracer_all", "fsdist", "funclatency", "bytes_per_call")
+        kernel_runs = {tool: trace(kernel, tool, tmp) for tool in tools}
+        for engine in ("interp", "jit"):
+            bpfjet = [BPFJET, "trace", "--engine", engine]
+            for tool in tools:
+                (k, ke), (b, be) = kernel_runs[tool], trace(bpfjet, tool, tmp)
+                if k and b:
+                    compare(f"{engine}: {tool}", tool, k, ke, b, be)
 
         fusion_detection(tmp)
 
