@@ -246,6 +246,10 @@ pub fn run(args: &TraceArgs) -> Result<ExitCode> {
     for (key, what) in [
         ("missed_runs", "runs skipped (recursion)"),
         ("faults", "runs faulted"),
+        (
+            "skipped_at_thread_exit",
+            "runs skipped in exiting threads (docs/TRACING.md, Known limits)",
+        ),
     ] {
         if let Some(n) = report.get(key).and_then(Value::as_u64).filter(|&n| n > 0) {
             eprintln!("bpfjet trace: {n} {what}");

@@ -27,6 +27,13 @@ pub(crate) fn install_fork_hook() {
     });
 }
 
+/// How many times this process is a forked child of a process that used
+/// tracing (0 in the original process).
+pub(crate) fn fork_generation() -> u64 {
+    install_fork_hook();
+    FORK_GENERATION.load(Ordering::Relaxed)
+}
+
 thread_local! {
     /// (fork generation + 1, tgid, tid); generation 0 means "not cached".
     static IDS: Cell<(u64, u32, u32)> = const { Cell::new((0, 0, 0)) };

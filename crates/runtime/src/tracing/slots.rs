@@ -15,11 +15,14 @@
 //! per-CPU map index. No global lock is taken; with no more concurrently
 //! running threads than slots, the preferred slot is nearly always free.
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 
-/// One slot flag per cache line.
+/// One slot per cache line: 0 when free, else the fork generation of the
+/// process that leased it, plus one. After a `fork` the child is a new
+/// generation, so slots held by parent threads that do not exist in the
+/// child count as free there instead of blocking it forever.
 #[repr(align(64))]
-struct Slot(AtomicBool);
+struct Slot(AtomicU64);
 
 pub(crate) struct CpuSlots {
     slots: Box<[Slot]>,
@@ -35,23 +38,26 @@ impl Drop for Lease<'_> {
     fn drop(&mut self) {
         self.slots.slots[self.cpu as usize]
             .0
-            .store(false, Ordering::Release);
+            .store(0, Ordering::Release);
     }
 }
 
 impl CpuSlots {
     pub(crate) fn new(ncpus: usize) -> CpuSlots {
         CpuSlots {
-            slots: (0..ncpus.max(1))
-                .map(|_| Slot(AtomicBool::new(false)))
-                .collect(),
+            slots: (0..ncpus.max(1)).map(|_| Slot(AtomicU64::new(0))).collect(),
         }
     }
 
-    fn try_take(&self, i: usize) -> bool {
-        self.slots[i]
-            .0
-            .compare_exchange(false, true, Ordering::Acquire, Ordering::Relaxed)
+    fn try_take(&self, i: usize, mine: u64) -> bool {
+        let slot = &self.slots[i].0;
+        let held = slot.load(Ordering::Relaxed);
+        // Held in this process: busy. Free, or held by a thread of a parent
+        // process (an older generation): take it.
+        if held == mine {
+            return false;
+        }
+        slot.compare_exchange(held, mine, Ordering::Acquire, Ordering::Relaxed)
             .is_ok()
     }
 
@@ -60,11 +66,12 @@ impl CpuSlots {
         // SAFETY: sched_getcpu has no preconditions; -1 on failure.
         let here = unsafe { libc::sched_getcpu() };
         let preferred = usize::try_from(here).unwrap_or(0) % n;
+        let mine = super::current::fork_generation() + 1;
         let mut spins = 0u32;
         loop {
             for k in 0..n {
                 let i = (preferred + k) % n;
-                if self.try_take(i) {
+                if self.try_take(i, mine) {
                     return Lease {
                         slots: self,
                         cpu: i as u32,
@@ -95,5 +102,18 @@ mod tests {
         drop(a);
         let c = slots.lease();
         assert_eq!(c.cpu, cpu);
+    }
+
+    #[test]
+    fn slots_held_before_a_fork_are_free_after_it() {
+        let slots = CpuSlots::new(1);
+        // A slot leased by a parent generation, as a thread that does not
+        // exist in a forked child leaves it.
+        let parent = super::super::current::fork_generation();
+        slots.slots[0]
+            .0
+            .store(parent + 1 + 1_000, Ordering::Relaxed);
+        let lease = slots.lease();
+        assert_eq!(lease.cpu, 0);
     }
 }
