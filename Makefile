@@ -4,7 +4,7 @@ CONFORMANCE ?= ../shared/conformance/tests
 BPFJET := target/release/bpfjet
 export PATH := $(HOME)/.cargo/bin:$(PATH)
 
-.PHONY: all setup build examples test test-rust test-netns test-preload bench-preload bench-trace lint conformance demo clean
+.PHONY: all setup build examples test test-rust test-netns test-preload test-trace bench-preload bench-trace bench-uprobe lint conformance demo clean
 
 all: build
 
@@ -31,7 +31,7 @@ conformance: build
 	$(BPFJET) conformance --engine interp $(CONFORMANCE)
 	$(BPFJET) conformance --engine jit $(CONFORMANCE)
 
-test: lint test-rust conformance test-netns test-preload
+test: lint test-rust conformance test-netns test-preload test-trace
 
 # Unmodified control planes (bpftool, a libbpf program, xdp-tools in network
 # namespaces) under `bpfjet exec`, compared with the kernel (root). `build`
@@ -52,8 +52,18 @@ bench-preload: build
 
 # Per-hit uprobe cost: untraced / kernel uprobe / bpfjet trace (interp, JIT)
 # on one tight loop, side by side (docs/PERFORMANCE.md, "Tracing"; root).
-bench-trace: build
+bench-uprobe: build
 	BPFJET=$(BPFJET) sh scripts/bench-trace-uprobe.sh
+
+# The tracing tools of examples/trace/ on one workload in the kernel
+# (libbpf) and under `bpfjet trace`: same maps and events (root).
+test-trace: build examples
+	BPFJET=$(BPFJET) timeout 600 python3 tests/trace/differential.py
+
+# The eBPF-libraries study side by side: fio untraced, traced in the kernel
+# (libbpf), by bpftrace and by bpfjet (docs/PERFORMANCE.md, "Tracing").
+bench-trace: build examples
+	python3 scripts/bench-trace.py --bpfjet $(BPFJET) --markdown build/bench-trace.md --svg docs/bench-trace.svg
 
 # AF_XDP end to end in network namespaces (root): TX, DROP, REDIRECT, PASS via TAP.
 test-netns: build examples

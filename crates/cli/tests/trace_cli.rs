@@ -391,7 +391,7 @@ fn pid_attach_is_refused_with_a_reason() {
 fn ring_buffer_records_reach_the_events_file_in_order() {
     let _serial = serial();
     let f = fixture();
-    let events = f.path("events.jsonl");
+    let events = f.path("events.bin");
     let _ = std::fs::remove_file(&events);
     let out = bpfjet()
         .arg("trace")
@@ -409,16 +409,21 @@ fn ring_buffer_records_reach_the_events_file_in_order() {
         report["ringbufs"]["events"],
         serde_json::json!({"produced": WRITES, "consumed": WRITES, "dropped": 0})
     );
-    let text = std::fs::read_to_string(&events).unwrap();
-    let lines: Vec<&str> = text.lines().collect();
-    assert_eq!(lines.len() as u64, WRITES);
-    for (i, l) in lines.iter().enumerate() {
-        let v: Value = serde_json::from_str(l).unwrap();
-        assert_eq!(v["map"], "events");
-        // struct event { u64 seq; u64 count; }, little-endian hex.
+    // Records as ktrace writes them: u32 length (host order), then the bytes.
+    let data = std::fs::read(&events).unwrap();
+    let mut records = Vec::new();
+    let mut rest = &data[..];
+    while rest.len() >= 4 {
+        let len = u32::from_ne_bytes(rest[..4].try_into().unwrap()) as usize;
+        records.push(rest[4..4 + len].to_vec());
+        rest = &rest[4 + len..];
+    }
+    assert!(rest.is_empty(), "trailing bytes in the events file");
+    assert_eq!(records.len() as u64, WRITES);
+    for (i, r) in records.iter().enumerate() {
+        // struct event { u64 seq; u64 count; }, little-endian.
         let mut want = (i as u64).to_le_bytes().to_vec();
         want.extend_from_slice(&7u64.to_le_bytes());
-        let hex: String = want.iter().map(|b| format!("{b:02x}")).collect();
-        assert_eq!(v["data"], hex, "record {i}");
+        assert_eq!(r, &want, "record {i}");
     }
 }

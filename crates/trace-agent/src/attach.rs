@@ -380,6 +380,8 @@ pub fn finish() {
     if std::process::id() != agent.pid || agent.finished.swap(true, Ordering::SeqCst) {
         return;
     }
-    let rings = events::stop();
-    report::write_report(agent, &rings);
+    alive::agent_work(|| {
+        let rings = events::stop();
+        report::write_report(agent, &rings);
+    });
 }

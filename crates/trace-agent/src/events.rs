@@ -1,8 +1,9 @@
 //! The ring-buffer consumer: a thread of the agent reads every RINGBUF map
 //! of the object as records are committed, like a libbpf tool's
 //! `ring_buffer__poll` loop, and with `--events FILE` writes each record as
-//! one JSON line `{"map": NAME, "data": HEX}`. At exit the rings are
-//! drained and the consumer stops.
+//! ktrace (examples/trace/ktrace.c) does, so both files compare byte for
+//! byte: a u32 length in host byte order, then the record's bytes. At exit
+//! the rings are drained and the consumer stops.
 
 use crate::attach::Agent;
 use bpfjet_maps::{RingbufConsumer, RingbufStats};
@@ -17,16 +18,6 @@ struct Running {
 }
 
 static RUNNING: Mutex<Option<Running>> = Mutex::new(None);
-
-fn hex(data: &[u8]) -> String {
-    const DIGITS: &[u8; 16] = b"0123456789abcdef";
-    let mut s = String::with_capacity(data.len() * 2);
-    for b in data {
-        s.push(DIGITS[(b >> 4) as usize] as char);
-        s.push(DIGITS[(b & 15) as usize] as char);
-    }
-    s
-}
 
 pub fn start(agent: &'static Agent) -> Result<(), String> {
     if agent.ringbufs.is_empty() {
@@ -54,34 +45,38 @@ pub fn start(agent: &'static Agent) -> Result<(), String> {
     let thread = std::thread::Builder::new()
         .name("bpfjet-ringbuf".into())
         .spawn(move || {
-            let mut write = |name: &str, data: &[u8]| {
+            crate::alive::agent_work(move || {
+                let mut write = |data: &[u8]| {
+                    if let Some(w) = out.as_mut() {
+                        let len = u32::try_from(data.len()).unwrap_or(u32::MAX);
+                        let _ = w.write_all(&len.to_ne_bytes());
+                        let _ = w.write_all(data);
+                    }
+                };
+                // One ring: block on it; several: poll each with a short wait.
+                let wait = if consumers.len() == 1 {
+                    Duration::from_millis(50)
+                } else {
+                    Duration::from_millis(2)
+                };
+                loop {
+                    let stopping = stop2.load(Ordering::Acquire);
+                    let mut got = 0;
+                    for (_, c) in consumers.iter_mut() {
+                        got += c.poll_blocking(&mut write, Some(wait));
+                    }
+                    if stopping && got == 0 {
+                        break;
+                    }
+                }
                 if let Some(w) = out.as_mut() {
-                    let _ = writeln!(w, "{{\"map\":\"{name}\",\"data\":\"{}\"}}", hex(data));
+                    let _ = w.flush();
                 }
-            };
-            // One ring: block on it; several: poll each with a short wait.
-            let wait = if consumers.len() == 1 {
-                Duration::from_millis(50)
-            } else {
-                Duration::from_millis(2)
-            };
-            loop {
-                let stopping = stop2.load(Ordering::Acquire);
-                let mut got = 0;
-                for (name, c) in consumers.iter_mut() {
-                    got += c.poll_blocking(|d| write(name, d), Some(wait));
-                }
-                if stopping && got == 0 {
-                    break;
-                }
-            }
-            if let Some(w) = out.as_mut() {
-                let _ = w.flush();
-            }
-            consumers
-                .iter()
-                .map(|(n, c)| (n.clone(), c.stats()))
-                .collect()
+                consumers
+                    .iter()
+                    .map(|(n, c)| (n.clone(), c.stats()))
+                    .collect()
+            })
         })
         .map_err(|e| format!("ring-buffer consumer thread: {e}"))?;
     *RUNNING.lock().unwrap() = Some(Running { stop, thread });

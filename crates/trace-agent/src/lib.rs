@@ -33,7 +33,7 @@ extern "C" fn agent_init() {
     let Some(cfg) = Config::from_env() else {
         return;
     };
-    if let Err(e) = attach::start(cfg.clone()) {
+    if let Err(e) = alive::agent_work(|| attach::start(cfg.clone())) {
         report::write_error(&cfg, &e);
         // SAFETY: ends the process before the traced program's main.
         unsafe { libc::_exit(config::AGENT_ERROR_EXIT) };

@@ -1,10 +1,16 @@
-//! `bpfjet trace OBJ [--json] [--events FILE] [--engine interp|jit] -- CMD ARGS...`:
+//! `bpfjet trace OBJ [--json] [--events FILE] [--engine interp|jit] [--explain] [--no-fuse]
+//! -- CMD ARGS...`:
 //! run CMD with the trace agent (libbpfjet_trace.so) preloaded; the agent
 //! loads OBJ inside CMD's process, attaches its uprobes, uretprobes and
 //! syscall tracepoints there and runs them inline. When CMD ends, print
 //! every map as bpftrace does (`@name[key]: value`), or with `--json` one
-//! object `{"maps": STATE.json, "ringbufs": {NAME: counts}, "exit_code": n}`.
-//! CMD's exit code is passed through.
+//! object `{"maps": STATE.json, "ringbufs": {NAME: counts}, "exit_code": n,
+//! "fused": [], "fusable": [...]}`. CMD's exit code is passed through.
+//!
+//! Pairwise fusion (docs/TRACING.md): the entry/exit pairs of OBJ and their
+//! hand-off maps are detected (crates/fusion) and reported (`--explain`,
+//! `"fusable"`); fused *execution* is not implemented, so every pair runs
+//! unfused and `"fused"` is empty.
 
 use anyhow::{anyhow, bail, Context, Result};
 use bpfjet_obj::{ProbeFlavor, ProbeTarget, ProgKind};
@@ -23,12 +29,21 @@ pub struct TraceArgs {
     /// Print one JSON object instead of bpftrace-style map lines.
     #[arg(long)]
     pub json: bool,
-    /// Write every ring-buffer record, as consumed, to FILE (one JSON line
-    /// `{"map": NAME, "data": HEX}` per record).
+    /// Write every ring-buffer record, as consumed, to FILE: a u32 length
+    /// (host byte order) then the record's bytes, as ktrace writes them.
     #[arg(long)]
     pub events: Option<PathBuf>,
     #[arg(long, default_value = "interp", value_parser = ["interp", "jit"])]
     pub engine: String,
+    /// Print, on stderr before CMD starts, the entry/exit pairs of OBJ, the
+    /// maps that are pure hand-offs between them and why the others (and
+    /// the unpaired programs) are not.
+    #[arg(long)]
+    pub explain: bool,
+    /// Do not analyse the object for pairwise fusion (nothing is reported
+    /// as fusable).
+    #[arg(long)]
+    pub no_fuse: bool,
     /// Attach to a running process: refused (see docs/CLI.md).
     #[arg(long)]
     pub pid: Option<u32>,
@@ -73,7 +88,7 @@ fn find_program(cmd: &Path) -> Option<PathBuf> {
 /// object's programs are of a type `trace` attaches, and every uprobe
 /// target whose file is known now has its symbol. (The agent checks the
 /// rest in the process, before `main`.)
-fn precheck(obj: &Path, program: &Path) -> Result<()> {
+fn precheck(obj: &Path, program: &Path) -> Result<bpfjet_obj::Object> {
     symbols::check_dynamic(program).map_err(|e| anyhow!("{e}"))?;
     let object = bpfjet_obj::load_file(obj).map_err(|e| anyhow!("{}: {e}", obj.display()))?;
     for p in &object.programs {
@@ -115,7 +130,23 @@ fn precheck(obj: &Path, program: &Path) -> Result<()> {
             ),
         }
     }
-    Ok(())
+    Ok(object)
+}
+
+/// The pairs of `object` that are fusable: `[{"entry", "exit",
+/// "internalised": [MAP...]}]` for each pair with at least one hand-off map.
+fn fusable(plan: &bpfjet_fusion::FusionPlan) -> Value {
+    plan.pairs
+        .iter()
+        .filter(|p| p.pair_refusal.is_none() && !p.internalised.is_empty())
+        .map(|p| {
+            serde_json::json!({
+                "entry": p.entry,
+                "exit": p.exit,
+                "internalised": p.internalised.iter().map(|h| h.name.clone()).collect::<Vec<_>>(),
+            })
+        })
+        .collect()
 }
 
 pub fn run(args: &TraceArgs) -> Result<ExitCode> {
@@ -133,7 +164,27 @@ pub fn run(args: &TraceArgs) -> Result<ExitCode> {
         .context("no command given: bpfjet trace OBJ -- CMD ARGS...")?;
     let path = find_program(Path::new(program))
         .ok_or_else(|| anyhow!("{}: command not found", program.to_string_lossy()))?;
-    precheck(&args.obj, &path)?;
+    let object = precheck(&args.obj, &path)?;
+    // bpfjet trace loads OBJ alone and no control plane can open its maps
+    // (no pinning by path, no server), so only pinning by name (refused in
+    // crates/fusion) exposes a map.
+    let plan = if args.no_fuse {
+        bpfjet_fusion::FusionPlan::default()
+    } else {
+        bpfjet_fusion::plan(&object, &|_| None)
+    };
+    if args.explain {
+        if args.no_fuse {
+            eprintln!("bpfjet trace: fusion: --no-fuse: not analysed");
+        } else {
+            for line in plan.explain() {
+                eprintln!("bpfjet trace: fusion: {line}");
+            }
+            eprintln!(
+                "bpfjet trace: fusion: fused execution is not implemented: every pair runs unfused"
+            );
+        }
+    }
     let agent = agent_library()?;
     let obj = args
         .obj
@@ -222,7 +273,13 @@ pub fn run(args: &TraceArgs) -> Result<ExitCode> {
     if args.json {
         println!(
             "{}",
-            serde_json::json!({"maps": maps, "ringbufs": ringbufs, "exit_code": exit_code})
+            serde_json::json!({
+                "maps": maps,
+                "ringbufs": ringbufs,
+                "exit_code": exit_code,
+                "fused": [],
+                "fusable": fusable(&plan),
+            })
         );
     } else {
         if let Some(lines) = report.get("trace_lines").and_then(Value::as_array) {

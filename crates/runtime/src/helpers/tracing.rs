@@ -67,17 +67,59 @@ pub(crate) fn register(r: &mut HelperRegistry) {
             })
         }));
     }
-    // A user-space process has no kernel memory to read: every address
-    // faults, the buffer is zeroed as the kernel does on a fault.
-    for (id, name) in [
-        (ids::PROBE_READ_KERNEL, "probe_read_kernel"),
-        (ids::PROBE_READ_KERNEL_STR, "probe_read_kernel_str"),
-    ] {
-        r.register(Helper::new(id, name, |ctx, a| {
-            ctx.write_mem(a[0], a[1])?.fill(0);
+    // In a process the "kernel" objects of a hit are the ones the runtime
+    // hands the program: its context record (a tracepoint's `sys_enter` /
+    // `sys_exit` record, which libbpf-tools read with BPF_CORE_READ, i.e.
+    // bpf_probe_read_kernel) and the registers of the hit. Those read as
+    // the kernel reads them; any other address faults, with the buffer
+    // zeroed as the kernel does.
+    r.register(Helper::new(
+        ids::PROBE_READ_KERNEL,
+        "probe_read_kernel",
+        |ctx, a| {
+            let allowed = tracing_env(ctx)?.is_kernel_memory(a[2], a[1]);
+            let dst = ctx.write_mem(a[0], a[1])?;
+            if allowed && user_mem::read(a[2], dst).is_ok() {
+                return Ok(0);
+            }
+            dst.fill(0);
             Ok(errno::neg(errno::EFAULT))
-        }));
-    }
+        },
+    ));
+    r.register(Helper::new(
+        ids::PROBE_READ_KERNEL_STR,
+        "probe_read_kernel_str",
+        |ctx, a| {
+            // The string may not run past the object it starts in.
+            let left = tracing_env(ctx)?.kernel_memory_left(a[2]);
+            let dst = ctx.write_mem(a[0], a[1])?;
+            dst.fill(0);
+            if left == 0 || dst.is_empty() {
+                return Ok(errno::neg(errno::EFAULT));
+            }
+            let n = dst.len().min(left as usize);
+            if user_mem::read(a[2], &mut dst[..n]).is_err() {
+                return Ok(errno::neg(errno::EFAULT));
+            }
+            match dst[..n].iter().position(|&b| b == 0) {
+                Some(nul) => {
+                    dst[nul + 1..].fill(0);
+                    Ok(nul as u64 + 1)
+                }
+                // Cut at the buffer's size, NUL-terminated, as the kernel.
+                None if n == dst.len() => {
+                    dst[n - 1] = 0;
+                    Ok(n as u64)
+                }
+                // The object ends before any NUL: the kernel would read on
+                // into memory that has no counterpart here.
+                None => {
+                    dst.fill(0);
+                    Ok(errno::neg(errno::EFAULT))
+                }
+            }
+        },
+    ));
     r.register(Helper::new(ids::GET_FUNC_IP, "get_func_ip", |ctx, _| {
         Ok(tracing_env(ctx)?.site.func_ip)
     }));

@@ -31,6 +31,9 @@ pub struct TracingEnv {
     pub(crate) site: ProbeSite,
     /// The context the program was entered with.
     pub(crate) ctx: u64,
+    /// Bytes of the context record the attach point provides
+    /// ([`crate::tracing::TracingProgram::attach_ctx_size`]).
+    pub(crate) ctx_len: u64,
     /// The context is a `pt_regs` (kprobe-type programs).
     pub(crate) ctx_is_regs: bool,
 }
@@ -41,15 +44,48 @@ impl TracingEnv {
             run,
             site: ProbeSite::default(),
             ctx: 0,
+            ctx_len: 0,
             ctx_is_regs: false,
         }
     }
 
     /// Set the hit this run serves.
-    pub fn begin(&mut self, ctx: u64, ctx_is_regs: bool, site: &ProbeSite) {
+    pub fn begin(&mut self, ctx: u64, ctx_len: u64, ctx_is_regs: bool, site: &ProbeSite) {
         self.ctx = ctx;
+        self.ctx_len = ctx_len;
         self.ctx_is_regs = ctx_is_regs;
         self.site = *site;
+    }
+
+    /// Whether `[addr, addr + len)` lies in memory that is the kernel's in
+    /// the kernel's model of this hit: the context record, and the user
+    /// registers of the hit (`raw_tracepoint/sys_enter|sys_exit` get their
+    /// address as `args[0]`). `bpf_probe_read_kernel*` read these and
+    /// nothing else.
+    pub fn is_kernel_memory(&self, addr: u64, len: u64) -> bool {
+        let within = |start: u64, size: u64| {
+            start != 0
+                && addr >= start
+                && addr
+                    .checked_add(len)
+                    .is_some_and(|end| end <= start.saturating_add(size))
+        };
+        within(self.ctx, self.ctx_len)
+            || within(self.site.regs, std::mem::size_of::<super::PtRegs>() as u64)
+    }
+
+    /// Bytes of kernel memory ([`TracingEnv::is_kernel_memory`]) from
+    /// `addr` to the end of the object holding it (0 if none does).
+    pub fn kernel_memory_left(&self, addr: u64) -> u64 {
+        let regs = std::mem::size_of::<super::PtRegs>() as u64;
+        [(self.ctx, self.ctx_len), (self.site.regs, regs)]
+            .into_iter()
+            .filter(|&(start, size)| {
+                start != 0 && addr >= start && addr < start.saturating_add(size)
+            })
+            .map(|(start, size)| start + size - addr)
+            .max()
+            .unwrap_or(0)
     }
 
     pub fn site(&self) -> &ProbeSite {

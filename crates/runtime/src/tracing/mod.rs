@@ -75,8 +75,10 @@
 //! Helpers: the base set plus the tracing helpers
 //! ([`crate::tracing_helpers`]); `bpf_get_current_pid_tgid` and friends
 //! describe the calling thread; `bpf_probe_read_user*` never fault the
-//! process (`-EFAULT` and a zeroed buffer); `bpf_probe_read_kernel*`
-//! always return `-EFAULT` (a process has no kernel memory).
+//! process (`-EFAULT` and a zeroed buffer); `bpf_probe_read_kernel*` read
+//! only the hit's "kernel" objects — the context record and the registers
+//! of the hit ([`TracingEnv::is_kernel_memory`]) — and return `-EFAULT`
+//! for any other address.
 
 mod context;
 pub(crate) mod current;

@@ -72,6 +72,10 @@ pub struct TracingProgram {
     /// The furthest context byte the program reads (the kernel's
     /// `max_ctx_offset`).
     ctx_bytes: u64,
+    /// The context record's size at bpfjet's attach points
+    /// ([`TracingProgram::attach_ctx_size`], else `ctx_bytes`): what
+    /// `bpf_probe_read_kernel` may read of it.
+    ctx_len: u64,
     entry: Entry,
 }
 
@@ -221,14 +225,17 @@ impl TracingObject {
             };
             let program = loaded.program(name)?.clone();
             let ctx_bytes = loaded.verified(name)?.map_or(0, |v| v.facts.max_ctx_end);
-            programs.push(TracingProgram {
+            let mut p = TracingProgram {
                 name: name.to_string(),
                 section: loaded.program_section(name)?.to_string(),
                 kind,
                 prog_type,
                 ctx_bytes,
+                ctx_len: ctx_bytes,
                 entry: Entry::Interp(program),
-            });
+            };
+            p.ctx_len = p.attach_ctx_size().unwrap_or(ctx_bytes).max(ctx_bytes);
+            programs.push(p);
         }
         let ncpus = loaded.ncpus();
         Ok(TracingObject {
@@ -338,7 +345,7 @@ impl TracingObject {
             let lease = self.slots.lease();
             run.env.run.set_cpu(lease.cpu);
             run.env
-                .begin(ctx as u64, p.prog_type == ProgType::Kprobe, site);
+                .begin(ctx as u64, p.ctx_len, p.prog_type == ProgType::Kprobe, site);
             let result = match &p.entry {
                 Entry::Interp(program) => program.run(&mut run.state, &mut run.env, &[ctx as u64]),
                 Entry::Native(native) => {

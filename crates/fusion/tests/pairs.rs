@@ -1,0 +1,382 @@
+//! Hand-off detection on entry/exit pairs written as libbpf-tools write them:
+//! the pairs that must fuse and each case that must not (the map read by a
+//! third program, pinned, per-CPU, keyed by the process, not deleted by the
+//! exit, given to another helper, keyed by a constant).
+
+use bpfjet_fusion::{analyse_pair, summarise, PairReport, ThreadKey};
+use std::path::PathBuf;
+use std::process::Command;
+
+const HEADER: &str = r#"
+#include <linux/bpf.h>
+#include <bpf/bpf_helpers.h>
+#define HASH(name, mtype, key_t, extra) struct { __uint(type, mtype); __uint(max_entries, 1024); \
+    __type(key, key_t); __type(value, __u64); extra } name SEC(".maps");
+char LICENSE[] SEC("license") = "GPL";
+"#;
+
+fn compile(name: &str, body: &str) -> bpfjet_obj::Object {
+    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("fusion");
+    std::fs::create_dir_all(&dir).unwrap();
+    let src = dir.join(format!("{name}.c"));
+    let obj = dir.join(format!("{name}.o"));
+    std::fs::write(&src, format!("{HEADER}\n{body}")).unwrap();
+    let arch = format!("/usr/include/{}-linux-gnu", std::env::consts::ARCH);
+    let out = Command::new("clang-19")
+        .args(["-O2", "-g", "-target", "bpf", "-I", &arch, "-c"])
+        .arg(&src)
+        .arg("-o")
+        .arg(&obj)
+        .output()
+        .expect("clang-19 (scripts/setup.sh installs it)");
+    assert!(
+        out.status.success(),
+        "{name}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    bpfjet_obj::load_file(&obj).unwrap_or_else(|e| panic!("{name}: {e}"))
+}
+
+/// Analyses `entry` + `exit` of the object, every other program as a third
+/// party, nothing exposed.
+fn pair(obj: &bpfjet_obj::Object, entry: &str, exit: &str) -> PairReport {
+    let sums: Vec<_> = obj
+        .programs
+        .iter()
+        .map(|p| (p.name.as_str(), summarise(p, &obj.maps).unwrap()))
+        .collect();
+    let find = |n: &str| {
+        sums.iter()
+            .find(|(p, _)| *p == n)
+            .map(|(p, s)| (*p, s))
+            .unwrap()
+    };
+    let others: Vec<_> = sums
+        .iter()
+        .filter(|(p, _)| *p != entry && *p != exit)
+        .map(|(p, s)| (*p, s))
+        .collect();
+    analyse_pair(&obj.maps, find(entry), find(exit), &others, &|_| None)
+}
+
+const FSDIST_LIKE: &str = r#"
+HASH(starts, BPF_MAP_TYPE_HASH, __u64, )
+HASH(hist, BPF_MAP_TYPE_HASH, __u32, )
+SEC("uprobe/libc.so.6:read") int entry(void *ctx) {
+    __u64 id = bpf_get_current_pid_tgid(), ts = bpf_ktime_get_ns();
+    bpf_map_update_elem(&starts, &id, &ts, BPF_ANY);
+    return 0;
+}
+SEC("uretprobe/libc.so.6:read") int leave(void *ctx) {
+    __u64 id = bpf_get_current_pid_tgid(), *t = bpf_map_lookup_elem(&starts, &id), one = 1;
+    if (!t) return 0;
+    __u32 slot = (bpf_ktime_get_ns() - *t) >> 10;
+    __u64 *n = bpf_map_lookup_elem(&hist, &slot);
+    if (n) __sync_fetch_and_add(n, 1); else bpf_map_update_elem(&hist, &slot, &one, BPF_NOEXIST);
+    bpf_map_delete_elem(&starts, &id);
+    return 0;
+}
+"#;
+
+#[test]
+fn timestamp_handoff_keyed_by_pid_tgid_is_internalised() {
+    let obj = compile("fsdist_like", FSDIST_LIKE);
+    let r = pair(&obj, "entry", "leave");
+    assert_eq!(r.pair_refusal, None);
+    assert_eq!(r.internalised.len(), 1, "{:?}", r.explain());
+    assert_eq!(r.internalised[0].name, "starts");
+    assert_eq!(r.internalised[0].key, ThreadKey::PidTgid);
+    // The histogram is used by the exit only: not a map of the pair.
+    assert!(r.refused.is_empty(), "{:?}", r.explain());
+}
+
+#[test]
+fn thread_id_key_of_four_bytes_is_internalised() {
+    let obj = compile(
+        "tid_key",
+        r#"
+HASH(args, BPF_MAP_TYPE_HASH, __u32, )
+HASH(total, BPF_MAP_TYPE_ARRAY, __u32, )
+SEC("uprobe/libc.so.6:write") int entry(struct { unsigned long r[21]; } *ctx) {
+    __u32 tid = (__u32)bpf_get_current_pid_tgid();
+    __u64 count = ctx->r[12];
+    bpf_map_update_elem(&args, &tid, &count, BPF_ANY);
+    return 0;
+}
+SEC("uretprobe/libc.so.6:write") int leave(void *ctx) {
+    __u32 tid = bpf_get_current_pid_tgid(), zero = 0;
+    __u64 *c = bpf_map_lookup_elem(&args, &tid), *t;
+    if (!c) return 0;
+    t = bpf_map_lookup_elem(&total, &zero);
+    if (t) *t += *c;
+    bpf_map_delete_elem(&args, &tid);
+    return 0;
+}
+"#,
+    );
+    let r = pair(&obj, "entry", "leave");
+    assert_eq!(r.internalised.len(), 1, "{:?}", r.explain());
+    assert_eq!(r.internalised[0].key, ThreadKey::Tid);
+}
+
+/// Each case that must stay a map, with the reason the report gives.
+#[test]
+fn maps_that_must_not_be_internalised() {
+    let cases: &[(&str, &str, &str)] = &[
+        (
+            "third_program",
+            r#"
+HASH(starts, BPF_MAP_TYPE_HASH, __u64, )
+SEC("uprobe/libc.so.6:read") int entry(void *ctx) {
+    __u64 id = bpf_get_current_pid_tgid(), ts = 1;
+    bpf_map_update_elem(&starts, &id, &ts, BPF_ANY); return 0; }
+SEC("uretprobe/libc.so.6:read") int leave(void *ctx) {
+    __u64 id = bpf_get_current_pid_tgid();
+    if (bpf_map_lookup_elem(&starts, &id)) bpf_map_delete_elem(&starts, &id); return 0; }
+SEC("uprobe/libc.so.6:close") int spy(void *ctx) {
+    __u64 id = bpf_get_current_pid_tgid();
+    return bpf_map_lookup_elem(&starts, &id) != 0; }
+"#,
+            "program spy also uses it",
+        ),
+        (
+            "pinned",
+            r#"
+HASH(starts, BPF_MAP_TYPE_HASH, __u64, __uint(pinning, LIBBPF_PIN_BY_NAME);)
+SEC("uprobe/libc.so.6:read") int entry(void *ctx) {
+    __u64 id = bpf_get_current_pid_tgid(), ts = 1;
+    bpf_map_update_elem(&starts, &id, &ts, BPF_ANY); return 0; }
+SEC("uretprobe/libc.so.6:read") int leave(void *ctx) {
+    __u64 id = bpf_get_current_pid_tgid();
+    if (bpf_map_lookup_elem(&starts, &id)) bpf_map_delete_elem(&starts, &id); return 0; }
+"#,
+            "pinned by name",
+        ),
+        (
+            "percpu",
+            r#"
+HASH(starts, BPF_MAP_TYPE_PERCPU_HASH, __u64, )
+SEC("uprobe/libc.so.6:read") int entry(void *ctx) {
+    __u64 id = bpf_get_current_pid_tgid(), ts = 1;
+    bpf_map_update_elem(&starts, &id, &ts, BPF_ANY); return 0; }
+SEC("uretprobe/libc.so.6:read") int leave(void *ctx) {
+    __u64 id = bpf_get_current_pid_tgid();
+    if (bpf_map_lookup_elem(&starts, &id)) bpf_map_delete_elem(&starts, &id); return 0; }
+"#,
+            "per-CPU",
+        ),
+        (
+            "process_key",
+            r#"
+HASH(starts, BPF_MAP_TYPE_HASH, __u32, )
+SEC("uprobe/libc.so.6:read") int entry(void *ctx) {
+    __u32 pid = bpf_get_current_pid_tgid() >> 32; __u64 ts = 1;
+    bpf_map_update_elem(&starts, &pid, &ts, BPF_ANY); return 0; }
+SEC("uretprobe/libc.so.6:read") int leave(void *ctx) {
+    __u32 pid = bpf_get_current_pid_tgid() >> 32;
+    if (bpf_map_lookup_elem(&starts, &pid)) bpf_map_delete_elem(&starts, &pid); return 0; }
+"#,
+            "process id",
+        ),
+        (
+            "no_delete",
+            r#"
+HASH(starts, BPF_MAP_TYPE_HASH, __u64, )
+SEC("uprobe/libc.so.6:read") int entry(void *ctx) {
+    __u64 id = bpf_get_current_pid_tgid(), ts = 1;
+    bpf_map_update_elem(&starts, &id, &ts, BPF_ANY); return 0; }
+SEC("uretprobe/libc.so.6:read") int leave(void *ctx) {
+    __u64 id = bpf_get_current_pid_tgid(), *t = bpf_map_lookup_elem(&starts, &id);
+    return t ? (int)*t : 0; }
+"#,
+            "does not delete",
+        ),
+        (
+            "constant_key",
+            r#"
+HASH(starts, BPF_MAP_TYPE_HASH, __u64, )
+SEC("uprobe/libc.so.6:read") int entry(void *ctx) {
+    __u64 key = 0, ts = 1;
+    bpf_map_update_elem(&starts, &key, &ts, BPF_ANY); return 0; }
+SEC("uretprobe/libc.so.6:read") int leave(void *ctx) {
+    __u64 key = 0;
+    if (bpf_map_lookup_elem(&starts, &key)) bpf_map_delete_elem(&starts, &key); return 0; }
+"#,
+            "not derived from the thread",
+        ),
+        (
+            "other_helper",
+            r#"
+HASH(starts, BPF_MAP_TYPE_HASH, __u64, )
+static long visit(void *map, __u64 *k, __u64 *v, void *ctx) { return 0; }
+SEC("uprobe/libc.so.6:read") int entry(void *ctx) {
+    __u64 id = bpf_get_current_pid_tgid(), ts = 1;
+    bpf_map_update_elem(&starts, &id, &ts, BPF_ANY); return 0; }
+SEC("uretprobe/libc.so.6:read") int leave(void *ctx) {
+    __u64 id = bpf_get_current_pid_tgid();
+    bpf_for_each_map_elem(&starts, visit, 0, 0);
+    if (bpf_map_lookup_elem(&starts, &id)) bpf_map_delete_elem(&starts, &id); return 0; }
+"#,
+            "passed to helper 164",
+        ),
+    ];
+    for (name, body, why) in cases {
+        let obj = compile(name, body);
+        let r = pair(&obj, "entry", "leave");
+        assert!(r.internalised.is_empty(), "{name}: {:?}", r.explain());
+        assert_eq!(r.refused.len(), 1, "{name}: {:?}", r.explain());
+        assert!(
+            r.refused[0].why.contains(why),
+            "{name}: expected '{why}' in: {}",
+            r.refused[0].why
+        );
+    }
+}
+
+#[test]
+fn a_tail_call_refuses_the_whole_pair() {
+    let obj = compile(
+        "tail_call",
+        r#"
+struct { __uint(type, BPF_MAP_TYPE_PROG_ARRAY); __uint(max_entries, 1); __type(key, __u32); __type(value, __u32); } jmp SEC(".maps");
+HASH(starts, BPF_MAP_TYPE_HASH, __u64, )
+SEC("uprobe/libc.so.6:read") int entry(void *ctx) {
+    __u64 id = bpf_get_current_pid_tgid(), ts = 1;
+    bpf_map_update_elem(&starts, &id, &ts, BPF_ANY); bpf_tail_call(ctx, &jmp, 0); return 0; }
+SEC("uretprobe/libc.so.6:read") int leave(void *ctx) {
+    __u64 id = bpf_get_current_pid_tgid();
+    if (bpf_map_lookup_elem(&starts, &id)) bpf_map_delete_elem(&starts, &id); return 0; }
+"#,
+    );
+    let r = pair(&obj, "entry", "leave");
+    assert!(
+        r.pair_refusal
+            .as_deref()
+            .unwrap_or("")
+            .contains("tail-calls"),
+        "{:?}",
+        r.explain()
+    );
+}
+
+/// The real tools of examples/trace/ (CO-RE, built by `make -C examples
+/// trace`): fsdist, funclatency and bytes_per_call hand one value per
+/// thread from entry to exit; rw_tracer hands its saved arguments over.
+#[test]
+fn example_tools_pairs() {
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..");
+    if !std::path::Path::new("/sys/kernel/btf/vmlinux").exists() {
+        println!(
+            "SKIPPED: example_tools_pairs: no /sys/kernel/btf/vmlinux to build the CO-RE tools"
+        );
+        return;
+    }
+    let made = Command::new("make")
+        .args(["-s", "-C"])
+        .arg(root.join("examples"))
+        .arg("trace")
+        .status()
+        .expect("make");
+    assert!(made.success(), "make -C examples trace failed");
+    let cases = [
+        ("fsdist", "fsdist_enter_read", "fsdist_exit_read", "starts"),
+        (
+            "funclatency",
+            "funclatency_entry",
+            "funclatency_exit",
+            "starts",
+        ),
+        ("bytes_per_call", "bytes_entry", "bytes_exit", "asked"),
+        ("rw_tracer", "rw_enter_read", "rw_exit_read", "inflight"),
+    ];
+    for (tool, entry, exit, map) in cases {
+        let path = root.join(format!("build/examples/trace/{tool}.o"));
+        let obj = bpfjet_obj::load_file(&path).unwrap_or_else(|e| panic!("{tool}: {e}"));
+        // Only the pair itself: fsdist's and rw_tracer's write-side
+        // programs use the same map, which (correctly) refuses fusion when
+        // they count as third parties; pairs are per attach point.
+        let sums: Vec<_> = obj
+            .programs
+            .iter()
+            .map(|p| (p.name.as_str(), summarise(p, &obj.maps).unwrap()))
+            .collect();
+        let find = |n: &str| {
+            sums.iter()
+                .find(|(p, _)| *p == n)
+                .map(|(p, s)| (*p, s))
+                .unwrap()
+        };
+        let r = analyse_pair(&obj.maps, find(entry), find(exit), &[], &|_| None);
+        let names: Vec<_> = r.internalised.iter().map(|h| h.name.as_str()).collect();
+        assert_eq!(names, [map], "{tool}: {:?}", r.explain());
+    }
+}
+
+/// `plan` pairs by attach point (uprobe/uretprobe on one PATH:SYMBOL,
+/// sys_enter_X/sys_exit_X), analyses each pair against every other program
+/// of the object, and says why the rest were not paired: the lines
+/// `bpfjet trace --explain` prints.
+#[test]
+fn plan_pairs_by_attach_point_and_explains_the_rest() {
+    let obj = compile(
+        "plan",
+        r#"
+HASH(starts, BPF_MAP_TYPE_HASH, __u64, )
+HASH(args, BPF_MAP_TYPE_HASH, __u64, )
+HASH(counts, BPF_MAP_TYPE_HASH, __u64, )
+SEC("uprobe/libc.so.6:read") int read_entry(void *ctx) {
+    __u64 id = bpf_get_current_pid_tgid(), ts = bpf_ktime_get_ns();
+    bpf_map_update_elem(&starts, &id, &ts, BPF_ANY); return 0; }
+SEC("uretprobe/libc.so.6:read") int read_exit(void *ctx) {
+    __u64 id = bpf_get_current_pid_tgid(), *t = bpf_map_lookup_elem(&starts, &id);
+    if (!t) return 0;
+    bpf_map_delete_elem(&starts, &id); return 0; }
+SEC("tracepoint/syscalls/sys_enter_write") int write_entry(void *ctx) {
+    __u64 id = bpf_get_current_pid_tgid(), v = 1;
+    bpf_map_update_elem(&args, &id, &v, BPF_ANY); return 0; }
+SEC("tracepoint/syscalls/sys_exit_write") int write_exit(void *ctx) {
+    __u64 id = bpf_get_current_pid_tgid(), *v = bpf_map_lookup_elem(&args, &id);
+    if (!v) return 0;
+    bpf_map_delete_elem(&args, &id); return 0; }
+SEC("tracepoint/syscalls/sys_exit_close") int close_spy(void *ctx) {
+    __u64 id = bpf_get_current_pid_tgid();
+    return bpf_map_lookup_elem(&args, &id) != 0; }
+SEC("uprobe/libc.so.6:read+4") int inside(void *ctx) {
+    __u64 id = bpf_get_current_pid_tgid(), one = 1;
+    bpf_map_update_elem(&counts, &id, &one, BPF_ANY); return 0; }
+"#,
+    );
+    let plan = bpfjet_fusion::plan(&obj, &|_| None);
+    let pairs: Vec<(&str, &str)> = plan
+        .pairs
+        .iter()
+        .map(|p| (p.entry.as_str(), p.exit.as_str()))
+        .collect();
+    assert_eq!(
+        pairs,
+        [("read_entry", "read_exit"), ("write_entry", "write_exit")]
+    );
+    let read = &plan.pairs[0];
+    assert_eq!(read.internalised.len(), 1, "{:?}", read.explain());
+    assert_eq!(read.internalised[0].name, "starts");
+    // args is read by close_spy, a program of no pair: it stays a map.
+    let write = &plan.pairs[1];
+    assert!(write.internalised.is_empty(), "{:?}", write.explain());
+    assert_eq!(write.refused.len(), 1);
+    assert!(write.refused[0]
+        .why
+        .contains("program close_spy also uses it"));
+    let text = plan.explain().join("\n");
+    assert!(
+        text.contains("close_spy: not paired: no entry program on syscall close"),
+        "{text}"
+    );
+    assert!(
+        text.contains("inside: not paired: attached inside read (+4)"),
+        "{text}"
+    );
+    assert!(
+        text.contains("read_entry + read_exit: map starts is a hand-off"),
+        "{text}"
+    );
+}

@@ -1,0 +1,107 @@
+// rw-tracer: one event per read(2)/write(2) of the traced process through a
+// 256 KiB ring buffer, as in the eBPF-libraries study. The event is sent at
+// the system call's exit, with the arguments saved at its entry, so it
+// carries the result and the latency.
+//
+// Built with -DWITH_DATA it is rw-tracer-all: each event also carries up to
+// 4 KiB of the bytes read or written (copied from the caller's buffer with
+// bpf_probe_read_user at the exit, when a read's data is there).
+#include "trace.h"
+
+#ifdef WITH_DATA
+typedef struct rw_data_event record_t;
+#define EVENT(r) (&(r)->ev)
+#else
+typedef struct rw_event record_t;
+#define EVENT(r) (r)
+#endif
+
+struct {
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, 256 * 1024);
+} events SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 10240);
+	__type(key, __u64);
+	__type(value, struct rw_args);
+} inflight SEC(".maps");
+
+DECLARE_RB_STATS
+
+static __always_inline int enter(struct trace_event_raw_sys_enter *ctx)
+{
+	__u64 id = bpf_get_current_pid_tgid();
+	struct rw_args a = {};
+
+	if (!traced())
+		return 0;
+	a.ts_ns = bpf_ktime_get_ns();
+	a.fd = (__s64)BPF_CORE_READ(ctx, args[0]);
+	a.buf = BPF_CORE_READ(ctx, args[1]);
+	a.count = BPF_CORE_READ(ctx, args[2]);
+	bpf_map_update_elem(&inflight, &id, &a, BPF_ANY);
+	return 0;
+}
+
+static __always_inline int leave(struct trace_event_raw_sys_exit *ctx, __u32 op)
+{
+	__u64 id = bpf_get_current_pid_tgid();
+	struct rw_args *a = bpf_map_lookup_elem(&inflight, &id);
+	record_t *r;
+	struct rw_event *e;
+	__u64 now;
+	__s64 ret = BPF_CORE_READ(ctx, ret);
+
+	if (!a)
+		return 0;
+	rb_stat(STAT_ATTEMPTED);
+	r = bpf_ringbuf_reserve(&events, sizeof(*r), 0);
+	if (!r) {
+		rb_stat(STAT_DROPPED);
+		bpf_map_delete_elem(&inflight, &id);
+		return 0;
+	}
+	e = EVENT(r);
+	now = bpf_ktime_get_ns();
+	e->ts_ns = now;
+	e->latency_ns = now - a->ts_ns;
+	e->pid = id >> 32;
+	e->tid = (__u32)id;
+	e->uid = (__u32)bpf_get_current_uid_gid();
+	e->op = op;
+	e->fd = a->fd;
+	e->buf = a->buf;
+	e->count = a->count;
+	e->ret = ret;
+	e->data_len = 0;
+#ifdef WITH_DATA
+	if (ret > 0) {
+		__u32 len = ret > DATA_MAX ? DATA_MAX : (__u32)ret;
+
+		if (bpf_probe_read_user(r->data, len, (void *)a->buf) == 0)
+			e->data_len = len;
+	}
+#endif
+	e->cpu = bpf_get_smp_processor_id();
+	bpf_get_current_comm(e->comm, sizeof(e->comm));
+	__builtin_memset(e->reserved, 0, sizeof(e->reserved));
+	bpf_ringbuf_submit(r, 0);
+	bpf_map_delete_elem(&inflight, &id);
+	return 0;
+}
+
+SEC("tracepoint/syscalls/sys_enter_read")
+int rw_enter_read(struct trace_event_raw_sys_enter *ctx) { return enter(ctx); }
+
+SEC("tracepoint/syscalls/sys_enter_write")
+int rw_enter_write(struct trace_event_raw_sys_enter *ctx) { return enter(ctx); }
+
+SEC("tracepoint/syscalls/sys_exit_read")
+int rw_exit_read(struct trace_event_raw_sys_exit *ctx) { return leave(ctx, RW_READ); }
+
+SEC("tracepoint/syscalls/sys_exit_write")
+int rw_exit_write(struct trace_event_raw_sys_exit *ctx) { return leave(ctx, RW_WRITE); }
+
+char LICENSE[] SEC("license") = "GPL";

@@ -1,0 +1,276 @@
+#!/usr/bin/env python3
+"""The eBPF-libraries study ("No two snowflakes are alike", eBPF'25), side by
+side in one run: fio doing 4 KiB reads / writes / both on a tmpfs file,
+untraced and traced by the tools of examples/trace/ in
+
+  kernel    the tool loaded into the kernel by examples/trace/ktrace.c
+            (libbpf, ring buffers consumed with ring_buffer__poll);
+  bpftrace  the same tool written for Debian's bpftrace (the study's
+            reference; examples/trace/bpftrace/*.bt);
+  bpfjet    the same object under `bpfjet trace` (the programs run inside
+            fio).
+
+It reports the study's three axes per tool, workload and setup: fio
+throughput and mean latency (and the overhead against untraced, median of
+--repeat runs with the min-max spread), events captured against the read and
+write calls fio made, and CPU time and peak memory of the whole setup
+(tracer + fio, from wait4). Writes a Markdown table (stdout, --markdown) and
+an SVG bar chart of the throughput overhead (--svg).
+
+Usage: scripts/bench-trace.py [--runtime 5] [--size-mb 256] [--repeat 3]
+         [--tools syscount,rw_tracer,rw_tracer_all,fsdist]
+         [--workloads read,write,rw] [--setups none,kernel,bpftrace,bpfjet]
+         [--bpfjet target/release/bpfjet] [--markdown FILE] [--svg FILE]
+Root is needed for the kernel and bpftrace setups.
+"""
+
+import argparse
+import json
+import os
+import re
+import shlex
+import statistics
+import subprocess
+import sys
+import tempfile
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+BUILD = os.path.join(ROOT, "build", "examples", "trace")
+FIO_FILE = "/dev/shm/bpfjet-trace-study"
+
+# Tools whose records are the study's events (one per read/write call).
+EVENT_TOOLS = {"rw_tracer", "rw_tracer_all"}
+# bpftrace has no way to copy 4 KiB of a buffer into an event (its strings
+# and buf() are capped far below), so the study's rw-tracer-all has no
+# bpftrace form.
+BPFTRACE_TOOLS = {"syscount", "rw_tracer", "fsdist"}
+
+
+def run(argv, stdout_path=None, stderr_path=None):
+    """Runs argv to completion; returns (exit status, rusage of its tree)."""
+    out = open(stdout_path, "wb") if stdout_path else subprocess.DEVNULL
+    err = open(stderr_path, "wb") if stderr_path else subprocess.DEVNULL
+    proc = subprocess.Popen(argv, stdout=out, stderr=err)
+    _, status, usage = os.wait4(proc.pid, 0)
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    for f in (out, err):
+        if f is not subprocess.DEVNULL:
+            f.close()
+    return proc.returncode, usage
+
+
+def fio_argv(workload, runtime, size_mb, output):
+    return [
+        "fio", "--name=study", f"--filename={FIO_FILE}", f"--size={size_mb}M",
+        "--bs=4k", f"--rw={workload}", "--ioengine=sync", "--thread",
+        "--time_based", f"--runtime={runtime}", "--output-format=json",
+        f"--output={output}",
+    ]
+
+
+def fio_summary(path):
+    job = json.load(open(path))["jobs"][0]
+    ios = iops = 0.0
+    lat = []
+    for side in ("read", "write"):
+        s = job[side]
+        ios += s["total_ios"]
+        iops += s["iops"]
+        if s["total_ios"]:
+            lat.append((s["clat_ns"]["mean"], s["total_ios"]))
+    mean_lat = sum(l * n for l, n in lat) / max(1, sum(n for _, n in lat))
+    return {"ios": int(ios), "iops": iops, "lat_ns": mean_lat}
+
+
+def sum_hex_values(entries):
+    """Sum of the u64 values of a map dump (per-CPU values summed)."""
+    total = []
+    for e in entries:
+        vals = e.get("values") or [e.get("value", "")]
+        n = 0
+        for v in vals:
+            b = bytes.fromhex(v.replace(" ", ""))
+            n += int.from_bytes(b[:8], "little")
+        total.append(n)
+    return total
+
+
+def tracer_events(report):
+    """(captured, dropped) from a ktrace / bpfjet trace JSON report."""
+    captured = sum(r.get("consumed", 0) for r in report.get("ringbufs", {}).values())
+    dropped = 0
+    stats = report.get("maps", {}).get("rb_stats")
+    if stats:
+        per_key = sum_hex_values(stats)
+        if len(per_key) > 1:
+            dropped = per_key[1]
+    return captured, dropped
+
+
+def last_json(path):
+    """The tracer's JSON report: the last line of its stdout that parses."""
+    for line in reversed(open(path, errors="replace").read().splitlines()):
+        line = line.strip()
+        if line.startswith("{"):
+            try:
+                return json.loads(line)
+            except ValueError:
+                continue
+    raise RuntimeError(f"{path}: no JSON report")
+
+
+def one_run(setup, tool, workload, args, tmp):
+    fio_out = os.path.join(tmp, "fio.json")
+    out = os.path.join(tmp, "tracer.out")
+    err = os.path.join(tmp, "tracer.err")
+    fio = fio_argv(workload, args.runtime, args.size_mb, fio_out)
+    obj = os.path.join(BUILD, f"{tool}.o")
+    if setup == "none":
+        argv = fio
+    elif setup == "kernel":
+        argv = [os.path.join(BUILD, "ktrace"), "--json", obj, "--"] + fio
+    elif setup == "bpftrace":
+        script = os.path.join(ROOT, "examples", "trace", "bpftrace", f"{tool}.bt")
+        fio[0] = subprocess.check_output(["which", "fio"], text=True).strip()
+        argv = ["bpftrace", script, "-c", shlex.join(fio)]
+    elif setup == "bpfjet":
+        argv = [args.bpfjet, "trace", "--json", obj, "--"] + fio
+    code, usage = run(argv, out, err)
+    if code != 0:
+        tail = open(err, errors="replace").read()[-600:]
+        raise RuntimeError(f"{setup}/{tool}/{workload}: exit {code}: {tail}")
+    r = fio_summary(fio_out)
+    r["cpu_s"] = usage.ru_utime + usage.ru_stime
+    r["max_rss_mb"] = usage.ru_maxrss / 1024
+    r["captured"] = r["dropped"] = None
+    if tool in EVENT_TOOLS and setup in ("kernel", "bpfjet"):
+        r["captured"], r["dropped"] = tracer_events(last_json(out))
+    elif tool in EVENT_TOOLS and setup == "bpftrace":
+        text = open(out, errors="replace").read()
+        r["captured"] = sum(1 for l in text.splitlines() if re.match(r"^\d+ \d+ ", l))
+        lost = [int(m) for m in re.findall(r"Lost (\d+) events", text + open(err).read())]
+        r["dropped"] = sum(lost)
+    return r
+
+
+def available(setup, args):
+    if setup == "bpfjet":
+        if not os.access(args.bpfjet, os.X_OK):
+            return False, f"{args.bpfjet} is not built (cargo build --release)"
+        ok = subprocess.run([args.bpfjet, "trace", "--help"], capture_output=True).returncode == 0
+        return ok, f"{args.bpfjet} has no `trace` command"
+    if setup == "bpftrace":
+        ok = subprocess.run(["which", "bpftrace"], capture_output=True).returncode == 0
+        return ok, "bpftrace is not installed"
+    if setup == "kernel":
+        return os.geteuid() == 0, "the kernel setup needs root"
+    return True, ""
+
+
+def median_spread(xs):
+    return statistics.median(xs), min(xs), max(xs)
+
+
+def fmt_pct(m, lo, hi):
+    return f"{m:+.1f}% ({lo:+.1f}..{hi:+.1f})"
+
+
+def svg_chart(rows, path):
+    """Horizontal bars: throughput overhead (%) per tool/workload/setup."""
+    bars = [(f"{t} {w} {s}", r["overhead"][0]) for (t, w, s), r in rows.items() if s != "none"]
+    if not bars:
+        return
+    width, bar_h, left = 760, 16, 260
+    top = max(1.0, max(abs(v) for _, v in bars))
+    scale = (width - left - 60) / top
+    h = 30 + len(bars) * (bar_h + 4)
+    colors = {"kernel": "#4c72b0", "bpftrace": "#dd8452", "bpfjet": "#55a868"}
+    out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{h}" font-family="sans-serif" font-size="11">',
+           f'<text x="{left}" y="14">fio throughput lost to tracing (%, median)</text>']
+    for i, (label, v) in enumerate(bars):
+        y = 24 + i * (bar_h + 4)
+        c = colors.get(label.split()[-1], "#888")
+        out.append(f'<text x="{left - 6}" y="{y + 12}" text-anchor="end">{label}</text>')
+        out.append(f'<rect x="{left}" y="{y}" width="{max(1, abs(v) * scale):.1f}" height="{bar_h}" fill="{c}"/>')
+        out.append(f'<text x="{left + abs(v) * scale + 4:.1f}" y="{y + 12}">{v:.1f}%</text>')
+    out.append("</svg>")
+    open(path, "w").write("\n".join(out) + "\n")
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--runtime", type=int, default=5)
+    p.add_argument("--size-mb", type=int, default=256)
+    p.add_argument("--repeat", type=int, default=3)
+    p.add_argument("--tools", default="syscount,rw_tracer,rw_tracer_all,fsdist")
+    p.add_argument("--workloads", default="read,write,rw")
+    p.add_argument("--setups", default="none,kernel,bpftrace,bpfjet")
+    p.add_argument("--bpfjet", default=os.path.join(ROOT, "target", "release", "bpfjet"))
+    p.add_argument("--markdown")
+    p.add_argument("--svg")
+    args = p.parse_args()
+
+    subprocess.run(["make", "-s", "-C", os.path.join(ROOT, "examples"), "trace"], check=True)
+    # libbpf attaches tracepoints through tracefs; mount it where a minimal
+    # system has not.
+    if not os.path.isdir("/sys/kernel/tracing/events") and os.geteuid() == 0:
+        subprocess.run(["mount", "-t", "tracefs", "nodev", "/sys/kernel/tracing"])
+    setups = []
+    for s in args.setups.split(","):
+        ok, why = available(s, args)
+        if ok:
+            setups.append(s)
+        else:
+            print(f"SKIPPED: setup {s}: {why}", file=sys.stderr)
+    results = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        for workload in args.workloads.split(","):
+            # Lay the file out once, untimed.
+            run(fio_argv(workload, 1, args.size_mb, os.path.join(tmp, "warm.json")))
+            base = []
+            for rep in range(args.repeat):
+                base.append(one_run("none", None, workload, args, tmp))
+            results[("-", workload, "none")] = base
+            for tool in args.tools.split(","):
+                for setup in setups:
+                    if setup == "none" or (setup == "bpftrace" and tool not in BPFTRACE_TOOLS):
+                        continue
+                    runs = [one_run(setup, tool, workload, args, tmp) for _ in range(args.repeat)]
+                    results[(tool, workload, setup)] = runs
+                    print(f"{tool} {workload} {setup}: {runs[-1]['iops']:.0f} IOPS", file=sys.stderr)
+
+    rows = {}
+    lines = [
+        f"fio 4 KiB sync I/O on tmpfs, {args.runtime} s per run, median of {args.repeat} runs (min..max).",
+        "",
+        "| tool | workload | setup | IOPS | throughput overhead | mean latency (µs) | events captured / calls | dropped | CPU s (tracer+fio) | peak RSS MB |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for (tool, workload, setup), runs in results.items():
+        base = results[("-", workload, "none")]
+        base_iops = statistics.median(r["iops"] for r in base)
+        over = [100.0 * (base_iops - r["iops"]) / base_iops for r in runs]
+        rows[(tool, workload, setup)] = {"overhead": median_spread(over)}
+        iops = statistics.median(r["iops"] for r in runs)
+        lat = statistics.median(r["lat_ns"] for r in runs) / 1000
+        cpu = statistics.median(r["cpu_s"] for r in runs)
+        rss = max(r["max_rss_mb"] for r in runs)
+        if runs[0]["captured"] is not None:
+            cap = statistics.median(r["captured"] for r in runs)
+            calls = statistics.median(r["ios"] for r in runs)
+            events = f"{cap:,.0f} / {calls:,.0f} ({100.0 * cap / max(1, calls):.1f}%)"
+            dropped = f"{statistics.median(r['dropped'] for r in runs):,.0f}"
+        else:
+            events = dropped = "-"
+        ov = "-" if setup == "none" else fmt_pct(*median_spread(over))
+        lines.append(f"| {tool} | {workload} | {setup} | {iops:,.0f} | {ov} | {lat:.2f} | {events} | {dropped} | {cpu:.2f} | {rss:.0f} |")
+    table = "\n".join(lines) + "\n"
+    print(table)
+    if args.markdown:
+        open(args.markdown, "w").write(table)
+    if args.svg:
+        svg_chart(rows, args.svg)
+
+
+if __name__ == "__main__":
+    main()
