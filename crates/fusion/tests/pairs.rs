@@ -16,24 +16,7 @@ char LICENSE[] SEC("license") = "GPL";
 "#;
 
 fn compile(name: &str, body: &str) -> bpfjet_obj::Object {
-    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("fusion");
-    std::fs::create_dir_all(&dir).unwrap();
-    let src = dir.join(format!("{name}.c"));
-    let obj = dir.join(format!("{name}.o"));
-    std::fs::write(&src, format!("{HEADER}\n{body}")).unwrap();
-    let arch = format!("/usr/include/{}-linux-gnu", std::env::consts::ARCH);
-    let out = Command::new("clang-19")
-        .args(["-O2", "-g", "-target", "bpf", "-I", &arch, "-c"])
-        .arg(&src)
-        .arg("-o")
-        .arg(&obj)
-        .output()
-        .expect("clang-19 (scripts/setup.sh installs it)");
-    assert!(
-        out.status.success(),
-        "{name}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let obj = bpfjet_testsupport::Compile::text(name, &format!("{HEADER}\n{body}")).object();
     bpfjet_obj::load_file(&obj).unwrap_or_else(|e| panic!("{name}: {e}"))
 }
 
