@@ -20,7 +20,8 @@ an SVG bar chart of the throughput overhead (--svg).
 Usage: scripts/bench-trace.py [--runtime 5] [--size-mb 256] [--repeat 3]
          [--tools syscount,rw_tracer,rw_tracer_all,fsdist]
          [--workloads read,write,rw] [--setups none,kernel,bpftrace,bpfjet]
-         [--bpfjet target/release/bpfjet] [--markdown FILE] [--svg FILE]
+         [--bpfjet target/release/bpfjet] [--bpfjet-engine jit|interp]
+         [--markdown FILE] [--svg FILE]
 Root is needed for the kernel and bpftrace setups.
 """
 
@@ -134,7 +135,7 @@ def one_run(setup, tool, workload, args, tmp):
         fio[0] = subprocess.check_output(["which", "fio"], text=True).strip()
         argv = ["bpftrace", script, "-c", shlex.join(fio)]
     elif setup == "bpfjet":
-        argv = [args.bpfjet, "trace", "--json", obj, "--"] + fio
+        argv = [args.bpfjet, "trace", "--engine", args.bpfjet_engine, "--json", obj, "--"] + fio
     code, usage = run(argv, out, err)
     if code != 0:
         tail = open(err, errors="replace").read()[-600:]
@@ -206,6 +207,7 @@ def main():
     p.add_argument("--workloads", default="read,write,rw")
     p.add_argument("--setups", default="none,kernel,bpftrace,bpfjet")
     p.add_argument("--bpfjet", default=os.path.join(ROOT, "target", "release", "bpfjet"))
+    p.add_argument("--bpfjet-engine", default="jit", choices=["interp", "jit"])
     p.add_argument("--markdown")
     p.add_argument("--svg")
     args = p.parse_args()
@@ -241,7 +243,8 @@ def main():
 
     rows = {}
     lines = [
-        f"fio 4 KiB sync I/O on tmpfs, {args.runtime} s per run, median of {args.repeat} runs (min..max).",
+        f"fio 4 KiB sync I/O on tmpfs, {args.runtime} s per run, median of {args.repeat} runs (min..max); "
+        f"bpfjet on the {args.bpfjet_engine} engine.",
         "",
         "| tool | workload | setup | IOPS | throughput overhead | mean latency (µs) | events captured / calls | dropped | CPU s (tracer+fio) | peak RSS MB |",
         "|---|---|---|---|---|---|---|---|---|---|",
