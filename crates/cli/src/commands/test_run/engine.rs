@@ -46,6 +46,19 @@ pub struct RxContext {
     pub linear_size: Option<u32>,
 }
 
+impl RxContext {
+    /// The `xdp_md` context given to the kernel's test run; none when all
+    /// zero, which is what the kernel assumes without one.
+    fn kernel_context(self) -> Option<bpfjet_kernel::XdpContext> {
+        (self.ingress_ifindex != 0 || self.rx_queue_index != 0 || self.linear_size.is_some())
+            .then_some(bpfjet_kernel::XdpContext {
+                ingress_ifindex: self.ingress_ifindex,
+                rx_queue_index: self.rx_queue_index,
+                data_end: self.linear_size,
+            })
+    }
+}
+
 /// Everything one run needs; checked by the caller (program exists, state
 /// names maps of the object, packet long enough, CPU possible).
 pub struct RunRequest<'a> {
@@ -105,16 +118,7 @@ fn run_kernel(request: &RunRequest<'_>) -> Result<RunOutcome> {
         request.object_path,
         &request.object_args.kernel_load_options(request.state),
     )?;
-    // An all-zero context is what the kernel assumes without one.
-    let rx = request.rx;
-    let xdp_context = (rx.ingress_ifindex != 0
-        || rx.rx_queue_index != 0
-        || rx.linear_size.is_some())
-    .then_some(bpfjet_kernel::XdpContext {
-        ingress_ifindex: rx.ingress_ifindex,
-        rx_queue_index: rx.rx_queue_index,
-        data_end: rx.linear_size,
-    });
+    let xdp_context = request.rx.kernel_context();
     let result = object
         .test_run_with(
             request.program,
@@ -169,15 +173,7 @@ fn run_kernel_deployment(request: &RunRequest<'_>) -> Result<RunOutcome> {
     let deployment = request
         .deployment
         .load_kernel(request.object_args, request.state)?;
-    let rx = request.rx;
-    let xdp_context = (rx.ingress_ifindex != 0
-        || rx.rx_queue_index != 0
-        || rx.linear_size.is_some())
-    .then_some(bpfjet_kernel::XdpContext {
-        ingress_ifindex: rx.ingress_ifindex,
-        rx_queue_index: rx.rx_queue_index,
-        data_end: rx.linear_size,
-    });
+    let xdp_context = request.rx.kernel_context();
     let result = deployment.test_run_with(
         request.program,
         request.data,
