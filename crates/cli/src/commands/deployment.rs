@@ -30,8 +30,8 @@ pub struct Deployment {
 
 impl Deployment {
     /// Loads the main object and the `--object`s, with `--prog-type`,
-    /// `--btf` for all and each `--max-entries MAP=N` for the objects that
-    /// have MAP.
+    /// `--btf` for all and each per-map override (`--max-entries`,
+    /// `--ringbuf-backpressure`) for the objects that have the map.
     pub fn load(main: &Path, extra: &DeploymentArgs, args: &ObjectArgs) -> Result<Deployment> {
         if extra.objects.is_empty() {
             let object = args.load(main)?;
@@ -46,25 +46,11 @@ impl Deployment {
             .collect();
         let mut objects = Vec::with_capacity(paths.len());
         for path in &paths {
-            let mut object = bpfjet_obj::load_file_with(path, &args.kernel_btf())
+            let object = bpfjet_obj::load_file_with(path, &args.kernel_btf())
                 .map_err(|e| anyhow!("object {}: {e}", path.display()))?;
-            if let Some(kind) = &args.prog_type {
-                object.override_prog_kind(kind);
-            }
             objects.push(object);
         }
-        for (name, n) in &args.max_entries {
-            let mut found = false;
-            for object in &mut objects {
-                if let Some(spec) = object.maps.iter_mut().find(|m| &m.name == name) {
-                    spec.max_entries = *n;
-                    found = true;
-                }
-            }
-            if !found {
-                bail!("--max-entries {name}={n}: no object of the deployment has a map {name:?}");
-            }
-        }
+        args.apply_all(&mut objects)?;
         let labels: Vec<String> = paths
             .iter()
             .map(|p| bpfjet_maps::deployment::object_label(p))

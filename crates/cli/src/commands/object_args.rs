@@ -96,42 +96,48 @@ impl ObjectArgs {
     }
 
     pub fn apply(&self, object: &mut Object) -> Result<()> {
+        self.apply_all(std::slice::from_mut(object))
+    }
+
+    /// The overrides for the objects of one deployment: `--prog-type` for
+    /// every object, each named map override for every object that has the
+    /// map, and an error for a name no object has.
+    pub fn apply_all(&self, objects: &mut [Object]) -> Result<()> {
+        use bpfjet_maps::{MapSpec, MapType};
         if let Some(kind) = &self.prog_type {
-            object.override_prog_kind(kind);
+            for object in objects.iter_mut() {
+                object.override_prog_kind(kind);
+            }
         }
+        // Applies `set` to every map `wanted` selects; false if none.
+        let mut each = |wanted: &dyn Fn(&MapSpec) -> bool, set: &dyn Fn(&mut MapSpec)| {
+            let mut found = false;
+            for spec in objects.iter_mut().flat_map(|o| o.maps.iter_mut()) {
+                if wanted(spec) {
+                    set(spec);
+                    found = true;
+                }
+            }
+            found
+        };
         for (name, n) in &self.max_entries {
-            let Some(spec) = object.maps.iter_mut().find(|m| &m.name == name) else {
-                let names: Vec<&str> = object.maps.iter().map(|m| m.name.as_str()).collect();
+            if !each(&|m| &m.name == name, &|m| m.max_entries = *n) {
                 bail!(
                     "--max-entries {name}={n}: no map {name:?}; maps: {}",
-                    names.join(", ")
+                    map_names(objects, |_| true)
                 );
-            };
-            spec.max_entries = *n;
+            }
         }
         for (name, ms) in &self.ringbuf_backpressure {
-            let Some(spec) = object
-                .maps
-                .iter_mut()
-                .find(|m| &m.name == name && m.map_type == bpfjet_maps::MapType::Ringbuf)
-            else {
-                let rings: Vec<&str> = object
-                    .maps
-                    .iter()
-                    .filter(|m| m.map_type == bpfjet_maps::MapType::Ringbuf)
-                    .map(|m| m.name.as_str())
-                    .collect();
+            let extra = bpfjet_maps::ringbuf::BPFJET_RINGBUF_BACKPRESSURE
+                | (u64::from(*ms) << bpfjet_maps::ringbuf::BPFJET_RINGBUF_STALL_MS_SHIFT);
+            let ring = |m: &MapSpec| &m.name == name && m.map_type == MapType::Ringbuf;
+            if !each(&ring, &|m| m.map_extra = extra) {
                 bail!(
                     "--ringbuf-backpressure {name}: no RINGBUF map {name:?}; ring buffers: {}",
-                    if rings.is_empty() {
-                        "none".to_string()
-                    } else {
-                        rings.join(", ")
-                    }
+                    map_names(objects, |m| m.map_type == MapType::Ringbuf)
                 );
-            };
-            spec.map_extra = bpfjet_maps::ringbuf::BPFJET_RINGBUF_BACKPRESSURE
-                | (u64::from(*ms) << bpfjet_maps::ringbuf::BPFJET_RINGBUF_STALL_MS_SHIFT);
+            }
         }
         Ok(())
     }
@@ -157,5 +163,20 @@ impl ObjectArgs {
             btf_custom_path: self.btf_custom_path(),
             ..Default::default()
         }
+    }
+}
+
+/// The names of the maps `which` selects, for error messages ("none").
+fn map_names(objects: &[Object], which: impl Fn(&bpfjet_maps::MapSpec) -> bool) -> String {
+    let names: Vec<&str> = objects
+        .iter()
+        .flat_map(|o| o.maps.iter())
+        .filter(|m| which(m))
+        .map(|m| m.name.as_str())
+        .collect();
+    if names.is_empty() {
+        "none".to_string()
+    } else {
+        names.join(", ")
     }
 }
