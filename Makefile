@@ -36,11 +36,14 @@ test: lint test-rust conformance test-netns test-preload test-trace
 # Unmodified control planes (bpftool, a libbpf program, xdp-tools in network
 # namespaces) under `bpfjet exec`, compared with the kernel (root). `build`
 # builds libbpfjet.so next to bpfjet. ringbuf.sh: libbpf's
-# ring_buffer__poll on a bpfjet ring buffer.
+# ring_buffer__poll on a bpfjet ring buffer. skeleton.sh: one libbpf
+# skeleton application (globals, hash updates while traffic runs, a ring
+# buffer, a bpf_link), the same binary against the kernel and under exec.
 test-preload: build
 	BPFJET=$(BPFJET) timeout 600 bash tests/preload/control_planes.sh
 	BPFJET=$(BPFJET) timeout 300 bash tests/preload/xdp_tools.sh
 	BPFJET=$(BPFJET) timeout 300 bash tests/preload/ringbuf.sh
+	BPFJET=$(BPFJET) timeout 300 bash tests/preload/skeleton.sh
 
 # Map update + lookup through the interposed bpf() vs the kernel's, side by
 # side in one process (docs/PERFORMANCE.md).
