@@ -38,12 +38,14 @@ test: lint test-rust conformance test-netns test-preload test-trace
 # builds libbpfjet.so next to bpfjet. ringbuf.sh: libbpf's
 # ring_buffer__poll on a bpfjet ring buffer. skeleton.sh: one libbpf
 # skeleton application (globals, hash updates while traffic runs, a ring
-# buffer, a bpf_link), the same binary against the kernel and under exec.
+# buffer, a bpf_link; then killed), the same binary against the kernel and
+# under exec. lifetimes.sh: a map held through fork and SCM_RIGHTS.
 test-preload: build
 	BPFJET=$(BPFJET) timeout 600 bash tests/preload/control_planes.sh
 	BPFJET=$(BPFJET) timeout 300 bash tests/preload/xdp_tools.sh
 	BPFJET=$(BPFJET) timeout 300 bash tests/preload/ringbuf.sh
 	BPFJET=$(BPFJET) timeout 300 bash tests/preload/skeleton.sh
+	BPFJET=$(BPFJET) timeout 120 bash tests/preload/lifetimes.sh
 
 # Map update + lookup through the interposed bpf() vs the kernel's, side by
 # side in one process (docs/PERFORMANCE.md).

@@ -109,6 +109,43 @@ check "datagrams the stack received (8888 9999) as the kernel's" \
 check "the link closed with the application: no attachment left" "no attachments" \
     "$("$BPFJET" status --instance "$INST")"
 
+# ---- a control plane that is killed ------------------------------------------
+# SIGKILL while attached: no atexit runs. The kernel drops the process's
+# fds, so the link detaches and the maps and program only it held are freed;
+# bpfjet sees the same through the locks on its fds (a sweep in the data
+# plane, in `bpfjet status` and before ids are listed; objects younger than
+# 2 s are left for their creator).
+killed() { # side runner...
+    local side=$1; shift
+    { sleep 3.5; } | ip netns exec "$A" "$@" "$WORK/skel_app" "$VA" 9999 > "$WORK/$side.killed" &
+    sleep 3
+    pkill -KILL -f "$WORK/skel_app" || true
+    wait 2>/dev/null || true
+    sleep 3
+}
+xdp_mode() { ip -n "$A" -j -d link show "$VA" | python3 -c '
+import json, sys
+x = json.load(sys.stdin)[0].get("xdp", {})
+print({1: "native", 2: "generic", 3: "hw"}.get(x.get("mode"), "none"))'; }
+# Names of the maps and programs that are left: "maps | progs".
+left() { # runner...
+    local m p
+    m=$("$@" bpftool -j map show | python3 -c '
+import json, sys; print(" ".join(sorted(x.get("name", "") for x in json.load(sys.stdin) if x.get("name", "") in ("blocklist", "drops", "skel_app.bss", "skel_app.rodata"))))')
+    p=$("$@" bpftool -j prog show | python3 -c '
+import json, sys; print(" ".join(sorted(x.get("name", "") for x in json.load(sys.stdin) if x.get("name", "") == "skel_xdp")))')
+    echo "$m | $p"
+}
+killed kernel
+k_left="$(xdp_mode) / $(left)"
+echo "kernel after SIGKILL: $k_left"
+check "kernel: the killed application left nothing attached" "none /  | " "$k_left"
+killed bpfjet "$BPFJET" exec --instance "$INST" --
+check "the killed application was attached under exec" "attached port 9999" "$(head -1 "$WORK/bpfjet.killed")"
+check "after SIGKILL under exec: nothing attached, nothing left (as the kernel)" "$k_left" \
+    "$(xdp_mode) / $(left ip netns exec "$A" "$BPFJET" exec --instance "$INST" --)"
+check "after SIGKILL: bpfjet status" "no attachments" "$("$BPFJET" status --instance "$INST")"
+
 if [ $fails -ne 0 ]; then
     echo "skeleton: $fails check(s) failed"; exit 1
 fi

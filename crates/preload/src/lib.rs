@@ -45,6 +45,11 @@ extern "C" fn release_at_exit() {
 fn server() -> Result<&'static BpfjetBackend, Errno> {
     let init = || {
         let s = Namespace::from_env().map(BpfjetBackend::new);
+        // Objects whose holders ended without letting go (killed) go now,
+        // as the kernel would have freed them at once.
+        if let Ok(s) = &s {
+            s.sweep();
+        }
         // What the process still holds at exit is let go of then, like
         // the kernel closing its fds.
         // SAFETY: registering a plain extern "C" function.
@@ -125,7 +130,9 @@ pub unsafe extern "C" fn syscall(
         return bpfjet_bpf(a1, a2, a3);
     }
     if n == libc::SYS_close {
-        bpfjet_forget_fd(a1 as libc::c_int);
+        return closing(a1 as libc::c_int, || {
+            real_syscall()(n, a1, a2, a3, a4, a5, a6)
+        });
     }
     real_syscall()(n, a1, a2, a3, a4, a5, a6)
 }
@@ -136,9 +143,8 @@ pub unsafe extern "C" fn syscall(
 /// As libc's `close()`.
 #[no_mangle]
 pub unsafe extern "C" fn close(fd: libc::c_int) -> libc::c_int {
-    bpfjet_forget_fd(fd);
     netlink::forget(fd);
-    real_close()(fd)
+    closing(fd, || real_close()(fd))
 }
 
 type ReadlinkFn = unsafe extern "C" fn(*const libc::c_char, *mut libc::c_char, usize) -> isize;
@@ -386,21 +392,27 @@ pub extern "C" fn bpfjet_bpf(
     }
 }
 
-/// Forget what `fd` held (called before it is closed).
-#[no_mangle]
-pub extern "C" fn bpfjet_forget_fd(fd: libc::c_int) {
-    if INSIDE.with(|i| i.get()) {
-        return;
-    }
-    let Some(Ok(server)) = SERVER.get() else {
-        return;
+/// Close `fd` with `close`, forgetting what it held, and then let go of
+/// the object: after the close, so that the fd's own lock no longer counts
+/// as a holder (the object goes if nothing else holds it).
+fn closing<R>(fd: libc::c_int, close: impl FnOnce() -> R) -> R {
+    let server = match SERVER.get() {
+        Some(Ok(s)) if !INSIDE.with(|i| i.get()) => s,
+        _ => return close(),
     };
-    // errno must survive: close() sets it itself.
-    // SAFETY: errno is thread-local.
-    let saved = unsafe { *libc::__errno_location() };
-    let _ = catch_unwind(AssertUnwindSafe(|| server.forget_fd(fd)));
+    let taken = catch_unwind(AssertUnwindSafe(|| server.take_fd(fd)))
+        .ok()
+        .flatten();
     ringbuf::forget(fd);
-    set_errno(saved);
+    let rc = close();
+    if let Some(r) = taken {
+        // errno must be close()'s.
+        // SAFETY: errno is thread-local.
+        let saved = unsafe { *libc::__errno_location() };
+        let _ = catch_unwind(AssertUnwindSafe(|| server.release(r)));
+        set_errno(saved);
+    }
+    rc
 }
 
 // ---- netlink (see [`netlink`]) ----------------------------------------------

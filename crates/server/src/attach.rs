@@ -272,6 +272,11 @@ pub fn undeploy(ns: &Namespace, ifindex: u32) {
     let Some(s) = ns.data_plane_status(ifindex) else {
         return;
     };
+    if s.pid == std::process::id() {
+        // The data plane itself (its sweep detached a dead holder's link):
+        // its loop sees the attachment gone and stops.
+        return;
+    }
     if alive(s.pid) {
         // SAFETY: the data plane's pid, from its own status file.
         unsafe { libc::kill(s.pid as i32, libc::SIGTERM) };

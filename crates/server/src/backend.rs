@@ -34,13 +34,6 @@ pub struct BpfjetBackend {
     warned: Mutex<HashSet<String>>,
     /// Open `BPF_ENABLE_STATS` fds of this process.
     stats: AtomicUsize,
-    /// Objects this process created (and frees when it lets go of them).
-    created: Mutex<HashSet<ObjRef>>,
-    /// The fd being closed (still open while its object is released).
-    closing: std::sync::atomic::AtomicI32,
-    /// The creating process: a forked child inherits the fds, not the
-    /// ownership (its exit must not free its parent's objects).
-    pid: u32,
 }
 
 impl BpfjetBackend {
@@ -51,9 +44,6 @@ impl BpfjetBackend {
             kernel: KernelBackend,
             warned: Mutex::default(),
             stats: AtomicUsize::new(0),
-            created: Mutex::default(),
-            closing: std::sync::atomic::AtomicI32::new(-1),
-            pid: std::process::id(),
         }
     }
 
@@ -61,35 +51,45 @@ impl BpfjetBackend {
         &self.ns
     }
 
-    /// The fd is about to be closed. When it was the last reference this
-    /// process had to an object it created, and nothing else holds the
-    /// object (a pin, a program using a map or BTF), the object goes away,
-    /// as the kernel frees it.
-    pub fn forget_fd(&self, fd: i32) {
-        let Some(obj) = self.fds.forget(fd) else {
-            return;
-        };
-        if let Obj::Stats = obj {
-            self.stats.fetch_sub(1, Ordering::Relaxed);
-            return;
+    /// The fd is about to be closed: forget what it held. The caller
+    /// closes it and then passes what this returns to [`Self::release`],
+    /// so that the fd's own lock no longer counts as a holder.
+    pub fn take_fd(&self, fd: i32) -> Option<ObjRef> {
+        let obj = self.fds.forget(fd)?;
+        match &obj {
+            Obj::Map(m) => Some(ObjRef::Map(m.map.id())),
+            Obj::Prog(p) => Some(ObjRef::Prog(p.rec.id)),
+            Obj::Btf(b) => Some(ObjRef::Btf(b.id)),
+            Obj::Link(id) => Some(ObjRef::Link(*id)),
+            Obj::Stats => {
+                self.stats.fetch_sub(1, Ordering::Relaxed);
+                None
+            }
         }
-        let r = match &obj {
-            Obj::Map(m) => ObjRef::Map(m.map.id()),
-            Obj::Prog(p) => ObjRef::Prog(p.rec.id),
-            Obj::Btf(b) => ObjRef::Btf(b.id),
-            Obj::Link(id) => ObjRef::Link(*id),
-            Obj::Stats => return,
-        };
-        drop(obj);
-        self.closing.store(fd, Ordering::Relaxed);
-        self.release(r);
-        self.closing.store(-1, Ordering::Relaxed);
     }
 
-    /// Every fd this process still holds, at exit: what only it held goes.
+    /// Every fd this process still holds, at exit: what only it held goes,
+    /// as when the kernel closes a process's fds. Each fd is pointed at
+    /// `/dev/null` rather than closed: its number stays taken, so a later
+    /// `close` of it by the application (an atexit handler that runs after
+    /// this one) cannot close a file opened in the meantime.
     pub fn release_all(&self) {
+        // SAFETY: opening /dev/null; the fd is closed below.
+        let null = unsafe { libc::open(c"/dev/null".as_ptr(), libc::O_RDONLY | libc::O_CLOEXEC) };
         for fd in self.fds.all() {
-            self.forget_fd(fd);
+            let r = self.take_fd(fd);
+            if null >= 0 {
+                // SAFETY: dup2 onto an fd this process holds; it drops the
+                // fd's open file description and with it the fd's lock.
+                unsafe { libc::dup3(null, fd, libc::O_CLOEXEC) };
+            }
+            if let Some(r) = r {
+                self.release(r);
+            }
+        }
+        if null >= 0 {
+            // SAFETY: the fd opened above.
+            unsafe { libc::close(null) };
         }
     }
 
@@ -109,9 +109,7 @@ impl BpfjetBackend {
                 e.file_name()
                     .to_str()
                     .and_then(|n| n.parse::<i32>().ok())
-                    .is_some_and(|fd| {
-                        fd != self.closing.load(Ordering::Relaxed) && self.fds.get(fd).is_none()
-                    })
+                    .is_some_and(|fd| self.fds.get(fd).is_none())
             })
             .filter_map(|e| std::fs::read_link(e.path()).ok())
             .any(|p| p.to_str().and_then(|p| self.ns.identify(p)) == Some(r))
@@ -138,31 +136,16 @@ impl BpfjetBackend {
             .collect()
     }
 
-    /// Free `r` when nothing holds it any more. Only objects this process
-    /// created, unless `any_owner` (unpinning: the pin was what held an
-    /// object another, finished, process created). Fds other processes
-    /// hold are not visible here; such a process keeps its mapping of the
-    /// object, but can no longer find it by id.
-    fn release(&self, r: ObjRef) {
-        self.release_as(r, false);
-    }
-
-    pub(crate) fn release_as(&self, r: ObjRef, any_owner: bool) {
-        let created = {
-            let c = self.created.lock().unwrap_or_else(PoisonError::into_inner);
-            c.contains(&r)
-        };
-        let owner = any_owner || (created && std::process::id() == self.pid);
-        if !owner || self.ns.is_pinned(r) {
+    /// Free `r` when nothing holds it any more: no fd of any process
+    /// (`holders`), no pin, no attachment or link, no program using a map
+    /// or BTF. Only objects made through `bpf()` (they have a record): the
+    /// maps of a `bpfjet run` deployment are not a control plane's to free.
+    pub fn release(&self, r: ObjRef) {
+        let (kind, id) = r.kind_id();
+        if !self.ns.record_path(kind, id).exists() || self.ns.is_pinned(r) {
             return;
         }
-        if self.held_here(r) {
-            // What held it elsewhere is gone (a detach, an unpin): this
-            // process's fds are the last references, so it frees the
-            // object when it lets go of them.
-            if any_owner {
-                self.note_created(r);
-            }
+        if self.held_here(r) || self.held_by_fd(r) {
             return;
         }
         // An attached program runs on after its loader let go of it.
@@ -179,14 +162,13 @@ impl BpfjetBackend {
                     .ok()
                     .and_then(|b| serde_json::from_slice(&b).ok());
                 self.ns.remove_record(Kind::Prog, id);
-                self.forget_created(r);
                 // What only this program held.
                 if let Some(rec) = rec {
                     for m in rec.map_ids {
-                        self.release_as(ObjRef::Map(m), any_owner);
+                        self.release(ObjRef::Map(m));
                     }
                     if rec.btf_id != 0 {
-                        self.release_as(ObjRef::Btf(rec.btf_id), any_owner);
+                        self.release(ObjRef::Btf(rec.btf_id));
                     }
                 }
             }
@@ -202,14 +184,12 @@ impl BpfjetBackend {
                     .map_or(0, |m| m.btf_id);
                 let _ = self.ns.instance().remove_map(id);
                 self.ns.remove_record(Kind::Map, id);
-                self.forget_created(r);
                 if btf != 0 {
-                    self.release_as(ObjRef::Btf(btf), any_owner);
+                    self.release(ObjRef::Btf(btf));
                 }
             }
             ObjRef::Link(id) => {
                 self.release_link(id);
-                self.forget_created(r);
             }
             ObjRef::Btf(id) => {
                 let used_by_prog = self.prog_records().iter().any(|p| p.btf_id == id);
@@ -222,24 +202,9 @@ impl BpfjetBackend {
                 });
                 if !used_by_prog && !used_by_map {
                     self.ns.remove_record(Kind::Btf, id);
-                    self.forget_created(r);
                 }
             }
         }
-    }
-
-    pub(crate) fn note_created(&self, r: ObjRef) {
-        self.created
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .insert(r);
-    }
-
-    fn forget_created(&self, r: ObjRef) {
-        self.created
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .remove(&r);
     }
 
     /// What `readlink("/proc/self/fd/N")` shows for a kernel object of the
@@ -303,7 +268,7 @@ impl BpfjetBackend {
     pub fn unpin(&self, path: &str) -> bool {
         match self.ns.unpin(path) {
             Some(r) => {
-                self.release_as(r, true);
+                self.release(r);
                 true
             }
             None => false,
@@ -334,6 +299,9 @@ impl BpfjetBackend {
             ObjRef::Btf(id) => Obj::Btf(self.open_btf(id).ok()?),
             ObjRef::Link(id) => Obj::Link(id),
         };
+        // A description opened elsewhere (a process without bpfjet) may not
+        // hold its lock yet.
+        crate::holders::hold(fd);
         self.fds.insert(fd, obj.clone());
         Some(obj)
     }
@@ -409,6 +377,9 @@ impl BpfjetBackend {
         };
         if fd < 0 {
             return Err(Errno::from_io(&std::io::Error::last_os_error()));
+        }
+        if !matches!(obj, Obj::Stats) {
+            crate::holders::hold(fd);
         }
         self.fds.insert(fd, obj);
         Ok(i64::from(fd))
@@ -487,7 +458,6 @@ impl BpfjetBackend {
             map.id(),
             &serde_json::to_vec(&meta).map_err(|_| Errno::EINVAL)?,
         )?;
-        self.note_created(ObjRef::Map(map.id()));
         self.new_fd(Obj::Map(Arc::new(MapObj { map, meta })))
     }
 
@@ -642,7 +612,6 @@ impl BpfjetBackend {
             serde_json::to_vec(&r).unwrap_or_default()
         })?;
         rec.id = id;
-        self.note_created(ObjRef::Prog(id));
         if p.log_level != 0 {
             let needed = user::write_log(p.log_buf, p.log_size, "")?;
             p.log_true_size.set(needed);
@@ -892,7 +861,6 @@ impl BpfjetBackend {
             return Err(errno);
         }
         let id = self.ns.create_record(Kind::Btf, |_| raw.clone())?;
-        self.note_created(ObjRef::Btf(id));
         self.new_fd(Obj::Btf(Arc::new(BtfObj { id, raw })))
     }
 
@@ -1001,6 +969,11 @@ impl Backend for BpfjetBackend {
                     IdKind::Btf => Kind::Btf,
                     IdKind::Link => Kind::Link,
                 };
+                if g.start_id == 0 {
+                    // A listing starts: what crashed holders left goes
+                    // first, so it lists what the kernel would.
+                    self.sweep();
+                }
                 let next = self
                     .ns
                     .ids(kind)

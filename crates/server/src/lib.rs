@@ -12,6 +12,7 @@
 pub mod attach;
 mod backend;
 mod fds;
+mod holders;
 mod links;
 mod maps;
 mod namespace;
@@ -21,5 +22,5 @@ mod user;
 mod xdp;
 
 pub use backend::BpfjetBackend;
-pub use namespace::Namespace;
+pub use namespace::{Namespace, ObjRef};
 pub use xdp::{data_plane_program, XdpRequest};

@@ -116,7 +116,6 @@ impl BpfjetBackend {
             self.ns.remove_record(Kind::Link, id);
             return Err(e);
         }
-        self.note_created(ObjRef::Link(id));
         self.new_fd(Obj::Link(id))
     }
 
@@ -150,7 +149,7 @@ impl BpfjetBackend {
         rec.prog_id = new_id;
         self.write_link(&rec)?;
         if old != new_id {
-            self.release_as(ObjRef::Prog(old), true);
+            self.release(ObjRef::Prog(old));
         }
         Ok(0)
     }
@@ -189,7 +188,7 @@ impl BpfjetBackend {
             self.detach_link(&rec);
         }
         self.ns.remove_record(Kind::Link, id);
-        self.release_as(ObjRef::Prog(rec.prog_id), true);
+        self.release(ObjRef::Prog(rec.prog_id));
     }
 
     /// Whether a link (attached or detached) holds program `id`.

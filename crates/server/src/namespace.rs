@@ -30,6 +30,26 @@ pub enum ObjRef {
     Link(u32),
 }
 
+impl ObjRef {
+    pub fn new(kind: Kind, id: u32) -> ObjRef {
+        match kind {
+            Kind::Map => ObjRef::Map(id),
+            Kind::Prog => ObjRef::Prog(id),
+            Kind::Btf => ObjRef::Btf(id),
+            Kind::Link => ObjRef::Link(id),
+        }
+    }
+
+    pub fn kind_id(self) -> (Kind, u32) {
+        match self {
+            ObjRef::Map(id) => (Kind::Map, id),
+            ObjRef::Prog(id) => (Kind::Prog, id),
+            ObjRef::Btf(id) => (Kind::Btf, id),
+            ObjRef::Link(id) => (Kind::Link, id),
+        }
+    }
+}
+
 /// The record directories.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Kind {

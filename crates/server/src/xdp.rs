@@ -81,7 +81,7 @@ impl BpfjetBackend {
         let Some((prog_id, prog_type)) = new else {
             if let Some(c) = current {
                 attach::undeploy(&self.ns, r.ifindex);
-                self.release_as(ObjRef::Prog(c.prog_id), true);
+                self.release(ObjRef::Prog(c.prog_id));
             }
             return Ok(());
         };
@@ -114,7 +114,7 @@ impl BpfjetBackend {
             Some(c) if c.prog_id == prog_id && c.mode == mode => Ok(()),
             Some(c) if c.mode == mode => {
                 attach::replace(&self.ns, &a)?;
-                self.release_as(ObjRef::Prog(c.prog_id), true);
+                self.release(ObjRef::Prog(c.prog_id));
                 Ok(())
             }
             Some(c) => {
@@ -123,7 +123,7 @@ impl BpfjetBackend {
                 attach::undeploy(&self.ns, ifindex);
                 self.ns.write_attachment(&a)?;
                 let r = attach::deploy(&self.ns, &a);
-                self.release_as(ObjRef::Prog(c.prog_id), true);
+                self.release(ObjRef::Prog(c.prog_id));
                 r
             }
             None => {

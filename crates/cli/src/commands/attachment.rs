@@ -17,10 +17,11 @@ use bpfjet_io::run::{FrameProgram, ProgramSwitch, StopSignal};
 use bpfjet_io::OutputRoute;
 use bpfjet_runtime::LoadedObject;
 use bpfjet_server::attach::{DataPlaneStatus, XDP_FLAGS_DRV_MODE, XDP_FLAGS_SKB_MODE};
-use bpfjet_server::{data_plane_program, Namespace};
+use bpfjet_server::{data_plane_program, BpfjetBackend, Namespace};
 use std::cell::RefCell;
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::sync::{Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 #[derive(clap::Args, Debug)]
@@ -74,7 +75,9 @@ pub fn run(args: &ServeAttachmentArgs) -> Result<ExitCode> {
         ..DataPlaneStatus::default()
     };
     let _ = ns.write_data_plane_status(args.ifindex, &status);
-    match serve(&ns, args.ifindex, &mut status) {
+    let served = serve(&ns, args.ifindex, &mut status);
+    let _no_sweep_in_flight = SWEEPING.lock().unwrap_or_else(PoisonError::into_inner);
+    match served {
         Ok(()) => {
             status.state = "stopped".into();
             let _ = ns.write_data_plane_status(args.ifindex, &status);
@@ -94,6 +97,7 @@ fn serve(ns: &Namespace, ifindex: u32, status: &mut DataPlaneStatus) -> Result<(
     let a = ns
         .attachment(ifindex)
         .ok_or_else(|| anyhow!("no attachment on ifindex {ifindex}"))?;
+    sweep_periodically(ns);
     let mut current = prepare(ns, a.prog_id)?;
     let queues = rx_queues(&a.ifname);
     let spec = IfaceSpec::parse(&format!("{}:{queues}", a.ifname))?;
@@ -208,3 +212,22 @@ fn swap(
         .map_err(|e| anyhow!("{e}"))?;
     Ok(g)
 }
+
+/// Free, every second, what holders that were killed left in the instance.
+/// The kernel detaches an XDP link when its holder dies; the sweep does it
+/// for a bpfjet link (this data plane stops if the link was its own).
+fn sweep_periodically(ns: &Namespace) {
+    let Ok(sweeper) = Namespace::open(ns.name(), ns.run_dir()).map(BpfjetBackend::new) else {
+        return;
+    };
+    std::thread::spawn(move || loop {
+        std::thread::sleep(Duration::from_secs(1));
+        let _sweeping = SWEEPING.lock().unwrap_or_else(PoisonError::into_inner);
+        sweeper.sweep();
+    });
+}
+
+/// Held while a sweep runs: the data plane does not exit in the middle of
+/// one (a sweep that detached this data plane's own link goes on to free
+/// the link's program and maps).
+static SWEEPING: Mutex<()> = Mutex::new(());

@@ -4,7 +4,7 @@
 
 use anyhow::{anyhow, Result};
 use bpfjet_server::attach::{Attachment, DataPlaneStatus};
-use bpfjet_server::Namespace;
+use bpfjet_server::{BpfjetBackend, Namespace};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
@@ -72,6 +72,9 @@ pub fn run(args: &StatusArgs) -> Result<ExitCode> {
             }
             continue;
         }
+        // What holders that were killed left (a link's last fd: its
+        // attachment) goes before it is listed.
+        BpfjetBackend::new(Namespace::open(name, &run).map_err(|e| anyhow!(e))?).sweep();
         let ns = Namespace::open(name, &run).map_err(|e| anyhow!(e))?;
         for a in ns.attachments() {
             let mut s = ns.data_plane_status(a.ifindex);
