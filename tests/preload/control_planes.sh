@@ -74,7 +74,7 @@ import json,sys; print(json.dumps(sorted(json.load(sys.stdin), key=lambda e: e["
     "${run[@]}" bpftool map lookup pinned "$pin/m" key 3 0 0 0 >/dev/null 2>&1; echo $? > "$WORK/$side.missing"
     set -e
     "${run[@]}" bpftool prog load "$WORK/xdp_count.o" "$pin/p" pinmaps "$pin/maps"
-    "${run[@]}" bpftool -j prog show pinned "$pin/p" | pick type,name,gpl_compatible > "$WORK/$side.progshow"
+    "${run[@]}" bpftool -j prog show pinned "$pin/p" | pick type,name,tag,gpl_compatible > "$WORK/$side.progshow"
     "${run[@]}" bpftool -j prog show pinned "$pin/p" | python3 -c 'import json,sys; print(len(json.load(sys.stdin)["map_ids"]))' > "$WORK/$side.nmaps"
     "${run[@]}" bpftool prog dump xlated pinned "$pin/p" | grep -c 'map\[id:' > "$WORK/$side.xlated_maps"
     "${run[@]}" bpftool map update pinned "$pin/maps/limit" key 0 0 0 0 value 80 0 0 0

@@ -532,6 +532,8 @@ impl BpfjetBackend {
             .chunks(8)
             .map(|c| u64::from_le_bytes(c.try_into().unwrap()))
             .collect();
+        // Of the instructions as passed, before map references are rewritten.
+        let tag = progs::tag(&words);
         user::check_log(p.log_level, p.log_buf, p.log_size)?;
         let license = user::cstring(p.license, 128)?;
         let refs = progs::map_lddws(&words);
@@ -594,7 +596,7 @@ impl BpfjetBackend {
             prog_flags: p.prog_flags,
             name: p.name.clone(),
             license,
-            tag: progs::tag(&words),
+            tag,
             insns: words,
             map_ids: maps.iter().map(|m| m.id()).collect(),
             btf_id,

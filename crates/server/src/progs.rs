@@ -247,24 +247,60 @@ pub fn set_map_ref(word: &mut u64, src: u8, id: u32) {
     *word = u64::from_le_bytes(b);
 }
 
-/// The kernel's program tag: the first 8 bytes of the SHA-1 of the
-/// instructions with map references' immediates cleared.
+/// The kernel's program tag: the first 8 bytes of the digest of the
+/// instructions as the loader passed them, with the immediates of map
+/// references by fd cleared (`PSEUDO_MAP_FD`/`PSEUDO_MAP_VALUE` and the
+/// second slot after them, if it is a plain one), as the kernel's
+/// `bpf_prog_calc_tag` does before it resolves them. References by
+/// `fd_array` index keep their index, as in the kernel. The digest is the
+/// running kernel's: SHA-256 from Linux 6.18 (where program signing made
+/// it the program's digest), SHA-1 before.
 pub fn tag(words: &[u64]) -> [u8; 8] {
+    tag_with(words, kernel_tags_with_sha256())
+}
+
+fn tag_with(words: &[u64], sha256: bool) -> [u8; 8] {
     use sha1::Digest;
-    let lddws: std::collections::HashSet<usize> =
-        map_lddws(words).into_iter().map(|(pc, _)| pc).collect();
-    let mut hasher = sha1::Sha1::new();
-    for (pc, w) in words.iter().enumerate() {
+    let mut bytes = Vec::with_capacity(words.len() * 8);
+    let mut after_map_fd = false;
+    for w in words {
         let mut b = w.to_le_bytes();
-        if lddws.contains(&pc) || (pc > 0 && lddws.contains(&(pc - 1))) {
+        if !after_map_fd
+            && b[0] == LD_IMM64
+            && matches!(b[1] >> 4, PSEUDO_MAP_FD | PSEUDO_MAP_VALUE)
+        {
+            after_map_fd = true;
             b[4..8].fill(0);
+        } else if after_map_fd && b[..4] == [0, 0, 0, 0] {
+            after_map_fd = false;
+            b[4..8].fill(0);
+        } else {
+            after_map_fd = false;
         }
-        hasher.update(b);
+        bytes.extend_from_slice(&b);
     }
-    let digest = hasher.finalize();
     let mut t = [0u8; 8];
-    t.copy_from_slice(&digest[..8]);
+    if sha256 {
+        t.copy_from_slice(&sha2::Sha256::digest(&bytes)[..8]);
+    } else {
+        t.copy_from_slice(&sha1::Sha1::digest(&bytes)[..8]);
+    }
     t
+}
+
+/// Whether the running kernel is 6.18 or later (`uname -r`).
+fn kernel_tags_with_sha256() -> bool {
+    static SHA256: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *SHA256.get_or_init(|| {
+        let release = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default();
+        let mut parts = release
+            .trim()
+            .split(|c: char| !c.is_ascii_digit())
+            .map(|p| p.parse::<u32>().unwrap_or(0));
+        let major = parts.next().unwrap_or(0);
+        let minor = parts.next().unwrap_or(0);
+        (major, minor) >= (6, 18)
+    })
 }
 
 #[cfg(test)]
@@ -310,6 +346,18 @@ mod tests {
             ]
         };
         assert_eq!(super::tag(&prog(3)), super::tag(&prog(7)));
+        // `r0 = 2; exit`: 614b434cd8324ecc is the tag Linux 6.18 gave it
+        // (bpftool prog show); 3b185187f1855c4c is the first 8 bytes of
+        // its SHA-1, the older kernels' rule.
+        let pass = [insn(0xb7, 0, 0, 0, 2), insn(0x95, 0, 0, 0, 0)];
+        assert_eq!(
+            super::tag_with(&pass, true),
+            0x614b434cd8324eccu64.to_be_bytes()
+        );
+        assert_eq!(
+            super::tag_with(&pass, false),
+            0x3b185187f1855c4cu64.to_be_bytes()
+        );
         let other = [insn(0xb7, 0, 0, 0, 1), insn(0x95, 0, 0, 0, 0)];
         assert_ne!(super::tag(&prog(3)), super::tag(&other));
     }
