@@ -164,8 +164,12 @@ impl PassTap {
     }
 
     /// Hands `frame` to the kernel stack. A full TAP queue drops it (the
-    /// stack is the bottleneck then, as a NIC's backlog would be).
+    /// stack is the bottleneck then, as a NIC's backlog would be). A frame
+    /// its sender left to checksum offload (a veth peer) is completed
+    /// first, as the device would have: the stack accepted it before XDP.
     pub fn inject(&self, frame: &[u8]) -> bool {
+        let completed = crate::checksum::complete_partial_l4(frame);
+        let frame = completed.as_deref().unwrap_or(frame);
         // SAFETY: `frame` is valid for its length.
         let rc = unsafe {
             libc::write(
