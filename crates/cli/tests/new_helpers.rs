@@ -1,4 +1,6 @@
-//! `bpf_trace_vprintk` and `bpf_check_mtu` against the kernel: the same
+//! `bpf_trace_vprintk`, `bpf_check_mtu`, `bpf_get_current_uid_gid` and
+//! reads of the kernel's map structs through a map pointer against the
+//! kernel: the same
 //! program (compiled here from C), packet and maps on the interpreter, the
 //! JIT and the kernel's BPF_PROG_TEST_RUN must give the same return value,
 //! output bytes and maps. test-run's frame arrives on the host's loopback,
@@ -119,4 +121,176 @@ char LICENSE[] SEC(\"license\") = \"GPL\";"
     let (retval, _, maps) = engines_agree("check_mtu", &obj, &packet);
     assert_eq!(retval, 2);
     assert!(!maps.is_null(), "maps dumped");
+}
+
+/// The real uid and gid bpfjet runs with in the uid/gid test (its effective
+/// ids stay root, so it can still load into the kernel).
+const REAL_UID: u32 = 4243;
+const REAL_GID: u32 = 4242;
+
+/// `bpfjet test-run` of `obj` on `engine` as a process whose real uid/gid
+/// are REAL_UID/REAL_GID: what `bpf_get_current_uid_gid` reports is the
+/// real ids (`current_cred()->uid`), so a root run could not tell them from
+/// zero.
+fn run_with_real_ids(obj: &str, packet: &str, engine: &str) -> BpfjetRun {
+    use std::os::unix::process::CommandExt;
+    let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_bpfjet"));
+    cmd.args([
+        "test-run",
+        obj,
+        "--data",
+        packet,
+        "--engine",
+        engine,
+        "--json",
+        "--dump-maps",
+    ]);
+    // SAFETY: only async-signal-safe calls between fork and exec.
+    unsafe {
+        cmd.pre_exec(|| {
+            if libc::setresgid(REAL_GID, 0, 0) != 0 || libc::setresuid(REAL_UID, 0, 0) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    let out = cmd.output().expect("starting bpfjet");
+    BpfjetRun {
+        code: out.status.code(),
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+    }
+}
+
+#[test]
+fn current_uid_gid_from_xdp_like_the_kernel() {
+    // SAFETY: geteuid cannot fail.
+    if unsafe { libc::geteuid() } != 0 {
+        support::skip("current_uid_gid", "changing the real uid/gid needs root");
+        return;
+    }
+    let dir = Scratch::new("uid-gid");
+    let packet = dir.file("pkt.bin", (0u8..60).collect::<Vec<u8>>());
+    let obj = dir.compile_c(
+        "uidgid",
+        &format!(
+            "{HEADERS}
+struct {{ __uint(type, BPF_MAP_TYPE_ARRAY); __type(key, __u32); __type(value, __u64);
+         __uint(max_entries, 1); }} out SEC(\".maps\");
+SEC(\"xdp\") int prog(struct xdp_md *ctx) {{
+    __u32 k = 0;
+    __u64 ids = bpf_get_current_uid_gid();
+    bpf_map_update_elem(&out, &k, &ids, BPF_ANY);
+    /* uid in the low half, gid in the high half */
+    return (__u32)ids == {REAL_UID} && (ids >> 32) == {REAL_GID} ? XDP_PASS : XDP_DROP;
+}}
+char LICENSE[] SEC(\"license\") = \"GPL\";"
+        ),
+    );
+    let interp = outcome(&run_with_real_ids(&obj, &packet, "interp"), "interp");
+    let jit = outcome(&run_with_real_ids(&obj, &packet, "jit"), "jit");
+    assert_eq!(interp, jit, "uid/gid: interp vs jit");
+    match bpfjet_kernel::kernel_available() {
+        Ok(()) => {
+            let kernel = outcome(&run_with_real_ids(&obj, &packet, "kernel"), "kernel");
+            assert_eq!(interp, kernel, "uid/gid: bpfjet vs kernel");
+        }
+        Err(why) => support::skip("current_uid_gid", &why),
+    }
+    assert_eq!(interp.0, 2, "the program saw other ids: {}", interp.2);
+}
+
+#[test]
+fn map_struct_reads_like_the_kernel() {
+    // Direct reads as libbpf programs write them against vmlinux.h: the
+    // struct definitions carry preserve_access_index, so the offsets are
+    // CO-RE-relocated to the running kernel's.
+    let dir = Scratch::new("map-struct");
+    let packet = dir.file("pkt.bin", (0u8..60).collect::<Vec<u8>>());
+    let obj = dir.compile_c(
+        "mapstruct",
+        &format!(
+            "{HEADERS}
+struct bpf_map {{ enum bpf_map_type map_type; __u32 key_size, value_size, max_entries, map_flags;
+                  int numa_node;
+                  __u64 map_extra; }} __attribute__((preserve_access_index));
+struct bpf_array {{ struct bpf_map map; __u32 elem_size, index_mask; }}
+    __attribute__((preserve_access_index));
+struct bpf_htab {{ struct bpf_map map; __u32 n_buckets; }} __attribute__((preserve_access_index));
+struct val12 {{ __u32 a, b, c; }};
+struct {{ __uint(type, BPF_MAP_TYPE_ARRAY); __type(key, __u32); __type(value, struct val12);
+         __uint(max_entries, 5); }} arr SEC(\".maps\");
+struct {{ __uint(type, BPF_MAP_TYPE_HASH); __type(key, __u64); __type(value, __u32);
+         __uint(max_entries, 100); __uint(map_flags, BPF_F_NO_PREALLOC); }} h SEC(\".maps\");
+struct {{ __uint(type, BPF_MAP_TYPE_ARRAY); __type(key, __u32); __type(value, __u64);
+         __uint(max_entries, 16); }} out SEC(\".maps\");
+static void put(__u32 k, __u64 v) {{ bpf_map_update_elem(&out, &k, &v, BPF_ANY); }}
+SEC(\"xdp\") int prog(struct xdp_md *ctx) {{
+    struct bpf_map *a = (struct bpf_map *)&arr;
+    struct bpf_htab *t = (struct bpf_htab *)&h;
+    put(0, a->map_type);
+    put(1, a->key_size);
+    put(2, a->value_size);
+    put(3, a->max_entries);
+    put(4, a->map_flags);
+    put(5, ((struct bpf_array *)&arr)->elem_size);
+    put(6, ((struct bpf_array *)&arr)->index_mask);
+    put(7, t->map.map_type);
+    put(8, t->map.key_size);
+    put(9, t->map.max_entries);
+    put(10, t->map.map_flags);
+    put(11, t->n_buckets);
+    put(12, (__u64)(__s64)a->numa_node);
+    put(13, a->map_extra);
+    return ((struct bpf_map *)&out)->max_entries == 16 ? XDP_PASS : XDP_DROP;
+}}
+char LICENSE[] SEC(\"license\") = \"GPL\";"
+        ),
+    );
+    let (retval, _, maps) = engines_agree("map_struct_reads", &obj, &packet);
+    assert_eq!(retval, 2, "max_entries of `out` read through its pointer");
+    // The values themselves: array (type 2), 4-byte key, 12-byte value, 5
+    // entries, no flags, elem_size 16, index_mask 7; hash (type 1), 8-byte
+    // key, 100 entries, BPF_F_NO_PREALLOC (1), 128 buckets; NUMA_NO_NODE;
+    // map_extra 0.
+    let slot = |k: u32| -> u64 {
+        let key = hex(&k.to_le_bytes());
+        let entry = maps["out"]
+            .as_array()
+            .and_then(|es| es.iter().find(|e| e["key"] == key.as_str()))
+            .unwrap_or_else(|| panic!("no slot {k} in {maps}"));
+        let v = entry["value"].as_str().expect("value");
+        u64::from_str_radix(
+            &v.chars()
+                .collect::<Vec<_>>()
+                .chunks(2)
+                .rev()
+                .flatten()
+                .collect::<String>(),
+            16,
+        )
+        .expect("hex value")
+    };
+    for (k, want) in [
+        (0, 2),
+        (1, 4),
+        (2, 12),
+        (3, 5),
+        (4, 0),
+        (5, 16),
+        (6, 7),
+        (7, 1),
+        (8, 8),
+        (9, 100),
+        (10, 1),
+        (11, 128),
+        (12, u64::MAX),
+        (13, 0),
+    ] {
+        assert_eq!(slot(k), want, "slot {k}");
+    }
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }

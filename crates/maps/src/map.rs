@@ -4,11 +4,13 @@
 //!
 //! # Map handles
 //! A BPF program's "map pointer" (the `ld_imm64` pseudo map fd, then the
-//! first helper argument) is the address of the `Map`: keep maps in
-//! `Arc<Map>` and use [`Map::handle`] (`Arc::as_ptr`). The address stays
-//! valid as long as the `Arc` lives (the runtime keeps the program's maps
-//! alive while the program can run); [`Map::from_handle`] turns it back
-//! into a reference. `Map` is `Send + Sync`.
+//! first helper argument) is the address of the map's kernel view, a
+//! read-only block inside the `Map` laid out like the kernel's
+//! `struct bpf_map` (see `kernel_view.rs`): keep maps in `Arc<Map>` and use
+//! [`Map::handle`]. The address stays valid as long as the `Arc` lives (the
+//! runtime keeps the program's maps alive while the program can run);
+//! [`Map::from_handle`] turns it back into a reference to the `Map` around
+//! the block. `Map` is `Send + Sync`.
 
 use crate::array::{ArrayMap, Slots};
 use crate::bloom::BloomFilter;
@@ -16,6 +18,7 @@ use crate::error::MapError;
 use crate::fd_array::FdArrayMap;
 use crate::hashtab::HashTable;
 use crate::header::{header_space, round_up, Geometry, MapHeader};
+use crate::kernel_view::{KernelView, KERNEL_VIEW_BYTES};
 use crate::lpm::LpmTrie;
 use crate::perf_event::{PerfEvent, PerfEventArray};
 use crate::queue_stack::QueueStack;
@@ -100,6 +103,8 @@ pub struct Map {
     id: u32,
     geo: Geometry,
     object: Option<CString>,
+    /// What a program reads through the map pointer (the handle points here).
+    view: KernelView,
 }
 
 // SAFETY: all mutable state is in the shared mapping and accessed through
@@ -232,6 +237,7 @@ impl Map {
             id,
             geo: g,
             object,
+            view: KernelView::new(),
         })
     }
 
@@ -267,6 +273,7 @@ impl Map {
             spec,
             geo: g,
             object: Some(object),
+            view: KernelView::new(),
         })
     }
 
@@ -307,15 +314,31 @@ impl Map {
         self.object.as_ref().and_then(|c| c.to_str().ok())
     }
 
-    /// The program-visible map pointer.
+    /// The program-visible map pointer: the address of the map's kernel
+    /// view inside the `Arc`'s allocation (typed `*const Map` because it is
+    /// only ever turned back into the map by [`Map::from_handle`]; it does
+    /// not point at the start of a `Map`).
     pub fn handle(this: &Arc<Map>) -> *const Map {
-        Arc::as_ptr(this)
+        // SAFETY: in bounds of the live allocation `this` owns.
+        unsafe { Arc::as_ptr(this).byte_add(std::mem::offset_of!(Map, view)) }
     }
 
     /// # Safety
     /// `h` must come from [`Map::handle`] of an `Arc` that is still alive.
     pub unsafe fn from_handle<'a>(h: *const Map) -> &'a Map {
-        &*h
+        &*h.byte_sub(std::mem::offset_of!(Map, view))
+    }
+
+    /// Lay out the block behind the handle (the kernel struct a program may
+    /// read through its map pointer) once; `fill` gets it zeroed. Call
+    /// before handing the handle to a program; later calls do nothing.
+    pub fn init_kernel_view(&self, fill: impl FnOnce(&mut [u8; KERNEL_VIEW_BYTES])) {
+        self.view.init(fill);
+    }
+
+    /// The block behind the handle as programs read it.
+    pub fn kernel_view(&self) -> Vec<u8> {
+        self.view.bytes()
     }
 
     fn header(&self) -> &MapHeader {

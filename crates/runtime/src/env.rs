@@ -31,8 +31,16 @@ impl std::fmt::Debug for ObjectMaps {
     }
 }
 
-/// The program-visible handle of a map (what `lddw` of a map loads).
+/// The program-visible handle of a map (what `lddw` of a map loads, what
+/// a map-in-map lookup returns): the address of the map's kernel view,
+/// laid out here — before any program can see the handle — like the
+/// kernel's struct for the map type, so that a privileged program reading
+/// `((struct bpf_map *)&m)->max_entries` finds what it would in the kernel
+/// (`bpfjet_verifier::map_struct`).
 pub fn map_handle(map: &Arc<Map>) -> u64 {
+    map.init_kernel_view(|view| {
+        bpfjet_verifier::map_struct::fill_kernel_view(map.spec(), map.id(), view)
+    });
     Map::handle(map) as u64
 }
 

@@ -18,6 +18,7 @@ mod spin_lock;
 mod stack;
 mod strings;
 mod tail_call;
+mod task;
 mod time;
 mod tracing;
 mod xdp;
@@ -150,7 +151,7 @@ impl HelperRegistry {
 /// The helpers every program type has (the kernel's `bpf_base_func_proto`
 /// as far as bpfjet implements it): maps, clocks, random numbers, CPU id,
 /// tail calls, ring buffers, `trace_printk`/`snprintf`, callbacks,
-/// `strncmp`. They reach the run's CPU slot and maps through the
+/// `strncmp`, the current task's pid/tgid and uid/gid. They reach the run's CPU slot and maps through the
 /// [`RunEnv`](crate::env::RunEnv) inside the run's per-run context
 /// ([`crate::env::run_env`]).
 fn base_helpers() -> HelperRegistry {
@@ -162,6 +163,7 @@ fn base_helpers() -> HelperRegistry {
     printf::register(&mut r);
     callbacks::register(&mut r);
     strings::register(&mut r);
+    task::register(&mut r);
     r
 }
 

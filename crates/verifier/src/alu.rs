@@ -293,57 +293,23 @@ impl Verifier<'_> {
             }
             _ => {}
         }
-        if let Some(c) = known {
-            let c = c as i64;
-            if c >= MAX_VAR_OFF || c <= -MAX_VAR_OFF {
-                return err(
-                    "ptr_arith_bounds",
-                    format!(
-                        "math between {} pointer and {c} is not allowed",
-                        ptr.ty.name()
-                    ),
-                );
-            }
-        } else if off.val.smin == i64::MIN {
-            return err(
-                "ptr_arith_unbounded",
-                format!(
-                    "math between {} pointer and register with unbounded min value is not allowed \
-                     (bound the offset first, e.g. `if (idx < N)` or `idx &= MASK`)",
-                    ptr.ty.name()
-                ),
-            );
-        } else if off.val.smin >= MAX_VAR_OFF
-            || off.val.smin <= -MAX_VAR_OFF
-            || off.val.smax >= MAX_VAR_OFF
-        {
-            return err(
-                "ptr_arith_bounds",
-                format!(
-                    "value {} makes {} pointer be out of bounds",
-                    off.val.smin,
-                    ptr.ty.name()
-                ),
-            );
-        }
+        // The kernel's `check_reg_sane_offset` on the scalar and on the
+        // pointer: only the scalar's minimum is bounded here. A pointer whose
+        // variable offset may grow past `BPF_MAX_VAR_OFF` is legal until it
+        // is dereferenced or passed to a helper, where every memory check
+        // refuses it (`umax >= 2^29` or a proven range that cannot cover it).
+        sane_offset(ptr.ty, off)?;
+        sane_offset(ptr.ty, ptr)?;
         let mut r = *ptr;
         match known {
             Some(c) => {
                 let c = c as i64;
+                // |c| and |ptr.off| are below 2^29: no overflow in i64.
                 let new = if op == AluOp::Add {
                     ptr.off as i64 + c
                 } else {
                     ptr.off as i64 - c
                 };
-                if new >= MAX_VAR_OFF || new <= -MAX_VAR_OFF {
-                    return err(
-                        "ptr_arith_bounds",
-                        format!(
-                            "value {new} makes {} pointer be out of bounds",
-                            ptr.ty.name()
-                        ),
-                    );
-                }
                 r.off = new as i32;
             }
             None => {
@@ -353,27 +319,16 @@ impl Verifier<'_> {
                         format!("R{dst} variable stack access prohibited for !root"),
                     );
                 }
+                // `range_ops::alu` gives an unbounded result (smin = i64::MIN)
+                // when the sum may wrap, which `sane_offset` below refuses.
                 r.val = range_ops::alu(op, Width::W64, &ptr.val, &off.val);
                 if ptr.ty.is_pkt() {
                     r.id = self.fresh_id();
                     r.range = 0;
                 }
-                let (lo, hi) = (r.val.smin, r.val.smax);
-                if lo <= -MAX_VAR_OFF
-                    || hi >= MAX_VAR_OFF
-                    || r.val.umax >= MAX_VAR_OFF as u64 && lo >= 0
-                {
-                    return err(
-                        "ptr_arith_bounds",
-                        format!(
-                            "R{dst} variable offset of {} pointer is out of bounds ({:?})",
-                            ptr.ty.name(),
-                            r.val
-                        ),
-                    );
-                }
             }
         }
+        sane_offset(ptr.ty, &r)?;
         if !self.env.privileged() {
             self.unpriv_ptr_bounds(st, dst, &r)?;
         }
@@ -437,4 +392,46 @@ impl Verifier<'_> {
         *st.reg_mut(dst) = RegState::scalar(range_ops::endian(order, bits, &d.val));
         Ok(())
     }
+}
+
+/// The kernel's `check_reg_sane_offset` for one operand (or the result) of
+/// pointer arithmetic: a constant, the fixed offset and the minimum of the
+/// variable part must stay within ±`BPF_MAX_VAR_OFF`.
+fn sane_offset(ty: RegType, reg: &RegState) -> VResult<()> {
+    let name = ty.name();
+    if reg.is_scalar() {
+        if let Some(c) = reg.val.as_const() {
+            let c = c as i64;
+            if c >= MAX_VAR_OFF || c <= -MAX_VAR_OFF {
+                return err(
+                    "ptr_arith_bounds",
+                    format!("math between {name} pointer and {c} is not allowed"),
+                );
+            }
+        }
+    }
+    let off = reg.off as i64;
+    if off >= MAX_VAR_OFF || off <= -MAX_VAR_OFF {
+        return err(
+            "ptr_arith_bounds",
+            format!("{name} pointer offset {off} is not allowed"),
+        );
+    }
+    let smin = reg.val.smin;
+    if smin == i64::MIN {
+        return err(
+            "ptr_arith_unbounded",
+            format!(
+                "math between {name} pointer and register with unbounded min value is not allowed \
+                 (bound the offset first, e.g. `if (idx < N)` or `idx &= MASK`)"
+            ),
+        );
+    }
+    if smin >= MAX_VAR_OFF || smin <= -MAX_VAR_OFF {
+        return err(
+            "ptr_arith_bounds",
+            format!("value {smin} makes {name} pointer be out of bounds"),
+        );
+    }
+    Ok(())
 }

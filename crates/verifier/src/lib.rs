@@ -56,6 +56,7 @@ mod helper_check;
 mod kfunc;
 mod liveness;
 mod map_refs;
+pub mod map_struct;
 mod mem;
 mod object_env;
 mod precision;

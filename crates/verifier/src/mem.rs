@@ -7,6 +7,7 @@ use crate::env::ProgType;
 use crate::error::{err, VResult};
 use crate::facts::{CtxAccess, MemBase, PktAccess, XdpMdField};
 use crate::frame::State;
+use crate::map_struct::{self, MapField};
 use crate::precision::Note;
 use crate::range::Scalar;
 use crate::reg_state::{MemKind, RegState, RegType};
@@ -75,7 +76,7 @@ impl Verifier<'_> {
         what: &str,
     ) -> VResult<()> {
         let base = reg.off as i64 + off;
-        if reg.val.smin < 0 && (reg.val.smin == i64::MIN || base + reg.val.smin < 0) {
+        if reg.val.smin < 0 && (reg.val.smin == i64::MIN || base.saturating_add(reg.val.smin) < 0) {
             return err(
                 "negative_offset",
                 format!(
@@ -85,8 +86,8 @@ impl Verifier<'_> {
                 ),
             );
         }
-        let lo = base + reg.val.smin;
-        if lo < 0 || lo + size > limit {
+        let lo = base.saturating_add(reg.val.smin);
+        if lo < 0 || lo.saturating_add(size) > limit {
             return err(
                 "out_of_bounds",
                 format!("invalid access to {what}, size={limit} off={lo} access_size={size}"),
@@ -141,7 +142,8 @@ impl Verifier<'_> {
                 ),
             );
         }
-        if reg.val.umax as i64 + start + size > 0xffff {
+        // i128: the variable part of a packet pointer may be unbounded above.
+        if reg.val.umax as i128 + start as i128 + size as i128 > 0xffff {
             return err(
                 "pkt_out_of_range",
                 format!("R{regno} offset is outside of the packet"),
@@ -523,11 +525,61 @@ impl Verifier<'_> {
                     loaded_unknown(size, false)
                 })
             }
+            RegType::MapPtr { map } => self.map_struct_read(base, regno, map, off64, size, write),
             RegType::NotInit => err("uninit_reg", format!("R{regno} !read_ok")),
             other => err(
                 "bad_mem_access",
                 format!("R{regno} invalid mem access '{}'", other.name()),
             ),
+        }
+    }
+
+    /// A read of the kernel's map struct through a map pointer
+    /// (`check_ptr_to_map_access`): CAP_PERFMON only, reads only, at
+    /// offsets `btf_struct_access` allows; scalar members only (a pointer
+    /// member would be a `PTR_TO_BTF_ID`, which bpfjet does not model).
+    fn map_struct_read(
+        &self,
+        base: &RegState,
+        regno: u8,
+        map: u32,
+        off: i64,
+        size: usize,
+        write: bool,
+    ) -> VResult<RegState> {
+        let Some(spec) = self.map(map) else {
+            return err("bad_map", format!("R{regno} names no map"));
+        };
+        let tname = map_struct::struct_name(spec.map_type);
+        if !self.env.privileged() {
+            return err(
+                "map_ptr_unpriv",
+                format!("'struct {tname}' access is allowed only to CAP_PERFMON and CAP_SYS_ADMIN"),
+            );
+        }
+        let off = base.off as i64 + off;
+        if off < 0 {
+            return err(
+                "map_ptr_access",
+                format!("R{regno} is {tname} invalid negative access: off={off}"),
+            );
+        }
+        if write {
+            return err(
+                "map_ptr_access",
+                format!("only read from {tname} is supported"),
+            );
+        }
+        match map_struct::check_read(spec.map_type, off, size as u32) {
+            Ok(MapField::Scalar) => Ok(loaded_unknown(size, false)),
+            Ok(MapField::Pointer { member }) => err(
+                "map_ptr_btf_ptr",
+                format!(
+                    "R{regno} reads pointer member {member} of struct {tname}: the kernel gives a \
+                     PTR_TO_BTF_ID, which bpfjet does not model (its map structs hold no kernel pointers)"
+                ),
+            ),
+            Err(why) => err("map_ptr_access", why),
         }
     }
 

@@ -438,7 +438,11 @@ const XDP_ONLY: &[i32] = &[23, 28, 44, 51, 54, 65, 69, 163, 188, 189, 190];
 
 /// Helpers of the kernel's `bpf_tracing_func_proto` that bpfjet knows and
 /// `bpf_base_func_proto` (which XDP gets) does not have.
-const TRACING_ONLY: &[i32] = &[4, 15, 16, 45, 112, 114, 115];
+/// (`bpf_get_current_pid_tgid` and `bpf_get_current_uid_gid` are in
+/// 6.18's base set for every loader; `bpf_get_current_comm` and the `probe_read_*`
+/// helpers are too, but only for a CAP_PERFMON loader — bpfjet keeps them
+/// from XDP, see docs/VERIFIER.md.)
+const TRACING_ONLY: &[i32] = &[4, 16, 45, 112, 114, 115];
 
 /// Why a helper bpfjet knows is unavailable to a program type, or `None`
 /// when the type may call it. The sets are the kernel's

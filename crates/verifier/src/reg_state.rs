@@ -29,7 +29,8 @@ pub enum RegType {
     PktMeta,
     /// `xdp_md->data_end`: may only be compared against.
     PktEnd,
-    /// A map (`lddw` of a map): only passed to helpers. `map` indexes the
+    /// A map (`lddw` of a map): passed to helpers or, privileged, read as
+    /// the kernel's map struct (`map_struct.rs`). `map` indexes the
     /// verifier's map table.
     MapPtr {
         map: u32,

@@ -8,6 +8,7 @@ use crate::errno;
 use crate::error::Fault;
 use crate::helper_ctx::HelperCtx;
 use crate::helpers::{Helper, HelperRegistry};
+use crate::region::Region;
 use bpfjet_maps::{Map, MapType};
 use std::sync::Arc;
 
@@ -66,7 +67,15 @@ fn inner_handle(ctx: &mut HelperCtx<'_>, slot: Option<*mut u8>) -> Result<u64, F
     // pointer came from the map's own lookup.
     let id = unsafe { std::ptr::read_unaligned(p as *const u32) };
     let inner: Option<Arc<Map>> = env(ctx)?.maps.inner_map(id);
-    Ok(inner.map_or(0, |m| crate::env::map_handle(&m)))
+    let Some(m) = inner else { return Ok(0) };
+    let handle = crate::env::map_handle(&m);
+    // The inner map's kernel view may be read (privileged `struct bpf_map`
+    // reads); the bounds-checked interpreter must know it.
+    ctx.register_region(Region::read_only(
+        handle,
+        bpfjet_maps::KERNEL_VIEW_BYTES as u64,
+    ));
+    Ok(handle)
 }
 
 /// `bpf_map_lookup_percpu_elem`: another CPU's value; NULL past the last CPU.

@@ -1,7 +1,8 @@
-//! Tracing helpers: who is running (`get_current_*`), fault-safe reads of
-//! the traced process's memory (`probe_read*`), the probe's address and
-//! cookie. The identity of the caller is the calling thread's: the tracing
-//! program runs on the traced thread itself.
+//! Tracing helpers: the current task's name (`get_current_comm`; its ids
+//! are in `task.rs`, shared with XDP), fault-safe reads of the traced
+//! process's memory (`probe_read*`), the probe's address and cookie. The
+//! caller is the calling thread: the tracing program runs on the traced
+//! thread itself.
 
 use super::ids;
 use crate::errno;
@@ -11,23 +12,6 @@ use crate::helpers::{Helper, HelperRegistry};
 use crate::tracing::{current, user_mem, TracingEnv};
 
 pub(crate) fn register(r: &mut HelperRegistry) {
-    r.register(Helper::new(
-        ids::GET_CURRENT_PID_TGID,
-        "get_current_pid_tgid",
-        |_, _| {
-            let (tgid, tid) = current::tgid_tid();
-            Ok((u64::from(tgid) << 32) | u64::from(tid))
-        },
-    ));
-    r.register(Helper::new(
-        ids::GET_CURRENT_UID_GID,
-        "get_current_uid_gid",
-        |_, _| {
-            // SAFETY: getuid/getgid cannot fail.
-            let (uid, gid) = unsafe { (libc::getuid(), libc::getgid()) };
-            Ok((u64::from(gid) << 32) | u64::from(uid))
-        },
-    ));
     r.register(Helper::new(
         ids::GET_CURRENT_COMM,
         "get_current_comm",
