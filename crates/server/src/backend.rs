@@ -2,6 +2,7 @@
 //! implement it.
 
 use crate::fds::FdTable;
+use crate::freplace;
 use crate::maps;
 use crate::namespace::{Kind, Namespace, ObjRef};
 use crate::objects::{BtfObj, MapMeta, MapObj, Obj, ProgObj, ProgRecord};
@@ -165,9 +166,16 @@ impl BpfjetBackend {
             }
             return;
         }
-        // An attached program runs on after its loader let go of it.
+        // An attached program runs on after its loader let go of it; an
+        // EXT program not yet linked holds its load-time target.
         if let ObjRef::Prog(id) = r {
-            if self.ns.prog_attached(id) || self.prog_linked(id) {
+            if self.ns.prog_attached(id)
+                || self.prog_linked(id)
+                || self
+                    .prog_records()
+                    .iter()
+                    .any(|p| p.attach_prog_id == id && !p.load_target_used)
+            {
                 return;
             }
         }
@@ -187,6 +195,9 @@ impl BpfjetBackend {
                     }
                     if rec.btf_id != 0 {
                         self.release_as(ObjRef::Btf(rec.btf_id), any_owner);
+                    }
+                    if rec.attach_prog_id != 0 && !rec.load_target_used {
+                        self.release_as(ObjRef::Prog(rec.attach_prog_id), true);
                     }
                 }
             }
@@ -565,7 +576,20 @@ impl BpfjetBackend {
         user::check_log(p.log_level, p.log_buf, p.log_size)?;
         let license = user::cstring(p.license, 128)?;
         let refs = progs::map_lddws(&words);
-        if p.prog_type != BPF_PROG_TYPE_XDP && !progs::context_free(&words) {
+        let func_info = freplace::read_func_info(p)?;
+        let ext_target = if p.prog_type == freplace::BPF_PROG_TYPE_EXT {
+            match self.ext_load_target(p, &func_info) {
+                // The target is a kernel program: the kernel's extension.
+                None => return self.kernel.execute(cmd),
+                Some(Err(r)) => return self.refuse(p, r),
+                Some(Ok(t)) => Some(t),
+            }
+        } else {
+            None
+        };
+        let (attach_prog_id, attach_btf_id, attach_btf_obj_id) = ext_target.unwrap_or((0, 0, 0));
+        if p.prog_type != BPF_PROG_TYPE_XDP && ext_target.is_none() && !progs::context_free(&words)
+        {
             if refs.is_empty() {
                 // A program type bpfjet does not run and that touches no
                 // bpfjet object (libbpf's feature probes): the kernel's.
@@ -631,6 +655,11 @@ impl BpfjetBackend {
             load_time: boottime_ns(),
             // SAFETY: getuid cannot fail.
             uid: unsafe { libc::getuid() },
+            func_info,
+            attach_prog_id,
+            attach_btf_id,
+            attach_btf_obj_id,
+            load_target_used: false,
         };
         let loaded = match progs::build(&rec, &maps, self.instance_handle()?) {
             Ok(l) => l,
@@ -711,9 +740,12 @@ impl BpfjetBackend {
             opts.rx_queue_index = w(4);
             opts.linear_size = Some(w(1));
         }
-        let name = prog.loaded.program_names()[0].to_string();
+        // With the EXT programs linked into it, as it would run attached.
+        let linked = self.running_program(&prog)?;
+        let loaded = linked.as_ref().unwrap_or(&prog.loaded);
+        let name = loaded.program_names()[0].to_string();
         let started = Instant::now();
-        let r = prog.loaded.test_run(&name, &data, &opts).map_err(|e| {
+        let r = loaded.test_run(&name, &data, &opts).map_err(|e| {
             self.warn_once(&format!("BPF_PROG_TEST_RUN of {name}"), &e.to_string());
             match e {
                 // More than MAX_SKB_FRAGS fragments, as the kernel.
@@ -853,7 +885,37 @@ impl BpfjetBackend {
             user::write(ids_ptr, &ids)?;
         }
         b[ProgInfo::MAP_IDS_OFF..ProgInfo::MAP_IDS_OFF + 8].copy_from_slice(&ids_ptr.to_ne_bytes());
+        self.func_info_out(rec, i, &mut b)?;
         Ok(b)
+    }
+
+    /// `func_info` (8-byte `bpf_func_info` records) into the caller's
+    /// array, as the kernel: a record size other than 8 is `EINVAL`.
+    fn func_info_out(&self, rec: &ProgRecord, i: &GetInfo, b: &mut [u8]) -> Result<(), Errno> {
+        const REC_SIZE: u32 = 8;
+        let want = Self::user_u32(i, ProgInfo::NR_FUNC_INFO_OFF)? as usize;
+        let rec_size = Self::user_u32(i, ProgInfo::FUNC_INFO_REC_SIZE_OFF)?;
+        if (want != 0 || rec_size != 0) && rec_size != REC_SIZE {
+            return Err(Errno::EINVAL);
+        }
+        let ptr = Self::user_u64(i, ProgInfo::FUNC_INFO_OFF)?;
+        if want > 0 && ptr != 0 {
+            let recs: Vec<u8> = rec
+                .func_info
+                .iter()
+                .take(want)
+                .flat_map(|&(off, ty)| off.to_ne_bytes().into_iter().chain(ty.to_ne_bytes()))
+                .collect();
+            user::write(ptr, &recs)?;
+        }
+        let put =
+            |b: &mut [u8], off: usize, v: u32| b[off..off + 4].copy_from_slice(&v.to_ne_bytes());
+        put(b, ProgInfo::FUNC_INFO_REC_SIZE_OFF, REC_SIZE);
+        b[ProgInfo::FUNC_INFO_OFF..ProgInfo::FUNC_INFO_OFF + 8].copy_from_slice(&ptr.to_ne_bytes());
+        put(b, ProgInfo::NR_FUNC_INFO_OFF, rec.func_info.len() as u32);
+        put(b, ProgInfo::ATTACH_BTF_OBJ_ID_OFF, rec.attach_btf_obj_id);
+        put(b, ProgInfo::ATTACH_BTF_ID_OFF, rec.attach_btf_id);
+        Ok(())
     }
 
     fn btf_info(&self, btf: &BtfObj, i: &GetInfo) -> Result<Vec<u8>, Errno> {
@@ -1075,6 +1137,12 @@ impl Backend for BpfjetBackend {
                     return Err(Errno::EINVAL);
                 }
                 self.kernel.execute(cmd)
+            }
+            Command::Other(bpfjet_sys::Cmd::RawTracepointOpen, raw) => {
+                match self.raw_tracepoint_open(raw) {
+                    Some(r) => r,
+                    None => self.kernel.execute(cmd),
+                }
             }
             Command::Other(c, raw) if crate::links::is_link_command(*c) => {
                 self.link_command(*c, raw, cmd)

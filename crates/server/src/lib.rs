@@ -12,6 +12,7 @@
 pub mod attach;
 mod backend;
 mod fds;
+mod freplace;
 mod links;
 mod maps;
 mod namespace;

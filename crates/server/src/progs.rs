@@ -193,7 +193,11 @@ pub fn build(
     maps: &[Arc<Map>],
     instance: Instance,
 ) -> Result<LoadedObject, Refusal> {
-    if rec.prog_type != BPF_PROG_TYPE_XDP && !context_free(&rec.insns) {
+    // An EXT program is verified under its target's type (XDP).
+    if rec.prog_type != BPF_PROG_TYPE_XDP
+        && rec.prog_type != crate::freplace::BPF_PROG_TYPE_EXT
+        && !context_free(&rec.insns)
+    {
         return Err(Refusal::new(
             Errno::EINVAL,
             format!(

@@ -109,6 +109,7 @@ impl BpfjetBackend {
             prog_id,
             mode,
             link_id,
+            revision: current.as_ref().map_or(0, |c| c.revision + 1),
         };
         match current {
             Some(c) if c.prog_id == prog_id && c.mode == mode => Ok(()),
@@ -163,6 +164,8 @@ pub fn data_plane_program(
             rec.prog_type
         ));
     }
+    // With the EXT programs linked into its functions now.
+    let rec = crate::freplace::linked_record(ns, &rec)?;
     let maps = rec
         .map_ids
         .iter()
