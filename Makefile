@@ -40,6 +40,7 @@ test: lint test-rust conformance test-netns test-preload test-trace
 test-preload: build
 	BPFJET=$(BPFJET) timeout 600 bash tests/preload/control_planes.sh
 	BPFJET=$(BPFJET) timeout 300 bash tests/preload/xdp_tools.sh
+	BPFJET=$(BPFJET) timeout 300 bash tests/preload/xdp_multiprog.sh
 	BPFJET=$(BPFJET) timeout 300 bash tests/preload/ringbuf.sh
 
 # Map update + lookup through the interposed bpf() vs the kernel's, side by

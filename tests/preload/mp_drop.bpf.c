@@ -1,7 +1,8 @@
 // Second program of tests/preload/xdp_multiprog.sh: drops UDP to port 9999
 // (counted in `dropped`), passes the rest. Runs after mp_count (priority
-// 20); a static helper function keeps a BPF-to-BPF call inside the EXT
-// program that replaces one of the dispatcher's slots.
+// 20); the chain goes on after XDP_PASS only (the dispatcher's default), so
+// its drops are the dispatcher's verdict. A static helper function keeps a
+// BPF-to-BPF call inside the EXT program that replaces a dispatcher slot.
 #include <linux/bpf.h>
 #include <linux/if_ether.h>
 #include <linux/in.h>
@@ -14,7 +15,6 @@ struct { __uint(type, BPF_MAP_TYPE_ARRAY); __uint(max_entries, 1); __type(key, _
 struct {
     __uint(priority, 20);
     __uint(XDP_PASS, 1);
-    __uint(XDP_DROP, 1);
 } XDP_RUN_CONFIG(mp_drop);
 static __attribute__((noinline)) int to_port(struct xdp_md *ctx, __u16 port) {
     void *data = (void *)(long)ctx->data, *end = (void *)(long)ctx->data_end;

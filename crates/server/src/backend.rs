@@ -39,6 +39,8 @@ pub struct BpfjetBackend {
     created: Mutex<HashSet<ObjRef>>,
     /// The fd being closed (still open while its object is released).
     closing: std::sync::atomic::AtomicI32,
+    /// Set by [`Self::release_all`] at exit.
+    exiting: std::sync::atomic::AtomicBool,
     /// The creating process: a forked child inherits the fds, not the
     /// ownership (its exit must not free its parent's objects).
     pid: u32,
@@ -54,6 +56,7 @@ impl BpfjetBackend {
             stats: AtomicUsize::new(0),
             created: Mutex::default(),
             closing: std::sync::atomic::AtomicI32::new(-1),
+            exiting: std::sync::atomic::AtomicBool::new(false),
             pid: std::process::id(),
         }
     }
@@ -89,13 +92,17 @@ impl BpfjetBackend {
 
     /// Every fd this process still holds, at exit: what only it held goes.
     pub fn release_all(&self) {
+        // Untracked fds (dups libxdp makes with F_DUPFD_CLOEXEC) close
+        // with the process too: they hold nothing any more.
+        self.exiting.store(true, Ordering::Relaxed);
         for fd in self.fds.all() {
             self.forget_fd(fd);
         }
     }
 
     fn held_here(&self, r: ObjRef) -> bool {
-        self.held_in_table(r) || self.held_by_untracked_fd(r)
+        self.held_in_table(r)
+            || (!self.exiting.load(Ordering::Relaxed) && self.held_by_untracked_fd(r))
     }
 
     /// An fd bpfjet has not seen that names the object's file: a `dup` or
