@@ -43,15 +43,14 @@ const PSEUDO_FUNC: u8 = 4;
 /// The function of `target` (its BTF `btf`) whose `FUNC` type id is
 /// `btf_id`: its first instruction. Errors are the kernel's log lines.
 pub fn target_function(btf: &Btf, target: &ProgRecord, btf_id: u32) -> Result<u32, String> {
-    let Some(BtfType::Func { name, linkage, .. }) = btf.type_by_id(btf_id) else {
+    let Some(BtfType::Func { name, .. }) = btf.type_by_id(btf_id) else {
         return Err(format!("attach_btf_id {btf_id} is not a function"));
     };
+    // A static function is refused by the signature check ("is not a
+    // global function"), as in the kernel.
     let Some(&(insn_off, _)) = target.func_info.iter().find(|(_, t)| *t == btf_id) else {
         return Err(format!("Subprog {name} doesn't exist"));
     };
-    if *linkage != Linkage::Global {
-        return Err(format!("Cannot replace static functions: {name}()"));
-    }
     Ok(insn_off)
 }
 
