@@ -42,6 +42,7 @@ test-preload: build
 	BPFJET=$(BPFJET) timeout 300 bash tests/preload/xdp_tools.sh
 	BPFJET=$(BPFJET) timeout 300 bash tests/preload/xdp_multiprog.sh
 	BPFJET=$(BPFJET) timeout 120 bash tests/preload/freplace.sh
+	BPFJET=$(BPFJET) timeout 300 bash tests/preload/tail_calls.sh
 	BPFJET=$(BPFJET) timeout 300 bash tests/preload/ringbuf.sh
 
 # Map update + lookup through the interposed bpf() vs the kernel's, side by

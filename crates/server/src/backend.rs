@@ -499,6 +499,7 @@ impl BpfjetBackend {
             btf_id,
             btf_key_type_id: m.btf_key_type_id,
             btf_value_type_id: m.btf_value_type_id,
+            tail_owner: None,
         };
         self.ns.write_record(
             Kind::Map,
@@ -537,17 +538,32 @@ impl BpfjetBackend {
             None => return self.kernel.execute(cmd),
         };
         let map = &m.map;
-        if matches!(map.map_type(), MapType::ProgArray | MapType::Xskmap)
-            && matches!(cmd, Command::MapUpdateElem(_))
-        {
-            // Their values are program fds / AF_XDP socket fds, which
-            // bpfjet does not translate yet: refuse rather than store an
-            // fd number as if it were an id.
+        if map.map_type() == MapType::Xskmap && matches!(cmd, Command::MapUpdateElem(_)) {
+            // AF_XDP socket fds: bpfjet's data plane has no consumer for an
+            // XSKMAP redirect; refuse rather than store an fd number.
             self.warn_once(
-                &format!("BPF_MAP_UPDATE_ELEM on a {} map", map.map_type()),
-                "program and socket fds as map values are not translated yet",
+                "BPF_MAP_UPDATE_ELEM on an xskmap map",
+                "socket fds as map values are not translated",
             );
             return Err(Errno::EINVAL);
+        }
+        if map.map_type() == MapType::ProgArray {
+            // Program fds in, program ids stored (crate::tail_calls).
+            let r = match cmd {
+                Command::MapUpdateElem(e) => {
+                    let id = self.prog_array_value(map, e.value)?;
+                    let k = user::slice(e.key, map.key_size() as usize)?;
+                    map.update_elem(k, &id, e.flags)
+                        .map_err(|e| maps::errno(&e))
+                }
+                Command::MapDeleteElem(e) => maps::delete(map, e),
+                Command::MapLookupElem(e) => return maps::lookup(map, e).map(|()| 0),
+                Command::MapGetNextKey(e) => return maps::next_key(map, e).map(|()| 0),
+                _ => Err(Errno::EINVAL),
+            };
+            r?;
+            self.prog_array_changed(map.id())?;
+            return Ok(0);
         }
         match cmd {
             Command::MapLookupElem(e) => maps::lookup(map, e),
@@ -672,6 +688,21 @@ impl BpfjetBackend {
             Ok(l) => l,
             Err(r) => return self.refuse(p, r),
         };
+        // The kernel's PROG_ARRAY owner rule for the arrays it uses.
+        for m in maps.iter().filter(|m| m.map_type() == MapType::ProgArray) {
+            if self.claim_prog_array(m.id(), &rec).is_err() {
+                return self.refuse(
+                    p,
+                    Refusal::new(
+                        Errno::EINVAL,
+                        format!(
+                            "PROG_ARRAY {} belongs to programs of another type, frags flag or attach type",
+                            m.name()
+                        ),
+                    ),
+                );
+            }
+        }
         let id = self.ns.create_record(Kind::Prog, |id| {
             let mut r = rec.clone();
             r.id = id;
@@ -747,8 +778,19 @@ impl BpfjetBackend {
             opts.rx_queue_index = w(4);
             opts.linear_size = Some(w(1));
         }
-        // With the EXT programs linked into it, as it would run attached.
-        let linked = self.running_program(&prog)?;
+        // With its extensions linked in and the programs its PROG_ARRAYs
+        // hold, as it would run attached.
+        let linked = if self.needs_rebuild(&prog.rec) {
+            let instance = self.instance_handle()?;
+            let (_, loaded, _) = crate::tail_calls::runnable(&self.ns, &prog.rec, instance)
+                .map_err(|r| {
+                    self.warn_once(&format!("program {}", prog.rec.name), &r.log);
+                    r.errno
+                })?;
+            Some(loaded)
+        } else {
+            None
+        };
         let loaded = linked.as_ref().unwrap_or(&prog.loaded);
         let name = loaded.program_names()[0].to_string();
         let started = Instant::now();

@@ -309,6 +309,11 @@ fn read_btf(ns: &Namespace, id: u32) -> Result<Btf, String> {
     Btf::parse(&raw).map_err(|e| e.to_string())
 }
 
+/// Whether any freplace link is in effect on program `target_id`.
+pub fn has_links(ns: &Namespace, target_id: u32) -> bool {
+    !links_into(ns, target_id).is_empty()
+}
+
 /// The freplace links in effect on program `target_id`.
 fn links_into(ns: &Namespace, target_id: u32) -> Vec<LinkRecord> {
     let mut v: Vec<LinkRecord> = ns
@@ -558,36 +563,6 @@ impl BpfjetBackend {
         }
         self.release_as(ObjRef::Prog(rec.prog_id), true);
         self.release_as(ObjRef::Prog(rec.target_prog_id), true);
-    }
-
-    /// The loaded program a test run of `p` runs: with the EXT programs
-    /// linked into it.
-    pub(crate) fn running_program(
-        &self,
-        p: &ProgObj,
-    ) -> Result<Option<bpfjet_runtime::LoadedObject>, Errno> {
-        if links_into(&self.ns, p.rec.id).is_empty() {
-            return Ok(None);
-        }
-        let linked = linked_record(&self.ns, &p.rec).map_err(|why| {
-            self.warn_once(&format!("program {} with its extensions", p.rec.name), &why);
-            Errno::EINVAL
-        })?;
-        let maps = linked
-            .map_ids
-            .iter()
-            .map(|&id| self.ns.instance().map_by_id(id).map_err(|_| Errno::ENOENT))
-            .collect::<Result<Vec<_>, _>>()?;
-        let instance = bpfjet_maps::Instance::open(self.ns.name()).map_err(|e| Errno(e.errno()))?;
-        progs::build(&linked, &maps, instance)
-            .map(Some)
-            .map_err(|r| {
-                self.warn_once(
-                    &format!("program {} with its extensions", p.rec.name),
-                    &r.log,
-                );
-                r.errno
-            })
     }
 }
 

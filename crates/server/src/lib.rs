@@ -18,6 +18,7 @@ mod maps;
 mod namespace;
 mod objects;
 mod progs;
+mod tail_calls;
 mod user;
 mod xdp;
 

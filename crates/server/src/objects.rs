@@ -26,6 +26,10 @@ pub struct MapMeta {
     pub btf_id: u32,
     pub btf_key_type_id: u32,
     pub btf_value_type_id: u32,
+    /// A PROG_ARRAY's owner class (`crate::tail_calls::TailClass`), set
+    /// by the first program that uses it.
+    #[serde(default)]
+    pub tail_owner: Option<(u32, bool, u32)>,
 }
 
 pub struct MapObj {
