@@ -21,6 +21,9 @@
 # does run the dispatcher, its `xdp-loader status` and counts are compared
 # directly.
 #
+# Last, libxdp's C API (xdp_program__attach_multi, xdp_multiprog__*) from
+# tests/preload/xdp_multi_api.c, the same binary against both.
+#
 # Needs root, xdp-tools, libxdp-dev (xdp/xdp_helpers.h), bpftool, clang-19.
 # Usage: BPFJET=target/release/bpfjet tests/preload/xdp_multiprog.sh
 set -euo pipefail
@@ -224,6 +227,26 @@ check "data plane process stopped" "no" "$alive"
 check "programs and links freed (dispatcher, EXT programs)" "0 0" \
     "$(jx bpftool -j prog show | python3 -c 'import json,sys; print(sum(p.get("name", "").startswith(("xdp_dispatcher", "mp_")) for p in json.load(sys.stdin)))') $(jx bpftool -j link show | python3 -c 'import json,sys; print(len(json.load(sys.stdin)))')"
 check "no dispatcher pin directory left" "" "$(ls "$WORK/jbpffs/xdp" | grep dispatch- || true)"
+
+# ---- libxdp's C API (tests/preload/xdp_multi_api.c), the same binary ----------
+cc -O2 -Wall -o "$WORK/xdp_multi_api" "$ROOT/tests/preload/xdp_multi_api.c" -lxdp -lbpf
+api() { # runner...: attach both, send traffic, detach
+    { sleep 1; send 40 25; sleep 1; echo detach; } |
+        ip netns exec "$A" "$@" "$WORK/xdp_multi_api" "$VA" "$WORK/mp_count.o" "$WORK/mp_drop.o" 2>/dev/null || true
+}
+k_api=$(api env LIBXDP_BPFFS="$WORK/kbpffs")
+echo "kernel: $(echo $k_api)"
+j_api=$(api env LIBXDP_BPFFS="$WORK/jbpffs" "$BPFJET" exec --instance "$INST" --)
+check "C API: libxdp reads the objects as on the kernel" \
+    "$(echo "$k_api" | grep '^object:')" "$(echo "$j_api" | grep '^object:')"
+check "C API: xdp_program__attach_multi, the dispatcher read back" \
+    "dispatcher: xdp_dispatcher, legacy 0, mode skb" "$(echo "$j_api" | grep '^dispatcher:')"
+check "C API: the running programs are the objects, by priority" \
+    "$(echo "$k_api" | grep '^object:' | sort -n -k2 | sed 's/^object/running/')" "$(echo "$j_api" | grep '^running:')"
+check "C API: the programs' maps after the traffic (the kernel's single runs)" \
+    "seen: $k_seen; dropped: $k_dropped" "$(echo "$j_api" | grep -E '^(seen|dropped):' | paste -sd';' | sed 's/;/; /')"
+check "C API: xdp_multiprog__detach" "detach: ok" "$(echo "$j_api" | grep '^detach:')"
+check "C API: detached, nothing left" "no attachments" "$("$BPFJET" status --instance "$INST")"
 
 if [ $fails -ne 0 ]; then
     echo "xdp_multiprog: $fails check(s) failed"; exit 1
