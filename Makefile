@@ -36,7 +36,10 @@ test: lint test-rust conformance test-netns test-preload test-trace
 # Unmodified control planes (bpftool, a libbpf program, xdp-tools in network
 # namespaces) under `bpfjet exec`, compared with the kernel (root). `build`
 # builds libbpfjet.so next to bpfjet. ringbuf.sh: libbpf's
-# ring_buffer__poll on a bpfjet ring buffer.
+# ring_buffer__poll on a bpfjet ring buffer. xdp_multiprog.sh: libxdp's
+# multi-program dispatcher (freplace) through xdp-loader and libxdp's API;
+# freplace.sh: libbpf's freplace API; tail_calls.sh: program fds in
+# PROG_ARRAY.
 test-preload: build
 	BPFJET=$(BPFJET) timeout 600 bash tests/preload/control_planes.sh
 	BPFJET=$(BPFJET) timeout 300 bash tests/preload/xdp_tools.sh
