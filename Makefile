@@ -36,13 +36,19 @@ test: lint test-rust conformance test-netns test-preload test-trace
 # Unmodified control planes (bpftool, a libbpf program, xdp-tools in network
 # namespaces) under `bpfjet exec`, compared with the kernel (root). `build`
 # builds libbpfjet.so next to bpfjet. ringbuf.sh: libbpf's
-# ring_buffer__poll on a bpfjet ring buffer. skeleton.sh: one libbpf
-# skeleton application (globals, hash updates while traffic runs, a ring
-# buffer, a bpf_link; then killed), the same binary against the kernel and
-# under exec. lifetimes.sh: a map held through fork and SCM_RIGHTS.
+# ring_buffer__poll on a bpfjet ring buffer. xdp_multiprog.sh: libxdp's
+# multi-program dispatcher (freplace) through xdp-loader and libxdp's API;
+# freplace.sh: libbpf's freplace API; tail_calls.sh: program fds in
+# PROG_ARRAY. skeleton.sh: one libbpf skeleton application (globals, hash
+# updates while traffic runs, a ring buffer, a bpf_link; then killed), the
+# same binary against the kernel and under exec. lifetimes.sh: a map held
+# through fork and SCM_RIGHTS.
 test-preload: build
 	BPFJET=$(BPFJET) timeout 600 bash tests/preload/control_planes.sh
 	BPFJET=$(BPFJET) timeout 300 bash tests/preload/xdp_tools.sh
+	BPFJET=$(BPFJET) timeout 300 bash tests/preload/xdp_multiprog.sh
+	BPFJET=$(BPFJET) timeout 120 bash tests/preload/freplace.sh
+	BPFJET=$(BPFJET) timeout 300 bash tests/preload/tail_calls.sh
 	BPFJET=$(BPFJET) timeout 300 bash tests/preload/ringbuf.sh
 	BPFJET=$(BPFJET) timeout 300 bash tests/preload/skeleton.sh
 	BPFJET=$(BPFJET) timeout 120 bash tests/preload/lifetimes.sh

@@ -9,8 +9,10 @@
 # plane that outlives xdp-loader. The verdict counts must be the same.
 #
 # libxdp runs its single-program fallback here: `ip netns exec` gives the
-# namespace a fresh /sys without bpffs, and libxdp's dispatcher needs one
-# (it also needs BPF_PROG_TYPE_EXT/freplace, which bpfjet does not run).
+# namespace a fresh /sys without bpffs, and libxdp's dispatcher needs one.
+# The last part mounts one: libxdp then loads through its dispatcher
+# (BPF_PROG_TYPE_EXT, freplace), which bpfjet serves and this kernel
+# refuses (tests/preload/xdp_multiprog.sh).
 #
 # Needs root, xdp-tools, bpftool, clang-19, iproute2.
 # Usage: BPFJET=target/release/bpfjet tests/preload/xdp_tools.sh
@@ -194,14 +196,18 @@ check "bpftool -j link show during the session" "$(cat "$WORK/kernel.links")" "$
 check "bpftool net show: the link's mode" "$(cat "$WORK/kernel.net")" "$(cat "$WORK/bpfjet.net")"
 check "the link's end detached its data plane" "no attachments" "$("$BPFJET" status --instance "$INST")"
 
-# ---- libxdp with a bpffs: its dispatcher needs freplace, so it falls back ----
+# ---- libxdp with a bpffs: its dispatcher (freplace) ---------------------------
+# With one program, libxdp's dispatcher has the program replace its entry
+# function (an EXT program linked to `xdp_dispatcher`); tests/preload/
+# xdp_multiprog.sh covers two programs.
 out=$(inA sh -c "mount -t bpf bpf /sys/fs/bpf && \
     '$BPFJET' exec --instance $INST -- xdp-loader load -v -m skb $VA '$WORK/udp_verdicts.o' 2>&1 && \
     '$BPFJET' exec --instance $INST -- xdp-loader status $VA && \
     '$BPFJET' exec --instance $INST -- xdp-loader unload $VA --all" 2>&1) || true
-check "with bpffs: libxdp's dispatcher check fails under bpfjet (no freplace)" "yes" \
-    "$(echo "$out" | grep -q 'Compatibility check for dispatcher program failed' && echo yes || echo "$out")"
-check "with bpffs: single-program fallback attached" "udp_verdicts skb" "$(echo "$out" | status_row)"
+check "with bpffs: libxdp's dispatcher check passes under bpfjet" "no" \
+    "$(echo "$out" | grep -q 'Compatibility check for dispatcher program failed' && echo yes || echo no)"
+check "with bpffs: the dispatcher attached, udp_verdicts in it" "xdp_dispatcher skb; udp_verdicts" \
+    "$(echo "$out" | status_row); $(echo "$out" | awk '$1 == "=>" { print $3 }')"
 check "with bpffs: unloaded" "no attachments" "$("$BPFJET" status --instance "$INST")"
 
 if [ $fails -ne 0 ]; then

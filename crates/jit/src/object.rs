@@ -124,15 +124,31 @@ impl CompiledPrograms {
             });
         }
         let loaded_table = loaded.program_table();
-        let entries = programs
+        // The table is indexed by PROG_ARRAY value: a program's position,
+        // or its slot when the object says so.
+        let mut at_slot: Vec<Option<usize>> = vec![None; loaded_table.len()];
+        for i in 0..programs.len() {
+            if let Some(s) = at_slot.get_mut(loaded.tail_slot(i)) {
+                *s = Some(i);
+            }
+        }
+        let entries = at_slot
             .iter()
             .zip(&loaded_table)
-            .map(|(p, loaded)| match (&p.jit, loaded) {
-                (Ok(c), _) => TailEntry::Compiled(Arc::clone(c.jit.inner())),
-                (Err(_), None) => TailEntry::Absent,
-                (Err(e), Some(_)) => {
-                    TailEntry::NoCode(format!("program {} has no native code: {e}", p.name))
+            .map(|(i, loaded)| match (i.map(|i| &programs[i]), loaded) {
+                (Some(p), _) if p.jit.is_ok() => {
+                    let c = p.jit.as_ref().expect("checked");
+                    TailEntry::Compiled(Arc::clone(c.jit.inner()))
                 }
+                (Some(p), Some(_)) => TailEntry::NoCode(format!(
+                    "program {} has no native code: {}",
+                    p.name,
+                    p.jit
+                        .as_ref()
+                        .err()
+                        .map_or(String::new(), |e| e.to_string())
+                )),
+                _ => TailEntry::Absent,
             })
             .collect();
         let tails = Arc::new(TailTable::new(entries));
@@ -141,9 +157,12 @@ impl CompiledPrograms {
                 c.jit = c.jit.with_tail_table(Arc::clone(&tails));
             }
         }
-        let table = programs
+        let table = at_slot
             .iter()
-            .map(|p| p.jit.as_ref().ok().map(|c| c.jit.program().clone()))
+            .map(|i| {
+                i.and_then(|i| programs[i].jit.as_ref().ok())
+                    .map(|c| c.jit.program().clone())
+            })
             .collect();
         CompiledPrograms { programs, table }
     }

@@ -106,6 +106,10 @@ pub struct LoadedObject {
     owners: crate::deployment::ProgArrayOwners,
     pub(crate) fib: Option<Arc<Fib>>,
     ncpus: usize,
+    /// The PROG_ARRAY value that names each program, when not its position
+    /// (programs loaded one by one through `bpf()`, whose PROG_ARRAY
+    /// values are program ids).
+    tail_slots: Option<Vec<u32>>,
 }
 
 impl LoadedObject {
@@ -307,6 +311,7 @@ impl LoadedObject {
             owners,
             fib: opts.fib.clone(),
             ncpus,
+            tail_slots: None,
         };
         for (k, o) in objects.iter().enumerate() {
             loaded.apply_static_inits(k, o.object, &reused_all[k])?;
@@ -368,9 +373,41 @@ impl LoadedObject {
             })
     }
 
-    /// The tail-call table: every program by id.
+    /// The tail-call table: every program by the PROG_ARRAY value that
+    /// names it (its position, or its slot, [`LoadedObject::set_tail_slots`]).
     pub fn program_table(&self) -> Vec<Option<Program>> {
-        self.programs.iter().map(|p| p.program.clone()).collect()
+        let Some(slots) = &self.tail_slots else {
+            return self.programs.iter().map(|p| p.program.clone()).collect();
+        };
+        let len = slots.iter().max().map_or(0, |&m| m as usize + 1);
+        let mut table = vec![None; len];
+        for (p, &slot) in self.programs.iter().zip(slots) {
+            table[slot as usize] = p.program.clone();
+        }
+        table
+    }
+
+    /// PROG_ARRAY values name program `i` as `slots[i]` (one per program,
+    /// distinct): for programs loaded one by one, whose arrays hold ids.
+    pub fn set_tail_slots(&mut self, slots: Vec<u32>) -> Result<(), RuntimeError> {
+        let distinct: std::collections::HashSet<u32> = slots.iter().copied().collect();
+        if slots.len() != self.programs.len() || distinct.len() != slots.len() {
+            return Err(RuntimeError::Deployment(format!(
+                "{} tail-call slots for {} programs (one distinct slot each)",
+                slots.len(),
+                self.programs.len()
+            )));
+        }
+        self.tail_slots = Some(slots);
+        Ok(())
+    }
+
+    /// Where program `i` (by position) sits in [`LoadedObject::program_table`].
+    pub fn tail_slot(&self, i: usize) -> usize {
+        self.tail_slots
+            .as_ref()
+            .and_then(|s| s.get(i))
+            .map_or(i, |&s| s as usize)
     }
 
     /// The object's maps and the inner maps programs reached.

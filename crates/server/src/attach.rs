@@ -43,6 +43,11 @@ pub struct Attachment {
     pub mode: u32,
     /// The XDP link that owns the attachment, 0 for a netlink attachment.
     pub link_id: u32,
+    /// Bumped when what the program runs changes without a new program id
+    /// (an EXT program linked into or unlinked from one of its functions):
+    /// the data plane rebuilds it, as a hot replace.
+    #[serde(default)]
+    pub revision: u64,
 }
 
 impl Attachment {
@@ -64,6 +69,9 @@ pub struct DataPlaneStatus {
     pub state: String,
     /// The program it runs now.
     pub prog_id: u32,
+    /// The attachment revision the running program was built for.
+    #[serde(default)]
+    pub revision: u64,
     pub prog_name: String,
     pub engine: String,
     pub describe: String,
@@ -220,7 +228,7 @@ pub fn deploy(ns: &Namespace, a: &Attachment) -> Result<(), Errno> {
     let started = Instant::now();
     loop {
         if let Some(s) = ns.data_plane_status(a.ifindex) {
-            if s.state == "running" && s.prog_id == a.prog_id {
+            if s.state == "running" && s.prog_id == a.prog_id && s.revision == a.revision {
                 return Ok(());
             }
             if s.state == "failed" {
@@ -250,7 +258,11 @@ pub fn replace(ns: &Namespace, a: &Attachment) -> Result<(), Errno> {
     let started = Instant::now();
     while started.elapsed() < START_TIMEOUT {
         match ns.data_plane_status(a.ifindex) {
-            Some(s) if s.state == "running" && s.prog_id == a.prog_id => return Ok(()),
+            Some(s)
+                if s.state == "running" && s.prog_id == a.prog_id && s.revision == a.revision =>
+            {
+                return Ok(())
+            }
             Some(s) if s.state == "failed" || !alive(s.pid) => break,
             _ => {}
         }

@@ -2,6 +2,7 @@
 //! implement it.
 
 use crate::fds::FdTable;
+use crate::freplace;
 use crate::maps;
 use crate::namespace::{Kind, Namespace, ObjRef};
 use crate::objects::{BtfObj, MapMeta, MapObj, Obj, ProgObj, ProgRecord};
@@ -76,6 +77,14 @@ impl BpfjetBackend {
     pub fn release_all(&self) {
         // SAFETY: opening /dev/null; the fd is closed below.
         let null = unsafe { libc::open(c"/dev/null".as_ptr(), libc::O_RDONLY | libc::O_CLOEXEC) };
+        // Untracked fds that name objects (dups libxdp makes with
+        // F_DUPFD_CLOEXEC) end with the process too.
+        if null >= 0 {
+            for (fd, _) in self.untracked_object_fds() {
+                // SAFETY: as below.
+                unsafe { libc::dup3(null, fd, libc::O_CLOEXEC) };
+            }
+        }
         for fd in self.fds.all() {
             let r = self.take_fd(fd);
             if null >= 0 {
@@ -101,18 +110,25 @@ impl BpfjetBackend {
     /// `fcntl(F_DUPFD)` of one (iproute2 dups its program fds), inherited or
     /// received. Looked for only when an object is about to be freed.
     fn held_by_untracked_fd(&self, r: ObjRef) -> bool {
+        self.untracked_object_fds().into_iter().any(|(_, o)| o == r)
+    }
+
+    /// This process's fds that name a bpfjet object but are not in the fd
+    /// table, with the object.
+    fn untracked_object_fds(&self) -> Vec<(i32, ObjRef)> {
         let Ok(dir) = std::fs::read_dir("/proc/self/fd") else {
-            return false;
+            return Vec::new();
         };
         dir.filter_map(|e| e.ok())
-            .filter(|e| {
-                e.file_name()
-                    .to_str()
-                    .and_then(|n| n.parse::<i32>().ok())
-                    .is_some_and(|fd| self.fds.get(fd).is_none())
+            .filter_map(|e| {
+                let fd = e.file_name().to_str()?.parse::<i32>().ok()?;
+                if self.fds.get(fd).is_some() {
+                    return None;
+                }
+                let target = std::fs::read_link(e.path()).ok()?;
+                Some((fd, self.ns.identify(target.to_str()?)?))
             })
-            .filter_map(|e| std::fs::read_link(e.path()).ok())
-            .any(|p| p.to_str().and_then(|p| self.ns.identify(p)) == Some(r))
+            .collect()
     }
 
     fn held_in_table(&self, r: ObjRef) -> bool {
@@ -148,9 +164,16 @@ impl BpfjetBackend {
         if self.held_here(r) || self.held_by_fd(r) {
             return;
         }
-        // An attached program runs on after its loader let go of it.
+        // An attached program runs on after its loader let go of it; an
+        // EXT program not yet linked holds its load-time target.
         if let ObjRef::Prog(id) = r {
-            if self.ns.prog_attached(id) || self.prog_linked(id) {
+            if self.ns.prog_attached(id)
+                || self.prog_linked(id)
+                || self
+                    .prog_records()
+                    .iter()
+                    .any(|p| p.attach_prog_id == id && !p.load_target_used)
+            {
                 return;
             }
         }
@@ -169,6 +192,9 @@ impl BpfjetBackend {
                     }
                     if rec.btf_id != 0 {
                         self.release(ObjRef::Btf(rec.btf_id));
+                    }
+                    if rec.attach_prog_id != 0 && !rec.load_target_used {
+                        self.release(ObjRef::Prog(rec.attach_prog_id));
                     }
                 }
             }
@@ -452,13 +478,20 @@ impl BpfjetBackend {
             btf_id,
             btf_key_type_id: m.btf_key_type_id,
             btf_value_type_id: m.btf_value_type_id,
+            tail_owner: None,
         };
-        self.ns.write_record(
-            Kind::Map,
-            map.id(),
-            &serde_json::to_vec(&meta).map_err(|_| Errno::EINVAL)?,
-        )?;
-        self.new_fd(Obj::Map(Arc::new(MapObj { map, meta })))
+        let record = serde_json::to_vec(&meta).map_err(|_| Errno::EINVAL)?;
+        let id = map.id();
+        // The fd (and its lock) first: a sweep frees only maps with a record.
+        let fd = self.new_fd(Obj::Map(Arc::new(MapObj { map, meta })))?;
+        if let Err(e) = self.ns.write_record(Kind::Map, id, &record) {
+            self.take_fd(fd as i32);
+            // SAFETY: the fd made above, not yet returned to the caller.
+            unsafe { libc::close(fd as i32) };
+            let _ = self.ns.instance().remove_map(id);
+            return Err(e);
+        }
+        Ok(fd)
     }
 
     /// Map-in-map values are map fds for user space and map ids inside.
@@ -489,17 +522,32 @@ impl BpfjetBackend {
             None => return self.kernel.execute(cmd),
         };
         let map = &m.map;
-        if matches!(map.map_type(), MapType::ProgArray | MapType::Xskmap)
-            && matches!(cmd, Command::MapUpdateElem(_))
-        {
-            // Their values are program fds / AF_XDP socket fds, which
-            // bpfjet does not translate yet: refuse rather than store an
-            // fd number as if it were an id.
+        if map.map_type() == MapType::Xskmap && matches!(cmd, Command::MapUpdateElem(_)) {
+            // AF_XDP socket fds: bpfjet's data plane has no consumer for an
+            // XSKMAP redirect; refuse rather than store an fd number.
             self.warn_once(
-                &format!("BPF_MAP_UPDATE_ELEM on a {} map", map.map_type()),
-                "program and socket fds as map values are not translated yet",
+                "BPF_MAP_UPDATE_ELEM on an xskmap map",
+                "socket fds as map values are not translated",
             );
             return Err(Errno::EINVAL);
+        }
+        if map.map_type() == MapType::ProgArray {
+            // Program fds in, program ids stored (crate::tail_calls).
+            let r = match cmd {
+                Command::MapUpdateElem(e) => {
+                    let id = self.prog_array_value(map, e.value)?;
+                    let k = user::slice(e.key, map.key_size() as usize)?;
+                    map.update_elem(k, &id, e.flags)
+                        .map_err(|e| maps::errno(&e))
+                }
+                Command::MapDeleteElem(e) => maps::delete(map, e),
+                Command::MapLookupElem(e) => return maps::lookup(map, e).map(|()| 0),
+                Command::MapGetNextKey(e) => return maps::next_key(map, e).map(|()| 0),
+                _ => Err(Errno::EINVAL),
+            };
+            r?;
+            self.prog_array_changed(map.id())?;
+            return Ok(0);
         }
         match cmd {
             Command::MapLookupElem(e) => maps::lookup(map, e),
@@ -537,7 +585,20 @@ impl BpfjetBackend {
         user::check_log(p.log_level, p.log_buf, p.log_size)?;
         let license = user::cstring(p.license, 128)?;
         let refs = progs::map_lddws(&words);
-        if p.prog_type != BPF_PROG_TYPE_XDP && !progs::context_free(&words) {
+        let func_info = freplace::read_func_info(p)?;
+        let ext_target = if p.prog_type == freplace::BPF_PROG_TYPE_EXT {
+            match self.ext_load_target(p, &func_info) {
+                // The target is a kernel program: the kernel's extension.
+                None => return self.kernel.execute(cmd),
+                Some(Err(r)) => return self.refuse(p, r),
+                Some(Ok(t)) => Some(t),
+            }
+        } else {
+            None
+        };
+        let (attach_prog_id, attach_btf_id, attach_btf_obj_id) = ext_target.unwrap_or((0, 0, 0));
+        if p.prog_type != BPF_PROG_TYPE_XDP && ext_target.is_none() && !progs::context_free(&words)
+        {
             if refs.is_empty() {
                 // A program type bpfjet does not run and that touches no
                 // bpfjet object (libbpf's feature probes): the kernel's.
@@ -603,12 +664,32 @@ impl BpfjetBackend {
             load_time: boottime_ns(),
             // SAFETY: getuid cannot fail.
             uid: unsafe { libc::getuid() },
+            func_info,
+            attach_prog_id,
+            attach_btf_id,
+            attach_btf_obj_id,
+            load_target_used: false,
         };
         let loaded = match progs::build(&rec, &maps, self.instance_handle()?) {
             Ok(l) => l,
             Err(r) => return self.refuse(p, r),
         };
-        let id = self.ns.create_record(Kind::Prog, |id| {
+        // The kernel's PROG_ARRAY owner rule for the arrays it uses.
+        for m in maps.iter().filter(|m| m.map_type() == MapType::ProgArray) {
+            if self.claim_prog_array(m.id(), &rec).is_err() {
+                return self.refuse(
+                    p,
+                    Refusal::new(
+                        Errno::EINVAL,
+                        format!(
+                            "PROG_ARRAY {} belongs to programs of another type, frags flag or attach type",
+                            m.name()
+                        ),
+                    ),
+                );
+            }
+        }
+        let (id, _creating) = self.ns.create_record(Kind::Prog, |id| {
             let mut r = rec.clone();
             r.id = id;
             serde_json::to_vec(&r).unwrap_or_default()
@@ -682,9 +763,23 @@ impl BpfjetBackend {
             opts.rx_queue_index = w(4);
             opts.linear_size = Some(w(1));
         }
-        let name = prog.loaded.program_names()[0].to_string();
+        // With its extensions linked in and the programs its PROG_ARRAYs
+        // hold, as it would run attached.
+        let linked = if self.needs_rebuild(&prog.rec) {
+            let instance = self.instance_handle()?;
+            let (_, loaded, _) = crate::tail_calls::runnable(&self.ns, &prog.rec, instance)
+                .map_err(|r| {
+                    self.warn_once(&format!("program {}", prog.rec.name), &r.log);
+                    r.errno
+                })?;
+            Some(loaded)
+        } else {
+            None
+        };
+        let loaded = linked.as_ref().unwrap_or(&prog.loaded);
+        let name = loaded.program_names()[0].to_string();
         let started = Instant::now();
-        let r = prog.loaded.test_run(&name, &data, &opts).map_err(|e| {
+        let r = loaded.test_run(&name, &data, &opts).map_err(|e| {
             self.warn_once(&format!("BPF_PROG_TEST_RUN of {name}"), &e.to_string());
             match e {
                 // More than MAX_SKB_FRAGS fragments, as the kernel.
@@ -824,7 +919,37 @@ impl BpfjetBackend {
             user::write(ids_ptr, &ids)?;
         }
         b[ProgInfo::MAP_IDS_OFF..ProgInfo::MAP_IDS_OFF + 8].copy_from_slice(&ids_ptr.to_ne_bytes());
+        self.func_info_out(rec, i, &mut b)?;
         Ok(b)
+    }
+
+    /// `func_info` (8-byte `bpf_func_info` records) into the caller's
+    /// array, as the kernel: a record size other than 8 is `EINVAL`.
+    fn func_info_out(&self, rec: &ProgRecord, i: &GetInfo, b: &mut [u8]) -> Result<(), Errno> {
+        const REC_SIZE: u32 = 8;
+        let want = Self::user_u32(i, ProgInfo::NR_FUNC_INFO_OFF)? as usize;
+        let rec_size = Self::user_u32(i, ProgInfo::FUNC_INFO_REC_SIZE_OFF)?;
+        if (want != 0 || rec_size != 0) && rec_size != REC_SIZE {
+            return Err(Errno::EINVAL);
+        }
+        let ptr = Self::user_u64(i, ProgInfo::FUNC_INFO_OFF)?;
+        if want > 0 && ptr != 0 {
+            let recs: Vec<u8> = rec
+                .func_info
+                .iter()
+                .take(want)
+                .flat_map(|&(off, ty)| off.to_ne_bytes().into_iter().chain(ty.to_ne_bytes()))
+                .collect();
+            user::write(ptr, &recs)?;
+        }
+        let put =
+            |b: &mut [u8], off: usize, v: u32| b[off..off + 4].copy_from_slice(&v.to_ne_bytes());
+        put(b, ProgInfo::FUNC_INFO_REC_SIZE_OFF, REC_SIZE);
+        b[ProgInfo::FUNC_INFO_OFF..ProgInfo::FUNC_INFO_OFF + 8].copy_from_slice(&ptr.to_ne_bytes());
+        put(b, ProgInfo::NR_FUNC_INFO_OFF, rec.func_info.len() as u32);
+        put(b, ProgInfo::ATTACH_BTF_OBJ_ID_OFF, rec.attach_btf_obj_id);
+        put(b, ProgInfo::ATTACH_BTF_ID_OFF, rec.attach_btf_id);
+        Ok(())
     }
 
     fn btf_info(&self, btf: &BtfObj, i: &GetInfo) -> Result<Vec<u8>, Errno> {
@@ -862,7 +987,7 @@ impl BpfjetBackend {
             b.btf_log_true_size.set(needed);
             return Err(errno);
         }
-        let id = self.ns.create_record(Kind::Btf, |_| raw.clone())?;
+        let (id, _creating) = self.ns.create_record(Kind::Btf, |_| raw.clone())?;
         self.new_fd(Obj::Btf(Arc::new(BtfObj { id, raw })))
     }
 
@@ -1050,6 +1175,12 @@ impl Backend for BpfjetBackend {
                     return Err(Errno::EINVAL);
                 }
                 self.kernel.execute(cmd)
+            }
+            Command::Other(bpfjet_sys::Cmd::RawTracepointOpen, raw) => {
+                match self.raw_tracepoint_open(raw) {
+                    Some(r) => r,
+                    None => self.kernel.execute(cmd),
+                }
             }
             Command::Other(c, raw) if crate::links::is_link_command(*c) => {
                 self.link_command(*c, raw, cmd)

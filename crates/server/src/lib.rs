@@ -12,12 +12,14 @@
 pub mod attach;
 mod backend;
 mod fds;
+mod freplace;
 mod holders;
 mod links;
 mod maps;
 mod namespace;
 mod objects;
 mod progs;
+mod tail_calls;
 mod user;
 mod xdp;
 

@@ -34,6 +34,26 @@ pub struct LinkRecord {
     /// 0 once detached.
     pub ifindex: u32,
     pub flags: u32,
+    /// A freplace link: the program whose function it replaces (0 for an
+    /// XDP link), that function's BTF id and first instruction.
+    #[serde(default)]
+    pub target_prog_id: u32,
+    #[serde(default)]
+    pub target_btf_id: u32,
+    #[serde(default)]
+    pub target_insn_off: u32,
+    /// The EXT program's `expected_attach_type`, as link info reports it.
+    #[serde(default)]
+    pub attach_type: u32,
+    /// A freplace link after `BPF_LINK_DETACH`.
+    #[serde(default)]
+    pub detached: bool,
+}
+
+impl LinkRecord {
+    pub fn is_freplace(&self) -> bool {
+        self.target_prog_id != 0
+    }
 }
 
 pub fn is_link_command(c: Cmd) -> bool {
@@ -41,7 +61,7 @@ pub fn is_link_command(c: Cmd) -> bool {
 }
 
 /// The attr's `u32` at `off` (a short attr is zero-extended, as decoded).
-fn word(raw: &[u8], off: usize) -> u32 {
+pub(crate) fn word(raw: &[u8], off: usize) -> u32 {
     let mut b = [0u8; 4];
     for (i, x) in b.iter_mut().enumerate() {
         *x = raw.get(off + i).copied().unwrap_or(0);
@@ -50,11 +70,11 @@ fn word(raw: &[u8], off: usize) -> u32 {
 }
 
 impl BpfjetBackend {
-    fn link_record(&self, id: u32) -> Result<LinkRecord, Errno> {
+    pub(crate) fn link_record(&self, id: u32) -> Result<LinkRecord, Errno> {
         serde_json::from_slice(&self.ns.read_record(Kind::Link, id)?).map_err(|_| Errno::EINVAL)
     }
 
-    fn write_link(&self, rec: &LinkRecord) -> Result<(), Errno> {
+    pub(crate) fn write_link(&self, rec: &LinkRecord) -> Result<(), Errno> {
         let bytes = serde_json::to_vec(rec).map_err(|_| Errno::EINVAL)?;
         self.ns.write_record(Kind::Link, rec.id, &bytes)
     }
@@ -69,6 +89,9 @@ impl BpfjetBackend {
 
     pub(crate) fn link_command(&self, c: Cmd, raw: &[u8], cmd: &Command) -> Result<i64, Errno> {
         match c {
+            Cmd::LinkCreate if self.ext_prog(word(raw, 0)).is_some() => {
+                self.freplace_link_create(raw)
+            }
             Cmd::LinkCreate => self.link_create(raw, cmd),
             Cmd::LinkUpdate => self.link_update(raw, cmd),
             _ => self.link_detach(raw, cmd),
@@ -106,8 +129,13 @@ impl BpfjetBackend {
             prog_id,
             ifindex,
             flags,
+            target_prog_id: 0,
+            target_btf_id: 0,
+            target_insn_off: 0,
+            attach_type: BPF_XDP,
+            detached: false,
         };
-        let id = self.ns.create_record(Kind::Link, |id| {
+        let (id, _creating) = self.ns.create_record(Kind::Link, |id| {
             let mut r = rec.clone();
             r.id = id;
             serde_json::to_vec(&r).unwrap_or_default()
@@ -130,8 +158,12 @@ impl BpfjetBackend {
         if flags & !BPF_F_REPLACE != 0 {
             return Err(Errno::EINVAL);
         }
-        let new_id = self.xdp_prog(new_fd).ok_or(Errno::EBADF)??;
         let mut rec = self.link_record(id)?;
+        if rec.is_freplace() {
+            // The kernel's tracing links have no update_prog.
+            return Err(Errno::EINVAL);
+        }
+        let new_id = self.xdp_prog(new_fd).ok_or(Errno::EBADF)??;
         if flags & BPF_F_REPLACE != 0 {
             let old = self.xdp_prog(old_fd).ok_or(Errno::EBADF)??;
             if old != rec.prog_id {
@@ -161,6 +193,9 @@ impl BpfjetBackend {
             None => return self.kernel.execute(cmd),
         };
         let mut rec = self.link_record(id)?;
+        if rec.is_freplace() {
+            return self.freplace_link_detach(rec);
+        }
         if rec.ifindex == 0 {
             return Err(Errno(ENOLINK));
         }
@@ -184,6 +219,10 @@ impl BpfjetBackend {
         let Ok(rec) = self.link_record(id) else {
             return;
         };
+        if rec.is_freplace() {
+            self.release_freplace_link(rec);
+            return;
+        }
         if rec.ifindex != 0 {
             self.detach_link(&rec);
         }
@@ -191,17 +230,21 @@ impl BpfjetBackend {
         self.release(ObjRef::Prog(rec.prog_id));
     }
 
-    /// Whether a link (attached or detached) holds program `id`.
+    /// Whether a link (attached or detached) holds program `id`, as its
+    /// program or (a freplace link) its target.
     pub(crate) fn prog_linked(&self, id: u32) -> bool {
-        self.ns
-            .ids(Kind::Link)
-            .into_iter()
-            .any(|l| self.link_record(l).is_ok_and(|r| r.prog_id == id))
+        self.ns.ids(Kind::Link).into_iter().any(|l| {
+            self.link_record(l)
+                .is_ok_and(|r| r.prog_id == id || r.target_prog_id == id)
+        })
     }
 
-    /// `struct bpf_link_info` of an XDP link.
+    /// `struct bpf_link_info` of an XDP or freplace link.
     pub(crate) fn link_info(&self, id: u32) -> Result<(Vec<u8>, usize), Errno> {
         let rec = self.link_record(id)?;
+        if rec.is_freplace() {
+            return Ok(crate::freplace::link_info(&rec, LINK_INFO_SIZE));
+        }
         let mut b = vec![0u8; LINK_INFO_SIZE];
         b[0..4].copy_from_slice(&BPF_LINK_TYPE_XDP.to_ne_bytes());
         b[4..8].copy_from_slice(&id.to_ne_bytes());

@@ -156,12 +156,15 @@ impl Namespace {
 
     /// Allocate the next id of `kind` and write its record. Ids are never
     /// reused within an instance, like the kernel's: a counter file, locked
-    /// while it is advanced, remembers the last one.
+    /// while it is advanced, remembers the last one. The record is returned
+    /// open and holding its object (a shared lock, see `holders`) until the
+    /// caller has handed out the object's first fd: however long that takes
+    /// (an attach starts a data plane), no sweep frees the new object.
     pub fn create_record(
         &self,
         kind: Kind,
         contents: impl Fn(u32) -> Vec<u8>,
-    ) -> Result<u32, Errno> {
+    ) -> Result<(u32, File), Errno> {
         use std::io::{Read, Seek};
         use std::os::unix::io::AsRawFd;
         let mut counter = OpenOptions::new()
@@ -197,8 +200,9 @@ impl Namespace {
         counter
             .write_all(id.to_string().as_bytes())
             .map_err(io_errno)?;
+        crate::holders::hold(file.as_raw_fd());
         file.write_all(&contents(id)).map_err(io_errno)?;
-        Ok(id)
+        Ok((id, file))
     }
 
     /// Write the record of an id allocated elsewhere (a map's metadata).

@@ -10,7 +10,7 @@ pub enum Obj {
     Map(Arc<MapObj>),
     Prog(Arc<ProgObj>),
     Btf(Arc<BtfObj>),
-    /// An XDP link: its id (the record is in the namespace).
+    /// An XDP or freplace link: its id (the record is in the namespace).
     Link(u32),
     /// The fd `BPF_ENABLE_STATS` returns: statistics are counted while one
     /// is open.
@@ -26,6 +26,10 @@ pub struct MapMeta {
     pub btf_id: u32,
     pub btf_key_type_id: u32,
     pub btf_value_type_id: u32,
+    /// A PROG_ARRAY's owner class (`crate::tail_calls::TailClass`), set
+    /// by the first program that uses it.
+    #[serde(default)]
+    pub tail_owner: Option<(u32, bool, u32)>,
 }
 
 pub struct MapObj {
@@ -53,6 +57,24 @@ pub struct ProgRecord {
     pub load_time: u64,
     pub uid: u32,
     pub tag: [u8; 8],
+    /// `bpf_func_info` records as loaded: `(insn_off, type_id)` in
+    /// `btf_id`'s BTF. They name the global functions an EXT program can
+    /// replace.
+    #[serde(default)]
+    pub func_info: Vec<(u32, u32)>,
+    /// An EXT program: the program and the function (BTF id) it was loaded
+    /// to replace (`attach_prog_fd`, `attach_btf_id`).
+    #[serde(default)]
+    pub attach_prog_id: u32,
+    #[serde(default)]
+    pub attach_btf_id: u32,
+    /// The target's BTF id (`attach_btf_obj_id` of the program's info).
+    #[serde(default)]
+    pub attach_btf_obj_id: u32,
+    /// The load-time target was taken by a link; another attach must name
+    /// its target, as in the kernel.
+    #[serde(default)]
+    pub load_target_used: bool,
 }
 
 pub struct ProgObj {

@@ -193,7 +193,11 @@ pub fn build(
     maps: &[Arc<Map>],
     instance: Instance,
 ) -> Result<LoadedObject, Refusal> {
-    if rec.prog_type != BPF_PROG_TYPE_XDP && !context_free(&rec.insns) {
+    // An EXT program is verified under its target's type (XDP).
+    if rec.prog_type != BPF_PROG_TYPE_XDP
+        && rec.prog_type != crate::freplace::BPF_PROG_TYPE_EXT
+        && !context_free(&rec.insns)
+    {
         return Err(Refusal::new(
             Errno::EINVAL,
             format!(
@@ -202,7 +206,15 @@ pub fn build(
             ),
         ));
     }
-    let obj = object_of(rec, maps);
+    build_object(&object_of(rec, maps), maps, instance)
+}
+
+/// Verify and bind an object whose map table is `maps` (in order).
+pub fn build_object(
+    obj: &Object,
+    maps: &[Arc<Map>],
+    instance: Instance,
+) -> Result<LoadedObject, Refusal> {
     let opts = ObjectOptions {
         ncpus: instance.ncpus() as usize,
         ..ObjectOptions::default()
@@ -215,7 +227,7 @@ pub fn build(
         next.set(i + 1);
         maps.get(i).cloned()
     };
-    let (loaded, _) = LoadedObject::load_in(&obj, &opts, instance, &reuse).map_err(|e| {
+    let (loaded, _) = LoadedObject::load_in(obj, &opts, instance, &reuse).map_err(|e| {
         let log = match &e {
             RuntimeError::Rejected { report, .. } => report.clone(),
             other => other.to_string(),

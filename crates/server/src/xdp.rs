@@ -6,7 +6,7 @@ use crate::attach::{XDP_FLAGS_HW_MODE, XDP_FLAGS_UPDATE_IF_NOEXIST};
 use crate::backend::BpfjetBackend;
 use crate::namespace::{Kind, Namespace, ObjRef};
 use crate::objects::{Obj, ProgRecord};
-use crate::progs::{self, BPF_PROG_TYPE_XDP};
+use crate::progs::BPF_PROG_TYPE_XDP;
 use bpfjet_obj::Object;
 use bpfjet_runtime::LoadedObject;
 use bpfjet_sys::Errno;
@@ -109,6 +109,7 @@ impl BpfjetBackend {
             prog_id,
             mode,
             link_id,
+            revision: current.as_ref().map_or(0, |c| c.revision + 1),
         };
         match current {
             Some(c) if c.prog_id == prog_id && c.mode == mode => Ok(()),
@@ -163,18 +164,7 @@ pub fn data_plane_program(
             rec.prog_type
         ));
     }
-    let maps = rec
-        .map_ids
-        .iter()
-        .map(|&m| {
-            ns.instance()
-                .map_by_id(m)
-                .map_err(|e| format!("program id {id}: map id {m}: {e}"))
-        })
-        .collect::<Result<Vec<_>, _>>()?;
     let instance = bpfjet_maps::Instance::open(ns.name()).map_err(|e| e.to_string())?;
-    let object = progs::object_of(&rec, &maps);
-    let loaded = progs::build(&rec, &maps, instance).map_err(|r| r.log)?;
-    let name = object.programs[0].name.clone();
-    Ok((object, loaded, name))
+    // With its extensions linked in and the programs its PROG_ARRAYs hold.
+    crate::tail_calls::runnable(ns, &rec, instance).map_err(|r| r.log)
 }

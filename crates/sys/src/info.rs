@@ -83,6 +83,12 @@ impl ProgInfo {
     pub const NR_MAP_IDS_OFF: usize = 52;
     pub const MAP_IDS_OFF: usize = 56;
     pub const JITED_LEN_OFF: usize = 16;
+    /// `func_info_rec_size`, `func_info` (u64 address), `nr_func_info`.
+    pub const FUNC_INFO_REC_SIZE_OFF: usize = 132;
+    pub const FUNC_INFO_OFF: usize = 136;
+    pub const NR_FUNC_INFO_OFF: usize = 144;
+    pub const ATTACH_BTF_OBJ_ID_OFF: usize = 220;
+    pub const ATTACH_BTF_ID_OFF: usize = 224;
 
     pub fn to_bytes(&self) -> Vec<u8> {
         let mut b = vec![0u8; Self::SIZE];

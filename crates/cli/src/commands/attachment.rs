@@ -6,6 +6,7 @@
 //! receive queue of the interface over AF_XDP, exactly as `bpfjet run
 //! --iface` (kernel steering program, `XDP_PASS` through the TAP), and
 //! polls the attachment record (`bpfjet_server::attach`): a new program id
+//! or revision (an EXT program linked into one of the program's functions)
 //! is a hot replace between batches, a removed record (detach, the link's
 //! last reference gone) or SIGTERM stops it. Its state and counters go to
 //! the attachment's status file, which `bpfjet status` prints.
@@ -35,17 +36,19 @@ pub struct ServeAttachmentArgs {
 /// A program ready to run: kept alive while any worker may still run it.
 struct Generation {
     prog_id: u32,
+    revision: u64,
     name: String,
     prepared: Prepared,
     _loaded: LoadedObject,
 }
 
-fn prepare(ns: &Namespace, prog_id: u32) -> Result<Generation> {
+fn prepare(ns: &Namespace, prog_id: u32, revision: u64) -> Result<Generation> {
     let (object, loaded, name) =
         data_plane_program(ns, prog_id).map_err(|e| anyhow!("program id {prog_id}: {e}"))?;
     let prepared = engine::prepare(&object, &loaded, &name, EngineChoice::Auto, false)?;
     Ok(Generation {
         prog_id,
+        revision,
         name,
         prepared,
         _loaded: loaded,
@@ -98,7 +101,7 @@ fn serve(ns: &Namespace, ifindex: u32, status: &mut DataPlaneStatus) -> Result<(
         .attachment(ifindex)
         .ok_or_else(|| anyhow!("no attachment on ifindex {ifindex}"))?;
     sweep_periodically(ns);
-    let mut current = prepare(ns, a.prog_id)?;
+    let mut current = prepare(ns, a.prog_id, a.revision)?;
     let queues = rx_queues(&a.ifname);
     let spec = IfaceSpec::parse(&format!("{}:{queues}", a.ifname))?;
     let cfg = XskConfig {
@@ -136,6 +139,7 @@ fn serve(ns: &Namespace, ifindex: u32, status: &mut DataPlaneStatus) -> Result<(
     let (pool, teardown) = session.into_parts();
     status.engine = current.prepared.engine.name().into();
     status.prog_id = current.prog_id;
+    status.revision = current.revision;
     status.prog_name = current.name.clone();
     status.state = "running".into();
     ns.write_data_plane_status(ifindex, status)?;
@@ -151,12 +155,13 @@ fn serve(ns: &Namespace, ifindex: u32, status: &mut DataPlaneStatus) -> Result<(
         let Some(a) = ns.attachment(ifindex) else {
             break;
         };
-        if a.prog_id != current.prog_id {
-            match swap(ns, &switch, &slots, a.prog_id) {
+        if a.prog_id != current.prog_id || a.revision != current.revision {
+            match swap(ns, &switch, &slots, a.prog_id, a.revision) {
                 Ok(g) => {
                     previous = Some(std::mem::replace(&mut current, g));
                     status.replaces += 1;
                     status.prog_id = current.prog_id;
+                    status.revision = current.revision;
                     status.prog_name = current.name.clone();
                     status.engine = current.prepared.engine.name().into();
                     status.error.clear();
@@ -193,14 +198,15 @@ fn serve(ns: &Namespace, ifindex: u32, status: &mut DataPlaneStatus) -> Result<(
     outcome
 }
 
-/// Build `prog_id` and stage it on every worker; returns once all run it.
+/// Build `prog_id` (with the EXT programs linked into it now) and stage it on every worker; returns once all run it.
 fn swap(
     ns: &Namespace,
     switch: &ProgramSwitch,
     slots: &[(u32, u32)],
     prog_id: u32,
+    revision: u64,
 ) -> Result<Generation> {
-    let g = prepare(ns, prog_id)?;
+    let g = prepare(ns, prog_id, revision)?;
     let runners = slots
         .iter()
         .enumerate()
