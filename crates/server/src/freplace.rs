@@ -551,6 +551,8 @@ impl BpfjetBackend {
         rec.detached = true;
         self.write_link(&rec)?;
         self.relink(rec.target_prog_id)?;
+        // A detached link no longer holds its target (the kernel puts it).
+        self.release_as(ObjRef::Prog(rec.target_prog_id), true);
         Ok(0)
     }
 
@@ -562,7 +564,9 @@ impl BpfjetBackend {
             let _ = self.relink(rec.target_prog_id);
         }
         self.release_as(ObjRef::Prog(rec.prog_id), true);
-        self.release_as(ObjRef::Prog(rec.target_prog_id), true);
+        if !rec.detached {
+            self.release_as(ObjRef::Prog(rec.target_prog_id), true);
+        }
     }
 }
 
