@@ -71,6 +71,9 @@ check "a second extension of the same function: EBUSY" \
     "second link into slot: Device or resource busy" "$(line "$jet" 'second link')"
 check "the load-time target taken: EINVAL" \
     "raw_tracepoint_open after the load-time target was taken: Invalid argument" "$(line "$jet" 'raw_tracepoint_open')"
+check "LINK_DETACH: the original function runs again" \
+    "$(line "$kernel" original | sed 's/^original/link detached/')" "$(line "$jet" 'link detached')"
+check "LINK_DETACH twice: ENOLINK" "detach again: Link has been severed" "$(line "$jet" 'detach again')"
 check "link gone: the original function runs again" \
     "$(line "$kernel" original | sed 's/^original/link gone/')" "$(line "$jet" 'link gone')"
 check "nothing left behind" "0 0" "$(ls "$WORK/run/$INST/progs" | wc -l) $(ls "$WORK/run/$INST/links" | wc -l)"

@@ -148,6 +148,9 @@ int main(int argc, char **argv) {
     printf("raw_tracepoint_open after the load-time target was taken: %s\n",
            again < 0 ? strerror(errno) : "made");
 
+    printf("detach: %s\n", bpf_link__detach(link) ? strerror(errno) : "ok");
+    verdicts("link detached", tfd);
+    printf("detach again: %s\n", bpf_link__detach(link) ? strerror(errno) : "ok");
     bpf_link__destroy(link);
     verdicts("link gone", tfd);
     bpf_object__close(e);

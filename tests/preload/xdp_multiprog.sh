@@ -67,8 +67,23 @@ check() { # name expected actual
         echo "FAIL $1"; echo "  expected: $2"; echo "  got:      $3"; fails=$((fails + 1))
     fi
 }
-inK() { ip netns exec "$A" env LIBXDP_BPFFS="$WORK/kbpffs" "$@"; }
-jx() { ip netns exec "$A" env LIBXDP_BPFFS="$WORK/jbpffs" "$BPFJET" exec --instance "$INST" -- "$@"; }
+# xdp-loader takes a machine-wide lock (/run/xdp-loader.lck): another
+# xdp-loader starting at the same moment (a parallel test) makes it fail at
+# once with "Unable to read PID from lockfile" before it does anything, so
+# such a run is retried.
+retry_lock() {
+    local rc
+    for _ in $(seq 40); do
+        rc=0
+        "$@" > "$WORK/out" 2> "$WORK/err" || rc=$?
+        grep -q "lockfile\|program lock" "$WORK/err" || break
+        sleep 0.25
+    done
+    cat "$WORK/out"; cat "$WORK/err" >&2
+    return $rc
+}
+inK() { retry_lock ip netns exec "$A" env LIBXDP_BPFFS="$WORK/kbpffs" "$@"; }
+jx() { retry_lock ip netns exec "$A" env LIBXDP_BPFFS="$WORK/jbpffs" "$BPFJET" exec --instance "$INST" -- "$@"; }
 
 for p in mp_count mp_drop; do
     clang-19 -O2 -g -target bpf -I "/usr/include/$(uname -m)-linux-gnu" \

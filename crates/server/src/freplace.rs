@@ -550,6 +550,8 @@ impl BpfjetBackend {
         rec.detached = true;
         self.write_link(&rec)?;
         self.relink(rec.target_prog_id)?;
+        // A detached link no longer holds its target (the kernel puts it).
+        self.release_as(ObjRef::Prog(rec.target_prog_id), true);
         Ok(0)
     }
 
@@ -561,7 +563,9 @@ impl BpfjetBackend {
             let _ = self.relink(rec.target_prog_id);
         }
         self.release(ObjRef::Prog(rec.prog_id));
-        self.release(ObjRef::Prog(rec.target_prog_id));
+        if !rec.detached {
+            self.release(ObjRef::Prog(rec.target_prog_id));
+        }
     }
 }
 
@@ -668,5 +672,63 @@ mod tests {
     fn nothing_linked_is_the_original() {
         let target = rec(vec![insn(0xb7, 0, 0, 0, 2), 0x95], vec![]);
         assert_eq!(link(&target, &[]).unwrap().insns, target.insns);
+    }
+
+    /// Functions of one object compiled here, each the target or the
+    /// extension of a signature check, with the kernel's verdicts.
+    #[test]
+    fn signatures_are_checked_as_the_kernel_does() {
+        let obj = bpfjet_testsupport::Compile::text(
+            "freplace_signatures",
+            r#"
+#include <linux/bpf.h>
+#include <bpf/bpf_helpers.h>
+struct other { int x; };
+__attribute__((noinline)) int slot(struct xdp_md *ctx) { return ctx ? 2 : 0; }
+__attribute__((noinline)) int slot_too(struct xdp_md *c) { return c ? 1 : 0; }
+__attribute__((noinline)) int two(struct xdp_md *ctx, int a) { return ctx ? a : 0; }
+__attribute__((noinline)) long wide(struct xdp_md *ctx) { return ctx ? 1 : 0; }
+__attribute__((noinline)) int other_ctx(struct other *o) { return o ? 1 : 0; }
+__attribute__((noinline)) int scalar(int a) { return a + 1; }
+__attribute__((noinline)) int scalar64(long a) { return a + 1; }
+static __attribute__((noinline)) int hidden(struct xdp_md *ctx) { return ctx ? 1 : 0; }
+SEC("xdp") int entry(struct xdp_md *ctx) {
+    return slot(ctx) + slot_too(ctx) + two(ctx, 1) + wide(ctx) + other_ctx(0)
+        + scalar(1) + scalar64(2) + hidden(ctx);
+}
+char _license[] SEC("license") = "GPL";
+"#,
+        )
+        .object();
+        let object = bpfjet_obj::load_file(&obj).expect("the object loads");
+        let btf = object.btf.expect("compiled with -g: BTF");
+        let id = |name: &str| btf.func_id(name).unwrap_or_else(|| panic!("FUNC {name}"));
+        let check = |ext: &str, tgt: &str| check_signature(&btf, id(ext), &btf, id(tgt));
+        assert_eq!(check("slot_too", "slot"), Ok(()));
+        assert_eq!(
+            check("two", "slot"),
+            Err("two() has 2 args while slot() has 1 args".into())
+        );
+        // long vs int: the kernel compares kind and size, and names kinds.
+        assert_eq!(
+            check("wide", "slot"),
+            Err("Return type int of wide() doesn't match type int of slot()".into())
+        );
+        assert_eq!(
+            check("other_ctx", "slot"),
+            Err("arg0 other_ctx(struct other *) doesn't match slot(struct xdp_md *)".into())
+        );
+        assert_eq!(
+            check("scalar64", "scalar"),
+            Err("arg0 in scalar64() has size 8 while scalar() has 4".into())
+        );
+        assert_eq!(
+            check("scalar", "slot"),
+            Err("arg0 in scalar() is int while slot() has ptr".into())
+        );
+        assert_eq!(
+            check("slot", "hidden"),
+            Err("hidden() is not a global function".into())
+        );
     }
 }

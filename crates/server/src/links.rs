@@ -231,11 +231,11 @@ impl BpfjetBackend {
     }
 
     /// Whether a link (attached or detached) holds program `id`, as its
-    /// program or (a freplace link) its target.
+    /// program or (an attached freplace link) its target.
     pub(crate) fn prog_linked(&self, id: u32) -> bool {
         self.ns.ids(Kind::Link).into_iter().any(|l| {
             self.link_record(l)
-                .is_ok_and(|r| r.prog_id == id || r.target_prog_id == id)
+                .is_ok_and(|r| r.prog_id == id || (r.target_prog_id == id && !r.detached))
         })
     }
 
