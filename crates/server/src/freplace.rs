@@ -551,7 +551,7 @@ impl BpfjetBackend {
         self.write_link(&rec)?;
         self.relink(rec.target_prog_id)?;
         // A detached link no longer holds its target (the kernel puts it).
-        self.release_as(ObjRef::Prog(rec.target_prog_id), true);
+        self.release(ObjRef::Prog(rec.target_prog_id));
         Ok(0)
     }
 
