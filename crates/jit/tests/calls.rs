@@ -325,10 +325,12 @@ fn map_bindings_become_constants() {
         MapBinding {
             handle: 0xdead_beef,
             value: None,
+            view: None,
         },
         MapBinding {
             handle: 7,
             value: Some(region),
+            view: None,
         },
     ];
     let p = P::new()

@@ -8,7 +8,6 @@
 
 use crate::error::LoadError;
 use crate::program::{LoadOptions, MemoryMode, ProgramInner};
-use crate::region::Region;
 use bpfjet_isa::{AluOp, AtomicOp, CallTarget, Insn, LdDwKind, Operand, Reg, Width};
 
 const FRAME_POINTER: Reg = 10;
@@ -110,12 +109,10 @@ pub(crate) fn load(mut insns: Vec<Insn>, options: LoadOptions) -> Result<Program
                         if kind == LdDwKind::MapIdx {
                             // The map's kernel view may be read (privileged
                             // `struct bpf_map` field reads).
-                            let view = Region::read_only(
-                                binding.handle,
-                                bpfjet_maps::KERNEL_VIEW_BYTES as u64,
-                            );
-                            if !static_regions.contains(&view) {
-                                static_regions.push(view);
+                            if let Some(view) = binding.view {
+                                if !static_regions.contains(&view) {
+                                    static_regions.push(view);
+                                }
                             }
                             binding.handle
                         } else {

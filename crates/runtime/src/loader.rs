@@ -627,9 +627,14 @@ fn binding(map: &Arc<Map>) -> MapBinding {
                 Region::writable(ptr as u64, len)
             }
         });
+    let handle = map_handle(map);
     MapBinding {
-        handle: map_handle(map),
+        handle,
         value,
+        view: Some(Region::read_only(
+            handle,
+            bpfjet_maps::KERNEL_VIEW_BYTES as u64,
+        )),
     }
 }
 

@@ -46,6 +46,11 @@ pub struct MapBinding {
     /// The map's value memory, for `lddw MapIdxValue` (global data sections
     /// and other direct-value maps); it becomes a region in bounds-checked mode.
     pub value: Option<Region>,
+    /// The read-only block behind the handle that a privileged program may
+    /// read as the kernel's map struct (`bpfjet_maps::Map::handle`); it
+    /// becomes a region in bounds-checked mode. `None` when the handle is
+    /// not a runtime map's (the embedder's own helpers).
+    pub view: Option<Region>,
 }
 
 /// Everything a program is bound to at load time.

@@ -116,6 +116,7 @@ fn read_only_regions_refuse_writes() {
     let maps = vec![MapBinding {
         handle: 0,
         value: Some(Region::of_slice(&rodata)),
+        view: None,
     }];
     let opts = || LoadOptions::bounds_checked().with_maps(maps.clone());
     let read = P::new()

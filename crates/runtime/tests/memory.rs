@@ -94,10 +94,12 @@ fn lddw_map_kinds_are_resolved_at_load() {
         MapBinding {
             handle: 0xfeed,
             value: None,
+            view: None,
         },
         MapBinding {
             handle: 0xbeef,
             value: Some(Region::of_mut_slice(&mut value)),
+            view: None,
         },
     ];
     let p = P::new()
@@ -163,6 +165,7 @@ fn load_time_refusals() {
     let no_value = vec![MapBinding {
         handle: 1,
         value: None,
+        view: None,
     }];
     assert_eq!(
         load_err(
@@ -177,6 +180,7 @@ fn load_time_refusals() {
     let small = vec![MapBinding {
         handle: 1,
         value: Some(Region::writable(0x1000, 8)),
+        view: None,
     }];
     assert!(matches!(
         load_err(

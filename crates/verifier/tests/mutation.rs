@@ -110,6 +110,9 @@ fn mutate(prog: &[Insn], rng: &mut Rng) -> Option<Vec<Insn>> {
 /// What the stub helpers see through `HelperCtx::user`.
 struct World {
     values: Vec<Vec<u8>>,
+    /// Each map's handle points at its block here, as the runtime's point
+    /// at the map's kernel view (read-only, `KERNEL_VIEW_BYTES` long).
+    views: Vec<Vec<u8>>,
     ringbuf: Vec<u8>,
     rng: Rng,
 }
@@ -134,10 +137,14 @@ fn stub_helpers(maps: &[MapSpec]) -> HelperRegistry {
         let arrays = arrays.clone();
         reg.register(Helper::new(p.id as u32, p.name, move |ctx, args| {
             // Every memory argument must be accessible as the prototype says.
-            let map = (args[0] as usize)
-                .checked_sub(1)
-                .and_then(|i| sizes.get(i))
-                .copied();
+            let idx = {
+                let world = ctx.user_ctx::<World>()?;
+                world
+                    .views
+                    .iter()
+                    .position(|v| v.as_ptr() as u64 == args[0])
+            };
+            let map = idx.and_then(|i| sizes.get(i)).copied();
             for (i, a) in p.args.iter().enumerate() {
                 let (len, access) = match a {
                     ArgType::PtrToMem { maybe_null, rdonly } => {
@@ -159,11 +166,7 @@ fn stub_helpers(maps: &[MapSpec]) -> HelperRegistry {
                     ctx.check_mem(args[i], len, access)?;
                 }
             }
-            let array_max = (args[0] as usize)
-                .checked_sub(1)
-                .and_then(|i| arrays.get(i))
-                .copied()
-                .flatten();
+            let array_max = idx.and_then(|i| arrays.get(i)).copied().flatten();
             let array_key_ok = match (p.id, array_max) {
                 (1, Some(max)) => {
                     let k = ctx.read_mem(args[1], 4)?;
@@ -177,8 +180,8 @@ fn stub_helpers(maps: &[MapSpec]) -> HelperRegistry {
                 None => world.rng.below(4) == 0,
             };
             Ok(match p.id {
-                1 => match map {
-                    Some(_) if !null => world.values[args[0] as usize - 1].as_ptr() as u64,
+                1 => match idx {
+                    Some(i) if !null => world.values[i].as_ptr() as u64,
                     _ => 0,
                 },
                 131 if !null && args[1] <= world.ringbuf.len() as u64 => {
@@ -229,6 +232,10 @@ fn run_mutant(
             .iter()
             .map(|m| vec![0u8; m.value_size.max(1) as usize])
             .collect(),
+        views: maps
+            .iter()
+            .map(|_| vec![0u8; bpfjet_maps::KERNEL_VIEW_BYTES])
+            .collect(),
         ringbuf: vec![0u8; 4096],
         rng: Rng(rng.next() | 1),
     };
@@ -236,11 +243,12 @@ fn run_mutant(
         .iter()
         .enumerate()
         .map(|(i, m)| MapBinding {
-            handle: i as u64 + 1,
+            handle: world.views[i].as_ptr() as u64,
             value: Some(Region::writable(
                 world.values[i].as_mut_ptr() as u64,
                 m.value_size as u64,
             )),
+            view: Some(Region::of_slice(&world.views[i])),
         })
         .collect();
     let program = Program::new(
