@@ -44,6 +44,13 @@ fn skiplist_object() -> PathBuf {
         .object()
 }
 
+/// The same store on the kernel's red-black tree kfuncs.
+fn rbtree_object() -> PathBuf {
+    Compile::file(bpfjet_testsupport::clang::workspace().join("examples/nf/skiplist_rbtree.c"))
+        .define("NODES", &NODES.to_string())
+        .object()
+}
+
 fn run_opts() -> TestRunOptions {
     TestRunOptions {
         repeat: 1,
@@ -283,10 +290,44 @@ fn skiplist_store_answers_as_an_ordered_map_on_every_engine() {
         stores.windows(2).all(|w| w[0] == w[1]),
         "store bytes differ between engines"
     );
-    support::skip(
-        "skip-list store against the kernel",
-        "plain eBPF cannot express it and no kernel rbtree build exists (docs/SUPPORT.md, \"Node memory\")",
-    );
+    on_kernel_rbtree(&frames, &expected, &model_store);
+}
+
+/// The kernel running the rbtree build must give the model's replies, and
+/// a control plane walking it with SUCC requests must find the model's
+/// keys in order.
+fn on_kernel_rbtree(frames: &[Vec<u8>], expected: &[Answer], model_store: &BTreeMap<u64, u64>) {
+    if let Err(why) = bpfjet_kernel::kernel_available() {
+        support::skip("skip-list store, kernel rbtree column", &why);
+        return;
+    }
+    let path = rbtree_object();
+    let k = bpfjet_kernel::KernelObject::open_with(&path, &bpfjet_kernel::LoadOptions::default())
+        .unwrap_or_else(|e| panic!("kernel load of {}: {e}", path.display()));
+    for (i, (f, e)) in frames.iter().zip(expected).enumerate() {
+        let r = k.test_run("skiplist", f, 1, Some(0)).unwrap();
+        assert_eq!(
+            (r.retval, &r.data_out),
+            (e.0, &e.1),
+            "kernel rbtree: frame {i}"
+        );
+    }
+    let mut scanned = Vec::new();
+    let mut from = 0u64;
+    loop {
+        let r = k
+            .test_run("skiplist", &request(PORT, SUCC, from, 0), 1, Some(0))
+            .unwrap();
+        if r.data_out[43] != 1 {
+            break;
+        }
+        let key = u64_at(&r.data_out, 50);
+        scanned.push((key, u64_at(&r.data_out, 58)));
+        from = key + 1;
+        assert!(scanned.len() <= NODES, "SUCC scan does not end");
+    }
+    let model_items: Vec<(u64, u64)> = model_store.iter().map(|(&k, &v)| (k, v)).collect();
+    assert_eq!(scanned, model_items, "kernel rbtree: store contents");
 }
 
 /// A program around `body` (statements of an XDP function with `pool`
@@ -513,4 +554,35 @@ char _license[] SEC("license") = "GPL";
     let why = refusal(&obj);
     assert!(why.contains("kfunc bpfjet_node_alloc"), "{why}");
     assert!(why.contains("kprobe"), "{why}");
+}
+
+/// Calls to `symbol` in optimized IR (the declaration is not a call).
+fn calls(ir: &str, symbol: &str) -> usize {
+    ir.lines()
+        .filter(|l| l.contains("call ") && l.contains(&format!("@{symbol}(")))
+        .count()
+}
+
+#[test]
+fn node_accessors_are_compiled_in() {
+    let obj = bpfjet_obj::load_file(skiplist_object()).unwrap();
+    let jit = JitObject::load(&obj, &ObjectOptions::default(), &JitOptions::uncached()).unwrap();
+    let ir = jit
+        .dump("skiplist", bpfjet_jit::DumpStage::OptimizedIr, true)
+        .unwrap();
+    assert_eq!(calls(&ir, "bpfjet_jit_helper"), 0, "trampoline calls left");
+    // The pool header check of the inline forms: the magic compared.
+    assert!(
+        ir.contains(&nodes::MAGIC.to_string()),
+        "no inline pool check in the IR"
+    );
+    for inlined in ["bpfjet_node_next", "bpfjet_node_data", "bpfjet_node_put"] {
+        assert_eq!(
+            calls(&ir, &format!("bpfjet_kfunc_{inlined}")),
+            0,
+            "{inlined} is still called:\n{ir}"
+        );
+    }
+    // The rest stay native calls, made directly (no trampoline).
+    assert!(calls(&ir, "bpfjet_kfunc_bpfjet_node_alloc") > 0, "{ir}");
 }
