@@ -16,7 +16,8 @@
  * them; a search walks right while the next key is smaller and down
  * otherwise, O(log n) steps. Heights are geometric (p = 1/2) from a hash of
  * the key, so a given sequence of requests builds the same list on every
- * engine.
+ * engine. A search starts at the tallest height in use (the list's level),
+ * not at MAX_LEVEL.
  *
  * Only the kfunc build exists: plain eBPF has no allocator and cannot
  * store a pointer in a map, so it cannot link nodes (docs/SUPPORT.md, "Node
@@ -59,7 +60,8 @@ struct sl_node {
 
 struct store {
 	__u64 head;		/* handle of the head node */
-	__u64 count;		/* keys stored */
+	__u32 count;		/* keys stored */
+	__u32 level;		/* levels in use: no node is taller (Pugh's list level) */
 	__u64 update[MAX_LEVEL];	/* last node before the key, per level */
 	__u8 pool[POOL_BYTES];
 };
@@ -154,12 +156,15 @@ static __always_inline int sl_put(struct store *st, __u64 key, __u64 value, __u6
 	for (__u32 l = 0; l < MAX_LEVEL; l++) {
 		if (l >= height)
 			break;
-		__u64 prev = st->update[l];
+		/* Above the list's level the walk noted nothing: the head. */
+		__u64 prev = l < st->level ? st->update[l] : st->head;
 		__u64 after = bpfjet_node_next(st->pool, sizeof(st->pool), prev, l);
 		if (after)
 			bpfjet_node_connect(st->pool, sizeof(st->pool), n, l, after);
 		bpfjet_node_connect(st->pool, sizeof(st->pool), prev, l, n);
 	}
+	if (height > st->level)
+		st->level = height;
 	st->count++;
 	return ST_OK;
 }
@@ -167,6 +172,8 @@ static __always_inline int sl_put(struct store *st, __u64 key, __u64 value, __u6
 static __always_inline int sl_del(struct store *st, __u64 found)
 {
 	for (__u32 l = 0; l < MAX_LEVEL; l++) {
+		if (l >= st->level)
+			break;
 		__u64 prev = st->update[l];
 		if (bpfjet_node_next(st->pool, sizeof(st->pool), prev, l) != found)
 			continue;
@@ -207,6 +214,8 @@ static long fill_step(__u64 i, void *ctx)
 		bpfjet_node_connect(st->pool, sizeof(st->pool), st->update[l], l, n);
 		st->update[l] = n;
 	}
+	if (height > st->level)
+		st->level = height;
 	st->count++;
 	return 0;
 }
@@ -252,6 +261,7 @@ int skiplist(struct xdp_md *ctx)
 	} else {
 		st->head = bpfjet_node_alloc(st->pool, sizeof(st->pool));
 		st->count = 0;
+		st->level = 1;
 		if (!st->head)
 			return XDP_ABORTED;
 	}
@@ -260,7 +270,10 @@ int skiplist(struct xdp_md *ctx)
 #endif
 
 	__u64 key = m->key;
-	struct walk w = { .key = key, .cur = st->head, .level = MAX_LEVEL - 1 };
+	__u32 top = st->level;
+	if (top < 1 || top > MAX_LEVEL)
+		return XDP_ABORTED;	/* the map was written by someone else */
+	struct walk w = { .key = key, .cur = st->head, .level = top - 1 };
 	bpf_loop(NODES + 2 * MAX_LEVEL, walk_step, &w, 0);
 	if (w.level >= 0)
 		return XDP_ABORTED;	/* not enough steps: cannot happen */
