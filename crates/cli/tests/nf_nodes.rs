@@ -535,6 +535,13 @@ char _license[] SEC("license") = "GPL";
     .object();
     let why = refusal(&obj);
     assert!(why.contains("kfunc bpfjet_node_teleport"), "{why}");
+    let run = support::bpfjet(&["verify", &obj.display().to_string()], b"");
+    assert_eq!(run.code, Some(1), "{}", run.stderr);
+    assert!(
+        run.stderr.contains("kfunc bpfjet_node_teleport"),
+        "{}",
+        run.stderr
+    );
     let obj = Compile::text(
         "node_kprobe",
         r#"
@@ -551,6 +558,15 @@ char _license[] SEC("license") = "GPL";
     let why = refusal(&obj);
     assert!(why.contains("kfunc bpfjet_node_alloc"), "{why}");
     assert!(why.contains("kprobe"), "{why}");
+    // `bpfjet verify` says the same.
+    let run = support::bpfjet(&["verify", &obj.display().to_string()], b"");
+    assert_eq!(run.code, Some(1), "{}", run.stderr);
+    assert!(
+        run.stderr
+            .contains("kfunc bpfjet_node_alloc may not be called from kprobe programs"),
+        "{}",
+        run.stderr
+    );
 }
 
 /// Calls to `symbol` in optimized IR (the declaration is not a call).
