@@ -599,3 +599,153 @@ fn node_accessors_are_compiled_in() {
     // The rest stay native calls, made directly (no trampoline).
     assert!(calls(&ir, "bpfjet_kfunc_bpfjet_node_alloc") > 0, "{ir}");
 }
+
+/// The JIT's inline node accessors against the interpreter's natives on a
+/// pool the program itself corrupts: each frame writes 8 chosen bytes into
+/// the pool (mostly the header and the first slots), then follows a link
+/// and reads data from a real, stale or forged handle. Every result, kept
+/// in a map, must be the same on both engines.
+#[test]
+fn inline_accessors_match_the_natives_on_corrupted_pools() {
+    let obj = Compile::text(
+        "node_corrupt",
+        r#"
+#include <linux/bpf.h>
+#include <bpf/bpf_helpers.h>
+#include "bpfjet_kfuncs.h"
+#define POOL BPFJET_NODE_POOL_BYTES(6, 16, 2)
+struct st { __u64 h[4]; __u64 n; __u8 pool[POOL]; };
+struct res { __u64 next; __u64 data_ok; __u64 data; };
+struct { __uint(type, BPF_MAP_TYPE_ARRAY); __type(key, __u32); __type(value, struct st);
+	 __uint(max_entries, 1); } state SEC(".maps");
+struct { __uint(type, BPF_MAP_TYPE_ARRAY); __type(key, __u32); __type(value, struct res);
+	 __uint(max_entries, 4096); } results SEC(".maps");
+struct req { __u16 off; __u8 sel; __u8 size; __u32 link; __u64 val; } __attribute__((packed));
+SEC("xdp")
+int prog(struct xdp_md *ctx)
+{
+	struct req *r = (void *)(long)ctx->data;
+	if ((void *)(r + 1) > (void *)(long)ctx->data_end)
+		return XDP_DROP;
+	__u32 zero = 0;
+	struct st *s = bpf_map_lookup_elem(&state, &zero);
+	if (!s)
+		return XDP_ABORTED;
+	if (!(s->n & 31)) {
+		/* A fresh layout every 32 frames: corruption accumulates. */
+		__builtin_memset(s->pool, 0, 32);
+		bpfjet_node_pool_init(s->pool, sizeof(s->pool), 16, 2);
+		for (int i = 0; i < 4; i++)
+			s->h[i] = bpfjet_node_alloc(s->pool, sizeof(s->pool));
+		bpfjet_node_connect(s->pool, sizeof(s->pool), s->h[0], 0, s->h[1]);
+		bpfjet_node_connect(s->pool, sizeof(s->pool), s->h[1], 1, s->h[2]);
+		bpfjet_node_connect(s->pool, sizeof(s->pool), s->h[2], 0, s->h[3]);
+		bpfjet_node_free(s->pool, sizeof(s->pool), s->h[3]);
+	}
+	if (r->off != 0xffff) {
+		__u32 off = r->off & 255;	/* + 8 <= POOL (272) */
+		__builtin_memcpy(&s->pool[off], &r->val, 8);
+	}
+	__u8 sel = r->sel;
+	__u64 h = r->val;	/* forged, for sel >= 4 */
+	if (sel == 0)
+		h = s->h[0];
+	else if (sel == 1)
+		h = s->h[1];
+	else if (sel == 2)
+		h = s->h[2];
+	else if (sel == 3)
+		h = s->h[3];
+	__u32 slot = s->n & 4095;
+	s->n++;
+	struct res *out = bpf_map_lookup_elem(&results, &slot);
+	if (!out)
+		return XDP_ABORTED;
+	out->next = bpfjet_node_next(s->pool, sizeof(s->pool), h, r->link);
+	__u64 *p = r->size & 1 ? bpfjet_node_data(s->pool, sizeof(s->pool), h, 16)
+			       : bpfjet_node_data(s->pool, sizeof(s->pool), h, 8);
+	out->data_ok = p != 0;
+	if (p) {
+		out->data = *p;
+		bpfjet_node_put(p);
+	}
+	return XDP_PASS;
+}
+char _license[] SEC("license") = "GPL";
+"#,
+    )
+    .object();
+    let o = bpfjet_obj::load_file(&obj).unwrap();
+    let mut x: u64 = 0x2545_f491_4f6c_dd1d;
+    let mut next = || {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        x
+    };
+    let frames: Vec<Vec<u8>> = (0..1500)
+        .map(|i| {
+            let r = next();
+            // Mostly leave the pool alone (0xffff); otherwise hit the
+            // header and the first slots most, anywhere sometimes.
+            let off = match r % 12 {
+                0..=7 => 0xffff,
+                8 | 9 => (r >> 8) % 40,
+                10 => (r >> 8) % 120,
+                _ => (r >> 8) % 256,
+            } as u16;
+            let val = match (r >> 40) % 4 {
+                0 => next(),
+                1 => (r >> 20) % 8,
+                2 => 0x4e4f_4445 | ((r >> 16) % 64) << 32,
+                _ => (1 | ((r >> 24) % 5) << 1) << 32 | ((r >> 30) % 6),
+            };
+            let mut f = Vec::with_capacity(64);
+            f.extend_from_slice(&off.to_le_bytes());
+            f.push(((r >> 50) % 6) as u8);
+            f.push((r >> 56) as u8);
+            f.extend_from_slice(&(((r >> 33) % 3) as u32).to_le_bytes());
+            f.extend_from_slice(&val.to_le_bytes());
+            f.resize(64, i as u8);
+            f
+        })
+        .collect();
+    let mut dumps = Vec::new();
+    for engine in [XdpEngine::Interp, XdpEngine::Jit] {
+        let jit = JitObject::load(&o, &ObjectOptions::default(), &JitOptions::uncached()).unwrap();
+        for f in &frames {
+            assert_eq!(
+                jit.test_run("prog", f, &run_opts(), engine).unwrap().retval,
+                XDP_PASS
+            );
+        }
+        let maps = jit.loaded().dump_state().unwrap();
+        let results = maps["results"].clone();
+        // Some lookups must have succeeded and some failed, or the test
+        // says nothing.
+        let ok = results
+            .iter()
+            .filter_map(|e| e.value.as_deref())
+            .filter(|v| bpfjet_maps::state::parse_hex(v).unwrap()[8] == 1)
+            .count();
+        let linked = results
+            .iter()
+            .filter_map(|e| e.value.as_deref())
+            .filter(|v| bpfjet_maps::state::parse_hex(v).unwrap()[..8] != [0; 8])
+            .count();
+        support::announce(&format!(
+            "{engine:?}: {ok} data lookups and {linked} links followed of {}",
+            frames.len()
+        ));
+        assert!(
+            ok > 10 && ok < frames.len(),
+            "{engine:?}: {ok} successful lookups"
+        );
+        assert!(
+            linked > 10 && linked < frames.len(),
+            "{engine:?}: {linked} links followed"
+        );
+        dumps.push((results, maps["state"].clone()));
+    }
+    assert!(dumps[0] == dumps[1], "interpreter and JIT disagree");
+}
