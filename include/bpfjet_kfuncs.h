@@ -180,4 +180,35 @@ extern __s64 bpfjet_bktlist_len(const void *lists, __u32 lists__sz, __u32 bucket
 #define BPFJET_BKTLIST_BYTES(nbuckets, n, size) \
 	(16 + 12 * (nbuckets) + (n) * (4 + (((size) + 3) / 4) * 4))
 
+/* Node memory: nodes of data_size bytes (1..4096) with nlinks (0..64)
+ * numbered links each, allocated from a pool in memory the program passes
+ * with its size — a map value; a per-CPU array gives one pool per CPU slot,
+ * lock-free — for skip lists, linked lists and trees. A node is named by a
+ * handle (__u64, 0 = null) that carries a generation: after
+ * bpfjet_node_free, every handle to the node (in a map, in another node's
+ * link) is stale — links to it read as null, calls on it return -EINVAL.
+ * bpfjet_node_pool_init lays the pool out and returns its capacity; a pool
+ * already laid out with the same geometry is kept (call it on every packet).
+ * bpfjet_node_alloc returns a new node (links null, data zeroed) or 0 when
+ * the pool is exhausted; connect points link `link` of `from` at `to`,
+ * disconnect clears it, next follows it (0 when null or stale). Node data is
+ * reached with bpfjet_node_data(pool, pool__sz, node, size): size is a
+ * constant, at most the pool's data_size (else NULL, as for a stale node);
+ * the pointer is a reference the verifier tracks: give it back with
+ * bpfjet_node_put on every path and do not use it after (both checked at
+ * load time). Layout: crates/kfuncs/src/nodes.rs; every index read from the
+ * pool or a handle is checked, a corrupted pool is refused, never followed
+ * out of bounds. */
+extern __s64 bpfjet_node_pool_init(void *pool, __u32 pool__sz, __u32 data_size, __u32 nlinks) __ksym;
+extern __u64 bpfjet_node_alloc(void *pool, __u32 pool__sz) __ksym;
+extern __s64 bpfjet_node_free(void *pool, __u32 pool__sz, __u64 node) __ksym;
+extern __s64 bpfjet_node_connect(void *pool, __u32 pool__sz, __u64 from, __u32 link, __u64 to) __ksym;
+extern __s64 bpfjet_node_disconnect(void *pool, __u32 pool__sz, __u64 from, __u32 link) __ksym;
+extern __u64 bpfjet_node_next(void *pool, __u32 pool__sz, __u64 node, __u32 link) __ksym;
+extern void *bpfjet_node_data(void *pool, __u32 pool__sz, __u64 node, __u32 data__szk) __ksym;
+extern void bpfjet_node_put(void *data) __ksym;
+/* Bytes of a pool of n nodes of data_size bytes with nlinks links. */
+#define BPFJET_NODE_POOL_BYTES(n, data_size, nlinks) \
+	(32 + (n) * (8 + 8 * (nlinks) + (((data_size) + 7) / 8) * 8))
+
 #endif

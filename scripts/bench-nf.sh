@@ -7,6 +7,11 @@
 # benchmark flow they do the same work per packet as the tested builds but
 # their verdict does not depend on how many runs an engine made.
 #
+# The skip-list store has no plain build: its table compares the kernel JIT
+# running the same store on the kernel's rbtree kfuncs (skiplist_rbtree.c)
+# with bpfjet's JIT running the skip list on node memory, both filled with
+# the same keys, answering the same GET request.
+#
 #   scripts/bench-nf.sh [extra bench args]      (root, release build)
 set -eu
 BPFJET=${BPFJET:-target/release/bpfjet}
@@ -44,4 +49,22 @@ for p in 4 16 64; do
 done
 for l in 64 256 1024; do
     point "Eiffel cFFS, $l levels" "eiffel_steady_l${l}_plain" "eiffel_steady_l${l}_kfunc" "$@"
+done
+
+echo
+echo "| skip-list store, keys | kernel rbtree net ns | bpfjet skip list (node kfuncs) net ns | skip list x kernel rbtree |"
+echo "|---|---|---|---|"
+for k in 1024 4096 16384; do
+    "$BPFJET" bench "$D/skiplist_rbtree_k$k.o" --data "$D/bench/skiplist_get_k$k.bin" --engines kernel \
+        --versus "$D/skiplist_k${k}_kfunc.o" --json "$@" | LABEL="$k" KF="jit:skiplist_k${k}_kfunc" python3 -c '
+import json, os, sys
+d = json.load(sys.stdin)
+e = d["engines"]
+kf = os.environ["KF"]
+acts = {n: e[n]["action"] for n in e}
+assert len(set(acts.values())) == 1, acts
+print("| %s | %.1f | %.1f | %.2fx |" % (
+    os.environ["LABEL"], e["kernel"]["net_ns"], e[kf]["net_ns"],
+    e["kernel"]["net_ns"] / e[kf]["net_ns"]))
+'
 done

@@ -10,6 +10,9 @@ writes OUTDIR/flow.bin (the frame) and OUTDIR/cuckoo_load{50,95}.json:
   load 50: every bucket half full, the flow in slot 7 of its first bucket;
   load 95: every bucket 15-16 slots full, the flow's two buckets full and the
            flow in the last slot of its second bucket (a lookup scans 32 slots).
+and OUTDIR/skiplist_get_k{N}.bin: a GET request to the skip-list store
+(examples/nf/skiplist.c, UDP port 9000) for key 2 * (N / 3), present in the
+store its -DPREFILL=N build fills (keys 0, 2, ..., 2(N - 1)).
 """
 import json
 import os
@@ -84,6 +87,22 @@ def cuckoo_state(load, f, rng):
     return {"buckets": entries}
 
 
+SKIPLIST_KEYS = (1024, 4096, 16384)
+
+
+def skiplist_request(op, key, value=0):
+    f = bytearray(66)
+    f[0:6] = bytes([2, 0, 0, 0, 0, 2])
+    f[6:12] = bytes([2, 0, 0, 0, 0, 1])
+    f[12:14] = b"\x08\x00"
+    f[14:34] = bytes([0x45, 0, 0, 52, 0, 0, 0, 0, 64, 17, 0, 0, 10, 0, 0, 1, 10, 0, 0, 2])
+    f[34:42] = (4321).to_bytes(2, "big") + (9000).to_bytes(2, "big") + (32).to_bytes(2, "big") + b"\0\0"
+    f[42] = op
+    f[50:58] = key.to_bytes(8, "little")
+    f[58:66] = value.to_bytes(8, "little")
+    return bytes(f)
+
+
 def main():
     out = sys.argv[1]
     os.makedirs(out, exist_ok=True)
@@ -94,6 +113,9 @@ def main():
     for load in (50, 95):
         with open(os.path.join(out, f"cuckoo_load{load}.json"), "w") as w:
             json.dump(cuckoo_state(load / 100, f, rng), w)
+    for n in SKIPLIST_KEYS:
+        with open(os.path.join(out, f"skiplist_get_k{n}.bin"), "wb") as w:
+            w.write(skiplist_request(2, 2 * (n // 3)))
 
 
 if __name__ == "__main__":

@@ -87,6 +87,15 @@ pub enum Inline {
     /// decremented in place while nonzero (result 0); the native only for
     /// a sampled event (countdown 0).
     GeoCountdown,
+    /// `bpfjet_node_next(pool, pool__sz, node, link)`: the link read and
+    /// both generations checked in place (`nodes`); the native only for a
+    /// pool header it does not recognise.
+    NodeNext,
+    /// `bpfjet_node_data(pool, pool__sz, node, size)`: the data address
+    /// computed in place after the same checks.
+    NodeData,
+    /// `bpfjet_node_put(data)`: nothing to do at run time.
+    NodePut,
 }
 
 /// One kfunc.
@@ -659,6 +668,14 @@ pub static KFUNCS: &[Kfunc] = &[
         n_bkt_len,
         None,
     ),
+    crate::node_kfuncs::POOL_INIT,
+    crate::node_kfuncs::ALLOC,
+    crate::node_kfuncs::FREE,
+    crate::node_kfuncs::CONNECT,
+    crate::node_kfuncs::DISCONNECT,
+    crate::node_kfuncs::NEXT,
+    crate::node_kfuncs::DATA,
+    crate::node_kfuncs::PUT,
     // eNetSTL's names and signatures.
     kfunc(E, "bpf_ffs", "u64 bpf_ffs(u64 val)", [S, N, N, N, N], INT, n_ctz64, Some(Inline::Ctz { bits: 64 })),
     kfunc(E, "bpf_tzcnt_u32", "u32 bpf_tzcnt_u32(u32 val)", [S, N, N, N, N], INT, n_ctz32, Some(Inline::Ctz { bits: 32 })),

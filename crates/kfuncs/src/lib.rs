@@ -1,7 +1,8 @@
 //! bpfjet's NF library: kfuncs for network functions, after eNetSTL
 //! (EuroSys'25) — bit scans, SIMD search in bucket arrays, key compare,
 //! hardware CRC32C, multi-hash fused with count-min / Bloom updates and a
-//! random pool of geometric counts for sampled updates —
+//! random pool of geometric counts for sampled updates, node memory for
+//! linked structures (skip lists, lists, trees) —
 //! under bpfjet's own names (`include/bpfjet_kfuncs.h`) and under the
 //! names and signatures of eNetSTL's kernel module.
 //!
@@ -26,6 +27,8 @@ pub mod errno;
 mod geo_log2;
 pub mod hash;
 pub mod multihash;
+mod node_kfuncs;
+pub mod nodes;
 pub mod random;
 pub mod search;
 pub mod signature;

@@ -32,7 +32,7 @@ fn kind(btf: &Btf, id: u32) -> Kind {
 fn expected(arg: KfuncArg) -> Kind {
     match arg {
         KfuncArg::None => Kind::Void,
-        KfuncArg::Scalar | KfuncArg::Size => Kind::Integer,
+        KfuncArg::Scalar | KfuncArg::Size | KfuncArg::KnownSize => Kind::Integer,
         _ => Kind::Pointer,
     }
 }
@@ -98,7 +98,7 @@ pub fn check(k: &Kfunc, btf: &Btf) -> Result<(), String> {
     let want = match k.proto.ret {
         KfuncRet::Void => Kind::Void,
         KfuncRet::Integer => Kind::Integer,
-        KfuncRet::Mem(_) => Kind::Pointer,
+        KfuncRet::Mem(_) | KfuncRet::MemOfArgSize(_) => Kind::Pointer,
     };
     // A program may ignore a result (declare it void); it may not expect
     // one the kfunc does not produce.

@@ -40,10 +40,13 @@ pub fn kfunc_helper(index: u32, k: &'static Kfunc) -> Helper {
         let r0 = unsafe { (k.native)(a[0], a[1], a[2], a[3], a[4]) };
         // Memory a kfunc returns (a sampler, a list-bucket handle) is the
         // program's to access for its size, as the verifier assumes.
-        if let KfuncRet::Mem(size) = k.proto.ret {
-            if r0 != 0 {
-                ctx.register_region(Region::writable(r0, u64::from(size)));
-            }
+        let size = match k.proto.ret {
+            KfuncRet::Mem(size) => Some(u64::from(size)),
+            KfuncRet::MemOfArgSize(n) => a.get(usize::from(n).wrapping_sub(1)).copied(),
+            KfuncRet::Integer | KfuncRet::Void => None,
+        };
+        if let Some(size) = size.filter(|_| r0 != 0) {
+            ctx.register_region(Region::writable(r0, size));
         }
         Ok(r0)
     })

@@ -78,6 +78,7 @@ impl Verifier<'_> {
             callback: None,
         };
         let mut meta = Meta::default();
+        let mut known_sizes = [0u32; 5];
         for (i, arg) in proto.args.iter().enumerate() {
             let regno = i as u8 + 1;
             let reg = *st.reg(regno);
@@ -162,13 +163,57 @@ impl Verifier<'_> {
                     }
                     meta.release = Some(reg.ref_id);
                 }
+                KfuncArg::KnownSize => {
+                    let size = reg.const_value().filter(|_| reg.is_scalar());
+                    match size {
+                        Some(v) if (1..=crate::proto::MAX_KNOWN_SIZE).contains(&v) => {
+                            // The returned memory's size depends on it.
+                            self.need_reg(st, regno);
+                            known_sizes[i] = v as u32;
+                        }
+                        _ => {
+                            return err(
+                                "bad_kfunc_arg",
+                                format!(
+                                    "R{regno} must be a known constant in [1, {}]: argument \
+                                     {regno} of kfunc {name} is the size of the memory it \
+                                     returns (R{regno} is {})",
+                                    crate::proto::MAX_KNOWN_SIZE,
+                                    if reg.is_scalar() {
+                                        format!("{:?}", reg.val)
+                                    } else {
+                                        format!("a {}", reg.ty.name())
+                                    }
+                                ),
+                            );
+                        }
+                    }
+                }
             }
         }
         self.apply_write_and_release(st, &mut meta);
         let r0 = match proto.ret {
             KfuncRet::Integer => RegState::unknown(),
             KfuncRet::Void => RegState::NOT_INIT,
-            KfuncRet::Mem(size) => {
+            KfuncRet::Mem(_) | KfuncRet::MemOfArgSize(_) => {
+                let size = match proto.ret {
+                    KfuncRet::MemOfArgSize(n) => {
+                        match known_sizes.get(usize::from(n).wrapping_sub(1)) {
+                            Some(&s) if s != 0 => s,
+                            _ => {
+                                return err(
+                                    "bad_kfunc_proto",
+                                    format!(
+                                        "kfunc {name}: its result's size is argument {n}, \
+                                         which is not a known-size argument"
+                                    ),
+                                )
+                            }
+                        }
+                    }
+                    KfuncRet::Mem(size) => size,
+                    KfuncRet::Integer | KfuncRet::Void => 0,
+                };
                 let id = self.fresh_id();
                 let mut r = RegState::pointer(
                     RegType::Mem {

@@ -530,7 +530,14 @@ pub enum KfuncArg {
     MapValue,
     /// Memory acquired from an `acquire` kfunc, unmodified; released by this call.
     Release,
+    /// A constant the verifier knows, `> 0` and at most [`MAX_KNOWN_SIZE`]:
+    /// the size of the memory the kfunc returns (`p__szk` in the kernel's
+    /// naming), see [`KfuncRet::MemOfArgSize`].
+    KnownSize,
 }
+
+/// Largest [`KfuncArg::KnownSize`] (bytes a kfunc may hand out as one object).
+pub const MAX_KNOWN_SIZE: u64 = 1 << 16;
 
 /// What a kfunc returns.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -539,6 +546,9 @@ pub enum KfuncRet {
     Void,
     /// `size` bytes of memory (NULL too when the kfunc is `ret_null`).
     Mem(u32),
+    /// As many bytes of memory as the constant argument `n` (1-based, a
+    /// [`KfuncArg::KnownSize`]) says (NULL too when the kfunc is `ret_null`).
+    MemOfArgSize(u8),
 }
 
 /// Kernel function flags (`KF_*` in the kernel's kfunc id sets).

@@ -41,10 +41,21 @@ const LIB: &[KfuncProto] = &[
             dev_bound: false,
         },
     },
+    // `void *lib_sized(u64 key, u32 size__szk)`: as many bytes as asked.
+    KfuncProto {
+        name: "lib_sized",
+        args: [KfuncArg::Scalar, KfuncArg::KnownSize, NONE, NONE, NONE],
+        ret: KfuncRet::MemOfArgSize(2),
+        flags: KfuncFlags {
+            acquire: true,
+            ret_null: true,
+            dev_bound: false,
+        },
+    },
 ];
 
 fn names() -> Vec<String> {
-    ["lib_sum", "lib_get", "lib_put", "lib_missing"]
+    ["lib_sum", "lib_get", "lib_put", "lib_missing", "lib_sized"]
         .iter()
         .map(|s| s.to_string())
         .collect()
@@ -264,4 +275,30 @@ fn writable_memory_and_fixed_size_keys() {
     let short = key.replace("add %r1, -16", "add %r1, -8");
     let msg = run_writers(&short).unwrap_err();
     assert!(msg.contains("kfunc lib_key"), "{msg}");
+}
+
+#[test]
+fn result_sized_by_a_known_size_argument() {
+    let ok = "mov %r6, %r1\n mov %r1, 7\n mov %r2, 24\n call kfunc 4\n jeq %r0, 0, out\n stdw [%r0+16], 1\n \
+              mov %r1, %r0\n call kfunc 2\n out:\n mov %r0, 2\n exit";
+    assert_eq!(run(ok), Ok(()));
+    // Past the 24 bytes asked for.
+    let past = ok.replace("stdw [%r0+16], 1", "stdw [%r0+24], 1");
+    assert!(run(&past).is_err());
+    // Smaller: 16 bytes do not reach offset 16.
+    assert!(run(&ok.replace("mov %r2, 24", "mov %r2, 16")).is_err());
+    // A size the verifier does not know, zero, or a pointer.
+    for bad in [
+        "ldxw %r2, [%r6+12]\n and %r2, 31",
+        "mov %r2, 0",
+        "mov %r2, %r10",
+    ] {
+        let prog = ok.replace("mov %r2, 24", bad);
+        let (rule, msg) = run(&prog).unwrap_err();
+        assert_eq!(rule, "bad_kfunc_arg", "{bad}: {msg}");
+        assert!(
+            msg.contains("argument 2 of kfunc lib_sized"),
+            "{bad}: {msg}"
+        );
+    }
 }

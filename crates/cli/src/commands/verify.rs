@@ -83,8 +83,11 @@ pub fn run(
         // accepts and removes).
         let (insns, result) = match bpfjet_isa::decode_for_load(&p.insns) {
             Ok(decoded) => {
-                let result = verify_decoded(&decoded, &p.insns, &env)
-                    .map_err(|e| explain_unresolved_core(p, e));
+                let result = match kfunc_not_for_type(p, &object, &decoded.insns) {
+                    Some(e) => Err(e),
+                    None => verify_decoded(&decoded, &p.insns, &env)
+                        .map_err(|e| explain_unresolved_core(p, e)),
+                };
                 (decoded.insns, result)
             }
             Err(e) => (Vec::new(), Err(decode_rejection(&e, &p.insns))),
@@ -132,6 +135,35 @@ pub fn run(
         ExitCode::from(1)
     } else {
         ExitCode::SUCCESS
+    })
+}
+
+/// A call to a library kfunc the program's type may not call (node memory
+/// from a kprobe), refused as the loader refuses it, naming the kfunc.
+fn kfunc_not_for_type(
+    p: &bpfjet_obj::Program,
+    object: &bpfjet_obj::Object,
+    insns: &[bpfjet_isa::Insn],
+) -> Option<bpfjet_verifier::VerifyError> {
+    let prog_type = p.kind.prog_type()?;
+    insns.iter().enumerate().find_map(|(pc, insn)| {
+        let bpfjet_isa::Insn::Call(bpfjet_isa::CallTarget::Kfunc(idx)) = *insn else {
+            return None;
+        };
+        let name = usize::try_from(idx)
+            .ok()
+            .and_then(|i| object.kfuncs.get(i))?;
+        let k = bpfjet_kfuncs::by_name(name)?;
+        if k.callable_from(prog_type) {
+            return None;
+        }
+        let mut e = bpfjet_verifier::VerifyError::new(
+            "kfunc_prog_type",
+            format!("kfunc {name} may not be called from {prog_type} programs"),
+        );
+        e.pc = Some(pc);
+        e.insn_text = format!("call kfunc {idx}");
+        Some(e)
     })
 }
 

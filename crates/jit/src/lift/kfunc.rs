@@ -27,6 +27,11 @@ impl<'ctx> Lifter<'ctx, '_> {
             self.set_reg(fr, 0, r0)?;
             return Ok(true);
         }
+        if let Some(form @ (Inline::NodeNext | Inline::NodeData)) = k.inline {
+            let r0 = self.inline_node(fr, form)?;
+            self.set_reg(fr, 0, r0)?;
+            return Ok(true);
+        }
         if let Some(form) = k.inline {
             if let Some(r0) = self.inline_kfunc(fr, pc, form)? {
                 self.set_reg(fr, 0, r0)?;
@@ -133,13 +138,13 @@ impl<'ctx> Lifter<'ctx, '_> {
         })
     }
 
-    fn pointer(&self, fr: &Frame<'ctx>, r: u8) -> LResult<PointerValue<'ctx>> {
+    pub(super) fn pointer(&self, fr: &Frame<'ctx>, r: u8) -> LResult<PointerValue<'ctx>> {
         let v = self.reg(fr, r)?;
         Ok(self.b.build_int_to_ptr(v, self.t.ptr, "kfunc_arg")?)
     }
 
     /// An unaligned load of `ty` from `p`.
-    fn load_unaligned(
+    pub(super) fn load_unaligned(
         &self,
         ty: BasicTypeEnum<'ctx>,
         p: PointerValue<'ctx>,
@@ -300,6 +305,8 @@ impl<'ctx> Lifter<'ctx, '_> {
             }
             // Lowered by `inline_geo_countdown` (it needs the native).
             Inline::GeoCountdown => return Ok(None),
+            Inline::NodePut => t.i64.const_zero(),
+            Inline::NodeNext | Inline::NodeData => return Ok(None),
             Inline::KeyEq {
                 bytes,
                 one_if_differ,

@@ -20,6 +20,7 @@ mod direct;
 mod inline;
 mod kfunc;
 mod mem;
+mod node_kfunc;
 
 pub(crate) use inline::RUNCTX_CPU_OFFSET;
 
