@@ -5,8 +5,8 @@
 //! end, on every map a control plane reads (sketch counters, flow table).
 //!
 //! The kfunc builds' native code must have no call left for the kfuncs
-//! that have an inline form (bucket search, CRC32C), and none through the
-//! helper trampoline at all.
+//! that have an inline form (bit scans, bucket search, CRC32C, count-min,
+//! list-buckets), and none through the helper trampoline at all.
 //!
 //! Without a usable kernel the kernel column is skipped with a message;
 //! the bpfjet engines are still compared with each other.
@@ -377,16 +377,89 @@ fn sampler_skip_path_is_compiled_in() {
 }
 
 #[test]
-fn eiffel_bit_scans_are_compiled_in() {
-    // The two find-first-set steps: `llvm.cttz`, no call; the list-bucket
-    // operations are native calls (they have no inline form).
+fn eiffel_bit_scans_and_list_buckets_are_compiled_in() {
+    // The two find-first-set steps: `llvm.cttz`, no call; push and pop of
+    // the list-buckets compiled in too; only the one-time layout (init)
+    // stays a call.
     let obj = bpfjet_obj::load_file(nf_object("eiffel_l256_kfunc")).unwrap();
     let jit = JitObject::load(&obj, &ObjectOptions::default(), &JitOptions::uncached()).unwrap();
     let ir = jit.dump("eiffel", DumpStage::OptimizedIr, true).unwrap();
     assert_eq!(calls(&ir, "bpfjet_jit_helper"), 0, "{ir}");
     assert_eq!(calls(&ir, "bpfjet_kfunc_bpfjet_ctz64"), 0, "{ir}");
     assert!(ir.contains("@llvm.cttz.i64("), "{ir}");
-    assert!(calls(&ir, "bpfjet_kfunc_bpfjet_bktlist_pop") > 0, "{ir}");
+    assert_eq!(calls(&ir, "bpfjet_kfunc_bpfjet_bktlist_pop"), 0, "{ir}");
+    assert_eq!(calls(&ir, "bpfjet_kfunc_bpfjet_bktlist_push"), 0, "{ir}");
+    assert_eq!(calls(&ir, "bpfjet_kfunc_bpfjet_bktlist_init"), 1, "{ir}");
+}
+
+/// The kfuncs whose inline form replaces every call (the geometric
+/// sampler's form keeps the native for the sampled event, by design; the
+/// CRC32C-based forms need SSE4.2 on the target).
+fn fully_inlined(k: &bpfjet_kfuncs::Kfunc, sse42: bool) -> bool {
+    use bpfjet_kfuncs::Inline;
+    match k.inline {
+        None | Some(Inline::GeoCountdown) => false,
+        Some(Inline::Crc32c | Inline::CountMin { .. }) => sse42,
+        Some(_) => true,
+    }
+}
+
+#[test]
+fn kfunc_builds_call_no_kfunc_that_has_an_inline_form() {
+    // Every kfunc build of examples/nf, every program: the native code's
+    // call instructions name only kfuncs without an inline form (or the
+    // sampler's draw), never the helper trampoline.
+    let sse42 = std::arch::is_x86_feature_detected!("sse4.2");
+    let dir = support::corpus_build_dir().join("nf");
+    let mut objects: Vec<PathBuf> = std::fs::read_dir(&dir)
+        .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.to_string_lossy().ends_with("_kfunc.o"))
+        .collect();
+    objects.sort();
+    assert!(objects.len() >= 10, "kfunc builds: {objects:?}");
+    let (mut checked, mut kfunc_calls) = (0, 0);
+    for path in &objects {
+        let obj = bpfjet_obj::load_file(path).unwrap();
+        let jit = JitObject::load(&obj, &ObjectOptions::default(), &JitOptions::uncached())
+            .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+        for prog in jit.program_names() {
+            let asm = jit.dump(prog, DumpStage::Assembly, true).unwrap();
+            for line in asm.lines().map(str::trim) {
+                let Some(target) = line.strip_prefix("call") else {
+                    continue;
+                };
+                // `callq\tsymbol@PLT`: a direct call names its target.
+                let target = target.trim_start_matches('q').trim();
+                let symbol = target.split('@').next().unwrap_or_default();
+                assert!(
+                    !symbol.starts_with('*') && !symbol.contains("bpfjet_jit_helper"),
+                    "{} ({prog}): call through a register or the trampoline: {line}",
+                    path.display()
+                );
+                if let Some(k) = bpfjet_kfuncs::KFUNCS.iter().find(|k| symbol == k.symbol()) {
+                    assert!(
+                        !fully_inlined(k, sse42),
+                        "{} ({prog}): {} has an inline form but is called",
+                        path.display(),
+                        k.name
+                    );
+                    kfunc_calls += 1;
+                }
+                checked += 1;
+            }
+        }
+    }
+    // The one-time layouts and the sampler's draws are found as kfunc
+    // calls: the symbols are recognised.
+    assert!(
+        kfunc_calls > 0,
+        "no kfunc call recognised in {checked} calls"
+    );
+    println!(
+        "{} kfunc builds, {checked} calls left ({kfunc_calls} to kfuncs), none to an inlined kfunc",
+        objects.len()
+    );
 }
 
 /// Prints the plain count-min's native code (`cargo test ... -- --ignored

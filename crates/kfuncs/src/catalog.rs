@@ -87,6 +87,23 @@ pub enum Inline {
     /// decremented in place while nonzero (result 0); the native only for
     /// a sampled event (countdown 0).
     GeoCountdown,
+    /// A list-bucket operation (`bktlist`) with constant memory and
+    /// element sizes: the native's checks (every index read from the
+    /// memory checked, -EINVAL on corruption) and link updates compiled in.
+    BktList(BktOp),
+}
+
+/// The list-bucket operations that have an inline form.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum BktOp {
+    /// `bpfjet_bktlist_push(lists, sz, bucket, elem, elem_sz)`.
+    Push,
+    /// `bpfjet_bktlist_pop(lists, sz, bucket, out, out_sz)`.
+    Pop,
+    /// `bpfjet_bktlist_peek(lists, sz, bucket, out, out_sz)`.
+    Peek,
+    /// `bpfjet_bktlist_len(lists, sz, bucket)`.
+    Len,
 }
 
 /// One kfunc.
@@ -630,7 +647,7 @@ pub static KFUNCS: &[Kfunc] = &[
         [MUT, SZ, S, MEM, SZ],
         INT,
         n_bkt_push,
-        None,
+        Some(Inline::BktList(BktOp::Push)),
     ),
     kfunc(
         B,
@@ -639,7 +656,7 @@ pub static KFUNCS: &[Kfunc] = &[
         [MUT, SZ, S, MUT, SZ],
         INT,
         n_bkt_pop,
-        None,
+        Some(Inline::BktList(BktOp::Pop)),
     ),
     kfunc(
         B,
@@ -648,7 +665,7 @@ pub static KFUNCS: &[Kfunc] = &[
         [MEM, SZ, S, MUT, SZ],
         INT,
         n_bkt_peek,
-        None,
+        Some(Inline::BktList(BktOp::Peek)),
     ),
     kfunc(
         B,
@@ -657,7 +674,7 @@ pub static KFUNCS: &[Kfunc] = &[
         [MEM, SZ, S, N, N],
         INT,
         n_bkt_len,
-        None,
+        Some(Inline::BktList(BktOp::Len)),
     ),
     // eNetSTL's names and signatures.
     kfunc(E, "bpf_ffs", "u64 bpf_ffs(u64 val)", [S, N, N, N, N], INT, n_ctz64, Some(Inline::Ctz { bits: 64 })),

@@ -133,13 +133,13 @@ impl<'ctx> Lifter<'ctx, '_> {
         })
     }
 
-    fn pointer(&self, fr: &Frame<'ctx>, r: u8) -> LResult<PointerValue<'ctx>> {
+    pub(super) fn pointer(&self, fr: &Frame<'ctx>, r: u8) -> LResult<PointerValue<'ctx>> {
         let v = self.reg(fr, r)?;
         Ok(self.b.build_int_to_ptr(v, self.t.ptr, "kfunc_arg")?)
     }
 
     /// An unaligned load of `ty` from `p`.
-    fn load_unaligned(
+    pub(super) fn load_unaligned(
         &self,
         ty: BasicTypeEnum<'ctx>,
         p: PointerValue<'ctx>,
@@ -298,6 +298,10 @@ impl<'ctx> Lifter<'ctx, '_> {
                     }
                 }
             }
+            Inline::BktList(op) => match self.inline_bktlist(fr, pc, op)? {
+                Some(v) => v,
+                None => return Ok(None),
+            },
             // Lowered by `inline_geo_countdown` (it needs the native).
             Inline::GeoCountdown => return Ok(None),
             Inline::KeyEq {
@@ -419,7 +423,7 @@ impl<'ctx> Lifter<'ctx, '_> {
         ))
     }
 
-    fn int(&self, bits: u32) -> LResult<IntType<'ctx>> {
+    pub(super) fn int(&self, bits: u32) -> LResult<IntType<'ctx>> {
         std::num::NonZeroU32::new(bits)
             .and_then(|b| self.cx.custom_width_int_type(b).ok())
             .ok_or_else(|| LiftError::Build(format!("no {bits}-bit integer type")))

@@ -13,6 +13,7 @@
 //! really lets its address out (e.g. to a helper).
 
 mod alu;
+mod bktlist;
 pub(crate) mod calls;
 mod control;
 mod copy;
