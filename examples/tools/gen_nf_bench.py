@@ -10,6 +10,8 @@ writes OUTDIR/flow.bin (the frame) and OUTDIR/cuckoo_load{50,95}.json:
   load 50: every bucket half full, the flow in slot 7 of its first bucket;
   load 95: every bucket 15-16 slots full, the flow's two buckets full and the
            flow in the last slot of its second bucket (a lookup scans 32 slots).
+and OUTDIR/cuckoofilter_s{8,16}_load{50,95}.json, the same for the cuckoo
+filter (examples/nf/cuckoofilter.c: 1024 buckets of 8 or 16 fingerprints).
 """
 import json
 import os
@@ -84,6 +86,36 @@ def cuckoo_state(load, f, rng):
     return {"buckets": entries}
 
 
+CF_NBUCKETS = 1024
+CF_SEED = 0x85EBCA6B
+
+
+def cuckoofilter_state(load, slots, f, rng):
+    h = crc32c(flow_key(f), CF_SEED)
+    fp = (h >> 16) or 1
+    b1 = h % CF_NBUCKETS
+    b2 = (b1 ^ (((fp * 0x5BD1E995) & 0xFFFFFFFF) >> 16)) % CF_NBUCKETS
+    entries = []
+    for i in range(CF_NBUCKETS):
+        if load >= 0.9:
+            used = slots if i in (b1, b2) else rng.choice([slots - 1, slots])
+        else:
+            used = round(slots * load)
+        fps = []
+        for s in range(slots):
+            v = 0
+            while s < used and v in (0, fp):
+                v = rng.randrange(1, 0x10000)
+            fps.append(v)
+        if load >= 0.9 and i == b2:
+            fps[slots - 1] = fp
+        elif load < 0.9 and i == b1:
+            fps[slots // 2 - 1] = fp
+        value = b"".join(v.to_bytes(2, "little") for v in fps)
+        entries.append({"key": i.to_bytes(4, "little").hex(), "value": value.hex()})
+    return {"buckets": entries}
+
+
 def main():
     out = sys.argv[1]
     os.makedirs(out, exist_ok=True)
@@ -94,6 +126,11 @@ def main():
     for load in (50, 95):
         with open(os.path.join(out, f"cuckoo_load{load}.json"), "w") as w:
             json.dump(cuckoo_state(load / 100, f, rng), w)
+    for slots in (8, 16):
+        for load in (50, 95):
+            name = f"cuckoofilter_s{slots}_load{load}.json"
+            with open(os.path.join(out, name), "w") as w:
+                json.dump(cuckoofilter_state(load / 100, slots, f, rng), w)
 
 
 if __name__ == "__main__":

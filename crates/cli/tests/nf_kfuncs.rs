@@ -89,7 +89,8 @@ fn run_opts() -> TestRunOptions {
 /// `queues` hold the queued packet ids as per-level rings (plain) or in
 /// list-buckets (kfunc): not compared byte for byte; its occupancy bitmap
 /// and statistics (what was dequeued, in which order: rank sum, id xor)
-/// are.
+/// are. Carousel's `queues` likewise (its wheels' slots): its statistics
+/// (released ids and timestamps) and the flows' pacing state are.
 fn nf_maps(mut maps: MapState) -> MapState {
     maps.retain(|name, _| !name.starts_with('.') && name != "queues");
     if let Some(entries) = maps.get_mut("sampler") {
@@ -278,6 +279,135 @@ fn eiffel_plain_and_kfunc_builds_agree_with_the_kernel() {
             assert!(count(&v, DROP) > 0, "{levels} levels: no level filled up");
         }
         assert!(!v.contains(&0), "{levels} levels: aborted");
+    }
+}
+
+#[test]
+fn heavykeeper_plain_and_kfunc_builds_agree_with_the_kernel() {
+    // 40 skewed flows: more than the 16 top-k entries (replacements), and
+    // the heaviest reach the drop threshold; the sketch's decay decisions
+    // come from the program's own xorshift state, so they agree too.
+    let frames = frames(40, 3000);
+    for rows in [1, 2, 4] {
+        let v = differential(
+            &format!("heavykeeper_r{rows}_plain"),
+            &format!("heavykeeper_r{rows}_kfunc"),
+            "heavykeeper",
+            &frames,
+        );
+        assert!(
+            count(&v, DROP) > 0 && count(&v, PASS) > 0,
+            "{rows} rows: {v:?}"
+        );
+    }
+}
+
+#[test]
+fn cuckoo_filter_plain_and_kfunc_builds_agree_with_the_kernel() {
+    // Members pass, new flows are inserted (tx); in the small filter (64
+    // buckets of 8) 6000 flows force evictions and failed inserts (drop).
+    for (plain, kfunc, flows, n) in [
+        (
+            "cuckoofilter_s16_plain",
+            "cuckoofilter_s16_kfunc",
+            300,
+            1500,
+        ),
+        (
+            "cuckoofilter_small_plain",
+            "cuckoofilter_small_kfunc",
+            300,
+            1500,
+        ),
+        (
+            "cuckoofilter_small_plain",
+            "cuckoofilter_small_kfunc",
+            6000,
+            3000,
+        ),
+    ] {
+        let frames = frames(flows, n);
+        let v = differential(plain, kfunc, "cuckoofilter", &frames);
+        assert!(
+            count(&v, PASS) > 0 && count(&v, TX) > 0,
+            "{kfunc}, {flows} flows: {v:?}"
+        );
+        if flows > 5000 {
+            assert!(
+                count(&v, DROP) > 0,
+                "{kfunc}, {flows} flows: nothing failed"
+            );
+        }
+    }
+}
+
+#[test]
+fn variable_increment_bloom_plain_and_kfunc_builds_agree_with_the_kernel() {
+    // Every seventh TCP frame goes to port 9 (discard): a member there is
+    // deleted (drop) and inserted again by its next packet (tx).
+    let mut frames = frames(300, 2500);
+    for (i, f) in frames.iter_mut().enumerate() {
+        if f.len() >= 38 && f[12..14] == [8, 0] && f[23] == 6 && i % 7 == 0 {
+            f[36..38].copy_from_slice(&9u16.to_be_bytes());
+        }
+    }
+    for k in [2, 4, 8] {
+        let v = differential(
+            &format!("vibloom_k{k}_plain"),
+            &format!("vibloom_k{k}_kfunc"),
+            "vibloom",
+            &frames,
+        );
+        assert!(
+            count(&v, PASS) > 0 && count(&v, TX) > 0 && count(&v, DROP) > 0,
+            "{k} hashes: {v:?}"
+        );
+    }
+}
+
+#[test]
+fn carousel_plain_and_kfunc_builds_agree_with_the_kernel() {
+    // Rare flows go out at once (tx); heavy ones are paced (queued: pass)
+    // until their backlog passes the wheel's horizon or a slot fills
+    // (drop). Released packets (ids, timestamps) are in the statistics.
+    for (flows, n) in [(400, 2000), (8, 2500)] {
+        let frames = frames(flows, n);
+        for fine in [64, 128, 256] {
+            let v = differential(
+                &format!("carousel_w{fine}_plain"),
+                &format!("carousel_w{fine}_kfunc"),
+                "carousel",
+                &frames,
+            );
+            assert!(
+                count(&v, TX) > 0 && count(&v, PASS) > 0,
+                "{fine} slots, {flows} flows: {v:?}"
+            );
+            if flows < 100 {
+                assert!(count(&v, DROP) > 0, "{fine} slots, {flows} flows: no drop");
+            }
+            assert!(!v.contains(&0), "{fine} slots: aborted");
+        }
+    }
+}
+
+#[test]
+fn edf_load_balancer_plain_and_kfunc_builds_agree_with_the_kernel() {
+    // Every IPv4 packet is sent to a backend (tx), the rest pass; the
+    // deadlines and per-backend counts a control plane reads must agree.
+    let frames = frames(200, 1500);
+    for backends in [4, 8, 16] {
+        let v = differential(
+            &format!("edflb_b{backends}_plain"),
+            &format!("edflb_b{backends}_kfunc"),
+            "edflb",
+            &frames,
+        );
+        assert!(
+            count(&v, TX) > 0 && count(&v, PASS) > 0,
+            "{backends}: {v:?}"
+        );
+        assert!(!v.contains(&DROP) && !v.contains(&0), "{backends}: {v:?}");
     }
 }
 
