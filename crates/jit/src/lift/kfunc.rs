@@ -298,6 +298,14 @@ impl<'ctx> Lifter<'ctx, '_> {
                     }
                 }
             }
+            Inline::Reduce {
+                lane_bytes,
+                max,
+                index,
+            } => match self.inline_reduce(fr, pc, lane_bytes, max, index)? {
+                Some(v) => v,
+                None => return Ok(None),
+            },
             Inline::BktList(op) => match self.inline_bktlist(fr, pc, op)? {
                 Some(v) => v,
                 None => return Ok(None),

@@ -21,6 +21,7 @@ mod direct;
 mod inline;
 mod kfunc;
 mod mem;
+mod reduce;
 
 pub(crate) use inline::RUNCTX_CPU_OFFSET;
 
