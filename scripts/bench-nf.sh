@@ -13,6 +13,7 @@
 # the same keys, answering the same GET request.
 #
 #   scripts/bench-nf.sh [extra bench args]      (root, release build)
+#   ONLY=HeavyKeeper scripts/bench-nf.sh        (only rows whose label contains it)
 set -eu
 BPFJET=${BPFJET:-target/release/bpfjet}
 D=build/examples/nf
@@ -22,6 +23,7 @@ python3 examples/tools/gen_nf_bench.py "$D/bench"
 point() {
     label=$1 plain=$2 kfunc=$3
     shift 3
+    case "$label" in *"${ONLY:-}"*) ;; *) return 0 ;; esac
     "$BPFJET" bench "$D/$plain.o" --data "$D/bench/flow.bin" --engines kernel,jit \
         --versus "$D/$kfunc.o" --json "$@" | LABEL="$label" KF="jit:$kfunc" python3 -c '
 import json, os, sys
@@ -49,6 +51,24 @@ for p in 4 16 64; do
 done
 for l in 64 256 1024; do
     point "Eiffel cFFS, $l levels" "eiffel_steady_l${l}_plain" "eiffel_steady_l${l}_kfunc" "$@"
+done
+for r in 1 2 4; do
+    point "HeavyKeeper top-16, $r rows" "heavykeeper_r${r}_plain" "heavykeeper_r${r}_kfunc" "$@"
+done
+for s in 8 16; do
+    for l in 50 95; do
+        point "cuckoo filter, $s slots, load $l%" "cuckoofilter_s${s}_plain" "cuckoofilter_s${s}_kfunc" \
+            --maps "$D/bench/cuckoofilter_s${s}_load$l.json" "$@"
+    done
+done
+for k in 2 4 8; do
+    point "VI Bloom filter, $k hashes" "vibloom_k${k}_plain" "vibloom_k${k}_kfunc" "$@"
+done
+for w in 64 128 256; do
+    point "Carousel wheel, $w fine slots" "carousel_steady_w${w}_plain" "carousel_steady_w${w}_kfunc" "$@"
+done
+for n in 4 8 16; do
+    point "EDF load balancer, $n backends" "edflb_b${n}_plain" "edflb_b${n}_kfunc" "$@"
 done
 
 echo

@@ -13,6 +13,8 @@ writes OUTDIR/flow.bin (the frame) and OUTDIR/cuckoo_load{50,95}.json:
 and OUTDIR/skiplist_get_k{N}.bin: a GET request to the skip-list store
 (examples/nf/skiplist.c, UDP port 9000) for key 2 * (N / 3), present in the
 store its -DPREFILL=N build fills (keys 0, 2, ..., 2(N - 1)).
+and OUTDIR/cuckoofilter_s{8,16}_load{50,95}.json, the same for the cuckoo
+filter (examples/nf/cuckoofilter.c: 1024 buckets of 8 or 16 fingerprints).
 """
 import json
 import os
@@ -103,6 +105,36 @@ def skiplist_request(op, key, value=0):
     return bytes(f)
 
 
+CF_NBUCKETS = 1024
+CF_SEED = 0x85EBCA6B
+
+
+def cuckoofilter_state(load, slots, f, rng):
+    h = crc32c(flow_key(f), CF_SEED)
+    fp = (h >> 16) or 1
+    b1 = h % CF_NBUCKETS
+    b2 = (b1 ^ (((fp * 0x5BD1E995) & 0xFFFFFFFF) >> 16)) % CF_NBUCKETS
+    entries = []
+    for i in range(CF_NBUCKETS):
+        if load >= 0.9:
+            used = slots if i in (b1, b2) else rng.choice([slots - 1, slots])
+        else:
+            used = round(slots * load)
+        fps = []
+        for s in range(slots):
+            v = 0
+            while s < used and v in (0, fp):
+                v = rng.randrange(1, 0x10000)
+            fps.append(v)
+        if load >= 0.9 and i == b2:
+            fps[slots - 1] = fp
+        elif load < 0.9 and i == b1:
+            fps[slots // 2 - 1] = fp
+        value = b"".join(v.to_bytes(2, "little") for v in fps)
+        entries.append({"key": i.to_bytes(4, "little").hex(), "value": value.hex()})
+    return {"buckets": entries}
+
+
 def main():
     out = sys.argv[1]
     os.makedirs(out, exist_ok=True)
@@ -116,6 +148,11 @@ def main():
     for n in SKIPLIST_KEYS:
         with open(os.path.join(out, f"skiplist_get_k{n}.bin"), "wb") as w:
             w.write(skiplist_request(2, 2 * (n // 3)))
+    for slots in (8, 16):
+        for load in (50, 95):
+            name = f"cuckoofilter_s{slots}_load{load}.json"
+            with open(os.path.join(out, name), "w") as w:
+                json.dump(cuckoofilter_state(load / 100, slots, f, rng), w)
 
 
 if __name__ == "__main__":

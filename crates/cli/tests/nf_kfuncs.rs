@@ -5,8 +5,8 @@
 //! end, on every map a control plane reads (sketch counters, flow table).
 //!
 //! The kfunc builds' native code must have no call left for the kfuncs
-//! that have an inline form (bucket search, CRC32C), and none through the
-//! helper trampoline at all.
+//! that have an inline form (bit scans, bucket search, CRC32C, count-min,
+//! list-buckets), and none through the helper trampoline at all.
 //!
 //! Without a usable kernel the kernel column is skipped with a message;
 //! the bpfjet engines are still compared with each other.
@@ -89,7 +89,8 @@ fn run_opts() -> TestRunOptions {
 /// `queues` hold the queued packet ids as per-level rings (plain) or in
 /// list-buckets (kfunc): not compared byte for byte; its occupancy bitmap
 /// and statistics (what was dequeued, in which order: rank sum, id xor)
-/// are.
+/// are. Carousel's `queues` likewise (its wheels' slots): its statistics
+/// (released ids and timestamps) and the flows' pacing state are.
 fn nf_maps(mut maps: MapState) -> MapState {
     maps.retain(|name, _| !name.starts_with('.') && name != "queues");
     if let Some(entries) = maps.get_mut("sampler") {
@@ -281,6 +282,135 @@ fn eiffel_plain_and_kfunc_builds_agree_with_the_kernel() {
     }
 }
 
+#[test]
+fn heavykeeper_plain_and_kfunc_builds_agree_with_the_kernel() {
+    // 40 skewed flows: more than the 16 top-k entries (replacements), and
+    // the heaviest reach the drop threshold; the sketch's decay decisions
+    // come from the program's own xorshift state, so they agree too.
+    let frames = frames(40, 3000);
+    for rows in [1, 2, 4] {
+        let v = differential(
+            &format!("heavykeeper_r{rows}_plain"),
+            &format!("heavykeeper_r{rows}_kfunc"),
+            "heavykeeper",
+            &frames,
+        );
+        assert!(
+            count(&v, DROP) > 0 && count(&v, PASS) > 0,
+            "{rows} rows: {v:?}"
+        );
+    }
+}
+
+#[test]
+fn cuckoo_filter_plain_and_kfunc_builds_agree_with_the_kernel() {
+    // Members pass, new flows are inserted (tx); in the small filter (64
+    // buckets of 8) 6000 flows force evictions and failed inserts (drop).
+    for (plain, kfunc, flows, n) in [
+        (
+            "cuckoofilter_s16_plain",
+            "cuckoofilter_s16_kfunc",
+            300,
+            1500,
+        ),
+        (
+            "cuckoofilter_small_plain",
+            "cuckoofilter_small_kfunc",
+            300,
+            1500,
+        ),
+        (
+            "cuckoofilter_small_plain",
+            "cuckoofilter_small_kfunc",
+            6000,
+            3000,
+        ),
+    ] {
+        let frames = frames(flows, n);
+        let v = differential(plain, kfunc, "cuckoofilter", &frames);
+        assert!(
+            count(&v, PASS) > 0 && count(&v, TX) > 0,
+            "{kfunc}, {flows} flows: {v:?}"
+        );
+        if flows > 5000 {
+            assert!(
+                count(&v, DROP) > 0,
+                "{kfunc}, {flows} flows: nothing failed"
+            );
+        }
+    }
+}
+
+#[test]
+fn variable_increment_bloom_plain_and_kfunc_builds_agree_with_the_kernel() {
+    // Every seventh TCP frame goes to port 9 (discard): a member there is
+    // deleted (drop) and inserted again by its next packet (tx).
+    let mut frames = frames(300, 2500);
+    for (i, f) in frames.iter_mut().enumerate() {
+        if f.len() >= 38 && f[12..14] == [8, 0] && f[23] == 6 && i % 7 == 0 {
+            f[36..38].copy_from_slice(&9u16.to_be_bytes());
+        }
+    }
+    for k in [2, 4, 8] {
+        let v = differential(
+            &format!("vibloom_k{k}_plain"),
+            &format!("vibloom_k{k}_kfunc"),
+            "vibloom",
+            &frames,
+        );
+        assert!(
+            count(&v, PASS) > 0 && count(&v, TX) > 0 && count(&v, DROP) > 0,
+            "{k} hashes: {v:?}"
+        );
+    }
+}
+
+#[test]
+fn carousel_plain_and_kfunc_builds_agree_with_the_kernel() {
+    // Rare flows go out at once (tx); heavy ones are paced (queued: pass)
+    // until their backlog passes the wheel's horizon or a slot fills
+    // (drop). Released packets (ids, timestamps) are in the statistics.
+    for (flows, n) in [(400, 2000), (8, 2500)] {
+        let frames = frames(flows, n);
+        for fine in [64, 128, 256] {
+            let v = differential(
+                &format!("carousel_w{fine}_plain"),
+                &format!("carousel_w{fine}_kfunc"),
+                "carousel",
+                &frames,
+            );
+            assert!(
+                count(&v, TX) > 0 && count(&v, PASS) > 0,
+                "{fine} slots, {flows} flows: {v:?}"
+            );
+            if flows < 100 {
+                assert!(count(&v, DROP) > 0, "{fine} slots, {flows} flows: no drop");
+            }
+            assert!(!v.contains(&0), "{fine} slots: aborted");
+        }
+    }
+}
+
+#[test]
+fn edf_load_balancer_plain_and_kfunc_builds_agree_with_the_kernel() {
+    // Every IPv4 packet is sent to a backend (tx), the rest pass; the
+    // deadlines and per-backend counts a control plane reads must agree.
+    let frames = frames(200, 1500);
+    for backends in [4, 8, 16] {
+        let v = differential(
+            &format!("edflb_b{backends}_plain"),
+            &format!("edflb_b{backends}_kfunc"),
+            "edflb",
+            &frames,
+        );
+        assert!(
+            count(&v, TX) > 0 && count(&v, PASS) > 0,
+            "{backends}: {v:?}"
+        );
+        assert!(!v.contains(&DROP) && !v.contains(&0), "{backends}: {v:?}");
+    }
+}
+
 /// Calls to `symbol` in optimized IR (the declaration is not a call).
 fn calls(ir: &str, symbol: &str) -> usize {
     ir.lines()
@@ -377,16 +507,89 @@ fn sampler_skip_path_is_compiled_in() {
 }
 
 #[test]
-fn eiffel_bit_scans_are_compiled_in() {
-    // The two find-first-set steps: `llvm.cttz`, no call; the list-bucket
-    // operations are native calls (they have no inline form).
+fn eiffel_bit_scans_and_list_buckets_are_compiled_in() {
+    // The two find-first-set steps: `llvm.cttz`, no call; push and pop of
+    // the list-buckets compiled in too; only the one-time layout (init)
+    // stays a call.
     let obj = bpfjet_obj::load_file(nf_object("eiffel_l256_kfunc")).unwrap();
     let jit = JitObject::load(&obj, &ObjectOptions::default(), &JitOptions::uncached()).unwrap();
     let ir = jit.dump("eiffel", DumpStage::OptimizedIr, true).unwrap();
     assert_eq!(calls(&ir, "bpfjet_jit_helper"), 0, "{ir}");
     assert_eq!(calls(&ir, "bpfjet_kfunc_bpfjet_ctz64"), 0, "{ir}");
     assert!(ir.contains("@llvm.cttz.i64("), "{ir}");
-    assert!(calls(&ir, "bpfjet_kfunc_bpfjet_bktlist_pop") > 0, "{ir}");
+    assert_eq!(calls(&ir, "bpfjet_kfunc_bpfjet_bktlist_pop"), 0, "{ir}");
+    assert_eq!(calls(&ir, "bpfjet_kfunc_bpfjet_bktlist_push"), 0, "{ir}");
+    assert_eq!(calls(&ir, "bpfjet_kfunc_bpfjet_bktlist_init"), 1, "{ir}");
+}
+
+/// The kfuncs whose inline form replaces every call (the geometric
+/// sampler's form keeps the native for the sampled event, by design; the
+/// CRC32C-based forms need SSE4.2 on the target).
+fn fully_inlined(k: &bpfjet_kfuncs::Kfunc, sse42: bool) -> bool {
+    use bpfjet_kfuncs::Inline;
+    match k.inline {
+        None | Some(Inline::GeoCountdown) => false,
+        Some(Inline::Crc32c | Inline::CountMin { .. }) => sse42,
+        Some(_) => true,
+    }
+}
+
+#[test]
+fn kfunc_builds_call_no_kfunc_that_has_an_inline_form() {
+    // Every kfunc build of examples/nf, every program: the native code's
+    // call instructions name only kfuncs without an inline form (or the
+    // sampler's draw), never the helper trampoline.
+    let sse42 = std::arch::is_x86_feature_detected!("sse4.2");
+    let dir = support::corpus_build_dir().join("nf");
+    let mut objects: Vec<PathBuf> = std::fs::read_dir(&dir)
+        .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.to_string_lossy().ends_with("_kfunc.o"))
+        .collect();
+    objects.sort();
+    assert!(objects.len() >= 10, "kfunc builds: {objects:?}");
+    let (mut checked, mut kfunc_calls) = (0, 0);
+    for path in &objects {
+        let obj = bpfjet_obj::load_file(path).unwrap();
+        let jit = JitObject::load(&obj, &ObjectOptions::default(), &JitOptions::uncached())
+            .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+        for prog in jit.program_names() {
+            let asm = jit.dump(prog, DumpStage::Assembly, true).unwrap();
+            for line in asm.lines().map(str::trim) {
+                let Some(target) = line.strip_prefix("call") else {
+                    continue;
+                };
+                // `callq\tsymbol@PLT`: a direct call names its target.
+                let target = target.trim_start_matches('q').trim();
+                let symbol = target.split('@').next().unwrap_or_default();
+                assert!(
+                    !symbol.starts_with('*') && !symbol.contains("bpfjet_jit_helper"),
+                    "{} ({prog}): call through a register or the trampoline: {line}",
+                    path.display()
+                );
+                if let Some(k) = bpfjet_kfuncs::KFUNCS.iter().find(|k| symbol == k.symbol()) {
+                    assert!(
+                        !fully_inlined(k, sse42),
+                        "{} ({prog}): {} has an inline form but is called",
+                        path.display(),
+                        k.name
+                    );
+                    kfunc_calls += 1;
+                }
+                checked += 1;
+            }
+        }
+    }
+    // The one-time layouts and the sampler's draws are found as kfunc
+    // calls: the symbols are recognised.
+    assert!(
+        kfunc_calls > 0,
+        "no kfunc call recognised in {checked} calls"
+    );
+    println!(
+        "{} kfunc builds, {checked} calls left ({kfunc_calls} to kfuncs), none to an inlined kfunc",
+        objects.len()
+    );
 }
 
 /// Prints the plain count-min's native code (`cargo test ... -- --ignored

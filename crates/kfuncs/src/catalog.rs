@@ -96,6 +96,31 @@ pub enum Inline {
     NodeData,
     /// `bpfjet_node_put(data)`: nothing to do at run time.
     NodePut,
+    /// A list-bucket operation (`bktlist`) with constant memory and
+    /// element sizes: the native's checks (every index read from the
+    /// memory checked, -EINVAL on corruption) and link updates compiled in.
+    BktList(BktOp),
+    /// The minimum or maximum (`max`) of the bucket's `lane_bytes`
+    /// elements (r1, r2 bytes), or the index of its first occurrence
+    /// (`index`): inlined when the size is a constant of 1..=64 elements.
+    Reduce {
+        lane_bytes: u32,
+        max: bool,
+        index: bool,
+    },
+}
+
+/// The list-bucket operations that have an inline form.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum BktOp {
+    /// `bpfjet_bktlist_push(lists, sz, bucket, elem, elem_sz)`.
+    Push,
+    /// `bpfjet_bktlist_pop(lists, sz, bucket, out, out_sz)`.
+    Pop,
+    /// `bpfjet_bktlist_peek(lists, sz, bucket, out, out_sz)`.
+    Peek,
+    /// `bpfjet_bktlist_len(lists, sz, bucket)`.
+    Len,
 }
 
 /// One kfunc.
@@ -407,9 +432,17 @@ macro_rules! search {
 }
 
 macro_rules! reduce {
-    ($name:literal, $decl:literal, $native:ident) => {
-        kfunc(B, $name, $decl, [MEM, SZ, N, N, N], INT, $native, None)
+    ($name:literal, $decl:literal, $native:ident, $inline:expr) => {
+        kfunc(B, $name, $decl, [MEM, SZ, N, N, N], INT, $native, $inline)
     };
+}
+
+const fn reduction(lane_bytes: u32, max: bool, index: bool) -> Option<Inline> {
+    Some(Inline::Reduce {
+        lane_bytes,
+        max,
+        index,
+    })
 }
 
 macro_rules! fused {
@@ -499,41 +532,47 @@ pub static KFUNCS: &[Kfunc] = &[
         n_mask_u64,
         mask(8)
     ),
-    reduce!("bpfjet_min_u16", "__u64 bpfjet_min_u16(const void *bucket, __u32 bucket__sz)", n_min_u16),
-    reduce!("bpfjet_min_u32", "__u64 bpfjet_min_u32(const void *bucket, __u32 bucket__sz)", n_min_u32),
-    reduce!("bpfjet_min_u64", "__u64 bpfjet_min_u64(const void *bucket, __u32 bucket__sz)", n_min_u64),
-    reduce!("bpfjet_max_u16", "__u64 bpfjet_max_u16(const void *bucket, __u32 bucket__sz)", n_max_u16),
-    reduce!("bpfjet_max_u32", "__u64 bpfjet_max_u32(const void *bucket, __u32 bucket__sz)", n_max_u32),
-    reduce!("bpfjet_max_u64", "__u64 bpfjet_max_u64(const void *bucket, __u32 bucket__sz)", n_max_u64),
+    reduce!("bpfjet_min_u16", "__u64 bpfjet_min_u16(const void *bucket, __u32 bucket__sz)", n_min_u16, reduction(2, false, false)),
+    reduce!("bpfjet_min_u32", "__u64 bpfjet_min_u32(const void *bucket, __u32 bucket__sz)", n_min_u32, reduction(4, false, false)),
+    reduce!("bpfjet_min_u64", "__u64 bpfjet_min_u64(const void *bucket, __u32 bucket__sz)", n_min_u64, reduction(8, false, false)),
+    reduce!("bpfjet_max_u16", "__u64 bpfjet_max_u16(const void *bucket, __u32 bucket__sz)", n_max_u16, reduction(2, true, false)),
+    reduce!("bpfjet_max_u32", "__u64 bpfjet_max_u32(const void *bucket, __u32 bucket__sz)", n_max_u32, reduction(4, true, false)),
+    reduce!("bpfjet_max_u64", "__u64 bpfjet_max_u64(const void *bucket, __u32 bucket__sz)", n_max_u64, reduction(8, true, false)),
     reduce!(
         "bpfjet_argmin_u16",
         "__u64 bpfjet_argmin_u16(const void *bucket, __u32 bucket__sz)",
-        n_argmin_u16
+        n_argmin_u16,
+        reduction(2, false, true)
     ),
     reduce!(
         "bpfjet_argmin_u32",
         "__u64 bpfjet_argmin_u32(const void *bucket, __u32 bucket__sz)",
-        n_argmin_u32
+        n_argmin_u32,
+        reduction(4, false, true)
     ),
     reduce!(
         "bpfjet_argmin_u64",
         "__u64 bpfjet_argmin_u64(const void *bucket, __u32 bucket__sz)",
-        n_argmin_u64
+        n_argmin_u64,
+        reduction(8, false, true)
     ),
     reduce!(
         "bpfjet_argmax_u16",
         "__u64 bpfjet_argmax_u16(const void *bucket, __u32 bucket__sz)",
-        n_argmax_u16
+        n_argmax_u16,
+        reduction(2, true, true)
     ),
     reduce!(
         "bpfjet_argmax_u32",
         "__u64 bpfjet_argmax_u32(const void *bucket, __u32 bucket__sz)",
-        n_argmax_u32
+        n_argmax_u32,
+        reduction(4, true, true)
     ),
     reduce!(
         "bpfjet_argmax_u64",
         "__u64 bpfjet_argmax_u64(const void *bucket, __u32 bucket__sz)",
-        n_argmax_u64
+        n_argmax_u64,
+        reduction(8, true, true)
     ),
     kfunc(
         B,
@@ -639,7 +678,7 @@ pub static KFUNCS: &[Kfunc] = &[
         [MUT, SZ, S, MEM, SZ],
         INT,
         n_bkt_push,
-        None,
+        Some(Inline::BktList(BktOp::Push)),
     ),
     kfunc(
         B,
@@ -648,7 +687,7 @@ pub static KFUNCS: &[Kfunc] = &[
         [MUT, SZ, S, MUT, SZ],
         INT,
         n_bkt_pop,
-        None,
+        Some(Inline::BktList(BktOp::Pop)),
     ),
     kfunc(
         B,
@@ -657,7 +696,7 @@ pub static KFUNCS: &[Kfunc] = &[
         [MEM, SZ, S, MUT, SZ],
         INT,
         n_bkt_peek,
-        None,
+        Some(Inline::BktList(BktOp::Peek)),
     ),
     kfunc(
         B,
@@ -666,7 +705,7 @@ pub static KFUNCS: &[Kfunc] = &[
         [MEM, SZ, S, N, N],
         INT,
         n_bkt_len,
-        None,
+        Some(Inline::BktList(BktOp::Len)),
     ),
     crate::node_kfuncs::POOL_INIT,
     crate::node_kfuncs::ALLOC,

@@ -34,6 +34,6 @@ pub mod search;
 pub mod signature;
 
 pub use catalog::{
-    by_name, by_symbol, verifier_protos, Inline, Kfunc, Lanes, NativeFn, Origin, KFUNCS,
+    by_name, by_symbol, verifier_protos, BktOp, Inline, Kfunc, Lanes, NativeFn, Origin, KFUNCS,
 };
 pub use cpu::{features, CpuFeatures};

@@ -303,6 +303,18 @@ impl<'ctx> Lifter<'ctx, '_> {
                     }
                 }
             }
+            Inline::Reduce {
+                lane_bytes,
+                max,
+                index,
+            } => match self.inline_reduce(fr, pc, lane_bytes, max, index)? {
+                Some(v) => v,
+                None => return Ok(None),
+            },
+            Inline::BktList(op) => match self.inline_bktlist(fr, pc, op)? {
+                Some(v) => v,
+                None => return Ok(None),
+            },
             // Lowered by `inline_geo_countdown` (it needs the native).
             Inline::GeoCountdown => return Ok(None),
             Inline::NodePut => t.i64.const_zero(),
@@ -426,7 +438,7 @@ impl<'ctx> Lifter<'ctx, '_> {
         ))
     }
 
-    fn int(&self, bits: u32) -> LResult<IntType<'ctx>> {
+    pub(super) fn int(&self, bits: u32) -> LResult<IntType<'ctx>> {
         std::num::NonZeroU32::new(bits)
             .and_then(|b| self.cx.custom_width_int_type(b).ok())
             .ok_or_else(|| LiftError::Build(format!("no {bits}-bit integer type")))

@@ -13,6 +13,7 @@
 //! really lets its address out (e.g. to a helper).
 
 mod alu;
+mod bktlist;
 pub(crate) mod calls;
 mod control;
 mod copy;
@@ -21,6 +22,7 @@ mod inline;
 mod kfunc;
 mod mem;
 mod node_kfunc;
+mod reduce;
 
 pub(crate) use inline::RUNCTX_CPU_OFFSET;
 
