@@ -277,6 +277,7 @@ pub fn run(args: &TraceArgs) -> Result<ExitCode> {
                 "maps": maps,
                 "ringbufs": ringbufs,
                 "exit_code": exit_code,
+                "syscalls": report.get("syscalls").cloned().unwrap_or(Value::Null),
                 "fused": [],
                 "fusable": fusable(&plan),
             })
