@@ -63,7 +63,7 @@ bench-preload: build
 
 # Per-hit uprobe cost: untraced / kernel uprobe / bpfjet trace (interp, JIT)
 # on one tight loop, side by side (docs/PERFORMANCE.md, "Tracing"; root).
-bench-uprobe: build
+bench-uprobe: build examples
 	BPFJET=$(BPFJET) sh scripts/bench-trace-uprobe.sh
 
 # The tracing tools of examples/trace/ on one workload in the kernel

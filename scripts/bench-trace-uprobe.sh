@@ -29,6 +29,24 @@ kern=$("$DIR/kernel_loader" "$DIR/bench.o" "$DIR/bench" "$KCALLS" 2>/dev/null | 
 interp=$("$BPFJET" trace "$DIR/bench.o" --engine interp -- "$DIR/bench" "$CALLS" | ns)
 jit=$("$BPFJET" trace "$DIR/bench.o" --engine jit -- "$DIR/bench" "$CALLS" | ns)
 
+# Per traced system call: syscount (examples/trace, raw_tracepoint/sys_enter
+# counting into a hash map) on a loop of read(/dev/zero, 1 byte) — a libc
+# wrapper bpfjet's fast path covers — and of getppid() — one it does not
+# (Syscall User Dispatch's SIGSYS) — untraced / kernel (ktrace, libbpf) /
+# bpfjet (interpreter, JIT). Needs `make -C examples trace`.
+TRACE=build/examples/trace
+cc -O2 -o "$DIR/sys" "$SRC/syscall_target.c"
+sys_row() { # CALL
+	sb=$("$DIR/sys" "$CALLS" "$1" | ns)
+	sk=$("$TRACE/ktrace" "$TRACE/syscount.o" -- "$DIR/sys" "$KCALLS" "$1" 2>/dev/null | ns)
+	si=$("$BPFJET" trace "$TRACE/syscount.o" --engine interp -- "$DIR/sys" "$CALLS" "$1" | ns)
+	sj=$("$BPFJET" trace "$TRACE/syscount.o" --engine jit -- "$DIR/sys" "$CALLS" "$1" | ns)
+	awk -v c="$1" -v b="$sb" -v k="$sk" -v i="$si" -v j="$sj" 'BEGIN {
+		printf "%-10s %12.2f %12.2f %12.2f %12.2f %12.2f %12.2f %12.2f\n", c, b, k - b, i - b, j - b, k, i, j
+	}'
+}
+SYSROWS=$(sys_row read; sys_row getppid)
+
 echo "calls: $CALLS (kernel: $KCALLS)"
 printf '%-26s %14s %14s %12s\n' setup "ns/call" "ns/hit" "vs kernel"
 awk -v b="$base" -v k="$kern" -v i="$interp" -v j="$jit" 'BEGIN {
@@ -38,3 +56,7 @@ awk -v b="$base" -v k="$kern" -v i="$interp" -v j="$jit" 'BEGIN {
 	printf "%-26s %14.2f %14.2f %11.1fx\n", "bpfjet trace (interp)", i, i - b, kh / (i - b)
 	printf "%-26s %14.2f %14.2f %11.1fx\n", "bpfjet trace (jit)", j, j - b, kh / (j - b)
 }'
+echo
+echo "syscount, ns added per system call (thread CPU time; last three columns: ns/call)"
+printf '%-10s %12s %12s %12s %12s %12s %12s %12s\n' call untraced "+kernel" "+interp" "+jit" kernel interp jit
+echo "$SYSROWS"

@@ -192,6 +192,16 @@ def main():
                 if k and b:
                     compare(f"{engine}: {tool}", tool, k, ke, b, be)
 
+        # Backpressure (bpfjet only, opt-in per ring): the same events as
+        # the kernel's, and the ring itself dropped nothing.
+        k, ke = kernel_runs["rw_tracer_all"]
+        b, be = trace([BPFJET, "trace", "--engine", "jit", "--ringbuf-backpressure", "events=5000"],
+                      "rw_tracer_all", tmp)
+        if k and b:
+            compare("jit --ringbuf-backpressure: rw_tracer_all", "rw_tracer_all", k, ke, b, be)
+            check("jit --ringbuf-backpressure: rw_tracer_all: ring dropped nothing", 0,
+                  b["ringbufs"]["events"]["dropped"])
+
         fusion_detection(tmp)
 
     if failures:

@@ -427,3 +427,38 @@ fn ring_buffer_records_reach_the_events_file_in_order() {
         assert_eq!(r, &want, "record {i}");
     }
 }
+
+/// `--ringbuf-backpressure` puts the ring in backpressure mode inside the
+/// traced process (every record still arrives); a map that is not a ring
+/// buffer of the object is an error before the target starts.
+#[test]
+fn ring_buffer_backpressure_is_set_in_the_process_or_refused_before_start() {
+    let _serial = serial();
+    let f = fixture();
+    let out = bpfjet()
+        .arg("trace")
+        .arg(f.path("ringbuf.o"))
+        .args(["--json", "--ringbuf-backpressure", "events=500", "--"])
+        .arg(f.path("target"))
+        .output()
+        .unwrap();
+    let report = json_report(&out);
+    assert_eq!(report["exit_code"], 42);
+    assert_eq!(
+        report["ringbufs"]["events"],
+        serde_json::json!({"produced": WRITES, "consumed": WRITES, "dropped": 0})
+    );
+
+    let marker = f.path("backpressure.mark");
+    let _ = std::fs::remove_file(&marker);
+    let out = bpfjet()
+        .arg("trace")
+        .arg(f.path("ringbuf.o"))
+        .args(["--ringbuf-backpressure", "no_such_ring", "--"])
+        .arg(f.path("target"))
+        .arg("mark")
+        .arg(&marker)
+        .output()
+        .unwrap();
+    assert_not_started(&out, &["--ringbuf-backpressure no_such_ring"], &marker);
+}

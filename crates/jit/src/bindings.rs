@@ -141,6 +141,12 @@ pub struct Bindings {
     /// [`bpfjet_runtime::XdpEnv`] as its per-run context: the kernel's
     /// helper semantics may be inlined.
     pub xdp: bool,
+    /// The program is a tracing program run by
+    /// [`bpfjet_runtime::tracing::TracingObject`] with its `TracingEnv`:
+    /// the helpers every program type shares (map lookups/updates/deletes,
+    /// CPU id, clock, ring buffers, `bpf_loop`, tail calls) may be inlined,
+    /// the XDP ones are not (tracing programs cannot call them).
+    pub tracing: bool,
 }
 
 impl std::fmt::Debug for Bindings {
@@ -149,6 +155,7 @@ impl std::fmt::Debug for Bindings {
             .field("maps", &self.maps.len())
             .field("const_keys", &self.const_keys)
             .field("xdp", &self.xdp)
+            .field("tracing", &self.tracing)
             .finish()
     }
 }
@@ -180,6 +187,7 @@ pub(crate) struct Resolved {
     pub frozen: Vec<FrozenValue>,
     pub const_keys: BTreeMap<usize, u32>,
     pub xdp: bool,
+    pub tracing: bool,
     /// Map-table index of each handle the program is loaded with.
     pub map_index: HashMap<u64, usize>,
     /// Size of the map table (the symbols to declare).
@@ -253,6 +261,7 @@ impl Bindings {
         let mut r = Resolved {
             const_keys: self.const_keys.clone(),
             xdp: self.xdp,
+            tracing: self.tracing,
             ..Resolved::default()
         };
         for map in &self.maps {
@@ -268,7 +277,8 @@ impl Bindings {
     /// layouts and how they line up with the map table (`table`), never
     /// addresses; frozen values by their bytes.
     pub(crate) fn hash_into(&self, h: &mut KeyHasher, table: &[MapBinding]) {
-        h.u64(u64::from(self.xdp)).u64(self.maps.len() as u64);
+        h.u64(u64::from(self.xdp) | u64::from(self.tracing) << 1)
+            .u64(self.maps.len() as u64);
         for map in &self.maps {
             let handle = Map::handle(map) as u64;
             let index = table.iter().position(|b| b.handle == handle);

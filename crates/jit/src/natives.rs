@@ -336,7 +336,7 @@ unsafe extern "C" fn map_lookup_any(
             if let Some(handle) = ctx.code().inner_maps.get(id) {
                 return Ok(handle);
             }
-            let inner = ctx.xdp_env(pc, HELPER)?.object_maps().inner_map(id);
+            let inner = ctx.run_env(pc, HELPER)?.object_maps().inner_map(id);
             Ok(inner.map_or(0, |m| ctx.code().inner_maps.insert(id, m)))
         })
     }
@@ -465,7 +465,7 @@ unsafe extern "C" fn ringbuf_reserve(
     unsafe {
         with_map(ctx, map, |ctx, map| {
             require_map_use(map, pc, HELPER, &[MapType::Ringbuf])?;
-            let env = ctx.xdp_env(pc, HELPER)?;
+            let env = ctx.run_env(pc, HELPER)?;
             let Some(sample) = map.ringbuf_reserve(size, flags) else {
                 return Ok(0);
             };
@@ -496,7 +496,7 @@ unsafe extern "C" fn ringbuf_commit(
             "ringbuf_submit"
         };
         if ctx
-            .xdp_env(pc, helper)?
+            .run_env(pc, helper)?
             .untrack_reservation(sample)
             .is_none()
         {

@@ -279,12 +279,17 @@ impl JitObject {
         // The program's type's helper set (base + XDP, base + tracing).
         opts.helpers = std::sync::Arc::clone(program.helpers());
         opts.kfuncs = std::sync::Arc::clone(program.kfuncs());
-        // Only XDP programs run with an `XdpEnv` the inlined helpers assume.
-        let xdp = loaded.program_kind(name)?.is_xdp();
+        // XDP programs run with an `XdpEnv`, tracing programs with a
+        // `TracingEnv`: the inlined helpers find their run environment in
+        // either; the XDP-only ones need the former.
+        let kind = loaded.program_kind(name)?;
+        let xdp = kind.is_xdp();
+        let tracing = kind.prog_type().is_some_and(|t| t.is_tracing());
         let bindings = Bindings {
             maps: loaded.program_maps(name)?,
             const_keys,
             xdp,
+            tracing,
         };
         Ok(CompileInputs {
             insns,

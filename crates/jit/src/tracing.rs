@@ -1,10 +1,12 @@
 //! Tracing objects on native code: [`load_tracing`] loads a
 //! [`TracingObject`] and installs the JIT's code for each of its tracing
 //! programs, so [`TracingObject::run`] runs native code. The programs are
-//! compiled from the form bpfjet's verifier accepted; no helper is inlined
-//! for tracing programs (every helper call goes through the trampoline to
-//! the runtime's tracing helpers), context loads of `pt_regs` and the
-//! tracepoint records are plain loads.
+//! compiled from the form bpfjet's verifier accepted; the helpers every
+//! program type shares are inlined as for XDP (map lookups as address
+//! arithmetic or key-size-specialised calls, updates, deletes, ring-buffer
+//! reserve/submit, the CPU id, the clock, `bpf_loop`: see `lift::inline`),
+//! the tracing helpers go through the trampoline to the runtime's; context
+//! loads of `pt_regs` and the tracepoint records are plain loads.
 
 use crate::object::{CompiledPrograms, ObjectError};
 use crate::options::JitOptions;

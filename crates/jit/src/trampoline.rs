@@ -102,6 +102,23 @@ impl RunCtx {
         })
     }
 
+    /// The run environment every helper uses, inside whichever per-run
+    /// context the program runs with (`XdpEnv`, `TracingEnv`), or a fault
+    /// naming what was missing.
+    pub(crate) fn run_env(
+        &mut self,
+        pc: u64,
+        helper: &'static str,
+    ) -> Result<&mut bpfjet_runtime::RunEnv, Fault> {
+        // SAFETY: as in `xdp_env`.
+        let user = unsafe { &mut *self.user };
+        bpfjet_runtime::run_env(user).ok_or_else(|| Fault::Helper {
+            pc: pc as usize,
+            helper,
+            reason: "the per-run context has no run environment (RunEnv)".into(),
+        })
+    }
+
     /// Record the outcome of Rust code run on behalf of generated code.
     pub(crate) fn settle(&mut self, outcome: std::thread::Result<Result<u64, Fault>>) -> u64 {
         match outcome {

@@ -192,7 +192,11 @@ struct Ctl {
     room_seq: AtomicU32,
     /// Producers waiting for room (backpressure).
     room_waiters: AtomicU32,
-    _pad: u32,
+    /// Batching consumers asleep on `batch_seq` that want a wake-up only
+    /// once the ring holds [`batch_watermark`] bytes (or on
+    /// `BPF_RB_FORCE_WAKEUP`); they wake by themselves after a short
+    /// linger otherwise ([`RingbufConsumer::poll_batched`]).
+    batch_waiters: AtomicU32,
     /// Ring size - 1, for commits that know only the record.
     mask: u64,
     /// First record not yet committed; guards reservations against a
@@ -208,6 +212,11 @@ struct Ctl {
     stalled_at: AtomicU64,
     /// Discards, on their own cache line: commits update it without the lock.
     discarded: Padded,
+    /// Bumped on the wake-ups batching consumers sleep for (watermark,
+    /// forced, a producer waiting for room); they futex-wait on it, not on
+    /// `wake_seq`, which the kernel's per-record rule bumps on every
+    /// record committed to a drained ring.
+    batch_seq: AtomicU32,
 }
 
 #[repr(C, align(64))]
@@ -405,6 +414,11 @@ impl RingBuf {
             }
             std::hint::spin_loop();
         }
+        // The ring is full: a batching consumer asleep in its linger must
+        // not keep the producer waiting for it.
+        if ctl.batch_waiters.load(Ordering::SeqCst) > 0 {
+            wake(ctl);
+        }
         ctl.room_waiters.fetch_add(1, Ordering::SeqCst);
         fence(Ordering::SeqCst);
         let seq = ctl.room_seq.load(Ordering::SeqCst);
@@ -552,14 +566,47 @@ impl RingBuf {
     fn waiters(&self) -> &AtomicU32 {
         &self.ctl().waiters
     }
+
+    fn batch_waiters(&self) -> &AtomicU32 {
+        &self.ctl().batch_waiters
+    }
+
+    fn batch_seq(&self) -> &AtomicU32 {
+        &self.ctl().batch_seq
+    }
+
+    /// Unconsumed bytes (committed or not).
+    fn fill(&self) -> u64 {
+        let prod = self.prod().load(Ordering::Acquire);
+        prod.wrapping_sub(self.cons().load(Ordering::Acquire))
+    }
 }
 
-/// Wake the ring's consumers (blocking ones and eventfd bridges).
+/// Wake the ring's consumers (blocking ones, eventfd bridges, batching
+/// ones).
 fn wake(ctl: &Ctl) {
+    wake_caught_up(ctl);
+    ctl.batch_seq.fetch_add(1, Ordering::SeqCst);
+    if ctl.batch_waiters.load(Ordering::SeqCst) > 0 {
+        futex::wake_all(&ctl.batch_seq);
+    }
+}
+
+/// A wake-up by the kernel's rule (the consumer had caught up): for
+/// consumers that sleep until any record (blocking ones, eventfd bridges);
+/// batching consumers wait for their watermark instead.
+fn wake_caught_up(ctl: &Ctl) {
     ctl.wake_seq.fetch_add(1, Ordering::SeqCst);
     if ctl.waiters.load(Ordering::SeqCst) > 0 {
         futex::wake_all(&ctl.wake_seq);
     }
+}
+
+/// Bytes of unconsumed data at which a commit wakes a batching consumer:
+/// an eighth of the ring, so that the consumer has the other seven eighths
+/// of headroom while it gets a CPU.
+pub(crate) fn batch_watermark(ring_size: u64) -> u64 {
+    (ring_size / 8).max(u64::from(BPF_RINGBUF_HDR_SZ))
 }
 
 /// `bpf_ringbuf_submit` / `bpf_ringbuf_discard`: needs only the record
@@ -588,7 +635,25 @@ pub unsafe fn commit(sample: *mut u8, flags: u64, discard: bool) {
     let rec_pos = (hdr as usize - data_addr) as u64;
     let cons = &*((ctl_addr + page) as *const AtomicU64);
     let cons_pos = cons.load(Ordering::Acquire) & ctl.mask;
-    if flags & BPF_RB_FORCE_WAKEUP != 0 || (cons_pos == rec_pos && flags & BPF_RB_NO_WAKEUP == 0) {
+    if flags & BPF_RB_FORCE_WAKEUP != 0 {
         wake(ctl);
+        return;
+    }
+    if flags & BPF_RB_NO_WAKEUP != 0 {
+        return;
+    }
+    if cons_pos == rec_pos {
+        // The kernel's rule, for consumers that sleep until any record.
+        wake_caught_up(ctl);
+    }
+    if ctl.batch_waiters.load(Ordering::Relaxed) > 0 {
+        // A batching consumer sleeps: wake it only once the ring has filled
+        // to the watermark, so that a steady stream of records costs one
+        // wake-up per batch instead of one per record.
+        let prod = (*((ctl_addr + 2 * page) as *const AtomicU64)).load(Ordering::Acquire);
+        let fill = prod.wrapping_sub(cons.load(Ordering::Acquire));
+        if fill >= batch_watermark(ctl.mask + 1) {
+            wake(ctl);
+        }
     }
 }

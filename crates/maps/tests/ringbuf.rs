@@ -249,6 +249,101 @@ fn blocking_consumer_wakes_on_submit_but_not_with_no_wakeup() {
     );
 }
 
+/// A batching consumer asleep in its linger is woken by the record that
+/// fills the ring to an eighth (not by the first record, as a blocking
+/// consumer is), and at once by `BPF_RB_FORCE_WAKEUP`.
+#[test]
+fn batching_consumer_wakes_at_the_watermark_or_when_forced() {
+    let size = page() * 4;
+    // 120-byte records take 128 bytes: an eighth of the ring is size/1024
+    // of them.
+    let per_eighth = size / 8 / 128;
+    for (records, flags, woken) in [
+        (per_eighth - 1, 0, false),
+        (per_eighth, 0, true),
+        (1, BPF_RB_FORCE_WAKEUP, true),
+        (per_eighth, BPF_RB_NO_WAKEUP, false),
+    ] {
+        let m = ring(size, 0);
+        let mut c = RingbufConsumer::new(m.clone()).unwrap();
+        let producer = {
+            let m = m.clone();
+            std::thread::spawn(move || {
+                // Let the consumer fall asleep first.
+                std::thread::sleep(Duration::from_millis(100));
+                for i in 0..records {
+                    assert!(submit(&m, &[i as u8; 120], flags));
+                }
+            })
+        };
+        let linger = Duration::from_millis(3000);
+        let t = Instant::now();
+        let mut got = 0usize;
+        got += c.poll_batched(|r| assert_eq!(r.len(), 120), linger);
+        let waited = t.elapsed();
+        producer.join().unwrap();
+        if woken {
+            assert!(
+                waited < Duration::from_millis(2000),
+                "{records} records, flags {flags}: not woken ({waited:?})"
+            );
+        } else {
+            assert!(
+                waited >= Duration::from_millis(2900),
+                "{records} records, flags {flags}: woken early ({waited:?})"
+            );
+        }
+        got += c.poll(|_| {});
+        assert_eq!(got, records, "flags {flags}: every record consumed");
+        let s = c.stats();
+        assert_eq!(
+            (s.produced, s.consumed, s.dropped),
+            (records as u64, records as u64, 0)
+        );
+    }
+}
+
+/// A stream of records through a small ring, consumed in batches, with
+/// backpressure: nothing lost, every record in order, and far fewer
+/// consumer wake-ups than records.
+#[test]
+fn batching_consumer_keeps_every_record_of_a_stream() {
+    // Backpressure with a generous stall limit: a loaded machine may keep
+    // the consumer off a CPU for a while.
+    let m = ring(
+        page() * 4,
+        bpfjet_maps::ringbuf::BPFJET_RINGBUF_BACKPRESSURE | (10_000 << 32),
+    );
+    let total = 200_000u32;
+    let producer = {
+        let m = m.clone();
+        std::thread::spawn(move || {
+            for i in 0..total {
+                assert!(submit(&m, &i.to_le_bytes(), 0), "record {i} dropped");
+            }
+        })
+    };
+    let mut c = RingbufConsumer::new(m.clone()).unwrap();
+    let (mut next, mut polls) = (0u32, 0u32);
+    while next < total {
+        c.poll_batched(
+            |r| {
+                assert_eq!(u32::from_le_bytes(r.try_into().unwrap()), next);
+                next += 1;
+            },
+            Duration::from_millis(1),
+        );
+        polls += 1;
+    }
+    producer.join().unwrap();
+    let s = c.stats();
+    assert_eq!(
+        (s.produced, s.consumed, s.dropped),
+        (total as u64, total as u64, 0)
+    );
+    assert!(polls < total / 10, "{polls} batches for {total} records");
+}
+
 #[test]
 fn wakeup_fd_is_epollable_and_level_like() {
     let m = ring(page(), 0);

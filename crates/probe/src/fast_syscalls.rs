@@ -21,6 +21,7 @@ use crate::uprobe::{attach_with, Attachment};
 use crate::ProbeError;
 use iced_x86::{Code, Decoder, DecoderOptions, Mnemonic, OpKind, Register};
 use std::cell::UnsafeCell;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 /// How a wrapper's C arguments become the system call's.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -95,6 +96,14 @@ fn issued_numbers(code: &[u8], ip: u64) -> Vec<Option<u32>> {
 }
 
 const FRAMES: usize = 16;
+
+static FAST_CALLS: AtomicU64 = AtomicU64::new(0);
+
+/// System calls of the application traced through a wrapper's probes so
+/// far (no signal); [`syscalls::trapped`] counts those that took SIGSYS.
+pub fn fast_calls() -> u64 {
+    FAST_CALLS.load(Ordering::Relaxed)
+}
 
 #[derive(Clone, Copy)]
 struct FastFrame {
@@ -178,6 +187,7 @@ fn on_wrapper_entry(nr: u32, args: Args, regs: &PtRegs) {
         return;
     }
     with_fast(|st| st.frames[st.len - 1].flipped = true);
+    FAST_CALLS.fetch_add(1, Ordering::Relaxed);
     if let Some(h) = hooks().and_then(|h| h.on_enter.as_ref()) {
         h(&s);
     }

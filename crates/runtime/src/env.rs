@@ -68,11 +68,31 @@ impl ObjectMaps {
 
     /// The map behind a handle a program passed, if it is one.
     pub fn resolve(&self, handle: u64) -> Option<Arc<Map>> {
+        if let Some(m) = self.maps.iter().find(|m| map_handle(m) == handle) {
+            return Some(Arc::clone(m));
+        }
         self.known
             .read()
             .unwrap_or_else(PoisonError::into_inner)
             .get(&handle)
             .cloned()
+    }
+
+    /// [`ObjectMaps::resolve`] without a reference count: the map lives as
+    /// long as these maps do. The object's own maps are found by a scan of
+    /// a few pointers (no lock, no hashing: this runs on every map helper
+    /// call); inner maps of map-in-maps through the table of known handles,
+    /// from which nothing is ever removed or replaced.
+    pub fn resolve_ref(&self, handle: u64) -> Option<&Map> {
+        if let Some(m) = self.maps.iter().find(|m| map_handle(m) == handle) {
+            return Some(m);
+        }
+        let known = self.known.read().unwrap_or_else(PoisonError::into_inner);
+        let map = Arc::as_ptr(known.get(&handle)?);
+        // SAFETY: `known` keeps this Arc for as long as `self` lives (its
+        // entries are only ever inserted, by `inner_map`'s `or_insert_with`),
+        // so the map outlives the returned borrow of `self`.
+        Some(unsafe { &*map })
     }
 
     /// The inner map stored under `id` in a map-in-map, made known so the

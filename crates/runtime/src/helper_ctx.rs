@@ -133,6 +133,11 @@ impl<'a> HelperCtx<'a> {
         })
     }
 
+    /// The helper being served (as faults name it).
+    pub fn helper_name(&self) -> &'static str {
+        self.helper
+    }
+
     /// Slot of the call instruction being served.
     pub fn pc(&self) -> usize {
         self.pc

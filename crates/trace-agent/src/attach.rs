@@ -77,6 +77,20 @@ pub fn start(cfg: Config) -> Result<(), String> {
     } else {
         TracingObject::load(&obj, &opts).map_err(|e| format!("{}: {e}", cfg.object.display()))?
     };
+    for (name, ms) in &cfg.backpressure {
+        let map = tracing
+            .loaded()
+            .map(name)
+            .filter(|m| m.map_type() == bpfjet_maps::MapType::Ringbuf)
+            .ok_or_else(|| format!("--ringbuf-backpressure {name}: no RINGBUF map {name:?}"))?;
+        let stall_limit = if *ms == 0 {
+            bpfjet_maps::ringbuf::DEFAULT_STALL_LIMIT
+        } else {
+            std::time::Duration::from_millis(u64::from(*ms))
+        };
+        map.set_ringbuf_backpressure(Some(bpfjet_maps::Backpressure { stall_limit }))
+            .map_err(|e| format!("--ringbuf-backpressure {name}: {e}"))?;
+    }
     let object: &'static TracingObject = Box::leak(Box::new(tracing));
     let ringbufs: Vec<String> = obj
         .maps

@@ -6,6 +6,9 @@ pub const ENV_OBJECT: &str = "BPFJET_TRACE_OBJ";
 pub const ENV_ENGINE: &str = "BPFJET_TRACE_ENGINE";
 pub const ENV_REPORT: &str = "BPFJET_TRACE_REPORT";
 pub const ENV_EVENTS: &str = "BPFJET_TRACE_EVENTS";
+/// `MAP=MS,...`: ring buffers in backpressure mode (MS 0: the default
+/// stall limit).
+pub const ENV_BACKPRESSURE: &str = "BPFJET_TRACE_BACKPRESSURE";
 
 /// Exit status of a traced process whose agent could not attach (the
 /// program's `main` never ran; the report says why).
@@ -17,6 +20,9 @@ pub struct Config {
     pub jit: bool,
     pub report: PathBuf,
     pub events: Option<PathBuf>,
+    /// Ring buffers that wait for the consumer instead of dropping:
+    /// (map, stall limit in ms, 0 = default).
+    pub backpressure: Vec<(String, u32)>,
 }
 
 impl Config {
@@ -31,8 +37,23 @@ impl Config {
                 .map(PathBuf::from)
                 .unwrap_or_else(|| PathBuf::from("/dev/stderr")),
             events: std::env::var_os(ENV_EVENTS).map(PathBuf::from),
+            backpressure: std::env::var(ENV_BACKPRESSURE)
+                .unwrap_or_default()
+                .split(',')
+                .filter(|s| !s.is_empty())
+                .map(|s| match s.rsplit_once('=') {
+                    Some((map, ms)) => (map.to_string(), ms.parse().unwrap_or(0)),
+                    None => (s.to_string(), 0),
+                })
+                .collect(),
         };
-        for v in [ENV_OBJECT, ENV_ENGINE, ENV_REPORT, ENV_EVENTS] {
+        for v in [
+            ENV_OBJECT,
+            ENV_ENGINE,
+            ENV_REPORT,
+            ENV_EVENTS,
+            ENV_BACKPRESSURE,
+        ] {
             // SAFETY: the constructor runs before main, single-threaded.
             unsafe { std::env::remove_var(v) };
         }

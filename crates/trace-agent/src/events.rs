@@ -1,6 +1,6 @@
 //! The ring-buffer consumer: a thread of the agent reads every RINGBUF map
-//! of the object as records are committed, like a libbpf tool's
-//! `ring_buffer__poll` loop, and with `--events FILE` writes each record as
+//! of the object in batches (woken when a ring is an eighth full, else
+//! every millisecond: `RingbufConsumer::poll_batched`), and with `--events FILE` writes each record as
 //! ktrace (examples/trace/ktrace.c) does, so both files compare byte for
 //! byte: a u32 length in host byte order, then the record's bytes. At exit
 //! the rings are drained and the consumer stops.
@@ -11,6 +11,10 @@ use std::io::Write;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
+
+/// How long a record may wait in its ring before the consumer reads it
+/// when the ring stays below its batch watermark.
+const LINGER: Duration = Duration::from_millis(1);
 
 struct Running {
     stop: Arc<AtomicBool>,
@@ -53,17 +57,18 @@ pub fn start(agent: &'static Agent) -> Result<(), String> {
                         let _ = w.write_all(data);
                     }
                 };
-                // One ring: block on it; several: poll each with a short wait.
-                let wait = if consumers.len() == 1 {
-                    Duration::from_millis(50)
-                } else {
-                    Duration::from_millis(2)
-                };
+                // Batches: each ring wakes the consumer when it is an
+                // eighth full (or after the linger), not at every record as
+                // the kernel's rule would: the consumer shares the traced
+                // process's CPUs, and a wake-up per record costs the
+                // producer a futex call and the process a context switch
+                // per event. Several rings share the linger.
+                let linger = (LINGER / consumers.len() as u32).max(Duration::from_micros(100));
                 loop {
                     let stopping = stop2.load(Ordering::Acquire);
                     let mut got = 0;
                     for (_, c) in consumers.iter_mut() {
-                        got += c.poll_blocking(&mut write, Some(wait));
+                        got += c.poll_batched(&mut write, linger);
                     }
                     if stopping && got == 0 {
                         break;

@@ -47,6 +47,10 @@ pub fn write_report(agent: &Agent, rings: &[(String, RingbufStats)]) {
             "missed_runs": agent.object.missed_runs(),
             "skipped_at_thread_exit": crate::alive::skipped(),
             "faults": faults,
+            "syscalls": {
+                "signal": bpfjet_probe::syscalls::trapped(),
+                "fast_path": bpfjet_probe::fast_syscalls::fast_calls(),
+            },
             "last_fault": last_fault,
             "trace_lines": agent.object.take_trace_lines(),
         }),

@@ -37,7 +37,7 @@ pub struct ObjectArgs {
     pub ringbuf_backpressure: Vec<(String, u32)>,
 }
 
-fn parse_backpressure(text: &str) -> Result<(String, u32), String> {
+pub(crate) fn parse_backpressure(text: &str) -> Result<(String, u32), String> {
     let (map, ms) = match text.split_once('=') {
         Some((map, ms)) => (
             map,

@@ -44,6 +44,12 @@ pub struct TraceArgs {
     /// as fusable).
     #[arg(long)]
     pub no_fuse: bool,
+    /// Ring buffer MAP of OBJ waits for the consumer instead of dropping
+    /// when full (bpfjet only; a producer waits at most MS, default 100,
+    /// for a consumer that does not move). Repeatable.
+    #[arg(long = "ringbuf-backpressure", value_name = "MAP[=MS]",
+          value_parser = super::object_args::parse_backpressure)]
+    pub ringbuf_backpressure: Vec<(String, u32)>,
     /// Attach to a running process: refused (see docs/CLI.md).
     #[arg(long)]
     pub pid: Option<u32>,
@@ -208,6 +214,14 @@ pub fn run(args: &TraceArgs) -> Result<ExitCode> {
         .env("BPFJET_TRACE_OBJ", &obj)
         .env("BPFJET_TRACE_ENGINE", &args.engine)
         .env("BPFJET_TRACE_REPORT", &report);
+    if !args.ringbuf_backpressure.is_empty() {
+        let list: Vec<String> = args
+            .ringbuf_backpressure
+            .iter()
+            .map(|(map, ms)| format!("{map}={ms}"))
+            .collect();
+        cmd.env("BPFJET_TRACE_BACKPRESSURE", list.join(","));
+    }
     if let Some(ev) = &args.events {
         let ev = std::path::absolute(ev).unwrap_or_else(|_| ev.clone());
         cmd.env("BPFJET_TRACE_EVENTS", ev);
@@ -277,6 +291,7 @@ pub fn run(args: &TraceArgs) -> Result<ExitCode> {
                 "maps": maps,
                 "ringbufs": ringbufs,
                 "exit_code": exit_code,
+                "syscalls": report.get("syscalls").cloned().unwrap_or(Value::Null),
                 "fused": [],
                 "fusable": fusable(&plan),
             })

@@ -1,7 +1,8 @@
 //! Helpers compiled into the program instead of called through the
 //! trampoline (the uXDP optimizations). Only for programs bound to the XDP
-//! helper set ([`crate::Bindings::xdp`]), and only where the call site's
-//! arguments are known well enough:
+//! helper set ([`crate::Bindings::xdp`]) or run as tracing programs
+//! ([`crate::Bindings::tracing`]: all but the XDP and checksum ones), and
+//! only where the call site's arguments are known well enough:
 //!
 //! - `bpf_map_lookup_elem` on ARRAY / PERCPU_ARRAY: bounds check and
 //!   address arithmetic against the map's value storage (a key the verifier
@@ -53,12 +54,26 @@ impl<'ctx> Lifter<'ctx, '_> {
         pc: usize,
         id: i32,
     ) -> LResult<bool> {
-        if !self.bind.xdp {
+        if !self.bind.xdp && !self.bind.tracing {
             return Ok(false);
         }
         let Ok(id) = u32::try_from(id) else {
             return Ok(false);
         };
+        let xdp_only = matches!(
+            id,
+            ids::REDIRECT_MAP
+                | ids::REDIRECT
+                | ids::XDP_ADJUST_HEAD
+                | ids::XDP_ADJUST_TAIL
+                | ids::XDP_ADJUST_META
+                | ids::XDP_LOAD_BYTES
+                | ids::XDP_STORE_BYTES
+                | ids::CSUM_DIFF
+        );
+        if xdp_only && !self.bind.xdp {
+            return Ok(false);
+        }
         match id {
             ids::MAP_LOOKUP_ELEM => Ok(self.inline_map_lookup(fr, pc)?
                 || self.direct_call(fr, pc, &direct::MAP_LOOKUP_ANY)?),

@@ -53,7 +53,7 @@ fn for_each_map_elem(ctx: &mut HelperCtx<'_>, a: [u64; 5]) -> Result<u64, Fault>
     let map = map_arg(ctx, handle)?;
     require_map_use(
         ctx,
-        &map,
+        map,
         "for_each_map_elem",
         &[Array, PercpuArray, Hash, PercpuHash, LruHash, LruPercpuHash],
     )?;
@@ -78,7 +78,7 @@ fn for_each_map_elem(ctx: &mut HelperCtx<'_>, a: [u64; 5]) -> Result<u64, Fault>
         let Some(value) = map.lookup(&key, cpu) else {
             continue;
         };
-        ctx.register_region(value_region(&map, value));
+        ctx.register_region(value_region(map, value));
         let key: Box<[u8]> = key.into_boxed_slice();
         let key_addr = key.as_ptr() as u64;
         ctx.register_region(Region::read_only(key_addr, key.len() as u64));

@@ -1,7 +1,7 @@
 //! Plumbing shared by the kernel helpers: the per-run environment, map
 //! arguments, errno conversion.
 
-use crate::env::{RunEnv, XdpEnv};
+use crate::env::{ObjectMaps, RunEnv, XdpEnv};
 use crate::errno;
 use crate::error::Fault;
 use crate::helper_ctx::HelperCtx;
@@ -12,8 +12,14 @@ use std::sync::Arc;
 
 /// The run environment of the helper's program, whatever its type.
 pub(crate) fn env<'a>(ctx: &'a mut HelperCtx<'_>) -> Result<&'a mut RunEnv, Fault> {
-    let fault = ctx.fault("the per-run context has no run environment (RunEnv)");
-    crate::env::run_env(ctx.user()).ok_or(fault)
+    // The fault (a String) is built only on the error path: this runs on
+    // every helper call.
+    let (pc, helper) = (ctx.pc(), ctx.helper_name());
+    crate::env::run_env(ctx.user()).ok_or_else(|| Fault::Helper {
+        pc,
+        helper,
+        reason: "the per-run context has no run environment (RunEnv)".into(),
+    })
 }
 
 /// The XDP context of an XDP helper's program.
@@ -23,8 +29,18 @@ pub(crate) fn xdp_env<'a>(ctx: &'a mut HelperCtx<'_>) -> Result<&'a mut XdpEnv, 
 
 /// The map a program passed as a helper argument. A value that is no map
 /// handle is what the kernel verifier rules out, so it aborts the run.
-pub(crate) fn map_arg(ctx: &mut HelperCtx<'_>, handle: u64) -> Result<Arc<Map>, Fault> {
-    let resolved = env(ctx)?.maps.resolve(handle);
+///
+/// No reference count is taken and no lock is held (this runs on every map
+/// helper call): the map is borrowed from the run's [`ObjectMaps`], which
+/// the run environment keeps alive for the whole run and which never
+/// forgets a map it handed out ([`ObjectMaps::resolve_ref`]). The borrow
+/// must not outlive the helper call.
+pub(crate) fn map_arg<'m>(ctx: &mut HelperCtx<'_>, handle: u64) -> Result<&'m Map, Fault> {
+    let maps: *const ObjectMaps = Arc::as_ptr(&env(ctx)?.maps);
+    // SAFETY: the run environment holds an `Arc` of these maps for the
+    // whole run, helpers never replace it, and the helper that asked uses
+    // the map only during its call.
+    let resolved = unsafe { (*maps).resolve_ref(handle) };
     resolved.ok_or_else(|| ctx.fault(format!("{handle:#x} is not a map")))
 }
 
@@ -124,6 +140,46 @@ pub mod map_use {
 }
 
 /// A key argument: `key_size` bytes of program memory, copied.
-pub(crate) fn read_key(ctx: &HelperCtx<'_>, map: &Map, addr: u64) -> Result<Vec<u8>, Fault> {
-    Ok(ctx.read_mem(addr, u64::from(map.key_size()))?.to_vec())
+pub(crate) fn read_key(ctx: &HelperCtx<'_>, map: &Map, addr: u64) -> Result<ArgBytes, Fault> {
+    Ok(ArgBytes::copy(
+        ctx.read_mem(addr, u64::from(map.key_size()))?,
+    ))
+}
+
+/// Bytes copied out of program memory for a helper (a key, a value): on
+/// the stack up to [`ArgBytes::INLINE`] bytes, so that a map helper call
+/// does not allocate; larger ones on the heap.
+pub(crate) enum ArgBytes {
+    Inline {
+        len: u8,
+        bytes: [u8; ArgBytes::INLINE],
+    },
+    Heap(Vec<u8>),
+}
+
+impl ArgBytes {
+    pub(crate) const INLINE: usize = 128;
+
+    pub(crate) fn copy(src: &[u8]) -> ArgBytes {
+        if src.len() <= Self::INLINE {
+            let mut bytes = [0u8; Self::INLINE];
+            bytes[..src.len()].copy_from_slice(src);
+            ArgBytes::Inline {
+                len: src.len() as u8,
+                bytes,
+            }
+        } else {
+            ArgBytes::Heap(src.to_vec())
+        }
+    }
+}
+
+impl std::ops::Deref for ArgBytes {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        match self {
+            ArgBytes::Inline { len, bytes } => &bytes[..usize::from(*len)],
+            ArgBytes::Heap(v) => v,
+        }
+    }
 }

@@ -1,7 +1,7 @@
 //! Map helpers: lookup, update, delete, and the queue/stack/bloom trio.
 
 use super::common::{
-    env, map_arg, map_errno, read_key, require_map_use, result_code, value_region,
+    env, map_arg, map_errno, read_key, require_map_use, result_code, value_region, ArgBytes,
 };
 use super::ids;
 use crate::errno;
@@ -51,14 +51,14 @@ fn hand_out(ctx: &mut HelperCtx<'_>, map: &Map, ptr: Option<*mut u8>) -> u64 {
 /// map's handle (the kernel returns the inner `struct bpf_map *`).
 fn lookup(ctx: &mut HelperCtx<'_>, a: [u64; 5]) -> Result<u64, Fault> {
     let map = map_arg(ctx, a[0])?;
-    require_map_use(ctx, &map, "map_lookup_elem", LOOKUP)?;
-    let key = read_key(ctx, &map, a[1])?;
+    require_map_use(ctx, map, "map_lookup_elem", LOOKUP)?;
+    let key = read_key(ctx, map, a[1])?;
     let cpu = env(ctx)?.cpu;
     let ptr = map.lookup(&key, cpu);
     if matches!(map.map_type(), ArrayOfMaps | HashOfMaps) {
         return inner_handle(ctx, ptr);
     }
-    Ok(hand_out(ctx, &map, ptr))
+    Ok(hand_out(ctx, map, ptr))
 }
 
 fn inner_handle(ctx: &mut HelperCtx<'_>, slot: Option<*mut u8>) -> Result<u64, Fault> {
@@ -83,32 +83,32 @@ fn lookup_percpu(ctx: &mut HelperCtx<'_>, a: [u64; 5]) -> Result<u64, Fault> {
     let map = map_arg(ctx, a[0])?;
     require_map_use(
         ctx,
-        &map,
+        map,
         "map_lookup_percpu_elem",
         &[PercpuHash, PercpuArray, LruPercpuHash],
     )?;
-    let key = read_key(ctx, &map, a[1])?;
+    let key = read_key(ctx, map, a[1])?;
     let cpu = a[2] as u32;
     if cpu >= map.ncpus() {
         return Ok(0);
     }
     let ptr = map.lookup(&key, cpu);
-    Ok(hand_out(ctx, &map, ptr))
+    Ok(hand_out(ctx, map, ptr))
 }
 
 fn update(ctx: &mut HelperCtx<'_>, a: [u64; 5]) -> Result<u64, Fault> {
     let map = map_arg(ctx, a[0])?;
-    require_map_use(ctx, &map, "map_update_elem", KEYED)?;
-    let key = read_key(ctx, &map, a[1])?;
-    let value = ctx.read_mem(a[2], u64::from(map.value_size()))?.to_vec();
+    require_map_use(ctx, map, "map_update_elem", KEYED)?;
+    let key = read_key(ctx, map, a[1])?;
+    let value = ArgBytes::copy(ctx.read_mem(a[2], u64::from(map.value_size()))?);
     let cpu = env(ctx)?.cpu;
     Ok(result_code(map.update(&key, &value, a[3], cpu)))
 }
 
 fn delete(ctx: &mut HelperCtx<'_>, a: [u64; 5]) -> Result<u64, Fault> {
     let map = map_arg(ctx, a[0])?;
-    require_map_use(ctx, &map, "map_delete_elem", KEYED)?;
-    let key = read_key(ctx, &map, a[1])?;
+    require_map_use(ctx, map, "map_delete_elem", KEYED)?;
+    let key = read_key(ctx, map, a[1])?;
     if matches!(map.map_type(), Array | PercpuArray) {
         // Array elements always exist; the kernel refuses to delete them.
         return Ok(errno::neg(errno::EINVAL));
@@ -118,7 +118,7 @@ fn delete(ctx: &mut HelperCtx<'_>, a: [u64; 5]) -> Result<u64, Fault> {
 
 fn push(ctx: &mut HelperCtx<'_>, a: [u64; 5]) -> Result<u64, Fault> {
     let map = map_arg(ctx, a[0])?;
-    require_map_use(ctx, &map, "map_push_elem", &[Queue, Stack, BloomFilter])?;
+    require_map_use(ctx, map, "map_push_elem", &[Queue, Stack, BloomFilter])?;
     let value = ctx.read_mem(a[1], u64::from(map.value_size()))?.to_vec();
     Ok(result_code(map.push(&value, a[2])))
 }
@@ -137,7 +137,7 @@ fn take(ctx: &mut HelperCtx<'_>, a: [u64; 5], peek: bool) -> Result<u64, Fault> 
     } else {
         &[Queue, Stack]
     };
-    require_map_use(ctx, &map, name, allowed)?;
+    require_map_use(ctx, map, name, allowed)?;
     let len = u64::from(map.value_size());
     if map.map_type() == BloomFilter {
         let mut value = ctx.read_mem(a[1], len)?.to_vec();

@@ -19,7 +19,7 @@ pub(crate) fn register_xdp(r: &mut HelperRegistry) {
         "perf_event_output",
         |ctx, a| {
             let map = map_arg(ctx, a[1])?;
-            require_map_use(ctx, &map, "perf_event_output", &[MapType::PerfEventArray])?;
+            require_map_use(ctx, map, "perf_event_output", &[MapType::PerfEventArray])?;
             let flags = a[2];
             if flags & !(BPF_F_CTXLEN_MASK | BPF_F_INDEX_MASK) != 0 {
                 return Ok(errno::neg(errno::EINVAL));
@@ -51,7 +51,7 @@ pub(crate) fn register_tracing(r: &mut HelperRegistry) {
         "perf_event_output",
         |ctx, a| {
             let map = map_arg(ctx, a[1])?;
-            require_map_use(ctx, &map, "perf_event_output", &[MapType::PerfEventArray])?;
+            require_map_use(ctx, map, "perf_event_output", &[MapType::PerfEventArray])?;
             let flags = a[2];
             if flags & !BPF_F_INDEX_MASK != 0 {
                 return Ok(errno::neg(errno::EINVAL));

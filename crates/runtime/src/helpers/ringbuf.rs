@@ -16,7 +16,7 @@ pub(crate) fn register(r: &mut HelperRegistry) {
         "ringbuf_output",
         |ctx, a| {
             let map = map_arg(ctx, a[0])?;
-            require_map_use(ctx, &map, "ringbuf_output", &[MapType::Ringbuf])?;
+            require_map_use(ctx, map, "ringbuf_output", &[MapType::Ringbuf])?;
             let data = ctx.read_mem(a[1], a[2])?;
             Ok(result_code(map.ringbuf_output(data, a[3])))
         },
@@ -26,7 +26,7 @@ pub(crate) fn register(r: &mut HelperRegistry) {
         "ringbuf_reserve",
         |ctx, a| {
             let map = map_arg(ctx, a[0])?;
-            require_map_use(ctx, &map, "ringbuf_reserve", &[MapType::Ringbuf])?;
+            require_map_use(ctx, map, "ringbuf_reserve", &[MapType::Ringbuf])?;
             let Some(sample) = map.ringbuf_reserve(a[1], a[2]) else {
                 return Ok(0);
             };
@@ -51,19 +51,18 @@ pub(crate) fn register(r: &mut HelperRegistry) {
         "ringbuf_query",
         |ctx, a| {
             let map = map_arg(ctx, a[0])?;
-            require_map_use(ctx, &map, "ringbuf_query", &[MapType::Ringbuf])?;
+            require_map_use(ctx, map, "ringbuf_query", &[MapType::Ringbuf])?;
             Ok(map.ringbuf_query(a[1]))
         },
     ));
 }
 
 fn commit(ctx: &mut HelperCtx<'_>, addr: u64, flags: u64, discard: bool) -> Result<u64, Fault> {
-    let not_live = ctx.fault(format!(
-        "{addr:#x} is not a ring-buffer sample reserved and not yet submitted or discarded"
-    ));
     let reservations = &mut env(ctx)?.reservations;
     let Some(i) = reservations.iter().position(|&(a, _)| a == addr) else {
-        return Err(not_live);
+        return Err(ctx.fault(format!(
+            "{addr:#x} is not a ring-buffer sample reserved and not yet submitted or discarded"
+        )));
     };
     let (_, size) = reservations.swap_remove(i);
     // The sample is the consumer's now: the program may not touch it again.

@@ -10,7 +10,7 @@ use bpfjet_maps::MapType;
 pub(crate) fn register(r: &mut HelperRegistry) {
     r.register(Helper::new(ids::TAIL_CALL, "tail_call", |ctx, a| {
         let map = map_arg(ctx, a[1])?;
-        require_map_use(ctx, &map, "tail_call", &[MapType::ProgArray])?;
+        require_map_use(ctx, map, "tail_call", &[MapType::ProgArray])?;
         // On every failure execution continues after the call; r0 is
         // undefined for the program (the helper returns void), bpfjet leaves
         // an errno there. Only tail calls taken count against the limit:

@@ -61,8 +61,22 @@ pub(crate) fn register(r: &mut HelperRegistry) {
         ids::PROBE_READ_KERNEL,
         "probe_read_kernel",
         |ctx, a| {
-            let allowed = tracing_env(ctx)?.is_kernel_memory(a[2], a[1]);
+            let env = tracing_env(ctx)?;
+            let (allowed, record) = (
+                env.is_kernel_memory(a[2], a[1]),
+                env.is_context_record(a[2], a[1]),
+            );
             let dst = ctx.write_mem(a[0], a[1])?;
+            if record {
+                // `BPF_CORE_READ` of a tracepoint field: the record the
+                // run was entered with, readable for the whole run.
+                // SAFETY: `is_context_record` checked the range lies in it;
+                // program memory (`dst`) never overlaps the record.
+                unsafe {
+                    std::ptr::copy_nonoverlapping(a[2] as *const u8, dst.as_mut_ptr(), dst.len())
+                };
+                return Ok(0);
+            }
             if allowed && user_mem::read(a[2], dst).is_ok() {
                 return Ok(0);
             }

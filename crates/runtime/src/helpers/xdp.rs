@@ -125,7 +125,7 @@ fn store_bytes(ctx: &mut HelperCtx<'_>, a: [u64; 5]) -> Result<u64, Fault> {
 fn redirect_map(ctx: &mut HelperCtx<'_>, a: [u64; 5]) -> Result<u64, Fault> {
     use MapType::*;
     let map = map_arg(ctx, a[0])?;
-    require_map_use(ctx, &map, "redirect_map", super::common::map_use::REDIRECT)?;
+    require_map_use(ctx, map, "redirect_map", super::common::map_use::REDIRECT)?;
     let flags = a[2];
     let flag_mask = match map.map_type() {
         Devmap | DevmapHash => BPF_F_BROADCAST | BPF_F_EXCLUDE_INGRESS,
@@ -136,7 +136,7 @@ fn redirect_map(ctx: &mut HelperCtx<'_>, a: [u64; 5]) -> Result<u64, Fault> {
     }
     // The map ops take a u32 key: the 64-bit argument is truncated.
     let key = a[1] as u32;
-    let target = redirect_target(&map, key, flags);
+    let target = redirect_target(map, key, flags);
     if let Some(env) = ctx.user_as::<XdpEnv>() {
         env.record_redirect(target);
     }

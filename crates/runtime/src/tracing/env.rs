@@ -74,6 +74,18 @@ impl TracingEnv {
             || within(self.site.regs, std::mem::size_of::<super::PtRegs>() as u64)
     }
 
+    /// Whether `[addr, addr + len)` lies in the context record the run was
+    /// entered with: memory the caller of the run guarantees readable for
+    /// the whole run (`TracingObject::run`'s contract), so helpers may copy
+    /// it directly, without the fault-safe (and system-call) path.
+    pub fn is_context_record(&self, addr: u64, len: u64) -> bool {
+        self.ctx != 0
+            && addr >= self.ctx
+            && addr
+                .checked_add(len)
+                .is_some_and(|end| end <= self.ctx.saturating_add(self.ctx_len))
+    }
+
     /// Bytes of kernel memory ([`TracingEnv::is_kernel_memory`]) from
     /// `addr` to the end of the object holding it (0 if none does).
     pub fn kernel_memory_left(&self, addr: u64) -> u64 {

@@ -84,7 +84,9 @@ fn copy(addr: u64, dst: &mut [u8]) -> usize {
     };
     // SAFETY: `local` is writable memory of the given length; the remote
     // side is only read by the kernel, which reports faults as errors.
-    let n = unsafe { libc::process_vm_readv(libc::getpid(), &local, 1, &remote, 1, 0) };
+    // The cached pid: `getpid` would be one more system call per read.
+    let pid = super::current::tgid_tid().0 as libc::pid_t;
+    let n = unsafe { libc::process_vm_readv(pid, &local, 1, &remote, 1, 0) };
     usize::try_from(n).unwrap_or(0)
 }
 
