@@ -402,3 +402,90 @@ fn maps_that_must_stay_maps_are_not_internalised() {
         assert_eq!(stats.get(&1), Some(&501), "{case}: work() returns seen");
     }
 }
+
+/// The tools of examples/trace/ (CO-RE, built by `make -C examples trace`),
+/// with fsdist — the paper's tool — first: each of their entry/exit pairs
+/// runs fused (fsdist's and rw_tracer's read and write pairs share one
+/// map), and they report what they report unfused. Latencies differ run to
+/// run, so histograms are compared by their totals per operation; sizes,
+/// outcomes and events' (op, fd, count, ret) exactly.
+#[test]
+fn example_tools_run_fused_and_report_what_they_report_unfused() {
+    let _serial = serial();
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..");
+    if !Path::new("/sys/kernel/btf/vmlinux").exists() {
+        println!("SKIPPED: example tools: no /sys/kernel/btf/vmlinux to build the CO-RE tools");
+        return;
+    }
+    let made = Command::new("make")
+        .args(["-s", "-C"])
+        .arg(root.join("examples"))
+        .arg("trace")
+        .status()
+        .expect("make");
+    assert!(made.success(), "make -C examples trace failed");
+    let cases: [(&str, &[&str]); 4] = [
+        ("fsdist", &["starts"]),
+        ("funclatency", &["starts"]),
+        ("bytes_per_call", &["asked"]),
+        ("rw_tracer", &["inflight"]),
+    ];
+    for (tool, handoffs) in cases {
+        let obj = root.join(format!("build/examples/trace/{tool}.o"));
+        let unfused = trace(&obj, "jit", false);
+        let fused = trace(&obj, "jit", true);
+        assert_eq!(
+            internalised(&fused.report),
+            handoffs,
+            "{tool}: what ran fused\n{}",
+            fused.stderr
+        );
+        let view = |r: &Run| -> Value {
+            let maps = &r.report["maps"];
+            let mut v = serde_json::Map::new();
+            for (name, dump) in maps.as_object().unwrap() {
+                if handoffs.contains(&name.as_str()) {
+                    // Entries of calls in flight at exit, by count.
+                    v.insert(name.clone(), dump.as_array().map_or(0, Vec::len).into());
+                } else if name == "hist" && tool == "fsdist" {
+                    let h = entries(&r.report, "hist");
+                    let reads: u64 = h.range(..32).map(|(_, n)| n).sum();
+                    let writes: u64 = h.range(32..).map(|(_, n)| n).sum();
+                    v.insert(name.clone(), serde_json::json!([reads, writes]));
+                } else if name == "hist" {
+                    v.insert(
+                        name.clone(),
+                        entries(&r.report, name).values().sum::<u64>().into(),
+                    );
+                } else if name != "rb_stats" {
+                    v.insert(name.clone(), dump.clone());
+                }
+            }
+            // rw_tracer's struct rw_event: op at 28, fd at 32, count at
+            // 48, ret at 56 (timestamps, ids and buffer addresses vary).
+            // Only the target's descriptors (fusion_target.c's ZERO_FD,
+            // NULL_FD): the agent's own writes of the events file vary.
+            let events: Vec<Vec<u8>> = r
+                .events
+                .iter()
+                .filter(|e| e.len() >= 64 && matches!(le_u64(&e[32..40]), 100 | 101))
+                .map(|e| [&e[28..40], &e[48..64]].concat())
+                .collect();
+            v.insert("events".into(), serde_json::json!(events));
+            Value::Object(v)
+        };
+        assert_eq!(
+            view(&unfused),
+            view(&fused),
+            "{tool}: --no-fuse and fused differ"
+        );
+        if tool == "fsdist" {
+            let h = entries(&fused.report, "hist");
+            assert!(
+                h.range(..32).map(|(_, n)| n).sum::<u64>() >= 500
+                    && h.range(32..).map(|(_, n)| n).sum::<u64>() >= 500,
+                "fsdist: fusion_target's 500 reads and 500 writes: {h:?}"
+            );
+        }
+    }
+}
