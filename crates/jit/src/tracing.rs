@@ -3,7 +3,8 @@
 //! programs, so [`TracingObject::run`] runs native code. The programs are
 //! compiled from the form bpfjet's verifier accepted; no helper is inlined
 //! for tracing programs (every helper call goes through the trampoline to
-//! the runtime's tracing helpers), context loads of `pt_regs` and the
+//! the runtime's tracing helpers, including the per-thread map helpers
+//! that replace map calls on internalised hand-off maps), context loads of `pt_regs` and the
 //! tracepoint records are plain loads.
 
 use crate::object::{CompiledPrograms, ObjectError};
@@ -43,8 +44,10 @@ pub fn load_tracing(
             fib: None,
         },
     )?;
-    let compiled = CompiledPrograms::compile(&loaded, jit);
+    // Wrap first: maps kept per thread have their calls rewritten then,
+    // and the JIT compiles the rewritten form.
     let mut tracing = TracingObject::from_loaded(loaded, opts)?;
+    let compiled = CompiledPrograms::compile(tracing.loaded(), jit);
     let names: Vec<String> = tracing
         .programs()
         .iter()

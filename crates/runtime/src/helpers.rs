@@ -18,6 +18,7 @@ mod spin_lock;
 mod stack;
 mod strings;
 mod tail_call;
+mod thread_maps;
 mod time;
 mod tracing;
 mod xdp;
@@ -190,6 +191,7 @@ pub fn xdp_helpers() -> HelperRegistry {
 pub fn tracing_helpers() -> HelperRegistry {
     let mut r = base_helpers();
     tracing::register(&mut r);
+    thread_maps::register(&mut r);
     stack::register(&mut r);
     perf::register_tracing(&mut r);
     r
