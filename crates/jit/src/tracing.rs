@@ -3,8 +3,9 @@
 //! programs, so [`TracingObject::run`] runs native code. The programs are
 //! compiled from the form bpfjet's verifier accepted; no helper is inlined
 //! for tracing programs (every helper call goes through the trampoline to
-//! the runtime's tracing helpers, including the per-thread map helpers
-//! that replace map calls on internalised hand-off maps), context loads of `pt_regs` and the
+//! the runtime's tracing helpers, except the per-thread map operations of
+//! internalised hand-off maps, which are direct calls: `crate::thread_maps`),
+//! context loads of `pt_regs` and the
 //! tracepoint records are plain loads.
 
 use crate::object::{CompiledPrograms, ObjectError};

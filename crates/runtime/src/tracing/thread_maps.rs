@@ -291,6 +291,69 @@ pub(crate) fn result_code(r: Result<(), MapError>) -> u64 {
     }
 }
 
+/// The calling thread's slot of the map kept per thread whose handle is
+/// `handle`, as the run's context holds it.
+fn find(env: &super::TracingEnv, handle: u64) -> Option<&ThreadMapRef> {
+    env.thread_maps.iter().find(|r| r.handle == handle)
+}
+
+/// `bpf_map_lookup_elem` on a map kept per thread, for native code that
+/// calls it directly (the JIT, in place of the helper trampoline): the
+/// value pointer or 0; `None` when `handle` is not such a map.
+///
+/// # Safety
+/// `key` points to the map's key size in readable bytes.
+pub unsafe fn thread_map_lookup(
+    env: &super::TracingEnv,
+    handle: u64,
+    key: *const u8,
+) -> Option<u64> {
+    let r = find(env, handle)?;
+    // SAFETY: per the contract above.
+    let key = unsafe { std::slice::from_raw_parts(key, r.map.key_size) };
+    Some(r.map.lookup(&r.slot, key).map_or(0, |p| p as u64))
+}
+
+/// `bpf_map_update_elem` on a map kept per thread (see
+/// [`thread_map_lookup`]): 0 or a negative errno.
+///
+/// # Safety
+/// `key` and `value` point to the map's key and value sizes in readable
+/// bytes.
+pub unsafe fn thread_map_update(
+    env: &super::TracingEnv,
+    handle: u64,
+    key: *const u8,
+    value: *const u8,
+    flags: u64,
+) -> Option<u64> {
+    let r = find(env, handle)?;
+    // SAFETY: per the contract above.
+    let (key, value) = unsafe {
+        (
+            std::slice::from_raw_parts(key, r.map.key_size),
+            std::slice::from_raw_parts(value, r.map.value_size),
+        )
+    };
+    Some(result_code(r.map.update(&r.slot, key, value, flags)))
+}
+
+/// `bpf_map_delete_elem` on a map kept per thread (see
+/// [`thread_map_lookup`]): 0 or a negative errno.
+///
+/// # Safety
+/// `key` points to the map's key size in readable bytes.
+pub unsafe fn thread_map_delete(
+    env: &super::TracingEnv,
+    handle: u64,
+    key: *const u8,
+) -> Option<u64> {
+    let r = find(env, handle)?;
+    // SAFETY: per the contract above.
+    let key = unsafe { std::slice::from_raw_parts(key, r.map.key_size) };
+    Some(result_code(r.map.delete(&r.slot, key)))
+}
+
 /// One thread's view of one internalised map: what its runs use.
 #[derive(Clone)]
 pub(crate) struct ThreadMapRef {
