@@ -293,6 +293,16 @@ pub fn run(args: &TraceArgs) -> Result<ExitCode> {
         .get("fused")
         .cloned()
         .unwrap_or_else(|| Value::Array(Vec::new()));
+    if args.explain {
+        for p in fused.as_array().into_iter().flatten() {
+            eprintln!(
+                "bpfjet trace: fusion: ran fused: {} + {}: internalised {}",
+                p["entry"].as_str().unwrap_or("?"),
+                p["exit"].as_str().unwrap_or("?"),
+                p["internalised"]
+            );
+        }
+    }
     let maps = report.get("maps").cloned().unwrap_or(Value::Null);
     let mut ringbufs = serde_json::Map::new();
     if let Some(rb) = report.get("ringbufs").and_then(Value::as_object) {
