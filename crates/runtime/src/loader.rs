@@ -374,10 +374,13 @@ impl LoadedObject {
     /// interpreter's program. The verifier's facts stay those of the
     /// checked calls; the caller guarantees `to` behaves as `from` does on
     /// the programs' arguments (the tracing loader's per-thread maps).
+    /// With `apply` false, only checks that every call is where it should
+    /// be (so that several programs are rewritten all or none).
     pub(crate) fn rewrite_helper_calls(
         &mut self,
         name: &str,
         calls: &[(usize, u32, u32)],
+        apply: bool,
     ) -> Result<(), String> {
         let p = self
             .programs
@@ -404,6 +407,9 @@ impl LoadedObject {
                     }
                 }
             }
+        }
+        if !apply {
+            return Ok(());
         }
         if let (Some(v), Some(insns)) = (p.verified.as_mut(), verified) {
             v.insns = insns;

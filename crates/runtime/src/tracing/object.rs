@@ -538,8 +538,10 @@ fn keep_per_thread(loaded: &mut LoadedObject, spec: &ThreadMapSpec) -> Result<Th
             .or_default()
             .push((*slot, from, to));
     }
-    for (program, calls) in by_program {
-        loaded.rewrite_helper_calls(program, &calls)?;
+    for apply in [false, true] {
+        for (program, calls) in &by_program {
+            loaded.rewrite_helper_calls(program, calls, apply)?;
+        }
     }
     Ok(kept)
 }
