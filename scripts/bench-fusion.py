@@ -19,13 +19,16 @@ were internalised; the table shows it. Reported: fio IOPS (median of
 --repeat runs), throughput overhead against untraced (median, min..max),
 and the per-call cost of tracing in ns (1e9/IOPS traced - 1e9/IOPS
 untraced: one read or write system call per fio I/O, so this is the cost
-of one entry + exit pair). The paper's figures for fsdist are printed next
+of one entry + exit pair), and the same from CPU time: fio's job thread's
+CPU time per I/O minus untraced (robust on a shared machine, where a
+thread waiting for a CPU lowers throughput but not CPU time). The paper's figures for fsdist are printed next
 to ours: 28.13% (random read) / 26.97% (random write) unfused, 8.98% /
 8.60% fused by hand.
 
 Usage: scripts/bench-fusion.py [--runtime 5] [--size-mb 256] [--repeat 3]
          [--tools fsdist] [--workloads randread,randwrite]
          [--bpfjet target/release/bpfjet] [--engine jit|interp]
+         [--fuse-modes internalise,all]
          [--markdown FILE] [--svg FILE] [--json FILE]
 Root is needed for the kernel setup (skipped with a SKIPPED line otherwise).
 """
@@ -65,13 +68,16 @@ def fuse_modes(bpfjet):
     return [v.strip() for v in m.group(1).split(",") if v.strip()]
 
 
-def setups_for(bpfjet, kernel_ok):
-    """(label, argv prefix before OBJ -- CMD) of every setup to run."""
+def setups_for(bpfjet, kernel_ok, only=None):
+    """(label, argv prefix before OBJ -- CMD) of every setup to run; `only`
+    restricts the `--fuse` modes."""
     out = [("untraced", None)]
     if kernel_ok:
         out.append(("kernel", [os.path.join(BUILD, "ktrace"), "--json"]))
     out.append(("bpfjet unfused", [bpfjet, "trace", "--json", "--no-fuse"]))
     modes = [m for m in fuse_modes(bpfjet) if m not in ("none", "off")]
+    if only:
+        modes = [m for m in modes if m in only]
     if modes:
         for m in modes:
             out.append((f"bpfjet {m}", [bpfjet, "trace", "--json", f"--fuse={m}"]))
@@ -94,6 +100,13 @@ def one_run(prefix, tool, workload, args, tmp):
         raise RuntimeError(f"{' '.join(argv[:6])} ...: exit {code}: {tail}")
     r = bt.fio_summary(fio_out)
     r["cpu_s"] = usage.ru_utime + usage.ru_stime
+    # CPU time of fio's job thread per I/O: the programs run inline on that
+    # thread, and unlike throughput it does not count the time the thread
+    # waits for a CPU (the machine may be shared); the tracer's start-up
+    # (load, verify, JIT) runs before the job and is not in it.
+    job = json.load(open(fio_out))["jobs"][0]
+    busy_ns = (job["usr_cpu"] + job["sys_cpu"]) / 100.0 * job["job_runtime"] * 1e6
+    r["cpu_per_io_ns"] = busy_ns / max(1, r["ios"])
     r["fused"] = None
     if prefix is not None and prefix[0] == args.bpfjet:
         report = bt.last_json(out)
@@ -144,6 +157,7 @@ def main():
     p.add_argument("--workloads", default="randread,randwrite")
     p.add_argument("--bpfjet", default=os.path.join(ROOT, "target", "release", "bpfjet"))
     p.add_argument("--engine", default="jit", choices=["interp", "jit"])
+    p.add_argument("--fuse-modes", help="comma-separated --fuse modes to run (default: all offered)")
     p.add_argument("--markdown")
     p.add_argument("--svg")
     p.add_argument("--json", help="raw results (every run) as JSON")
@@ -157,7 +171,8 @@ def main():
         print("SKIPPED: setup kernel: needs root", file=sys.stderr)
     elif not os.path.isdir("/sys/kernel/tracing/events"):
         subprocess.run(["mount", "-t", "tracefs", "nodev", "/sys/kernel/tracing"])
-    setups = setups_for(args.bpfjet, kernel_ok)
+    only = args.fuse_modes.split(",") if args.fuse_modes else None
+    setups = setups_for(args.bpfjet, kernel_ok, only)
 
     results = {}
     with tempfile.TemporaryDirectory() as tmp:
@@ -181,12 +196,13 @@ def main():
         f"median of {args.repeat} interleaved rounds (min..max); bpfjet on the {args.engine} "
         f"engine. Per-call cost: 1e9/IOPS traced - 1e9/IOPS untraced.",
         "",
-        "| tool | workload | setup | IOPS | throughput overhead | per call (ns) | ran fused (pair: internalised maps) | paper |",
-        "|---|---|---|---|---|---|---|---|",
+        "| tool | workload | setup | IOPS | throughput overhead | per call (ns) | CPU per I/O (ns) | CPU per call (ns) | ran fused (pair: internalised maps) | paper |",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
     rows = {}
     for (tool, workload), runs in results.items():
         base = statistics.median(r["iops"] for r in runs["untraced"])
+        base_cpu = statistics.median(r["cpu_per_io_ns"] for r in runs["untraced"])
         rows[(tool, workload)] = []
         for label, _ in setups:
             rs = runs[label]
@@ -194,6 +210,7 @@ def main():
             over = [100.0 * (base - r["iops"]) / base for r in rs]
             m, lo, hi = statistics.median(over), min(over), max(over)
             per_call = 1e9 / iops - 1e9 / base
+            cpu = statistics.median(r["cpu_per_io_ns"] for r in rs)
             fused = rs[-1]["fused"]
             fused_txt = "-" if fused is None else ("; ".join(fused) or "nothing")
             paper = PAPER.get((tool, workload), {})
@@ -203,12 +220,27 @@ def main():
             elif label.startswith("bpfjet") and label != "bpfjet unfused" and paper:
                 paper_txt = f"{paper['fused by hand']:.2f}% fused by hand"
             if label == "untraced":
-                lines.append(f"| {tool} | {workload} | untraced | {iops:,.0f} | - | - | - | - |")
+                lines.append(f"| {tool} | {workload} | untraced | {iops:,.0f} | - | - | {cpu:,.0f} "
+                             f"| - | - | - |")
                 continue
             rows[(tool, workload)].append((label, m))
             lines.append(f"| {tool} | {workload} | {label} | {iops:,.0f} | "
-                         f"{m:+.2f}% ({lo:+.2f}..{hi:+.2f}) | {per_call:,.0f} | {fused_txt} | "
+                         f"{m:+.2f}% ({lo:+.2f}..{hi:+.2f}) | {per_call:,.0f} | {cpu:,.0f} | "
+                         f"{cpu - base_cpu:,.0f} | {fused_txt} | "
                          f"{paper_txt} |")
+    # The setups run interleaved, so round k of two setups saw the same
+    # machine: the per-round difference resolves what fusion saves better
+    # than two medians over a noisy machine.
+    lines.append("")
+    for (tool, workload), runs in results.items():
+        for label, _ in setups:
+            if not label.startswith("bpfjet") or label == "bpfjet unfused":
+                continue
+            diffs = [u["cpu_per_io_ns"] - f["cpu_per_io_ns"]
+                     for u, f in zip(runs["bpfjet unfused"], runs[label])]
+            lines.append(f"- {tool} {workload}: CPU per I/O, unfused minus {label}, per round: "
+                         f"median {statistics.median(diffs):,.0f} ns "
+                         f"({sum(d > 0 for d in diffs)} of {len(diffs)} rounds positive)")
     table = "\n".join(lines) + "\n"
     print(table)
     if args.markdown:
