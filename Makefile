@@ -4,7 +4,7 @@ CONFORMANCE ?= ../shared/conformance/tests
 BPFJET := target/release/bpfjet
 export PATH := $(HOME)/.cargo/bin:$(PATH)
 
-.PHONY: all setup build examples test test-rust test-netns test-preload test-trace bench-preload bench-trace bench-uprobe lint conformance demo clean
+.PHONY: all setup build examples test test-rust test-netns test-preload test-trace bench-preload bench-trace bench-fusion bench-fusion-percall bench-uprobe lint conformance demo clean
 
 all: build
 
@@ -75,6 +75,17 @@ test-trace: build examples
 # (libbpf), by bpftrace and by bpfjet (docs/PERFORMANCE.md, "Tracing").
 bench-trace: build examples
 	python3 scripts/bench-trace.py --bpfjet $(BPFJET) --markdown build/bench-trace.md --svg docs/bench-trace.svg
+
+# Pairwise fusion (docs/PERFORMANCE.md, "Pairwise fusion"): fsdist on fio
+# random reads/writes untraced, in the kernel, bpfjet unfused and fused
+# (every --fuse mode the binary offers). The differential test of fused
+# execution is the cargo test crates/cli/tests/trace_fusion.rs (make test-rust).
+bench-fusion: build examples
+	python3 scripts/bench-fusion.py --bpfjet $(BPFJET) --markdown build/bench-fusion.md --svg docs/bench-fusion.svg
+
+# The same pair's cost per system call without fio (a read/write loop).
+bench-fusion-percall: build examples
+	BPFJET=$(BPFJET) scripts/bench-fusion-percall.sh
 
 # AF_XDP end to end in network namespaces (root): TX, DROP, REDIRECT, PASS via TAP.
 test-netns: build examples

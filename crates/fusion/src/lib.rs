@@ -32,6 +32,6 @@ pub mod pair;
 pub mod plan;
 pub mod summary;
 
-pub use pair::{analyse_pair, Handoff, PairReport, Refusal};
-pub use plan::{plan, FusionPlan};
+pub use pair::{analyse_pair, analyse_pair_sharing, Handoff, PairReport, Refusal};
+pub use plan::{plan, FusionPlan, InternalMap};
 pub use summary::{summarise, MapOp, MapUse, ProgramSummary, ThreadKey};

@@ -69,6 +69,23 @@ pub fn analyse_pair(
     others: &[(&str, &ProgramSummary)],
     exposed: &dyn Fn(&MapSpec) -> Option<String>,
 ) -> PairReport {
+    analyse_pair_sharing(maps, entry, exit, others, exposed, &|_, _| false)
+}
+
+/// [`analyse_pair`] where a third program's use of a map is tolerated when
+/// `shared(program, map)` says so: the plan tolerates the programs of
+/// *other pairs* that use the map only with the current thread's key (fsdist
+/// and rw_tracer share one map between their read and write pairs), and then
+/// checks that every such pair internalises the map too
+/// ([`crate::plan::plan`]).
+pub fn analyse_pair_sharing(
+    maps: &[MapSpec],
+    entry: (&str, &ProgramSummary),
+    exit: (&str, &ProgramSummary),
+    others: &[(&str, &ProgramSummary)],
+    exposed: &dyn Fn(&MapSpec) -> Option<String>,
+    shared: &dyn Fn(&str, usize) -> bool,
+) -> PairReport {
     let mut report = PairReport {
         entry: entry.0.to_string(),
         exit: exit.0.to_string(),
@@ -90,7 +107,7 @@ pub fn analyse_pair(
             continue;
         }
         let Some(spec) = maps.get(m) else { continue };
-        match handoff_key(spec, entry_uses, exit_uses, others, m, exposed) {
+        match handoff_key(spec, entry_uses, exit_uses, others, m, exposed, shared) {
             Ok(key) => report.internalised.push(Handoff {
                 map: m,
                 name: spec.name.clone(),
@@ -112,9 +129,17 @@ fn handoff_key(
     others: &[(&str, &ProgramSummary)],
     m: usize,
     exposed: &dyn Fn(&MapSpec) -> Option<String>,
+    shared: &dyn Fn(&str, usize) -> bool,
 ) -> Result<ThreadKey, String> {
     match spec.map_type {
-        MapType::Hash | MapType::LruHash => {}
+        MapType::Hash => {}
+        MapType::LruHash => {
+            return Err(
+                "an LRU hash map: when it is full an update evicts some other thread's \
+                 entry, which per-thread storage would not reproduce"
+                    .into(),
+            )
+        }
         MapType::PercpuHash | MapType::LruPercpuHash => {
             return Err(
                 "a per-CPU map: a thread that changes CPU between entry and exit \
@@ -130,40 +155,8 @@ fn handoff_key(
         }
     }
     let mut key = None;
-    for u in entry {
-        match u.op {
-            MapOp::Update { .. } => {}
-            _ => {
-                return Err(format!(
-                    "the entry program also {} it (slot {})",
-                    verb(&u.op),
-                    u.slot
-                ))
-            }
-        }
-        key = same_key(key, u, "entry")?;
-    }
-    let (mut looks_up, mut deletes) = (false, false);
-    for u in exit {
-        match u.op {
-            MapOp::Lookup => looks_up = true,
-            MapOp::Delete => deletes = true,
-            _ => {
-                return Err(format!(
-                    "the exit program also {} it (slot {})",
-                    verb(&u.op),
-                    u.slot
-                ))
-            }
-        }
-        key = same_key(key, u, "exit")?;
-    }
-    if !looks_up {
-        return Err("the exit program does not look it up".into());
-    }
-    if !deletes {
-        return Err("the exit program does not delete it: it keeps state between calls".into());
-    }
+    key = entry_role(key, entry, "entry program")?;
+    key = exit_role(key, exit, "exit program")?;
     let key = key.ok_or("no key")?;
     if key == ThreadKey::Tgid {
         return Err(format!(
@@ -172,7 +165,7 @@ fn handoff_key(
         ));
     }
     for (name, s) in others {
-        if !s.uses_of(m).is_empty() {
+        if !s.uses_of(m).is_empty() && !shared(name, m) {
             return Err(format!("program {name} also uses it"));
         }
     }
@@ -185,16 +178,67 @@ fn handoff_key(
     Ok(key)
 }
 
+/// An entry's uses: updates only, all with one key.
+fn entry_role(
+    mut key: Option<ThreadKey>,
+    uses: &[MapUse],
+    side: &str,
+) -> Result<Option<ThreadKey>, String> {
+    for u in uses {
+        if !matches!(u.op, MapOp::Update { .. }) {
+            return Err(format!(
+                "the {side} also {} it (slot {})",
+                verb(&u.op),
+                u.slot
+            ));
+        }
+        key = same_key(key, u, side)?;
+    }
+    Ok(key)
+}
+
+/// An exit's uses: lookups and deletes (both), all with one key.
+fn exit_role(
+    mut key: Option<ThreadKey>,
+    uses: &[MapUse],
+    side: &str,
+) -> Result<Option<ThreadKey>, String> {
+    let (mut looks_up, mut deletes) = (false, false);
+    for u in uses {
+        match u.op {
+            MapOp::Lookup => looks_up = true,
+            MapOp::Delete => deletes = true,
+            _ => {
+                return Err(format!(
+                    "the {side} also {} it (slot {})",
+                    verb(&u.op),
+                    u.slot
+                ))
+            }
+        }
+        key = same_key(key, u, side)?;
+    }
+    if !looks_up {
+        return Err(format!("the {side} does not look it up"));
+    }
+    if !deletes {
+        return Err(format!(
+            "the {side} does not delete it: it keeps state between calls"
+        ));
+    }
+    Ok(key)
+}
+
 fn same_key(seen: Option<ThreadKey>, u: &MapUse, side: &str) -> Result<Option<ThreadKey>, String> {
     let Some(k) = u.key else {
         return Err(format!(
-            "the {side} program's key at slot {} is not derived from the thread",
+            "the {side}'s key at slot {} is not derived from the thread",
             u.slot
         ));
     };
     match seen {
         Some(s) if s != k => Err(format!(
-            "the {side} program uses another key at slot {} ({} vs {})",
+            "the {side} uses another key at slot {} ({} vs {})",
             u.slot,
             k.describe(),
             s.describe()

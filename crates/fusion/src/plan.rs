@@ -8,8 +8,8 @@
 //! of its function; each pair is analysed with all the other programs of the
 //! object as third parties, so a map a third program touches stays a map.
 
-use crate::pair::{analyse_pair, PairReport};
-use crate::summary::{summarise, ProgramSummary};
+use crate::pair::{analyse_pair_sharing, PairReport, Refusal};
+use crate::summary::{summarise, MapOp, ProgramSummary, ThreadKey};
 use bpfjet_obj::{Object, ProbeFlavor, ProbeTarget, ProgKind};
 use std::collections::BTreeMap;
 
@@ -19,6 +19,22 @@ pub struct FusionPlan {
     pub pairs: Vec<PairReport>,
     /// One line per program that has no partner or cannot be paired, and why.
     pub unpaired: Vec<String>,
+    /// The maps every pair that uses them internalises: what the runtime
+    /// keeps per thread, with every instruction of every program that
+    /// touches them.
+    pub internal_maps: Vec<InternalMap>,
+}
+
+/// A map kept per thread instead of in the map: every access of every
+/// program is a lookup, update or delete with the current thread's key.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct InternalMap {
+    /// Index in `Object::maps`.
+    pub map: usize,
+    pub name: String,
+    pub key: ThreadKey,
+    /// Every use: (program name, instruction slot, operation).
+    pub sites: Vec<(String, usize, MapOp)>,
 }
 
 impl FusionPlan {
@@ -112,6 +128,28 @@ pub fn plan(obj: &Object, exposed: &dyn Fn(&bpfjet_maps::MapSpec) -> Option<Stri
             Err(why) => plan.unpaired.push(format!("{}: not paired: {why}", p.name)),
         }
     }
+    // Programs that are the entry or exit of some pair: their thread-keyed
+    // uses of a map do not stop another pair from internalising it (the
+    // consistency pass below then requires their own pair to agree).
+    let paired: Vec<bool> = (0..obj.programs.len())
+        .map(|i| {
+            functions.values().any(|(en, ex)| {
+                !en.is_empty() && !ex.is_empty() && (en.contains(&i) || ex.contains(&i))
+            })
+        })
+        .collect();
+    let shared = |name: &str, m: usize| {
+        summaries.iter().enumerate().any(|(i, (n, s))| {
+            *n == name
+                && paired[i]
+                && s.as_ref().is_some_and(|s| {
+                    s.uses_of(m).iter().all(|u| {
+                        !matches!(u.op, MapOp::Other(_))
+                            && u.key.is_some_and(|k| k != ThreadKey::Tgid)
+                    })
+                })
+        })
+    };
     for (function, (entries, exits)) in &functions {
         if entries.is_empty() || exits.is_empty() {
             for &i in entries.iter().chain(exits) {
@@ -148,15 +186,91 @@ pub fn plan(obj: &Object, exposed: &dyn Fn(&bpfjet_maps::MapSpec) -> Option<Stri
                     .filter(|(i, _)| *i != e && *i != x)
                     .filter_map(|(_, (n, s))| s.as_ref().map(|s| (*n, s)))
                     .collect();
-                plan.pairs.push(analyse_pair(
+                plan.pairs.push(analyse_pair_sharing(
                     &obj.maps,
                     (summaries[e].0, es),
                     (summaries[x].0, xs),
                     &others,
                     exposed,
+                    &shared,
                 ));
             }
         }
     }
+    agree_across_pairs(&mut plan, &summaries);
+    plan.internal_maps = internal_maps(&plan, obj, &summaries);
     plan
+}
+
+/// A map internalised by one pair but also used by a program outside any
+/// pair that internalises it, or by pairs that disagree (one refuses it,
+/// another keys it differently), stays a map everywhere.
+fn agree_across_pairs(plan: &mut FusionPlan, summaries: &[(&str, Option<ProgramSummary>)]) {
+    loop {
+        let mut demote: Option<(usize, String)> = None;
+        'maps: for p in &plan.pairs {
+            for h in &p.internalised {
+                let m = h.map;
+                for (name, s) in summaries {
+                    let Some(s) = s else { continue };
+                    if s.uses_of(m).is_empty() {
+                        continue;
+                    }
+                    let agrees = plan.pairs.iter().any(|q| {
+                        (q.entry == *name || q.exit == *name)
+                            && q.internalised.iter().any(|g| g.map == m && g.key == h.key)
+                    });
+                    if !agrees {
+                        demote = Some((
+                            m,
+                            format!(
+                                "program {name} also uses it and no pair of {name} \
+                                 internalises it with the same key"
+                            ),
+                        ));
+                        break 'maps;
+                    }
+                }
+            }
+        }
+        let Some((m, why)) = demote else { return };
+        for p in &mut plan.pairs {
+            if let Some(i) = p.internalised.iter().position(|h| h.map == m) {
+                let h = p.internalised.remove(i);
+                p.refused.push(Refusal {
+                    map: h.name,
+                    why: why.clone(),
+                });
+            }
+        }
+    }
+}
+
+fn internal_maps(
+    plan: &FusionPlan,
+    obj: &Object,
+    summaries: &[(&str, Option<ProgramSummary>)],
+) -> Vec<InternalMap> {
+    let mut out: Vec<InternalMap> = Vec::new();
+    for h in plan.pairs.iter().flat_map(|p| &p.internalised) {
+        if out.iter().any(|i| i.map == h.map) {
+            continue;
+        }
+        let sites = summaries
+            .iter()
+            .filter_map(|(n, s)| s.as_ref().map(|s| (n, s)))
+            .flat_map(|(n, s)| {
+                s.uses_of(h.map)
+                    .iter()
+                    .map(|u| (n.to_string(), u.slot, u.op.clone()))
+            })
+            .collect();
+        out.push(InternalMap {
+            map: h.map,
+            name: obj.maps[h.map].name.clone(),
+            key: h.key,
+            sites,
+        });
+    }
+    out
 }

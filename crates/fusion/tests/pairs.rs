@@ -363,3 +363,94 @@ SEC("uprobe/libc.so.6:read+4") int inside(void *ctx) {
         "{text}"
     );
 }
+
+/// fsdist's shape: the read and the write pairs share one hand-off map.
+/// Every program uses it only in its pair's role with the thread key, so
+/// both pairs internalise it and the plan lists every call on it; when one
+/// pair does not delete, the map stays a map for both pairs.
+#[test]
+fn a_map_shared_by_two_pairs_is_internalised_by_both_or_neither() {
+    let shared = |exit_write_deletes: bool| {
+        format!(
+            r#"
+HASH(starts, BPF_MAP_TYPE_HASH, __u64, )
+static __always_inline int enter(void) {{
+    __u64 id = bpf_get_current_pid_tgid(), ts = bpf_ktime_get_ns();
+    bpf_map_update_elem(&starts, &id, &ts, BPF_ANY); return 0; }}
+SEC("tracepoint/syscalls/sys_enter_read") int enter_read(void *ctx) {{ return enter(); }}
+SEC("tracepoint/syscalls/sys_enter_write") int enter_write(void *ctx) {{ return enter(); }}
+SEC("tracepoint/syscalls/sys_exit_read") int exit_read(void *ctx) {{
+    __u64 id = bpf_get_current_pid_tgid(), *t = bpf_map_lookup_elem(&starts, &id);
+    if (!t) return 0;
+    bpf_map_delete_elem(&starts, &id); return 0; }}
+SEC("tracepoint/syscalls/sys_exit_write") int exit_write(void *ctx) {{
+    __u64 id = bpf_get_current_pid_tgid(), *t = bpf_map_lookup_elem(&starts, &id);
+    if (!t) return 0;
+    {} return 0; }}
+"#,
+            if exit_write_deletes {
+                "bpf_map_delete_elem(&starts, &id);"
+            } else {
+                ""
+            }
+        )
+    };
+    let obj = compile("shared_ok", &shared(true));
+    let plan = bpfjet_fusion::plan(&obj, &|_| None);
+    assert_eq!(plan.pairs.len(), 2);
+    for p in &plan.pairs {
+        let names: Vec<_> = p.internalised.iter().map(|h| h.name.as_str()).collect();
+        assert_eq!(names, ["starts"], "{:?}", p.explain());
+    }
+    assert_eq!(plan.internal_maps.len(), 1);
+    let m = &plan.internal_maps[0];
+    assert_eq!((m.name.as_str(), m.key), ("starts", ThreadKey::PidTgid));
+    // Two updates, two lookups, two deletes, in the four programs.
+    let mut programs: Vec<&str> = m.sites.iter().map(|(p, _, _)| p.as_str()).collect();
+    programs.sort_unstable();
+    assert_eq!(
+        programs,
+        [
+            "enter_read",
+            "enter_write",
+            "exit_read",
+            "exit_read",
+            "exit_write",
+            "exit_write"
+        ]
+    );
+
+    let obj = compile("shared_keep", &shared(false));
+    let plan = bpfjet_fusion::plan(&obj, &|_| None);
+    assert!(plan.internal_maps.is_empty(), "{:?}", plan.explain());
+    for p in &plan.pairs {
+        assert!(p.internalised.is_empty(), "{:?}", p.explain());
+        assert_eq!(p.refused.len(), 1, "{:?}", p.explain());
+    }
+    let text = plan.explain().join("\n");
+    assert!(text.contains("does not delete it"), "{text}");
+    assert!(
+        text.contains("enter_read + exit_read: map starts stays a map: program"),
+        "{text}"
+    );
+}
+
+/// An LRU hash evicts another thread's entry when full: not internalised.
+#[test]
+fn an_lru_hand_off_stays_a_map() {
+    let obj = compile(
+        "lru",
+        r#"
+HASH(starts, BPF_MAP_TYPE_LRU_HASH, __u64, )
+SEC("uprobe/libc.so.6:read") int entry(void *ctx) {
+    __u64 id = bpf_get_current_pid_tgid(), ts = 1;
+    bpf_map_update_elem(&starts, &id, &ts, BPF_ANY); return 0; }
+SEC("uretprobe/libc.so.6:read") int leave(void *ctx) {
+    __u64 id = bpf_get_current_pid_tgid();
+    if (bpf_map_lookup_elem(&starts, &id)) bpf_map_delete_elem(&starts, &id); return 0; }
+"#,
+    );
+    let r = pair(&obj, "entry", "leave");
+    assert!(r.internalised.is_empty(), "{:?}", r.explain());
+    assert!(r.refused[0].why.contains("LRU"), "{:?}", r.explain());
+}

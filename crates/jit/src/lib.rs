@@ -26,6 +26,7 @@ mod object;
 mod options;
 mod pipeline;
 mod program;
+mod thread_maps;
 mod tracing;
 mod trampoline;
 

@@ -128,7 +128,7 @@ fn ms(since: Instant) -> f64 {
 }
 
 /// Revision of the code generator, part of the cache key.
-const CODEGEN_REVISION: u64 = 12;
+const CODEGEN_REVISION: u64 = 13;
 
 fn cache_key(
     insns: &[Insn],

@@ -5,8 +5,10 @@
 //! program type shares are inlined as for XDP (map lookups as address
 //! arithmetic or key-size-specialised calls, updates, deletes, ring-buffer
 //! reserve/submit, the CPU id, the clock, `bpf_loop`: see `lift::inline`),
-//! the tracing helpers go through the trampoline to the runtime's; context
-//! loads of `pt_regs` and the tracepoint records are plain loads.
+//! the per-thread map operations of internalised hand-off maps are direct
+//! calls (`crate::thread_maps`), the tracing helpers go through the
+//! trampoline to the runtime's; context loads of `pt_regs` and the
+//! tracepoint records are plain loads.
 
 use crate::object::{CompiledPrograms, ObjectError};
 use crate::options::JitOptions;
@@ -45,8 +47,10 @@ pub fn load_tracing(
             fib: None,
         },
     )?;
-    let compiled = CompiledPrograms::compile(&loaded, jit);
+    // Wrap first: maps kept per thread have their calls rewritten then,
+    // and the JIT compiles the rewritten form.
     let mut tracing = TracingObject::from_loaded(loaded, opts)?;
+    let compiled = CompiledPrograms::compile(tracing.loaded(), jit);
     let names: Vec<String> = tracing
         .programs()
         .iter()

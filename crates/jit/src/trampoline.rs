@@ -119,6 +119,21 @@ impl RunCtx {
         })
     }
 
+    /// The per-run context as a `T` (a tracing run's `TracingEnv`), or a
+    /// fault naming what it should have been.
+    pub(crate) fn user_ctx<T: Any>(&mut self, pc: u64, helper: &'static str) -> Result<&T, Fault> {
+        // SAFETY: as in `xdp_env`.
+        let user = unsafe { &*self.user };
+        user.downcast_ref().ok_or_else(|| Fault::Helper {
+            pc: pc as usize,
+            helper,
+            reason: format!(
+                "the per-run context is not a {}",
+                std::any::type_name::<T>()
+            ),
+        })
+    }
+
     /// Record the outcome of Rust code run on behalf of generated code.
     pub(crate) fn settle(&mut self, outcome: std::thread::Result<Result<u64, Fault>>) -> u64 {
         match outcome {
@@ -641,6 +656,7 @@ pub(crate) fn resolve_symbol(name: &str) -> Option<usize> {
         }
         _ => {
             return crate::natives::resolve(name)
+                .or_else(|| crate::thread_maps::resolve(name))
                 .or_else(|| bpfjet_kfuncs::by_symbol(name).map(|k| k.native as usize))
         }
     })

@@ -19,6 +19,7 @@ mod stack;
 mod strings;
 mod tail_call;
 mod task;
+mod thread_maps;
 mod time;
 mod tracing;
 mod xdp;
@@ -192,6 +193,7 @@ pub fn xdp_helpers() -> HelperRegistry {
 pub fn tracing_helpers() -> HelperRegistry {
     let mut r = base_helpers();
     tracing::register(&mut r);
+    thread_maps::register(&mut r);
     stack::register(&mut r);
     perf::register_tracing(&mut r);
     r

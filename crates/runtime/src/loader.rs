@@ -373,6 +373,58 @@ impl LoadedObject {
             })
     }
 
+    /// Replace helper calls of program `name` after verification: at each
+    /// `(slot, from, to)` the instruction must be `call from`; it becomes
+    /// `call to` in both the verified form (what the JIT compiles) and the
+    /// interpreter's program. The verifier's facts stay those of the
+    /// checked calls; the caller guarantees `to` behaves as `from` does on
+    /// the programs' arguments (the tracing loader's per-thread maps).
+    /// With `apply` false, only checks that every call is where it should
+    /// be (so that several programs are rewritten all or none).
+    pub(crate) fn rewrite_helper_calls(
+        &mut self,
+        name: &str,
+        calls: &[(usize, u32, u32)],
+        apply: bool,
+    ) -> Result<(), String> {
+        let p = self
+            .programs
+            .iter_mut()
+            .find(|p| p.name == name)
+            .ok_or_else(|| format!("no program {name}"))?;
+        let program = p
+            .program
+            .as_ref()
+            .ok_or_else(|| format!("program {name} is not loaded"))?;
+        let mut inner = (*program.inner).clone();
+        let mut verified = p.verified.as_ref().map(|v| v.insns.clone());
+        for &(slot, from, to) in calls {
+            let want = Insn::Call(CallTarget::Helper(from as i32));
+            let mut forms: Vec<&mut Vec<Insn>> = vec![&mut inner.insns];
+            forms.extend(verified.as_mut());
+            for insns in forms {
+                match insns.get_mut(slot) {
+                    Some(insn) if *insn == want => *insn = Insn::Call(CallTarget::Helper(to as i32)),
+                    other => {
+                        return Err(format!(
+                            "program {name}, slot {slot}: expected a call of helper {from}, found {other:?}"
+                        ))
+                    }
+                }
+            }
+        }
+        if !apply {
+            return Ok(());
+        }
+        if let (Some(v), Some(insns)) = (p.verified.as_mut(), verified) {
+            v.insns = insns;
+        }
+        p.program = Some(Program {
+            inner: Arc::new(inner),
+        });
+        Ok(())
+    }
+
     /// The tail-call table: every program by the PROG_ARRAY value that
     /// names it (its position, or its slot, [`LoadedObject::set_tail_slots`]).
     pub fn program_table(&self) -> Vec<Option<Program>> {

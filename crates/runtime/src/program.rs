@@ -92,7 +92,7 @@ impl LoadOptions {
 }
 
 /// The loaded form the interpreter executes.
-#[derive(Debug)]
+#[derive(Clone, Debug)]
 pub(crate) struct ProgramInner {
     /// One entry per slot; every `lddw` is resolved to `LdDwKind::Imm`.
     pub insns: Vec<Insn>,

@@ -46,6 +46,10 @@ pub struct Agent {
     pub cfg: Config,
     pub object: &'static TracingObject,
     pub ringbufs: Vec<String>,
+    /// The pairs that run fused: `{"entry", "exit", "internalised": [MAP...]}`.
+    pub fused: Vec<serde_json::Value>,
+    /// Why maps the analysis found could not be kept per thread.
+    pub fusion_refusals: Vec<String>,
     pid: u32,
     finished: AtomicBool,
     attachments: Mutex<Vec<Attachment>>,
@@ -70,7 +74,26 @@ fn unsupported(section: &str, why: &str) -> String {
 pub fn start(cfg: Config) -> Result<(), String> {
     let obj =
         bpfjet_obj::load_file(&cfg.object).map_err(|e| format!("{}: {e}", cfg.object.display()))?;
-    let opts = TracingOptions::default();
+    let mut opts = TracingOptions::default();
+    let plan = match cfg.fuse {
+        crate::config::Fuse::None => bpfjet_fusion::FusionPlan::default(),
+        // `bpfjet trace` loads the object alone and no control plane can
+        // open its maps (no pinning by path, no server): only pinning by
+        // name, which the analysis refuses, exposes a map.
+        crate::config::Fuse::Internalise => bpfjet_fusion::plan(&obj, &|_| None),
+    };
+    opts.thread_maps = plan
+        .internal_maps
+        .iter()
+        .map(|m| rt::ThreadMapSpec {
+            map: m.name.clone(),
+            sites: m
+                .sites
+                .iter()
+                .map(|(p, slot, _)| (p.clone(), *slot))
+                .collect(),
+        })
+        .collect();
     let tracing = if cfg.jit {
         bpfjet_jit::load_tracing(&obj, &opts, &bpfjet_jit::JitOptions::default())
             .map_err(|e| format!("{}: {e}", cfg.object.display()))?
@@ -92,6 +115,23 @@ pub fn start(cfg: Config) -> Result<(), String> {
             .map_err(|e| format!("--ringbuf-backpressure {name}: {e}"))?;
     }
     let object: &'static TracingObject = Box::leak(Box::new(tracing));
+    let kept: Vec<&str> = object.thread_maps().iter().map(|m| m.name()).collect();
+    let fused: Vec<serde_json::Value> = plan
+        .pairs
+        .iter()
+        .filter_map(|p| {
+            let maps: Vec<&str> = p
+                .internalised
+                .iter()
+                .map(|h| h.name.as_str())
+                .filter(|n| kept.contains(n))
+                .collect();
+            (p.pair_refusal.is_none() && !maps.is_empty()).then(
+                || serde_json::json!({"entry": p.entry, "exit": p.exit, "internalised": maps}),
+            )
+        })
+        .collect();
+    let fusion_refusals = object.thread_map_refusals().to_vec();
     let ringbufs: Vec<String> = obj
         .maps
         .iter()
@@ -234,6 +274,8 @@ pub fn start(cfg: Config) -> Result<(), String> {
         cfg,
         object,
         ringbufs,
+        fused,
+        fusion_refusals,
         pid: std::process::id(),
         finished: AtomicBool::new(false),
         attachments: Mutex::new(Vec::new()),

@@ -9,6 +9,17 @@ pub const ENV_EVENTS: &str = "BPFJET_TRACE_EVENTS";
 /// `MAP=MS,...`: ring buffers in backpressure mode (MS 0: the default
 /// stall limit).
 pub const ENV_BACKPRESSURE: &str = "BPFJET_TRACE_BACKPRESSURE";
+/// Which pairwise-fusion optimisations to apply: `none`, `internalise`,
+/// `all` (unset: `none`).
+pub const ENV_FUSE: &str = "BPFJET_TRACE_FUSE";
+
+/// Pairwise fusion (docs/TRACING.md "Pairwise fusion").
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Fuse {
+    None,
+    /// Hand-off maps kept per thread.
+    Internalise,
+}
 
 /// Exit status of a traced process whose agent could not attach (the
 /// program's `main` never ran; the report says why).
@@ -23,6 +34,7 @@ pub struct Config {
     /// Ring buffers that wait for the consumer instead of dropping:
     /// (map, stall limit in ms, 0 = default).
     pub backpressure: Vec<(String, u32)>,
+    pub fuse: Fuse,
 }
 
 impl Config {
@@ -46,6 +58,10 @@ impl Config {
                     None => (s.to_string(), 0),
                 })
                 .collect(),
+            fuse: match std::env::var(ENV_FUSE).as_deref() {
+                Ok("internalise") | Ok("all") => Fuse::Internalise,
+                _ => Fuse::None,
+            },
         };
         for v in [
             ENV_OBJECT,
@@ -53,6 +69,7 @@ impl Config {
             ENV_REPORT,
             ENV_EVENTS,
             ENV_BACKPRESSURE,
+            ENV_FUSE,
         ] {
             // SAFETY: the constructor runs before main, single-threaded.
             unsafe { std::env::remove_var(v) };

@@ -22,7 +22,10 @@ pub fn write_error(cfg: &Config, err: &str) {
 }
 
 pub fn write_report(agent: &Agent, rings: &[(String, RingbufStats)]) {
-    let maps = match agent.object.loaded().dump_state() {
+    // Maps kept per thread go back into their maps first, so the dump is
+    // what the unfused programs would have left.
+    let written_back = agent.object.write_back_thread_maps();
+    let maps = match written_back.and_then(|()| agent.object.loaded().dump_state()) {
         Ok(state) => serde_json::to_value(&state).unwrap_or(Value::Null),
         Err(e) => json!({ "error": e.to_string() }),
     };
@@ -53,6 +56,8 @@ pub fn write_report(agent: &Agent, rings: &[(String, RingbufStats)]) {
             },
             "last_fault": last_fault,
             "trace_lines": agent.object.take_trace_lines(),
+            "fused": agent.fused,
+            "fusion_refusals": agent.fusion_refusals,
         }),
     );
 }

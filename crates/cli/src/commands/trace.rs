@@ -5,12 +5,13 @@
 //! syscall tracepoints there and runs them inline. When CMD ends, print
 //! every map as bpftrace does (`@name[key]: value`), or with `--json` one
 //! object `{"maps": STATE.json, "ringbufs": {NAME: counts}, "exit_code": n,
-//! "fused": [], "fusable": [...]}`. CMD's exit code is passed through.
+//! "fused": [...], "fusable": [...]}`. CMD's exit code is passed through.
 //!
 //! Pairwise fusion (docs/TRACING.md): the entry/exit pairs of OBJ and their
 //! hand-off maps are detected (crates/fusion) and reported (`--explain`,
-//! `"fusable"`); fused *execution* is not implemented, so every pair runs
-//! unfused and `"fused"` is empty.
+//! `"fusable"`); the agent keeps the hand-off maps per thread (`--fuse`,
+//! default `all`; `--no-fuse` = none) and reports in `"fused"` the pairs
+//! whose maps it actually kept so.
 
 use anyhow::{anyhow, bail, Context, Result};
 use bpfjet_obj::{ProbeFlavor, ProbeTarget, ProgKind};
@@ -40,8 +41,8 @@ pub struct TraceArgs {
     /// the unpaired programs) are not.
     #[arg(long)]
     pub explain: bool,
-    /// Do not analyse the object for pairwise fusion (nothing is reported
-    /// as fusable).
+    /// Do not analyse the object for pairwise fusion: every pair runs
+    /// unfused, through its maps (same as `--fuse none`).
     #[arg(long)]
     pub no_fuse: bool,
     /// Ring buffer MAP of OBJ waits for the consumer instead of dropping
@@ -50,6 +51,11 @@ pub struct TraceArgs {
     #[arg(long = "ringbuf-backpressure", value_name = "MAP[=MS]",
           value_parser = super::object_args::parse_backpressure)]
     pub ringbuf_backpressure: Vec<(String, u32)>,
+    /// Which pairwise-fusion optimisations to apply: `none`; `internalise`
+    /// (hand-off maps kept per thread, docs/TRACING.md); `all` (everything
+    /// implemented: today the same as `internalise`).
+    #[arg(long, default_value = "all", value_parser = ["none", "internalise", "all"])]
+    pub fuse: String,
     /// Attach to a running process: refused (see docs/CLI.md).
     #[arg(long)]
     pub pid: Option<u32>,
@@ -174,20 +180,39 @@ pub fn run(args: &TraceArgs) -> Result<ExitCode> {
     // bpfjet trace loads OBJ alone and no control plane can open its maps
     // (no pinning by path, no server), so only pinning by name (refused in
     // crates/fusion) exposes a map.
-    let plan = if args.no_fuse {
+    let fuse = if args.no_fuse {
+        "none"
+    } else {
+        args.fuse.as_str()
+    };
+    let plan = if fuse == "none" {
         bpfjet_fusion::FusionPlan::default()
     } else {
         bpfjet_fusion::plan(&object, &|_| None)
     };
     if args.explain {
-        if args.no_fuse {
-            eprintln!("bpfjet trace: fusion: --no-fuse: not analysed");
+        if fuse == "none" {
+            eprintln!("bpfjet trace: fusion: --fuse none: not analysed, every pair runs unfused");
         } else {
             for line in plan.explain() {
                 eprintln!("bpfjet trace: fusion: {line}");
             }
+            for m in &plan.internal_maps {
+                let programs: std::collections::BTreeSet<&str> =
+                    m.sites.iter().map(|(p, _, _)| p.as_str()).collect();
+                eprintln!(
+                    "bpfjet trace: fusion: internalise: map {} kept per thread (key {}); \
+                     {} map calls in {} rewritten after verification into per-thread slot \
+                     operations (no hashing, no bucket lock)",
+                    m.name,
+                    m.key.describe(),
+                    m.sites.len(),
+                    programs.into_iter().collect::<Vec<_>>().join(", ")
+                );
+            }
             eprintln!(
-                "bpfjet trace: fusion: fused execution is not implemented: every pair runs unfused"
+                "bpfjet trace: fusion: not implemented: inlining entry and exit into one \
+                 function, folding .rodata/attach-site constants: each program still runs on its own"
             );
         }
     }
@@ -213,7 +238,8 @@ pub fn run(args: &TraceArgs) -> Result<ExitCode> {
         .env("LD_PRELOAD", preload)
         .env("BPFJET_TRACE_OBJ", &obj)
         .env("BPFJET_TRACE_ENGINE", &args.engine)
-        .env("BPFJET_TRACE_REPORT", &report);
+        .env("BPFJET_TRACE_REPORT", &report)
+        .env("BPFJET_TRACE_FUSE", fuse);
     if !args.ringbuf_backpressure.is_empty() {
         let list: Vec<String> = args
             .ringbuf_backpressure
@@ -272,6 +298,25 @@ pub fn run(args: &TraceArgs) -> Result<ExitCode> {
     if let Some(f) = report.get("last_fault").and_then(Value::as_str) {
         eprintln!("bpfjet trace: last fault: {f}");
     }
+    if let Some(refusals) = report.get("fusion_refusals").and_then(Value::as_array) {
+        for r in refusals.iter().filter_map(Value::as_str) {
+            eprintln!("bpfjet trace: fusion: kept as a map: {r}");
+        }
+    }
+    let fused = report
+        .get("fused")
+        .cloned()
+        .unwrap_or_else(|| Value::Array(Vec::new()));
+    if args.explain {
+        for p in fused.as_array().into_iter().flatten() {
+            eprintln!(
+                "bpfjet trace: fusion: ran fused: {} + {}: internalised {}",
+                p["entry"].as_str().unwrap_or("?"),
+                p["exit"].as_str().unwrap_or("?"),
+                p["internalised"]
+            );
+        }
+    }
     let maps = report.get("maps").cloned().unwrap_or(Value::Null);
     let mut ringbufs = serde_json::Map::new();
     if let Some(rb) = report.get("ringbufs").and_then(Value::as_object) {
@@ -292,7 +337,7 @@ pub fn run(args: &TraceArgs) -> Result<ExitCode> {
                 "ringbufs": ringbufs,
                 "exit_code": exit_code,
                 "syscalls": report.get("syscalls").cloned().unwrap_or(Value::Null),
-                "fused": [],
+                "fused": fused,
                 "fusable": fusable(&plan),
             })
         );

@@ -116,6 +116,33 @@ pub(super) const RINGBUF_OUTPUT: DirectCall = direct(
     &[Ctx, Ptr(1), Ptr(2), Reg(3), Reg(4), Pc],
 );
 
+/// The per-thread map operations of tracing programs (pairwise fusion's
+/// internalised hand-off maps, `crate::thread_maps`): always direct.
+pub(super) fn thread_map_call(id: u32) -> Option<&'static DirectCall> {
+    use bpfjet_runtime::tracing::{THREAD_MAP_DELETE, THREAD_MAP_LOOKUP, THREAD_MAP_UPDATE};
+    const LOOKUP: DirectCall = direct(
+        crate::thread_maps::LOOKUP,
+        Guard::Always,
+        &[Ctx, Reg(1), Ptr(2), Pc],
+    );
+    const UPDATE: DirectCall = direct(
+        crate::thread_maps::UPDATE,
+        Guard::Always,
+        &[Ctx, Reg(1), Ptr(2), Ptr(3), Reg(4), Pc],
+    );
+    const DELETE: DirectCall = direct(
+        crate::thread_maps::DELETE,
+        Guard::Always,
+        &[Ctx, Reg(1), Ptr(2), Pc],
+    );
+    match id {
+        THREAD_MAP_LOOKUP => Some(&LOOKUP),
+        THREAD_MAP_UPDATE => Some(&UPDATE),
+        THREAD_MAP_DELETE => Some(&DELETE),
+        _ => None,
+    }
+}
+
 impl<'ctx> Lifter<'ctx, '_> {
     /// Whether the map in r1 at `pc` should take the `*_any` natives: a
     /// handle not resolved at compile time, or a bound map of a kind the

@@ -54,6 +54,9 @@ impl<'ctx> Lifter<'ctx, '_> {
         pc: usize,
         id: i32,
     ) -> LResult<bool> {
+        if let Some(call) = u32::try_from(id).ok().and_then(direct::thread_map_call) {
+            return self.direct_call(fr, pc, call);
+        }
         if !self.bind.xdp && !self.bind.tracing {
             return Ok(false);
         }

@@ -36,6 +36,8 @@ pub struct TracingEnv {
     pub(crate) ctx_len: u64,
     /// The context is a `pt_regs` (kprobe-type programs).
     pub(crate) ctx_is_regs: bool,
+    /// This thread's slots of the maps kept per thread (pairwise fusion).
+    pub(crate) thread_maps: Vec<super::thread_maps::ThreadMapRef>,
 }
 
 impl TracingEnv {
@@ -46,6 +48,7 @@ impl TracingEnv {
             ctx: 0,
             ctx_len: 0,
             ctx_is_regs: false,
+            thread_maps: Vec::new(),
         }
     }
 

@@ -85,11 +85,16 @@ pub(crate) mod current;
 mod env;
 mod object;
 mod slots;
+pub(crate) mod thread_maps;
 pub(crate) mod user_mem;
 
 pub use context::{PtRegs, RawSyscallArgs, SysEnterCtx, SysExitCtx};
 pub use env::{ProbeSite, TracingEnv};
 pub use object::{NativeEntry, ProgId, TracingObject, TracingOptions, TracingProgram};
+pub use thread_maps::{
+    thread_map_delete, thread_map_lookup, thread_map_update, ThreadMap, ThreadMapSpec,
+    THREAD_MAP_DELETE, THREAD_MAP_LOOKUP, THREAD_MAP_UPDATE,
+};
 pub use user_mem::BadAddress;
 
 /// The calling thread's `(tgid, tid)` as `bpf_get_current_pid_tgid` sees it.

@@ -3,6 +3,7 @@
 use super::context::{PtRegs, RawSyscallArgs, SysEnterCtx, SysExitCtx};
 use super::env::{ProbeSite, TracingEnv};
 use super::slots::CpuSlots;
+use super::thread_maps::{internal_helper, ThreadMap, ThreadMapRef, ThreadMapSpec};
 use crate::env::{ObjectMaps, RunEnv};
 use crate::error::Fault;
 use crate::loader::{LoadedObject, ObjectOptions};
@@ -42,6 +43,12 @@ pub struct TracingOptions {
     /// Lines of `bpf_trace_printk` output kept for
     /// [`TracingObject::take_trace_lines`]; older lines are dropped.
     pub trace_lines: usize,
+    /// Maps to keep per thread instead of in the map (pairwise fusion's
+    /// state internalisation, [`super::thread_maps`]), with every map
+    /// helper call on them. A map that cannot be kept so (not a plain hash
+    /// map, a call that is not where the spec says) stays a map:
+    /// [`TracingObject::thread_map_refusals`] says why.
+    pub thread_maps: Vec<ThreadMapSpec>,
 }
 
 impl Default for TracingOptions {
@@ -51,6 +58,7 @@ impl Default for TracingOptions {
             instance_name: None,
             state: None,
             trace_lines: 10_000,
+            thread_maps: Vec::new(),
         }
     }
 }
@@ -179,6 +187,8 @@ pub struct TracingObject {
     last_fault: Mutex<Option<String>>,
     trace: Mutex<VecDeque<String>>,
     trace_limit: usize,
+    thread_maps: Vec<Arc<ThreadMap>>,
+    thread_map_refusals: Vec<String>,
 }
 
 impl std::fmt::Debug for TracingObject {
@@ -213,10 +223,18 @@ impl TracingObject {
 
     /// Wrap an already loaded object (its tracing programs verified).
     pub fn from_loaded(
-        loaded: LoadedObject,
+        mut loaded: LoadedObject,
         opts: &TracingOptions,
     ) -> Result<TracingObject, RuntimeError> {
         super::current::install_fork_hook();
+        let mut thread_maps = Vec::new();
+        let mut thread_map_refusals = Vec::new();
+        for spec in &opts.thread_maps {
+            match keep_per_thread(&mut loaded, spec) {
+                Ok(m) => thread_maps.push(Arc::new(m)),
+                Err(why) => thread_map_refusals.push(format!("map {}: {why}", spec.map)),
+            }
+        }
         let mut programs = Vec::new();
         for name in loaded.program_names() {
             let kind = loaded.program_kind(name)?.clone();
@@ -248,7 +266,32 @@ impl TracingObject {
             last_fault: Mutex::new(None),
             trace: Mutex::new(VecDeque::new()),
             trace_limit: opts.trace_lines,
+            thread_maps,
+            thread_map_refusals,
         })
+    }
+
+    /// The maps kept per thread ([`TracingOptions::thread_maps`] that could be).
+    pub fn thread_maps(&self) -> &[Arc<ThreadMap>] {
+        &self.thread_maps
+    }
+
+    /// Why maps of [`TracingOptions::thread_maps`] stayed maps.
+    pub fn thread_map_refusals(&self) -> &[String] {
+        &self.thread_map_refusals
+    }
+
+    /// Copy every map kept per thread back into its map, so dumps
+    /// ([`LoadedObject::dump_state`]) show what the unfused programs would
+    /// have left there. Call before reporting.
+    pub fn write_back_thread_maps(&self) -> Result<(), RuntimeError> {
+        for m in &self.thread_maps {
+            m.write_back().map_err(|source| RuntimeError::Map {
+                map: m.name().to_string(),
+                source,
+            })?;
+        }
+        Ok(())
     }
 
     /// Run program `name` on native code from now on (the JIT installs
@@ -422,10 +465,20 @@ impl TracingObject {
     fn thread_run(&self) -> ThreadRun {
         let mut state = RunState::new();
         state.set_program_table(self.loaded.program_table());
+        let mut env = TracingEnv::new(RunEnv::new(0, Arc::clone(self.loaded.object_maps())));
+        env.thread_maps = self
+            .thread_maps
+            .iter()
+            .map(|m| ThreadMapRef {
+                handle: m.handle(),
+                map: Arc::clone(m),
+                slot: m.new_slot(),
+            })
+            .collect();
         ThreadRun {
             object: self.uid,
             state,
-            env: TracingEnv::new(RunEnv::new(0, Arc::clone(self.loaded.object_maps()))),
+            env,
         }
     }
 
@@ -451,4 +504,44 @@ impl Drop for TracingObject {
             }
         });
     }
+}
+
+/// Rewrite every map helper call `spec` lists into the per-thread helpers,
+/// all or none (a program is patched only when every call checks out).
+fn keep_per_thread(loaded: &mut LoadedObject, spec: &ThreadMapSpec) -> Result<ThreadMap, String> {
+    let map = loaded
+        .map(&spec.map)
+        .ok_or_else(|| "no such map in the object".to_string())?;
+    let kept = ThreadMap::new(map)?;
+    let mut by_program: std::collections::BTreeMap<&str, Vec<(usize, u32, u32)>> =
+        std::collections::BTreeMap::new();
+    for (program, slot) in &spec.sites {
+        let verified = loaded
+            .verified(program)
+            .map_err(|e| e.to_string())?
+            .ok_or_else(|| format!("program {program} was not verified"))?;
+        let from = match verified.insns.get(*slot) {
+            Some(bpfjet_isa::Insn::Call(bpfjet_isa::CallTarget::Helper(id))) => *id as u32,
+            other => {
+                return Err(format!(
+                    "program {program}, slot {slot}: not a map helper call ({other:?})"
+                ))
+            }
+        };
+        let to = internal_helper(from).ok_or_else(|| {
+            format!(
+                "program {program}, slot {slot}: helper {from} is not a lookup, update or delete"
+            )
+        })?;
+        by_program
+            .entry(program)
+            .or_default()
+            .push((*slot, from, to));
+    }
+    for apply in [false, true] {
+        for (program, calls) in &by_program {
+            loaded.rewrite_helper_calls(program, calls, apply)?;
+        }
+    }
+    Ok(kept)
 }
