@@ -70,20 +70,7 @@ send() { # n_dropped n_passed
 }
 # What the stack of namespace A receives: "port-8888 port-9999" datagrams.
 listen() { # seconds
-    inA python3 -c '
-import select, socket, sys, time
-socks = {}
-for port in (8888, 9999):
-    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-    s.bind(("0.0.0.0", port))
-    socks[s] = port
-got = {8888: 0, 9999: 0}
-end = time.time() + float(sys.argv[1])
-while time.time() < end:
-    for s in select.select(list(socks), [], [], 0.1)[0]:
-        s.recv(2048)
-        got[socks[s]] += 1
-print(got[8888], got[9999])' "$1"
+    ip netns exec "$A" python3 "$ROOT/tests/preload/recv_udp.py" "$1"
 }
 # Sends while listening: what the stack received.
 deliver() { # n_dropped n_passed
