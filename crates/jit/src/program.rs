@@ -140,10 +140,12 @@ fn cache_key(
 ) -> u128 {
     let mut h = KeyHasher::new();
     let (major, minor, patch) = inkwell::support::get_llvm_version();
-    // Bump CODEGEN_REVISION whenever the lifter or the natives' contract
-    // changes: cached objects of an older lifter must not be reused.
+    // Cached objects of another lifter must not be reused: the digest of
+    // the lifter's and the natives' sources (build.rs) changes with any
+    // edit to them; CODEGEN_REVISION stays for changes made elsewhere.
     h.bytes(b"bpfjet-jit object")
         .u64(CODEGEN_REVISION)
+        .bytes(env!("BPFJET_CODEGEN_SOURCES").as_bytes())
         .bytes(env!("CARGO_PKG_VERSION").as_bytes())
         .u64(u64::from(major) << 32 | u64::from(minor) << 16 | u64::from(patch));
     let encode = |insns: &[Insn]| bpfjet_isa::encode::to_bytes(&bpfjet_isa::encode_program(insns));
