@@ -32,7 +32,11 @@ fn main() {
     // FNV-1a, 64 bits: a build identity, not a security boundary.
     let mut h: u64 = 0xcbf2_9ce4_8422_2325;
     for f in &files {
-        let name = f.strip_prefix(&crates).unwrap_or(f).to_string_lossy().into_owned();
+        let name = f
+            .strip_prefix(&crates)
+            .unwrap_or(f)
+            .to_string_lossy()
+            .into_owned();
         let body = std::fs::read(f).unwrap_or_default();
         for b in name.bytes().chain([0]).chain(body).chain([0]) {
             h ^= u64::from(b);
