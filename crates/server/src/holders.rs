@@ -58,7 +58,7 @@ impl BpfjetBackend {
     /// The file whose open descriptions hold `r`.
     fn holder_file(&self, r: ObjRef) -> PathBuf {
         match r.kind_id() {
-            (Kind::Map, id) => PathBuf::from(format!("/dev/shm/bpfjet.{}.{id}", self.ns.name())),
+            (Kind::Map, id) => self.ns.map_file(id),
             (kind, id) => self.ns.record_path(kind, id),
         }
     }

@@ -240,11 +240,19 @@ impl Namespace {
         ids
     }
 
+    /// The shared-memory file of map `id` (what a map fd is opened on).
+    pub fn map_file(&self, id: u32) -> PathBuf {
+        PathBuf::from(format!("{}{id}", self.map_file_prefix()))
+    }
+
+    fn map_file_prefix(&self) -> String {
+        format!("/dev/shm/bpfjet.{}.", self.name)
+    }
+
     /// What an fd's file is, from its path (`/proc/self/fd/N`): a map's
     /// shared-memory object or a record of this instance.
     pub fn identify(&self, path: &str) -> Option<ObjRef> {
-        let shm_prefix = format!("/dev/shm/bpfjet.{}.", self.name);
-        if let Some(id) = path.strip_prefix(&shm_prefix) {
+        if let Some(id) = path.strip_prefix(&self.map_file_prefix()) {
             return id.parse().ok().map(ObjRef::Map);
         }
         let rest = Path::new(path).strip_prefix(&self.dir).ok()?;
