@@ -13,6 +13,7 @@ PACKAGES=(
   libxdp1 libxdp-dev xdp-tools               # real compiled BPF objects (/usr/lib/x86_64-linux-gnu/bpf) and unmodified control-plane tools
   bpftrace fio                               # unmodified tracer and workload for the tracing comparisons
   g++ libc6-dev                              # bpfjet trace tests: C/C++ targets (a -static one, a C++ exception one)
+  systemtap-sdt-dev                          # <sys/sdt.h>: USDT probes in the bpfjet trace tests
 )
 
 missing=()

@@ -263,6 +263,12 @@ impl Linker<'_> {
         let sym = self.symbol(site, r)?;
         let addend = out[pos].imm as i64;
         let Some(section) = sym.section else {
+            if let Some((map, offset)) = self.maps.kconfig_var(&sym.name) {
+                out[pos].src = PSEUDO_MAP_IDX_VALUE;
+                out[pos].imm = map as i32;
+                out[pos + 1].imm = offset as i32 + addend as i32;
+                return Ok(None);
+            }
             return Err(self.extern_variable(sym));
         };
         let at = sym.value as i64 + addend;

@@ -9,6 +9,7 @@
 //! ([`syscalls`]). It knows nothing about BPF: handlers are plain Rust
 //! closures, so the trace agent plugs programs in and tests plug in counters.
 
+pub mod breakpoint;
 mod code_alloc;
 pub mod error;
 pub mod fast_syscalls;
@@ -22,6 +23,7 @@ pub mod syscalls;
 mod trampoline;
 pub mod unwind;
 pub mod uprobe;
+pub mod usdt;
 
 pub use error::ProbeError;
 pub use regs::PtRegs;

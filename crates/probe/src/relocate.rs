@@ -96,6 +96,48 @@ pub fn displace(code: &[u8], ip: u64, new_ip: u64) -> Result<Displaced, String> 
     })
 }
 
+/// Checks that no instruction of a whole function (`code`, starting at
+/// `start`) branches into the bytes an entry patch at `ip` would displace
+/// (after `ip` itself, which is the patched jump). For a patch inside a
+/// function, where earlier instructions (a loop's back edge) may jump just
+/// past `ip`. Indirect jumps (switch tables) cannot be followed; their
+/// targets are case labels, which a `<sys/sdt.h>` probe's `nop` is not
+/// followed by unless a case falls through to right after it.
+pub fn check_no_branch_into(code: &[u8], start: u64, ip: u64) -> Result<(), String> {
+    let at = (ip - start) as usize;
+    let mut dec = Decoder::with_ip(
+        64,
+        code.get(at..).unwrap_or_default(),
+        ip,
+        DecoderOptions::NONE,
+    );
+    let mut len = 0usize;
+    while len < JMP_REL32_LEN && dec.can_decode() {
+        let ins = dec.decode();
+        if ins.is_invalid() {
+            return Err(format!("undecodable instruction at {:#x}", ins.ip()));
+        }
+        len += ins.len();
+    }
+    let inside = |t: u64| t > ip && t < ip + len as u64;
+    let mut dec = Decoder::with_ip(64, code, start, DecoderOptions::NONE);
+    for ins in dec.iter() {
+        let target = match ins.flow_control() {
+            FlowControl::UnconditionalBranch
+            | FlowControl::ConditionalBranch
+            | FlowControl::Call => ins.near_branch_target(),
+            _ => 0,
+        };
+        if target != 0 && inside(target) {
+            return Err(format!(
+                "the instruction at {:#x} jumps into the {len} bytes the patch would replace (to {target:#x})",
+                ins.ip()
+            ));
+        }
+    }
+    Ok(())
+}
+
 /// The bytes of `jmp rel32` from `from` to `to` (both within ±2 GiB).
 pub fn jmp_rel32(from: u64, to: u64) -> [u8; 5] {
     let rel = to.wrapping_sub(from + 5) as i64;

@@ -39,6 +39,10 @@ pub struct Probe {
     /// same thread (as the kernel's per-program recursion check), or the
     /// shadow stack was full (return handler only).
     missed: AtomicU64,
+    /// Bytes the stub moves the stack pointer down before saving anything
+    /// (the red zone, for a probe inside a function); the handler sees the
+    /// probed code's own `rsp`.
+    stack_skip: u64,
 }
 
 /// An attached probe: counters, and `detach`.
@@ -91,11 +95,55 @@ pub fn attach(
     attach_with(target, on_entry, on_return, false)
 }
 
+/// The SysV x86-64 red zone: a leaf function may keep data in the 128
+/// bytes below its stack pointer, which a probe in its body must not touch.
+const RED_ZONE: u64 = 128;
+/// `lea rsp, [rsp-128]`
+const SKIP_RED_ZONE: [u8; 5] = [0x48, 0x8d, 0x64, 0x24, 0x80];
+/// `lea rsp, [rsp+128]`
+const RESTORE_RED_ZONE: [u8; 8] = [0x48, 0x8d, 0xa4, 0x24, 0x80, 0x00, 0x00, 0x00];
+
+/// Attaches an entry handler at an address inside a function (a USDT
+/// probe's `nop`) starting at `function_start`: unlike a function's entry,
+/// any instruction of the function may jump there, and the function's
+/// frame (its red zone included) is live. So the whole function is
+/// decoded and the patch refused if a branch lands inside the patched
+/// bytes, and the trampoline first steps over the red zone. No return
+/// handler: the address is not a function's entry.
+pub fn attach_mid_function(
+    target: &ResolvedSymbol,
+    function_start: u64,
+    on_entry: ProbeHandler,
+) -> Result<Attachment, ProbeError> {
+    let size = target.address - function_start + target.remaining;
+    // SAFETY: the function's bytes are mapped code of this process.
+    let code = unsafe { std::slice::from_raw_parts(function_start as *const u8, size as usize) };
+    crate::relocate::check_no_branch_into(code, function_start, target.address).map_err(
+        |reason| ProbeError::Unpatchable {
+            symbol: target.symbol.clone(),
+            offset: target.offset,
+            address: target.address,
+            reason,
+        },
+    )?;
+    attach_at(target, Some(on_entry), None, false, true)
+}
+
 pub(crate) fn attach_with(
     target: &ResolvedSymbol,
     on_entry: Option<ProbeHandler>,
     on_return: Option<ProbeHandler>,
     manages_selector: bool,
+) -> Result<Attachment, ProbeError> {
+    attach_at(target, on_entry, on_return, manages_selector, false)
+}
+
+fn attach_at(
+    target: &ResolvedSymbol,
+    on_entry: Option<ProbeHandler>,
+    on_return: Option<ProbeHandler>,
+    manages_selector: bool,
+    mid_function: bool,
 ) -> Result<Attachment, ProbeError> {
     let address = target.address;
     let unpatchable = |reason: String| ProbeError::Unpatchable {
@@ -146,22 +194,30 @@ pub(crate) fn attach_with(
         hits: AtomicU64::new(0),
         manages_selector,
         missed: AtomicU64::new(0),
+        stack_skip: if mid_function { RED_ZONE } else { 0 },
     }));
-    let stub = trampoline::entry_stub(probe as *const Probe as u64);
-    let reloc_at = page + stub.len().next_multiple_of(16) as u64;
-    let displaced = displace(code, address, reloc_at).map_err(unpatchable)?;
+    let mut stub = Vec::new();
+    if mid_function {
+        stub.extend_from_slice(&SKIP_RED_ZONE);
+    }
+    stub.extend(trampoline::entry_stub(probe as *const Probe as u64));
+    let continuation = page + stub.len().next_multiple_of(16) as u64;
+    let restore: &[u8] = if mid_function { &RESTORE_RED_ZONE } else { &[] };
+    let reloc_at = continuation + restore.len() as u64;
+    let mut displaced = displace(code, address, reloc_at).map_err(unpatchable)?;
+    displaced.code.splice(0..0, restore.iter().copied());
     // SAFETY: fresh writable page of PAGE bytes; the code is far smaller.
     unsafe {
         let p = page as *mut u8;
         std::ptr::copy_nonoverlapping(stub.as_ptr(), p, stub.len());
         std::ptr::copy_nonoverlapping(
             displaced.code.as_ptr(),
-            p.add((reloc_at - page) as usize),
+            p.add((continuation - page) as usize),
             displaced.code.len(),
         );
         // The probe is not reachable by any thread yet: set its continuation.
         let pm = probe as *const Probe as *mut Probe;
-        (*pm).continuation = reloc_at;
+        (*pm).continuation = continuation;
     }
     code_alloc::seal(page)?;
     write_live_code(address, &jmp_rel32(address, page)).map_err(unpatchable)?;
@@ -189,6 +245,7 @@ pub(crate) fn on_entry(probe: u64, regs: &mut PtRegs) -> u64 {
     // SAFETY: the stub passes a leaked, never-freed Probe.
     let p = unsafe { &*(probe as *const Probe) };
     regs.rip = p.address;
+    regs.rsp += p.stack_skip;
     p.hits.fetch_add(1, Ordering::Relaxed);
     if !enter_handler() {
         p.missed.fetch_add(1, Ordering::Relaxed);

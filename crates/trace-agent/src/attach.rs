@@ -1,7 +1,7 @@
 //! Loading the object in the traced process and attaching its programs.
 
 use crate::config::Config;
-use crate::{alive, events, report, threads};
+use crate::{alive, events, report, threads, usdt};
 use bpfjet_obj::{ProbeFlavor, ProbeTarget, ProgKind};
 use bpfjet_probe::symbols::{loaded_objects, resolve, UprobeTarget};
 use bpfjet_probe::syscalls::{self, SyscallHooks};
@@ -61,7 +61,7 @@ pub fn agent() -> Option<&'static Agent> {
     AGENT.get()
 }
 
-fn regs_view(regs: &mut PtRegs) -> &mut rt::PtRegs {
+pub(crate) fn regs_view(regs: &mut PtRegs) -> &mut rt::PtRegs {
     // SAFETY: both are the kernel's x86-64 pt_regs, 21 u64 in one order.
     unsafe { &mut *(regs as *mut PtRegs as *mut rt::PtRegs) }
 }
@@ -143,6 +143,7 @@ pub fn start(cfg: Config) -> Result<(), String> {
     // process untouched.
     let objects = loaded_objects();
     let mut sites: BTreeMap<u64, Site> = BTreeMap::new();
+    let mut usdt_probes: BTreeMap<u64, usdt::UsdtProbe> = BTreeMap::new();
     let n = syscall_table::count();
     let mut sys = SyscallPrograms {
         enter: vec![Vec::new(); n],
@@ -153,6 +154,25 @@ pub fn start(cfg: Config) -> Result<(), String> {
     for (id, p) in object.programs().iter().enumerate() {
         let section = p.section();
         match p.kind() {
+            ProgKind::Probe(probe) if probe.flavor == ProbeFlavor::Usdt => {
+                let ProbeTarget::Usdt {
+                    path,
+                    provider,
+                    name,
+                } = &probe.target
+                else {
+                    return Err(unsupported(
+                        section,
+                        "no PATH:PROVIDER:NAME target (libbpf's auto-attach form is required)",
+                    ));
+                };
+                usdt::check_maps(object, section)?;
+                p.check_ctx_size(168)
+                    .map_err(|e| unsupported(section, &e))?;
+                let sites = bpfjet_probe::usdt::resolve(path, provider, name, &objects)
+                    .map_err(|e| unsupported(section, &e.to_string()))?;
+                usdt::add_sites(&mut usdt_probes, sites, id);
+            }
             ProgKind::Probe(probe) => {
                 let ret = match probe.flavor {
                     ProbeFlavor::Uprobe => false,
@@ -160,7 +180,7 @@ pub fn start(cfg: Config) -> Result<(), String> {
                     f if f.is_user() => {
                         return Err(unsupported(
                             section,
-                            &format!("{f:?} is not supported by bpfjet trace (uprobe and uretprobe are)"),
+                            &format!("{f:?} is not supported by bpfjet trace (uprobe, uretprobe and usdt are)"),
                         ))
                     }
                     _ => {
@@ -333,6 +353,8 @@ pub fn start(cfg: Config) -> Result<(), String> {
         agent.attachments.lock().unwrap().push(a);
     }
 
+    usdt::attach(object, usdt_probes)?;
+
     // Return probes replace return addresses; C++ exceptions must unwind
     // through the original ones.
     match bpfjet_probe::unwind::attach_guard(&objects) {
@@ -427,6 +449,14 @@ fn install_syscalls(object: &'static TracingObject, sys: SyscallPrograms) -> Res
         }
     }
     Ok(())
+}
+
+/// Attaching failed after the agent was set up: the error report is the
+/// one the CLI must read, not a map report written by the exit hook.
+pub fn abandon() {
+    if let Some(agent) = agent() {
+        agent.finished.store(true, Ordering::SeqCst);
+    }
 }
 
 /// The process is ending: drain the ring buffers and write the report,

@@ -22,6 +22,7 @@ mod config;
 mod events;
 mod report;
 mod threads;
+mod usdt;
 
 use config::Config;
 
@@ -34,6 +35,7 @@ extern "C" fn agent_init() {
         return;
     };
     if let Err(e) = alive::agent_work(|| attach::start(cfg.clone())) {
+        attach::abandon();
         report::write_error(&cfg, &e);
         // SAFETY: ends the process before the traced program's main.
         unsafe { libc::_exit(config::AGENT_ERROR_EXIT) };

@@ -58,6 +58,7 @@ pub fn write_report(agent: &Agent, rings: &[(String, RingbufStats)]) {
             "trace_lines": agent.object.take_trace_lines(),
             "fused": agent.fused,
             "fusion_refusals": agent.fusion_refusals,
+            "usdt": crate::usdt::report(),
         }),
     );
 }

@@ -106,11 +106,35 @@ fn precheck(obj: &Path, program: &Path) -> Result<bpfjet_obj::Object> {
     for p in &object.programs {
         let section = &p.section;
         match &p.kind {
+            ProgKind::Probe(probe) if probe.flavor == ProbeFlavor::Usdt => {
+                let ProbeTarget::Usdt {
+                    path,
+                    provider,
+                    name,
+                } = &probe.target
+                else {
+                    bail!("program section {section:?}: no PATH:PROVIDER:NAME target");
+                };
+                let file = symbols::resolve_path(path, &[])
+                    .map_err(|e| anyhow!("program section {section:?}: {e}"))?;
+                let notes = bpfjet_probe::usdt::read_notes(&file)
+                    .map_err(|e| anyhow!("program section {section:?}: {e}"))?;
+                if !notes
+                    .iter()
+                    .any(|n| &n.provider == provider && &n.name == name)
+                {
+                    bail!(
+                        "program section {section:?}: {} has no USDT probe {provider}:{name} \
+                         (no such note in .note.stapsdt)",
+                        file.display()
+                    );
+                }
+            }
             ProgKind::Probe(probe) => {
                 if !matches!(probe.flavor, ProbeFlavor::Uprobe | ProbeFlavor::Uretprobe) {
                     bail!(
                         "program section {section:?}: {:?} cannot be attached by bpfjet trace \
-                         (uprobe and uretprobe can)",
+                         (uprobe, uretprobe and usdt can)",
                         probe.flavor
                     );
                 }
@@ -339,6 +363,7 @@ pub fn run(args: &TraceArgs) -> Result<ExitCode> {
                 "syscalls": report.get("syscalls").cloned().unwrap_or(Value::Null),
                 "fused": fused,
                 "fusable": fusable(&plan),
+                "usdt": report.get("usdt").cloned().unwrap_or_else(|| Value::Array(Vec::new())),
             })
         );
     } else {

@@ -6,6 +6,7 @@ mod btf_defs;
 
 pub use btf_defs::spin_lock_offset;
 mod global_data;
+mod kconfig;
 mod legacy;
 
 use std::collections::HashMap;
@@ -52,6 +53,8 @@ pub(crate) struct MapTable {
     /// BTF and legacy definitions by (section, byte offset of the definition).
     by_location: HashMap<(usize, u64), usize>,
     by_data_section: HashMap<usize, usize>,
+    /// `__kconfig` externs: (the `.kconfig` map, offset in its value).
+    kconfig: HashMap<String, (usize, u32)>,
 }
 
 impl MapTable {
@@ -62,6 +65,7 @@ impl MapTable {
             inits: Vec::new(),
             by_location: HashMap::new(),
             by_data_section: HashMap::new(),
+            kconfig: HashMap::new(),
         };
         if let Some((index, _)) = elf.section_by_name(".maps") {
             let btf = btf.ok_or(ObjError::Btf {
@@ -80,6 +84,12 @@ impl MapTable {
                 table.spin_locks.push(None);
             }
         }
+        if let Some(k) = kconfig::collect(btf)? {
+            let map = table.specs.len();
+            table.kconfig = k.offsets.into_iter().map(|(n, o)| (n, (map, o))).collect();
+            table.specs.push(k.spec);
+            table.spin_locks.push(None);
+        }
         Ok(table)
     }
 
@@ -91,6 +101,11 @@ impl MapTable {
     /// The global-data map backing `section`.
     pub fn data_map(&self, section: usize) -> Option<usize> {
         self.by_data_section.get(&section).copied()
+    }
+
+    /// Where the `__kconfig` extern `name` lives: (map, offset).
+    pub fn kconfig_var(&self, name: &str) -> Option<(usize, u32)> {
+        self.kconfig.get(name).copied()
     }
 
     fn collect_btf_maps(&mut self, elf: &Elf, btf: &Btf, section: usize) -> Result<(), ObjError> {

@@ -1,0 +1,193 @@
+//! One-byte probes: `int3` over a `nop`, handled by a SIGTRAP handler.
+//!
+//! A USDT probe is a 1-byte `nop` in the middle of a function, and the
+//! byte after it is often a branch target (a semaphore-guarded probe:
+//! `if (sem) probe;` jumps over the `nop` to the next instruction). A
+//! 5-byte jump there would corrupt that target, so such sites get what the
+//! kernel's uprobes use everywhere: a 1-byte `int3`, written atomically.
+//! The trap costs a signal delivery per hit (as a kernel uprobe costs a
+//! trap), so the jump is preferred wherever it is safe
+//! ([`crate::usdt::attach`]).
+//!
+//! The handler finds the site in a fixed lock-free table (no allocation or
+//! lock in the signal handler), builds the `pt_regs` from the signal
+//! context (`rip` = the probe's address), runs the site's handler and
+//! resumes after the `nop` (the `int3` already advanced `rip` by one, and a
+//! `nop` does nothing else). A trap at an address that is not a site is not
+//! bpfjet's: the default action is restored and the signal raised again,
+//! so the process ends as it would have without bpfjet. An application
+//! that installs its own SIGTRAP handler replaces bpfjet's.
+
+use crate::patch::write_live_code;
+use crate::regs::PtRegs;
+use crate::uprobe::{enter_handler, leave_handler, ProbeHandler};
+use crate::ProbeError;
+use std::sync::atomic::{AtomicPtr, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Mutex, Once};
+
+const NOP: u8 = 0x90;
+const INT3: u8 = 0xCC;
+/// Sites the table holds; a site's slot is never reused (a thread may be
+/// in its handler when it is detached).
+const MAX_SITES: usize = 4096;
+
+struct Site {
+    handler: ProbeHandler,
+    hits: AtomicU64,
+    missed: AtomicU64,
+}
+
+static ADDRESSES: [AtomicU64; MAX_SITES] = [const { AtomicU64::new(0) }; MAX_SITES];
+static SITES: [AtomicPtr<Site>; MAX_SITES] =
+    [const { AtomicPtr::new(std::ptr::null_mut()) }; MAX_SITES];
+static USED: Mutex<usize> = Mutex::new(0);
+/// Slots the signal handler scans (lock-free copy of `USED`).
+static PUBLISHED: AtomicUsize = AtomicUsize::new(0);
+static INSTALL: Once = Once::new();
+
+/// An `int3` probe: counters and `detach`.
+pub struct Breakpoint {
+    slot: usize,
+    address: u64,
+}
+
+impl Breakpoint {
+    pub fn address(&self) -> u64 {
+        self.address
+    }
+    fn site(&self) -> &'static Site {
+        // SAFETY: set before the slot's address was published, never freed.
+        unsafe { &*SITES[self.slot].load(Ordering::Acquire) }
+    }
+    pub fn hits(&self) -> u64 {
+        self.site().hits.load(Ordering::Relaxed)
+    }
+    pub fn missed(&self) -> u64 {
+        self.site().missed.load(Ordering::Relaxed)
+    }
+
+    /// Puts the `nop` back. The slot keeps its address until then, so a
+    /// thread that already trapped still finds it; afterwards its address
+    /// is cleared (a later trap there cannot happen: the `nop` is back).
+    pub fn detach(self) -> Result<(), ProbeError> {
+        write_live_code(self.address, &[NOP]).map_err(|reason| ProbeError::Unpatchable {
+            symbol: String::new(),
+            offset: 0,
+            address: self.address,
+            reason,
+        })?;
+        ADDRESSES[self.slot].store(0, Ordering::Release);
+        Ok(())
+    }
+}
+
+fn install_handler() -> Result<(), ProbeError> {
+    let mut err = None;
+    INSTALL.call_once(|| {
+        // SAFETY: a plain sigaction with a handler of the right signature.
+        unsafe {
+            let mut act: libc::sigaction = std::mem::zeroed();
+            act.sa_sigaction = on_sigtrap as *const () as usize;
+            act.sa_flags = libc::SA_SIGINFO | libc::SA_RESTART | libc::SA_ONSTACK;
+            libc::sigemptyset(&mut act.sa_mask);
+            if libc::sigaction(libc::SIGTRAP, &act, std::ptr::null_mut()) != 0 {
+                err = Some(ProbeError::os("sigaction(SIGTRAP)"));
+            }
+        }
+    });
+    err.map_or(Ok(()), Err)
+}
+
+/// Replaces the `nop` at `address` by `int3`; `handler` runs at each hit.
+pub fn attach(address: u64, handler: ProbeHandler) -> Result<Breakpoint, ProbeError> {
+    let refuse = |reason: String| ProbeError::Unpatchable {
+        symbol: String::new(),
+        offset: 0,
+        address,
+        reason,
+    };
+    // SAFETY: the caller names mapped code of this process.
+    let byte = unsafe { *(address as *const u8) };
+    if byte != NOP {
+        return Err(refuse(format!(
+            "expected a 1-byte nop (0x90) there, found {byte:#04x} (another tracer's int3?)"
+        )));
+    }
+    install_handler()?;
+    let mut used = USED.lock().unwrap();
+    if *used == MAX_SITES {
+        return Err(refuse(format!("more than {MAX_SITES} int3 probes")));
+    }
+    let slot = *used;
+    let site = Box::leak(Box::new(Site {
+        handler,
+        hits: AtomicU64::new(0),
+        missed: AtomicU64::new(0),
+    }));
+    SITES[slot].store(site, Ordering::Release);
+    ADDRESSES[slot].store(address, Ordering::Release);
+    *used += 1;
+    PUBLISHED.store(*used, Ordering::Release);
+    if let Err(reason) = write_live_code(address, &[INT3]) {
+        ADDRESSES[slot].store(0, Ordering::Release);
+        return Err(refuse(reason));
+    }
+    Ok(Breakpoint { slot, address })
+}
+
+fn find(address: u64) -> Option<&'static Site> {
+    // Slots are published site first, then address, then the count.
+    (0..PUBLISHED.load(Ordering::Acquire))
+        .find(|&i| ADDRESSES[i].load(Ordering::Acquire) == address)
+        // SAFETY: the site pointer was stored before the address.
+        .map(|i| unsafe { &*SITES[i].load(Ordering::Acquire) })
+}
+
+extern "C" fn on_sigtrap(_sig: i32, _info: *mut libc::siginfo_t, ctx: *mut libc::c_void) {
+    // SAFETY: the kernel passes this thread's ucontext.
+    let uc = unsafe { &mut *(ctx as *mut libc::ucontext_t) };
+    let g = &uc.uc_mcontext.gregs;
+    let r = |i: libc::c_int| g[i as usize] as u64;
+    let address = r(libc::REG_RIP).wrapping_sub(1);
+    let Some(site) = find(address) else {
+        // Not ours: what the process would have done without bpfjet.
+        // SAFETY: resetting a signal's action and re-raising it.
+        unsafe {
+            libc::signal(libc::SIGTRAP, libc::SIG_DFL);
+            libc::raise(libc::SIGTRAP);
+        }
+        return;
+    };
+    site.hits.fetch_add(1, Ordering::Relaxed);
+    if !enter_handler() {
+        site.missed.fetch_add(1, Ordering::Relaxed);
+        return;
+    }
+    use libc::*;
+    let mut regs = PtRegs {
+        r15: r(REG_R15),
+        r14: r(REG_R14),
+        r13: r(REG_R13),
+        r12: r(REG_R12),
+        rbp: r(REG_RBP),
+        rbx: r(REG_RBX),
+        r11: r(REG_R11),
+        r10: r(REG_R10),
+        r9: r(REG_R9),
+        r8: r(REG_R8),
+        rax: r(REG_RAX),
+        rcx: r(REG_RCX),
+        rdx: r(REG_RDX),
+        rsi: r(REG_RSI),
+        rdi: r(REG_RDI),
+        orig_rax: u64::MAX,
+        rip: address,
+        cs: 0x33,
+        eflags: r(REG_EFL),
+        rsp: r(REG_RSP),
+        ss: 0x2b,
+    };
+    crate::syscalls::allowed(|| (site.handler)(&mut regs));
+    leave_handler();
+    // rip is already past the int3, i.e. past the nop it replaced.
+}
