@@ -13,6 +13,7 @@ pub mod breakpoint;
 mod code_alloc;
 pub mod error;
 pub mod fast_syscalls;
+pub mod multi;
 mod patch;
 pub mod regs;
 mod relocate;

@@ -174,13 +174,15 @@ pub fn start(cfg: Config) -> Result<(), String> {
                 usdt::add_sites(&mut usdt_probes, sites, id);
             }
             ProgKind::Probe(probe) => {
-                let ret = match probe.flavor {
-                    ProbeFlavor::Uprobe => false,
-                    ProbeFlavor::Uretprobe => true,
+                let (ret, multi) = match probe.flavor {
+                    ProbeFlavor::Uprobe => (false, false),
+                    ProbeFlavor::Uretprobe => (true, false),
+                    ProbeFlavor::UprobeMulti => (false, true),
+                    ProbeFlavor::UretprobeMulti => (true, true),
                     f if f.is_user() => {
                         return Err(unsupported(
                             section,
-                            &format!("{f:?} is not supported by bpfjet trace (uprobe, uretprobe and usdt are)"),
+                            &format!("{f:?} is not supported by bpfjet trace (uprobe, uretprobe, uprobe.multi, uretprobe.multi and usdt are)"),
                         ))
                     }
                     _ => {
@@ -213,22 +215,31 @@ pub fn start(cfg: Config) -> Result<(), String> {
                         "a uretprobe attaches to a function's entry, not an offset",
                     ));
                 }
-                let target = UprobeTarget {
-                    path: path.clone(),
-                    symbol: symbol.clone(),
-                    offset: *offset,
-                };
-                let r =
-                    resolve(&target, &objects).map_err(|e| unsupported(section, &e.to_string()))?;
                 p.check_ctx_size(168)
                     .map_err(|e| unsupported(section, &e))?;
-                let site = sites
-                    .entry(r.address)
-                    .or_insert_with(|| Site::new(r.clone()));
-                if ret {
-                    site.returns.push(id);
+                let targets = if multi {
+                    // Every function matching the glob, aliases included
+                    // (the kernel runs the program once per match).
+                    bpfjet_probe::multi::resolve_pattern(path, symbol, &objects)
+                        .map_err(|e| unsupported(section, &e.to_string()))?
                 } else {
-                    site.entries.push(id);
+                    let target = UprobeTarget {
+                        path: path.clone(),
+                        symbol: symbol.clone(),
+                        offset: *offset,
+                    };
+                    vec![resolve(&target, &objects)
+                        .map_err(|e| unsupported(section, &e.to_string()))?]
+                };
+                for r in targets {
+                    let site = sites
+                        .entry(r.address)
+                        .or_insert_with(|| Site::new(r.clone()));
+                    if ret {
+                        site.returns.push(id);
+                    } else {
+                        site.entries.push(id);
+                    }
                 }
             }
             ProgKind::Tracepoint { category, name } => {

@@ -85,6 +85,9 @@ pub fn attach(
     object: &'static TracingObject,
     probes: BTreeMap<u64, UsdtProbe>,
 ) -> Result<usize, String> {
+    if probes.is_empty() {
+        return Ok(0);
+    }
     let mut state = STATE.lock().unwrap();
     let state = state.get_or_insert_with(|| State {
         spec_ids: HashMap::new(),

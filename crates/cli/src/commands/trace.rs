@@ -131,10 +131,14 @@ fn precheck(obj: &Path, program: &Path) -> Result<bpfjet_obj::Object> {
                 }
             }
             ProgKind::Probe(probe) => {
-                if !matches!(probe.flavor, ProbeFlavor::Uprobe | ProbeFlavor::Uretprobe) {
+                let multi = matches!(
+                    probe.flavor,
+                    ProbeFlavor::UprobeMulti | ProbeFlavor::UretprobeMulti
+                );
+                if !multi && !matches!(probe.flavor, ProbeFlavor::Uprobe | ProbeFlavor::Uretprobe) {
                     bail!(
                         "program section {section:?}: {:?} cannot be attached by bpfjet trace \
-                         (uprobe, uretprobe and usdt can)",
+                         (uprobe, uretprobe, uprobe.multi, uretprobe.multi and usdt can)",
                         probe.flavor
                     );
                 }
@@ -146,8 +150,13 @@ fn precheck(obj: &Path, program: &Path) -> Result<bpfjet_obj::Object> {
                 }
                 let file = symbols::resolve_path(path, &[])
                     .map_err(|e| anyhow!("program section {section:?}: {e}"))?;
-                symbols::file_symbol(&file, symbol)
-                    .map_err(|e| anyhow!("program section {section:?}: {e}"))?;
+                if multi {
+                    bpfjet_probe::multi::matching_functions(&file, symbol)
+                        .map_err(|e| anyhow!("program section {section:?}: {e}"))?;
+                } else {
+                    symbols::file_symbol(&file, symbol)
+                        .map_err(|e| anyhow!("program section {section:?}: {e}"))?;
+                }
             }
             ProgKind::Tracepoint { category, name } => {
                 let ok = category == "syscalls"

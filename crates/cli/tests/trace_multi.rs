@@ -1,0 +1,228 @@
+//! `bpfjet trace` on `uprobe.multi/PATH:PATTERN` and `uretprobe.multi`:
+//! libbpf's glob (`*`, `?`) over a C target compiled at test time
+//! (tests/trace/multi_target.c, without PIE so function addresses are the
+//! same in every run), every matching function attached — an alias is a
+//! second match at the same address, run twice per call as in the kernel —
+//! `bpf_get_func_ip` the matched function's address and
+//! `bpf_get_attach_cookie` 0 (libbpf's auto-attach passes no cookies).
+//! Checked against constants of the target, the ELF's symbol addresses,
+//! and the kernel running the same object on uprobe-multi links
+//! (tests/trace/multi_loader.c). Bad input: a pattern matching nothing.
+
+use bpfjet_testsupport::clang::Compile;
+use serde_json::Value;
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::sync::OnceLock;
+
+const SRC: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/trace");
+
+/// One run of the target at a time (the kernel's probes are int3s in the
+/// file's pages, which bpfjet must not find under its patch).
+static TARGET_RUNS: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn serial() -> std::sync::MutexGuard<'static, ()> {
+    TARGET_RUNS.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+fn run_ok(cmd: &mut Command, what: &str) {
+    let out = cmd.output().unwrap_or_else(|e| panic!("{what}: {e}"));
+    assert!(
+        out.status.success(),
+        "{what} failed:\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+fn dir() -> &'static Path {
+    static D: OnceLock<PathBuf> = OnceLock::new();
+    D.get_or_init(|| {
+        let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("trace-multi");
+        std::fs::create_dir_all(&dir).unwrap();
+        let src = |f: &str| PathBuf::from(format!("{SRC}/{f}"));
+        run_ok(
+            Command::new("cc")
+                .args(["-O1", "-g", "-no-pie", "-fno-pie", "-o"])
+                .arg(dir.join("multi_target"))
+                .arg(src("multi_target.c")),
+            "cc multi_target.c",
+        );
+        run_ok(
+            Command::new("cc")
+                .args(["-O1", "-o"])
+                .arg(dir.join("multi_loader"))
+                .arg(src("multi_loader.c"))
+                .args(["-lbpf", "-lelf"]),
+            "cc multi_loader.c",
+        );
+        let exe = format!("-DTARGET_EXE=\"{}\"", dir.join("multi_target").display());
+        Compile::file(src("multi.bpf.c"))
+            .arg("-D__TARGET_ARCH_x86")
+            .arg(&exe)
+            .object_at(dir.join("multi.o"));
+        Compile::text(
+            "nomatch",
+            "#include <linux/bpf.h>\n#include <bpf/bpf_helpers.h>\n\
+             SEC(\"uprobe.multi/\" TARGET_EXE \":zz_*\") int on_none(void *ctx) { return 0; }\n\
+             char LICENSE[] SEC(\"license\") = \"GPL\";\n",
+        )
+        .arg(&exe)
+        .object_at(dir.join("nomatch.o"));
+        dir
+    })
+}
+
+fn trace(obj: &str, engine: &str) -> Output {
+    let d = dir();
+    Command::new(env!("CARGO_BIN_EXE_bpfjet"))
+        .arg("trace")
+        .arg(d.join(obj))
+        .args(["--json", "--engine", engine, "--"])
+        .arg(d.join("multi_target"))
+        .output()
+        .unwrap()
+}
+
+fn json_report(out: &Output) -> Value {
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let line = stdout
+        .lines()
+        .rev()
+        .find(|l| l.starts_with('{'))
+        .unwrap_or_else(|| {
+            panic!(
+                "no JSON report; status {:?}\nstdout: {stdout}\nstderr: {}",
+                out.status,
+                String::from_utf8_lossy(&out.stderr)
+            )
+        });
+    serde_json::from_str(line).unwrap()
+}
+
+fn int(hex: &str) -> u64 {
+    let b = bpfjet_maps::state::parse_hex(hex).unwrap();
+    let mut v = [0u8; 8];
+    v[..b.len()].copy_from_slice(&b);
+    u64::from_le_bytes(v)
+}
+
+/// `MAP -> {key: value}` of the `counts` and `by_ip` maps of a report.
+fn maps(report: &Value) -> BTreeMap<String, BTreeMap<u64, u64>> {
+    ["counts", "by_ip"]
+        .iter()
+        .map(|m| {
+            let entries = report["maps"][m]
+                .as_array()
+                .unwrap_or_else(|| panic!("no {m} in {report}"));
+            let kv = entries
+                .iter()
+                .map(|e| {
+                    (
+                        int(e["key"].as_str().unwrap()),
+                        int(e["value"].as_str().unwrap()),
+                    )
+                })
+                .collect();
+            (m.to_string(), kv)
+        })
+        .collect()
+}
+
+fn kernel_maps() -> Option<BTreeMap<String, BTreeMap<u64, u64>>> {
+    let d = dir();
+    let out = Command::new(d.join("multi_loader"))
+        .arg(d.join("multi.o"))
+        .arg(d.join("multi_target"))
+        .output()
+        .unwrap();
+    if !out.status.success() {
+        println!(
+            "SKIPPED: kernel comparison of uprobe.multi: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        return None;
+    }
+    let mut m: BTreeMap<String, BTreeMap<u64, u64>> = BTreeMap::new();
+    for l in String::from_utf8_lossy(&out.stdout).lines() {
+        let f: Vec<&str> = l.split_whitespace().collect();
+        m.entry(f[0].to_string())
+            .or_default()
+            .insert(f[1].parse().unwrap(), f[2].parse().unwrap());
+    }
+    Some(m)
+}
+
+/// Function addresses of the target, from `nm`.
+fn symbol(name: &str) -> u64 {
+    let out = Command::new("nm")
+        .arg(dir().join("multi_target"))
+        .output()
+        .expect("nm (binutils)");
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .find_map(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            (f.len() == 3 && f[2] == name).then(|| u64::from_str_radix(f[0], 16).unwrap())
+        })
+        .unwrap_or_else(|| panic!("{name} not in the target's symbols"))
+}
+
+fn check(engine: &str) {
+    let _serial = serial();
+    let out = trace("multi.o", engine);
+    let report = json_report(&out);
+    assert_eq!(
+        report["exit_code"],
+        7,
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let got = maps(&report);
+    let s = |n: u64| n * (n - 1) / 2;
+    let counts: Vec<u64> = got["counts"].values().copied().collect();
+    // mf_* matches mf_alpha and its alias mf_alias (2 × 100 calls), mf_beta
+    // (200) and mf_gamma (300); mf_?e* only mf_beta; m?_gamm? mf_gamma.
+    assert_eq!(
+        &counts[..6],
+        &[700, 2 * s(100) + s(200) + s(300), 0, 200, 2 * s(200), 300],
+        "bpfjet ({engine})"
+    );
+    let by_ip: BTreeMap<u64, u64> = [
+        (symbol("mf_alpha"), 200),
+        (symbol("mf_beta"), 200 + 200),
+        (symbol("mf_gamma"), 300),
+    ]
+    .into();
+    assert_eq!(
+        got["by_ip"], by_ip,
+        "bpfjet ({engine}) hits per bpf_get_func_ip"
+    );
+    if let Some(k) = kernel_maps() {
+        assert_eq!(
+            got, k,
+            "bpfjet ({engine}) vs the kernel's uprobe-multi links"
+        );
+    }
+}
+
+#[test]
+fn uprobe_multi_interpreter_matches_kernel() {
+    check("interp");
+}
+
+#[test]
+fn uprobe_multi_jit_matches_kernel() {
+    check("jit");
+}
+
+#[test]
+fn pattern_matching_nothing_is_refused_before_start() {
+    let out = trace("nomatch.o", "interp");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(
+        err.contains("zz_*") && err.contains("no function matches"),
+        "{err}"
+    );
+}
