@@ -77,7 +77,16 @@ impl Breakpoint {
             reason,
         })?;
         ADDRESSES[self.slot].store(0, Ordering::Release);
+        crate::claims::release(self.address);
         Ok(())
+    }
+}
+
+impl Breakpoint {
+    /// The object holding the `int3` was unloaded: forget the site.
+    pub fn forget_unmapped(self) {
+        ADDRESSES[self.slot].store(0, Ordering::Release);
+        crate::claims::release(self.address);
     }
 }
 
@@ -114,8 +123,10 @@ pub fn attach(address: u64, handler: ProbeHandler) -> Result<Breakpoint, ProbeEr
         )));
     }
     install_handler()?;
+    crate::claims::claim(address, 1).map_err(refuse)?;
     let mut used = USED.lock().unwrap();
     if *used == MAX_SITES {
+        crate::claims::release(address);
         return Err(refuse(format!("more than {MAX_SITES} int3 probes")));
     }
     let slot = *used;
@@ -130,6 +141,7 @@ pub fn attach(address: u64, handler: ProbeHandler) -> Result<Breakpoint, ProbeEr
     PUBLISHED.store(*used, Ordering::Release);
     if let Err(reason) = write_live_code(address, &[INT3]) {
         ADDRESSES[slot].store(0, Ordering::Release);
+        crate::claims::release(address);
         return Err(refuse(reason));
     }
     Ok(Breakpoint { slot, address })

@@ -20,7 +20,7 @@ pub enum ProbeError {
         "library {name:?} not found (not loaded in the process and not in the ld.so directories)"
     )]
     LibraryNotFound { name: String },
-    #[error("{path} is not loaded in the traced process (bpfjet attaches when the agent starts; libraries opened later with dlopen are not seen)")]
+    #[error("{path} is not loaded in the traced process (bpfjet attaches when the agent starts; probes on a library opened later with dlopen wait for it)")]
     NotLoaded { path: String },
     #[error("{path} is statically linked: the bpfjet agent is an LD_PRELOAD library and needs a dynamically linked program")]
     StaticBinary { path: String },

@@ -17,7 +17,6 @@ pub const JMP_REL32_LEN: usize = 5;
 #[derive(Debug)]
 pub struct Displaced {
     /// Bytes covered by whole instructions (≥ 5).
-    #[cfg_attr(not(test), allow(dead_code))]
     pub len: usize,
     /// Their re-encoding at the trampoline address, with the jump back.
     pub code: Vec<u8>,

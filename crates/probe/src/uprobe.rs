@@ -78,7 +78,20 @@ impl Attachment {
         if let Some(set) = ATTACHED.lock().unwrap().as_mut() {
             set.remove(&self.probe.address);
         }
+        crate::claims::release(self.probe.address);
         Ok(())
+    }
+}
+
+impl Attachment {
+    /// The object holding the patched code was unloaded (`dlclose`): there
+    /// is nothing to restore, and a later mapping may reuse the address.
+    /// The probe and its trampoline page stay, as for [`Attachment::detach`].
+    pub fn forget_unmapped(self) {
+        if let Some(set) = ATTACHED.lock().unwrap().as_mut() {
+            set.remove(&self.probe.address);
+        }
+        crate::claims::release(self.probe.address);
     }
 }
 
@@ -220,7 +233,12 @@ fn attach_at(
         (*pm).continuation = continuation;
     }
     code_alloc::seal(page)?;
-    write_live_code(address, &jmp_rel32(address, page)).map_err(unpatchable)?;
+    // The bytes written and the instructions copied are this probe's.
+    crate::claims::claim(address, displaced.len.max(5) as u64).map_err(unpatchable)?;
+    if let Err(e) = write_live_code(address, &jmp_rel32(address, page)) {
+        crate::claims::release(address);
+        return Err(unpatchable(e));
+    }
     attached.insert(address);
     Ok(Attachment { probe, original })
 }

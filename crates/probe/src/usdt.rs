@@ -409,6 +409,14 @@ impl UsdtAttachment {
         }
     }
 
+    /// The object holding the probe (and its semaphore) was unloaded.
+    pub fn forget_unmapped(self) {
+        match self.patch {
+            UsdtPatch::Jump(a) => a.forget_unmapped(),
+            UsdtPatch::Trap(b) => b.forget_unmapped(),
+        }
+    }
+
     /// Lowers the semaphore, then removes the patch.
     pub fn detach(self) -> Result<(), ProbeError> {
         if self.semaphore != 0 {

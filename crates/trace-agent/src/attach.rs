@@ -1,10 +1,11 @@
 //! Loading the object in the traced process and attaching its programs.
 
 use crate::config::Config;
-use crate::{alive, events, report, threads, usdt};
+use crate::{alive, dlopen, events, report, threads, usdt};
 use bpfjet_obj::{ProbeFlavor, ProbeTarget, ProgKind};
-use bpfjet_probe::symbols::{loaded_objects, resolve, UprobeTarget};
+use bpfjet_probe::symbols::{loaded_objects, resolve, resolve_path, UprobeTarget};
 use bpfjet_probe::syscalls::{self, SyscallHooks};
+use bpfjet_probe::ProbeError;
 use bpfjet_probe::{attach, fast_syscalls, syscall_table, Attachment, PtRegs};
 use bpfjet_runtime::tracing::{
     self as rt, ProbeSite, ProgId, RawSyscallArgs, SysEnterCtx, SysExitCtx, TracingObject,
@@ -144,6 +145,7 @@ pub fn start(cfg: Config) -> Result<(), String> {
     let objects = loaded_objects();
     let mut sites: BTreeMap<u64, Site> = BTreeMap::new();
     let mut usdt_probes: BTreeMap<u64, usdt::UsdtProbe> = BTreeMap::new();
+    let mut pending: Vec<dlopen::Pending> = Vec::new();
     let n = syscall_table::count();
     let mut sys = SyscallPrograms {
         enter: vec![Vec::new(); n],
@@ -169,8 +171,22 @@ pub fn start(cfg: Config) -> Result<(), String> {
                 usdt::check_maps(object, section)?;
                 p.check_ctx_size(168)
                     .map_err(|e| unsupported(section, &e))?;
-                let sites = bpfjet_probe::usdt::resolve(path, provider, name, &objects)
-                    .map_err(|e| unsupported(section, &e.to_string()))?;
+                let sites = match bpfjet_probe::usdt::resolve(path, provider, name, &objects) {
+                    Err(ProbeError::NotLoaded { .. }) => {
+                        pending.push(dlopen::Pending {
+                            program: id,
+                            section: section.to_string(),
+                            file: resolve_path(path, &objects)
+                                .map_err(|e| unsupported(section, &e.to_string()))?,
+                            target: dlopen::PendingTarget::Usdt {
+                                provider: provider.clone(),
+                                name: name.clone(),
+                            },
+                        });
+                        continue;
+                    }
+                    r => r.map_err(|e| unsupported(section, &e.to_string()))?,
+                };
                 usdt::add_sites(&mut usdt_probes, sites, id);
             }
             ProgKind::Probe(probe) => {
@@ -217,19 +233,36 @@ pub fn start(cfg: Config) -> Result<(), String> {
                 }
                 p.check_ctx_size(168)
                     .map_err(|e| unsupported(section, &e))?;
-                let targets = if multi {
+                let found = if multi {
                     // Every function matching the glob, aliases included
                     // (the kernel runs the program once per match).
                     bpfjet_probe::multi::resolve_pattern(path, symbol, &objects)
-                        .map_err(|e| unsupported(section, &e.to_string()))?
                 } else {
                     let target = UprobeTarget {
                         path: path.clone(),
                         symbol: symbol.clone(),
                         offset: *offset,
                     };
-                    vec![resolve(&target, &objects)
-                        .map_err(|e| unsupported(section, &e.to_string()))?]
+                    resolve(&target, &objects).map(|r| vec![r])
+                };
+                let targets = match found {
+                    // A library the program will dlopen later.
+                    Err(ProbeError::NotLoaded { .. }) => {
+                        pending.push(dlopen::Pending {
+                            program: id,
+                            section: section.to_string(),
+                            file: resolve_path(path, &objects)
+                                .map_err(|e| unsupported(section, &e.to_string()))?,
+                            target: dlopen::PendingTarget::Probe {
+                                ret,
+                                multi,
+                                symbol: symbol.clone(),
+                                offset: *offset,
+                            },
+                        });
+                        continue;
+                    }
+                    r => r.map_err(|e| unsupported(section, &e.to_string()))?,
                 };
                 for r in targets {
                     let site = sites
@@ -365,6 +398,7 @@ pub fn start(cfg: Config) -> Result<(), String> {
     }
 
     usdt::attach(object, usdt_probes)?;
+    dlopen::set_pending(object, pending);
 
     // Return probes replace return addresses; C++ exceptions must unwind
     // through the original ones.

@@ -19,6 +19,7 @@
 mod alive;
 mod attach;
 mod config;
+mod dlopen;
 mod events;
 mod report;
 mod threads;

@@ -59,6 +59,7 @@ pub fn write_report(agent: &Agent, rings: &[(String, RingbufStats)]) {
             "fused": agent.fused,
             "fusion_refusals": agent.fusion_refusals,
             "usdt": crate::usdt::report(),
+            "dlopen": crate::dlopen::report(),
         }),
     );
 }

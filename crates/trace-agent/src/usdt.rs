@@ -34,6 +34,7 @@ struct State {
 
 struct Attached {
     name: String,
+    file: std::path::PathBuf,
     attachment: UsdtAttachment,
 }
 
@@ -147,11 +148,30 @@ pub fn attach(
         let a = usdt::attach(&probe.site, handler).map_err(|e| format!("{shown}: {e}"))?;
         state.attached.push(Attached {
             name: shown,
+            file: probe.site.path.clone(),
             attachment: a,
         });
         n += 1;
     }
     Ok(n)
+}
+
+/// Forgets the probes of `file`, which was unloaded (`dlclose`): its code
+/// and semaphores are gone. Returns how many.
+pub fn forget_file(file: &std::path::Path) -> usize {
+    let mut state = STATE.lock().unwrap();
+    let Some(state) = state.as_mut() else {
+        return 0;
+    };
+    let (gone, kept): (Vec<_>, Vec<_>) = std::mem::take(&mut state.attached)
+        .into_iter()
+        .partition(|a| a.file == file);
+    state.attached = kept;
+    let n = gone.len();
+    for a in gone {
+        a.attachment.forget_unmapped();
+    }
+    n
 }
 
 /// The USDT probes attached, for the report: where, how, hits.

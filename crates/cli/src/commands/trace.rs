@@ -373,6 +373,7 @@ pub fn run(args: &TraceArgs) -> Result<ExitCode> {
                 "fused": fused,
                 "fusable": fusable(&plan),
                 "usdt": report.get("usdt").cloned().unwrap_or_else(|| Value::Array(Vec::new())),
+                "dlopen": report.get("dlopen").cloned().unwrap_or_else(|| Value::Array(Vec::new())),
             })
         );
     } else {

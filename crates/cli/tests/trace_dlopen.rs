@@ -1,0 +1,188 @@
+//! `bpfjet trace` on a library the program loads later with `dlopen`
+//! (tests/trace/dl_target.c, dl_lib.c, compiled at test time): a uprobe, a
+//! uretprobe and a USDT probe on a file that is not loaded when the agent
+//! starts attach when `dlopen` loads it, are forgotten when `dlclose`
+//! unloads it, and attach again on the next `dlopen` — every count checked
+//! against the target's constants and the kernel's uprobes on the same
+//! file (tests/trace/kernel_loader.c), on the interpreter and the JIT.
+
+use bpfjet_testsupport::clang::Compile;
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::sync::OnceLock;
+
+const SRC: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/trace");
+
+/// One run at a time (the kernel's uprobes on the library are int3s in
+/// every process mapping it).
+static TARGET_RUNS: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn serial() -> std::sync::MutexGuard<'static, ()> {
+    TARGET_RUNS.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+fn run_ok(cmd: &mut Command, what: &str) {
+    let out = cmd.output().unwrap_or_else(|e| panic!("{what}: {e}"));
+    assert!(
+        out.status.success(),
+        "{what} failed:\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+fn dir() -> &'static Path {
+    static D: OnceLock<PathBuf> = OnceLock::new();
+    D.get_or_init(|| {
+        let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("trace-dlopen");
+        std::fs::create_dir_all(&dir).unwrap();
+        let src = |f: &str| PathBuf::from(format!("{SRC}/{f}"));
+        let lib = dir.join("libdl_lib.so");
+        run_ok(
+            Command::new("cc")
+                .args(["-O2", "-g", "-fPIC", "-shared", "-o"])
+                .arg(&lib)
+                .arg(src("dl_lib.c")),
+            "cc dl_lib.c",
+        );
+        let define = format!("-DDL_LIB=\"{}\"", lib.display());
+        run_ok(
+            Command::new("cc")
+                .args(["-O1", "-g", &define, "-o"])
+                .arg(dir.join("dl_target"))
+                .arg(src("dl_target.c")),
+            "cc dl_target.c",
+        );
+        run_ok(
+            Command::new("cc")
+                .args(["-O1", "-o"])
+                .arg(dir.join("kernel_loader"))
+                .arg(src("kernel_loader.c"))
+                .arg("-lbpf"),
+            "cc kernel_loader.c",
+        );
+        Compile::file(src("dl.bpf.c"))
+            .arg("-D__TARGET_ARCH_x86")
+            .arg(&define)
+            .object_at(dir.join("dl.o"));
+        dir
+    })
+}
+
+fn json_report(out: &Output) -> Value {
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let line = stdout
+        .lines()
+        .rev()
+        .find(|l| l.starts_with('{'))
+        .unwrap_or_else(|| {
+            panic!(
+                "no JSON report; status {:?}\nstdout: {stdout}\nstderr: {}",
+                out.status,
+                String::from_utf8_lossy(&out.stderr)
+            )
+        });
+    serde_json::from_str(line).unwrap()
+}
+
+fn counts(report: &Value) -> Vec<u64> {
+    report["maps"]["counts"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no counts in {report}"))
+        .iter()
+        .map(|e| {
+            let b = bpfjet_maps::state::parse_hex(e["value"].as_str().unwrap()).unwrap();
+            u64::from_le_bytes(b[..8].try_into().unwrap())
+        })
+        .collect()
+}
+
+fn kernel_counts() -> Option<Vec<u64>> {
+    let d = dir();
+    let out = Command::new(d.join("kernel_loader"))
+        .arg(d.join("dl.o"))
+        .arg(d.join("dl_target"))
+        .output()
+        .unwrap();
+    if !out.status.success() {
+        println!(
+            "SKIPPED: kernel comparison of probes on a dlopen'ed library: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        return None;
+    }
+    Some(
+        String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .map(|l| l.split_whitespace().nth(1).unwrap().parse().unwrap())
+            .collect(),
+    )
+}
+
+fn check(engine: &str) {
+    let _serial = serial();
+    let d = dir();
+    let out = Command::new(env!("CARGO_BIN_EXE_bpfjet"))
+        .arg("trace")
+        .arg(d.join("dl.o"))
+        .args(["--json", "--engine", engine, "--"])
+        .arg(d.join("dl_target"))
+        .output()
+        .unwrap();
+    let report = json_report(&out);
+    assert_eq!(
+        report["exit_code"],
+        9,
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // dl_target.c: dl_work(i) for i in 0..50, unloaded, then 50..120.
+    let calls = 120u64;
+    let args: u64 = (0..calls).sum();
+    let rets: u64 = (0..calls).map(|i| 3 * i + 1).sum();
+    let c = counts(&report);
+    assert_eq!(
+        &c[..6],
+        &[calls, args, calls, rets, calls, args],
+        "bpfjet ({engine})"
+    );
+    // Two loads, two unloads: 2 patches each (dl_work's entry/return, the
+    // USDT probe), attached and forgotten.
+    let events = report["dlopen"].as_array().expect("dlopen in the report");
+    let lib = d.join("libdl_lib.so").display().to_string();
+    let kinds: Vec<(&str, u64)> = events
+        .iter()
+        .map(|e| {
+            if e["loaded"] == lib.as_str() {
+                assert_eq!(e["errors"], serde_json::json!([]), "{e}");
+                ("loaded", e["attached"].as_u64().unwrap())
+            } else {
+                assert_eq!(e["unloaded"], lib.as_str(), "{e}");
+                ("unloaded", e["forgotten"].as_u64().unwrap())
+            }
+        })
+        .collect();
+    assert_eq!(
+        kinds,
+        [
+            ("loaded", 2),
+            ("unloaded", 2),
+            ("loaded", 2),
+            ("unloaded", 2)
+        ],
+        "{events:?}"
+    );
+    if let Some(k) = kernel_counts() {
+        assert_eq!(&c[..6], &k[..6], "bpfjet ({engine}) vs the kernel");
+    }
+}
+
+#[test]
+fn dlopened_library_probes_interpreter() {
+    check("interp");
+}
+
+#[test]
+fn dlopened_library_probes_jit() {
+    check("jit");
+}
