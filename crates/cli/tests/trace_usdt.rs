@@ -7,6 +7,9 @@
 //! (tests/trace/kernel_loader.c): register, constant and memory arguments of
 //! every size and sign, a semaphore-guarded probe (fired only while a tracer
 //! raised its semaphore), probes hit by 4 threads, a probe in a library.
+//! `frame` (built at -O0, a leaf without `sub rsp`) keeps its arguments in
+//! the red zone under its stack pointer: they read right only because the
+//! jump patch's trampoline steps below the red zone before saving anything.
 //! Bad input: an unknown probe, an object without usdt.bpf.h's maps.
 
 use bpfjet_testsupport::clang::Compile;
