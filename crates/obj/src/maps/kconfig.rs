@@ -6,10 +6,10 @@
 //! read-only map and points every `lddw` of the variable at it. bpfjet knows
 //! the values libbpf computes itself rather than reading from the kernel
 //! configuration: `LINUX_KERNEL_VERSION` (from `uname`),
-//! `LINUX_HAS_BPF_COOKIE` and `LINUX_HAS_SYSCALL_WRAPPER` (both true on the
-//! x86-64 kernels bpfjet targets: bpfjet's tracing runs provide
-//! `bpf_get_attach_cookie`, and system-call wrappers exist since Linux 4.17).
-//! libbpf's usdt.bpf.h reads `LINUX_HAS_BPF_COOKIE`. `CONFIG_*` options
+//! `LINUX_HAS_BPF_COOKIE` (true: bpfjet's tracing runs provide
+//! `bpf_get_attach_cookie`; libbpf's usdt.bpf.h reads it) and
+//! `LINUX_HAS_SYSCALL_WRAPPER` (libbpf's probe: a kprobe could be placed on
+//! `__x64_sys_bpf`). `CONFIG_*` options
 //! (libbpf reads /proc/config.gz) are refused with their name.
 
 use std::collections::HashMap;
@@ -48,10 +48,32 @@ fn parse_release(release: &str) -> u64 {
     (a << 16) + (b << 8) + c.min(255)
 }
 
+/// libbpf's `FEAT_SYSCALL_WRAPPER` probe: can a kprobe be placed on the
+/// x86-64 system-call wrapper `__x64_sys_bpf`? libbpf opens one (through
+/// the kprobe PMU, else tracefs `kprobe_events`); without kprobe support it
+/// answers false even though the wrapper exists. The same conditions,
+/// checked without creating a probe.
+fn has_syscall_wrapper() -> bool {
+    let kprobes = ["/sys/bus/event_source/devices/kprobe/type"]
+        .iter()
+        .chain(&[
+            "/sys/kernel/tracing/kprobe_events",
+            "/sys/kernel/debug/tracing/kprobe_events",
+        ])
+        .any(|p| std::path::Path::new(p).exists());
+    kprobes
+        && std::fs::read_to_string("/proc/kallsyms").is_ok_and(|k| {
+            k.lines()
+                .any(|l| l.split_whitespace().nth(2) == Some("__x64_sys_bpf"))
+        })
+}
+
 fn value_of(name: &str) -> Option<u64> {
     match name {
         "LINUX_KERNEL_VERSION" => Some(kernel_version()),
-        "LINUX_HAS_BPF_COOKIE" | "LINUX_HAS_SYSCALL_WRAPPER" => Some(1),
+        // bpfjet's tracing runs give every probe its attach cookie.
+        "LINUX_HAS_BPF_COOKIE" => Some(1),
+        "LINUX_HAS_SYSCALL_WRAPPER" => Some(has_syscall_wrapper() as u64),
         _ => None,
     }
 }
