@@ -4,7 +4,7 @@ CONFORMANCE ?= ../shared/conformance/tests
 BPFJET := target/release/bpfjet
 export PATH := $(HOME)/.cargo/bin:$(PATH)
 
-.PHONY: all setup build examples test test-rust test-netns test-preload test-trace bench-preload bench-trace bench-fusion bench-fusion-percall bench-uprobe lint conformance demo clean
+.PHONY: all setup build examples test test-rust test-netns test-preload test-trace bench-preload bench-trace bench-fusion bench-fusion-percall bench-uprobe bench-usdt lint conformance demo clean
 
 all: build
 
@@ -65,6 +65,10 @@ bench-preload: build
 # on one tight loop, side by side (docs/PERFORMANCE.md, "Tracing"; root).
 bench-uprobe: build examples
 	BPFJET=$(BPFJET) sh scripts/bench-trace-uprobe.sh
+
+# Per-hit USDT cost: kernel USDT uprobes vs bpfjet's jump and int3 patches.
+bench-usdt: build
+	BPFJET=$(BPFJET) sh scripts/bench-trace-usdt.sh
 
 # The tracing tools of examples/trace/ on one workload in the kernel
 # (libbpf) and under `bpfjet trace`: same maps and events (root).
