@@ -67,7 +67,7 @@ done
 for w in 64 128 256; do
     point "Carousel wheel, $w fine slots" "carousel_steady_w${w}_plain" "carousel_steady_w${w}_kfunc" "$@"
 done
-for n in 4 8 16; do
+for n in 4 8 16 32; do
     point "EDF load balancer, $n backends" "edflb_b${n}_plain" "edflb_b${n}_kfunc" "$@"
 done
 

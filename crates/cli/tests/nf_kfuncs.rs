@@ -396,7 +396,7 @@ fn edf_load_balancer_plain_and_kfunc_builds_agree_with_the_kernel() {
     // Every IPv4 packet is sent to a backend (tx), the rest pass; the
     // deadlines and per-backend counts a control plane reads must agree.
     let frames = frames(200, 1500);
-    for backends in [4, 8, 16] {
+    for backends in [4, 8, 16, 32] {
         let v = differential(
             &format!("edflb_b{backends}_plain"),
             &format!("edflb_b{backends}_kfunc"),

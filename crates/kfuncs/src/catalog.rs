@@ -371,6 +371,65 @@ native!(n_enet_hash_cnt, |tuple, table, size, shift, e| {
     0
 });
 
+/// eNetSTL's counter kfuncs: the input is hashed before the table is
+/// borrowed (both may lie in one map value).
+unsafe fn enet_cnt32(hash: enetstl::CntHash, input: &[u8], table: u64, size: u64, shift: u64) {
+    let mut hashes = [0u32; enetstl::CNT_ROWS];
+    let rows = enetstl::cnt32_hashes(
+        features(),
+        hash,
+        input,
+        size as usize,
+        shift as u32,
+        &mut hashes,
+    );
+    // SAFETY: the verifier proved `table` writable for `size` bytes.
+    enetstl::cnt32_apply(
+        unsafe { mem_mut(table, size) },
+        shift as u32,
+        &hashes[..rows],
+    );
+}
+native!(n_enet_fh_cnt, |input, n, table, size, shift| {
+    enet_cnt32(
+        enetstl::CntHash::Fasthash32,
+        mem(input, n),
+        table,
+        size,
+        shift,
+    );
+    0
+});
+native!(n_enet_fh_pkt_cnt, |input, table, size, shift, e| {
+    enet_cnt32(
+        enetstl::CntHash::Fasthash32,
+        mem(input, enetstl::PKT_5TUPLE_BYTES as u64),
+        table,
+        size,
+        shift,
+    );
+    0
+});
+native!(n_enet_xxh_cnt, |input, n, table, size, shift| {
+    enet_cnt32(enetstl::CntHash::Xxh32, mem(input, n), table, size, shift);
+    0
+});
+native!(n_enet_xxh_pkt_cnt, |input, table, size, shift, e| {
+    enet_cnt32(
+        enetstl::CntHash::Xxh32,
+        mem(input, enetstl::PKT_5TUPLE_BYTES as u64),
+        table,
+        size,
+        shift,
+    );
+    0
+});
+native!(n_enet_htss, |p, n, sig, d, e| enetstl::htss_sig_cmp_with(
+    features(),
+    mem(p, n),
+    sig as u16
+));
+
 const fn proto(name: &'static str, args: [KfuncArg; 5], ret: KfuncRet) -> KfuncProto {
     KfuncProto {
         name,
@@ -782,6 +841,51 @@ pub static KFUNCS: &[Kfunc] = &[
         [KfuncArg::InMem(13), MUT, SZ, S, N],
         KfuncRet::Void,
         n_enet_hash_cnt,
+        None,
+    ),
+    kfunc(
+        E,
+        "bpf_fasthash32_cnt32",
+        "void bpf_fasthash32_cnt32(const void *input, size_t input__sz, void *table, size_t table__sz, uint32_t column_shift)",
+        [MEM, SZ, MUT, SZ, S],
+        KfuncRet::Void,
+        n_enet_fh_cnt,
+        None,
+    ),
+    kfunc(
+        E,
+        "bpf_fasthash32_pkt_cnt32",
+        "void bpf_fasthash32_pkt_cnt32(const struct pkt_5tuple *input, void *table, size_t table__sz, uint32_t column_shift)",
+        [KfuncArg::InMem(13), MUT, SZ, S, N],
+        KfuncRet::Void,
+        n_enet_fh_pkt_cnt,
+        None,
+    ),
+    kfunc(
+        E,
+        "bpf_xxh32_cnt32",
+        "void bpf_xxh32_cnt32(const void *input, size_t input__sz, void *table, size_t table__sz, uint32_t column_shift)",
+        [MEM, SZ, MUT, SZ, S],
+        KfuncRet::Void,
+        n_enet_xxh_cnt,
+        None,
+    ),
+    kfunc(
+        E,
+        "bpf_xxh32_pkt_cnt32",
+        "void bpf_xxh32_pkt_cnt32(const struct pkt_5tuple *input, void *table, size_t table__sz, uint32_t column_shift)",
+        [KfuncArg::InMem(13), MUT, SZ, S, N],
+        KfuncRet::Void,
+        n_enet_xxh_pkt_cnt,
+        None,
+    ),
+    kfunc(
+        E,
+        "bpf_htss_sig_cmp",
+        "uint32_t bpf_htss_sig_cmp(const void *sigs, size_t sigs__sz, __u16 tmp_sig)",
+        [MEM, SZ, S, N, N],
+        INT,
+        n_enet_htss,
         None,
     ),
     Kfunc {

@@ -218,3 +218,43 @@ fn header_declares_every_own_kfunc_as_the_catalog_does() {
         assert!(header.contains(&s), "BPFJET_SEEDS lacks {s}");
     }
 }
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(300))]
+
+    /// eNetSTL's counter kfuncs hash 8 (XXH32) or 4 (fasthash32) seeds per
+    /// vector; every row must get the scalar hash, for any input length
+    /// (stripes, words and byte tails) and row count (groups and rest).
+    #[test]
+    fn enetstl_seeded_hashes_agree(
+        data in prop::collection::vec(any::<u8>(), 0..80),
+        seeds in prop::collection::vec(any::<u32>(), 0..20),
+    ) {
+        use bpfjet_kfuncs::enetstl::{hash_seeds_with, CntHash};
+        for hash in [CntHash::Xxh32, CntHash::Fasthash32] {
+            let mut vector = vec![0u32; seeds.len()];
+            let mut scalar = vec![0u32; seeds.len()];
+            hash_seeds_with(features(), hash, &data, &seeds, &mut vector);
+            hash_seeds_with(CpuFeatures::SCALAR, hash, &data, &seeds, &mut scalar);
+            prop_assert_eq!(&vector, &scalar, "{:?}", hash);
+        }
+    }
+
+    /// `bpf_htss_sig_cmp`: the vector compare and the scalar one give the
+    /// same byte mask, two bits per equal signature among the first 16.
+    #[test]
+    fn enetstl_htss_mask_agrees(sigs in bucket(), pick in any::<usize>()) {
+        use bpfjet_kfuncs::enetstl::htss_sig_cmp_with;
+        let sig = if sigs.len() >= 2 && pick % 2 == 0 {
+            let i = (pick / 2) % (sigs.len() / 2);
+            u16::from_ne_bytes([sigs[2 * i], sigs[2 * i + 1]])
+        } else {
+            pick as u16
+        };
+        let want = (0..sigs.len().min(32) / 2).fold(0u64, |m, i| {
+            if u16::from_ne_bytes([sigs[2 * i], sigs[2 * i + 1]]) == sig { m | 3 << (2 * i) } else { m }
+        });
+        prop_assert_eq!(htss_sig_cmp_with(features(), &sigs, sig), want);
+        prop_assert_eq!(htss_sig_cmp_with(CpuFeatures::SCALAR, &sigs, sig), want);
+    }
+}

@@ -22,6 +22,10 @@ use std::collections::{BTreeMap, HashMap};
 
 /// The kernel's limit on pending branches.
 const MAX_PENDING: usize = 8192;
+/// Inside a loop a new state is recorded only after this many jumps or
+/// instructions since the last one (the kernel's `is_state_visited`).
+const LOOP_STATE_JMPS: u32 = 20;
+const LOOP_STATE_INSNS: u32 = 100;
 /// Kernel's `BPF_MAX_VAR_OFF`.
 pub(crate) const MAX_VAR_OFF: i64 = 1 << 29;
 
@@ -62,6 +66,17 @@ fn state_hash(st: &State) -> u64 {
     h.finish()
 }
 
+/// Work done since the last checkpoint was recorded, counted over every
+/// path as the kernel counts it (`insn_processed - prev_insn_processed`,
+/// `jmps_processed - prev_jmps_processed`): a path popped after others were
+/// explored records its next state early, where a per-path count would
+/// leave whole stretches of a loop without a state to prune against.
+#[derive(Clone, Copy, Default)]
+struct SinceState {
+    insns: u32,
+    jmps: u32,
+}
+
 struct Path {
     pc: usize,
     state: State,
@@ -71,8 +86,6 @@ struct Path {
     /// earlier iteration may prune a later one even while its own exploration
     /// is under way, and repeating it is not an infinite loop.
     cb_iter: u32,
-    insns_since: u32,
-    jmps_since: u32,
     /// The instructions since the parent checkpoint.
     hist: Vec<Hist>,
 }
@@ -96,6 +109,9 @@ pub(crate) struct Verifier<'a> {
     checkpoints: Vec<Checkpoint>,
     at_pc: HashMap<usize, Vec<usize>>,
     processed: u64,
+    /// Instructions and jumps processed (over all paths) since a state was
+    /// last recorded.
+    since_state: SinceState,
     /// Precision tracking is on (privileged policy); otherwise every scalar
     /// is compared exactly, as the kernel does without CAP_BPF.
     precision: bool,
@@ -139,6 +155,7 @@ impl<'a> Verifier<'a> {
             checkpoints: Vec::new(),
             at_pc: HashMap::new(),
             processed: 0,
+            since_state: SinceState::default(),
             precision: env.privileged(),
             demands: Vec::new(),
             note: Note::None,
@@ -214,8 +231,6 @@ impl<'a> Verifier<'a> {
             state: State::new_entry(),
             parent: None,
             cb_iter: 0,
-            insns_since: 0,
-            jmps_since: 0,
             hist: Vec::new(),
         }];
         while let Some(mut path) = work.pop() {
@@ -232,12 +247,12 @@ impl<'a> Verifier<'a> {
                     }
                 }
                 self.processed += 1;
-                path.insns_since += 1;
+                self.since_state.insns += 1;
                 if matches!(
                     self.insns[pc],
                     Insn::Jmp { .. } | Insn::Ja { .. } | Insn::Call(_) | Insn::Exit
                 ) {
-                    path.jmps_since += 1;
+                    self.since_state.jmps += 1;
                 }
                 if self.processed > self.env.complexity_limit {
                     let e = VerifyError::new(
@@ -279,8 +294,6 @@ impl<'a> Verifier<'a> {
                             state: other_state,
                             parent: path.parent,
                             cb_iter: path.cb_iter + u32::from(reentry),
-                            insns_since: path.insns_since,
-                            jmps_since: path.jmps_since,
                             hist: path.hist.clone(),
                         });
                         path.pc = next;
@@ -401,11 +414,28 @@ impl<'a> Verifier<'a> {
     fn visit(&mut self, path: &mut Path) -> VResult<bool> {
         let pc = path.pc;
         let allow_uninit = self.env.privileged();
-        // Like the kernel, record a new state only every few instructions and
-        // jumps along a path (always at subprogram entries; not at every
-        // visit of a loop head: a state per iteration would push out, by
-        // miss counting, the explored states of other paths that prune).
-        let add_new = self.cfg.is_entry(pc) || path.insns_since >= 8 && path.jmps_since >= 2;
+        // Like the kernel, record a new state only after a few instructions
+        // and jumps since the last one (always at subprogram entries).
+        let forced = self.cfg.is_entry(pc);
+        let since = self.since_state;
+        let mut add_new = forced || since.insns >= 8 && since.jmps >= 2;
+        // The kernel's rule inside loops (`is_state_visited`, "avoid adding
+        // new state too often"): while a state recorded here is still being
+        // explored, the path is going round a loop whose iterations differ,
+        // so a new state is recorded only every 20 jumps or 100 instructions.
+        // Fewer states per iteration also means fewer misses charged to the
+        // explored states here, which keeps the ones that prune other paths.
+        if add_new
+            && !forced
+            && since.jmps < LOOP_STATE_JMPS
+            && since.insns < LOOP_STATE_INSNS
+            && self
+                .at_pc
+                .get(&pc)
+                .is_some_and(|list| list.iter().any(|&c| self.checkpoints[c].branches > 0))
+        {
+            add_new = false;
+        }
         let mut evict = Vec::new();
         let mut covered_by = None;
         let mut cur_hash = None;
@@ -517,8 +547,7 @@ impl<'a> Verifier<'a> {
         self.at_pc.entry(pc).or_default().push(id);
         self.facts.states_stored += 1;
         path.parent = Some(id);
-        path.insns_since = 0;
-        path.jmps_since = 0;
+        self.since_state = SinceState::default();
         Ok(true)
     }
 
