@@ -21,6 +21,7 @@ OBJ=$ROOT/build/examples/trace/fsdist.o
 TMP=$(mktemp -d)
 trap 'rm -rf "$TMP"' EXIT
 cat > "$TMP/rwloop.c" <<'C'
+#define _GNU_SOURCE
 #include <fcntl.h>
 #include <sys/resource.h>
 #include <stdio.h>
