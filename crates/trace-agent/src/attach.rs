@@ -128,6 +128,17 @@ pub fn start(cfg: Config) -> Result<(), String> {
             .map_err(|e| format!("--ringbuf-backpressure {name}: {e}"))?;
     }
     let object: &'static TracingObject = Box::leak(Box::new(tracing));
+    // Report as folded only programs whose context reads reach the field
+    // (the verifier's furthest context byte): the others' code cannot
+    // have changed.
+    let mut folded = folded;
+    folded.retain(|program, constants| {
+        let reach = object
+            .program_id(program)
+            .map_or(0, |id| object.programs()[id].ctx_bytes());
+        constants.retain(|c| c.offset < reach);
+        !constants.is_empty()
+    });
     let kept: Vec<&str> = object.thread_maps().iter().map(|m| m.name()).collect();
     // What ran, pair by pair: the steps that applied to it.
     let slot_ops = if steps.inline_thread_maps && cfg.jit {
