@@ -5,8 +5,11 @@
 //! program type shares are inlined as for XDP (map lookups as address
 //! arithmetic or key-size-specialised calls, updates, deletes, ring-buffer
 //! reserve/submit, the CPU id, the clock, `bpf_loop`: see `lift::inline`),
-//! the per-thread map operations of internalised hand-off maps are direct
-//! calls (`crate::thread_maps`), the tracing helpers go through the
+//! the per-thread map operations of internalised hand-off maps are loads
+//! and stores on the thread's slot (`lift::thread_slots`, or direct calls,
+//! `crate::thread_maps`, with [`TracingJit::inline_thread_maps`] off),
+//! context fields the attach point fixes may be folded
+//! ([`TracingJit::ctx_constants`]), the tracing helpers go through the
 //! trampoline to the runtime's; context loads of `pt_regs` and the
 //! tracepoint records are plain loads.
 

@@ -25,7 +25,10 @@
 //! The programs' map helper calls on such a map are rewritten, after
 //! verification (the verifier saw and checked the map calls), into the
 //! internal helpers of [`crate::helpers`] `thread_map_*`, which the
-//! interpreter and the JIT's helper path run.
+//! interpreter runs; the JIT calls [`thread_map_lookup`] and friends
+//! directly or compiles the operations itself on the slot's fields
+//! ([`slot_layout`], reached through [`super::TracingEnv::thread_slot_table`]),
+//! with the same checks and atomics as the methods below.
 
 use crate::errno;
 use bpfjet_maps::spec::update;
@@ -63,7 +66,7 @@ pub struct ThreadMapSpec {
 /// Keys of thread-keyed maps are a `u64` or a `u32`.
 const MAX_KEY: usize = 8;
 
-/// Byte offsets of a [`ThreadSlot`]'s fields, for native code that runs
+/// Byte offsets of a per-thread slot's fields, for native code that runs
 /// the slot operations itself (the JIT compiles lookup, update and delete
 /// of a map kept per thread as loads and stores on the slot).
 pub mod slot_layout {
