@@ -81,13 +81,16 @@ bench-trace: build examples
 	python3 scripts/bench-trace.py --bpfjet $(BPFJET) --markdown build/bench-trace.md --svg docs/bench-trace.svg
 
 # Pairwise fusion (docs/PERFORMANCE.md, "Pairwise fusion"): fsdist on fio
-# random reads/writes untraced, in the kernel, bpfjet unfused and fused
-# (every --fuse mode the binary offers). The differential test of fused
+# random reads/writes untraced, under Syscall User Dispatch alone (the SUD
+# floor, scripts/sud-floor.c), in the kernel, bpfjet unfused (without and
+# with .rodata folding) and each step of the fusion ladder (every --fuse
+# level the binary offers). The differential test of fused
 # execution is the cargo test crates/cli/tests/trace_fusion.rs (make test-rust).
 bench-fusion: build examples
 	python3 scripts/bench-fusion.py --bpfjet $(BPFJET) --markdown build/bench-fusion.md --svg docs/bench-fusion.svg
 
-# The same pair's cost per system call without fio (a read/write loop).
+# The same pair's cost per system call without fio (a read/write loop),
+# wall clock and CPU, the same ladder and the SUD floor.
 bench-fusion-percall: build examples
 	BPFJET=$(BPFJET) scripts/bench-fusion-percall.sh
 

@@ -4,15 +4,24 @@ together" (eBPF'25) measures it: fio doing 4 KiB random reads and random
 writes (sync engine, one job) on a tmpfs file, side by side in one run,
 
   untraced        fio alone;
+  SUD floor       fio with Syscall User Dispatch on in every thread and the
+                  selector always ALLOW, nothing attached
+                  (scripts/sud-floor.c): what SUD alone costs per system
+                  call, which no bpfjet change removes for the calls that go
+                  through it;
   kernel          the tool's entry/exit pair in the kernel's syscall
                   tracepoints (examples/trace/ktrace.c, libbpf);
+  bpfjet unfused -rodata  `--no-fuse --no-fold-rodata`: not even .rodata
+                  folded by the JIT;
   bpfjet unfused  `bpfjet trace --no-fuse`: the pair hands its value over in
                   the hash map;
-  bpfjet MODE     `bpfjet trace --fuse MODE` for each optimisation mode the
-                  binary offers (`bpfjet trace --help`), e.g. the paper's
-                  Figure 6 steps (inline only; + folding; + internalisation);
-                  a binary without `--fuse` runs its default (fused) once as
-                  "bpfjet fused".
+  bpfjet MODE     `bpfjet trace --fuse MODE` for each step of the fusion
+                  ladder the binary offers (`bpfjet trace --help`): fold
+                  (attach-site constants), internalise-calls (+ hand-off
+                  maps per thread, slot operations as calls), internalise
+                  (+ slot operations compiled in); `all` is left out when it
+                  equals `internalise`. A binary without `--fuse` runs its
+                  default (fused) once as "bpfjet fused".
 
 Each bpfjet run's report says which pairs actually ran fused and which maps
 were internalised; the table shows it. Reported: fio IOPS (median of
@@ -28,7 +37,7 @@ to ours: 28.13% (random read) / 26.97% (random write) unfused, 8.98% /
 Usage: scripts/bench-fusion.py [--runtime 5] [--size-mb 256] [--repeat 3]
          [--tools fsdist] [--workloads randread,randwrite]
          [--bpfjet target/release/bpfjet] [--engine jit|interp]
-         [--fuse-modes internalise,all]
+         [--fuse-modes fold,internalise-calls,internalise] [--no-sud-floor]
          [--markdown FILE] [--svg FILE] [--json FILE]
 Root is needed for the kernel setup (skipped with a SKIPPED line otherwise).
 """
@@ -68,14 +77,25 @@ def fuse_modes(bpfjet):
     return [v.strip() for v in m.group(1).split(",") if v.strip()]
 
 
-def setups_for(bpfjet, kernel_ok, only=None):
+def setups_for(bpfjet, kernel_ok, sud_floor, only=None):
     """(label, argv prefix before OBJ -- CMD) of every setup to run; `only`
-    restricts the `--fuse` modes."""
+    restricts the `--fuse` modes. The SUD floor's prefix is an `env`
+    setting LD_PRELOAD, run without OBJ."""
     out = [("untraced", None)]
+    if sud_floor:
+        out.append(("SUD floor", ["env", f"LD_PRELOAD={sud_floor}"]))
     if kernel_ok:
         out.append(("kernel", [os.path.join(BUILD, "ktrace"), "--json"]))
+    offered = fuse_modes(bpfjet)
+    help_text = subprocess.run([bpfjet, "trace", "--help"], capture_output=True,
+                               text=True).stdout
+    if "--no-fold-rodata" in help_text and (not only or "unfused-rodata" in only):
+        out.append(("bpfjet unfused -rodata",
+                    [bpfjet, "trace", "--json", "--no-fuse", "--no-fold-rodata"]))
     out.append(("bpfjet unfused", [bpfjet, "trace", "--json", "--no-fuse"]))
-    modes = [m for m in fuse_modes(bpfjet) if m not in ("none", "off")]
+    modes = [m for m in offered if m not in ("none", "off")]
+    if "internalise" in modes and "all" in modes:
+        modes.remove("all")
     if only:
         modes = [m for m in modes if m in only]
     if modes:
@@ -86,18 +106,39 @@ def setups_for(bpfjet, kernel_ok, only=None):
     return out
 
 
+def build_sud_floor(tmp):
+    """scripts/sud-floor.c as a preload library in `tmp`, or None."""
+    so = os.path.join(tmp, "sud-floor.so")
+    r = subprocess.run(["cc", "-O2", "-shared", "-fPIC", "-o", so,
+                        os.path.join(ROOT, "scripts", "sud-floor.c"), "-ldl", "-lpthread"],
+                       capture_output=True, text=True)
+    if r.returncode != 0:
+        print(f"SKIPPED: setup SUD floor: cc failed: {r.stderr[-400:]}", file=sys.stderr)
+        return None
+    return so
+
+
 def one_run(prefix, tool, workload, args, tmp):
     fio_out = os.path.join(tmp, "fio.json")
     out = os.path.join(tmp, "tracer.out")
     err = os.path.join(tmp, "tracer.err")
     fio = bt.fio_argv(workload, args.runtime, args.size_mb, fio_out)
-    argv = fio if prefix is None else prefix + [os.path.join(BUILD, f"{tool}.o"), "--"] + fio
+    if prefix is None:
+        argv = fio
+    elif prefix[0] == "env":
+        argv = prefix + fio
+    else:
+        argv = prefix + [os.path.join(BUILD, f"{tool}.o"), "--"] + fio
     if prefix is not None and prefix[0] == args.bpfjet:
         argv = argv[:2] + ["--engine", args.engine] + argv[2:]
     code, usage = bt.run(argv, out, err)
     if code != 0:
         tail = open(err, errors="replace").read()[-800:]
         raise RuntimeError(f"{' '.join(argv[:6])} ...: exit {code}: {tail}")
+    if prefix is not None and prefix[0] == "env":
+        said = open(err, errors="replace").read()
+        if "sud-floor: on in 0 threads" in said or "sud-floor: on in" not in said:
+            raise RuntimeError(f"the SUD floor was not switched on: {said[-400:]}")
     r = bt.fio_summary(fio_out)
     r["cpu_s"] = usage.ru_utime + usage.ru_stime
     # CPU time of fio's job thread per I/O: the programs run inline on that
@@ -111,7 +152,8 @@ def one_run(prefix, tool, workload, args, tmp):
     if prefix is not None and prefix[0] == args.bpfjet:
         report = bt.last_json(out)
         r["fused"] = [
-            f"{p['entry']}+{p['exit']}: {','.join(p.get('internalised', []))}"
+            f"{p['entry']}+{p['exit']}: {'+'.join(p.get('steps', []))} "
+            f"[{','.join(p.get('internalised', []))}]"
             for p in report.get("fused", [])
         ]
     return r
@@ -157,7 +199,9 @@ def main():
     p.add_argument("--workloads", default="randread,randwrite")
     p.add_argument("--bpfjet", default=os.path.join(ROOT, "target", "release", "bpfjet"))
     p.add_argument("--engine", default="jit", choices=["interp", "jit"])
-    p.add_argument("--fuse-modes", help="comma-separated --fuse modes to run (default: all offered)")
+    p.add_argument("--fuse-modes", help="comma-separated --fuse modes to run (default: all "
+                   "offered; 'unfused-rodata' selects the row without .rodata folding)")
+    p.add_argument("--no-sud-floor", action="store_true", help="leave out the SUD floor row")
     p.add_argument("--markdown")
     p.add_argument("--svg")
     p.add_argument("--json", help="raw results (every run) as JSON")
@@ -172,10 +216,11 @@ def main():
     elif not os.path.isdir("/sys/kernel/tracing/events"):
         subprocess.run(["mount", "-t", "tracefs", "nodev", "/sys/kernel/tracing"])
     only = args.fuse_modes.split(",") if args.fuse_modes else None
-    setups = setups_for(args.bpfjet, kernel_ok, only)
 
     results = {}
     with tempfile.TemporaryDirectory() as tmp:
+        sud_floor = build_sud_floor(tmp) if not args.no_sud_floor else None
+        setups = setups_for(args.bpfjet, kernel_ok, sud_floor, only)
         for workload in args.workloads.split(","):
             bt.run(bt.fio_argv(workload, 1, args.size_mb, os.path.join(tmp, "warm.json")))
             for tool in args.tools.split(","):
@@ -196,7 +241,7 @@ def main():
         f"median of {args.repeat} interleaved rounds (min..max); bpfjet on the {args.engine} "
         f"engine. Per-call cost: 1e9/IOPS traced - 1e9/IOPS untraced.",
         "",
-        "| tool | workload | setup | IOPS | throughput overhead | per call (ns) | CPU per I/O (ns) | CPU per call (ns) | ran fused (pair: internalised maps) | paper |",
+        "| tool | workload | setup | IOPS | throughput overhead | per call (ns) | CPU per I/O (ns) | CPU per call (ns) | ran fused (pair: steps [internalised maps]) | paper |",
         "|---|---|---|---|---|---|---|---|---|---|",
     ]
     rows = {}
@@ -217,7 +262,7 @@ def main():
             paper_txt = "-"
             if label == "bpfjet unfused" and "unfused" in paper:
                 paper_txt = f"{paper['unfused']:.2f}% unfused"
-            elif label.startswith("bpfjet") and label != "bpfjet unfused" and paper:
+            elif label.startswith("bpfjet") and not label.startswith("bpfjet unfused") and paper:
                 paper_txt = f"{paper['fused by hand']:.2f}% fused by hand"
             if label == "untraced":
                 lines.append(f"| {tool} | {workload} | untraced | {iops:,.0f} | - | - | {cpu:,.0f} "

@@ -8,6 +8,9 @@
 //! `longjmp` whose entries stay in the map, and two syscall pairs sharing one
 //! map. Each expected figure is also checked against its value computed from
 //! the target's constants, so both modes cannot be wrong the same way.
+//! Every step of the fusion ladder (`--fuse fold`, `internalise-calls`,
+//! `internalise`) is compared with `--no-fuse`, on the engines where it
+//! applies (folding is the JIT's).
 //! tests/trace/fusion_refused.bpf.c holds the pairs that must not fuse (a
 //! third program reads the map, the key is the process, the exit does not
 //! delete, the map is pinned).
@@ -93,7 +96,8 @@ fn json_report(out: &Output) -> Value {
     serde_json::from_str(line).unwrap()
 }
 
-fn trace(obj: &Path, engine: &str, fuse: bool) -> Run {
+/// `bpfjet trace` of the target with `--fuse LEVEL` (`none`: `--no-fuse`).
+fn trace(obj: &Path, engine: &str, fuse: &str) -> Run {
     let f = fixture();
     let events = f.dir.join(format!(
         "{}-{engine}-{fuse}.events",
@@ -105,15 +109,17 @@ fn trace(obj: &Path, engine: &str, fuse: bool) -> Run {
         .arg(obj)
         .args(["--json", "--explain", "--engine", engine, "--events"])
         .arg(&events);
-    if !fuse {
+    if fuse == "none" {
         c.arg("--no-fuse");
+    } else {
+        c.args(["--fuse", fuse]);
     }
     let out = c.arg("--").arg(&f.target).output().unwrap();
     let report = json_report(&out);
     let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
     assert_eq!(
         report["exit_code"], 42,
-        "{engine} fuse={fuse}: the target failed\n{stderr}"
+        "{engine} --fuse {fuse}: the target failed\n{stderr}"
     );
     let data = std::fs::read(&events).unwrap_or_default();
     let mut records = Vec::new();
@@ -320,35 +326,91 @@ fn check_figures(label: &str, r: &Run) {
     assert_eq!(r.events.len(), 501, "{label}: ring-buffer records");
 }
 
+/// The ladder's levels that change anything on `engine`.
+fn levels(engine: &str) -> &'static [&'static str] {
+    if engine == "jit" {
+        &["fold", "internalise-calls", "internalise"]
+    } else {
+        &["internalise-calls", "internalise"]
+    }
+}
+
+/// The pairs' steps of a report: (entry, exit) -> steps.
+fn steps(report: &Value) -> BTreeMap<(String, String), Vec<String>> {
+    report["fused"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|p| {
+            let s = |v: &Value| v.as_str().unwrap_or_default().to_string();
+            let steps = p["steps"].as_array().into_iter().flatten().map(s).collect();
+            ((s(&p["entry"]), s(&p["exit"])), steps)
+        })
+        .collect()
+}
+
 fn fused_equals_unfused(engine: &str) {
     let _serial = serial();
     let obj = object("fusion.bpf.c", None);
-    let unfused = trace(&obj, engine, false);
-    let fused = trace(&obj, engine, true);
+    let unfused = trace(&obj, engine, "none");
     check_figures(&format!("{engine} --no-fuse"), &unfused);
-    check_figures(&format!("{engine} fused"), &fused);
-    assert_eq!(
-        comparable(&unfused.report, &HANDOFFS),
-        comparable(&fused.report, &HANDOFFS),
-        "{engine}: maps differ between --no-fuse and fused"
-    );
-    assert_eq!(
-        unfused.events, fused.events,
-        "{engine}: ring-buffer records differ between --no-fuse and fused"
-    );
-    assert_eq!(
-        unfused.report["ringbufs"], fused.report["ringbufs"],
-        "{engine}: ring-buffer counts"
-    );
-    // It did run fused: every hand-off map of every pair, and none with
-    // --no-fuse.
     assert_eq!(internalised(&unfused.report), Vec::<String>::new());
     assert_eq!(
-        internalised(&fused.report),
-        HANDOFFS,
-        "{engine}: what ran fused\n{}",
-        fused.stderr
+        steps(&unfused.report),
+        BTreeMap::new(),
+        "--no-fuse ran fused"
     );
+    for &level in levels(engine) {
+        let fused = trace(&obj, engine, level);
+        check_figures(&format!("{engine} --fuse {level}"), &fused);
+        assert_eq!(
+            comparable(&unfused.report, &HANDOFFS),
+            comparable(&fused.report, &HANDOFFS),
+            "{engine}: maps differ between --no-fuse and --fuse {level}"
+        );
+        assert_eq!(
+            unfused.events, fused.events,
+            "{engine}: ring-buffer records differ between --no-fuse and --fuse {level}"
+        );
+        assert_eq!(
+            unfused.report["ringbufs"], fused.report["ringbufs"],
+            "{engine}: ring-buffer counts, --fuse {level}"
+        );
+        // What ran: every hand-off map of every pair once internalising,
+        // none before; the syscall pairs' record number folded on the JIT.
+        let want: Vec<String> = if level == "fold" {
+            Vec::new()
+        } else {
+            HANDOFFS.iter().map(|s| s.to_string()).collect()
+        };
+        assert_eq!(
+            internalised(&fused.report),
+            want,
+            "{engine} --fuse {level}: what ran fused\n{}",
+            fused.stderr
+        );
+        let ran = steps(&fused.report);
+        let folded = ran
+            .iter()
+            .filter(|(_, s)| s.iter().any(|s| s == "fold-attach-site"))
+            .count();
+        if engine == "jit" {
+            assert!(
+                folded >= 2,
+                "{level}: the two syscall pairs are not folded: {ran:?}"
+            );
+        } else {
+            assert_eq!(folded, 0, "{level}: the interpreter folds nothing: {ran:?}");
+        }
+        let inlined = ran
+            .values()
+            .any(|s| s.iter().any(|s| s == "inline-slot-ops"));
+        assert_eq!(
+            inlined,
+            engine == "jit" && level == "internalise",
+            "{engine} --fuse {level}: slot operations compiled in: {ran:?}"
+        );
+    }
 }
 
 #[test]
@@ -378,8 +440,8 @@ fn maps_that_must_stay_maps_are_not_internalised() {
             .define("TARGET_EXE", &target_define(&fixture().target))
             .define("CASE", case)
             .object();
-        let unfused = trace(&obj, "interp", false);
-        let fused = trace(&obj, "interp", true);
+        let unfused = trace(&obj, "interp", "none");
+        let fused = trace(&obj, "interp", "all");
         assert!(
             internalised(&fused.report).is_empty(),
             "{case}: {}",
@@ -432,60 +494,69 @@ fn example_tools_run_fused_and_report_what_they_report_unfused() {
     ];
     for (tool, handoffs) in cases {
         let obj = root.join(format!("build/examples/trace/{tool}.o"));
-        let unfused = trace(&obj, "jit", false);
-        let fused = trace(&obj, "jit", true);
-        assert_eq!(
-            internalised(&fused.report),
-            handoffs,
-            "{tool}: what ran fused\n{}",
-            fused.stderr
-        );
-        let view = |r: &Run| -> Value {
-            let maps = &r.report["maps"];
-            let mut v = serde_json::Map::new();
-            for (name, dump) in maps.as_object().unwrap() {
-                if handoffs.contains(&name.as_str()) {
-                    // Entries of calls in flight at exit, by count.
-                    v.insert(name.clone(), dump.as_array().map_or(0, Vec::len).into());
-                } else if name == "hist" && tool == "fsdist" {
-                    let h = entries(&r.report, "hist");
-                    let reads: u64 = h.range(..32).map(|(_, n)| n).sum();
-                    let writes: u64 = h.range(32..).map(|(_, n)| n).sum();
-                    v.insert(name.clone(), serde_json::json!([reads, writes]));
-                } else if name == "hist" {
-                    v.insert(
-                        name.clone(),
-                        entries(&r.report, name).values().sum::<u64>().into(),
-                    );
-                } else if name != "rb_stats" {
-                    v.insert(name.clone(), dump.clone());
-                }
-            }
-            // rw_tracer's struct rw_event: op at 28, fd at 32, count at
-            // 48, ret at 56 (timestamps, ids and buffer addresses vary).
-            // Only the target's descriptors (fusion_target.c's ZERO_FD,
-            // NULL_FD): the agent's own writes of the events file vary.
-            let events: Vec<Vec<u8>> = r
-                .events
-                .iter()
-                .filter(|e| e.len() >= 64 && matches!(le_u64(&e[32..40]), 100 | 101))
-                .map(|e| [&e[28..40], &e[48..64]].concat())
-                .collect();
-            v.insert("events".into(), serde_json::json!(events));
-            Value::Object(v)
+        let unfused = trace(&obj, "jit", "none");
+        // The paper's tool climbs the whole ladder; the others run at the top.
+        let ladder: &[&str] = if tool == "fsdist" {
+            levels("jit")
+        } else {
+            &["all"]
         };
-        assert_eq!(
-            view(&unfused),
-            view(&fused),
-            "{tool}: --no-fuse and fused differ"
-        );
-        if tool == "fsdist" {
-            let h = entries(&fused.report, "hist");
-            assert!(
-                h.range(..32).map(|(_, n)| n).sum::<u64>() >= 500
-                    && h.range(32..).map(|(_, n)| n).sum::<u64>() >= 500,
-                "fsdist: fusion_target's 500 reads and 500 writes: {h:?}"
+        for &level in ladder {
+            let fused = trace(&obj, "jit", level);
+            let want: &[&str] = if level == "fold" { &[] } else { handoffs };
+            assert_eq!(
+                internalised(&fused.report),
+                want,
+                "{tool} --fuse {level}: what ran fused\n{}",
+                fused.stderr
             );
+            let view = |r: &Run| -> Value {
+                let maps = &r.report["maps"];
+                let mut v = serde_json::Map::new();
+                for (name, dump) in maps.as_object().unwrap() {
+                    if handoffs.contains(&name.as_str()) {
+                        // Entries of calls in flight at exit, by count.
+                        v.insert(name.clone(), dump.as_array().map_or(0, Vec::len).into());
+                    } else if name == "hist" && tool == "fsdist" {
+                        let h = entries(&r.report, "hist");
+                        let reads: u64 = h.range(..32).map(|(_, n)| n).sum();
+                        let writes: u64 = h.range(32..).map(|(_, n)| n).sum();
+                        v.insert(name.clone(), serde_json::json!([reads, writes]));
+                    } else if name == "hist" {
+                        v.insert(
+                            name.clone(),
+                            entries(&r.report, name).values().sum::<u64>().into(),
+                        );
+                    } else if name != "rb_stats" {
+                        v.insert(name.clone(), dump.clone());
+                    }
+                }
+                // rw_tracer's struct rw_event: op at 28, fd at 32, count at
+                // 48, ret at 56 (timestamps, ids and buffer addresses vary).
+                // Only the target's descriptors (fusion_target.c's ZERO_FD,
+                // NULL_FD): the agent's own writes of the events file vary.
+                let events: Vec<Vec<u8>> = r
+                    .events
+                    .iter()
+                    .filter(|e| e.len() >= 64 && matches!(le_u64(&e[32..40]), 100 | 101))
+                    .map(|e| [&e[28..40], &e[48..64]].concat())
+                    .collect();
+                v.insert("events".into(), serde_json::json!(events));
+                Value::Object(v)
+            };
+            assert_eq!(
+                view(&unfused),
+                view(&fused),
+                "{tool}: --no-fuse and --fuse {level} differ"
+            );
+            if tool == "fsdist" {
+                let h = entries(&fused.report, "hist");
+                assert!(
+                    h.range(..32).map(|(_, n)| n).sum::<u64>() >= 500
+                        && h.range(32..).map(|(_, n)| n).sum::<u64>() >= 500,
+                    "fsdist --fuse {level}: fusion_target's 500 reads and 500 writes: {h:?}"
+                );
+            }
         }
     }
 }

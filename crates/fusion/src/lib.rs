@@ -33,5 +33,5 @@ pub mod plan;
 pub mod summary;
 
 pub use pair::{analyse_pair, analyse_pair_sharing, Handoff, PairReport, Refusal};
-pub use plan::{plan, FusionPlan, InternalMap};
+pub use plan::{pairs, plan, FusionPlan, InternalMap};
 pub use summary::{summarise, MapOp, MapUse, ProgramSummary, ThreadKey};

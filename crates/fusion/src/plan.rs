@@ -99,6 +99,30 @@ fn attach_point(kind: &ProgKind) -> Result<(String, Side), String> {
     }
 }
 
+/// Every (entry, exit) pair of `obj` by program name, analysed or not, in
+/// the order [`plan`] reports them.
+pub fn pairs(obj: &Object) -> Vec<(String, String)> {
+    let mut functions: BTreeMap<String, (Vec<&str>, Vec<&str>)> = BTreeMap::new();
+    for p in &obj.programs {
+        if let Ok((f, side)) = attach_point(&p.kind) {
+            let e = functions.entry(f).or_default();
+            if side == Side::Entry {
+                e.0.push(&p.name);
+            } else {
+                e.1.push(&p.name);
+            }
+        }
+    }
+    functions
+        .values()
+        .flat_map(|(entries, exits)| {
+            entries
+                .iter()
+                .flat_map(move |e| exits.iter().map(move |x| (e.to_string(), x.to_string())))
+        })
+        .collect()
+}
+
 /// Pairs the programs of `obj` and analyses each pair. `exposed` names
 /// maps visible outside the programs (see [`analyse_pair`]).
 pub fn plan(obj: &Object, exposed: &dyn Fn(&bpfjet_maps::MapSpec) -> Option<String>) -> FusionPlan {

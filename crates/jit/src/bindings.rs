@@ -147,6 +147,37 @@ pub struct Bindings {
     /// CPU id, clock, ring buffers, `bpf_loop`, tail calls) may be inlined,
     /// the XDP ones are not (tracing programs cannot call them).
     pub tracing: bool,
+    /// The maps a tracing object keeps per thread (pairwise fusion's
+    /// internalised hand-off maps), in the order of the run's slot table
+    /// (`TracingEnv::thread_slot_table`): their rewritten calls
+    /// (`THREAD_MAP_*`) are compiled as loads and stores on the slot.
+    /// Empty: those calls are direct calls to the runtime's natives.
+    pub thread_maps: Vec<ThreadMapBinding>,
+    /// Fold loads from frozen `.rodata`-style values to constants (on by
+    /// default; off only to measure what the folding is worth).
+    pub fold_frozen: bool,
+    /// Context loads known at the attach point, folded to constants
+    /// (pairwise fusion's attach-site folding): byte offset into the
+    /// context record, its width in bytes, the value.
+    pub ctx_constants: Vec<CtxConstant>,
+}
+
+/// A map kept per thread, as the lifter inlines its slot operations.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct ThreadMapBinding {
+    /// The handle the program loads for the map (r1 of the calls).
+    pub handle: u64,
+    pub key_size: u32,
+    pub value_size: u32,
+}
+
+/// A context field whose value every run of the program sees the same
+/// (for `tracepoint/syscalls/sys_enter_X`: the system-call number).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct CtxConstant {
+    pub offset: u64,
+    pub size: u8,
+    pub value: u64,
 }
 
 impl std::fmt::Debug for Bindings {
@@ -156,6 +187,9 @@ impl std::fmt::Debug for Bindings {
             .field("const_keys", &self.const_keys)
             .field("xdp", &self.xdp)
             .field("tracing", &self.tracing)
+            .field("thread_maps", &self.thread_maps)
+            .field("fold_frozen", &self.fold_frozen)
+            .field("ctx_constants", &self.ctx_constants)
             .finish()
     }
 }
@@ -197,6 +231,9 @@ pub(crate) struct Resolved {
     /// Kfunc calls' imm -> the NF library's kfunc (compiled in or called
     /// directly; see `lift::kfunc`).
     pub kfuncs: BTreeMap<i32, &'static bpfjet_kfuncs::Kfunc>,
+    /// Maps kept per thread by handle: (index in the slot table, binding).
+    pub thread_maps: HashMap<u64, (usize, ThreadMapBinding)>,
+    pub ctx_constants: Vec<CtxConstant>,
 }
 
 impl Resolved {
@@ -266,10 +303,14 @@ impl Bindings {
         };
         for map in &self.maps {
             r.maps.insert(Map::handle(map) as u64, kind(map));
-            if let Some(f) = frozen_value(map) {
+            if let Some(f) = frozen_value(map).filter(|_| self.fold_frozen) {
                 r.frozen.push(f);
             }
         }
+        for (i, m) in self.thread_maps.iter().enumerate() {
+            r.thread_maps.insert(m.handle, (i, *m));
+        }
+        r.ctx_constants = self.ctx_constants.clone();
         r
     }
 
@@ -293,13 +334,25 @@ impl Bindings {
                 MapKind::Keyed { key_size } => h.u64(2).u64(u64::from(key_size)),
                 MapKind::Other => h.u64(3),
             };
-            match frozen_value(map) {
+            match frozen_value(map).filter(|_| self.fold_frozen) {
                 Some(f) => h.u64(1).bytes(&f.bytes),
                 None => h.u64(0),
             };
         }
         for (slot, key) in &self.const_keys {
             h.u64(*slot as u64).u64(u64::from(*key));
+        }
+        // Which map each slot-table entry is, by its index in `table`.
+        h.u64(self.thread_maps.len() as u64);
+        for m in &self.thread_maps {
+            let index = table.iter().position(|b| b.handle == m.handle);
+            h.u64(index.map_or(u64::MAX, |i| i as u64))
+                .u64(u64::from(m.key_size))
+                .u64(u64::from(m.value_size));
+        }
+        h.u64(self.ctx_constants.len() as u64);
+        for c in &self.ctx_constants {
+            h.u64(c.offset).u64(u64::from(c.size)).u64(c.value);
         }
     }
 }

@@ -31,9 +31,9 @@ mod tracing;
 mod trampoline;
 
 pub use aot::{source_hash, AotArtifact, AotError, AotMap, AotProgram, AOT_FORMAT_VERSION};
-pub use bindings::Bindings;
+pub use bindings::{Bindings, CtxConstant, ThreadMapBinding};
 pub use error::JitError;
 pub use object::{CompiledPrograms, JitObject, ObjectError, XdpBench, XdpEngine};
 pub use options::{CacheMode, CpuTarget, JitOptions, OptLevel};
 pub use program::{llvm_compilations, CompileStats, DumpStage, JitProgram};
-pub use tracing::load_tracing;
+pub use tracing::{dump_tracing, load_tracing, load_tracing_with, TracingJit};

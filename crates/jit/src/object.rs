@@ -106,6 +106,18 @@ impl CompiledPrograms {
         })
     }
 
+    /// [`CompiledPrograms::compile`] with each program's [`Bindings`]
+    /// adjusted by `adjust(program, bindings)` before compiling.
+    pub fn compile_bound(
+        loaded: &LoadedObject,
+        jit: &JitOptions,
+        adjust: &dyn Fn(&str, &mut Bindings),
+    ) -> CompiledPrograms {
+        Self::build(loaded, |loaded, name| {
+            JitObject::compile_one_bound(loaded, name, jit, adjust)
+        })
+    }
+
     pub(crate) fn build(
         loaded: &LoadedObject,
         mut native: impl FnMut(&LoadedObject, &str) -> Result<Compiled, ObjectError>,
@@ -195,6 +207,18 @@ impl CompiledPrograms {
     pub fn program_table(&self) -> Vec<Option<Program>> {
         self.table.clone()
     }
+
+    /// The IR or assembly of program `name` as compiled here (with its
+    /// bindings).
+    pub fn dump(&self, name: &str, stage: DumpStage) -> Result<String, ObjectError> {
+        let c = self.compiled(name)?;
+        JitProgram::dump_bound(&c.insns, &c.opts, &c.options, &c.bindings, stage).map_err(
+            |source| ObjectError::Compile {
+                program: name.to_string(),
+                source,
+            },
+        )
+    }
 }
 
 impl std::fmt::Debug for JitObject {
@@ -236,11 +260,24 @@ impl JitObject {
         name: &str,
         jit: &JitOptions,
     ) -> Result<Compiled, ObjectError> {
+        Self::compile_one_bound(loaded, name, jit, &|_, _| {})
+    }
+
+    /// [`JitObject::compile_one`] with the bindings adjusted by `adjust`
+    /// (what the loader of the object knows beyond the object: tracing's
+    /// maps kept per thread, attach-site constants).
+    pub(crate) fn compile_one_bound(
+        loaded: &LoadedObject,
+        name: &str,
+        jit: &JitOptions,
+        adjust: &dyn Fn(&str, &mut Bindings),
+    ) -> Result<Compiled, ObjectError> {
         let CompileInputs {
             insns,
             opts,
-            bindings,
+            mut bindings,
         } = Self::compile_inputs(loaded, name)?;
+        adjust(name, &mut bindings);
         let compiled =
             JitProgram::compile_bound(&insns, &opts, jit, &bindings).map_err(|source| {
                 ObjectError::Compile {
@@ -290,6 +327,9 @@ impl JitObject {
             const_keys,
             xdp,
             tracing,
+            thread_maps: Vec::new(),
+            fold_frozen: true,
+            ctx_constants: Vec::new(),
         };
         Ok(CompileInputs {
             insns,

@@ -333,10 +333,11 @@ impl JitProgram {
         }
     }
 
-    fn activation(&self, cpu: u64) -> Activation {
+    fn activation(&self, cpu: u64, thread_slots: *const *const u8) -> Activation {
         Activation {
             tails: self.tails.as_ref().map_or(std::ptr::null(), Arc::as_ptr),
             cpu,
+            thread_slots,
         }
     }
 
@@ -364,7 +365,7 @@ impl JitProgram {
         for (reg, arg) in regs.iter_mut().zip(args) {
             *reg = *arg;
         }
-        let act = self.activation(trampoline::cpu_of(user));
+        let act = self.activation(trampoline::cpu_of(user), trampoline::thread_slots_of(user));
         self.inner.program.run_externally(state, |state| {
             trampoline::run_native(&self.inner, act, state, user, 0, 0, &regs)
         })
@@ -377,7 +378,7 @@ impl JitProgram {
         state: &mut RunState,
         env: &mut bpfjet_runtime::XdpEnv,
     ) -> Result<u64, Fault> {
-        let act = self.activation(u64::from(env.cpu()));
+        let act = self.activation(u64::from(env.cpu()), std::ptr::null());
         self.inner.program.run_externally(state, |state| {
             // Built here, by reference: a copy of the array through the
             // closure's captures costs a store-forwarding stall per run.

@@ -5,14 +5,18 @@
 //! program type shares are inlined as for XDP (map lookups as address
 //! arithmetic or key-size-specialised calls, updates, deletes, ring-buffer
 //! reserve/submit, the CPU id, the clock, `bpf_loop`: see `lift::inline`),
-//! the per-thread map operations of internalised hand-off maps are direct
-//! calls (`crate::thread_maps`), the tracing helpers go through the
+//! the per-thread map operations of internalised hand-off maps are loads
+//! and stores on the thread's slot (`lift::thread_slots`, or direct calls,
+//! `crate::thread_maps`, with [`TracingJit::inline_thread_maps`] off),
+//! context fields the attach point fixes may be folded
+//! ([`TracingJit::ctx_constants`]), the tracing helpers go through the
 //! trampoline to the runtime's; context loads of `pt_regs` and the
 //! tracepoint records are plain loads.
 
+use crate::bindings::{Bindings, CtxConstant, ThreadMapBinding};
 use crate::object::{CompiledPrograms, ObjectError};
 use crate::options::JitOptions;
-use crate::program::JitProgram;
+use crate::program::{DumpStage, JitProgram};
 use bpfjet_obj::Object;
 use bpfjet_runtime::tracing::{NativeEntry, TracingObject, TracingOptions};
 use bpfjet_runtime::{Fault, LoadedObject, ObjectOptions, RunState};
@@ -30,6 +34,30 @@ impl NativeEntry for JitProgram {
     }
 }
 
+/// What the JIT assumes beyond the programs (pairwise fusion's steps,
+/// docs/TRACING.md "Pairwise fusion").
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TracingJit {
+    /// Compile the operations on maps kept per thread as loads and stores
+    /// on the thread's slot (else: direct calls to the runtime's natives).
+    pub inline_thread_maps: bool,
+    /// Fold loads from frozen `.rodata` values (on in every other JIT use).
+    pub fold_rodata: bool,
+    /// Context fields constant at each program's attach point, by program
+    /// name (`tracepoint/syscalls/sys_enter_X`: the system-call number).
+    pub ctx_constants: std::collections::BTreeMap<String, Vec<CtxConstant>>,
+}
+
+impl Default for TracingJit {
+    fn default() -> Self {
+        TracingJit {
+            inline_thread_maps: true,
+            fold_rodata: true,
+            ctx_constants: Default::default(),
+        }
+    }
+}
+
 /// Load `obj` as [`TracingObject::load`] does and compile every tracing
 /// program with the JIT; a program that fails to compile is an error.
 pub fn load_tracing(
@@ -37,6 +65,49 @@ pub fn load_tracing(
     opts: &TracingOptions,
     jit: &JitOptions,
 ) -> Result<TracingObject, ObjectError> {
+    load_tracing_with(obj, opts, jit, &TracingJit::default())
+}
+
+/// [`load_tracing`] with the fusion steps of `steps`.
+pub fn load_tracing_with(
+    obj: &Object,
+    opts: &TracingOptions,
+    jit: &JitOptions,
+    steps: &TracingJit,
+) -> Result<TracingObject, ObjectError> {
+    let (mut tracing, compiled) = compile_tracing(obj, opts, jit, steps)?;
+    let names: Vec<String> = tracing
+        .programs()
+        .iter()
+        .map(|p| p.name().to_string())
+        .collect();
+    for name in names {
+        let native = compiled.program(&name)?.clone();
+        tracing.install_native(&name, Arc::new(native))?;
+    }
+    Ok(tracing)
+}
+
+/// The IR or assembly of tracing program `program` as
+/// [`load_tracing_with`] compiles it.
+pub fn dump_tracing(
+    obj: &Object,
+    opts: &TracingOptions,
+    jit: &JitOptions,
+    steps: &TracingJit,
+    program: &str,
+    stage: DumpStage,
+) -> Result<String, ObjectError> {
+    let (_, compiled) = compile_tracing(obj, opts, jit, steps)?;
+    compiled.dump(program, stage)
+}
+
+fn compile_tracing(
+    obj: &Object,
+    opts: &TracingOptions,
+    jit: &JitOptions,
+    steps: &TracingJit,
+) -> Result<(TracingObject, CompiledPrograms), ObjectError> {
     let loaded = LoadedObject::load(
         obj,
         &ObjectOptions {
@@ -49,16 +120,32 @@ pub fn load_tracing(
     )?;
     // Wrap first: maps kept per thread have their calls rewritten then,
     // and the JIT compiles the rewritten form.
-    let mut tracing = TracingObject::from_loaded(loaded, opts)?;
-    let compiled = CompiledPrograms::compile(tracing.loaded(), jit);
-    let names: Vec<String> = tracing
-        .programs()
-        .iter()
-        .map(|p| p.name().to_string())
-        .collect();
-    for name in names {
-        let native = compiled.program(&name)?.clone();
-        tracing.install_native(&name, Arc::new(native))?;
-    }
-    Ok(tracing)
+    let tracing = TracingObject::from_loaded(loaded, opts)?;
+    // In the order of the run's slot table (`TracingEnv::thread_slot_table`).
+    let thread_maps: Vec<ThreadMapBinding> = if steps.inline_thread_maps {
+        tracing
+            .thread_maps()
+            .iter()
+            .map(|m| ThreadMapBinding {
+                handle: m.handle(),
+                key_size: m.key_size() as u32,
+                value_size: m.value_size() as u32,
+            })
+            .collect()
+    } else {
+        Vec::new()
+    };
+    let adjust = |program: &str, b: &mut Bindings| {
+        if b.tracing {
+            b.thread_maps = thread_maps.clone();
+            b.fold_frozen = steps.fold_rodata;
+            b.ctx_constants = steps
+                .ctx_constants
+                .get(program)
+                .cloned()
+                .unwrap_or_default();
+        }
+    };
+    let compiled = CompiledPrograms::compile_bound(tracing.loaded(), jit, &adjust);
+    Ok((tracing, compiled))
 }

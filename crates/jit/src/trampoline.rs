@@ -45,6 +45,10 @@ pub(crate) struct RunCtx {
     /// The CPU slot of the run (inlined `bpf_get_smp_processor_id` and
     /// per-CPU array lookups read it at `lift::RUNCTX_CPU_OFFSET`).
     cpu: u64,
+    /// A tracing run's table of per-thread slots of the maps kept per
+    /// thread (`TracingEnv::thread_slot_table`; null otherwise): inlined
+    /// slot operations read it at `lift::RUNCTX_THREAD_SLOTS_OFFSET`.
+    thread_slots: *const *const u8,
     code: *const JitInner,
     state: *mut RunState,
     user: *mut (dyn Any + 'static),
@@ -156,11 +160,20 @@ pub(crate) fn cpu_of(user: &(dyn Any + 'static)) -> u64 {
     bpfjet_runtime::run_env_ref(user).map_or(0, |env| u64::from(env.cpu()))
 }
 
-/// One activation's surroundings: the run's tail-call table and CPU slot.
+/// The per-thread slot table of a tracing run's context (null for any
+/// other per-run context).
+pub(crate) fn thread_slots_of(user: &(dyn Any + 'static)) -> *const *const u8 {
+    user.downcast_ref::<bpfjet_runtime::tracing::TracingEnv>()
+        .map_or(std::ptr::null(), |env| env.thread_slot_table())
+}
+
+/// One activation's surroundings: the run's tail-call table, CPU slot and
+/// per-thread slot table.
 #[derive(Clone, Copy)]
 pub(crate) struct Activation {
     pub tails: *const TailTable,
     pub cpu: u64,
+    pub thread_slots: *const *const u8,
 }
 
 /// Run the function at `slot` of `code` natively at call depth `depth`.
@@ -183,6 +196,7 @@ pub(crate) fn run_native(
     let mut ctx = RunCtx {
         status: RUNNING,
         cpu: act.cpu,
+        thread_slots: act.thread_slots,
         code,
         state,
         user,
@@ -264,6 +278,7 @@ fn call_helper(
         act: Activation {
             tails: ctx.tails,
             cpu: ctx.cpu,
+            thread_slots: ctx.thread_slots,
         },
     };
     // SAFETY: `state` and `user` were borrowed mutably for the whole run by
@@ -324,6 +339,7 @@ unsafe extern "C" fn jit_resume(ctx: *mut RunCtx, pc: u64, depth: u64, args: *co
         let act = Activation {
             tails: ctx.tails,
             cpu: ctx.cpu,
+            thread_slots: ctx.thread_slots,
         };
         run_native(&jit, act, state, user, 0, depth as usize, &args)
     }));
@@ -340,6 +356,11 @@ unsafe extern "C" fn jit_depth_fault(ctx: *mut RunCtx, pc: u64) {
         max: MAX_CALL_DEPTH,
     });
 }
+
+const _: () = assert!(
+    std::mem::offset_of!(RunCtx, thread_slots) as u64 == crate::lift::RUNCTX_THREAD_SLOTS_OFFSET,
+    "generated code reads the per-thread slot table at RUNCTX_THREAD_SLOTS_OFFSET"
+);
 
 const _: () = assert!(
     std::mem::offset_of!(RunCtx, cpu) as u64 == crate::lift::RUNCTX_CPU_OFFSET,

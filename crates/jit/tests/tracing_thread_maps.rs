@@ -7,9 +7,12 @@
 //! recursion on one thread (overwrite, BPF_NOEXIST, BPF_EXIST), E2BIG with
 //! more threads holding an entry than the map has entries, entries left by
 //! calls that never return, and a call site that is not where the spec
-//! says (the map then stays a map).
+//! says (the map then stays a map). The JIT runs both ways of reaching the
+//! slot: the slot operations compiled as loads and stores (the default;
+//! the optimized code of both programs must hold no call for them) and
+//! direct calls to the runtime's natives.
 
-use bpfjet_jit::{load_tracing, JitOptions};
+use bpfjet_jit::{dump_tracing, load_tracing_with, DumpStage, JitOptions, TracingJit};
 use bpfjet_runtime::tracing::{ProbeSite, PtRegs, ThreadMapSpec, TracingObject, TracingOptions};
 use std::sync::{Arc, Barrier};
 
@@ -178,21 +181,38 @@ fn spec(obj: &bpfjet_obj::Object) -> Vec<ThreadMapSpec> {
         .collect()
 }
 
+/// How the programs run: the interpreter, or the JIT with the slot
+/// operations inlined or as native calls.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Engine {
+    Interp,
+    JitInline,
+    JitCalls,
+}
+
+fn steps(engine: Engine) -> TracingJit {
+    TracingJit {
+        inline_thread_maps: engine == Engine::JitInline,
+        ..TracingJit::default()
+    }
+}
+
 fn load(
     obj: &bpfjet_obj::Object,
-    jit: bool,
+    engine: Engine,
     thread_maps: Vec<ThreadMapSpec>,
 ) -> Arc<TracingObject> {
     let opts = TracingOptions {
         thread_maps,
         ..TracingOptions::default()
     };
-    Arc::new(if jit {
-        load_tracing(obj, &opts, &JitOptions::default()).unwrap()
-    } else {
-        TracingObject::load(obj, &opts).unwrap()
+    Arc::new(match engine {
+        Engine::Interp => TracingObject::load(obj, &opts).unwrap(),
+        jit => load_tracing_with(obj, &opts, &JitOptions::uncached(), &steps(jit)).unwrap(),
     })
 }
+
+const ENGINES: [Engine; 3] = [Engine::Interp, Engine::JitInline, Engine::JitCalls];
 
 #[test]
 fn kept_per_thread_answers_as_the_map() {
@@ -204,7 +224,7 @@ fn kept_per_thread_answers_as_the_map() {
     assert_eq!(kept.len(), 1, "{kept:?}");
     assert_eq!(kept[0].map, "held");
     let mut reference = None;
-    for jit in [false, true] {
+    for jit in ENGINES {
         let unfused = load(&obj, jit, Vec::new());
         let fused = load(&obj, jit, kept.clone());
         assert_eq!(
@@ -215,12 +235,12 @@ fn kept_per_thread_answers_as_the_map() {
         );
         let want = scenario(&unfused);
         let got = scenario(&fused);
-        assert_eq!(want, got, "jit={jit}: kept per thread vs map");
+        assert_eq!(want, got, "{jit:?}: kept per thread vs map");
         assert_eq!(fused.faults().0, 0, "{:?}", fused.faults().1);
         // The interpreter and the JIT agree too.
         match &reference {
             None => reference = Some(want),
-            Some(r) => assert_eq!(r, &want, "interpreter vs JIT"),
+            Some(r) => assert_eq!(r, &want, "interpreter vs {jit:?}"),
         }
     }
     // Spot checks against the map semantics themselves.
@@ -246,7 +266,7 @@ fn a_call_site_that_is_not_a_map_call_keeps_the_map() {
     let obj = bpfjet_obj::load_file(&path).unwrap();
     let mut bad = spec(&obj);
     bad[0].sites.push(("entry".into(), 0));
-    for jit in [false, true] {
+    for jit in ENGINES {
         let t = load(&obj, jit, bad.clone());
         assert!(t.thread_maps().is_empty());
         let why = t.thread_map_refusals().join("\n");
@@ -254,5 +274,68 @@ fn a_call_site_that_is_not_a_map_call_keeps_the_map() {
         // Every call still goes to the map.
         let (_, left) = scenario(&t);
         assert_eq!(left, [30]);
+    }
+}
+
+/// With the slot operations inlined, the optimized code of the entry and
+/// the exit calls nothing for the map kept per thread: no helper
+/// trampoline, no thread-map native, no map native (the run log's array
+/// lookup is address arithmetic). With them as native calls, the natives
+/// are there: the check can see a call.
+#[test]
+fn slot_operations_compile_to_loads_and_stores() {
+    let path = bpfjet_testsupport::Compile::text("thread_maps_ir", SRC)
+        .arg("-D__TARGET_ARCH_x86")
+        .object();
+    let obj = bpfjet_obj::load_file(&path).unwrap();
+    let opts = TracingOptions {
+        thread_maps: spec(&obj),
+        ..TracingOptions::default()
+    };
+    let ir = |engine: Engine, program: &str| {
+        dump_tracing(
+            &obj,
+            &opts,
+            &JitOptions::uncached(),
+            &steps(engine),
+            program,
+            DumpStage::OptimizedIr,
+        )
+        .unwrap()
+    };
+    let calls = |ir: &str| -> Vec<String> {
+        ir.lines()
+            .filter(|l| l.contains("call ") && !l.contains("@llvm."))
+            .map(|l| l.trim().to_string())
+            .collect()
+    };
+    for program in ["entry", "leave"] {
+        let inlined = ir(Engine::JitInline, program);
+        let left: Vec<String> = calls(&inlined)
+            .into_iter()
+            // The cold abort of a run without slots is not an operation.
+            .filter(|c| !c.contains("thread_map_no_slots"))
+            .filter(|c| {
+                c.contains("thread_map") || c.contains("bpfjet_jit_helper") || c.contains("map_")
+            })
+            .collect();
+        // bpf_get_current_pid_tgid is a tracing helper (trampoline); only
+        // it may remain.
+        assert!(
+            left.iter().all(|c| c.contains("bpfjet_jit_helper")),
+            "{program}: map calls left:\n{}",
+            left.join("\n")
+        );
+        assert!(
+            inlined.contains("atomicrmw") || program == "leave",
+            "{program}: the update's count is not in the code:\n{inlined}"
+        );
+        let called = ir(Engine::JitCalls, program);
+        assert!(
+            calls(&called)
+                .iter()
+                .any(|c| c.contains("bpfjet_jit_thread_map_")),
+            "{program}: the native-call variant shows no thread-map call:\n{called}"
+        );
     }
 }

@@ -1,6 +1,6 @@
 //! Loading the object in the traced process and attaching its programs.
 
-use crate::config::Config;
+use crate::config::{Config, Fuse};
 use crate::{alive, dlopen, events, report, threads, usdt};
 use bpfjet_obj::{ProbeFlavor, ProbeTarget, ProgKind};
 use bpfjet_probe::symbols::{loaded_objects, resolve, resolve_path, UprobeTarget};
@@ -49,6 +49,8 @@ pub struct Agent {
     pub ringbufs: Vec<String>,
     /// The pairs that run fused: `{"entry", "exit", "internalised": [MAP...]}`.
     pub fused: Vec<serde_json::Value>,
+    /// The fusion level, engine and what was folded (report's `"fusion"`).
+    pub fusion: serde_json::Value,
     /// Why maps the analysis found could not be kept per thread.
     pub fusion_refusals: Vec<String>,
     pid: u32,
@@ -76,12 +78,13 @@ pub fn start(cfg: Config) -> Result<(), String> {
     let obj =
         bpfjet_obj::load_file(&cfg.object).map_err(|e| format!("{}: {e}", cfg.object.display()))?;
     let mut opts = TracingOptions::default();
-    let plan = match cfg.fuse {
-        crate::config::Fuse::None => bpfjet_fusion::FusionPlan::default(),
-        // `bpfjet trace` loads the object alone and no control plane can
-        // open its maps (no pinning by path, no server): only pinning by
-        // name, which the analysis refuses, exposes a map.
-        crate::config::Fuse::Internalise => bpfjet_fusion::plan(&obj, &|_| None),
+    // `bpfjet trace` loads the object alone and no control plane can open
+    // its maps (no pinning by path, no server): only pinning by name, which
+    // the analysis refuses, exposes a map.
+    let plan = if cfg.fuse >= Fuse::InternaliseCalls {
+        bpfjet_fusion::plan(&obj, &|_| None)
+    } else {
+        bpfjet_fusion::FusionPlan::default()
     };
     opts.thread_maps = plan
         .internal_maps
@@ -95,8 +98,18 @@ pub fn start(cfg: Config) -> Result<(), String> {
                 .collect(),
         })
         .collect();
+    let folded = if cfg.fuse >= Fuse::Fold && cfg.jit {
+        attach_site_constants(&obj)
+    } else {
+        BTreeMap::new()
+    };
+    let steps = bpfjet_jit::TracingJit {
+        inline_thread_maps: cfg.fuse >= Fuse::Internalise,
+        fold_rodata: cfg.fold_rodata,
+        ctx_constants: folded.clone(),
+    };
     let tracing = if cfg.jit {
-        bpfjet_jit::load_tracing(&obj, &opts, &bpfjet_jit::JitOptions::default())
+        bpfjet_jit::load_tracing_with(&obj, &opts, &bpfjet_jit::JitOptions::default(), &steps)
             .map_err(|e| format!("{}: {e}", cfg.object.display()))?
     } else {
         TracingObject::load(&obj, &opts).map_err(|e| format!("{}: {e}", cfg.object.display()))?
@@ -116,22 +129,69 @@ pub fn start(cfg: Config) -> Result<(), String> {
             .map_err(|e| format!("--ringbuf-backpressure {name}: {e}"))?;
     }
     let object: &'static TracingObject = Box::leak(Box::new(tracing));
+    // Report as folded only programs whose context reads reach the field
+    // (the verifier's furthest context byte): the others' code cannot
+    // have changed.
+    let mut folded = folded;
+    folded.retain(|program, constants| {
+        let reach = object
+            .program_id(program)
+            .map_or(0, |id| object.programs()[id].ctx_bytes());
+        constants.retain(|c| c.offset < reach);
+        !constants.is_empty()
+    });
     let kept: Vec<&str> = object.thread_maps().iter().map(|m| m.name()).collect();
-    let fused: Vec<serde_json::Value> = plan
-        .pairs
+    // What ran, pair by pair: the steps that applied to it.
+    let slot_ops = if steps.inline_thread_maps && cfg.jit {
+        "inline-slot-ops"
+    } else {
+        "slot-calls"
+    };
+    let fused: Vec<serde_json::Value> = bpfjet_fusion::pairs(&obj)
         .iter()
-        .filter_map(|p| {
-            let maps: Vec<&str> = p
-                .internalised
+        .filter_map(|(entry, exit)| {
+            let planned = plan
+                .pairs
                 .iter()
-                .map(|h| h.name.as_str())
-                .filter(|n| kept.contains(n))
-                .collect();
-            (p.pair_refusal.is_none() && !maps.is_empty()).then(
-                || serde_json::json!({"entry": p.entry, "exit": p.exit, "internalised": maps}),
-            )
+                .find(|p| &p.entry == entry && &p.exit == exit && p.pair_refusal.is_none());
+            let maps: Vec<&str> = planned
+                .map(|p| {
+                    p.internalised
+                        .iter()
+                        .map(|h| h.name.as_str())
+                        .filter(|n| kept.contains(n))
+                        .collect()
+                })
+                .unwrap_or_default();
+            let mut applied = Vec::new();
+            if folded.contains_key(entry) || folded.contains_key(exit) {
+                applied.push("fold-attach-site");
+            }
+            if !maps.is_empty() {
+                applied.push("internalise");
+                applied.push(slot_ops);
+            }
+            (!applied.is_empty()).then(|| {
+                serde_json::json!({
+                    "entry": entry, "exit": exit, "internalised": maps, "steps": applied,
+                })
+            })
         })
         .collect();
+    let fusion = serde_json::json!({
+        "level": format!("{:?}", cfg.fuse),
+        "engine": if cfg.jit { "jit" } else { "interp" },
+        "fold_rodata": cfg.jit && cfg.fold_rodata,
+        "folded": folded
+            .iter()
+            .map(|(p, c)| serde_json::json!({
+                "program": p,
+                "ctx": c.iter().map(|c| serde_json::json!({
+                    "offset": c.offset, "size": c.size, "value": c.value,
+                })).collect::<Vec<_>>(),
+            }))
+            .collect::<Vec<_>>(),
+    });
     let fusion_refusals = object.thread_map_refusals().to_vec();
     let ringbufs: Vec<String> = obj
         .maps
@@ -339,6 +399,7 @@ pub fn start(cfg: Config) -> Result<(), String> {
         object,
         ringbufs,
         fused,
+        fusion,
         fusion_refusals,
         pid: std::process::id(),
         finished: AtomicBool::new(false),
@@ -411,6 +472,48 @@ pub fn start(cfg: Config) -> Result<(), String> {
         install_syscalls(object, sys)?;
     }
     Ok(())
+}
+
+/// The context fields constant at each program's attach point: for
+/// `tracepoint/syscalls/sys_enter_X|sys_exit_X`, the record's system-call
+/// number (`id` at offset 8, read whole or as its low half). Programs of
+/// other attach points get none.
+fn attach_site_constants(
+    obj: &bpfjet_obj::Object,
+) -> BTreeMap<String, Vec<bpfjet_jit::CtxConstant>> {
+    let mut out = BTreeMap::new();
+    for p in &obj.programs {
+        let ProgKind::Tracepoint { category, name } = &p.kind else {
+            continue;
+        };
+        if category != "syscalls" {
+            continue;
+        }
+        let call = name
+            .strip_prefix("sys_enter_")
+            .or_else(|| name.strip_prefix("sys_exit_"));
+        let Some(nr) = call.and_then(syscall_table::number) else {
+            continue;
+        };
+        let id = std::mem::offset_of!(SysEnterCtx, id) as u64;
+        debug_assert_eq!(id, std::mem::offset_of!(SysExitCtx, id) as u64);
+        out.insert(
+            p.name.clone(),
+            vec![
+                bpfjet_jit::CtxConstant {
+                    offset: id,
+                    size: 8,
+                    value: u64::from(nr),
+                },
+                bpfjet_jit::CtxConstant {
+                    offset: id,
+                    size: 4,
+                    value: u64::from(nr),
+                },
+            ],
+        );
+    }
+    out
 }
 
 impl Site {

@@ -9,16 +9,38 @@ pub const ENV_EVENTS: &str = "BPFJET_TRACE_EVENTS";
 /// `MAP=MS,...`: ring buffers in backpressure mode (MS 0: the default
 /// stall limit).
 pub const ENV_BACKPRESSURE: &str = "BPFJET_TRACE_BACKPRESSURE";
-/// Which pairwise-fusion optimisations to apply: `none`, `internalise`,
-/// `all` (unset: `none`).
+/// Which pairwise-fusion optimisations to apply: `none`, `fold`,
+/// `internalise-calls`, `internalise`, `all` (unset: `none`).
 pub const ENV_FUSE: &str = "BPFJET_TRACE_FUSE";
+/// `0`: the JIT does not fold frozen `.rodata` loads (to measure what that
+/// folding is worth); anything else or unset: it does.
+pub const ENV_FOLD_RODATA: &str = "BPFJET_TRACE_FOLD_RODATA";
 
-/// Pairwise fusion (docs/TRACING.md "Pairwise fusion").
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+/// Pairwise fusion's ladder (docs/TRACING.md "Pairwise fusion"): each
+/// level includes the ones before it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Fuse {
     None,
-    /// Hand-off maps kept per thread.
+    /// Attach-site constants folded by the JIT (the system-call number of
+    /// `tracepoint/syscalls/sys_enter_X|sys_exit_X` records).
+    Fold,
+    /// + hand-off maps kept per thread, slot operations as native calls.
+    InternaliseCalls,
+    /// + the slot operations compiled into the programs (JIT).
     Internalise,
+}
+
+impl Fuse {
+    /// The level named `s` (`all` is the highest).
+    pub fn parse(s: &str) -> Option<Fuse> {
+        Some(match s {
+            "none" => Fuse::None,
+            "fold" => Fuse::Fold,
+            "internalise-calls" => Fuse::InternaliseCalls,
+            "internalise" | "all" => Fuse::Internalise,
+            _ => return None,
+        })
+    }
 }
 
 /// Exit status of a traced process whose agent could not attach (the
@@ -35,6 +57,8 @@ pub struct Config {
     /// (map, stall limit in ms, 0 = default).
     pub backpressure: Vec<(String, u32)>,
     pub fuse: Fuse,
+    /// The JIT folds frozen `.rodata` loads.
+    pub fold_rodata: bool,
 }
 
 impl Config {
@@ -58,10 +82,11 @@ impl Config {
                     None => (s.to_string(), 0),
                 })
                 .collect(),
-            fuse: match std::env::var(ENV_FUSE).as_deref() {
-                Ok("internalise") | Ok("all") => Fuse::Internalise,
-                _ => Fuse::None,
-            },
+            fuse: std::env::var(ENV_FUSE)
+                .ok()
+                .and_then(|s| Fuse::parse(&s))
+                .unwrap_or(Fuse::None),
+            fold_rodata: std::env::var(ENV_FOLD_RODATA).map_or(true, |v| v != "0"),
         };
         for v in [
             ENV_OBJECT,
@@ -70,6 +95,7 @@ impl Config {
             ENV_EVENTS,
             ENV_BACKPRESSURE,
             ENV_FUSE,
+            ENV_FOLD_RODATA,
         ] {
             // SAFETY: the constructor runs before main, single-threaded.
             unsafe { std::env::remove_var(v) };

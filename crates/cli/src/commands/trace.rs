@@ -51,11 +51,21 @@ pub struct TraceArgs {
     #[arg(long = "ringbuf-backpressure", value_name = "MAP[=MS]",
           value_parser = super::object_args::parse_backpressure)]
     pub ringbuf_backpressure: Vec<(String, u32)>,
-    /// Which pairwise-fusion optimisations to apply: `none`; `internalise`
-    /// (hand-off maps kept per thread, docs/TRACING.md); `all` (everything
-    /// implemented: today the same as `internalise`).
-    #[arg(long, default_value = "all", value_parser = ["none", "internalise", "all"])]
+    /// Which pairwise-fusion steps to apply, each level including the ones
+    /// before it (docs/TRACING.md "Pairwise fusion"): `none`; `fold`
+    /// (attach-site constants folded by the JIT: the system-call number of
+    /// syscalls tracepoint records); `internalise-calls` (+ hand-off maps
+    /// kept per thread, slot operations as calls); `internalise` (+ the
+    /// slot operations compiled into the programs by the JIT); `all` (the
+    /// same as `internalise`).
+    #[arg(long, default_value = "all",
+          value_parser = ["none", "fold", "internalise-calls", "internalise", "all"])]
     pub fuse: String,
+    /// The JIT does not fold loads from frozen `.rodata` to constants (it
+    /// does by default, fused or not): to measure what that folding is
+    /// worth.
+    #[arg(long)]
+    pub no_fold_rodata: bool,
     /// Attach to a running process: refused (see docs/CLI.md).
     #[arg(long)]
     pub pid: Option<u32>,
@@ -218,14 +228,23 @@ pub fn run(args: &TraceArgs) -> Result<ExitCode> {
     } else {
         args.fuse.as_str()
     };
-    let plan = if fuse == "none" {
-        bpfjet_fusion::FusionPlan::default()
-    } else {
+    let internalise = matches!(fuse, "internalise-calls" | "internalise" | "all");
+    let plan = if internalise {
         bpfjet_fusion::plan(&object, &|_| None)
+    } else {
+        bpfjet_fusion::FusionPlan::default()
     };
     if args.explain {
-        if fuse == "none" {
-            eprintln!("bpfjet trace: fusion: --fuse none: not analysed, every pair runs unfused");
+        if fuse != "none" && args.engine == "jit" {
+            eprintln!(
+                "bpfjet trace: fusion: fold: the JIT folds the system-call number of \
+                 sys_enter_X/sys_exit_X records (ctx->id) to a constant"
+            );
+        }
+        if !internalise {
+            eprintln!(
+                "bpfjet trace: fusion: --fuse {fuse}: hand-offs not analysed, every map stays a map"
+            );
         } else {
             for line in plan.explain() {
                 eprintln!("bpfjet trace: fusion: {line}");
@@ -243,9 +262,17 @@ pub fn run(args: &TraceArgs) -> Result<ExitCode> {
                     programs.into_iter().collect::<Vec<_>>().join(", ")
                 );
             }
+            if fuse == "internalise-calls" || args.engine != "jit" {
+                eprintln!("bpfjet trace: fusion: slot operations run as calls into the runtime");
+            } else {
+                eprintln!(
+                    "bpfjet trace: fusion: slot operations compiled into the programs (loads \
+                     and stores on the thread's slot, no call)"
+                );
+            }
             eprintln!(
                 "bpfjet trace: fusion: not implemented: inlining entry and exit into one \
-                 function, folding .rodata/attach-site constants: each program still runs on its own"
+                 function sharing one frame: each program still runs on its own"
             );
         }
     }
@@ -272,7 +299,11 @@ pub fn run(args: &TraceArgs) -> Result<ExitCode> {
         .env("BPFJET_TRACE_OBJ", &obj)
         .env("BPFJET_TRACE_ENGINE", &args.engine)
         .env("BPFJET_TRACE_REPORT", &report)
-        .env("BPFJET_TRACE_FUSE", fuse);
+        .env("BPFJET_TRACE_FUSE", fuse)
+        .env(
+            "BPFJET_TRACE_FOLD_RODATA",
+            if args.no_fold_rodata { "0" } else { "1" },
+        );
     if !args.ringbuf_backpressure.is_empty() {
         let list: Vec<String> = args
             .ringbuf_backpressure
@@ -343,9 +374,10 @@ pub fn run(args: &TraceArgs) -> Result<ExitCode> {
     if args.explain {
         for p in fused.as_array().into_iter().flatten() {
             eprintln!(
-                "bpfjet trace: fusion: ran fused: {} + {}: internalised {}",
+                "bpfjet trace: fusion: ran fused: {} + {}: steps {}, internalised {}",
                 p["entry"].as_str().unwrap_or("?"),
                 p["exit"].as_str().unwrap_or("?"),
+                p["steps"],
                 p["internalised"]
             );
         }
@@ -371,6 +403,7 @@ pub fn run(args: &TraceArgs) -> Result<ExitCode> {
                 "exit_code": exit_code,
                 "syscalls": report.get("syscalls").cloned().unwrap_or(Value::Null),
                 "fused": fused,
+                "fusion": report.get("fusion").cloned().unwrap_or(Value::Null),
                 "fusable": fusable(&plan),
                 "usdt": report.get("usdt").cloned().unwrap_or_else(|| Value::Array(Vec::new())),
                 "dlopen": report.get("dlopen").cloned().unwrap_or_else(|| Value::Array(Vec::new())),

@@ -28,7 +28,7 @@ use inkwell::IntPredicate;
 /// A native parameter: the run context, a pointer from a register, or an
 /// integer.
 #[derive(Clone, Copy)]
-enum Arg {
+pub(super) enum Arg {
     Ctx,
     Ptr(u8),
     Reg(u8),
@@ -175,7 +175,7 @@ impl<'ctx> Lifter<'ctx, '_> {
 
     /// Call native `name` (returning i64) with `args`, set r0 to its result
     /// and return from the function if it aborted the run.
-    fn call_checked(
+    pub(super) fn call_checked(
         &mut self,
         fr: &Frame<'ctx>,
         pc: usize,

@@ -54,8 +54,10 @@ impl<'ctx> Lifter<'ctx, '_> {
         pc: usize,
         id: i32,
     ) -> LResult<bool> {
-        if let Some(call) = u32::try_from(id).ok().and_then(direct::thread_map_call) {
-            return self.direct_call(fr, pc, call);
+        if let Ok(uid) = u32::try_from(id) {
+            if self.thread_map_op(fr, pc, uid)? {
+                return Ok(true);
+            }
         }
         if !self.bind.xdp && !self.bind.tracing {
             return Ok(false);

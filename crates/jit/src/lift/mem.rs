@@ -83,6 +83,19 @@ impl<'ctx> Lifter<'ctx, '_> {
         off: i16,
     ) -> LResult<()> {
         let ty = self.sized(size);
+        if let Some(c) = self.ctx_constant(fr, pc, src, off, size) {
+            // An attach-site constant (pairwise fusion's folding): the
+            // field holds this value at every run of the program.
+            let v = ty.const_int(c, false);
+            let v = if size == Size::DW {
+                v
+            } else if sign_extend {
+                self.b.build_int_s_extend(v, self.t.i64, "ctx_const")?
+            } else {
+                self.b.build_int_z_extend(v, self.t.i64, "ctx_const")?
+            };
+            return self.set_reg(fr, dst, v);
+        }
         let p = self.address(fr, pc, src, off, size.bytes() as u64)?;
         let v = self.b.build_load(ty, p, "ld")?;
         set_align(v.as_instruction_value(), 1)?;
@@ -95,6 +108,35 @@ impl<'ctx> Lifter<'ctx, '_> {
             self.b.build_int_z_extend(v, self.t.i64, "zext")?
         };
         self.set_reg(fr, dst, v)
+    }
+
+    /// The value of a context field the bindings fold
+    /// ([`crate::Bindings::ctx_constants`]) when the load at `pc` reads
+    /// exactly it: the base is the program's context (r1 at the main
+    /// function's entry, plus a known offset).
+    fn ctx_constant(
+        &self,
+        fr: &Frame<'ctx>,
+        pc: usize,
+        src: Reg,
+        off: i16,
+        size: Size,
+    ) -> Option<u64> {
+        if self.bind.ctx_constants.is_empty() || fr.f.entry != 0 {
+            return None;
+        }
+        let Prov::Rel { root, off: base } = self.prov(fr, pc, src) else {
+            return None;
+        };
+        if root != crate::analysis::arg_root(1) {
+            return None;
+        }
+        let at = u64::try_from(base + i64::from(off)).ok()?;
+        self.bind
+            .ctx_constants
+            .iter()
+            .find(|c| c.offset == at && u64::from(c.size) == size.bytes() as u64)
+            .map(|c| c.value)
     }
 
     pub(super) fn store(

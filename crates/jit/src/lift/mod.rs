@@ -23,8 +23,10 @@ mod kfunc;
 mod mem;
 mod node_kfunc;
 mod reduce;
+mod thread_slots;
 
 pub(crate) use inline::RUNCTX_CPU_OFFSET;
+pub(crate) use thread_slots::RUNCTX_THREAD_SLOTS_OFFSET;
 
 use crate::analysis::{self, Function, Prov, RegFacts};
 use crate::bindings::Resolved;

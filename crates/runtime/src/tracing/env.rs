@@ -38,6 +38,10 @@ pub struct TracingEnv {
     pub(crate) ctx_is_regs: bool,
     /// This thread's slots of the maps kept per thread (pairwise fusion).
     pub(crate) thread_maps: Vec<super::thread_maps::ThreadMapRef>,
+    /// The slots of `thread_maps`, in the object's order of maps kept per
+    /// thread ([`crate::tracing::TracingObject::thread_maps`]): native code
+    /// indexes it ([`TracingEnv::thread_slot_table`]).
+    pub(crate) slot_table: Vec<*const u8>,
 }
 
 impl TracingEnv {
@@ -49,6 +53,19 @@ impl TracingEnv {
             ctx_len: 0,
             ctx_is_regs: false,
             thread_maps: Vec::new(),
+            slot_table: Vec::new(),
+        }
+    }
+
+    /// This thread's slots of the maps kept per thread, indexed as
+    /// [`crate::tracing::TracingObject::thread_maps`]: each a pointer to a
+    /// slot laid out as [`crate::tracing::slot_layout`] says, valid while
+    /// this context lives. Null when the object keeps no map per thread.
+    pub fn thread_slot_table(&self) -> *const *const u8 {
+        if self.slot_table.is_empty() {
+            std::ptr::null()
+        } else {
+            self.slot_table.as_ptr()
         }
     }
 

@@ -92,7 +92,7 @@ pub use context::{PtRegs, RawSyscallArgs, SysEnterCtx, SysExitCtx};
 pub use env::{ProbeSite, TracingEnv};
 pub use object::{NativeEntry, ProgId, TracingObject, TracingOptions, TracingProgram};
 pub use thread_maps::{
-    thread_map_delete, thread_map_lookup, thread_map_update, ThreadMap, ThreadMapSpec,
+    slot_layout, thread_map_delete, thread_map_lookup, thread_map_update, ThreadMap, ThreadMapSpec,
     THREAD_MAP_DELETE, THREAD_MAP_LOOKUP, THREAD_MAP_UPDATE,
 };
 pub use user_mem::BadAddress;

@@ -475,6 +475,11 @@ impl TracingObject {
                 slot: m.new_slot(),
             })
             .collect();
+        env.slot_table = env
+            .thread_maps
+            .iter()
+            .map(|r| Arc::as_ptr(&r.slot).cast::<u8>())
+            .collect();
         ThreadRun {
             object: self.uid,
             state,

@@ -25,13 +25,16 @@
 //! The programs' map helper calls on such a map are rewritten, after
 //! verification (the verifier saw and checked the map calls), into the
 //! internal helpers of [`crate::helpers`] `thread_map_*`, which the
-//! interpreter and the JIT's helper path run.
+//! interpreter runs; the JIT calls [`thread_map_lookup`] and friends
+//! directly or compiles the operations itself on the slot's fields
+//! ([`slot_layout`], reached through [`super::TracingEnv::thread_slot_table`]),
+//! with the same checks and atomics as the methods below.
 
 use crate::errno;
 use bpfjet_maps::spec::update;
 use bpfjet_maps::{Map, MapError, MapType};
 use std::cell::UnsafeCell;
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 
 /// Internal helper ids the rewritten calls use: outside the kernel's range
@@ -63,30 +66,67 @@ pub struct ThreadMapSpec {
 /// Keys of thread-keyed maps are a `u64` or a `u32`.
 const MAX_KEY: usize = 8;
 
+/// Byte offsets of a per-thread slot's fields, for native code that runs
+/// the slot operations itself (the JIT compiles lookup, update and delete
+/// of a map kept per thread as loads and stores on the slot).
+pub mod slot_layout {
+    /// `u64`: 1 when the slot holds an entry, else 0.
+    pub const OCCUPIED: u64 = 0;
+    /// `u64`: the entry's key, zero-padded to 8 bytes, little-endian.
+    pub const KEY: u64 = 8;
+    /// Pointer to the value bytes (8-byte aligned, never moves).
+    pub const VALUE: u64 = 16;
+    /// Pointer to the map's `u32` count of occupied slots, all threads.
+    pub const COUNT: u64 = 24;
+    /// `u64`: the map's `max_entries`.
+    pub const MAX_ENTRIES: u64 = 32;
+}
+
 /// One thread's slot. Only its thread writes it; [`ThreadMap::write_back`]
-/// reads it from another thread, racily like any map value.
-pub(crate) struct ThreadSlot {
-    occupied: AtomicBool,
+/// reads it from another thread, racily like any map value. `repr(C)`
+/// with the layout of [`slot_layout`]: native code reads and writes it.
+#[repr(C)]
+pub struct ThreadSlot {
+    occupied: AtomicU64,
     /// The key's bytes, zero-padded to 8, as a little-endian integer.
     key: AtomicU64,
-    /// 8-byte aligned, as map values are.
-    value: UnsafeCell<Box<[u64]>>,
+    /// The value area of `_storage`.
+    value: *mut u8,
+    /// `count`'s address.
+    count_ptr: *const AtomicU32,
+    max_entries: u64,
+    /// 8-byte aligned, as map values are; never replaced.
+    _storage: UnsafeCell<Box<[u64]>>,
+    /// The map's occupied-slot count, shared by all its slots.
+    count: Arc<AtomicU32>,
 }
+
+const _: () = {
+    assert!(std::mem::offset_of!(ThreadSlot, occupied) == slot_layout::OCCUPIED as usize);
+    assert!(std::mem::offset_of!(ThreadSlot, key) == slot_layout::KEY as usize);
+    assert!(std::mem::offset_of!(ThreadSlot, value) == slot_layout::VALUE as usize);
+    assert!(std::mem::offset_of!(ThreadSlot, count_ptr) == slot_layout::COUNT as usize);
+    assert!(std::mem::offset_of!(ThreadSlot, max_entries) == slot_layout::MAX_ENTRIES as usize);
+};
 
 // SAFETY: the key and value are written by the owning thread only; other
 // threads read them only to copy them out (map values are racy by design,
-// as in the kernel).
+// as in the kernel). The raw pointers point into `_storage` and `count`,
+// which the slot owns.
 unsafe impl Send for ThreadSlot {}
 unsafe impl Sync for ThreadSlot {}
 
 impl ThreadSlot {
     fn value_ptr(&self) -> *mut u8 {
-        // SAFETY: the box is never replaced; only its bytes change.
-        unsafe { (*self.value.get()).as_mut_ptr().cast() }
+        self.value
+    }
+
+    fn is_occupied(&self) -> bool {
+        self.occupied.load(Ordering::Acquire) != 0
     }
 
     fn holds(&self, key: &[u8]) -> bool {
-        self.occupied.load(Ordering::Acquire) && self.key.load(Ordering::Relaxed) == key_bits(key)
+        self.is_occupied() && self.key.load(Ordering::Relaxed) == key_bits(key)
     }
 }
 
@@ -106,7 +146,7 @@ pub struct ThreadMap {
     key_size: usize,
     value_size: usize,
     max_entries: u32,
-    occupied: AtomicU32,
+    occupied: Arc<AtomicU32>,
     slots: Mutex<Vec<Arc<ThreadSlot>>>,
     /// Keys the last write-back put into the map.
     written: Mutex<Vec<Vec<u8>>>,
@@ -152,7 +192,7 @@ impl ThreadMap {
             key_size,
             value_size: map.value_size() as usize,
             max_entries: map.max_entries(),
-            occupied: AtomicU32::new(0),
+            occupied: Arc::new(AtomicU32::new(0)),
             slots: Mutex::new(Vec::new()),
             written: Mutex::new(Vec::new()),
             map,
@@ -165,28 +205,35 @@ impl ThreadMap {
 
     /// The handle programs load for the map (`lddw`), which the rewritten
     /// calls still pass as their first argument.
-    pub(crate) fn handle(&self) -> u64 {
+    pub fn handle(&self) -> u64 {
         self.handle
     }
 
-    pub(crate) fn value_size(&self) -> usize {
+    pub fn value_size(&self) -> usize {
         self.value_size
     }
 
-    pub(crate) fn key_size(&self) -> usize {
+    pub fn key_size(&self) -> usize {
         self.key_size
     }
 
     /// A new thread's slot. Slots of ended threads that are empty are
     /// dropped here (an entry left by an ended thread stays, as in the map).
     pub(crate) fn new_slot(&self) -> Arc<ThreadSlot> {
+        let storage = UnsafeCell::new(vec![0u64; self.value_size.div_ceil(8)].into_boxed_slice());
+        // SAFETY: the box is owned by the slot and never replaced.
+        let value = unsafe { (*storage.get()).as_mut_ptr().cast() };
         let slot = Arc::new(ThreadSlot {
-            occupied: AtomicBool::new(false),
+            occupied: AtomicU64::new(0),
             key: AtomicU64::new(0),
-            value: UnsafeCell::new(vec![0u64; self.value_size.div_ceil(8)].into_boxed_slice()),
+            value,
+            count_ptr: Arc::as_ptr(&self.occupied),
+            max_entries: u64::from(self.max_entries),
+            _storage: storage,
+            count: Arc::clone(&self.occupied),
         });
         let mut slots = self.slots.lock().unwrap_or_else(PoisonError::into_inner);
-        slots.retain(|s| Arc::strong_count(s) > 1 || s.occupied.load(Ordering::Acquire));
+        slots.retain(|s| Arc::strong_count(s) > 1 || s.is_occupied());
         slots.push(Arc::clone(&slot));
         slot
     }
@@ -221,22 +268,22 @@ impl ThreadMap {
             _ => {}
         }
         if !exists {
-            if slot.occupied.load(Ordering::Acquire) {
+            if slot.is_occupied() {
                 // Occupied under another key: the thread's id changed
                 // (a forked child). The map would hold both entries; one
                 // slot cannot, and the old one is given up.
-                self.occupied.fetch_sub(1, Ordering::AcqRel);
-                slot.occupied.store(false, Ordering::Release);
+                slot.count.fetch_sub(1, Ordering::AcqRel);
+                slot.occupied.store(0, Ordering::Release);
             }
-            if self.occupied.fetch_add(1, Ordering::AcqRel) >= self.max_entries {
-                self.occupied.fetch_sub(1, Ordering::AcqRel);
+            if slot.count.fetch_add(1, Ordering::AcqRel) >= self.max_entries {
+                slot.count.fetch_sub(1, Ordering::AcqRel);
                 return Err(MapError::TooBig);
             }
             slot.key.store(key_bits(key), Ordering::Relaxed);
         }
         // SAFETY: the value area holds at least value_size bytes.
         unsafe { std::ptr::copy_nonoverlapping(value.as_ptr(), slot.value_ptr(), self.value_size) };
-        slot.occupied.store(true, Ordering::Release);
+        slot.occupied.store(1, Ordering::Release);
         Ok(())
     }
 
@@ -245,8 +292,8 @@ impl ThreadMap {
         if !slot.holds(key) {
             return Err(MapError::NotFound);
         }
-        slot.occupied.store(false, Ordering::Release);
-        self.occupied.fetch_sub(1, Ordering::AcqRel);
+        slot.occupied.store(0, Ordering::Release);
+        slot.count.fetch_sub(1, Ordering::AcqRel);
         Ok(())
     }
 
@@ -269,7 +316,7 @@ impl ThreadMap {
         }
         let slots = self.slots.lock().unwrap_or_else(PoisonError::into_inner);
         for s in slots.iter() {
-            if !s.occupied.load(Ordering::Acquire) {
+            if !s.is_occupied() {
                 continue;
             }
             let key = s.key.load(Ordering::Relaxed).to_le_bytes()[..self.key_size].to_vec();
