@@ -451,6 +451,10 @@ impl Verifier<'_> {
                     );
                 }
                 self.check_lock_overlap(map, base, off64, size as i64)?;
+                if let Some(c) = base.val.as_const() {
+                    let lo = base.off as i64 + c as i64 + off64;
+                    self.check_map_special_fields(map, lo, lo + size as i64)?;
+                }
                 self.check_region(
                     base,
                     regno,
@@ -526,6 +530,14 @@ impl Verifier<'_> {
                 })
             }
             RegType::MapPtr { map } => self.map_struct_read(base, regno, map, off64, size, write),
+            RegType::Alloc { type_id, .. } => {
+                self.check_alloc_access(base, regno, type_id, off64, size as i64)?;
+                Ok(if write {
+                    RegState::NOT_INIT
+                } else {
+                    loaded_unknown(size, false)
+                })
+            }
             RegType::NotInit => err("uninit_reg", format!("R{regno} !read_ok")),
             other => err(
                 "bad_mem_access",
