@@ -187,9 +187,15 @@ fn field_of_type(
         Some(BtfType::Ptr { target }) => {
             if let Some(BtfType::TypeTag { name, target }) = btf.type_by_id(*target) {
                 if name == "kptr" {
-                    let target = btf.resolve(*target).unwrap_or(0);
-                    if !matches!(btf.type_by_id(target), Some(BtfType::Struct { .. })) {
-                        return Err("a __kptr must point to a struct".into());
+                    let mut target = btf.resolve(*target).unwrap_or(0);
+                    match btf.type_by_id(target) {
+                        Some(BtfType::Struct { .. }) => {}
+                        // Declared only: the struct of that name, if the
+                        // program defines it (else no object will match).
+                        Some(BtfType::Fwd { name, union: false }) => {
+                            target = struct_by_name(btf, name).unwrap_or(target);
+                        }
+                        _ => return Err("a __kptr must point to a struct".into()),
                     }
                     out.push(SpecialField {
                         off,

@@ -296,7 +296,7 @@ impl Verifier<'_> {
     }
 
     /// A node argument: an object of the root's type pointing at its node
-    /// field; `owning` says which kind of reference the kfunc wants.
+    /// field; `owning`: the kfunc takes the program's reference (add/push).
     #[allow(clippy::too_many_arguments)]
     fn graph_node_arg(
         &mut self,
@@ -342,12 +342,10 @@ impl Verifier<'_> {
                 ),
             );
         }
-        if !owning && is_owning && self.local_type(type_id)?.refcount_off().is_none() {
-            return err(
-                "graph_kfunc",
-                format!("{name} node input must be non-owning ref"),
-            );
-        }
+        // Without `owning`, any reference will do: the kernel (6.18)
+        // accepts owning and non-owning nodes for remove/left/right, which
+        // check at run time that the node is in this tree.
+        let _ = is_owning;
         let at = reg.off as i64 + reg.val.as_const().map_or(i64::MIN / 2, |c| c as i64);
         if type_id != value_type || at != i64::from(node_off) {
             let (want, got) = (self.type_name(value_type), self.type_name(type_id));
