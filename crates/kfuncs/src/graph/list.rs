@@ -10,6 +10,9 @@
 //! Addresses are a head and nodes the verifier proved to be such fields,
 //! accessed under the head's `bpf_spin_lock`.
 
+// Every function shares the contract of the module docs' Safety section.
+#![allow(clippy::missing_safety_doc)]
+
 unsafe fn next(n: u64) -> u64 {
     unsafe { *(n as *const u64) }
 }

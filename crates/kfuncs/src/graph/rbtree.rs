@@ -15,6 +15,9 @@
 //! proved to be such fields (objects from `bpf_obj_new` of the root's
 //! contained type), accessed under the root's `bpf_spin_lock`.
 
+// Every function shares the contract of the module docs' Safety section.
+#![allow(clippy::missing_safety_doc)]
+
 type Node = *mut u64;
 
 const BLACK: u64 = 1;
