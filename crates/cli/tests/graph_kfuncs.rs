@@ -376,14 +376,35 @@ fn control_plane(mut maps: MapState) -> MapState {
     maps
 }
 
+/// Verdicts and statistics on one bpfjet engine (the interpreter of a
+/// plain `LoadedObject`, or the JIT); the trees, lists and kptrs must hold
+/// objects at the end (allocated from the program's arena).
 fn on_bpfjet(path: &Path, reqs: &[(&str, Vec<u8>)], engine: XdpEngine) -> (Vec<u32>, MapState) {
+    let live_before = bpfjet_kfuncs::graph::live_objects();
     let obj = bpfjet_obj::load_file(path).unwrap();
+    if engine == XdpEngine::Interp {
+        let loaded = bpfjet_runtime::LoadedObject::load(&obj, &ObjectOptions::default())
+            .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+        let v = reqs
+            .iter()
+            .map(|(p, f)| loaded.test_run(p, f, &run_opts()).unwrap().retval)
+            .collect();
+        assert!(
+            bpfjet_kfuncs::graph::live_objects() > live_before,
+            "{engine:?}: the structures hold no objects at the end"
+        );
+        return (v, control_plane(loaded.dump_state().unwrap()));
+    }
     let jit = JitObject::load(&obj, &ObjectOptions::default(), &JitOptions::uncached())
         .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
     let v = reqs
         .iter()
         .map(|(p, f)| jit.test_run(p, f, &run_opts(), engine).unwrap().retval)
         .collect();
+    assert!(
+        bpfjet_kfuncs::graph::live_objects() > live_before,
+        "{engine:?}: the structures hold no objects at the end"
+    );
     (v, control_plane(jit.loaded().dump_state().unwrap()))
 }
 

@@ -178,6 +178,9 @@ impl LoadedObject {
         let ncpus = opts.ncpus.max(1);
         let names = dep::map_names(objects);
         let mut maps: Vec<Arc<Map>> = Vec::new();
+        // Per deployment map: its value's special fields (graph roots,
+        // kptrs) when this load created it, to free what they hold.
+        let mut fields: Vec<Vec<bpfjet_obj::SpecialField>> = Vec::new();
         // Per deployment map: the spec that created it (None: reused from
         // outside, left as it is), for freezing.
         let mut created: Vec<Option<&bpfjet_maps::spec::MapSpec>> = Vec::new();
@@ -211,6 +214,7 @@ impl LoadedObject {
                 if let Some(map) = reuse(spec) {
                     index.push(maps.len());
                     maps.push(map);
+                    fields.push(Vec::new());
                     created.push(None);
                     reused.push(true);
                     continue;
@@ -239,12 +243,13 @@ impl LoadedObject {
                 }
                 index.push(maps.len());
                 maps.push(map);
+                fields.push(o.object.map_fields.get(i).cloned().unwrap_or_default());
                 created.push(Some(spec));
             }
             object_maps.push(index);
             reused_all.push(reused);
         }
-        let maps = Arc::new(ObjectMaps::new(instance, maps));
+        let maps = Arc::new(ObjectMaps::new(instance, maps).with_special_fields(fields));
 
         let safety = if opts.unverified {
             Safety::BoundsChecked

@@ -20,6 +20,14 @@ use std::sync::{Arc, RwLock};
 /// Bookkeeping before each object: `[arena][type]`.
 const HEADER: usize = 16;
 
+/// Objects alive in the process, every arena together (tests use it).
+static LIVE_OBJECTS: AtomicUsize = AtomicUsize::new(0);
+
+/// Objects from `bpf_obj_new` alive in this process now.
+pub fn live_objects() -> usize {
+    LIVE_OBJECTS.load(Ordering::Relaxed)
+}
+
 /// Default budget of one program's arena (bytes of objects alive at once).
 pub const DEFAULT_ARENA_BYTES: usize = 64 << 20;
 
@@ -86,6 +94,7 @@ impl ObjArena {
             return 0;
         }
         self.live.fetch_add(1, Ordering::Relaxed);
+        LIVE_OBJECTS.fetch_add(1, Ordering::Relaxed);
         // SAFETY: the header's two words are ours; each object keeps its
         // arena and its type alive (released in `free`).
         unsafe {
@@ -201,6 +210,7 @@ unsafe fn free(obj: u64) {
         drop(ty);
         arena.used.fetch_sub(bytes, Ordering::Relaxed);
         arena.live.fetch_sub(1, Ordering::Relaxed);
+        LIVE_OBJECTS.fetch_sub(1, Ordering::Relaxed);
         dealloc(base, Layout::from_size_align_unchecked(bytes, 8));
     }
 }
