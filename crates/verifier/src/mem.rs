@@ -451,10 +451,6 @@ impl Verifier<'_> {
                     );
                 }
                 self.check_lock_overlap(map, base, off64, size as i64)?;
-                if let Some(c) = base.val.as_const() {
-                    let lo = base.off as i64 + c as i64 + off64;
-                    self.check_map_special_fields(map, lo, lo + size as i64)?;
-                }
                 self.check_region(
                     base,
                     regno,
@@ -466,6 +462,14 @@ impl Verifier<'_> {
                         spec.name, spec.value_size
                     ),
                 )?;
+                // Every offset the access may reach (a variable offset
+                // must not reach a graph root or a kptr either).
+                let at = base.off as i64 + off64;
+                let lo = at.saturating_add(base.val.smin);
+                let hi = at
+                    .saturating_add(base.val.umax.min(i64::MAX as u64) as i64)
+                    .saturating_add(size as i64);
+                self.check_map_special_fields(map, lo, hi)?;
                 if write {
                     return Ok(RegState::NOT_INIT);
                 }
