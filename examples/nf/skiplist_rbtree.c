@@ -5,8 +5,8 @@
  * bpf_obj_new, added with bpf_rbtree_add and searched from bpf_rbtree_root
  * with bpf_rbtree_left/right (kernel 6.16 and later), all under a
  * bpf_spin_lock, as the kernel verifier's ownership rules demand. It runs
- * in the kernel only (bpfjet does not provide these kfuncs yet): it is the
- * kernel's comparison point for the skip list (docs/PERFORMANCE.md).
+ * in the kernel and in bpfjet (interpreter and JIT): it is the kernel's
+ * comparison point for the skip list (docs/PERFORMANCE.md).
  *
  * Differences the kernel's rules impose: a PUT allocates its node before
  * taking the lock (bpf_obj_new may not be called under it) and drops it
@@ -141,6 +141,12 @@ int skiplist(struct xdp_md *ctx)
 	for (int i = 0; i < MAX_DEPTH && n; i++) {
 		struct kv_node *d = container_of(n, struct kv_node, rb);
 		__u64 k = d->key;
+		/* The request's key, read again each step: comparisons would
+		 * otherwise narrow one register's range step by step, and
+		 * bpfjet's verifier (which, unlike the kernel's, also prunes
+		 * against states still being explored, comparing those exactly)
+		 * would see a new state on every path. Same value, same result. */
+		__u64 key = *(volatile __u64 *)((__u8 *)m + __builtin_offsetof(struct kv_msg, key));
 		if (key <= k) {
 			succ = 1;
 			succ_key = k;

@@ -288,6 +288,50 @@ fn skiplist_store_answers_as_an_ordered_map_on_every_engine() {
         "store bytes differ between engines"
     );
     on_kernel_rbtree(&frames, &expected, &model_store);
+    for engine in [XdpEngine::Interp, XdpEngine::Jit] {
+        on_bpfjet_rbtree(engine, &frames, &expected, &model_store);
+    }
+}
+
+/// The rbtree build in bpfjet (the kernel's graph kfuncs, its ownership
+/// rules in bpfjet's verifier): the model's replies, and the model's keys
+/// in order when a control plane walks the tree with SUCC requests.
+fn on_bpfjet_rbtree(
+    engine: XdpEngine,
+    frames: &[Vec<u8>],
+    expected: &[Answer],
+    model_store: &BTreeMap<u64, u64>,
+) {
+    let path = rbtree_object();
+    let obj = bpfjet_obj::load_file(&path).unwrap();
+    let jit = JitObject::load(&obj, &ObjectOptions::default(), &JitOptions::uncached())
+        .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    let run = |f: &[u8]| jit.test_run("skiplist", f, &run_opts(), engine).unwrap();
+    for (i, (f, e)) in frames.iter().zip(expected).enumerate() {
+        let r = run(f);
+        assert_eq!(
+            (r.retval, &r.data_out),
+            (e.0, &e.1),
+            "bpfjet {engine:?} rbtree: frame {i}"
+        );
+    }
+    let mut scanned = Vec::new();
+    let mut from = 0u64;
+    loop {
+        let r = run(&request(PORT, SUCC, from, 0));
+        if r.data_out[43] != 1 {
+            break;
+        }
+        let key = u64_at(&r.data_out, 50);
+        scanned.push((key, u64_at(&r.data_out, 58)));
+        from = key + 1;
+        assert!(scanned.len() <= NODES, "SUCC scan does not end");
+    }
+    let model_items: Vec<(u64, u64)> = model_store.iter().map(|(&k, &v)| (k, v)).collect();
+    assert_eq!(
+        scanned, model_items,
+        "bpfjet {engine:?} rbtree: store contents"
+    );
 }
 
 /// The kernel running the rbtree build must give the model's replies, and

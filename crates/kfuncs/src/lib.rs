@@ -25,6 +25,7 @@ pub mod cpu;
 pub mod enetstl;
 pub mod errno;
 mod geo_log2;
+pub mod graph;
 pub mod hash;
 pub mod multihash;
 mod node_kfuncs;

@@ -59,6 +59,7 @@ mod maps;
 mod object;
 mod prog_kind;
 mod program;
+pub mod special_fields;
 
 pub use btf::{
     Btf, BtfExt, BtfType, CoreReloRecord, DataSecVar, FuncRecord, LineRecord, Linkage, Member,
@@ -73,3 +74,4 @@ pub use prog_kind::{
     XdpAttach,
 };
 pub use program::{FuncInfo, LineInfo, Program};
+pub use special_fields::{FieldKind, GraphKind, LocalType, SpecialField};

@@ -22,6 +22,9 @@ pub struct Object {
     /// Parallel to `maps`: byte offset of the `struct bpf_spin_lock` in the
     /// map's value type (from its BTF), `None` when the value has no lock.
     pub spin_locks: Vec<Option<u32>>,
+    /// Parallel to `maps`: the special fields of each map's value (locks,
+    /// graph roots, kptrs; `special_fields`), from its BTF.
+    pub map_fields: Vec<Vec<crate::SpecialField>>,
     /// Slots of outer maps and PROG_ARRAYs that the object initialises itself.
     pub map_inits: Vec<MapSlotInit>,
     /// In section order, then by offset within the section.
@@ -182,6 +185,7 @@ pub fn load_with(bytes: &[u8], kernel_btf: &KernelBtf) -> Result<Object, ObjErro
         license,
         maps: maps.specs,
         spin_locks: maps.spin_locks,
+        map_fields: maps.fields,
         map_inits: maps.inits,
         programs,
         kfuncs,

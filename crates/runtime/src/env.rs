@@ -21,6 +21,9 @@ pub struct ObjectMaps {
     /// ever turned back into a map through this table, so a program cannot
     /// make a helper dereference a forged map pointer.
     known: RwLock<HashMap<u64, Arc<Map>>>,
+    /// Parallel to `maps`: the special fields (graph roots, kptrs) of the
+    /// values of maps this object created.
+    special_fields: Vec<Vec<bpfjet_obj::SpecialField>>,
 }
 
 impl std::fmt::Debug for ObjectMaps {
@@ -54,7 +57,17 @@ impl ObjectMaps {
             instance,
             maps,
             known: RwLock::new(known),
+            special_fields: Vec::new(),
         }
+    }
+
+    /// The special fields of each map's values (parallel to the maps).
+    pub(crate) fn with_special_fields(
+        mut self,
+        fields: Vec<Vec<bpfjet_obj::SpecialField>>,
+    ) -> ObjectMaps {
+        self.special_fields = fields;
+        self
     }
 
     pub fn instance(&self) -> &Instance {
@@ -366,4 +379,41 @@ fn seed(cpu: u32) -> u64 {
         ^ (ts.tv_nsec as u64)
         ^ (u64::from(cpu) << 48);
     s | 1
+}
+
+/// A map freed with its object frees the objects its values' kptrs and
+/// graph roots hold (the kernel's `bpf_obj_free_fields` at map free).
+/// Maps still shared (pinned, reused by another object) keep them.
+impl Drop for ObjectMaps {
+    fn drop(&mut self) {
+        let known = self.known.get_mut().unwrap_or_else(PoisonError::into_inner);
+        for (map, fields) in self.maps.iter().zip(&self.special_fields) {
+            if fields.is_empty() {
+                continue;
+            }
+            let copies = 1 + known.values().filter(|m| Arc::ptr_eq(m, map)).count();
+
+            if Arc::strong_count(map) > copies || map.map_type().is_per_cpu() {
+                continue;
+            }
+            let keys: Vec<Vec<u8>> = match map.map_type() {
+                bpfjet_maps::MapType::Array => (0..map.max_entries())
+                    .map(|i| i.to_ne_bytes().to_vec())
+                    .collect(),
+                _ => map
+                    .entries()
+                    .unwrap_or_default()
+                    .into_iter()
+                    .map(|e| e.key)
+                    .collect(),
+            };
+            for key in keys {
+                if let Some(value) = map.lookup(&key, 0) {
+                    // SAFETY: the value is valid for the fields' offsets
+                    // (the map's own BTF) and no program runs any more.
+                    unsafe { bpfjet_kfuncs::graph::free_fields(value as u64, fields) };
+                }
+            }
+        }
+    }
 }

@@ -165,6 +165,7 @@ fn base_helpers() -> HelperRegistry {
     callbacks::register(&mut r);
     strings::register(&mut r);
     task::register(&mut r);
+    r.register(crate::graph_kfuncs::kptr_xchg_helper());
     r
 }
 

@@ -25,6 +25,7 @@ pub mod env;
 pub mod errno;
 mod error;
 pub mod fuzzing;
+pub mod graph_kfuncs;
 mod helper_ctx;
 mod helpers;
 mod interp;

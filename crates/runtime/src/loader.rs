@@ -178,6 +178,9 @@ impl LoadedObject {
         let ncpus = opts.ncpus.max(1);
         let names = dep::map_names(objects);
         let mut maps: Vec<Arc<Map>> = Vec::new();
+        // Per deployment map: its value's special fields (graph roots,
+        // kptrs) when this load created it, to free what they hold.
+        let mut fields: Vec<Vec<bpfjet_obj::SpecialField>> = Vec::new();
         // Per deployment map: the spec that created it (None: reused from
         // outside, left as it is), for freezing.
         let mut created: Vec<Option<&bpfjet_maps::spec::MapSpec>> = Vec::new();
@@ -211,6 +214,7 @@ impl LoadedObject {
                 if let Some(map) = reuse(spec) {
                     index.push(maps.len());
                     maps.push(map);
+                    fields.push(Vec::new());
                     created.push(None);
                     reused.push(true);
                     continue;
@@ -239,12 +243,13 @@ impl LoadedObject {
                 }
                 index.push(maps.len());
                 maps.push(map);
+                fields.push(o.object.map_fields.get(i).cloned().unwrap_or_default());
                 created.push(Some(spec));
             }
             object_maps.push(index);
             reused_all.push(reused);
         }
-        let maps = Arc::new(ObjectMaps::new(instance, maps));
+        let maps = Arc::new(ObjectMaps::new(instance, maps).with_special_fields(fields));
 
         let safety = if opts.unverified {
             Safety::BoundsChecked
@@ -797,6 +802,9 @@ fn build_program(
     // The library's kfuncs this program calls, by their index in the
     // object's kfunc table (the calls' imm).
     let mut kfuncs = HelperRegistry::new();
+    // The kernel's graph kfuncs, bound once the verifier told where their
+    // roots' nodes are.
+    let mut graph_calls = Vec::new();
     for (pc, insn) in decoded.insns.iter().enumerate() {
         if decoded.invalid.contains_key(&pc) {
             continue;
@@ -829,6 +837,18 @@ fn build_program(
                     id,
                     name: u32::try_from(id).ok().and_then(kernel_helper_name),
                 });
+            }
+            Insn::Call(CallTarget::Kfunc(index))
+                if usize::try_from(index)
+                    .ok()
+                    .and_then(|i| obj.kfuncs.get(i))
+                    .and_then(|n| bpfjet_verifier::graph::GraphKfunc::from_name(n))
+                    .is_some() =>
+            {
+                let name = &obj.kfuncs[index as usize];
+                if let Some(k) = bpfjet_verifier::graph::GraphKfunc::from_name(name) {
+                    graph_calls.push((index as u32, k));
+                }
             }
             Insn::Call(CallTarget::Kfunc(index)) => {
                 let name = usize::try_from(index).ok().and_then(|i| obj.kfuncs.get(i));
@@ -897,6 +917,28 @@ fn build_program(
         }
         Safety::BoundsChecked => (find_ctx_accesses(&decoded.insns).map_err(context)?, None),
     };
+    if !graph_calls.is_empty() {
+        let node_offs = Arc::new(
+            proven
+                .as_ref()
+                .map(|(facts, _)| facts.graph_node_offs.clone())
+                .unwrap_or_default(),
+        );
+        let arena = bpfjet_kfuncs::graph::ObjArena::new(
+            obj.btf.clone(),
+            bpfjet_kfuncs::graph::DEFAULT_ARENA_BYTES,
+        );
+        graph_calls.sort_by_key(|&(i, _)| i);
+        graph_calls.dedup_by_key(|&mut (i, _)| i);
+        for (index, k) in graph_calls {
+            kfuncs.register(crate::graph_kfuncs::graph_helper(
+                index,
+                k,
+                Arc::clone(&arena),
+                Arc::clone(&node_offs),
+            ));
+        }
+    }
     let mut insns = decoded.insns;
     // The kernel lets only programs attached to a devmap entry read the
     // egress interface (expected attach type BPF_XDP_DEVMAP).

@@ -170,6 +170,8 @@ pub fn object_of(rec: &ProgRecord, maps: &[Arc<Map>]) -> Object {
         license: rec.license.clone(),
         maps: specs,
         spin_locks: maps.iter().map(|m| m.spin_lock_off()).collect(),
+        // Programs loaded through bpf() bring no map-value BTF here yet.
+        map_fields: vec![Vec::new(); maps.len()],
         map_inits: Vec::new(),
         programs: vec![Program {
             name,

@@ -120,6 +120,8 @@ pub(crate) struct Verifier<'a> {
     demands: Vec<Loc>,
     /// What the current instruction did that its history entry must keep.
     pub note: Note,
+    /// Program-local struct types met so far (`graph`).
+    pub local_types: HashMap<u32, bpfjet_obj::LocalType>,
 }
 
 impl<'a> Verifier<'a> {
@@ -159,6 +161,7 @@ impl<'a> Verifier<'a> {
             precision: env.privileged(),
             demands: Vec::new(),
             note: Note::None,
+            local_types: HashMap::new(),
         }
     }
 

@@ -52,6 +52,11 @@ pub struct VerifyEnv<'a> {
     /// of the object's `license` section): GPL-only helpers are refused
     /// otherwise. True for programs without an object (raw instructions).
     pub gpl_compatible: bool,
+    /// The program's BTF: the local types `bpf_obj_new` allocates.
+    pub btf: Option<&'a bpfjet_obj::Btf>,
+    /// Parallel to `maps`: the special fields of each value (graph roots,
+    /// kptrs; `Object::map_fields`).
+    pub map_fields: &'a [Vec<bpfjet_obj::SpecialField>],
 }
 
 impl<'a> VerifyEnv<'a> {
@@ -67,6 +72,8 @@ impl<'a> VerifyEnv<'a> {
             complexity_limit: COMPLEXITY_LIMIT,
             line_info: None,
             gpl_compatible: true,
+            btf: None,
+            map_fields: &[],
         }
     }
 

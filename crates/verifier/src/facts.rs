@@ -132,6 +132,11 @@ pub struct Facts {
     pub insns_processed: u64,
     /// States kept for pruning.
     pub states_stored: u64,
+    /// Graph kfunc calls (`graph`) by slot: the byte offset of the node
+    /// field in the objects of the root they operate on (the kernel
+    /// patches it into the call's `off` argument; the runtime needs it to
+    /// turn a node back into its object).
+    pub graph_node_offs: BTreeMap<usize, u32>,
 }
 
 impl Facts {

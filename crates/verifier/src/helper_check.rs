@@ -70,6 +70,10 @@ fn helper_needs(id: i32, map: MapType) -> bool {
 
 impl Verifier<'_> {
     pub(crate) fn check_helper(&mut self, st: &mut State, pc: usize, id: i32) -> VResult<Succ> {
+        if id == crate::graph::KPTR_XCHG {
+            self.facts.helpers_used.insert(id);
+            return self.check_kptr_xchg(st, pc);
+        }
         let proto = match proto::helper_proto_for(self.env.prog_type, id) {
             Ok(p) if !p.needs_perfmon || self.env.privileged() => *p,
             Ok(p) => {

@@ -36,6 +36,9 @@ impl Verifier<'_> {
                 format!("kfunc call #{idx} does not name a kfunc of the object"),
             );
         };
+        if let Some(k) = crate::graph::GraphKfunc::from_name(&name) {
+            return self.check_graph_kfunc(st, pc, k);
+        }
         let Some(proto) = self.kfunc_by_name(&name) else {
             return err(
                 "unknown_kfunc",

@@ -52,6 +52,7 @@ pub mod env;
 pub mod error;
 pub mod facts;
 pub mod frame;
+pub mod graph;
 mod helper_check;
 mod kfunc;
 mod liveness;

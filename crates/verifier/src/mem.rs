@@ -462,6 +462,14 @@ impl Verifier<'_> {
                         spec.name, spec.value_size
                     ),
                 )?;
+                // Every offset the access may reach (a variable offset
+                // must not reach a graph root or a kptr either).
+                let at = base.off as i64 + off64;
+                let lo = at.saturating_add(base.val.smin);
+                let hi = at
+                    .saturating_add(base.val.umax.min(i64::MAX as u64) as i64)
+                    .saturating_add(size as i64);
+                self.check_map_special_fields(map, lo, hi)?;
                 if write {
                     return Ok(RegState::NOT_INIT);
                 }
@@ -526,6 +534,14 @@ impl Verifier<'_> {
                 })
             }
             RegType::MapPtr { map } => self.map_struct_read(base, regno, map, off64, size, write),
+            RegType::Alloc { type_id, .. } => {
+                self.check_alloc_access(base, regno, type_id, off64, size as i64)?;
+                Ok(if write {
+                    RegState::NOT_INIT
+                } else {
+                    loaded_unknown(size, false)
+                })
+            }
             RegType::NotInit => err("uninit_reg", format!("R{regno} !read_ok")),
             other => err(
                 "bad_mem_access",

@@ -43,6 +43,8 @@ impl ObjectProgramEnv {
         }
         env.kfuncs = &object.kfuncs;
         env.spin_locks = &object.spin_locks;
+        env.map_fields = &object.map_fields;
+        env.btf = object.btf.as_ref();
         env.global_subprogs = &self.globals;
         env.line_info = Some(&self.lines);
         env.gpl_compatible = bpfjet_obj::license_is_gpl_compatible(&object.license);

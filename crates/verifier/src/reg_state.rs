@@ -52,6 +52,14 @@ pub enum RegType {
     Func {
         entry: u32,
     },
+    /// An object of the program's struct `type_id` (BTF id) from
+    /// `bpf_obj_new` or a graph kfunc: `owning` while the program holds it,
+    /// non-owning once pushed into a graph (valid until the lock is
+    /// released; see `graph`).
+    Alloc {
+        type_id: u32,
+        owning: bool,
+    },
 }
 
 impl RegType {
@@ -80,6 +88,8 @@ impl RegType {
             } => "ringbuf_mem",
             RegType::Mem { .. } => "mem",
             RegType::Func { .. } => "func",
+            RegType::Alloc { owning: true, .. } => "ptr_alloc_obj",
+            RegType::Alloc { owning: false, .. } => "ptr_alloc_obj_non_own",
         }
     }
 }

@@ -94,7 +94,10 @@ impl Verifier<'_> {
                 Some(held) if held != this => {
                     return err("spin_lock", "bpf_spin_unlock of different lock")
                 }
-                Some(_) => st.lock = None,
+                Some(_) => {
+                    st.lock = None;
+                    Self::invalidate_non_owning(st);
+                }
             }
         }
         Ok(())

@@ -21,6 +21,8 @@ pub(crate) struct BtfMapDef {
     pub values: Option<ValuesArray>,
     /// Byte offset of the `struct bpf_spin_lock` in the value type, if any.
     pub spin_lock: Option<u32>,
+    /// BTF id of the value type (`__type(value, T)`), for its special fields.
+    pub value_type: Option<u32>,
 }
 
 fn invalid(map: &str, reason: impl Into<String>) -> ObjError {
@@ -114,6 +116,7 @@ pub(crate) fn parse(
     let mut inner = None;
     let mut values = None;
     let mut spin_lock = None;
+    let mut value_type = None;
     for m in members {
         let field = m.name.as_str();
         match field {
@@ -141,6 +144,11 @@ pub(crate) fn parse(
                 let v = type_field_size(btf, name, field, m.type_id)?;
                 set_size(name, "value size", &mut value_size, v)?;
                 spin_lock = value_spin_lock(btf, name, m.type_id)?;
+                if let Some(BtfType::Ptr { target }) =
+                    btf.resolve(m.type_id).and_then(|id| btf.type_by_id(id))
+                {
+                    value_type = Some(*target);
+                }
             }
             "pinning" => {
                 pinning = match uint_field(btf, name, field, m.type_id)? {
@@ -200,6 +208,7 @@ pub(crate) fn parse(
         spec,
         values,
         spin_lock,
+        value_type,
     })
 }
 

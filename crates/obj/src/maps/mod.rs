@@ -17,6 +17,7 @@ use crate::btf::{Btf, BtfType};
 use crate::bytes::slice_at;
 use crate::elf::{reloc, Elf, SymKind, Symbol};
 use crate::error::{malformed, ObjError};
+use crate::special_fields::{self, SpecialField};
 
 /// A slot of an outer map or PROG_ARRAY filled in by the object itself
 /// (`.values = { [1] = &inner_map }` in C).
@@ -49,6 +50,9 @@ pub(crate) struct MapTable {
     pub specs: Vec<MapSpec>,
     /// Parallel to `specs`: offset of the value's `bpf_spin_lock`.
     pub spin_locks: Vec<Option<u32>>,
+    /// Parallel to `specs`: the special fields of the value (locks, graph
+    /// roots, kptrs), from its BTF.
+    pub fields: Vec<Vec<SpecialField>>,
     pub inits: Vec<MapSlotInit>,
     /// BTF and legacy definitions by (section, byte offset of the definition).
     by_location: HashMap<(usize, u64), usize>,
@@ -62,6 +66,7 @@ impl MapTable {
         let mut table = MapTable {
             specs: Vec::new(),
             spin_locks: Vec::new(),
+            fields: Vec::new(),
             inits: Vec::new(),
             by_location: HashMap::new(),
             by_data_section: HashMap::new(),
@@ -80,8 +85,31 @@ impl MapTable {
         for (index, section) in elf.sections.iter().enumerate() {
             if let Some(spec) = global_data::map_for(section)? {
                 table.by_data_section.insert(index, table.specs.len());
+                let fields = match btf {
+                    Some(btf) => special_fields::datasec_fields(btf, &spec.name, |var| {
+                        elf.symbols
+                            .iter()
+                            .find(|s| {
+                                s.section == Some(index)
+                                    && s.kind != SymKind::Section
+                                    && s.name == var
+                            })
+                            .and_then(|s| u32::try_from(s.value).ok())
+                    })
+                    .map_err(|reason| ObjError::InvalidMap {
+                        map: spec.name.clone(),
+                        reason,
+                    })?,
+                    None => Vec::new(),
+                };
+                table.spin_locks.push(
+                    fields
+                        .iter()
+                        .find(|f| f.kind == special_fields::FieldKind::SpinLock)
+                        .map(|f| f.off),
+                );
+                table.fields.push(fields);
                 table.specs.push(spec);
-                table.spin_locks.push(None);
             }
         }
         if let Some(k) = kconfig::collect(btf)? {
@@ -133,6 +161,16 @@ impl MapTable {
                 size: sym.size.max(var.size as u64),
                 values: def.values,
             });
+            let fields = match def.value_type {
+                Some(t) => special_fields::struct_fields(btf, t).map_err(|reason| {
+                    ObjError::InvalidMap {
+                        map: name.clone(),
+                        reason,
+                    }
+                })?,
+                None => Vec::new(),
+            };
+            self.fields.push(fields);
             self.specs.push(def.spec);
             self.spin_locks.push(def.spin_lock);
         }
@@ -254,6 +292,7 @@ impl MapTable {
                 .insert((section, sym.value), self.specs.len());
             // Legacy definitions carry no value type, hence no lock.
             self.specs.push(spec);
+            self.fields.push(Vec::new());
             self.spin_locks.push(None);
         }
         Ok(())
