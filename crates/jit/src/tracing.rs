@@ -6,15 +6,16 @@
 //! arithmetic or key-size-specialised calls, updates, deletes, ring-buffer
 //! reserve/submit, the CPU id, the clock, `bpf_loop`: see `lift::inline`),
 //! the per-thread map operations of internalised hand-off maps are direct
-//! calls (`crate::thread_maps`), the tracing helpers go through the
-//! trampoline to the runtime's; context loads of `pt_regs` and the
+//! calls (`crate::thread_maps`), `bpf_get_current_pid_tgid` is a direct
+//! call to the runtime's per-thread cache, the other tracing helpers go
+//! through the trampoline to the runtime's; context loads of `pt_regs` and the
 //! tracepoint records are plain loads.
 
 use crate::object::{CompiledPrograms, ObjectError};
 use crate::options::JitOptions;
 use crate::program::JitProgram;
 use bpfjet_obj::Object;
-use bpfjet_runtime::tracing::{NativeEntry, TracingObject, TracingOptions};
+use bpfjet_runtime::tracing::{NativeEntry, TracingEnv, TracingObject, TracingOptions};
 use bpfjet_runtime::{Fault, LoadedObject, ObjectOptions, RunState};
 use std::any::Any;
 use std::sync::Arc;
@@ -27,6 +28,15 @@ impl NativeEntry for JitProgram {
         ctx: u64,
     ) -> Result<u64, Fault> {
         self.run(state, user, &[ctx])
+    }
+
+    fn run_tracing(
+        &self,
+        state: &mut RunState,
+        env: &mut TracingEnv,
+        ctx: u64,
+    ) -> Result<u64, Fault> {
+        JitProgram::run_tracing(self, state, env, ctx)
     }
 }
 

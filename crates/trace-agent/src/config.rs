@@ -9,6 +9,15 @@ pub const ENV_EVENTS: &str = "BPFJET_TRACE_EVENTS";
 /// `MAP=MS,...`: ring buffers in backpressure mode (MS 0: the default
 /// stall limit).
 pub const ENV_BACKPRESSURE: &str = "BPFJET_TRACE_BACKPRESSURE";
+/// `MAP=BYTES,...`: ring buffers created with this size instead of the
+/// object's `max_entries` (as a libbpf skeleton's
+/// `bpf_map__set_max_entries` before load).
+pub const ENV_RINGBUF_SIZE: &str = "BPFJET_TRACE_RINGBUF_SIZE";
+/// Microseconds the ring-buffer consumer keeps polling after the last
+/// record before it sleeps (default [`DEFAULT_CONSUMER_SPIN_US`]; 0: it
+/// sleeps at once, in batches).
+pub const ENV_CONSUMER_SPIN_US: &str = "BPFJET_TRACE_CONSUMER_SPIN_US";
+pub const DEFAULT_CONSUMER_SPIN_US: u64 = 50;
 /// Which pairwise-fusion optimisations to apply: `none`, `internalise`,
 /// `all` (unset: `none`).
 pub const ENV_FUSE: &str = "BPFJET_TRACE_FUSE";
@@ -34,6 +43,10 @@ pub struct Config {
     /// Ring buffers that wait for the consumer instead of dropping:
     /// (map, stall limit in ms, 0 = default).
     pub backpressure: Vec<(String, u32)>,
+    /// Ring buffers resized before load: (map, bytes).
+    pub ringbuf_size: Vec<(String, String)>,
+    /// See [`ENV_CONSUMER_SPIN_US`].
+    pub consumer_spin: std::time::Duration,
     pub fuse: Fuse,
 }
 
@@ -58,6 +71,21 @@ impl Config {
                     None => (s.to_string(), 0),
                 })
                 .collect(),
+            ringbuf_size: std::env::var(ENV_RINGBUF_SIZE)
+                .unwrap_or_default()
+                .split(',')
+                .filter(|s| !s.is_empty())
+                .map(|s| match s.rsplit_once('=') {
+                    Some((map, bytes)) => (map.to_string(), bytes.to_string()),
+                    None => (s.to_string(), String::new()),
+                })
+                .collect(),
+            consumer_spin: std::time::Duration::from_micros(
+                std::env::var(ENV_CONSUMER_SPIN_US)
+                    .ok()
+                    .and_then(|v| v.parse().ok())
+                    .unwrap_or(DEFAULT_CONSUMER_SPIN_US),
+            ),
             fuse: match std::env::var(ENV_FUSE).as_deref() {
                 Ok("internalise") | Ok("all") => Fuse::Internalise,
                 _ => Fuse::None,
@@ -69,6 +97,8 @@ impl Config {
             ENV_REPORT,
             ENV_EVENTS,
             ENV_BACKPRESSURE,
+            ENV_RINGBUF_SIZE,
+            ENV_CONSUMER_SPIN_US,
             ENV_FUSE,
         ] {
             // SAFETY: the constructor runs before main, single-threaded.

@@ -1,6 +1,10 @@
 //! The ring-buffer consumer: a thread of the agent reads every RINGBUF map
-//! of the object in batches (woken when a ring is an eighth full, else
-//! every millisecond: `RingbufConsumer::poll_batched`), and with `--events FILE` writes each record as
+//! of the object. While records flow it busy-polls (no system call per
+//! record or per batch: reading a ring is reading shared memory), and a
+//! short while after the last record (`Config::consumer_spin`, default
+//! [`crate::config::DEFAULT_CONSUMER_SPIN_US`]) it goes to sleep in batches
+//! (woken when a ring is an eighth full, else every millisecond:
+//! `RingbufConsumer::poll_batched`). With `--events FILE` it writes each record as
 //! ktrace (examples/trace/ktrace.c) does, so both files compare byte for
 //! byte: a u32 length in host byte order, then the record's bytes. At exit
 //! the rings are drained and the consumer stops.
@@ -10,7 +14,7 @@ use bpfjet_maps::{RingbufConsumer, RingbufStats};
 use std::io::Write;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// How long a record may wait in its ring before the consumer reads it
 /// when the ring stays below its batch watermark.
@@ -46,6 +50,14 @@ pub fn start(agent: &'static Agent) -> Result<(), String> {
     };
     let stop = Arc::new(AtomicBool::new(false));
     let stop2 = stop.clone();
+    // How long the consumer keeps polling after the last record it read
+    // before it sleeps. Polling reads each record as it is committed, on a
+    // CPU the consumer already holds (a sleeping consumer needs a wake-up
+    // and a CPU first); but on a machine with no idle CPU a polling thread
+    // takes CPU time from the traced threads, so the window is short and
+    // settable (the ring's size, `--ringbuf-size`, is what absorbs the
+    // consumer's absences).
+    let spin = agent.cfg.consumer_spin;
     let thread = std::thread::Builder::new()
         .name("bpfjet-ringbuf".into())
         .spawn(move || {
@@ -64,14 +76,31 @@ pub fn start(agent: &'static Agent) -> Result<(), String> {
                 // producer a futex call and the process a context switch
                 // per event. Several rings share the linger.
                 let linger = (LINGER / consumers.len() as u32).max(Duration::from_micros(100));
+                let mut last = Instant::now();
                 loop {
                     let stopping = stop2.load(Ordering::Acquire);
                     let mut got = 0;
                     for (_, c) in consumers.iter_mut() {
+                        got += c.poll(&mut write);
+                    }
+                    if got > 0 {
+                        last = Instant::now();
+                        continue;
+                    }
+                    if stopping {
+                        break;
+                    }
+                    if last.elapsed() < spin {
+                        std::hint::spin_loop();
+                        continue;
+                    }
+                    // Idle: sleep until a ring fills to its batch mark or
+                    // the linger passes, then poll again.
+                    for (_, c) in consumers.iter_mut() {
                         got += c.poll_batched(&mut write, linger);
                     }
-                    if stopping && got == 0 {
-                        break;
+                    if got > 0 {
+                        last = Instant::now();
                     }
                 }
                 if let Some(w) = out.as_mut() {
