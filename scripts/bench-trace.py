@@ -136,8 +136,10 @@ def one_run(setup, tool, workload, args, tmp):
         argv = ["bpftrace", script, "-c", shlex.join(fio)]
     elif setup == "bpfjet":
         extra = []
-        for spec in args.bpfjet_ringbuf_size:
-            extra += ["--ringbuf-size", spec]
+        if tool.startswith("rw_tracer"):
+            # The ring-buffer tools' ring (`events`); the others have none.
+            for spec in args.bpfjet_ringbuf_size:
+                extra += ["--ringbuf-size", spec]
         argv = ([args.bpfjet, "trace", "--engine", args.bpfjet_engine, "--json"] + extra
                 + [obj, "--"] + fio)
     code, usage = run(argv, out, err)
@@ -213,8 +215,8 @@ def main():
     p.add_argument("--bpfjet", default=os.path.join(ROOT, "target", "release", "bpfjet"))
     p.add_argument("--bpfjet-engine", default="jit", choices=["interp", "jit"])
     p.add_argument("--bpfjet-ringbuf-size", action="append", default=[], metavar="MAP=BYTES",
-                   help="passed to bpfjet trace --ringbuf-size (repeatable; the ring tools' "
-                        "map is `events`)")
+                   help="passed to bpfjet trace --ringbuf-size for the ring-buffer tools "
+                        "(rw_tracer*, whose ring is `events`); repeatable")
     p.add_argument("--markdown")
     p.add_argument("--svg")
     args = p.parse_args()
