@@ -14,10 +14,14 @@ pub const ENV_BACKPRESSURE: &str = "BPFJET_TRACE_BACKPRESSURE";
 /// `bpf_map__set_max_entries` before load).
 pub const ENV_RINGBUF_SIZE: &str = "BPFJET_TRACE_RINGBUF_SIZE";
 /// Microseconds the ring-buffer consumer keeps polling after the last
-/// record before it sleeps (default [`DEFAULT_CONSUMER_SPIN_US`]; 0: it
+/// record before it sleeps (default [`DEFAULT_CONSUMER_SPIN_US`]: it
 /// sleeps at once, in batches).
 pub const ENV_CONSUMER_SPIN_US: &str = "BPFJET_TRACE_CONSUMER_SPIN_US";
-pub const DEFAULT_CONSUMER_SPIN_US: u64 = 50;
+/// 0: measured on a 2-CPU machine with no idle CPU, a polling consumer
+/// kept a quarter of rw-tracer-all's records where a sleeping one kept
+/// three quarters (docs/PERFORMANCE.md, "The generic per-hit path"); with
+/// a CPU to spare, polling (e.g. 50) reads records as they are committed.
+pub const DEFAULT_CONSUMER_SPIN_US: u64 = 0;
 /// Which pairwise-fusion optimisations to apply: `none`, `internalise`,
 /// `all` (unset: `none`).
 pub const ENV_FUSE: &str = "BPFJET_TRACE_FUSE";

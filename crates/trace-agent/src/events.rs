@@ -1,10 +1,10 @@
 //! The ring-buffer consumer: a thread of the agent reads every RINGBUF map
-//! of the object. While records flow it busy-polls (no system call per
-//! record or per batch: reading a ring is reading shared memory), and a
-//! short while after the last record (`Config::consumer_spin`, default
-//! [`crate::config::DEFAULT_CONSUMER_SPIN_US`]) it goes to sleep in batches
-//! (woken when a ring is an eighth full, else every millisecond:
-//! `RingbufConsumer::poll_batched`). With `--events FILE` it writes each record as
+//! of the object in batches (woken when a ring is an eighth full, else
+//! every millisecond: `RingbufConsumer::poll_batched`; no system call per
+//! record). With `Config::consumer_spin` set (default
+//! [`crate::config::DEFAULT_CONSUMER_SPIN_US`]: off) it busy-polls while
+//! records flow, that long after the last one, unless it finds itself
+//! preempted while polling. With `--events FILE` it writes each record as
 //! ktrace (examples/trace/ktrace.c) does, so both files compare byte for
 //! byte: a u32 length in host byte order, then the record's bytes. At exit
 //! the rings are drained and the consumer stops.
@@ -19,6 +19,14 @@ use std::time::{Duration, Instant};
 /// How long a record may wait in its ring before the consumer reads it
 /// when the ring stays below its batch watermark.
 const LINGER: Duration = Duration::from_millis(1);
+
+/// A gap this long between two looks at the rings while polling means the
+/// consumer lost its CPU: the machine has no idle one, and polling takes
+/// CPU time from the traced threads while the ring overflows anyway (a
+/// thread that used its time slice waits longer for the next than one that
+/// slept). The consumer then sleeps between batches for [`NO_SPIN`].
+const PREEMPTED: Duration = Duration::from_micros(200);
+const NO_SPIN: Duration = Duration::from_millis(100);
 
 struct Running {
     stop: Arc<AtomicBool>,
@@ -76,31 +84,42 @@ pub fn start(agent: &'static Agent) -> Result<(), String> {
                 // producer a futex call and the process a context switch
                 // per event. Several rings share the linger.
                 let linger = (LINGER / consumers.len() as u32).max(Duration::from_micros(100));
+                // When did the consumer last read a record, last look at
+                // the rings, and until when does it not poll (it was
+                // preempted while polling: the machine has no idle CPU).
                 let mut last = Instant::now();
+                let mut prev = last;
+                let mut no_spin_until = last;
                 loop {
                     let stopping = stop2.load(Ordering::Acquire);
                     let mut got = 0;
                     for (_, c) in consumers.iter_mut() {
                         got += c.poll(&mut write);
                     }
+                    let now = Instant::now();
+                    if now.duration_since(prev) > PREEMPTED {
+                        no_spin_until = now + NO_SPIN;
+                    }
+                    prev = now;
                     if got > 0 {
-                        last = Instant::now();
+                        last = now;
                         continue;
                     }
                     if stopping {
                         break;
                     }
-                    if last.elapsed() < spin {
+                    if now < last + spin && now >= no_spin_until {
                         std::hint::spin_loop();
                         continue;
                     }
-                    // Idle: sleep until a ring fills to its batch mark or
-                    // the linger passes, then poll again.
+                    // Idle (or no CPU to spare): sleep until a ring fills
+                    // to its batch mark or the linger passes, then poll.
                     for (_, c) in consumers.iter_mut() {
                         got += c.poll_batched(&mut write, linger);
                     }
+                    prev = Instant::now();
                     if got > 0 {
-                        last = Instant::now();
+                        last = prev;
                     }
                 }
                 if let Some(w) = out.as_mut() {
