@@ -4,7 +4,7 @@ CONFORMANCE ?= ../shared/conformance/tests
 BPFJET := target/release/bpfjet
 export PATH := $(HOME)/.cargo/bin:$(PATH)
 
-.PHONY: all setup build examples test test-rust test-netns test-preload test-trace bench-preload bench-trace bench-fusion bench-fusion-percall bench-uprobe bench-usdt lint conformance demo clean
+.PHONY: all setup build examples test test-rust test-netns test-preload test-trace bench-preload bench-trace bench-fusion bench-fusion-percall bench-uprobe bench-trace-percall bench-usdt lint conformance demo clean
 
 all: build
 
@@ -93,6 +93,13 @@ bench-fusion: build examples
 # wall clock and CPU, the same ladder and the SUD floor.
 bench-fusion-percall: build examples
 	BPFJET=$(BPFJET) scripts/bench-fusion-percall.sh
+
+# Per system call, without fio: syscount, rw_tracer, rw_tracer_all, fsdist
+# in the kernel (ktrace) and under bpfjet's JIT, interleaved rounds
+# (docs/PERFORMANCE.md, "The generic per-hit path"); BPFJET_BEFORE=path
+# adds another bpfjet build.
+bench-trace-percall: build examples
+	BPFJET=$(BPFJET) bash scripts/bench-trace-percall.sh
 
 # AF_XDP end to end in network namespaces (root): TX, DROP, REDIRECT, PASS via TAP.
 test-netns: build examples

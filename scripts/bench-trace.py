@@ -135,7 +135,13 @@ def one_run(setup, tool, workload, args, tmp):
         fio[0] = subprocess.check_output(["which", "fio"], text=True).strip()
         argv = ["bpftrace", script, "-c", shlex.join(fio)]
     elif setup == "bpfjet":
-        argv = [args.bpfjet, "trace", "--engine", args.bpfjet_engine, "--json", obj, "--"] + fio
+        extra = []
+        if tool.startswith("rw_tracer"):
+            # The ring-buffer tools' ring (`events`); the others have none.
+            for spec in args.bpfjet_ringbuf_size:
+                extra += ["--ringbuf-size", spec]
+        argv = ([args.bpfjet, "trace", "--engine", args.bpfjet_engine, "--json"] + extra
+                + [obj, "--"] + fio)
     code, usage = run(argv, out, err)
     if code != 0:
         tail = open(err, errors="replace").read()[-600:]
@@ -208,6 +214,9 @@ def main():
     p.add_argument("--setups", default="none,kernel,bpftrace,bpfjet")
     p.add_argument("--bpfjet", default=os.path.join(ROOT, "target", "release", "bpfjet"))
     p.add_argument("--bpfjet-engine", default="jit", choices=["interp", "jit"])
+    p.add_argument("--bpfjet-ringbuf-size", action="append", default=[], metavar="MAP=BYTES",
+                   help="passed to bpfjet trace --ringbuf-size for the ring-buffer tools "
+                        "(rw_tracer*, whose ring is `events`); repeatable")
     p.add_argument("--markdown")
     p.add_argument("--svg")
     args = p.parse_args()

@@ -97,6 +97,7 @@ fn fixture() -> &'static Fixture {
         bpf(&dir, &src("probes.bpf.c"), "probes.o", &[exe.clone(), lib]);
         bpf(&dir, &src("syscalls.bpf.c"), "syscalls.o", &[]);
         bpf(&dir, &src("ringbuf.bpf.c"), "ringbuf.o", &[]);
+        bpf(&dir, &src("bigrec.bpf.c"), "bigrec.o", &[]);
         let static_exe = format!("-DTARGET_EXE=\"{}\"", dir.join("target_static").display());
         let missing = dir.join("missing.bpf.c");
         std::fs::write(
@@ -461,4 +462,65 @@ fn ring_buffer_backpressure_is_set_in_the_process_or_refused_before_start() {
         .output()
         .unwrap();
     assert_not_started(&out, &["--ringbuf-backpressure no_such_ring"], &marker);
+}
+
+/// `--ringbuf-size` creates the ring with the given size before load (as
+/// a libbpf skeleton's `bpf_map__set_max_entries`): a 6,000-byte record
+/// never fits the object's 4 KiB ring and fits a 16 KiB one; sizes the
+/// kernel would refuse, and maps that are not ring buffers, are errors
+/// before the target starts.
+#[test]
+fn ring_buffer_size_is_set_before_load_or_refused_before_start() {
+    let _serial = serial();
+    let f = fixture();
+    let run = |extra: &[&str]| {
+        let out = bpfjet()
+            .arg("trace")
+            .arg(f.path("bigrec.o"))
+            .arg("--json")
+            .args(extra)
+            .arg("--")
+            .arg(f.path("target"))
+            .output()
+            .unwrap();
+        let report = json_report(&out);
+        assert_eq!(report["exit_code"], 42, "{report}");
+        report
+    };
+    // The object's size: every reservation fails.
+    let report = run(&[]);
+    assert_eq!(counts(&report), vec![0, WRITES]);
+    assert_eq!(report["ringbufs"]["events"]["produced"], 0);
+    // 16 KiB: the records fit (how many find room depends on how fast the
+    // consumer empties the ring; the first always does), and the ring's
+    // counters agree with the program's.
+    let report = run(&["--ringbuf-size", "events=16384"]);
+    let c = counts(&report);
+    assert_eq!(c[0] + c[1], WRITES, "{c:?}");
+    assert!(c[0] > 0, "no record fitted a 16 KiB ring: {c:?}");
+    let rb = &report["ringbufs"]["events"];
+    assert_eq!(rb["produced"], c[0]);
+    assert_eq!(rb["consumed"], c[0]);
+    assert_eq!(rb["dropped"], c[1]);
+
+    for (arg, needle) in [
+        ("events=20000", "power of two"),
+        ("events=1024", "page size"),
+        ("counts=16384", "not a RINGBUF"),
+        ("nothere=16384", "no map \"nothere\""),
+        ("events", "expected MAP=BYTES"),
+    ] {
+        let marker = f.path("ringbuf_size.mark");
+        let _ = std::fs::remove_file(&marker);
+        let out = bpfjet()
+            .arg("trace")
+            .arg(f.path("bigrec.o"))
+            .args(["--ringbuf-size", arg, "--"])
+            .arg(f.path("target"))
+            .arg("mark")
+            .arg(&marker)
+            .output()
+            .unwrap();
+        assert_not_started(&out, &[needle], &marker);
+    }
 }

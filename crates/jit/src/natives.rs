@@ -14,6 +14,9 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 /// Symbol names, resolved by the object loader.
 pub(crate) const MAP_LOOKUP_GENERIC: &str = "bpfjet_jit_map_lookup";
 pub(crate) const KTIME_NS: &str = "bpfjet_jit_ktime_ns";
+/// `bpf_get_current_pid_tgid` of tracing programs: the calling thread's
+/// cached ids (no helper trampoline).
+pub(crate) const PID_TGID: &str = "bpfjet_jit_pid_tgid";
 pub(crate) const CSUM_DIFF: &str = "bpfjet_jit_csum_diff";
 pub(crate) const STRNCMP: &str = "bpfjet_jit_strncmp";
 pub(crate) const MAP_UPDATE: &str = "bpfjet_jit_map_update";
@@ -171,6 +174,13 @@ unsafe extern "C" fn map_delete(map: *const Map, key: *const u8) -> u64 {
 
 pub(crate) fn errno_neg(e: u64) -> u64 {
     e.wrapping_neg()
+}
+
+/// `bpf_get_current_pid_tgid`: the runtime helper's answer (tgid in the
+/// upper half, tid in the lower), from its per-thread cache.
+extern "C" fn pid_tgid() -> u64 {
+    let (tgid, tid) = bpfjet_runtime::tracing::current_tgid_tid();
+    (u64::from(tgid) << 32) | u64::from(tid)
 }
 
 /// `bpf_ktime_get_ns`: CLOCK_MONOTONIC through the C library (the vDSO).
@@ -567,6 +577,10 @@ pub(crate) fn resolve(name: &str) -> Option<usize> {
         }
         KTIME_NS => {
             let f: extern "C" fn() -> u64 = ktime_ns;
+            f as *const () as usize
+        }
+        PID_TGID => {
+            let f: extern "C" fn() -> u64 = pid_tgid;
             f as *const () as usize
         }
         CSUM_DIFF => {

@@ -371,6 +371,22 @@ impl JitProgram {
         })
     }
 
+    /// [`JitProgram::run`] of a tracing program: r1 = `ctx`, the CPU slot
+    /// taken from the tracing environment without downcasting.
+    #[inline]
+    pub fn run_tracing(
+        &self,
+        state: &mut RunState,
+        env: &mut bpfjet_runtime::tracing::TracingEnv,
+        ctx: u64,
+    ) -> Result<u64, Fault> {
+        let act = self.activation(u64::from(env.cpu()), env.thread_slot_table());
+        self.inner.program.run_externally(state, |state| {
+            let regs = [ctx, 0, 0, 0, 0];
+            trampoline::run_native(&self.inner, act, state, env, 0, 0, &regs)
+        })
+    }
+
     /// [`JitProgram::run`] of an XDP program: r1 = the frame's context.
     #[inline]
     pub fn run_xdp(

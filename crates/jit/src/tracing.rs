@@ -9,7 +9,8 @@
 //! and stores on the thread's slot (`lift::thread_slots`, or direct calls,
 //! `crate::thread_maps`, with [`TracingJit::inline_thread_maps`] off),
 //! context fields the attach point fixes may be folded
-//! ([`TracingJit::ctx_constants`]), the tracing helpers go through the
+//! ([`TracingJit::ctx_constants`]), `bpf_get_current_pid_tgid` is a direct
+//! call to the runtime's per-thread cache, the other tracing helpers go through the
 //! trampoline to the runtime's; context loads of `pt_regs` and the
 //! tracepoint records are plain loads.
 
@@ -18,7 +19,7 @@ use crate::object::{CompiledPrograms, ObjectError};
 use crate::options::JitOptions;
 use crate::program::{DumpStage, JitProgram};
 use bpfjet_obj::Object;
-use bpfjet_runtime::tracing::{NativeEntry, TracingObject, TracingOptions};
+use bpfjet_runtime::tracing::{NativeEntry, TracingEnv, TracingObject, TracingOptions};
 use bpfjet_runtime::{Fault, LoadedObject, ObjectOptions, RunState};
 use std::any::Any;
 use std::sync::Arc;
@@ -31,6 +32,15 @@ impl NativeEntry for JitProgram {
         ctx: u64,
     ) -> Result<u64, Fault> {
         self.run(state, user, &[ctx])
+    }
+
+    fn run_tracing(
+        &self,
+        state: &mut RunState,
+        env: &mut TracingEnv,
+        ctx: u64,
+    ) -> Result<u64, Fault> {
+        JitProgram::run_tracing(self, state, env, ctx)
     }
 }
 

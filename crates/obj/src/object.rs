@@ -35,6 +35,33 @@ pub struct Object {
 }
 
 impl Object {
+    /// Give RINGBUF map `name` a data area of `bytes` instead of the
+    /// object's `max_entries`, before the maps are created (a libbpf
+    /// skeleton's `bpf_map__set_max_entries` before load). The kernel's
+    /// rule applies: a power of two and a multiple of `page_size`.
+    pub fn resize_ringbuf(&mut self, name: &str, bytes: u64, page_size: u64) -> Result<(), String> {
+        let map = self
+            .maps
+            .iter_mut()
+            .find(|m| m.name == name)
+            .ok_or_else(|| format!("the object has no map {name:?}"))?;
+        if map.map_type != bpfjet_maps::MapType::Ringbuf {
+            return Err(format!(
+                "map {name:?} is a {:?} map, not a RINGBUF",
+                map.map_type
+            ));
+        }
+        if !bytes.is_power_of_two() || page_size == 0 || !bytes.is_multiple_of(page_size) {
+            return Err(format!(
+                "{bytes} bytes: a ring buffer's size must be a power of two and a multiple of \
+                 the page size ({page_size})"
+            ));
+        }
+        map.max_entries = u32::try_from(bytes)
+            .map_err(|_| format!("{bytes} bytes: at most 2 GiB (max_entries is 32 bits)"))?;
+        Ok(())
+    }
+
     pub fn program(&self, name: &str) -> Option<&Program> {
         self.programs.iter().find(|p| p.name == name)
     }

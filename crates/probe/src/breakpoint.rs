@@ -171,7 +171,8 @@ extern "C" fn on_sigtrap(_sig: i32, _info: *mut libc::siginfo_t, ctx: *mut libc:
         return;
     };
     site.hits.fetch_add(1, Ordering::Relaxed);
-    if !enter_handler() {
+    let thread = crate::thread::current();
+    if !enter_handler(thread) {
         site.missed.fetch_add(1, Ordering::Relaxed);
         return;
     }
@@ -200,6 +201,6 @@ extern "C" fn on_sigtrap(_sig: i32, _info: *mut libc::siginfo_t, ctx: *mut libc:
         ss: 0x2b,
     };
     crate::syscalls::allowed(|| (site.handler)(&mut regs));
-    leave_handler();
+    leave_handler(thread);
     // rip is already past the int3, i.e. past the nop it replaced.
 }

@@ -17,15 +17,15 @@
 use crate::regs::PtRegs;
 use crate::symbols::{self, loaded_objects, UprobeTarget};
 use crate::syscalls::{self, hooks, set_selector_allow, set_selector_block};
+use crate::thread::ProbeThread;
 use crate::uprobe::{attach_with, Attachment};
 use crate::ProbeError;
 use iced_x86::{Code, Decoder, DecoderOptions, Mnemonic, OpKind, Register};
-use std::cell::UnsafeCell;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 /// How a wrapper's C arguments become the system call's.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Args {
+pub(crate) enum Args {
     /// Same order (the C ABI's 4th argument, rcx, is the kernel's r10).
     Same,
     /// `open(path, flags, mode)` → `openat(AT_FDCWD, path, flags, mode)`.
@@ -114,40 +114,98 @@ struct FastFrame {
     flipped: bool,
 }
 
-struct FastStack {
+/// Wrapper calls in flight on a thread (nested only through signal
+/// handlers), with the system call's registers built at entry; part of
+/// the thread's probe block (`crate::thread`).
+pub(crate) struct FastStack {
     len: usize,
     frames: [FastFrame; FRAMES],
 }
 
-thread_local! {
-    // Wrapper calls in flight on this thread (nested only through signal
-    // handlers), with the system call's registers built at entry.
-    static FAST: UnsafeCell<FastStack> = const {
-        UnsafeCell::new(FastStack {
-            len: 0,
-            frames: [FastFrame {
-                slot: 0,
-                flipped: false,
-                regs: PtRegs {
-                    r15: 0, r14: 0, r13: 0, r12: 0, rbp: 0, rbx: 0, r11: 0, r10: 0, r9: 0,
-                    r8: 0, rax: 0, rcx: 0, rdx: 0, rsi: 0, rdi: 0, orig_rax: 0, rip: 0,
-                    cs: 0, eflags: 0, rsp: 0, ss: 0,
-                },
-            }; FRAMES],
-        })
+impl FastStack {
+    pub(crate) const EMPTY: FastStack = FastStack {
+        len: 0,
+        frames: [FastFrame {
+            slot: 0,
+            flipped: false,
+            regs: PtRegs {
+                r15: 0,
+                r14: 0,
+                r13: 0,
+                r12: 0,
+                rbp: 0,
+                rbx: 0,
+                r11: 0,
+                r10: 0,
+                r9: 0,
+                r8: 0,
+                rax: 0,
+                rcx: 0,
+                rdx: 0,
+                rsi: 0,
+                rdi: 0,
+                orig_rax: 0,
+                rip: 0,
+                cs: 0,
+                eflags: 0,
+                rsp: 0,
+                ss: 0,
+            },
+        }; FRAMES],
     };
 }
 
-fn with_fast<R>(f: impl FnOnce(&mut FastStack) -> R) -> R {
-    // SAFETY: per thread; the wrapper probes' handlers do not nest their use.
-    FAST.with(|s| f(unsafe { &mut *s.get() }))
+/// What a wrapper probe does: the system call its code issues and how its
+/// arguments map to the call's.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Wrapper {
+    nr: u32,
+    args: Args,
 }
 
-fn on_wrapper_entry(nr: u32, args: Args, regs: &PtRegs) {
-    if !syscalls::dispatched() {
+/// The thread's wrapper stack.
+///
+/// # Safety
+/// `t` is this thread's block; the wrapper handlers do not nest their use
+/// (a signal handler interrupting them runs its own probes' handlers only
+/// after they returned: they run with the thread's handler flag set).
+#[inline(always)]
+unsafe fn fast<'a>(t: *mut ProbeThread) -> &'a mut FastStack {
+    // SAFETY: the caller's.
+    unsafe { &mut (*t).fast }
+}
+
+/// Entry of a wrapper (called by the probe dispatcher with the thread's
+/// block).
+pub(crate) fn on_wrapper_entry(t: *mut ProbeThread, w: Wrapper, regs: &PtRegs) {
+    let Wrapper { nr, args } = w;
+    // SAFETY (every block access below): `t` is this thread's block.
+    if !unsafe { (*t).dispatched } {
         return;
     }
-    let mut s = *regs;
+    let slot = regs.rsp;
+    let st = unsafe { fast(t) };
+    while st.len > 0 && st.frames[st.len - 1].slot <= slot {
+        st.len -= 1;
+    }
+    if st.len == FRAMES {
+        // Too deep: the slow path (SIGSYS) traces this call.
+        return;
+    }
+    if !unsafe { set_selector_allow(t) } {
+        // Called from bpfjet's own code (selector already ALLOW): not a
+        // system call of the application.
+        return;
+    }
+    // The system call's registers, built in the frame (no copies): the
+    // hooks run with the thread's handler flag set, so nothing on this
+    // thread touches the wrapper stack until they return.
+    let f = &mut st.frames[st.len];
+    st.len += 1;
+    f.slot = slot;
+    f.flipped = true;
+    let s = &mut f.regs;
+    *s = *regs;
     s.orig_rax = nr as u64;
     s.rax = (-(libc::ENOSYS as i64)) as u64;
     match args {
@@ -159,54 +217,26 @@ fn on_wrapper_entry(nr: u32, args: Args, regs: &PtRegs) {
             s.r10 = regs.rdx;
         }
     }
-    let slot = regs.rsp;
-    let pushed = with_fast(|st| {
-        while st.len > 0 && st.frames[st.len - 1].slot <= slot {
-            st.len -= 1;
-        }
-        if st.len == FRAMES {
-            return false;
-        }
-        st.frames[st.len] = FastFrame {
-            slot,
-            regs: s,
-            flipped: false,
-        };
-        st.len += 1;
-        true
-    });
-    if !pushed {
-        // Too deep: the slow path (SIGSYS) traces this call.
-        return;
-    }
-    let flipped = set_selector_allow();
-    if !flipped {
-        // Called from bpfjet's own code (selector already ALLOW): not a
-        // system call of the application.
-        with_fast(|st| st.len -= 1);
-        return;
-    }
-    with_fast(|st| st.frames[st.len - 1].flipped = true);
     FAST_CALLS.fetch_add(1, Ordering::Relaxed);
     if let Some(h) = hooks().and_then(|h| h.on_enter.as_ref()) {
-        h(&s);
+        h(s);
     }
 }
 
-fn on_wrapper_return(regs: &PtRegs) {
+/// Return of a wrapper, as [`on_wrapper_entry`].
+pub(crate) fn on_wrapper_return(t: *mut ProbeThread, _w: Wrapper, regs: &PtRegs) {
     let slot = regs.rsp - 8;
-    let frame = with_fast(|st| {
-        while st.len > 0 && st.frames[st.len - 1].slot < slot {
-            st.len -= 1;
-        }
-        if st.len > 0 && st.frames[st.len - 1].slot == slot {
-            st.len -= 1;
-            Some(st.frames[st.len])
-        } else {
-            None
-        }
-    });
-    let Some(mut f) = frame else { return };
+    // SAFETY (every block access below): `t` is this thread's block.
+    let st = unsafe { fast(t) };
+    while st.len > 0 && st.frames[st.len - 1].slot < slot {
+        st.len -= 1;
+    }
+    if st.len == 0 || st.frames[st.len - 1].slot != slot {
+        return;
+    }
+    st.len -= 1;
+    // Used in place, as at entry.
+    let f = &mut st.frames[st.len];
     let ret = regs.rax as i64;
     f.regs.rax = if ret == -1 {
         // SAFETY: this thread's errno.
@@ -219,7 +249,7 @@ fn on_wrapper_return(regs: &PtRegs) {
         h(&f.regs);
     }
     if f.flipped {
-        set_selector_block();
+        unsafe { set_selector_block(t) };
     }
 }
 
@@ -270,14 +300,7 @@ fn install_wrappers() -> Vec<FastPath> {
                     "its syscall instructions issue {issued:?}, not only {syscall} ({nr})"
                 )));
             }
-            attach_with(
-                &r,
-                Some(Box::new(move |regs: &mut PtRegs| {
-                    on_wrapper_entry(nr, args, regs)
-                })),
-                Some(Box::new(|regs: &mut PtRegs| on_wrapper_return(regs))),
-                true,
-            )
+            attach_with(&r, None, None, Some(Wrapper { nr, args }))
         })();
         out.push(FastPath {
             wrapper,

@@ -22,6 +22,7 @@ mod shadow;
 pub mod symbols;
 pub mod syscall_table;
 pub mod syscalls;
+mod thread;
 mod trampoline;
 pub mod unwind;
 pub mod uprobe;

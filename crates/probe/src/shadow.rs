@@ -7,8 +7,6 @@
 //! handler that never returns) are recognised by their slot lying at or
 //! below a newer call's slot, and dropped.
 
-use std::cell::UnsafeCell;
-
 /// Deepest nesting of hooked calls per thread; deeper calls run their entry
 /// handler but not their return handler (counted as missed).
 pub const DEPTH: usize = 1024;
@@ -26,22 +24,25 @@ pub struct Shadow {
     frames: [Frame; DEPTH],
 }
 
-thread_local! {
-    // Const-initialised and without Drop: a plain TLS block, usable from any
-    // point of a thread's life, no allocation.
-    static SHADOW: UnsafeCell<Shadow> = const {
-        UnsafeCell::new(Shadow { len: 0, frames: [Frame { slot: 0, ret: 0, probe: 0 }; DEPTH] })
-    };
-}
-
 /// Runs `f` on this thread's shadow stack. Only the probe dispatchers call
 /// it, never re-entrantly (they do not call each other).
 pub fn with<R>(f: impl FnOnce(&mut Shadow) -> R) -> R {
+    let t = crate::thread::current();
     // SAFETY: per-thread, and the dispatchers never nest their use.
-    SHADOW.with(|s| f(unsafe { &mut *s.get() }))
+    f(unsafe { &mut (*t).shadow })
 }
 
 impl Shadow {
+    /// No frames (the initial value of the per-thread block).
+    pub(crate) const EMPTY: Shadow = Shadow {
+        len: 0,
+        frames: [Frame {
+            slot: 0,
+            ret: 0,
+            probe: 0,
+        }; DEPTH],
+    };
+
     /// Records a hooked call whose return address is at `slot`; false when
     /// the stack is full.
     pub fn push(&mut self, frame: Frame) -> bool {

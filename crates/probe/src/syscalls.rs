@@ -38,15 +38,13 @@
 //! `pthread_create` wrapper.
 
 use crate::regs::PtRegs;
+use crate::thread::{self, ProbeThread, SELECTOR_ALLOW, SELECTOR_BLOCK};
 use crate::ProbeError;
-use std::cell::Cell;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::OnceLock;
 
 const PR_SET_SYSCALL_USER_DISPATCH: i32 = 59;
 const PR_SYS_DISPATCH_ON: u64 = 1;
-const SELECTOR_ALLOW: u8 = 0;
-const SELECTOR_BLOCK: u8 = 1;
 
 const SYS_RT_SIGACTION: u64 = 13;
 const SYS_RT_SIGPROCMASK: u64 = 14;
@@ -79,15 +77,6 @@ pub struct SyscallHooks {
 static HOOKS: OnceLock<SyscallHooks> = OnceLock::new();
 static TRAPPED: AtomicU64 = AtomicU64::new(0);
 
-thread_local! {
-    // The byte the kernel reads at each system call of this thread.
-    static SELECTOR: Cell<u8> = const { Cell::new(SELECTOR_ALLOW) };
-    static DISPATCHED: Cell<bool> = const { Cell::new(false) };
-    // The application asked for SIGSYS to be blocked; it never really is
-    // (a blocked SIGSYS at a dispatched call kills the process).
-    static APP_BLOCKS_SIGSYS: Cell<bool> = const { Cell::new(false) };
-}
-
 const SIGSYS_BIT: u64 = 1 << (libc::SIGSYS - 1);
 const UNBLOCKABLE: u64 = (1 << (libc::SIGKILL - 1)) | (1 << (libc::SIGSTOP - 1));
 
@@ -115,7 +104,7 @@ fn copy_user(addr: u64, buf: &mut [u8], write: bool) -> bool {
 
 /// `rt_sigprocmask` on the application's mask, which the signal return
 /// restores (the handler's own mask is discarded there).
-fn emulate_sigprocmask(uc: &mut libc::ucontext_t, a: &[u64; 6]) -> i64 {
+fn emulate_sigprocmask(t: *mut ProbeThread, uc: &mut libc::ucontext_t, a: &[u64; 6]) -> i64 {
     let (how, set, oldset, size) = (a[0], a[1], a[2], a[3]);
     if size != 8 {
         return -(libc::EINVAL as i64);
@@ -123,7 +112,8 @@ fn emulate_sigprocmask(uc: &mut libc::ucontext_t, a: &[u64; 6]) -> i64 {
     // SAFETY: the kernel's sigset is the first 8 bytes of glibc's.
     let mask = unsafe { &mut *(&mut uc.uc_sigmask as *mut libc::sigset_t as *mut u64) };
     let app_view = *mask
-        | if APP_BLOCKS_SIGSYS.with(|b| b.get()) {
+        // SAFETY: this thread's block.
+        | if unsafe { (*t).app_blocks_sigsys } {
             SIGSYS_BIT
         } else {
             0
@@ -147,7 +137,8 @@ fn emulate_sigprocmask(uc: &mut libc::ucontext_t, a: &[u64; 6]) -> i64 {
     }
     if let Some(n) = new {
         let n = n & !UNBLOCKABLE;
-        APP_BLOCKS_SIGSYS.with(|b| b.set(n & SIGSYS_BIT != 0));
+        // SAFETY: this thread's block.
+        unsafe { (*t).app_blocks_sigsys = n & SIGSYS_BIT != 0 };
         *mask = n & !SIGSYS_BIT;
     }
     0
@@ -158,13 +149,26 @@ pub(crate) fn hooks() -> Option<&'static SyscallHooks> {
 }
 
 /// Sets ALLOW; true if the thread was dispatching (BLOCK) before.
-pub(crate) fn set_selector_allow() -> bool {
-    SELECTOR.with(|s| s.replace(SELECTOR_ALLOW)) == SELECTOR_BLOCK
+///
+/// # Safety
+/// `t` is this thread's block ([`thread::current`]).
+#[inline]
+pub(crate) unsafe fn set_selector_allow(t: *mut ProbeThread) -> bool {
+    // SAFETY: the caller's.
+    unsafe { thread::replace_selector(t, SELECTOR_ALLOW) == SELECTOR_BLOCK }
 }
 
-pub(crate) fn set_selector_block() {
-    if dispatched() {
-        SELECTOR.with(|s| s.set(SELECTOR_BLOCK));
+/// Sets BLOCK if the thread is dispatched.
+///
+/// # Safety
+/// As [`set_selector_allow`].
+#[inline]
+pub(crate) unsafe fn set_selector_block(t: *mut ProbeThread) {
+    // SAFETY: the caller's.
+    unsafe {
+        if (*t).dispatched {
+            thread::set_selector(t, SELECTOR_BLOCK);
+        }
     }
 }
 
@@ -175,15 +179,23 @@ pub fn trapped() -> u64 {
 
 /// Whether this thread's system calls are dispatched.
 pub fn dispatched() -> bool {
-    DISPATCHED.with(|d| d.get())
+    // SAFETY: this thread's block.
+    unsafe { (*thread::current()).dispatched }
 }
 
 /// Runs `f` with this thread's system calls not dispatched (bpfjet's own
 /// work on a traced thread).
 pub fn allowed<R>(f: impl FnOnce() -> R) -> R {
-    let old = SELECTOR.with(|s| s.replace(SELECTOR_ALLOW));
+    allowed_in(thread::current(), f)
+}
+
+/// [`allowed`] with this thread's block already looked up.
+#[inline]
+pub(crate) fn allowed_in<R>(t: *mut ProbeThread, f: impl FnOnce() -> R) -> R {
+    // SAFETY (both): `t` is this thread's block (the callers').
+    let old = unsafe { thread::replace_selector(t, SELECTOR_ALLOW) };
     let r = f();
-    SELECTOR.with(|s| s.set(old));
+    unsafe { thread::set_selector(t, old) };
     r
 }
 
@@ -240,9 +252,12 @@ pub fn enable_current_thread() -> Result<(), ProbeError> {
     }
     let start = bpfjet_sud_region_start as *const () as u64;
     let end = bpfjet_sud_region_end as *const () as u64;
-    let selector = SELECTOR.with(|s| s.as_ptr());
+    let t = thread::current();
     // SAFETY: the selector is this thread's own TLS byte, alive as long as
     // the thread.
+    let selector = unsafe { std::ptr::addr_of_mut!((*t).selector) };
+    // SAFETY: the kernel keeps the selector's address (valid for the
+    // thread's life, above) and reads nothing else through the arguments.
     let r = unsafe {
         libc::prctl(
             PR_SET_SYSCALL_USER_DISPATCH,
@@ -255,8 +270,11 @@ pub fn enable_current_thread() -> Result<(), ProbeError> {
     if r != 0 {
         return Err(ProbeError::os("prctl(PR_SET_SYSCALL_USER_DISPATCH)"));
     }
-    DISPATCHED.with(|d| d.set(true));
-    SELECTOR.with(|s| s.set(SELECTOR_BLOCK));
+    // SAFETY: this thread's block.
+    unsafe {
+        (*t).dispatched = true;
+        thread::set_selector(t, SELECTOR_BLOCK);
+    }
     Ok(())
 }
 
@@ -289,7 +307,9 @@ fn regs_from(g: &[i64; 23], nr: u64) -> PtRegs {
 }
 
 extern "C" fn on_sigsys(_sig: i32, _info: *mut libc::siginfo_t, ctx: *mut libc::c_void) {
-    SELECTOR.with(|s| s.set(SELECTOR_ALLOW));
+    let t = thread::current();
+    // SAFETY: this thread's block.
+    unsafe { thread::set_selector(t, SELECTOR_ALLOW) };
     TRAPPED.fetch_add(1, Ordering::Relaxed);
     // SAFETY: the kernel passes this thread's ucontext.
     let uc = unsafe { &mut *(ctx as *mut libc::ucontext_t) };
@@ -300,21 +320,21 @@ extern "C" fn on_sigsys(_sig: i32, _info: *mut libc::siginfo_t, ctx: *mut libc::
     let hooks = HOOKS.get();
     // Probes hit by the hooks (a helper calling a probed libc function)
     // are skipped, as inside any handler.
-    let outermost = crate::uprobe::enter_handler();
+    let outermost = crate::uprobe::enter_handler(t);
     if let Some(h) = hooks.and_then(|h| h.on_enter.as_ref()) {
         h(&regs);
     }
     let a = [regs.rdi, regs.rsi, regs.rdx, regs.r10, regs.r8, regs.r9];
     // SAFETY (all arms): performing the application's own system call.
     let ret: i64 = match nr {
-        SYS_RT_SIGPROCMASK => emulate_sigprocmask(uc, &a),
+        SYS_RT_SIGPROCMASK => emulate_sigprocmask(t, uc, &a),
         // The SIGSYS handler stays bpfjet's: a new one is not installed
         // (the old one is still reported).
         SYS_RT_SIGACTION if a[0] == libc::SIGSYS as u64 && a[1] != 0 => unsafe {
             bpfjet_sud_syscall6(nr, a[0], 0, a[2], a[3], 0, 0)
         },
         SYS_RT_SIGRETURN => unsafe {
-            bpfjet_sud_sigreturn_to(regs.rsp, SELECTOR.with(|s| s.as_ptr()))
+            bpfjet_sud_sigreturn_to(regs.rsp, std::ptr::addr_of_mut!((*t).selector))
         },
         SYS_EXIT_GROUP => {
             if let Some(h) = hooks.and_then(|h| h.before_exit.as_ref()) {
@@ -379,7 +399,8 @@ extern "C" fn on_sigsys(_sig: i32, _info: *mut libc::siginfo_t, ctx: *mut libc::
             let r = unsafe { bpfjet_sud_syscall6(nr2, a0, a[1], a[2], a[3], a[4], a[5]) };
             if r == 0 && a0 & CLONE_VM == 0 {
                 let _ = enable_current_thread();
-                SELECTOR.with(|s| s.set(SELECTOR_ALLOW));
+                // SAFETY: this thread's block (the child's copy).
+                unsafe { thread::set_selector(t, SELECTOR_ALLOW) };
             }
             r
         }
@@ -392,9 +413,10 @@ extern "C" fn on_sigsys(_sig: i32, _info: *mut libc::siginfo_t, ctx: *mut libc::
         h(&regs);
     }
     if outermost {
-        crate::uprobe::leave_handler();
+        crate::uprobe::leave_handler(t);
     }
-    SELECTOR.with(|s| s.set(SELECTOR_BLOCK));
+    // SAFETY: this thread's block.
+    unsafe { thread::set_selector(t, SELECTOR_BLOCK) };
 }
 
 /// The child's initial stack pointer of a clone that gives it a new stack.

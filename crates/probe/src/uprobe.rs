@@ -8,14 +8,15 @@
 //! and calls from inside its own library all hit the probe.
 
 use crate::code_alloc;
+use crate::fast_syscalls::{self, Wrapper};
 use crate::patch::write_live_code;
 use crate::regs::PtRegs;
 use crate::relocate::{displace, jmp_rel32};
-use crate::shadow::{self, Frame};
+use crate::shadow::Frame;
 use crate::symbols::ResolvedSymbol;
+use crate::thread::{self, ProbeThread};
 use crate::trampoline;
 use crate::ProbeError;
-use std::cell::Cell;
 use std::collections::HashSet;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
@@ -32,9 +33,11 @@ pub struct Probe {
     on_entry: Option<ProbeHandler>,
     on_return: Option<ProbeHandler>,
     hits: AtomicU64,
-    /// The handlers set the system-call selector themselves (the libc
-    /// wrapper fast path); others run with bpfjet's calls not dispatched.
-    manages_selector: bool,
+    /// A libc system-call wrapper of the fast path: its entry and return
+    /// run `fast_syscalls`' handlers (which set the system-call selector
+    /// themselves) instead of `on_entry`/`on_return`; other handlers run
+    /// with bpfjet's calls not dispatched.
+    wrapper: Option<Wrapper>,
     /// Hits whose handlers did not run: nested inside another handler on the
     /// same thread (as the kernel's per-program recursion check), or the
     /// shadow stack was full (return handler only).
@@ -105,7 +108,7 @@ pub fn attach(
     on_entry: Option<ProbeHandler>,
     on_return: Option<ProbeHandler>,
 ) -> Result<Attachment, ProbeError> {
-    attach_with(target, on_entry, on_return, false)
+    attach_with(target, on_entry, on_return, None)
 }
 
 /// The SysV x86-64 red zone: a leaf function may keep data in the 128
@@ -139,23 +142,23 @@ pub fn attach_mid_function(
             reason,
         },
     )?;
-    attach_at(target, Some(on_entry), None, false, true)
+    attach_at(target, Some(on_entry), None, None, true)
 }
 
 pub(crate) fn attach_with(
     target: &ResolvedSymbol,
     on_entry: Option<ProbeHandler>,
     on_return: Option<ProbeHandler>,
-    manages_selector: bool,
+    wrapper: Option<Wrapper>,
 ) -> Result<Attachment, ProbeError> {
-    attach_at(target, on_entry, on_return, manages_selector, false)
+    attach_at(target, on_entry, on_return, wrapper, false)
 }
 
 fn attach_at(
     target: &ResolvedSymbol,
     on_entry: Option<ProbeHandler>,
     on_return: Option<ProbeHandler>,
-    manages_selector: bool,
+    wrapper: Option<Wrapper>,
     mid_function: bool,
 ) -> Result<Attachment, ProbeError> {
     let address = target.address;
@@ -205,7 +208,7 @@ fn attach_at(
         on_entry,
         on_return,
         hits: AtomicU64::new(0),
-        manages_selector,
+        wrapper,
         missed: AtomicU64::new(0),
         stack_skip: if mid_function { RED_ZONE } else { 0 },
     }));
@@ -243,19 +246,17 @@ fn attach_at(
     Ok(Attachment { probe, original })
 }
 
-thread_local! {
-    /// Set while this thread runs a handler: probes hit from inside a
-    /// handler (a helper calling a probed libc function, a signal handler)
-    /// are counted as missed instead of recursing.
-    static IN_HANDLER: Cell<bool> = const { Cell::new(false) };
+/// Marks the thread as running a handler; false if it already was.
+#[inline]
+pub(crate) fn enter_handler(t: *mut ProbeThread) -> bool {
+    // SAFETY: `t` is this thread's block (the callers').
+    unsafe { !std::mem::replace(&mut (*t).in_handler, true) }
 }
 
-pub(crate) fn enter_handler() -> bool {
-    IN_HANDLER.with(|f| !f.replace(true))
-}
-
-pub(crate) fn leave_handler() {
-    IN_HANDLER.with(|f| f.set(false));
+#[inline]
+pub(crate) fn leave_handler(t: *mut ProbeThread) {
+    // SAFETY: as in `enter_handler`.
+    unsafe { (*t).in_handler = false };
 }
 
 /// Called by the entry trampoline; returns where execution continues.
@@ -265,23 +266,24 @@ pub(crate) fn on_entry(probe: u64, regs: &mut PtRegs) -> u64 {
     regs.rip = p.address;
     regs.rsp += p.stack_skip;
     p.hits.fetch_add(1, Ordering::Relaxed);
-    if !enter_handler() {
+    // One thread-local lookup for the whole hit.
+    let t = thread::current();
+    if !enter_handler(t) {
         p.missed.fetch_add(1, Ordering::Relaxed);
         return p.continuation;
     }
-    if let Some(h) = &p.on_entry {
-        if p.manages_selector {
-            h(regs);
-        } else {
-            // bpfjet's own system calls in the handler are not the target's.
-            crate::syscalls::allowed(|| h(regs));
-        }
+    if let Some(w) = p.wrapper {
+        fast_syscalls::on_wrapper_entry(t, w, regs);
+    } else if let Some(h) = &p.on_entry {
+        // bpfjet's own system calls in the handler are not the target's.
+        crate::syscalls::allowed_in(t, || h(regs));
     }
-    if p.on_return.is_some() {
+    if p.on_return.is_some() || p.wrapper.is_some() {
         let slot = regs.rsp;
         // SAFETY: at function entry [rsp] is the return address.
         let ret = unsafe { *(slot as *const u64) };
-        let pushed = shadow::with(|s| s.push(Frame { slot, ret, probe }));
+        // SAFETY: this thread's block; no other use of it is live.
+        let pushed = unsafe { (*t).shadow.push(Frame { slot, ret, probe }) };
         if pushed {
             // SAFETY: the thread's own stack slot.
             unsafe { *(slot as *mut u64) = trampoline::return_trampoline() };
@@ -289,14 +291,16 @@ pub(crate) fn on_entry(probe: u64, regs: &mut PtRegs) -> u64 {
             p.missed.fetch_add(1, Ordering::Relaxed);
         }
     }
-    leave_handler();
+    leave_handler(t);
     p.continuation
 }
 
 /// Called by the return trampoline; returns the original return address.
 pub(crate) fn on_return(regs: &mut PtRegs) -> u64 {
     let slot = regs.rsp - 8;
-    let Some(frame) = shadow::with(|s| s.pop(slot)) else {
+    let t = thread::current();
+    // SAFETY: this thread's block; no other use of it is live.
+    let Some(frame) = (unsafe { (*t).shadow.pop(slot) }) else {
         // No record of this return: the stack was switched or corrupted
         // under us. Continuing would jump anywhere.
         let msg =
@@ -309,15 +313,13 @@ pub(crate) fn on_return(regs: &mut PtRegs) -> u64 {
     regs.rip = frame.ret;
     // SAFETY: as in on_entry.
     let p = unsafe { &*(frame.probe as *const Probe) };
-    if enter_handler() {
-        if let Some(h) = &p.on_return {
-            if p.manages_selector {
-                h(regs);
-            } else {
-                crate::syscalls::allowed(|| h(regs));
-            }
+    if enter_handler(t) {
+        if let Some(w) = p.wrapper {
+            fast_syscalls::on_wrapper_return(t, w, regs);
+        } else if let Some(h) = &p.on_return {
+            crate::syscalls::allowed_in(t, || h(regs));
         }
-        leave_handler();
+        leave_handler(t);
     } else {
         p.missed.fetch_add(1, Ordering::Relaxed);
     }
@@ -326,5 +328,5 @@ pub(crate) fn on_return(regs: &mut PtRegs) -> u64 {
 
 /// Hooked calls of this thread that have not returned yet (tests, debugging).
 pub fn shadow_depth() -> usize {
-    shadow::with(|s| s.depth())
+    crate::shadow::with(|s| s.depth())
 }

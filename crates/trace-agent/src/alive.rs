@@ -23,24 +23,31 @@ struct Guard;
 
 impl Drop for Guard {
     fn drop(&mut self) {
-        let _ = DYING.try_with(|d| d.set(true));
+        let _ = FLAGS.try_with(|f| f.set(f.get() | DYING));
     }
 }
 
+/// The thread's thread-locals are being destroyed.
+const DYING: u8 = 1;
+/// The thread does the agent's own work.
+const AGENT_WORK: u8 = 2;
+/// The guard is armed (touched once).
+const ARMED: u8 = 4;
+
 thread_local! {
-    // No destructor: readable for the thread's whole life.
-    static DYING: Cell<bool> = const { Cell::new(false) };
+    // One word for every check of a run (a thread-local access is a
+    // `__tls_get_addr` call in this shared object). No destructor:
+    // readable for the thread's whole life.
+    static FLAGS: Cell<u8> = const { Cell::new(0) };
     static GUARD: Guard = const { Guard };
-    // No destructor either.
-    static AGENT_WORK: Cell<bool> = const { Cell::new(false) };
 }
 
 /// Runs `f` as the agent's own work: probes and system calls it hits on
 /// this thread run no program.
 pub fn agent_work<R>(f: impl FnOnce() -> R) -> R {
-    let prev = AGENT_WORK.with(|w| w.replace(true));
+    let prev = FLAGS.with(|w| w.replace(w.get() | AGENT_WORK)) & AGENT_WORK;
     let r = f();
-    AGENT_WORK.with(|w| w.set(prev));
+    FLAGS.with(|w| w.set((w.get() & !AGENT_WORK) | prev));
     r
 }
 
@@ -48,20 +55,36 @@ static SKIPPED: AtomicU64 = AtomicU64::new(0);
 
 /// False once this thread's thread-locals are being destroyed (the skip is
 /// counted), and while the thread does the agent's own work (not counted).
-pub fn can_run() -> bool {
-    if AGENT_WORK.with(Cell::get) {
-        return false;
+/// Call [`ran`] with the returned token after the run.
+#[inline]
+pub fn can_run() -> Option<Armed> {
+    let flags = FLAGS.with(Cell::get);
+    if flags & (AGENT_WORK | DYING) == 0 {
+        return Some(Armed(flags & ARMED != 0));
     }
-    let ok = !DYING.try_with(|d| d.get()).unwrap_or(true);
-    if !ok {
+    if flags & AGENT_WORK == 0 {
         SKIPPED.fetch_add(1, Ordering::Relaxed);
     }
-    ok
+    None
 }
 
-/// Call after a run: arms the guard (once per thread).
-pub fn ran() {
+/// Whether the thread's guard was armed when [`can_run`] looked.
+#[derive(Clone, Copy)]
+pub struct Armed(bool);
+
+/// Call after a run: arms the guard (once per thread; later calls only
+/// look at the token).
+#[inline]
+pub fn ran(armed: Armed) {
+    if !armed.0 {
+        arm();
+    }
+}
+
+#[cold]
+fn arm() {
     let _ = GUARD.try_with(|_| ());
+    let _ = FLAGS.try_with(|f| f.set(f.get() | ARMED));
 }
 
 /// Program runs skipped because their thread was exiting.

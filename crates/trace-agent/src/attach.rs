@@ -75,8 +75,17 @@ fn unsupported(section: &str, why: &str) -> String {
 }
 
 pub fn start(cfg: Config) -> Result<(), String> {
-    let obj =
+    let mut obj =
         bpfjet_obj::load_file(&cfg.object).map_err(|e| format!("{}: {e}", cfg.object.display()))?;
+    // SAFETY: sysconf has no preconditions.
+    let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) } as u64;
+    for (name, bytes) in &cfg.ringbuf_size {
+        bytes
+            .parse::<u64>()
+            .map_err(|_| format!("not a number of bytes: {bytes:?}"))
+            .and_then(|n| obj.resize_ringbuf(name, n, page))
+            .map_err(|e| format!("--ringbuf-size {name}={bytes}: {e}"))?;
+    }
     let mut opts = TracingOptions::default();
     // `bpfjet trace` loads the object alone and no control plane can open
     // its maps (no pinning by path, no server): only pinning by name, which
@@ -426,11 +435,13 @@ pub fn start(cfg: Config) -> Result<(), String> {
                         cookie: 0,
                         regs: 0,
                     };
-                    if !entries.is_empty() && alive::can_run() {
-                        for &id in &entries {
-                            object.run_regs(id, regs_view(regs), &site);
+                    if !entries.is_empty() {
+                        if let Some(armed) = alive::can_run() {
+                            for &id in &entries {
+                                object.run_regs(id, regs_view(regs), &site);
+                            }
+                            alive::ran(armed);
                         }
-                        alive::ran();
                     }
                     if report {
                         finish();
@@ -446,11 +457,11 @@ pub fn start(cfg: Config) -> Result<(), String> {
                         cookie: 0,
                         regs: 0,
                     };
-                    if alive::can_run() {
+                    if let Some(armed) = alive::can_run() {
                         for &id in &returns {
                             object.run_regs(id, regs_view(regs), &site);
                         }
-                        alive::ran();
+                        alive::ran(armed);
                     }
                 })
             });
@@ -534,9 +545,12 @@ fn install_syscalls(object: &'static TracingObject, sys: SyscallPrograms) -> Res
         on_enter: Some(Box::new(move |regs: &PtRegs| {
             let nr = regs.orig_rax;
             let progs = sys.enter.get(nr as usize).map_or(&[][..], |v| &v[..]);
-            if (progs.is_empty() && sys.raw_enter.is_empty()) || !alive::can_run() {
+            if progs.is_empty() && sys.raw_enter.is_empty() {
                 return;
             }
+            let Some(armed) = alive::can_run() else {
+                return;
+            };
             let site = ProbeSite {
                 func_ip: 0,
                 cookie: 0,
@@ -557,14 +571,17 @@ fn install_syscalls(object: &'static TracingObject, sys: SyscallPrograms) -> Res
                 };
                 object.run_raw_syscall(id, &mut args, &site);
             }
-            alive::ran();
+            alive::ran(armed);
         })),
         on_exit: Some(Box::new(move |regs: &PtRegs| {
             let nr = regs.orig_rax;
             let progs = sys.exit.get(nr as usize).map_or(&[][..], |v| &v[..]);
-            if (progs.is_empty() && sys.raw_exit.is_empty()) || !alive::can_run() {
+            if progs.is_empty() && sys.raw_exit.is_empty() {
                 return;
             }
+            let Some(armed) = alive::can_run() else {
+                return;
+            };
             let site = ProbeSite {
                 func_ip: 0,
                 cookie: 0,
@@ -582,7 +599,7 @@ fn install_syscalls(object: &'static TracingObject, sys: SyscallPrograms) -> Res
                 };
                 object.run_raw_syscall(id, &mut args, &site);
             }
-            alive::ran();
+            alive::ran(armed);
         })),
         before_exit: Some(Box::new(|_status| finish())),
     })

@@ -9,6 +9,19 @@ pub const ENV_EVENTS: &str = "BPFJET_TRACE_EVENTS";
 /// `MAP=MS,...`: ring buffers in backpressure mode (MS 0: the default
 /// stall limit).
 pub const ENV_BACKPRESSURE: &str = "BPFJET_TRACE_BACKPRESSURE";
+/// `MAP=BYTES,...`: ring buffers created with this size instead of the
+/// object's `max_entries` (as a libbpf skeleton's
+/// `bpf_map__set_max_entries` before load).
+pub const ENV_RINGBUF_SIZE: &str = "BPFJET_TRACE_RINGBUF_SIZE";
+/// Microseconds the ring-buffer consumer keeps polling after the last
+/// record before it sleeps (default [`DEFAULT_CONSUMER_SPIN_US`]: it
+/// sleeps at once, in batches).
+pub const ENV_CONSUMER_SPIN_US: &str = "BPFJET_TRACE_CONSUMER_SPIN_US";
+/// 0: measured on a 2-CPU machine with no idle CPU, a polling consumer
+/// kept a quarter of rw-tracer-all's records where a sleeping one kept
+/// three quarters (docs/PERFORMANCE.md, "The generic per-hit path"); with
+/// a CPU to spare, polling (e.g. 50) reads records as they are committed.
+pub const DEFAULT_CONSUMER_SPIN_US: u64 = 0;
 /// Which pairwise-fusion optimisations to apply: `none`, `fold`,
 /// `internalise-calls`, `internalise`, `all` (unset: `none`).
 pub const ENV_FUSE: &str = "BPFJET_TRACE_FUSE";
@@ -56,6 +69,10 @@ pub struct Config {
     /// Ring buffers that wait for the consumer instead of dropping:
     /// (map, stall limit in ms, 0 = default).
     pub backpressure: Vec<(String, u32)>,
+    /// Ring buffers resized before load: (map, bytes).
+    pub ringbuf_size: Vec<(String, String)>,
+    /// See [`ENV_CONSUMER_SPIN_US`].
+    pub consumer_spin: std::time::Duration,
     pub fuse: Fuse,
     /// The JIT folds frozen `.rodata` loads.
     pub fold_rodata: bool,
@@ -82,6 +99,21 @@ impl Config {
                     None => (s.to_string(), 0),
                 })
                 .collect(),
+            ringbuf_size: std::env::var(ENV_RINGBUF_SIZE)
+                .unwrap_or_default()
+                .split(',')
+                .filter(|s| !s.is_empty())
+                .map(|s| match s.rsplit_once('=') {
+                    Some((map, bytes)) => (map.to_string(), bytes.to_string()),
+                    None => (s.to_string(), String::new()),
+                })
+                .collect(),
+            consumer_spin: std::time::Duration::from_micros(
+                std::env::var(ENV_CONSUMER_SPIN_US)
+                    .ok()
+                    .and_then(|v| v.parse().ok())
+                    .unwrap_or(DEFAULT_CONSUMER_SPIN_US),
+            ),
             fuse: std::env::var(ENV_FUSE)
                 .ok()
                 .and_then(|s| Fuse::parse(&s))
@@ -94,6 +126,8 @@ impl Config {
             ENV_REPORT,
             ENV_EVENTS,
             ENV_BACKPRESSURE,
+            ENV_RINGBUF_SIZE,
+            ENV_CONSUMER_SPIN_US,
             ENV_FUSE,
             ENV_FOLD_RODATA,
         ] {

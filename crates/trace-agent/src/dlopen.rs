@@ -284,10 +284,10 @@ fn run(object: &TracingObject, programs: &[ProgId], address: u64, regs: &mut PtR
         cookie: 0,
         regs: 0,
     };
-    if alive::can_run() {
+    if let Some(armed) = alive::can_run() {
         for &id in programs {
             object.run_regs(id, regs_view(regs), &site);
         }
-        alive::ran();
+        alive::ran(armed);
     }
 }

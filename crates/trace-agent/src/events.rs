@@ -1,6 +1,10 @@
 //! The ring-buffer consumer: a thread of the agent reads every RINGBUF map
 //! of the object in batches (woken when a ring is an eighth full, else
-//! every millisecond: `RingbufConsumer::poll_batched`), and with `--events FILE` writes each record as
+//! every millisecond: `RingbufConsumer::poll_batched`; no system call per
+//! record). With `Config::consumer_spin` set (default
+//! [`crate::config::DEFAULT_CONSUMER_SPIN_US`]: off) it busy-polls while
+//! records flow, that long after the last one, unless it finds itself
+//! preempted while polling. With `--events FILE` it writes each record as
 //! ktrace (examples/trace/ktrace.c) does, so both files compare byte for
 //! byte: a u32 length in host byte order, then the record's bytes. At exit
 //! the rings are drained and the consumer stops.
@@ -10,11 +14,19 @@ use bpfjet_maps::{RingbufConsumer, RingbufStats};
 use std::io::Write;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// How long a record may wait in its ring before the consumer reads it
 /// when the ring stays below its batch watermark.
 const LINGER: Duration = Duration::from_millis(1);
+
+/// A gap this long between two looks at the rings while polling means the
+/// consumer lost its CPU: the machine has no idle one, and polling takes
+/// CPU time from the traced threads while the ring overflows anyway (a
+/// thread that used its time slice waits longer for the next than one that
+/// slept). The consumer then sleeps between batches for [`NO_SPIN`].
+const PREEMPTED: Duration = Duration::from_micros(200);
+const NO_SPIN: Duration = Duration::from_millis(100);
 
 struct Running {
     stop: Arc<AtomicBool>,
@@ -46,6 +58,14 @@ pub fn start(agent: &'static Agent) -> Result<(), String> {
     };
     let stop = Arc::new(AtomicBool::new(false));
     let stop2 = stop.clone();
+    // How long the consumer keeps polling after the last record it read
+    // before it sleeps. Polling reads each record as it is committed, on a
+    // CPU the consumer already holds (a sleeping consumer needs a wake-up
+    // and a CPU first); but on a machine with no idle CPU a polling thread
+    // takes CPU time from the traced threads, so the window is short and
+    // settable (the ring's size, `--ringbuf-size`, is what absorbs the
+    // consumer's absences).
+    let spin = agent.cfg.consumer_spin;
     let thread = std::thread::Builder::new()
         .name("bpfjet-ringbuf".into())
         .spawn(move || {
@@ -64,14 +84,42 @@ pub fn start(agent: &'static Agent) -> Result<(), String> {
                 // producer a futex call and the process a context switch
                 // per event. Several rings share the linger.
                 let linger = (LINGER / consumers.len() as u32).max(Duration::from_micros(100));
+                // When did the consumer last read a record, last look at
+                // the rings, and until when does it not poll (it was
+                // preempted while polling: the machine has no idle CPU).
+                let mut last = Instant::now();
+                let mut prev = last;
+                let mut no_spin_until = last;
                 loop {
                     let stopping = stop2.load(Ordering::Acquire);
                     let mut got = 0;
                     for (_, c) in consumers.iter_mut() {
+                        got += c.poll(&mut write);
+                    }
+                    let now = Instant::now();
+                    if now.duration_since(prev) > PREEMPTED {
+                        no_spin_until = now + NO_SPIN;
+                    }
+                    prev = now;
+                    if got > 0 {
+                        last = now;
+                        continue;
+                    }
+                    if stopping {
+                        break;
+                    }
+                    if now < last + spin && now >= no_spin_until {
+                        std::hint::spin_loop();
+                        continue;
+                    }
+                    // Idle (or no CPU to spare): sleep until a ring fills
+                    // to its batch mark or the linger passes, then poll.
+                    for (_, c) in consumers.iter_mut() {
                         got += c.poll_batched(&mut write, linger);
                     }
-                    if stopping && got == 0 {
-                        break;
+                    prev = Instant::now();
+                    if got > 0 {
+                        last = prev;
                     }
                 }
                 if let Some(w) = out.as_mut() {

@@ -138,11 +138,11 @@ pub fn attach(
                 cookie: u64::from(spec_id),
                 regs: 0,
             };
-            if alive::can_run() {
+            if let Some(armed) = alive::can_run() {
                 for &id in &programs {
                     object.run_regs(id, regs_view(regs), &site);
                 }
-                alive::ran();
+                alive::ran(armed);
             }
         });
         let a = usdt::attach(&probe.site, handler).map_err(|e| format!("{shown}: {e}"))?;

@@ -54,6 +54,21 @@ pub(crate) fn parse_backpressure(text: &str) -> Result<(String, u32), String> {
     Ok((map.to_string(), ms))
 }
 
+/// `MAP=BYTES` of `bpfjet trace --ringbuf-size` (the size is checked
+/// against the object's map later).
+pub(crate) fn parse_ringbuf_size(text: &str) -> Result<(String, u64), String> {
+    let (map, bytes) = text
+        .split_once('=')
+        .ok_or_else(|| format!("{text:?}: expected MAP=BYTES"))?;
+    if map.is_empty() {
+        return Err(format!("{text:?}: expected MAP=BYTES"));
+    }
+    let bytes = bytes
+        .parse::<u64>()
+        .map_err(|_| format!("{text:?}: BYTES must be a number of bytes"))?;
+    Ok((map.to_string(), bytes))
+}
+
 fn parse_prog_type(name: &str) -> Result<ProgKind, String> {
     ProgKind::from_type_name(name)
 }

@@ -51,6 +51,13 @@ pub struct TraceArgs {
     #[arg(long = "ringbuf-backpressure", value_name = "MAP[=MS]",
           value_parser = super::object_args::parse_backpressure)]
     pub ringbuf_backpressure: Vec<(String, u32)>,
+    /// Create ring buffer MAP of OBJ with a data area of BYTES instead of
+    /// its `max_entries` (as a libbpf skeleton's `bpf_map__set_max_entries`
+    /// before load): a power of two and a multiple of the page size, as the
+    /// kernel requires. Repeatable.
+    #[arg(long = "ringbuf-size", value_name = "MAP=BYTES",
+          value_parser = super::object_args::parse_ringbuf_size)]
+    pub ringbuf_size: Vec<(String, u64)>,
     /// Which pairwise-fusion steps to apply, each level including the ones
     /// before it (docs/TRACING.md "Pairwise fusion"): `none`; `fold`
     /// (attach-site constants folded by the JIT: the system-call number of
@@ -219,7 +226,14 @@ pub fn run(args: &TraceArgs) -> Result<ExitCode> {
         .context("no command given: bpfjet trace OBJ -- CMD ARGS...")?;
     let path = find_program(Path::new(program))
         .ok_or_else(|| anyhow!("{}: command not found", program.to_string_lossy()))?;
-    let object = precheck(&args.obj, &path)?;
+    let mut object = precheck(&args.obj, &path)?;
+    // SAFETY: sysconf has no preconditions.
+    let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) } as u64;
+    for (map, bytes) in &args.ringbuf_size {
+        object
+            .resize_ringbuf(map, *bytes, page)
+            .map_err(|e| anyhow!("--ringbuf-size {map}={bytes}: {e}"))?;
+    }
     // bpfjet trace loads OBJ alone and no control plane can open its maps
     // (no pinning by path, no server), so only pinning by name (refused in
     // crates/fusion) exposes a map.
@@ -311,6 +325,14 @@ pub fn run(args: &TraceArgs) -> Result<ExitCode> {
             .map(|(map, ms)| format!("{map}={ms}"))
             .collect();
         cmd.env("BPFJET_TRACE_BACKPRESSURE", list.join(","));
+    }
+    if !args.ringbuf_size.is_empty() {
+        let list: Vec<String> = args
+            .ringbuf_size
+            .iter()
+            .map(|(map, bytes)| format!("{map}={bytes}"))
+            .collect();
+        cmd.env("BPFJET_TRACE_RINGBUF_SIZE", list.join(","));
     }
     if let Some(ev) = &args.events {
         let ev = std::path::absolute(ev).unwrap_or_else(|_| ev.clone());

@@ -10,6 +10,8 @@
 //!   direct call to a lookup specialised for the key size.
 //! - `bpf_get_smp_processor_id`: the run context's CPU slot.
 //! - `bpf_ktime_get_ns`, `bpf_csum_diff`, `bpf_strncmp`: direct calls.
+//! - `bpf_get_current_pid_tgid` (tracing programs): a direct call to the
+//!   runtime's per-thread cached ids.
 //! - `bpf_xdp_load_bytes` / `bpf_xdp_store_bytes`: range checks against the
 //!   context's packet pointers and a `memcpy`; a range past the linear part
 //!   (a multi-buffer frame's fragments) calls the runtime's copy.
@@ -85,6 +87,13 @@ impl<'ctx> Lifter<'ctx, '_> {
             ids::GET_SMP_PROCESSOR_ID => {
                 let cpu = self.cpu(fr)?;
                 self.set_reg(fr, 0, cpu)?;
+                Ok(true)
+            }
+            ids::GET_CURRENT_PID_TGID if self.bind.tracing => {
+                let f = self.native(natives::PID_TGID, 0)?;
+                let r0 = self.b.build_call(f, &[], "pid_tgid")?;
+                let r0 = basic_result(r0)?.into_int_value();
+                self.set_reg(fr, 0, r0)?;
                 Ok(true)
             }
             ids::KTIME_GET_NS => {

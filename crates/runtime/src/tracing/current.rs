@@ -41,6 +41,7 @@ thread_local! {
 
 /// `(tgid, tid)` of the calling thread: the kernel's `tgid` is the process
 /// id, its `pid` the thread id.
+#[inline]
 pub fn tgid_tid() -> (u32, u32) {
     install_fork_hook();
     let generation = FORK_GENERATION.load(Ordering::Relaxed) + 1;

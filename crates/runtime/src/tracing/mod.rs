@@ -98,6 +98,7 @@ pub use thread_maps::{
 pub use user_mem::BadAddress;
 
 /// The calling thread's `(tgid, tid)` as `bpf_get_current_pid_tgid` sees it.
+#[inline]
 pub fn current_tgid_tid() -> (u32, u32) {
     current::tgid_tid()
 }

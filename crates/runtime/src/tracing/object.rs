@@ -28,6 +28,18 @@ pub trait NativeEntry: Send + Sync {
         user: &mut (dyn Any + 'static),
         ctx: u64,
     ) -> Result<u64, Fault>;
+
+    /// [`NativeEntry::run_native`] of a tracing run: the per-run context
+    /// is known to be a [`TracingEnv`] (whose CPU slot is set), so an
+    /// engine need not find out by downcasting.
+    fn run_tracing(
+        &self,
+        state: &mut RunState,
+        env: &mut TracingEnv,
+        ctx: u64,
+    ) -> Result<u64, Fault> {
+        self.run_native(state, env, ctx)
+    }
 }
 
 /// How to load a tracing object.
@@ -392,7 +404,7 @@ impl TracingObject {
             let result = match &p.entry {
                 Entry::Interp(program) => program.run(&mut run.state, &mut run.env, &[ctx as u64]),
                 Entry::Native(native) => {
-                    native.run_native(&mut run.state, &mut run.env, ctx as u64)
+                    native.run_tracing(&mut run.state, &mut run.env, ctx as u64)
                 }
             };
             let _ = run.env.run.release_leftovers();
