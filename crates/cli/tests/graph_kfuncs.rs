@@ -126,7 +126,9 @@ static __always_inline struct stats *st(void)
 "#;
 
 /// The programs the differential runs: an rbtree keyed store, a deque on
-/// a list, kptr swaps, refcounted objects in a tree and a list at once.
+/// a list, kptr swaps, refcounted objects in a tree and a list at once, and
+/// whole-value updates of a map value holding a kptr (never copied from the
+/// caller).
 const PROGRAMS: &str = r#"
 SEC("xdp")
 int tree(struct xdp_md *ctx)
@@ -265,6 +267,22 @@ int swap(struct xdp_md *ctx)
 	return XDP_TX;
 }
 
+/* A value written whole by bpf_map_update_elem, with bytes where the
+ * kptr is: the kernel never copies a kptr from the caller (and frees what
+ * the field held), so the next swap finds NULL, not this address. */
+SEC("xdp")
+int forge(struct xdp_md *ctx)
+{
+	__u8 op; __u64 key;
+	if (request(ctx, &op, &key))
+		return XDP_PASS;
+	__u32 idx = key & 3;
+	__u64 raw[1] = { 0x4141414141414140ULL ^ (key << 4) };
+	if (bpf_map_update_elem(&kmap, &idx, raw, BPF_ANY))
+		return XDP_ABORTED;
+	return XDP_TX;
+}
+
 SEC("xdp")
 int refs(struct xdp_md *ctx)
 {
@@ -346,11 +364,12 @@ fn requests(n: usize) -> Vec<(&'static str, Vec<u8>)> {
         x ^= x >> 17;
         x ^= x << 5;
         let key = u64::from(x % 97);
-        let (prog, ops) = match i % 4 {
+        let (prog, ops) = match i % 5 {
             0 => ("tree", 3),
             1 => ("deque", 4),
             2 => ("swap", 2),
-            _ => ("refs", 2),
+            3 => ("refs", 2),
+            _ => ("forge", 2),
         };
         // Inserts dominate the first half, removals the second.
         let r = (x >> 8) % 10;

@@ -105,6 +105,10 @@ pub struct Map {
     object: Option<CString>,
     /// What a program reads through the map pointer (the handle points here).
     view: KernelView,
+    /// Byte ranges of the value that hold pointers the runtime owns (the
+    /// program's `__kptr` fields and graph roots; set by the loader from the
+    /// value's BTF): see [`Map::set_owned_fields`].
+    owned_fields: std::sync::OnceLock<Vec<(u32, u32)>>,
 }
 
 // SAFETY: all mutable state is in the shared mapping and accessed through
@@ -238,6 +242,7 @@ impl Map {
             geo: g,
             object,
             view: KernelView::new(),
+            owned_fields: std::sync::OnceLock::new(),
         })
     }
 
@@ -274,6 +279,7 @@ impl Map {
             geo: g,
             object: Some(object),
             view: KernelView::new(),
+            owned_fields: std::sync::OnceLock::new(),
         })
     }
 
@@ -403,7 +409,56 @@ impl Map {
         self.update_slots(key, Slots::One(cpu, value), flags, cpu)
     }
 
+    /// Declare byte ranges `(offset, size)` of the value that hold pointers
+    /// owned by the runtime: `__kptr` fields and `bpf_list_head` /
+    /// `bpf_rb_root` graph roots. As the kernel's `copy_map_value`, an
+    /// update never copies them from the caller's value: a program (or a
+    /// control plane in this process) cannot forge an object pointer with
+    /// `bpf_map_update_elem`. They read as empty after the update, as in
+    /// the kernel, which frees what they held (`bpf_obj_free_fields`); what
+    /// they held stays allocated in the program's bounded object arena.
+    /// Set once, before any program runs; later calls are ignored.
+    pub fn set_owned_fields(&self, ranges: Vec<(u32, u32)>) {
+        let _ = self.owned_fields.set(ranges);
+    }
+
     fn update_slots(
+        &self,
+        key: &[u8],
+        slots: Slots<'_>,
+        flags: u64,
+        cpu: u32,
+    ) -> Result<(), MapError> {
+        match self.owned_fields.get() {
+            Some(owned) if !owned.is_empty() => {
+                let size = self.geo.value_size as usize;
+                let clear = |v: &[u8]| {
+                    let mut v = v.to_vec();
+                    for &(off, len) in owned {
+                        let (off, len) = (off as usize, len as usize);
+                        if off + len <= v.len() && v.len() == size {
+                            v[off..off + len].fill(0);
+                        }
+                    }
+                    v
+                };
+                match slots {
+                    Slots::One(c, v) => {
+                        self.update_family(key, Slots::One(c, &clear(v)), flags, cpu)
+                    }
+                    Slots::All(v) => self.update_family(key, Slots::All(&clear(v)), flags, cpu),
+                    Slots::Each(vs) => {
+                        let cleared: Vec<Vec<u8>> = vs.iter().map(|v| clear(v)).collect();
+                        let refs: Vec<&[u8]> = cleared.iter().map(Vec::as_slice).collect();
+                        self.update_family(key, Slots::Each(&refs), flags, cpu)
+                    }
+                }
+            }
+            _ => self.update_family(key, slots, flags, cpu),
+        }
+    }
+
+    fn update_family(
         &self,
         key: &[u8],
         slots: Slots<'_>,

@@ -241,9 +241,23 @@ impl LoadedObject {
                 if by_name {
                     pinned.insert(spec.name.as_str(), (maps.len(), k));
                 }
+                let special = o.object.map_fields.get(i).cloned().unwrap_or_default();
+                map.set_owned_fields(
+                    special
+                        .iter()
+                        .filter(|f| {
+                            matches!(
+                                f.kind,
+                                bpfjet_obj::FieldKind::Kptr { .. }
+                                    | bpfjet_obj::FieldKind::Root { .. }
+                            )
+                        })
+                        .map(|f| (f.off, f.size))
+                        .collect(),
+                );
+                fields.push(special);
                 index.push(maps.len());
                 maps.push(map);
-                fields.push(o.object.map_fields.get(i).cloned().unwrap_or_default());
                 created.push(Some(spec));
             }
             object_maps.push(index);
