@@ -70,6 +70,9 @@ done
 for n in 4 8 16; do
     point "EDF load balancer, $n backends" "edflb_b${n}_plain" "edflb_b${n}_kfunc" "$@"
 done
+for t in 4 16 64; do
+    point "TSS classifier, $t tuples" "tss_t${t}_plain" "tss_t${t}_kfunc" --maps "$D/bench/tss_t$t.json" "$@"
+done
 
 echo
 echo "| skip-list store, keys | kernel rbtree net ns | bpfjet skip list (node kfuncs) net ns | skip list x kernel rbtree |"

@@ -11,6 +11,7 @@
 //! Without a usable kernel the kernel column is skipped with a message;
 //! the bpfjet engines are still compared with each other.
 
+mod nf_tss;
 mod support;
 
 use bpfjet_jit::{DumpStage, JitObject, JitOptions, XdpEngine};
@@ -113,9 +114,18 @@ struct Outcome {
     maps: MapState,
 }
 
-fn on_bpfjet(path: &Path, prog: &str, frames: &[Vec<u8>], engine: &str) -> Outcome {
+fn on_bpfjet(
+    path: &Path,
+    prog: &str,
+    frames: &[Vec<u8>],
+    engine: &str,
+    state: Option<&MapState>,
+) -> Outcome {
     let obj = bpfjet_obj::load_file(path).unwrap();
-    let opts = ObjectOptions::default();
+    let opts = ObjectOptions {
+        state: state.cloned(),
+        ..ObjectOptions::default()
+    };
     let (verdicts, maps) = match engine {
         "interp-checked" => {
             let mut o = opts.clone();
@@ -153,12 +163,21 @@ fn on_bpfjet(path: &Path, prog: &str, frames: &[Vec<u8>], engine: &str) -> Outco
     }
 }
 
-fn on_kernel(path: &Path, prog: &str, frames: &[Vec<u8>]) -> Option<Outcome> {
+fn on_kernel(
+    path: &Path,
+    prog: &str,
+    frames: &[Vec<u8>],
+    state: Option<&MapState>,
+) -> Option<Outcome> {
     if let Err(why) = bpfjet_kernel::kernel_available() {
         support::skip("NF kfunc differential test, kernel column", &why);
         return None;
     }
-    let k = bpfjet_kernel::KernelObject::open_with(path, &bpfjet_kernel::LoadOptions::default())
+    let opts = bpfjet_kernel::LoadOptions {
+        state,
+        ..Default::default()
+    };
+    let k = bpfjet_kernel::KernelObject::open_with(path, &opts)
         .unwrap_or_else(|e| panic!("kernel load of {}: {e}", path.display()));
     let verdicts = frames
         .iter()
@@ -172,14 +191,25 @@ fn on_kernel(path: &Path, prog: &str, frames: &[Vec<u8>]) -> Option<Outcome> {
 }
 
 fn differential(plain: &str, kfunc: &str, prog: &str, frames: &[Vec<u8>]) -> Vec<u32> {
+    differential_from(plain, kfunc, prog, frames, None)
+}
+
+/// [`differential`] with maps a control plane filled before the first frame.
+fn differential_from(
+    plain: &str,
+    kfunc: &str,
+    prog: &str,
+    frames: &[Vec<u8>],
+    state: Option<&MapState>,
+) -> Vec<u32> {
     let plain = nf_object(plain);
     let kfunc = nf_object(kfunc);
-    let mut outcomes: Vec<Outcome> = on_kernel(&plain, prog, frames).into_iter().collect();
+    let mut outcomes: Vec<Outcome> = on_kernel(&plain, prog, frames, state).into_iter().collect();
     for engine in ["interp", "jit"] {
-        outcomes.push(on_bpfjet(&plain, prog, frames, engine));
+        outcomes.push(on_bpfjet(&plain, prog, frames, engine, state));
     }
     for engine in ["interp-checked", "interp", "jit"] {
-        outcomes.push(on_bpfjet(&kfunc, prog, frames, engine));
+        outcomes.push(on_bpfjet(&kfunc, prog, frames, engine, state));
     }
     let reference = &outcomes[0];
     for o in &outcomes[1..] {
@@ -208,6 +238,7 @@ fn count(verdicts: &[u32], action: u32) -> usize {
 const DROP: u32 = 1;
 const PASS: u32 = 2;
 const TX: u32 = 3;
+const REDIRECT: u32 = 4;
 
 #[test]
 fn countmin_plain_and_kfunc_builds_agree_with_the_kernel() {
@@ -603,4 +634,41 @@ fn show_plain_countmin_code() {
         "{}",
         jit.dump("countmin", DumpStage::Assembly, true).unwrap()
     );
+}
+
+#[test]
+fn tuple_space_search_plain_and_kfunc_builds_agree_with_the_kernel() {
+    // Rules for keys of the traffic under every tuple's mask, so a frame
+    // matches in several tuples and the priorities decide; some tuples
+    // compiled in are left unused (the program stops at `ntuples`).
+    let frames = frames(300, 2000);
+    for (capacity, used) in [(4, 4), (16, 15), (64, 60)] {
+        let rules = nf_tss::RuleSet::for_frames(capacity, used, 12, &frames);
+        let state = rules.state();
+        let v = differential_from(
+            &format!("tss_t{capacity}_plain"),
+            &format!("tss_t{capacity}_kfunc"),
+            "tss",
+            &frames,
+            Some(&state),
+        );
+        // The verdicts are the reference classifier's (highest priority of
+        // the rules whose masked key matches, pass on a miss).
+        for (i, f) in frames.iter().enumerate() {
+            assert_eq!(v[i], rules.verdict(f), "{capacity} tuples, frame {i}");
+        }
+        let matched = frames
+            .iter()
+            .filter(|f| rules.classify(f).is_some())
+            .count();
+        assert!(
+            count(&v, DROP) > 0 && count(&v, PASS) > 0 && count(&v, REDIRECT) > 0,
+            "{capacity} tuples: {v:?}"
+        );
+        assert!(
+            matched > frames.len() / 4 && matched < frames.len(),
+            "{capacity} tuples: {matched} of {} frames matched a rule",
+            frames.len()
+        );
+    }
 }
