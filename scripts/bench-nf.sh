@@ -78,6 +78,7 @@ echo
 echo "| skip-list store, keys | kernel rbtree net ns | bpfjet skip list (node kfuncs) net ns | skip list x kernel rbtree |"
 echo "|---|---|---|---|"
 for k in 1024 4096 16384; do
+    case "skip-list $k" in *"${ONLY:-}"*) ;; *) continue ;; esac
     "$BPFJET" bench "$D/skiplist_rbtree_k$k.o" --data "$D/bench/skiplist_get_k$k.bin" --engines kernel \
         --versus "$D/skiplist_k${k}_kfunc.o" --json "$@" | LABEL="$k" KF="jit:skiplist_k${k}_kfunc" python3 -c '
 import json, os, sys
