@@ -56,13 +56,13 @@ fn mask(i: usize) -> Key {
     let mut m = [0u8; KEY];
     m[0..4].copy_from_slice(&prefix(SRC[i % 5]));
     m[4..8].copy_from_slice(&prefix(DST[(i / 5) % 4]));
-    if (i / 20) % 2 == 0 {
+    if (i / 20).is_multiple_of(2) {
         m[8..10].copy_from_slice(&[0xff, 0xff]);
     }
-    if (i / 40) % 2 == 0 {
+    if (i / 40).is_multiple_of(2) {
         m[10..12].copy_from_slice(&[0xff, 0xff]);
     }
-    if (i / 80) % 2 == 0 {
+    if (i / 80).is_multiple_of(2) {
         m[12] = 0xff;
     }
     m

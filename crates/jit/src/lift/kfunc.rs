@@ -50,9 +50,9 @@ impl<'ctx> Lifter<'ctx, '_> {
 
     /// The sampler compiled in: while the countdown (the pool's first u32)
     /// is nonzero, decrement it and yield 0; a sampled event (countdown 0)
-    /// takes the next pre-generated count from the pool in place and yields
-    /// 1. The native runs only for what it alone does: refill a used-up
-    /// pool (once per `POOL` samples), and answer for a pool never
+    /// takes the next pre-generated count from the pool in place and
+    /// yields 1. The native runs only for what it alone does: refill a
+    /// used-up pool (once per `POOL` samples), and answer for a pool never
     /// initialised (scale 0: 0, nothing changed). Layout: `random::GeoPool`.
     fn inline_geo_countdown(&mut self, fr: &Frame<'ctx>, k: &Kfunc) -> LResult<IntValue<'ctx>> {
         use bpfjet_kfuncs::random::{GeoPool, POOL};
