@@ -7,13 +7,17 @@
 # benchmark flow they do the same work per packet as the tested builds but
 # their verdict does not depend on how many runs an engine made.
 #
+# The TSS classifier runs with the rule set a control plane installed
+# (gen_nf_bench.py's tss_t{4,16,64}.json: the packet probes every tuple).
+#
 # The skip-list store has no plain build: its table compares the kernel JIT
 # running the same store on the kernel's rbtree kfuncs (skiplist_rbtree.c)
 # with bpfjet's JIT running the skip list on node memory, both filled with
 # the same keys, answering the same GET request.
 #
 #   scripts/bench-nf.sh [extra bench args]      (root, release build)
-#   ONLY=HeavyKeeper scripts/bench-nf.sh        (only rows whose label contains it)
+#   ONLY=HeavyKeeper scripts/bench-nf.sh        (only rows whose label contains it;
+#                                                skip-list rows are "skip-list N")
 set -eu
 BPFJET=${BPFJET:-target/release/bpfjet}
 D=build/examples/nf
