@@ -22,7 +22,7 @@
  * 0xffffffff for p = 1), seed 0 seeds from the OS, any other value makes the
  * run reproducible; -EINVAL for scale 0. bpfjet_geo_should_do returns 1 for
  * a sampled event, 0 for a skipped one (0 always before init); the JIT
- * compiles the skip path in. bpfjet_geo_next returns the next geometric
+ * compiles the skip path and the draw of a pre-generated count in. bpfjet_geo_next returns the next geometric
  * count itself (events to skip), for programs keeping their own countdown.
  * Counts are pre-generated 64 at a time: count i is floor(L(u_i) / scale),
  * u_i the i-th xorshift32 (13/17/5) draw from seed, L(u) = -log2(u / 2^32)
@@ -135,7 +135,7 @@ extern __u64 bpfjet_bloom_test(const void *key, __u32 key__sz, const void *bits,
  * 0xffffffff for p = 1), seed 0 seeds from the OS, any other value makes the
  * run reproducible; -EINVAL for scale 0. bpfjet_geo_should_do returns 1 for
  * a sampled event, 0 for a skipped one (0 always before init); the JIT
- * compiles the skip path in. bpfjet_geo_next returns the next geometric
+ * compiles the skip path and the draw of a pre-generated count in. bpfjet_geo_next returns the next geometric
  * count itself (events to skip), for programs keeping their own countdown.
  * Counts are pre-generated 64 at a time: count i is floor(L(u_i) / scale),
  * u_i the i-th xorshift32 (13/17/5) draw from seed, L(u) = -log2(u / 2^32)

@@ -7,13 +7,17 @@
 # benchmark flow they do the same work per packet as the tested builds but
 # their verdict does not depend on how many runs an engine made.
 #
+# The TSS classifier runs with the rule set a control plane installed
+# (gen_nf_bench.py's tss_t{4,16,64}.json: the packet probes every tuple).
+#
 # The skip-list store has no plain build: its table compares the kernel JIT
 # and bpfjet's JIT running the same store on the kernel's rbtree kfuncs
 # (skiplist_rbtree.c) with bpfjet's JIT running the skip list on node
 # memory, all filled with the same keys, answering the same GET request.
 #
 #   scripts/bench-nf.sh [extra bench args]      (root, release build)
-#   ONLY=HeavyKeeper scripts/bench-nf.sh        (only rows whose label contains it)
+#   ONLY=HeavyKeeper scripts/bench-nf.sh        (only rows whose label contains it;
+#                                                skip-list rows are "skip-list N")
 set -eu
 BPFJET=${BPFJET:-target/release/bpfjet}
 D=build/examples/nf
@@ -70,11 +74,15 @@ done
 for n in 4 8 16 32; do
     point "EDF load balancer, $n backends" "edflb_b${n}_plain" "edflb_b${n}_kfunc" "$@"
 done
+for t in 4 16 64; do
+    point "TSS classifier, $t tuples" "tss_t${t}_plain" "tss_t${t}_kfunc" --maps "$D/bench/tss_t$t.json" "$@"
+done
 
 echo
 echo "| skip-list store, keys | kernel rbtree net ns | bpfjet rbtree (JIT) net ns | bpfjet skip list (node kfuncs) net ns | rbtree: bpfjet x kernel | skip list x kernel rbtree |"
 echo "|---|---|---|---|---|---|"
 for k in 1024 4096 16384; do
+    case "skip-list $k" in *"${ONLY:-}"*) ;; *) continue ;; esac
     "$BPFJET" bench "$D/skiplist_rbtree_k$k.o" --data "$D/bench/skiplist_get_k$k.bin" --engines kernel,jit \
         --versus "$D/skiplist_k${k}_kfunc.o" --json "$@" | LABEL="$k" KF="jit:skiplist_k${k}_kfunc" python3 -c '
 import json, os, sys

@@ -10,11 +10,14 @@
  * at once goes out again (XDP_TX), a queued one passes, a dropped one is
  * dropped. One queue per CPU slot (per-CPU maps): no lock.
  *
- * Built twice: plain eBPF (runs in the kernel too: a ring per level, de
- * Bruijn find-first-set) and with -DUSE_KFUNCS (bpfjet_ctz64, inlined, and
- * bpfjet's list-buckets: one node pool shared by all levels, pushed and
- * popped by kfunc, level lengths read in place). Both keep the
- * same bitmap and statistics, which a control plane reads.
+ * Built twice: plain eBPF (runs in the kernel too: find-first-set by de
+ * Bruijn multiplication and a table) and with -DUSE_KFUNCS (bpfjet_ctz64,
+ * which the JIT compiles to one tzcnt, as eNetSTL's Eiffel uses its ffs
+ * kfunc). Both keep a ring per level and the same bitmap hierarchy and
+ * statistics, which a control plane reads. (A build on bpfjet's
+ * list-buckets — one node pool for all levels — was measured and dropped:
+ * each push and pop validates the structure's header and links, which
+ * costs more than the fixed rings here; docs/PERFORMANCE.md.)
  */
 #include "nf.h"
 #ifdef USE_KFUNCS
@@ -51,15 +54,6 @@ struct stats {
 	__u64 id_xor;
 };
 
-#ifdef USE_KFUNCS
-struct queues {
-	__u8 lists[BPFJET_BKTLIST_BYTES(NPRIO, DEPTH + 1, 4)];
-};
-/* A level's length, read in place: the list-buckets layout is public
- * (include/bpfjet_kfuncs.h: 16-byte header, then {head, tail, len} per
- * bucket), so the program need not call bpfjet_bktlist_len for it. */
-#define LEVEL_LEN(q, r) (*(__u32 *)&(q)->lists[16 + 12 * (r) + 8])
-#else
 struct level {
 	__u32 head;
 	__u32 len;
@@ -68,7 +62,6 @@ struct level {
 struct queues {
 	struct level lv[NPRIO];
 };
-#endif
 
 #define PERCPU_ONE(name, vtype)                                 \
 	struct {                                                \
@@ -110,11 +103,6 @@ int eiffel(struct xdp_md *ctx)
 	struct queues *q = bpf_map_lookup_elem(&queues, &zero);
 	if (!o || !st || !q)
 		return XDP_ABORTED;
-#ifdef USE_KFUNCS
-	if (!*(__u32 *)q->lists &&
-	    bpfjet_bktlist_init(q->lists, sizeof(q->lists), NPRIO, 4) < DEPTH + 1)
-		return XDP_ABORTED;
-#endif
 	/* The rank: the arrival number (virtual time) plus a per-flow offset
 	 * from a multiplicative hash, a stand-in for a policy's rank function
 	 * (e.g. a flow's virtual finish time). */
@@ -124,64 +112,55 @@ int eiffel(struct xdp_md *ctx)
 	int verdict = XDP_PASS;
 
 	/* Enqueue at its level. */
-#ifdef USE_KFUNCS
-	if (LEVEL_LEN(q, rank) >= CAP) {
-#else
 	struct level *lv = &q->lv[rank];
 	if (lv->len >= CAP) {
-#endif
 		st->dropped++;
 		return VERDICT(XDP_DROP);
 	}
-#ifdef USE_KFUNCS
-	if (bpfjet_bktlist_push(q->lists, sizeof(q->lists), rank, &id, sizeof(id)))
-		return XDP_ABORTED;
-#else
 	lv->ids[(lv->head + lv->len) % CAP] = id;
 	lv->len++;
-#endif
 	o->words[rank / 64] |= 1ull << (rank % 64);
 	o->top |= 1ull << (rank / 64);
 	st->enqueued++;
-	st->queued++;
+	/* The queue's length is stored once per packet: a dequeue leaves it
+	 * as it was (one in, one out). Storing it twice, +1 then -1, lets the
+	 * JIT's vectorizer pair the second store's load with the next field's
+	 * and read 16 bytes over the 8 just stored: a store-forwarding stall. */
+	__u64 queued = st->queued + 1;
 
 	/* Dequeue the lowest rank once more than DEPTH are queued. */
-	if (st->queued <= DEPTH || !o->top)
+	if (queued <= DEPTH || !o->top) {
+		st->queued = queued;
 		return verdict;
+	}
 	__u32 w = ctz64(o->top);
 	asm volatile("" : "+r"(w));
 	w &= NWORDS - 1;
 	__u64 word = o->words[w];
-	if (!word)
+	if (!word) {
+		st->queued = queued;
 		return XDP_ABORTED;
+	}
 	__u32 low = w * 64 + ctz64(word);
 	/* clang knows the de Bruijn table's values; the kernel's verifier
 	 * needs the bound spelled out. */
 	asm volatile("" : "+r"(low));
 	low &= NPRIO - 1;
-	__u32 out;
-	int empty;
-#ifdef USE_KFUNCS
-	if (bpfjet_bktlist_pop(q->lists, sizeof(q->lists), low, &out, sizeof(out)))
-		return XDP_ABORTED;
-	empty = LEVEL_LEN(q, low) == 0;
-#else
 	struct level *d = &q->lv[low];
-	if (!d->len)
+	if (!d->len) {
+		st->queued = queued;
 		return XDP_ABORTED;
-	out = d->ids[d->head % CAP];
+	}
+	__u32 out = d->ids[d->head % CAP];
 	d->head = (d->head + 1) % CAP;
 	d->len--;
-	empty = d->len == 0;
-#endif
-	if (empty) {
+	if (!d->len) {
 		word &= ~(1ull << (low % 64));
 		o->words[w] = word;
 		if (!word)
 			o->top &= ~(1ull << w);
 	}
 	st->dequeued++;
-	st->queued--;
 	st->rank_sum += low;
 	st->id_xor ^= out;
 	return out == id ? VERDICT(XDP_TX) : verdict;

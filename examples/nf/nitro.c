@@ -14,7 +14,9 @@
  * plain eBPF (runs in the kernel too: the countdown, xorshift32 draws and
  * fixed-point log2 geometric counts in a per-CPU map, table CRC32C) and
  * with -DUSE_KFUNCS (bpfjet_geo_should_do over a per-CPU bpfjet_geo_pool,
- * counts pre-generated 64 at a time; bpfjet_crc32c). Both keep the same
+ * counts pre-generated 64 at a time and taken in place by the JIT's inline
+ * form; a packet whose rows are all skipped decrements the countdown once;
+ * bpfjet_crc32c). Both keep the same
  * sketch layout: row i, column crc32c(key, SEEDS[i]) % WIDTH, sign from the
  * hash's top bit.
  */
@@ -151,6 +153,16 @@ int nitro(struct xdp_md *ctx)
 	}
 #endif
 	int verdict = XDP_PASS;
+#ifdef USE_KFUNCS
+	/* A packet whose (packet, row) pairs are all skipped — most of them
+	 * once p <= 1/NROWS — pays one countdown update, not one per row
+	 * (the pool's layout is public; the same countdown the rows' calls
+	 * would have left). */
+	if (s->countdown >= NROWS && s->scale) {
+		s->countdown -= NROWS;
+		return XDP_PASS;
+	}
+#endif
 #pragma unroll
 	for (int i = 0; i < NROWS; i++) {
 #ifdef USE_KFUNCS

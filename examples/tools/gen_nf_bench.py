@@ -15,6 +15,11 @@ and OUTDIR/skiplist_get_k{N}.bin: a GET request to the skip-list store
 store its -DPREFILL=N build fills (keys 0, 2, ..., 2(N - 1)).
 and OUTDIR/cuckoofilter_s{8,16}_load{50,95}.json, the same for the cuckoo
 filter (examples/nf/cuckoofilter.c: 1024 buckets of 8 or 16 fingerprints).
+and OUTDIR/tss_t{4,16,64}.json: rule sets for the tuple-space-search
+classifier (examples/nf/tss.c) with that many tuples in use, each with 16
+rules for other traffic; every fourth tuple also has a rule for the flow's
+masked key, the one of highest priority (the last) passing it, the others
+dropping it: a packet of the flow probes every tuple and finds N/4 rules.
 """
 import json
 import os
@@ -135,6 +140,71 @@ def cuckoofilter_state(load, slots, f, rng):
     return {"buckets": entries}
 
 
+TSS_TUPLES = (4, 16, 64)
+TSS_NBUCKETS = 64
+TSS_SLOTS = 8
+
+
+def tss_key(f):
+    # struct tss_key: saddr, daddr, sport, dport as in the packet, proto, 3 zero bytes.
+    return f[26:30] + f[30:34] + f[34:36] + f[36:38] + f[23:24] + bytes(3)
+
+
+def tss_mask(i):
+    # The enumeration crates/cli/tests/nf_tss/mod.rs uses.
+    def prefix(bits):
+        return ((0xFFFFFFFF << (32 - bits)) & 0xFFFFFFFF).to_bytes(4, "big")
+
+    m = prefix([32, 24, 16, 0, 8][i % 5]) + prefix([32, 0, 24, 16][(i // 5) % 4])
+    m += b"\xff\xff" if (i // 20) % 2 == 0 else b"\0\0"
+    m += b"\xff\xff" if (i // 40) % 2 == 0 else b"\0\0"
+    m += b"\xff" if (i // 80) % 2 == 0 else b"\0"
+    return m + bytes(3)
+
+
+def tss_state(n, f, rng):
+    masks = [tss_mask(t * 7 % 160) for t in range(n)]
+    flow = tss_key(f)
+    tables = [dict() for _ in range(n)]  # masked key -> (rule id, priority)
+    rules = []  # (action, ifindex)
+    winners = [t for t in range(n) if t % 4 == 1] or [0]
+    for t in range(n):
+        mk = bytes(a & b for a, b in zip(flow, masks[t]))
+        for _ in range(16):
+            k = bytes([172, 16 + rng.randrange(16), 0, 1]) + rng.randbytes(8) + b"\x11" + bytes(3)
+            k = bytes(a & b for a, b in zip(k, masks[t]))
+            if k == mk or k in tables[t]:
+                continue
+            if sum(1 for x in tables[t] if crc32c(x, SEED) % TSS_NBUCKETS == crc32c(k, SEED) % TSS_NBUCKETS) >= TSS_SLOTS - 1:
+                continue
+            tables[t][k] = (len(rules), rng.randrange(1, 100))
+            rules.append((1, 1))
+        if t in winners:
+            tables[t][mk] = (len(rules), 100 + t)
+            rules.append((2 if t == winners[-1] else 1, 1))
+    tuples = b"".join(masks) + n.to_bytes(4, "little")
+    entries = []
+    for t, table in enumerate(tables):
+        buckets = {}
+        for k, (rid, prio) in sorted(table.items(), key=lambda kv: kv[1][0]):
+            h = crc32c(k, SEED)
+            b = buckets.setdefault(h % TSS_NBUCKETS, ([0] * TSS_SLOTS, [bytes(24)] * TSS_SLOTS))
+            s = b[0].index(0)
+            b[0][s] = (h >> 16) | 1
+            b[1][s] = k + rid.to_bytes(4, "little") + prio.to_bytes(4, "little")
+        for i, (sigs, slots) in sorted(buckets.items()):
+            value = b"".join(x.to_bytes(2, "little") for x in sigs) + b"".join(slots)
+            entries.append({"key": (t * TSS_NBUCKETS + i).to_bytes(4, "little").hex(), "value": value.hex()})
+    return {
+        "tuples": [{"key": "00000000", "value": tuples.hex()}],
+        "tables": entries,
+        "rules": [
+            {"key": i.to_bytes(4, "little").hex(), "value": (a.to_bytes(4, "little") + x.to_bytes(4, "little")).hex()}
+            for i, (a, x) in enumerate(rules)
+        ],
+    }
+
+
 def main():
     out = sys.argv[1]
     os.makedirs(out, exist_ok=True)
@@ -153,6 +223,9 @@ def main():
             name = f"cuckoofilter_s{slots}_load{load}.json"
             with open(os.path.join(out, name), "w") as w:
                 json.dump(cuckoofilter_state(load / 100, slots, f, rng), w)
+    for n in TSS_TUPLES:
+        with open(os.path.join(out, f"tss_t{n}.json"), "w") as w:
+            json.dump(tss_state(n, f, rng), w)
 
 
 if __name__ == "__main__":

@@ -11,6 +11,7 @@
 //! Without a usable kernel the kernel column is skipped with a message;
 //! the bpfjet engines are still compared with each other.
 
+mod nf_tss;
 mod support;
 
 use bpfjet_jit::{DumpStage, JitObject, JitOptions, XdpEngine};
@@ -85,12 +86,12 @@ fn run_opts() -> TestRunOptions {
 /// (`.rodata` holds the plain build's CRC table only). A map named
 /// `sampler` (NitroSketch's per-CPU geometric sampler) is laid out
 /// differently by the two builds: what they share is its leading u32, the
-/// countdown of events to skip, which is all that is compared. Eiffel's
-/// `queues` hold the queued packet ids as per-level rings (plain) or in
-/// list-buckets (kfunc): not compared byte for byte; its occupancy bitmap
-/// and statistics (what was dequeued, in which order: rank sum, id xor)
-/// are. Carousel's `queues` likewise (its wheels' slots): its statistics
-/// (released ids and timestamps) and the flows' pacing state are.
+/// countdown of events to skip, which is all that is compared. Maps named
+/// `queues` are left out: Carousel's hold its wheels' slots as rings
+/// (plain) or in list-buckets (kfunc); Eiffel's (rings in both builds)
+/// are covered by its occupancy bitmap and statistics (what was dequeued,
+/// in which order: rank sum, id xor), Carousel's by its statistics
+/// (released ids and timestamps) and the flows' pacing state.
 fn nf_maps(mut maps: MapState) -> MapState {
     maps.retain(|name, _| !name.starts_with('.') && name != "queues");
     if let Some(entries) = maps.get_mut("sampler") {
@@ -113,9 +114,18 @@ struct Outcome {
     maps: MapState,
 }
 
-fn on_bpfjet(path: &Path, prog: &str, frames: &[Vec<u8>], engine: &str) -> Outcome {
+fn on_bpfjet(
+    path: &Path,
+    prog: &str,
+    frames: &[Vec<u8>],
+    engine: &str,
+    state: Option<&MapState>,
+) -> Outcome {
     let obj = bpfjet_obj::load_file(path).unwrap();
-    let opts = ObjectOptions::default();
+    let opts = ObjectOptions {
+        state: state.cloned(),
+        ..ObjectOptions::default()
+    };
     let (verdicts, maps) = match engine {
         "interp-checked" => {
             let mut o = opts.clone();
@@ -153,12 +163,21 @@ fn on_bpfjet(path: &Path, prog: &str, frames: &[Vec<u8>], engine: &str) -> Outco
     }
 }
 
-fn on_kernel(path: &Path, prog: &str, frames: &[Vec<u8>]) -> Option<Outcome> {
+fn on_kernel(
+    path: &Path,
+    prog: &str,
+    frames: &[Vec<u8>],
+    state: Option<&MapState>,
+) -> Option<Outcome> {
     if let Err(why) = bpfjet_kernel::kernel_available() {
         support::skip("NF kfunc differential test, kernel column", &why);
         return None;
     }
-    let k = bpfjet_kernel::KernelObject::open_with(path, &bpfjet_kernel::LoadOptions::default())
+    let opts = bpfjet_kernel::LoadOptions {
+        state,
+        ..Default::default()
+    };
+    let k = bpfjet_kernel::KernelObject::open_with(path, &opts)
         .unwrap_or_else(|e| panic!("kernel load of {}: {e}", path.display()));
     let verdicts = frames
         .iter()
@@ -172,14 +191,25 @@ fn on_kernel(path: &Path, prog: &str, frames: &[Vec<u8>]) -> Option<Outcome> {
 }
 
 fn differential(plain: &str, kfunc: &str, prog: &str, frames: &[Vec<u8>]) -> Vec<u32> {
+    differential_from(plain, kfunc, prog, frames, None)
+}
+
+/// [`differential`] with maps a control plane filled before the first frame.
+fn differential_from(
+    plain: &str,
+    kfunc: &str,
+    prog: &str,
+    frames: &[Vec<u8>],
+    state: Option<&MapState>,
+) -> Vec<u32> {
     let plain = nf_object(plain);
     let kfunc = nf_object(kfunc);
-    let mut outcomes: Vec<Outcome> = on_kernel(&plain, prog, frames).into_iter().collect();
+    let mut outcomes: Vec<Outcome> = on_kernel(&plain, prog, frames, state).into_iter().collect();
     for engine in ["interp", "jit"] {
-        outcomes.push(on_bpfjet(&plain, prog, frames, engine));
+        outcomes.push(on_bpfjet(&plain, prog, frames, engine, state));
     }
     for engine in ["interp-checked", "interp", "jit"] {
-        outcomes.push(on_bpfjet(&kfunc, prog, frames, engine));
+        outcomes.push(on_bpfjet(&kfunc, prog, frames, engine, state));
     }
     let reference = &outcomes[0];
     for o in &outcomes[1..] {
@@ -208,6 +238,7 @@ fn count(verdicts: &[u32], action: u32) -> usize {
 const DROP: u32 = 1;
 const PASS: u32 = 2;
 const TX: u32 = 3;
+const REDIRECT: u32 = 4;
 
 #[test]
 fn countmin_plain_and_kfunc_builds_agree_with_the_kernel() {
@@ -477,28 +508,33 @@ fn inlined_kfuncs_leave_no_call_in_native_code() {
 
 #[test]
 fn sampler_skip_path_is_compiled_in() {
-    // The sampled path calls the native (it draws the next count); the
-    // skip path, almost every event, must not.
+    // The skip path, almost every event, and the draw of the next count
+    // from the pool call nothing; only a refill calls the native.
     let obj = bpfjet_obj::load_file(nf_object("nitro_p16_kfunc")).unwrap();
     let jit = JitObject::load(&obj, &ObjectOptions::default(), &JitOptions::uncached()).unwrap();
     let ir = jit.dump("nitro", DumpStage::OptimizedIr, true).unwrap();
     assert_eq!(calls(&ir, "bpfjet_jit_helper"), 0, "{ir}");
-    // One countdown test per row (NROWS = 4); each skip block decrements
-    // the countdown in place and calls nothing; the native is called only
-    // from the draw blocks.
+    // One countdown test per row (NROWS = 4). The inline form's blocks
+    // (skip: decrement in place; take / hit: the next count from the pool)
+    // call nothing; only the draw blocks (a refill) call the native. LLVM
+    // may thread or merge some of them (the program's own all-rows skip
+    // comes first), so every one left is checked.
     let due = ir.matches("icmp eq i32 %kfunc_load").count();
     assert!(due >= 4, "{due} countdown tests:\n{ir}");
     let blocks: Vec<&str> = ir.split("\n\n").collect();
-    let skips: Vec<&&str> = blocks
+    let inline: Vec<&&str> = blocks
         .iter()
-        .filter(|b| b.starts_with("geo_skip"))
+        .filter(|b| b.starts_with("geo_") && !b.starts_with("geo_draw"))
         .collect();
-    // (LLVM may merge the last row's skip block into the exit.)
-    assert!(skips.len() >= 3, "skip blocks:\n{ir}");
-    for b in &skips {
-        assert!(!b.contains("call "), "a call on the skip path:\n{b}");
-        assert!(b.contains("add i32") && b.contains("store i32"), "{b}");
+    for b in &inline {
+        assert!(!b.contains("call "), "a call on the inline path:\n{b}");
     }
+    let takes = inline.iter().filter(|b| b.starts_with("geo_hit")).count();
+    assert!(takes >= 3, "in-place draws:\n{ir}");
+    assert!(
+        ir.contains("store i32 %geo_left"),
+        "no in-place decrement:\n{ir}"
+    );
     let draws = calls(&ir, "bpfjet_kfunc_bpfjet_geo_should_do");
     assert_eq!(draws, 4, "native draws:\n{ir}");
     if std::arch::is_x86_feature_detected!("sse4.2") {
@@ -507,19 +543,21 @@ fn sampler_skip_path_is_compiled_in() {
 }
 
 #[test]
-fn eiffel_bit_scans_and_list_buckets_are_compiled_in() {
-    // The two find-first-set steps: `llvm.cttz`, no call; push and pop of
-    // the list-buckets compiled in too; only the one-time layout (init)
-    // stays a call.
+fn eiffel_bit_scans_are_compiled_in() {
+    // The two find-first-set steps of a dequeue: `llvm.cttz`, no call; the
+    // native code calls nothing at all.
     let obj = bpfjet_obj::load_file(nf_object("eiffel_l256_kfunc")).unwrap();
     let jit = JitObject::load(&obj, &ObjectOptions::default(), &JitOptions::uncached()).unwrap();
     let ir = jit.dump("eiffel", DumpStage::OptimizedIr, true).unwrap();
     assert_eq!(calls(&ir, "bpfjet_jit_helper"), 0, "{ir}");
     assert_eq!(calls(&ir, "bpfjet_kfunc_bpfjet_ctz64"), 0, "{ir}");
     assert!(ir.contains("@llvm.cttz.i64("), "{ir}");
-    assert_eq!(calls(&ir, "bpfjet_kfunc_bpfjet_bktlist_pop"), 0, "{ir}");
-    assert_eq!(calls(&ir, "bpfjet_kfunc_bpfjet_bktlist_push"), 0, "{ir}");
-    assert_eq!(calls(&ir, "bpfjet_kfunc_bpfjet_bktlist_init"), 1, "{ir}");
+    let asm = jit.dump("eiffel", DumpStage::Assembly, true).unwrap();
+    let native_calls: Vec<&str> = asm
+        .lines()
+        .filter(|l| l.trim_start().starts_with("call"))
+        .collect();
+    assert!(native_calls.is_empty(), "calls left: {native_calls:?}");
 }
 
 /// The kfuncs whose inline form replaces every call (the geometric
@@ -603,4 +641,58 @@ fn show_plain_countmin_code() {
         "{}",
         jit.dump("countmin", DumpStage::Assembly, true).unwrap()
     );
+}
+
+#[test]
+fn tuple_space_search_plain_and_kfunc_builds_agree_with_the_kernel() {
+    // Rules for keys of the traffic under every tuple's mask, so a frame
+    // matches in several tuples and the priorities decide; some tuples
+    // compiled in are left unused (the program stops at `ntuples`).
+    let frames = frames(300, 2000);
+    for (capacity, used) in [(4, 4), (16, 15), (64, 60)] {
+        let rules = nf_tss::RuleSet::for_frames(capacity, used, 12, &frames);
+        let state = rules.state();
+        let v = differential_from(
+            &format!("tss_t{capacity}_plain"),
+            &format!("tss_t{capacity}_kfunc"),
+            "tss",
+            &frames,
+            Some(&state),
+        );
+        // The verdicts are the reference classifier's (highest priority of
+        // the rules whose masked key matches, pass on a miss).
+        for (i, f) in frames.iter().enumerate() {
+            assert_eq!(v[i], rules.verdict(f), "{capacity} tuples, frame {i}");
+        }
+        let matched = frames
+            .iter()
+            .filter(|f| rules.classify(f).is_some())
+            .count();
+        assert!(
+            count(&v, DROP) > 0 && count(&v, PASS) > 0 && count(&v, REDIRECT) > 0,
+            "{capacity} tuples: {v:?}"
+        );
+        assert!(
+            matched > frames.len() / 4 && matched < frames.len(),
+            "{capacity} tuples: {matched} of {} frames matched a rule",
+            frames.len()
+        );
+    }
+}
+
+/// Prints any NF build's native code or optimized IR (`NF_OBJ=eiffel_l256_kfunc
+/// NF_PROG=eiffel [NF_STAGE=ir] cargo test ... show_nf_code -- --ignored
+/// --nocapture`): for profiling what the JIT made of a build.
+#[test]
+#[ignore]
+fn show_nf_code() {
+    let name = std::env::var("NF_OBJ").expect("NF_OBJ: a build in build/examples/nf");
+    let prog = std::env::var("NF_PROG").expect("NF_PROG: the program's name");
+    let stage = match std::env::var("NF_STAGE").as_deref() {
+        Ok("ir") => DumpStage::OptimizedIr,
+        _ => DumpStage::Assembly,
+    };
+    let obj = bpfjet_obj::load_file(nf_object(&name)).unwrap();
+    let jit = JitObject::load(&obj, &ObjectOptions::default(), &JitOptions::uncached()).unwrap();
+    println!("{}", jit.dump(&prog, stage, true).unwrap());
 }

@@ -84,8 +84,9 @@ pub enum Inline {
         increment: bool,
     },
     /// `bpfjet_geo_should_do(pool)`: the countdown in the pool's first u32
-    /// decremented in place while nonzero (result 0); the native only for
-    /// a sampled event (countdown 0).
+    /// decremented in place while nonzero (result 0); a sampled event
+    /// (countdown 0) takes the pool's next count in place (result 1); the
+    /// native only to refill a used-up pool or for one never initialised.
     GeoCountdown,
     /// `bpfjet_node_next(pool, pool__sz, node, link)`: the link read and
     /// both generations checked in place (`nodes`); the native only for a

@@ -22,6 +22,7 @@ impl<'ctx> Lifter<'ctx, '_> {
         let Some(&k) = self.bind.kfuncs.get(&id) else {
             return Ok(false);
         };
+        fr.call_pc = pc;
         if k.inline == Some(Inline::GeoCountdown) {
             let r0 = self.inline_geo_countdown(fr, k)?;
             self.set_reg(fr, 0, r0)?;
@@ -47,28 +48,86 @@ impl<'ctx> Lifter<'ctx, '_> {
         self.set_reg(fr, 0, r0)
     }
 
-    /// The sampler's hot path compiled in: while the countdown (the pool's
-    /// first u32) is nonzero, decrement it and yield 0; only a sampled event
-    /// (countdown 0) calls the native, which draws the next count.
+    /// The sampler compiled in: while the countdown (the pool's first u32)
+    /// is nonzero, decrement it and yield 0; a sampled event (countdown 0)
+    /// takes the next pre-generated count from the pool in place and
+    /// yields 1. The native runs only for what it alone does: refill a
+    /// used-up pool (once per `POOL` samples), and answer for a pool never
+    /// initialised (scale 0: 0, nothing changed). Layout: `random::GeoPool`.
     fn inline_geo_countdown(&mut self, fr: &Frame<'ctx>, k: &Kfunc) -> LResult<IntValue<'ctx>> {
+        use bpfjet_kfuncs::random::{GeoPool, POOL};
+        use std::mem::offset_of;
         let t = self.t;
         let pool = self.pointer(fr, 1)?;
+        let field = |this: &Self, off: usize, name: &str| -> LResult<PointerValue<'ctx>> {
+            // SAFETY (for LLVM): inside the GeoPool the verifier proved.
+            Ok(unsafe {
+                this.b
+                    .build_gep(t.i8, pool, &[t.i64.const_int(off as u64, false)], name)?
+            })
+        };
+        let store = |this: &Self, p: PointerValue<'ctx>, v: IntValue<'ctx>| -> LResult<()> {
+            this.b
+                .build_store(p, v)?
+                .set_alignment(1)
+                .map_err(|e| LiftError::Build(e.to_string()))
+        };
+        let scale_p = field(self, offset_of!(GeoPool, scale), "geo_scalep")?;
+        let scale = self.load_unaligned(t.i32.into(), scale_p)?.into_int_value();
         let c = self.load_unaligned(t.i32.into(), pool)?.into_int_value();
+        let idle =
+            self.b
+                .build_int_compare(IntPredicate::EQ, scale, t.i32.const_zero(), "geo_idle")?;
+        let live = self.cx.append_basic_block(fr.func, "geo_live");
+        let skip = self.cx.append_basic_block(fr.func, "geo_skip");
+        let take = self.cx.append_basic_block(fr.func, "geo_take");
+        let hit = self.cx.append_basic_block(fr.func, "geo_hit");
+        let draw = self.cx.append_basic_block(fr.func, "geo_draw");
+        let done = self.cx.append_basic_block(fr.func, "geo_done");
+        self.b.build_conditional_branch(idle, draw, live)?;
+
+        self.b.position_at_end(live);
         let sampled =
             self.b
                 .build_int_compare(IntPredicate::EQ, c, t.i32.const_zero(), "geo_due")?;
-        let skip = self.cx.append_basic_block(fr.func, "geo_skip");
-        let draw = self.cx.append_basic_block(fr.func, "geo_draw");
-        let done = self.cx.append_basic_block(fr.func, "geo_done");
-        self.b.build_conditional_branch(sampled, draw, skip)?;
+        self.b.build_conditional_branch(sampled, take, skip)?;
 
         self.b.position_at_end(skip);
         let left = self
             .b
             .build_int_sub(c, t.i32.const_int(1, false), "geo_left")?;
-        let st = self.b.build_store(pool, left)?;
-        st.set_alignment(1)
-            .map_err(|e| LiftError::Build(e.to_string()))?;
+        store(self, pool, left)?;
+        self.b.build_unconditional_branch(done)?;
+
+        // The next count, if the pool has one left (`next` is the
+        // program's memory: checked, never trusted).
+        self.b.position_at_end(take);
+        let next_p = field(self, offset_of!(GeoPool, next), "geo_nextp")?;
+        let next = self.load_unaligned(t.i32.into(), next_p)?.into_int_value();
+        let left_in_pool = self.b.build_int_compare(
+            IntPredicate::ULT,
+            next,
+            t.i32.const_int(POOL as u64, false),
+            "geo_left_in_pool",
+        )?;
+        self.b.build_conditional_branch(left_in_pool, hit, draw)?;
+
+        self.b.position_at_end(hit);
+        let at = self.b.build_int_z_extend(next, t.i64, "geo_at")?;
+        let off = self.b.build_int_add(
+            self.b
+                .build_left_shift(at, t.i64.const_int(2, false), "geo_off")?,
+            t.i64.const_int(offset_of!(GeoPool, counts) as u64, false),
+            "geo_off",
+        )?;
+        // SAFETY (for LLVM): next < POOL, inside the pool's counts.
+        let count_p = unsafe { self.b.build_gep(t.i8, pool, &[off], "geo_countp")? };
+        let count = self.load_unaligned(t.i32.into(), count_p)?.into_int_value();
+        store(self, pool, count)?;
+        let next1 = self
+            .b
+            .build_int_add(next, t.i32.const_int(1, false), "geo_next")?;
+        store(self, next_p, next1)?;
         self.b.build_unconditional_branch(done)?;
 
         self.b.position_at_end(draw);
@@ -81,7 +140,11 @@ impl<'ctx> Lifter<'ctx, '_> {
 
         self.b.position_at_end(done);
         let r0 = self.b.build_phi(t.i64, "geo")?;
-        r0.add_incoming(&[(&t.i64.const_zero(), skip), (&drawn, draw_end)]);
+        r0.add_incoming(&[
+            (&t.i64.const_zero(), skip),
+            (&t.i64.const_int(1, false), hit),
+            (&drawn, draw_end),
+        ]);
         Ok(r0.as_basic_value().into_int_value())
     }
 
@@ -138,9 +201,14 @@ impl<'ctx> Lifter<'ctx, '_> {
         })
     }
 
+    /// Pointer argument `r` of the kfunc call being lifted. One into the
+    /// stack is a GEP on the frame (`address`), not an `inttoptr` of the
+    /// register: the frame's address then never escapes through an inline
+    /// form, so LLVM keeps a key the program just wrote to its stack in
+    /// registers (a CRC32C of a 5-tuple reads the stores' values, no
+    /// store-forwarding stall of a wide load over narrow stores).
     pub(super) fn pointer(&self, fr: &Frame<'ctx>, r: u8) -> LResult<PointerValue<'ctx>> {
-        let v = self.reg(fr, r)?;
-        Ok(self.b.build_int_to_ptr(v, self.t.ptr, "kfunc_arg")?)
+        self.address(fr, fr.call_pc, r, 0, 1)
     }
 
     /// An unaligned load of `ty` from `p`.
@@ -340,7 +408,8 @@ impl<'ctx> Lifter<'ctx, '_> {
     }
 
     /// CRC32C of the `n` bytes at `data` from `seed` (an i32): 8 bytes per
-    /// `crc32q`, the rest one `crc32b` each.
+    /// `crc32q`, the rest (under 8 bytes) in at most one 4-, one 2- and one
+    /// 1-byte step.
     fn crc32c_fixed(
         &self,
         data: PointerValue<'ctx>,
@@ -361,16 +430,26 @@ impl<'ctx> Lifter<'ctx, '_> {
             at += 8;
         }
         let mut c = self.b.build_int_truncate(c, t.i32, "crc32")?;
-        while at < n {
+        // The rest in as few dependent steps as the widths allow (the
+        // instruction on a wider operand is its bytes, lowest first).
+        for (width, intrinsic) in [
+            (4, "llvm.x86.sse42.crc32.32.32"),
+            (2, "llvm.x86.sse42.crc32.32.16"),
+            (1, "llvm.x86.sse42.crc32.32.8"),
+        ] {
+            if at + width > n {
+                continue;
+            }
             // SAFETY (for LLVM): inside the n bytes the verifier proved.
             let p = unsafe {
                 self.b
                     .build_gep(t.i8, data, &[t.i64.const_int(at, false)], "bp")?
             };
-            let byte = self.b.build_load(t.i8, p, "byte")?;
-            c = self.intrinsic("llvm.x86.sse42.crc32.32.8", &[], &[c.into(), byte.into()])?;
-            at += 1;
+            let v = self.load_unaligned(self.int(width as u32 * 8)?.into(), p)?;
+            c = self.intrinsic(intrinsic, &[], &[c.into(), v.into()])?;
+            at += width;
         }
+        debug_assert_eq!(at, n);
         Ok(c)
     }
 

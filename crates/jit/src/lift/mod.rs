@@ -96,6 +96,9 @@ pub(crate) struct Frame<'ctx> {
     /// Slots before this were already scanned for a copy run that did not
     /// qualify (see `copy`); not scanning them again keeps lifting linear.
     pub copy_scanned: usize,
+    /// The slot of the kfunc call being lifted: its pointer arguments'
+    /// provenance is looked up there (`Lifter::pointer`).
+    pub call_pc: usize,
 }
 
 pub(crate) struct Lifter<'ctx, 'a> {
@@ -267,6 +270,7 @@ impl<'ctx> Lifter<'ctx, '_> {
             blocks,
             facts: analysis::stack_pointers(self.insns, f),
             copy_scanned: f.entry,
+            call_pc: f.entry,
         };
         let mut pc = f.entry;
         while pc < f.end {
