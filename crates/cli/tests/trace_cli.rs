@@ -5,21 +5,12 @@
 //! loader tests/trace/kernel_loader.c). Bad input: a missing symbol, a
 //! static binary, --pid: a clear error and the target never starts.
 
+mod trace_common;
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::sync::OnceLock;
-
-const SRC: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/trace");
-
-/// Runs of the target one at a time: the kernel's uprobes on a file are
-/// installed in every process mapping it, and an int3 the kernel placed in
-/// a function bpfjet is patching makes both wrong.
-static TARGET_RUNS: std::sync::Mutex<()> = std::sync::Mutex::new(());
-
-fn serial() -> std::sync::MutexGuard<'static, ()> {
-    TARGET_RUNS.lock().unwrap_or_else(|e| e.into_inner())
-}
+use trace_common::{json_report, run_ok, serial, SRC};
 
 struct Fixture {
     dir: PathBuf,
@@ -29,15 +20,6 @@ impl Fixture {
     fn path(&self, name: &str) -> PathBuf {
         self.dir.join(name)
     }
-}
-
-fn run_ok(cmd: &mut Command, what: &str) {
-    let out = cmd.output().unwrap_or_else(|e| panic!("{what}: {e}"));
-    assert!(
-        out.status.success(),
-        "{what} failed:\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
 }
 
 fn bpf(dir: &Path, src: &str, out: &str, defines: &[String]) {
@@ -168,22 +150,6 @@ fn counts(report: &Value) -> Vec<u64> {
             u64::from_le_bytes(bytes[..8].try_into().unwrap())
         })
         .collect()
-}
-
-fn json_report(out: &Output) -> Value {
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let line = stdout
-        .lines()
-        .rev()
-        .find(|l| l.starts_with('{'))
-        .unwrap_or_else(|| {
-            panic!(
-                "no JSON report; status {:?}\nstdout: {stdout}\nstderr: {}",
-                out.status,
-                String::from_utf8_lossy(&out.stderr)
-            )
-        });
-    serde_json::from_str(line).unwrap()
 }
 
 /// The kernel's counts for the same object and target, or None (with

@@ -6,30 +6,13 @@
 //! against the target's constants and the kernel's uprobes on the same
 //! file (tests/trace/kernel_loader.c), on the interpreter and the JIT.
 
+mod trace_common;
 use bpfjet_testsupport::clang::Compile;
 use serde_json::Value;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Command;
 use std::sync::OnceLock;
-
-const SRC: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/trace");
-
-/// One run at a time (the kernel's uprobes on the library are int3s in
-/// every process mapping it).
-static TARGET_RUNS: std::sync::Mutex<()> = std::sync::Mutex::new(());
-
-fn serial() -> std::sync::MutexGuard<'static, ()> {
-    TARGET_RUNS.lock().unwrap_or_else(|e| e.into_inner())
-}
-
-fn run_ok(cmd: &mut Command, what: &str) {
-    let out = cmd.output().unwrap_or_else(|e| panic!("{what}: {e}"));
-    assert!(
-        out.status.success(),
-        "{what} failed:\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-}
+use trace_common::{json_report, run_ok, serial, SRC};
 
 fn dir() -> &'static Path {
     static D: OnceLock<PathBuf> = OnceLock::new();
@@ -67,22 +50,6 @@ fn dir() -> &'static Path {
             .object_at(dir.join("dl.o"));
         dir
     })
-}
-
-fn json_report(out: &Output) -> Value {
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let line = stdout
-        .lines()
-        .rev()
-        .find(|l| l.starts_with('{'))
-        .unwrap_or_else(|| {
-            panic!(
-                "no JSON report; status {:?}\nstdout: {stdout}\nstderr: {}",
-                out.status,
-                String::from_utf8_lossy(&out.stderr)
-            )
-        });
-    serde_json::from_str(line).unwrap()
 }
 
 fn counts(report: &Value) -> Vec<u64> {

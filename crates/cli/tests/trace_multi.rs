@@ -9,31 +9,14 @@
 //! and the kernel running the same object on uprobe-multi links
 //! (tests/trace/multi_loader.c). Bad input: a pattern matching nothing.
 
+mod trace_common;
 use bpfjet_testsupport::clang::Compile;
 use serde_json::Value;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::sync::OnceLock;
-
-const SRC: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/trace");
-
-/// One run of the target at a time (the kernel's probes are int3s in the
-/// file's pages, which bpfjet must not find under its patch).
-static TARGET_RUNS: std::sync::Mutex<()> = std::sync::Mutex::new(());
-
-fn serial() -> std::sync::MutexGuard<'static, ()> {
-    TARGET_RUNS.lock().unwrap_or_else(|e| e.into_inner())
-}
-
-fn run_ok(cmd: &mut Command, what: &str) {
-    let out = cmd.output().unwrap_or_else(|e| panic!("{what}: {e}"));
-    assert!(
-        out.status.success(),
-        "{what} failed:\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-}
+use trace_common::{json_report, run_ok, serial, SRC};
 
 fn dir() -> &'static Path {
     static D: OnceLock<PathBuf> = OnceLock::new();
@@ -82,22 +65,6 @@ fn trace(obj: &str, engine: &str) -> Output {
         .arg(d.join("multi_target"))
         .output()
         .unwrap()
-}
-
-fn json_report(out: &Output) -> Value {
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let line = stdout
-        .lines()
-        .rev()
-        .find(|l| l.starts_with('{'))
-        .unwrap_or_else(|| {
-            panic!(
-                "no JSON report; status {:?}\nstdout: {stdout}\nstderr: {}",
-                out.status,
-                String::from_utf8_lossy(&out.stderr)
-            )
-        });
-    serde_json::from_str(line).unwrap()
 }
 
 fn int(hex: &str) -> u64 {

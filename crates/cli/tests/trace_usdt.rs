@@ -12,30 +12,13 @@
 //! jump patch's trampoline steps below the red zone before saving anything.
 //! Bad input: an unknown probe, an object without usdt.bpf.h's maps.
 
+mod trace_common;
 use bpfjet_testsupport::clang::Compile;
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::sync::OnceLock;
-
-const SRC: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/trace");
-
-/// One run of the target at a time: the kernel's USDT probes are installed
-/// in every process mapping the file (an int3 in bytes bpfjet patches).
-static TARGET_RUNS: std::sync::Mutex<()> = std::sync::Mutex::new(());
-
-fn serial() -> std::sync::MutexGuard<'static, ()> {
-    TARGET_RUNS.lock().unwrap_or_else(|e| e.into_inner())
-}
-
-fn run_ok(cmd: &mut Command, what: &str) {
-    let out = cmd.output().unwrap_or_else(|e| panic!("{what}: {e}"));
-    assert!(
-        out.status.success(),
-        "{what} failed:\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-}
+use trace_common::{json_report, run_ok, serial, SRC};
 
 /// A BPF object from C through testsupport (clang lookup, standard
 /// flags, compile-once), copied into `dir` as `out`.
@@ -107,22 +90,6 @@ fn trace(obj: &str, engine: &str) -> Output {
         .arg(d.join("usdt_target"))
         .output()
         .unwrap()
-}
-
-fn json_report(out: &Output) -> Value {
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let line = stdout
-        .lines()
-        .rev()
-        .find(|l| l.starts_with('{'))
-        .unwrap_or_else(|| {
-            panic!(
-                "no JSON report; status {:?}\nstdout: {stdout}\nstderr: {}",
-                out.status,
-                String::from_utf8_lossy(&out.stderr)
-            )
-        });
-    serde_json::from_str(line).unwrap()
 }
 
 fn counts(report: &Value) -> Vec<u64> {
