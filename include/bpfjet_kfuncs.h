@@ -15,58 +15,6 @@
 
 #ifndef __ksym
 #define __ksym __attribute__((section(".ksyms")))
-/* Random pool: geometric sampling for probabilistic updates (NitroSketch).
- * Keep the pool in a map value (a per-CPU array: one per CPU slot) and
- * start it with bpfjet_geo_init(pool, scale, seed): scale is -log2(1 - p)
- * in Q16 for sampling probability p (BPFJET_GEO_SCALE_1_IN(n) for p = 1/n,
- * 0xffffffff for p = 1), seed 0 seeds from the OS, any other value makes the
- * run reproducible; -EINVAL for scale 0. bpfjet_geo_should_do returns 1 for
- * a sampled event, 0 for a skipped one (0 always before init); the JIT
- * compiles the skip path and the draw of a pre-generated count in. bpfjet_geo_next returns the next geometric
- * count itself (events to skip), for programs keeping their own countdown.
- * Counts are pre-generated 64 at a time: count i is floor(L(u_i) / scale),
- * u_i the i-th xorshift32 (13/17/5) draw from seed, L(u) = -log2(u / 2^32)
- * in Q16 with an 8-bit mantissa table (crates/kfuncs/src/random.rs). */
-#define BPFJET_GEO_POOL 64
-struct bpfjet_geo_pool {
-	__u32 countdown;	/* events still to skip */
-	__u32 next;		/* next unused entry of counts */
-	__u32 scale;		/* 0 until bpfjet_geo_init */
-	__u32 state;		/* xorshift32 state */
-	__u32 counts[BPFJET_GEO_POOL];
-};
-#define BPFJET_GEO_SCALE_1_IN_2 65536
-#define BPFJET_GEO_SCALE_1_IN_4 27200
-#define BPFJET_GEO_SCALE_1_IN_8 12625
-#define BPFJET_GEO_SCALE_1_IN_16 6102
-#define BPFJET_GEO_SCALE_1_IN_32 3002
-#define BPFJET_GEO_SCALE_1_IN_64 1489
-#define BPFJET_GEO_SCALE_1_IN_128 742
-#define BPFJET_GEO_SCALE_1_IN(n) BPFJET_GEO_SCALE_1_IN_##n
-extern __u64 bpfjet_geo_init(struct bpfjet_geo_pool *pool, __u32 scale, __u32 seed) __ksym;
-extern __u64 bpfjet_geo_should_do(struct bpfjet_geo_pool *pool) __ksym;
-extern __u64 bpfjet_geo_next(struct bpfjet_geo_pool *pool) __ksym;
-
-/* List-buckets: nbuckets FIFO queues of elem_size-byte elements (1..256) in
- * memory the program passes with its size — a map value; a per-CPU array
- * gives one per CPU slot, lock-free. Layout (all __u32): header {nbuckets,
- * elem_size, capacity, free}, per bucket {head, tail, len}, then capacity
- * nodes {next, element padded to 4}; links are node index + 1, 0 for none.
- * bpfjet_bktlist_init lays it out and returns the capacity (-EINVAL when not
- * one node fits); push appends (-ENOSPC when the nodes are used up), pop
- * moves the front element out, peek copies it (-ENOENT when empty), len
- * counts a bucket; -EINVAL for a bucket out of range, an element size other
- * than elem_size, or memory init did not lay out (checked on every call:
- * a corrupted structure is refused, never followed out of bounds). */
-extern __s64 bpfjet_bktlist_init(void *lists, __u32 lists__sz, __u32 nbuckets, __u32 elem_size) __ksym;
-extern __s64 bpfjet_bktlist_push(void *lists, __u32 lists__sz, __u32 bucket, const void *elem, __u32 elem__sz) __ksym;
-extern __s64 bpfjet_bktlist_pop(void *lists, __u32 lists__sz, __u32 bucket, void *out, __u32 out__sz) __ksym;
-extern __s64 bpfjet_bktlist_peek(const void *lists, __u32 lists__sz, __u32 bucket, void *out, __u32 out__sz) __ksym;
-extern __s64 bpfjet_bktlist_len(const void *lists, __u32 lists__sz, __u32 bucket) __ksym;
-/* Bytes of list-buckets for nbuckets queues of n elements of size bytes. */
-#define BPFJET_BKTLIST_BYTES(nbuckets, n, size) \
-	(16 + 12 * (nbuckets) + (n) * (4 + (((size) + 3) / 4) * 4))
-
 #endif
 
 struct bpfjet_key16 { __u8 bytes[16]; };

@@ -53,7 +53,7 @@ done
 for p in 4 16 64; do
     point "NitroSketch, p = 1/$p" "nitro_nohh_p${p}_plain" "nitro_nohh_p${p}_kfunc" "$@"
 done
-for l in 64 256 1024; do
+for l in 64 1024 4096 65536; do
     point "Eiffel cFFS, $l levels" "eiffel_steady_l${l}_plain" "eiffel_steady_l${l}_kfunc" "$@"
 done
 for r in 1 2 4; do

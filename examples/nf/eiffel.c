@@ -1,23 +1,33 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * Eiffel (Saeed et al., NSDI'19) cFFS priority queue of packets: NPRIO
- * priority levels (a multiple of 64, at most 4096), each a FIFO of packet
- * ids of at most CAP entries, and a two-level occupancy bitmap (a top word
- * whose bit w says word w has a non-empty level). Every packet is ranked
- * from its 5-tuple and enqueued (dropped when its level is full); once
- * more than DEPTH packets are queued, the lowest-ranked one is dequeued:
- * two find-first-set steps on the bitmap, then a pop. A packet dequeued
- * at once goes out again (XDP_TX), a queued one passes, a dropped one is
- * dropped. One queue per CPU slot (per-CPU maps): no lock.
+ * Eiffel (Saeed et al., NSDI'19) circular cFFS priority queue, as a packet
+ * scheduler works it per batch: NPRIO priority buckets (a power of two,
+ * 64..65536), each a FIFO of at most CAP packet ids, and a hierarchy of
+ * occupancy bitmaps over them — 64-bit words, a bit per bucket at the
+ * bottom, a bit per non-empty word above: two levels up to 4096 buckets,
+ * three above (65536: 1024 bottom words, 16 middle words, a top word).
+ *
+ * Every frame stands for a batch of BATCH packets of its flow (a GRO
+ * burst). Each gets a rank — the queue's virtual time plus a per-packet
+ * offset below NPRIO / 2 from a multiplicative hash of the flow and the
+ * packet's number, a stand-in for a policy's rank function (a virtual
+ * finish time) — and is enqueued in bucket rank % NPRIO (dropped when the
+ * bucket is full). Then, while more than DEPTH packets are queued, the
+ * lowest rank leaves: the first occupied bucket at or after the virtual
+ * time's bucket, circularly — the "find next set" walk of the hierarchy,
+ * up from the bottom word until a level has a bit beyond the position,
+ * then down by find-first-set (wrapping to the lowest bucket when none is
+ * beyond) — then a pop; the virtual time moves to that rank. Queued ranks
+ * stay within NPRIO of the virtual time, so a bucket holds one rank.
+ * The verdict: XDP_TX when a packet of the frame's own batch left at
+ * once, else XDP_DROP when one was dropped, else XDP_PASS. One queue per
+ * CPU slot (per-CPU maps): no lock.
  *
  * Built twice: plain eBPF (runs in the kernel too: find-first-set by de
  * Bruijn multiplication and a table) and with -DUSE_KFUNCS (bpfjet_ctz64,
  * which the JIT compiles to one tzcnt, as eNetSTL's Eiffel uses its ffs
- * kfunc). Both keep a ring per level and the same bitmap hierarchy and
- * statistics, which a control plane reads. (A build on bpfjet's
- * list-buckets — one node pool for all levels — was measured and dropped:
- * each push and pop validates the structure's header and links, which
- * costs more than the fixed rings here; docs/PERFORMANCE.md.)
+ * kfunc). Both keep the same rings, bitmap hierarchy and statistics, which
+ * a control plane reads.
  */
 #include "nf.h"
 #ifdef USE_KFUNCS
@@ -25,24 +35,38 @@
 #endif
 
 #ifndef NPRIO
-#define NPRIO 256
+#define NPRIO 4096
 #endif
-#define NWORDS (NPRIO / 64)
-#define DEPTH 64
+#if NPRIO < 64 || NPRIO > 65536 || (NPRIO & (NPRIO - 1))
+#error "NPRIO must be a power of two of 64..65536"
+#endif
+#define L0_WORDS (NPRIO / 64)
+#if NPRIO > 4096
+#define THREE_LEVELS 1
+#define L1_WORDS (NPRIO / 4096)
+#endif
+#define SPREAD (NPRIO / 2)
+#define BATCH 8
+#define DEPTH 128
+#define CAP 8
 /* Benchmark builds (-DSTEADY_VERDICT) do the same work but answer XDP_PASS
- * for every packet: with one repeated flow the queue cycles through drops
- * and immediate dequeues, and which one the last of N runs hits depends on
- * N, which differs between engines. */
+ * for every frame: which packets leave at once depends on how many runs
+ * came before, which differs between engines. */
 #ifdef STEADY_VERDICT
 #define VERDICT(v) XDP_PASS
 #else
 #define VERDICT(v) (v)
 #endif
-#define CAP 4
 
+/* top: bit m says mid[m] (three levels) or words[m] (two) is non-zero;
+ * mid[m]: bit b says words[m * 64 + b] is; words[w]: bit b says bucket
+ * w * 64 + b holds packets. */
 struct occupancy {
 	__u64 top;
-	__u64 words[NWORDS];
+#ifdef THREE_LEVELS
+	__u64 mid[L1_WORDS];
+#endif
+	__u64 words[L0_WORDS];
 };
 
 struct stats {
@@ -50,30 +74,37 @@ struct stats {
 	__u64 dequeued;
 	__u64 dropped;
 	__u64 queued;
+	__u64 vtime;
 	__u64 rank_sum;
 	__u64 id_xor;
 };
 
-struct level {
+struct bucket {
 	__u32 head;
 	__u32 len;
 	__u32 ids[CAP];
 };
-struct queues {
-	struct level lv[NPRIO];
-};
 
-#define PERCPU_ONE(name, vtype)                                 \
-	struct {                                                \
-		__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);        \
-		__uint(max_entries, 1);                         \
-		__type(key, __u32);                             \
-		__type(value, vtype);                           \
-	} name SEC(".maps")
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct occupancy);
+} occupancy SEC(".maps");
 
-PERCPU_ONE(occupancy, struct occupancy);
-PERCPU_ONE(stats, struct stats);
-PERCPU_ONE(queues, struct queues);
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct stats);
+} stats SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, NPRIO);
+	__type(key, __u32);
+	__type(value, struct bucket);
+} queues SEC(".maps");
 
 #ifdef USE_KFUNCS
 #define ctz64(x) bpfjet_ctz64(x)
@@ -91,6 +122,55 @@ static __always_inline __u64 ctz64(__u64 x)
 }
 #endif
 
+/* A bit index for the verifier: clang knows the de Bruijn table's values
+ * and would drop the mask, the kernel's verifier needs it spelled out. */
+static __always_inline __u32 bit_of(__u64 word)
+{
+	__u32 b = ctz64(word);
+	asm volatile("" : "+r"(b));
+	return b & 63;
+}
+
+/* v % n (n a power of two) in a form the kernel's verifier tracks across
+ * the map lookup (clang knows the bound already and would drop it). */
+static __always_inline __u32 below(__u32 v, __u32 n)
+{
+	asm volatile("" : "+r"(v));
+	return v & (n - 1);
+}
+
+/* The first occupied bucket at or after bucket p, circularly; -1 if the
+ * queue is empty. */
+static __always_inline int first_from(const struct occupancy *o, __u32 p)
+{
+	__u32 w = p / 64 % L0_WORDS;
+	__u64 x = o->words[w] & (~0ull << (p % 64));
+	if (x)
+		return w * 64 + bit_of(x);
+#ifdef THREE_LEVELS
+	__u32 m = w / 64;
+	__u64 y = o->mid[m] & ((~0ull << (w % 64)) << 1);
+	if (!y) {
+		__u64 z = o->top & ((~0ull << m) << 1);
+		if (!z)
+			z = o->top;
+		if (!z)
+			return -1;
+		m = bit_of(z) % L1_WORDS;
+		y = o->mid[m];
+	}
+	w = (m * 64 + bit_of(y)) % L0_WORDS;
+#else
+	__u64 z = o->top & ((~0ull << w) << 1);
+	if (!z)
+		z = o->top;
+	if (!z)
+		return -1;
+	w = bit_of(z) % L0_WORDS;
+#endif
+	return w * 64 + bit_of(o->words[w]);
+}
+
 SEC("xdp")
 int eiffel(struct xdp_md *ctx)
 {
@@ -100,70 +180,90 @@ int eiffel(struct xdp_md *ctx)
 		return XDP_PASS;
 	struct occupancy *o = bpf_map_lookup_elem(&occupancy, &zero);
 	struct stats *st = bpf_map_lookup_elem(&stats, &zero);
-	struct queues *q = bpf_map_lookup_elem(&queues, &zero);
-	if (!o || !st || !q)
+	if (!o || !st)
 		return XDP_ABORTED;
-	/* The rank: the arrival number (virtual time) plus a per-flow offset
-	 * from a multiplicative hash, a stand-in for a policy's rank function
-	 * (e.g. a flow's virtual finish time). */
-	__u32 id = st->enqueued + st->dropped;
 	__u32 h = ((__u32)key.sport << 16 ^ key.dport ^ key.saddr ^ key.daddr) * 0x9e3779b1u;
-	__u32 rank = ((h ^ (h >> 16)) % NPRIO + id) % NPRIO;
-	int verdict = XDP_PASS;
+	__u64 enqueued = st->enqueued, dequeued = st->dequeued, dropped = st->dropped;
+	__u64 queued = st->queued, vtime = st->vtime;
+	__u64 rank_sum = st->rank_sum, id_xor = st->id_xor;
+	__u32 first_id = enqueued + dropped;
+	int sent = 0, lost = 0;
 
-	/* Enqueue at its level. */
-	struct level *lv = &q->lv[rank];
-	if (lv->len >= CAP) {
-		st->dropped++;
-		return VERDICT(XDP_DROP);
+	for (__u32 i = 0; i < BATCH; i++) {
+		__u32 id = first_id + i;
+		__u32 r = (h ^ id) * 0x85ebca6bu;
+		r ^= r >> 15;
+		__u32 slot = (__u32)(vtime + 1 + r % SPREAD) % NPRIO;
+		__u32 key = slot;
+		struct bucket *b = bpf_map_lookup_elem(&queues, &key);
+		if (!b)
+			return XDP_ABORTED;
+		slot = below(slot, NPRIO);
+		if (b->len >= CAP) {
+			dropped++;
+			lost = 1;
+			continue;
+		}
+		b->ids[(b->head + b->len) % CAP] = id;
+		b->len++;
+		o->words[slot / 64] |= 1ull << (slot % 64);
+#ifdef THREE_LEVELS
+		o->mid[slot / 4096] |= 1ull << (slot / 64 % 64);
+		o->top |= 1ull << (slot / 4096);
+#else
+		o->top |= 1ull << (slot / 64);
+#endif
+		enqueued++;
+		queued++;
 	}
-	lv->ids[(lv->head + lv->len) % CAP] = id;
-	lv->len++;
-	o->words[rank / 64] |= 1ull << (rank % 64);
-	o->top |= 1ull << (rank / 64);
-	st->enqueued++;
-	/* The queue's length is stored once per packet: a dequeue leaves it
-	 * as it was (one in, one out). Storing it twice, +1 then -1, lets the
-	 * JIT's vectorizer pair the second store's load with the next field's
-	 * and read 16 bytes over the 8 just stored: a store-forwarding stall. */
-	__u64 queued = st->queued + 1;
 
-	/* Dequeue the lowest rank once more than DEPTH are queued. */
-	if (queued <= DEPTH || !o->top) {
-		st->queued = queued;
-		return verdict;
+	for (__u32 i = 0; i < BATCH && queued > DEPTH; i++) {
+		int f = first_from(o, vtime % NPRIO);
+		if (f < 0)
+			return XDP_ABORTED;
+		__u32 slot = (__u32)f % NPRIO;
+		__u32 key = slot;
+		struct bucket *b = bpf_map_lookup_elem(&queues, &key);
+		if (!b || !b->len)
+			return XDP_ABORTED;
+		slot = below(slot, NPRIO);
+		__u32 out = b->ids[b->head % CAP];
+		b->head = (b->head + 1) % CAP;
+		b->len--;
+		if (!b->len) {
+			__u64 word = o->words[slot / 64] & ~(1ull << (slot % 64));
+			o->words[slot / 64] = word;
+#ifdef THREE_LEVELS
+			if (!word) {
+				__u64 mid = o->mid[slot / 4096] & ~(1ull << (slot / 64 % 64));
+				o->mid[slot / 4096] = mid;
+				if (!mid)
+					o->top &= ~(1ull << (slot / 4096));
+			}
+#else
+			if (!word)
+				o->top &= ~(1ull << (slot / 64));
+#endif
+		}
+		vtime += (slot - vtime) % NPRIO;
+		dequeued++;
+		queued--;
+		rank_sum += vtime;
+		id_xor ^= out;
+		if (out - first_id < BATCH)
+			sent = 1;
 	}
-	__u32 w = ctz64(o->top);
-	asm volatile("" : "+r"(w));
-	w &= NWORDS - 1;
-	__u64 word = o->words[w];
-	if (!word) {
-		st->queued = queued;
-		return XDP_ABORTED;
-	}
-	__u32 low = w * 64 + ctz64(word);
-	/* clang knows the de Bruijn table's values; the kernel's verifier
-	 * needs the bound spelled out. */
-	asm volatile("" : "+r"(low));
-	low &= NPRIO - 1;
-	struct level *d = &q->lv[low];
-	if (!d->len) {
-		st->queued = queued;
-		return XDP_ABORTED;
-	}
-	__u32 out = d->ids[d->head % CAP];
-	d->head = (d->head + 1) % CAP;
-	d->len--;
-	if (!d->len) {
-		word &= ~(1ull << (low % 64));
-		o->words[w] = word;
-		if (!word)
-			o->top &= ~(1ull << w);
-	}
-	st->dequeued++;
-	st->rank_sum += low;
-	st->id_xor ^= out;
-	return out == id ? VERDICT(XDP_TX) : verdict;
+
+	st->enqueued = enqueued;
+	st->dequeued = dequeued;
+	st->dropped = dropped;
+	st->queued = queued;
+	st->vtime = vtime;
+	st->rank_sum = rank_sum;
+	st->id_xor = id_xor;
+	if (sent)
+		return VERDICT(XDP_TX);
+	return lost ? VERDICT(XDP_DROP) : XDP_PASS;
 }
 
 char _license[] SEC("license") = "GPL";

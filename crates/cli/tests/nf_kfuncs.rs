@@ -292,16 +292,18 @@ fn nitrosketch_plain_and_kfunc_builds_agree_with_the_kernel() {
 
 #[test]
 fn eiffel_plain_and_kfunc_builds_agree_with_the_kernel() {
-    let frames = frames(400, 3000);
-    for levels in [64, 256, 1024] {
+    // 1000 frames of 8 packets each: the queue's 128 packets cycle through
+    // every level of the bitmap hierarchy (three at 65536 buckets).
+    let frames = frames(400, 1000);
+    for levels in [64, 1024, 4096, 65536] {
         let v = differential(
             &format!("eiffel_l{levels}_plain"),
             &format!("eiffel_l{levels}_kfunc"),
             "eiffel",
             &frames,
         );
-        // Queued (pass), dequeued at once (tx); with 64 levels some level
-        // fills up (drop).
+        // Queued (pass), a packet of the frame's batch dequeued at once
+        // (tx); with 64 buckets some bucket fills up (drop).
         assert!(
             count(&v, PASS) > 0 && count(&v, TX) > 0,
             "{levels} levels: {v:?}"
@@ -544,9 +546,9 @@ fn sampler_skip_path_is_compiled_in() {
 
 #[test]
 fn eiffel_bit_scans_are_compiled_in() {
-    // The two find-first-set steps of a dequeue: `llvm.cttz`, no call; the
-    // native code calls nothing at all.
-    let obj = bpfjet_obj::load_file(nf_object("eiffel_l256_kfunc")).unwrap();
+    // The find-first-set steps of a dequeue's walk down the three-level
+    // hierarchy: `llvm.cttz`, no call; the native code calls nothing at all.
+    let obj = bpfjet_obj::load_file(nf_object("eiffel_l65536_kfunc")).unwrap();
     let jit = JitObject::load(&obj, &ObjectOptions::default(), &JitOptions::uncached()).unwrap();
     let ir = jit.dump("eiffel", DumpStage::OptimizedIr, true).unwrap();
     assert_eq!(calls(&ir, "bpfjet_jit_helper"), 0, "{ir}");
@@ -680,7 +682,7 @@ fn tuple_space_search_plain_and_kfunc_builds_agree_with_the_kernel() {
     }
 }
 
-/// Prints any NF build's native code or optimized IR (`NF_OBJ=eiffel_l256_kfunc
+/// Prints any NF build's native code or optimized IR (`NF_OBJ=eiffel_l4096_kfunc
 /// NF_PROG=eiffel [NF_STAGE=ir] cargo test ... show_nf_code -- --ignored
 /// --nocapture`): for profiling what the JIT made of a build.
 #[test]
