@@ -45,7 +45,8 @@
 #define THREE_LEVELS 1
 #define L1_WORDS (NPRIO / 4096)
 #endif
-#define SPREAD (NPRIO / 2)
+#define SPREAD (NPRIO / 2 < HORIZON ? NPRIO / 2 : HORIZON)
+#define HORIZON 512
 #define BATCH 8
 #define DEPTH 128
 #define CAP 8
@@ -189,6 +190,8 @@ int eiffel(struct xdp_md *ctx)
 	__u32 first_id = enqueued + dropped;
 	int sent = 0, lost = 0;
 
+	/* Unrolled: straight-line code for both verifiers and both JITs. */
+#pragma unroll
 	for (__u32 i = 0; i < BATCH; i++) {
 		__u32 id = first_id + i;
 		__u32 r = (h ^ id) * 0x85ebca6bu;
@@ -217,6 +220,7 @@ int eiffel(struct xdp_md *ctx)
 		queued++;
 	}
 
+#pragma unroll
 	for (__u32 i = 0; i < BATCH && queued > DEPTH; i++) {
 		int f = first_from(o, vtime % NPRIO);
 		if (f < 0)
