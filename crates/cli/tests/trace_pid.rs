@@ -1,0 +1,468 @@
+//! `bpfjet trace OBJ --pid PID`: attaching to a running, unmodified
+//! process (tests/trace/pid_target.c, pid.bpf.c, compiled at test time).
+//! The target is started normally and driven through its stdin, so the
+//! number of calls it makes while bpfjet is attached is known exactly:
+//! - counts until the process exits: a uprobe, a uretprobe (with the sum
+//!   of arguments and return values) and a uprobe on libc's `write` count
+//!   exactly the calls made after the attach, none before; the target's
+//!   output, results and exit status are unchanged;
+//! - a detach (SIGINT, `--duration`) while the target keeps running: the
+//!   counts are those of the window, `exit_code` is null, and the target
+//!   goes on working and exits normally afterwards;
+//! - attaching while every worker is calling the probed function;
+//! - bad input, refused before the target is touched: no such process, a
+//!   static program, a stripped one, a process already traced, a 32-bit
+//!   program, a system-call tracepoint, no permission.
+
+mod trace_common;
+use bpfjet_testsupport::clang::Compile;
+use serde_json::Value;
+use std::io::{BufRead, BufReader, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Child, ChildStdin, ChildStdout, Command, Output, Stdio};
+use std::sync::mpsc;
+use std::sync::OnceLock;
+use std::time::Duration;
+use trace_common::{json_report, run_ok, serial, SRC};
+
+const WORKERS: u64 = 3;
+
+fn dir() -> &'static Path {
+    static D: OnceLock<PathBuf> = OnceLock::new();
+    D.get_or_init(|| {
+        let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("trace-pid");
+        std::fs::create_dir_all(&dir).unwrap();
+        let src = |f: &str| PathBuf::from(format!("{SRC}/{f}"));
+        let target = dir.join("pid_target");
+        run_ok(
+            Command::new("cc")
+                .args(["-O2", "-pthread", "-o"])
+                .arg(&target)
+                .arg(src("pid_target.c")),
+            "cc pid_target.c",
+        );
+        let stripped = dir.join("pid_target_stripped");
+        run_ok(
+            Command::new("strip")
+                .arg("--strip-all")
+                .arg("-o")
+                .arg(&stripped)
+                .arg(&target),
+            "strip pid_target",
+        );
+        for (t, o) in [(&target, "pid.o"), (&stripped, "pid_stripped.o")] {
+            Compile::file(src("pid.bpf.c"))
+                .arg("-D__TARGET_ARCH_x86")
+                .arg(format!("-DPID_TARGET=\"{}\"", t.display()))
+                .object_at(dir.join(o));
+        }
+        Compile::file(src("pid_syscalls.bpf.c")).object_at(dir.join("pid_syscalls.o"));
+        dir
+    })
+}
+
+/// The target, driven line by line.
+struct Target {
+    child: Child,
+    stdin: ChildStdin,
+    stdout: BufReader<ChildStdout>,
+}
+
+impl Target {
+    fn start(program: &Path) -> Target {
+        let mut child = Command::new(program)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let stdin = child.stdin.take().unwrap();
+        let stdout = BufReader::new(child.stdout.take().unwrap());
+        let mut t = Target {
+            child,
+            stdin,
+            stdout,
+        };
+        assert_eq!(t.line(), "ready");
+        t
+    }
+
+    fn pid(&self) -> i32 {
+        self.child.id() as i32
+    }
+
+    fn line(&mut self) -> String {
+        let mut l = String::new();
+        self.stdout.read_line(&mut l).unwrap();
+        l.trim_end().to_string()
+    }
+
+    fn send(&mut self, cmd: &str) -> String {
+        writeln!(self.stdin, "{cmd}").unwrap();
+        self.stdin.flush().unwrap();
+        self.line()
+    }
+
+    /// `run N`: the workers' calls, checked complete and correct.
+    fn run(&mut self, rounds: u64) {
+        let l = self.send(&format!("run {rounds}"));
+        assert_eq!(l, format!("done {} 0", rounds * WORKERS), "target: {l}");
+    }
+
+    /// `exit`: the normal end, status 7.
+    fn exit(mut self) {
+        assert_eq!(self.send("exit"), "bye");
+        let status = self.child.wait().unwrap();
+        assert_eq!(status.code(), Some(7), "target status {status:?}");
+    }
+
+    fn agent_loaded(&self) -> bool {
+        std::fs::read_to_string(format!("/proc/{}/maps", self.pid()))
+            .unwrap()
+            .contains("libbpfjet_trace")
+    }
+}
+
+impl Drop for Target {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// `bpfjet trace OBJ --pid PID --json ARGS`, running; returns once it
+/// says it attached.
+struct Tracer {
+    child: Child,
+    stderr: mpsc::Receiver<String>,
+}
+
+impl Tracer {
+    fn attach(obj: &Path, pid: i32, args: &[&str]) -> Tracer {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_bpfjet"))
+            .arg("trace")
+            .arg(obj)
+            .args(["--json", "--pid", &pid.to_string()])
+            .args(args)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let (tx, rx) = mpsc::channel();
+        let stderr = child.stderr.take().unwrap();
+        std::thread::spawn(move || {
+            for l in BufReader::new(stderr).lines().map_while(Result::ok) {
+                let _ = tx.send(l);
+            }
+        });
+        let mut seen = Vec::new();
+        loop {
+            match rx.recv_timeout(Duration::from_secs(120)) {
+                Ok(l) if l.contains("attached to process") => break,
+                Ok(l) => seen.push(l),
+                Err(_) => {
+                    let out = child.wait_with_output().unwrap();
+                    panic!(
+                        "bpfjet trace --pid did not attach: {:?}\nstderr: {}\nstdout: {}",
+                        out.status,
+                        seen.join("\n"),
+                        String::from_utf8_lossy(&out.stdout)
+                    );
+                }
+            }
+        }
+        Tracer { child, stderr: rx }
+    }
+
+    fn finish(self) -> (Value, Output) {
+        let out = self.child.wait_with_output().unwrap();
+        let err: Vec<String> = self.stderr.try_iter().collect();
+        assert!(
+            out.status.success() || out.status.code() == Some(7),
+            "bpfjet trace --pid: {:?}\n{}",
+            out.status,
+            err.join("\n")
+        );
+        (json_report(&out), out)
+    }
+}
+
+fn counts(report: &Value) -> Vec<u64> {
+    report["maps"]["counts"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no counts in {report}"))
+        .iter()
+        .map(|e| {
+            let b = bpfjet_maps::state::parse_hex(e["value"].as_str().unwrap()).unwrap();
+            u64::from_le_bytes(b[..8].try_into().unwrap())
+        })
+        .collect()
+}
+
+/// The counts `run N` (once, attached) leaves: entries, sum of arguments,
+/// returns, sum of results, writes on the pipe.
+fn expected(rounds: u64) -> Vec<u64> {
+    let calls = rounds * WORKERS;
+    let args: u64 = WORKERS * (0..rounds).sum::<u64>();
+    let rets: u64 = WORKERS * (0..rounds).map(|i| 3 * i + 1).sum::<u64>();
+    vec![calls, args, calls, rets, calls]
+}
+
+fn until_exit(engine: &str) {
+    let _serial = serial();
+    let d = dir();
+    let mut target = Target::start(&d.join("pid_target"));
+    // Before the attach: not counted.
+    target.run(200);
+    let tracer = Tracer::attach(&d.join("pid.o"), target.pid(), &["--engine", engine]);
+    target.run(1000);
+    target.exit();
+    let (report, _) = tracer.finish();
+    assert_eq!(report["exit_code"], 7, "{report}");
+    assert_eq!(&counts(&report)[..5], &expected(1000)[..], "{engine}");
+}
+
+#[test]
+fn attach_counts_until_the_process_exits_interpreter() {
+    until_exit("interp");
+}
+
+#[test]
+fn attach_counts_until_the_process_exits_jit() {
+    until_exit("jit");
+}
+
+#[test]
+fn detach_on_sigint_leaves_the_process_running() {
+    let _serial = serial();
+    let d = dir();
+    let mut target = Target::start(&d.join("pid_target"));
+    target.run(50);
+    let tracer = Tracer::attach(&d.join("pid.o"), target.pid(), &[]);
+    target.run(700);
+    // SAFETY: a signal to our child.
+    unsafe { libc::kill(tracer.child.id() as i32, libc::SIGINT) };
+    let (report, out) = tracer.finish();
+    assert_eq!(out.status.code(), Some(0));
+    assert_eq!(report["exit_code"], Value::Null, "{report}");
+    assert_eq!(&counts(&report)[..5], &expected(700)[..]);
+    // Pass-through afterwards: the same results, the normal end.
+    target.run(300);
+    target.run(10);
+    target.exit();
+}
+
+#[test]
+fn detach_after_duration_while_threads_call_the_probed_function() {
+    let _serial = serial();
+    let d = dir();
+    let mut target = Target::start(&d.join("pid_target"));
+    assert_eq!(target.send("spin"), "spinning");
+    let tracer = Tracer::attach(&d.join("pid.o"), target.pid(), &["--duration", "1"]);
+    let (report, _) = tracer.finish();
+    assert_eq!(report["exit_code"], Value::Null, "{report}");
+    let l = target.send("stop");
+    let f: Vec<u64> = l
+        .split_whitespace()
+        .skip(1)
+        .map(|x| x.parse().unwrap())
+        .collect();
+    assert_eq!(f[1], 0, "results changed by the probes: {l}");
+    let c = counts(&report);
+    assert!(
+        c[0] > 0 && c[0] <= f[0],
+        "entries {} of {} calls",
+        c[0],
+        f[0]
+    );
+    // A call entered before the attach has no return probe; one entered
+    // before the detach may return after it: at most one per worker.
+    assert!(c[2] <= c[0] + WORKERS && c[0] <= c[2] + WORKERS, "{c:?}");
+    target.run(100);
+    target.exit();
+}
+
+/// `bpfjet trace OBJ --pid PID` that must fail; returns its stderr.
+fn refused(obj: &Path, pid: i32) -> String {
+    let out = Command::new(env!("CARGO_BIN_EXE_bpfjet"))
+        .arg("trace")
+        .arg(obj)
+        .args(["--pid", &pid.to_string()])
+        .output()
+        .unwrap();
+    assert!(!out.status.success(), "--pid {pid} was accepted");
+    String::from_utf8_lossy(&out.stderr).to_string()
+}
+
+/// A refusal left the target untouched and working.
+fn untouched(mut target: Target) {
+    assert!(!target.agent_loaded());
+    target.run(10);
+    target.exit();
+}
+
+#[test]
+fn no_such_process() {
+    let d = dir();
+    let mut c = Command::new("true").spawn().unwrap();
+    let pid = c.id() as i32;
+    c.wait().unwrap();
+    let err = refused(&d.join("pid.o"), pid);
+    assert!(err.contains("no such process"), "{err}");
+}
+
+#[test]
+fn refuses_syscall_tracepoints() {
+    let _serial = serial();
+    let d = dir();
+    let target = Target::start(&d.join("pid_target"));
+    let err = refused(&d.join("pid_syscalls.o"), target.pid());
+    assert!(
+        err.contains("sys_enter_write") && err.contains("per thread"),
+        "{err}"
+    );
+    untouched(target);
+}
+
+#[test]
+fn refuses_a_stripped_program() {
+    let _serial = serial();
+    let d = dir();
+    let target = Target::start(&d.join("pid_target_stripped"));
+    let err = refused(&d.join("pid_stripped.o"), target.pid());
+    assert!(err.contains("stripped"), "{err}");
+    untouched(target);
+}
+
+#[test]
+fn refuses_a_static_program() {
+    let _serial = serial();
+    let d = dir();
+    let stat = d.join("pid_target_static");
+    let built = Command::new("cc")
+        .args(["-O2", "-static", "-pthread", "-o"])
+        .arg(&stat)
+        .arg(format!("{SRC}/pid_target.c"))
+        .status()
+        .unwrap();
+    if !built.success() {
+        println!("SKIPPED: no static libc to build a static target");
+        return;
+    }
+    let target = Target::start(&stat);
+    let err = refused(&d.join("pid.o"), target.pid());
+    assert!(err.contains("statically linked"), "{err}");
+    drop(target);
+}
+
+#[test]
+fn refuses_a_process_already_traced() {
+    let _serial = serial();
+    let d = dir();
+    let target = Target::start(&d.join("pid_target"));
+    let pid = target.pid();
+    // SAFETY: this test thread becomes the main thread's tracer.
+    let seized = unsafe { libc::ptrace(libc::PTRACE_SEIZE, pid, 0, 0) };
+    assert_eq!(seized, 0, "{}", std::io::Error::last_os_error());
+    let err = refused(&d.join("pid.o"), pid);
+    // SAFETY: as above.
+    unsafe { libc::ptrace(libc::PTRACE_DETACH, pid, 0, 0) };
+    assert!(
+        err.contains(&format!("already traced by process {}", std::process::id())),
+        "{err}"
+    );
+    untouched(target);
+}
+
+#[test]
+fn refuses_a_second_attach() {
+    let _serial = serial();
+    let d = dir();
+    let mut target = Target::start(&d.join("pid_target"));
+    let tracer = Tracer::attach(&d.join("pid.o"), target.pid(), &["--duration", "0"]);
+    tracer.finish();
+    let err = refused(&d.join("pid.o"), target.pid());
+    assert!(err.contains("already loaded"), "{err}");
+    target.run(10);
+    target.exit();
+}
+
+#[test]
+fn refuses_a_32_bit_program() {
+    let _serial = serial();
+    let d = dir();
+    let asm = d.join("pause32.s");
+    std::fs::write(
+        &asm,
+        ".globl _start\n_start:\n movl $29, %eax\n int $0x80\n jmp _start\n",
+    )
+    .unwrap();
+    let obj = d.join("pause32.o");
+    let exe = d.join("pause32");
+    let ok = Command::new("as")
+        .args(["--32", "-o"])
+        .arg(&obj)
+        .arg(&asm)
+        .status()
+        .is_ok_and(|s| s.success())
+        && Command::new("ld")
+            .args(["-m", "elf_i386", "-o"])
+            .arg(&exe)
+            .arg(&obj)
+            .status()
+            .is_ok_and(|s| s.success());
+    if !ok {
+        println!("SKIPPED: binutils cannot build a 32-bit program here");
+        return;
+    }
+    let mut child = Command::new(&exe).spawn().unwrap();
+    let err = refused(&d.join("pid.o"), child.id() as i32);
+    let _ = child.kill();
+    let _ = child.wait();
+    assert!(err.contains("32-bit"), "{err}");
+}
+
+#[test]
+fn refuses_without_permission() {
+    let _serial = serial();
+    // SAFETY: getuid has no preconditions.
+    if unsafe { libc::getuid() } != 0 {
+        println!("SKIPPED: not root: cannot run bpfjet as another user");
+        return;
+    }
+    let d = dir();
+    let target = Target::start(&d.join("pid_target"));
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_bpfjet"));
+    cmd.arg("trace")
+        .arg(d.join("pid.o"))
+        .args(["--pid", &target.pid().to_string()]);
+    // Run as nobody: a root process is not theirs to ptrace.
+    // SAFETY: only async-signal-safe calls between fork and exec.
+    unsafe {
+        use std::os::unix::process::CommandExt;
+        cmd.pre_exec(|| {
+            if libc::setgid(65534) != 0 || libc::setuid(65534) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    let out = match cmd.output() {
+        Ok(out) => out,
+        Err(e) => {
+            println!("SKIPPED: user nobody cannot run the bpfjet binary: {e}");
+            return;
+        }
+    };
+    let err = String::from_utf8_lossy(&out.stderr);
+    if err.contains("Permission denied") && err.contains("pid.o") {
+        println!("SKIPPED: user nobody cannot read the test's files: {err}");
+        return;
+    }
+    assert!(!out.status.success(), "accepted as nobody");
+    assert!(
+        err.contains("permission") || err.contains("not permitted"),
+        "{err}"
+    );
+    assert!(err.contains("ptrace_scope"), "{err}");
+    untouched(target);
+}
