@@ -367,7 +367,11 @@ fn refuses_a_process_already_traced() {
     // SAFETY: as above.
     unsafe { libc::ptrace(libc::PTRACE_DETACH, pid, 0, 0) };
     assert!(
-        err.contains(&format!("already traced by process {}", std::process::id())),
+        // TracerPid is the tracing thread.
+        // SAFETY: gettid has no preconditions.
+        err.contains(&format!("already traced by task {}", unsafe {
+            libc::gettid()
+        })),
         "{err}"
     );
     untouched(target);

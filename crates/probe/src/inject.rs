@@ -169,7 +169,7 @@ pub fn check_target(pid: i32) -> Result<Target, String> {
         let tracer = tracer.trim();
         if tracer != "0" {
             return Err(format!(
-                "--pid {pid}: already traced by process {tracer} (a debugger or strace); a \
+                "--pid {pid}: already traced by task {tracer} (its TracerPid: a debugger or strace); a \
                  process has one tracer at a time"
             ));
         }

@@ -141,7 +141,7 @@ impl Config {
             fuse: get(ENV_FUSE)
                 .and_then(|s| Fuse::parse(&s))
                 .unwrap_or(Fuse::None),
-            fold_rodata: get(ENV_FOLD_RODATA).map_or(true, |v| v != "0"),
+            fold_rodata: get(ENV_FOLD_RODATA).is_none_or(|v| v != "0"),
         })
     }
 }
