@@ -10,6 +10,8 @@
 //!   counts are those of the window, `exit_code` is null, and the target
 //!   goes on working and exits normally afterwards;
 //! - attaching while every worker is calling the probed function;
+//! - a thread whose stack returns into the bytes a patch would displace
+//!   (tests/trace/hazard_target.c): no safe point, refused untouched;
 //! - bad input, refused before the target is touched: no such process, a
 //!   static program, a stripped one, a process already traced, a 32-bit
 //!   program, a system-call tracepoint, no permission.
@@ -57,6 +59,18 @@ fn dir() -> &'static Path {
                 .object_at(dir.join(o));
         }
         Compile::file(src("pid_syscalls.bpf.c")).object_at(dir.join("pid_syscalls.o"));
+        let hazard = dir.join("hazard_target");
+        run_ok(
+            Command::new("cc")
+                .args(["-O2", "-o"])
+                .arg(&hazard)
+                .arg(src("hazard_target.c")),
+            "cc hazard_target.c",
+        );
+        Compile::file(src("hazard.bpf.c"))
+            .arg("-D__TARGET_ARCH_x86")
+            .arg(format!("-DHAZARD_TARGET=\"{}\"", hazard.display()))
+            .object_at(dir.join("hazard.o"));
         dir
     })
 }
@@ -298,6 +312,22 @@ fn untouched(mut target: Target) {
     assert!(!target.agent_loaded());
     target.run(10);
     target.exit();
+}
+
+#[test]
+fn refuses_while_a_frame_returns_into_the_bytes_to_patch() {
+    let _serial = serial();
+    let d = dir();
+    let target = Target::start(&d.join("hazard_target"));
+    let err = refused(&d.join("hazard.o"), target.pid());
+    assert!(
+        err.contains("no safe point") && err.contains("returning into bytes a patch displaces"),
+        "{err}"
+    );
+    assert!(!target.agent_loaded());
+    // Still in its callee, untouched: alive and not traced.
+    let status = std::fs::read_to_string(format!("/proc/{}/status", target.pid())).unwrap();
+    assert!(status.contains("TracerPid:\t0"), "{status}");
 }
 
 #[test]

@@ -11,9 +11,10 @@
 //! 2. [`inject_dlopen`]: every thread is `PTRACE_SEIZE`d and
 //!    `PTRACE_INTERRUPT`ed (the task list is read again until no new thread
 //!    appears). A thread stopped inside the dynamic loader (it may hold the
-//!    loader lock `dlopen` takes) or inside one of the caller's "avoid"
-//!    windows (the first bytes of functions about to be patched) is not a
-//!    safe point: all threads are resumed for a moment and stopped again.
+//!    loader lock `dlopen` takes), inside the bytes a patch will displace,
+//!    or with a frame on its stack returning into them ([`patch_hazards`])
+//!    is not a safe point: all threads are resumed for a moment and
+//!    stopped again.
 //! 3. One thread calls `dlopen(PATH, RTLD_NOW)`: its full register set
 //!    (including `orig_rax`) and FPU/SSE state are saved; the path is
 //!    written below its stack pointer past the red zone, a return address
@@ -246,6 +247,85 @@ pub fn check_target(pid: i32) -> Result<Target, String> {
         dlopen: libc.bias.wrapping_add(sym.vaddr),
         objects,
     })
+}
+
+/// Where no thread may be when the agent patches `addrs` (entry and USDT
+/// patch sites) in the process.
+#[derive(Debug, Default, Clone)]
+pub struct Hazards {
+    /// Half-open ranges: the bytes after each patched address that its
+    /// jump displaces (a thread resumed there would run half a jump).
+    pub windows: Vec<(u64, u64)>,
+    /// Return addresses inside displaced bytes (after a short call among
+    /// them): a frame on a thread's stack returning there is as bad.
+    pub return_addresses: BTreeSet<u64>,
+}
+
+/// The displaced bytes of a jump patch at each of `addrs`, decoded from the
+/// process's memory as the patcher decodes them (whole instructions
+/// covering 5 bytes).
+pub fn patch_hazards(pid: i32, addrs: &[u64]) -> Result<Hazards, String> {
+    use iced_x86::{Decoder, DecoderOptions, FlowControl};
+    let mut h = Hazards::default();
+    for &a in addrs {
+        let mut code = [0u8; 32];
+        read_memory(pid, a, &mut code)?;
+        let mut dec = Decoder::with_ip(64, &code, a, DecoderOptions::NONE);
+        let mut end = a;
+        let mut calls = Vec::new();
+        while end < a + crate::relocate::JMP_REL32_LEN as u64 && dec.can_decode() {
+            let ins = dec.decode();
+            if ins.is_invalid() {
+                return Err(format!(
+                    "undecodable instruction at {:#x} in process {pid}",
+                    ins.ip()
+                ));
+            }
+            end = ins.next_ip();
+            if matches!(
+                ins.flow_control(),
+                FlowControl::Call | FlowControl::IndirectCall
+            ) {
+                calls.push(end);
+            }
+        }
+        h.windows.push((a + 1, end));
+        h.return_addresses
+            .extend(calls.into_iter().filter(|&r| r > a && r < end));
+    }
+    Ok(h)
+}
+
+fn read_memory(pid: i32, addr: u64, buf: &mut [u8]) -> Result<(), String> {
+    use std::os::unix::fs::FileExt;
+    let mem = std::fs::File::open(format!("/proc/{pid}/mem"))
+        .map_err(|e| format!("/proc/{pid}/mem: {e}"))?;
+    mem.read_exact_at(buf, addr)
+        .map_err(|e| format!("reading {} bytes at {addr:#x} of {pid}: {e}", buf.len()))
+}
+
+/// Whether a word of `tid`'s stack, from its stack pointer to the end of
+/// the mapping holding it, is one of `returns`.
+fn stack_returns_into(pid: i32, rsp: u64, returns: &BTreeSet<u64>) -> Option<u64> {
+    if returns.is_empty() {
+        return None;
+    }
+    let maps = std::fs::read_to_string(format!("/proc/{pid}/maps")).ok()?;
+    let top = maps.lines().find_map(|l| {
+        let (a, b) = l.split_whitespace().next()?.split_once('-')?;
+        let (a, b) = (
+            u64::from_str_radix(a, 16).ok()?,
+            u64::from_str_radix(b, 16).ok()?,
+        );
+        (a..b).contains(&rsp).then_some(b)
+    })?;
+    let len = (top - (rsp & !7)).min(16 << 20) as usize;
+    let mut stack = vec![0u8; len];
+    read_memory(pid, rsp & !7, &mut stack).ok()?;
+    stack
+        .chunks_exact(8)
+        .map(|w| u64::from_le_bytes(w.try_into().unwrap()))
+        .find(|w| returns.contains(w))
 }
 
 fn errno() -> std::io::Error {
@@ -493,9 +573,10 @@ fn loader_ranges(pid: i32) -> Vec<(u64, u64)> {
 
 /// Why thread `tid` is not at a safe point, if it is not.
 fn unsafe_point(
+    pid: i32,
     tid: i32,
     loader: &[(u64, u64)],
-    avoid: &[(u64, u64)],
+    avoid: &Hazards,
 ) -> Result<Option<String>, String> {
     let r = get_regs(tid)?;
     if loader.iter().any(|&(a, b)| (a..b).contains(&r.rip)) {
@@ -504,22 +585,27 @@ fn unsafe_point(
             r.rip
         )));
     }
-    if avoid.iter().any(|&(a, b)| (a..b).contains(&r.rip)) {
+    if avoid.windows.iter().any(|&(a, b)| (a..b).contains(&r.rip)) {
         return Ok(Some(format!(
-            "thread {tid} is in the first bytes of a function to patch ({:#x})",
+            "thread {tid} is in the bytes a patch displaces ({:#x})",
             r.rip
+        )));
+    }
+    if let Some(ret) = stack_returns_into(pid, r.rsp, &avoid.return_addresses) {
+        return Ok(Some(format!(
+            "thread {tid} has a frame returning into bytes a patch displaces ({ret:#x})"
         )));
     }
     Ok(None)
 }
 
 /// Makes `target` call `dlopen(library, RTLD_NOW)` on one of its threads
-/// and detaches (module documentation). `avoid`: address ranges no thread
-/// may be stopped in while the library's constructor runs (half-open).
+/// and detaches (module documentation). `avoid`: where no thread may be
+/// stopped while the library's constructor runs ([`patch_hazards`]).
 pub fn inject_dlopen(
     target: &Target,
     library: &Path,
-    avoid: &[(u64, u64)],
+    avoid: &Hazards,
 ) -> Result<Injection, String> {
     let pid = target.pid;
     let path = library.as_os_str().as_encoded_bytes();
@@ -532,7 +618,7 @@ pub fn inject_dlopen(
     loop {
         let mut why = None;
         for &tid in stopped.threads.keys() {
-            if let Some(w) = unsafe_point(tid, &loader, avoid)? {
+            if let Some(w) = unsafe_point(pid, tid, &loader, avoid)? {
                 why = Some(w);
                 break;
             }

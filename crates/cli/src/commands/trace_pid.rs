@@ -28,24 +28,20 @@ use std::process::ExitCode;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-/// The longest instruction run an entry patch displaces starts before the
-/// jump's 5 bytes end: at most 4 + 15 bytes after the patched address.
-const DISPLACED_MAX: u64 = 4 + 15;
-
 static STOP: AtomicBool = AtomicBool::new(false);
 
 extern "C" fn on_stop_signal(_: libc::c_int) {
     STOP.store(true, Ordering::SeqCst);
 }
 
-/// The run-time addresses `object`'s probes will patch in the process, as
-/// windows no thread may be stopped inside while the agent patches: a
-/// thread resumed there would execute the middle of the jump. Refuses
-/// programs a running process cannot get and probe files it has not
-/// loaded (the agent's `dlopen` interposition only works preloaded).
-fn patch_windows(object: &bpfjet_obj::Object, target: &inject::Target) -> Result<Vec<(u64, u64)>> {
+/// The run-time addresses `object`'s probes will patch in the process
+/// (no thread may be stopped inside the bytes a jump there displaces: it
+/// would resume in the middle of the jump). Refuses programs a running
+/// process cannot get and probe files it has not loaded (the agent's
+/// `dlopen` interposition only works preloaded).
+fn patch_addresses(object: &bpfjet_obj::Object, target: &inject::Target) -> Result<Vec<u64>> {
     let pid = target.pid;
-    let mut windows = Vec::new();
+    let mut all = Vec::new();
     for p in &object.programs {
         let section = &p.section;
         let (path, addrs): (&str, Vec<u64>) = match &p.kind {
@@ -106,9 +102,9 @@ fn patch_windows(object: &bpfjet_obj::Object, target: &inject::Target) -> Result
         if addrs.is_empty() {
             bail!("program section {section:?}: nothing to attach to in {path} of process {pid}");
         }
-        windows.extend(addrs.iter().map(|&a| (a + 1, a + 1 + DISPLACED_MAX)));
+        all.extend(addrs);
     }
-    Ok(windows)
+    Ok(all)
 }
 
 /// PATH of a probe section as a file the process has mapped, and its load
@@ -162,7 +158,8 @@ fn process_exited(pidfd: libc::c_int, timeout_ms: i32) -> bool {
 pub fn run(args: &TraceArgs, pid: i32) -> Result<ExitCode> {
     let target = inject::check_target(pid).map_err(|e| anyhow!(e))?;
     let mut object = precheck(&args.obj, None)?;
-    let windows = patch_windows(&object, &target)?;
+    let hazards =
+        inject::patch_hazards(pid, &patch_addresses(&object, &target)?).map_err(|e| anyhow!(e))?;
     let (fuse, plan) = fusion_setup(args, &mut object)?;
     let agent = agent_library()?;
     let agent = agent.canonicalize().unwrap_or(agent);
@@ -245,7 +242,7 @@ pub fn run(args: &TraceArgs, pid: i32) -> Result<ExitCode> {
             on_stop_signal as *const () as libc::sighandler_t,
         );
     }
-    let injected = inject::inject_dlopen(&target, &link, &windows).map_err(|e| anyhow!(e))?;
+    let injected = inject::inject_dlopen(&target, &link, &hazards).map_err(|e| anyhow!(e))?;
     if injected.handle == 0 {
         bail!(
             "--pid {pid}: dlopen({}) failed in the process (nothing was attached)",
