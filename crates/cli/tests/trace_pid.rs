@@ -295,6 +295,84 @@ fn detach_after_duration_while_threads_call_the_probed_function() {
     target.exit();
 }
 
+#[test]
+fn the_process_goes_on_when_bpfjet_is_killed() {
+    let _serial = serial();
+    let d = dir();
+    let mut target = Target::start(&d.join("pid_target"));
+    let mut tracer = Tracer::attach(&d.join("pid.o"), target.pid(), &[]);
+    target.run(100);
+    // SIGKILL: bpfjet cannot say anything; the agent sees its control
+    // FIFO closed, stops running programs and writes its report.
+    let cli = tracer.child.id();
+    tracer.child.kill().unwrap();
+    tracer.child.wait().unwrap();
+    // The agent's report, left in the attach directory nobody removed.
+    let prefix = format!("bpfjet-attach-{cli}-");
+    let report = (0..500)
+        .find_map(|_| {
+            let found = std::fs::read_dir(std::env::temp_dir())
+                .unwrap()
+                .filter_map(Result::ok)
+                .find(|e| e.file_name().to_string_lossy().starts_with(&prefix))
+                .and_then(|e| std::fs::read_to_string(e.path().join("report.json")).ok())
+                .and_then(|t| serde_json::from_str::<Value>(&t).ok());
+            if found.is_none() {
+                std::thread::sleep(Duration::from_millis(10));
+            }
+            found
+        })
+        .expect("the agent wrote no report after bpfjet was killed");
+    assert_eq!(report["exit_status"], Value::Null, "{report}");
+    assert_eq!(&counts(&report)[..5], &expected(100)[..]);
+    for e in std::fs::read_dir(std::env::temp_dir()).unwrap().flatten() {
+        if e.file_name().to_string_lossy().starts_with(&prefix) {
+            let _ = std::fs::remove_dir_all(e.path());
+        }
+    }
+    // Programs no longer run; the process works on.
+    target.run(100);
+    target.exit();
+}
+
+#[test]
+fn a_process_killed_while_traced_is_an_error() {
+    let _serial = serial();
+    let d = dir();
+    let mut target = Target::start(&d.join("pid_target"));
+    let tracer = Tracer::attach(&d.join("pid.o"), target.pid(), &[]);
+    target.run(10);
+    target.child.kill().unwrap();
+    target.child.wait().unwrap();
+    let status = tracer.child.wait_with_output().unwrap().status;
+    assert!(!status.success());
+    let lines: Vec<String> = tracer.stderr.iter().collect();
+    assert!(
+        lines.iter().any(|l| l.contains("without a report")),
+        "{lines:?}"
+    );
+}
+
+#[test]
+fn refuses_a_stopped_process() {
+    let _serial = serial();
+    let d = dir();
+    let target = Target::start(&d.join("pid_target"));
+    // SAFETY: signals to our child.
+    unsafe { libc::kill(target.pid(), libc::SIGSTOP) };
+    while !std::fs::read_to_string(format!("/proc/{}/status", target.pid()))
+        .unwrap()
+        .contains("State:\tT")
+    {
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let err = refused(&d.join("pid.o"), target.pid());
+    assert!(err.contains("is stopped"), "{err}");
+    // SAFETY: as above.
+    unsafe { libc::kill(target.pid(), libc::SIGCONT) };
+    untouched(target);
+}
+
 /// `bpfjet trace OBJ --pid PID` that must fail; returns its stderr.
 fn refused(obj: &Path, pid: i32) -> String {
     let out = Command::new(env!("CARGO_BIN_EXE_bpfjet"))

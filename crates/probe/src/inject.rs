@@ -75,6 +75,9 @@ pub struct Injection {
     /// Times the threads were resumed and stopped again before a safe
     /// point was found.
     pub retries: usize,
+    /// From the first thread stopped to the last detached (what the
+    /// process lost to the attach, loading and attaching included).
+    pub stopped_for: Duration,
 }
 
 fn ptrace_scope() -> String {
@@ -160,11 +163,20 @@ pub fn check_target(pid: i32) -> Result<Target, String> {
             ));
         }
     }
-    if status
+    let state = status
         .lines()
-        .any(|l| l.starts_with("State:") && l.contains('Z'))
-    {
-        return Err(format!("--pid {pid}: the process has ended (zombie)"));
+        .find_map(|l| l.strip_prefix("State:"))
+        .unwrap_or("")
+        .trim();
+    if state.starts_with('Z') || state.starts_with('X') {
+        return Err(format!("--pid {pid}: the process has ended ({state})"));
+    }
+    if state.starts_with('T') {
+        // The injected call would run a thread of a stopped process, and
+        // detaching would have to recreate the job-control stop.
+        return Err(format!(
+            "--pid {pid}: the process is stopped ({state}); continue it first (kill -CONT {pid})"
+        ));
     }
     if let Some(tracer) = status.lines().find_map(|l| l.strip_prefix("TracerPid:")) {
         let tracer = tracer.trim();
@@ -612,6 +624,7 @@ pub fn inject_dlopen(
     if path.contains(&0) {
         return Err(format!("{}: a path with a NUL byte", library.display()));
     }
+    let first_stop = Instant::now();
     let mut stopped = Stopped::seize(pid)?;
     let loader = loader_ranges(pid);
     let mut retries = 0;
@@ -746,5 +759,6 @@ pub fn inject_dlopen(
         threads,
         others_resumed,
         retries,
+        stopped_for: first_stop.elapsed(),
     })
 }

@@ -256,8 +256,9 @@ pub fn run(args: &TraceArgs, pid: i32) -> Result<ExitCode> {
         }
     }
     eprintln!(
-        "bpfjet trace: attached to process {pid} ({} threads stopped during the attach{}{})",
+        "bpfjet trace: attached to process {pid} ({} threads stopped for {:.1} ms{}{})",
         injected.threads,
+        injected.stopped_for.as_secs_f64() * 1e3,
         if injected.retries > 0 {
             format!(", {} retries for a safe point", injected.retries)
         } else {
