@@ -6,6 +6,7 @@
 //! every map as bpftrace does (`@name[key]: value`), or with `--json` one
 //! object `{"maps": STATE.json, "ringbufs": {NAME: counts}, "exit_code": n,
 //! "fused": [...], "fusable": [...]}`. CMD's exit code is passed through.
+//! `--pid PID` attaches to a running process instead (trace_pid.rs).
 //!
 //! Pairwise fusion (docs/TRACING.md): the entry/exit pairs of OBJ and their
 //! hand-off maps are detected (crates/fusion) and reported (`--explain`,
