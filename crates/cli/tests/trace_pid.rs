@@ -4,8 +4,9 @@
 //! number of calls it makes while bpfjet is attached is known exactly:
 //! - counts until the process exits: a uprobe, a uretprobe (with the sum
 //!   of arguments and return values) and a uprobe on libc's `write` count
-//!   exactly the calls made after the attach, none before; the target's
-//!   output, results and exit status are unchanged;
+//!   exactly the calls made after the attach, none before, and the ring
+//!   buffer (`--events`) carries one record per call; the target's output,
+//!   results and exit status are unchanged;
 //! - a detach (SIGINT, `--duration`) while the target keeps running: the
 //!   counts are those of the window, `exit_code` is null, and the target
 //!   goes on working and exits normally afterwards;
@@ -227,12 +228,37 @@ fn until_exit(engine: &str) {
     let mut target = Target::start(&d.join("pid_target"));
     // Before the attach: not counted.
     target.run(200);
-    let tracer = Tracer::attach(&d.join("pid.o"), target.pid(), &["--engine", engine]);
+    let events = d.join(format!("events-{engine}"));
+    let tracer = Tracer::attach(
+        &d.join("pid.o"),
+        target.pid(),
+        &["--engine", engine, "--events", events.to_str().unwrap()],
+    );
     target.run(1000);
     target.exit();
     let (report, _) = tracer.finish();
     assert_eq!(report["exit_code"], 7, "{report}");
-    assert_eq!(&counts(&report)[..5], &expected(1000)[..], "{engine}");
+    let want = expected(1000);
+    assert_eq!(&counts(&report)[..5], &want[..], "{engine}");
+    // The ring buffer, consumed by the agent's thread started in the
+    // running process: every record, each an argument of pid_work.
+    let rb = &report["ringbufs"]["events"];
+    assert_eq!(rb["produced"], want[0], "{rb}");
+    assert_eq!(rb["consumed"], want[0], "{rb}");
+    assert_eq!(rb["dropped"], 0, "{rb}");
+    let bytes = std::fs::read(&events).unwrap();
+    let mut args = Vec::new();
+    let mut at = 0;
+    while at < bytes.len() {
+        let len = u32::from_ne_bytes(bytes[at..at + 4].try_into().unwrap()) as usize;
+        assert_eq!(len, 8);
+        args.push(u64::from_le_bytes(
+            bytes[at + 4..at + 12].try_into().unwrap(),
+        ));
+        at += 4 + len;
+    }
+    assert_eq!(args.len() as u64, want[0]);
+    assert_eq!(args.iter().sum::<u64>(), want[1]);
 }
 
 #[test]

@@ -1,7 +1,8 @@
 /* Probes on PID_TARGET (tests/trace/pid_target.c), attached to the
  * running process by `bpfjet trace --pid`. Slots of `counts`: 0 pid_work
  * entries, 1 sum of its argument, 2 returns, 3 sum of the return values,
- * 4 libc write calls on the target's pipe (fd 100). */
+ * 4 libc write calls on the target's pipe (fd 100). Every pid_work entry
+ * also sends its argument (a u64) through the ring buffer `events`. */
 #include <linux/bpf.h>
 #include <linux/ptrace.h>
 #include <bpf/bpf_helpers.h>
@@ -13,6 +14,11 @@ struct {
 	__type(key, __u32);
 	__type(value, __u64);
 } counts SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, 1 << 20);
+} events SEC(".maps");
 
 static __always_inline void bump(__u32 slot, __u64 by)
 {
@@ -26,6 +32,7 @@ int BPF_KPROBE(on_work, int x)
 {
 	bump(0, 1);
 	bump(1, x);
+	bpf_ringbuf_output(&events, &(__u64){ x }, sizeof(__u64), 0);
 	return 0;
 }
 
