@@ -85,7 +85,11 @@ struct Target {
 
 impl Target {
     fn start(program: &Path) -> Target {
-        let mut child = Command::new(program)
+        Target::start_command(Command::new(program))
+    }
+
+    fn start_command(mut cmd: Command) -> Target {
+        let mut child = cmd
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .spawn()
@@ -432,6 +436,44 @@ fn refuses_while_a_frame_returns_into_the_bytes_to_patch() {
     // Still in its callee, untouched: alive and not traced.
     let status = std::fs::read_to_string(format!("/proc/{}/status", target.pid())).unwrap();
     assert!(status.contains("TracerPid:\t0"), "{status}");
+}
+
+#[test]
+fn an_agent_the_process_cannot_load_leaves_it_untouched() {
+    let _serial = serial();
+    let d = dir();
+    // The target sees an empty tmpfs where bpfjet makes its attach
+    // directory: its dlopen of the agent fails.
+    let hidden = d.join("hidden-tmp");
+    std::fs::create_dir_all(&hidden).unwrap();
+    let mut cmd = Command::new("unshare");
+    cmd.args(["-m", "--propagation", "private", "sh", "-c"])
+        .arg(format!(
+            "mount -t tmpfs none {} && exec {}",
+            hidden.display(),
+            d.join("pid_target").display()
+        ));
+    if !Command::new("unshare")
+        .args(["-m", "true"])
+        .status()
+        .is_ok_and(|s| s.success())
+    {
+        println!("SKIPPED: no mount namespaces (unshare -m)");
+        return;
+    }
+    let target = Target::start_command(cmd);
+    let out = Command::new(env!("CARGO_BIN_EXE_bpfjet"))
+        .env("TMPDIR", &hidden)
+        .arg("trace")
+        .arg(d.join("pid.o"))
+        .args(["--pid", &target.pid().to_string()])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(err.contains("failed in the process"), "{err}");
+    // The thread that made the call was put back: the process works on.
+    untouched(target);
 }
 
 #[test]

@@ -68,8 +68,13 @@ fn loaded_from() -> Option<PathBuf> {
     path.parent().map(Path::to_path_buf)
 }
 
-/// The settings for this process, when `bpfjet trace --pid` loaded it.
-fn late_settings() -> Option<(Config, Option<PathBuf>)> {
+/// Written next to the settings once every program is attached: `bpfjet
+/// trace` tells a running trace from an agent that found no settings.
+pub const ATTACHED_FILE: &str = "attached";
+
+/// The settings for this process and their directory, when `bpfjet trace
+/// --pid` loaded it.
+fn late_settings() -> Option<(Config, Option<PathBuf>, PathBuf)> {
     let dir = loaded_from()?;
     let text = std::fs::read_to_string(dir.join(CONFIG_FILE)).ok()?;
     let vars: std::collections::BTreeMap<String, String> = text
@@ -82,7 +87,7 @@ fn late_settings() -> Option<(Config, Option<PathBuf>)> {
         return None;
     }
     let cfg = Config::from_vars(|k| vars.get(k).cloned())?;
-    Some((cfg, vars.get(CONTROL).map(PathBuf::from)))
+    Some((cfg, vars.get(CONTROL).map(PathBuf::from), dir))
 }
 
 /// Programs `bpfjet trace --pid` cannot run in a process already running.
@@ -108,7 +113,7 @@ fn refuse_late(cfg: &Config) -> Result<(), String> {
 /// The constructor's work when loaded by `bpfjet trace --pid`; nothing
 /// when the settings are not there.
 pub fn init() {
-    let Some((cfg, control)) = late_settings() else {
+    let Some((cfg, control, dir)) = late_settings() else {
         return;
     };
     let started = alive::agent_work(|| refuse_late(&cfg).and_then(|()| attach::start(cfg.clone())));
@@ -117,6 +122,9 @@ pub fn init() {
         attach::abandon();
         report::write_error(&cfg, &e);
         return;
+    }
+    if let Err(e) = std::fs::write(dir.join(ATTACHED_FILE), b"") {
+        eprintln!("bpfjet trace: {}: {e}", dir.join(ATTACHED_FILE).display());
     }
     if let Some(control) = control {
         let spawned = std::thread::Builder::new()

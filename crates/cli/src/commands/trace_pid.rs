@@ -255,6 +255,14 @@ pub fn run(args: &TraceArgs, pid: i32) -> Result<ExitCode> {
             bail!("{err} (nothing runs in process {pid}; the agent stays loaded there, inactive)");
         }
     }
+    if !dir.0.join("attached").exists() {
+        bail!(
+            "--pid {pid}: the agent was loaded but did not attach: it found no settings in {} \
+             (does the process see another /tmp, a private one or another mount namespace? set \
+             TMPDIR to a directory it shares). It stays loaded there, inactive.",
+            dir.0.display()
+        );
+    }
     eprintln!(
         "bpfjet trace: attached to process {pid} ({} threads stopped for {:.1} ms{}{})",
         injected.threads,
