@@ -120,10 +120,13 @@ pub fn process_objects(pid: i32) -> Result<Vec<crate::LoadedObject>, String> {
             .next()
             .and_then(|s| u64::from_str_radix(s, 16).ok())
             .ok_or_else(|| format!("/proc/{pid}/maps: bad line {line:?}"))?;
-        let Ok(data) = std::fs::read(format!("/proc/{pid}/root{}", path.display())) else {
+        // Only the headers are read (a process may map libraries of
+        // hundreds of megabytes).
+        let Ok(f) = std::fs::File::open(format!("/proc/{pid}/root{}", path.display())) else {
             continue;
         };
-        let Ok(file) = object::File::parse(&*data) else {
+        let cache = object::ReadCache::new(f);
+        let Ok(file) = object::File::parse(&cache) else {
             continue;
         };
         use object::{Object, ObjectSegment};
@@ -195,7 +198,13 @@ pub fn check_target(pid: i32) -> Result<Target, String> {
         )
     })?;
     let exe_file = proc_dir.join("exe");
-    let head = std::fs::read(&exe_file).map_err(|e| format!("--pid {pid}: {e}"))?;
+    let mut head = Vec::with_capacity(64);
+    {
+        use std::io::Read;
+        std::fs::File::open(&exe_file)
+            .and_then(|f| f.take(64).read_to_end(&mut head))
+            .map_err(|e| format!("--pid {pid}: {}: {e}", exe.display()))?;
+    }
     if head.len() < 20 || &head[..4] != b"\x7fELF" {
         return Err(format!(
             "--pid {pid}: {} is not an ELF executable",
