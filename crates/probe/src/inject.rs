@@ -16,7 +16,8 @@
 //!    is not a safe point: all threads are resumed for a moment and
 //!    stopped again.
 //! 3. One thread calls `dlopen(PATH, RTLD_NOW)`: its full register set
-//!    (including `orig_rax`) and FPU/SSE state are saved; the path is
+//!    (including `orig_rax`) and its whole extended state (x87, SSE, AVX
+//!    and AVX-512 upper halves: `NT_X86_XSTATE`) are saved; the path is
 //!    written below its stack pointer past the red zone, a return address
 //!    of 0 is pushed, and it is resumed at `dlopen` with `orig_rax` = -1
 //!    (so the kernel does not treat the stop as an interrupted system call
@@ -567,6 +568,70 @@ fn set_regs(tid: i32, r: &libc::user_regs_struct) -> Result<(), String> {
         .map_err(|e| format!("PTRACE_SETREGS of thread {tid}: {e}"))
 }
 
+/// A thread's whole extended register state (x87, SSE, and the AVX /
+/// AVX-512 upper halves `PTRACE_GETFPREGS` does not cover): the injected
+/// call runs glibc's string functions, which use ymm registers, and the
+/// thread may have been stopped in the middle of vector code.
+struct ExtendedState {
+    /// `NT_X86_XSTATE` as the kernel laid it out, or the FXSAVE area when
+    /// the kernel has no XSAVE regset.
+    bytes: Vec<u8>,
+    xstate: bool,
+}
+
+const NT_X86_XSTATE: u64 = 0x202;
+
+impl ExtendedState {
+    fn save(tid: i32) -> Result<ExtendedState, String> {
+        let mut buf = vec![0u8; 64 << 10];
+        let mut iov = libc::iovec {
+            iov_base: buf.as_mut_ptr() as *mut libc::c_void,
+            iov_len: buf.len(),
+        };
+        if ptrace(
+            libc::PTRACE_GETREGSET,
+            tid,
+            NT_X86_XSTATE,
+            &mut iov as *mut _ as u64,
+        )
+        .is_ok()
+        {
+            buf.truncate(iov.iov_len);
+            return Ok(ExtendedState {
+                bytes: buf,
+                xstate: true,
+            });
+        }
+        let mut fp = vec![0u8; std::mem::size_of::<libc::user_fpregs_struct>()];
+        ptrace(libc::PTRACE_GETFPREGS, tid, 0, fp.as_mut_ptr() as u64)
+            .map_err(|e| format!("PTRACE_GETFPREGS of thread {tid}: {e}"))?;
+        Ok(ExtendedState {
+            bytes: fp,
+            xstate: false,
+        })
+    }
+
+    fn restore(&self, tid: i32) -> Result<(), String> {
+        if self.xstate {
+            let mut iov = libc::iovec {
+                iov_base: self.bytes.as_ptr() as *mut libc::c_void,
+                iov_len: self.bytes.len(),
+            };
+            return ptrace(
+                libc::PTRACE_SETREGSET,
+                tid,
+                NT_X86_XSTATE,
+                &mut iov as *mut _ as u64,
+            )
+            .map(|_| ())
+            .map_err(|e| format!("PTRACE_SETREGSET(NT_X86_XSTATE) of thread {tid}: {e}"));
+        }
+        ptrace(libc::PTRACE_SETFPREGS, tid, 0, self.bytes.as_ptr() as u64)
+            .map(|_| ())
+            .map_err(|e| format!("PTRACE_SETFPREGS of thread {tid}: {e}"))
+    }
+}
+
 fn write_memory(pid: i32, addr: u64, bytes: &[u8]) -> Result<(), String> {
     use std::os::unix::fs::FileExt;
     let mem = std::fs::OpenOptions::new()
@@ -667,15 +732,7 @@ pub fn inject_dlopen(
         .min_by_key(|&t| t != pid)
         .ok_or_else(|| format!("--pid {pid}: every thread is receiving a signal; try again"))?;
     let saved = get_regs(tid)?;
-    // SAFETY: plain-data struct filled by the kernel.
-    let mut saved_fp: libc::user_fpregs_struct = unsafe { std::mem::zeroed() };
-    ptrace(
-        libc::PTRACE_GETFPREGS,
-        tid,
-        0,
-        &mut saved_fp as *mut _ as u64,
-    )
-    .map_err(|e| format!("PTRACE_GETFPREGS of thread {tid}: {e}"))?;
+    let saved_fp = ExtendedState::save(tid)?;
 
     // Below the red zone (128 bytes) and some margin: the path, then the
     // return address so that rsp + 8 is 16-byte aligned at dlopen's entry.
@@ -698,8 +755,7 @@ pub fn inject_dlopen(
     set_regs(tid, &call)?;
     let restore = |stopped: &mut Stopped| -> Result<(), String> {
         set_regs(tid, &saved)?;
-        ptrace(libc::PTRACE_SETFPREGS, tid, 0, &saved_fp as *const _ as u64)
-            .map_err(|e| format!("PTRACE_SETFPREGS of thread {tid}: {e}"))?;
+        saved_fp.restore(tid)?;
         // The SIGSEGV of the return to 0 is ours: not delivered.
         stopped.threads.insert(tid, Stop::Event);
         Ok(())
