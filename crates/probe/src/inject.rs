@@ -43,7 +43,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 /// How long the injected call runs with every other thread stopped.
-pub const SOLO_TIMEOUT: Duration = Duration::from_secs(3);
+pub const SOLO_TIMEOUT: Duration = Duration::from_secs(10);
 /// How long the injected call may take in all.
 pub const CALL_TIMEOUT: Duration = Duration::from_secs(60);
 /// Attempts at finding every thread outside the loader and the windows.
