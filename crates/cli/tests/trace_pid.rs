@@ -11,6 +11,9 @@
 //!   counts are those of the window, `exit_code` is null, and the target
 //!   goes on working and exits normally afterwards;
 //! - attaching while every worker is calling the probed function;
+//! - a thread holding the loader's lock (in a `dl_iterate_phdr` callback)
+//!   when the process is stopped: the injected `dlopen` waits, the other
+//!   threads are resumed after a while, the attach completes;
 //! - a thread whose stack returns into the bytes a patch would displace
 //!   (tests/trace/hazard_target.c): no safe point, refused untouched;
 //! - bad input, refused before the target is touched: no such process, a
@@ -153,6 +156,8 @@ impl Drop for Target {
 struct Tracer {
     child: Child,
     stderr: mpsc::Receiver<String>,
+    /// The "attached to process" line.
+    attached: String,
 }
 
 impl Tracer {
@@ -174,9 +179,9 @@ impl Tracer {
             }
         });
         let mut seen = Vec::new();
-        loop {
+        let attached = loop {
             match rx.recv_timeout(Duration::from_secs(120)) {
-                Ok(l) if l.contains("attached to process") => break,
+                Ok(l) if l.contains("attached to process") => break l,
                 Ok(l) => seen.push(l),
                 Err(_) => {
                     let out = child.wait_with_output().unwrap();
@@ -188,8 +193,12 @@ impl Tracer {
                     );
                 }
             }
+        };
+        Tracer {
+            child,
+            stderr: rx,
+            attached,
         }
-        Tracer { child, stderr: rx }
     }
 
     fn finish(self) -> (Value, Output) {
@@ -273,6 +282,28 @@ fn attach_counts_until_the_process_exits_interpreter() {
 #[test]
 fn attach_counts_until_the_process_exits_jit() {
     until_exit("jit");
+}
+
+#[test]
+fn a_thread_holding_the_loader_lock_delays_the_attach_without_deadlock() {
+    let _serial = serial();
+    let d = dir();
+    let mut target = Target::start(&d.join("pid_target"));
+    // The holder sleeps 2 s inside dl_iterate_phdr; stopped by the attach,
+    // it keeps the lock the injected dlopen waits for until bpfjet resumes
+    // the other threads (after inject::SOLO_TIMEOUT).
+    assert_eq!(target.send("hold 2"), "holding");
+    let tracer = Tracer::attach(&d.join("pid.o"), target.pid(), &[]);
+    assert!(
+        tracer.attached.contains("had to be resumed"),
+        "{}",
+        tracer.attached
+    );
+    target.run(100);
+    target.exit();
+    let (report, _) = tracer.finish();
+    assert_eq!(report["exit_code"], 7, "{report}");
+    assert_eq!(&counts(&report)[..5], &expected(100)[..]);
 }
 
 #[test]

@@ -11,8 +11,12 @@
  *            that were not 3 * i + 1; always 0 unless a probe corrupts)
  *   "spin"   every worker calls pid_work (and the pipe pair) until "stop",
  *            then "stopped CALLS BAD"
+ *   "hold S" a new thread holds the dynamic loader's lock for S seconds
+ *            (sleeping in a dl_iterate_phdr callback), then "holding"
  *   "exit"   "bye", exit status 7.
  * Output is flushed line by line. */
+#define _GNU_SOURCE
+#include <link.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -84,6 +88,29 @@ static void *sleeper(void *arg)
 	return NULL;
 }
 
+static int hold_seconds;
+static atomic_int held;
+
+static int hold_cb(struct dl_phdr_info *info, size_t size, void *data)
+{
+	(void)info;
+	(void)size;
+	(void)data;
+	struct timespec ts = {hold_seconds, 0};
+	atomic_store(&held, 1);
+	nanosleep(&ts, NULL);
+	return 1;
+}
+
+/* dl_iterate_phdr holds the loader's lock around its callbacks: a
+ * dlopen in another thread waits for it. */
+static void *holder(void *arg)
+{
+	(void)arg;
+	dl_iterate_phdr(hold_cb, NULL);
+	return NULL;
+}
+
 static void start(int cmd)
 {
 	atomic_store(&finished, 0);
@@ -126,6 +153,13 @@ int main(void)
 			atomic_store(&command, 3);
 			wait_workers();
 			printf("stopped %ld %ld\n", atomic_load(&calls), atomic_load(&bad));
+		} else if (!strncmp(line, "hold ", 5)) {
+			struct timespec ts = {0, 1000000};
+			hold_seconds = atoi(line + 5);
+			pthread_create(&t, NULL, holder, NULL);
+			while (!atomic_load(&held))
+				nanosleep(&ts, NULL);
+			printf("holding\n");
 		} else if (!strcmp(line, "exit\n")) {
 			pthread_mutex_lock(&lock);
 			leaving = 1;
