@@ -15,6 +15,9 @@
 //!
 //! Any attach error is reported before `main` runs and the process exits
 //! with [`config::AGENT_ERROR_EXIT`].
+//!
+//! `bpfjet trace OBJ --pid PID` loads this library into a process that is
+//! already running (ptrace-driven `dlopen`): see late_attach.rs.
 
 mod alive;
 mod attach;
