@@ -55,8 +55,6 @@ pub struct Target {
     pub pid: i32,
     /// The executable (`/proc/PID/exe`'s target).
     pub exe: PathBuf,
-    /// Its libc, as mapped.
-    pub libc: PathBuf,
     /// `dlopen`'s run-time address in the target.
     pub dlopen: u64,
     /// The objects the process has mapped, with their load biases.
@@ -265,7 +263,6 @@ pub fn check_target(pid: i32) -> Result<Target, String> {
     Ok(Target {
         pid,
         exe,
-        libc: libc.path.clone(),
         dlopen: libc.bias.wrapping_add(sym.vaddr),
         objects,
     })

@@ -264,7 +264,8 @@ pub fn run(args: &TraceArgs, pid: i32) -> Result<ExitCode> {
         );
     }
     eprintln!(
-        "bpfjet trace: attached to process {pid} ({} threads stopped for {:.1} ms{}{})",
+        "bpfjet trace: attached to process {pid} ({}; {} threads stopped for {:.1} ms{}{})",
+        target.exe.display(),
         injected.threads,
         injected.stopped_for.as_secs_f64() * 1e3,
         if injected.retries > 0 {
