@@ -340,18 +340,22 @@ fn kernel_probe_is_an_unsupported_type_error() {
 }
 
 #[test]
-fn pid_attach_is_refused_with_a_reason() {
-    let _serial = serial();
+fn pid_with_a_command_and_duration_without_pid_are_refused() {
+    // `--pid` itself is tested in trace_pid.rs.
     let out = bpfjet()
-        .args(["trace", "x.o", "--pid", "1"])
+        .args(["trace", "x.o", "--pid", "1", "--", "true"])
         .output()
         .unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success());
-    assert!(
-        stderr.contains("--pid 1") && stderr.contains("not supported"),
-        "{stderr}"
-    );
+    assert!(stderr.contains("give no command"), "{stderr}");
+    let out = bpfjet()
+        .args(["trace", "x.o", "--duration", "1", "--", "true"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(stderr.contains("--duration applies to --pid"), "{stderr}");
 }
 
 #[test]

@@ -14,6 +14,7 @@ mod claims;
 mod code_alloc;
 pub mod error;
 pub mod fast_syscalls;
+pub mod inject;
 pub mod multi;
 mod patch;
 pub mod regs;

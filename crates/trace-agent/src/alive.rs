@@ -17,7 +17,7 @@
 //! counted ([`agent_work`]).
 
 use std::cell::Cell;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 struct Guard;
 
@@ -51,6 +51,15 @@ pub fn agent_work<R>(f: impl FnOnce() -> R) -> R {
     r
 }
 
+/// `bpfjet trace --pid` detached: every probe is pass-through.
+static DETACHED: AtomicBool = AtomicBool::new(false);
+
+/// From now on no program runs (late_attach.rs): probes and return
+/// trampolines only execute the original code.
+pub fn detach() {
+    DETACHED.store(true, Ordering::SeqCst);
+}
+
 static SKIPPED: AtomicU64 = AtomicU64::new(0);
 
 /// False once this thread's thread-locals are being destroyed (the skip is
@@ -58,6 +67,9 @@ static SKIPPED: AtomicU64 = AtomicU64::new(0);
 /// Call [`ran`] with the returned token after the run.
 #[inline]
 pub fn can_run() -> Option<Armed> {
+    if DETACHED.load(Ordering::Relaxed) {
+        return None;
+    }
     let flags = FLAGS.with(Cell::get);
     if flags & (AGENT_WORK | DYING) == 0 {
         return Some(Armed(flags & ARMED != 0));

@@ -444,6 +444,7 @@ pub fn start(cfg: Config) -> Result<(), String> {
                         }
                     }
                     if report {
+                        crate::late_attach::set_exit_status(regs.rdi as i32);
                         finish();
                     }
                 })

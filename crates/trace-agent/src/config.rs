@@ -56,6 +56,19 @@ impl Fuse {
     }
 }
 
+/// Every setting's name.
+const ALL: [&str; 9] = [
+    ENV_OBJECT,
+    ENV_ENGINE,
+    ENV_REPORT,
+    ENV_EVENTS,
+    ENV_BACKPRESSURE,
+    ENV_RINGBUF_SIZE,
+    ENV_CONSUMER_SPIN_US,
+    ENV_FUSE,
+    ENV_FOLD_RODATA,
+];
+
 /// Exit status of a traced process whose agent could not attach (the
 /// program's `main` never ran; the report says why).
 pub const AGENT_ERROR_EXIT: i32 = 125;
@@ -82,15 +95,27 @@ impl Config {
     /// The settings, removed from the environment so that programs this
     /// one executes are not traced again into the same report.
     pub fn from_env() -> Option<Config> {
-        let object = std::env::var_os(ENV_OBJECT)?;
-        let cfg = Config {
+        let cfg = Config::from_vars(|name| std::env::var(name).ok())?;
+        for v in ALL {
+            // SAFETY: the constructor runs before main, single-threaded.
+            unsafe { std::env::remove_var(v) };
+        }
+        Some(cfg)
+    }
+
+    /// The settings from `get` (the environment, or the file `bpfjet trace
+    /// --pid` writes: the same names, one `NAME=VALUE` a line).
+    pub fn from_vars(get: impl Fn(&str) -> Option<String>) -> Option<Config> {
+        let object = get(ENV_OBJECT)?;
+        let var = |name: &str| get(name).ok_or(());
+        Some(Config {
             object: object.into(),
-            jit: std::env::var(ENV_ENGINE).is_ok_and(|e| e == "jit"),
-            report: std::env::var_os(ENV_REPORT)
+            jit: var(ENV_ENGINE).is_ok_and(|e| e == "jit"),
+            report: get(ENV_REPORT)
                 .map(PathBuf::from)
                 .unwrap_or_else(|| PathBuf::from("/dev/stderr")),
-            events: std::env::var_os(ENV_EVENTS).map(PathBuf::from),
-            backpressure: std::env::var(ENV_BACKPRESSURE)
+            events: get(ENV_EVENTS).map(PathBuf::from),
+            backpressure: var(ENV_BACKPRESSURE)
                 .unwrap_or_default()
                 .split(',')
                 .filter(|s| !s.is_empty())
@@ -99,7 +124,7 @@ impl Config {
                     None => (s.to_string(), 0),
                 })
                 .collect(),
-            ringbuf_size: std::env::var(ENV_RINGBUF_SIZE)
+            ringbuf_size: var(ENV_RINGBUF_SIZE)
                 .unwrap_or_default()
                 .split(',')
                 .filter(|s| !s.is_empty())
@@ -109,31 +134,14 @@ impl Config {
                 })
                 .collect(),
             consumer_spin: std::time::Duration::from_micros(
-                std::env::var(ENV_CONSUMER_SPIN_US)
-                    .ok()
+                get(ENV_CONSUMER_SPIN_US)
                     .and_then(|v| v.parse().ok())
                     .unwrap_or(DEFAULT_CONSUMER_SPIN_US),
             ),
-            fuse: std::env::var(ENV_FUSE)
-                .ok()
+            fuse: get(ENV_FUSE)
                 .and_then(|s| Fuse::parse(&s))
                 .unwrap_or(Fuse::None),
-            fold_rodata: std::env::var(ENV_FOLD_RODATA).map_or(true, |v| v != "0"),
-        };
-        for v in [
-            ENV_OBJECT,
-            ENV_ENGINE,
-            ENV_REPORT,
-            ENV_EVENTS,
-            ENV_BACKPRESSURE,
-            ENV_RINGBUF_SIZE,
-            ENV_CONSUMER_SPIN_US,
-            ENV_FUSE,
-            ENV_FOLD_RODATA,
-        ] {
-            // SAFETY: the constructor runs before main, single-threaded.
-            unsafe { std::env::remove_var(v) };
-        }
-        Some(cfg)
+            fold_rodata: get(ENV_FOLD_RODATA).is_none_or(|v| v != "0"),
+        })
     }
 }

@@ -15,12 +15,16 @@
 //!
 //! Any attach error is reported before `main` runs and the process exits
 //! with [`config::AGENT_ERROR_EXIT`].
+//!
+//! `bpfjet trace OBJ --pid PID` loads this library into a process that is
+//! already running (ptrace-driven `dlopen`): see late_attach.rs.
 
 mod alive;
 mod attach;
 mod config;
 mod dlopen;
 mod events;
+mod late_attach;
 mod report;
 mod threads;
 mod usdt;
@@ -33,6 +37,9 @@ static AGENT_INIT: extern "C" fn() = agent_init;
 
 extern "C" fn agent_init() {
     let Some(cfg) = Config::from_env() else {
+        // Not preloaded by `bpfjet trace -- CMD`: loaded into a running
+        // process by `bpfjet trace --pid`, or by someone else (nothing).
+        late_attach::init();
         return;
     };
     if let Err(e) = alive::agent_work(|| attach::start(cfg.clone())) {

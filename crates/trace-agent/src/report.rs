@@ -61,6 +61,9 @@ pub fn write_report(agent: &Agent, rings: &[(String, RingbufStats)]) {
             "fusion_refusals": agent.fusion_refusals,
             "usdt": crate::usdt::report(),
             "dlopen": crate::dlopen::report(),
+            // `bpfjet trace --pid`: the status passed to `_exit` (null
+            // when bpfjet detached before the process ended).
+            "exit_status": crate::late_attach::exit_status(),
         }),
     );
 }

@@ -15,4 +15,5 @@ pub mod run;
 pub mod status;
 pub mod test_run;
 pub mod trace;
+mod trace_pid;
 pub mod verify;

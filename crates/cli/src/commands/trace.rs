@@ -6,6 +6,7 @@
 //! every map as bpftrace does (`@name[key]: value`), or with `--json` one
 //! object `{"maps": STATE.json, "ringbufs": {NAME: counts}, "exit_code": n,
 //! "fused": [...], "fusable": [...]}`. CMD's exit code is passed through.
+//! `--pid PID` attaches to a running process instead (trace_pid.rs).
 //!
 //! Pairwise fusion (docs/TRACING.md): the entry/exit pairs of OBJ and their
 //! hand-off maps are detected (crates/fusion) and reported (`--explain`,
@@ -73,9 +74,15 @@ pub struct TraceArgs {
     /// worth.
     #[arg(long)]
     pub no_fold_rodata: bool,
-    /// Attach to a running process: refused (see docs/CLI.md).
+    /// Attach to a running process instead of starting CMD: the agent is
+    /// loaded into it with ptrace (docs/TRACING.md "Attaching to a running
+    /// process"); the trace ends when it exits, on Ctrl-C/SIGTERM or after
+    /// `--duration`, and bpfjet then detaches leaving it running.
     #[arg(long)]
-    pub pid: Option<u32>,
+    pub pid: Option<i32>,
+    /// With `--pid`: detach after SECS seconds (the process goes on).
+    #[arg(long, value_name = "SECS")]
+    pub duration: Option<f64>,
     /// The program and its arguments.
     #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
     pub command: Vec<OsString>,
@@ -85,7 +92,7 @@ pub struct TraceArgs {
 const AGENT_ERROR_EXIT: i32 = 125;
 
 /// libbpfjet_trace.so: `$BPFJET_TRACE_AGENT`, else next to this binary.
-fn agent_library() -> Result<PathBuf> {
+pub(super) fn agent_library() -> Result<PathBuf> {
     if let Some(p) = std::env::var_os("BPFJET_TRACE_AGENT") {
         return Ok(PathBuf::from(p));
     }
@@ -117,8 +124,10 @@ fn find_program(cmd: &Path) -> Option<PathBuf> {
 /// object's programs are of a type `trace` attaches, and every uprobe
 /// target whose file is known now has its symbol. (The agent checks the
 /// rest in the process, before `main`.)
-fn precheck(obj: &Path, program: &Path) -> Result<bpfjet_obj::Object> {
-    symbols::check_dynamic(program).map_err(|e| anyhow!("{e}"))?;
+pub(super) fn precheck(obj: &Path, program: Option<&Path>) -> Result<bpfjet_obj::Object> {
+    if let Some(program) = program {
+        symbols::check_dynamic(program).map_err(|e| anyhow!("{e}"))?;
+    }
     let object = bpfjet_obj::load_file(obj).map_err(|e| anyhow!("{}: {e}", obj.display()))?;
     for p in &object.programs {
         let section = &p.section;
@@ -197,7 +206,7 @@ fn precheck(obj: &Path, program: &Path) -> Result<bpfjet_obj::Object> {
 
 /// The pairs of `object` that are fusable: `[{"entry", "exit",
 /// "internalised": [MAP...]}]` for each pair with at least one hand-off map.
-fn fusable(plan: &bpfjet_fusion::FusionPlan) -> Value {
+pub(super) fn fusable(plan: &bpfjet_fusion::FusionPlan) -> Value {
     plan.pairs
         .iter()
         .filter(|p| p.pair_refusal.is_none() && !p.internalised.is_empty())
@@ -213,12 +222,13 @@ fn fusable(plan: &bpfjet_fusion::FusionPlan) -> Value {
 
 pub fn run(args: &TraceArgs) -> Result<ExitCode> {
     if let Some(pid) = args.pid {
-        bail!(
-            "--pid {pid}: attaching to a running process is not supported. bpfjet runs the \
-             programs inside the traced process, which means loading its agent into a process \
-             that is already running (ptrace-driven dlopen while its threads run); bpfjet does \
-             not do that unsafely. Start the program under `bpfjet trace OBJ -- CMD ARGS...`."
-        );
+        if !args.command.is_empty() {
+            bail!("--pid {pid} attaches to a running process: give no command");
+        }
+        return super::trace_pid::run(args, pid);
+    }
+    if args.duration.is_some() {
+        bail!("--duration applies to --pid (a command is traced until it ends)");
     }
     let (program, rest) = args
         .command
@@ -226,7 +236,64 @@ pub fn run(args: &TraceArgs) -> Result<ExitCode> {
         .context("no command given: bpfjet trace OBJ -- CMD ARGS...")?;
     let path = find_program(Path::new(program))
         .ok_or_else(|| anyhow!("{}: command not found", program.to_string_lossy()))?;
-    let mut object = precheck(&args.obj, &path)?;
+    let mut object = precheck(&args.obj, Some(&path))?;
+    let (fuse, plan) = fusion_setup(args, &mut object)?;
+    let agent = agent_library()?;
+    let report = std::env::temp_dir().join(format!(
+        "bpfjet-trace-{}-{}.json",
+        std::process::id(),
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos())
+    ));
+    let mut preload = OsString::from(agent.canonicalize().unwrap_or(agent));
+    if let Some(existing) = std::env::var_os("LD_PRELOAD").filter(|p| !p.is_empty()) {
+        preload.push(":");
+        preload.push(existing);
+    }
+    let mut cmd = std::process::Command::new(program);
+    cmd.args(rest)
+        .env("LD_PRELOAD", preload)
+        .envs(agent_settings(args, fuse, &report)?);
+    // Ctrl-C goes to the traced program (same process group); bpfjet waits
+    // for it to end and report.
+    // SAFETY: plain signal disposition changes.
+    unsafe {
+        libc::signal(libc::SIGINT, libc::SIG_IGN);
+        libc::signal(libc::SIGTERM, libc::SIG_IGN);
+    }
+    let status = cmd
+        .status()
+        .with_context(|| format!("cannot execute {}", program.to_string_lossy()))?;
+    let exit_code = status
+        .code()
+        .unwrap_or_else(|| 128 + status.signal().unwrap_or(0));
+    let text = std::fs::read_to_string(&report);
+    let _ = std::fs::remove_file(&report);
+    let report: Value = match text {
+        Ok(t) => serde_json::from_str(&t).with_context(|| format!("the agent's report {t:?}"))?,
+        Err(_) => {
+            bail!(
+                "{} ended (status {exit_code}) without a report: killed by a signal, or the agent \
+                 did not load (is the program dynamically linked?)",
+                program.to_string_lossy()
+            )
+        }
+    };
+    if let Some(err) = report.get("error").and_then(Value::as_str) {
+        if exit_code == AGENT_ERROR_EXIT {
+            bail!("{err} ({} was not started)", program.to_string_lossy());
+        }
+    }
+    print_report(args, &plan, &report, Some(exit_code))
+}
+
+/// The ring-buffer sizes of `--ringbuf-size` applied to `object`, the
+/// fusion level, and the pairwise-fusion plan (printed with `--explain`).
+pub(super) fn fusion_setup<'a>(
+    args: &'a TraceArgs,
+    object: &mut bpfjet_obj::Object,
+) -> Result<(&'a str, bpfjet_fusion::FusionPlan)> {
     // SAFETY: sysconf has no preconditions.
     let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) } as u64;
     for (map, bytes) in &args.ringbuf_size {
@@ -244,7 +311,7 @@ pub fn run(args: &TraceArgs) -> Result<ExitCode> {
     };
     let internalise = matches!(fuse, "internalise-calls" | "internalise" | "all");
     let plan = if internalise {
-        bpfjet_fusion::plan(&object, &|_| None)
+        bpfjet_fusion::plan(object, &|_| None)
     } else {
         bpfjet_fusion::FusionPlan::default()
     };
@@ -290,41 +357,37 @@ pub fn run(args: &TraceArgs) -> Result<ExitCode> {
             );
         }
     }
-    let agent = agent_library()?;
+    Ok((fuse, plan))
+}
+
+/// The agent's settings (the environment of a preloaded agent, the
+/// attach file of `--pid`): `BPFJET_TRACE_*` names and values.
+pub(super) fn agent_settings(
+    args: &TraceArgs,
+    fuse: &str,
+    report: &Path,
+) -> Result<Vec<(&'static str, OsString)>> {
     let obj = args
         .obj
         .canonicalize()
         .with_context(|| args.obj.display().to_string())?;
-    let report = std::env::temp_dir().join(format!(
-        "bpfjet-trace-{}-{}.json",
-        std::process::id(),
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.as_nanos())
-    ));
-    let mut preload = OsString::from(agent.canonicalize().unwrap_or(agent));
-    if let Some(existing) = std::env::var_os("LD_PRELOAD").filter(|p| !p.is_empty()) {
-        preload.push(":");
-        preload.push(existing);
-    }
-    let mut cmd = std::process::Command::new(program);
-    cmd.args(rest)
-        .env("LD_PRELOAD", preload)
-        .env("BPFJET_TRACE_OBJ", &obj)
-        .env("BPFJET_TRACE_ENGINE", &args.engine)
-        .env("BPFJET_TRACE_REPORT", &report)
-        .env("BPFJET_TRACE_FUSE", fuse)
-        .env(
+    let mut vars: Vec<(&'static str, OsString)> = vec![
+        ("BPFJET_TRACE_OBJ", obj.into()),
+        ("BPFJET_TRACE_ENGINE", args.engine.clone().into()),
+        ("BPFJET_TRACE_REPORT", report.into()),
+        ("BPFJET_TRACE_FUSE", fuse.into()),
+        (
             "BPFJET_TRACE_FOLD_RODATA",
-            if args.no_fold_rodata { "0" } else { "1" },
-        );
+            if args.no_fold_rodata { "0" } else { "1" }.into(),
+        ),
+    ];
     if !args.ringbuf_backpressure.is_empty() {
         let list: Vec<String> = args
             .ringbuf_backpressure
             .iter()
             .map(|(map, ms)| format!("{map}={ms}"))
             .collect();
-        cmd.env("BPFJET_TRACE_BACKPRESSURE", list.join(","));
+        vars.push(("BPFJET_TRACE_BACKPRESSURE", list.join(",").into()));
     }
     if !args.ringbuf_size.is_empty() {
         let list: Vec<String> = args
@@ -332,41 +395,26 @@ pub fn run(args: &TraceArgs) -> Result<ExitCode> {
             .iter()
             .map(|(map, bytes)| format!("{map}={bytes}"))
             .collect();
-        cmd.env("BPFJET_TRACE_RINGBUF_SIZE", list.join(","));
+        vars.push(("BPFJET_TRACE_RINGBUF_SIZE", list.join(",").into()));
     }
     if let Some(ev) = &args.events {
         let ev = std::path::absolute(ev).unwrap_or_else(|_| ev.clone());
-        cmd.env("BPFJET_TRACE_EVENTS", ev);
+        vars.push(("BPFJET_TRACE_EVENTS", ev.into()));
     }
-    // Ctrl-C goes to the traced program (same process group); bpfjet waits
-    // for it to end and report.
-    // SAFETY: plain signal disposition changes.
-    unsafe {
-        libc::signal(libc::SIGINT, libc::SIG_IGN);
-        libc::signal(libc::SIGTERM, libc::SIG_IGN);
-    }
-    let status = cmd
-        .status()
-        .with_context(|| format!("cannot execute {}", program.to_string_lossy()))?;
-    let exit_code = status
-        .code()
-        .unwrap_or_else(|| 128 + status.signal().unwrap_or(0));
-    let text = std::fs::read_to_string(&report);
-    let _ = std::fs::remove_file(&report);
-    let report: Value = match text {
-        Ok(t) => serde_json::from_str(&t).with_context(|| format!("the agent's report {t:?}"))?,
-        Err(_) => {
-            bail!(
-                "{} ended (status {exit_code}) without a report: killed by a signal, or the agent \
-                 did not load (is the program dynamically linked?)",
-                program.to_string_lossy()
-            )
-        }
-    };
+    Ok(vars)
+}
+
+/// Prints the agent's report as `bpfjet trace` does (`--json` or map
+/// lines). `exit_code`: the traced process's, None when bpfjet detached
+/// from a process that goes on (`--pid`); bpfjet's own exit status is
+/// that code, or 0.
+pub(super) fn print_report(
+    args: &TraceArgs,
+    plan: &bpfjet_fusion::FusionPlan,
+    report: &Value,
+    exit_code: Option<i32>,
+) -> Result<ExitCode> {
     if let Some(err) = report.get("error").and_then(Value::as_str) {
-        if exit_code == AGENT_ERROR_EXIT {
-            bail!("{err} ({} was not started)", program.to_string_lossy());
-        }
         bail!("{err}");
     }
     for (key, what) in [
@@ -426,7 +474,7 @@ pub fn run(args: &TraceArgs) -> Result<ExitCode> {
                 "syscalls": report.get("syscalls").cloned().unwrap_or(Value::Null),
                 "fused": fused,
                 "fusion": report.get("fusion").cloned().unwrap_or(Value::Null),
-                "fusable": fusable(&plan),
+                "fusable": fusable(plan),
                 "usdt": report.get("usdt").cloned().unwrap_or_else(|| Value::Array(Vec::new())),
                 "dlopen": report.get("dlopen").cloned().unwrap_or_else(|| Value::Array(Vec::new())),
             })
@@ -445,7 +493,7 @@ pub fn run(args: &TraceArgs) -> Result<ExitCode> {
             );
         }
     }
-    Ok(ExitCode::from(exit_code.clamp(0, 255) as u8))
+    Ok(ExitCode::from(exit_code.unwrap_or(0).clamp(0, 255) as u8))
 }
 
 /// A STATE.json hex field as bpftrace shows scalars: little-endian unsigned

@@ -1,0 +1,337 @@
+//! `bpfjet trace OBJ --pid PID [--duration SECS]`: trace a running,
+//! unmodified, dynamically linked process.
+//!
+//! Everything that can be refused is refused before the process is
+//! touched (crates/probe/src/inject.rs `check_target`; here: programs a
+//! running process cannot get, probe files it has not loaded). Then a
+//! per-attach directory is made with a link to the agent, the settings
+//! (`attach.conf`) and a control FIFO; the process is made to `dlopen` the
+//! link (ptrace, every thread stopped, `inject_dlopen`); its constructor
+//! attaches (crates/trace-agent/src/late_attach.rs). The trace ends when
+//! the process exits (the report carries the status it passed to `_exit`),
+//! or on SIGINT/SIGTERM/`--duration`: bpfjet writes a byte to the FIFO, the
+//! agent stops running programs and writes the report, and the process
+//! goes on (`"exit_code": null`).
+
+use super::trace::{
+    agent_library, agent_settings, fusion_setup, precheck, print_report, TraceArgs,
+};
+use anyhow::{anyhow, bail, Context, Result};
+use bpfjet_obj::{ProbeFlavor, ProbeTarget, ProgKind};
+use bpfjet_probe::inject;
+use bpfjet_probe::symbols;
+use serde_json::Value;
+use std::io::Write;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+static STOP: AtomicBool = AtomicBool::new(false);
+
+extern "C" fn on_stop_signal(_: libc::c_int) {
+    STOP.store(true, Ordering::SeqCst);
+}
+
+/// The run-time addresses `object`'s probes will patch in the process
+/// (no thread may be stopped inside the bytes a jump there displaces: it
+/// would resume in the middle of the jump). Refuses programs a running
+/// process cannot get and probe files it has not loaded (the agent's
+/// `dlopen` interposition only works preloaded).
+fn patch_addresses(object: &bpfjet_obj::Object, target: &inject::Target) -> Result<Vec<u64>> {
+    let pid = target.pid;
+    let mut all = Vec::new();
+    for p in &object.programs {
+        let section = &p.section;
+        let (path, addrs): (&str, Vec<u64>) = match &p.kind {
+            ProgKind::Tracepoint { .. } | ProgKind::RawTracepoint { .. } => bail!(
+                "program section {section:?}: system-call tracepoints cannot be attached to a \
+                 running process with --pid: Syscall User Dispatch is enabled per thread, and \
+                 every thread the process already has would have to enable it itself (start the \
+                 program under `bpfjet trace OBJ -- CMD` to trace its system calls)"
+            ),
+            ProgKind::Probe(probe) => match &probe.target {
+                ProbeTarget::Usdt {
+                    path,
+                    provider,
+                    name,
+                } => {
+                    let file = loaded_file(path, target, section)?;
+                    let notes = bpfjet_probe::usdt::read_notes(&file.0)
+                        .map_err(|e| anyhow!("program section {section:?}: {e}"))?;
+                    let pcs = notes
+                        .iter()
+                        .filter(|n| &n.provider == provider && &n.name == name)
+                        .map(|n| file.1.wrapping_add(n.pc))
+                        .collect();
+                    (path, pcs)
+                }
+                ProbeTarget::User {
+                    path,
+                    symbol,
+                    offset,
+                } => {
+                    let file = loaded_file(path, target, section)?;
+                    let vaddrs: Vec<u64> = if matches!(
+                        probe.flavor,
+                        ProbeFlavor::UprobeMulti | ProbeFlavor::UretprobeMulti
+                    ) {
+                        bpfjet_probe::multi::matching_functions(&file.0, symbol)
+                            .map_err(|e| anyhow!("program section {section:?}: {e}"))?
+                            .iter()
+                            .map(|f| f.vaddr)
+                            .collect()
+                    } else {
+                        vec![
+                            symbols::file_symbol(&file.0, symbol)
+                                .map_err(|e| anyhow!("program section {section:?}: {e}"))?
+                                .vaddr
+                                + offset,
+                        ]
+                    };
+                    (
+                        path,
+                        vaddrs.iter().map(|v| file.1.wrapping_add(*v)).collect(),
+                    )
+                }
+                _ => continue,
+            },
+            _ => continue,
+        };
+        if addrs.is_empty() {
+            bail!("program section {section:?}: nothing to attach to in {path} of process {pid}");
+        }
+        all.extend(addrs);
+    }
+    Ok(all)
+}
+
+/// PATH of a probe section as a file the process has mapped, and its load
+/// bias there.
+fn loaded_file(path: &str, target: &inject::Target, section: &str) -> Result<(PathBuf, u64)> {
+    let file = symbols::resolve_path(path, &target.objects)
+        .map_err(|e| anyhow!("program section {section:?}: {e}"))?;
+    let canon = file.canonicalize().unwrap_or(file.clone());
+    target
+        .objects
+        .iter()
+        .find(|o| o.path.canonicalize().unwrap_or(o.path.clone()) == canon)
+        .map(|o| (canon.clone(), o.bias))
+        .ok_or_else(|| {
+            anyhow!(
+                "program section {section:?}: {} is not loaded in process {}: with --pid only \
+                 files the process has already mapped can be probed (a library it loads later \
+                 is not seen: the agent's dlopen interposition needs it preloaded)",
+                file.display(),
+                target.pid
+            )
+        })
+}
+
+/// The per-attach directory: the agent's link, settings and FIFO.
+struct RunDir(PathBuf);
+
+impl Drop for RunDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+fn read_report(path: &Path) -> Option<Value> {
+    let text = std::fs::read_to_string(path).ok()?;
+    // A report being written does not parse yet.
+    serde_json::from_str(&text).ok()
+}
+
+fn process_exited(pidfd: libc::c_int, timeout_ms: i32) -> bool {
+    let mut pfd = libc::pollfd {
+        fd: pidfd,
+        events: libc::POLLIN,
+        revents: 0,
+    };
+    // SAFETY: one pollfd of ours.
+    let r = unsafe { libc::poll(&mut pfd, 1, timeout_ms) };
+    r > 0 && pfd.revents & libc::POLLIN != 0
+}
+
+pub fn run(args: &TraceArgs, pid: i32) -> Result<ExitCode> {
+    let target = inject::check_target(pid).map_err(|e| anyhow!(e))?;
+    let mut object = precheck(&args.obj, None)?;
+    let hazards =
+        inject::patch_hazards(pid, &patch_addresses(&object, &target)?).map_err(|e| anyhow!(e))?;
+    let (fuse, plan) = fusion_setup(args, &mut object)?;
+    let agent = agent_library()?;
+    let agent = agent.canonicalize().unwrap_or(agent);
+    if let Some(d) = args.duration {
+        if !(d.is_finite() && d >= 0.0) {
+            bail!("--duration {d}: not a number of seconds");
+        }
+    }
+
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos());
+    let dir =
+        RunDir(std::env::temp_dir().join(format!("bpfjet-attach-{}-{nanos}", std::process::id())));
+    std::fs::create_dir(&dir.0).with_context(|| dir.0.display().to_string())?;
+    // The process (maybe another user) reads the settings and writes the
+    // report here.
+    let _ = std::fs::set_permissions(&dir.0, std::fs::Permissions::from_mode(0o755));
+    let owner = std::fs::metadata(format!("/proc/{pid}"))
+        .map(|m| {
+            use std::os::unix::fs::MetadataExt;
+            (m.uid(), m.gid())
+        })
+        .ok();
+    let link = dir.0.join("libbpfjet_trace.so");
+    std::os::unix::fs::symlink(&agent, &link).context("linking the agent")?;
+    let report = dir.0.join("report.json");
+    let control = dir.0.join("control");
+    let c = std::ffi::CString::new(control.as_os_str().as_encoded_bytes())?;
+    // SAFETY: a NUL-terminated path.
+    if unsafe { libc::mkfifo(c.as_ptr(), 0o600) } != 0 {
+        bail!(
+            "mkfifo {}: {}",
+            control.display(),
+            std::io::Error::last_os_error()
+        );
+    }
+    if let Some((uid, gid)) = owner {
+        for p in [&dir.0, &control] {
+            let _ = std::os::unix::fs::chown(p, Some(uid), Some(gid));
+        }
+    }
+    // Read and write: opening never blocks, the agent's open does not
+    // either, and the agent sees end of file when bpfjet is gone.
+    let mut fifo = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(&control)
+        .with_context(|| control.display().to_string())?;
+    let mut conf = String::new();
+    for (k, v) in agent_settings(args, fuse, &report)? {
+        let v = v.to_string_lossy();
+        if v.contains('\n') {
+            bail!("{k}: a path with a newline");
+        }
+        conf.push_str(&format!("{k}={v}\n"));
+    }
+    conf.push_str(&format!("BPFJET_TRACE_ATTACH_PID={pid}\n"));
+    conf.push_str(&format!("BPFJET_TRACE_CONTROL={}\n", control.display()));
+    std::fs::write(dir.0.join("attach.conf"), conf).context("writing the agent's settings")?;
+
+    // SAFETY: pidfd_open has no memory arguments.
+    let pidfd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) } as libc::c_int;
+    if pidfd < 0 {
+        bail!(
+            "--pid {pid}: pidfd_open: {}",
+            std::io::Error::last_os_error()
+        );
+    }
+    // A Ctrl-C during the injection must not kill bpfjet with the process's
+    // thread in the middle of an injected call: noted and acted on after.
+    // SAFETY: the handler only stores an atomic.
+    unsafe {
+        libc::signal(
+            libc::SIGINT,
+            on_stop_signal as *const () as libc::sighandler_t,
+        );
+        libc::signal(
+            libc::SIGTERM,
+            on_stop_signal as *const () as libc::sighandler_t,
+        );
+    }
+    let injected = inject::inject_dlopen(&target, &link, &hazards).map_err(|e| anyhow!(e))?;
+    if injected.handle == 0 {
+        bail!(
+            "--pid {pid}: dlopen({}) failed in the process (nothing was attached)",
+            agent.display()
+        );
+    }
+    // An attach error was written before dlopen returned.
+    if let Some(r) = read_report(&report) {
+        if let Some(err) = r.get("error").and_then(Value::as_str) {
+            bail!("{err} (nothing runs in process {pid}; the agent stays loaded there, inactive)");
+        }
+    }
+    if !dir.0.join("attached").exists() {
+        bail!(
+            "--pid {pid}: the agent was loaded but did not attach: it found no settings in {} \
+             (does the process see another /tmp, a private one or another mount namespace? set \
+             TMPDIR to a directory it shares). It stays loaded there, inactive.",
+            dir.0.display()
+        );
+    }
+    eprintln!(
+        "bpfjet trace: attached to process {pid} ({}; {} threads stopped for {:.1} ms{}{})",
+        target.exe.display(),
+        injected.threads,
+        injected.stopped_for.as_secs_f64() * 1e3,
+        if injected.retries > 0 {
+            format!(", {} retries for a safe point", injected.retries)
+        } else {
+            String::new()
+        },
+        if injected.others_resumed {
+            "; the other threads had to be resumed while the agent loaded"
+        } else {
+            ""
+        }
+    );
+
+    let started = Instant::now();
+    let limit = args.duration.map(Duration::from_secs_f64);
+    let exited = loop {
+        if process_exited(pidfd, 50) {
+            break true;
+        }
+        if STOP.load(Ordering::SeqCst) || limit.is_some_and(|l| started.elapsed() >= l) {
+            break false;
+        }
+    };
+    if !exited {
+        // Detach: the agent stops running programs and reports.
+        let _ = fifo.write_all(b"d");
+    }
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let report = loop {
+        if let Some(r) = read_report(&report) {
+            break r;
+        }
+        let gone = process_exited(pidfd, 20);
+        if (gone && read_report(&report).is_none() && exited) || Instant::now() > deadline {
+            // The report is written in the exit path before the process
+            // is gone; none means it was killed.
+            if let Some(r) = read_report(&report) {
+                break r;
+            }
+            bail!(
+                "process {pid} {} without a report (killed by a signal?)",
+                if gone {
+                    "ended"
+                } else {
+                    "did not answer the detach"
+                }
+            );
+        }
+    };
+    drop(fifo);
+    // SAFETY: our descriptor.
+    unsafe { libc::close(pidfd) };
+    let exit_code = if exited {
+        report
+            .get("exit_status")
+            .and_then(Value::as_i64)
+            .map(|s| s as i32)
+    } else {
+        None
+    };
+    if !exited {
+        eprintln!(
+            "bpfjet trace: detached from process {pid}; it goes on (probes stay patched, \
+             pass-through)"
+        );
+    }
+    print_report(args, &plan, &report, exit_code)
+}

@@ -1,0 +1,679 @@
+//! `bpfjet trace OBJ --pid PID`: attaching to a running, unmodified
+//! process (tests/trace/pid_target.c, pid.bpf.c, compiled at test time).
+//! The target is started normally and driven through its stdin, so the
+//! number of calls it makes while bpfjet is attached is known exactly:
+//! - counts until the process exits: a uprobe, a uretprobe (with the sum
+//!   of arguments and return values) and a uprobe on libc's `write` count
+//!   exactly the calls made after the attach, none before, and the ring
+//!   buffer (`--events`) carries one record per call; the target's output,
+//!   results and exit status are unchanged;
+//! - a detach (SIGINT, `--duration`) while the target keeps running: the
+//!   counts are those of the window, `exit_code` is null, and the target
+//!   goes on working and exits normally afterwards;
+//! - attaching while every worker is calling the probed function;
+//! - a thread holding the loader's lock (in a `dl_iterate_phdr` callback)
+//!   when the process is stopped: the injected `dlopen` waits, the other
+//!   threads are resumed after a while, the attach completes;
+//! - a thread whose stack returns into the bytes a patch would displace
+//!   (tests/trace/hazard_target.c): no safe point, refused untouched;
+//! - bad input, refused before the target is touched: no such process, a
+//!   static program, a stripped one, a process already traced, a 32-bit
+//!   program, a system-call tracepoint, no permission.
+
+mod trace_common;
+use bpfjet_testsupport::clang::Compile;
+use serde_json::Value;
+use std::io::{BufRead, BufReader, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Child, ChildStdin, ChildStdout, Command, Output, Stdio};
+use std::sync::mpsc;
+use std::sync::OnceLock;
+use std::time::Duration;
+use trace_common::{json_report, run_ok, serial, SRC};
+
+const WORKERS: u64 = 3;
+
+fn dir() -> &'static Path {
+    static D: OnceLock<PathBuf> = OnceLock::new();
+    D.get_or_init(|| {
+        let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("trace-pid");
+        std::fs::create_dir_all(&dir).unwrap();
+        let src = |f: &str| PathBuf::from(format!("{SRC}/{f}"));
+        let target = dir.join("pid_target");
+        run_ok(
+            Command::new("cc")
+                .args(["-O2", "-pthread", "-o"])
+                .arg(&target)
+                .arg(src("pid_target.c")),
+            "cc pid_target.c",
+        );
+        let stripped = dir.join("pid_target_stripped");
+        run_ok(
+            Command::new("strip")
+                .arg("--strip-all")
+                .arg("-o")
+                .arg(&stripped)
+                .arg(&target),
+            "strip pid_target",
+        );
+        for (t, o) in [(&target, "pid.o"), (&stripped, "pid_stripped.o")] {
+            Compile::file(src("pid.bpf.c"))
+                .arg("-D__TARGET_ARCH_x86")
+                .arg(format!("-DPID_TARGET=\"{}\"", t.display()))
+                .object_at(dir.join(o));
+        }
+        Compile::file(src("pid_syscalls.bpf.c")).object_at(dir.join("pid_syscalls.o"));
+        let hazard = dir.join("hazard_target");
+        run_ok(
+            Command::new("cc")
+                .args(["-O2", "-o"])
+                .arg(&hazard)
+                .arg(src("hazard_target.c")),
+            "cc hazard_target.c",
+        );
+        Compile::file(src("hazard.bpf.c"))
+            .arg("-D__TARGET_ARCH_x86")
+            .arg(format!("-DHAZARD_TARGET=\"{}\"", hazard.display()))
+            .object_at(dir.join("hazard.o"));
+        dir
+    })
+}
+
+/// The target, driven line by line.
+struct Target {
+    child: Child,
+    stdin: ChildStdin,
+    stdout: BufReader<ChildStdout>,
+}
+
+impl Target {
+    fn start(program: &Path) -> Target {
+        Target::start_command(Command::new(program))
+    }
+
+    fn start_command(mut cmd: Command) -> Target {
+        let mut child = cmd
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let stdin = child.stdin.take().unwrap();
+        let stdout = BufReader::new(child.stdout.take().unwrap());
+        let mut t = Target {
+            child,
+            stdin,
+            stdout,
+        };
+        assert_eq!(t.line(), "ready");
+        t
+    }
+
+    fn pid(&self) -> i32 {
+        self.child.id() as i32
+    }
+
+    fn line(&mut self) -> String {
+        let mut l = String::new();
+        self.stdout.read_line(&mut l).unwrap();
+        l.trim_end().to_string()
+    }
+
+    fn send(&mut self, cmd: &str) -> String {
+        writeln!(self.stdin, "{cmd}").unwrap();
+        self.stdin.flush().unwrap();
+        self.line()
+    }
+
+    /// `run N`: the workers' calls, checked complete and correct.
+    fn run(&mut self, rounds: u64) {
+        let l = self.send(&format!("run {rounds}"));
+        assert_eq!(l, format!("done {} 0", rounds * WORKERS), "target: {l}");
+    }
+
+    /// `exit`: the normal end, status 7.
+    fn exit(mut self) {
+        assert_eq!(self.send("exit"), "bye");
+        let status = self.child.wait().unwrap();
+        assert_eq!(status.code(), Some(7), "target status {status:?}");
+    }
+
+    fn agent_loaded(&self) -> bool {
+        std::fs::read_to_string(format!("/proc/{}/maps", self.pid()))
+            .unwrap()
+            .contains("libbpfjet_trace")
+    }
+}
+
+impl Drop for Target {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// `bpfjet trace OBJ --pid PID --json ARGS`, running; returns once it
+/// says it attached.
+struct Tracer {
+    child: Child,
+    stderr: mpsc::Receiver<String>,
+    /// The "attached to process" line.
+    attached: String,
+}
+
+impl Tracer {
+    fn attach(obj: &Path, pid: i32, args: &[&str]) -> Tracer {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_bpfjet"))
+            .arg("trace")
+            .arg(obj)
+            .args(["--json", "--pid", &pid.to_string()])
+            .args(args)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let (tx, rx) = mpsc::channel();
+        let stderr = child.stderr.take().unwrap();
+        std::thread::spawn(move || {
+            for l in BufReader::new(stderr).lines().map_while(Result::ok) {
+                let _ = tx.send(l);
+            }
+        });
+        let mut seen = Vec::new();
+        let attached = loop {
+            match rx.recv_timeout(Duration::from_secs(120)) {
+                Ok(l) if l.contains("attached to process") => break l,
+                Ok(l) => seen.push(l),
+                Err(_) => {
+                    let out = child.wait_with_output().unwrap();
+                    panic!(
+                        "bpfjet trace --pid did not attach: {:?}\nstderr: {}\nstdout: {}",
+                        out.status,
+                        seen.join("\n"),
+                        String::from_utf8_lossy(&out.stdout)
+                    );
+                }
+            }
+        };
+        Tracer {
+            child,
+            stderr: rx,
+            attached,
+        }
+    }
+
+    fn finish(self) -> (Value, Output) {
+        let out = self.child.wait_with_output().unwrap();
+        let err: Vec<String> = self.stderr.try_iter().collect();
+        assert!(
+            out.status.success() || out.status.code() == Some(7),
+            "bpfjet trace --pid: {:?}\n{}",
+            out.status,
+            err.join("\n")
+        );
+        (json_report(&out), out)
+    }
+}
+
+fn counts(report: &Value) -> Vec<u64> {
+    report["maps"]["counts"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no counts in {report}"))
+        .iter()
+        .map(|e| {
+            let b = bpfjet_maps::state::parse_hex(e["value"].as_str().unwrap()).unwrap();
+            u64::from_le_bytes(b[..8].try_into().unwrap())
+        })
+        .collect()
+}
+
+/// The counts `run N` (once, attached) leaves: entries, sum of arguments,
+/// returns, sum of results, writes on the pipe.
+fn expected(rounds: u64) -> Vec<u64> {
+    let calls = rounds * WORKERS;
+    let args: u64 = WORKERS * (0..rounds).sum::<u64>();
+    let rets: u64 = WORKERS * (0..rounds).map(|i| 3 * i + 1).sum::<u64>();
+    vec![calls, args, calls, rets, calls]
+}
+
+fn until_exit(engine: &str) {
+    let _serial = serial();
+    let d = dir();
+    let mut target = Target::start(&d.join("pid_target"));
+    // Before the attach: not counted.
+    target.run(200);
+    let events = d.join(format!("events-{engine}"));
+    let tracer = Tracer::attach(
+        &d.join("pid.o"),
+        target.pid(),
+        &["--engine", engine, "--events", events.to_str().unwrap()],
+    );
+    target.run(1000);
+    target.exit();
+    let (report, _) = tracer.finish();
+    assert_eq!(report["exit_code"], 7, "{report}");
+    let want = expected(1000);
+    assert_eq!(&counts(&report)[..5], &want[..], "{engine}");
+    // The ring buffer, consumed by the agent's thread started in the
+    // running process: every record, each an argument of pid_work.
+    let rb = &report["ringbufs"]["events"];
+    assert_eq!(rb["produced"], want[0], "{rb}");
+    assert_eq!(rb["consumed"], want[0], "{rb}");
+    assert_eq!(rb["dropped"], 0, "{rb}");
+    let bytes = std::fs::read(&events).unwrap();
+    let mut args = Vec::new();
+    let mut at = 0;
+    while at < bytes.len() {
+        let len = u32::from_ne_bytes(bytes[at..at + 4].try_into().unwrap()) as usize;
+        assert_eq!(len, 8);
+        args.push(u64::from_le_bytes(
+            bytes[at + 4..at + 12].try_into().unwrap(),
+        ));
+        at += 4 + len;
+    }
+    assert_eq!(args.len() as u64, want[0]);
+    assert_eq!(args.iter().sum::<u64>(), want[1]);
+}
+
+#[test]
+fn attach_counts_until_the_process_exits_interpreter() {
+    until_exit("interp");
+}
+
+#[test]
+fn attach_counts_until_the_process_exits_jit() {
+    until_exit("jit");
+}
+
+#[test]
+fn a_thread_holding_the_loader_lock_delays_the_attach_without_deadlock() {
+    let _serial = serial();
+    let d = dir();
+    let mut target = Target::start(&d.join("pid_target"));
+    // The holder sleeps 2 s inside dl_iterate_phdr; stopped by the attach,
+    // it keeps the lock the injected dlopen waits for until bpfjet resumes
+    // the other threads (after inject::SOLO_TIMEOUT).
+    assert_eq!(target.send("hold 2"), "holding");
+    let tracer = Tracer::attach(&d.join("pid.o"), target.pid(), &[]);
+    assert!(
+        tracer.attached.contains("had to be resumed"),
+        "{}",
+        tracer.attached
+    );
+    target.run(100);
+    target.exit();
+    let (report, _) = tracer.finish();
+    assert_eq!(report["exit_code"], 7, "{report}");
+    assert_eq!(&counts(&report)[..5], &expected(100)[..]);
+}
+
+#[test]
+fn detach_on_sigint_leaves_the_process_running() {
+    let _serial = serial();
+    let d = dir();
+    let mut target = Target::start(&d.join("pid_target"));
+    target.run(50);
+    let tracer = Tracer::attach(&d.join("pid.o"), target.pid(), &[]);
+    target.run(700);
+    // SAFETY: a signal to our child.
+    unsafe { libc::kill(tracer.child.id() as i32, libc::SIGINT) };
+    let (report, out) = tracer.finish();
+    assert_eq!(out.status.code(), Some(0));
+    assert_eq!(report["exit_code"], Value::Null, "{report}");
+    assert_eq!(&counts(&report)[..5], &expected(700)[..]);
+    // Pass-through afterwards: the same results, the normal end.
+    target.run(300);
+    target.run(10);
+    target.exit();
+}
+
+#[test]
+fn detach_after_duration_while_threads_call_the_probed_function() {
+    let _serial = serial();
+    let d = dir();
+    let mut target = Target::start(&d.join("pid_target"));
+    assert_eq!(target.send("spin"), "spinning");
+    let tracer = Tracer::attach(&d.join("pid.o"), target.pid(), &["--duration", "1"]);
+    let (report, _) = tracer.finish();
+    assert_eq!(report["exit_code"], Value::Null, "{report}");
+    let l = target.send("stop");
+    let f: Vec<u64> = l
+        .split_whitespace()
+        .skip(1)
+        .map(|x| x.parse().unwrap())
+        .collect();
+    assert_eq!(f[1], 0, "results changed by the probes: {l}");
+    let c = counts(&report);
+    assert!(
+        c[0] > 0 && c[0] <= f[0],
+        "entries {} of {} calls",
+        c[0],
+        f[0]
+    );
+    // A call entered before the attach has no return probe; one entered
+    // before the detach may return after it: at most one per worker.
+    assert!(c[2] <= c[0] + WORKERS && c[0] <= c[2] + WORKERS, "{c:?}");
+    target.run(100);
+    target.exit();
+}
+
+#[test]
+fn the_process_goes_on_when_bpfjet_is_killed() {
+    let _serial = serial();
+    let d = dir();
+    let mut target = Target::start(&d.join("pid_target"));
+    let mut tracer = Tracer::attach(&d.join("pid.o"), target.pid(), &[]);
+    target.run(100);
+    // SIGKILL: bpfjet cannot say anything; the agent sees its control
+    // FIFO closed, stops running programs and writes its report.
+    let cli = tracer.child.id();
+    tracer.child.kill().unwrap();
+    tracer.child.wait().unwrap();
+    // The agent's report, left in the attach directory nobody removed.
+    let prefix = format!("bpfjet-attach-{cli}-");
+    let report = (0..500)
+        .find_map(|_| {
+            let found = std::fs::read_dir(std::env::temp_dir())
+                .unwrap()
+                .filter_map(Result::ok)
+                .find(|e| e.file_name().to_string_lossy().starts_with(&prefix))
+                .and_then(|e| std::fs::read_to_string(e.path().join("report.json")).ok())
+                .and_then(|t| serde_json::from_str::<Value>(&t).ok());
+            if found.is_none() {
+                std::thread::sleep(Duration::from_millis(10));
+            }
+            found
+        })
+        .expect("the agent wrote no report after bpfjet was killed");
+    assert_eq!(report["exit_status"], Value::Null, "{report}");
+    assert_eq!(&counts(&report)[..5], &expected(100)[..]);
+    for e in std::fs::read_dir(std::env::temp_dir()).unwrap().flatten() {
+        if e.file_name().to_string_lossy().starts_with(&prefix) {
+            let _ = std::fs::remove_dir_all(e.path());
+        }
+    }
+    // Programs no longer run; the process works on.
+    target.run(100);
+    target.exit();
+}
+
+#[test]
+fn a_process_killed_while_traced_is_an_error() {
+    let _serial = serial();
+    let d = dir();
+    let mut target = Target::start(&d.join("pid_target"));
+    let tracer = Tracer::attach(&d.join("pid.o"), target.pid(), &[]);
+    target.run(10);
+    target.child.kill().unwrap();
+    target.child.wait().unwrap();
+    let status = tracer.child.wait_with_output().unwrap().status;
+    assert!(!status.success());
+    let lines: Vec<String> = tracer.stderr.iter().collect();
+    assert!(
+        lines.iter().any(|l| l.contains("without a report")),
+        "{lines:?}"
+    );
+}
+
+#[test]
+fn refuses_a_stopped_process() {
+    let _serial = serial();
+    let d = dir();
+    let target = Target::start(&d.join("pid_target"));
+    // SAFETY: signals to our child.
+    unsafe { libc::kill(target.pid(), libc::SIGSTOP) };
+    while !std::fs::read_to_string(format!("/proc/{}/status", target.pid()))
+        .unwrap()
+        .contains("State:\tT")
+    {
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let err = refused(&d.join("pid.o"), target.pid());
+    assert!(err.contains("is stopped"), "{err}");
+    // SAFETY: as above.
+    unsafe { libc::kill(target.pid(), libc::SIGCONT) };
+    untouched(target);
+}
+
+/// `bpfjet trace OBJ --pid PID` that must fail; returns its stderr.
+fn refused(obj: &Path, pid: i32) -> String {
+    let out = Command::new(env!("CARGO_BIN_EXE_bpfjet"))
+        .arg("trace")
+        .arg(obj)
+        .args(["--pid", &pid.to_string()])
+        .output()
+        .unwrap();
+    assert!(!out.status.success(), "--pid {pid} was accepted");
+    String::from_utf8_lossy(&out.stderr).to_string()
+}
+
+/// A refusal left the target untouched and working.
+fn untouched(mut target: Target) {
+    assert!(!target.agent_loaded());
+    target.run(10);
+    target.exit();
+}
+
+#[test]
+fn refuses_while_a_frame_returns_into_the_bytes_to_patch() {
+    let _serial = serial();
+    let d = dir();
+    let target = Target::start(&d.join("hazard_target"));
+    let err = refused(&d.join("hazard.o"), target.pid());
+    assert!(
+        err.contains("no safe point") && err.contains("returning into bytes a patch displaces"),
+        "{err}"
+    );
+    assert!(!target.agent_loaded());
+    // Still in its callee, untouched: alive and not traced.
+    let status = std::fs::read_to_string(format!("/proc/{}/status", target.pid())).unwrap();
+    assert!(status.contains("TracerPid:\t0"), "{status}");
+}
+
+#[test]
+fn an_agent_the_process_cannot_load_leaves_it_untouched() {
+    let _serial = serial();
+    let d = dir();
+    // The target sees an empty tmpfs where bpfjet makes its attach
+    // directory: its dlopen of the agent fails.
+    let hidden = d.join("hidden-tmp");
+    std::fs::create_dir_all(&hidden).unwrap();
+    let mut cmd = Command::new("unshare");
+    cmd.args(["-m", "--propagation", "private", "sh", "-c"])
+        .arg(format!(
+            "mount -t tmpfs none {} && exec {}",
+            hidden.display(),
+            d.join("pid_target").display()
+        ));
+    if !Command::new("unshare")
+        .args(["-m", "true"])
+        .status()
+        .is_ok_and(|s| s.success())
+    {
+        println!("SKIPPED: no mount namespaces (unshare -m)");
+        return;
+    }
+    let target = Target::start_command(cmd);
+    let out = Command::new(env!("CARGO_BIN_EXE_bpfjet"))
+        .env("TMPDIR", &hidden)
+        .arg("trace")
+        .arg(d.join("pid.o"))
+        .args(["--pid", &target.pid().to_string()])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(err.contains("failed in the process"), "{err}");
+    // The thread that made the call was put back: the process works on.
+    untouched(target);
+}
+
+#[test]
+fn no_such_process() {
+    let d = dir();
+    let mut c = Command::new("true").spawn().unwrap();
+    let pid = c.id() as i32;
+    c.wait().unwrap();
+    let err = refused(&d.join("pid.o"), pid);
+    assert!(err.contains("no such process"), "{err}");
+}
+
+#[test]
+fn refuses_syscall_tracepoints() {
+    let _serial = serial();
+    let d = dir();
+    let target = Target::start(&d.join("pid_target"));
+    let err = refused(&d.join("pid_syscalls.o"), target.pid());
+    assert!(
+        err.contains("sys_enter_write") && err.contains("per thread"),
+        "{err}"
+    );
+    untouched(target);
+}
+
+#[test]
+fn refuses_a_stripped_program() {
+    let _serial = serial();
+    let d = dir();
+    let target = Target::start(&d.join("pid_target_stripped"));
+    let err = refused(&d.join("pid_stripped.o"), target.pid());
+    assert!(err.contains("stripped"), "{err}");
+    untouched(target);
+}
+
+#[test]
+fn refuses_a_static_program() {
+    let _serial = serial();
+    let d = dir();
+    let stat = d.join("pid_target_static");
+    let built = Command::new("cc")
+        .args(["-O2", "-static", "-pthread", "-o"])
+        .arg(&stat)
+        .arg(format!("{SRC}/pid_target.c"))
+        .status()
+        .unwrap();
+    if !built.success() {
+        println!("SKIPPED: no static libc to build a static target");
+        return;
+    }
+    let target = Target::start(&stat);
+    let err = refused(&d.join("pid.o"), target.pid());
+    assert!(err.contains("statically linked"), "{err}");
+    drop(target);
+}
+
+#[test]
+fn refuses_a_process_already_traced() {
+    let _serial = serial();
+    let d = dir();
+    let target = Target::start(&d.join("pid_target"));
+    let pid = target.pid();
+    // SAFETY: this test thread becomes the main thread's tracer.
+    let seized = unsafe { libc::ptrace(libc::PTRACE_SEIZE, pid, 0, 0) };
+    assert_eq!(seized, 0, "{}", std::io::Error::last_os_error());
+    let err = refused(&d.join("pid.o"), pid);
+    // SAFETY: as above.
+    unsafe { libc::ptrace(libc::PTRACE_DETACH, pid, 0, 0) };
+    assert!(
+        // TracerPid is the tracing thread.
+        // SAFETY: gettid has no preconditions.
+        err.contains(&format!("already traced by task {}", unsafe {
+            libc::gettid()
+        })),
+        "{err}"
+    );
+    untouched(target);
+}
+
+#[test]
+fn refuses_a_second_attach() {
+    let _serial = serial();
+    let d = dir();
+    let mut target = Target::start(&d.join("pid_target"));
+    let tracer = Tracer::attach(&d.join("pid.o"), target.pid(), &["--duration", "0"]);
+    tracer.finish();
+    let err = refused(&d.join("pid.o"), target.pid());
+    assert!(err.contains("already loaded"), "{err}");
+    target.run(10);
+    target.exit();
+}
+
+#[test]
+fn refuses_a_32_bit_program() {
+    let _serial = serial();
+    let d = dir();
+    let asm = d.join("pause32.s");
+    std::fs::write(
+        &asm,
+        ".globl _start\n_start:\n movl $29, %eax\n int $0x80\n jmp _start\n",
+    )
+    .unwrap();
+    let obj = d.join("pause32.o");
+    let exe = d.join("pause32");
+    let ok = Command::new("as")
+        .args(["--32", "-o"])
+        .arg(&obj)
+        .arg(&asm)
+        .status()
+        .is_ok_and(|s| s.success())
+        && Command::new("ld")
+            .args(["-m", "elf_i386", "-o"])
+            .arg(&exe)
+            .arg(&obj)
+            .status()
+            .is_ok_and(|s| s.success());
+    if !ok {
+        println!("SKIPPED: binutils cannot build a 32-bit program here");
+        return;
+    }
+    let mut child = Command::new(&exe).spawn().unwrap();
+    let err = refused(&d.join("pid.o"), child.id() as i32);
+    let _ = child.kill();
+    let _ = child.wait();
+    assert!(err.contains("32-bit"), "{err}");
+}
+
+#[test]
+fn refuses_without_permission() {
+    let _serial = serial();
+    // SAFETY: getuid has no preconditions.
+    if unsafe { libc::getuid() } != 0 {
+        println!("SKIPPED: not root: cannot run bpfjet as another user");
+        return;
+    }
+    let d = dir();
+    let target = Target::start(&d.join("pid_target"));
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_bpfjet"));
+    cmd.arg("trace")
+        .arg(d.join("pid.o"))
+        .args(["--pid", &target.pid().to_string()]);
+    // Run as nobody: a root process is not theirs to ptrace.
+    // SAFETY: only async-signal-safe calls between fork and exec.
+    unsafe {
+        use std::os::unix::process::CommandExt;
+        cmd.pre_exec(|| {
+            if libc::setgid(65534) != 0 || libc::setuid(65534) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    let out = match cmd.output() {
+        Ok(out) => out,
+        Err(e) => {
+            println!("SKIPPED: user nobody cannot run the bpfjet binary: {e}");
+            return;
+        }
+    };
+    let err = String::from_utf8_lossy(&out.stderr);
+    if err.contains("Permission denied") && err.contains("pid.o") {
+        println!("SKIPPED: user nobody cannot read the test's files: {err}");
+        return;
+    }
+    assert!(!out.status.success(), "accepted as nobody");
+    assert!(
+        err.contains("permission") || err.contains("not permitted"),
+        "{err}"
+    );
+    assert!(err.contains("ptrace_scope"), "{err}");
+    untouched(target);
+}

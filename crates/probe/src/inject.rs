@@ -1,0 +1,826 @@
+//! Loading a shared object into another, running process with ptrace
+//! (`bpfjet trace --pid`).
+//!
+//! The sequence, each step checked before the next changes anything:
+//!
+//! 1. [`check_target`]: the process exists, is a 64-bit x86-64 dynamically
+//!    linked program, is not traced already, this process may ptrace it
+//!    (`/proc/sys/kernel/yama/ptrace_scope` is named in the error), and its
+//!    libc exports `dlopen` (glibc 2.34+), whose run-time address is the
+//!    libc mapping's load bias (from `/proc/PID/maps`) plus the symbol.
+//! 2. [`inject_dlopen`]: every thread is `PTRACE_SEIZE`d and
+//!    `PTRACE_INTERRUPT`ed (the task list is read again until no new thread
+//!    appears). A thread stopped inside the dynamic loader (it may hold the
+//!    loader lock `dlopen` takes), inside the bytes a patch will displace,
+//!    or with a frame on its stack returning into them ([`patch_hazards`])
+//!    is not a safe point: all threads are resumed for a moment and
+//!    stopped again.
+//! 3. One thread calls `dlopen(PATH, RTLD_NOW)`: its full register set
+//!    (including `orig_rax`) and its whole extended state (x87, SSE, AVX
+//!    and AVX-512 upper halves: `NT_X86_XSTATE`) are saved; the path is
+//!    written below its stack pointer past the red zone, a return address
+//!    of 0 is pushed, and it is resumed at `dlopen` with `orig_rax` = -1
+//!    (so the kernel does not treat the stop as an interrupted system call
+//!    to restart at the new `rip`). The return faults at address 0: that
+//!    `SIGSEGV` stop is where the result is read; the signal is never
+//!    delivered.
+//! 4. The registers are restored and every thread detached. The injected
+//!    thread is detached from a signal-delivery stop with its original
+//!    `orig_rax` and `rax`, so a system call the interrupt broke
+//!    (`-ERESTARTSYS`, `-ERESTARTNOHAND`, `-ERESTARTNOINTR`,
+//!    `-ERESTART_RESTARTBLOCK`) is restarted by the kernel exactly as it
+//!    would have been after the interrupt; a thread that was stopped while
+//!    a signal was being delivered to it gets that signal back at detach.
+//!
+//! While the injected call runs, the other threads stay stopped, so the
+//! loaded object's constructor runs alone. If `dlopen` has not returned
+//! after [`SOLO_TIMEOUT`] (another stopped thread holds a lock it needs),
+//! the other threads are resumed and the call is waited for up to
+//! [`CALL_TIMEOUT`]; [`Injection::others_resumed`] says so.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+/// How long the injected call runs with every other thread stopped.
+pub const SOLO_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long the injected call may take in all.
+pub const CALL_TIMEOUT: Duration = Duration::from_secs(60);
+/// Attempts at finding every thread outside the loader and the windows.
+const SAFE_POINT_ATTEMPTS: usize = 200;
+
+/// A process checked for injection.
+#[derive(Debug, Clone)]
+pub struct Target {
+    pub pid: i32,
+    /// The executable (`/proc/PID/exe`'s target).
+    pub exe: PathBuf,
+    /// `dlopen`'s run-time address in the target.
+    pub dlopen: u64,
+    /// The objects the process has mapped, with their load biases.
+    pub objects: Vec<crate::LoadedObject>,
+}
+
+/// What one injection did.
+#[derive(Debug)]
+pub struct Injection {
+    /// `dlopen`'s result (0: it failed).
+    pub handle: u64,
+    /// Threads stopped during the call.
+    pub threads: usize,
+    /// The call did not return within [`SOLO_TIMEOUT`] and the other
+    /// threads were resumed while it ran.
+    pub others_resumed: bool,
+    /// Times the threads were resumed and stopped again before a safe
+    /// point was found.
+    pub retries: usize,
+    /// From the first thread stopped to the last detached (what the
+    /// process lost to the attach, loading and attaching included).
+    pub stopped_for: Duration,
+}
+
+fn ptrace_scope() -> String {
+    match std::fs::read_to_string("/proc/sys/kernel/yama/ptrace_scope") {
+        Ok(s) => {
+            let v = s.trim();
+            let meaning = match v {
+                "0" => "classic: same uid",
+                "1" => "restricted: only a parent, CAP_SYS_PTRACE or a PR_SET_PTRACER exception",
+                "2" => "admin-only: CAP_SYS_PTRACE",
+                "3" => "no attach at all",
+                _ => "unknown",
+            };
+            format!("/proc/sys/kernel/yama/ptrace_scope is {v} ({meaning})")
+        }
+        Err(_) => "no Yama ptrace_scope".into(),
+    }
+}
+
+/// The objects mapped in `pid` (a file mapped at offset 0) and their load
+/// biases: the mapping's start minus the page-aligned virtual address of
+/// the ELF segment at file offset 0.
+pub fn process_objects(pid: i32) -> Result<Vec<crate::LoadedObject>, String> {
+    let maps = std::fs::read_to_string(format!("/proc/{pid}/maps"))
+        .map_err(|e| format!("/proc/{pid}/maps: {e}"))?;
+    let mut seen = BTreeSet::new();
+    let mut out = Vec::new();
+    let exe = std::fs::read_link(format!("/proc/{pid}/exe")).ok();
+    for line in maps.lines() {
+        let f: Vec<&str> = line.split_whitespace().collect();
+        if f.len() < 6 || !f[5].starts_with('/') || f[2] != "00000000" {
+            continue;
+        }
+        let path = PathBuf::from(f[5..].join(" "));
+        if !seen.insert(path.clone()) {
+            continue;
+        }
+        let start = f[0]
+            .split('-')
+            .next()
+            .and_then(|s| u64::from_str_radix(s, 16).ok())
+            .ok_or_else(|| format!("/proc/{pid}/maps: bad line {line:?}"))?;
+        // Only the headers are read (a process may map libraries of
+        // hundreds of megabytes).
+        let Ok(f) = std::fs::File::open(format!("/proc/{pid}/root{}", path.display())) else {
+            continue;
+        };
+        let cache = object::ReadCache::new(f);
+        let Ok(file) = object::File::parse(&cache) else {
+            continue;
+        };
+        use object::{Object, ObjectSegment};
+        let Some(first) = file.segments().find(|s| s.file_range().0 == 0) else {
+            continue;
+        };
+        let bias = start.wrapping_sub(first.address() & !0xfff);
+        let entry = crate::LoadedObject { path, bias };
+        if exe.as_ref() == Some(&entry.path) {
+            out.insert(0, entry);
+        } else {
+            out.push(entry);
+        }
+    }
+    Ok(out)
+}
+
+/// Everything that can be checked without touching the process.
+pub fn check_target(pid: i32) -> Result<Target, String> {
+    if pid <= 0 {
+        return Err(format!("--pid {pid}: not a process id"));
+    }
+    if pid as u32 == std::process::id() {
+        return Err(format!("--pid {pid}: that is bpfjet itself"));
+    }
+    let proc_dir = PathBuf::from(format!("/proc/{pid}"));
+    if !proc_dir.exists() {
+        return Err(format!("--pid {pid}: no such process"));
+    }
+    let status = std::fs::read_to_string(proc_dir.join("status"))
+        .map_err(|e| format!("--pid {pid}: {e}"))?;
+    if let Some(tgid) = status.lines().find_map(|l| l.strip_prefix("Tgid:")) {
+        if tgid.trim() != pid.to_string() {
+            return Err(format!(
+                "--pid {pid}: a thread of process {}; give the process id",
+                tgid.trim()
+            ));
+        }
+    }
+    let state = status
+        .lines()
+        .find_map(|l| l.strip_prefix("State:"))
+        .unwrap_or("")
+        .trim();
+    if state.starts_with('Z') || state.starts_with('X') {
+        return Err(format!("--pid {pid}: the process has ended ({state})"));
+    }
+    if state.starts_with('T') {
+        // The injected call would run a thread of a stopped process, and
+        // detaching would have to recreate the job-control stop.
+        return Err(format!(
+            "--pid {pid}: the process is stopped ({state}); continue it first (kill -CONT {pid})"
+        ));
+    }
+    if let Some(tracer) = status.lines().find_map(|l| l.strip_prefix("TracerPid:")) {
+        let tracer = tracer.trim();
+        if tracer != "0" {
+            return Err(format!(
+                "--pid {pid}: already traced by task {tracer} (its TracerPid: a debugger or strace); a \
+                 process has one tracer at a time"
+            ));
+        }
+    }
+    let exe = std::fs::read_link(proc_dir.join("exe")).map_err(|e| {
+        format!(
+            "--pid {pid}: cannot read its executable ({e}): no permission to inspect it \
+             (bpfjet needs the rights to ptrace it; {})",
+            ptrace_scope()
+        )
+    })?;
+    let exe_file = proc_dir.join("exe");
+    let mut head = Vec::with_capacity(64);
+    {
+        use std::io::Read;
+        std::fs::File::open(&exe_file)
+            .and_then(|f| f.take(64).read_to_end(&mut head))
+            .map_err(|e| format!("--pid {pid}: {}: {e}", exe.display()))?;
+    }
+    if head.len() < 20 || &head[..4] != b"\x7fELF" {
+        return Err(format!(
+            "--pid {pid}: {} is not an ELF executable",
+            exe.display()
+        ));
+    }
+    if head[4] != 2 {
+        return Err(format!(
+            "--pid {pid}: {} is a 32-bit program; bpfjet's agent is x86-64 only",
+            exe.display()
+        ));
+    }
+    let machine = u16::from_le_bytes([head[18], head[19]]);
+    if machine != 62 {
+        return Err(format!(
+            "--pid {pid}: {} is not an x86-64 program (e_machine {machine})",
+            exe.display()
+        ));
+    }
+    crate::symbols::check_dynamic(&exe_file).map_err(|e| {
+        format!(
+            "--pid {pid}: {}: {e} (a statically linked program has no dynamic loader to load \
+             the agent with)",
+            exe.display()
+        )
+    })?;
+    let objects = process_objects(pid)?;
+    if let Some(agent) = objects.iter().find(|o| {
+        o.path
+            .file_name()
+            .is_some_and(|n| n.to_string_lossy().starts_with("libbpfjet_trace"))
+    }) {
+        return Err(format!(
+            "--pid {pid}: bpfjet's agent is already loaded in it ({}): an earlier `bpfjet \
+             trace` attached to it; attaching twice is not supported",
+            agent.path.display()
+        ));
+    }
+    let libc = objects
+        .iter()
+        .find(|o| {
+            o.path
+                .file_name()
+                .is_some_and(|n| n.to_string_lossy().starts_with("libc.so"))
+        })
+        .ok_or_else(|| format!("--pid {pid}: no libc.so mapped in the process"))?;
+    let sym = crate::symbols::file_symbol(
+        &PathBuf::from(format!("/proc/{pid}/root{}", libc.path.display())),
+        "dlopen",
+    )
+    .map_err(|e| {
+        format!(
+            "--pid {pid}: {}: no dlopen ({e}); glibc 2.34 or later is needed",
+            libc.path.display()
+        )
+    })?;
+    Ok(Target {
+        pid,
+        exe,
+        dlopen: libc.bias.wrapping_add(sym.vaddr),
+        objects,
+    })
+}
+
+/// Where no thread may be when the agent patches `addrs` (entry and USDT
+/// patch sites) in the process.
+#[derive(Debug, Default, Clone)]
+pub struct Hazards {
+    /// Half-open ranges: the bytes after each patched address that its
+    /// jump displaces (a thread resumed there would run half a jump).
+    pub windows: Vec<(u64, u64)>,
+    /// Return addresses inside displaced bytes (after a short call among
+    /// them): a frame on a thread's stack returning there is as bad.
+    pub return_addresses: BTreeSet<u64>,
+}
+
+/// The displaced bytes of a jump patch at each of `addrs`, decoded from the
+/// process's memory as the patcher decodes them (whole instructions
+/// covering 5 bytes).
+pub fn patch_hazards(pid: i32, addrs: &[u64]) -> Result<Hazards, String> {
+    use iced_x86::{Decoder, DecoderOptions, FlowControl};
+    let mut h = Hazards::default();
+    for &a in addrs {
+        let mut code = [0u8; 32];
+        read_memory(pid, a, &mut code)?;
+        let mut dec = Decoder::with_ip(64, &code, a, DecoderOptions::NONE);
+        let mut end = a;
+        let mut calls = Vec::new();
+        while end < a + crate::relocate::JMP_REL32_LEN as u64 && dec.can_decode() {
+            let ins = dec.decode();
+            if ins.is_invalid() {
+                return Err(format!(
+                    "undecodable instruction at {:#x} in process {pid}",
+                    ins.ip()
+                ));
+            }
+            end = ins.next_ip();
+            if matches!(
+                ins.flow_control(),
+                FlowControl::Call | FlowControl::IndirectCall
+            ) {
+                calls.push(end);
+            }
+        }
+        h.windows.push((a + 1, end));
+        h.return_addresses
+            .extend(calls.into_iter().filter(|&r| r > a && r < end));
+    }
+    Ok(h)
+}
+
+fn read_memory(pid: i32, addr: u64, buf: &mut [u8]) -> Result<(), String> {
+    use std::os::unix::fs::FileExt;
+    let mem = std::fs::File::open(format!("/proc/{pid}/mem"))
+        .map_err(|e| format!("/proc/{pid}/mem: {e}"))?;
+    mem.read_exact_at(buf, addr)
+        .map_err(|e| format!("reading {} bytes at {addr:#x} of {pid}: {e}", buf.len()))
+}
+
+/// Whether a word of `tid`'s stack, from its stack pointer to the end of
+/// the mapping holding it, is one of `returns`.
+fn stack_returns_into(pid: i32, rsp: u64, returns: &BTreeSet<u64>) -> Option<u64> {
+    if returns.is_empty() {
+        return None;
+    }
+    let maps = std::fs::read_to_string(format!("/proc/{pid}/maps")).ok()?;
+    let top = maps.lines().find_map(|l| {
+        let (a, b) = l.split_whitespace().next()?.split_once('-')?;
+        let (a, b) = (
+            u64::from_str_radix(a, 16).ok()?,
+            u64::from_str_radix(b, 16).ok()?,
+        );
+        (a..b).contains(&rsp).then_some(b)
+    })?;
+    let len = (top - (rsp & !7)).min(16 << 20) as usize;
+    let mut stack = vec![0u8; len];
+    read_memory(pid, rsp & !7, &mut stack).ok()?;
+    stack
+        .chunks_exact(8)
+        .map(|w| u64::from_le_bytes(w.try_into().unwrap()))
+        .find(|w| returns.contains(w))
+}
+
+fn errno() -> std::io::Error {
+    std::io::Error::last_os_error()
+}
+
+fn ptrace(
+    req: libc::c_uint,
+    tid: i32,
+    addr: u64,
+    data: u64,
+) -> Result<libc::c_long, std::io::Error> {
+    // SAFETY: ptrace requests with plain values or pointers to our own
+    // buffers of the size the request needs.
+    let r = unsafe {
+        libc::ptrace(
+            req,
+            tid,
+            addr as *mut libc::c_void,
+            data as *mut libc::c_void,
+        )
+    };
+    if r == -1 {
+        Err(errno())
+    } else {
+        Ok(r)
+    }
+}
+
+/// How a stopped thread was stopped.
+#[derive(Clone, Copy, Debug)]
+enum Stop {
+    /// `PTRACE_INTERRUPT`'s (or a group) event stop: resumed with no signal.
+    Event,
+    /// A signal was being delivered: resumed with it, so it is not lost.
+    Signal(i32),
+}
+
+struct Stopped {
+    pid: i32,
+    threads: BTreeMap<i32, Stop>,
+}
+
+fn tasks(pid: i32) -> BTreeSet<i32> {
+    std::fs::read_dir(format!("/proc/{pid}/task"))
+        .map(|d| {
+            d.filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// Waits for `tid`'s next stop; None when it exited.
+fn wait_stop(tid: i32, deadline: Option<Instant>) -> Result<Option<(Stop, i32)>, String> {
+    loop {
+        let mut status = 0;
+        // SAFETY: waitpid on a thread we trace.
+        let r = unsafe { libc::waitpid(tid, &mut status, libc::__WALL | libc::WNOHANG) };
+        if r == -1 {
+            let e = errno();
+            if e.raw_os_error() == Some(libc::ECHILD) {
+                return Ok(None);
+            }
+            return Err(format!("waitpid({tid}): {e}"));
+        }
+        if r == 0 {
+            if deadline.is_some_and(|d| Instant::now() > d) {
+                return Err(format!("thread {tid} did not stop"));
+            }
+            std::thread::sleep(Duration::from_micros(200));
+            continue;
+        }
+        if libc::WIFEXITED(status) || libc::WIFSIGNALED(status) {
+            return Ok(None);
+        }
+        if libc::WIFSTOPPED(status) {
+            let sig = libc::WSTOPSIG(status);
+            let event = (status >> 16) & 0xff;
+            if event == libc::PTRACE_EVENT_STOP {
+                return Ok(Some((Stop::Event, sig)));
+            }
+            return Ok(Some((Stop::Signal(sig), sig)));
+        }
+    }
+}
+
+impl Stopped {
+    /// Seizes and stops every thread of `pid`.
+    fn seize(pid: i32) -> Result<Stopped, String> {
+        let mut s = Stopped {
+            pid,
+            threads: BTreeMap::new(),
+        };
+        s.seize_new()?;
+        if s.threads.is_empty() {
+            return Err(format!("--pid {pid}: the process ended"));
+        }
+        Ok(s)
+    }
+
+    /// Seizes and stops the threads not seized yet, reading the task list
+    /// until no new thread appears (threads keep being created until every
+    /// thread that could create one is stopped).
+    fn seize_new(&mut self) -> Result<(), String> {
+        let pid = self.pid;
+        let mut seized: BTreeSet<i32> = self.threads.keys().copied().collect();
+        loop {
+            let new: Vec<i32> = tasks(pid).difference(&seized).copied().collect();
+            if new.is_empty() {
+                return Ok(());
+            }
+            for tid in new {
+                match ptrace(libc::PTRACE_SEIZE, tid, 0, 0) {
+                    Ok(_) => {}
+                    Err(e) if e.raw_os_error() == Some(libc::ESRCH) => continue,
+                    Err(e) => {
+                        self.detach_all();
+                        let why = if e.raw_os_error() == Some(libc::EPERM) {
+                            format!(
+                                "not permitted ({}; root or CAP_SYS_PTRACE, or the same user \
+                                 with ptrace_scope 0, can attach)",
+                                ptrace_scope()
+                            )
+                        } else {
+                            e.to_string()
+                        };
+                        return Err(format!("--pid {pid}: PTRACE_SEIZE of thread {tid}: {why}"));
+                    }
+                }
+                seized.insert(tid);
+                if ptrace(libc::PTRACE_INTERRUPT, tid, 0, 0).is_err() {
+                    continue;
+                }
+                match wait_stop(tid, Some(Instant::now() + Duration::from_secs(5))) {
+                    Ok(Some((stop, _))) => {
+                        self.threads.insert(tid, stop);
+                    }
+                    Ok(None) => {}
+                    Err(e) => {
+                        self.detach_all();
+                        return Err(format!("--pid {pid}: {e}"));
+                    }
+                }
+            }
+        }
+    }
+
+    /// Resumes every thread but `except`.
+    fn resume(&mut self, except: Option<i32>) {
+        for (&tid, stop) in self.threads.iter_mut() {
+            if Some(tid) == except {
+                continue;
+            }
+            let sig = match *stop {
+                Stop::Event => 0,
+                Stop::Signal(s) => s,
+            };
+            let _ = ptrace(libc::PTRACE_CONT, tid, 0, sig as u64);
+            *stop = Stop::Event;
+        }
+    }
+
+    /// Stops again every thread resumed by [`Stopped::resume`] (and any
+    /// new thread).
+    fn restop(&mut self, except: Option<i32>) -> Result<(), String> {
+        let running: Vec<i32> = self
+            .threads
+            .keys()
+            .copied()
+            .filter(|&t| Some(t) != except)
+            .collect();
+        for &tid in &running {
+            let _ = ptrace(libc::PTRACE_INTERRUPT, tid, 0, 0);
+        }
+        for tid in running {
+            match wait_stop(tid, Some(Instant::now() + Duration::from_secs(5)))? {
+                Some((stop, _)) => {
+                    self.threads.insert(tid, stop);
+                }
+                None => {
+                    self.threads.remove(&tid);
+                }
+            }
+        }
+        // Threads created while running.
+        self.seize_new()
+    }
+
+    fn detach_all(&mut self) {
+        for (&tid, stop) in &self.threads {
+            let sig = match *stop {
+                Stop::Event => 0,
+                Stop::Signal(s) => s,
+            };
+            let _ = ptrace(libc::PTRACE_DETACH, tid, 0, sig as u64);
+        }
+        self.threads.clear();
+    }
+}
+
+impl Drop for Stopped {
+    fn drop(&mut self) {
+        self.detach_all();
+    }
+}
+
+fn get_regs(tid: i32) -> Result<libc::user_regs_struct, String> {
+    // SAFETY: plain-data struct filled by the kernel.
+    let mut r: libc::user_regs_struct = unsafe { std::mem::zeroed() };
+    ptrace(libc::PTRACE_GETREGS, tid, 0, &mut r as *mut _ as u64)
+        .map_err(|e| format!("PTRACE_GETREGS of thread {tid}: {e}"))?;
+    Ok(r)
+}
+
+fn set_regs(tid: i32, r: &libc::user_regs_struct) -> Result<(), String> {
+    ptrace(libc::PTRACE_SETREGS, tid, 0, r as *const _ as u64)
+        .map(|_| ())
+        .map_err(|e| format!("PTRACE_SETREGS of thread {tid}: {e}"))
+}
+
+/// A thread's whole extended register state (x87, SSE, and the AVX /
+/// AVX-512 upper halves `PTRACE_GETFPREGS` does not cover): the injected
+/// call runs glibc's string functions, which use ymm registers, and the
+/// thread may have been stopped in the middle of vector code.
+struct ExtendedState {
+    /// `NT_X86_XSTATE` as the kernel laid it out, or the FXSAVE area when
+    /// the kernel has no XSAVE regset.
+    bytes: Vec<u8>,
+    xstate: bool,
+}
+
+const NT_X86_XSTATE: u64 = 0x202;
+
+impl ExtendedState {
+    fn save(tid: i32) -> Result<ExtendedState, String> {
+        let mut buf = vec![0u8; 64 << 10];
+        let mut iov = libc::iovec {
+            iov_base: buf.as_mut_ptr() as *mut libc::c_void,
+            iov_len: buf.len(),
+        };
+        if ptrace(
+            libc::PTRACE_GETREGSET,
+            tid,
+            NT_X86_XSTATE,
+            &mut iov as *mut _ as u64,
+        )
+        .is_ok()
+        {
+            buf.truncate(iov.iov_len);
+            return Ok(ExtendedState {
+                bytes: buf,
+                xstate: true,
+            });
+        }
+        let mut fp = vec![0u8; std::mem::size_of::<libc::user_fpregs_struct>()];
+        ptrace(libc::PTRACE_GETFPREGS, tid, 0, fp.as_mut_ptr() as u64)
+            .map_err(|e| format!("PTRACE_GETFPREGS of thread {tid}: {e}"))?;
+        Ok(ExtendedState {
+            bytes: fp,
+            xstate: false,
+        })
+    }
+
+    fn restore(&self, tid: i32) -> Result<(), String> {
+        if self.xstate {
+            let mut iov = libc::iovec {
+                iov_base: self.bytes.as_ptr() as *mut libc::c_void,
+                iov_len: self.bytes.len(),
+            };
+            return ptrace(
+                libc::PTRACE_SETREGSET,
+                tid,
+                NT_X86_XSTATE,
+                &mut iov as *mut _ as u64,
+            )
+            .map(|_| ())
+            .map_err(|e| format!("PTRACE_SETREGSET(NT_X86_XSTATE) of thread {tid}: {e}"));
+        }
+        ptrace(libc::PTRACE_SETFPREGS, tid, 0, self.bytes.as_ptr() as u64)
+            .map(|_| ())
+            .map_err(|e| format!("PTRACE_SETFPREGS of thread {tid}: {e}"))
+    }
+}
+
+fn write_memory(pid: i32, addr: u64, bytes: &[u8]) -> Result<(), String> {
+    use std::os::unix::fs::FileExt;
+    let mem = std::fs::OpenOptions::new()
+        .write(true)
+        .open(format!("/proc/{pid}/mem"))
+        .map_err(|e| format!("/proc/{pid}/mem: {e}"))?;
+    mem.write_all_at(bytes, addr)
+        .map_err(|e| format!("writing {} bytes at {addr:#x} of {pid}: {e}", bytes.len()))
+}
+
+/// The address ranges of the dynamic loader in `pid`.
+fn loader_ranges(pid: i32) -> Vec<(u64, u64)> {
+    let maps = std::fs::read_to_string(format!("/proc/{pid}/maps")).unwrap_or_default();
+    maps.lines()
+        .filter(|l| l.contains("/ld-linux") || l.contains("/ld-2.") || l.contains("/ld64"))
+        .filter_map(|l| {
+            let (a, b) = l.split_whitespace().next()?.split_once('-')?;
+            Some((
+                u64::from_str_radix(a, 16).ok()?,
+                u64::from_str_radix(b, 16).ok()?,
+            ))
+        })
+        .collect()
+}
+
+/// Why thread `tid` is not at a safe point, if it is not.
+fn unsafe_point(
+    pid: i32,
+    tid: i32,
+    loader: &[(u64, u64)],
+    avoid: &Hazards,
+) -> Result<Option<String>, String> {
+    let r = get_regs(tid)?;
+    if loader.iter().any(|&(a, b)| (a..b).contains(&r.rip)) {
+        return Ok(Some(format!(
+            "thread {tid} is in the dynamic loader ({:#x})",
+            r.rip
+        )));
+    }
+    if avoid.windows.iter().any(|&(a, b)| (a..b).contains(&r.rip)) {
+        return Ok(Some(format!(
+            "thread {tid} is in the bytes a patch displaces ({:#x})",
+            r.rip
+        )));
+    }
+    if let Some(ret) = stack_returns_into(pid, r.rsp, &avoid.return_addresses) {
+        return Ok(Some(format!(
+            "thread {tid} has a frame returning into bytes a patch displaces ({ret:#x})"
+        )));
+    }
+    Ok(None)
+}
+
+/// Makes `target` call `dlopen(library, RTLD_NOW)` on one of its threads
+/// and detaches (module documentation). `avoid`: where no thread may be
+/// stopped while the library's constructor runs ([`patch_hazards`]).
+pub fn inject_dlopen(
+    target: &Target,
+    library: &Path,
+    avoid: &Hazards,
+) -> Result<Injection, String> {
+    let pid = target.pid;
+    let path = library.as_os_str().as_encoded_bytes();
+    if path.contains(&0) {
+        return Err(format!("{}: a path with a NUL byte", library.display()));
+    }
+    let first_stop = Instant::now();
+    let mut stopped = Stopped::seize(pid)?;
+    let loader = loader_ranges(pid);
+    let mut retries = 0;
+    loop {
+        let mut why = None;
+        for &tid in stopped.threads.keys() {
+            if let Some(w) = unsafe_point(pid, tid, &loader, avoid)? {
+                why = Some(w);
+                break;
+            }
+        }
+        let Some(why) = why else { break };
+        retries += 1;
+        if retries > SAFE_POINT_ATTEMPTS {
+            return Err(format!(
+                "--pid {pid}: no safe point after {SAFE_POINT_ATTEMPTS} attempts ({why}); \
+                 nothing was changed"
+            ));
+        }
+        stopped.resume(None);
+        std::thread::sleep(Duration::from_millis(2));
+        stopped.restop(None)?;
+    }
+    // The thread to run the call: one in an interrupt stop (not in the
+    // middle of a signal delivery), the main thread if it is.
+    let tid = stopped
+        .threads
+        .iter()
+        .filter(|(_, s)| matches!(s, Stop::Event))
+        .map(|(&t, _)| t)
+        .min_by_key(|&t| t != pid)
+        .ok_or_else(|| format!("--pid {pid}: every thread is receiving a signal; try again"))?;
+    let saved = get_regs(tid)?;
+    let saved_fp = ExtendedState::save(tid)?;
+
+    // Below the red zone (128 bytes) and some margin: the path, then the
+    // return address so that rsp + 8 is 16-byte aligned at dlopen's entry.
+    let mut bytes = path.to_vec();
+    bytes.push(0);
+    let path_at = (saved.rsp - 128 - 256 - bytes.len() as u64) & !15;
+    let ret_at = path_at - 8;
+    write_memory(pid, path_at, &bytes)?;
+    write_memory(pid, ret_at, &0u64.to_le_bytes())?;
+    let mut call = saved;
+    call.rip = target.dlopen;
+    call.rsp = ret_at;
+    call.rdi = path_at;
+    call.rsi = libc::RTLD_NOW as u64;
+    call.rax = 0;
+    // Not a system call: no restart of the interrupted one at the new rip.
+    call.orig_rax = u64::MAX;
+    // The ABI's direction flag is clear at a call.
+    call.eflags &= !0x400;
+    set_regs(tid, &call)?;
+    let restore = |stopped: &mut Stopped| -> Result<(), String> {
+        set_regs(tid, &saved)?;
+        saved_fp.restore(tid)?;
+        // The SIGSEGV of the return to 0 is ours: not delivered.
+        stopped.threads.insert(tid, Stop::Event);
+        Ok(())
+    };
+    ptrace(libc::PTRACE_CONT, tid, 0, 0).map_err(|e| format!("PTRACE_CONT: {e}"))?;
+    let started = Instant::now();
+    let mut others_resumed = false;
+    let handle = loop {
+        let deadline = if others_resumed {
+            started + CALL_TIMEOUT
+        } else {
+            started + SOLO_TIMEOUT
+        };
+        match wait_stop(tid, Some(deadline)) {
+            Ok(None) => {
+                stopped.threads.remove(&tid);
+                return Err(format!(
+                    "--pid {pid}: thread {tid} ended while it ran dlopen of the agent"
+                ));
+            }
+            Ok(Some((Stop::Signal(libc::SIGSEGV), _))) => {
+                let r = get_regs(tid)?;
+                if r.rip == 0 {
+                    break r.rax;
+                }
+                // A real fault inside the call: the process would crash;
+                // put the thread back as it was instead.
+                restore(&mut stopped)?;
+                return Err(format!(
+                    "--pid {pid}: dlopen of the agent faulted at {:#x}; the thread was put \
+                     back as it was",
+                    r.rip
+                ));
+            }
+            Ok(Some((Stop::Signal(sig), _))) => {
+                // A signal for the process arrived during the call: deliver
+                // it (its handler runs on top of the call, as it would on
+                // top of any code).
+                let _ = ptrace(libc::PTRACE_CONT, tid, 0, sig as u64);
+            }
+            Ok(Some((Stop::Event, _))) => {
+                let _ = ptrace(libc::PTRACE_CONT, tid, 0, 0);
+            }
+            Err(_) if !others_resumed => {
+                // Another stopped thread may hold a lock dlopen waits for.
+                others_resumed = true;
+                stopped.resume(Some(tid));
+            }
+            Err(_) => {
+                return Err(format!(
+                    "--pid {pid}: dlopen of the agent did not return within {}s (thread {tid} \
+                     is left in it: the process may be stuck)",
+                    CALL_TIMEOUT.as_secs()
+                ));
+            }
+        }
+    };
+    if others_resumed {
+        stopped.restop(Some(tid))?;
+    }
+    restore(&mut stopped)?;
+    let threads = stopped.threads.len();
+    stopped.detach_all();
+    Ok(Injection {
+        handle,
+        threads,
+        others_resumed,
+        retries,
+        stopped_for: first_stop.elapsed(),
+    })
+}

@@ -1,0 +1,155 @@
+//! The agent loaded into a running process (`bpfjet trace OBJ --pid PID`).
+//!
+//! `bpfjet trace --pid` makes the process `dlopen` this library through a
+//! per-attach directory: `libbpfjet_trace.so` there is a symbolic link to
+//! the real agent, and next to it are [`CONFIG_FILE`] (the settings the
+//! preloaded agent reads from the environment, one `NAME=VALUE` a line,
+//! plus [`ATTACH_PID`] and [`CONTROL`]) and the control FIFO. The
+//! constructor finds the directory through its own loaded path (`dladdr`),
+//! so nothing is read from a well-known global path and an unrelated
+//! process loading the agent finds no settings.
+//!
+//! Differences from the preloaded agent:
+//! - an attach error is written to the report and the process goes on
+//!   untouched by programs (every probe already written is pass-through):
+//!   it is someone else's running process, it is never ended;
+//! - system-call tracepoints are refused (`bpfjet trace` refuses them
+//!   first): dispatch is per thread and the process's existing threads
+//!   would each have to enable it;
+//! - a control thread waits on the FIFO: a byte, or end of file (the CLI
+//!   went away), detaches — programs stop running (probes become
+//!   pass-through, [`crate::alive::detached`]), ring buffers are drained,
+//!   and the report is written without an exit status. Patched code and
+//!   trampolines stay in the process, executing the displaced instructions
+//!   exactly as before.
+
+use crate::config::Config;
+use crate::{alive, attach, report};
+use std::io::Read;
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicI64, Ordering};
+
+/// The settings file next to the agent's loaded path.
+pub const CONFIG_FILE: &str = "attach.conf";
+/// The process the settings are for (another process loading the same
+/// path ignores them).
+pub const ATTACH_PID: &str = "BPFJET_TRACE_ATTACH_PID";
+/// The control FIFO's path.
+pub const CONTROL: &str = "BPFJET_TRACE_CONTROL";
+
+/// The status the process passed to `_exit`, once seen (-1: not seen;
+/// statuses are 0..=255 as the parent sees them).
+static EXIT_STATUS: AtomicI64 = AtomicI64::new(-1);
+
+/// Records the status of the `_exit` the process is making.
+pub fn set_exit_status(status: i32) {
+    EXIT_STATUS.store(i64::from(status & 0xff), Ordering::SeqCst);
+}
+
+/// The exit status seen by the exit hook, if the process is exiting.
+pub fn exit_status() -> Option<i64> {
+    let s = EXIT_STATUS.load(Ordering::SeqCst);
+    (s >= 0).then_some(s)
+}
+
+/// The directory this library was loaded from.
+fn loaded_from() -> Option<PathBuf> {
+    // SAFETY: dladdr fills `info` for an address inside this library.
+    let mut info: libc::Dl_info = unsafe { std::mem::zeroed() };
+    let here = loaded_from as *const () as *const libc::c_void;
+    // SAFETY: see above.
+    if unsafe { libc::dladdr(here, &mut info) } == 0 || info.dli_fname.is_null() {
+        return None;
+    }
+    // SAFETY: a NUL-terminated name owned by the loader.
+    let name = unsafe { std::ffi::CStr::from_ptr(info.dli_fname) };
+    let path = Path::new(std::ffi::OsStr::from_bytes(name.to_bytes()));
+    path.parent().map(Path::to_path_buf)
+}
+
+/// Written next to the settings once every program is attached: `bpfjet
+/// trace` tells a running trace from an agent that found no settings.
+pub const ATTACHED_FILE: &str = "attached";
+
+/// The settings for this process and their directory, when `bpfjet trace
+/// --pid` loaded it.
+fn late_settings() -> Option<(Config, Option<PathBuf>, PathBuf)> {
+    let dir = loaded_from()?;
+    let text = std::fs::read_to_string(dir.join(CONFIG_FILE)).ok()?;
+    let vars: std::collections::BTreeMap<String, String> = text
+        .lines()
+        .filter_map(|l| l.split_once('='))
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+    let pid = vars.get(ATTACH_PID)?.parse::<u32>().ok()?;
+    if pid != std::process::id() {
+        return None;
+    }
+    let cfg = Config::from_vars(|k| vars.get(k).cloned())?;
+    Some((cfg, vars.get(CONTROL).map(PathBuf::from), dir))
+}
+
+/// Programs `bpfjet trace --pid` cannot run in a process already running.
+fn refuse_late(cfg: &Config) -> Result<(), String> {
+    let obj =
+        bpfjet_obj::load_file(&cfg.object).map_err(|e| format!("{}: {e}", cfg.object.display()))?;
+    for p in &obj.programs {
+        if matches!(
+            p.kind,
+            bpfjet_obj::ProgKind::Tracepoint { .. } | bpfjet_obj::ProgKind::RawTracepoint { .. }
+        ) {
+            return Err(format!(
+                "program section {:?}: system-call tracepoints cannot be attached to a running \
+                 process (Syscall User Dispatch is per thread; its existing threads would each \
+                 have to enable it)",
+                p.section
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// The constructor's work when loaded by `bpfjet trace --pid`; nothing
+/// when the settings are not there.
+pub fn init() {
+    let Some((cfg, control, dir)) = late_settings() else {
+        return;
+    };
+    let started = alive::agent_work(|| refuse_late(&cfg).and_then(|()| attach::start(cfg.clone())));
+    if let Err(e) = started {
+        alive::detach();
+        attach::abandon();
+        report::write_error(&cfg, &e);
+        return;
+    }
+    if let Err(e) = std::fs::write(dir.join(ATTACHED_FILE), b"") {
+        eprintln!("bpfjet trace: {}: {e}", dir.join(ATTACHED_FILE).display());
+    }
+    if let Some(control) = control {
+        let spawned = std::thread::Builder::new()
+            .name("bpfjet-control".into())
+            .spawn(move || alive::agent_work(|| wait_for_detach(&control)));
+        if let Err(e) = spawned {
+            eprintln!("bpfjet trace: no control thread ({e}): the trace ends with the process");
+        }
+    }
+}
+
+/// Blocks until the CLI writes to the control FIFO or closes it, then
+/// detaches.
+fn wait_for_detach(control: &Path) {
+    // The CLI holds the FIFO open for reading and writing, so this open
+    // does not block and end of file means the CLI is gone.
+    if let Ok(mut f) = std::fs::File::open(control) {
+        let mut byte = [0u8; 1];
+        loop {
+            match f.read(&mut byte) {
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                _ => break,
+            }
+        }
+    }
+    alive::detach();
+    attach::finish();
+}
