@@ -644,6 +644,45 @@ fn node_accessors_are_compiled_in() {
     assert!(calls(&ir, "bpfjet_kfunc_bpfjet_node_alloc") > 0, "{ir}");
 }
 
+/// The rbtree store's graph kfuncs and its lock never take the helper
+/// trampoline in the JIT: the walk's `bpf_rbtree_root/left/right` and the
+/// spin lock are compiled in (no call at all), the rest are direct calls
+/// of the graph natives (`bpf_rbtree_add` with its `less` callback passed
+/// as a compiled function).
+#[test]
+fn rbtree_kfuncs_are_compiled_in_or_called_directly() {
+    let obj = bpfjet_obj::load_file(rbtree_object()).unwrap();
+    let jit = JitObject::load(&obj, &ObjectOptions::default(), &JitOptions::uncached()).unwrap();
+    let ir = jit
+        .dump("skiplist", bpfjet_jit::DumpStage::OptimizedIr, true)
+        .unwrap();
+    assert_eq!(
+        calls(&ir, "bpfjet_jit_helper"),
+        0,
+        "trampoline calls left:\n{ir}"
+    );
+    // The uncontended lock: a compare-exchange in the program's code.
+    assert!(ir.contains("cmpxchg"), "no inline spin lock:\n{ir}");
+    for direct in [
+        "bpfjet_jit_obj_new",
+        "bpfjet_jit_obj_drop",
+        "bpfjet_jit_rb_add",
+        "bpfjet_jit_rb_remove",
+    ] {
+        assert!(
+            calls(&ir, direct) > 0,
+            "{direct} is not called directly:\n{ir}"
+        );
+    }
+    // Every call left is a direct native: no dispatch by number.
+    for line in ir.lines().filter(|l| l.contains(" call ")) {
+        assert!(
+            !line.contains("@bpfjet_jit_helper") && !line.contains("@bpfjet_jit_resume"),
+            "{line}"
+        );
+    }
+}
+
 /// The JIT's inline node accessors against the interpreter's natives on a
 /// pool the program itself corrupts: each frame writes 8 chosen bytes into
 /// the pool (mostly the header and the first slots), then follows a link

@@ -237,3 +237,50 @@ pub unsafe fn claim_node(owner_word: u64) -> bool {
             .is_ok()
     }
 }
+
+/// `-EINVAL`, what a push/add of a node already in a graph returns.
+const EINVAL: u64 = (-22i64) as u64;
+
+/// `bpf_list_push_{front,back}_impl`: link the owned node `node` (its
+/// object's list node field at `node_off`) into the list at `head`; a
+/// node already in a graph (a refcounted object's second reference) is
+/// dropped instead and the call returns `-EINVAL`, as the kernel's.
+///
+/// # Safety
+/// `head` is a list head under its held lock, `node` a list node field of
+/// a live object the caller owns, of the head's contained type.
+pub unsafe fn list_push_owned(head: u64, node: u64, node_off: u32, back: bool) -> u64 {
+    unsafe {
+        if !claim_node(node + 16) {
+            obj_drop(container_of(node, node_off));
+            return EINVAL;
+        }
+        list::push(head, node, back);
+        0
+    }
+}
+
+/// `bpf_rbtree_add_impl`: [`rbtree::add`] of the owned node `node`, with
+/// the ownership rules of [`list_push_owned`]. An error of `less` leaves
+/// the node in no tree (the walk fails before linking anything).
+///
+/// # Safety
+/// As [`list_push_owned`], for a tree root and an rb node field.
+pub unsafe fn rb_add_owned<E>(
+    root: u64,
+    node: u64,
+    node_off: u32,
+    less: impl FnMut(u64, u64) -> Result<bool, E>,
+) -> Result<u64, E> {
+    unsafe {
+        if !claim_node(node + 24) {
+            obj_drop(container_of(node, node_off));
+            return Ok(EINVAL);
+        }
+        if let Err(e) = rbtree::add(root, node, less) {
+            rbtree::set_owner(node, 0);
+            return Err(e);
+        }
+        Ok(0)
+    }
+}
