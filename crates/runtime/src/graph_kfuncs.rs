@@ -1,9 +1,12 @@
 //! The kernel's object and graph kfuncs (`bpf_obj_new`, `bpf_obj_drop`,
 //! `bpf_refcount_acquire`, `bpf_list_*`, `bpf_rbtree_*`) bound to a
 //! program: objects from the program's arena ([`ObjArena`]), the graphs
-//! of `bpfjet_kfuncs::graph`. They run as kfunc "helpers" (the JIT calls
-//! them through its trampoline) because `bpf_rbtree_add` calls back into
-//! the program (`less`).
+//! of `bpfjet_kfuncs::graph`. The interpreter runs them as kfunc
+//! "helpers" (`bpf_rbtree_add` calls back into the program, `less`); the
+//! JIT compiles them in or calls the same `bpfjet_kfuncs::graph` functions
+//! directly, reading the arena and node offsets from the registry's
+//! [`GraphBinding`] (`bpfjet_jit`'s `lift::graph`); the trampoline only
+//! without helper inlining.
 //!
 //! The verifier proved every argument (`bpfjet_verifier::graph`): roots
 //! under their held lock, nodes of the right type and ownership; the node
