@@ -644,6 +644,118 @@ fn node_accessors_are_compiled_in() {
     assert!(calls(&ir, "bpfjet_kfunc_bpfjet_node_alloc") > 0, "{ir}");
 }
 
+/// The rbtree store's graph kfuncs and its lock never take the helper
+/// trampoline in the JIT: the walk's `bpf_rbtree_root/left/right` and the
+/// spin lock are compiled in (no call at all), the rest are direct calls
+/// of the graph natives (`bpf_rbtree_add` with its `less` callback passed
+/// as a compiled function).
+#[test]
+fn rbtree_kfuncs_are_compiled_in_or_called_directly() {
+    let obj = bpfjet_obj::load_file(rbtree_object()).unwrap();
+    let jit = JitObject::load(&obj, &ObjectOptions::default(), &JitOptions::uncached()).unwrap();
+    let ir = jit
+        .dump("skiplist", bpfjet_jit::DumpStage::OptimizedIr, true)
+        .unwrap();
+    assert_eq!(
+        calls(&ir, "bpfjet_jit_helper"),
+        0,
+        "trampoline calls left:\n{ir}"
+    );
+    // The uncontended lock: a compare-exchange in the program's code.
+    assert!(ir.contains("cmpxchg"), "no inline spin lock:\n{ir}");
+    for direct in [
+        "bpfjet_jit_obj_new",
+        "bpfjet_jit_obj_drop",
+        "bpfjet_jit_rb_add",
+        "bpfjet_jit_rb_remove",
+    ] {
+        assert!(
+            calls(&ir, direct) > 0,
+            "{direct} is not called directly:\n{ir}"
+        );
+    }
+    // Every call left is a direct native: no dispatch by number.
+    for line in ir.lines().filter(|l| l.contains(" call ")) {
+        assert!(
+            !line.contains("@bpfjet_jit_helper") && !line.contains("@bpfjet_jit_resume"),
+            "{line}"
+        );
+    }
+}
+
+/// Two threads run the rbtree store's JIT code on the same maps at once,
+/// as two XDP workers would: the tree is global, guarded by one
+/// `bpf_spin_lock`, which the JIT compiles in (a compare-exchange and a
+/// release store). Each thread puts and deletes its own keys over and
+/// over; every reply must be the one a store of its own keys gives, and
+/// the tree must end with exactly the keys both left, in order. A lock
+/// that did not exclude would lose keys or corrupt the tree.
+#[test]
+fn the_compiled_spin_lock_excludes_two_threads_on_one_tree() {
+    const PER_THREAD: u64 = 80;
+    const ROUNDS: u64 = 25;
+    let obj = bpfjet_obj::load_file(rbtree_object()).unwrap();
+    let jit = JitObject::load(&obj, &ObjectOptions::default(), &JitOptions::uncached()).unwrap();
+    let status = |opts: &TestRunOptions, op: u8, key: u64, value: u64| {
+        let r = jit
+            .test_run(
+                "skiplist",
+                &request(PORT, op, key, value),
+                opts,
+                XdpEngine::Jit,
+            )
+            .unwrap();
+        assert_eq!(r.retval, XDP_TX, "op {op} key {key}");
+        r.data_out[43]
+    };
+    std::thread::scope(|s| {
+        for t in 0..2u64 {
+            s.spawn(move || {
+                let opts = TestRunOptions {
+                    cpu: t as usize,
+                    ..run_opts()
+                };
+                for round in 0..ROUNDS {
+                    for i in 0..PER_THREAD {
+                        assert_eq!(
+                            status(&opts, PUT, 2 * i + t, round),
+                            1,
+                            "put, round {round}"
+                        );
+                    }
+                    for i in (0..PER_THREAD).filter(|i| round + 1 < ROUNDS || i % 2 == 0) {
+                        assert_eq!(status(&opts, DEL, 2 * i + t, 0), 1, "del, round {round}");
+                    }
+                }
+            });
+        }
+    });
+    let mut scanned = Vec::new();
+    let mut from = 0u64;
+    loop {
+        let r = jit
+            .test_run(
+                "skiplist",
+                &request(PORT, SUCC, from, 0),
+                &run_opts(),
+                XdpEngine::Jit,
+            )
+            .unwrap();
+        if r.data_out[43] != 1 {
+            break;
+        }
+        let key = u64_at(&r.data_out, 50);
+        scanned.push((key, u64_at(&r.data_out, 58)));
+        from = key + 1;
+        assert!(scanned.len() <= NODES, "SUCC scan does not end");
+    }
+    let left: Vec<(u64, u64)> = (0..2 * PER_THREAD)
+        .filter(|k| (k / 2) % 2 == 1)
+        .map(|k| (k, ROUNDS - 1))
+        .collect();
+    assert_eq!(scanned, left, "the tree after both threads");
+}
+
 /// The JIT's inline node accessors against the interpreter's natives on a
 /// pool the program itself corrupts: each frame writes 8 chosen bytes into
 /// the pool (mostly the header and the first slots), then follows a link

@@ -231,6 +231,11 @@ pub(crate) struct Resolved {
     /// Kfunc calls' imm -> the NF library's kfunc (compiled in or called
     /// directly; see `lift::kfunc`).
     pub kfuncs: BTreeMap<i32, &'static bpfjet_kfuncs::Kfunc>,
+    /// Kfunc calls' imm -> the kernel's object and graph kfuncs, when the
+    /// program's kfunc registry binds them (see `lift::graph`).
+    pub graph_kfuncs: BTreeMap<i32, bpfjet_verifier::graph::GraphKfunc>,
+    /// The verifier's node offset of each graph push/add call, by slot.
+    pub graph_node_offs: BTreeMap<usize, u32>,
     /// Maps kept per thread by handle: (index in the slot table, binding).
     pub thread_maps: HashMap<u64, (usize, ThreadMapBinding)>,
     pub ctx_constants: Vec<CtxConstant>,

@@ -19,6 +19,7 @@ mod aot;
 mod bindings;
 mod cache;
 mod error;
+mod graph_natives;
 mod lift;
 mod loader;
 mod natives;

@@ -128,7 +128,7 @@ fn ms(since: Instant) -> f64 {
 }
 
 /// Revision of the code generator, part of the cache key.
-const CODEGEN_REVISION: u64 = 13;
+const CODEGEN_REVISION: u64 = 14;
 
 fn cache_key(
     insns: &[Insn],
@@ -158,6 +158,17 @@ fn cache_key(
     // kfuncs are other code.
     for (id, k) in library_kfuncs(opts) {
         h.u64(id as u64).bytes(k.name.as_bytes());
+    }
+    // Graph kfuncs likewise, and the node offsets (from the program's
+    // BTF, which the key does not hold otherwise) compiled into pushes.
+    if let Some(g) = opts.kfuncs.graph() {
+        for (id, k) in graph_kfuncs(opts) {
+            h.u64(id as u64).bytes(k.name().as_bytes());
+        }
+        h.u64(g.node_offs.len() as u64);
+        for (&pc, &off) in g.node_offs.iter() {
+            h.u64(pc as u64).u64(u64::from(off));
+        }
     }
     h.u64(opts.maps.len() as u64);
     for m in &opts.maps {
@@ -515,8 +526,25 @@ fn resolve(jit: &JitOptions, bindings: &Bindings, insns: &[Insn], opts: &LoadOpt
     };
     if jit.inline_helpers {
         resolved.kfuncs = library_kfuncs(opts);
+        if let Some(g) = opts.kfuncs.graph() {
+            resolved.graph_kfuncs = graph_kfuncs(opts);
+            resolved.graph_node_offs = (*g.node_offs).clone();
+        }
     }
     resolved.with_map_table(insns, &opts.maps)
+}
+
+/// The program's kernel object and graph kfuncs, by call number.
+fn graph_kfuncs(
+    opts: &LoadOptions,
+) -> std::collections::BTreeMap<i32, bpfjet_verifier::graph::GraphKfunc> {
+    opts.kfuncs
+        .iter()
+        .filter_map(|h| {
+            let k = bpfjet_verifier::graph::GraphKfunc::from_name(h.name())?;
+            Some((i32::try_from(h.id()).ok()?, k))
+        })
+        .collect()
 }
 
 /// The program's kfuncs that are the NF library's (the registry entry of

@@ -49,6 +49,11 @@ pub(crate) struct RunCtx {
     /// thread (`TracingEnv::thread_slot_table`; null otherwise): inlined
     /// slot operations read it at `lift::RUNCTX_THREAD_SLOTS_OFFSET`.
     thread_slots: *const *const u8,
+    /// The `bpf_spin_lock` the code holds (0: none), written by inlined
+    /// lock and unlock at `lift::RUNCTX_HELD_LOCK_OFFSET`: a run that
+    /// aborts while holding it releases it here, as the interpreter's
+    /// `RunEnv::release_leftovers` does for its helpers' locks.
+    held_lock: u64,
     code: *const JitInner,
     state: *mut RunState,
     user: *mut (dyn Any + 'static),
@@ -79,6 +84,11 @@ impl RunCtx {
     pub(crate) fn code(&self) -> &JitInner {
         // SAFETY: the program outlives every run of it.
         unsafe { &*self.code }
+    }
+
+    /// The status word (`RUNNING` while nothing aborted the run).
+    pub(crate) fn status(&self) -> u64 {
+        self.status
     }
 
     /// The run's CPU slot.
@@ -197,6 +207,7 @@ pub(crate) fn run_native(
         status: RUNNING,
         cpu: act.cpu,
         thread_slots: act.thread_slots,
+        held_lock: 0,
         code,
         state,
         user,
@@ -208,7 +219,11 @@ pub(crate) fn run_native(
     // signature; the context outlives the call and the argument array has
     // five elements.
     let r0 = unsafe { entry(&mut ctx, depth as u64, args.as_ptr()) };
-    if ctx.status == RUNNING && ctx.ended.is_none() && ctx.tail_target.is_none() {
+    if ctx.status == RUNNING
+        && ctx.held_lock == 0
+        && ctx.ended.is_none()
+        && ctx.tail_target.is_none()
+    {
         // Nothing to drop: the fields hold no values.
         return Ok(r0);
     }
@@ -228,6 +243,11 @@ fn finish_slow(mut ctx: RunCtx, slot: usize, r0: u64) -> Result<u64, Fault> {
         )
     };
     drop(tail_target);
+    if ctx.held_lock != 0 {
+        // SAFETY: inlined `bpf_spin_lock` took this lock (a verified
+        // program's lock field) and no unlock released it.
+        unsafe { bpfjet_maps::sync::bpf_spin_unlock(ctx.held_lock as *mut u8) };
+    }
     match ended.map(|e| *e) {
         Some(Ended::Panic(panic)) => std::panic::resume_unwind(panic),
         Some(Ended::Fault(fault)) => Err(fault),
@@ -362,6 +382,10 @@ const _: () = assert!(
     "generated code reads the per-thread slot table at RUNCTX_THREAD_SLOTS_OFFSET"
 );
 
+const _: () = assert!(
+    std::mem::offset_of!(RunCtx, held_lock) as u64 == crate::lift::RUNCTX_HELD_LOCK_OFFSET,
+    "generated code records the held spin lock at RUNCTX_HELD_LOCK_OFFSET"
+);
 const _: () = assert!(
     std::mem::offset_of!(RunCtx, cpu) as u64 == crate::lift::RUNCTX_CPU_OFFSET,
     "generated code reads the CPU slot at RUNCTX_CPU_OFFSET"
@@ -678,6 +702,7 @@ pub(crate) fn resolve_symbol(name: &str) -> Option<usize> {
         _ => {
             return crate::natives::resolve(name)
                 .or_else(|| crate::thread_maps::resolve(name))
+                .or_else(|| crate::graph_natives::resolve(name))
                 .or_else(|| bpfjet_kfuncs::by_symbol(name).map(|k| k.native as usize))
         }
     })

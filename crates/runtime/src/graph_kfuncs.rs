@@ -1,9 +1,12 @@
 //! The kernel's object and graph kfuncs (`bpf_obj_new`, `bpf_obj_drop`,
 //! `bpf_refcount_acquire`, `bpf_list_*`, `bpf_rbtree_*`) bound to a
 //! program: objects from the program's arena ([`ObjArena`]), the graphs
-//! of `bpfjet_kfuncs::graph`. They run as kfunc "helpers" (the JIT calls
-//! them through its trampoline) because `bpf_rbtree_add` calls back into
-//! the program (`less`).
+//! of `bpfjet_kfuncs::graph`. The interpreter runs them as kfunc
+//! "helpers" (`bpf_rbtree_add` calls back into the program, `less`); the
+//! JIT compiles them in or calls the same `bpfjet_kfuncs::graph` functions
+//! directly, reading the arena and node offsets from the registry's
+//! [`GraphBinding`] (`bpfjet_jit`'s `lift::graph`); the trampoline only
+//! without helper inlining.
 //!
 //! The verifier proved every argument (`bpfjet_verifier::graph`): roots
 //! under their held lock, nodes of the right type and ownership; the node
@@ -18,8 +21,24 @@ use bpfjet_verifier::graph::GraphKfunc;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-/// `-EINVAL`, what a push/add of a node already in a graph returns.
-const EINVAL: u64 = (-22i64) as u64;
+/// What a program's graph kfuncs are bound to: its object arena and the
+/// verifier's node offset of each push/add call (by call slot). The
+/// interpreter's helpers close over them; the JIT reads them from the
+/// kfunc registry ([`crate::HelperRegistry::graph`]) to call the graph
+/// natives directly.
+#[derive(Clone)]
+pub struct GraphBinding {
+    pub arena: Arc<ObjArena>,
+    pub node_offs: Arc<BTreeMap<usize, u32>>,
+}
+
+impl std::fmt::Debug for GraphBinding {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("GraphBinding")
+            .field("node_offs", &self.node_offs)
+            .finish_non_exhaustive()
+    }
+}
 
 /// Kfunc number `index` of a program, implemented as `k`.
 pub fn graph_helper(
@@ -55,13 +74,7 @@ pub fn graph_helper(
                 }
                 GraphKfunc::RefcountAcquire => graph::refcount_acquire(a[0]),
                 GraphKfunc::ListPushFront | GraphKfunc::ListPushBack => {
-                    let off = node_off()?;
-                    if !graph::claim_node(a[1] + 16) {
-                        graph::obj_drop(graph::container_of(a[1], off));
-                        return Ok(EINVAL);
-                    }
-                    list::push(a[0], a[1], k == GraphKfunc::ListPushBack);
-                    0
+                    graph::list_push_owned(a[0], a[1], node_off()?, k == GraphKfunc::ListPushBack)
                 }
                 GraphKfunc::ListPopFront | GraphKfunc::ListPopBack => {
                     list::pop(a[0], k == GraphKfunc::ListPopBack)
@@ -70,20 +83,10 @@ pub fn graph_helper(
                     list::peek(a[0], k == GraphKfunc::ListBack)
                 }
                 GraphKfunc::RbAdd => {
-                    let off = node_off()?;
-                    if !graph::claim_node(a[1] + 24) {
-                        graph::obj_drop(graph::container_of(a[1], off));
-                        return Ok(EINVAL);
-                    }
                     let less = a[2];
-                    let added = rbtree::add(a[0], a[1], |x, y| -> Result<bool, Fault> {
+                    graph::rb_add_owned(a[0], a[1], node_off()?, |x, y| -> Result<bool, Fault> {
                         Ok(call_less(ctx, less, x, y)? != 0)
-                    });
-                    if let Err(fault) = added {
-                        rbtree::set_owner(a[1], 0);
-                        return Err(fault);
-                    }
-                    0
+                    })?
                 }
                 GraphKfunc::RbRemove => rbtree::remove(a[0], a[1]),
                 GraphKfunc::RbFirst => rbtree::first(a[0]),

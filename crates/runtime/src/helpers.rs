@@ -98,6 +98,9 @@ pub struct HelperRegistry {
     dense: Vec<Option<Helper>>,
     /// Large ids (kfunc BTF ids), sorted by id for binary search.
     sparse: Vec<Helper>,
+    /// A kfunc registry's object arena and graph node offsets, for
+    /// engines that call the graph kfuncs without the registry (the JIT).
+    graph: Option<crate::graph_kfuncs::GraphBinding>,
 }
 
 impl HelperRegistry {
@@ -120,6 +123,17 @@ impl HelperRegistry {
                 Err(i) => self.sparse.insert(i, helper),
             }
         }
+    }
+
+    /// Bind the graph kfuncs' arena and node offsets (the loader, with
+    /// the kfuncs it registers from `graph_kfuncs`).
+    pub fn set_graph(&mut self, graph: crate::graph_kfuncs::GraphBinding) {
+        self.graph = Some(graph);
+    }
+
+    /// What the graph kfuncs of this registry are bound to, if any.
+    pub fn graph(&self) -> Option<&crate::graph_kfuncs::GraphBinding> {
+        self.graph.as_ref()
     }
 
     /// Builder form of [`HelperRegistry::register`].

@@ -952,6 +952,7 @@ fn build_program(
                 Arc::clone(&node_offs),
             ));
         }
+        kfuncs.set_graph(crate::graph_kfuncs::GraphBinding { arena, node_offs });
     }
     let mut insns = decoded.insns;
     // The kernel lets only programs attached to a devmap entry read the

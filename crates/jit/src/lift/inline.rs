@@ -127,6 +127,9 @@ impl<'ctx> Lifter<'ctx, '_> {
             ids::XDP_LOAD_BYTES => self.inline_packet_copy(fr, false),
             ids::XDP_STORE_BYTES => self.inline_packet_copy(fr, true),
             ids::LOOP => self.inline_loop(fr, pc),
+            ids::SPIN_LOCK => self.inline_spin_lock(fr),
+            ids::SPIN_UNLOCK => self.inline_spin_unlock(fr),
+            super::graph::KPTR_XCHG => self.inline_kptr_xchg(fr),
             ids::TAIL_CALL => self.direct_tail_call(fr, pc),
             _ => Ok(false),
         }

@@ -18,6 +18,7 @@ pub(crate) mod calls;
 mod control;
 mod copy;
 mod direct;
+mod graph;
 mod inline;
 mod kfunc;
 mod mem;
@@ -25,6 +26,7 @@ mod node_kfunc;
 mod reduce;
 mod thread_slots;
 
+pub(crate) use graph::RUNCTX_HELD_LOCK_OFFSET;
 pub(crate) use inline::RUNCTX_CPU_OFFSET;
 pub(crate) use thread_slots::RUNCTX_THREAD_SLOTS_OFFSET;
 

@@ -15,9 +15,12 @@ use bpfjet_obj::{Btf, FieldKind, GraphKind, LocalType};
 use std::alloc::{alloc_zeroed, dealloc, Layout};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, RwLock};
+use std::sync::{Arc, OnceLock, RwLock};
 
-/// Bookkeeping before each object: `[arena][type]`.
+/// Bookkeeping before each object: `[arena][type]`. The arena word is a
+/// strong reference (the object keeps its arena alive); the type word
+/// points into the arena's type cache, which never drops an entry, so it
+/// lives as long as the arena.
 const HEADER: usize = 16;
 
 /// Objects alive in the process, every arena together (tests use it).
@@ -40,7 +43,13 @@ pub struct ObjArena {
     used: AtomicUsize,
     live: AtomicUsize,
     types: RwLock<HashMap<u32, Arc<LocalType>>>,
+    /// The first types looked up, read without a lock: a program has
+    /// few object types, and `bpf_obj_new` runs per packet.
+    recent: [OnceLock<(u32, Arc<LocalType>)>; RECENT_TYPES],
 }
+
+/// Types [`ObjArena`] finds without taking its lock.
+const RECENT_TYPES: usize = 4;
 
 impl ObjArena {
     pub fn new(btf: Option<Btf>, limit: usize) -> Arc<ObjArena> {
@@ -50,6 +59,7 @@ impl ObjArena {
             used: AtomicUsize::new(0),
             live: AtomicUsize::new(0),
             types: RwLock::new(HashMap::new()),
+            recent: Default::default(),
         })
     }
 
@@ -63,13 +73,34 @@ impl ObjArena {
         self.used.load(Ordering::Relaxed)
     }
 
-    fn local_type(&self, type_id: u32) -> Option<Arc<LocalType>> {
+    /// Struct `type_id`. Types are never dropped while the arena lives
+    /// (the map keeps the first one resolved for each id), so the
+    /// reference is good for the arena's lifetime.
+    fn local_type(&self, type_id: u32) -> Option<&LocalType> {
+        for slot in &self.recent {
+            match slot.get() {
+                Some((id, t)) if *id == type_id => return Some(t),
+                Some(_) => continue,
+                None => break,
+            }
+        }
+        let t = self.local_type_slow(type_id)?;
+        // A race may fill the slot with another type: this one stays slow.
+        if let Some(slot) = self.recent.iter().find(|s| s.get().is_none()) {
+            let _ = slot.set((type_id, t.clone()));
+        }
+        // SAFETY: `types` holds this Arc until the arena drops.
+        Some(unsafe { &*Arc::as_ptr(&t) })
+    }
+
+    fn local_type_slow(&self, type_id: u32) -> Option<Arc<LocalType>> {
         if let Some(t) = self.types.read().ok()?.get(&type_id) {
             return Some(t.clone());
         }
         let t = Arc::new(LocalType::of(self.btf.as_ref()?, type_id).ok()?);
-        self.types.write().ok()?.insert(type_id, t.clone());
-        Some(t)
+        // The first resolved stays: objects point at it.
+        let mut types = self.types.write().ok()?;
+        Some(types.entry(type_id).or_insert(t).clone())
     }
 
     /// `bpf_obj_new`: a zeroed object of struct `type_id` (refcount 1), or
@@ -96,10 +127,10 @@ impl ObjArena {
         self.live.fetch_add(1, Ordering::Relaxed);
         LIVE_OBJECTS.fetch_add(1, Ordering::Relaxed);
         // SAFETY: the header's two words are ours; each object keeps its
-        // arena and its type alive (released in `free`).
+        // arena (released in `free`), which keeps its type.
         unsafe {
             *(base as *mut u64) = Arc::into_raw(self.clone()) as u64;
-            *(base as *mut u64).add(1) = Arc::into_raw(ty.clone()) as u64;
+            *(base as *mut u64).add(1) = ty as *const LocalType as u64;
         }
         let obj = base as u64 + HEADER as u64;
         if let Some(off) = ty.refcount_off() {
@@ -206,8 +237,6 @@ unsafe fn free(obj: u64) {
         let base = (obj - HEADER as u64) as *mut u8;
         let bytes = HEADER + ty.size.max(1) as usize;
         let arena = Arc::from_raw(*(base as *const u64) as *const ObjArena);
-        let ty = Arc::from_raw(*(base as *const u64).add(1) as *const LocalType);
-        drop(ty);
         arena.used.fetch_sub(bytes, Ordering::Relaxed);
         arena.live.fetch_sub(1, Ordering::Relaxed);
         LIVE_OBJECTS.fetch_sub(1, Ordering::Relaxed);
@@ -235,5 +264,52 @@ pub unsafe fn claim_node(owner_word: u64) -> bool {
         AtomicU64::from_ptr(owner_word as *mut u64)
             .compare_exchange(0, u64::MAX, Ordering::AcqRel, Ordering::Relaxed)
             .is_ok()
+    }
+}
+
+/// `-EINVAL`, what a push/add of a node already in a graph returns.
+const EINVAL: u64 = (-22i64) as u64;
+
+/// `bpf_list_push_{front,back}_impl`: link the owned node `node` (its
+/// object's list node field at `node_off`) into the list at `head`; a
+/// node already in a graph (a refcounted object's second reference) is
+/// dropped instead and the call returns `-EINVAL`, as the kernel's.
+///
+/// # Safety
+/// `head` is a list head under its held lock, `node` a list node field of
+/// a live object the caller owns, of the head's contained type.
+pub unsafe fn list_push_owned(head: u64, node: u64, node_off: u32, back: bool) -> u64 {
+    unsafe {
+        if !claim_node(node + 16) {
+            obj_drop(container_of(node, node_off));
+            return EINVAL;
+        }
+        list::push(head, node, back);
+        0
+    }
+}
+
+/// `bpf_rbtree_add_impl`: [`rbtree::add`] of the owned node `node`, with
+/// the ownership rules of [`list_push_owned`]. An error of `less` leaves
+/// the node in no tree (the walk fails before linking anything).
+///
+/// # Safety
+/// As [`list_push_owned`], for a tree root and an rb node field.
+pub unsafe fn rb_add_owned<E>(
+    root: u64,
+    node: u64,
+    node_off: u32,
+    less: impl FnMut(u64, u64) -> Result<bool, E>,
+) -> Result<u64, E> {
+    unsafe {
+        if !claim_node(node + 24) {
+            obj_drop(container_of(node, node_off));
+            return Ok(EINVAL);
+        }
+        if let Err(e) = rbtree::add(root, node, less) {
+            rbtree::set_owner(node, 0);
+            return Err(e);
+        }
+        Ok(0)
     }
 }
