@@ -21,6 +21,7 @@ mod attach;
 mod config;
 mod dlopen;
 mod events;
+mod fused;
 mod report;
 mod threads;
 mod usdt;
