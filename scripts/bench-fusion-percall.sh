@@ -7,7 +7,7 @@
 # with the selector always ALLOW, nothing attached: scripts/sud-floor.c, the
 # floor no bpfjet change removes for calls that go through SUD); bpfjet on the
 # JIT unfused without and with .rodata folding, then each step of the fusion
-# ladder (--fuse fold, internalise-calls, internalise); the interpreter
+# ladder (--fuse inline, fold, internalise-calls, internalise); the interpreter
 # unfused and fused. The median of R rounds is printed (and every round).
 # Overhead per call = traced - untraced.
 #   scripts/bench-fusion-percall.sh [N=200000] [R=7]   (BPFJET=target/release/bpfjet)
@@ -53,7 +53,7 @@ cc -O2 -o "$TMP/rwloop" "$TMP/rwloop.c"
 cc -O2 -shared -fPIC -o "$TMP/sud-floor.so" "$ROOT/scripts/sud-floor.c" -ldl -lpthread
 declare -A res cpu
 setups=("untraced" "sud-floor"
-        "jit --no-fuse --no-fold-rodata" "jit --no-fuse" "jit --fuse=fold"
+        "jit --no-fuse --no-fold-rodata" "jit --no-fuse" "jit --fuse=inline" "jit --fuse=fold"
         "jit --fuse=internalise-calls" "jit --fuse=internalise"
         "interp --no-fuse" "interp --fuse=all")
 for _ in $(seq "$R"); do

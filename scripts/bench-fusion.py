@@ -16,8 +16,9 @@ writes (sync engine, one job) on a tmpfs file, side by side in one run,
   bpfjet unfused  `bpfjet trace --no-fuse`: the pair hands its value over in
                   the hash map;
   bpfjet MODE     `bpfjet trace --fuse MODE` for each step of the fusion
-                  ladder the binary offers (`bpfjet trace --help`): fold
-                  (attach-site constants), internalise-calls (+ hand-off
+                  ladder the binary offers (`bpfjet trace --help`): inline
+                  (the pair on libc's read/write through one call-through
+                  stub), fold (+ attach-site constants), internalise-calls (+ hand-off
                   maps per thread, slot operations as calls), internalise
                   (+ slot operations compiled in); `all` is left out when it
                   equals `internalise`. A binary without `--fuse` runs its
@@ -37,7 +38,7 @@ to ours: 28.13% (random read) / 26.97% (random write) unfused, 8.98% /
 Usage: scripts/bench-fusion.py [--runtime 5] [--size-mb 256] [--repeat 3]
          [--tools fsdist] [--workloads randread,randwrite]
          [--bpfjet target/release/bpfjet] [--engine jit|interp]
-         [--fuse-modes fold,internalise-calls,internalise] [--no-sud-floor]
+         [--fuse-modes inline,fold,internalise-calls,internalise] [--no-sud-floor]
          [--markdown FILE] [--svg FILE] [--json FILE]
 Root is needed for the kernel setup (skipped with a SKIPPED line otherwise).
 """

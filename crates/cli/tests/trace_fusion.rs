@@ -8,8 +8,8 @@
 //! `longjmp` whose entries stay in the map, and two syscall pairs sharing one
 //! map. Each expected figure is also checked against its value computed from
 //! the target's constants, so both modes cannot be wrong the same way.
-//! Every step of the fusion ladder (`--fuse fold`, `internalise-calls`,
-//! `internalise`) is compared with `--no-fuse`, on the engines where it
+//! Every step of the fusion ladder (`--fuse inline`, `fold`,
+//! `internalise-calls`, `internalise`) is compared with `--no-fuse`, on the engines where it
 //! applies (folding is the JIT's).
 //! tests/trace/fusion_refused.bpf.c holds the pairs that must not fuse (a
 //! third program reads the map, the key is the process, the exit does not
@@ -329,9 +329,9 @@ fn check_figures(label: &str, r: &Run) {
 /// The ladder's levels that change anything on `engine`.
 fn levels(engine: &str) -> &'static [&'static str] {
     if engine == "jit" {
-        &["fold", "internalise-calls", "internalise"]
+        &["inline", "fold", "internalise-calls", "internalise"]
     } else {
-        &["internalise-calls", "internalise"]
+        &["inline", "internalise-calls", "internalise"]
     }
 }
 
@@ -378,7 +378,7 @@ fn fused_equals_unfused(engine: &str) {
         );
         // What ran: every hand-off map of every pair once internalising,
         // none before; the syscall pairs' record number folded on the JIT.
-        let want: Vec<String> = if level == "fold" {
+        let want: Vec<String> = if matches!(level, "inline" | "fold") {
             Vec::new()
         } else {
             HANDOFFS.iter().map(|s| s.to_string()).collect()
@@ -394,7 +394,9 @@ fn fused_equals_unfused(engine: &str) {
             .iter()
             .filter(|(_, s)| s.iter().any(|s| s == "fold-attach-site"))
             .count();
-        if engine == "jit" {
+        if level == "inline" {
+            assert_eq!(folded, 0, "inline folds nothing: {ran:?}");
+        } else if engine == "jit" {
             assert!(
                 folded >= 2,
                 "{level}: the two syscall pairs are not folded: {ran:?}"
@@ -402,6 +404,38 @@ fn fused_equals_unfused(engine: &str) {
         } else {
             assert_eq!(folded, 0, "{level}: the interpreter folds nothing: {ran:?}");
         }
+        // Every level from `inline` on runs the two syscall pairs (read and
+        // write) through the wrappers' call-through stubs.
+        let through: BTreeMap<String, Vec<String>> = fused.report["fused"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter(|p| {
+                p["steps"]
+                    .as_array()
+                    .is_some_and(|s| s.iter().any(|s| s == "inline-call-through"))
+            })
+            .map(|p| {
+                let wrappers = p["call_through"].as_array().into_iter().flatten();
+                (
+                    p["entry"].as_str().unwrap_or_default().to_string(),
+                    wrappers
+                        .map(|w| w.as_str().unwrap_or_default().to_string())
+                        .collect(),
+                )
+            })
+            .collect();
+        assert!(
+            through.values().any(|w| w.iter().any(|w| w == "read"))
+                && through.values().any(|w| w.iter().any(|w| w == "write")),
+            "{engine} --fuse {level}: read and write run through call-through stubs: {}",
+            fused.report["fused"]
+        );
+        assert!(
+            fused.report["syscalls"]["fast_path"].as_u64() >= Some(1000),
+            "{engine} --fuse {level}: the target's reads and writes took the fast path: {}",
+            fused.report["syscalls"]
+        );
         let inlined = ran
             .values()
             .any(|s| s.iter().any(|s| s == "inline-slot-ops"));
@@ -503,7 +537,11 @@ fn example_tools_run_fused_and_report_what_they_report_unfused() {
         };
         for &level in ladder {
             let fused = trace(&obj, "jit", level);
-            let want: &[&str] = if level == "fold" { &[] } else { handoffs };
+            let want: &[&str] = if matches!(level, "inline" | "fold") {
+                &[]
+            } else {
+                handoffs
+            };
             assert_eq!(
                 internalised(&fused.report),
                 want,

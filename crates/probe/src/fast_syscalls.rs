@@ -97,7 +97,7 @@ fn issued_numbers(code: &[u8], ip: u64) -> Vec<Option<u32>> {
 
 const FRAMES: usize = 16;
 
-static FAST_CALLS: AtomicU64 = AtomicU64::new(0);
+pub(crate) static FAST_CALLS: AtomicU64 = AtomicU64::new(0);
 
 /// System calls of the application traced through a wrapper's probes so
 /// far (no signal); [`syscalls::trapped`] counts those that took SIGSYS.
@@ -159,8 +159,8 @@ impl FastStack {
 /// arguments map to the call's.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Wrapper {
-    nr: u32,
-    args: Args,
+    pub(crate) nr: u32,
+    pub(crate) args: Args,
 }
 
 /// The thread's wrapper stack.
@@ -223,6 +223,27 @@ pub(crate) fn on_wrapper_entry(t: *mut ProbeThread, w: Wrapper, regs: &PtRegs) {
     }
 }
 
+/// The system call's raw result (the kernel's `sys_exit` record's `ret`)
+/// from what wrapper `w` returned in rax and errno: -errno where the
+/// wrapper reports failure (-1; for the wrappers returning a C `int`, -1
+/// in eax: the upper half of rax is not part of the result).
+pub(crate) fn raw_result(w: Wrapper, rax: u64, errno: i32) -> u64 {
+    let returns_int = matches!(
+        i64::from(w.nr),
+        libc::SYS_openat | libc::SYS_close | libc::SYS_fsync | libc::SYS_fdatasync
+    );
+    let ret = if returns_int {
+        i64::from(rax as u32 as i32)
+    } else {
+        rax as i64
+    };
+    if ret == -1 {
+        -i64::from(errno) as u64
+    } else {
+        ret as u64
+    }
+}
+
 /// Return of a wrapper, as [`on_wrapper_entry`].
 pub(crate) fn on_wrapper_return(t: *mut ProbeThread, _w: Wrapper, regs: &PtRegs) {
     let slot = regs.rsp - 8;
@@ -237,13 +258,8 @@ pub(crate) fn on_wrapper_return(t: *mut ProbeThread, _w: Wrapper, regs: &PtRegs)
     st.len -= 1;
     // Used in place, as at entry.
     let f = &mut st.frames[st.len];
-    let ret = regs.rax as i64;
-    f.regs.rax = if ret == -1 {
-        // SAFETY: this thread's errno.
-        -(unsafe { *libc::__errno_location() } as i64) as u64
-    } else {
-        ret as u64
-    };
+    // SAFETY: this thread's errno.
+    f.regs.rax = raw_result(_w, regs.rax, unsafe { *libc::__errno_location() });
     f.regs.rip = regs.rip;
     if let Some(h) = hooks().and_then(|h| h.on_exit.as_ref()) {
         h(&f.regs);
@@ -257,6 +273,9 @@ pub(crate) fn on_wrapper_return(t: *mut ProbeThread, _w: Wrapper, regs: &PtRegs)
 pub struct FastPath {
     pub wrapper: &'static str,
     pub syscall: &'static str,
+    /// Attached with a call-through stub rather than entry and return
+    /// probes.
+    pub call_through: bool,
     pub attachment: Result<Attachment, ProbeError>,
 }
 
@@ -264,14 +283,22 @@ pub struct FastPath {
 /// [`syscalls::install`]. Wrappers whose code does not match are reported
 /// and left to the slow path.
 pub fn install() -> Vec<FastPath> {
-    // bpfjet's own system calls while attaching are not the application's.
-    syscalls::allowed(install_wrappers)
+    install_with(&|_| false)
 }
 
-fn install_wrappers() -> Vec<FastPath> {
+/// [`install`], with a call-through stub ([`crate::call_through`]: entry
+/// hook, the wrapper, exit hook in one frame, no return probe) on the
+/// wrappers whose system call `call_through(nr)` selects.
+pub fn install_with(call_through: &dyn Fn(u32) -> bool) -> Vec<FastPath> {
+    // bpfjet's own system calls while attaching are not the application's.
+    syscalls::allowed(|| install_wrappers(call_through))
+}
+
+fn install_wrappers(call_through: &dyn Fn(u32) -> bool) -> Vec<FastPath> {
     let objects = loaded_objects();
     let mut out = Vec::new();
     for &(wrapper, syscall, args) in WRAPPERS {
+        let mut through = false;
         let attachment = (|| {
             let nr = crate::syscall_table::number(syscall).expect("table has every wrapper's call");
             let t = UprobeTarget {
@@ -300,11 +327,17 @@ fn install_wrappers() -> Vec<FastPath> {
                     "its syscall instructions issue {issued:?}, not only {syscall} ({nr})"
                 )));
             }
-            attach_with(&r, None, None, Some(Wrapper { nr, args }))
+            if call_through(nr) {
+                through = true;
+                crate::uprobe::attach_call_through(&r, Wrapper { nr, args })
+            } else {
+                attach_with(&r, None, None, Some(Wrapper { nr, args }))
+            }
         })();
         out.push(FastPath {
             wrapper,
             syscall,
+            call_through: through,
             attachment,
         });
     }

@@ -10,6 +10,7 @@
 //! closures, so the trace agent plugs programs in and tests plug in counters.
 
 pub mod breakpoint;
+mod call_through;
 mod claims;
 mod code_alloc;
 pub mod error;

@@ -27,21 +27,21 @@ pub type ProbeHandler = Box<dyn Fn(&mut PtRegs) + Send + Sync>;
 
 /// What runs at one probed address.
 pub struct Probe {
-    address: u64,
+    pub(crate) address: u64,
     /// Relocated first instructions; where execution continues.
-    continuation: u64,
+    pub(crate) continuation: u64,
     on_entry: Option<ProbeHandler>,
     on_return: Option<ProbeHandler>,
-    hits: AtomicU64,
+    pub(crate) hits: AtomicU64,
     /// A libc system-call wrapper of the fast path: its entry and return
     /// run `fast_syscalls`' handlers (which set the system-call selector
     /// themselves) instead of `on_entry`/`on_return`; other handlers run
     /// with bpfjet's calls not dispatched.
-    wrapper: Option<Wrapper>,
+    pub(crate) wrapper: Option<Wrapper>,
     /// Hits whose handlers did not run: nested inside another handler on the
     /// same thread (as the kernel's per-program recursion check), or the
     /// shadow stack was full (return handler only).
-    missed: AtomicU64,
+    pub(crate) missed: AtomicU64,
     /// Bytes the stub moves the stack pointer down before saving anything
     /// (the red zone, for a probe inside a function); the handler sees the
     /// probed code's own `rsp`.
@@ -142,7 +142,7 @@ pub fn attach_mid_function(
             reason,
         },
     )?;
-    attach_at(target, Some(on_entry), None, None, true)
+    attach_at(target, Some(on_entry), None, None, Stub::MidFunction)
 }
 
 pub(crate) fn attach_with(
@@ -151,7 +151,29 @@ pub(crate) fn attach_with(
     on_return: Option<ProbeHandler>,
     wrapper: Option<Wrapper>,
 ) -> Result<Attachment, ProbeError> {
-    attach_at(target, on_entry, on_return, wrapper, false)
+    attach_at(target, on_entry, on_return, wrapper, Stub::Entry)
+}
+
+/// A libc system-call wrapper's call-through stub
+/// ([`crate::call_through`]) in place of the entry and return probes.
+pub(crate) fn attach_call_through(
+    target: &ResolvedSymbol,
+    wrapper: Wrapper,
+) -> Result<Attachment, ProbeError> {
+    attach_at(target, None, None, Some(wrapper), Stub::CallThrough)
+}
+
+/// What the jump at the patched address leads to.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Stub {
+    /// The entry trampoline at a function's entry (and the return
+    /// trampoline through the shadow stack).
+    Entry,
+    /// The entry trampoline inside a function, past its red zone.
+    MidFunction,
+    /// A call-through stub: entry half, call of the relocated function,
+    /// exit half, in one frame.
+    CallThrough,
 }
 
 fn attach_at(
@@ -159,8 +181,9 @@ fn attach_at(
     on_entry: Option<ProbeHandler>,
     on_return: Option<ProbeHandler>,
     wrapper: Option<Wrapper>,
-    mid_function: bool,
+    kind: Stub,
 ) -> Result<Attachment, ProbeError> {
+    let mid_function = kind == Stub::MidFunction;
     let address = target.address;
     let unpatchable = |reason: String| ProbeError::Unpatchable {
         symbol: target.symbol.clone(),
@@ -216,7 +239,11 @@ fn attach_at(
     if mid_function {
         stub.extend_from_slice(&SKIP_RED_ZONE);
     }
-    stub.extend(trampoline::entry_stub(probe as *const Probe as u64));
+    if kind == Stub::CallThrough {
+        stub.extend(crate::call_through::stub(probe as *const Probe as u64));
+    } else {
+        stub.extend(trampoline::entry_stub(probe as *const Probe as u64));
+    }
     let continuation = page + stub.len().next_multiple_of(16) as u64;
     let restore: &[u8] = if mid_function { &RESTORE_RED_ZONE } else { &[] };
     let reloc_at = continuation + restore.len() as u64;

@@ -53,6 +53,9 @@ pub struct Agent {
     pub fusion: serde_json::Value,
     /// Why maps the analysis found could not be kept per thread.
     pub fusion_refusals: Vec<String>,
+    /// Every (entry, exit) pair of the object, with the system call of a
+    /// `sys_enter_X`/`sys_exit_X` pair.
+    pub pairs: Vec<(String, String, Option<String>)>,
     pid: u32,
     finished: AtomicBool,
     attachments: Mutex<Vec<Attachment>>,
@@ -410,6 +413,7 @@ pub fn start(cfg: Config) -> Result<(), String> {
         fused,
         fusion,
         fusion_refusals,
+        pairs: crate::fused::pairs(&obj),
         pid: std::process::id(),
         finished: AtomicBool::new(false),
         attachments: Mutex::new(Vec::new()),
@@ -481,7 +485,8 @@ pub fn start(cfg: Config) -> Result<(), String> {
     }
     // Last: from here on the process's system calls are dispatched.
     if trace_syscalls {
-        install_syscalls(object, sys)?;
+        let inline = agent.cfg.fuse >= Fuse::Inline;
+        install_syscalls(object, sys, inline)?;
     }
     Ok(())
 }
@@ -539,8 +544,19 @@ impl Site {
     }
 }
 
-fn install_syscalls(object: &'static TracingObject, sys: SyscallPrograms) -> Result<(), String> {
+fn install_syscalls(
+    object: &'static TracingObject,
+    sys: SyscallPrograms,
+    inline: bool,
+) -> Result<(), String> {
     let sys: &'static SyscallPrograms = Box::leak(Box::new(sys));
+    // Pairs (enter and exit programs on one system call) run through a
+    // call-through stub on the wrappers that issue it (`--fuse inline`).
+    let call_through = move |nr: u32| {
+        inline
+            && sys.enter.get(nr as usize).is_some_and(|v| !v.is_empty())
+            && sys.exit.get(nr as usize).is_some_and(|v| !v.is_empty())
+    };
     threads::enable_thread_hook();
     syscalls::install(SyscallHooks {
         on_enter: Some(Box::new(move |regs: &PtRegs| {
@@ -607,8 +623,11 @@ fn install_syscalls(object: &'static TracingObject, sys: SyscallPrograms) -> Res
     .map_err(|e| format!("system-call tracing: {e}"))?;
     // Common libc wrappers without a signal per call; the others keep the
     // slow path, which is correct for every call.
-    for f in fast_syscalls::install() {
+    for f in fast_syscalls::install_with(&call_through) {
         if let Ok(a) = f.attachment {
+            if f.call_through {
+                crate::fused::record_call_through(f.syscall, f.wrapper);
+            }
             if let Some(agent) = agent() {
                 agent.attachments.lock().unwrap().push(a);
             }

@@ -34,6 +34,9 @@ pub const ENV_FOLD_RODATA: &str = "BPFJET_TRACE_FOLD_RODATA";
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Fuse {
     None,
+    /// A pair on a libc system-call wrapper runs as one call-through stub
+    /// (entry half, the wrapper, exit half in one frame; no return probe).
+    Inline,
     /// Attach-site constants folded by the JIT (the system-call number of
     /// `tracepoint/syscalls/sys_enter_X|sys_exit_X` records).
     Fold,
@@ -48,6 +51,7 @@ impl Fuse {
     pub fn parse(s: &str) -> Option<Fuse> {
         Some(match s {
             "none" => Fuse::None,
+            "inline" => Fuse::Inline,
             "fold" => Fuse::Fold,
             "internalise-calls" => Fuse::InternaliseCalls,
             "internalise" | "all" => Fuse::Internalise,

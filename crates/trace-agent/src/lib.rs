@@ -24,6 +24,7 @@ mod attach;
 mod config;
 mod dlopen;
 mod events;
+mod fused;
 mod late_attach;
 mod report;
 mod threads;

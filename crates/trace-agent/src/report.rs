@@ -56,7 +56,7 @@ pub fn write_report(agent: &Agent, rings: &[(String, RingbufStats)]) {
             },
             "last_fault": last_fault,
             "trace_lines": agent.object.take_trace_lines(),
-            "fused": agent.fused,
+            "fused": crate::fused::report(agent),
             "fusion": agent.fusion,
             "fusion_refusals": agent.fusion_refusals,
             "usdt": crate::usdt::report(),

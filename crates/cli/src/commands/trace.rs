@@ -60,14 +60,17 @@ pub struct TraceArgs {
           value_parser = super::object_args::parse_ringbuf_size)]
     pub ringbuf_size: Vec<(String, u64)>,
     /// Which pairwise-fusion steps to apply, each level including the ones
-    /// before it (docs/TRACING.md "Pairwise fusion"): `none`; `fold`
+    /// before it (docs/TRACING.md "Pairwise fusion"): `none`; `inline`
+    /// (a `sys_enter_X`/`sys_exit_X` pair on a libc wrapper of the fast
+    /// path runs through one call-through stub: entry half, the wrapper,
+    /// exit half in one frame, no return probe); `fold`
     /// (attach-site constants folded by the JIT: the system-call number of
     /// syscalls tracepoint records); `internalise-calls` (+ hand-off maps
     /// kept per thread, slot operations as calls); `internalise` (+ the
     /// slot operations compiled into the programs by the JIT); `all` (the
     /// same as `internalise`).
     #[arg(long, default_value = "all",
-          value_parser = ["none", "fold", "internalise-calls", "internalise", "all"])]
+          value_parser = ["none", "inline", "fold", "internalise-calls", "internalise", "all"])]
     pub fuse: String,
     /// The JIT does not fold loads from frozen `.rodata` to constants (it
     /// does by default, fused or not): to measure what that folding is
@@ -316,7 +319,15 @@ pub(super) fn fusion_setup<'a>(
         bpfjet_fusion::FusionPlan::default()
     };
     if args.explain {
-        if fuse != "none" && args.engine == "jit" {
+        if fuse != "none" {
+            eprintln!(
+                "bpfjet trace: fusion: inline: sys_enter_X/sys_exit_X pairs on the libc \
+                 wrappers of the fast path run through one call-through stub (entry half, \
+                 the wrapper, exit half in one frame; no return probe, no shadow stack); \
+                 the report's \"fused\"[i].call_through names the wrappers"
+            );
+        }
+        if !matches!(fuse, "none" | "inline") && args.engine == "jit" {
             eprintln!(
                 "bpfjet trace: fusion: fold: the JIT folds the system-call number of \
                  sys_enter_X/sys_exit_X records (ctx->id) to a constant"
@@ -352,8 +363,9 @@ pub(super) fn fusion_setup<'a>(
                 );
             }
             eprintln!(
-                "bpfjet trace: fusion: not implemented: inlining entry and exit into one \
-                 function sharing one frame: each program still runs on its own"
+                "bpfjet trace: fusion: not implemented: compiling entry and exit programs \
+                 into one native function (each program still runs through its own run \
+                 set-up), and call-through for uprobe/uretprobe pairs"
             );
         }
     }

@@ -1,0 +1,267 @@
+//! Call-through stubs for libc system-call wrappers: the entry hook, a call
+//! of the wrapper, the exit hook, in one frame (pairwise fusion's "one
+//! native path per attach point", docs/TRACING.md "Pairwise fusion").
+//!
+//! The fast path of [`crate::fast_syscalls`] traces a wrapper with an entry
+//! probe and a return probe: the entry saves every register (and xmm0-7),
+//! copies the registers into the thread's wrapper stack, replaces the
+//! return address and pushes a shadow-stack frame; the return lands in the
+//! return trampoline, which saves every register again, pops both stacks
+//! and restores the return address. A call-through stub replaces all of
+//! that for a wrapper whose system call has both an enter and an exit
+//! program (a pair): the jump at the wrapper's entry leads to a stub that
+//! saves the argument registers, runs the entry half with a per-activation
+//! record in its own frame, calls the wrapper's relocated first
+//! instructions (which continue into the wrapper; its `ret` comes back to
+//! the stub), runs the exit half on the same record and returns the
+//! wrapper's result to the caller.
+//!
+//! Why this is exact for these wrappers:
+//! - Arguments: glibc's wrappers take at most six integer arguments, all
+//!   in registers (`open`'s variadic `mode` is the third, `rdx`), none on
+//!   the stack, so the extra frame between caller and wrapper is invisible
+//!   to them. `al` (the vector-register count of a variadic call) is
+//!   passed through unchanged; no wrapper takes floating-point arguments.
+//!   Callee-saved registers are preserved by the stub, the halves (Rust)
+//!   and the wrapper; caller-saved ones may be clobbered by any call.
+//! - Result: the wrapper's own `rax` is returned; errno is whatever the
+//!   wrapper left (the exit half saves and restores it around the hooks).
+//!   The exit record gets the raw result as the fast path rebuilds it
+//!   (-errno from -1 and errno, [`crate::fast_syscalls::raw_result`]).
+//! - Signals: a handler interrupting the wrapper runs on this stack below
+//!   the stub's frame and returns into the wrapper; a handler calling a
+//!   wrapper itself gets its own frame and record (each activation has
+//!   one), so nesting needs no stack of frames.
+//! - Leaving the wrapper other than by `ret`: the wrappers never call back
+//!   into the application, so only a signal handler can `longjmp` out of
+//!   one, and thread cancellation can unwind out of one (they are
+//!   cancellation points). The stub's code has unwind information (CFI),
+//!   so the unwinder walks through it to the caller; in both cases the
+//!   exit half does not run and the selector stays ALLOW, exactly as with
+//!   the entry/return probes (whose return trampoline is then not reached
+//!   either) — and as the kernel, whose `sys_exit` tracepoint did fire,
+//!   differs from both.
+//! - The return address the exit record shows (`rip`) is the caller's, as
+//!   the return probe shows it; the stub's own frame is not in the
+//!   caller's registers (`rsp` is the caller's at the wrapper's entry).
+//!
+//! Where this is not exact (functions with stack arguments, functions that
+//! call back into the application, unknown ABIs) the entry/return probes
+//! stay: only the wrappers [`crate::fast_syscalls`] verified are attached
+//! so, and only when asked.
+
+use crate::fast_syscalls::{raw_result, Args, FAST_CALLS};
+use crate::regs::PtRegs;
+use crate::syscalls::{hooks, set_selector_allow, set_selector_block};
+use crate::thread::{self, ProbeThread};
+use crate::uprobe::{enter_handler, leave_handler, Probe};
+use std::sync::atomic::Ordering;
+
+/// One activation's state, in the stub's frame: the system call's
+/// registers (filled by the stub, completed by the entry half), this
+/// thread's block and whether the entry switched the selector. Values that
+/// cannot change across the call (the thread, the arguments) are taken
+/// once for both halves.
+#[repr(C)]
+struct Record {
+    regs: PtRegs,
+    thread: *mut ProbeThread,
+    /// The entry switched the selector from BLOCK to ALLOW: the exit runs
+    /// the exit hook and switches it back.
+    flipped: u64,
+    _pad: u64,
+}
+
+// The assembly below hard-codes these.
+const _: () = assert!(std::mem::size_of::<Record>() == 192);
+const _: () = assert!(std::mem::offset_of!(PtRegs, rdi) == 112);
+const _: () = assert!(std::mem::offset_of!(PtRegs, eflags) == 144);
+const _: () = assert!(std::mem::offset_of!(PtRegs, rsp) == 152);
+
+// Frame below the saved rbp (rsp-relative after `sub rsp, 264`):
+//   [0, 56)    the caller's rdi rsi rdx rcx r8 r9 rax, restored for the call
+//   [56]       the probe
+//   [64, 256)  the Record
+//   [256, 264) unused (alignment)
+// Entered from the per-probe stub with [rsp] = the caller's rax and
+// [rsp+8] = the return address; rax = the probe. Before the caller's
+// `call` rsp was 0 mod 16: 8 after it, 0 after the stub's push, 8 after
+// ours, and 0 again after `sub rsp, 264`, as the calls below need.
+std::arch::global_asm!(
+    ".pushsection .text.bpfjet_call_through_common,\"ax\",@progbits",
+    ".globl bpfjet_call_through_common",
+    ".type bpfjet_call_through_common,@function",
+    "bpfjet_call_through_common:",
+    ".cfi_startproc",
+    ".cfi_def_cfa_offset 16",
+    "push rbp",
+    ".cfi_def_cfa_offset 24",
+    ".cfi_offset rbp, -24",
+    "mov rbp, rsp",
+    ".cfi_def_cfa_register rbp",
+    "sub rsp, 264",
+    "mov [rsp + 56], rax",
+    "mov rax, [rbp + 8]",
+    "mov [rsp], rdi",
+    "mov [rsp + 8], rsi",
+    "mov [rsp + 16], rdx",
+    "mov [rsp + 24], rcx",
+    "mov [rsp + 32], r8",
+    "mov [rsp + 40], r9",
+    "mov [rsp + 48], rax",
+    // The record's registers (pt_regs order, at rsp + 64).
+    "mov [rsp + 64], r15",
+    "mov [rsp + 72], r14",
+    "mov [rsp + 80], r13",
+    "mov [rsp + 88], r12",
+    "mov [rsp + 104], rbx",
+    "mov [rsp + 112], r11",
+    "mov [rsp + 120], r10",
+    "mov [rsp + 128], r9",
+    "mov [rsp + 136], r8",
+    "mov [rsp + 144], rax",
+    "mov [rsp + 152], rcx",
+    "mov [rsp + 160], rdx",
+    "mov [rsp + 168], rsi",
+    "mov [rsp + 176], rdi",
+    "mov rax, [rbp]",
+    "mov [rsp + 96], rax",
+    "pushfq",
+    "pop rax",
+    "mov [rsp + 208], rax",
+    "lea rax, [rbp + 16]",
+    "mov [rsp + 216], rax",
+    // The rest of the record, so it is fully initialised.
+    "mov qword ptr [rsp + 184], -1",
+    "mov qword ptr [rsp + 192], 0",
+    "mov qword ptr [rsp + 200], 0x33",
+    "mov qword ptr [rsp + 224], 0",
+    "mov qword ptr [rsp + 232], 0",
+    "mov qword ptr [rsp + 240], 0",
+    "mov qword ptr [rsp + 248], 0",
+    "mov rdi, [rsp + 56]",
+    "lea rsi, [rsp + 64]",
+    "call {enter}",
+    "mov r11, rax",
+    "mov rdi, [rsp]",
+    "mov rsi, [rsp + 8]",
+    "mov rdx, [rsp + 16]",
+    "mov rcx, [rsp + 24]",
+    "mov r8, [rsp + 32]",
+    "mov r9, [rsp + 40]",
+    "mov rax, [rsp + 48]",
+    "call r11",
+    "mov rdi, [rsp + 56]",
+    "mov rsi, rax",
+    "lea rdx, [rsp + 64]",
+    "call {exit}",
+    "leave",
+    ".cfi_def_cfa rsp, 16",
+    "lea rsp, [rsp + 8]",
+    ".cfi_def_cfa_offset 8",
+    "ret",
+    ".cfi_endproc",
+    ".size bpfjet_call_through_common, . - bpfjet_call_through_common",
+    ".popsection",
+    enter = sym enter_abi,
+    exit = sym exit_abi,
+);
+
+extern "C" {
+    fn bpfjet_call_through_common();
+}
+
+/// A probe's own call-through stub: keep the caller's rax (a variadic
+/// call's `al`) on the stack, pass the probe in rax, jump to the shared
+/// code.
+///
+/// ```text
+/// push rax
+/// mov  rax, PROBE
+/// jmp  [rip+0] ; .quad bpfjet_call_through_common
+/// ```
+pub(crate) fn stub(probe: u64) -> Vec<u8> {
+    let mut c = vec![0x50, 0x48, 0xb8];
+    c.extend_from_slice(&probe.to_le_bytes());
+    c.extend_from_slice(&[0xff, 0x25, 0, 0, 0, 0]);
+    c.extend_from_slice(&(bpfjet_call_through_common as *const () as u64).to_le_bytes());
+    c
+}
+
+/// The entry half; returns the wrapper's relocated first instructions.
+extern "C" fn enter_abi(probe: u64, rec: *mut Record) -> u64 {
+    // SAFETY: the stub passes a leaked, never-freed Probe and the record
+    // in its own frame.
+    let (p, rec) = unsafe { (&*(probe as *const Probe), &mut *rec) };
+    p.hits.fetch_add(1, Ordering::Relaxed);
+    let t = thread::current();
+    rec.thread = t;
+    rec.flipped = 0;
+    let Some(w) = p.wrapper else {
+        return p.continuation;
+    };
+    if !enter_handler(t) {
+        p.missed.fetch_add(1, Ordering::Relaxed);
+        return p.continuation;
+    }
+    // SAFETY (both): `t` is this thread's block.
+    if unsafe { (*t).dispatched } && unsafe { set_selector_allow(t) } {
+        rec.flipped = 1;
+        let s = &mut rec.regs;
+        s.rip = p.address;
+        s.cs = 0x33;
+        s.ss = 0;
+        s.orig_rax = u64::from(w.nr);
+        s.rax = (-(libc::ENOSYS as i64)) as u64;
+        match w.args {
+            Args::Same => s.r10 = s.rcx,
+            Args::AtFdcwd => {
+                let (path, flags, mode) = (s.rdi, s.rsi, s.rdx);
+                s.rdi = libc::AT_FDCWD as i64 as u64;
+                s.rsi = path;
+                s.rdx = flags;
+                s.r10 = mode;
+            }
+        }
+        FAST_CALLS.fetch_add(1, Ordering::Relaxed);
+        if let Some(h) = hooks().and_then(|h| h.on_enter.as_ref()) {
+            h(s);
+        }
+    }
+    leave_handler(t);
+    p.continuation
+}
+
+/// The exit half; returns the wrapper's result.
+extern "C" fn exit_abi(probe: u64, ret: u64, rec: *mut Record) -> u64 {
+    // SAFETY: as in enter_abi; the record is the one the entry filled.
+    let (p, rec) = unsafe { (&*(probe as *const Probe), &mut *rec) };
+    if rec.flipped == 0 {
+        return ret;
+    }
+    // The same thread: the record lives on its stack.
+    let t = rec.thread;
+    // SAFETY: this thread's errno.
+    let errno = unsafe { *libc::__errno_location() };
+    let Some(w) = p.wrapper else {
+        return ret;
+    };
+    rec.regs.rax = raw_result(w, ret, errno);
+    // SAFETY: [rsp] at the wrapper's entry is the caller's return address,
+    // in the caller's frame, still live.
+    rec.regs.rip = unsafe { *(rec.regs.rsp as *const u64) };
+    if enter_handler(t) {
+        if let Some(h) = hooks().and_then(|h| h.on_exit.as_ref()) {
+            h(&rec.regs);
+        }
+        leave_handler(t);
+    } else {
+        p.missed.fetch_add(1, Ordering::Relaxed);
+    }
+    // SAFETY: this thread's errno and block.
+    unsafe {
+        *libc::__errno_location() = errno;
+        set_selector_block(t);
+    }
+    ret
+}
