@@ -14,7 +14,9 @@
  * ptr_container_get_tmp, ptr_alloc_node) is released on every path.
  *
  * Only bpfjet runs it (the kernel has no such module loaded); its
- * reference is the model of crates/cli/tests/enetstl_ptr.rs.
+ * reference is the model of crates/cli/tests/nf_nodes.rs. -DPREFILL=N
+ * builds (benchmarks) fill an empty store with N keys first, as
+ * skiplist.c's.
  */
 #include "nf.h"
 
@@ -230,8 +232,58 @@ static __always_inline int sl_delete(struct store *st, struct ptr_node_container
 	return ST_OK;
 }
 
+#ifdef PREFILL
+/* Benchmark builds (-DPREFILL=N): an empty store is first filled with the
+ * keys 0, 2, ..., 2(N-1) (value = key / 2), appended in order: tmp l + 2
+ * holds level l's last node (the head at first). */
+struct fill {
+	struct ptr_node_container *sl;
+	struct store *st;
+};
+
+static long fill_step(__u64 i, void *ctx)
+{
+	struct fill *f = ctx;
+	ptr_node *n = ptr_alloc_node();
+	if (!n)
+		return 1;
+	__u64 key = 2 * i, value = i;
+	int height = height_of(key);
+	ptr_write_data1(n, __builtin_offsetof(struct skip_node, height), &height, sizeof(height));
+	ptr_write_data1(n, __builtin_offsetof(struct skip_node, key), &key, sizeof(key));
+	ptr_write_data2(n, __builtin_offsetof(struct skip_node, value), &value, sizeof(value));
+	ptr_set_owner(f->sl, n);
+	for (__u32 l = 0; l < MAX_LEVEL; l++) {
+		if (l >= height)
+			break;
+		ptr_node *last = ptr_container_get_tmp(f->sl, l + 2);
+		if (!last)
+			break;
+		ptr_connect(last, l, n, l);
+		ptr_container_set_tmp(f->sl, n, l + 2);
+		ptr_release_node(last);
+	}
+	ptr_release_node(n);
+	if (height > f->st->level)
+		f->st->level = height;
+	f->st->count++;
+	return 0;
+}
+
+static __always_inline void prefill(struct store *st, struct ptr_node_container *sl,
+				    ptr_node *head)
+{
+	if (st->count)
+		return;
+	for (__u32 l = 0; l < MAX_LEVEL; l++)
+		ptr_container_set_tmp(sl, head, l + 2);
+	struct fill f = { .sl = sl, .st = st };
+	bpf_loop(PREFILL, fill_step, &f, 0);
+}
+#endif
+
 SEC("xdp")
-int skiplist_enetstl(struct xdp_md *ctx)
+int skiplist(struct xdp_md *ctx)
 {
 	void *data = (void *)(long)ctx->data;
 	void *end = (void *)(long)ctx->data_end;
@@ -272,6 +324,9 @@ int skiplist_enetstl(struct xdp_md *ctx)
 		ptr_set_owner(sl, head);
 		ptr_container_set_tmp(sl, head, 0);
 	}
+#ifdef PREFILL
+	prefill(st, sl, head);
+#endif
 	__u32 top = st->level;
 	if (top < 1 || top > MAX_LEVEL)
 		top = 1;	/* the map was written by someone else */

@@ -367,7 +367,7 @@ fn on_bpfjet_enetstl(
         .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
     for (i, (f, e)) in frames.iter().zip(expected).enumerate() {
         let r = jit
-            .test_run("skiplist_enetstl", f, &run_opts(), engine)
+            .test_run("skiplist", f, &run_opts(), engine)
             .unwrap();
         assert_eq!(
             (r.retval, &r.data_out),
