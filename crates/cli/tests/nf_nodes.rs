@@ -366,9 +366,7 @@ fn on_bpfjet_enetstl(
     let jit = JitObject::load(&obj, &ObjectOptions::default(), &JitOptions::uncached())
         .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
     for (i, (f, e)) in frames.iter().zip(expected).enumerate() {
-        let r = jit
-            .test_run("skiplist", f, &run_opts(), engine)
-            .unwrap();
+        let r = jit.test_run("skiplist", f, &run_opts(), engine).unwrap();
         assert_eq!(
             (r.retval, &r.data_out),
             (e.0, &e.1),

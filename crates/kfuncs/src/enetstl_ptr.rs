@@ -165,8 +165,11 @@ fn new_space() -> Option<&'static Space> {
     if index >= MAX_SPACES {
         return None;
     }
-    let layout = std::alloc::Layout::from_size_align(SPACE_SLOTS * NODE_BYTES, 4096).ok()?;
-    // SAFETY: a non-zero size; zeroed pages are committed lazily.
+    // Alignment 16: the system allocator's `calloc` then maps fresh zero
+    // pages, committed as they are touched (a larger alignment would make
+    // it zero all 32 MiB up front). Slots need 8-byte alignment only.
+    let layout = std::alloc::Layout::from_size_align(SPACE_SLOTS * NODE_BYTES, 16).ok()?;
+    // SAFETY: a non-zero size.
     let base = unsafe { std::alloc::alloc_zeroed(layout) };
     if base.is_null() {
         return None;
@@ -385,11 +388,13 @@ pub fn destroy_container(c: u64) {
 }
 
 fn drop_ref(n: Slot) {
-    let was = n
-        .refcnt()
-        .fetch_update(Ordering::AcqRel, Ordering::Acquire, |r| r.checked_sub(1));
-    if was == Ok(1) {
-        free_slot(n);
+    match n.refcnt().fetch_sub(1, Ordering::AcqRel) {
+        1 => free_slot(n),
+        // Not a live reference (an unverified caller): undo.
+        0 => {
+            n.refcnt().fetch_add(1, Ordering::AcqRel);
+        }
+        _ => {}
     }
 }
 
