@@ -14,6 +14,9 @@
 # and bpfjet's JIT running the same store on the kernel's rbtree kfuncs
 # (skiplist_rbtree.c) with bpfjet's JIT running the skip list on node
 # memory, all filled with the same keys, answering the same GET request.
+# A second table runs the same store on eNetSTL's node-pointer kfuncs
+# (skiplist_enetstl.c: container in a __kptr, BTF-typed node reads) against
+# the kernel's rbtree in the same rounds.
 #
 #   scripts/bench-nf.sh [extra bench args]      (root, release build)
 #   ONLY=HeavyKeeper scripts/bench-nf.sh        (only rows whose label contains it;
@@ -94,5 +97,24 @@ assert len(set(acts.values())) == 1, acts
 print("| %s | %.1f | %.1f | %.1f | %.2fx | %.2fx |" % (
     os.environ["LABEL"], e["kernel"]["net_ns"], e["jit"]["net_ns"], e[kf]["net_ns"],
     e["kernel"]["net_ns"] / e["jit"]["net_ns"], e["kernel"]["net_ns"] / e[kf]["net_ns"]))
+'
+done
+
+echo
+echo "| skip-list store, keys | kernel rbtree net ns | bpfjet skip list (eNetSTL ptr_* kfuncs, JIT) net ns | eNetSTL skip list x kernel rbtree |"
+echo "|---|---|---|---|"
+for k in 1024 4096 16384; do
+    case "skip-list $k" in *"${ONLY:-}"*) ;; *) continue ;; esac
+    "$BPFJET" bench "$D/skiplist_rbtree_k$k.o" --data "$D/bench/skiplist_get_k$k.bin" --engines kernel \
+        --versus "$D/skiplist_enetstl_k$k.o" --json "$@" | LABEL="$k" KF="jit:skiplist_enetstl_k$k" python3 -c '
+import json, os, sys
+d = json.load(sys.stdin)
+e = d["engines"]
+kf = os.environ["KF"]
+acts = {n: e[n]["action"] for n in e}
+assert len(set(acts.values())) == 1, acts
+print("| %s | %.1f | %.1f | %.2fx |" % (
+    os.environ["LABEL"], e["kernel"]["net_ns"], e[kf]["net_ns"],
+    e["kernel"]["net_ns"] / e[kf]["net_ns"]))
 '
 done

@@ -291,6 +291,13 @@ fn skiplist_store_answers_as_an_ordered_map_on_every_engine() {
     for engine in [XdpEngine::Interp, XdpEngine::Jit] {
         on_bpfjet_rbtree(engine, &frames, &expected, &model_store);
     }
+    // eNetSTL's node-pointer build: same heights, so the same levels as
+    // bpfjet's own node memory.
+    let own = levels(&stores[0]);
+    for engine in [XdpEngine::Interp, XdpEngine::Jit] {
+        let level0 = on_bpfjet_enetstl(engine, &frames, &expected, &model_store);
+        assert_eq!(level0, own[0], "{engine:?}: eNetSTL build's heights");
+    }
 }
 
 /// The rbtree build in bpfjet (the kernel's graph kfuncs, its ownership
@@ -332,6 +339,86 @@ fn on_bpfjet_rbtree(
         scanned, model_items,
         "bpfjet {engine:?} rbtree: store contents"
     );
+}
+
+/// The same store on eNetSTL's node-pointer kfuncs (its container in the
+/// map value's `__kptr`), compiled at test time.
+fn enetstl_object() -> PathBuf {
+    Compile::file(bpfjet_testsupport::clang::workspace().join("examples/nf/skiplist_enetstl.c"))
+        .define("NODES", &NODES.to_string())
+        .object()
+}
+
+/// The eNetSTL build on one engine: the model's replies; and a control
+/// plane reading the map value's kptr (the container) and walking the
+/// list from the head (tmp 0) with the library's accessors finds the
+/// model's keys in order on level 0 and, on every level, the nodes that
+/// tall. Returns the (key, value, height) of level 0.
+fn on_bpfjet_enetstl(
+    engine: XdpEngine,
+    frames: &[Vec<u8>],
+    expected: &[Answer],
+    model_store: &BTreeMap<u64, u64>,
+) -> Vec<(u64, u64, u64)> {
+    use bpfjet_kfuncs::enetstl_ptr as ptr;
+    let path = enetstl_object();
+    let obj = bpfjet_obj::load_file(&path).unwrap();
+    let jit = JitObject::load(&obj, &ObjectOptions::default(), &JitOptions::uncached())
+        .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    for (i, (f, e)) in frames.iter().zip(expected).enumerate() {
+        let r = jit.test_run("skiplist", f, &run_opts(), engine).unwrap();
+        assert_eq!(
+            (r.retval, &r.data_out),
+            (e.0, &e.1),
+            "bpfjet {engine:?} eNetSTL build: frame {i} (op {})",
+            f.get(42).copied().unwrap_or(0)
+        );
+    }
+    let state = jit.loaded().dump_state().unwrap();
+    let value = bpfjet_maps::state::parse_hex(&state["store"][0].value.clone().unwrap()).unwrap();
+    let container = u64_at(&value, 0);
+    let count = u32::from_le_bytes(value[8..12].try_into().unwrap());
+    assert_eq!(count as usize, model_store.len(), "{engine:?}: count");
+    let head = ptr::peek_tmp(container, 0);
+    assert_ne!(head, 0, "{engine:?}: the container has no head");
+    let node = |n: u64| {
+        let (d1, d2) = ptr::node_data(n).expect("a linked node is live");
+        let height = u32::from_ne_bytes(d1[0..4].try_into().unwrap());
+        (u64_at(&d1, 4), u64_at(&d2, 0), u64::from(height))
+    };
+    let walk = |level: u64| {
+        let mut out = Vec::new();
+        let mut n = ptr::peek_out(head, level);
+        while n != 0 {
+            out.push(node(n));
+            assert!(out.len() <= NODES, "level {level} loops");
+            n = ptr::peek_out(n, level);
+        }
+        out
+    };
+    let level0 = walk(0);
+    let items: Vec<(u64, u64)> = level0.iter().map(|&(k, v, _)| (k, v)).collect();
+    let model_items: Vec<(u64, u64)> = model_store.iter().map(|(&k, &v)| (k, v)).collect();
+    assert_eq!(
+        items, model_items,
+        "{engine:?} eNetSTL build: store contents"
+    );
+    for l in 1..MAX_LEVEL as u64 {
+        let tall: Vec<u64> = level0
+            .iter()
+            .filter(|&&(_, _, h)| h > l)
+            .map(|&(k, _, _)| k)
+            .collect();
+        let keys: Vec<u64> = walk(l).iter().map(|&(k, _, _)| k).collect();
+        assert_eq!(keys, tall, "{engine:?} eNetSTL build: level {l}");
+    }
+    // The container owns the head and the keys, nothing else.
+    assert_eq!(
+        ptr::container_nodes(container).map(|n| n.len()),
+        Some(model_store.len() + 1),
+        "{engine:?}: nodes the container owns"
+    );
+    level0
 }
 
 /// The kernel running the rbtree build must give the model's replies, and

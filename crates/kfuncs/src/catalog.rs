@@ -11,7 +11,7 @@
 use crate::cpu::features;
 use crate::random::{self, GeoPool, ENET_CTX_BYTES, GEO_POOL_BYTES};
 use crate::search::Simd;
-use crate::{bits, bktlist, enetstl, hash, multihash};
+use crate::{bits, bktlist, enetstl, enetstl_ptr, hash, multihash};
 use bpfjet_verifier::proto::{KfuncArg, KfuncFlags, KfuncProto, KfuncRet};
 use bpfjet_verifier::ProgType;
 
@@ -350,6 +350,57 @@ native!(n_enet_bkt_pop, |fd, val, size, slot, e| {
     enetstl::bktlist_pop_front(fd, mem_mut(val, size), slot)
 });
 
+// eNetSTL's node-pointer library (`enetstl_ptr`): the verifier proved each
+// object argument a live reference of its type (the natives check again).
+native!(n_ptr_create, |n, b, c, d, e| enetstl_ptr::create_container(
+));
+native!(n_ptr_destroy, |cont, b, c, d, e| {
+    enetstl_ptr::destroy_container(cont);
+    0
+});
+native!(n_ptr_alloc, |a, b, c, d, e| enetstl_ptr::alloc_node());
+native!(n_ptr_release, |node, b, c, d, e| {
+    enetstl_ptr::release_node(node);
+    0
+});
+native!(n_ptr_set_owner, |cont, node, c, d, e| {
+    enetstl_ptr::set_owner(cont, node);
+    0
+});
+native!(n_ptr_unset_owner, |node, b, c, d, e| {
+    enetstl_ptr::unset_owner(node);
+    0
+});
+native!(n_ptr_set_tmp, |cont, node, idx, d, e| {
+    enetstl_ptr::container_set_tmp(cont, node, idx as u32 as u64);
+    0
+});
+native!(n_ptr_get_tmp, |cont, idx, c, d, e| {
+    enetstl_ptr::container_get_tmp(cont, idx as u32 as u64)
+});
+native!(n_ptr_get_out, |node, idx, c, d, e| enetstl_ptr::get_out(
+    node,
+    idx as u32 as u64
+));
+native!(n_ptr_connect, |p1, i1, p2, i2, e| enetstl_ptr::connect(
+    p1,
+    i1 as u32 as u64,
+    p2,
+    i2 as u32 as u64
+));
+native!(n_ptr_unconnect, |p1, i1, p2, i2, e| enetstl_ptr::unconnect(
+    p1,
+    i1 as u32 as u64,
+    p2,
+    i2 as u32 as u64
+));
+native!(n_ptr_write1, |node, off, data, size, e| {
+    enetstl_ptr::write_data(node, off, data, size, false)
+});
+native!(n_ptr_write2, |node, off, data, size, e| {
+    enetstl_ptr::write_data(node, off, data, size, true)
+});
+
 fn neg_einval() -> u64 {
     crate::errno::neg(crate::errno::EINVAL)
 }
@@ -465,6 +516,43 @@ const fn kfunc(
 }
 
 const INT: KfuncRet = KfuncRet::Integer;
+const NODE: &str = enetstl_ptr::NODE_TYPE;
+const CONT: &str = enetstl_ptr::CONTAINER_TYPE;
+
+/// An argument that is an object of library type `ty` (released by the
+/// call with `release`).
+const fn module(ty: &'static str, release: bool) -> KfuncArg {
+    KfuncArg::Module { ty, release }
+}
+
+/// An eNetSTL kfunc returning a new reference to a `ty` object, or NULL
+/// (`KF_ACQUIRE | KF_RET_NULL`).
+const fn acquiring(
+    name: &'static str,
+    c_decl: &'static str,
+    args: [KfuncArg; 5],
+    ty: &'static str,
+    native: NativeFn,
+) -> Kfunc {
+    Kfunc {
+        name,
+        c_decl,
+        origin: Origin::ENetStl,
+        proto: KfuncProto {
+            name,
+            args,
+            ret: KfuncRet::Module(ty),
+            flags: KfuncFlags {
+                acquire: true,
+                ret_null: true,
+                dev_bound: false,
+            },
+        },
+        prog_types: XDP,
+        native,
+        inline: None,
+    }
+}
 const POOL: KfuncArg = KfuncArg::OutMem(GEO_POOL_BYTES);
 const MEM: KfuncArg = KfuncArg::Mem;
 const SZ: KfuncArg = KfuncArg::Size;
@@ -934,29 +1022,18 @@ pub static KFUNCS: &[Kfunc] = &[
         n_enet_geo_gen,
         None,
     ),
-    Kfunc {
-        name: "bpf_bktlist_new",
-        c_decl: "struct bpf_bkt_list *bpf_bktlist_new(void)",
-        origin: E,
-        proto: KfuncProto {
-            name: "bpf_bktlist_new",
-            args: [N, N, N, N, N],
-            ret: KfuncRet::Mem(4),
-            flags: KfuncFlags {
-                acquire: true,
-                ret_null: true,
-                dev_bound: false,
-            },
-        },
-        prog_types: XDP,
-        native: n_enet_bkt_new,
-        inline: None,
-    },
+    acquiring(
+        "bpf_bktlist_new",
+        "struct bpf_bkt_list *bpf_bktlist_new(void)",
+        [N, N, N, N, N],
+        enetstl_ptr::BKT_LIST_TYPE,
+        n_enet_bkt_new,
+    ),
     kfunc(
         E,
         "bpf_bktlist_free",
         "void bpf_bktlist_free(struct bpf_bkt_list *bktlist)",
-        [KfuncArg::Release, N, N, N, N],
+        [module(enetstl_ptr::BKT_LIST_TYPE, true), N, N, N, N],
         KfuncRet::Void,
         n_enet_bkt_free,
         None,
@@ -977,6 +1054,116 @@ pub static KFUNCS: &[Kfunc] = &[
         [S, MUT, SZ, S, N],
         INT,
         n_enet_bkt_pop,
+        None,
+    ),
+    // eNetSTL's node-pointer library.
+    acquiring(
+        "ptr_create_node_container",
+        "struct ptr_node_container *ptr_create_node_container(u32 tmp_num)",
+        [S, N, N, N, N],
+        CONT,
+        n_ptr_create,
+    ),
+    kfunc(
+        E,
+        "ptr_destory_node_container",
+        "void ptr_destory_node_container(struct ptr_node_container *c)",
+        [module(CONT, true), N, N, N, N],
+        KfuncRet::Void,
+        n_ptr_destroy,
+        None,
+    ),
+    acquiring(
+        "ptr_alloc_node",
+        "ptr_node *ptr_alloc_node(void)",
+        [N, N, N, N, N],
+        NODE,
+        n_ptr_alloc,
+    ),
+    kfunc(
+        E,
+        "ptr_release_node",
+        "void ptr_release_node(ptr_node *node)",
+        [module(NODE, true), N, N, N, N],
+        KfuncRet::Void,
+        n_ptr_release,
+        None,
+    ),
+    kfunc(
+        E,
+        "ptr_set_owner",
+        "void ptr_set_owner(struct ptr_node_container *c, ptr_node *node)",
+        [module(CONT, false), module(NODE, false), N, N, N],
+        KfuncRet::Void,
+        n_ptr_set_owner,
+        None,
+    ),
+    kfunc(
+        E,
+        "ptr_unset_owner",
+        "void ptr_unset_owner(ptr_node *node)",
+        [module(NODE, false), N, N, N, N],
+        KfuncRet::Void,
+        n_ptr_unset_owner,
+        None,
+    ),
+    kfunc(
+        E,
+        "ptr_container_set_tmp",
+        "void ptr_container_set_tmp(struct ptr_node_container *c, ptr_node *node, u32 idx)",
+        [module(CONT, false), module(NODE, false), S, N, N],
+        KfuncRet::Void,
+        n_ptr_set_tmp,
+        None,
+    ),
+    acquiring(
+        "ptr_container_get_tmp",
+        "ptr_node *ptr_container_get_tmp(struct ptr_node_container *c, u32 idx)",
+        [module(CONT, false), S, N, N, N],
+        NODE,
+        n_ptr_get_tmp,
+    ),
+    acquiring(
+        "ptr_get_out",
+        "ptr_node *ptr_get_out(ptr_node *parent, u32 idx)",
+        [module(NODE, false), S, N, N, N],
+        NODE,
+        n_ptr_get_out,
+    ),
+    kfunc(
+        E,
+        "ptr_connect",
+        "int ptr_connect(ptr_node *p1, u32 idx1, ptr_node *p2, u32 idx2)",
+        [module(NODE, false), S, module(NODE, false), S, N],
+        INT,
+        n_ptr_connect,
+        None,
+    ),
+    kfunc(
+        E,
+        "ptr_unconnect",
+        "int ptr_unconnect(ptr_node *p1, u32 idx1, ptr_node *p2, u32 idx2)",
+        [module(NODE, false), S, module(NODE, false), S, N],
+        INT,
+        n_ptr_unconnect,
+        None,
+    ),
+    kfunc(
+        E,
+        "ptr_write_data1",
+        "int ptr_write_data1(ptr_node *node, size_t off, void *data__buf, size_t size__sz)",
+        [module(NODE, false), S, MEM, SZ, N],
+        INT,
+        n_ptr_write1,
+        None,
+    ),
+    kfunc(
+        E,
+        "ptr_write_data2",
+        "int ptr_write_data2(ptr_node *node, size_t off, void *data__buf, size_t size__sz)",
+        [module(NODE, false), S, MEM, SZ, N],
+        INT,
+        n_ptr_write2,
         None,
     ),
 ];

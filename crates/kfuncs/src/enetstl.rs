@@ -4,7 +4,7 @@
 
 use crate::bktlist;
 use crate::hash::xxh32;
-use std::cell::{Cell, RefCell};
+use std::cell::RefCell;
 
 /// Seeds of eNetSTL's fused count-min (`hash_alg_post.h`): the published
 /// constants, which a program's control plane needs to find a key's columns.
@@ -54,15 +54,14 @@ pub const BKT_SLOTS: u64 = 320;
 pub const BKT_NODES: usize = 65536;
 /// eNetSTL's list-buckets hold u64 values.
 const BKT_ELEM: u64 = 8;
-/// The handle eNetSTL's module hands out (`struct bpf_bkt_list { int fd; }`).
+/// The fd of the handle eNetSTL's module hands out
+/// (`struct bpf_bkt_list { int fd; }`, `enetstl_ptr::bkt_handle`).
 const BKT_FD: u32 = 1;
 const ENOMEM: u64 = 12;
 
 thread_local! {
-    /// This thread's (CPU slot's) list-buckets, laid out by `bktlist::init`,
-    /// and the handle's memory (its address is handed to programs).
+    /// This thread's (CPU slot's) list-buckets, laid out by `bktlist::init`.
     static BKT: RefCell<Option<Vec<u8>>> = const { RefCell::new(None) };
-    static BKT_HANDLE: Cell<u32> = const { Cell::new(BKT_FD) };
 }
 
 fn with_bktlist<R>(f: impl FnOnce(&mut [u8]) -> R) -> R {
@@ -77,15 +76,13 @@ fn with_bktlist<R>(f: impl FnOnce(&mut [u8]) -> R) -> R {
     })
 }
 
-/// `bpf_bktlist_new`: the thread's handle (`fd` 1); its queues persist
-/// across runs, as the module's per-CPU ones do.
+/// `bpf_bktlist_new`: the handle (`fd` 1, naming the calling thread's
+/// queues); its queues persist across runs, as the module's per-CPU ones
+/// do. The handle is read-only to programs (a library type,
+/// `enetstl_ptr::BKT_LIST_TYPE`) and the same for every thread, so a map's
+/// `__kptr` may keep it.
 pub fn bktlist_handle() -> u64 {
-    // The program may write the handle's 4 bytes (the verifier lets it):
-    // it is reset here, and push/pop take the fd by value anyway.
-    BKT_HANDLE.with(|h| {
-        h.set(BKT_FD);
-        h.as_ptr() as u64
-    })
+    crate::enetstl_ptr::bkt_handle()
 }
 
 /// `bpf_bktlist_push_back(fd, val, size, slot)`: 0; -1 for a handle other

@@ -23,6 +23,7 @@ pub mod bktlist;
 pub mod catalog;
 pub mod cpu;
 pub mod enetstl;
+pub mod enetstl_ptr;
 pub mod errno;
 mod geo_log2;
 pub mod graph;
@@ -38,3 +39,4 @@ pub use catalog::{
     by_name, by_symbol, verifier_protos, BktOp, Inline, Kfunc, Lanes, NativeFn, Origin, KFUNCS,
 };
 pub use cpu::{features, CpuFeatures};
+pub use enetstl_ptr::{module_type, MODULE_TYPES};

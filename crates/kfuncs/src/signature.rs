@@ -98,7 +98,7 @@ pub fn check(k: &Kfunc, btf: &Btf) -> Result<(), String> {
     let want = match k.proto.ret {
         KfuncRet::Void => Kind::Void,
         KfuncRet::Integer => Kind::Integer,
-        KfuncRet::Mem(_) | KfuncRet::MemOfArgSize(_) => Kind::Pointer,
+        KfuncRet::Mem(_) | KfuncRet::MemOfArgSize(_) | KfuncRet::Module(_) => Kind::Pointer,
     };
     // A program may ignore a result (declare it void); it may not expect
     // one the kfunc does not produce.

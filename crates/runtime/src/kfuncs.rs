@@ -9,6 +9,8 @@ use bpfjet_kfuncs::Kfunc;
 use crate::region::Region;
 /// The library's verifier prototypes (`VerifyEnv::extra_kfuncs`).
 pub use bpfjet_kfuncs::verifier_protos;
+/// The library's object types (`VerifyEnv::module_types`).
+pub use bpfjet_kfuncs::MODULE_TYPES;
 use bpfjet_verifier::proto::{KfuncArg, KfuncRet};
 
 /// `k` callable as kfunc number `index`. In bounds-checked mode every
@@ -43,10 +45,18 @@ pub fn kfunc_helper(index: u32, k: &'static Kfunc) -> Helper {
         let size = match k.proto.ret {
             KfuncRet::Mem(size) => Some(u64::from(size)),
             KfuncRet::MemOfArgSize(n) => a.get(usize::from(n).wrapping_sub(1)).copied(),
-            KfuncRet::Integer | KfuncRet::Void => None,
+            KfuncRet::Integer | KfuncRet::Void | KfuncRet::Module(_) => None,
         };
         if let Some(size) = size.filter(|_| r0 != 0) {
             ctx.register_region(Region::writable(r0, size));
+        }
+        // A library object (eNetSTL's nodes, list-buckets handle) is
+        // read-only to the program; its kfuncs check every object argument
+        // themselves, so a forged one is harmless.
+        if let KfuncRet::Module(ty) = k.proto.ret {
+            if let Some(t) = bpfjet_kfuncs::module_type(ty).filter(|_| r0 != 0) {
+                ctx.register_region(Region::read_only(r0, u64::from(t.size)));
+            }
         }
         Ok(r0)
     })

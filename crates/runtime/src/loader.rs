@@ -735,6 +735,7 @@ fn verify_program(
     let inputs = bpfjet_verifier::ObjectProgramEnv::new(obj, p);
     let mut env = inputs.env(obj, bpfjet_verifier::Policy::Privileged);
     env.extra_kfuncs = bpfjet_kfuncs::verifier_protos();
+    env.module_types = bpfjet_kfuncs::MODULE_TYPES;
     let facts = bpfjet_verifier::verify_decoded(decoded, &p.insns, &env).map_err(|mut e| {
         // Reaching a poisoned instruction is about its CO-RE relocation,
         // not about the unknown helper the poison calls.

@@ -57,6 +57,10 @@ pub struct VerifyEnv<'a> {
     /// Parallel to `maps`: the special fields of each value (graph roots,
     /// kptrs; `Object::map_fields`).
     pub map_fields: &'a [Vec<bpfjet_obj::SpecialField>],
+    /// The object types a kfunc library defines (eNetSTL's nodes and
+    /// containers): what `KfuncArg::Module` / `KfuncRet::Module` name, and
+    /// what a `__kptr` to a struct of the same name holds (`module_kptr`).
+    pub module_types: &'a [crate::module_kptr::ModuleType],
 }
 
 impl<'a> VerifyEnv<'a> {
@@ -74,6 +78,7 @@ impl<'a> VerifyEnv<'a> {
             gpl_compatible: true,
             btf: None,
             map_fields: &[],
+            module_types: &[],
         }
     }
 

@@ -705,6 +705,9 @@ impl Verifier<'_> {
         else {
             return err("kptr_xchg", format!("R1 off={off} doesn't point to kptr"));
         };
+        if let Some(ty) = self.module_kptr_type(target, off)? {
+            return self.module_kptr_xchg(st, pc, off, ty);
+        }
         let src = *st.reg(2);
         if src.is_null_const() {
             self.need_reg(st, 2);

@@ -166,6 +166,9 @@ impl Verifier<'_> {
                     }
                     meta.release = Some(reg.ref_id);
                 }
+                KfuncArg::Module { ty, release } => {
+                    self.check_module_arg(st, regno, ty, release, &proto, &mut meta)?
+                }
                 KfuncArg::KnownSize => {
                     let size = reg.const_value().filter(|_| reg.is_scalar());
                     match size {
@@ -198,6 +201,7 @@ impl Verifier<'_> {
         let r0 = match proto.ret {
             KfuncRet::Integer => RegState::unknown(),
             KfuncRet::Void => RegState::NOT_INIT,
+            KfuncRet::Module(ty) => self.module_result(st, pc, ty, &proto)?,
             KfuncRet::Mem(_) | KfuncRet::MemOfArgSize(_) => {
                 let size = match proto.ret {
                     KfuncRet::MemOfArgSize(n) => {
@@ -215,7 +219,7 @@ impl Verifier<'_> {
                         }
                     }
                     KfuncRet::Mem(size) => size,
-                    KfuncRet::Integer | KfuncRet::Void => 0,
+                    KfuncRet::Integer | KfuncRet::Void | KfuncRet::Module(_) => 0,
                 };
                 let id = self.fresh_id();
                 let mut r = RegState::pointer(

@@ -59,6 +59,7 @@ mod liveness;
 mod map_refs;
 pub mod map_struct;
 mod mem;
+pub mod module_kptr;
 mod object_env;
 mod precision;
 pub mod proto;

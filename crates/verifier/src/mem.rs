@@ -542,6 +542,10 @@ impl Verifier<'_> {
                     loaded_unknown(size, false)
                 })
             }
+            RegType::Module { ty } => {
+                self.check_module_access(base, regno, ty, off64, size as i64, write)?;
+                Ok(loaded_unknown(size, false))
+            }
             RegType::NotInit => err("uninit_reg", format!("R{regno} !read_ok")),
             other => err(
                 "bad_mem_access",

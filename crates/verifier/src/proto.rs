@@ -534,6 +534,10 @@ pub enum KfuncArg {
     /// the size of the memory the kfunc returns (`p__szk` in the kernel's
     /// naming), see [`KfuncRet::MemOfArgSize`].
     KnownSize,
+    /// A referenced, non-NULL pointer to an object of the library type
+    /// named `ty` (one of `VerifyEnv::module_types`) at offset 0; the call
+    /// ends that reference when `release` (`module_kptr`).
+    Module { ty: &'static str, release: bool },
 }
 
 /// Largest [`KfuncArg::KnownSize`] (bytes a kfunc may hand out as one object).
@@ -549,6 +553,10 @@ pub enum KfuncRet {
     /// As many bytes of memory as the constant argument `n` (1-based, a
     /// [`KfuncArg::KnownSize`]) says (NULL too when the kfunc is `ret_null`).
     MemOfArgSize(u8),
+    /// A pointer to an object of the library type named here (one of
+    /// `VerifyEnv::module_types`): readable only at the fields the library
+    /// exposes, never writable; a reference when the kfunc is `acquire`.
+    Module(&'static str),
 }
 
 /// Kernel function flags (`KF_*` in the kernel's kfunc id sets).

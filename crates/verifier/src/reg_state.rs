@@ -60,6 +60,11 @@ pub enum RegType {
         type_id: u32,
         owning: bool,
     },
+    /// An object of a kfunc library's own type (`VerifyEnv::module_types`
+    /// index `ty`), from one of its kfuncs or a `__kptr` (`module_kptr`).
+    Module {
+        ty: u8,
+    },
 }
 
 impl RegType {
@@ -90,6 +95,7 @@ impl RegType {
             RegType::Func { .. } => "func",
             RegType::Alloc { owning: true, .. } => "ptr_alloc_obj",
             RegType::Alloc { owning: false, .. } => "ptr_alloc_obj_non_own",
+            RegType::Module { .. } => "ptr_module_obj",
         }
     }
 }

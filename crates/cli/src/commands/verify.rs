@@ -75,6 +75,7 @@ pub fn run(
         let inputs = ObjectProgramEnv::new(&object, p);
         let mut env = inputs.env(&object, policy);
         env.extra_kfuncs = bpfjet_runtime::kfuncs::verifier_protos();
+        env.module_types = bpfjet_runtime::kfuncs::MODULE_TYPES;
         let start = std::time::Instant::now();
         // A malformed encoding (register above r10, a jump out of the
         // program or into an lddw, a write to r10) is a verdict like any

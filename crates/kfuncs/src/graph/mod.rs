@@ -209,7 +209,8 @@ pub unsafe fn free_fields(value: u64, fields: &[bpfjet_obj::SpecialField]) {
             match f.kind {
                 FieldKind::Kptr { .. } => {
                     let old = AtomicU64::from_ptr(at as *mut u64).swap(0, Ordering::AcqRel);
-                    if old != 0 {
+                    // A library object (eNetSTL's) has its own destructor.
+                    if old != 0 && !crate::enetstl_ptr::release_module_object(old) {
                         obj_drop(old);
                     }
                 }
