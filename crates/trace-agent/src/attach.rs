@@ -540,6 +540,13 @@ impl Site {
 
 fn install_syscalls(object: &'static TracingObject, sys: SyscallPrograms) -> Result<(), String> {
     let sys: &'static SyscallPrograms = Box::leak(Box::new(sys));
+    // Wrapper calls whose exit runs no program skip the exit hook.
+    syscalls::set_exits_traced(
+        sys.exit
+            .iter()
+            .map(|p| !p.is_empty() || !sys.raw_exit.is_empty())
+            .collect(),
+    );
     threads::enable_thread_hook();
     syscalls::install(SyscallHooks {
         on_enter: Some(Box::new(move |regs: &PtRegs| {
