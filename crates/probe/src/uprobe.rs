@@ -58,6 +58,8 @@ impl Attachment {
     pub fn address(&self) -> u64 {
         self.probe.address
     }
+    /// Times the probe was hit (for a libc wrapper of the system-call fast
+    /// path: not counted here, see [`crate::fast_syscalls::fast_calls`]).
     pub fn hits(&self) -> u64 {
         self.probe.hits.load(Ordering::Relaxed)
     }
@@ -267,7 +269,11 @@ pub(crate) fn on_entry(probe: u64, regs: &mut PtRegs) -> u64 {
     let p = unsafe { &*(probe as *const Probe) };
     regs.rip = p.address;
     regs.rsp += p.stack_skip;
-    p.hits.fetch_add(1, Ordering::Relaxed);
+    if p.wrapper.is_none() {
+        // A wrapper's hits are the system calls `fast_syscalls` counts:
+        // one locked add per hit, not two.
+        p.hits.fetch_add(1, Ordering::Relaxed);
+    }
     // One thread-local lookup for the whole hit.
     let t = thread::current();
     if !enter_handler(t) {
