@@ -21,8 +21,15 @@ Usage: scripts/bench-trace.py [--runtime 5] [--size-mb 256] [--repeat 3]
          [--tools syscount,rw_tracer,rw_tracer_all,fsdist]
          [--workloads read,write,rw] [--setups none,kernel,bpftrace,bpfjet]
          [--bpfjet target/release/bpfjet] [--bpfjet-engine jit|interp]
+         [--bpfjet-before OTHER/bpfjet] [--interleave]
          [--markdown FILE] [--svg FILE]
-Root is needed for the kernel and bpftrace setups.
+Root is needed for the kernel and bpftrace setups. With --bpfjet-before,
+setup `before` runs that other build of bpfjet (its libbpfjet_trace.so next
+to it) as setup `bpfjet` runs --bpfjet. --interleave runs the setups in
+rounds (untraced, then each setup once, --repeat times) instead of all runs
+of one setup in a row, so slow drifts of the machine hit every setup alike.
+The untraced row's spread is the untraced runs' own, against their median:
+fio's round-to-round noise.
 """
 
 import argparse
@@ -134,13 +141,14 @@ def one_run(setup, tool, workload, args, tmp):
         script = os.path.join(ROOT, "examples", "trace", "bpftrace", f"{tool}.bt")
         fio[0] = subprocess.check_output(["which", "fio"], text=True).strip()
         argv = ["bpftrace", script, "-c", shlex.join(fio)]
-    elif setup == "bpfjet":
+    elif setup in ("bpfjet", "before"):
+        binary = args.bpfjet if setup == "bpfjet" else args.bpfjet_before
         extra = []
         if tool.startswith("rw_tracer"):
             # The ring-buffer tools' ring (`events`); the others have none.
             for spec in args.bpfjet_ringbuf_size:
                 extra += ["--ringbuf-size", spec]
-        argv = ([args.bpfjet, "trace", "--engine", args.bpfjet_engine, "--json"] + extra
+        argv = ([binary, "trace", "--engine", args.bpfjet_engine, "--json"] + extra
                 + [obj, "--"] + fio)
     code, usage = run(argv, out, err)
     if code != 0:
@@ -150,7 +158,7 @@ def one_run(setup, tool, workload, args, tmp):
     r["cpu_s"] = usage.ru_utime + usage.ru_stime
     r["max_rss_mb"] = usage.ru_maxrss / 1024
     r["captured"] = r["dropped"] = None
-    if tool in EVENT_TOOLS and setup in ("kernel", "bpfjet"):
+    if tool in EVENT_TOOLS and setup in ("kernel", "bpfjet", "before"):
         r["captured"], r["dropped"] = tracer_events(last_json(out))
     elif tool in EVENT_TOOLS and setup == "bpftrace":
         text = open(out, errors="replace").read()
@@ -161,11 +169,14 @@ def one_run(setup, tool, workload, args, tmp):
 
 
 def available(setup, args):
-    if setup == "bpfjet":
-        if not os.access(args.bpfjet, os.X_OK):
-            return False, f"{args.bpfjet} is not built (cargo build --release)"
-        ok = subprocess.run([args.bpfjet, "trace", "--help"], capture_output=True).returncode == 0
-        return ok, f"{args.bpfjet} has no `trace` command"
+    if setup in ("bpfjet", "before"):
+        binary = args.bpfjet if setup == "bpfjet" else args.bpfjet_before
+        if not binary:
+            return False, "no --bpfjet-before"
+        if not os.access(binary, os.X_OK):
+            return False, f"{binary} is not built (cargo build --release)"
+        ok = subprocess.run([binary, "trace", "--help"], capture_output=True).returncode == 0
+        return ok, f"{binary} has no `trace` command"
     if setup == "bpftrace":
         ok = subprocess.run(["which", "bpftrace"], capture_output=True).returncode == 0
         return ok, "bpftrace is not installed"
@@ -191,7 +202,7 @@ def svg_chart(rows, path):
     top = max(1.0, max(abs(v) for _, v in bars))
     scale = (width - left - 60) / top
     h = 30 + len(bars) * (bar_h + 4)
-    colors = {"kernel": "#4c72b0", "bpftrace": "#dd8452", "bpfjet": "#55a868"}
+    colors = {"kernel": "#4c72b0", "bpftrace": "#dd8452", "bpfjet": "#55a868", "before": "#8c8c8c"}
     out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{h}" font-family="sans-serif" font-size="11">',
            f'<text x="{left}" y="14">fio throughput lost to tracing (%, median)</text>']
     for i, (label, v) in enumerate(bars):
@@ -214,6 +225,8 @@ def main():
     p.add_argument("--setups", default="none,kernel,bpftrace,bpfjet")
     p.add_argument("--bpfjet", default=os.path.join(ROOT, "target", "release", "bpfjet"))
     p.add_argument("--bpfjet-engine", default="jit", choices=["interp", "jit"])
+    p.add_argument("--bpfjet-before", default="")
+    p.add_argument("--interleave", action="store_true")
     p.add_argument("--bpfjet-ringbuf-size", action="append", default=[], metavar="MAP=BYTES",
                    help="passed to bpfjet trace --ringbuf-size for the ring-buffer tools "
                         "(rw_tracer*, whose ring is `events`); repeatable")
@@ -238,17 +251,24 @@ def main():
         for workload in args.workloads.split(","):
             # Lay the file out once, untimed.
             run(fio_argv(workload, 1, args.size_mb, os.path.join(tmp, "warm.json")))
-            base = []
-            for rep in range(args.repeat):
-                base.append(one_run("none", None, workload, args, tmp))
-            results[("-", workload, "none")] = base
-            for tool in args.tools.split(","):
-                for setup in setups:
-                    if setup == "none" or (setup == "bpftrace" and tool not in BPFTRACE_TOOLS):
+            traced = [(tool, setup) for tool in args.tools.split(",") for setup in setups
+                      if setup != "none" and not (setup == "bpftrace" and tool not in BPFTRACE_TOOLS)]
+            base = results.setdefault(("-", workload, "none"), [])
+            for tool, setup in traced:
+                results[(tool, workload, setup)] = []
+            # Interleaved: one run of each setup per round; else every
+            # run of one setup in a row.
+            rounds = [[None] + traced] * args.repeat if args.interleave else \
+                [[None]] * args.repeat + [[t] for t in traced for _ in range(args.repeat)]
+            for cells in rounds:
+                for cell in cells:
+                    if cell is None:
+                        base.append(one_run("none", None, workload, args, tmp))
                         continue
-                    runs = [one_run(setup, tool, workload, args, tmp) for _ in range(args.repeat)]
-                    results[(tool, workload, setup)] = runs
-                    print(f"{tool} {workload} {setup}: {runs[-1]['iops']:.0f} IOPS", file=sys.stderr)
+                    tool, setup = cell
+                    r = one_run(setup, tool, workload, args, tmp)
+                    results[(tool, workload, setup)].append(r)
+                    print(f"{tool} {workload} {setup}: {r['iops']:.0f} IOPS", file=sys.stderr)
 
     rows = {}
     lines = [
@@ -274,7 +294,7 @@ def main():
             dropped = f"{statistics.median(r['dropped'] for r in runs):,.0f}"
         else:
             events = dropped = "-"
-        ov = "-" if setup == "none" else fmt_pct(*median_spread(over))
+        ov = fmt_pct(*median_spread(over))
         lines.append(f"| {tool} | {workload} | {setup} | {iops:,.0f} | {ov} | {lat:.2f} | {events} | {dropped} | {cpu:.2f} | {rss:.0f} |")
     table = "\n".join(lines) + "\n"
     print(table)

@@ -18,7 +18,7 @@ use crate::regs::PtRegs;
 use crate::symbols::{self, loaded_objects, UprobeTarget};
 use crate::syscalls::{self, hooks, set_selector_allow, set_selector_block};
 use crate::thread::ProbeThread;
-use crate::uprobe::{attach_with, Attachment};
+use crate::uprobe::{attach_with, Attachment, ReturnHook};
 use crate::ProbeError;
 use iced_x86::{Code, Decoder, DecoderOptions, Mnemonic, OpKind, Register};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -123,6 +123,7 @@ pub(crate) struct FastStack {
 }
 
 impl FastStack {
+    #[cfg(test)]
     pub(crate) const EMPTY: FastStack = FastStack {
         len: 0,
         frames: [FastFrame {
@@ -155,6 +156,13 @@ impl FastStack {
     };
 }
 
+impl FastStack {
+    #[cfg(test)]
+    pub(crate) fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+}
+
 /// What a wrapper probe does: the system call its code issues and how its
 /// arguments map to the call's.
 #[derive(Clone, Copy, Debug)]
@@ -176,26 +184,37 @@ unsafe fn fast<'a>(t: *mut ProbeThread) -> &'a mut FastStack {
 }
 
 /// Entry of a wrapper (called by the probe dispatcher with the thread's
-/// block).
-pub(crate) fn on_wrapper_entry(t: *mut ProbeThread, w: Wrapper, regs: &PtRegs) {
+/// block, the return already hooked); says what its return must do.
+pub(crate) fn on_wrapper_entry(t: *mut ProbeThread, w: Wrapper, regs: &PtRegs) -> ReturnHook {
     let Wrapper { nr, args } = w;
     // SAFETY (every block access below): `t` is this thread's block.
     if !unsafe { (*t).dispatched } {
-        return;
+        return ReturnHook::None;
     }
     let slot = regs.rsp;
     let st = unsafe { fast(t) };
     while st.len > 0 && st.frames[st.len - 1].slot <= slot {
         st.len -= 1;
     }
-    if st.len == FRAMES {
+    // The exit runs no program: the return only sets the selector back
+    // (no frame, no registers kept).
+    let quick = !syscalls::exit_traced(nr);
+    if !quick && st.len == FRAMES {
         // Too deep: the slow path (SIGSYS) traces this call.
-        return;
+        return ReturnHook::None;
     }
     if !unsafe { set_selector_allow(t) } {
         // Called from bpfjet's own code (selector already ALLOW): not a
         // system call of the application.
-        return;
+        return ReturnHook::None;
+    }
+    FAST_CALLS.fetch_add(1, Ordering::Relaxed);
+    if quick {
+        let s = syscall_regs(regs, nr, args);
+        if let Some(h) = hooks().and_then(|h| h.on_enter.as_ref()) {
+            h(&s);
+        }
+        return ReturnHook::Quick;
     }
     // The system call's registers, built in the frame (no copies): the
     // hooks run with the thread's handler flag set, so nothing on this
@@ -204,8 +223,18 @@ pub(crate) fn on_wrapper_entry(t: *mut ProbeThread, w: Wrapper, regs: &PtRegs) {
     st.len += 1;
     f.slot = slot;
     f.flipped = true;
-    let s = &mut f.regs;
-    *s = *regs;
+    f.regs = syscall_regs(regs, nr, args);
+    if let Some(h) = hooks().and_then(|h| h.on_enter.as_ref()) {
+        h(&f.regs);
+    }
+    ReturnHook::Full
+}
+
+/// The kernel's `pt_regs` of the system call a wrapper called with `regs`
+/// issues.
+#[inline(always)]
+fn syscall_regs(regs: &PtRegs, nr: u32, args: Args) -> PtRegs {
+    let mut s = *regs;
     s.orig_rax = nr as u64;
     s.rax = (-(libc::ENOSYS as i64)) as u64;
     match args {
@@ -217,10 +246,7 @@ pub(crate) fn on_wrapper_entry(t: *mut ProbeThread, w: Wrapper, regs: &PtRegs) {
             s.r10 = regs.rdx;
         }
     }
-    FAST_CALLS.fetch_add(1, Ordering::Relaxed);
-    if let Some(h) = hooks().and_then(|h| h.on_enter.as_ref()) {
-        h(s);
-    }
+    s
 }
 
 /// The system call's raw result (the kernel's `sys_exit` record's `ret`)

@@ -75,6 +75,26 @@ pub struct SyscallHooks {
 }
 
 static HOOKS: OnceLock<SyscallHooks> = OnceLock::new();
+/// The system calls whose exit hook does something, by number; unset: all.
+static EXITS_TRACED: OnceLock<Box<[bool]>> = OnceLock::new();
+
+/// Says which system calls' exits the `on_exit` hook traces (indexed by
+/// number; numbers beyond the table are not traced). A call whose exit is
+/// not traced may skip the hook: the libc-wrapper fast path then hooks its
+/// return only to set the selector back. Unset, every exit is traced. Once
+/// per process, before [`install`].
+pub fn set_exits_traced(calls: Vec<bool>) {
+    let _ = EXITS_TRACED.set(calls.into_boxed_slice());
+}
+
+/// Whether the exit hook traces system call `nr` (see [`set_exits_traced`]).
+#[inline]
+pub(crate) fn exit_traced(nr: u32) -> bool {
+    match EXITS_TRACED.get() {
+        None => HOOKS.get().is_some_and(|h| h.on_exit.is_some()),
+        Some(calls) => calls.get(nr as usize).copied().unwrap_or(false),
+    }
+}
 static TRAPPED: AtomicU64 = AtomicU64::new(0);
 
 const SIGSYS_BIT: u64 = 1 << (libc::SIGSYS - 1);

@@ -14,7 +14,6 @@
 
 use crate::fast_syscalls::FastStack;
 use crate::shadow::Shadow;
-use std::cell::UnsafeCell;
 
 /// The selector byte's values (`PR_SYS_DISPATCH_*`'s).
 pub(crate) const SELECTOR_ALLOW: u8 = 0;
@@ -39,26 +38,56 @@ pub(crate) struct ProbeThread {
     pub(crate) shadow: Shadow,
 }
 
-thread_local! {
-    // Const-initialised and without Drop: a plain TLS block, usable from
-    // any point of a thread's life (also while its destructors run), no
-    // allocation.
-    static THREAD: UnsafeCell<ProbeThread> = const {
-        UnsafeCell::new(ProbeThread {
-            selector: SELECTOR_ALLOW,
-            dispatched: false,
-            app_blocks_sigsys: false,
-            in_handler: false,
-            fast: FastStack::EMPTY,
-            shadow: Shadow::EMPTY,
-        })
-    };
-}
+// The block is a thread-local of the initial-exec model, declared here in
+// assembly (stable Rust cannot choose a model; its thread-locals in a shared
+// object are general-dynamic: a `__tls_get_addr` call per access). Initial
+// exec is a load of the block's offset from the GOT and an add of the
+// thread pointer. It is right for every place this crate is linked: an
+// executable, or `libbpfjet_trace.so`, which is only ever preloaded
+// (`LD_PRELOAD`), so the loader places its thread-locals in the static TLS
+// block (the library is marked `STATIC_TLS`). Zero bytes are the initial
+// value: every field of the empty block is zero (the test `empty_is_zero`).
+std::arch::global_asm!(
+    ".pushsection .tbss.bpfjet_probe_thread,\"awT\",@nobits",
+    ".p2align 6",
+    ".globl bpfjet_probe_thread",
+    ".hidden bpfjet_probe_thread",
+    ".type bpfjet_probe_thread,@object",
+    "bpfjet_probe_thread:",
+    ".zero {size}",
+    ".size bpfjet_probe_thread, {size}",
+    ".popsection",
+    size = const std::mem::size_of::<ProbeThread>(),
+);
 
-/// This thread's block (one thread-local lookup).
+const _: () = assert!(std::mem::align_of::<ProbeThread>() <= 64);
+
+/// The value the zero bytes of a new thread's block are.
+#[cfg(test)]
+const EMPTY: ProbeThread = ProbeThread {
+    selector: SELECTOR_ALLOW,
+    dispatched: false,
+    app_blocks_sigsys: false,
+    in_handler: false,
+    fast: FastStack::EMPTY,
+    shadow: Shadow::EMPTY,
+};
+
+/// This thread's block (the thread pointer plus the block's offset).
 #[inline(always)]
 pub(crate) fn current() -> *mut ProbeThread {
-    THREAD.with(|t| t.get())
+    let p: usize;
+    // SAFETY: reads the thread pointer (`fs:0` holds it on x86-64) and the
+    // GOT entry of the block's offset; no side effects.
+    unsafe {
+        std::arch::asm!(
+            "mov {p}, qword ptr fs:[0]",
+            "add {p}, qword ptr [rip + bpfjet_probe_thread@GOTTPOFF]",
+            p = out(reg) p,
+            options(pure, readonly, nostack),
+        );
+    }
+    p as *mut ProbeThread
 }
 
 /// Writes the selector (volatile: the kernel reads it at the next system
@@ -93,5 +122,50 @@ pub(crate) unsafe fn replace_selector(t: *mut ProbeThread, v: u8) -> u8 {
         let old = selector(t);
         set_selector(t, v);
         old
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A new thread's block is zero bytes: it must read as [`EMPTY`].
+    #[test]
+    fn empty_is_zero() {
+        let t = std::thread::spawn(|| {
+            let b = current();
+            // SAFETY: this thread's block, untouched so far.
+            let b = unsafe { &*b };
+            (
+                b.selector == EMPTY.selector,
+                b.dispatched == EMPTY.dispatched,
+                b.app_blocks_sigsys == EMPTY.app_blocks_sigsys,
+                b.in_handler == EMPTY.in_handler,
+                b.fast.is_empty() && EMPTY.fast.is_empty(),
+                b.shadow.depth() == EMPTY.shadow.depth(),
+                current() as usize % 64,
+            )
+        })
+        .join()
+        .unwrap();
+        assert_eq!(t, (true, true, true, true, true, true, 0));
+    }
+
+    #[test]
+    fn blocks_are_per_thread() {
+        let here = current() as usize;
+        let there = std::thread::spawn(|| current() as usize).join().unwrap();
+        assert_ne!(here, there);
+        // SAFETY: this thread's block.
+        unsafe { set_selector(current(), SELECTOR_BLOCK) };
+        let seen = std::thread::spawn(|| unsafe { selector(current()) })
+            .join()
+            .unwrap();
+        assert_eq!(seen, SELECTOR_ALLOW);
+        // SAFETY: as above.
+        assert_eq!(
+            unsafe { replace_selector(current(), SELECTOR_ALLOW) },
+            SELECTOR_BLOCK
+        );
     }
 }

@@ -21,7 +21,7 @@
 use crate::regs::PtRegs;
 
 macro_rules! save_call_restore {
-    ($name:literal, $dispatch:ident) => {
+    ($name:literal, $dispatch:ident, $flags:literal) => {
         std::arch::global_asm!(
             concat!(".pushsection .text.", $name, ",\"ax\",@progbits"),
             concat!(".globl ", $name),
@@ -91,7 +91,7 @@ macro_rules! save_call_restore {
             "pop rsi",
             "pop rdi",
             "add rsp, 24",     // orig_rax, rip, cs
-            "popfq",
+            $flags,            // eflags
             "add rsp, 16",     // rsp, ss
             "ret",
             concat!(".size ", $name, ", . - ", $name),
@@ -101,7 +101,16 @@ macro_rules! save_call_restore {
     };
 }
 
-save_call_restore!("bpfjet_probe_entry_common", entry_dispatch_abi);
+// At a function's entry and return the flags are dead (SysV x86-64: only
+// DF has a role, clear at both, and the Rust code keeps it clear), so the
+// probes placed there skip `popfq` (microcoded, tens of cycles); a probe
+// inside a function or at an offset restores them.
+save_call_restore!(
+    "bpfjet_probe_entry_common",
+    entry_dispatch_abi,
+    "add rsp, 8"
+);
+save_call_restore!("bpfjet_probe_inside_common", entry_dispatch_abi, "popfq");
 
 // The return trampoline first pushes the slot (its content is overwritten),
 // then shares the frame layout; `rdi` (the slot) is ignored by the dispatcher.
@@ -115,24 +124,81 @@ std::arch::global_asm!(
     ".size bpfjet_probe_return_trampoline, . - bpfjet_probe_return_trampoline",
     ".popsection",
 );
-save_call_restore!("bpfjet_probe_return_common", return_dispatch_abi);
+save_call_restore!(
+    "bpfjet_probe_return_common",
+    return_dispatch_abi,
+    "add rsp, 8"
+);
+
+// Where a hooked libc wrapper returns when its system call's exit runs no
+// program (`fast_syscalls`): nothing needs the registers, only the selector
+// goes back to BLOCK and the original return address comes off the shadow
+// stack. At a function's return only rax, rdx, xmm0 and xmm1 carry values
+// (SysV x86-64; the other caller-saved registers and the flags are dead, as
+// the Rust call clobbers them anyway): those are kept, nothing else is
+// saved. The slot pushed is where the return address was; the dispatcher
+// gets its address.
+std::arch::global_asm!(
+    ".pushsection .text.bpfjet_probe_quick_return,\"ax\",@progbits",
+    ".globl bpfjet_probe_quick_return",
+    ".type bpfjet_probe_quick_return,@function",
+    "bpfjet_probe_quick_return:",
+    "push rax",        // the slot, holding rax
+    "push rdx",
+    "push rbx",
+    "mov rbx, rsp",
+    "and rsp, -16",
+    "sub rsp, 32",
+    "movups [rsp], xmm0",
+    "movups [rsp + 16], xmm1",
+    "lea rdi, [rbx + 16]",
+    "call {dispatch}",
+    "movups xmm0, [rsp]",
+    "movups xmm1, [rsp + 16]",
+    "mov rsp, rbx",
+    "mov r11, rax",
+    "pop rbx",
+    "pop rdx",
+    "pop rax",
+    "jmp r11",
+    ".size bpfjet_probe_quick_return, . - bpfjet_probe_quick_return",
+    ".popsection",
+    dispatch = sym quick_return_dispatch_abi,
+);
 
 extern "C" {
     fn bpfjet_probe_entry_common();
+    fn bpfjet_probe_inside_common();
     fn bpfjet_probe_return_trampoline();
+    fn bpfjet_probe_quick_return();
 }
 
-pub fn entry_common() -> u64 {
-    bpfjet_probe_entry_common as *const () as u64
+/// The shared entry code: for a probe at a function's entry, or (`inside`)
+/// at an offset into a function, where the flags may be live.
+pub fn entry_common(inside: bool) -> u64 {
+    if inside {
+        bpfjet_probe_inside_common as *const () as u64
+    } else {
+        bpfjet_probe_entry_common as *const () as u64
+    }
 }
 
 pub fn return_trampoline() -> u64 {
     bpfjet_probe_return_trampoline as *const () as u64
 }
 
+/// The return trampoline of a wrapper call whose exit runs nothing.
+pub fn quick_return() -> u64 {
+    bpfjet_probe_quick_return as *const () as u64
+}
+
 extern "C" fn entry_dispatch_abi(probe: u64, regs: *mut PtRegs) -> u64 {
     // SAFETY: the assembly passes the frame it built.
     crate::uprobe::on_entry(probe, unsafe { &mut *regs })
+}
+
+extern "C" fn quick_return_dispatch_abi(slot: u64) -> u64 {
+    crate::uprobe::on_quick_return(slot)
 }
 
 extern "C" fn return_dispatch_abi(_slot: u64, regs: *mut PtRegs) -> u64 {
@@ -151,10 +217,10 @@ extern "C" fn return_dispatch_abi(_slot: u64, regs: *mut PtRegs) -> u64 {
 /// pop  rax
 /// jmp  [rip+0] ; .quad entry_common
 /// ```
-pub fn entry_stub(probe: u64) -> Vec<u8> {
+pub fn entry_stub(probe: u64, inside: bool) -> Vec<u8> {
     let mut c = vec![0x48, 0x8d, 0x64, 0x24, 0xf8, 0x50, 0x48, 0xb8];
     c.extend_from_slice(&probe.to_le_bytes());
     c.extend_from_slice(&[0x48, 0x89, 0x44, 0x24, 0x08, 0x58, 0xff, 0x25, 0, 0, 0, 0]);
-    c.extend_from_slice(&entry_common().to_le_bytes());
+    c.extend_from_slice(&entry_common(inside).to_le_bytes());
     c
 }

@@ -58,6 +58,8 @@ impl Attachment {
     pub fn address(&self) -> u64 {
         self.probe.address
     }
+    /// Times the probe was hit (for a libc wrapper of the system-call fast
+    /// path: not counted here, see [`crate::fast_syscalls::fast_calls`]).
     pub fn hits(&self) -> u64 {
         self.probe.hits.load(Ordering::Relaxed)
     }
@@ -239,10 +241,12 @@ fn attach_at(
     if mid_function {
         stub.extend_from_slice(&SKIP_RED_ZONE);
     }
+    // Flags are dead only at a function's first instruction.
+    let inside = mid_function || target.offset != 0;
     if kind == Stub::CallThrough {
         stub.extend(crate::call_through::stub(probe as *const Probe as u64));
     } else {
-        stub.extend(trampoline::entry_stub(probe as *const Probe as u64));
+        stub.extend(trampoline::entry_stub(probe as *const Probe as u64, inside));
     }
     let continuation = page + stub.len().next_multiple_of(16) as u64;
     let restore: &[u8] = if mid_function { &RESTORE_RED_ZONE } else { &[] };
@@ -292,7 +296,11 @@ pub(crate) fn on_entry(probe: u64, regs: &mut PtRegs) -> u64 {
     let p = unsafe { &*(probe as *const Probe) };
     regs.rip = p.address;
     regs.rsp += p.stack_skip;
-    p.hits.fetch_add(1, Ordering::Relaxed);
+    if p.wrapper.is_none() {
+        // A wrapper's hits are the system calls `fast_syscalls` counts:
+        // one locked add per hit, not two.
+        p.hits.fetch_add(1, Ordering::Relaxed);
+    }
     // One thread-local lookup for the whole hit.
     let t = thread::current();
     if !enter_handler(t) {
@@ -300,26 +308,92 @@ pub(crate) fn on_entry(probe: u64, regs: &mut PtRegs) -> u64 {
         return p.continuation;
     }
     if let Some(w) = p.wrapper {
-        fast_syscalls::on_wrapper_entry(t, w, regs);
-    } else if let Some(h) = &p.on_entry {
-        // bpfjet's own system calls in the handler are not the target's.
-        crate::syscalls::allowed_in(t, || h(regs));
-    }
-    if p.on_return.is_some() || p.wrapper.is_some() {
-        let slot = regs.rsp;
-        // SAFETY: at function entry [rsp] is the return address.
-        let ret = unsafe { *(slot as *const u64) };
-        // SAFETY: this thread's block; no other use of it is live.
-        let pushed = unsafe { (*t).shadow.push(Frame { slot, ret, probe }) };
-        if pushed {
-            // SAFETY: the thread's own stack slot.
-            unsafe { *(slot as *mut u64) = trampoline::return_trampoline() };
-        } else {
-            p.missed.fetch_add(1, Ordering::Relaxed);
+        on_wrapper_entry(t, p, probe, w, regs);
+    } else {
+        if let Some(h) = &p.on_entry {
+            // bpfjet's own system calls in the handler are not the target's.
+            crate::syscalls::allowed_in(t, || h(regs));
+        }
+        if p.on_return.is_some() {
+            let slot = regs.rsp;
+            // SAFETY: at function entry [rsp] is the return address.
+            let ret = unsafe { *(slot as *const u64) };
+            // SAFETY: this thread's block; no other use of it is live.
+            if unsafe { (*t).shadow.push(Frame { slot, ret, probe }) } {
+                // SAFETY: the thread's own stack slot.
+                unsafe { *(slot as *mut u64) = trampoline::return_trampoline() };
+            } else {
+                p.missed.fetch_add(1, Ordering::Relaxed);
+            }
         }
     }
     leave_handler(t);
     p.continuation
+}
+
+/// The entry of a libc wrapper of the fast path. The return is hooked
+/// first: the wrapper's handler lets the call through (selector ALLOW) only
+/// when its return will set BLOCK again; with the shadow stack full the
+/// call takes the slow path (SIGSYS), which traces it too.
+fn on_wrapper_entry(t: *mut ProbeThread, p: &Probe, probe: u64, w: Wrapper, regs: &mut PtRegs) {
+    let slot = regs.rsp;
+    // SAFETY: at function entry [rsp] is the return address.
+    let ret = unsafe { *(slot as *const u64) };
+    // SAFETY: this thread's block; no other use of it is live.
+    if !unsafe { (*t).shadow.push(Frame { slot, ret, probe }) } {
+        p.missed.fetch_add(1, Ordering::Relaxed);
+        return;
+    }
+    let to = match fast_syscalls::on_wrapper_entry(t, w, regs) {
+        ReturnHook::None => {
+            // Nothing to do at the return: unhook it.
+            // SAFETY: as above; the frame just pushed is on top.
+            let _ = unsafe { (*t).shadow.pop(slot) };
+            return;
+        }
+        ReturnHook::Full => trampoline::return_trampoline(),
+        ReturnHook::Quick => trampoline::quick_return(),
+    };
+    // SAFETY: the thread's own stack slot.
+    unsafe { *(slot as *mut u64) = to };
+}
+
+/// What a probe hit's return needs.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(crate) enum ReturnHook {
+    /// Nothing: the return is not hooked.
+    None,
+    /// The return handler, with every register ([`on_return`]).
+    Full,
+    /// Only the selector back to BLOCK ([`on_quick_return`]): a wrapper
+    /// call whose system call's exit runs nothing.
+    Quick,
+}
+
+/// Called by the quick return trampoline with the address of the slot the
+/// return address was in; returns the original return address.
+pub(crate) fn on_quick_return(slot: u64) -> u64 {
+    let t = thread::current();
+    // SAFETY: this thread's block; no other use of it is live.
+    let Some(frame) = (unsafe { (*t).shadow.pop(slot) }) else {
+        no_frame()
+    };
+    // SAFETY: this thread's block; the entry set ALLOW for this call.
+    unsafe { crate::syscalls::set_selector_block(t) };
+    frame.ret
+}
+
+#[cold]
+fn no_frame() -> ! {
+    // No record of this return: the stack was switched or corrupted under
+    // us. Continuing would jump anywhere.
+    let msg =
+        b"bpfjet: return trampoline reached without a matching shadow-stack frame; aborting\n";
+    // SAFETY: plain write and abort.
+    unsafe {
+        libc::write(2, msg.as_ptr().cast(), msg.len());
+        libc::abort();
+    }
 }
 
 /// Called by the return trampoline; returns the original return address.
@@ -328,14 +402,7 @@ pub(crate) fn on_return(regs: &mut PtRegs) -> u64 {
     let t = thread::current();
     // SAFETY: this thread's block; no other use of it is live.
     let Some(frame) = (unsafe { (*t).shadow.pop(slot) }) else {
-        // No record of this return: the stack was switched or corrupted
-        // under us. Continuing would jump anywhere.
-        let msg =
-            b"bpfjet: return trampoline reached without a matching shadow-stack frame; aborting\n";
-        unsafe {
-            libc::write(2, msg.as_ptr().cast(), msg.len());
-            libc::abort();
-        }
+        no_frame()
     };
     regs.rip = frame.ret;
     // SAFETY: as in on_entry.

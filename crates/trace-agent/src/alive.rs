@@ -23,7 +23,8 @@ struct Guard;
 
 impl Drop for Guard {
     fn drop(&mut self) {
-        let _ = FLAGS.try_with(|f| f.set(f.get() | DYING));
+        let f = flags();
+        f.set(f.get() | DYING);
     }
 }
 
@@ -35,19 +36,52 @@ const AGENT_WORK: u8 = 2;
 const ARMED: u8 = 4;
 
 thread_local! {
-    // One word for every check of a run (a thread-local access is a
-    // `__tls_get_addr` call in this shared object). No destructor:
-    // readable for the thread's whole life.
-    static FLAGS: Cell<u8> = const { Cell::new(0) };
     static GUARD: Guard = const { Guard };
+}
+
+// One byte for every check of a run, a thread-local of the initial-exec
+// model declared in assembly (a Rust thread-local in this shared object
+// costs a `__tls_get_addr` call per access; this library is only ever
+// preloaded, so its thread-locals are in the static TLS block, see
+// `bpfjet_probe`'s per-thread block). No destructor: readable for the
+// thread's whole life. Starts at 0.
+std::arch::global_asm!(
+    ".pushsection .tbss.bpfjet_agent_flags,\"awT\",@nobits",
+    ".globl bpfjet_agent_flags",
+    ".hidden bpfjet_agent_flags",
+    ".type bpfjet_agent_flags,@object",
+    "bpfjet_agent_flags:",
+    ".zero 1",
+    ".size bpfjet_agent_flags, 1",
+    ".popsection",
+);
+
+/// This thread's flags byte.
+#[inline(always)]
+fn flags() -> &'static Cell<u8> {
+    let p: usize;
+    // SAFETY: reads the thread pointer (`fs:0`) and the GOT entry of the
+    // byte's offset; no side effects.
+    unsafe {
+        std::arch::asm!(
+            "mov {p}, qword ptr fs:[0]",
+            "add {p}, qword ptr [rip + bpfjet_agent_flags@GOTTPOFF]",
+            p = out(reg) p,
+            options(pure, readonly, nostack),
+        );
+        // SAFETY: this thread's byte, alive as long as the thread; only
+        // this thread uses it (a `Cell`, never shared).
+        &*(p as *const Cell<u8>)
+    }
 }
 
 /// Runs `f` as the agent's own work: probes and system calls it hits on
 /// this thread run no program.
 pub fn agent_work<R>(f: impl FnOnce() -> R) -> R {
-    let prev = FLAGS.with(|w| w.replace(w.get() | AGENT_WORK)) & AGENT_WORK;
+    let w = flags();
+    let prev = w.replace(w.get() | AGENT_WORK) & AGENT_WORK;
     let r = f();
-    FLAGS.with(|w| w.set((w.get() & !AGENT_WORK) | prev));
+    w.set((w.get() & !AGENT_WORK) | prev);
     r
 }
 
@@ -70,11 +104,11 @@ pub fn can_run() -> Option<Armed> {
     if DETACHED.load(Ordering::Relaxed) {
         return None;
     }
-    let flags = FLAGS.with(Cell::get);
-    if flags & (AGENT_WORK | DYING) == 0 {
-        return Some(Armed(flags & ARMED != 0));
+    let now = flags().get();
+    if now & (AGENT_WORK | DYING) == 0 {
+        return Some(Armed(now & ARMED != 0));
     }
-    if flags & AGENT_WORK == 0 {
+    if now & AGENT_WORK == 0 {
         SKIPPED.fetch_add(1, Ordering::Relaxed);
     }
     None
@@ -96,7 +130,8 @@ pub fn ran(armed: Armed) {
 #[cold]
 fn arm() {
     let _ = GUARD.try_with(|_| ());
-    let _ = FLAGS.try_with(|f| f.set(f.get() | ARMED));
+    let f = flags();
+    f.set(f.get() | ARMED);
 }
 
 /// Program runs skipped because their thread was exiting.

@@ -557,6 +557,13 @@ fn install_syscalls(
             && sys.enter.get(nr as usize).is_some_and(|v| !v.is_empty())
             && sys.exit.get(nr as usize).is_some_and(|v| !v.is_empty())
     };
+    // Wrapper calls whose exit runs no program skip the exit hook.
+    syscalls::set_exits_traced(
+        sys.exit
+            .iter()
+            .map(|p| !p.is_empty() || !sys.raw_exit.is_empty())
+            .collect(),
+    );
     threads::enable_thread_hook();
     syscalls::install(SyscallHooks {
         on_enter: Some(Box::new(move |regs: &PtRegs| {

@@ -64,13 +64,18 @@ impl CpuSlots {
     pub(crate) fn lease(&self) -> Lease<'_> {
         let n = self.slots.len();
         // SAFETY: sched_getcpu has no preconditions; -1 on failure.
-        let here = unsafe { libc::sched_getcpu() };
-        let preferred = usize::try_from(here).unwrap_or(0) % n;
+        let here = usize::try_from(unsafe { libc::sched_getcpu() }).unwrap_or(0);
+        // No division on the way (a `div` per try was a visible share of
+        // a run's set-up): the CPU is nearly always below the slot count.
+        let preferred = if here < n { here } else { here % n };
         let mine = super::current::fork_generation() + 1;
         let mut spins = 0u32;
         loop {
             for k in 0..n {
-                let i = (preferred + k) % n;
+                let mut i = preferred + k;
+                if i >= n {
+                    i -= n;
+                }
                 if self.try_take(i, mine) {
                     return Lease {
                         slots: self,
