@@ -123,7 +123,6 @@ pub(crate) struct FastStack {
 }
 
 impl FastStack {
-    #[cfg(test)]
     pub(crate) const EMPTY: FastStack = FastStack {
         len: 0,
         frames: [FastFrame {

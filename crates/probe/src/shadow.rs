@@ -34,7 +34,6 @@ pub fn with<R>(f: impl FnOnce(&mut Shadow) -> R) -> R {
 
 impl Shadow {
     /// No frames (the initial value of the per-thread block).
-    #[cfg(test)]
     pub(crate) const EMPTY: Shadow = Shadow {
         len: 0,
         frames: [Frame {

@@ -14,6 +14,7 @@
 
 use crate::fast_syscalls::FastStack;
 use crate::shadow::Shadow;
+use std::cell::UnsafeCell;
 
 /// The selector byte's values (`PR_SYS_DISPATCH_*`'s).
 pub(crate) const SELECTOR_ALLOW: u8 = 0;
@@ -38,32 +39,20 @@ pub(crate) struct ProbeThread {
     pub(crate) shadow: Shadow,
 }
 
-// The block is a thread-local of the initial-exec model, declared here in
-// assembly (stable Rust cannot choose a model; its thread-locals in a shared
-// object are general-dynamic: a `__tls_get_addr` call per access). Initial
-// exec is a load of the block's offset from the GOT and an add of the
-// thread pointer. It is right for every place this crate is linked: an
-// executable, or `libbpfjet_trace.so`, which is only ever preloaded
-// (`LD_PRELOAD`), so the loader places its thread-locals in the static TLS
-// block (the library is marked `STATIC_TLS`). Zero bytes are the initial
-// value: every field of the empty block is zero (the test `empty_is_zero`).
-std::arch::global_asm!(
-    ".pushsection .tbss.bpfjet_probe_thread,\"awT\",@nobits",
-    ".p2align 6",
-    ".globl bpfjet_probe_thread",
-    ".hidden bpfjet_probe_thread",
-    ".type bpfjet_probe_thread,@object",
-    "bpfjet_probe_thread:",
-    ".zero {size}",
-    ".size bpfjet_probe_thread, {size}",
-    ".popsection",
-    size = const std::mem::size_of::<ProbeThread>(),
-);
+// The block is a const-initialised thread-local without Drop: a plain TLS
+// block, usable from any point of a thread's life (also while its
+// destructors run), no allocation. It stays a Rust thread-local of the
+// general-dynamic model (a `__tls_get_addr` call per access in the agent)
+// although initial-exec would be cheaper: an initial-exec access marks
+// `libbpfjet_trace.so` `STATIC_TLS`, and its TLS segment (this block holds
+// the shadow stack, ~27 KB) does not fit in the static TLS surplus glibc
+// keeps for libraries loaded later, so `bpfjet trace --pid`, which loads
+// the agent with `dlopen`, would fail.
+thread_local! {
+    static THREAD: UnsafeCell<ProbeThread> = const { UnsafeCell::new(EMPTY) };
+}
 
-const _: () = assert!(std::mem::align_of::<ProbeThread>() <= 64);
-
-/// The value the zero bytes of a new thread's block are.
-#[cfg(test)]
+/// A new thread's block.
 const EMPTY: ProbeThread = ProbeThread {
     selector: SELECTOR_ALLOW,
     dispatched: false,
@@ -73,21 +62,10 @@ const EMPTY: ProbeThread = ProbeThread {
     shadow: Shadow::EMPTY,
 };
 
-/// This thread's block (the thread pointer plus the block's offset).
+/// This thread's block (one thread-local lookup).
 #[inline(always)]
 pub(crate) fn current() -> *mut ProbeThread {
-    let p: usize;
-    // SAFETY: reads the thread pointer (`fs:0` holds it on x86-64) and the
-    // GOT entry of the block's offset; no side effects.
-    unsafe {
-        std::arch::asm!(
-            "mov {p}, qword ptr fs:[0]",
-            "add {p}, qword ptr [rip + bpfjet_probe_thread@GOTTPOFF]",
-            p = out(reg) p,
-            options(pure, readonly, nostack),
-        );
-    }
-    p as *mut ProbeThread
+    THREAD.with(|t| t.get())
 }
 
 /// Writes the selector (volatile: the kernel reads it at the next system
@@ -129,9 +107,9 @@ pub(crate) unsafe fn replace_selector(t: *mut ProbeThread, v: u8) -> u8 {
 mod tests {
     use super::*;
 
-    /// A new thread's block is zero bytes: it must read as [`EMPTY`].
+    /// A new thread's block reads as [`EMPTY`].
     #[test]
-    fn empty_is_zero() {
+    fn a_new_thread_starts_empty() {
         let t = std::thread::spawn(|| {
             let b = current();
             // SAFETY: this thread's block, untouched so far.
@@ -143,12 +121,11 @@ mod tests {
                 b.in_handler == EMPTY.in_handler,
                 b.fast.is_empty() && EMPTY.fast.is_empty(),
                 b.shadow.depth() == EMPTY.shadow.depth(),
-                current() as usize % 64,
             )
         })
         .join()
         .unwrap();
-        assert_eq!(t, (true, true, true, true, true, true, 0));
+        assert_eq!(t, (true, true, true, true, true, true));
     }
 
     #[test]
