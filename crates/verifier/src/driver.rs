@@ -457,6 +457,29 @@ impl<'a> Verifier<'a> {
                 break;
             }
         }
+        // A source (or the entry itself) whose marks still wait for an
+        // outer loop entry may gain marks when that one is done; the
+        // states between these paths and `entry` then need them too: they
+        // keep comparing exactly, and the paths are traced again, until
+        // the outer entry is done.
+        let outer = std::iter::once(entry)
+            .chain(items.iter().map(|it| it.source))
+            .filter_map(|c| self.exact_pending(&self.checkpoints[c]))
+            .min();
+        if let Some(outer) = outer {
+            for item in &items {
+                let mut up = item.parent;
+                while let Some(a) = up {
+                    if a == entry {
+                        break;
+                    }
+                    let until = self.exact_pending(&self.checkpoints[a]);
+                    self.checkpoints[a].exact_until = Some(until.map_or(outer, |u| u.min(outer)));
+                    up = self.checkpoints[a].parent;
+                }
+            }
+            self.checkpoints[outer].deferred.extend(items);
+        }
     }
 
     /// Live registers and slots of frame `f` of a state at `pc` whose
