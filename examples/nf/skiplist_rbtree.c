@@ -141,12 +141,6 @@ int skiplist(struct xdp_md *ctx)
 	for (int i = 0; i < MAX_DEPTH && n; i++) {
 		struct kv_node *d = container_of(n, struct kv_node, rb);
 		__u64 k = d->key;
-		/* The request's key, read again each step: comparisons would
-		 * otherwise narrow one register's range step by step, and
-		 * bpfjet's verifier (which, unlike the kernel's, also prunes
-		 * against states still being explored, comparing those exactly)
-		 * would see a new state on every path. Same value, same result. */
-		__u64 key = *(volatile __u64 *)((__u8 *)m + __builtin_offsetof(struct kv_msg, key));
 		if (key <= k) {
 			succ = 1;
 			succ_key = k;

@@ -51,12 +51,31 @@ struct Checkpoint {
     hist: Vec<Hist>,
     /// Some path below was pruned without precision marks to show for it
     /// (against a state still being explored, or against such a state):
-    /// this state's marks may be incomplete, so it prunes only states that
-    /// agree on every scalar.
-    force_exact: bool,
+    /// this state's marks stay incomplete until that loop's entry, the
+    /// checkpoint named here, is fully explored and its deferred marks are
+    /// propagated ([`Checkpoint::deferred`]); until then it prunes only
+    /// states that agree on every scalar. The kernel scopes its exact
+    /// comparisons the same way (`force_exact` while the state's loop
+    /// entry has branches, `propagate_backedges` when its SCC is done).
+    exact_until: Option<usize>,
+    /// Paths pruned against this state (or against a state below it) while
+    /// it was still being explored: when it is done, what its sources turned
+    /// out to need precise is traced back along each of them.
+    deferred: Vec<Deferred>,
     /// Hash of `state` as recorded (before any precision mark), to find a
     /// repeated state in a loop without comparing every state.
     hash: u64,
+}
+
+/// A path pruned by an exact comparison against `source` whose precision
+/// marks were not final yet: its history, to trace `source`'s marks through
+/// once they are.
+struct Deferred {
+    source: usize,
+    pc: usize,
+    parent: Option<usize>,
+    depth: usize,
+    hist: Vec<Hist>,
 }
 
 fn state_hash(st: &State) -> u64 {
@@ -394,7 +413,72 @@ impl<'a> Verifier<'a> {
             if cp.branches > 0 {
                 break;
             }
-            parent = cp.parent;
+            if !cp.deferred.is_empty() {
+                self.propagate_deferred(p);
+            }
+            parent = self.checkpoints[p].parent;
+        }
+    }
+
+    /// Checkpoint `entry` is fully explored: the paths pruned exactly
+    /// against it (or against states below it) while it was not get the
+    /// precision marks of their sources, traced back through their own
+    /// history (which marks every checkpoint above them, `entry` and its
+    /// ancestors included). Marks added to a source change what it demands,
+    /// so this repeats until no source's demand changes (the kernel's
+    /// `propagate_backedges`).
+    fn propagate_deferred(&mut self, entry: usize) {
+        let items = std::mem::take(&mut self.checkpoints[entry].deferred);
+        let mut seen: Vec<Option<Demand>> = vec![None; items.len()];
+        loop {
+            let mut changed = false;
+            for (item, last) in items.iter().zip(seen.iter_mut()) {
+                let src = &self.checkpoints[item.source].state;
+                if src.frames.is_empty() {
+                    // Evicted: its marks are gone, assume every scalar mattered.
+                    if last.is_none() {
+                        *last = Some(Demand::default());
+                        self.mark_chain_all(item.parent);
+                        changed = true;
+                    }
+                    continue;
+                }
+                let d = precision::precise_of(src, |f| self.live_of(&src.frames, item.pc, f));
+                if last.as_ref() == Some(&d) {
+                    continue;
+                }
+                *last = Some(d.clone());
+                changed = true;
+                if !d.is_empty() {
+                    self.backtrack(&item.hist, item.parent, item.depth, d);
+                }
+            }
+            if !changed {
+                break;
+            }
+        }
+        // A source (or the entry itself) whose marks still wait for an
+        // outer loop entry may gain marks when that one is done; the
+        // states between these paths and `entry` then need them too: they
+        // keep comparing exactly, and the paths are traced again, until
+        // the outer entry is done.
+        let outer = std::iter::once(entry)
+            .chain(items.iter().map(|it| it.source))
+            .filter_map(|c| self.exact_pending(&self.checkpoints[c]))
+            .min();
+        if let Some(outer) = outer {
+            for item in &items {
+                let mut up = item.parent;
+                while let Some(a) = up {
+                    if a == entry {
+                        break;
+                    }
+                    let until = self.exact_pending(&self.checkpoints[a]);
+                    self.checkpoints[a].exact_until = Some(until.map_or(outer, |u| u.min(outer)));
+                    up = self.checkpoints[a].parent;
+                }
+            }
+            self.checkpoints[outer].deferred.extend(items);
         }
     }
 
@@ -410,6 +494,12 @@ impl<'a> Verifier<'a> {
         } else {
             self.live.at_return(frames[f + 1].callsite)
         }
+    }
+
+    /// The loop entry whose exploration `cp`'s precision marks still wait
+    /// for, if any.
+    fn exact_pending(&self, cp: &Checkpoint) -> Option<usize> {
+        cp.exact_until.filter(|&e| self.checkpoints[e].branches > 0)
     }
 
     /// At a prune point: `Ok(false)` to stop the path (covered by an
@@ -450,7 +540,7 @@ impl<'a> Verifier<'a> {
                 if done || earlier_iteration {
                     // A state still being explored has incomplete precision
                     // marks: only an exact match may stop the path there.
-                    let exact = !self.precision || cp.force_exact || !done;
+                    let exact = !self.precision || !done || self.exact_pending(cp).is_some();
                     if crate::pruning::covers(
                         &cp.state,
                         &path.state,
@@ -459,7 +549,7 @@ impl<'a> Verifier<'a> {
                         allow_uninit,
                         exact,
                     ) {
-                        covered_by = Some((c, exact));
+                        covered_by = Some(c);
                         break;
                     }
                 }
@@ -501,23 +591,41 @@ impl<'a> Verifier<'a> {
                 };
             }
         }
-        if let Some((c, exact)) = covered_by {
+        if let Some(c) = covered_by {
             self.checkpoints[c].hits += 1;
             if !self.precision {
                 return Ok(false);
             }
-            if exact {
-                // The path's future is the explored state's, whose marks do
-                // not (yet) cover it: every state above the path keeps
-                // comparing exactly.
+            let pending = if self.checkpoints[c].branches > 0 {
+                Some(c)
+            } else {
+                self.exact_pending(&self.checkpoints[c])
+            };
+            if let Some(entry) = pending {
+                // The path's future is the explored state's, whose marks are
+                // not final before `entry` (a state still being explored,
+                // hence an ancestor of the path) is done: the states between
+                // the path and `entry` compare exactly until then, and the
+                // marks follow the path back when they are final.
                 let mut up = path.parent;
                 while let Some(a) = up {
-                    if self.checkpoints[a].force_exact {
+                    if a == entry {
                         break;
                     }
-                    self.checkpoints[a].force_exact = true;
+                    let until = self.exact_pending(&self.checkpoints[a]);
+                    // Both in progress, so both on the current chain: the
+                    // older one (lower id) is done last.
+                    self.checkpoints[a].exact_until = Some(until.map_or(entry, |u| u.min(entry)));
                     up = self.checkpoints[a].parent;
                 }
+                let hist = std::mem::take(&mut path.hist);
+                self.checkpoints[entry].deferred.push(Deferred {
+                    source: c,
+                    pc,
+                    parent: path.parent,
+                    depth: path.state.depth(),
+                    hist,
+                });
             } else {
                 // What was precise for the explored state is precise for
                 // this path too.
@@ -544,7 +652,8 @@ impl<'a> Verifier<'a> {
             hits: 0,
             misses: 0,
             hist: std::mem::take(&mut path.hist),
-            force_exact: false,
+            exact_until: None,
+            deferred: Vec::new(),
             hash: cur_hash.unwrap_or_else(|| state_hash(&path.state)),
         });
         self.at_pc.entry(pc).or_default().push(id);

@@ -59,7 +59,7 @@ pub struct Hist {
 }
 
 /// Registers and slots still to be traced, per frame.
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Demand {
     pub regs: [u16; MAX_FRAMES],
     pub slots: [u64; MAX_FRAMES],

@@ -104,8 +104,17 @@ fn measure(path: &Path, kernel: bool) -> Vec<Row> {
 /// their own: the EDF load balancer's plain build over 32 backends, whose
 /// loop forks on every backend and keeps the index of the minimum as a
 /// precise constant (the kernel needs about 250,000 instructions; its
-/// 64-backend build exceeds the kernel's budget and is not listed).
-const NF_SCALE: &[&str] = &["edflb_b32_plain"];
+/// 64-backend build exceeds the kernel's budget and is not listed); the
+/// rbtree key-value store (a lookup loop under a lock whose `less`
+/// callback and `bpf_loop` prefill are verified as callback iterations,
+/// pruned against states still being explored: the exact comparisons that
+/// implies must end with the callback's exploration, or the loop's paths
+/// never prune; plain and with a 1024-node prefill).
+const NF_SCALE: &[&str] = &[
+    "edflb_b32_plain",
+    "skiplist_rbtree",
+    "skiplist_rbtree_k1024",
+];
 
 fn nf_scale_objects() -> Vec<PathBuf> {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
