@@ -58,6 +58,13 @@
 #else
 #define VERDICT(v) (v)
 #endif
+/* Both loops are unrolled (straight-line code for both verifiers and both
+ * JITs); examples/verifier/scale_eiffel_rolled.c builds them rolled. */
+#ifdef ROLLED_LOOPS
+#define UNROLL
+#else
+#define UNROLL _Pragma("unroll")
+#endif
 
 /* top: bit m says mid[m] (three levels) or words[m] (two) is non-zero;
  * mid[m]: bit b says words[m * 64 + b] is; words[w]: bit b says bucket
@@ -190,8 +197,7 @@ int eiffel(struct xdp_md *ctx)
 	__u32 first_id = enqueued + dropped;
 	int sent = 0, lost = 0;
 
-	/* Unrolled: straight-line code for both verifiers and both JITs. */
-#pragma unroll
+	UNROLL
 	for (__u32 i = 0; i < BATCH; i++) {
 		__u32 id = first_id + i;
 		__u32 r = (h ^ id) * 0x85ebca6bu;
@@ -220,7 +226,7 @@ int eiffel(struct xdp_md *ctx)
 		queued++;
 	}
 
-#pragma unroll
+	UNROLL
 	for (__u32 i = 0; i < BATCH && queued > DEPTH; i++) {
 		int f = first_from(o, vtime % NPRIO);
 		if (f < 0)
