@@ -6,11 +6,10 @@
 //! static binary, --pid: a clear error and the target never starts.
 
 mod trace_common;
-use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::sync::OnceLock;
-use trace_common::{json_report, run_ok, serial, SRC};
+use trace_common::{counts, json_report, run_ok, serial, SRC};
 
 struct Fixture {
     dir: PathBuf,
@@ -135,23 +134,6 @@ fn trace(obj: &str, engine: &str, target: &[&str]) -> Output {
 }
 
 /// The `counts` array of a `--json` report, by slot.
-fn counts(report: &Value) -> Vec<u64> {
-    let entries = report["maps"]["counts"]
-        .as_array()
-        .unwrap_or_else(|| panic!("no counts map in {report}"));
-    entries
-        .iter()
-        .map(|e| {
-            let hex = e["value"].as_str().unwrap();
-            let bytes: Vec<u8> = (0..hex.len())
-                .step_by(2)
-                .map(|i| u8::from_str_radix(&hex[i..i + 2], 16).unwrap())
-                .collect();
-            u64::from_le_bytes(bytes[..8].try_into().unwrap())
-        })
-        .collect()
-}
-
 /// The kernel's counts for the same object and target, or None (with
 /// SKIPPED printed) when the kernel cannot attach here.
 fn kernel_counts(obj: &str) -> Option<Vec<u64>> {

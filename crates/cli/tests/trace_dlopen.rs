@@ -8,11 +8,10 @@
 
 mod trace_common;
 use bpfjet_testsupport::clang::Compile;
-use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::OnceLock;
-use trace_common::{json_report, run_ok, serial, SRC};
+use trace_common::{counts, json_report, run_ok, serial, SRC};
 
 fn dir() -> &'static Path {
     static D: OnceLock<PathBuf> = OnceLock::new();
@@ -50,18 +49,6 @@ fn dir() -> &'static Path {
             .object_at(dir.join("dl.o"));
         dir
     })
-}
-
-fn counts(report: &Value) -> Vec<u64> {
-    report["maps"]["counts"]
-        .as_array()
-        .unwrap_or_else(|| panic!("no counts in {report}"))
-        .iter()
-        .map(|e| {
-            let b = bpfjet_maps::state::parse_hex(e["value"].as_str().unwrap()).unwrap();
-            u64::from_le_bytes(b[..8].try_into().unwrap())
-        })
-        .collect()
 }
 
 fn kernel_counts() -> Option<Vec<u64>> {

@@ -15,21 +15,13 @@
 //! third program reads the map, the key is the process, the exit does not
 //! delete, the map is pinned).
 
+mod trace_common;
 use serde_json::Value;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Command;
 use std::sync::OnceLock;
-
-const SRC: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/trace");
-
-/// One traced run at a time: the runs create threads that wait on each
-/// other inside probed functions.
-static RUNS: std::sync::Mutex<()> = std::sync::Mutex::new(());
-
-fn serial() -> std::sync::MutexGuard<'static, ()> {
-    RUNS.lock().unwrap_or_else(|e| e.into_inner())
-}
+use trace_common::{json_report, serial, SRC};
 
 struct Fixture {
     dir: PathBuf,
@@ -78,22 +70,6 @@ struct Run {
     report: Value,
     stderr: String,
     events: Vec<Vec<u8>>,
-}
-
-fn json_report(out: &Output) -> Value {
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let line = stdout
-        .lines()
-        .rev()
-        .find(|l| l.starts_with('{'))
-        .unwrap_or_else(|| {
-            panic!(
-                "no JSON report; status {:?}\nstdout: {stdout}\nstderr: {}",
-                out.status,
-                String::from_utf8_lossy(&out.stderr)
-            )
-        });
-    serde_json::from_str(line).unwrap()
 }
 
 /// `bpfjet trace` of the target with `--fuse LEVEL` (`none`: `--no-fuse`).

@@ -29,7 +29,7 @@ use std::process::{Child, ChildStdin, ChildStdout, Command, Output, Stdio};
 use std::sync::mpsc;
 use std::sync::OnceLock;
 use std::time::Duration;
-use trace_common::{json_report, run_ok, serial, SRC};
+use trace_common::{counts, json_report, run_ok, serial, SRC};
 
 const WORKERS: u64 = 3;
 
@@ -212,18 +212,6 @@ impl Tracer {
         );
         (json_report(&out), out)
     }
-}
-
-fn counts(report: &Value) -> Vec<u64> {
-    report["maps"]["counts"]
-        .as_array()
-        .unwrap_or_else(|| panic!("no counts in {report}"))
-        .iter()
-        .map(|e| {
-            let b = bpfjet_maps::state::parse_hex(e["value"].as_str().unwrap()).unwrap();
-            u64::from_le_bytes(b[..8].try_into().unwrap())
-        })
-        .collect()
 }
 
 /// The counts `run N` (once, attached) leaves: entries, sum of arguments,

@@ -14,11 +14,10 @@
 
 mod trace_common;
 use bpfjet_testsupport::clang::Compile;
-use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::sync::OnceLock;
-use trace_common::{json_report, run_ok, serial, SRC};
+use trace_common::{counts, json_report, run_ok, serial, SRC};
 
 /// A BPF object from C through testsupport (clang lookup, standard
 /// flags, compile-once), copied into `dir` as `out`.
@@ -90,18 +89,6 @@ fn trace(obj: &str, engine: &str) -> Output {
         .arg(d.join("usdt_target"))
         .output()
         .unwrap()
-}
-
-fn counts(report: &Value) -> Vec<u64> {
-    report["maps"]["counts"]
-        .as_array()
-        .unwrap_or_else(|| panic!("no counts map in {report}"))
-        .iter()
-        .map(|e| {
-            let b = bpfjet_maps::state::parse_hex(e["value"].as_str().unwrap()).unwrap();
-            u64::from_le_bytes(b[..8].try_into().unwrap())
-        })
-        .collect()
 }
 
 /// The kernel's counts (libbpf attaching the same object's USDT programs),

@@ -18,6 +18,7 @@ pub fn serial() -> std::sync::MutexGuard<'static, ()> {
 }
 
 /// Runs a build step; its failure fails the test with its stderr.
+#[allow(dead_code)] // trace_fusion builds through its own fixture
 pub fn run_ok(cmd: &mut Command, what: &str) {
     let out = cmd.output().unwrap_or_else(|e| panic!("{what}: {e}"));
     assert!(
@@ -42,4 +43,20 @@ pub fn json_report(out: &Output) -> Value {
             )
         });
     serde_json::from_str(line).unwrap()
+}
+
+/// The leading u64 of every value of the report's `counts` map, in key
+/// order (the counters the tracing test programs keep). Not every test
+/// binary reads that map.
+#[allow(dead_code)]
+pub fn counts(report: &Value) -> Vec<u64> {
+    report["maps"]["counts"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no counts map in {report}"))
+        .iter()
+        .map(|e| {
+            let b = bpfjet_maps::state::parse_hex(e["value"].as_str().unwrap()).unwrap();
+            u64::from_le_bytes(b[..8].try_into().unwrap())
+        })
+        .collect()
 }
