@@ -3,8 +3,11 @@ CARGO ?= cargo
 CONFORMANCE ?= ../shared/conformance/tests
 BPFJET := target/release/bpfjet
 export PATH := $(HOME)/.cargo/bin:$(PATH)
+# Every test that skips a check writes a line here (see
+# scripts/report-skips.sh); `make test` empties it first and prints it last.
+export BPFJET_SKIP_LOG ?= $(CURDIR)/target/test-skips.log
 
-.PHONY: all setup build examples test test-rust test-netns test-preload test-trace bench-preload bench-trace bench-fusion bench-fusion-percall bench-uprobe bench-trace-percall bench-usdt lint conformance demo clean
+.PHONY: all setup build examples test test-skips-reset test-rust test-netns test-preload test-trace bench-preload bench-trace bench-fusion bench-fusion-percall bench-uprobe bench-trace-percall bench-usdt lint conformance demo clean
 
 all: build
 
@@ -31,7 +34,11 @@ conformance: build
 	$(BPFJET) conformance --engine interp $(CONFORMANCE)
 	$(BPFJET) conformance --engine jit $(CONFORMANCE)
 
-test: lint test-rust conformance test-netns test-preload test-trace
+test: test-skips-reset lint test-rust conformance test-netns test-preload test-trace
+	@bash scripts/report-skips.sh "$(BPFJET_SKIP_LOG)"
+
+test-skips-reset:
+	@mkdir -p $(dir $(BPFJET_SKIP_LOG)) && : > $(BPFJET_SKIP_LOG)
 
 # Unmodified control planes (bpftool, a libbpf program, xdp-tools in network
 # namespaces) under `bpfjet exec`, compared with the kernel (root). `build`

@@ -20,7 +20,7 @@
 # on every exit path, including SIGINT/SIGTERM (e.g. from `timeout`).
 set -euo pipefail
 
-skip() { echo "SKIPPED: $*"; exit 0; }
+skip() { echo "SKIPPED: $*" | tee -a "${BPFJET_SKIP_LOG:-/dev/null}"; exit 0; }
 if [ "$(id -u)" != 0 ]; then
     skip "the AF_XDP netns test needs root (network namespaces, AF_XDP, XDP attach)"
 fi
@@ -33,7 +33,7 @@ ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 HERE="$ROOT/tests/netns"
 BPFJET=${BPFJET:-$ROOT/target/release/bpfjet}
 if [ ! -x "$BPFJET" ]; then
-    echo "SKIPPED: no bpfjet binary at $BPFJET (cargo build --release -p bpfjet-cli, or set BPFJET)"
+    echo "SKIPPED: no bpfjet binary at $BPFJET (cargo build --release -p bpfjet-cli, or set BPFJET)" | tee -a "${BPFJET_SKIP_LOG:-/dev/null}"
     exit 0
 fi
 CLANG=${CLANG:-clang-19}

@@ -14,7 +14,7 @@
 # 6.6+); prints `SKIPPED:` and exits 0 when one is missing.
 set -euo pipefail
 
-skip() { echo "SKIPPED: $*"; exit 0; }
+skip() { echo "SKIPPED: $*" | tee -a "${BPFJET_SKIP_LOG:-/dev/null}"; exit 0; }
 if [ "$(id -u)" != 0 ]; then
     skip "the AF_XDP multi-buffer test needs root"
 fi

@@ -15,13 +15,13 @@
 # otherwise.
 set -euo pipefail
 if [ "$(id -u)" != 0 ]; then
-    echo "SKIPPED: the AF_XDP vs native XDP comparison needs root"
+    echo "SKIPPED: the AF_XDP vs native XDP comparison needs root" | tee -a "${BPFJET_SKIP_LOG:-/dev/null}"
     exit 0
 fi
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 HERE="$ROOT/tests/netns"
 BPFJET=${BPFJET:-$ROOT/target/release/bpfjet}
-[ -x "$BPFJET" ] || { echo "SKIPPED: no bpfjet binary at $BPFJET"; exit 0; }
+[ -x "$BPFJET" ] || { echo "SKIPPED: no bpfjet binary at $BPFJET" | tee -a "${BPFJET_SKIP_LOG:-/dev/null}"; exit 0; }
 PACKETS=${PACKETS:-5000000}
 ROUNDS=${ROUNDS:-3}
 ENGINE=${ENGINE:-jit}

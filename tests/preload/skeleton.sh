@@ -18,9 +18,9 @@ BPFJET=${BPFJET:-target/release/bpfjet}
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 BPFJET=$(realpath "$BPFJET")
 for tool in bpftool clang-19 cc ip python3; do
-    command -v "$tool" >/dev/null || { echo "SKIPPED: $tool not installed"; exit 0; }
+    command -v "$tool" >/dev/null || { echo "SKIPPED: $tool not installed" | tee -a "${BPFJET_SKIP_LOG:-/dev/null}"; exit 0; }
 done
-[ "$(id -u)" = 0 ] || { echo "SKIPPED: network namespaces and the kernel side need root"; exit 0; }
+[ "$(id -u)" = 0 ] || { echo "SKIPPED: network namespaces and the kernel side need root" | tee -a "${BPFJET_SKIP_LOG:-/dev/null}"; exit 0; }
 [ -f "$(dirname "$BPFJET")/libbpfjet.so" ] || {
     echo "FAIL: $(dirname "$BPFJET")/libbpfjet.so missing (cargo build -p bpfjet-preload)"; exit 1; }
 

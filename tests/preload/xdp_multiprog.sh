@@ -32,10 +32,10 @@ BPFJET=${BPFJET:-target/release/bpfjet}
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 BPFJET=$(realpath "$BPFJET")
 for tool in xdp-loader bpftool clang-19 ip python3; do
-    command -v "$tool" >/dev/null || { echo "SKIPPED: $tool not installed"; exit 0; }
+    command -v "$tool" >/dev/null || { echo "SKIPPED: $tool not installed" | tee -a "${BPFJET_SKIP_LOG:-/dev/null}"; exit 0; }
 done
-[ -f /usr/include/xdp/xdp_helpers.h ] || { echo "SKIPPED: libxdp-dev not installed"; exit 0; }
-[ "$(id -u)" = 0 ] || { echo "SKIPPED: network namespaces and the kernel side need root"; exit 0; }
+[ -f /usr/include/xdp/xdp_helpers.h ] || { echo "SKIPPED: libxdp-dev not installed" | tee -a "${BPFJET_SKIP_LOG:-/dev/null}"; exit 0; }
+[ "$(id -u)" = 0 ] || { echo "SKIPPED: network namespaces and the kernel side need root" | tee -a "${BPFJET_SKIP_LOG:-/dev/null}"; exit 0; }
 [ -f "$(dirname "$BPFJET")/libbpfjet.so" ] || {
     echo "FAIL: $(dirname "$BPFJET")/libbpfjet.so missing (cargo build -p bpfjet-preload)"; exit 1; }
 

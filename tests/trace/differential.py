@@ -180,17 +180,27 @@ def fusion_detection(tmp):
     check("funclatency --no-fuse: nothing runs fused", [], report.get("fused"))
 
 
+def skip(why):
+    """`SKIPPED: why` on stdout and in make test's list of skips."""
+    line = f"SKIPPED: {why}"
+    print(line)
+    log = os.environ.get("BPFJET_SKIP_LOG")
+    if log:
+        with open(log, "a") as f:
+            f.write(f"[tests/trace/differential.py] {line}\n")
+
+
 def main():
     if os.geteuid() != 0:
-        print("SKIPPED: tracing differential: needs root for the kernel side")
+        skip("tracing differential: needs root for the kernel side")
         return 0
     if not os.path.exists("/sys/kernel/btf/vmlinux"):
-        print("SKIPPED: tracing differential: kernel has no BTF (/sys/kernel/btf/vmlinux)")
+        skip("tracing differential: kernel has no BTF (/sys/kernel/btf/vmlinux)")
         return 0
     if not os.path.isdir("/sys/kernel/tracing/events"):
         subprocess.run(["mount", "-t", "tracefs", "nodev", "/sys/kernel/tracing"])
     if not os.path.isdir("/sys/kernel/tracing/events/syscalls"):
-        print("SKIPPED: tracing differential: no syscall tracepoints (tracefs)")
+        skip("tracing differential: no syscall tracepoints (tracefs)")
         return 0
     subprocess.run(["make", "-s", "-C", os.path.join(ROOT, "examples"), "trace"], check=True)
     kernel = [os.path.join(BUILD, "ktrace")]

@@ -144,10 +144,10 @@ fn kernel_counts(obj: &str) -> Option<Vec<u64>> {
         .output()
         .unwrap();
     if !out.status.success() {
-        println!(
-            "SKIPPED: kernel comparison for {obj}: {}",
+        bpfjet_testsupport::report_skip(format!(
+            "kernel comparison for {obj}: {}",
             String::from_utf8_lossy(&out.stderr)
-        );
+        ));
         return None;
     }
     Some(

@@ -59,10 +59,10 @@ fn kernel_counts() -> Option<Vec<u64>> {
         .output()
         .unwrap();
     if !out.status.success() {
-        println!(
-            "SKIPPED: kernel comparison of probes on a dlopen'ed library: {}",
+        bpfjet_testsupport::report_skip(format!(
+            "kernel comparison of probes on a dlopen'ed library: {}",
             String::from_utf8_lossy(&out.stderr)
-        );
+        ));
         return None;
     }
     Some(

@@ -486,7 +486,9 @@ fn example_tools_run_fused_and_report_what_they_report_unfused() {
     let _serial = serial();
     let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..");
     if !Path::new("/sys/kernel/btf/vmlinux").exists() {
-        println!("SKIPPED: example tools: no /sys/kernel/btf/vmlinux to build the CO-RE tools");
+        bpfjet_testsupport::report_skip(
+            "example tools: no /sys/kernel/btf/vmlinux to build the CO-RE tools",
+        );
         return;
     }
     let made = Command::new("make")

@@ -104,10 +104,10 @@ fn kernel_maps() -> Option<BTreeMap<String, BTreeMap<u64, u64>>> {
         .output()
         .unwrap();
     if !out.status.success() {
-        println!(
-            "SKIPPED: kernel comparison of uprobe.multi: {}",
+        bpfjet_testsupport::report_skip(format!(
+            "kernel comparison of uprobe.multi: {}",
             String::from_utf8_lossy(&out.stderr)
-        );
+        ));
         return None;
     }
     let mut m: BTreeMap<String, BTreeMap<u64, u64>> = BTreeMap::new();

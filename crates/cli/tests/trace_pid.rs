@@ -477,7 +477,7 @@ fn an_agent_the_process_cannot_load_leaves_it_untouched() {
         .status()
         .is_ok_and(|s| s.success())
     {
-        println!("SKIPPED: no mount namespaces (unshare -m)");
+        bpfjet_testsupport::report_skip("no mount namespaces (unshare -m)");
         return;
     }
     let target = Target::start_command(cmd);
@@ -540,7 +540,7 @@ fn refuses_a_static_program() {
         .status()
         .unwrap();
     if !built.success() {
-        println!("SKIPPED: no static libc to build a static target");
+        bpfjet_testsupport::report_skip("no static libc to build a static target");
         return;
     }
     let target = Target::start(&stat);
@@ -610,7 +610,7 @@ fn refuses_a_32_bit_program() {
             .status()
             .is_ok_and(|s| s.success());
     if !ok {
-        println!("SKIPPED: binutils cannot build a 32-bit program here");
+        bpfjet_testsupport::report_skip("binutils cannot build a 32-bit program here");
         return;
     }
     let mut child = Command::new(&exe).spawn().unwrap();
@@ -625,7 +625,7 @@ fn refuses_without_permission() {
     let _serial = serial();
     // SAFETY: getuid has no preconditions.
     if unsafe { libc::getuid() } != 0 {
-        println!("SKIPPED: not root: cannot run bpfjet as another user");
+        bpfjet_testsupport::report_skip("not root: cannot run bpfjet as another user");
         return;
     }
     let d = dir();
@@ -648,13 +648,15 @@ fn refuses_without_permission() {
     let out = match cmd.output() {
         Ok(out) => out,
         Err(e) => {
-            println!("SKIPPED: user nobody cannot run the bpfjet binary: {e}");
+            bpfjet_testsupport::report_skip(format!(
+                "user nobody cannot run the bpfjet binary: {e}"
+            ));
             return;
         }
     };
     let err = String::from_utf8_lossy(&out.stderr);
     if err.contains("Permission denied") && err.contains("pid.o") {
-        println!("SKIPPED: user nobody cannot read the test's files: {err}");
+        bpfjet_testsupport::report_skip(format!("user nobody cannot read the test's files: {err}"));
         return;
     }
     assert!(!out.status.success(), "accepted as nobody");

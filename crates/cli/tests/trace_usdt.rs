@@ -101,10 +101,10 @@ fn kernel_counts() -> Option<Vec<u64>> {
         .output()
         .unwrap();
     if !out.status.success() {
-        println!(
-            "SKIPPED: kernel comparison of the USDT programs: {}",
+        bpfjet_testsupport::report_skip(format!(
+            "kernel comparison of the USDT programs: {}",
             String::from_utf8_lossy(&out.stderr)
-        );
+        ));
         return None;
     }
     Some(

@@ -249,8 +249,8 @@ SEC("uretprobe/libc.so.6:read") int leave(void *ctx) {
 fn example_tools_pairs() {
     let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..");
     if !std::path::Path::new("/sys/kernel/btf/vmlinux").exists() {
-        println!(
-            "SKIPPED: example_tools_pairs: no /sys/kernel/btf/vmlinux to build the CO-RE tools"
+        bpfjet_testsupport::report_skip(
+            "example_tools_pairs: no /sys/kernel/btf/vmlinux to build the CO-RE tools",
         );
         return;
     }

@@ -10,7 +10,9 @@ use proptest::prelude::*;
 fn simd() -> Simd {
     let f = features();
     if !f.avx2 {
-        println!("SKIPPED: this CPU has no AVX2, the vector search path is not exercised");
+        bpfjet_testsupport::report_skip(
+            "this CPU has no AVX2, the vector search path is not exercised",
+        );
     }
     Simd::with(f)
 }

@@ -334,7 +334,7 @@ fn sequence(backend: &dyn Backend, ncpus: usize) -> Vec<Step> {
 fn map_commands_match_the_kernel() {
     // SAFETY: geteuid cannot fail.
     if unsafe { libc::geteuid() } != 0 {
-        println!("SKIPPED: the kernel backend needs root");
+        bpfjet_testsupport::report_skip("the kernel backend needs root");
         return;
     }
     let run = std::env::temp_dir().join(format!("bpfjet-backends-{}", std::process::id()));

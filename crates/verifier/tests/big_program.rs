@@ -76,7 +76,7 @@ fn accept_both(path: &Path, name: &str) {
     );
 
     if let Err(why) = bpfjet_kernel::kernel_available() {
-        println!("SKIPPED: kernel side of {name} ({why})");
+        bpfjet_testsupport::report_skip(format!("kernel side of {name} ({why})"));
         return;
     }
     // Log level 4 (BPF_LOG_STATS): the kernel reports its own verification

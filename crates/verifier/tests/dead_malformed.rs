@@ -129,7 +129,9 @@ fn ours(p: &[RawInsn], policy: Policy) -> (bool, String) {
 fn dead_malformed_slots_match_kernel() {
     let kernel = bpfjet_kernel::kernel_available();
     if let Err(why) = &kernel {
-        println!("SKIPPED: kernel comparison ({why}); checking the expected verdicts only");
+        bpfjet_testsupport::report_skip(format!(
+            "kernel comparison ({why}); checking the expected verdicts only"
+        ));
     }
     let mut failures = Vec::new();
     let mut compared = 0;

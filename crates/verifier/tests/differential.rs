@@ -31,7 +31,9 @@ fn negative_corpus_matches_kernel() {
     assert!(cases.len() >= 40, "only {} cases", cases.len());
     let kernel = bpfjet_kernel::kernel_available();
     if let Err(why) = &kernel {
-        println!("SKIPPED: kernel comparison ({why}); checking bpfjet against the expected verdicts only");
+        bpfjet_testsupport::report_skip(format!(
+            "kernel comparison ({why}); checking bpfjet against the expected verdicts only"
+        ));
     }
     // Kernel verdicts without CAP_PERFMON, all loaded in one unprivileged thread.
     let unpriv_kernel: Option<Vec<(bool, String)>> = if kernel.is_ok() {
@@ -48,7 +50,7 @@ fn negative_corpus_matches_kernel() {
         }) {
             Ok(v) => Some(v),
             Err(e) => {
-                println!("SKIPPED: unprivileged kernel verdicts ({e})");
+                bpfjet_testsupport::report_skip(format!("unprivileged kernel verdicts ({e})"));
                 None
             }
         }

@@ -59,9 +59,9 @@ fn sources() -> Vec<Source> {
     let mut files = common::nf_objects();
     let libxdp = objects_in(Path::new(LIBXDP_DIR));
     if libxdp.is_empty() {
-        println!(
-            "SKIPPED: libxdp1 objects: none in {LIBXDP_DIR} (scripts/setup.sh installs libxdp1)"
-        );
+        bpfjet_testsupport::report_skip(format!(
+            "libxdp1 objects: none in {LIBXDP_DIR} (scripts/setup.sh installs libxdp1)"
+        ));
     }
     files.extend(libxdp);
     let mut out = Vec::new();
@@ -70,7 +70,9 @@ fn sources() -> Vec<Source> {
         let object = match bpfjet_obj::load_file(&path) {
             Ok(o) => std::rc::Rc::new(o),
             Err(e) => {
-                println!("SKIPPED: {file}: bpfjet cannot read the object: {e}");
+                bpfjet_testsupport::report_skip(format!(
+                    "{file}: bpfjet cannot read the object: {e}"
+                ));
                 continue;
             }
         };
@@ -340,7 +342,9 @@ struct Counts {
 #[test]
 fn mutants_agree_with_the_kernel_verifier() {
     if let Err(why) = bpfjet_kernel::kernel_available() {
-        println!("SKIPPED: mutation test against the kernel verifier: {why}");
+        bpfjet_testsupport::report_skip(format!(
+            "mutation test against the kernel verifier: {why}"
+        ));
         return;
     }
     let per_program: usize = std::env::var("BPFJET_KERNEL_MUTANTS")
@@ -366,17 +370,17 @@ fn mutants_agree_with_the_kernel_verifier() {
         let maps = match KernelMaps::new(&src.object) {
             Ok(m) => m,
             Err(e) => {
-                println!("SKIPPED: {}: {e}", src.name);
+                bpfjet_testsupport::report_skip(format!("{}: {e}", src.name));
                 continue;
             }
         };
         let original = bytes(&src.slots);
         let (k, kwhy) = kernel(&src, &maps, &original, true);
         if !k {
-            println!(
-                "SKIPPED: {}: the kernel refuses the unmutated program as a raw load: {kwhy}",
+            bpfjet_testsupport::report_skip(format!(
+                "{}: the kernel refuses the unmutated program as a raw load: {kwhy}",
                 src.name
-            );
+            ));
             continue;
         }
         if let Err((rule, msg)) = bpfjet(&src, &src.slots) {

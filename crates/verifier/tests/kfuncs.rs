@@ -152,7 +152,7 @@ fn xdp_metadata_kfunc_matches_kernel() {
     println!("bpfjet: {}", e.message);
 
     if let Err(why) = bpfjet_kernel::kernel_available() {
-        println!("SKIPPED: kernel side ({why})");
+        bpfjet_testsupport::report_skip(format!("kernel side ({why})"));
         return;
     }
     match bpfjet_kernel::KernelObject::open(&path) {

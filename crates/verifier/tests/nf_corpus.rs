@@ -11,7 +11,7 @@ fn nf_corpus_accepted_by_bpfjet_and_kernel() {
     let objects = common::nf_objects();
     let kernel = bpfjet_kernel::kernel_available();
     if let Err(why) = &kernel {
-        println!("SKIPPED: kernel side of the NF corpus ({why})");
+        bpfjet_testsupport::report_skip(format!("kernel side of the NF corpus ({why})"));
     }
     let mut failures = Vec::new();
     let mut programs = 0;

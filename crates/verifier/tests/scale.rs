@@ -152,7 +152,9 @@ fn objects_in(dir: &Path) -> Vec<PathBuf> {
 fn kernel_scale_verification() {
     let kernel = bpfjet_kernel::kernel_available();
     if let Err(why) = &kernel {
-        println!("SKIPPED: kernel side of the scale test ({why}); bpfjet must still accept every program");
+        bpfjet_testsupport::report_skip(format!(
+            "kernel side of the scale test ({why}); bpfjet must still accept every program"
+        ));
     }
     let mut objects = common::nf_objects();
     let verifier_dir = common::verifier_example("katran_full")
@@ -163,7 +165,9 @@ fn kernel_scale_verification() {
     objects.extend(nf_scale_objects());
     let libxdp = objects_in(Path::new(LIBXDP_DIR));
     if libxdp.is_empty() {
-        println!("SKIPPED: no libxdp1 objects in {LIBXDP_DIR} (apt-get install libxdp1)");
+        bpfjet_testsupport::report_skip(format!(
+            "no libxdp1 objects in {LIBXDP_DIR} (apt-get install libxdp1)"
+        ));
     }
     objects.extend(libxdp);
 

@@ -25,7 +25,9 @@ fn spin_lock_counter_verified_and_runs_like_the_kernel() {
     let kernel = match bpfjet_kernel::kernel_available() {
         Ok(()) => Some(bpfjet_kernel::KernelObject::open(&path).expect("kernel load")),
         Err(why) => {
-            println!("SKIPPED: kernel comparison ({why}); running bpfjet only");
+            bpfjet_testsupport::report_skip(format!(
+                "kernel comparison ({why}); running bpfjet only"
+            ));
             None
         }
     };
@@ -79,7 +81,7 @@ fn global_call_under_lock_matches_kernel() {
     std::fs::create_dir_all(&dir).unwrap();
     let kernel = bpfjet_kernel::kernel_available();
     if let Err(why) = &kernel {
-        println!("SKIPPED: kernel side ({why})");
+        bpfjet_testsupport::report_skip(format!("kernel side ({why})"));
     }
     for (define, accepted) in [("-DGLOBAL_BUMP", false), ("-DSTATIC_BUMP", true)] {
         let out = dir.join(format!("sgc{define}.o"));

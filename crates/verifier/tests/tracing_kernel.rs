@@ -144,7 +144,9 @@ fn tracing_verdicts_match_the_kernel() {
     let object = bpfjet_obj::load_file(&path).expect("loading the tracing object");
     let kernel_ok = bpfjet_kernel::kernel_available();
     if let Err(why) = &kernel_ok {
-        println!("SKIPPED: kernel side ({why}); checking bpfjet's verdicts on the programs only");
+        bpfjet_testsupport::report_skip(format!(
+            "kernel side ({why}); checking bpfjet's verdicts on the programs only"
+        ));
     }
     let maps: Vec<OwnedFd> = if kernel_ok.is_ok() {
         object

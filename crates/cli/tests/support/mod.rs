@@ -61,7 +61,7 @@ pub fn announce(text: &str) {
 
 /// `SKIPPED: <what>: <why>`, never a silent pass.
 pub fn skip(what: &str, why: &str) {
-    announce(&format!("SKIPPED: {what}: {why}"));
+    bpfjet_testsupport::report_skip(format!("{what}: {why}"));
 }
 
 /// A finished run of the `bpfjet` binary.

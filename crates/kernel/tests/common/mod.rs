@@ -27,11 +27,10 @@ macro_rules! require_kernel {
     };
 }
 
-/// Print `SKIPPED: test: why` past the test harness's output capture
-/// (which swallows `eprintln!` of passing tests), so a skip is never silent.
+/// `SKIPPED: test: why`, past the test harness's output capture and into
+/// `make test`'s list of skips, so a skip is never silent.
 pub fn skip(test: &str, why: &str) {
-    use std::io::Write;
-    let _ = writeln!(std::io::stderr(), "SKIPPED: {test}: {why}");
+    bpfjet_testsupport::report_skip(format!("{test}: {why}"));
 }
 
 /// A 64-byte Ethernet + IPv4 + UDP packet with recognisable bytes.

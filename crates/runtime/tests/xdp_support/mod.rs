@@ -91,7 +91,7 @@ pub fn load_ours(path: &Path, state: Option<&MapState>) -> LoadedObject {
 /// The kernel engine, or None (with a loud SKIPPED line) without privileges.
 pub fn load_kernel(path: &Path, state: Option<&MapState>, why: &str) -> Option<KernelObject> {
     if let Err(e) = bpfjet_kernel::kernel_available() {
-        eprintln!("SKIPPED: kernel comparison for {why}: {e}");
+        bpfjet_testsupport::report_skip(format!("kernel comparison for {why}: {e}"));
         return None;
     }
     let obj = KernelObject::open_with(
