@@ -66,6 +66,17 @@ pub fn agent_work<R>(f: impl FnOnce() -> R) -> R {
     r
 }
 
+/// Whether this thread is doing the agent's own work now (its consumer
+/// and control threads always are).
+pub fn is_agent_work() -> bool {
+    flags().get() & AGENT_WORK != 0
+}
+
+/// Whether [`detach`] was called.
+pub fn is_detached() -> bool {
+    DETACHED.load(Ordering::SeqCst)
+}
+
 /// `bpfjet trace --pid` detached: every probe is pass-through.
 static DETACHED: AtomicBool = AtomicBool::new(false);
 

@@ -28,7 +28,7 @@ use crate::{alive, attach, report};
 use std::io::Read;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 
 /// The settings file next to the agent's loaded path.
 pub const CONFIG_FILE: &str = "attach.conf";
@@ -90,24 +90,31 @@ fn late_settings() -> Option<(Config, Option<PathBuf>, PathBuf)> {
     Some((cfg, vars.get(CONTROL).map(PathBuf::from), dir))
 }
 
-/// Programs `bpfjet trace --pid` cannot run in a process already running.
-fn refuse_late(cfg: &Config) -> Result<(), String> {
-    let obj =
-        bpfjet_obj::load_file(&cfg.object).map_err(|e| format!("{}: {e}", cfg.object.display()))?;
-    for p in &obj.programs {
-        if matches!(
-            p.kind,
-            bpfjet_obj::ProgKind::Tracepoint { .. } | bpfjet_obj::ProgKind::RawTracepoint { .. }
-        ) {
-            return Err(format!(
-                "program section {:?}: system-call tracepoints cannot be attached to a running \
-                 process (Syscall User Dispatch is per thread; its existing threads would each \
-                 have to enable it)",
-                p.section
-            ));
-        }
+/// Set once the settings of `bpfjet trace --pid` were found: the agent
+/// was loaded into a running process.
+static LATE: AtomicBool = AtomicBool::new(false);
+
+/// Whether the agent was loaded into a running process.
+pub fn is_late() -> bool {
+    LATE.load(Ordering::SeqCst)
+}
+
+/// Called by `bpfjet trace --pid` in each thread of the process the
+/// process had when it attached, through ptrace, after this library's
+/// constructor returned (crates/probe/src/inject.rs): the thread's system
+/// calls are dispatched from its return on. Returns 0, 1 for one of the
+/// agent's own threads (left undispatched: its calls are bpfjet's), or
+/// -errno (-EAGAIN: the thread is inside a probe handler; the tracer tries
+/// again at another stop).
+#[no_mangle]
+pub extern "C" fn bpfjet_late_enable_thread() -> i64 {
+    if alive::is_agent_work() {
+        return 1;
     }
-    Ok(())
+    if alive::is_detached() || attach::agent().is_none() {
+        return -(libc::ENOENT as i64);
+    }
+    bpfjet_probe::syscalls::enable_thread_for_tracer()
 }
 
 /// The constructor's work when loaded by `bpfjet trace --pid`; nothing
@@ -116,9 +123,11 @@ pub fn init() {
     let Some((cfg, control, dir)) = late_settings() else {
         return;
     };
-    let started = alive::agent_work(|| refuse_late(&cfg).and_then(|()| attach::start(cfg.clone())));
+    LATE.store(true, Ordering::SeqCst);
+    let started = alive::agent_work(|| attach::start(cfg.clone()));
     if let Err(e) = started {
         alive::detach();
+        bpfjet_probe::syscalls::end_dispatch();
         attach::abandon();
         report::write_error(&cfg, &e);
         return;
@@ -151,5 +160,8 @@ fn wait_for_detach(control: &Path) {
         }
     }
     alive::detach();
+    // No thread is dispatched any more (the CLI turns dispatch off in
+    // every thread through ptrace once it has the report).
+    bpfjet_probe::syscalls::end_dispatch();
     attach::finish();
 }

@@ -45,12 +45,9 @@ fn patch_addresses(object: &bpfjet_obj::Object, target: &inject::Target) -> Resu
     for p in &object.programs {
         let section = &p.section;
         let (path, addrs): (&str, Vec<u64>) = match &p.kind {
-            ProgKind::Tracepoint { .. } | ProgKind::RawTracepoint { .. } => bail!(
-                "program section {section:?}: system-call tracepoints cannot be attached to a \
-                 running process with --pid: Syscall User Dispatch is enabled per thread, and \
-                 every thread the process already has would have to enable it itself (start the \
-                 program under `bpfjet trace OBJ -- CMD` to trace its system calls)"
-            ),
+            // Every thread is dispatched by an injected call after the
+            // agent's constructor (`traces_syscalls`).
+            ProgKind::Tracepoint { .. } | ProgKind::RawTracepoint { .. } => continue,
             ProgKind::Probe(probe) => match &probe.target {
                 ProbeTarget::Usdt {
                     path,
@@ -107,6 +104,56 @@ fn patch_addresses(object: &bpfjet_obj::Object, target: &inject::Target) -> Resu
     Ok(all)
 }
 
+/// Whether `object` traces system calls (refusing any other tracepoint
+/// before the process is touched, as the agent would after loading).
+fn traces_syscalls(object: &bpfjet_obj::Object) -> Result<bool> {
+    let mut any = false;
+    for p in &object.programs {
+        let section = &p.section;
+        match &p.kind {
+            ProgKind::Tracepoint { category, name } => {
+                if category != "syscalls"
+                    || !(name.starts_with("sys_enter_") || name.starts_with("sys_exit_"))
+                {
+                    bail!(
+                        "program section {section:?}: only tracepoint/syscalls/sys_enter_*|\
+                         sys_exit_* can be traced in a process"
+                    );
+                }
+                any = true;
+            }
+            ProgKind::RawTracepoint { name } => {
+                if name != "sys_enter" && name != "sys_exit" {
+                    bail!(
+                        "program section {section:?}: only raw_tracepoint/sys_enter and sys_exit \
+                         can be traced in a process"
+                    );
+                }
+                any = true;
+            }
+            _ => {}
+        }
+    }
+    Ok(any)
+}
+
+/// The agent's function `bpfjet trace --pid` makes every thread of the
+/// process call to dispatch its system calls
+/// (crates/trace-agent/src/late_attach.rs).
+const ENABLE_THREAD: &str = "bpfjet_late_enable_thread";
+
+/// After the agent detached (or failed to attach every thread): Syscall
+/// User Dispatch off in every thread, through ptrace. Says what it did.
+fn end_dispatch(pid: i32) -> String {
+    match inject::disable_dispatch(pid) {
+        Ok(n) => format!("system-call dispatch turned off in {n} threads"),
+        Err(e) => format!(
+            "system-call dispatch could not be turned off through ptrace ({e}): each thread \
+             turns it off at its next system call"
+        ),
+    }
+}
+
 /// PATH of a probe section as a file the process has mapped, and its load
 /// bias there.
 fn loaded_file(path: &str, target: &inject::Target, section: &str) -> Result<(PathBuf, u64)> {
@@ -158,8 +205,12 @@ fn process_exited(pidfd: libc::c_int, timeout_ms: i32) -> bool {
 pub fn run(args: &TraceArgs, pid: i32) -> Result<ExitCode> {
     let target = inject::check_target(pid).map_err(|e| anyhow!(e))?;
     let mut object = precheck(&args.obj, None)?;
-    let hazards =
+    let syscalls = traces_syscalls(&object)?;
+    let mut hazards =
         inject::patch_hazards(pid, &patch_addresses(&object, &target)?).map_err(|e| anyhow!(e))?;
+    if syscalls {
+        hazards.allocator = inject::allocator_hazards(&target).map_err(|e| anyhow!(e))?;
+    }
     let (fuse, plan) = fusion_setup(args, &mut object)?;
     let agent = agent_library()?;
     let agent = agent.canonicalize().unwrap_or(agent);
@@ -242,7 +293,26 @@ pub fn run(args: &TraceArgs, pid: i32) -> Result<ExitCode> {
             on_stop_signal as *const () as libc::sighandler_t,
         );
     }
-    let injected = inject::inject_dlopen(&target, &link, &hazards).map_err(|e| anyhow!(e))?;
+    let injected =
+        inject::inject_dlopen_then(&target, &link, &hazards, syscalls.then_some(ENABLE_THREAD));
+    let (injected, dispatched) = match injected {
+        Ok(r) => r,
+        Err(e) if dir.0.join("attached").exists() => {
+            // The agent attached but not every thread could be dispatched:
+            // it detaches, and dispatch is turned off where it was on.
+            let _ = fifo.write_all(b"d");
+            let deadline = Instant::now() + Duration::from_secs(10);
+            while read_report(&report).is_none() && Instant::now() < deadline {
+                std::thread::sleep(Duration::from_millis(10));
+            }
+            bail!(
+                "{e} (the agent detached: nothing runs in process {pid}, {}; the agent stays \
+                 loaded there, inactive)",
+                end_dispatch(pid)
+            );
+        }
+        Err(e) => bail!(e),
+    };
     if injected.handle == 0 {
         bail!(
             "--pid {pid}: dlopen({}) failed in the process (nothing was attached)",
@@ -264,10 +334,22 @@ pub fn run(args: &TraceArgs, pid: i32) -> Result<ExitCode> {
         );
     }
     eprintln!(
-        "bpfjet trace: attached to process {pid} ({}; {} threads stopped for {:.1} ms{}{})",
+        "bpfjet trace: attached to process {pid} ({}; {} threads stopped for {:.1} ms{}{}{})",
         target.exe.display(),
         injected.threads,
         injected.stopped_for.as_secs_f64() * 1e3,
+        match &dispatched {
+            Some(d) => format!(
+                "; system calls dispatched in {} threads{}",
+                d.done,
+                if d.retries > 0 {
+                    format!(" ({} retries)", d.retries)
+                } else {
+                    String::new()
+                }
+            ),
+            None => String::new(),
+        },
         if injected.retries > 0 {
             format!(", {} retries for a safe point", injected.retries)
         } else {
@@ -328,9 +410,14 @@ pub fn run(args: &TraceArgs, pid: i32) -> Result<ExitCode> {
         None
     };
     if !exited {
+        let dispatch = if syscalls {
+            format!("; {}", end_dispatch(pid))
+        } else {
+            String::new()
+        };
         eprintln!(
             "bpfjet trace: detached from process {pid}; it goes on (probes stay patched, \
-             pass-through)"
+             pass-through{dispatch})"
         );
     }
     print_report(args, &plan, &report, exit_code)

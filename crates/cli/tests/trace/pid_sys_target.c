@@ -1,0 +1,118 @@
+/* A long-running multithreaded program whose system calls `bpfjet trace
+ * --pid` traces once attached (crates/cli/tests/trace_pid.rs). Started
+ * normally, without bpfjet; driven through stdin. WORKERS threads wait
+ * idle in nanosleep for a command; the main thread reads stdin.
+ *
+ *   "go N"    every worker makes N rounds of: write(PIPE_FD, 1 byte),
+ *             read(READ_FD, 1 byte), getpid(); then "done W R G": the
+ *             calls that succeeded (W writes, R reads, G getpid calls)
+ *   "spawn N" a thread created now makes N rounds and is joined:
+ *             "spawned W R G"
+ *   "sud"     the main thread turns Syscall User Dispatch on for itself,
+ *             with a selector that always allows (a program using it for
+ *             its own ends): "sud"
+ *   "exit"    "bye", exit status 7.
+ * No other thread calls getpid, writes to PIPE_FD or reads READ_FD, so the
+ * calls a tracer sees there are exactly these. */
+#define _GNU_SOURCE
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <time.h>
+#include <unistd.h>
+
+#define WORKERS 3
+#define PIPE_FD 100
+#define READ_FD 101
+
+static atomic_int generation;
+static atomic_int finished;
+static atomic_long writes, reads, getpids;
+static int rounds;
+
+static void rounds_of_calls(int n)
+{
+	char c = 'x';
+	for (int i = 0; i < n; i++) {
+		if (write(PIPE_FD, &c, 1) == 1)
+			atomic_fetch_add(&writes, 1);
+		if (read(READ_FD, &c, 1) == 1)
+			atomic_fetch_add(&reads, 1);
+		if (getpid() > 0)
+			atomic_fetch_add(&getpids, 1);
+	}
+}
+
+static void *worker(void *arg)
+{
+	int seen = 0;
+	(void)arg;
+	for (;;) {
+		struct timespec ts = {0, 1000000};
+		while (atomic_load(&generation) == seen)
+			nanosleep(&ts, NULL);
+		seen = atomic_load(&generation);
+		rounds_of_calls(rounds);
+		atomic_fetch_add(&finished, 1);
+	}
+	return NULL;
+}
+
+static void *spawned(void *arg)
+{
+	rounds_of_calls(*(int *)arg);
+	return NULL;
+}
+
+static void reset(void)
+{
+	atomic_store(&writes, 0);
+	atomic_store(&reads, 0);
+	atomic_store(&getpids, 0);
+}
+
+int main(void)
+{
+	int p[2];
+	pthread_t t;
+	char line[64];
+	if (pipe(p) || dup2(p[1], PIPE_FD) < 0 || dup2(p[0], READ_FD) < 0)
+		return 2;
+	setvbuf(stdout, NULL, _IOLBF, 0);
+	for (int i = 0; i < WORKERS; i++)
+		pthread_create(&t, NULL, worker, NULL);
+	printf("ready\n");
+	while (fgets(line, sizeof line, stdin)) {
+		if (!strncmp(line, "go ", 3)) {
+			struct timespec ts = {0, 1000000};
+			reset();
+			rounds = atoi(line + 3);
+			atomic_store(&finished, 0);
+			atomic_fetch_add(&generation, 1);
+			while (atomic_load(&finished) < WORKERS)
+				nanosleep(&ts, NULL);
+			printf("done %ld %ld %ld\n", atomic_load(&writes), atomic_load(&reads),
+			       atomic_load(&getpids));
+		} else if (!strncmp(line, "spawn ", 6)) {
+			int n = atoi(line + 6);
+			reset();
+			if (pthread_create(&t, NULL, spawned, &n) || pthread_join(t, NULL))
+				return 4;
+			printf("spawned %ld %ld %ld\n", atomic_load(&writes), atomic_load(&reads),
+			       atomic_load(&getpids));
+		} else if (!strcmp(line, "sud\n")) {
+			static volatile char allow = PR_SYS_DISPATCH_OFF;
+			if (prctl(PR_SET_SYSCALL_USER_DISPATCH, PR_SYS_DISPATCH_ON, 0, 0,
+				  &allow))
+				return 5;
+			printf("sud\n");
+		} else if (!strcmp(line, "exit\n")) {
+			printf("bye\n");
+			return 7;
+		}
+	}
+	return 3;
+}
