@@ -379,7 +379,17 @@ fn the_process_goes_on_when_bpfjet_is_killed() {
     let cli = tracer.child.id();
     tracer.child.kill().unwrap();
     tracer.child.wait().unwrap();
-    // The agent's report, left in the attach directory nobody removed.
+    let report = report_left_by_agent(cli);
+    assert_eq!(report["exit_status"], Value::Null, "{report}");
+    assert_eq!(&counts(&report)[..5], &expected(100)[..]);
+    // Programs no longer run; the process works on.
+    target.run(100);
+    target.exit();
+}
+
+/// The report the agent wrote after bpfjet (process `cli`) was killed, in
+/// the attach directory nobody removed (removed now).
+fn report_left_by_agent(cli: u32) -> Value {
     let prefix = format!("bpfjet-attach-{cli}-");
     let report = (0..500)
         .find_map(|_| {
@@ -395,16 +405,12 @@ fn the_process_goes_on_when_bpfjet_is_killed() {
             found
         })
         .expect("the agent wrote no report after bpfjet was killed");
-    assert_eq!(report["exit_status"], Value::Null, "{report}");
-    assert_eq!(&counts(&report)[..5], &expected(100)[..]);
     for e in std::fs::read_dir(std::env::temp_dir()).unwrap().flatten() {
         if e.file_name().to_string_lossy().starts_with(&prefix) {
             let _ = std::fs::remove_dir_all(e.path());
         }
     }
-    // Programs no longer run; the process works on.
-    target.run(100);
-    target.exit();
+    report
 }
 
 #[test]
@@ -865,5 +871,28 @@ fn refuses_a_process_using_syscall_user_dispatch_itself() {
     );
     assert!(!target.agent_loaded());
     assert_eq!(sys_calls(&target.send("go 10"), "done"), [10 * WORKERS; 3]);
+    target.exit();
+}
+
+#[test]
+fn syscall_dispatch_ends_in_each_thread_when_bpfjet_is_killed() {
+    let _serial = serial();
+    let d = dir();
+    let mut target = Target::start(&d.join("pid_sys_target"));
+    let mut tracer = Tracer::attach(&d.join("pid_syscount.o"), target.pid(), &[]);
+    let calls = sys_window(&mut target);
+    let cli = tracer.child.id();
+    tracer.child.kill().unwrap();
+    tracer.child.wait().unwrap();
+    // Nobody turns dispatch off through ptrace: the agent, seeing its
+    // control FIFO closed, detaches and writes its report.
+    let report = report_left_by_agent(cli);
+    assert_eq!(&counts(&report)[..5], &[calls; 5], "{report}");
+    // Each thread turns dispatch off at its next trapped call: the workers
+    // at their getpid, the main thread at the calls creating the new
+    // thread (clone3 at least), which starts without it.
+    assert_eq!(sys_calls(&target.send("go 10"), "done"), [10 * WORKERS; 3]);
+    assert_eq!(sys_calls(&target.send("spawn 5"), "spawned"), [5; 3]);
+    dispatch_off_everywhere(target.pid());
     target.exit();
 }

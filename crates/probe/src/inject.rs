@@ -32,6 +32,16 @@
 //!    would have been after the interrupt; a thread that was stopped while
 //!    a signal was being delivered to it gets that signal back at detach.
 //!
+//! 5. With system-call tracing ([`inject_dlopen_then`]), before step 4,
+//!    every thread calls the agent's per-thread enable function the same
+//!    way (registers and extended state saved and restored, a return to 0,
+//!    its stop kept for the detach), each at a safe point that also
+//!    excludes libc's allocator ([`Hazards::allocator`]: the function
+//!    allocates the thread's block of the agent's thread-locals). A thread
+//!    that already uses Syscall User Dispatch is refused first, nothing
+//!    changed. [`disable_dispatch`] turns dispatch off in every thread
+//!    with `PTRACE_SET_SYSCALL_USER_DISPATCH_CONFIG` at the detach.
+//!
 //! While the injected call runs, the other threads stay stopped, so the
 //! loaded object's constructor runs alone. If `dlopen` has not returned
 //! after [`SOLO_TIMEOUT`] (another stopped thread holds a lock it needs),
@@ -306,6 +316,25 @@ const ALLOCATOR_FUNCTIONS: &[&str] = &[
     "malloc_usable_size",
     "cfree",
 ];
+
+/// The run-time addresses of those of libc's functions `names` that its
+/// dynamic symbols define, in `target` (functions the agent patches by
+/// itself: the system-call fast path's wrappers, `_exit`).
+pub fn libc_functions(target: &Target, names: &[&str]) -> Vec<u64> {
+    let Some(libc) = target.objects.iter().find(|o| {
+        o.path
+            .file_name()
+            .is_some_and(|n| n.to_string_lossy().starts_with("libc.so"))
+    }) else {
+        return Vec::new();
+    };
+    let file = PathBuf::from(format!("/proc/{}/root{}", target.pid, libc.path.display()));
+    names
+        .iter()
+        .filter_map(|n| crate::symbols::file_symbol(&file, n).ok())
+        .map(|s| libc.bias.wrapping_add(s.vaddr))
+        .collect()
+}
 
 /// The run-time ranges of libc's allocator functions in `target`
 /// ([`Hazards::allocator`]), from libc's dynamic symbols.

@@ -35,7 +35,11 @@
 //!
 //! New threads: dispatch is per thread and new threads start without it;
 //! [`enable_current_thread`] is called at their start by the agent's
-//! `pthread_create` wrapper.
+//! `pthread_create` wrapper. In a process the agent was loaded into while
+//! it ran ([`install_for_tracer`]), the tracer enables each existing
+//! thread ([`enable_thread_for_tracer`]), and the child of a clone with a
+//! new stack enables itself in the clone stub, before it returns to the
+//! application; [`end_dispatch`] ends it all at the detach.
 
 use crate::regs::PtRegs;
 use crate::thread::{self, ProbeThread, SELECTOR_ALLOW, SELECTOR_BLOCK};

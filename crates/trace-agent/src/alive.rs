@@ -66,6 +66,43 @@ pub fn agent_work<R>(f: impl FnOnce() -> R) -> R {
     r
 }
 
+/// The agent's own threads ([`spawn`]), by thread id.
+static AGENT_THREADS: std::sync::Mutex<Vec<i32>> = std::sync::Mutex::new(Vec::new());
+
+/// Spawns one of the agent's own threads: all its work is the agent's
+/// ([`agent_work`]), and it is known as the agent's ([`is_agent_thread`])
+/// before this returns, so `bpfjet trace --pid`, which dispatches every
+/// other thread of the process once the constructor returned, leaves it
+/// alone.
+pub fn spawn<T: Send + 'static>(
+    builder: std::thread::Builder,
+    f: impl FnOnce() -> T + Send + 'static,
+) -> std::io::Result<std::thread::JoinHandle<T>> {
+    let (started, wait) = std::sync::mpsc::sync_channel(1);
+    let handle = builder.spawn(move || {
+        agent_work(move || {
+            // SAFETY: gettid has no preconditions.
+            let tid = unsafe { libc::gettid() };
+            AGENT_THREADS
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .push(tid);
+            let _ = started.send(());
+            f()
+        })
+    })?;
+    let _ = wait.recv();
+    Ok(handle)
+}
+
+/// Whether thread `tid` is one of the agent's own ([`spawn`]).
+pub fn is_agent_thread(tid: i32) -> bool {
+    AGENT_THREADS
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .contains(&tid)
+}
+
 /// Whether this thread is doing the agent's own work now (its consumer
 /// and control threads always are).
 pub fn is_agent_work() -> bool {

@@ -13,9 +13,14 @@
 //! - an attach error is written to the report and the process goes on
 //!   untouched by programs (every probe already written is pass-through):
 //!   it is someone else's running process, it is never ended;
-//! - system-call tracepoints are refused (`bpfjet trace` refuses them
-//!   first): dispatch is per thread and the process's existing threads
-//!   would each have to enable it;
+//! - system-call tracepoints: the constructor installs the hooks and the
+//!   SIGSYS handler but dispatches no thread; `bpfjet trace --pid` then
+//!   makes every thread of the process call [`bpfjet_late_enable_thread`]
+//!   through ptrace (the agent's own threads, [`alive::spawn`], decline),
+//!   and threads the process creates later enable themselves in the clone
+//!   stub (crates/probe/src/syscalls.rs); at the detach no thread enables
+//!   it any more, and each turns it off (the CLI through ptrace, or the
+//!   thread at its next trapped call);
 //! - a control thread waits on the FIFO: a byte, or end of file (the CLI
 //!   went away), detaches — programs stop running (probes become
 //!   pass-through, [`crate::alive::detached`]), ring buffers are drained,
@@ -108,7 +113,8 @@ pub fn is_late() -> bool {
 /// again at another stop).
 #[no_mangle]
 pub extern "C" fn bpfjet_late_enable_thread() -> i64 {
-    if alive::is_agent_work() {
+    // SAFETY: gettid has no preconditions.
+    if alive::is_agent_work() || alive::is_agent_thread(unsafe { libc::gettid() }) {
         return 1;
     }
     if alive::is_detached() || attach::agent().is_none() {
@@ -136,9 +142,10 @@ pub fn init() {
         eprintln!("bpfjet trace: {}: {e}", dir.join(ATTACHED_FILE).display());
     }
     if let Some(control) = control {
-        let spawned = std::thread::Builder::new()
-            .name("bpfjet-control".into())
-            .spawn(move || alive::agent_work(|| wait_for_detach(&control)));
+        let spawned = alive::spawn(
+            std::thread::Builder::new().name("bpfjet-control".into()),
+            move || wait_for_detach(&control),
+        );
         if let Err(e) = spawned {
             eprintln!("bpfjet trace: no control thread ({e}): the trace ends with the process");
         }

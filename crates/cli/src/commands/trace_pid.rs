@@ -206,8 +206,18 @@ pub fn run(args: &TraceArgs, pid: i32) -> Result<ExitCode> {
     let target = inject::check_target(pid).map_err(|e| anyhow!(e))?;
     let mut object = precheck(&args.obj, None)?;
     let syscalls = traces_syscalls(&object)?;
-    let mut hazards =
-        inject::patch_hazards(pid, &patch_addresses(&object, &target)?).map_err(|e| anyhow!(e))?;
+    let mut patched = patch_addresses(&object, &target)?;
+    // What the agent patches by itself: the system-call fast path's libc
+    // wrappers, or libc's `_exit` (the exit hook without system calls).
+    patched.extend(if syscalls {
+        inject::libc_functions(
+            &target,
+            &bpfjet_probe::fast_syscalls::wrapper_names().collect::<Vec<_>>(),
+        )
+    } else {
+        inject::libc_functions(&target, &["_exit"])
+    });
+    let mut hazards = inject::patch_hazards(pid, &patched).map_err(|e| anyhow!(e))?;
     if syscalls {
         hazards.allocator = inject::allocator_hazards(&target).map_err(|e| anyhow!(e))?;
     }
