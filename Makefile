@@ -4,7 +4,7 @@ CONFORMANCE ?= ../shared/conformance/tests
 BPFJET := target/release/bpfjet
 export PATH := $(HOME)/.cargo/bin:$(PATH)
 
-.PHONY: all setup build examples test test-rust test-netns test-preload test-trace bench-preload bench-trace bench-fusion bench-fusion-percall bench-uprobe bench-trace-percall bench-usdt lint conformance demo clean
+.PHONY: all setup build examples test test-rust test-netns test-preload test-trace bench-preload bench-trace bench-fusion bench-fusion-percall bench-uprobe bench-trace-percall bench-usdt bench-trace-pid lint conformance demo clean
 
 all: build
 
@@ -65,6 +65,12 @@ bench-preload: build
 # on one tight loop, side by side (docs/PERFORMANCE.md, "Tracing"; root).
 bench-uprobe: build examples
 	BPFJET=$(BPFJET) sh scripts/bench-trace-uprobe.sh
+
+# `bpfjet trace --pid` with system-call tracepoints: how long the process
+# is stopped at the attach (uprobe-only vs system calls) and its getpid cost
+# before / attached / after the detach, interleaved rounds (docs/TRACING.md).
+bench-trace-pid: build
+	python3 scripts/bench-trace-pid.py --bpfjet $(BPFJET)
 
 # Per-hit USDT cost: kernel USDT uprobes vs bpfjet's jump and int3 patches.
 bench-usdt: build

@@ -305,8 +305,17 @@ pub fn run(args: &TraceArgs, pid: i32) -> Result<ExitCode> {
     }
     let injected =
         inject::inject_dlopen_then(&target, &link, &hazards, syscalls.then_some(ENABLE_THREAD));
+    let agent_error = || {
+        read_report(&report).and_then(|r| r.get("error").and_then(Value::as_str).map(String::from))
+    };
     let (injected, dispatched) = match injected {
         Ok(r) => r,
+        // The agent refused the object (no thread was dispatched: the
+        // per-thread calls found it detached).
+        Err(_) if agent_error().is_some() => bail!(
+            "{} (nothing runs in process {pid}; the agent stays loaded there, inactive)",
+            agent_error().unwrap_or_default()
+        ),
         Err(e) if dir.0.join("attached").exists() => {
             // The agent attached but not every thread could be dispatched:
             // it detaches, and dispatch is turned off where it was on.

@@ -11,6 +11,8 @@
  *   "sud"     the main thread turns Syscall User Dispatch on for itself,
  *             with a selector that always allows (a program using it for
  *             its own ends): "sud"
+ *   "bench N" the main thread makes N getpid calls in a row: "ns NS", the
+ *             wall-clock nanoseconds per call (scripts/bench-trace-pid.py)
  *   "exit"    "bye", exit status 7.
  * No other thread calls getpid, writes to PIPE_FD or reads READ_FD, so the
  * calls a tracer sees there are exactly these. */
@@ -109,6 +111,14 @@ int main(void)
 				  &allow))
 				return 5;
 			printf("sud\n");
+		} else if (!strncmp(line, "bench ", 6)) {
+			long n = atol(line + 6);
+			struct timespec a, b;
+			clock_gettime(CLOCK_MONOTONIC, &a);
+			for (long i = 0; i < n; i++)
+				getpid();
+			clock_gettime(CLOCK_MONOTONIC, &b);
+			printf("ns %.1f\n", ((b.tv_sec - a.tv_sec) * 1e9 + (b.tv_nsec - a.tv_nsec)) / n);
 		} else if (!strcmp(line, "exit\n")) {
 			printf("bye\n");
 			return 7;
