@@ -719,8 +719,9 @@ fn by_nr(report: &Value) -> std::collections::BTreeMap<u64, u64> {
         .collect()
 }
 
-/// The workload of the window: `go GO` (every worker) then `spawn SPAWN`
-/// (a thread created now); the calls the target reports, summed.
+/// The workload of the window: `go GO` (every worker), `spawn SPAWN` (a
+/// thread created now), `fork 100` (a child process); the calls the
+/// target reports, summed.
 const GO: u64 = 400;
 const SPAWN: u64 = 250;
 
@@ -729,6 +730,9 @@ fn sys_window(target: &mut Target) -> u64 {
     assert_eq!(go, [GO * WORKERS; 3]);
     let spawned = sys_calls(&target.send(&format!("spawn {SPAWN}")), "spawned");
     assert_eq!(spawned, [SPAWN; 3]);
+    // A child process's calls are not the process's (the kernel's
+    // tracepoints filter on the process too): not counted.
+    assert_eq!(target.send("fork 100"), "forked 0");
     GO * WORKERS + SPAWN
 }
 
@@ -755,7 +759,7 @@ fn kernel_sys_counts() -> Option<Vec<u64>> {
         .unwrap();
     write!(
         child.stdin.take().unwrap(),
-        "go {GO}\nspawn {SPAWN}\nexit\n"
+        "go {GO}\nspawn {SPAWN}\nfork 100\nexit\n"
     )
     .unwrap();
     let out = child.wait_with_output().unwrap();

@@ -63,6 +63,7 @@ const SYS_EXECVEAT: u64 = 322;
 const SYS_CLONE3: u64 = 435;
 const CLONE_VM: u64 = 0x100;
 const CLONE_VFORK: u64 = 0x4000;
+const CLONE_SETTLS: u64 = 0x80000;
 const SA_RESTORER: i32 = 0x0400_0000;
 
 /// Runs at a dispatched system call, on the calling thread.
@@ -368,13 +369,13 @@ fn disable_current_thread(t: *mut ProbeThread) {
     }
 }
 
-/// The child of a clone with a new stack made by a dispatched thread, at
-/// its start in `bpfjet_sud_clone` (signal mask still the handler's):
-/// dispatched like its parent when the tracer enabled the process's
-/// threads ([`ENABLED_BY_TRACER`]); preloaded, the agent's `pthread_create`
-/// wrapper does it.
+/// The child of a clone with a new stack and its own thread pointer made
+/// by a dispatched thread, at its start in `bpfjet_sud_clone` (signal mask
+/// still the handler's), when the tracer enabled the process's threads
+/// ([`ENABLED_BY_TRACER`]): dispatched like its parent. Preloaded, the
+/// agent's `pthread_create` wrapper does it.
 extern "C" fn bpfjet_sud_child_started() {
-    if !ENABLED_BY_TRACER.load(Ordering::SeqCst) || DISPATCH_ENDED.load(Ordering::SeqCst) {
+    if DISPATCH_ENDED.load(Ordering::SeqCst) {
         return;
     }
     if enable_current_thread().is_ok() && DISPATCH_ENDED.load(Ordering::SeqCst) {
@@ -545,10 +546,17 @@ extern "C" fn on_sigsys(_sig: i32, _info: *mut libc::siginfo_t, ctx: *mut libc::
         SYS_CLONE | SYS_CLONE3 if new_stack(nr, &a).is_some() => {
             let sp = new_stack(nr, &a).unwrap();
             // SAFETY: the child's stack, below its initial stack pointer:
-            // the resume address and the application's signal mask.
+            // the resume address, the application's signal mask, and
+            // whether the child dispatches itself (a thread with its own
+            // thread pointer: one sharing its creator's would share its
+            // probe block and selector too).
             unsafe {
                 *((sp - 8) as *mut u64) = regs.rip;
                 *((sp - 16) as *mut u64) = *(&uc.uc_sigmask as *const libc::sigset_t as *const u64);
+                *((sp - 24) as *mut u64) = u64::from(
+                    ENABLED_BY_TRACER.load(Ordering::Relaxed)
+                        && clone_flags(nr, &a) & CLONE_SETTLS != 0,
+                );
             }
             let saved = CloneRegs {
                 nr,
@@ -574,7 +582,16 @@ extern "C" fn on_sigsys(_sig: i32, _info: *mut libc::siginfo_t, ctx: *mut libc::
             };
             let r = unsafe { bpfjet_sud_syscall6(nr2, a0, a[1], a[2], a[3], a[4], a[5]) };
             if r == 0 && a0 & CLONE_VM == 0 {
-                let _ = enable_current_thread();
+                if ENABLED_BY_TRACER.load(Ordering::Relaxed) {
+                    // A child process of a process bpfjet attached to
+                    // (`--pid`): not traced, as the kernel's tracepoints
+                    // filtered on the process do not see it; nobody would
+                    // turn its dispatch off at the detach.
+                    // SAFETY: this thread's block (the child's copy).
+                    unsafe { (*t).dispatched = false };
+                } else {
+                    let _ = enable_current_thread();
+                }
                 // SAFETY: this thread's block (the child's copy).
                 unsafe { thread::set_selector(t, SELECTOR_ALLOW) };
             }
@@ -593,6 +610,18 @@ extern "C" fn on_sigsys(_sig: i32, _info: *mut libc::siginfo_t, ctx: *mut libc::
     }
     // SAFETY: this thread's block.
     unsafe { thread::set_selector(t, SELECTOR_BLOCK) };
+}
+
+/// The flags of a `clone` or `clone3` call.
+fn clone_flags(nr: u64, a: &[u64; 6]) -> u64 {
+    match nr {
+        SYS_CLONE => a[0],
+        // struct clone_args: flags at 0.
+        // SAFETY: the application passed this struct to clone3 (checked
+        // non-null and large enough by `new_stack`).
+        SYS_CLONE3 if a[0] != 0 && a[1] >= 64 => unsafe { *(a[0] as *const u64) },
+        _ => 0,
+    }
 }
 
 /// The child's initial stack pointer of a clone that gives it a new stack.
@@ -701,8 +730,12 @@ std::arch::global_asm!(
     "ret",
     "2:",
     // The child turns dispatch on for itself when the tracer enabled the
-    // process's threads (bpfjet_sud_child_started): the application's
-    // registers the child resumes with are kept around the call.
+    // process's threads and it has its own thread pointer (the flag at
+    // [sp-24], bpfjet_sud_child_started): the application's registers the
+    // child resumes with are kept around the call.
+    "mov rax, [rsp - 24]",
+    "test rax, rax",
+    "jz 3f",
     "sub rsp, 16",
     "push rdi",
     "push rsi",
@@ -723,6 +756,7 @@ std::arch::global_asm!(
     "pop rsi",
     "pop rdi",
     "add rsp, 16",
+    "3:",
     "sub rsp, 16",
     "push rdi",
     "push rsi",

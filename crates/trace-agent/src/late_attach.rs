@@ -113,8 +113,7 @@ pub fn is_late() -> bool {
 /// again at another stop).
 #[no_mangle]
 pub extern "C" fn bpfjet_late_enable_thread() -> i64 {
-    // SAFETY: gettid has no preconditions.
-    if alive::is_agent_work() || alive::is_agent_thread(unsafe { libc::gettid() }) {
+    if alive::is_agent_work() || alive::is_agent_thread() {
         return 1;
     }
     if alive::is_detached() || attach::agent().is_none() {

@@ -8,11 +8,15 @@
  *             calls that succeeded (W writes, R reads, G getpid calls)
  *   "spawn N" a thread created now makes N rounds and is joined:
  *             "spawned W R G"
+ *   "fork N"  a child process makes N getpid calls and exits (its calls
+ *             are another process's, which a tracer of this one does not
+ *             count): "forked STATUS"
  *   "sud"     the main thread turns Syscall User Dispatch on for itself,
  *             with a selector that always allows (a program using it for
  *             its own ends): "sud"
- *   "bench N" the main thread makes N getpid calls in a row: "ns NS", the
- *             wall-clock nanoseconds per call (scripts/bench-trace-pid.py)
+ *   "bench N" the main thread makes N getpid calls in a row: "ns WALL CPU",
+ *             nanoseconds per call, wall clock and the thread's CPU time
+ *             (scripts/bench-trace-pid.py)
  *   "exit"    "bye", exit status 7.
  * No other thread calls getpid, writes to PIPE_FD or reads READ_FD, so the
  * calls a tracer sees there are exactly these. */
@@ -23,6 +27,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -105,6 +110,18 @@ int main(void)
 				return 4;
 			printf("spawned %ld %ld %ld\n", atomic_load(&writes), atomic_load(&reads),
 			       atomic_load(&getpids));
+		} else if (!strncmp(line, "fork ", 5)) {
+			int n = atoi(line + 5), status = -1;
+			pid_t child = fork();
+			if (child == 0) {
+				for (int i = 0; i < n; i++)
+					if (getpid() <= 0)
+						_exit(1);
+				_exit(0);
+			}
+			if (child < 0 || waitpid(child, &status, 0) != child)
+				return 6;
+			printf("forked %d\n", status);
 		} else if (!strcmp(line, "sud\n")) {
 			static volatile char allow = PR_SYS_DISPATCH_OFF;
 			if (prctl(PR_SET_SYSCALL_USER_DISPATCH, PR_SYS_DISPATCH_ON, 0, 0,
@@ -113,12 +130,16 @@ int main(void)
 			printf("sud\n");
 		} else if (!strncmp(line, "bench ", 6)) {
 			long n = atol(line + 6);
-			struct timespec a, b;
+			struct timespec a, b, ca, cb;
 			clock_gettime(CLOCK_MONOTONIC, &a);
+			clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ca);
 			for (long i = 0; i < n; i++)
 				getpid();
+			clock_gettime(CLOCK_THREAD_CPUTIME_ID, &cb);
 			clock_gettime(CLOCK_MONOTONIC, &b);
-			printf("ns %.1f\n", ((b.tv_sec - a.tv_sec) * 1e9 + (b.tv_nsec - a.tv_nsec)) / n);
+			printf("ns %.1f %.1f\n",
+			       ((b.tv_sec - a.tv_sec) * 1e9 + (b.tv_nsec - a.tv_nsec)) / n,
+			       ((cb.tv_sec - ca.tv_sec) * 1e9 + (cb.tv_nsec - ca.tv_nsec)) / n);
 		} else if (!strcmp(line, "exit\n")) {
 			printf("bye\n");
 			return 7;
