@@ -86,7 +86,8 @@ def attach(bpfjet, obj, pid, engine):
             sys.exit(f"bpfjet did not attach: {t.communicate()}")
         m = re.search(r"stopped for ([0-9.]+) ms", l)
         if m:
-            return t, float(m.group(1))
+            d = re.search(r"dispatched in \d+ threads in ([0-9.]+) ms", l)
+            return t, float(m.group(1)), float(d.group(1)) if d else None
 
 
 def detach(t):
@@ -119,11 +120,11 @@ def main():
     upobj = os.path.join(d, "getpid.o")
     run(["clang-19", "-O2", "-g", "-target", "bpf", "-c",
          os.path.join(d, "getpid.bpf.c"), "-o", upobj])
-    stop_up, stop_sys, before, during, after = [], [], [], [], []
+    stop_up, stop_sys, per_thread, before, during, after = [], [], [], [], [], []
     for r in range(a.rounds):
         # Uprobe-only attach: the stop without per-thread calls.
         t = Target(exe)
-        tr, ms = attach(a.bpfjet, upobj, t.p.pid, a.engine)
+        tr, ms, _ = attach(a.bpfjet, upobj, t.p.pid, a.engine)
         stop_up.append(ms)
         detach(tr)
         t.exit()
@@ -132,19 +133,21 @@ def main():
         t.send("go 10")  # threads warmed up
         t.bench(a.calls)  # warm-up
         before.append(t.bench(a.calls))
-        tr, ms = attach(a.bpfjet, sysobj, t.p.pid, a.engine)
+        tr, ms, calls = attach(a.bpfjet, sysobj, t.p.pid, a.engine)
         stop_sys.append(ms)
+        per_thread.append(calls)
         during.append(t.bench(a.calls // 10))
         detach(tr)
         t.bench(a.calls)  # warm-up
         after.append(t.bench(a.calls))
         t.exit()
         print(f"round {r + 1}: stopped uprobe {stop_up[-1]:.1f} ms, syscalls "
-              f"{stop_sys[-1]:.1f} ms; getpid ns before {before[-1]:.1f} during "
+              f"{stop_sys[-1]:.1f} ms (enable calls {per_thread[-1]:.1f} ms); getpid ns before {before[-1]:.1f} during "
               f"{during[-1]:.1f} after {after[-1]:.1f}", file=sys.stderr)
     print(f"bpfjet trace --pid, engine {a.engine}, {a.bpfjet}")
     print(summary("stopped at attach, uprobe only (4 threads)", stop_up, "ms"))
     print(summary("stopped at attach, system calls (4 threads)", stop_sys, "ms"))
+    print(summary("  of which the 4 per-thread enable calls", per_thread, "ms"))
     print(summary("getpid before the attach (CPU)", before, "ns"))
     print(summary("getpid attached (SIGSYS path, programs run)", during, "ns"))
     print(summary("getpid after the detach (CPU)", after, "ns"))

@@ -997,6 +997,9 @@ pub struct ThreadCalls {
     /// A call did not return within [`SOLO_TIMEOUT`]: the other threads
     /// were resumed while it ran.
     pub others_resumed: bool,
+    /// From the first call to the last return (part of
+    /// [`Injection::stopped_for`]).
+    pub took: Duration,
 }
 
 /// The run-time address of `symbol` of `library` loaded in `pid`.
@@ -1027,6 +1030,7 @@ fn call_each_thread(
 ) -> Result<ThreadCalls, String> {
     let pid = stopped.pid;
     let func = loaded_symbol(pid, library, symbol)?;
+    let started = Instant::now();
     let mut out = ThreadCalls::default();
     let mut finished: BTreeSet<i32> = BTreeSet::new();
     'rounds: loop {
@@ -1037,6 +1041,7 @@ fn call_each_thread(
             .filter(|t| !finished.contains(t))
             .collect();
         if pending.is_empty() {
+            out.took = started.elapsed();
             return Ok(out);
         }
         let mut why = None;

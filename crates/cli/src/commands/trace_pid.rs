@@ -359,8 +359,9 @@ pub fn run(args: &TraceArgs, pid: i32) -> Result<ExitCode> {
         injected.stopped_for.as_secs_f64() * 1e3,
         match &dispatched {
             Some(d) => format!(
-                "; system calls dispatched in {} threads{}",
+                "; system calls dispatched in {} threads in {:.1} ms{}",
                 d.done,
+                d.took.as_secs_f64() * 1e3,
                 if d.retries > 0 {
                     format!(" ({} retries)", d.retries)
                 } else {
