@@ -10,7 +10,8 @@ process"), in interleaved rounds on one target each:
 - a getpid() loop of the target's main thread (CPU ns per call) before the
   attach, while attached (Syscall User Dispatch's signal path, the
   programs run) and after the detach (dispatch off again: the untraced
-  cost is expected back).
+  cost is expected back), each next to the same loop in a control
+  target that is never traced (the machine's drift between the two).
 
 Usage: scripts/bench-trace-pid.py [--rounds 5] [--calls 200000]
   [--engine jit] [--bpfjet target/release/bpfjet]
@@ -121,6 +122,8 @@ def main():
     run(["clang-19", "-O2", "-g", "-target", "bpf", "-c",
          os.path.join(d, "getpid.bpf.c"), "-o", upobj])
     stop_up, stop_sys, per_thread, before, during, after = [], [], [], [], [], []
+    ctl_before, ctl_after = [], []
+    control = Target(exe)
     for r in range(a.rounds):
         # Uprobe-only attach: the stop without per-thread calls.
         t = Target(exe)
@@ -133,6 +136,7 @@ def main():
         t.send("go 10")  # threads warmed up
         t.bench(a.calls)  # warm-up
         before.append(t.bench(a.calls))
+        ctl_before.append(control.bench(a.calls))
         tr, ms, calls = attach(a.bpfjet, sysobj, t.p.pid, a.engine)
         stop_sys.append(ms)
         per_thread.append(calls)
@@ -140,10 +144,12 @@ def main():
         detach(tr)
         t.bench(a.calls)  # warm-up
         after.append(t.bench(a.calls))
+        ctl_after.append(control.bench(a.calls))
         t.exit()
         print(f"round {r + 1}: stopped uprobe {stop_up[-1]:.1f} ms, syscalls "
               f"{stop_sys[-1]:.1f} ms (enable calls {per_thread[-1]:.1f} ms); getpid ns before {before[-1]:.1f} during "
-              f"{during[-1]:.1f} after {after[-1]:.1f}", file=sys.stderr)
+              f"{during[-1]:.1f} after {after[-1]:.1f}; control {ctl_before[-1]:.1f} "
+              f"{ctl_after[-1]:.1f}", file=sys.stderr)
     print(f"bpfjet trace --pid, engine {a.engine}, {a.bpfjet}")
     print(summary("stopped at attach, uprobe only (4 threads)", stop_up, "ms"))
     print(summary("stopped at attach, system calls (4 threads)", stop_sys, "ms"))
@@ -151,6 +157,9 @@ def main():
     print(summary("getpid before the attach (CPU)", before, "ns"))
     print(summary("getpid attached (SIGSYS path, programs run)", during, "ns"))
     print(summary("getpid after the detach (CPU)", after, "ns"))
+    print(summary("control, next to 'before' (CPU)", ctl_before, "ns"))
+    print(summary("control, next to 'after' (CPU)", ctl_after, "ns"))
+    control.exit()
     subprocess.run(["rm", "-rf", d])
 
 

@@ -22,7 +22,9 @@
 //!   calls the target reports, and the kernel's tracepoints count the same
 //!   workload the same (tests/trace/kernel_loader.c); after the detach no
 //!   thread has dispatch on and the target works on; until the exit;
-//!   a process using Syscall User Dispatch itself is refused untouched;
+//!   a process using Syscall User Dispatch itself, or with a thread that
+//!   stays in libc's allocator, is refused untouched; bpfjet killed, each
+//!   thread turns dispatch off itself;
 //! - bad input, refused before the target is touched: no such process, a
 //!   static program, a stripped one, a process already traced, a 32-bit
 //!   program, a tracepoint other than a system call's, no permission.
@@ -898,5 +900,27 @@ fn syscall_dispatch_ends_in_each_thread_when_bpfjet_is_killed() {
     assert_eq!(sys_calls(&target.send("go 10"), "done"), [10 * WORKERS; 3]);
     assert_eq!(sys_calls(&target.send("spawn 5"), "spawned"), [5; 3]);
     dispatch_off_everywhere(target.pid());
+    target.exit();
+}
+
+#[test]
+fn refuses_system_calls_while_a_thread_stays_in_the_allocator() {
+    let _serial = serial();
+    let d = dir();
+    let mut target = Target::start(&d.join("pid_sys_target"));
+    // A thread whose stack holds an address inside malloc at every stop:
+    // its injected call, which allocates, could wait for an arena lock it
+    // holds itself.
+    assert_eq!(target.send("inmalloc"), "inmalloc");
+    let err = refused(&d.join("pid_syscount.o"), target.pid());
+    assert!(
+        err.contains("no safe point") && err.contains("has a frame in libc's allocator"),
+        "{err}"
+    );
+    assert!(!target.agent_loaded());
+    let status = std::fs::read_to_string(format!("/proc/{}/status", target.pid())).unwrap();
+    assert!(status.contains("TracerPid:\t0"), "{status}");
+    dispatch_off_everywhere(target.pid());
+    assert_eq!(sys_calls(&target.send("go 10"), "done"), [10 * WORKERS; 3]);
     target.exit();
 }

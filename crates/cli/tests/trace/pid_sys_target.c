@@ -11,6 +11,9 @@
  *   "fork N"  a child process makes N getpid calls and exits (its calls
  *             are another process's, which a tracer of this one does not
  *             count): "forked STATUS"
+ *   "inmalloc" a new thread sleeps for good with an address inside libc's
+ *             malloc on its stack, as a thread inside malloc would have
+ *             (bpfjet's safe-point check is by address): "inmalloc"
  *   "sud"     the main thread turns Syscall User Dispatch on for itself,
  *             with a selector that always allows (a program using it for
  *             its own ends): "sud"
@@ -23,6 +26,7 @@
 #define _GNU_SOURCE
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -74,6 +78,19 @@ static void *spawned(void *arg)
 	return NULL;
 }
 
+static void *in_malloc(void *arg)
+{
+	/* What a frame returning into malloc leaves on the stack. */
+	volatile uintptr_t ret = (uintptr_t)&malloc + 8;
+	(void)arg;
+	for (;;) {
+		struct timespec ts = {1, 0};
+		nanosleep(&ts, NULL);
+		(void)ret;
+	}
+	return NULL;
+}
+
 static void reset(void)
 {
 	atomic_store(&writes, 0);
@@ -122,6 +139,10 @@ int main(void)
 			if (child < 0 || waitpid(child, &status, 0) != child)
 				return 6;
 			printf("forked %d\n", status);
+		} else if (!strcmp(line, "inmalloc\n")) {
+			if (pthread_create(&t, NULL, in_malloc, NULL))
+				return 8;
+			printf("inmalloc\n");
 		} else if (!strcmp(line, "sud\n")) {
 			static volatile char allow = PR_SYS_DISPATCH_OFF;
 			if (prctl(PR_SET_SYSCALL_USER_DISPATCH, PR_SYS_DISPATCH_ON, 0, 0,
