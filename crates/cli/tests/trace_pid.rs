@@ -22,8 +22,8 @@
 //!   calls the target reports, and the kernel's tracepoints count the same
 //!   workload the same (tests/trace/kernel_loader.c); after the detach no
 //!   thread has dispatch on and the target works on; until the exit;
-//!   a process using Syscall User Dispatch itself, or with a thread that
-//!   stays in libc's allocator, is refused untouched; bpfjet killed, each
+//!   a process using Syscall User Dispatch itself, handling SIGSYS, or with
+//!   a thread that stays in libc's allocator, is refused untouched; bpfjet killed, each
 //!   thread turns dispatch off itself;
 //! - bad input, refused before the target is touched: no such process, a
 //!   static program, a stripped one, a process already traced, a 32-bit
@@ -921,6 +921,22 @@ fn refuses_system_calls_while_a_thread_stays_in_the_allocator() {
     let status = std::fs::read_to_string(format!("/proc/{}/status", target.pid())).unwrap();
     assert!(status.contains("TracerPid:\t0"), "{status}");
     dispatch_off_everywhere(target.pid());
+    assert_eq!(sys_calls(&target.send("go 10"), "done"), [10 * WORKERS; 3]);
+    target.exit();
+}
+
+#[test]
+fn refuses_system_calls_in_a_process_handling_sigsys() {
+    let _serial = serial();
+    let d = dir();
+    let mut target = Target::start(&d.join("pid_sys_target"));
+    assert_eq!(target.send("sigsys"), "sigsys");
+    let err = refused(&d.join("pid_syscount.o"), target.pid());
+    assert!(
+        err.contains("handles SIGSYS itself") && err.contains("nothing was changed"),
+        "{err}"
+    );
+    assert!(!target.agent_loaded());
     assert_eq!(sys_calls(&target.send("go 10"), "done"), [10 * WORKERS; 3]);
     target.exit();
 }

@@ -137,6 +137,30 @@ fn traces_syscalls(object: &bpfjet_obj::Object) -> Result<bool> {
     Ok(any)
 }
 
+/// Refuses system-call tracing in a process that handles or ignores
+/// SIGSYS itself (seccomp `SECCOMP_RET_TRAP` users, its own dispatch):
+/// bpfjet's handler would replace its action, and stays after the detach.
+fn check_sigsys(pid: i32) -> Result<()> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .with_context(|| format!("/proc/{pid}/status"))?;
+    let bit = 1u64 << (libc::SIGSYS - 1);
+    for (field, what) in [("SigCgt:", "handles"), ("SigIgn:", "ignores")] {
+        let mask = status
+            .lines()
+            .find_map(|l| l.strip_prefix(field))
+            .and_then(|v| u64::from_str_radix(v.trim(), 16).ok())
+            .ok_or_else(|| anyhow!("/proc/{pid}/status: no {field} line"))?;
+        if mask & bit != 0 {
+            bail!(
+                "--pid {pid}: the process {what} SIGSYS itself ({field} has it): system-call \
+                 tracing needs bpfjet's own SIGSYS handler, which would replace its action for \
+                 good; nothing was changed"
+            );
+        }
+    }
+    Ok(())
+}
+
 /// The agent's function `bpfjet trace --pid` makes every thread of the
 /// process call to dispatch its system calls
 /// (crates/trace-agent/src/late_attach.rs).
@@ -219,6 +243,7 @@ pub fn run(args: &TraceArgs, pid: i32) -> Result<ExitCode> {
     });
     let mut hazards = inject::patch_hazards(pid, &patched).map_err(|e| anyhow!(e))?;
     if syscalls {
+        check_sigsys(pid)?;
         hazards.allocator = inject::allocator_hazards(&target).map_err(|e| anyhow!(e))?;
     }
     let (fuse, plan) = fusion_setup(args, &mut object)?;

@@ -14,6 +14,8 @@
  *   "inmalloc" a new thread sleeps for good with an address inside libc's
  *             malloc on its stack, as a thread inside malloc would have
  *             (bpfjet's safe-point check is by address): "inmalloc"
+ *   "sigsys"  a SIGSYS handler is installed (as a seccomp-trap user
+ *             would): "sigsys"
  *   "sud"     the main thread turns Syscall User Dispatch on for itself,
  *             with a selector that always allows (a program using it for
  *             its own ends): "sud"
@@ -25,6 +27,7 @@
  * calls a tracer sees there are exactly these. */
 #define _GNU_SOURCE
 #include <pthread.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -91,6 +94,11 @@ static void *in_malloc(void *arg)
 	return NULL;
 }
 
+static void on_sigsys(int sig)
+{
+	(void)sig;
+}
+
 static void reset(void)
 {
 	atomic_store(&writes, 0);
@@ -143,6 +151,9 @@ int main(void)
 			if (pthread_create(&t, NULL, in_malloc, NULL))
 				return 8;
 			printf("inmalloc\n");
+		} else if (!strcmp(line, "sigsys\n")) {
+			signal(SIGSYS, on_sigsys);
+			printf("sigsys\n");
 		} else if (!strcmp(line, "sud\n")) {
 			static volatile char allow = PR_SYS_DISPATCH_OFF;
 			if (prctl(PR_SET_SYSCALL_USER_DISPATCH, PR_SYS_DISPATCH_ON, 0, 0,
