@@ -22,8 +22,9 @@
 //!   calls the target reports, and the kernel's tracepoints count the same
 //!   workload the same (tests/trace/kernel_loader.c); after the detach no
 //!   thread has dispatch on and the target works on; until the exit;
-//!   a process using Syscall User Dispatch itself, handling SIGSYS, or with
-//!   a thread that stays in libc's allocator, is refused untouched; bpfjet killed, each
+//!   a process using Syscall User Dispatch itself, handling SIGSYS, with
+//!   two threads sharing a thread pointer or with a thread that stays in
+//!   libc's allocator, is refused untouched; bpfjet killed, each
 //!   thread turns dispatch off itself;
 //! - bad input, refused before the target is touched: no such process, a
 //!   static program, a stripped one, a process already traced, a 32-bit
@@ -934,6 +935,22 @@ fn refuses_system_calls_in_a_process_handling_sigsys() {
     let err = refused(&d.join("pid_syscount.o"), target.pid());
     assert!(
         err.contains("handles SIGSYS itself") && err.contains("nothing was changed"),
+        "{err}"
+    );
+    assert!(!target.agent_loaded());
+    assert_eq!(sys_calls(&target.send("go 10"), "done"), [10 * WORKERS; 3]);
+    target.exit();
+}
+
+#[test]
+fn refuses_system_calls_when_threads_share_a_thread_pointer() {
+    let _serial = serial();
+    let d = dir();
+    let mut target = Target::start(&d.join("pid_sys_target"));
+    assert_eq!(target.send("rawclone"), "rawclone");
+    let err = refused(&d.join("pid_syscount.o"), target.pid());
+    assert!(
+        err.contains("share one thread pointer") && err.contains("nothing was changed"),
         "{err}"
     );
     assert!(!target.agent_loaded());

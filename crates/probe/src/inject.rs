@@ -848,6 +848,20 @@ pub fn inject_dlopen_then(
         stopped.restop(None)?;
     }
     if per_thread.is_some() {
+        // The agent's per-thread state is found through the thread
+        // pointer: threads sharing one (a raw clone without CLONE_SETTLS)
+        // would share it, and one of them would go undispatched.
+        let mut pointers: BTreeMap<u64, i32> = BTreeMap::new();
+        for &tid in stopped.threads.keys() {
+            let fs = get_regs(tid)?.fs_base;
+            if let Some(other) = pointers.insert(fs, tid) {
+                return Err(format!(
+                    "--pid {pid}: threads {other} and {tid} share one thread pointer ({fs:#x}, \
+                     a raw clone without CLONE_SETTLS): bpfjet's per-thread state cannot tell \
+                     them apart to trace their system calls; nothing was changed"
+                ));
+            }
+        }
         for &tid in stopped.threads.keys() {
             let cfg = sud_config(tid).map_err(|e| {
                 format!(

@@ -16,6 +16,10 @@
  *             (bpfjet's safe-point check is by address): "inmalloc"
  *   "sigsys"  a SIGSYS handler is installed (as a seccomp-trap user
  *             would): "sigsys"
+ *   "rawclone" a thread made with a raw clone sharing the main thread's
+ *             thread pointer (no CLONE_SETTLS) sleeps for good, in raw
+ *             system calls (it must not touch libc's thread state):
+ *             "rawclone"
  *   "sud"     the main thread turns Syscall User Dispatch on for itself,
  *             with a selector that always allows (a program using it for
  *             its own ends): "sud"
@@ -27,6 +31,7 @@
  * calls a tracer sees there are exactly these. */
 #define _GNU_SOURCE
 #include <pthread.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdint.h>
@@ -94,6 +99,21 @@ static void *in_malloc(void *arg)
 	return NULL;
 }
 
+static int raw_sleeper(void *arg)
+{
+	(void)arg;
+	for (;;) {
+		struct timespec ts = {1, 0};
+		long r;
+		__asm__ volatile("syscall"
+				 : "=a"(r)
+				 : "0"(35L /* nanosleep */), "D"(&ts), "S"(0L)
+				 : "rcx", "r11", "memory");
+		(void)r;
+	}
+	return 0;
+}
+
 static void on_sigsys(int sig)
 {
 	(void)sig;
@@ -154,6 +174,14 @@ int main(void)
 		} else if (!strcmp(line, "sigsys\n")) {
 			signal(SIGSYS, on_sigsys);
 			printf("sigsys\n");
+		} else if (!strcmp(line, "rawclone\n")) {
+			static char stack[65536] __attribute__((aligned(16)));
+			if (clone(raw_sleeper, stack + sizeof stack,
+				  CLONE_VM | CLONE_FS | CLONE_FILES | CLONE_SIGHAND |
+					  CLONE_THREAD | CLONE_SYSVSEM,
+				  NULL) < 0)
+				return 9;
+			printf("rawclone\n");
 		} else if (!strcmp(line, "sud\n")) {
 			static volatile char allow = PR_SYS_DISPATCH_OFF;
 			if (prctl(PR_SET_SYSCALL_USER_DISPATCH, PR_SYS_DISPATCH_ON, 0, 0,
