@@ -24,7 +24,8 @@
 //!   thread has dispatch on and the target works on; until the exit;
 //!   a process using Syscall User Dispatch itself, handling SIGSYS, with
 //!   two threads sharing a thread pointer or with a thread that stays in
-//!   libc's allocator, is refused untouched; bpfjet killed, each
+//!   libc's allocator, is refused untouched; an object the agent refuses
+//!   after loading dispatches no thread; bpfjet killed, each
 //!   thread turns dispatch off itself;
 //! - bad input, refused before the target is touched: no such process, a
 //!   static program, a stripped one, a process already traced, a 32-bit
@@ -81,6 +82,7 @@ fn dir() -> &'static Path {
             "cc pid_sys_target.c",
         );
         Compile::file(src("pid_syscount.bpf.c")).object_at(dir.join("pid_syscount.o"));
+        Compile::file(src("pid_sys_refused.bpf.c")).object_at(dir.join("pid_sys_refused.o"));
         run_ok(
             Command::new("cc")
                 .args(["-O1", "-o"])
@@ -955,5 +957,23 @@ fn refuses_system_calls_when_threads_share_a_thread_pointer() {
     );
     assert!(!target.agent_loaded());
     assert_eq!(sys_calls(&target.send("go 10"), "done"), [10 * WORKERS; 3]);
+    target.exit();
+}
+
+#[test]
+fn an_object_the_agent_refuses_dispatches_no_thread() {
+    let _serial = serial();
+    let d = dir();
+    let mut target = Target::start(&d.join("pid_sys_target"));
+    let err = refused(&d.join("pid_sys_refused.o"), target.pid());
+    // The agent's own error, not the per-thread calls' (which found it
+    // detached and dispatched nothing).
+    assert!(
+        err.contains("a uretprobe attaches to a function's entry") && err.contains("inactive"),
+        "{err}"
+    );
+    dispatch_off_everywhere(target.pid());
+    assert_eq!(sys_calls(&target.send("go 10"), "done"), [10 * WORKERS; 3]);
+    assert_eq!(sys_calls(&target.send("spawn 5"), "spawned"), [5; 3]);
     target.exit();
 }
