@@ -791,17 +791,17 @@ fn kernel_sys_counts() -> Option<Vec<u64>> {
     )
 }
 
-fn syscalls_window(engine: &str) {
+/// `fuse`: the default (`all`: the read pair runs through a call-through
+/// stub on libc's `read`, its hand-off map kept per thread) or
+/// `--no-fuse` (entry and return probes on the wrappers).
+fn syscalls_window(engine: &str, fuse: &[&str]) {
     let _serial = serial();
     let d = dir();
     let mut target = Target::start(&d.join("pid_sys_target"));
     // Before the attach: not counted.
     sys_calls(&target.send("go 100"), "done");
-    let tracer = Tracer::attach(
-        &d.join("pid_syscount.o"),
-        target.pid(),
-        &["--engine", engine],
-    );
+    let args: Vec<&str> = ["--engine", engine].iter().chain(fuse).copied().collect();
+    let tracer = Tracer::attach(&d.join("pid_syscount.o"), target.pid(), &args);
     assert!(
         tracer
             .attached
@@ -818,7 +818,15 @@ fn syscalls_window(engine: &str) {
     // the process's id, reads returning one byte: the target's own counts
     // of the window, every thread (the spawned one too).
     let c = counts(&report);
-    assert_eq!(&c[..5], &[calls; 5], "{engine}: {report}");
+    assert_eq!(&c[..5], &[calls; 5], "{engine} {fuse:?}: {report}");
+    if fuse.is_empty() {
+        // The read pair ran fused through libc's read in the process.
+        let fused = report["fused"].to_string();
+        assert!(
+            fused.contains("exit_read") && fused.contains("\"read\""),
+            "{fused}"
+        );
+    }
     assert_eq!(
         by_nr(&report).get(&(libc::SYS_getpid as u64)),
         Some(&calls),
@@ -846,12 +854,12 @@ fn syscalls_window(engine: &str) {
 
 #[test]
 fn syscall_tracepoints_count_every_thread_of_a_running_process_interpreter() {
-    syscalls_window("interp");
+    syscalls_window("interp", &["--no-fuse"]);
 }
 
 #[test]
 fn syscall_tracepoints_count_every_thread_of_a_running_process_jit() {
-    syscalls_window("jit");
+    syscalls_window("jit", &[]);
 }
 
 #[test]
