@@ -64,6 +64,7 @@ const SYS_CLONE3: u64 = 435;
 const CLONE_VM: u64 = 0x100;
 const CLONE_VFORK: u64 = 0x4000;
 const CLONE_SETTLS: u64 = 0x80000;
+const CLONE_THREAD: u64 = 0x10000;
 const SA_RESTORER: i32 = 0x0400_0000;
 
 /// Runs at a dispatched system call, on the calling thread.
@@ -547,15 +548,16 @@ extern "C" fn on_sigsys(_sig: i32, _info: *mut libc::siginfo_t, ctx: *mut libc::
             let sp = new_stack(nr, &a).unwrap();
             // SAFETY: the child's stack, below its initial stack pointer:
             // the resume address, the application's signal mask, and
-            // whether the child dispatches itself (a thread with its own
-            // thread pointer: one sharing its creator's would share its
-            // probe block and selector too).
+            // whether the child dispatches itself (a thread of this
+            // process with its own thread pointer: one sharing its
+            // creator's would share its probe block and selector too).
             unsafe {
                 *((sp - 8) as *mut u64) = regs.rip;
                 *((sp - 16) as *mut u64) = *(&uc.uc_sigmask as *const libc::sigset_t as *const u64);
                 *((sp - 24) as *mut u64) = u64::from(
                     ENABLED_BY_TRACER.load(Ordering::Relaxed)
-                        && clone_flags(nr, &a) & CLONE_SETTLS != 0,
+                        && clone_flags(nr, &a) & (CLONE_SETTLS | CLONE_THREAD)
+                            == CLONE_SETTLS | CLONE_THREAD,
                 );
             }
             let saved = CloneRegs {
