@@ -7,7 +7,7 @@ export PATH := $(HOME)/.cargo/bin:$(PATH)
 # scripts/report-skips.sh); `make test` empties it first and prints it last.
 export BPFJET_SKIP_LOG ?= $(CURDIR)/target/test-skips.log
 
-.PHONY: all setup build examples test test-skips-reset test-rust test-netns test-preload test-trace bench-preload bench-trace bench-fusion bench-fusion-percall bench-uprobe bench-trace-percall bench-usdt lint conformance demo clean
+.PHONY: all setup build examples test test-skips-reset test-rust test-netns test-preload test-trace bench-preload bench-trace bench-fusion bench-fusion-percall bench-uprobe bench-trace-percall bench-usdt bench-trace-pid lint conformance demo clean
 
 all: build
 
@@ -72,6 +72,12 @@ bench-preload: build
 # on one tight loop, side by side (docs/PERFORMANCE.md, "Tracing"; root).
 bench-uprobe: build examples
 	BPFJET=$(BPFJET) sh scripts/bench-trace-uprobe.sh
+
+# `bpfjet trace --pid` with system-call tracepoints: how long the process
+# is stopped at the attach (uprobe-only vs system calls) and its getpid cost
+# before / attached / after the detach, interleaved rounds (docs/TRACING.md).
+bench-trace-pid: build
+	python3 scripts/bench-trace-pid.py --bpfjet $(BPFJET)
 
 # Per-hit USDT cost: kernel USDT uprobes vs bpfjet's jump and int3 patches.
 bench-usdt: build

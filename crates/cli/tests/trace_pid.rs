@@ -16,9 +16,20 @@
 //!   threads are resumed after a while, the attach completes;
 //! - a thread whose stack returns into the bytes a patch would displace
 //!   (tests/trace/hazard_target.c): no safe point, refused untouched;
+//! - system-call tracepoints (tests/trace/pid_sys_target.c,
+//!   pid_syscount.bpf.c): every existing thread and a thread created after
+//!   the attach are dispatched; the counts of a window are exactly the
+//!   calls the target reports, and the kernel's tracepoints count the same
+//!   workload the same (tests/trace/kernel_loader.c); after the detach no
+//!   thread has dispatch on and the target works on; until the exit;
+//!   a process using Syscall User Dispatch itself, handling SIGSYS, with
+//!   two threads sharing a thread pointer or with a thread that stays in
+//!   libc's allocator, is refused untouched; an object the agent refuses
+//!   after loading dispatches no thread; bpfjet killed, each
+//!   thread turns dispatch off itself;
 //! - bad input, refused before the target is touched: no such process, a
 //!   static program, a stripped one, a process already traced, a 32-bit
-//!   program, a system-call tracepoint, no permission.
+//!   program, a tracepoint other than a system call's, no permission.
 
 mod trace_common;
 use bpfjet_testsupport::clang::Compile;
@@ -62,7 +73,24 @@ fn dir() -> &'static Path {
                 .arg(format!("-DPID_TARGET=\"{}\"", t.display()))
                 .object_at(dir.join(o));
         }
-        Compile::file(src("pid_syscalls.bpf.c")).object_at(dir.join("pid_syscalls.o"));
+        Compile::file(src("pid_sched.bpf.c")).object_at(dir.join("pid_sched.o"));
+        run_ok(
+            Command::new("cc")
+                .args(["-O2", "-pthread", "-o"])
+                .arg(dir.join("pid_sys_target"))
+                .arg(src("pid_sys_target.c")),
+            "cc pid_sys_target.c",
+        );
+        Compile::file(src("pid_syscount.bpf.c")).object_at(dir.join("pid_syscount.o"));
+        Compile::file(src("pid_sys_refused.bpf.c")).object_at(dir.join("pid_sys_refused.o"));
+        run_ok(
+            Command::new("cc")
+                .args(["-O1", "-o"])
+                .arg(dir.join("kernel_loader"))
+                .arg(src("kernel_loader.c"))
+                .arg("-lbpf"),
+            "cc kernel_loader.c",
+        );
         let hazard = dir.join("hazard_target");
         run_ok(
             Command::new("cc")
@@ -356,7 +384,17 @@ fn the_process_goes_on_when_bpfjet_is_killed() {
     let cli = tracer.child.id();
     tracer.child.kill().unwrap();
     tracer.child.wait().unwrap();
-    // The agent's report, left in the attach directory nobody removed.
+    let report = report_left_by_agent(cli);
+    assert_eq!(report["exit_status"], Value::Null, "{report}");
+    assert_eq!(&counts(&report)[..5], &expected(100)[..]);
+    // Programs no longer run; the process works on.
+    target.run(100);
+    target.exit();
+}
+
+/// The report the agent wrote after bpfjet (process `cli`) was killed, in
+/// the attach directory nobody removed (removed now).
+fn report_left_by_agent(cli: u32) -> Value {
     let prefix = format!("bpfjet-attach-{cli}-");
     let report = (0..500)
         .find_map(|_| {
@@ -372,16 +410,12 @@ fn the_process_goes_on_when_bpfjet_is_killed() {
             found
         })
         .expect("the agent wrote no report after bpfjet was killed");
-    assert_eq!(report["exit_status"], Value::Null, "{report}");
-    assert_eq!(&counts(&report)[..5], &expected(100)[..]);
     for e in std::fs::read_dir(std::env::temp_dir()).unwrap().flatten() {
         if e.file_name().to_string_lossy().starts_with(&prefix) {
             let _ = std::fs::remove_dir_all(e.path());
         }
     }
-    // Programs no longer run; the process works on.
-    target.run(100);
-    target.exit();
+    report
 }
 
 #[test]
@@ -506,13 +540,13 @@ fn no_such_process() {
 }
 
 #[test]
-fn refuses_syscall_tracepoints() {
+fn refuses_tracepoints_other_than_system_calls() {
     let _serial = serial();
     let d = dir();
     let target = Target::start(&d.join("pid_target"));
-    let err = refused(&d.join("pid_syscalls.o"), target.pid());
+    let err = refused(&d.join("pid_sched.o"), target.pid());
     assert!(
-        err.contains("sys_enter_write") && err.contains("per thread"),
+        err.contains("tracepoint/sched/sched_switch") && err.contains("only tracepoint/syscalls"),
         "{err}"
     );
     untouched(target);
@@ -666,4 +700,290 @@ fn refuses_without_permission() {
     );
     assert!(err.contains("ptrace_scope"), "{err}");
     untouched(target);
+}
+
+/// `pid_sys_target`'s answer to `go N` / `spawn N`: the calls it made.
+fn sys_calls(line: &str, word: &str) -> [u64; 3] {
+    let f: Vec<&str> = line.split_whitespace().collect();
+    assert!(f.len() == 4 && f[0] == word, "target: {line}");
+    [f[1], f[2], f[3]].map(|x| x.parse().unwrap())
+}
+
+/// `by_nr` of pid_syscount.bpf.c: system call number -> entries.
+fn by_nr(report: &Value) -> std::collections::BTreeMap<u64, u64> {
+    report["maps"]["by_nr"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no by_nr map in {report}"))
+        .iter()
+        .map(|e| {
+            let k = bpfjet_maps::state::parse_hex(e["key"].as_str().unwrap()).unwrap();
+            let v = bpfjet_maps::state::parse_hex(e["value"].as_str().unwrap()).unwrap();
+            (
+                u64::from_le_bytes(k[..8].try_into().unwrap()),
+                u64::from_le_bytes(v[..8].try_into().unwrap()),
+            )
+        })
+        .collect()
+}
+
+/// The workload of the window: `go GO` (every worker), `spawn SPAWN` (a
+/// thread created now), `fork 100` (a child process); the calls the
+/// target reports, summed.
+const GO: u64 = 400;
+const SPAWN: u64 = 250;
+
+fn sys_window(target: &mut Target) -> u64 {
+    let go = sys_calls(&target.send(&format!("go {GO}")), "done");
+    assert_eq!(go, [GO * WORKERS; 3]);
+    let spawned = sys_calls(&target.send(&format!("spawn {SPAWN}")), "spawned");
+    assert_eq!(spawned, [SPAWN; 3]);
+    // A child process's calls are not the process's (the kernel's
+    // tracepoints filter on the process too): not counted.
+    assert_eq!(target.send("fork 100"), "forked 0");
+    GO * WORKERS + SPAWN
+}
+
+/// Syscall User Dispatch is off in every thread of `pid`.
+fn dispatch_off_everywhere(pid: i32) {
+    let states = bpfjet_probe::inject::dispatch_states(pid).unwrap();
+    assert!(!states.is_empty());
+    for (tid, cfg) in states {
+        assert_eq!(cfg.mode, 0, "thread {tid} still dispatched: {cfg:?}");
+    }
+}
+
+/// The kernel's counts of the same workload, the target run under the
+/// kernel's tracepoints from its start (tests/trace/kernel_loader.c).
+fn kernel_sys_counts() -> Option<Vec<u64>> {
+    let d = dir();
+    let mut child = Command::new(d.join("kernel_loader"))
+        .arg(d.join("pid_syscount.o"))
+        .arg(d.join("pid_sys_target"))
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    write!(
+        child.stdin.take().unwrap(),
+        "go {GO}\nspawn {SPAWN}\nfork 100\nexit\n"
+    )
+    .unwrap();
+    let out = child.wait_with_output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    if !out.status.success() || !stdout.contains("bye") {
+        println!(
+            "SKIPPED: kernel comparison of system-call tracepoints: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        return None;
+    }
+    // The loader's "SLOT VALUE" lines, after the target's own.
+    Some(
+        stdout
+            .lines()
+            .filter_map(|l| {
+                let f: Vec<u64> = l
+                    .split_whitespace()
+                    .map(|x| x.parse().ok())
+                    .collect::<Option<_>>()?;
+                (f.len() == 2).then(|| f[1])
+            })
+            .collect(),
+    )
+}
+
+/// `fuse`: the default (`all`: the read pair runs through a call-through
+/// stub on libc's `read`, its hand-off map kept per thread) or
+/// `--no-fuse` (entry and return probes on the wrappers).
+fn syscalls_window(engine: &str, fuse: &[&str]) {
+    let _serial = serial();
+    let d = dir();
+    let mut target = Target::start(&d.join("pid_sys_target"));
+    // Before the attach: not counted.
+    sys_calls(&target.send("go 100"), "done");
+    let args: Vec<&str> = ["--engine", engine].iter().chain(fuse).copied().collect();
+    let tracer = Tracer::attach(&d.join("pid_syscount.o"), target.pid(), &args);
+    assert!(
+        tracer
+            .attached
+            .contains(&format!("dispatched in {} threads", WORKERS + 1)),
+        "{}",
+        tracer.attached
+    );
+    let calls = sys_window(&mut target);
+    // SAFETY: a signal to our child.
+    unsafe { libc::kill(tracer.child.id() as i32, libc::SIGINT) };
+    let (report, _) = tracer.finish();
+    assert_eq!(report["exit_code"], Value::Null, "{report}");
+    // Writes on the pipe, reads of it, getpid entries, getpid exits with
+    // the process's id, reads returning one byte: the target's own counts
+    // of the window, every thread (the spawned one too).
+    let c = counts(&report);
+    assert_eq!(&c[..5], &[calls; 5], "{engine} {fuse:?}: {report}");
+    if fuse.is_empty() {
+        // The read pair ran fused through libc's read in the process.
+        let fused = report["fused"].to_string();
+        assert!(
+            fused.contains("exit_read") && fused.contains("\"read\""),
+            "{fused}"
+        );
+    }
+    assert_eq!(
+        by_nr(&report).get(&(libc::SYS_getpid as u64)),
+        Some(&calls),
+        "{report}"
+    );
+    // Reads and writes through libc's wrappers took the fast path (the
+    // wrapper patched in the running process), getpid the signal.
+    let sys = &report["syscalls"];
+    assert!(
+        sys["fast_path"].as_u64().unwrap() >= 2 * calls && sys["signal"].as_u64().unwrap() >= calls,
+        "{sys}"
+    );
+    if engine == "jit" {
+        if let Some(k) = kernel_sys_counts() {
+            assert_eq!(k, c[..5].to_vec(), "kernel {k:?}, bpfjet {c:?}");
+        }
+    }
+    // Detached: dispatch is off in every thread, and the process works on.
+    dispatch_off_everywhere(target.pid());
+    assert_eq!(sys_calls(&target.send("go 50"), "done"), [50 * WORKERS; 3]);
+    assert_eq!(sys_calls(&target.send("spawn 20"), "spawned"), [20; 3]);
+    dispatch_off_everywhere(target.pid());
+    target.exit();
+}
+
+#[test]
+fn syscall_tracepoints_count_every_thread_of_a_running_process_interpreter() {
+    syscalls_window("interp", &["--no-fuse"]);
+}
+
+#[test]
+fn syscall_tracepoints_count_every_thread_of_a_running_process_jit() {
+    syscalls_window("jit", &[]);
+}
+
+#[test]
+fn syscall_tracepoints_count_until_the_process_exits() {
+    let _serial = serial();
+    let d = dir();
+    let mut target = Target::start(&d.join("pid_sys_target"));
+    let tracer = Tracer::attach(&d.join("pid_syscount.o"), target.pid(), &[]);
+    let calls = sys_window(&mut target);
+    target.exit();
+    let (report, _) = tracer.finish();
+    assert_eq!(report["exit_code"], 7, "{report}");
+    assert_eq!(&counts(&report)[..5], &[calls; 5], "{report}");
+}
+
+#[test]
+fn refuses_a_process_using_syscall_user_dispatch_itself() {
+    let _serial = serial();
+    let d = dir();
+    let mut target = Target::start(&d.join("pid_sys_target"));
+    assert_eq!(target.send("sud"), "sud");
+    let err = refused(&d.join("pid_syscount.o"), target.pid());
+    assert!(
+        err.contains("already uses Syscall User Dispatch") && err.contains("nothing was changed"),
+        "{err}"
+    );
+    assert!(!target.agent_loaded());
+    assert_eq!(sys_calls(&target.send("go 10"), "done"), [10 * WORKERS; 3]);
+    target.exit();
+}
+
+#[test]
+fn syscall_dispatch_ends_in_each_thread_when_bpfjet_is_killed() {
+    let _serial = serial();
+    let d = dir();
+    let mut target = Target::start(&d.join("pid_sys_target"));
+    let mut tracer = Tracer::attach(&d.join("pid_syscount.o"), target.pid(), &[]);
+    let calls = sys_window(&mut target);
+    let cli = tracer.child.id();
+    tracer.child.kill().unwrap();
+    tracer.child.wait().unwrap();
+    // Nobody turns dispatch off through ptrace: the agent, seeing its
+    // control FIFO closed, detaches and writes its report.
+    let report = report_left_by_agent(cli);
+    assert_eq!(&counts(&report)[..5], &[calls; 5], "{report}");
+    // Each thread turns dispatch off at its next trapped call: the workers
+    // at their getpid, the main thread at the calls creating the new
+    // thread (clone3 at least), which starts without it.
+    assert_eq!(sys_calls(&target.send("go 10"), "done"), [10 * WORKERS; 3]);
+    assert_eq!(sys_calls(&target.send("spawn 5"), "spawned"), [5; 3]);
+    dispatch_off_everywhere(target.pid());
+    target.exit();
+}
+
+#[test]
+fn refuses_system_calls_while_a_thread_stays_in_the_allocator() {
+    let _serial = serial();
+    let d = dir();
+    let mut target = Target::start(&d.join("pid_sys_target"));
+    // A thread whose stack holds an address inside malloc at every stop:
+    // its injected call, which allocates, could wait for an arena lock it
+    // holds itself.
+    assert_eq!(target.send("inmalloc"), "inmalloc");
+    let err = refused(&d.join("pid_syscount.o"), target.pid());
+    assert!(
+        err.contains("no safe point") && err.contains("has a frame in libc's allocator"),
+        "{err}"
+    );
+    assert!(!target.agent_loaded());
+    let status = std::fs::read_to_string(format!("/proc/{}/status", target.pid())).unwrap();
+    assert!(status.contains("TracerPid:\t0"), "{status}");
+    dispatch_off_everywhere(target.pid());
+    assert_eq!(sys_calls(&target.send("go 10"), "done"), [10 * WORKERS; 3]);
+    target.exit();
+}
+
+#[test]
+fn refuses_system_calls_in_a_process_handling_sigsys() {
+    let _serial = serial();
+    let d = dir();
+    let mut target = Target::start(&d.join("pid_sys_target"));
+    assert_eq!(target.send("sigsys"), "sigsys");
+    let err = refused(&d.join("pid_syscount.o"), target.pid());
+    assert!(
+        err.contains("handles SIGSYS itself") && err.contains("nothing was changed"),
+        "{err}"
+    );
+    assert!(!target.agent_loaded());
+    assert_eq!(sys_calls(&target.send("go 10"), "done"), [10 * WORKERS; 3]);
+    target.exit();
+}
+
+#[test]
+fn refuses_system_calls_when_threads_share_a_thread_pointer() {
+    let _serial = serial();
+    let d = dir();
+    let mut target = Target::start(&d.join("pid_sys_target"));
+    assert_eq!(target.send("rawclone"), "rawclone");
+    let err = refused(&d.join("pid_syscount.o"), target.pid());
+    assert!(
+        err.contains("share one thread pointer") && err.contains("nothing was changed"),
+        "{err}"
+    );
+    assert!(!target.agent_loaded());
+    assert_eq!(sys_calls(&target.send("go 10"), "done"), [10 * WORKERS; 3]);
+    target.exit();
+}
+
+#[test]
+fn an_object_the_agent_refuses_dispatches_no_thread() {
+    let _serial = serial();
+    let d = dir();
+    let mut target = Target::start(&d.join("pid_sys_target"));
+    let err = refused(&d.join("pid_sys_refused.o"), target.pid());
+    // The agent's own error, not the per-thread calls' (which found it
+    // detached and dispatched nothing).
+    assert!(
+        err.contains("a uretprobe attaches to a function's entry") && err.contains("inactive"),
+        "{err}"
+    );
+    dispatch_off_everywhere(target.pid());
+    assert_eq!(sys_calls(&target.send("go 10"), "done"), [10 * WORKERS; 3]);
+    assert_eq!(sys_calls(&target.send("spawn 5"), "spawned"), [5; 3]);
+    target.exit();
 }

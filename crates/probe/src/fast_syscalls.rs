@@ -50,6 +50,12 @@ const WRAPPERS: &[(&str, &str, Args)] = &[
     ("recvfrom", "recvfrom", Args::Same),
 ];
 
+/// The libc functions the fast path patches (`bpfjet trace --pid` keeps
+/// stopped threads out of their first bytes).
+pub fn wrapper_names() -> impl Iterator<Item = &'static str> {
+    WRAPPERS.iter().map(|w| w.0)
+}
+
 /// The system-call numbers a function's `syscall` instructions issue,
 /// where eax was loaded with a constant before them (linear sweep).
 fn issued_numbers(code: &[u8], ip: u64) -> Vec<Option<u32>> {

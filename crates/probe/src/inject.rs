@@ -32,6 +32,16 @@
 //!    would have been after the interrupt; a thread that was stopped while
 //!    a signal was being delivered to it gets that signal back at detach.
 //!
+//! 5. With system-call tracing ([`inject_dlopen_then`]), before step 4,
+//!    every thread calls the agent's per-thread enable function the same
+//!    way (registers and extended state saved and restored, a return to 0,
+//!    its stop kept for the detach), each at a safe point that also
+//!    excludes libc's allocator ([`Hazards::allocator`]: the function
+//!    allocates the thread's block of the agent's thread-locals). A thread
+//!    that already uses Syscall User Dispatch is refused first, nothing
+//!    changed. [`disable_dispatch`] turns dispatch off in every thread
+//!    with `PTRACE_SET_SYSCALL_USER_DISPATCH_CONFIG` at the detach.
+//!
 //! While the injected call runs, the other threads stay stopped, so the
 //! loaded object's constructor runs alone. If `dlopen` has not returned
 //! after [`SOLO_TIMEOUT`] (another stopped thread holds a lock it needs),
@@ -278,6 +288,89 @@ pub struct Hazards {
     /// Return addresses inside displaced bytes (after a short call among
     /// them): a frame on a thread's stack returning there is as bad.
     pub return_addresses: BTreeSet<u64>,
+    /// libc's allocator entry points (half-open ranges), when a call the
+    /// tracer injects in every thread allocates (the agent's per-thread
+    /// block, for system-call tracing): a thread stopped inside one, or
+    /// with a frame returning into one, may hold an arena lock its own
+    /// injected call would wait for forever.
+    pub allocator: Vec<(u64, u64)>,
+}
+
+/// libc's allocator functions whose frames mark a thread inside malloc.
+const ALLOCATOR_FUNCTIONS: &[&str] = &[
+    "malloc",
+    "free",
+    "calloc",
+    "realloc",
+    "reallocarray",
+    "memalign",
+    "posix_memalign",
+    "aligned_alloc",
+    "valloc",
+    "pvalloc",
+    "malloc_trim",
+    "malloc_stats",
+    "malloc_info",
+    "mallinfo",
+    "mallinfo2",
+    "malloc_usable_size",
+    "cfree",
+];
+
+/// The run-time addresses of those of libc's functions `names` that its
+/// dynamic symbols define, in `target` (functions the agent patches by
+/// itself: the system-call fast path's wrappers, `_exit`).
+pub fn libc_functions(target: &Target, names: &[&str]) -> Vec<u64> {
+    let Some(libc) = target.objects.iter().find(|o| {
+        o.path
+            .file_name()
+            .is_some_and(|n| n.to_string_lossy().starts_with("libc.so"))
+    }) else {
+        return Vec::new();
+    };
+    let file = PathBuf::from(format!("/proc/{}/root{}", target.pid, libc.path.display()));
+    names
+        .iter()
+        .filter_map(|n| crate::symbols::file_symbol(&file, n).ok())
+        .map(|s| libc.bias.wrapping_add(s.vaddr))
+        .collect()
+}
+
+/// The run-time ranges of libc's allocator functions in `target`
+/// ([`Hazards::allocator`]), from libc's dynamic symbols.
+pub fn allocator_hazards(target: &Target) -> Result<Vec<(u64, u64)>, String> {
+    let pid = target.pid;
+    let libc = target
+        .objects
+        .iter()
+        .find(|o| {
+            o.path
+                .file_name()
+                .is_some_and(|n| n.to_string_lossy().starts_with("libc.so"))
+        })
+        .ok_or_else(|| format!("--pid {pid}: no libc.so mapped in the process"))?;
+    let mut out = Vec::new();
+    for name in ALLOCATOR_FUNCTIONS {
+        let file = PathBuf::from(format!("/proc/{pid}/root{}", libc.path.display()));
+        if let Ok(sym) = crate::symbols::file_symbol(&file, name) {
+            if sym.size == 0 {
+                return Err(format!(
+                    "--pid {pid}: {}: {name} has no size: cannot tell a thread inside the \
+                     allocator",
+                    libc.path.display()
+                ));
+            }
+            let start = libc.bias.wrapping_add(sym.vaddr);
+            out.push((start, start + sym.size));
+        }
+    }
+    if out.is_empty() {
+        return Err(format!(
+            "--pid {pid}: {}: no malloc symbol",
+            libc.path.display()
+        ));
+    }
+    Ok(out)
 }
 
 /// The displaced bytes of a jump patch at each of `addrs`, decoded from the
@@ -329,6 +422,12 @@ fn stack_returns_into(pid: i32, rsp: u64, returns: &BTreeSet<u64>) -> Option<u64
     if returns.is_empty() {
         return None;
     }
+    stack_word(pid, rsp, &|w| returns.contains(&w))
+}
+
+/// The first word of a thread's stack, from its stack pointer to the end
+/// of the mapping holding it, for which `wanted` holds.
+fn stack_word(pid: i32, rsp: u64, wanted: &dyn Fn(u64) -> bool) -> Option<u64> {
     let maps = std::fs::read_to_string(format!("/proc/{pid}/maps")).ok()?;
     let top = maps.lines().find_map(|l| {
         let (a, b) = l.split_whitespace().next()?.split_once('-')?;
@@ -344,7 +443,7 @@ fn stack_returns_into(pid: i32, rsp: u64, returns: &BTreeSet<u64>) -> Option<u64
     stack
         .chunks_exact(8)
         .map(|w| u64::from_le_bytes(w.try_into().unwrap()))
-        .find(|w| returns.contains(w))
+        .find(|&w| wanted(w))
 }
 
 fn errno() -> std::io::Error {
@@ -679,6 +778,20 @@ fn unsafe_point(
             "thread {tid} has a frame returning into bytes a patch displaces ({ret:#x})"
         )));
     }
+    if !avoid.allocator.is_empty() {
+        let inside = |a: u64| avoid.allocator.iter().any(|&(s, e)| (s..e).contains(&a));
+        if inside(r.rip) {
+            return Ok(Some(format!(
+                "thread {tid} is in libc's allocator ({:#x})",
+                r.rip
+            )));
+        }
+        if let Some(ret) = stack_word(pid, r.rsp, &inside) {
+            return Ok(Some(format!(
+                "thread {tid} has a frame in libc's allocator ({ret:#x})"
+            )));
+        }
+    }
     Ok(None)
 }
 
@@ -690,6 +803,21 @@ pub fn inject_dlopen(
     library: &Path,
     avoid: &Hazards,
 ) -> Result<Injection, String> {
+    inject_dlopen_then(target, library, avoid, None).map(|(i, _)| i)
+}
+
+/// [`inject_dlopen`], then, while every thread is still stopped, makes
+/// each thread of the process call `library`'s function `per_thread` (no
+/// arguments, returning an `i64`) as the `dlopen` call was made
+/// ([`call_each_thread`]). With `per_thread`, a thread that already uses
+/// Syscall User Dispatch (or a kernel that cannot say) is refused before
+/// anything is changed.
+pub fn inject_dlopen_then(
+    target: &Target,
+    library: &Path,
+    avoid: &Hazards,
+    per_thread: Option<&str>,
+) -> Result<(Injection, Option<ThreadCalls>), String> {
     let pid = target.pid;
     let path = library.as_os_str().as_encoded_bytes();
     if path.contains(&0) {
@@ -718,6 +846,38 @@ pub fn inject_dlopen(
         stopped.resume(None);
         std::thread::sleep(Duration::from_millis(2));
         stopped.restop(None)?;
+    }
+    if per_thread.is_some() {
+        // The agent's per-thread state is found through the thread
+        // pointer: threads sharing one (a raw clone without CLONE_SETTLS)
+        // would share it, and one of them would go undispatched.
+        let mut pointers: BTreeMap<u64, i32> = BTreeMap::new();
+        for &tid in stopped.threads.keys() {
+            let fs = get_regs(tid)?.fs_base;
+            if let Some(other) = pointers.insert(fs, tid) {
+                return Err(format!(
+                    "--pid {pid}: threads {other} and {tid} share one thread pointer ({fs:#x}, \
+                     a raw clone without CLONE_SETTLS): bpfjet's per-thread state cannot tell \
+                     them apart to trace their system calls; nothing was changed"
+                ));
+            }
+        }
+        for &tid in stopped.threads.keys() {
+            let cfg = sud_config(tid).map_err(|e| {
+                format!(
+                    "--pid {pid}: the kernel does not report thread {tid}'s Syscall User \
+                     Dispatch (PTRACE_GET_SYSCALL_USER_DISPATCH_CONFIG: {e}; Linux 6.4 or \
+                     later is needed); nothing was changed"
+                )
+            })?;
+            if cfg.mode != 0 {
+                return Err(format!(
+                    "--pid {pid}: thread {tid} already uses Syscall User Dispatch (its own, \
+                     selector {:#x}); bpfjet cannot trace its system calls; nothing was changed",
+                    cfg.selector
+                ));
+            }
+        }
     }
     // The thread to run the call: one in an interrupt stop (not in the
     // middle of a signal delivery), the main thread if it is.
@@ -815,12 +975,295 @@ pub fn inject_dlopen(
     }
     restore(&mut stopped)?;
     let threads = stopped.threads.len();
+    let calls = match per_thread {
+        Some(symbol) if handle != 0 => Some(call_each_thread(
+            &mut stopped,
+            library,
+            symbol,
+            avoid,
+            &loader,
+        )?),
+        _ => None,
+    };
     stopped.detach_all();
-    Ok(Injection {
-        handle,
-        threads,
-        others_resumed,
-        retries,
-        stopped_for: first_stop.elapsed(),
-    })
+    Ok((
+        Injection {
+            handle,
+            threads,
+            others_resumed,
+            retries,
+            stopped_for: first_stop.elapsed(),
+        },
+        calls,
+    ))
+}
+
+/// What [`call_each_thread`] did.
+#[derive(Debug, Default)]
+pub struct ThreadCalls {
+    /// Threads whose call returned 0.
+    pub done: usize,
+    /// Threads whose call returned 1 (the library's own threads).
+    pub skipped: usize,
+    /// Times the threads were resumed and stopped again (a thread not at a
+    /// safe point, or whose call returned -EAGAIN).
+    pub retries: usize,
+    /// A call did not return within [`SOLO_TIMEOUT`]: the other threads
+    /// were resumed while it ran.
+    pub others_resumed: bool,
+    /// From the first call to the last return (part of
+    /// [`Injection::stopped_for`]).
+    pub took: Duration,
+}
+
+/// The run-time address of `symbol` of `library` loaded in `pid`.
+fn loaded_symbol(pid: i32, library: &Path, symbol: &str) -> Result<u64, String> {
+    let real = library.canonicalize().unwrap_or(library.to_path_buf());
+    let objects = process_objects(pid)?;
+    let lib = objects
+        .iter()
+        .find(|o| o.path == real || o.path == library)
+        .ok_or_else(|| format!("--pid {pid}: {} is not mapped after dlopen", real.display()))?;
+    let sym = crate::symbols::file_symbol(&real, symbol)
+        .map_err(|e| format!("{}: {symbol}: {e}", real.display()))?;
+    Ok(lib.bias.wrapping_add(sym.vaddr))
+}
+
+/// Makes every stopped thread of the process call `symbol` of `library`
+/// (loaded), one at a time, the others stopped, each at a safe point (as
+/// for `dlopen`, plus [`Hazards::allocator`]). A call returning -EAGAIN
+/// is retried after the threads ran for a moment; threads created
+/// meanwhile are called too. Any other negative result is an error
+/// naming the thread.
+fn call_each_thread(
+    stopped: &mut Stopped,
+    library: &Path,
+    symbol: &str,
+    avoid: &Hazards,
+    loader: &[(u64, u64)],
+) -> Result<ThreadCalls, String> {
+    let pid = stopped.pid;
+    let func = loaded_symbol(pid, library, symbol)?;
+    let started = Instant::now();
+    let mut out = ThreadCalls::default();
+    let mut finished: BTreeSet<i32> = BTreeSet::new();
+    'rounds: loop {
+        let pending: Vec<i32> = stopped
+            .threads
+            .keys()
+            .copied()
+            .filter(|t| !finished.contains(t))
+            .collect();
+        if pending.is_empty() {
+            out.took = started.elapsed();
+            return Ok(out);
+        }
+        let mut why = None;
+        for &tid in &pending {
+            if let Some(w) = unsafe_point(pid, tid, loader, avoid)? {
+                why = Some(w);
+                break;
+            }
+        }
+        if why.is_none() {
+            for &tid in &pending {
+                let (r, resumed) = call_in_thread(stopped, tid, func)?;
+                let r = r as i64;
+                match r {
+                    0 => {
+                        out.done += 1;
+                        finished.insert(tid);
+                    }
+                    1 => {
+                        out.skipped += 1;
+                        finished.insert(tid);
+                    }
+                    r if r == -(libc::EAGAIN as i64) => {
+                        why = Some(format!("thread {tid} is inside a probe handler"));
+                    }
+                    r if r < 0 => {
+                        return Err(format!(
+                            "--pid {pid}: thread {tid}: {symbol}: {}",
+                            std::io::Error::from_raw_os_error(-r as i32)
+                        ));
+                    }
+                    r => return Err(format!("--pid {pid}: thread {tid}: {symbol} returned {r}")),
+                }
+                if resumed {
+                    // The others ran: check them again.
+                    out.others_resumed = true;
+                    continue 'rounds;
+                }
+            }
+            if why.is_none() {
+                // Threads seen for the first time are picked up next round.
+                continue;
+            }
+        }
+        out.retries += 1;
+        if out.retries > SAFE_POINT_ATTEMPTS {
+            return Err(format!(
+                "--pid {pid}: no safe point for {symbol} after {SAFE_POINT_ATTEMPTS} attempts \
+                 ({})",
+                why.unwrap_or_default()
+            ));
+        }
+        stopped.resume(None);
+        std::thread::sleep(Duration::from_millis(2));
+        stopped.restop(None)?;
+    }
+}
+
+/// Makes stopped thread `tid` call `func()` and returns its `rax` and
+/// whether the other threads had to be resumed meanwhile. As the `dlopen`
+/// call: registers and extended state saved and restored, a return to
+/// address 0 that faults, `orig_rax` -1 during the call; the thread's
+/// stop (an interrupt, or a signal being delivered) is kept for its
+/// detach, so an interrupted system call restarts and a signal is not lost.
+fn call_in_thread(stopped: &mut Stopped, tid: i32, func: u64) -> Result<(u64, bool), String> {
+    let pid = stopped.pid;
+    let stop = stopped.threads[&tid];
+    let saved = get_regs(tid)?;
+    let saved_fp = ExtendedState::save(tid)?;
+    let ret_at = ((saved.rsp - 128 - 256) & !15) - 8;
+    write_memory(pid, ret_at, &0u64.to_le_bytes())?;
+    let mut call = saved;
+    call.rip = func;
+    call.rsp = ret_at;
+    call.rax = 0;
+    call.orig_rax = u64::MAX;
+    call.eflags &= !0x400;
+    set_regs(tid, &call)?;
+    let put_back = |stopped: &mut Stopped| -> Result<(), String> {
+        set_regs(tid, &saved)?;
+        saved_fp.restore(tid)?;
+        stopped.threads.insert(tid, stop);
+        Ok(())
+    };
+    ptrace(libc::PTRACE_CONT, tid, 0, 0).map_err(|e| format!("PTRACE_CONT of {tid}: {e}"))?;
+    let started = Instant::now();
+    let mut others_resumed = false;
+    let rax = loop {
+        let deadline = started
+            + if others_resumed {
+                CALL_TIMEOUT
+            } else {
+                SOLO_TIMEOUT
+            };
+        match wait_stop(tid, Some(deadline)) {
+            Ok(None) => {
+                stopped.threads.remove(&tid);
+                return Err(format!(
+                    "--pid {pid}: thread {tid} ended during an injected call"
+                ));
+            }
+            Ok(Some((Stop::Signal(libc::SIGSEGV), _))) => {
+                let r = get_regs(tid)?;
+                if r.rip == 0 {
+                    break r.rax;
+                }
+                put_back(stopped)?;
+                return Err(format!(
+                    "--pid {pid}: the call injected in thread {tid} faulted at {:#x}; the thread \
+                     was put back as it was",
+                    r.rip
+                ));
+            }
+            Ok(Some((Stop::Signal(sig), _))) => {
+                let _ = ptrace(libc::PTRACE_CONT, tid, 0, sig as u64);
+            }
+            Ok(Some((Stop::Event, _))) => {
+                let _ = ptrace(libc::PTRACE_CONT, tid, 0, 0);
+            }
+            Err(_) if !others_resumed => {
+                others_resumed = true;
+                stopped.resume(Some(tid));
+            }
+            Err(_) => {
+                return Err(format!(
+                    "--pid {pid}: the call injected in thread {tid} did not return within {}s \
+                     (the thread is left in it: the process may be stuck)",
+                    CALL_TIMEOUT.as_secs()
+                ));
+            }
+        }
+    };
+    if others_resumed {
+        stopped.restop(Some(tid))?;
+    }
+    put_back(stopped)?;
+    Ok((rax, others_resumed))
+}
+
+/// The kernel's `struct ptrace_sud_config` (Linux 6.4+).
+#[repr(C)]
+#[derive(Debug, Default, Clone, Copy)]
+pub struct SudConfig {
+    /// `PR_SYS_DISPATCH_OFF` (0) or on.
+    pub mode: u64,
+    pub selector: u64,
+    pub offset: u64,
+    pub len: u64,
+}
+
+const PTRACE_SET_SYSCALL_USER_DISPATCH_CONFIG: libc::c_uint = 0x4210;
+const PTRACE_GET_SYSCALL_USER_DISPATCH_CONFIG: libc::c_uint = 0x4211;
+
+/// A ptrace-stopped thread's Syscall User Dispatch settings.
+fn sud_config(tid: i32) -> Result<SudConfig, std::io::Error> {
+    let mut cfg = SudConfig::default();
+    ptrace(
+        PTRACE_GET_SYSCALL_USER_DISPATCH_CONFIG,
+        tid,
+        std::mem::size_of::<SudConfig>() as u64,
+        &mut cfg as *mut SudConfig as u64,
+    )?;
+    Ok(cfg)
+}
+
+/// Turns a ptrace-stopped thread's Syscall User Dispatch off.
+fn sud_off(tid: i32) -> Result<(), std::io::Error> {
+    let cfg = SudConfig::default();
+    ptrace(
+        PTRACE_SET_SYSCALL_USER_DISPATCH_CONFIG,
+        tid,
+        std::mem::size_of::<SudConfig>() as u64,
+        &cfg as *const SudConfig as u64,
+    )
+    .map(|_| ())
+}
+
+/// Each thread of `pid` and its Syscall User Dispatch settings (every
+/// thread stopped for the reading, then detached).
+pub fn dispatch_states(pid: i32) -> Result<Vec<(i32, SudConfig)>, String> {
+    let mut stopped = Stopped::seize(pid)?;
+    let mut out = Vec::new();
+    for &tid in stopped.threads.keys() {
+        let cfg = sud_config(tid)
+            .map_err(|e| format!("thread {tid}: PTRACE_GET_SYSCALL_USER_DISPATCH_CONFIG: {e}"))?;
+        out.push((tid, cfg));
+    }
+    stopped.detach_all();
+    Ok(out)
+}
+
+/// Turns Syscall User Dispatch off in every thread of `pid` (stopped
+/// together, then detached): after `bpfjet trace --pid` detached, the
+/// process's system calls go straight to the kernel again. Returns how
+/// many threads had it on.
+pub fn disable_dispatch(pid: i32) -> Result<usize, String> {
+    let mut stopped = Stopped::seize(pid)?;
+    let mut were_on = 0;
+    for &tid in stopped.threads.keys() {
+        let cfg = sud_config(tid)
+            .map_err(|e| format!("thread {tid}: PTRACE_GET_SYSCALL_USER_DISPATCH_CONFIG: {e}"))?;
+        if cfg.mode != 0 {
+            sud_off(tid).map_err(|e| {
+                format!("thread {tid}: PTRACE_SET_SYSCALL_USER_DISPATCH_CONFIG: {e}")
+            })?;
+            were_on += 1;
+        }
+    }
+    stopped.detach_all();
+    Ok(were_on)
 }

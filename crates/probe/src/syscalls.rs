@@ -35,15 +35,20 @@
 //!
 //! New threads: dispatch is per thread and new threads start without it;
 //! [`enable_current_thread`] is called at their start by the agent's
-//! `pthread_create` wrapper.
+//! `pthread_create` wrapper. In a process the agent was loaded into while
+//! it ran ([`install_for_tracer`]), the tracer enables each existing
+//! thread ([`enable_thread_for_tracer`]), and the child of a clone with a
+//! new stack enables itself in the clone stub, before it returns to the
+//! application; [`end_dispatch`] ends it all at the detach.
 
 use crate::regs::PtRegs;
 use crate::thread::{self, ProbeThread, SELECTOR_ALLOW, SELECTOR_BLOCK};
 use crate::ProbeError;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::OnceLock;
 
 const PR_SET_SYSCALL_USER_DISPATCH: i32 = 59;
+const PR_SYS_DISPATCH_OFF: u64 = 0;
 const PR_SYS_DISPATCH_ON: u64 = 1;
 
 const SYS_RT_SIGACTION: u64 = 13;
@@ -58,6 +63,8 @@ const SYS_EXECVEAT: u64 = 322;
 const SYS_CLONE3: u64 = 435;
 const CLONE_VM: u64 = 0x100;
 const CLONE_VFORK: u64 = 0x4000;
+const CLONE_SETTLS: u64 = 0x80000;
+const CLONE_THREAD: u64 = 0x10000;
 const SA_RESTORER: i32 = 0x0400_0000;
 
 /// Runs at a dispatched system call, on the calling thread.
@@ -96,6 +103,17 @@ pub(crate) fn exit_traced(nr: u32) -> bool {
     }
 }
 static TRAPPED: AtomicU64 = AtomicU64::new(0);
+
+/// Set by [`install_for_tracer`]: the process was running before the agent
+/// came (`bpfjet trace --pid`). Its existing threads are enabled one by one
+/// by the tracer ([`enable_thread_for_tracer`], called in each thread
+/// through ptrace), and children created by a dispatched thread with a new
+/// stack enable themselves in the clone stub (the agent's `pthread_create`
+/// interposition does not work in a process that bound libc's first).
+static ENABLED_BY_TRACER: AtomicBool = AtomicBool::new(false);
+/// Set by [`end_dispatch`]: no thread enables dispatch any more, and a
+/// thread trapping a system call turns its dispatch off.
+static DISPATCH_ENDED: AtomicBool = AtomicBool::new(false);
 
 const SIGSYS_BIT: u64 = 1 << (libc::SIGSYS - 1);
 const UNBLOCKABLE: u64 = (1 << (libc::SIGKILL - 1)) | (1 << (libc::SIGSTOP - 1));
@@ -232,6 +250,141 @@ pub fn install(hooks: SyscallHooks) -> Result<(), ProbeError> {
     enable_current_thread()
 }
 
+/// [`install`] for a process that was already running (`bpfjet trace
+/// --pid`): the hooks and the SIGSYS handler, but no thread is dispatched
+/// yet, not even the calling one (the agent's constructor, run by an
+/// injected `dlopen`): the tracer enables every thread of the process with
+/// [`enable_thread_for_tracer`] once the constructor returned. Once per
+/// process.
+pub fn install_for_tracer(hooks: SyscallHooks) -> Result<(), ProbeError> {
+    if HOOKS.set(hooks).is_err() {
+        return Err(ProbeError::Os {
+            what: "system-call hooks installed twice".into(),
+            err: std::io::Error::from_raw_os_error(libc::EBUSY),
+        });
+    }
+    install_sigsys_handler()?;
+    ENABLED_BY_TRACER.store(true, Ordering::SeqCst);
+    Ok(())
+}
+
+/// Dispatches the calling thread, which a tracer made call this (a thread
+/// of a process that was running before the agent came): SIGSYS is
+/// unblocked (a dispatched call with SIGSYS blocked kills the process; the
+/// application keeps seeing its own mask), the thread's probe block is
+/// allocated (its first access in this library: glibc allocates it, which
+/// the tracer made safe by stopping the thread outside the allocator) and
+/// dispatch is turned on with the block's selector.
+///
+/// Returns 0, or -EAGAIN when the thread is inside one of bpfjet's
+/// handlers (it would restore an ALLOW selector on leaving it: the tracer
+/// retries at another stop), -ENOENT when no system call is traced or
+/// dispatch has ended, or -errno of the failed system call.
+pub fn enable_thread_for_tracer() -> i64 {
+    if HOOKS.get().is_none() || !ENABLED_BY_TRACER.load(Ordering::SeqCst) {
+        return -(libc::ENOENT as i64);
+    }
+    if DISPATCH_ENDED.load(Ordering::SeqCst) {
+        return -(libc::ENOENT as i64);
+    }
+    let t = thread::current();
+    // SAFETY: this thread's block.
+    unsafe {
+        if (*t).in_handler {
+            return -(libc::EAGAIN as i64);
+        }
+        if (*t).dispatched {
+            return 0;
+        }
+    }
+    let mut unblock = SIGSYS_BIT;
+    let mut old: u64 = 0;
+    // SAFETY: raw rt_sigprocmask on this thread's own mask (not dispatched
+    // yet: not traced).
+    let r = unsafe {
+        libc::syscall(
+            libc::SYS_rt_sigprocmask,
+            libc::SIG_UNBLOCK,
+            &mut unblock as *mut u64,
+            &mut old as *mut u64,
+            8usize,
+        )
+    };
+    if r != 0 {
+        return -(std::io::Error::last_os_error()
+            .raw_os_error()
+            .unwrap_or(libc::EINVAL) as i64);
+    }
+    // SAFETY: this thread's block.
+    unsafe { (*t).app_blocks_sigsys = old & SIGSYS_BIT != 0 };
+    match enable_current_thread() {
+        Ok(()) => 0,
+        Err(e) => {
+            let errno = match &e {
+                ProbeError::Os { err, .. } => err.raw_os_error().unwrap_or(libc::EINVAL),
+                _ => libc::EINVAL,
+            };
+            // Back as it was.
+            // SAFETY: as above.
+            unsafe {
+                libc::syscall(
+                    libc::SYS_rt_sigprocmask,
+                    libc::SIG_SETMASK,
+                    &old as *const u64,
+                    std::ptr::null_mut::<u64>(),
+                    8usize,
+                );
+                (*t).app_blocks_sigsys = false;
+            }
+            -(errno as i64)
+        }
+    }
+}
+
+/// Ends dispatch in a process the tracer enabled ([`install_for_tracer`];
+/// `bpfjet trace --pid` detaching): no thread enables it any more (a
+/// clone child half-way through the stub turns it off again), and each
+/// thread still dispatched turns it off at its next trapped system call
+/// (the tracer normally turns it off in every thread first, through
+/// ptrace; this covers a tracer that went away).
+pub fn end_dispatch() {
+    DISPATCH_ENDED.store(true, Ordering::SeqCst);
+}
+
+/// Turns the calling thread's dispatch off (from the allowed range: its
+/// selector may say BLOCK).
+fn disable_current_thread(t: *mut ProbeThread) {
+    // SAFETY: prctl(PR_SET_SYSCALL_USER_DISPATCH, OFF, 0, 0, 0) from the
+    // allowed range; `t` is this thread's block.
+    unsafe {
+        bpfjet_sud_syscall6(
+            libc::SYS_prctl as u64,
+            PR_SET_SYSCALL_USER_DISPATCH as u64,
+            PR_SYS_DISPATCH_OFF,
+            0,
+            0,
+            0,
+            0,
+        );
+        (*t).dispatched = false;
+    }
+}
+
+/// The child of a clone with a new stack and its own thread pointer made
+/// by a dispatched thread, at its start in `bpfjet_sud_clone` (signal mask
+/// still the handler's), when the tracer enabled the process's threads
+/// ([`ENABLED_BY_TRACER`]): dispatched like its parent. Preloaded, the
+/// agent's `pthread_create` wrapper does it.
+extern "C" fn bpfjet_sud_child_started() {
+    if DISPATCH_ENDED.load(Ordering::SeqCst) {
+        return;
+    }
+    if enable_current_thread().is_ok() && DISPATCH_ENDED.load(Ordering::SeqCst) {
+        // Ended meanwhile: the tracer's pass may have missed this thread.
+        disable_current_thread(thread::current());
+    }
+}
+
 #[repr(C)]
 struct KernelSigaction {
     handler: usize,
@@ -331,6 +484,11 @@ extern "C" fn on_sigsys(_sig: i32, _info: *mut libc::siginfo_t, ctx: *mut libc::
     // SAFETY: this thread's block.
     unsafe { thread::set_selector(t, SELECTOR_ALLOW) };
     TRAPPED.fetch_add(1, Ordering::Relaxed);
+    if DISPATCH_ENDED.load(Ordering::Relaxed) {
+        // Detached: this thread's calls go straight to the kernel from now
+        // on; this one is still performed below.
+        disable_current_thread(t);
+    }
     // SAFETY: the kernel passes this thread's ucontext.
     let uc = unsafe { &mut *(ctx as *mut libc::ucontext_t) };
     let g = &mut uc.uc_mcontext.gregs;
@@ -389,10 +547,18 @@ extern "C" fn on_sigsys(_sig: i32, _info: *mut libc::siginfo_t, ctx: *mut libc::
         SYS_CLONE | SYS_CLONE3 if new_stack(nr, &a).is_some() => {
             let sp = new_stack(nr, &a).unwrap();
             // SAFETY: the child's stack, below its initial stack pointer:
-            // the resume address and the application's signal mask.
+            // the resume address, the application's signal mask, and
+            // whether the child dispatches itself (a thread of this
+            // process with its own thread pointer: one sharing its
+            // creator's would share its probe block and selector too).
             unsafe {
                 *((sp - 8) as *mut u64) = regs.rip;
                 *((sp - 16) as *mut u64) = *(&uc.uc_sigmask as *const libc::sigset_t as *const u64);
+                *((sp - 24) as *mut u64) = u64::from(
+                    ENABLED_BY_TRACER.load(Ordering::Relaxed)
+                        && clone_flags(nr, &a) & (CLONE_SETTLS | CLONE_THREAD)
+                            == CLONE_SETTLS | CLONE_THREAD,
+                );
             }
             let saved = CloneRegs {
                 nr,
@@ -418,7 +584,16 @@ extern "C" fn on_sigsys(_sig: i32, _info: *mut libc::siginfo_t, ctx: *mut libc::
             };
             let r = unsafe { bpfjet_sud_syscall6(nr2, a0, a[1], a[2], a[3], a[4], a[5]) };
             if r == 0 && a0 & CLONE_VM == 0 {
-                let _ = enable_current_thread();
+                if ENABLED_BY_TRACER.load(Ordering::Relaxed) {
+                    // A child process of a process bpfjet attached to
+                    // (`--pid`): not traced, as the kernel's tracepoints
+                    // filtered on the process do not see it; nobody would
+                    // turn its dispatch off at the detach.
+                    // SAFETY: this thread's block (the child's copy).
+                    unsafe { (*t).dispatched = false };
+                } else {
+                    let _ = enable_current_thread();
+                }
                 // SAFETY: this thread's block (the child's copy).
                 unsafe { thread::set_selector(t, SELECTOR_ALLOW) };
             }
@@ -437,6 +612,18 @@ extern "C" fn on_sigsys(_sig: i32, _info: *mut libc::siginfo_t, ctx: *mut libc::
     }
     // SAFETY: this thread's block.
     unsafe { thread::set_selector(t, SELECTOR_BLOCK) };
+}
+
+/// The flags of a `clone` or `clone3` call.
+fn clone_flags(nr: u64, a: &[u64; 6]) -> u64 {
+    match nr {
+        SYS_CLONE => a[0],
+        // struct clone_args: flags at 0.
+        // SAFETY: the application passed this struct to clone3 (checked
+        // non-null and large enough by `new_stack`).
+        SYS_CLONE3 if a[0] != 0 && a[1] >= 64 => unsafe { *(a[0] as *const u64) },
+        _ => 0,
+    }
 }
 
 /// The child's initial stack pointer of a clone that gives it a new stack.
@@ -544,6 +731,34 @@ std::arch::global_asm!(
     "pop rbx",
     "ret",
     "2:",
+    // The child turns dispatch on for itself when the tracer enabled the
+    // process's threads and it has its own thread pointer (the flag at
+    // [sp-24], bpfjet_sud_child_started): the application's registers the
+    // child resumes with are kept around the call.
+    "mov rax, [rsp - 24]",
+    "test rax, rax",
+    "jz 3f",
+    "sub rsp, 16",
+    "push rdi",
+    "push rsi",
+    "push rdx",
+    "push r10",
+    "push r8",
+    "push r9",
+    "push rbp",
+    "mov rbp, rsp",
+    "and rsp, -16",
+    "call {child_started}",
+    "mov rsp, rbp",
+    "pop rbp",
+    "pop r9",
+    "pop r8",
+    "pop r10",
+    "pop rdx",
+    "pop rsi",
+    "pop rdi",
+    "add rsp, 16",
+    "3:",
     "sub rsp, 16",
     "push rdi",
     "push rsi",
@@ -565,4 +780,5 @@ std::arch::global_asm!(
     ".globl bpfjet_sud_region_end",
     "bpfjet_sud_region_end:",
     ".popsection",
+    child_started = sym bpfjet_sud_child_started,
 );

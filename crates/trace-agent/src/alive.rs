@@ -66,6 +66,51 @@ pub fn agent_work<R>(f: impl FnOnce() -> R) -> R {
     r
 }
 
+/// The agent's own threads ([`spawn`]), by `pthread_t`.
+static AGENT_THREADS: std::sync::Mutex<Vec<usize>> = std::sync::Mutex::new(Vec::new());
+
+/// Spawns one of the agent's own threads: all its work is the agent's
+/// ([`agent_work`]), and it is known as the agent's ([`is_agent_thread`])
+/// from the moment this returns, so `bpfjet trace --pid`, which dispatches
+/// every other thread of the process once the constructor returned, leaves
+/// it alone even before it ran. (Known by its `pthread_t`, which the
+/// spawner has: spawned from the constructor of a library being
+/// `dlopen`ed, the thread cannot say anything itself before `dlopen`
+/// returns — its first thread-local access waits for the loader.)
+pub fn spawn<T: Send + 'static>(
+    builder: std::thread::Builder,
+    f: impl FnOnce() -> T + Send + 'static,
+) -> std::io::Result<std::thread::JoinHandle<T>> {
+    use std::os::unix::thread::JoinHandleExt;
+    let handle = builder.spawn(move || agent_work(f))?;
+    AGENT_THREADS
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .push(handle.as_pthread_t() as usize);
+    Ok(handle)
+}
+
+/// Whether the calling thread is one of the agent's own ([`spawn`]).
+pub fn is_agent_thread() -> bool {
+    // SAFETY: pthread_self has no preconditions.
+    let me = unsafe { libc::pthread_self() } as usize;
+    AGENT_THREADS
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .contains(&me)
+}
+
+/// Whether this thread is doing the agent's own work now (its consumer
+/// and control threads always are).
+pub fn is_agent_work() -> bool {
+    flags().get() & AGENT_WORK != 0
+}
+
+/// Whether [`detach`] was called.
+pub fn is_detached() -> bool {
+    DETACHED.load(Ordering::SeqCst)
+}
+
 /// `bpfjet trace --pid` detached: every probe is pass-through.
 static DETACHED: AtomicBool = AtomicBool::new(false);
 

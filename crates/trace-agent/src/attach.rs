@@ -565,7 +565,14 @@ fn install_syscalls(
             .collect(),
     );
     threads::enable_thread_hook();
-    syscalls::install(SyscallHooks {
+    // Loaded into a running process: its threads are dispatched by the
+    // tracer, one by one, once this constructor returned (late_attach.rs).
+    let install = if crate::late_attach::is_late() {
+        syscalls::install_for_tracer
+    } else {
+        syscalls::install
+    };
+    install(SyscallHooks {
         on_enter: Some(Box::new(move |regs: &PtRegs| {
             let nr = regs.orig_rax;
             let progs = sys.enter.get(nr as usize).map_or(&[][..], |v| &v[..]);
@@ -625,7 +632,10 @@ fn install_syscalls(
             }
             alive::ran(armed);
         })),
-        before_exit: Some(Box::new(|_status| finish())),
+        before_exit: Some(Box::new(|status| {
+            crate::late_attach::set_exit_status(status);
+            finish()
+        })),
     })
     .map_err(|e| format!("system-call tracing: {e}"))?;
     // Common libc wrappers without a signal per call; the others keep the

@@ -66,10 +66,10 @@ pub fn start(agent: &'static Agent) -> Result<(), String> {
     // settable (the ring's size, `--ringbuf-size`, is what absorbs the
     // consumer's absences).
     let spin = agent.cfg.consumer_spin;
-    let thread = std::thread::Builder::new()
-        .name("bpfjet-ringbuf".into())
-        .spawn(move || {
-            crate::alive::agent_work(move || {
+    let thread = crate::alive::spawn(
+        std::thread::Builder::new().name("bpfjet-ringbuf".into()),
+        move || {
+            {
                 let mut write = |data: &[u8]| {
                     if let Some(w) = out.as_mut() {
                         let len = u32::try_from(data.len()).unwrap_or(u32::MAX);
@@ -129,9 +129,10 @@ pub fn start(agent: &'static Agent) -> Result<(), String> {
                     .iter()
                     .map(|(n, c)| (n.clone(), c.stats()))
                     .collect()
-            })
-        })
-        .map_err(|e| format!("ring-buffer consumer thread: {e}"))?;
+            }
+        },
+    )
+    .map_err(|e| format!("ring-buffer consumer thread: {e}"))?;
     *RUNNING.lock().unwrap() = Some(Running { stop, thread });
     Ok(())
 }

@@ -13,9 +13,14 @@
 //! - an attach error is written to the report and the process goes on
 //!   untouched by programs (every probe already written is pass-through):
 //!   it is someone else's running process, it is never ended;
-//! - system-call tracepoints are refused (`bpfjet trace` refuses them
-//!   first): dispatch is per thread and the process's existing threads
-//!   would each have to enable it;
+//! - system-call tracepoints: the constructor installs the hooks and the
+//!   SIGSYS handler but dispatches no thread; `bpfjet trace --pid` then
+//!   makes every thread of the process call [`bpfjet_late_enable_thread`]
+//!   through ptrace (the agent's own threads, [`alive::spawn`], decline),
+//!   and threads the process creates later enable themselves in the clone
+//!   stub (crates/probe/src/syscalls.rs); at the detach no thread enables
+//!   it any more, and each turns it off (the CLI through ptrace, or the
+//!   thread at its next trapped call);
 //! - a control thread waits on the FIFO: a byte, or end of file (the CLI
 //!   went away), detaches — programs stop running (probes become
 //!   pass-through, [`crate::alive::detached`]), ring buffers are drained,
@@ -28,7 +33,7 @@ use crate::{alive, attach, report};
 use std::io::Read;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 
 /// The settings file next to the agent's loaded path.
 pub const CONFIG_FILE: &str = "attach.conf";
@@ -90,24 +95,31 @@ fn late_settings() -> Option<(Config, Option<PathBuf>, PathBuf)> {
     Some((cfg, vars.get(CONTROL).map(PathBuf::from), dir))
 }
 
-/// Programs `bpfjet trace --pid` cannot run in a process already running.
-fn refuse_late(cfg: &Config) -> Result<(), String> {
-    let obj =
-        bpfjet_obj::load_file(&cfg.object).map_err(|e| format!("{}: {e}", cfg.object.display()))?;
-    for p in &obj.programs {
-        if matches!(
-            p.kind,
-            bpfjet_obj::ProgKind::Tracepoint { .. } | bpfjet_obj::ProgKind::RawTracepoint { .. }
-        ) {
-            return Err(format!(
-                "program section {:?}: system-call tracepoints cannot be attached to a running \
-                 process (Syscall User Dispatch is per thread; its existing threads would each \
-                 have to enable it)",
-                p.section
-            ));
-        }
+/// Set once the settings of `bpfjet trace --pid` were found: the agent
+/// was loaded into a running process.
+static LATE: AtomicBool = AtomicBool::new(false);
+
+/// Whether the agent was loaded into a running process.
+pub fn is_late() -> bool {
+    LATE.load(Ordering::SeqCst)
+}
+
+/// Called by `bpfjet trace --pid` in each thread of the process the
+/// process had when it attached, through ptrace, after this library's
+/// constructor returned (crates/probe/src/inject.rs): the thread's system
+/// calls are dispatched from its return on. Returns 0, 1 for one of the
+/// agent's own threads (left undispatched: its calls are bpfjet's), or
+/// -errno (-EAGAIN: the thread is inside a probe handler; the tracer tries
+/// again at another stop).
+#[no_mangle]
+pub extern "C" fn bpfjet_late_enable_thread() -> i64 {
+    if alive::is_agent_work() || alive::is_agent_thread() {
+        return 1;
     }
-    Ok(())
+    if alive::is_detached() || attach::agent().is_none() {
+        return -(libc::ENOENT as i64);
+    }
+    bpfjet_probe::syscalls::enable_thread_for_tracer()
 }
 
 /// The constructor's work when loaded by `bpfjet trace --pid`; nothing
@@ -116,9 +128,11 @@ pub fn init() {
     let Some((cfg, control, dir)) = late_settings() else {
         return;
     };
-    let started = alive::agent_work(|| refuse_late(&cfg).and_then(|()| attach::start(cfg.clone())));
+    LATE.store(true, Ordering::SeqCst);
+    let started = alive::agent_work(|| attach::start(cfg.clone()));
     if let Err(e) = started {
         alive::detach();
+        bpfjet_probe::syscalls::end_dispatch();
         attach::abandon();
         report::write_error(&cfg, &e);
         return;
@@ -127,9 +141,10 @@ pub fn init() {
         eprintln!("bpfjet trace: {}: {e}", dir.join(ATTACHED_FILE).display());
     }
     if let Some(control) = control {
-        let spawned = std::thread::Builder::new()
-            .name("bpfjet-control".into())
-            .spawn(move || alive::agent_work(|| wait_for_detach(&control)));
+        let spawned = alive::spawn(
+            std::thread::Builder::new().name("bpfjet-control".into()),
+            move || wait_for_detach(&control),
+        );
         if let Err(e) = spawned {
             eprintln!("bpfjet trace: no control thread ({e}): the trace ends with the process");
         }
@@ -151,5 +166,8 @@ fn wait_for_detach(control: &Path) {
         }
     }
     alive::detach();
+    // No thread is dispatched any more (the CLI turns dispatch off in
+    // every thread through ptrace once it has the report).
+    bpfjet_probe::syscalls::end_dispatch();
     attach::finish();
 }

@@ -6,7 +6,11 @@
 //! dispatched) starts with dispatch on before its start routine runs.
 //! Threads bpfjet creates itself (the ring-buffer consumer) are created
 //! before dispatch is installed, so they stay untraced. Threads made with a
-//! raw `clone` are not seen (documented in docs/TRACING.md).
+//! raw `clone` are not seen (documented in docs/TRACING.md). Loaded into
+//! a running process (`bpfjet trace --pid`) the interposition does not
+//! work (the process bound libc's `pthread_create` first): there, a clone
+//! with a new stack made by a dispatched thread enables the child itself
+//! (`bpfjet_probe::syscalls`, the clone stub).
 
 use std::sync::atomic::{AtomicBool, Ordering};
 

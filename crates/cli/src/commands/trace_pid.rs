@@ -45,12 +45,9 @@ fn patch_addresses(object: &bpfjet_obj::Object, target: &inject::Target) -> Resu
     for p in &object.programs {
         let section = &p.section;
         let (path, addrs): (&str, Vec<u64>) = match &p.kind {
-            ProgKind::Tracepoint { .. } | ProgKind::RawTracepoint { .. } => bail!(
-                "program section {section:?}: system-call tracepoints cannot be attached to a \
-                 running process with --pid: Syscall User Dispatch is enabled per thread, and \
-                 every thread the process already has would have to enable it itself (start the \
-                 program under `bpfjet trace OBJ -- CMD` to trace its system calls)"
-            ),
+            // Every thread is dispatched by an injected call after the
+            // agent's constructor (`traces_syscalls`).
+            ProgKind::Tracepoint { .. } | ProgKind::RawTracepoint { .. } => continue,
             ProgKind::Probe(probe) => match &probe.target {
                 ProbeTarget::Usdt {
                     path,
@@ -107,6 +104,80 @@ fn patch_addresses(object: &bpfjet_obj::Object, target: &inject::Target) -> Resu
     Ok(all)
 }
 
+/// Whether `object` traces system calls (refusing any other tracepoint
+/// before the process is touched, as the agent would after loading).
+fn traces_syscalls(object: &bpfjet_obj::Object) -> Result<bool> {
+    let mut any = false;
+    for p in &object.programs {
+        let section = &p.section;
+        match &p.kind {
+            ProgKind::Tracepoint { category, name } => {
+                if category != "syscalls"
+                    || !(name.starts_with("sys_enter_") || name.starts_with("sys_exit_"))
+                {
+                    bail!(
+                        "program section {section:?}: only tracepoint/syscalls/sys_enter_*|\
+                         sys_exit_* can be traced in a process"
+                    );
+                }
+                any = true;
+            }
+            ProgKind::RawTracepoint { name } => {
+                if name != "sys_enter" && name != "sys_exit" {
+                    bail!(
+                        "program section {section:?}: only raw_tracepoint/sys_enter and sys_exit \
+                         can be traced in a process"
+                    );
+                }
+                any = true;
+            }
+            _ => {}
+        }
+    }
+    Ok(any)
+}
+
+/// Refuses system-call tracing in a process that handles or ignores
+/// SIGSYS itself (seccomp `SECCOMP_RET_TRAP` users, its own dispatch):
+/// bpfjet's handler would replace its action, and stays after the detach.
+fn check_sigsys(pid: i32) -> Result<()> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .with_context(|| format!("/proc/{pid}/status"))?;
+    let bit = 1u64 << (libc::SIGSYS - 1);
+    for (field, what) in [("SigCgt:", "handles"), ("SigIgn:", "ignores")] {
+        let mask = status
+            .lines()
+            .find_map(|l| l.strip_prefix(field))
+            .and_then(|v| u64::from_str_radix(v.trim(), 16).ok())
+            .ok_or_else(|| anyhow!("/proc/{pid}/status: no {field} line"))?;
+        if mask & bit != 0 {
+            bail!(
+                "--pid {pid}: the process {what} SIGSYS itself ({field} has it): system-call \
+                 tracing needs bpfjet's own SIGSYS handler, which would replace its action for \
+                 good; nothing was changed"
+            );
+        }
+    }
+    Ok(())
+}
+
+/// The agent's function `bpfjet trace --pid` makes every thread of the
+/// process call to dispatch its system calls
+/// (crates/trace-agent/src/late_attach.rs).
+const ENABLE_THREAD: &str = "bpfjet_late_enable_thread";
+
+/// After the agent detached (or failed to attach every thread): Syscall
+/// User Dispatch off in every thread, through ptrace. Says what it did.
+fn end_dispatch(pid: i32) -> String {
+    match inject::disable_dispatch(pid) {
+        Ok(n) => format!("system-call dispatch turned off in {n} threads"),
+        Err(e) => format!(
+            "system-call dispatch could not be turned off through ptrace ({e}): each thread \
+             turns it off at its next system call"
+        ),
+    }
+}
+
 /// PATH of a probe section as a file the process has mapped, and its load
 /// bias there.
 fn loaded_file(path: &str, target: &inject::Target, section: &str) -> Result<(PathBuf, u64)> {
@@ -158,8 +229,23 @@ fn process_exited(pidfd: libc::c_int, timeout_ms: i32) -> bool {
 pub fn run(args: &TraceArgs, pid: i32) -> Result<ExitCode> {
     let target = inject::check_target(pid).map_err(|e| anyhow!(e))?;
     let mut object = precheck(&args.obj, None)?;
-    let hazards =
-        inject::patch_hazards(pid, &patch_addresses(&object, &target)?).map_err(|e| anyhow!(e))?;
+    let syscalls = traces_syscalls(&object)?;
+    let mut patched = patch_addresses(&object, &target)?;
+    // What the agent patches by itself: the system-call fast path's libc
+    // wrappers, or libc's `_exit` (the exit hook without system calls).
+    patched.extend(if syscalls {
+        inject::libc_functions(
+            &target,
+            &bpfjet_probe::fast_syscalls::wrapper_names().collect::<Vec<_>>(),
+        )
+    } else {
+        inject::libc_functions(&target, &["_exit"])
+    });
+    let mut hazards = inject::patch_hazards(pid, &patched).map_err(|e| anyhow!(e))?;
+    if syscalls {
+        check_sigsys(pid)?;
+        hazards.allocator = inject::allocator_hazards(&target).map_err(|e| anyhow!(e))?;
+    }
     let (fuse, plan) = fusion_setup(args, &mut object)?;
     let agent = agent_library()?;
     let agent = agent.canonicalize().unwrap_or(agent);
@@ -242,7 +328,35 @@ pub fn run(args: &TraceArgs, pid: i32) -> Result<ExitCode> {
             on_stop_signal as *const () as libc::sighandler_t,
         );
     }
-    let injected = inject::inject_dlopen(&target, &link, &hazards).map_err(|e| anyhow!(e))?;
+    let injected =
+        inject::inject_dlopen_then(&target, &link, &hazards, syscalls.then_some(ENABLE_THREAD));
+    let agent_error = || {
+        read_report(&report).and_then(|r| r.get("error").and_then(Value::as_str).map(String::from))
+    };
+    let (injected, dispatched) = match injected {
+        Ok(r) => r,
+        // The agent refused the object (no thread was dispatched: the
+        // per-thread calls found it detached).
+        Err(_) if agent_error().is_some() => bail!(
+            "{} (nothing runs in process {pid}; the agent stays loaded there, inactive)",
+            agent_error().unwrap_or_default()
+        ),
+        Err(e) if dir.0.join("attached").exists() => {
+            // The agent attached but not every thread could be dispatched:
+            // it detaches, and dispatch is turned off where it was on.
+            let _ = fifo.write_all(b"d");
+            let deadline = Instant::now() + Duration::from_secs(10);
+            while read_report(&report).is_none() && Instant::now() < deadline {
+                std::thread::sleep(Duration::from_millis(10));
+            }
+            bail!(
+                "{e} (the agent detached: nothing runs in process {pid}, {}; the agent stays \
+                 loaded there, inactive)",
+                end_dispatch(pid)
+            );
+        }
+        Err(e) => bail!(e),
+    };
     if injected.handle == 0 {
         bail!(
             "--pid {pid}: dlopen({}) failed in the process (nothing was attached)",
@@ -264,10 +378,23 @@ pub fn run(args: &TraceArgs, pid: i32) -> Result<ExitCode> {
         );
     }
     eprintln!(
-        "bpfjet trace: attached to process {pid} ({}; {} threads stopped for {:.1} ms{}{})",
+        "bpfjet trace: attached to process {pid} ({}; {} threads stopped for {:.1} ms{}{}{})",
         target.exe.display(),
         injected.threads,
         injected.stopped_for.as_secs_f64() * 1e3,
+        match &dispatched {
+            Some(d) => format!(
+                "; system calls dispatched in {} threads in {:.1} ms{}",
+                d.done,
+                d.took.as_secs_f64() * 1e3,
+                if d.retries > 0 {
+                    format!(" ({} retries)", d.retries)
+                } else {
+                    String::new()
+                }
+            ),
+            None => String::new(),
+        },
         if injected.retries > 0 {
             format!(", {} retries for a safe point", injected.retries)
         } else {
@@ -328,9 +455,14 @@ pub fn run(args: &TraceArgs, pid: i32) -> Result<ExitCode> {
         None
     };
     if !exited {
+        let dispatch = if syscalls {
+            format!("; {}", end_dispatch(pid))
+        } else {
+            String::new()
+        };
         eprintln!(
             "bpfjet trace: detached from process {pid}; it goes on (probes stay patched, \
-             pass-through)"
+             pass-through{dispatch})"
         );
     }
     print_report(args, &plan, &report, exit_code)
