@@ -772,10 +772,10 @@ fn kernel_sys_counts() -> Option<Vec<u64>> {
     let out = child.wait_with_output().unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout);
     if !out.status.success() || !stdout.contains("bye") {
-        println!(
-            "SKIPPED: kernel comparison of system-call tracepoints: {}",
+        bpfjet_testsupport::report_skip(format!(
+            "kernel comparison of system-call tracepoints: {}",
             String::from_utf8_lossy(&out.stderr)
-        );
+        ));
         return None;
     }
     // The loader's "SLOT VALUE" lines, after the target's own.
