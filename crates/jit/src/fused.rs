@@ -497,7 +497,7 @@ impl<'o> Frame<'_, 'o> {
 
     /// End the half under way, if it is the `entry` one.
     fn end(&mut self, entry: bool) {
-        if !self.half.as_ref().is_some_and(|(_, e)| *e == entry) {
+        if self.half.as_ref().is_none_or(|(_, e)| *e != entry) {
             return;
         }
         let Some((half, _)) = self.half.take() else {

@@ -44,7 +44,7 @@ pub enum Fuse {
     InternaliseCalls,
     /// + the slot operations compiled into the programs (JIT).
     Internalise,
-    /// + each eligible pair's entry and exit programs compiled into one
+    /// Each eligible pair's entry and exit programs also compiled into one
     /// native function around the wrapper's call (JIT; the interpreter
     /// stays at `Internalise`).
     Compile,

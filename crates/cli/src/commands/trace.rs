@@ -367,6 +367,12 @@ pub(super) fn fusion_setup<'a>(
                      and stores on the thread's slot, no call)"
                 );
             }
+            if matches!(fuse, "compile" | "all") && args.engine != "jit" {
+                eprintln!(
+                    "bpfjet trace: fusion: compile: the interpreter runs each program of a \
+                     pair on its own (compiling a pair into one function is the JIT's)"
+                );
+            }
             if matches!(fuse, "compile" | "all") && args.engine == "jit" {
                 eprintln!(
                     "bpfjet trace: fusion: compile: each sys_enter_X/sys_exit_X pair on a \

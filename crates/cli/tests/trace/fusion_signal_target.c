@@ -1,0 +1,101 @@
+/* A traced read(2) interrupted by a signal whose handler calls read(2)
+ * itself (tests/trace_fusion_compile.rs): the handler's call runs inside the
+ * outer call, on the same thread, so its sys_enter_read/sys_exit_read pair
+ * overwrites and deletes the thread's hand-off entry and the outer exit
+ * finds none — fused or not. The main thread blocks reading a pipe; a
+ * helper thread waits until it sleeps in the kernel (its /proc state is
+ * 'S': the only blocking call it makes is that read), sends SIGUSR1
+ * (SA_RESTART: the read resumes after the handler), then writes the byte
+ * the read returns. Then PLAIN reads of /dev/zero and writes of /dev/null
+ * that nothing interrupts. Exit status 42 when every call did what it
+ * should. */
+#define _GNU_SOURCE
+#include <fcntl.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#define NESTED 20
+#define PLAIN 300
+
+static int zero, null, pipefd[2];
+static pid_t main_tid;
+static volatile int handled, handler_failed;
+
+static void on_usr1(int sig)
+{
+	char b[16];
+	(void)sig;
+	if (read(zero, b, sizeof b) != sizeof b)
+		handler_failed = 1;
+	handled++;
+}
+
+/* The main thread sleeps in the kernel. */
+static int sleeping(void)
+{
+	char path[64], buf[256], *p;
+	int fd, n;
+
+	snprintf(path, sizeof path, "/proc/self/task/%d/stat", main_tid);
+	fd = open(path, O_RDONLY);
+	if (fd < 0)
+		return 0;
+	n = read(fd, buf, sizeof buf - 1);
+	close(fd);
+	if (n <= 0)
+		return 0;
+	buf[n] = 0;
+	p = strrchr(buf, ')');
+	return p && p[1] == ' ' && p[2] == 'S';
+}
+
+static void *interrupter(void *arg)
+{
+	struct timespec ms = {0, 1000000};
+	(void)arg;
+	for (int i = 0; i < NESTED; i++) {
+		while (!sleeping())
+			nanosleep(&ms, NULL);
+		int before = handled;
+		syscall(SYS_tgkill, getpid(), main_tid, SIGUSR1);
+		while (handled == before)
+			nanosleep(&ms, NULL);
+		if (write(pipefd[1], "x", 1) != 1)
+			return (void *)1;
+	}
+	return NULL;
+}
+
+int main(void)
+{
+	struct sigaction sa;
+	pthread_t t;
+	char b[64];
+	void *rc;
+
+	zero = open("/dev/zero", O_RDONLY);
+	null = open("/dev/null", O_WRONLY);
+	if (zero < 0 || null < 0 || pipe(pipefd))
+		return 1;
+	main_tid = gettid();
+	memset(&sa, 0, sizeof sa);
+	sa.sa_handler = on_usr1;
+	sa.sa_flags = SA_RESTART;
+	sigaction(SIGUSR1, &sa, NULL);
+	if (pthread_create(&t, NULL, interrupter, NULL))
+		return 1;
+	for (int i = 0; i < NESTED; i++)
+		if (read(pipefd[0], b, 1) != 1)
+			return 2;
+	if (pthread_join(t, &rc) || rc)
+		return 3;
+	for (int i = 0; i < PLAIN; i++)
+		if (read(zero, b, sizeof b) != sizeof b || write(null, b, sizeof b) != sizeof b)
+			return 4;
+	return handled == NESTED && !handler_failed ? 42 : 5;
+}
