@@ -2,7 +2,8 @@
 //! a `sys_enter_X`/`sys_exit_X` pair compiled into one native function
 //! around the wrapper's call reports what the unfused pair reports, with a
 //! signal handler calling `read` inside a blocked, traced `read`
-//! (tests/trace/fusion_signal_target.c); a pair that must not be compiled
+//! (tests/trace/fusion_signal_target.c) and a thread cancelled while
+//! blocked in a traced `read`; a pair that must not be compiled
 //! (its system call has a second enter program) is not, and `--explain`
 //! says why; the interpreter runs the same object at its own top rung.
 //! tests/trace_fusion.rs runs the `compile` rung on its fixture too.
@@ -130,8 +131,12 @@ fn compiled_pair_reports_what_the_unfused_pair_reports() {
         ],
         "--no-fuse: {want:?}"
     );
+    // The cancelled reader's entry stays (its exit never runs).
+    let handoffs = |r: &Value| r["maps"]["args"].as_array().map_or(0, Vec::len);
+    assert_eq!(handoffs(&unfused.report), 1, "--no-fuse: args");
     for level in ["compile", "all"] {
         let fused = trace("jit", level);
+        assert_eq!(handoffs(&fused.report), 1, "--fuse {level}: args");
         assert_eq!(
             seen(&fused.report),
             want,

@@ -7,8 +7,10 @@
  * 'S': the only blocking call it makes is that read), sends SIGUSR1
  * (SA_RESTART: the read resumes after the handler), then writes the byte
  * the read returns. Then PLAIN reads of /dev/zero and writes of /dev/null
- * that nothing interrupts. Exit status 42 when every call did what it
- * should. */
+ * that nothing interrupts. Last, a thread blocked in a traced read of the
+ * pipe is cancelled (read is a cancellation point: the unwinder must get
+ * through whatever runs the pair around the call); its exit never runs.
+ * Exit status 42 when every call did what it should. */
 #define _GNU_SOURCE
 #include <fcntl.h>
 #include <pthread.h>
@@ -71,6 +73,18 @@ static void *interrupter(void *arg)
 	return NULL;
 }
 
+static volatile pid_t reader_tid;
+
+static void *blocked_reader(void *arg)
+{
+	char c;
+	(void)arg;
+	reader_tid = gettid();
+	if (read(pipefd[0], &c, 1) == 1)
+		return (void *)1;
+	return NULL;
+}
+
 int main(void)
 {
 	struct sigaction sa;
@@ -97,5 +111,19 @@ int main(void)
 	for (int i = 0; i < PLAIN; i++)
 		if (read(zero, b, sizeof b) != sizeof b || write(null, b, sizeof b) != sizeof b)
 			return 4;
+	/* sleeping() now watches the reader. */
+	main_tid = 0;
+	if (pthread_create(&t, NULL, blocked_reader, NULL))
+		return 6;
+	{
+		struct timespec ms = {0, 1000000};
+		while (!reader_tid)
+			nanosleep(&ms, NULL);
+		main_tid = reader_tid;
+		while (!sleeping())
+			nanosleep(&ms, NULL);
+	}
+	if (pthread_cancel(t) || pthread_join(t, &rc) || rc != PTHREAD_CANCELED)
+		return 7;
 	return handled == NESTED && !handler_failed ? 42 : 5;
 }
