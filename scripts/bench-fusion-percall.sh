@@ -10,7 +10,7 @@
 # ladder (--fuse inline, fold, internalise-calls, internalise, compile); the
 # interpreter unfused and fused. The median of R rounds is printed (and every round).
 # Overhead per call = traced - untraced.
-#   scripts/bench-fusion-percall.sh [N=200000] [R=7]   (BPFJET=target/release/bpfjet)
+#   [ONLY=REGEX] scripts/bench-fusion-percall.sh [N=200000] [R=7]   (BPFJET=target/release/bpfjet)
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 B=${BPFJET:-$ROOT/target/release/bpfjet}
@@ -56,6 +56,13 @@ setups=("untraced" "sud-floor"
         "jit --no-fuse --no-fold-rodata" "jit --no-fuse" "jit --fuse=inline" "jit --fuse=fold"
         "jit --fuse=internalise-calls" "jit --fuse=internalise" "jit --fuse=compile"
         "interp --no-fuse" "interp --fuse=all")
+# ONLY=REGEX: just the setups whose name matches (an A/B of two rungs with
+# more rounds), e.g. ONLY='^(untraced|jit --fuse=internalise|jit --fuse=compile)$'
+if [ -n "${ONLY:-}" ]; then
+  kept=()
+  for s in "${setups[@]}"; do [[ $s =~ $ONLY ]] && kept+=("$s"); done
+  setups=("${kept[@]}")
+fi
 for _ in $(seq "$R"); do
   for s in "${setups[@]}"; do
     if [ "$s" = untraced ]; then
