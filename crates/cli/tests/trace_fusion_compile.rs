@@ -2,8 +2,9 @@
 //! a `sys_enter_X`/`sys_exit_X` pair compiled into one native function
 //! around the wrapper's call reports what the unfused pair reports, with a
 //! signal handler calling `read` inside a blocked, traced `read`
-//! (tests/trace/fusion_signal_target.c) and a thread cancelled while
-//! blocked in a traced `read`; a pair that must not be compiled
+//! (tests/trace/fusion_signal_target.c), calls failing with EBADF (the
+//! caller's -1 and errno, the exit record's -EBADF) and a thread cancelled
+//! while blocked in a traced `read`; a pair that must not be compiled
 //! (its system call has a second enter program) is not, and `--explain`
 //! says why; the interpreter runs the same object at its own top rung.
 //! tests/trace_fusion.rs runs the `compile` rung on its fixture too.
@@ -19,6 +20,7 @@ use trace_common::{json_report, serial, SRC};
 /// The target's constants (fusion_signal_target.c).
 const NESTED: u64 = 20;
 const PLAIN: u64 = 300;
+const BADF: u64 = 10;
 
 fn target() -> &'static PathBuf {
     static T: OnceLock<PathBuf> = OnceLock::new();
@@ -116,18 +118,39 @@ fn compiled_pair_reports_what_the_unfused_pair_reports() {
     // system-call selector already allowing, so it is not traced, fused or
     // not); the pipe's NESTED reads and writes, the PLAIN ones.
     let g = |k: u64| want.get(&k).copied().unwrap_or(0);
+    // Slots: read 1/16/64/7-byte calls found, write 1/64/7-byte found,
+    // read and write exits without an entry, write results equal to the
+    // count, write entries, read and write results -EBADF.
     assert_eq!(
-        [g(0), g(1), g(2), g(8), g(10), g(16), g(17), g(21), g(24)],
+        [
+            g(0),
+            g(1),
+            g(2),
+            g(4),
+            g(8),
+            g(10),
+            g(12),
+            g(16),
+            g(17),
+            g(21),
+            g(24),
+            g(25),
+            g(26)
+        ],
         [
             NESTED,
             0,
             PLAIN,
+            BADF,
             NESTED,
             PLAIN,
+            BADF,
             0,
             0,
             NESTED + PLAIN,
-            NESTED + PLAIN
+            NESTED + PLAIN + BADF,
+            BADF,
+            BADF
         ],
         "--no-fuse: {want:?}"
     );

@@ -7,7 +7,8 @@
  * pair is the only program of its calls (it compiles into one function);
  * the write has a second enter program (`write_calls`), so its pair does
  * not. `seen` slots: OP * 8 + size class found; 16 + OP: not found;
- * 20 + OP: found and the result equals the count; 24: write entries. */
+ * 20 + OP: found and the result equals the count; 24: write entries;
+ * 25 + OP: results -EBADF. */
 #include <linux/bpf.h>
 #include <bpf/bpf_helpers.h>
 
@@ -62,10 +63,12 @@ static __always_inline int leave(struct sys_exit_ctx *ctx, __u32 op)
 		add(16 + op, 1);
 		return 0;
 	}
-	class = *count == 1 ? 0 : *count == 16 ? 1 : *count == 64 ? 2 : 3;
+	class = *count == 1 ? 0 : *count == 16 ? 1 : *count == 64 ? 2 : *count == 7 ? 4 : 3;
 	add(op * 8 + class, 1);
 	if ((long)*count == ctx->ret)
 		add(20 + op, 1);
+	if (ctx->ret == -9) /* -EBADF */
+		add(25 + op, 1);
 	bpf_map_delete_elem(&args, &id);
 	return 0;
 }

@@ -7,11 +7,13 @@
  * 'S': the only blocking call it makes is that read), sends SIGUSR1
  * (SA_RESTART: the read resumes after the handler), then writes the byte
  * the read returns. Then PLAIN reads of /dev/zero and writes of /dev/null
- * that nothing interrupts. Last, a thread blocked in a traced read of the
+ * that nothing interrupts, BADF reads and writes of a closed descriptor
+ * (-1, errno EBADF). Last, a thread blocked in a traced read of the
  * pipe is cancelled (read is a cancellation point: the unwinder must get
  * through whatever runs the pair around the call); its exit never runs.
  * Exit status 42 when every call did what it should. */
 #define _GNU_SOURCE
+#include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
 #include <signal.h>
@@ -23,8 +25,9 @@
 
 #define NESTED 20
 #define PLAIN 300
+#define BADF 10
 
-static int zero, null, pipefd[2];
+static int zero, null, closed, pipefd[2];
 static pid_t main_tid;
 static volatile int handled, handler_failed;
 
@@ -96,6 +99,9 @@ int main(void)
 	null = open("/dev/null", O_WRONLY);
 	if (zero < 0 || null < 0 || pipe(pipefd))
 		return 1;
+	closed = dup(null);
+	if (closed < 0 || close(closed))
+		return 1;
 	main_tid = gettid();
 	memset(&sa, 0, sizeof sa);
 	sa.sa_handler = on_usr1;
@@ -111,6 +117,16 @@ int main(void)
 	for (int i = 0; i < PLAIN; i++)
 		if (read(zero, b, sizeof b) != sizeof b || write(null, b, sizeof b) != sizeof b)
 			return 4;
+	/* Failing calls: -1 and errno EBADF reach the caller through the pair
+	 * (the exit record holds -EBADF). */
+	for (int i = 0; i < BADF; i++) {
+		errno = 0;
+		if (read(closed, b, 7) != -1 || errno != EBADF)
+			return 8;
+		errno = 0;
+		if (write(closed, b, 7) != -1 || errno != EBADF)
+			return 9;
+	}
 	/* sleeping() now watches the reader. */
 	main_tid = 0;
 	if (pthread_create(&t, NULL, blocked_reader, NULL))
