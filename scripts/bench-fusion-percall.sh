@@ -7,10 +7,10 @@
 # with the selector always ALLOW, nothing attached: scripts/sud-floor.c, the
 # floor no bpfjet change removes for calls that go through SUD); bpfjet on the
 # JIT unfused without and with .rodata folding, then each step of the fusion
-# ladder (--fuse inline, fold, internalise-calls, internalise); the interpreter
-# unfused and fused. The median of R rounds is printed (and every round).
+# ladder (--fuse inline, fold, internalise-calls, internalise, compile); the
+# interpreter unfused and fused. The median of R rounds is printed (and every round).
 # Overhead per call = traced - untraced.
-#   scripts/bench-fusion-percall.sh [N=200000] [R=7]   (BPFJET=target/release/bpfjet)
+#   [ONLY=REGEX] scripts/bench-fusion-percall.sh [N=200000] [R=7]   (BPFJET=target/release/bpfjet)
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 B=${BPFJET:-$ROOT/target/release/bpfjet}
@@ -54,8 +54,15 @@ cc -O2 -shared -fPIC -o "$TMP/sud-floor.so" "$ROOT/scripts/sud-floor.c" -ldl -lp
 declare -A res cpu
 setups=("untraced" "sud-floor"
         "jit --no-fuse --no-fold-rodata" "jit --no-fuse" "jit --fuse=inline" "jit --fuse=fold"
-        "jit --fuse=internalise-calls" "jit --fuse=internalise"
+        "jit --fuse=internalise-calls" "jit --fuse=internalise" "jit --fuse=compile"
         "interp --no-fuse" "interp --fuse=all")
+# ONLY=REGEX: just the setups whose name matches (an A/B of two rungs with
+# more rounds), e.g. ONLY='^(untraced|jit --fuse=internalise|jit --fuse=compile)$'
+if [ -n "${ONLY:-}" ]; then
+  kept=()
+  for s in "${setups[@]}"; do [[ $s =~ $ONLY ]] && kept+=("$s"); done
+  setups=("${kept[@]}")
+fi
 for _ in $(seq "$R"); do
   for s in "${setups[@]}"; do
     if [ "$s" = untraced ]; then
@@ -75,10 +82,11 @@ done
 median() { tr ' ' '\n' | grep -v '^$' | grep -v nan | sort -n | awk '{a[NR]=$1} END{print a[int((NR+1)/2)]}'; }
 base=$(echo ${res[untraced]} | median)
 cbase=$(echo ${cpu[untraced]} | median)
-printf '%-32s %9s %9s %9s %9s   %s\n' setup "ns/call" "overhead" "cpu/call" "cpu ovh" "rounds (ns/call)"
+range() { tr ' ' '\n' | grep -v '^$' | grep -v nan | sort -n | awk 'NR==1{a=$1} {b=$1} END{print a".."b}'; }
+printf '%-32s %9s %9s %13s %9s %9s   %s\n' setup "ns/call" "overhead" "min..max" "cpu/call" "cpu ovh" "rounds (ns/call)"
 for s in "${setups[@]}"; do
   m=$(echo ${res[$s]} | median)
   c=$(echo ${cpu[$s]} | median)
-  printf '%-32s %9s %9s %9s %9s   %s\n' "$s" "$m" "$(awk -v a="$m" -v b="$base" 'BEGIN{printf "%.0f", a-b}')" \
-    "$c" "$(awk -v a="$c" -v b="$cbase" 'BEGIN{printf "%.0f", a-b}')" "${res[$s]}"
+  printf '%-32s %9s %9s %13s %9s %9s   %s\n' "$s" "$m" "$(awk -v a="$m" -v b="$base" 'BEGIN{printf "%.0f", a-b}')" \
+    "$(echo ${res[$s]} | range)" "$c" "$(awk -v a="$c" -v b="$cbase" 'BEGIN{printf "%.0f", a-b}')" "${res[$s]}"
 done

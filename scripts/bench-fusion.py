@@ -20,8 +20,9 @@ writes (sync engine, one job) on a tmpfs file, side by side in one run,
                   (the pair on libc's read/write through one call-through
                   stub), fold (+ attach-site constants), internalise-calls (+ hand-off
                   maps per thread, slot operations as calls), internalise
-                  (+ slot operations compiled in); `all` is left out when it
-                  equals `internalise`. A binary without `--fuse` runs its
+                  (+ slot operations compiled in), compile (+ each pair
+                  compiled into one native function around the wrapper's
+                  call); `all` is left out when it equals the top rung. A binary without `--fuse` runs its
                   default (fused) once as "bpfjet fused".
 
 Each bpfjet run's report says which pairs actually ran fused and which maps
@@ -38,7 +39,7 @@ to ours: 28.13% (random read) / 26.97% (random write) unfused, 8.98% /
 Usage: scripts/bench-fusion.py [--runtime 5] [--size-mb 256] [--repeat 3]
          [--tools fsdist] [--workloads randread,randwrite]
          [--bpfjet target/release/bpfjet] [--engine jit|interp]
-         [--fuse-modes inline,fold,internalise-calls,internalise] [--no-sud-floor]
+         [--fuse-modes inline,fold,internalise-calls,internalise,compile] [--no-sud-floor]
          [--markdown FILE] [--svg FILE] [--json FILE]
 Root is needed for the kernel setup (skipped with a SKIPPED line otherwise).
 """
@@ -95,7 +96,8 @@ def setups_for(bpfjet, kernel_ok, sud_floor, only=None):
                     [bpfjet, "trace", "--json", "--no-fuse", "--no-fold-rodata"]))
     out.append(("bpfjet unfused", [bpfjet, "trace", "--json", "--no-fuse"]))
     modes = [m for m in offered if m not in ("none", "off")]
-    if "internalise" in modes and "all" in modes:
+    # `all` is the top rung: `compile` where offered, else `internalise`.
+    if "all" in modes and ("compile" in modes or "internalise" in modes):
         modes.remove("all")
     if only:
         modes = [m for m in modes if m in only]

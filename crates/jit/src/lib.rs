@@ -19,6 +19,7 @@ mod aot;
 mod bindings;
 mod cache;
 mod error;
+mod fused;
 mod graph_natives;
 mod lift;
 mod loader;
@@ -34,7 +35,11 @@ mod trampoline;
 pub use aot::{source_hash, AotArtifact, AotError, AotMap, AotProgram, AOT_FORMAT_VERSION};
 pub use bindings::{Bindings, CtxConstant, ThreadMapBinding};
 pub use error::JitError;
+pub use fused::FusedPair;
 pub use object::{CompiledPrograms, JitObject, ObjectError, XdpBench, XdpEngine};
 pub use options::{CacheMode, CpuTarget, JitOptions, OptLevel};
 pub use program::{llvm_compilations, CompileStats, DumpStage, JitProgram};
-pub use tracing::{dump_tracing, load_tracing, load_tracing_with, TracingJit};
+pub use tracing::{
+    dump_fused_pair, dump_tracing, load_tracing, load_tracing_fused, load_tracing_with,
+    FusedOutcome, TracingJit,
+};

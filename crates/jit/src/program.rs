@@ -344,7 +344,7 @@ impl JitProgram {
         }
     }
 
-    fn activation(&self, cpu: u64, thread_slots: *const *const u8) -> Activation {
+    pub(crate) fn activation(&self, cpu: u64, thread_slots: *const *const u8) -> Activation {
         Activation {
             tails: self.tails.as_ref().map_or(std::ptr::null(), Arc::as_ptr),
             cpu,
@@ -518,7 +518,12 @@ fn compile_object(
     })
 }
 
-fn resolve(jit: &JitOptions, bindings: &Bindings, insns: &[Insn], opts: &LoadOptions) -> Resolved {
+pub(crate) fn resolve(
+    jit: &JitOptions,
+    bindings: &Bindings,
+    insns: &[Insn],
+    opts: &LoadOptions,
+) -> Resolved {
     let mut resolved = if jit.inline_helpers {
         bindings.resolve()
     } else {

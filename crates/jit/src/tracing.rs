@@ -15,6 +15,7 @@
 //! tracepoint records are plain loads.
 
 use crate::bindings::{Bindings, CtxConstant, ThreadMapBinding};
+use crate::fused::FusedPair;
 use crate::object::{CompiledPrograms, ObjectError};
 use crate::options::JitOptions;
 use crate::program::{DumpStage, JitProgram};
@@ -131,6 +132,14 @@ fn compile_tracing(
     // Wrap first: maps kept per thread have their calls rewritten then,
     // and the JIT compiles the rewritten form.
     let tracing = TracingObject::from_loaded(loaded, opts)?;
+    let adjust = adjuster(&tracing, steps);
+    let compiled = CompiledPrograms::compile_bound(tracing.loaded(), jit, &adjust);
+    Ok((tracing, compiled))
+}
+
+/// How each program's bindings are adjusted for `steps` (what
+/// [`load_tracing_with`] compiles, and a fused pair's halves with it).
+fn adjuster(tracing: &TracingObject, steps: &TracingJit) -> impl Fn(&str, &mut Bindings) {
     // In the order of the run's slot table (`TracingEnv::thread_slot_table`).
     let thread_maps: Vec<ThreadMapBinding> = if steps.inline_thread_maps {
         tracing
@@ -145,7 +154,8 @@ fn compile_tracing(
     } else {
         Vec::new()
     };
-    let adjust = |program: &str, b: &mut Bindings| {
+    let steps = steps.clone();
+    move |program: &str, b: &mut Bindings| {
         if b.tracing {
             b.thread_maps = thread_maps.clone();
             b.fold_frozen = steps.fold_rodata;
@@ -155,7 +165,51 @@ fn compile_tracing(
                 .cloned()
                 .unwrap_or_default();
         }
-    };
-    let compiled = CompiledPrograms::compile_bound(tracing.loaded(), jit, &adjust);
-    Ok((tracing, compiled))
+    }
+}
+
+/// A pair compiled into one function, or why it could not be.
+pub type FusedOutcome = Result<FusedPair, String>;
+
+/// [`load_tracing_with`], and each (entry, exit) pair of `pairs` compiled
+/// into one native function ([`FusedPair`], pairwise fusion's `compile`
+/// rung), in the order of `pairs`.
+pub fn load_tracing_fused(
+    obj: &Object,
+    opts: &TracingOptions,
+    jit: &JitOptions,
+    steps: &TracingJit,
+    pairs: &[(String, String)],
+) -> Result<(TracingObject, Vec<FusedOutcome>), ObjectError> {
+    let (mut tracing, compiled) = compile_tracing(obj, opts, jit, steps)?;
+    let adjust = adjuster(&tracing, steps);
+    let fused = pairs
+        .iter()
+        .map(|(entry, exit)| FusedPair::compile(&tracing, &compiled, jit, &adjust, entry, exit))
+        .collect();
+    let names: Vec<String> = tracing
+        .programs()
+        .iter()
+        .map(|p| p.name().to_string())
+        .collect();
+    for name in names {
+        let native = compiled.program(&name)?.clone();
+        tracing.install_native(&name, Arc::new(native))?;
+    }
+    Ok((tracing, fused))
+}
+
+/// The optimized IR of pair (`entry`, `exit`) compiled into one function
+/// as [`load_tracing_fused`] compiles it.
+pub fn dump_fused_pair(
+    obj: &Object,
+    opts: &TracingOptions,
+    jit: &JitOptions,
+    steps: &TracingJit,
+    entry: &str,
+    exit: &str,
+) -> Result<String, String> {
+    let (tracing, _) = compile_tracing(obj, opts, jit, steps).map_err(|e| e.to_string())?;
+    let adjust = adjuster(&tracing, steps);
+    FusedPair::optimized_ir(&tracing, jit, &adjust, entry, exit)
 }

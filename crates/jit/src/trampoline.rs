@@ -230,6 +230,42 @@ pub(crate) fn run_native(
     finish_slow(ctx, slot, r0)
 }
 
+/// A run context of `code` for a run that generated code other than
+/// [`run_native`] enters (a fused pair's half, `crate::fused`); end it with
+/// [`end_run_ctx`].
+pub(crate) fn new_run_ctx(
+    code: &JitInner,
+    act: Activation,
+    state: &mut RunState,
+    user: &mut (dyn Any + 'static),
+) -> RunCtx {
+    RunCtx {
+        status: RUNNING,
+        cpu: act.cpu,
+        thread_slots: act.thread_slots,
+        held_lock: 0,
+        code,
+        state,
+        user,
+        tails: act.tails,
+        ended: ManuallyDrop::new(None),
+        tail_target: ManuallyDrop::new(None),
+    }
+}
+
+/// The outcome of a run of `ctx` whose code returned `r0`, as
+/// [`run_native`] reports it.
+pub(crate) fn end_run_ctx(ctx: RunCtx, r0: u64) -> Result<u64, Fault> {
+    if ctx.status == RUNNING
+        && ctx.held_lock == 0
+        && ctx.ended.is_none()
+        && ctx.tail_target.is_none()
+    {
+        return Ok(r0);
+    }
+    finish_slow(ctx, 0, r0)
+}
+
 /// The end of a run that was aborted (or left anything behind): drops the
 /// context's owned fields and reports the outcome.
 #[cold]

@@ -56,6 +56,7 @@ use crate::syscalls::{hooks, set_selector_allow, set_selector_block};
 use crate::thread::{self, ProbeThread};
 use crate::uprobe::{enter_handler, leave_handler, Probe};
 use std::sync::atomic::Ordering;
+use std::sync::OnceLock;
 
 /// One activation's state, in the stub's frame: the system call's
 /// registers (filled by the stub, completed by the entry half), this
@@ -87,6 +88,61 @@ const _: () = assert!(std::mem::offset_of!(PtRegs, rsp) == 152);
 // [rsp+8] = the return address; rax = the probe. Before the caller's
 // `call` rsp was 0 mod 16: 8 after it, 0 after the stub's push, 8 after
 // ours, and 0 again after `sub rsp, 264`, as the calls below need.
+/// The stubs' common start: the frame, the caller's argument registers
+/// saved at [rsp, rsp + 56), the probe at [rsp + 56], the record at
+/// rsp + 64 (see the frame layout above).
+macro_rules! call_through_prologue {
+    () => {
+        concat!(
+            "push rbp\n",
+            ".cfi_def_cfa_offset 24\n",
+            ".cfi_offset rbp, -24\n",
+            "mov rbp, rsp\n",
+            ".cfi_def_cfa_register rbp\n",
+            "sub rsp, 264\n",
+            "mov [rsp + 56], rax\n",
+            "mov rax, [rbp + 8]\n",
+            "mov [rsp], rdi\n",
+            "mov [rsp + 8], rsi\n",
+            "mov [rsp + 16], rdx\n",
+            "mov [rsp + 24], rcx\n",
+            "mov [rsp + 32], r8\n",
+            "mov [rsp + 40], r9\n",
+            "mov [rsp + 48], rax\n",
+            // The record's registers (pt_regs order, at rsp + 64)
+            "mov [rsp + 64], r15\n",
+            "mov [rsp + 72], r14\n",
+            "mov [rsp + 80], r13\n",
+            "mov [rsp + 88], r12\n",
+            "mov [rsp + 104], rbx\n",
+            "mov [rsp + 112], r11\n",
+            "mov [rsp + 120], r10\n",
+            "mov [rsp + 128], r9\n",
+            "mov [rsp + 136], r8\n",
+            "mov [rsp + 144], rax\n",
+            "mov [rsp + 152], rcx\n",
+            "mov [rsp + 160], rdx\n",
+            "mov [rsp + 168], rsi\n",
+            "mov [rsp + 176], rdi\n",
+            "mov rax, [rbp]\n",
+            "mov [rsp + 96], rax\n",
+            "pushfq\n",
+            "pop rax\n",
+            "mov [rsp + 208], rax\n",
+            "lea rax, [rbp + 16]\n",
+            "mov [rsp + 216], rax\n",
+            // The rest of the record, so it is fully initialised
+            "mov qword ptr [rsp + 184], -1\n",
+            "mov qword ptr [rsp + 192], 0\n",
+            "mov qword ptr [rsp + 200], 0x33\n",
+            "mov qword ptr [rsp + 224], 0\n",
+            "mov qword ptr [rsp + 232], 0\n",
+            "mov qword ptr [rsp + 240], 0\n",
+            "mov qword ptr [rsp + 248], 0\n"
+        )
+    };
+}
+
 std::arch::global_asm!(
     ".pushsection .text.bpfjet_call_through_common,\"ax\",@progbits",
     ".globl bpfjet_call_through_common",
@@ -94,51 +150,7 @@ std::arch::global_asm!(
     "bpfjet_call_through_common:",
     ".cfi_startproc",
     ".cfi_def_cfa_offset 16",
-    "push rbp",
-    ".cfi_def_cfa_offset 24",
-    ".cfi_offset rbp, -24",
-    "mov rbp, rsp",
-    ".cfi_def_cfa_register rbp",
-    "sub rsp, 264",
-    "mov [rsp + 56], rax",
-    "mov rax, [rbp + 8]",
-    "mov [rsp], rdi",
-    "mov [rsp + 8], rsi",
-    "mov [rsp + 16], rdx",
-    "mov [rsp + 24], rcx",
-    "mov [rsp + 32], r8",
-    "mov [rsp + 40], r9",
-    "mov [rsp + 48], rax",
-    // The record's registers (pt_regs order, at rsp + 64).
-    "mov [rsp + 64], r15",
-    "mov [rsp + 72], r14",
-    "mov [rsp + 80], r13",
-    "mov [rsp + 88], r12",
-    "mov [rsp + 104], rbx",
-    "mov [rsp + 112], r11",
-    "mov [rsp + 120], r10",
-    "mov [rsp + 128], r9",
-    "mov [rsp + 136], r8",
-    "mov [rsp + 144], rax",
-    "mov [rsp + 152], rcx",
-    "mov [rsp + 160], rdx",
-    "mov [rsp + 168], rsi",
-    "mov [rsp + 176], rdi",
-    "mov rax, [rbp]",
-    "mov [rsp + 96], rax",
-    "pushfq",
-    "pop rax",
-    "mov [rsp + 208], rax",
-    "lea rax, [rbp + 16]",
-    "mov [rsp + 216], rax",
-    // The rest of the record, so it is fully initialised.
-    "mov qword ptr [rsp + 184], -1",
-    "mov qword ptr [rsp + 192], 0",
-    "mov qword ptr [rsp + 200], 0x33",
-    "mov qword ptr [rsp + 224], 0",
-    "mov qword ptr [rsp + 232], 0",
-    "mov qword ptr [rsp + 240], 0",
-    "mov qword ptr [rsp + 248], 0",
+    call_through_prologue!(),
     "mov rdi, [rsp + 56]",
     "lea rsi, [rsp + 64]",
     "call {enter}",
@@ -167,8 +179,69 @@ std::arch::global_asm!(
     exit = sym exit_abi,
 );
 
+// The stub of a pair compiled into one function (`set_pair_hooks`): the
+// same frame and record; `pair_abi` runs both halves and calls the wrapper
+// in between through `bpfjet_call_through_wrapper` on the saved registers.
+std::arch::global_asm!(
+    ".pushsection .text.bpfjet_call_through_pair,\"ax\",@progbits",
+    ".globl bpfjet_call_through_pair",
+    ".type bpfjet_call_through_pair,@function",
+    "bpfjet_call_through_pair:",
+    ".cfi_startproc",
+    ".cfi_def_cfa_offset 16",
+    call_through_prologue!(),
+    "mov rdi, [rsp + 56]",
+    "lea rsi, [rsp + 64]",
+    "mov rdx, rsp",
+    "call {pair}",
+    "leave",
+    ".cfi_def_cfa rsp, 16",
+    "lea rsp, [rsp + 8]",
+    ".cfi_def_cfa_offset 8",
+    "ret",
+    ".cfi_endproc",
+    ".size bpfjet_call_through_pair, . - bpfjet_call_through_pair",
+    ".popsection",
+    pair = sym pair_abi,
+);
+
+// bpfjet_call_through_wrapper(saved, continuation): the wrapper called on
+// the caller's registers the stub saved (rdi rsi rdx rcx r8 r9 rax), its
+// rax returned. Entered with rsp 8 mod 16; the push realigns it for the
+// call.
+std::arch::global_asm!(
+    ".pushsection .text.bpfjet_call_through_wrapper,\"ax\",@progbits",
+    ".globl bpfjet_call_through_wrapper",
+    ".type bpfjet_call_through_wrapper,@function",
+    "bpfjet_call_through_wrapper:",
+    ".cfi_startproc",
+    "push rbp",
+    ".cfi_def_cfa_offset 16",
+    ".cfi_offset rbp, -16",
+    "mov rbp, rsp",
+    ".cfi_def_cfa_register rbp",
+    "mov r11, rsi",
+    "mov rax, rdi",
+    "mov rdi, [rax]",
+    "mov rsi, [rax + 8]",
+    "mov rdx, [rax + 16]",
+    "mov rcx, [rax + 24]",
+    "mov r8, [rax + 32]",
+    "mov r9, [rax + 40]",
+    "mov rax, [rax + 48]",
+    "call r11",
+    "pop rbp",
+    ".cfi_def_cfa rsp, 8",
+    "ret",
+    ".cfi_endproc",
+    ".size bpfjet_call_through_wrapper, . - bpfjet_call_through_wrapper",
+    ".popsection",
+);
+
 extern "C" {
     fn bpfjet_call_through_common();
+    fn bpfjet_call_through_pair();
+    fn bpfjet_call_through_wrapper(saved: *const u64, continuation: u64) -> u64;
 }
 
 /// A probe's own call-through stub: keep the caller's rax (a variadic
@@ -180,12 +253,132 @@ extern "C" {
 /// mov  rax, PROBE
 /// jmp  [rip+0] ; .quad bpfjet_call_through_common
 /// ```
+///
+/// A wrapper whose system call has a pair hook ([`set_pair_hooks`]) jumps
+/// to the pair's shared code instead.
 pub(crate) fn stub(probe: u64) -> Vec<u8> {
+    // SAFETY: the caller passes a leaked, never-freed Probe.
+    let nr = unsafe { &*(probe as *const Probe) }.wrapper.map(|w| w.nr);
+    let common = if nr.is_some_and(|nr| pair_hook(nr).is_some()) {
+        bpfjet_call_through_pair as *const () as u64
+    } else {
+        bpfjet_call_through_common as *const () as u64
+    };
     let mut c = vec![0x50, 0x48, 0xb8];
     c.extend_from_slice(&probe.to_le_bytes());
     c.extend_from_slice(&[0xff, 0x25, 0, 0, 0, 0]);
-    c.extend_from_slice(&(bpfjet_call_through_common as *const () as u64).to_le_bytes());
+    c.extend_from_slice(&common.to_le_bytes());
     c
+}
+
+/// A pair's entry and exit halves run as one function: called with the
+/// system call's entry registers (the kernel's syscall `pt_regs`, as the
+/// `on_enter` hook gets them) and `call`, which calls the wrapper, turns
+/// the registers into the exit's (rax = the raw result, rip = the return
+/// address) and says whether the exit half runs (false: the thread is in
+/// another handler; the run is counted as missed). The hook calls `call`
+/// exactly once and runs nothing on the thread's behalf across it.
+pub type PairHook = Box<dyn Fn(&mut PtRegs, &mut dyn FnMut(&mut PtRegs) -> bool) + Send + Sync>;
+
+static PAIR_HOOKS: OnceLock<Box<[Option<PairHook>]>> = OnceLock::new();
+
+/// The pair hook of each system call, by number: wrappers of these calls
+/// attached with a call-through stub afterwards run their pair through
+/// the hook instead of `on_enter`/`on_exit`. Set once, before the fast
+/// path is installed; false if already set.
+pub fn set_pair_hooks(hooks: Vec<Option<PairHook>>) -> bool {
+    PAIR_HOOKS.set(hooks.into_boxed_slice()).is_ok()
+}
+
+fn pair_hook(nr: u32) -> Option<&'static PairHook> {
+    PAIR_HOOKS.get()?.get(nr as usize)?.as_ref()
+}
+
+/// The pair stub's one call: both halves through the pair hook, the
+/// wrapper in between; returns the wrapper's result.
+extern "C" fn pair_abi(probe: u64, rec: *mut Record, saved: *const u64) -> u64 {
+    // SAFETY: the stub passes a leaked, never-freed Probe, the record and
+    // the saved registers in its own frame.
+    let (p, rec) = unsafe { (&*(probe as *const Probe), &mut *rec) };
+    p.hits.fetch_add(1, Ordering::Relaxed);
+    let t = thread::current();
+    // SAFETY (every call below): `saved` holds the caller's registers
+    // and `continuation` continues into the wrapper.
+    let call = || unsafe { bpfjet_call_through_wrapper(saved, p.continuation) };
+    let (Some(w), Some(hook)) = (p.wrapper, p.wrapper.and_then(|w| pair_hook(w.nr))) else {
+        return call();
+    };
+    if !enter_handler(t) {
+        p.missed.fetch_add(1, Ordering::Relaxed);
+        return call();
+    }
+    // SAFETY (both): `t` is this thread's block.
+    if !(unsafe { (*t).dispatched } && unsafe { set_selector_allow(t) }) {
+        leave_handler(t);
+        return call();
+    }
+    let s = &mut rec.regs;
+    s.rip = p.address;
+    s.cs = 0x33;
+    s.ss = 0;
+    s.orig_rax = u64::from(w.nr);
+    s.rax = (-(libc::ENOSYS as i64)) as u64;
+    match w.args {
+        Args::Same => s.r10 = s.rcx,
+        Args::AtFdcwd => {
+            let (path, flags, mode) = (s.rdi, s.rsi, s.rdx);
+            s.rdi = libc::AT_FDCWD as i64 as u64;
+            s.rsi = path;
+            s.rdx = flags;
+            s.r10 = mode;
+        }
+    }
+    FAST_CALLS.fetch_add(1, Ordering::Relaxed);
+    let mut ret = None;
+    let mut errno = 0;
+    let mut exit_entered = false;
+    let mut through = |regs: &mut PtRegs| -> bool {
+        if ret.is_some() {
+            return false;
+        }
+        leave_handler(t);
+        let r = call();
+        ret = Some(r);
+        // SAFETY: this thread's errno.
+        errno = unsafe { *libc::__errno_location() };
+        regs.rax = raw_result(w, r, errno);
+        // SAFETY: [rsp] at the wrapper's entry is the caller's return
+        // address, in the caller's frame, still live.
+        regs.rip = unsafe { *(regs.rsp as *const u64) };
+        exit_entered = enter_handler(t);
+        if !exit_entered {
+            p.missed.fetch_add(1, Ordering::Relaxed);
+        }
+        exit_entered
+    };
+    hook(&mut rec.regs, &mut through);
+    let ret = match ret {
+        Some(r) => {
+            if exit_entered {
+                leave_handler(t);
+            }
+            r
+        }
+        // A hook that did not call: the wrapper still runs, untraced.
+        None => {
+            leave_handler(t);
+            let r = call();
+            // SAFETY: this thread's errno.
+            errno = unsafe { *libc::__errno_location() };
+            r
+        }
+    };
+    // SAFETY: this thread's errno and block.
+    unsafe {
+        *libc::__errno_location() = errno;
+        set_selector_block(t);
+    }
+    ret
 }
 
 /// The entry half; returns the wrapper's relocated first instructions.

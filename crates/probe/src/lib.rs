@@ -11,6 +11,7 @@
 
 pub mod breakpoint;
 mod call_through;
+pub use call_through::{set_pair_hooks, PairHook};
 mod claims;
 mod code_alloc;
 pub mod error;

@@ -120,7 +120,10 @@ pub fn start(cfg: Config) -> Result<(), String> {
         fold_rodata: cfg.fold_rodata,
         ctx_constants: folded.clone(),
     };
-    let tracing = if cfg.jit {
+    let tracing = if cfg.jit && cfg.fuse >= Fuse::Compile {
+        load_compiled_pairs(&obj, &opts, &steps)
+            .map_err(|e| format!("{}: {e}", cfg.object.display()))?
+    } else if cfg.jit {
         bpfjet_jit::load_tracing_with(&obj, &opts, &bpfjet_jit::JitOptions::default(), &steps)
             .map_err(|e| format!("{}: {e}", cfg.object.display()))?
     } else {
@@ -491,6 +494,25 @@ pub fn start(cfg: Config) -> Result<(), String> {
     Ok(())
 }
 
+/// Load the object on the JIT with its eligible `sys_enter_X`/`sys_exit_X`
+/// pairs compiled into one function each (`--fuse compile`,
+/// `crate::fused`).
+fn load_compiled_pairs(
+    obj: &bpfjet_obj::Object,
+    opts: &TracingOptions,
+    steps: &bpfjet_jit::TracingJit,
+) -> Result<TracingObject, bpfjet_jit::ObjectError> {
+    let (candidates, refusals) = crate::fused::compile_candidates(obj);
+    let pairs: Vec<(String, String)> = candidates
+        .iter()
+        .map(|(e, x, _)| (e.clone(), x.clone()))
+        .collect();
+    let jit = bpfjet_jit::JitOptions::default();
+    let (tracing, outcomes) = bpfjet_jit::load_tracing_fused(obj, opts, &jit, steps, &pairs)?;
+    crate::fused::keep_compiled(&candidates, outcomes, refusals);
+    Ok(tracing)
+}
+
 /// The context fields constant at each program's attach point: for
 /// `tracepoint/syscalls/sys_enter_X|sys_exit_X`, the record's system-call
 /// number (`id` at offset 8, read whole or as its low half). Programs of
@@ -565,6 +587,9 @@ fn install_syscalls(
             .collect(),
     );
     threads::enable_thread_hook();
+    if inline {
+        crate::fused::install_pair_hooks(object);
+    }
     // Loaded into a running process: its threads are dispatched by the
     // tracer, one by one, once this constructor returned (late_attach.rs).
     let install = if crate::late_attach::is_late() {

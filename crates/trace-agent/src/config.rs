@@ -23,7 +23,7 @@ pub const ENV_CONSUMER_SPIN_US: &str = "BPFJET_TRACE_CONSUMER_SPIN_US";
 /// a CPU to spare, polling (e.g. 50) reads records as they are committed.
 pub const DEFAULT_CONSUMER_SPIN_US: u64 = 0;
 /// Which pairwise-fusion optimisations to apply: `none`, `fold`,
-/// `internalise-calls`, `internalise`, `all` (unset: `none`).
+/// `internalise-calls`, `internalise`, `compile`, `all` (unset: `none`).
 pub const ENV_FUSE: &str = "BPFJET_TRACE_FUSE";
 /// `0`: the JIT does not fold frozen `.rodata` loads (to measure what that
 /// folding is worth); anything else or unset: it does.
@@ -44,6 +44,10 @@ pub enum Fuse {
     InternaliseCalls,
     /// + the slot operations compiled into the programs (JIT).
     Internalise,
+    /// Each eligible pair's entry and exit programs also compiled into one
+    /// native function around the wrapper's call (JIT; the interpreter
+    /// stays at `Internalise`).
+    Compile,
 }
 
 impl Fuse {
@@ -54,7 +58,8 @@ impl Fuse {
             "inline" => Fuse::Inline,
             "fold" => Fuse::Fold,
             "internalise-calls" => Fuse::InternaliseCalls,
-            "internalise" | "all" => Fuse::Internalise,
+            "internalise" => Fuse::Internalise,
+            "compile" | "all" => Fuse::Compile,
             _ => return None,
         })
     }

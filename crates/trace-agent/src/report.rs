@@ -59,6 +59,7 @@ pub fn write_report(agent: &Agent, rings: &[(String, RingbufStats)]) {
             "fused": crate::fused::report(agent),
             "fusion": agent.fusion,
             "fusion_refusals": agent.fusion_refusals,
+            "fusion_compile_refusals": crate::fused::compile_refusals(),
             "usdt": crate::usdt::report(),
             "dlopen": crate::dlopen::report(),
             // `bpfjet trace --pid`: the status passed to `_exit` (null

@@ -67,10 +67,12 @@ pub struct TraceArgs {
     /// (attach-site constants folded by the JIT: the system-call number of
     /// syscalls tracepoint records); `internalise-calls` (+ hand-off maps
     /// kept per thread, slot operations as calls); `internalise` (+ the
-    /// slot operations compiled into the programs by the JIT); `all` (the
-    /// same as `internalise`).
+    /// slot operations compiled into the programs by the JIT); `compile`
+    /// (+ each eligible pair's entry and exit programs compiled by the JIT
+    /// into one native function around the wrapper's call); `all` (the
+    /// same as `compile`; on the interpreter, as `internalise`).
     #[arg(long, default_value = "all",
-          value_parser = ["none", "inline", "fold", "internalise-calls", "internalise", "all"])]
+          value_parser = ["none", "inline", "fold", "internalise-calls", "internalise", "compile", "all"])]
     pub fuse: String,
     /// The JIT does not fold loads from frozen `.rodata` to constants (it
     /// does by default, fused or not): to measure what that folding is
@@ -312,7 +314,10 @@ pub(super) fn fusion_setup<'a>(
     } else {
         args.fuse.as_str()
     };
-    let internalise = matches!(fuse, "internalise-calls" | "internalise" | "all");
+    let internalise = matches!(
+        fuse,
+        "internalise-calls" | "internalise" | "compile" | "all"
+    );
     let plan = if internalise {
         bpfjet_fusion::plan(object, &|_| None)
     } else {
@@ -362,10 +367,23 @@ pub(super) fn fusion_setup<'a>(
                      and stores on the thread's slot, no call)"
                 );
             }
+            if matches!(fuse, "compile" | "all") && args.engine != "jit" {
+                eprintln!(
+                    "bpfjet trace: fusion: compile: the interpreter runs each program of a \
+                     pair on its own (compiling a pair into one function is the JIT's)"
+                );
+            }
+            if matches!(fuse, "compile" | "all") && args.engine == "jit" {
+                eprintln!(
+                    "bpfjet trace: fusion: compile: each sys_enter_X/sys_exit_X pair on a \
+                     call-through stub runs as one native function (both programs inlined, \
+                     the wrapper called between the halves, one bpf_get_current_pid_tgid); \
+                     the report's \"fused\"[i].steps says \"compile-pair\""
+                );
+            }
             eprintln!(
-                "bpfjet trace: fusion: not implemented: compiling entry and exit programs \
-                 into one native function (each program still runs through its own run \
-                 set-up), and call-through for uprobe/uretprobe pairs"
+                "bpfjet trace: fusion: not implemented: call-through and one-function \
+                 compilation for uprobe/uretprobe pairs"
             );
         }
     }
@@ -447,6 +465,14 @@ pub(super) fn print_report(
     if let Some(refusals) = report.get("fusion_refusals").and_then(Value::as_array) {
         for r in refusals.iter().filter_map(Value::as_str) {
             eprintln!("bpfjet trace: fusion: kept as a map: {r}");
+        }
+    }
+    if args.explain {
+        let why = report
+            .get("fusion_compile_refusals")
+            .and_then(Value::as_array);
+        for r in why.into_iter().flatten().filter_map(Value::as_str) {
+            eprintln!("bpfjet trace: fusion: not compiled into one function: {r}");
         }
     }
     let fused = report

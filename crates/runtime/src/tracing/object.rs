@@ -18,6 +18,11 @@ use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 
+// The fused pairs' half runs share this module's thread run states.
+#[path = "fused_run.rs"]
+mod fused_run;
+pub use fused_run::HalfRun;
+
 /// Native code for a program (the JIT's), installed in place of the
 /// interpreter. `bpfjet_jit` implements it for its compiled programs.
 pub trait NativeEntry: Send + Sync {
