@@ -70,16 +70,19 @@ pub const REGIONS: usize = 1 << (47 - SPACE_SHIFT);
 pub const MAX_SPACES: usize = 256;
 
 // The module's fields that hold bpfjet's bookkeeping (never readable by
-// programs): owner, refcount, links, their bitmaps, the list node.
-/// The owning container's handle (0: none).
-pub const OWNER: usize = 0;
+// programs): owner, refcount, links, their bitmaps, the list node. What
+// every access checks — the state — and the reference count share the
+// first cache line with the start of `data1` (a skip list's key), so a
+// search step touches two lines of a node (that one and its link's).
+/// `generation << 32 | kind` (the module's `owner`).
+pub const STATE: usize = 0;
 /// u32 reference count.
 pub const REFCNT: usize = 8;
 /// Outgoing links (handles).
 pub const OUTS: usize = 64;
 const INS: usize = 192;
-/// `generation << 32 | kind` (the module's `in_map`).
-pub const STATE: usize = 320;
+/// The owning container's handle, 0 for none (the module's `in_map`).
+pub const OWNER: usize = 320;
 /// Container list: previous and next node (slot references, not handles:
 /// the list is kept exact, eagerly).
 const LIST_PREV: usize = 336;
