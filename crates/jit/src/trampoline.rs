@@ -740,6 +740,7 @@ pub(crate) fn resolve_symbol(name: &str) -> Option<usize> {
                 .or_else(|| crate::thread_maps::resolve(name))
                 .or_else(|| crate::graph_natives::resolve(name))
                 .or_else(|| bpfjet_kfuncs::by_symbol(name).map(|k| k.native as usize))
+                .or_else(|| bpfjet_kfuncs::enetstl_ptr::resolve(name))
         }
     })
 }

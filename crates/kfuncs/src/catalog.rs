@@ -97,6 +97,12 @@ pub enum Inline {
     NodeData,
     /// `bpfjet_node_put(data)`: nothing to do at run time.
     NodePut,
+    /// One of eNetSTL's node-pointer kfuncs (`enetstl_ptr`) whose work is
+    /// checks, loads, stores and a reference count: compiled in with the
+    /// native's checks (the object's space found from its address through
+    /// the region table, its kind and generation compared); the native only
+    /// to free a node whose last reference is dropped.
+    EnetPtr(PtrOp),
     /// A list-bucket operation (`bktlist`) with constant memory and
     /// element sizes: the native's checks (every index read from the
     /// memory checked, -EINVAL on corruption) and link updates compiled in.
@@ -109,6 +115,19 @@ pub enum Inline {
         max: bool,
         index: bool,
     },
+}
+
+/// eNetSTL's node-pointer kfuncs that have an inline form.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PtrOp {
+    /// `ptr_container_get_tmp(c, idx)`.
+    GetTmp,
+    /// `ptr_get_out(node, idx)`.
+    GetOut,
+    /// `ptr_container_set_tmp(c, node, idx)`.
+    SetTmp,
+    /// `ptr_release_node(node)`.
+    Release,
 }
 
 /// The list-bucket operations that have an inline form.
@@ -533,6 +552,7 @@ const fn acquiring(
     args: [KfuncArg; 5],
     ty: &'static str,
     native: NativeFn,
+    inline: Option<Inline>,
 ) -> Kfunc {
     Kfunc {
         name,
@@ -550,7 +570,7 @@ const fn acquiring(
         },
         prog_types: XDP,
         native,
-        inline: None,
+        inline,
     }
 }
 const POOL: KfuncArg = KfuncArg::OutMem(GEO_POOL_BYTES);
@@ -1028,6 +1048,7 @@ pub static KFUNCS: &[Kfunc] = &[
         [N, N, N, N, N],
         enetstl_ptr::BKT_LIST_TYPE,
         n_enet_bkt_new,
+        None,
     ),
     kfunc(
         E,
@@ -1063,6 +1084,7 @@ pub static KFUNCS: &[Kfunc] = &[
         [S, N, N, N, N],
         CONT,
         n_ptr_create,
+        None,
     ),
     kfunc(
         E,
@@ -1079,6 +1101,7 @@ pub static KFUNCS: &[Kfunc] = &[
         [N, N, N, N, N],
         NODE,
         n_ptr_alloc,
+        None,
     ),
     kfunc(
         E,
@@ -1087,7 +1110,7 @@ pub static KFUNCS: &[Kfunc] = &[
         [module(NODE, true), N, N, N, N],
         KfuncRet::Void,
         n_ptr_release,
-        None,
+        Some(Inline::EnetPtr(PtrOp::Release)),
     ),
     kfunc(
         E,
@@ -1114,7 +1137,7 @@ pub static KFUNCS: &[Kfunc] = &[
         [module(CONT, false), module(NODE, false), S, N, N],
         KfuncRet::Void,
         n_ptr_set_tmp,
-        None,
+        Some(Inline::EnetPtr(PtrOp::SetTmp)),
     ),
     acquiring(
         "ptr_container_get_tmp",
@@ -1122,6 +1145,7 @@ pub static KFUNCS: &[Kfunc] = &[
         [module(CONT, false), S, N, N, N],
         NODE,
         n_ptr_get_tmp,
+        Some(Inline::EnetPtr(PtrOp::GetTmp)),
     ),
     acquiring(
         "ptr_get_out",
@@ -1129,6 +1153,7 @@ pub static KFUNCS: &[Kfunc] = &[
         [module(NODE, false), S, N, N, N],
         NODE,
         n_ptr_get_out,
+        Some(Inline::EnetPtr(PtrOp::GetOut)),
     ),
     kfunc(
         E,

@@ -29,7 +29,12 @@
 //! cost nothing), recycled to the next worker when a thread ends; a full
 //! space makes the allocating kfunc return NULL. Objects may move between
 //! threads through a map's `__kptr` (each call finds an object's space from
-//! its address). The bookkeeping lives in the bytes of each node the
+//! its address). Spaces are aligned to their size, so that lookup is O(1)
+//! and needs no lock: the address's region (`addr >> SPACE_SHIFT`) indexes
+//! [`REGION_SPACES`], which names the space there, and a handle's space
+//! index indexes [`SPACE_BASES`]. The JIT
+//! compiles the hot kfuncs in with these two tables
+//! (`crates/jit/src/lift/ptr_kfunc.rs`), the checks below written as IR. The bookkeeping lives in the bytes of each node the
 //! program cannot read (the module's owner, refcount, link and list
 //! fields): every address a kfunc receives is checked to be a slot of a
 //! space, of the right kind, live, before it is used, so even an
@@ -38,7 +43,7 @@
 
 use bpfjet_verifier::module_kptr::{ModuleField, ModuleType};
 use std::cell::RefCell;
-use std::sync::atomic::{AtomicPtr, AtomicU32, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicPtr, AtomicU16, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Mutex;
 
 /// Bytes of a node (eNetSTL's `struct __node_common`, cache-line aligned).
@@ -54,28 +59,44 @@ pub const DATA2: usize = 352;
 pub const DATA2_BYTES: usize = 160;
 /// Slots (nodes + containers) of one worker's space.
 pub const SPACE_SLOTS: usize = 1 << 16;
+/// log2 of a space's bytes (`SPACE_SLOTS * NODE_BYTES`): spaces are aligned
+/// to their size.
+pub const SPACE_SHIFT: u32 = 25;
+const SPACE_BYTES: usize = 1 << SPACE_SHIFT;
+/// Regions of `1 << SPACE_SHIFT` bytes in the user half of the address
+/// space (47 bits): the entries of the region table.
+pub const REGIONS: usize = 1 << (47 - SPACE_SHIFT);
 /// Spaces the process may have (one per worker thread alive at once).
 pub const MAX_SPACES: usize = 256;
 
 // The module's fields that hold bpfjet's bookkeeping (never readable by
-// programs): owner, refcount, links, their bitmaps, the list node.
-const OWNER: usize = 0;
-const REFCNT: usize = 8;
-const OUTS: usize = 64;
+// programs): owner, refcount, links, their bitmaps, the list node. What
+// every access checks — the state — and the reference count share the
+// first cache line with the start of `data1` (a skip list's key), so a
+// search step touches two lines of a node (that one and its link's).
+/// `generation << 32 | kind` (the module's `owner`).
+pub const STATE: usize = 0;
+/// u32 reference count.
+pub const REFCNT: usize = 8;
+/// Outgoing links (handles).
+pub const OUTS: usize = 64;
 const INS: usize = 192;
-/// `generation << 32 | kind` (the module's `in_map`).
-const STATE: usize = 320;
+/// The owning container's handle, 0 for none (the module's `in_map`).
+pub const OWNER: usize = 320;
 /// Container list: previous and next node (slot references, not handles:
 /// the list is kept exact, eagerly).
 const LIST_PREV: usize = 336;
 const LIST_NEXT: usize = 344;
 // A container: its tmps, then the first node it owns.
-const C_TMPS: usize = 16;
+/// A container's tmps (handles).
+pub const C_TMPS: usize = 16;
 const C_FIRST: usize = 16 + 8 * TMPS as usize;
 
 const FREE: u32 = 0;
-const NODE: u32 = 1;
-const CONTAINER: u32 = 2;
+/// Kind of a slot holding a node (low half of its state word).
+pub const NODE: u32 = 1;
+/// Kind of a slot holding a container.
+pub const CONTAINER: u32 = 2;
 
 /// The node type (`struct __node_common`, `ptr_node`).
 pub const NODE_TYPE: &str = "__node_common";
@@ -151,6 +172,33 @@ static SPACE_COUNT: AtomicUsize = AtomicUsize::new(0);
 static IDLE: Mutex<Vec<&'static Space>> = Mutex::new(Vec::new());
 static CREATE: Mutex<()> = Mutex::new(());
 
+/// Space index + 1 of every region that is a space, 0 for the others
+/// (8 MiB of zero pages: only those of regions holding spaces are touched).
+pub static REGION_SPACES: [AtomicU16; REGIONS] = [const { AtomicU16::new(0) }; REGIONS];
+/// Base address of every space by index, 0 for none.
+pub static SPACE_BASES: [AtomicU64; MAX_SPACES] = [const { AtomicU64::new(0) }; MAX_SPACES];
+
+const _: () = assert!(SPACE_BYTES == SPACE_SLOTS * NODE_BYTES && MAX_SPACES < 1 << 12);
+
+/// Symbols generated code uses for the two tables and the slow path of a
+/// reference drop (resolved by [`resolve`]).
+pub const REGIONS_SYMBOL: &str = "bpfjet_enetstl_ptr_regions";
+pub const BASES_SYMBOL: &str = "bpfjet_enetstl_ptr_bases";
+pub const DROPPED_SYMBOL: &str = "bpfjet_enetstl_ptr_dropped";
+
+/// The address of one of the symbols above.
+pub fn resolve(name: &str) -> Option<usize> {
+    Some(match name {
+        REGIONS_SYMBOL => REGION_SPACES.as_ptr() as usize,
+        BASES_SYMBOL => SPACE_BASES.as_ptr() as usize,
+        DROPPED_SYMBOL => {
+            let f: extern "C" fn(u64, u64) -> u64 = dropped;
+            f as *const () as usize
+        }
+        _ => return None,
+    })
+}
+
 /// Slots in use in every space (tests use it).
 static LIVE: AtomicUsize = AtomicUsize::new(0);
 
@@ -165,18 +213,29 @@ fn new_space() -> Option<&'static Space> {
     if index >= MAX_SPACES {
         return None;
     }
-    // Alignment 16: the system allocator's `calloc` then maps fresh zero
-    // pages, committed as they are touched (a larger alignment would make
-    // it zero all 32 MiB up front). Slots need 8-byte alignment only.
-    let layout = std::alloc::Layout::from_size_align(SPACE_SLOTS * NODE_BYTES, 16).ok()?;
+    // Alignment 16 and twice the size, the space being the aligned half:
+    // the system allocator's `calloc` then maps fresh zero pages, committed
+    // as they are touched (asking for the space's alignment would make it
+    // zero all 32 MiB up front); the other half is never touched.
+    let layout = std::alloc::Layout::from_size_align(2 * SPACE_BYTES, 16).ok()?;
     // SAFETY: a non-zero size.
-    let base = unsafe { std::alloc::alloc_zeroed(layout) };
-    if base.is_null() {
+    let raw = unsafe { std::alloc::alloc_zeroed(layout) };
+    if raw.is_null() {
         return None;
     }
+    let base = (raw as usize).next_multiple_of(SPACE_BYTES);
+    let region = base >> SPACE_SHIFT;
+    if region >= REGIONS {
+        // Not in the user half: the region table cannot name it.
+        // SAFETY: allocated above with this layout.
+        unsafe { std::alloc::dealloc(raw, layout) };
+        return None;
+    }
+    SPACE_BASES[index].store(base as u64, Ordering::Release);
+    REGION_SPACES[region].store(index as u16 + 1, Ordering::Release);
     let space: &'static Space = Box::leak(Box::new(Space {
         index: index as u32,
-        base: base as usize,
+        base,
         free: Mutex::new(FreeList {
             fresh: 0,
             released: Vec::new(),
@@ -273,21 +332,26 @@ impl Slot {
     }
 }
 
-/// The slot at address `addr` if it is one of a space's and of `kind`.
+/// The slot at address `addr` if it is one of a space's and of `kind`:
+/// its region is a space's (spaces are aligned to their size), it is a
+/// slot's start, and the slot holds that kind.
 fn at(addr: u64, kind: u32) -> Option<Slot> {
     let addr = addr as usize;
-    for i in 0..SPACE_COUNT.load(Ordering::Acquire) {
-        let s = space(i)?;
-        let off = addr.wrapping_sub(s.base);
-        if off < SPACE_SLOTS * NODE_BYTES && off % NODE_BYTES == 0 {
-            let slot = Slot {
-                space: s,
-                slot: (off / NODE_BYTES) as u32,
-            };
-            return (slot.kind() == kind).then_some(slot);
-        }
+    let region = addr >> SPACE_SHIFT;
+    if region >= REGIONS {
+        return None;
     }
-    None
+    let index = REGION_SPACES[region].load(Ordering::Acquire);
+    let s = space(usize::from(index.checked_sub(1)?))?;
+    let off = addr - s.base;
+    if !off.is_multiple_of(NODE_BYTES) {
+        return None;
+    }
+    let slot = Slot {
+        space: s,
+        slot: (off / NODE_BYTES) as u32,
+    };
+    (slot.kind() == kind).then_some(slot)
 }
 
 fn from_parts(space_index: u64, slot: u64) -> Option<Slot> {
@@ -388,7 +452,12 @@ pub fn destroy_container(c: u64) {
 }
 
 fn drop_ref(n: Slot) {
-    match n.refcnt().fetch_sub(1, Ordering::AcqRel) {
+    after_drop(n, n.refcnt().fetch_sub(1, Ordering::AcqRel));
+}
+
+/// What follows a reference count's decrement from `old`.
+fn after_drop(n: Slot, old: u32) {
+    match old {
         1 => free_slot(n),
         // Not a live reference (an unverified caller): undo.
         0 => {
@@ -396,6 +465,16 @@ fn drop_ref(n: Slot) {
         }
         _ => {}
     }
+}
+
+/// The rare end of the JIT's inline `ptr_release_node` (`DROPPED_SYMBOL`):
+/// the node's count just went down from `old`, 1 (the last reference: free
+/// it) or 0 (no reference was held: undo), as `drop_ref` goes on.
+extern "C" fn dropped(node: u64, old: u64) -> u64 {
+    if let Some(n) = at(node, NODE) {
+        after_drop(n, old as u32);
+    }
+    0
 }
 
 /// `ptr_alloc_node()`: a zeroed node, refcount 1, no owner; NULL when the

@@ -36,7 +36,8 @@ pub mod search;
 pub mod signature;
 
 pub use catalog::{
-    by_name, by_symbol, verifier_protos, BktOp, Inline, Kfunc, Lanes, NativeFn, Origin, KFUNCS,
+    by_name, by_symbol, verifier_protos, BktOp, Inline, Kfunc, Lanes, NativeFn, Origin, PtrOp,
+    KFUNCS,
 };
 pub use cpu::{features, CpuFeatures};
 pub use enetstl_ptr::{module_type, MODULE_TYPES};

@@ -28,6 +28,11 @@ impl<'ctx> Lifter<'ctx, '_> {
             self.set_reg(fr, 0, r0)?;
             return Ok(true);
         }
+        if let Some(Inline::EnetPtr(op)) = k.inline {
+            let r0 = self.inline_enetstl_ptr(fr, op)?;
+            self.set_reg(fr, 0, r0)?;
+            return Ok(true);
+        }
         if let Some(form @ (Inline::NodeNext | Inline::NodeData)) = k.inline {
             let r0 = self.inline_node(fr, form)?;
             self.set_reg(fr, 0, r0)?;
@@ -386,7 +391,7 @@ impl<'ctx> Lifter<'ctx, '_> {
             // Lowered by `inline_geo_countdown` (it needs the native).
             Inline::GeoCountdown => return Ok(None),
             Inline::NodePut => t.i64.const_zero(),
-            Inline::NodeNext | Inline::NodeData => return Ok(None),
+            Inline::NodeNext | Inline::NodeData | Inline::EnetPtr(_) => return Ok(None),
             Inline::KeyEq {
                 bytes,
                 one_if_differ,

@@ -23,6 +23,7 @@ mod inline;
 mod kfunc;
 mod mem;
 mod node_kfunc;
+mod ptr_kfunc;
 mod reduce;
 mod thread_slots;
 
