@@ -245,6 +245,10 @@ fn attach_at(
     let inside = mid_function || target.offset != 0;
     if kind == Stub::CallThrough {
         stub.extend(crate::call_through::stub(probe as *const Probe as u64));
+    } else if wrapper.is_some() && !inside {
+        // A libc wrapper's entry: integer arguments only, a lighter
+        // restore (trampoline.rs).
+        stub.extend(trampoline::wrapper_entry_stub(probe as *const Probe as u64));
     } else {
         stub.extend(trampoline::entry_stub(probe as *const Probe as u64, inside));
     }
