@@ -129,40 +129,6 @@ pub(crate) struct FastStack {
 }
 
 impl FastStack {
-    pub(crate) const EMPTY: FastStack = FastStack {
-        len: 0,
-        frames: [FastFrame {
-            slot: 0,
-            flipped: false,
-            regs: PtRegs {
-                r15: 0,
-                r14: 0,
-                r13: 0,
-                r12: 0,
-                rbp: 0,
-                rbx: 0,
-                r11: 0,
-                r10: 0,
-                r9: 0,
-                r8: 0,
-                rax: 0,
-                rcx: 0,
-                rdx: 0,
-                rsi: 0,
-                rdi: 0,
-                orig_rax: 0,
-                rip: 0,
-                cs: 0,
-                eflags: 0,
-                rsp: 0,
-                ss: 0,
-            },
-        }; FRAMES],
-    };
-}
-
-impl FastStack {
-    #[cfg(test)]
     pub(crate) fn is_empty(&self) -> bool {
         self.len == 0
     }
@@ -176,16 +142,17 @@ pub(crate) struct Wrapper {
     pub(crate) args: Args,
 }
 
-/// The thread's wrapper stack.
+/// The thread's wrapper stack, if the thread has its stacks (a wrapper's
+/// entry made them when it hooked the return).
 ///
 /// # Safety
 /// `t` is this thread's block; the wrapper handlers do not nest their use
 /// (a signal handler interrupting them runs its own probes' handlers only
 /// after they returned: they run with the thread's handler flag set).
 #[inline(always)]
-unsafe fn fast<'a>(t: *mut ProbeThread) -> &'a mut FastStack {
+unsafe fn fast<'a>(t: *mut ProbeThread) -> Option<&'a mut FastStack> {
     // SAFETY: the caller's.
-    unsafe { &mut (*t).fast }
+    unsafe { crate::thread::existing_stacks(t) }.map(|s| &mut s.fast)
 }
 
 /// Entry of a wrapper (called by the probe dispatcher with the thread's
@@ -197,7 +164,9 @@ pub(crate) fn on_wrapper_entry(t: *mut ProbeThread, w: Wrapper, regs: &PtRegs) -
         return ReturnHook::None;
     }
     let slot = regs.rsp;
-    let st = unsafe { fast(t) };
+    let Some(st) = (unsafe { fast(t) }) else {
+        return ReturnHook::None;
+    };
     while st.len > 0 && st.frames[st.len - 1].slot <= slot {
         st.len -= 1;
     }
@@ -279,7 +248,9 @@ pub(crate) fn raw_result(w: Wrapper, rax: u64, errno: i32) -> u64 {
 pub(crate) fn on_wrapper_return(t: *mut ProbeThread, _w: Wrapper, regs: &PtRegs) {
     let slot = regs.rsp - 8;
     // SAFETY (every block access below): `t` is this thread's block.
-    let st = unsafe { fast(t) };
+    let Some(st) = (unsafe { fast(t) }) else {
+        return;
+    };
     while st.len > 0 && st.frames[st.len - 1].slot < slot {
         st.len -= 1;
     }

@@ -24,25 +24,16 @@ pub struct Shadow {
     frames: [Frame; DEPTH],
 }
 
-/// Runs `f` on this thread's shadow stack. Only the probe dispatchers call
-/// it, never re-entrantly (they do not call each other).
-pub fn with<R>(f: impl FnOnce(&mut Shadow) -> R) -> R {
+/// Runs `f` on this thread's shadow stack, if it has one (it is made at
+/// the thread's first hooked call). Only the probe dispatchers call it,
+/// never re-entrantly (they do not call each other).
+pub fn with<R>(f: impl FnOnce(&mut Shadow) -> R) -> Option<R> {
     let t = crate::thread::current();
     // SAFETY: per-thread, and the dispatchers never nest their use.
-    f(unsafe { &mut (*t).shadow })
+    unsafe { crate::thread::existing_stacks(t) }.map(|s| f(&mut s.shadow))
 }
 
 impl Shadow {
-    /// No frames (the initial value of the per-thread block).
-    pub(crate) const EMPTY: Shadow = Shadow {
-        len: 0,
-        frames: [Frame {
-            slot: 0,
-            ret: 0,
-            probe: 0,
-        }; DEPTH],
-    };
-
     /// Records a hooked call whose return address is at `slot`; false when
     /// the stack is full.
     pub fn push(&mut self, frame: Frame) -> bool {

@@ -14,12 +14,12 @@
 
 use crate::fast_syscalls::FastStack;
 use crate::shadow::Shadow;
-use std::cell::UnsafeCell;
 
 /// The selector byte's values (`PR_SYS_DISPATCH_*`'s).
 pub(crate) const SELECTOR_ALLOW: u8 = 0;
 pub(crate) const SELECTOR_BLOCK: u8 = 1;
 
+#[repr(C)]
 pub(crate) struct ProbeThread {
     /// The byte the kernel reads at each system call of this thread
     /// (Syscall User Dispatch's selector).
@@ -33,39 +33,176 @@ pub(crate) struct ProbeThread {
     /// handler (a helper calling a probed libc function, a signal handler)
     /// are counted as missed instead of recursing.
     pub(crate) in_handler: bool,
+    /// The thread's wrapper and shadow stacks ([`stacks`]): null until the
+    /// thread's first hooked call, [`RETIRED`] once freed at its exit.
+    stacks: *mut Stacks,
+}
+
+/// The per-thread stacks, ~27 KB: kept out of the thread-local block so
+/// that block (and the agent's whole TLS segment) stays a few hundred
+/// bytes, see below.
+pub(crate) struct Stacks {
     /// Wrapper calls in flight (the libc wrapper fast path).
     pub(crate) fast: FastStack,
     /// Hooked return addresses.
     pub(crate) shadow: Shadow,
 }
 
-// The block is a const-initialised thread-local without Drop: a plain TLS
-// block, usable from any point of a thread's life (also while its
-// destructors run), no allocation. It stays a Rust thread-local of the
-// general-dynamic model (a `__tls_get_addr` call per access in the agent)
-// although initial-exec would be cheaper: an initial-exec access marks
-// `libbpfjet_trace.so` `STATIC_TLS`, and its TLS segment (this block holds
-// the shadow stack, ~27 KB) does not fit in the static TLS surplus glibc
-// keeps for libraries loaded later, so `bpfjet trace --pid`, which loads
-// the agent with `dlopen`, would fail.
-thread_local! {
-    static THREAD: UnsafeCell<ProbeThread> = const { UnsafeCell::new(EMPTY) };
-}
+/// `ProbeThread::stacks` of a thread whose stacks were freed (its
+/// thread-local destructors ran): no more hooked returns on it.
+const RETIRED: *mut Stacks = std::ptr::dangling_mut::<Stacks>();
 
-/// A new thread's block.
+// The block is a thread-local of the initial-exec model, declared here in
+// assembly (stable Rust cannot choose a model; its thread-locals in a
+// shared object are general-dynamic: a `__tls_get_addr` call per access).
+// Initial exec is a load of the block's offset from the GOT and an add of
+// the thread pointer. It marks `libbpfjet_trace.so` `STATIC_TLS`: the
+// loader must place its TLS segment in the static TLS block, which a
+// preloaded library always gets, and which a library loaded later with
+// `dlopen` (`bpfjet trace --pid`) gets only from glibc's surplus of a few
+// hundred bytes to spare. So the block is small (the stacks are allocated
+// per thread, [`stacks`]); the test `agent_tls_fits_dlopen` of the CLI
+// checks the agent's segment. Zero bytes are the initial value: every
+// field of the empty block is zero (`empty_is_zero`).
+std::arch::global_asm!(
+    ".pushsection .tbss.bpfjet_probe_thread,\"awT\",@nobits",
+    ".p2align 3",
+    ".globl bpfjet_probe_thread",
+    ".hidden bpfjet_probe_thread",
+    ".type bpfjet_probe_thread,@object",
+    "bpfjet_probe_thread:",
+    ".zero {size}",
+    ".size bpfjet_probe_thread, {size}",
+    ".popsection",
+    size = const std::mem::size_of::<ProbeThread>(),
+);
+
+const _: () = assert!(std::mem::align_of::<ProbeThread>() <= 8);
+
+/// The value the zero bytes of a new thread's block are.
+#[cfg(test)]
 const EMPTY: ProbeThread = ProbeThread {
     selector: SELECTOR_ALLOW,
     dispatched: false,
     app_blocks_sigsys: false,
     in_handler: false,
-    fast: FastStack::EMPTY,
-    shadow: Shadow::EMPTY,
+    stacks: std::ptr::null_mut(),
 };
 
-/// This thread's block (one thread-local lookup).
+/// This thread's block (the thread pointer plus the block's offset).
 #[inline(always)]
 pub(crate) fn current() -> *mut ProbeThread {
-    THREAD.with(|t| t.get())
+    let p: usize;
+    // SAFETY: reads the thread pointer (`fs:0` holds it on x86-64) and the
+    // GOT entry of the block's offset; no side effects.
+    unsafe {
+        std::arch::asm!(
+            "mov {p}, qword ptr fs:[0]",
+            "add {p}, qword ptr [rip + bpfjet_probe_thread@GOTTPOFF]",
+            p = out(reg) p,
+            options(pure, readonly, nostack, preserves_flags),
+        );
+    }
+    p as *mut ProbeThread
+}
+
+/// The thread's stacks, allocated at its first hooked call; `None` if they
+/// cannot be (the allocation failed, or the thread's thread-local
+/// destructors already ran): the caller then does not hook the return.
+///
+/// # Safety
+/// `t` is this thread's block; no other reference to its stacks is live.
+#[inline(always)]
+pub(crate) unsafe fn stacks<'a>(t: *mut ProbeThread) -> Option<&'a mut Stacks> {
+    // SAFETY: the caller's block.
+    let s = unsafe { (*t).stacks };
+    if s as usize > RETIRED as usize {
+        // SAFETY: a live allocation of this thread (see `allocate`).
+        return Some(unsafe { &mut *s });
+    }
+    if s == RETIRED {
+        return None;
+    }
+    // SAFETY: as above.
+    unsafe { allocate(t) }
+}
+
+/// The thread's stacks if they exist (a return to pop, a walk).
+///
+/// # Safety
+/// As [`stacks`].
+#[inline(always)]
+pub(crate) unsafe fn existing_stacks<'a>(t: *mut ProbeThread) -> Option<&'a mut Stacks> {
+    // SAFETY: the caller's block.
+    let s = unsafe { (*t).stacks };
+    // SAFETY: a live allocation of this thread.
+    (s as usize > RETIRED as usize).then(|| unsafe { &mut *s })
+}
+
+/// Maps the thread's stacks (zero bytes are empty stacks) and arranges
+/// for them to be unmapped when the thread exits. `mmap` rather than
+/// `malloc`: the allocator may itself be probed, and this runs in a probe
+/// hit; bpfjet's system calls here are not the application's.
+#[cold]
+unsafe fn allocate<'a>(t: *mut ProbeThread) -> Option<&'a mut Stacks> {
+    let len = std::mem::size_of::<Stacks>();
+    let p = crate::syscalls::allowed_in(t, || {
+        // SAFETY: an anonymous private mapping; no preconditions.
+        unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+                -1,
+                0,
+            )
+        }
+    });
+    if p == libc::MAP_FAILED {
+        return None;
+    }
+    // SAFETY: the caller's block.
+    unsafe { (*t).stacks = p.cast() };
+    // Unmapped by the destructor of a Rust thread-local (other threads);
+    // the main thread keeps them (the process is ending when its
+    // thread-locals go, and its exit path still makes hooked calls).
+    // SAFETY: plain system calls (not dispatched: bpfjet's own).
+    let main = crate::syscalls::allowed_in(t, || unsafe { libc::gettid() == libc::getpid() });
+    if !main {
+        let _ = STACKS_OWNER.try_with(|_| ());
+    }
+    // SAFETY: mapped just now, zero bytes: empty stacks.
+    Some(unsafe { &mut *p.cast::<Stacks>() })
+}
+
+/// Unmaps the thread's stacks when its thread-locals are destroyed, if no
+/// hooked call is in flight (else they stay: a return still needs them).
+/// Hooked calls made after this are not hooked at their return (return
+/// probes count them as missed; wrapper calls take the slow path, which
+/// traces them all the same).
+struct StacksOwner;
+
+impl Drop for StacksOwner {
+    fn drop(&mut self) {
+        let t = current();
+        // SAFETY: this thread's block, no other use live (a destructor).
+        unsafe {
+            let Some(s) = existing_stacks(t) else { return };
+            if s.shadow.depth() != 0 || !s.fast.is_empty() {
+                return;
+            }
+            let p = (*t).stacks;
+            (*t).stacks = RETIRED;
+            crate::syscalls::allowed_in(t, || {
+                libc::munmap(p.cast(), std::mem::size_of::<Stacks>())
+            });
+        }
+    }
+}
+
+thread_local! {
+    static STACKS_OWNER: StacksOwner = const { StacksOwner };
 }
 
 /// Writes the selector (volatile: the kernel reads it at the next system
@@ -107,9 +244,9 @@ pub(crate) unsafe fn replace_selector(t: *mut ProbeThread, v: u8) -> u8 {
 mod tests {
     use super::*;
 
-    /// A new thread's block reads as [`EMPTY`].
+    /// A new thread's block is zero bytes: it must read as [`EMPTY`].
     #[test]
-    fn a_new_thread_starts_empty() {
+    fn empty_is_zero() {
         let t = std::thread::spawn(|| {
             let b = current();
             // SAFETY: this thread's block, untouched so far.
@@ -119,13 +256,46 @@ mod tests {
                 b.dispatched == EMPTY.dispatched,
                 b.app_blocks_sigsys == EMPTY.app_blocks_sigsys,
                 b.in_handler == EMPTY.in_handler,
-                b.fast.is_empty() && EMPTY.fast.is_empty(),
-                b.shadow.depth() == EMPTY.shadow.depth(),
+                b.stacks == EMPTY.stacks,
+                current() as usize % std::mem::align_of::<ProbeThread>(),
             )
         })
         .join()
         .unwrap();
-        assert_eq!(t, (true, true, true, true, true, true));
+        assert_eq!(t, (true, true, true, true, true, 0));
+    }
+
+    /// The block stays small: the agent's TLS segment must fit glibc's
+    /// static TLS surplus for `dlopen`.
+    #[test]
+    fn the_block_is_small() {
+        assert!(std::mem::size_of::<ProbeThread>() <= 16);
+    }
+
+    /// Stacks are made at first use, empty, per thread, and unmapped when
+    /// a thread's thread-locals go.
+    #[test]
+    fn stacks_are_per_thread_and_retired_at_exit() {
+        let (here, retired) = std::thread::spawn(|| {
+            let t = current();
+            // SAFETY: this thread's block.
+            unsafe {
+                assert!(existing_stacks(t).is_none());
+                let s = stacks(t).expect("mapped");
+                assert_eq!(s.shadow.depth(), 0);
+                assert!(s.fast.is_empty());
+                let here = s as *mut Stacks as usize;
+                assert_eq!(stacks(t).map(|s| s as *mut Stacks as usize), Some(here));
+                // Run this thread's destructors' effect by hand: the owner's
+                // drop retires the stacks.
+                drop(StacksOwner);
+                (here, (*t).stacks == RETIRED && stacks(t).is_none())
+            }
+        })
+        .join()
+        .unwrap();
+        assert_ne!(here, 0);
+        assert!(retired);
     }
 
     #[test]

@@ -112,6 +112,70 @@ save_call_restore!(
 );
 save_call_restore!("bpfjet_probe_inside_common", entry_dispatch_abi, "popfq");
 
+// The entry of a libc system-call wrapper of the fast path
+// (`fast_syscalls`): the frame is the same full `pt_regs` (the programs see
+// every register, as the kernel's at the wrapper's `syscall`, which the
+// wrapper reaches without touching the callee-saved ones), but less is
+// restored. The wrappers take integer arguments only (rdi, rsi, rdx, rcx,
+// r8, r9, and al for the variadic `open`), so at their first instruction
+// the other caller-saved registers (r10, r11, xmm0-15) and the flags are
+// dead by the SysV ABI: xmm0-7 are not saved, r10 and r11 not restored.
+// The callee-saved registers are preserved by the Rust code and the
+// wrapper handlers do not write the frame's registers (only `rip`), so
+// r12-r15 and rbp are not reloaded; rbx is (it holds the frame here).
+std::arch::global_asm!(
+    ".pushsection .text.bpfjet_probe_wrapper_entry,\"ax\",@progbits",
+    ".globl bpfjet_probe_wrapper_entry",
+    ".type bpfjet_probe_wrapper_entry,@function",
+    "bpfjet_probe_wrapper_entry:",
+    "push 0",          // ss
+    "push rax",        // rsp, fixed below
+    "pushfq",          // eflags
+    "push 0x33",       // cs
+    "push rax",        // rip, set by the dispatcher
+    "push -1",         // orig_rax
+    "push rdi",
+    "push rsi",
+    "push rdx",
+    "push rcx",
+    "push rax",
+    "push r8",
+    "push r9",
+    "push r10",
+    "push r11",
+    "push rbx",
+    "push rbp",
+    "push r12",
+    "push r13",
+    "push r14",
+    "push r15",
+    "lea rax, [rsp + 176]",
+    "mov [rsp + 152], rax",
+    "mov rdi, [rsp + 168]",
+    "mov rsi, rsp",
+    "mov rbx, rsp",
+    "and rsp, -16",
+    "cld",
+    "call {dispatch}",
+    "mov rsp, rbx",
+    "mov [rsp + 168], rax",
+    "add rsp, 40",     // r15 r14 r13 r12 rbp: preserved by the call
+    "pop rbx",
+    "add rsp, 16",     // r11 r10: dead
+    "pop r9",
+    "pop r8",
+    "pop rax",
+    "pop rcx",
+    "pop rdx",
+    "pop rsi",
+    "pop rdi",
+    "add rsp, 48",     // orig_rax rip cs eflags rsp ss
+    "ret",
+    ".size bpfjet_probe_wrapper_entry, . - bpfjet_probe_wrapper_entry",
+    ".popsection",
+    dispatch = sym entry_dispatch_abi,
+);
+
 // The return trampoline first pushes the slot (its content is overwritten),
 // then shares the frame layout; `rdi` (the slot) is ignored by the dispatcher.
 std::arch::global_asm!(
@@ -168,6 +232,7 @@ std::arch::global_asm!(
 
 extern "C" {
     fn bpfjet_probe_entry_common();
+    fn bpfjet_probe_wrapper_entry();
     fn bpfjet_probe_inside_common();
     fn bpfjet_probe_return_trampoline();
     fn bpfjet_probe_quick_return();
@@ -181,6 +246,12 @@ pub fn entry_common(inside: bool) -> u64 {
     } else {
         bpfjet_probe_entry_common as *const () as u64
     }
+}
+
+/// The entry code of a libc wrapper of the system-call fast path, at its
+/// first instruction.
+pub fn wrapper_entry() -> u64 {
+    bpfjet_probe_wrapper_entry as *const () as u64
 }
 
 pub fn return_trampoline() -> u64 {
@@ -218,9 +289,19 @@ extern "C" fn return_dispatch_abi(_slot: u64, regs: *mut PtRegs) -> u64 {
 /// jmp  [rip+0] ; .quad entry_common
 /// ```
 pub fn entry_stub(probe: u64, inside: bool) -> Vec<u8> {
+    stub_to(probe, entry_common(inside))
+}
+
+/// [`entry_stub`] of a libc wrapper of the fast path, jumping to
+/// [`wrapper_entry`].
+pub fn wrapper_entry_stub(probe: u64) -> Vec<u8> {
+    stub_to(probe, wrapper_entry())
+}
+
+fn stub_to(probe: u64, common: u64) -> Vec<u8> {
     let mut c = vec![0x48, 0x8d, 0x64, 0x24, 0xf8, 0x50, 0x48, 0xb8];
     c.extend_from_slice(&probe.to_le_bytes());
     c.extend_from_slice(&[0x48, 0x89, 0x44, 0x24, 0x08, 0x58, 0xff, 0x25, 0, 0, 0, 0]);
-    c.extend_from_slice(&entry_common(inside).to_le_bytes());
+    c.extend_from_slice(&common.to_le_bytes());
     c
 }

@@ -21,7 +21,7 @@ const ENTRIES: &[&str] = &["_Unwind_RaiseException", "_Unwind_ForcedUnwind"];
 /// Puts back every return address this thread's return probes replaced.
 pub fn restore_thread_returns() {
     let tramps = [trampoline::return_trampoline(), trampoline::quick_return()];
-    shadow::with(|s| {
+    let _ = shadow::with(|s| {
         s.drain(|f| {
             // SAFETY: the slot is on this thread's stack, in a frame still
             // live (it was hooked and has not returned).

@@ -245,6 +245,10 @@ fn attach_at(
     let inside = mid_function || target.offset != 0;
     if kind == Stub::CallThrough {
         stub.extend(crate::call_through::stub(probe as *const Probe as u64));
+    } else if wrapper.is_some() && !inside {
+        // A libc wrapper's entry: integer arguments only, a lighter
+        // restore (trampoline.rs).
+        stub.extend(trampoline::wrapper_entry_stub(probe as *const Probe as u64));
     } else {
         stub.extend(trampoline::entry_stub(probe as *const Probe as u64, inside));
     }
@@ -319,7 +323,9 @@ pub(crate) fn on_entry(probe: u64, regs: &mut PtRegs) -> u64 {
             // SAFETY: at function entry [rsp] is the return address.
             let ret = unsafe { *(slot as *const u64) };
             // SAFETY: this thread's block; no other use of it is live.
-            if unsafe { (*t).shadow.push(Frame { slot, ret, probe }) } {
+            let pushed = unsafe { thread::stacks(t) }
+                .is_some_and(|s| s.shadow.push(Frame { slot, ret, probe }));
+            if pushed {
                 // SAFETY: the thread's own stack slot.
                 unsafe { *(slot as *mut u64) = trampoline::return_trampoline() };
             } else {
@@ -340,7 +346,9 @@ fn on_wrapper_entry(t: *mut ProbeThread, p: &Probe, probe: u64, w: Wrapper, regs
     // SAFETY: at function entry [rsp] is the return address.
     let ret = unsafe { *(slot as *const u64) };
     // SAFETY: this thread's block; no other use of it is live.
-    if !unsafe { (*t).shadow.push(Frame { slot, ret, probe }) } {
+    let pushed =
+        unsafe { thread::stacks(t) }.is_some_and(|s| s.shadow.push(Frame { slot, ret, probe }));
+    if !pushed {
         p.missed.fetch_add(1, Ordering::Relaxed);
         return;
     }
@@ -348,7 +356,7 @@ fn on_wrapper_entry(t: *mut ProbeThread, p: &Probe, probe: u64, w: Wrapper, regs
         ReturnHook::None => {
             // Nothing to do at the return: unhook it.
             // SAFETY: as above; the frame just pushed is on top.
-            let _ = unsafe { (*t).shadow.pop(slot) };
+            let _ = unsafe { thread::existing_stacks(t) }.and_then(|s| s.shadow.pop(slot));
             return;
         }
         ReturnHook::Full => trampoline::return_trampoline(),
@@ -375,7 +383,8 @@ pub(crate) enum ReturnHook {
 pub(crate) fn on_quick_return(slot: u64) -> u64 {
     let t = thread::current();
     // SAFETY: this thread's block; no other use of it is live.
-    let Some(frame) = (unsafe { (*t).shadow.pop(slot) }) else {
+    let Some(frame) = (unsafe { thread::existing_stacks(t) }).and_then(|s| s.shadow.pop(slot))
+    else {
         no_frame()
     };
     // SAFETY: this thread's block; the entry set ALLOW for this call.
@@ -401,7 +410,8 @@ pub(crate) fn on_return(regs: &mut PtRegs) -> u64 {
     let slot = regs.rsp - 8;
     let t = thread::current();
     // SAFETY: this thread's block; no other use of it is live.
-    let Some(frame) = (unsafe { (*t).shadow.pop(slot) }) else {
+    let Some(frame) = (unsafe { thread::existing_stacks(t) }).and_then(|s| s.shadow.pop(slot))
+    else {
         no_frame()
     };
     regs.rip = frame.ret;
@@ -422,5 +432,5 @@ pub(crate) fn on_return(regs: &mut PtRegs) -> u64 {
 
 /// Hooked calls of this thread that have not returned yet (tests, debugging).
 pub fn shadow_depth() -> usize {
-    crate::shadow::with(|s| s.depth())
+    crate::shadow::with(|s| s.depth()).unwrap_or(0)
 }

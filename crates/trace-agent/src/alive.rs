@@ -39,21 +39,42 @@ thread_local! {
     static GUARD: Guard = const { Guard };
 }
 
-thread_local! {
-    // One byte for every check of a run. No destructor: readable for the
-    // thread's whole life. A Rust (general-dynamic) thread-local, not an
-    // initial-exec one: see `bpfjet_probe`'s per-thread block for why
-    // (`dlopen` of the agent by `bpfjet trace --pid`).
-    static FLAGS: Cell<u8> = const { Cell::new(0) };
-}
+// One byte for every check of a run, a thread-local of the initial-exec
+// model declared in assembly (a Rust thread-local in this shared object
+// costs a `__tls_get_addr` call per access). Initial-exec TLS marks the
+// agent `STATIC_TLS`: a `dlopen` of it (`bpfjet trace --pid`) needs its
+// whole TLS segment to fit glibc's static TLS surplus, which it does since
+// the probe stacks left TLS (see `bpfjet_probe`'s per-thread block and the
+// CLI test `trace_agent_tls`). No destructor: readable for the thread's
+// whole life. Starts at 0.
+std::arch::global_asm!(
+    ".pushsection .tbss.bpfjet_agent_flags,\"awT\",@nobits",
+    ".globl bpfjet_agent_flags",
+    ".hidden bpfjet_agent_flags",
+    ".type bpfjet_agent_flags,@object",
+    "bpfjet_agent_flags:",
+    ".zero 1",
+    ".size bpfjet_agent_flags, 1",
+    ".popsection",
+);
 
 /// This thread's flags byte.
 #[inline(always)]
 fn flags() -> &'static Cell<u8> {
-    // SAFETY: a const-initialised thread-local without a destructor lives
-    // as long as its thread; only this thread uses it (a `Cell`, never
-    // shared), so the reference never outlives or escapes it.
-    FLAGS.with(|f| unsafe { &*(f as *const Cell<u8>) })
+    let p: usize;
+    // SAFETY: reads the thread pointer (`fs:0`) and the GOT entry of the
+    // byte's offset; no side effects.
+    unsafe {
+        std::arch::asm!(
+            "mov {p}, qword ptr fs:[0]",
+            "add {p}, qword ptr [rip + bpfjet_agent_flags@GOTTPOFF]",
+            p = out(reg) p,
+            options(pure, readonly, nostack, preserves_flags),
+        );
+        // SAFETY: this thread's byte, alive as long as the thread; only
+        // this thread uses it (a `Cell`, never shared).
+        &*(p as *const Cell<u8>)
+    }
 }
 
 /// Runs `f` as the agent's own work: probes and system calls it hits on

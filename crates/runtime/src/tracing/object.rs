@@ -10,10 +10,11 @@ use crate::loader::{LoadedObject, ObjectOptions};
 use crate::program::Program;
 use crate::runtime_error::RuntimeError;
 use crate::state::RunState;
+use bpfjet_isa::{CallTarget, Insn};
 use bpfjet_maps::state::MapState;
 use bpfjet_obj::{Object, ProgKind, ProgType};
 use std::any::Any;
-use std::cell::RefCell;
+use std::cell::{Cell, UnsafeCell};
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
@@ -186,9 +187,198 @@ struct ThreadRun {
     env: TracingEnv,
 }
 
-thread_local! {
-    static THREAD_RUNS: RefCell<Vec<ThreadRun>> = const { RefCell::new(Vec::new()) };
+/// What a run looks up per hit, per thread: whether a run is under way,
+/// and the last object run with a pointer to its [`ThreadRun`] (so the
+/// usual hit, one object, finds its state without a search).
+///
+/// The kernel skips a tracing program hit while the same CPU runs one
+/// (`recursion_misses`); here a thread with a run under way, of any object,
+/// skips (a probe inside a helper, a signal handler): `running` is that
+/// rule, for every object of the thread at once, as the `RefCell` borrow of
+/// the whole run list was before.
+///
+/// A thread-local of the initial-exec model declared in assembly, as the
+/// probe crate's per-thread block (a Rust thread-local in the trace agent,
+/// a shared object, costs a `__tls_get_addr` call per access); zero bytes
+/// are its initial value (`run_cache_starts_empty`). The run states
+/// themselves are owned by a Rust thread-local ([`THREAD_RUNS`]), touched
+/// only on a cache miss.
+#[repr(C)]
+struct RunCache {
+    running: Cell<bool>,
+    /// The object of `last`; 0 (no object's uid) when `last` is unset.
+    last_object: Cell<u64>,
+    last: Cell<*mut ThreadRun>,
 }
+
+std::arch::global_asm!(
+    ".pushsection .tbss.bpfjet_run_cache,\"awT\",@nobits",
+    ".p2align 3",
+    ".globl bpfjet_run_cache",
+    ".hidden bpfjet_run_cache",
+    ".type bpfjet_run_cache,@object",
+    "bpfjet_run_cache:",
+    ".zero {size}",
+    ".size bpfjet_run_cache, {size}",
+    ".popsection",
+    size = const std::mem::size_of::<RunCache>(),
+);
+
+const _: () = assert!(std::mem::align_of::<RunCache>() <= 8);
+
+/// This thread's run cache (the thread pointer plus its offset).
+#[inline(always)]
+fn run_cache() -> &'static RunCache {
+    let p: usize;
+    // SAFETY: reads the thread pointer (`fs:0`) and the GOT entry of the
+    // cache's offset; no side effects.
+    unsafe {
+        std::arch::asm!(
+            "mov {p}, qword ptr fs:[0]",
+            "add {p}, qword ptr [rip + bpfjet_run_cache@GOTTPOFF]",
+            p = out(reg) p,
+            options(pure, readonly, nostack, preserves_flags),
+        );
+        // SAFETY: this thread's cache, alive as long as the thread, zero
+        // bytes a valid value; only this thread uses it (`Cell`s).
+        &*(p as *const RunCache)
+    }
+}
+
+/// Every object's run state on this thread, boxed (the cache points into
+/// a box, which growing the list does not move). Dropped when the thread's
+/// thread-locals go: the cache is cleared first.
+// The boxes are the point: the cache holds pointers into them.
+#[allow(clippy::vec_box)]
+struct ThreadRuns(UnsafeCell<Vec<Box<ThreadRun>>>);
+
+impl Drop for ThreadRuns {
+    fn drop(&mut self) {
+        let c = run_cache();
+        c.last_object.set(0);
+        c.last.set(std::ptr::null_mut());
+    }
+}
+
+thread_local! {
+    static THREAD_RUNS: ThreadRuns = const { ThreadRuns(UnsafeCell::new(Vec::new())) };
+}
+
+impl RunCache {
+    /// The thread's run state for object `uid`, made by `make` on the
+    /// object's first run on this thread; `None` once the thread's
+    /// thread-locals are being destroyed.
+    ///
+    /// # Safety
+    /// The caller holds `running`: no reference into the run list is live.
+    #[inline(always)]
+    unsafe fn get(&self, uid: u64, make: impl FnOnce() -> ThreadRun) -> Option<*mut ThreadRun> {
+        if self.last_object.get() == uid {
+            return Some(self.last.get());
+        }
+        // SAFETY: per the contract.
+        unsafe { self.find(uid, make) }
+    }
+
+    #[cold]
+    unsafe fn find(&self, uid: u64, make: impl FnOnce() -> ThreadRun) -> Option<*mut ThreadRun> {
+        let run = THREAD_RUNS
+            .try_with(|runs| {
+                // SAFETY: per `get`'s contract.
+                let runs = unsafe { &mut *runs.0.get() };
+                let run: *mut ThreadRun = match runs.iter_mut().find(|r| r.object == uid) {
+                    Some(r) => &mut **r,
+                    None => {
+                        runs.push(Box::new(make()));
+                        &mut **runs.last_mut().expect("just pushed")
+                    }
+                };
+                run
+            })
+            .ok()?;
+        self.last_object.set(uid);
+        self.last.set(run);
+        Some(run)
+    }
+
+    /// Drops the thread's run state for object `uid` (the object goes).
+    fn forget(&self, uid: u64) {
+        if self.running.get() {
+            // Dropped from inside a run of this thread (bpfjet never does):
+            // the state may be in use; it stays until the thread exits.
+            return;
+        }
+        if self.last_object.get() == uid {
+            self.last_object.set(0);
+            self.last.set(std::ptr::null_mut());
+        }
+        let _ = THREAD_RUNS.try_with(|runs| {
+            // SAFETY: no run is under way on this thread, so nothing
+            // refers into the list.
+            unsafe { (*runs.0.get()).retain(|r| r.object != uid) };
+        });
+    }
+}
+
+/// Clears the thread's `running` flag when a run ends, however it ends.
+struct Running<'a>(&'a Cell<bool>);
+
+impl Drop for Running<'_> {
+    fn drop(&mut self) {
+        self.0.set(false);
+    }
+}
+
+/// Whether a run of the object's programs must lease a CPU slot: the slot
+/// is the run's CPU, which only per-CPU state observes (per-CPU map values
+/// and LRU lists, the perf buffer a `BPF_F_CURRENT_CPU` output goes to,
+/// `bpf_get_smp_processor_id`, `bpf_for_each_map_elem` on per-CPU maps).
+/// Decided once at load from the object's maps and every program's helper
+/// calls; map-in-maps (whose inner maps are only known at run time),
+/// program arrays (tail calls) and kfunc calls count as needing it, and so
+/// does a program bpfjet did not verify (its calls are not listed).
+fn needs_cpu_slot(loaded: &LoadedObject) -> bool {
+    use bpfjet_maps::MapType::*;
+    let cpu_maps = loaded.object_maps().maps().iter().any(|m| {
+        matches!(
+            m.map_type(),
+            PercpuHash
+                | PercpuArray
+                | LruHash
+                | LruPercpuHash
+                | PerfEventArray
+                | ArrayOfMaps
+                | HashOfMaps
+                | ProgArray
+                | Cpumap
+        )
+    });
+    if cpu_maps {
+        return true;
+    }
+    let cpu_helpers = [
+        crate::helpers::ids::GET_SMP_PROCESSOR_ID,
+        crate::helpers::ids::GET_NUMA_NODE_ID,
+        crate::helpers::ids::PERF_EVENT_OUTPUT,
+        crate::helpers::ids::MAP_LOOKUP_PERCPU_ELEM,
+        PER_CPU_PTR,
+        THIS_CPU_PTR,
+    ];
+    loaded.program_names().iter().any(|name| {
+        let Ok(Some(v)) = loaded.verified(name) else {
+            return true;
+        };
+        v.insns.iter().any(|insn| match insn {
+            Insn::Call(CallTarget::Helper(id)) => cpu_helpers.contains(&(*id as u32)),
+            Insn::Call(CallTarget::Kfunc(_)) => true,
+            _ => false,
+        })
+    })
+}
+
+/// `bpf_per_cpu_ptr` and `bpf_this_cpu_ptr` (kernel helper ids).
+const PER_CPU_PTR: u32 = 153;
+const THIS_CPU_PTR: u32 = 154;
 
 static NEXT_OBJECT: AtomicU64 = AtomicU64::new(1);
 
@@ -198,6 +388,9 @@ pub struct TracingObject {
     loaded: LoadedObject,
     programs: Vec<TracingProgram>,
     slots: CpuSlots,
+    /// Runs lease a CPU slot ([`needs_cpu_slot`]); else they run on slot
+    /// 0's index without a lease (nothing observes it).
+    cpu_bound: bool,
     uid: u64,
     missed: AtomicU64,
     faults: AtomicU64,
@@ -273,10 +466,12 @@ impl TracingObject {
             programs.push(p);
         }
         let ncpus = loaded.ncpus();
+        let cpu_bound = needs_cpu_slot(&loaded);
         Ok(TracingObject {
             loaded,
             programs,
             slots: CpuSlots::new(ncpus),
+            cpu_bound,
             uid: NEXT_OBJECT.fetch_add(1, Ordering::Relaxed),
             missed: AtomicU64::new(0),
             faults: AtomicU64::new(0),
@@ -387,23 +582,30 @@ impl TracingObject {
         let Some(p) = self.programs.get(prog) else {
             return 0;
         };
-        THREAD_RUNS.with(|runs| {
-            // A run of this thread is under way (a probe inside a helper
-            // or a signal handler): skip, as the kernel does.
-            let Ok(mut runs) = runs.try_borrow_mut() else {
-                self.missed.fetch_add(1, Ordering::Relaxed);
-                return 0;
-            };
-            let i = match runs.iter().position(|r| r.object == self.uid) {
-                Some(i) => i,
-                None => {
-                    runs.push(self.thread_run());
-                    runs.len() - 1
-                }
-            };
-            let run = &mut runs[i];
-            let lease = self.slots.lease();
-            run.env.run.set_cpu(lease.cpu);
+        let cache = run_cache();
+        // A run of this thread is under way (a probe inside a helper or a
+        // signal handler): skip, as the kernel does.
+        if cache.running.replace(true) {
+            self.missed.fetch_add(1, Ordering::Relaxed);
+            return 0;
+        }
+        let _running = Running(&cache.running);
+        // SAFETY: `running` is held: nothing else on this thread uses the
+        // run list until this run ends, and the run state stays (boxed)
+        // until the object or the thread goes.
+        let Some(run) = (unsafe { cache.get(self.uid, || self.thread_run()) }) else {
+            // The thread is exiting (its thread-locals are being
+            // destroyed): skip, counted.
+            self.missed.fetch_add(1, Ordering::Relaxed);
+            return 0;
+        };
+        // SAFETY: as above.
+        let run = unsafe { &mut *run };
+        {
+            let lease = self.cpu_bound.then(|| self.slots.lease());
+            if let Some(lease) = &lease {
+                run.env.run.set_cpu(lease.cpu);
+            }
             run.env
                 .begin(ctx as u64, p.ctx_len, p.prog_type == ProgType::Kprobe, site);
             let result = match &p.entry {
@@ -429,7 +631,13 @@ impl TracingObject {
                     0
                 }
             }
-        })
+        }
+    }
+
+    /// Whether runs lease a CPU slot (see [`needs_cpu_slot`]): false when
+    /// no program can observe which CPU it runs on.
+    pub fn leases_cpu_slots(&self) -> bool {
+        self.cpu_bound
     }
 
     /// [`TracingObject::run`] of a kprobe-type program (uprobe, uretprobe,
@@ -520,11 +728,7 @@ impl Drop for TracingObject {
         // This thread's run state for the object goes with it; other
         // threads' go when those threads exit.
         let uid = self.uid;
-        let _ = THREAD_RUNS.try_with(|runs| {
-            if let Ok(mut runs) = runs.try_borrow_mut() {
-                runs.retain(|r| r.object != uid);
-            }
-        });
+        run_cache().forget(uid);
     }
 }
 
