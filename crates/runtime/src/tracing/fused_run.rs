@@ -11,25 +11,25 @@
 //! A child of `object` so that it shares the thread's run states with
 //! [`TracingObject::run`] without widening their visibility.
 
-use super::{ThreadRun, TracingObject, TracingProgram, THREAD_RUNS};
+use super::{run_cache, Running, ThreadRun, TracingObject, TracingProgram};
 use crate::error::Fault;
 use crate::state::RunState;
 use crate::tracing::env::{ProbeSite, TracingEnv};
 use crate::tracing::slots::Lease;
 use crate::tracing::ProgId;
 use bpfjet_obj::ProgType;
-use std::cell::{RefCell, RefMut};
 use std::sync::atomic::Ordering;
 use std::sync::PoisonError;
 
-/// One half of a fused pair under way: this thread's run state borrowed, a
-/// CPU slot leased, the run begun. [`HalfRun::finish`] ends it.
+/// One half of a fused pair under way: this thread's "run under way" flag
+/// held, its run state for the object, a CPU slot leased when the object
+/// can observe its CPU, the run begun. [`HalfRun::finish`] ends it.
 pub struct HalfRun<'a> {
     object: &'a TracingObject,
     prog: &'a TracingProgram,
-    runs: RefMut<'a, Vec<ThreadRun>>,
-    index: usize,
-    lease: Lease<'a>,
+    run: &'a mut ThreadRun,
+    lease: Option<Lease<'a>>,
+    _running: Running<'static>,
 }
 
 impl TracingObject {
@@ -49,34 +49,37 @@ impl TracingObject {
         site: &ProbeSite,
     ) -> Option<HalfRun<'_>> {
         let p = self.programs.get(prog)?;
-        // The cell lives as long as this thread, which outlives the half
-        // (finished on this thread, per the contract).
-        let cell: *const RefCell<Vec<ThreadRun>> = THREAD_RUNS.with(|r| r as *const _);
-        // SAFETY: see above.
-        let cell = unsafe { &*cell };
-        let Ok(mut runs) = cell.try_borrow_mut() else {
+        let cache = run_cache();
+        // A run of this thread is under way (a signal handler's call inside
+        // a program, ...): missed, as in `TracingObject::run`.
+        if cache.running.replace(true) {
+            self.missed.fetch_add(1, Ordering::Relaxed);
+            return None;
+        }
+        let running = Running(&cache.running);
+        // SAFETY: `running` is held until the half is finished on this
+        // thread: nothing else uses the run list meanwhile, and the run
+        // state (boxed) stays until the object or the thread goes.
+        let Some(run) = (unsafe { cache.get(self.uid, || self.thread_run()) }) else {
+            // The thread is exiting: skipped, counted.
             self.missed.fetch_add(1, Ordering::Relaxed);
             return None;
         };
-        let index = match runs.iter().position(|r| r.object == self.uid) {
-            Some(i) => i,
-            None => {
-                runs.push(self.thread_run());
-                runs.len() - 1
-            }
-        };
-        let lease = self.slots.lease();
-        let run = &mut runs[index];
-        run.env.run.set_cpu(lease.cpu);
+        // SAFETY: as above.
+        let run = unsafe { &mut *run };
+        let lease = self.cpu_bound.then(|| self.slots.lease());
+        if let Some(lease) = &lease {
+            run.env.run.set_cpu(lease.cpu);
+        }
         run.env
             .begin(ctx as u64, p.ctx_len, p.prog_type == ProgType::Kprobe, site);
         run.state.begin_run();
         Some(HalfRun {
             object: self,
             prog: p,
-            runs,
-            index,
+            run,
             lease,
+            _running: running,
         })
     }
 }
@@ -84,13 +87,13 @@ impl TracingObject {
 impl HalfRun<'_> {
     /// The run state and per-run context the half's code runs with.
     pub fn state_env(&mut self) -> (&mut RunState, &mut TracingEnv) {
-        let run = &mut self.runs[self.index];
-        (&mut run.state, &mut run.env)
+        (&mut self.run.state, &mut self.run.env)
     }
 
-    /// The CPU slot of the run.
+    /// The CPU slot of the run (0 when the object leases none: it cannot
+    /// observe its CPU).
     pub fn cpu(&self) -> u32 {
-        self.lease.cpu
+        self.lease.as_ref().map_or(0, |l| l.cpu)
     }
 
     /// End the half with the code's outcome: the run ended, leftovers
@@ -101,18 +104,18 @@ impl HalfRun<'_> {
         let HalfRun {
             object,
             prog,
-            mut runs,
-            index,
+            run,
             lease,
+            _running,
         } = self;
-        let run = &mut runs[index];
         run.state.end_run();
         let _ = run.env.run.release_leftovers();
         drop(lease);
         if !run.env.run.trace.is_empty() {
             object.keep_trace(run.env.run.take_trace_log());
         }
-        drop(runs);
+        // The thread's "run under way" flag is cleared when `_running`
+        // goes, at the end of this function.
         match result {
             Ok(r0) => r0,
             Err(fault) => {
