@@ -1,8 +1,9 @@
 //! Loads, stores and atomics (RFC 9669 §5).
 //!
 //! Frame-relative accesses (proven by the stack-pointer analysis) address the
-//! frame's stack allocation through a GEP; everything else is an
-//! `inttoptr` of the computed address. Plain accesses use alignment 1 (eBPF
+//! frame's stack allocation through a GEP; accesses through an inlined array
+//! lookup's result (or that result plus a register) a GEP on the map's value
+//! symbol; everything else is an `inttoptr` of the computed address. Plain accesses use alignment 1 (eBPF
 //! permits unaligned access); LLVM raises it where it can prove more, e.g.
 //! on the 16-byte-aligned stack. Atomics are sequentially consistent like
 //! the interpreter's and use natural alignment, which the verifier requires.
