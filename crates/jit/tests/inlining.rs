@@ -168,3 +168,33 @@ fn ktime() {
 fn bpf_loop_with_a_known_callback() {
     check("loop", true);
 }
+
+#[test]
+fn map_values_do_not_alias_across_maps() {
+    check("two_maps", true);
+    let obj = bpfjet_obj::load_file(object()).unwrap();
+    let fast = JitObject::load(&obj, &ObjectOptions::default(), &JitOptions::uncached()).unwrap();
+    let ir = fast.dump("two_maps", DumpStage::OptimizedIr, true).unwrap();
+    // The CPU slot is loaded once for both per-CPU lookups.
+    let cpu_loads = ir
+        .lines()
+        .filter(|l| l.contains("= load i64") && l.contains("%cpup"))
+        .count();
+    assert_eq!(cpu_loads, 1, "CPU slot loads in two_maps:\n{ir}");
+    // The array value (`arr`, the object's first map) is read once: the
+    // program reads it three times, around stores to the per-CPU values,
+    // which LLVM now knows are another map's memory.
+    let arr_addrs: Vec<String> = ir
+        .lines()
+        .filter(|l| l.contains("getelementptr i8, ptr @bpfjet_map_0_values"))
+        .filter_map(|l| l.trim().split_once(" = ").map(|(name, _)| name.to_string()))
+        .collect();
+    let arr_loads = ir
+        .lines()
+        .filter(|l| {
+            l.contains("= load i64, ptr ")
+                && arr_addrs.iter().any(|a| l.contains(&format!("ptr {a},")))
+        })
+        .count();
+    assert_eq!(arr_loads, 1, "loads of the array value in two_maps:\n{ir}");
+}

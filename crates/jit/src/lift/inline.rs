@@ -186,7 +186,16 @@ impl<'ctx> Lifter<'ctx, '_> {
                 "cpup",
             )?
         };
-        Ok(self.b.build_load(t.i64, p, "cpu")?.into_int_value())
+        let cpu = self.b.build_load(t.i64, p, "cpu")?;
+        // The CPU slot does not change during a run: loads of it are not
+        // clobbered by the program's stores (LLVM cannot tell the run
+        // context from map memory), so one load serves every lookup.
+        if let Some(i) = cpu.as_instruction_value() {
+            let kind = self.cx.get_kind_id("invariant.load");
+            i.set_metadata(self.cx.metadata_node(&[]), kind)
+                .map_err(|e| LiftError::Build(e.to_string()))?;
+        }
+        Ok(cpu.into_int_value())
     }
 
     fn inline_map_lookup(&mut self, fr: &mut Frame<'ctx>, pc: usize) -> LResult<bool> {
@@ -391,8 +400,11 @@ impl<'ctx> Lifter<'ctx, '_> {
                     .build_int_mul(cpu, t.i64.const_int(l.cpu_stride as u64, false), "cpuoff")?;
             offset = self.b.build_int_add(offset, cpu_off, "off")?;
         }
-        let addr =
-            self.map_address_plus(&crate::bindings::map_values_symbol(index_of_map), offset)?;
+        let symbol = crate::bindings::map_values_symbol(index_of_map);
+        if let Some(g) = self.module.get_global(&symbol) {
+            self.array_values.insert(pc, g);
+        }
+        let addr = self.map_address_plus(&symbol, offset)?;
         let r0 = self
             .b
             .build_select(in_range, addr, t.i64.const_zero(), "lookup")?

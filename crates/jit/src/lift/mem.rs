@@ -1,17 +1,18 @@
 //! Loads, stores and atomics (RFC 9669 §5).
 //!
 //! Frame-relative accesses (proven by the stack-pointer analysis) address the
-//! frame's stack allocation through a GEP; everything else is an
-//! `inttoptr` of the computed address. Plain accesses use alignment 1 (eBPF
+//! frame's stack allocation through a GEP; accesses through an inlined array
+//! lookup's result (or that result plus a register) a GEP on the map's value
+//! symbol; everything else is an `inttoptr` of the computed address. Plain accesses use alignment 1 (eBPF
 //! permits unaligned access); LLVM raises it where it can prove more, e.g.
 //! on the 16-byte-aligned stack. Atomics are sequentially consistent like
 //! the interpreter's and use natural alignment, which the verifier requires.
 
 use super::{Frame, LResult, LiftError, Lifter, STACK_SIZE};
 use crate::analysis::Prov;
-use bpfjet_isa::{AtomicOp, Operand, Reg, Size, Width};
+use bpfjet_isa::{AluOp, AtomicOp, Insn, Operand, Reg, Size, Width};
 use inkwell::types::IntType;
-use inkwell::values::{BasicValue, IntValue, PointerValue};
+use inkwell::values::{BasicValue, GlobalValue, IntValue, PointerValue};
 use inkwell::{AtomicOrdering, AtomicRMWBinOp};
 
 impl<'ctx> Lifter<'ctx, '_> {
@@ -50,6 +51,9 @@ impl<'ctx> Lifter<'ctx, '_> {
                 });
             }
         }
+        if let Some(global) = self.value_base(fr, pc, base) {
+            return self.value_address(fr, base, off, global);
+        }
         // The offset is a GEP on the base pointer (not an integer add before
         // `inttoptr`): code generation then folds it into the addressing
         // mode at every access instead of hoisting one address per access
@@ -69,6 +73,65 @@ impl<'ctx> Lifter<'ctx, '_> {
                 "p",
             )?
         })
+    }
+
+    /// The map value storage `base` points into at `pc`, when it is the
+    /// result of an array lookup compiled in, or that result plus a
+    /// register (`r3 = r0; r3 += r2`: a ring slot, a bucket's element).
+    fn value_base(&self, fr: &Frame<'ctx>, pc: usize, base: Reg) -> Option<GlobalValue<'ctx>> {
+        let Prov::Rel { root, .. } = self.prov(fr, pc, base) else {
+            return None;
+        };
+        let root = root as usize;
+        if let Some(g) = self.array_values.get(&root) {
+            return Some(*g);
+        }
+        if !(fr.f.entry..fr.f.end).contains(&root) {
+            return None;
+        }
+        let Some(Insn::Alu {
+            width: Width::W64,
+            op: AluOp::Add,
+            dst,
+            src: Operand::Reg(src),
+        }) = self.insns.get(root).copied()
+        else {
+            return None;
+        };
+        // The verifier allows no pointer + pointer: at most one of the two
+        // is the lookup's result.
+        [dst, src]
+            .into_iter()
+            .find_map(|r| match self.prov(fr, root, r) {
+                Prov::Rel { root: def, .. } => self.array_values.get(&(def as usize)).copied(),
+                _ => None,
+            })
+    }
+
+    /// `base + off` as a GEP on the value storage's symbol (the offset
+    /// being the distance from the symbol): the same address as the plain
+    /// GEP, but LLVM's alias analysis sees which map it is in, so stores to
+    /// one map's values no longer force reloads from another's. Every
+    /// access the verifier lets through stays inside that storage.
+    fn value_address(
+        &self,
+        fr: &Frame<'ctx>,
+        base: Reg,
+        off: i16,
+        global: GlobalValue<'ctx>,
+    ) -> LResult<PointerValue<'ctx>> {
+        let t = self.t;
+        let start = global.as_pointer_value();
+        let addr = self.reg(fr, base)?;
+        let from = self.b.build_ptr_to_int(start, t.i64, "vbase")?;
+        let rel = self.b.build_int_sub(addr, from, "voff")?;
+        let rel = self
+            .b
+            .build_int_add(rel, t.i64.const_int(off as i64 as u64, true), "voff")?;
+        // SAFETY (for LLVM): a plain (wrapping) GEP, the same address
+        // arithmetic as `address`'s; its provenance is the storage the
+        // verifier proved the access to be in.
+        Ok(unsafe { self.b.build_gep(t.i8, start, &[rel], "vp")? })
     }
 
     #[allow(clippy::too_many_arguments)]

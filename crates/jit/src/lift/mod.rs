@@ -42,9 +42,9 @@ use inkwell::builder::{Builder, BuilderError};
 use inkwell::context::Context;
 use inkwell::module::{Linkage, Module};
 use inkwell::types::{IntType, PointerType};
-use inkwell::values::{BasicMetadataValueEnum, FunctionValue, IntValue, PointerValue};
+use inkwell::values::{BasicMetadataValueEnum, FunctionValue, GlobalValue, IntValue, PointerValue};
 use inkwell::AddressSpace;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 
 /// Bytes of stack per frame.
 pub(crate) const STACK_SIZE: u64 = bpfjet_runtime::STACK_SIZE as u64;
@@ -117,6 +117,11 @@ pub(crate) struct Lifter<'ctx, 'a> {
     pub bind: &'a Resolved,
     /// Constant copies of frozen map values, by index in `bind.frozen`.
     pub frozen: Vec<PointerValue<'ctx>>,
+    /// Array lookups compiled in (`inline::inline_array_lookup`): the slot
+    /// of the call and the value storage its result points into. Accesses
+    /// through that result address the storage's symbol (see
+    /// `mem::value_base`), so LLVM tells apart accesses to different maps.
+    pub array_values: HashMap<usize, GlobalValue<'ctx>>,
 }
 
 /// Lift a loaded program (`insns` with every `lddw` resolved to an
@@ -167,6 +172,7 @@ pub(crate) fn lift_module<'ctx>(
         ext,
         bind,
         frozen,
+        array_values: HashMap::new(),
     };
     let fn_type = t.i64.fn_type(
         &[

@@ -244,3 +244,27 @@ int loop(struct xdp_md *ctx)
 }
 
 char LICENSE[] SEC("license") = "Dual BSD/GPL";
+
+/* Two maps' values: the array value is read, a per-CPU value written, the
+ * array value read again (clang reloads it: to it, both are pointers a
+ * call returned); then a second per-CPU lookup. The JIT addresses each
+ * value through its map's symbol and loads the CPU slot once, so LLVM
+ * keeps the first read and forwards it, and the two lookups share the CPU
+ * load. */
+SEC("xdp")
+int two_maps(struct xdp_md *ctx)
+{
+	__u32 k = pkt_byte(ctx, 20) & 7;
+	__u32 j = pkt_byte(ctx, 21) & 3;
+	__u64 *a = bpf_map_lookup_elem(&arr, &k);
+	__u64 *p = bpf_map_lookup_elem(&pcpu, &j);
+	if (!a || !p)
+		return XDP_ABORTED;
+	*p += *a;
+	__u32 j2 = j ^ 1;
+	__u64 *q = bpf_map_lookup_elem(&pcpu, &j2);
+	if (!q)
+		return XDP_ABORTED;
+	*q += *a * 3;
+	return put(ctx, 16, *a + *p + *q);
+}
