@@ -888,92 +888,18 @@ pub fn inject_dlopen_then(
         .map(|(&t, _)| t)
         .min_by_key(|&t| t != pid)
         .ok_or_else(|| format!("--pid {pid}: every thread is receiving a signal; try again"))?;
-    let saved = get_regs(tid)?;
-    let saved_fp = ExtendedState::save(tid)?;
-
-    // Below the red zone (128 bytes) and some margin: the path, then the
-    // return address so that rsp + 8 is 16-byte aligned at dlopen's entry.
-    let mut bytes = path.to_vec();
-    bytes.push(0);
-    let path_at = (saved.rsp - 128 - 256 - bytes.len() as u64) & !15;
-    let ret_at = path_at - 8;
-    write_memory(pid, path_at, &bytes)?;
-    write_memory(pid, ret_at, &0u64.to_le_bytes())?;
-    let mut call = saved;
-    call.rip = target.dlopen;
-    call.rsp = ret_at;
-    call.rdi = path_at;
-    call.rsi = libc::RTLD_NOW as u64;
-    call.rax = 0;
-    // Not a system call: no restart of the interrupted one at the new rip.
-    call.orig_rax = u64::MAX;
-    // The ABI's direction flag is clear at a call.
-    call.eflags &= !0x400;
-    set_regs(tid, &call)?;
-    let restore = |stopped: &mut Stopped| -> Result<(), String> {
-        set_regs(tid, &saved)?;
-        saved_fp.restore(tid)?;
-        // The SIGSEGV of the return to 0 is ours: not delivered.
-        stopped.threads.insert(tid, Stop::Event);
-        Ok(())
-    };
-    ptrace(libc::PTRACE_CONT, tid, 0, 0).map_err(|e| format!("PTRACE_CONT: {e}"))?;
-    let started = Instant::now();
-    let mut others_resumed = false;
-    let handle = loop {
-        let deadline = if others_resumed {
-            started + CALL_TIMEOUT
-        } else {
-            started + SOLO_TIMEOUT
-        };
-        match wait_stop(tid, Some(deadline)) {
-            Ok(None) => {
-                stopped.threads.remove(&tid);
-                return Err(format!(
-                    "--pid {pid}: thread {tid} ended while it ran dlopen of the agent"
-                ));
-            }
-            Ok(Some((Stop::Signal(libc::SIGSEGV), _))) => {
-                let r = get_regs(tid)?;
-                if r.rip == 0 {
-                    break r.rax;
-                }
-                // A real fault inside the call: the process would crash;
-                // put the thread back as it was instead.
-                restore(&mut stopped)?;
-                return Err(format!(
-                    "--pid {pid}: dlopen of the agent faulted at {:#x}; the thread was put \
-                     back as it was",
-                    r.rip
-                ));
-            }
-            Ok(Some((Stop::Signal(sig), _))) => {
-                // A signal for the process arrived during the call: deliver
-                // it (its handler runs on top of the call, as it would on
-                // top of any code).
-                let _ = ptrace(libc::PTRACE_CONT, tid, 0, sig as u64);
-            }
-            Ok(Some((Stop::Event, _))) => {
-                let _ = ptrace(libc::PTRACE_CONT, tid, 0, 0);
-            }
-            Err(_) if !others_resumed => {
-                // Another stopped thread may hold a lock dlopen waits for.
-                others_resumed = true;
-                stopped.resume(Some(tid));
-            }
-            Err(_) => {
-                return Err(format!(
-                    "--pid {pid}: dlopen of the agent did not return within {}s (thread {tid} \
-                     is left in it: the process may be stuck)",
-                    CALL_TIMEOUT.as_secs()
-                ));
-            }
-        }
-    };
-    if others_resumed {
-        stopped.restop(Some(tid))?;
-    }
-    restore(&mut stopped)?;
+    let mut path_z = path.to_vec();
+    path_z.push(0);
+    let (handle, others_resumed) = call_in_thread(
+        &mut stopped,
+        tid,
+        InjectedCall {
+            func: target.dlopen,
+            data: &path_z,
+            rsi: libc::RTLD_NOW as u64,
+            what: "dlopen of the agent",
+        },
+    )?;
     let threads = stopped.threads.len();
     let calls = match per_thread {
         Some(symbol) if handle != 0 => Some(call_each_thread(
@@ -1067,7 +993,17 @@ fn call_each_thread(
         }
         if why.is_none() {
             for &tid in &pending {
-                let (r, resumed) = call_in_thread(stopped, tid, func)?;
+                let what = format!("the call injected in thread {tid}");
+                let (r, resumed) = call_in_thread(
+                    stopped,
+                    tid,
+                    InjectedCall {
+                        func,
+                        data: &[],
+                        rsi: 0,
+                        what: &what,
+                    },
+                )?;
                 let r = r as i64;
                 match r {
                     0 => {
@@ -1120,20 +1056,39 @@ fn call_each_thread(
 /// address 0 that faults, `orig_rax` -1 during the call; the thread's
 /// stop (an interrupt, or a signal being delivered) is kept for its
 /// detach, so an interrupted system call restarts and a signal is not lost.
-fn call_in_thread(stopped: &mut Stopped, tid: i32, func: u64) -> Result<(u64, bool), String> {
+fn call_in_thread(
+    stopped: &mut Stopped,
+    tid: i32,
+    call: InjectedCall,
+) -> Result<(u64, bool), String> {
     let pid = stopped.pid;
+    let what = call.what;
     let stop = stopped.threads[&tid];
     let saved = get_regs(tid)?;
     let saved_fp = ExtendedState::save(tid)?;
-    let ret_at = ((saved.rsp - 128 - 256) & !15) - 8;
+    // Below the red zone (128 bytes) and some margin: the data, then the
+    // return address (0) so that rsp + 8 is 16-byte aligned at the entry.
+    let data_at = (saved.rsp - 128 - 256 - call.data.len() as u64) & !15;
+    let ret_at = data_at - 8;
+    if !call.data.is_empty() {
+        write_memory(pid, data_at, call.data)?;
+    }
     write_memory(pid, ret_at, &0u64.to_le_bytes())?;
-    let mut call = saved;
-    call.rip = func;
-    call.rsp = ret_at;
-    call.rax = 0;
-    call.orig_rax = u64::MAX;
-    call.eflags &= !0x400;
-    set_regs(tid, &call)?;
+    let mut regs = saved;
+    regs.rip = call.func;
+    regs.rsp = ret_at;
+    if !call.data.is_empty() {
+        regs.rdi = data_at;
+    }
+    regs.rsi = call.rsi;
+    regs.rax = 0;
+    // Not a system call: no restart of the interrupted one at the new rip.
+    regs.orig_rax = u64::MAX;
+    // The ABI's direction flag is clear at a call.
+    regs.eflags &= !0x400;
+    set_regs(tid, &regs)?;
+    // The SIGSEGV of the return to 0 is ours: never delivered; the thread
+    // goes back to the stop it was in.
     let put_back = |stopped: &mut Stopped| -> Result<(), String> {
         set_regs(tid, &saved)?;
         saved_fp.restore(tid)?;
@@ -1154,7 +1109,7 @@ fn call_in_thread(stopped: &mut Stopped, tid: i32, func: u64) -> Result<(u64, bo
             Ok(None) => {
                 stopped.threads.remove(&tid);
                 return Err(format!(
-                    "--pid {pid}: thread {tid} ended during an injected call"
+                    "--pid {pid}: thread {tid} ended while it ran {what}"
                 ));
             }
             Ok(Some((Stop::Signal(libc::SIGSEGV), _))) => {
@@ -1162,27 +1117,33 @@ fn call_in_thread(stopped: &mut Stopped, tid: i32, func: u64) -> Result<(u64, bo
                 if r.rip == 0 {
                     break r.rax;
                 }
+                // A real fault inside the call: the process would crash;
+                // put the thread back as it was instead.
                 put_back(stopped)?;
                 return Err(format!(
-                    "--pid {pid}: the call injected in thread {tid} faulted at {:#x}; the thread \
-                     was put back as it was",
+                    "--pid {pid}: {what} faulted at {:#x} in thread {tid}; the thread was put \
+                     back as it was",
                     r.rip
                 ));
             }
             Ok(Some((Stop::Signal(sig), _))) => {
+                // A signal for the process arrived during the call: deliver
+                // it (its handler runs on top of the call, as it would on
+                // top of any code).
                 let _ = ptrace(libc::PTRACE_CONT, tid, 0, sig as u64);
             }
             Ok(Some((Stop::Event, _))) => {
                 let _ = ptrace(libc::PTRACE_CONT, tid, 0, 0);
             }
             Err(_) if !others_resumed => {
+                // Another stopped thread may hold a lock the call waits for.
                 others_resumed = true;
                 stopped.resume(Some(tid));
             }
             Err(_) => {
                 return Err(format!(
-                    "--pid {pid}: the call injected in thread {tid} did not return within {}s \
-                     (the thread is left in it: the process may be stuck)",
+                    "--pid {pid}: {what} did not return within {}s (thread {tid} is left in \
+                     it: the process may be stuck)",
                     CALL_TIMEOUT.as_secs()
                 ));
             }
@@ -1193,6 +1154,18 @@ fn call_in_thread(stopped: &mut Stopped, tid: i32, func: u64) -> Result<(u64, bo
     }
     put_back(stopped)?;
     Ok((rax, others_resumed))
+}
+
+/// A function call [`call_in_thread`] makes a stopped thread run.
+struct InjectedCall<'a> {
+    func: u64,
+    /// Bytes written below the thread's stack, their address passed as the
+    /// first argument (none: the first argument is left as it was).
+    data: &'a [u8],
+    /// The second argument.
+    rsi: u64,
+    /// What the call is, for errors.
+    what: &'a str,
 }
 
 /// The kernel's `struct ptrace_sud_config` (Linux 6.4+).
