@@ -20,6 +20,45 @@
 
 use crate::regs::PtRegs;
 
+/// Push a kernel-layout `pt_regs` (the module comment's frame) with its
+/// `rsp` fixed to the probed code's, then: rdi = the word above the frame
+/// (the probe, or the return slot), rsi = rbx = the frame, the stack
+/// aligned for a call. One sequence for every trampoline that builds the
+/// frame, so their layouts cannot drift apart.
+macro_rules! push_pt_regs {
+    () => {
+        concat!(
+            "push 0\n",          // ss
+            "push rax\n",        // rsp, fixed below
+            "pushfq\n",          // eflags
+            "push 0x33\n",       // cs: the user code segment
+            "push rax\n",        // rip, set by the dispatcher
+            "push -1\n",         // orig_rax
+            "push rdi\n",
+            "push rsi\n",
+            "push rdx\n",
+            "push rcx\n",
+            "push rax\n",
+            "push r8\n",
+            "push r9\n",
+            "push r10\n",
+            "push r11\n",
+            "push rbx\n",
+            "push rbp\n",
+            "push r12\n",
+            "push r13\n",
+            "push r14\n",
+            "push r15\n",
+            "lea rax, [rsp + 176]\n",
+            "mov [rsp + 152], rax\n",
+            "mov rdi, [rsp + 168]\n",
+            "mov rsi, rsp\n",
+            "mov rbx, rsp\n",
+            "and rsp, -16\n",
+        )
+    };
+}
+
 macro_rules! save_call_restore {
     ($name:literal, $dispatch:ident, $flags:literal) => {
         std::arch::global_asm!(
@@ -27,33 +66,7 @@ macro_rules! save_call_restore {
             concat!(".globl ", $name),
             concat!(".type ", $name, ",@function"),
             concat!($name, ":"),
-            "push 0",          // ss
-            "push rax",        // rsp, fixed below
-            "pushfq",          // eflags
-            "push 0x33",       // cs: the user code segment
-            "push rax",        // rip, set by the dispatcher
-            "push -1",         // orig_rax
-            "push rdi",
-            "push rsi",
-            "push rdx",
-            "push rcx",
-            "push rax",
-            "push r8",
-            "push r9",
-            "push r10",
-            "push r11",
-            "push rbx",
-            "push rbp",
-            "push r12",
-            "push r13",
-            "push r14",
-            "push r15",
-            "lea rax, [rsp + 176]",
-            "mov [rsp + 152], rax",
-            "mov rdi, [rsp + 168]",
-            "mov rsi, rsp",
-            "mov rbx, rsp",
-            "and rsp, -16",
+            push_pt_regs!(),
             "sub rsp, 128",
             "movups [rsp], xmm0",
             "movups [rsp + 16], xmm1",
@@ -128,33 +141,7 @@ std::arch::global_asm!(
     ".globl bpfjet_probe_wrapper_entry",
     ".type bpfjet_probe_wrapper_entry,@function",
     "bpfjet_probe_wrapper_entry:",
-    "push 0",          // ss
-    "push rax",        // rsp, fixed below
-    "pushfq",          // eflags
-    "push 0x33",       // cs
-    "push rax",        // rip, set by the dispatcher
-    "push -1",         // orig_rax
-    "push rdi",
-    "push rsi",
-    "push rdx",
-    "push rcx",
-    "push rax",
-    "push r8",
-    "push r9",
-    "push r10",
-    "push r11",
-    "push rbx",
-    "push rbp",
-    "push r12",
-    "push r13",
-    "push r14",
-    "push r15",
-    "lea rax, [rsp + 176]",
-    "mov [rsp + 152], rax",
-    "mov rdi, [rsp + 168]",
-    "mov rsi, rsp",
-    "mov rbx, rsp",
-    "and rsp, -16",
+    push_pt_regs!(),
     "cld",
     "call {dispatch}",
     "mov rsp, rbx",
