@@ -50,7 +50,7 @@
 //! stay: only the wrappers [`crate::fast_syscalls`] verified are attached
 //! so, and only when asked.
 
-use crate::fast_syscalls::{raw_result, Args, FAST_CALLS};
+use crate::fast_syscalls::{raw_result, syscall_regs, Wrapper, FAST_CALLS};
 use crate::regs::PtRegs;
 use crate::syscalls::{hooks, set_selector_allow, set_selector_block};
 use crate::thread::{self, ProbeThread};
@@ -318,22 +318,7 @@ extern "C" fn pair_abi(probe: u64, rec: *mut Record, saved: *const u64) -> u64 {
         return call();
     }
     let s = &mut rec.regs;
-    s.rip = p.address;
-    s.cs = 0x33;
-    s.ss = 0;
-    s.orig_rax = u64::from(w.nr);
-    s.rax = (-(libc::ENOSYS as i64)) as u64;
-    match w.args {
-        Args::Same => s.r10 = s.rcx,
-        Args::AtFdcwd => {
-            let (path, flags, mode) = (s.rdi, s.rsi, s.rdx);
-            s.rdi = libc::AT_FDCWD as i64 as u64;
-            s.rsi = path;
-            s.rdx = flags;
-            s.r10 = mode;
-        }
-    }
-    FAST_CALLS.fetch_add(1, Ordering::Relaxed);
+    as_system_call(s, p.address, w);
     let mut ret = None;
     let mut errno = 0;
     let mut exit_entered = false;
@@ -401,22 +386,7 @@ extern "C" fn enter_abi(probe: u64, rec: *mut Record) -> u64 {
     if unsafe { (*t).dispatched } && unsafe { set_selector_allow(t) } {
         rec.flipped = 1;
         let s = &mut rec.regs;
-        s.rip = p.address;
-        s.cs = 0x33;
-        s.ss = 0;
-        s.orig_rax = u64::from(w.nr);
-        s.rax = (-(libc::ENOSYS as i64)) as u64;
-        match w.args {
-            Args::Same => s.r10 = s.rcx,
-            Args::AtFdcwd => {
-                let (path, flags, mode) = (s.rdi, s.rsi, s.rdx);
-                s.rdi = libc::AT_FDCWD as i64 as u64;
-                s.rsi = path;
-                s.rdx = flags;
-                s.r10 = mode;
-            }
-        }
-        FAST_CALLS.fetch_add(1, Ordering::Relaxed);
+        as_system_call(s, p.address, w);
         if let Some(h) = hooks().and_then(|h| h.on_enter.as_ref()) {
             h(s);
         }
@@ -457,4 +427,16 @@ extern "C" fn exit_abi(probe: u64, ret: u64, rec: *mut Record) -> u64 {
         set_selector_block(t);
     }
     ret
+}
+
+/// The wrapper's registers as the kernel's record of its system call
+/// shows them at `sys_enter` ([`crate::fast_syscalls::syscall_regs`]),
+/// with `rip` the wrapper's entry and the user segments. Counted as a
+/// fast-path call.
+fn as_system_call(s: &mut PtRegs, wrapper_at: u64, w: Wrapper) {
+    *s = syscall_regs(s, w.nr, w.args);
+    s.rip = wrapper_at;
+    s.cs = 0x33;
+    s.ss = 0;
+    FAST_CALLS.fetch_add(1, Ordering::Relaxed);
 }

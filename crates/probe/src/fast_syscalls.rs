@@ -207,7 +207,7 @@ pub(crate) fn on_wrapper_entry(t: *mut ProbeThread, w: Wrapper, regs: &PtRegs) -
 /// The kernel's `pt_regs` of the system call a wrapper called with `regs`
 /// issues.
 #[inline(always)]
-fn syscall_regs(regs: &PtRegs, nr: u32, args: Args) -> PtRegs {
+pub(crate) fn syscall_regs(regs: &PtRegs, nr: u32, args: Args) -> PtRegs {
     let mut s = *regs;
     s.orig_rax = nr as u64;
     s.rax = (-(libc::ENOSYS as i64)) as u64;

@@ -28,12 +28,12 @@ use crate::regs::PtRegs;
 macro_rules! push_pt_regs {
     () => {
         concat!(
-            "push 0\n",          // ss
-            "push rax\n",        // rsp, fixed below
-            "pushfq\n",          // eflags
-            "push 0x33\n",       // cs: the user code segment
-            "push rax\n",        // rip, set by the dispatcher
-            "push -1\n",         // orig_rax
+            "push 0\n",    // ss
+            "push rax\n",  // rsp, fixed below
+            "pushfq\n",    // eflags
+            "push 0x33\n", // cs: the user code segment
+            "push rax\n",  // rip, set by the dispatcher
+            "push -1\n",   // orig_rax
             "push rdi\n",
             "push rsi\n",
             "push rdx\n",
