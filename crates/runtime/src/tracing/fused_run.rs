@@ -19,7 +19,6 @@ use crate::tracing::slots::Lease;
 use crate::tracing::ProgId;
 use bpfjet_obj::ProgType;
 use std::sync::atomic::Ordering;
-use std::sync::PoisonError;
 
 /// One half of a fused pair under way: this thread's "run under way" flag
 /// held, its run state for the object, a CPU slot leased when the object
@@ -111,22 +110,8 @@ impl HalfRun<'_> {
         run.state.end_run();
         let _ = run.env.run.release_leftovers();
         drop(lease);
-        if !run.env.run.trace.is_empty() {
-            object.keep_trace(run.env.run.take_trace_log());
-        }
         // The thread's "run under way" flag is cleared when `_running`
         // goes, at the end of this function.
-        match result {
-            Ok(r0) => r0,
-            Err(fault) => {
-                object.faults.fetch_add(1, Ordering::Relaxed);
-                *object
-                    .last_fault
-                    .lock()
-                    .unwrap_or_else(PoisonError::into_inner) =
-                    Some(format!("program {}: {fault}", prog.name));
-                0
-            }
-        }
+        object.end_run(prog, run, result)
     }
 }

@@ -616,20 +616,26 @@ impl TracingObject {
             };
             let _ = run.env.run.release_leftovers();
             drop(lease);
-            if !run.env.run.trace.is_empty() {
-                self.keep_trace(run.env.run.take_trace_log());
-            }
-            match result {
-                Ok(r0) => r0,
-                Err(fault) => {
-                    self.faults.fetch_add(1, Ordering::Relaxed);
-                    *self
-                        .last_fault
-                        .lock()
-                        .unwrap_or_else(PoisonError::into_inner) =
-                        Some(format!("program {}: {fault}", p.name));
-                    0
-                }
+            self.end_run(p, run, result)
+        }
+    }
+
+    /// What every run does after the program: keep its trace lines, count
+    /// a fault (r0 then reads as 0, and the reason is kept); returns r0.
+    fn end_run(&self, p: &TracingProgram, run: &mut ThreadRun, result: Result<u64, Fault>) -> u64 {
+        if !run.env.run.trace.is_empty() {
+            self.keep_trace(run.env.run.take_trace_log());
+        }
+        match result {
+            Ok(r0) => r0,
+            Err(fault) => {
+                self.faults.fetch_add(1, Ordering::Relaxed);
+                *self
+                    .last_fault
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner) =
+                    Some(format!("program {}: {fault}", p.name));
+                0
             }
         }
     }
