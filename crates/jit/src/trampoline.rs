@@ -203,18 +203,7 @@ pub(crate) fn run_native(
             target: slot as u64,
         });
     };
-    let mut ctx = RunCtx {
-        status: RUNNING,
-        cpu: act.cpu,
-        thread_slots: act.thread_slots,
-        held_lock: 0,
-        code,
-        state,
-        user,
-        tails: act.tails,
-        ended: ManuallyDrop::new(None),
-        tail_target: ManuallyDrop::new(None),
-    };
+    let mut ctx = new_run_ctx(code, act, state, user);
     // SAFETY: `entry` is this program's compiled entry with the `EntryFn`
     // signature; the context outlives the call and the argument array has
     // five elements.
@@ -232,7 +221,8 @@ pub(crate) fn run_native(
 
 /// A run context of `code` for a run that generated code other than
 /// [`run_native`] enters (a fused pair's half, `crate::fused`); end it with
-/// [`end_run_ctx`].
+/// [`end_run_ctx`]. [`run_native`] begins its runs with it too.
+#[inline(always)]
 pub(crate) fn new_run_ctx(
     code: &JitInner,
     act: Activation,
