@@ -184,6 +184,20 @@ fn compiled_pair_reports_what_the_unfused_pair_reports() {
             "--fuse {level}: --explain does not say why:\n{}",
             fused.stderr
         );
+        // The same reason in the JSON report.
+        let refusals = fused.report["fusion_compile_refusals"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default();
+        assert!(
+            refusals
+                .iter()
+                .filter_map(Value::as_str)
+                .any(|r| r.contains(
+                    "write_enter + write_exit: write has more than one enter or exit program"
+                )),
+            "--fuse {level}: fusion_compile_refusals: {refusals:?}"
+        );
     }
     // Below the rung nothing is compiled.
     let internalised = trace("jit", "internalise");

@@ -513,6 +513,10 @@ pub(super) fn print_report(
                 "fused": fused,
                 "fusion": report.get("fusion").cloned().unwrap_or(Value::Null),
                 "fusable": fusable(plan),
+                "fusion_compile_refusals": report
+                    .get("fusion_compile_refusals")
+                    .cloned()
+                    .unwrap_or_else(|| Value::Array(Vec::new())),
                 "usdt": report.get("usdt").cloned().unwrap_or_else(|| Value::Array(Vec::new())),
                 "dlopen": report.get("dlopen").cloned().unwrap_or_else(|| Value::Array(Vec::new())),
             })
