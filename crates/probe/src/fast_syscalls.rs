@@ -20,85 +20,15 @@ use crate::syscalls::{self, hooks, set_selector_allow, set_selector_block};
 use crate::thread::ProbeThread;
 use crate::uprobe::{attach_with, Attachment, ReturnHook};
 use crate::ProbeError;
-use iced_x86::{Code, Decoder, DecoderOptions, Mnemonic, OpKind, Register};
 use std::sync::atomic::{AtomicU64, Ordering};
 
-/// How a wrapper's C arguments become the system call's.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Args {
-    /// Same order (the C ABI's 4th argument, rcx, is the kernel's r10).
-    Same,
-    /// `open(path, flags, mode)` → `openat(AT_FDCWD, path, flags, mode)`.
-    AtFdcwd,
-}
-
-/// (wrapper, system call it issues, argument mapping).
-const WRAPPERS: &[(&str, &str, Args)] = &[
-    ("read", "read", Args::Same),
-    ("write", "write", Args::Same),
-    ("pread64", "pread64", Args::Same),
-    ("pwrite64", "pwrite64", Args::Same),
-    ("readv", "readv", Args::Same),
-    ("writev", "writev", Args::Same),
-    ("openat", "openat", Args::Same),
-    ("open", "openat", Args::AtFdcwd),
-    ("close", "close", Args::Same),
-    ("lseek", "lseek", Args::Same),
-    ("fsync", "fsync", Args::Same),
-    ("fdatasync", "fdatasync", Args::Same),
-    ("sendto", "sendto", Args::Same),
-    ("recvfrom", "recvfrom", Args::Same),
-];
+use crate::wrappers::{check, WRAPPERS};
+pub(crate) use crate::wrappers::{Args, Ret};
 
 /// The libc functions the fast path patches (`bpfjet trace --pid` keeps
 /// stopped threads out of their first bytes).
 pub fn wrapper_names() -> impl Iterator<Item = &'static str> {
-    WRAPPERS.iter().map(|w| w.0)
-}
-
-/// The system-call numbers a function's `syscall` instructions issue,
-/// where eax was loaded with a constant before them (linear sweep).
-fn issued_numbers(code: &[u8], ip: u64) -> Vec<Option<u32>> {
-    let mut out = Vec::new();
-    let mut eax: Option<u32> = None;
-    for ins in Decoder::with_ip(64, code, ip, DecoderOptions::NONE).iter() {
-        match ins.mnemonic() {
-            Mnemonic::Syscall => {
-                out.push(eax);
-                eax = None;
-            }
-            Mnemonic::Mov
-                if matches!(ins.op0_register(), Register::EAX | Register::RAX)
-                    && matches!(
-                        ins.op1_kind(),
-                        OpKind::Immediate32 | OpKind::Immediate32to64
-                    ) =>
-            {
-                eax = Some(ins.immediate32());
-            }
-            Mnemonic::Xor
-                if ins.code() == Code::Xor_r32_rm32 || ins.code() == Code::Xor_rm32_r32 =>
-            {
-                if ins.op0_register() == Register::EAX && ins.op1_register() == Register::EAX {
-                    eax = Some(0);
-                } else if ins.op0_register() == Register::EAX {
-                    eax = None;
-                }
-            }
-            _ => {
-                // Any other write to eax/rax makes it unknown.
-                if matches!(ins.op0_kind(), OpKind::Register)
-                    && matches!(
-                        ins.op0_register(),
-                        Register::EAX | Register::RAX | Register::AX | Register::AL
-                    )
-                {
-                    eax = None;
-                }
-            }
-        }
-    }
-    out
+    WRAPPERS.iter().map(|w| w.wrapper)
 }
 
 const FRAMES: usize = 16;
@@ -140,6 +70,7 @@ impl FastStack {
 pub(crate) struct Wrapper {
     pub(crate) nr: u32,
     pub(crate) args: Args,
+    pub(crate) ret: Ret,
 }
 
 /// The thread's wrapper stack, if the thread has its stacks (a wrapper's
@@ -158,7 +89,7 @@ unsafe fn fast<'a>(t: *mut ProbeThread) -> Option<&'a mut FastStack> {
 /// Entry of a wrapper (called by the probe dispatcher with the thread's
 /// block, the return already hooked); says what its return must do.
 pub(crate) fn on_wrapper_entry(t: *mut ProbeThread, w: Wrapper, regs: &PtRegs) -> ReturnHook {
-    let Wrapper { nr, args } = w;
+    let Wrapper { nr, args, .. } = w;
     // SAFETY (every block access below): `t` is this thread's block.
     if !unsafe { (*t).dispatched } {
         return ReturnHook::None;
@@ -211,37 +142,14 @@ pub(crate) fn syscall_regs(regs: &PtRegs, nr: u32, args: Args) -> PtRegs {
     let mut s = *regs;
     s.orig_rax = nr as u64;
     s.rax = (-(libc::ENOSYS as i64)) as u64;
-    match args {
-        Args::Same => s.r10 = regs.rcx,
-        Args::AtFdcwd => {
-            s.rdi = libc::AT_FDCWD as i64 as u64;
-            s.rsi = regs.rdi;
-            s.rdx = regs.rsi;
-            s.r10 = regs.rdx;
-        }
-    }
+    args.apply(regs, &mut s);
     s
 }
 
 /// The system call's raw result (the kernel's `sys_exit` record's `ret`)
-/// from what wrapper `w` returned in rax and errno: -errno where the
-/// wrapper reports failure (-1; for the wrappers returning a C `int`, -1
-/// in eax: the upper half of rax is not part of the result).
+/// from what wrapper `w` returned in rax and errno ([`Ret::raw`]).
 pub(crate) fn raw_result(w: Wrapper, rax: u64, errno: i32) -> u64 {
-    let returns_int = matches!(
-        i64::from(w.nr),
-        libc::SYS_openat | libc::SYS_close | libc::SYS_fsync | libc::SYS_fdatasync
-    );
-    let ret = if returns_int {
-        i64::from(rax as u32 as i32)
-    } else {
-        rax as i64
-    };
-    if ret == -1 {
-        -i64::from(errno) as u64
-    } else {
-        ret as u64
-    }
+    w.ret.raw(rax, errno)
 }
 
 /// Return of a wrapper, as [`on_wrapper_entry`].
@@ -299,7 +207,8 @@ pub fn install_with(call_through: &dyn Fn(u32) -> bool) -> Vec<FastPath> {
 fn install_wrappers(call_through: &dyn Fn(u32) -> bool) -> Vec<FastPath> {
     let objects = loaded_objects();
     let mut out = Vec::new();
-    for &(wrapper, syscall, args) in WRAPPERS {
+    for c in WRAPPERS {
+        let (wrapper, syscall, args, ret) = (c.wrapper, c.syscall, c.args, c.ret);
         let mut through = false;
         let attachment = (|| {
             let nr = crate::syscall_table::number(syscall).expect("table has every wrapper's call");
@@ -323,17 +232,12 @@ fn install_wrappers(call_through: &dyn Fn(u32) -> bool) -> Vec<FastPath> {
             // SAFETY: the function's bytes, mapped code of libc.
             let code =
                 unsafe { std::slice::from_raw_parts(r.address as *const u8, r.remaining as usize) };
-            let issued = issued_numbers(code, r.address);
-            if issued.is_empty() || issued.iter().any(|n| *n != Some(nr)) {
-                return Err(unpatchable(format!(
-                    "its syscall instructions issue {issued:?}, not only {syscall} ({nr})"
-                )));
-            }
+            check(c, nr, code, r.address).map_err(unpatchable)?;
             if call_through(nr) {
                 through = true;
-                crate::uprobe::attach_call_through(&r, Wrapper { nr, args })
+                crate::uprobe::attach_call_through(&r, Wrapper { nr, args, ret })
             } else {
-                attach_with(&r, None, None, Some(Wrapper { nr, args }))
+                attach_with(&r, None, None, Some(Wrapper { nr, args, ret }))
             }
         })();
         out.push(FastPath {
@@ -351,15 +255,6 @@ mod tests {
     use super::*;
 
     #[test]
-    fn decodes_the_number_a_wrapper_issues() {
-        // xor eax,eax; syscall; mov eax,1; syscall; ret
-        let code = [0x31, 0xc0, 0x0f, 0x05, 0xb8, 1, 0, 0, 0, 0x0f, 0x05, 0xc3];
-        assert_eq!(issued_numbers(&code, 0x1000), vec![Some(0), Some(1)]);
-        // mov eax,edi; syscall: unknown
-        assert_eq!(issued_numbers(&[0x89, 0xf8, 0x0f, 0x05], 0), vec![None]);
-    }
-
-    #[test]
     fn libc_open_issues_openat() {
         let objects = loaded_objects();
         let t = UprobeTarget {
@@ -370,7 +265,7 @@ mod tests {
         let r = symbols::resolve(&t, &objects).unwrap();
         let code =
             unsafe { std::slice::from_raw_parts(r.address as *const u8, r.remaining as usize) };
-        let issued = issued_numbers(code, r.address);
+        let issued = crate::wrappers::issued_numbers(code, r.address);
         assert!(!issued.is_empty());
         assert!(
             issued.iter().all(|n| *n == Some(libc::SYS_openat as u32)),

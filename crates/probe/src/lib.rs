@@ -30,6 +30,7 @@ mod trampoline;
 pub mod unwind;
 pub mod uprobe;
 pub mod usdt;
+mod wrappers;
 
 pub use error::ProbeError;
 pub use regs::PtRegs;
