@@ -9,7 +9,9 @@
 //! says what is expected (read from Debian's glibc 2.36); [`check`] reads
 //! the wrapper's code and refuses it (slow path, exact for every call)
 //! when the code does not show it:
-//! - every `syscall` instruction loads the expected number into eax;
+//! - every `syscall` instruction loads the expected number into eax, and
+//!   none lies in the first bytes the patch moves (a thread blocked there
+//!   would return into the moved copy; `--pid` keeps threads out of them);
 //! - every path from the entry to a `ret` passes exactly one `syscall`
 //!   (no return without a system call, as glibc's `fstat` does for a
 //!   negative descriptor; no second call; no tail call to other code;
@@ -515,6 +517,21 @@ pub(crate) fn check(c: &Covered, nr: u32, code: &[u8], ip: u64) -> Result<(), St
         ));
     }
     one_call_per_path(code, ip)?;
+    // The patch moves the first instructions (a jump's length) into a
+    // trampoline; a `syscall` among them would leave a thread blocked in it
+    // returning into that copy, and `--pid` waiting for it to leave the
+    // patched bytes.
+    let first = crate::relocate::JMP_REL32_LEN as u64;
+    if let Some(i) = Decoder::with_ip(64, code, ip, DecoderOptions::NONE)
+        .iter()
+        .take_while(|i| i.ip() < ip + first)
+        .find(|i| i.mnemonic() == Mnemonic::Syscall)
+    {
+        return Err(format!(
+            "its syscall at +{} is within the bytes the patch moves",
+            i.ip() - ip
+        ));
+    }
     let expect = |what: &str, ok: &dyn Fn(&AtSyscall) -> bool| match calls.iter().find(|s| !ok(s)) {
         Some(s) => Err(format!("{what} does not hold at its syscall ({s:?})")),
         None => Ok(()),

@@ -1,6 +1,7 @@
 /* The kernel oracle of the trace tests: load a BPF object with libbpf,
  * attach every program the kernel's way (uprobes, tracepoints), run the
- * command, and print each slot of the `counts` array as "slot value".
+ * command, and print each slot of the `counts` array as "slot value"
+ * (the first 16, or $LOADER_SLOTS).
  * A global `target_tgid` in .rodata, if present, is set to the command's
  * pid so that other processes are not counted.
  * Usage: kernel_loader OBJ CMD ARGS... */
@@ -62,7 +63,10 @@ int main(int argc, char **argv)
 	int status;
 	waitpid(child, &status, 0);
 	int fd = bpf_object__find_map_fd_by_name(obj, "counts");
-	for (unsigned int k = 0; k < 16; k++) {
+	/* LOADER_SLOTS: how many slots to print (16 unless set). */
+	const char *slots_env = getenv("LOADER_SLOTS");
+	unsigned int slots = slots_env ? (unsigned int)atoi(slots_env) : 16;
+	for (unsigned int k = 0; k < slots; k++) {
 		unsigned long long v;
 		if (bpf_map_lookup_elem(fd, &k, &v))
 			break;

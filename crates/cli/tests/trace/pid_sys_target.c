@@ -4,7 +4,8 @@
  * idle in nanosleep for a command; the main thread reads stdin.
  *
  *   "go N"    every worker makes N rounds of: write(PIPE_FD, 1 byte),
- *             read(READ_FD, 1 byte), getpid(); then "done W R G": the
+ *             read(READ_FD, 1 byte), syscall(SYS_getpid) (no libc
+ *             wrapper: the signal path); then "done W R G": the
  *             calls that succeeded (W writes, R reads, G getpid calls)
  *   "spawn N" a thread created now makes N rounds and is joined:
  *             "spawned W R G"
@@ -39,6 +40,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -60,7 +62,7 @@ static void rounds_of_calls(int n)
 			atomic_fetch_add(&writes, 1);
 		if (read(READ_FD, &c, 1) == 1)
 			atomic_fetch_add(&reads, 1);
-		if (getpid() > 0)
+		if (syscall(SYS_getpid) > 0)
 			atomic_fetch_add(&getpids, 1);
 	}
 }
