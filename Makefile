@@ -7,7 +7,7 @@ export PATH := $(HOME)/.cargo/bin:$(PATH)
 # scripts/report-skips.sh); `make test` empties it first and prints it last.
 export BPFJET_SKIP_LOG ?= $(CURDIR)/target/test-skips.log
 
-.PHONY: all setup build examples test test-skips-reset test-rust test-netns test-preload test-trace bench-preload bench-trace bench-fusion bench-fusion-percall bench-uprobe bench-trace-percall bench-usdt bench-trace-pid lint conformance demo clean
+.PHONY: all setup build examples test test-skips-reset test-rust test-netns test-preload test-trace bench-preload bench-trace bench-fusion bench-fusion-percall bench-uprobe bench-trace-percall bench-usdt bench-trace-pid bench-wrappers lint conformance demo clean
 
 all: build
 
@@ -78,6 +78,12 @@ bench-uprobe: build examples
 # before / attached / after the detach, interleaved rounds (docs/TRACING.md).
 bench-trace-pid: build
 	python3 scripts/bench-trace-pid.py --bpfjet $(BPFJET)
+
+# Per traced system call by call (read, getppid, fstat, poll, raw
+# syscall): syscount untraced / kernel / bpfjet, interleaved rounds; set
+# BPFJET_BEFORE=path/to/bpfjet to compare with another build (root).
+bench-wrappers: build examples
+	BPFJET=$(BPFJET) bash scripts/bench-trace-wrappers.sh
 
 # Per-hit USDT cost: kernel USDT uprobes vs bpfjet's jump and int3 patches.
 bench-usdt: build

@@ -31,7 +31,8 @@ jit=$("$BPFJET" trace "$DIR/bench.o" --engine jit -- "$DIR/bench" "$CALLS" | ns)
 
 # Per traced system call: syscount (examples/trace, raw_tracepoint/sys_enter
 # counting into a hash map) on a loop of read(/dev/zero, 1 byte) — a libc
-# wrapper bpfjet's fast path covers — and of getppid() — one it does not
+# wrapper bpfjet's fast path covers, of getppid() (covered since branch
+# morewrap) and of syscall(SYS_getppid) — no wrapper
 # (Syscall User Dispatch's SIGSYS) — untraced / kernel (ktrace, libbpf) /
 # bpfjet (interpreter, JIT). Needs `make -C examples trace`.
 TRACE=build/examples/trace
@@ -45,7 +46,7 @@ sys_row() { # CALL
 		printf "%-10s %12.2f %12.2f %12.2f %12.2f %12.2f %12.2f %12.2f\n", c, b, k - b, i - b, j - b, k, i, j
 	}'
 }
-SYSROWS=$(sys_row read; sys_row getppid)
+SYSROWS=$(sys_row read; sys_row getppid; sys_row rawppid)
 
 echo "calls: $CALLS (kernel: $KCALLS)"
 printf '%-26s %14s %14s %12s\n' setup "ns/call" "ns/hit" "vs kernel"

@@ -6,7 +6,10 @@
  *   read     read(/dev/zero, buf, 1)       (libc wrapper with a fast path)
  *   write    write(/dev/null, buf, 1)
  *   pread    pread64(/dev/zero, buf, 1, 0)
- *   getppid  getppid()                     (no fast path: Syscall User
+ *   getppid  getppid()                     (fast path since branch morewrap)
+ *   fstat    fstat(/dev/zero)              (newfstatat, through fstatat)
+ *   poll     poll(/dev/zero readable, 0 ms)
+ *   rawppid  syscall(SYS_getppid)          (no wrapper: Syscall User
  *                                           Dispatch's signal when traced)
  * Run untraced, under the kernel's tracepoints and under bpfjet trace, the
  * difference is what tracing one system call costs. */
@@ -15,6 +18,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <poll.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -33,7 +39,11 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	int which = !strcmp(call, "read") ? 0 : !strcmp(call, "write") ? 1 :
-		    !strcmp(call, "pread") ? 2 : !strcmp(call, "getppid") ? 3 : -1;
+		    !strcmp(call, "pread") ? 2 : !strcmp(call, "getppid") ? 3 :
+		    !strcmp(call, "fstat") ? 4 : !strcmp(call, "poll") ? 5 :
+		    !strcmp(call, "rawppid") ? 6 : -1;
+	struct stat st;
+	struct pollfd pfd = { zero, POLLIN, 0 };
 	if (which < 0) {
 		fprintf(stderr, "unknown call %s\n", call);
 		return 2;
@@ -46,7 +56,10 @@ int main(int argc, char **argv)
 		case 0: r = read(zero, buf, 1); break;
 		case 1: r = write(null, buf, 1); break;
 		case 2: r = pread(zero, buf, 1, 0); break;
-		default: r = getppid(); break;
+		case 3: r = getppid(); break;
+		case 4: r = fstat(zero, &st); break;
+		case 5: r = poll(&pfd, 1, 0); break;
+		default: r = syscall(SYS_getppid); break;
 		}
 		errors += r < 0;
 	}

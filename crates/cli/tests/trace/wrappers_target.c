@@ -80,6 +80,14 @@ static void record(int nr, long ret, int err)
 			note(#expr, r_, e_);                                   \
 	} while (0)
 
+/* A call whose outcome depends on the caller (recorded, not checked). */
+#define TRY(nr, expr)                                                          \
+	do {                                                                   \
+		errno = 0;                                                     \
+		long r_ = (long)(expr);                                        \
+		record(nr, r_, errno);                                         \
+	} while (0)
+
 /* The window's markers: the only getpriority calls of the program. */
 static void marker(void)
 {
@@ -333,6 +341,8 @@ int main(int argc, char **argv)
 	OK(SYS_getpgid, getpgid(0));
 	FAILS(SYS_getpgid, ESRCH, getpgid(999999999));
 	FAILS(SYS_setpgid, ESRCH, setpgid(999999999, 0));
+	/* Succeeds unless the process already leads a process group. */
+	TRY(SYS_setsid, setsid());
 	OK(SYS_kill, kill(me, 0));
 	FAILS(SYS_kill, ESRCH, kill(999999999, 0));
 	OK(SYS_sched_yield, sched_yield());
