@@ -313,7 +313,8 @@ extern "C" fn pair_abi(probe: u64, rec: *mut Record, saved: *const u64) -> u64 {
         return call();
     }
     // SAFETY (both): `t` is this thread's block.
-    if !(unsafe { (*t).dispatched } && unsafe { set_selector_allow(t) }) {
+    if !(unsafe { (*t).dispatched } && w.args.admits(&rec.regs) && unsafe { set_selector_allow(t) })
+    {
         leave_handler(t);
         return call();
     }
@@ -383,7 +384,7 @@ extern "C" fn enter_abi(probe: u64, rec: *mut Record) -> u64 {
         return p.continuation;
     }
     // SAFETY (both): `t` is this thread's block.
-    if unsafe { (*t).dispatched } && unsafe { set_selector_allow(t) } {
+    if unsafe { (*t).dispatched } && w.args.admits(&rec.regs) && unsafe { set_selector_allow(t) } {
         rec.flipped = 1;
         let s = &mut rec.regs;
         as_system_call(s, p.address, w);

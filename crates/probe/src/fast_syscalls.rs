@@ -91,7 +91,7 @@ unsafe fn fast<'a>(t: *mut ProbeThread) -> Option<&'a mut FastStack> {
 pub(crate) fn on_wrapper_entry(t: *mut ProbeThread, w: Wrapper, regs: &PtRegs) -> ReturnHook {
     let Wrapper { nr, args, .. } = w;
     // SAFETY (every block access below): `t` is this thread's block.
-    if !unsafe { (*t).dispatched } {
+    if !unsafe { (*t).dispatched } || !args.admits(regs) {
         return ReturnHook::None;
     }
     let slot = regs.rsp;

@@ -236,6 +236,13 @@ int main(int argc, char **argv)
 	OK(SYS_copy_file_range, copy_file_range(fd, &o1, fd2, &o2, 5, 0));
 	FAILS(SYS_copy_file_range, EBADF, copy_file_range(-1, &o1, fd2, &o2, 5, 0));
 	/* Memory. */
+	void *m = (void *)OK(SYS_mmap, mmap(NULL, 4096, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
+	FAILS(SYS_mmap, EINVAL, mmap(NULL, 4096, PROT_READ, MAP_ANONYMOUS, -1, 0));
+	/* An unaligned offset: glibc fails it without a system call. */
+	errno = 0;
+	if (mmap(NULL, 4096, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS, -1, 1) != MAP_FAILED || errno != EINVAL)
+		note("mmap unaligned offset", 0, errno);
+	OK(SYS_munmap, munmap(m, 4096));
 	OK(SYS_mprotect, mprotect(pages, 4096, PROT_READ));
 	FAILS(SYS_mprotect, EINVAL, mprotect(pages + 1, 4096, PROT_READ));
 	OK(SYS_madvise, madvise(pages + 4096, 4096, MADV_DONTNEED));
