@@ -1,17 +1,19 @@
 //! eNetSTL's node-pointer kfuncs compiled in (`src/lift/ptr_kfunc.rs`)
 //! against their natives: a program drives `ptr_container_get_tmp`,
 //! `ptr_get_out`, `ptr_container_set_tmp` and `ptr_release_node` (and the
-//! kfuncs around them: alloc, owner, connect, destroy) from the packet —
-//! nodes taken out of their container while links and tmps still name
-//! them, slots freed and reused, tmp and link numbers out of range, nodes
-//! set in a tmp without being owned, writes of `ptr_write_data1/2` (also
-//! compiled in) inside, across the ends of and outside their data area —
+//! kfuncs around them: alloc, owner, destroy) from the packet — nodes
+//! taken out of their container while links and tmps still name them,
+//! slots freed and reused, tmp and link numbers out of range, nodes set in
+//! a tmp without being owned; `ptr_connect`/`ptr_unconnect` (also compiled
+//! in) on links free, taken, joining other nodes or out of range and on
+//! unowned nodes; writes of `ptr_write_data1/2` (compiled in too) inside,
+//! across the ends of and outside their data area —
 //! and records what every call answered. The same packets run on the
 //! verified interpreter, the JIT with the inline forms and the JIT with
 //! every kfunc call kept on the trampoline (`inline_helpers: false`, the
 //! natives): every answer, every reference count, link and data byte a
 //! control plane reads, and the objects left alive must be the same. The
-//! skip list's optimized IR must call none of the six.
+//! skip list's optimized IR must call none of the eight.
 
 use bpfjet_jit::{DumpStage, JitObject, JitOptions, XdpEngine};
 use bpfjet_kfuncs::enetstl_ptr as ptr;
@@ -104,14 +106,26 @@ static long step(__u64 i, void *ctx)
 		r = m ? KEY(m) : NUL;
 		if (m)
 			ptr_release_node(m);
+		if (!(c & 1)) {
+			/* links of an unowned node: -EINVAL (low byte kept) */
+			k = c & 4 ? 0 : ptr_container_get_tmp(x->c, t);
+			if (c & 2)
+				w = k ? ptr_connect(k, l, n, l) : ptr_connect(n, l, n, l + 1);
+			else
+				w = k ? ptr_unconnect(n, l, k, l) : ptr_unconnect(n, l, n, l);
+			r ^= w & 0xff;
+			if (k)
+				ptr_release_node(k);
+		}
 		ptr_release_node(n);
 		break;
-	case 1: /* connect s -> t on link l */
+	case 1: /* connect s -> t on links l or c (any number) */
 	case 6: /* unconnect */
 		n = ptr_container_get_tmp(x->c, s);
 		m = ptr_container_get_tmp(x->c, t);
+		__u32 i1 = a & 0x80 ? c : l, i2 = b & 0x80 ? c : l;
 		if (n && m)
-			r = (op & 7) == 1 ? ptr_connect(n, l, m, l) : ptr_unconnect(n, l, m, l);
+			r = (op & 7) == 1 ? ptr_connect(n, i1, m, i2) : ptr_unconnect(n, i1, m, i2);
 		if (n)
 			ptr_release_node(n);
 		if (m)
@@ -385,6 +399,7 @@ fn inline_node_pointer_kfuncs_match_the_natives() {
     let interp = run_engine("interp", packets.clone());
     let inline = run_engine("jit", packets.clone());
     let mut answers = std::collections::BTreeMap::new();
+    let mut link_results = std::collections::BTreeSet::new();
     for (i, p) in packets.iter().enumerate() {
         assert_eq!(
             interp[i], native[i],
@@ -394,6 +409,20 @@ fn inline_node_pointer_kfuncs_match_the_natives() {
         for (op, r) in p[2..].chunks(4).zip(native[i].1.chunks(8)) {
             let r = u64::from_ne_bytes(r.try_into().unwrap());
             *answers.entry((op[0], r >> 40 == 0xff)).or_insert(0u32) += 1;
+            if op[0] == 1 || op[0] == 6 {
+                link_results.insert((op[0], r));
+            }
+        }
+    }
+    // Every answer of connect and unconnect came: done, a link taken or
+    // not joining the two, nodes of no common container or a link past 15.
+    let einval = (-22i64) as u64;
+    for op in [1u8, 6] {
+        for r in [0, u64::MAX, einval] {
+            assert!(
+                link_results.contains(&(op, r)),
+                "op {op} never answered {r:#x}: {link_results:?}"
+            );
         }
     }
     // Both kinds of answer (a node, NULL) came from every op that reads one.
@@ -430,11 +459,13 @@ fn skip_list_search_calls_no_inlined_node_pointer_kfunc() {
         "ptr_release_node",
         "ptr_write_data1",
         "ptr_write_data2",
+        "ptr_connect",
+        "ptr_unconnect",
     ] {
         assert_eq!(calls(name), 0, "{name} is called:\n{ir}");
     }
-    // What has no inline form stays a call (allocation, owner changes,
-    // links); the helper trampoline is not used.
+    // What has no inline form stays a call (allocation, owner changes);
+    // the helper trampoline is not used.
     assert!(calls("ptr_alloc_node") > 0, "{ir}");
     assert!(!ir.contains("call i64 @bpfjet_jit_helper("), "{ir}");
     // The search step (the bpf_loop callback) calls nothing but the

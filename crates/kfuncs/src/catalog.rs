@@ -129,6 +129,10 @@ pub enum PtrOp {
     SetTmp,
     /// `ptr_release_node(node)`.
     Release,
+    /// `ptr_connect(p1, idx1, p2, idx2)`.
+    Connect,
+    /// `ptr_unconnect(p1, idx1, p2, idx2)`.
+    Unconnect,
     /// `ptr_write_data1(node, off, data, size)`.
     WriteData1,
     /// `ptr_write_data2(node, off, data, size)`.
@@ -1167,7 +1171,7 @@ pub static KFUNCS: &[Kfunc] = &[
         [module(NODE, false), S, module(NODE, false), S, N],
         INT,
         n_ptr_connect,
-        None,
+        Some(Inline::EnetPtr(PtrOp::Connect)),
     ),
     kfunc(
         E,
@@ -1176,7 +1180,7 @@ pub static KFUNCS: &[Kfunc] = &[
         [module(NODE, false), S, module(NODE, false), S, N],
         INT,
         n_ptr_unconnect,
-        None,
+        Some(Inline::EnetPtr(PtrOp::Unconnect)),
     ),
     kfunc(
         E,

@@ -92,7 +92,8 @@ pub const HANDLE_SLOT_SHIFT: u32 = 8;
 pub const REFCNT: usize = 8;
 /// Outgoing links (handles).
 pub const OUTS: usize = 64;
-const INS: usize = 192;
+/// Incoming links (handles).
+pub const INS: usize = 192;
 /// The owning container's handle, 0 for none (the module's `in_map`).
 pub const OWNER: usize = 320;
 /// Container list: previous and next node (slot references, not handles:

@@ -1,13 +1,14 @@
 //! eNetSTL's node-pointer kfuncs compiled in: `ptr_container_get_tmp`,
 //! `ptr_get_out`, `ptr_container_set_tmp` and `ptr_release_node` — the
-//! four calls of every skip-list search step — and `ptr_write_data1/2`
-//! (an insert's and an update's writes: a range check and a move) become
-//! the checks of the
+//! four calls of every skip-list search step — and `ptr_connect`,
+//! `ptr_unconnect` (an insert's and a delete's links) and
+//! `ptr_write_data1/2` (a range check and a move) become the checks of the
 //! natives (`bpfjet_kfuncs::enetstl_ptr`) that eNetSTL's semantics need,
 //! written as IR: a handle read from a link or tmp resolved through the
 //! table of space bases and compared with the slot's state word (a node
 //! freed, reused or taken out of its container reads NULL: lazy safety),
-//! a tmp number in range, a node set in a tmp owned by that container;
+//! a tmp number in range, a node set in a tmp owned by that container,
+//! two nodes linked owned by one container with link numbers in range;
 //! references counted with the same atomic read-modify-writes.
 //!
 //! The natives also check that every object argument is a live slot of
@@ -32,8 +33,8 @@
 use super::{Frame, LResult, LiftError, Lifter};
 use bpfjet_kfuncs::enetstl_ptr::{
     BASES_SYMBOL, C_TMPS, DATA1, DATA1_BYTES, DATA2, DATA2_BYTES, DROPPED_SYMBOL,
-    HANDLE_SLOT_SHIFT, HANDLE_SPACE_SHIFT, KIND_MASK, LINKS, MAX_SPACES, NODE, NODE_BYTES, OUTS,
-    OWNER, REFCNT, SPACE_SLOTS, STATE, TMPS,
+    HANDLE_SLOT_SHIFT, HANDLE_SPACE_SHIFT, INS, KIND_MASK, LINKS, MAX_SPACES, NODE, NODE_BYTES,
+    OUTS, OWNER, REFCNT, SPACE_SLOTS, STATE, TMPS,
 };
 use bpfjet_kfuncs::PtrOp;
 use inkwell::basic_block::BasicBlock;
@@ -117,10 +118,9 @@ impl<'ctx> Lifter<'ctx, '_> {
             .build_and(state, self.ptr_c(!KIND_MASK), "ptr_handle")?)
     }
 
-    /// `enetstl_ptr::by_handle(h, NODE)`: the address of the live node
-    /// handle `h` names — its space's base from the table, the slot's state
-    /// word `h | NODE` (0 names no slot: no state has generation 0).
-    fn ptr_by_handle(&self, exit: &mut Exit<'ctx>, h: IntValue<'ctx>) -> LResult<IntValue<'ctx>> {
+    /// The base of the space handle `h` names, 0 for none (the table of
+    /// space bases, read with an invariant load).
+    fn ptr_space_base(&self, h: IntValue<'ctx>) -> LResult<IntValue<'ctx>> {
         let t = self.t;
         let c = |v: u64| self.ptr_c(v);
         let space =
@@ -144,11 +144,18 @@ impl<'ctx> Lifter<'ctx, '_> {
                 )
             })
             .map_err(|e| LiftError::Build(e.to_string()))?;
-        let base = base.into_int_value();
-        let live = self
-            .b
-            .build_int_compare(IntPredicate::NE, base, c(0), "ptr_space_live")?;
-        self.ptr_require(exit, live, "ptr_space_found")?;
+        Ok(base.into_int_value())
+    }
+
+    /// The slot handle `h` names in the space at `base` (nonzero), and
+    /// whether it is a live node of that generation: its state word is
+    /// `h | NODE` (0 names no slot: no state has generation 0).
+    fn ptr_named(
+        &self,
+        base: IntValue<'ctx>,
+        h: IntValue<'ctx>,
+    ) -> LResult<(IntValue<'ctx>, IntValue<'ctx>)> {
+        let c = |v: u64| self.ptr_c(v);
         // The slot's offset in its space, straight from the handle's bits.
         let rel = self.b.build_left_shift(
             h,
@@ -161,13 +168,49 @@ impl<'ctx> Lifter<'ctx, '_> {
             "ptr_rel",
         )?;
         let addr = self.b.build_int_add(base, rel, "ptr_node")?;
-        let state = self.ptr_load(self.ptr_at(addr, c(STATE as u64))?, t.i64, "ptr_hstate")?;
+        let state = self.ptr_load(
+            self.ptr_at(addr, c(STATE as u64))?,
+            self.t.i64,
+            "ptr_hstate",
+        )?;
         let want = self.b.build_or(h, c(u64::from(NODE)), "ptr_want")?;
         let same = self
             .b
             .build_int_compare(IntPredicate::EQ, state, want, "ptr_same_gen")?;
+        Ok((addr, same))
+    }
+
+    /// `enetstl_ptr::by_handle(h, NODE)`: the address of the live node
+    /// handle `h` names.
+    fn ptr_by_handle(&self, exit: &mut Exit<'ctx>, h: IntValue<'ctx>) -> LResult<IntValue<'ctx>> {
+        let base = self.ptr_space_base(h)?;
+        let live =
+            self.b
+                .build_int_compare(IntPredicate::NE, base, self.ptr_c(0), "ptr_space_live")?;
+        self.ptr_require(exit, live, "ptr_space_found")?;
+        let (addr, same) = self.ptr_named(base, h)?;
         self.ptr_require(exit, same, "ptr_live")?;
         Ok(addr)
+    }
+
+    /// `by_handle(h, NODE).is_some()` as a flag.
+    fn ptr_is_live(&self, h: IntValue<'ctx>) -> LResult<IntValue<'ctx>> {
+        let base = self.ptr_space_base(h)?;
+        let found =
+            self.b
+                .build_int_compare(IntPredicate::NE, base, self.ptr_c(0), "ptr_space_live")?;
+        let here = self.ptr_block()?;
+        let check = self.cx.insert_basic_block_after(here, "ptr_check_live");
+        let join = self.cx.insert_basic_block_after(check, "ptr_checked");
+        self.b.build_conditional_branch(found, check, join)?;
+        self.b.position_at_end(check);
+        let (_, same) = self.ptr_named(base, h)?;
+        let checked = self.ptr_block()?;
+        self.b.build_unconditional_branch(join)?;
+        self.b.position_at_end(join);
+        let live = self.b.build_phi(self.cx.bool_type(), "ptr_is_live")?;
+        live.add_incoming(&[(&found, here), (&same, checked)]);
+        Ok(live.as_basic_value().into_int_value())
     }
 
     /// An atomic add of `delta` to the reference count of the node at
@@ -289,6 +332,84 @@ impl<'ctx> Lifter<'ctx, '_> {
                     .map_err(|e| LiftError::Build(e.to_string()))?;
                 self.b.build_unconditional_branch(done)?;
                 exit.incoming.push((c(0), copy));
+            }
+            PtrOp::Connect | PtrOp::Unconnect => {
+                // `linkable`: both nodes owned by one container (an owner
+                // word is nonzero only while its container holds the node:
+                // cleared eagerly when it leaves or the container goes), the
+                // link numbers in range; else -EINVAL.
+                let p2 = self.reg(fr, 3)?;
+                let (idx1, idx2) = (self.ptr_u32(fr, 2)?, self.ptr_u32(fr, 4)?);
+                let owner1 =
+                    self.ptr_load(self.ptr_at(r1, c(OWNER as u64))?, t.i64, "ptr_owner1")?;
+                let owner2 =
+                    self.ptr_load(self.ptr_at(p2, c(OWNER as u64))?, t.i64, "ptr_owner2")?;
+                let mut ok =
+                    self.b
+                        .build_int_compare(IntPredicate::EQ, owner1, owner2, "ptr_same_owner")?;
+                for cond in [
+                    self.b
+                        .build_int_compare(IntPredicate::NE, owner1, c(0), "ptr_owned")?,
+                    self.b
+                        .build_int_compare(IntPredicate::ULT, idx1, c(LINKS), "ptr_idx1_ok")?,
+                    self.b
+                        .build_int_compare(IntPredicate::ULT, idx2, c(LINKS), "ptr_idx2_ok")?,
+                ] {
+                    ok = self.b.build_and(ok, cond, "ptr_linkable")?;
+                }
+                let here = self.ptr_block()?;
+                let linkable = self.cx.insert_basic_block_after(here, "ptr_linkable");
+                self.b.build_conditional_branch(ok, linkable, done)?;
+                exit.incoming.push((
+                    c(bpfjet_kfuncs::errno::neg(bpfjet_kfuncs::errno::EINVAL)),
+                    here,
+                ));
+                self.b.position_at_end(linkable);
+                let out_off = self.b.build_left_shift(idx1, c(3), "ptr_out_off")?;
+                let out_off = self
+                    .b
+                    .build_int_add(out_off, c(OUTS as u64), "ptr_out_off")?;
+                let in_off = self.b.build_left_shift(idx2, c(3), "ptr_in_off")?;
+                let in_off = self.b.build_int_add(in_off, c(INS as u64), "ptr_in_off")?;
+                let (out_p, in_p) = (self.ptr_at(r1, out_off)?, self.ptr_at(p2, in_off)?);
+                let out = self.ptr_load(out_p, t.i64, "ptr_out")?;
+                let inn = self.ptr_load(in_p, t.i64, "ptr_in")?;
+                let (h1, h2) = (self.ptr_handle_of(r1)?, self.ptr_handle_of(p2)?);
+                // connect: both links free (a link naming a node no longer
+                // live is free); unconnect: they join these two. Else -1.
+                let free_or_joined = if op == PtrOp::Connect {
+                    let out_live = self.ptr_is_live(out)?;
+                    let in_live = self.ptr_is_live(inn)?;
+                    let taken = self.b.build_or(out_live, in_live, "ptr_taken")?;
+                    self.b.build_not(taken, "ptr_free")?
+                } else {
+                    let a = self
+                        .b
+                        .build_int_compare(IntPredicate::EQ, out, h2, "ptr_out_joins")?;
+                    let b = self
+                        .b
+                        .build_int_compare(IntPredicate::EQ, inn, h1, "ptr_in_joins")?;
+                    self.b.build_and(a, b, "ptr_joined")?
+                };
+                let here = self.ptr_block()?;
+                let link = self.cx.insert_basic_block_after(here, "ptr_link");
+                self.b
+                    .build_conditional_branch(free_or_joined, link, done)?;
+                exit.incoming.push((c(u64::MAX), here));
+                self.b.position_at_end(link);
+                let (new_out, new_in) = if op == PtrOp::Connect {
+                    (h2, h1)
+                } else {
+                    (c(0), c(0))
+                };
+                for (p, v) in [(out_p, new_out), (in_p, new_in)] {
+                    let st = self.b.build_store(p, v)?;
+                    st.set_alignment(8)
+                        .and_then(|()| st.set_atomic_ordering(AtomicOrdering::Release))
+                        .map_err(|e| LiftError::Build(e.to_string()))?;
+                }
+                self.b.build_unconditional_branch(done)?;
+                exit.incoming.push((c(0), link));
             }
             PtrOp::Release => {
                 // One reference less; the native frees the node when it
