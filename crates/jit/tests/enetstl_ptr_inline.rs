@@ -1,16 +1,19 @@
 //! eNetSTL's node-pointer kfuncs compiled in (`src/lift/ptr_kfunc.rs`)
 //! against their natives: a program drives `ptr_container_get_tmp`,
 //! `ptr_get_out`, `ptr_container_set_tmp` and `ptr_release_node` (and the
-//! kfuncs around them: alloc, owner, connect, destroy) from the packet —
-//! nodes taken out of their container while links and tmps still name
-//! them, slots freed and reused, tmp and link numbers out of range, nodes
-//! set in a tmp without being owned — and records what every call
-//! answered. The same packets run on the verified interpreter, the JIT
-//! with the inline forms and the JIT with every kfunc call kept on the
-//! trampoline (`inline_helpers: false`, the natives): every answer, every
-//! reference count and link a control plane reads, and the objects left
-//! alive must be the same. The skip list's optimized IR must call none of
-//! the four.
+//! kfuncs around them: alloc, owner, destroy) from the packet — nodes
+//! taken out of their container while links and tmps still name them,
+//! slots freed and reused, tmp and link numbers out of range, nodes set in
+//! a tmp without being owned; `ptr_connect`/`ptr_unconnect` (also compiled
+//! in) on links free, taken, joining other nodes or out of range and on
+//! unowned nodes; writes of `ptr_write_data1/2` (compiled in too) inside,
+//! across the ends of and outside their data area —
+//! and records what every call answered. The same packets run on the
+//! verified interpreter, the JIT with the inline forms and the JIT with
+//! every kfunc call kept on the trampoline (`inline_helpers: false`, the
+//! natives): every answer, every reference count, link and data byte a
+//! control plane reads, and the objects left alive must be the same. The
+//! skip list's optimized IR must call none of the eight.
 
 use bpfjet_jit::{DumpStage, JitObject, JitOptions, XdpEngine};
 use bpfjet_kfuncs::enetstl_ptr as ptr;
@@ -43,7 +46,7 @@ struct __node_common {
 	char data2[160];
 };
 typedef struct __node_common ptr_node;
-struct view { char hdr[12]; int height; __u64 key; char rest[488]; };
+struct view { char hdr[12]; int height; __u64 key; char pad[328]; __u64 d2[20]; };
 extern struct ptr_node_container *ptr_create_node_container(__u32 tmp_num) __ksym;
 extern void ptr_destory_node_container(struct ptr_node_container *c) __ksym;
 extern ptr_node *ptr_alloc_node(void) __ksym;
@@ -52,6 +55,7 @@ extern ptr_node *ptr_get_out(ptr_node *parent, __u32 idx) __ksym;
 extern int ptr_connect(ptr_node *p1, __u32 idx1, ptr_node *p2, __u32 idx2) __ksym;
 extern int ptr_unconnect(ptr_node *p1, __u32 idx1, ptr_node *p2, __u32 idx2) __ksym;
 extern int ptr_write_data1(ptr_node *node, __u64 off, void *data__buf, __u64 size__sz) __ksym;
+extern int ptr_write_data2(ptr_node *node, __u64 off, void *data__buf, __u64 size__sz) __ksym;
 extern void ptr_set_owner(struct ptr_node_container *c, ptr_node *node) __ksym;
 extern void ptr_unset_owner(ptr_node *node) __ksym;
 extern void ptr_container_set_tmp(struct ptr_node_container *c, ptr_node *node, __u32 idx) __ksym;
@@ -83,7 +87,10 @@ static long step(__u64 i, void *ctx)
 	__u32 s = 2 + (a & 7), t = 2 + (b & 7), l = c & 3;
 	__u64 r = NUL;
 	ptr_node *n, *m, *k;
-	switch (op & 7) {
+	__u64 src[2] = { i * 0x9e3779b97f4a7c15ULL, (__u64)c << 40 | (__u64)b << 8 | a };
+	__u64 size = 1 + (c & 15), off;
+	long w;
+	switch (op & 15) {
 	case 0: /* a node with key a.b, owned when c is odd, named by tmp s */
 		n = ptr_alloc_node();
 		if (!n) {
@@ -99,14 +106,26 @@ static long step(__u64 i, void *ctx)
 		r = m ? KEY(m) : NUL;
 		if (m)
 			ptr_release_node(m);
+		if (!(c & 1)) {
+			/* links of an unowned node: -EINVAL (low byte kept) */
+			k = c & 4 ? 0 : ptr_container_get_tmp(x->c, t);
+			if (c & 2)
+				w = k ? ptr_connect(k, l, n, l) : ptr_connect(n, l, n, l + 1);
+			else
+				w = k ? ptr_unconnect(n, l, k, l) : ptr_unconnect(n, l, n, l);
+			r ^= w & 0xff;
+			if (k)
+				ptr_release_node(k);
+		}
 		ptr_release_node(n);
 		break;
-	case 1: /* connect s -> t on link l */
+	case 1: /* connect s -> t on links l or c (any number) */
 	case 6: /* unconnect */
 		n = ptr_container_get_tmp(x->c, s);
 		m = ptr_container_get_tmp(x->c, t);
+		__u32 i1 = a & 0x80 ? c : l, i2 = b & 0x80 ? c : l;
 		if (n && m)
-			r = (op & 7) == 1 ? ptr_connect(n, l, m, l) : ptr_unconnect(n, l, m, l);
+			r = (op & 7) == 1 ? ptr_connect(n, i1, m, i2) : ptr_unconnect(n, i1, m, i2);
 		if (n)
 			ptr_release_node(n);
 		if (m)
@@ -156,6 +175,23 @@ static long step(__u64 i, void *ctx)
 		r = m ? KEY(m) : NUL;
 		if (m)
 			ptr_release_node(m);
+		break;
+	case 8: /* write 1..16 bytes to data1 at offset b: in range, across its
+		 * ends, or outside */
+	case 9: /* to data2 at 256 + b or 352 + b */
+		n = ptr_container_get_tmp(x->c, s);
+		if (!n)
+			break;
+		if ((op & 15) == 8) {
+			off = b;
+			w = ptr_write_data1(n, off, src, size);
+		} else {
+			off = 256 + b + (a & 0x10 ? 96 : 0);
+			w = ptr_write_data2(n, off, src, size);
+		}
+		/* an error as NUL with its low byte; else what the node reads */
+		r = w ? (NUL ^ 0xff) ^ (w & 0xff) : KEY(n) ^ ((struct view *)n)->d2[1];
+		ptr_release_node(n);
 		break;
 	default: /* unlink what s's link l leads to from the container, then read the link */
 		n = ptr_container_get_tmp(x->c, s);
@@ -241,14 +277,16 @@ fn packet(rng: &mut Rng) -> Vec<u8> {
     for op in p[2..].chunks_mut(4) {
         let x = rng.next();
         op[0] = match x % 100 {
-            0..=24 => 0,
-            25..=44 => 1,
-            45..=59 => 2,
-            60..=67 => 3,
-            68..=77 => 4,
-            78..=85 => 5,
-            86..=91 => 6,
-            _ => 7,
+            0..=21 => 0,
+            22..=38 => 1,
+            39..=52 => 2,
+            53..=59 => 3,
+            60..=68 => 4,
+            69..=76 => 5,
+            77..=82 => 6,
+            83..=89 => 7,
+            90..=94 => 8,
+            _ => 9,
         };
         op[1] = (x >> 8) as u8;
         op[2] = (x >> 16) as u8;
@@ -266,12 +304,13 @@ fn packet(rng: &mut Rng) -> Vec<u8> {
     p
 }
 
-/// A tmp's node: key, reference count, where its out links lead (keys).
-type TmpView = (u64, u32, Vec<u64>);
+/// A tmp's node: key, reference count, where its out links lead (keys),
+/// its two data areas.
+type TmpView = (u64, u32, Vec<u64>, Vec<u8>, Vec<u8>);
 
 /// What a control plane reads of the container: for each tmp, the key
 /// and reference count of the node it names and the keys its 16 out links
-/// lead to; and how many nodes the container owns.
+/// lead to, and its data; and how many nodes the container owns.
 fn snapshot(container: u64) -> (Vec<Option<TmpView>>, Option<usize>) {
     let key = |n: u64| u64::from_ne_bytes(ptr::node_data(n).unwrap().0[4..12].try_into().unwrap());
     let tmps = (0..ptr::TMPS)
@@ -288,7 +327,14 @@ fn snapshot(container: u64) -> (Vec<Option<TmpView>>, Option<usize>) {
                         }
                     })
                     .collect();
-                (key(n), ptr::refcount(n).unwrap(), links)
+                let (d1, d2) = ptr::node_data(n).unwrap();
+                (
+                    key(n),
+                    ptr::refcount(n).unwrap(),
+                    links,
+                    d1.to_vec(),
+                    d2.to_vec(),
+                )
             })
         })
         .collect();
@@ -353,6 +399,7 @@ fn inline_node_pointer_kfuncs_match_the_natives() {
     let interp = run_engine("interp", packets.clone());
     let inline = run_engine("jit", packets.clone());
     let mut answers = std::collections::BTreeMap::new();
+    let mut link_results = std::collections::BTreeSet::new();
     for (i, p) in packets.iter().enumerate() {
         assert_eq!(
             interp[i], native[i],
@@ -362,10 +409,24 @@ fn inline_node_pointer_kfuncs_match_the_natives() {
         for (op, r) in p[2..].chunks(4).zip(native[i].1.chunks(8)) {
             let r = u64::from_ne_bytes(r.try_into().unwrap());
             *answers.entry((op[0], r >> 40 == 0xff)).or_insert(0u32) += 1;
+            if op[0] == 1 || op[0] == 6 {
+                link_results.insert((op[0], r));
+            }
+        }
+    }
+    // Every answer of connect and unconnect came: done, a link taken or
+    // not joining the two, nodes of no common container or a link past 15.
+    let einval = (-22i64) as u64;
+    for op in [1u8, 6] {
+        for r in [0, u64::MAX, einval] {
+            assert!(
+                link_results.contains(&(op, r)),
+                "op {op} never answered {r:#x}: {link_results:?}"
+            );
         }
     }
     // Both kinds of answer (a node, NULL) came from every op that reads one.
-    for op in [0u8, 2, 3, 4, 5, 7] {
+    for op in [0u8, 2, 3, 4, 5, 7, 8, 9] {
         for null in [false, true] {
             assert!(
                 answers.contains_key(&(op, null)),
@@ -396,11 +457,15 @@ fn skip_list_search_calls_no_inlined_node_pointer_kfunc() {
         "ptr_get_out",
         "ptr_container_set_tmp",
         "ptr_release_node",
+        "ptr_write_data1",
+        "ptr_write_data2",
+        "ptr_connect",
+        "ptr_unconnect",
     ] {
         assert_eq!(calls(name), 0, "{name} is called:\n{ir}");
     }
-    // What has no inline form stays a call (allocation, owner changes,
-    // links, writes); the helper trampoline is not used.
+    // What has no inline form stays a call (allocation, owner changes);
+    // the helper trampoline is not used.
     assert!(calls("ptr_alloc_node") > 0, "{ir}");
     assert!(!ir.contains("call i64 @bpfjet_jit_helper("), "{ir}");
     // The search step (the bpf_loop callback) calls nothing but the

@@ -99,8 +99,9 @@ pub enum Inline {
     NodePut,
     /// One of eNetSTL's node-pointer kfuncs (`enetstl_ptr`) whose work is
     /// checks, loads, stores and a reference count: compiled in with the
-    /// native's checks (the object's space found from its address through
-    /// the region table, its kind and generation compared); the native only
+    /// native's checks of handles (a link's or tmp's node found through the
+    /// table of space bases, its generation compared), indexes, owners and
+    /// data ranges (object arguments are the verifier's); the native only
     /// to free a node whose last reference is dropped.
     EnetPtr(PtrOp),
     /// A list-bucket operation (`bktlist`) with constant memory and
@@ -128,6 +129,14 @@ pub enum PtrOp {
     SetTmp,
     /// `ptr_release_node(node)`.
     Release,
+    /// `ptr_connect(p1, idx1, p2, idx2)`.
+    Connect,
+    /// `ptr_unconnect(p1, idx1, p2, idx2)`.
+    Unconnect,
+    /// `ptr_write_data1(node, off, data, size)`.
+    WriteData1,
+    /// `ptr_write_data2(node, off, data, size)`.
+    WriteData2,
 }
 
 /// The list-bucket operations that have an inline form.
@@ -1162,7 +1171,7 @@ pub static KFUNCS: &[Kfunc] = &[
         [module(NODE, false), S, module(NODE, false), S, N],
         INT,
         n_ptr_connect,
-        None,
+        Some(Inline::EnetPtr(PtrOp::Connect)),
     ),
     kfunc(
         E,
@@ -1171,7 +1180,7 @@ pub static KFUNCS: &[Kfunc] = &[
         [module(NODE, false), S, module(NODE, false), S, N],
         INT,
         n_ptr_unconnect,
-        None,
+        Some(Inline::EnetPtr(PtrOp::Unconnect)),
     ),
     kfunc(
         E,
@@ -1180,7 +1189,7 @@ pub static KFUNCS: &[Kfunc] = &[
         [module(NODE, false), S, MEM, SZ, N],
         INT,
         n_ptr_write1,
-        None,
+        Some(Inline::EnetPtr(PtrOp::WriteData1)),
     ),
     kfunc(
         E,
@@ -1189,7 +1198,7 @@ pub static KFUNCS: &[Kfunc] = &[
         [module(NODE, false), S, MEM, SZ, N],
         INT,
         n_ptr_write2,
-        None,
+        Some(Inline::EnetPtr(PtrOp::WriteData2)),
     ),
 ];
 

@@ -32,14 +32,17 @@
 //! its address). Spaces are aligned to their size, so that lookup is O(1)
 //! and needs no lock: the address's region (`addr >> SPACE_SHIFT`) indexes
 //! [`REGION_SPACES`], which names the space there, and a handle's space
-//! index indexes [`SPACE_BASES`]. The JIT
-//! compiles the hot kfuncs in with these two tables
-//! (`crates/jit/src/lift/ptr_kfunc.rs`), the checks below written as IR. The bookkeeping lives in the bytes of each node the
-//! program cannot read (the module's owner, refcount, link and list
-//! fields): every address a kfunc receives is checked to be a slot of a
-//! space, of the right kind, live, before it is used, so even an
-//! unverified (bounds-checked) program cannot make a kfunc touch memory
-//! outside the spaces.
+//! index indexes [`SPACE_BASES`]. The JIT compiles the hot kfuncs in
+//! (`crates/jit/src/lift/ptr_kfunc.rs`): the handle checks below written
+//! as IR with the table of bases; the checks of object arguments are the
+//! verifier's there (the JIT runs only verified programs).
+//!
+//! The bookkeeping lives in the bytes of each node the program cannot
+//! read (the module's owner, refcount, link and list fields): every
+//! address a native receives is checked to be a slot of a space, of the
+//! right kind, live, before it is used, so even an unverified
+//! (bounds-checked) program cannot make a kfunc touch memory outside the
+//! spaces.
 
 use bpfjet_verifier::module_kptr::{ModuleField, ModuleType};
 use std::cell::RefCell;
@@ -74,13 +77,23 @@ pub const MAX_SPACES: usize = 256;
 // every access checks — the state — and the reference count share the
 // first cache line with the start of `data1` (a skip list's key), so a
 // search step touches two lines of a node (that one and its link's).
-/// `generation << 32 | kind` (the module's `owner`).
+/// `generation << 32 | space << 24 | slot << 8 | kind` (the module's
+/// `owner`): the slot's handle and its kind in one word, so a handle's
+/// liveness is one compare (`state == handle | kind`) and a live slot's
+/// handle is its state without the kind (`state & !KIND_MASK`).
 pub const STATE: usize = 0;
+/// The kind's bits of a state word (a handle's are 0).
+pub const KIND_MASK: u64 = 0xff;
+/// Where a handle (and a state word) keeps the slot's space index (8 bits)
+/// and its slot in that space (16 bits).
+pub const HANDLE_SPACE_SHIFT: u32 = 24;
+pub const HANDLE_SLOT_SHIFT: u32 = 8;
 /// u32 reference count.
 pub const REFCNT: usize = 8;
 /// Outgoing links (handles).
 pub const OUTS: usize = 64;
-const INS: usize = 192;
+/// Incoming links (handles).
+pub const INS: usize = 192;
 /// The owning container's handle, 0 for none (the module's `in_map`).
 pub const OWNER: usize = 320;
 /// Container list: previous and next node (slot references, not handles:
@@ -178,18 +191,20 @@ pub static REGION_SPACES: [AtomicU16; REGIONS] = [const { AtomicU16::new(0) }; R
 /// Base address of every space by index, 0 for none.
 pub static SPACE_BASES: [AtomicU64; MAX_SPACES] = [const { AtomicU64::new(0) }; MAX_SPACES];
 
-const _: () = assert!(SPACE_BYTES == SPACE_SLOTS * NODE_BYTES && MAX_SPACES < 1 << 12);
+const _: () = assert!(
+    SPACE_BYTES == SPACE_SLOTS * NODE_BYTES
+        && MAX_SPACES == 1 << (32 - HANDLE_SPACE_SHIFT)
+        && SPACE_SLOTS == 1 << (HANDLE_SPACE_SHIFT - HANDLE_SLOT_SHIFT)
+);
 
-/// Symbols generated code uses for the two tables and the slow path of a
-/// reference drop (resolved by [`resolve`]).
-pub const REGIONS_SYMBOL: &str = "bpfjet_enetstl_ptr_regions";
+/// Symbols generated code uses for the table of space bases and the slow
+/// path of a reference drop (resolved by [`resolve`]).
 pub const BASES_SYMBOL: &str = "bpfjet_enetstl_ptr_bases";
 pub const DROPPED_SYMBOL: &str = "bpfjet_enetstl_ptr_dropped";
 
 /// The address of one of the symbols above.
 pub fn resolve(name: &str) -> Option<usize> {
     Some(match name {
-        REGIONS_SYMBOL => REGION_SPACES.as_ptr() as usize,
         BASES_SYMBOL => SPACE_BASES.as_ptr() as usize,
         DROPPED_SYMBOL => {
             let f: extern "C" fn(u64, u64) -> u64 = dropped;
@@ -304,19 +319,36 @@ impl Slot {
         unsafe { AtomicU32::from_ptr((self.addr() + REFCNT) as *mut u32) }
     }
 
-    fn state(self) -> (u32, u32) {
-        let s = self.word(STATE).load(Ordering::Acquire);
-        ((s >> 32) as u32, s as u32)
+    fn state(self) -> u64 {
+        self.word(STATE).load(Ordering::Acquire)
+    }
+
+    fn generation(self) -> u32 {
+        (self.state() >> 32) as u32
     }
 
     fn kind(self) -> u32 {
-        self.state().1
+        (self.state() & KIND_MASK) as u32
+    }
+
+    /// Where the slot is, as handles and state words keep it.
+    fn id(self) -> u64 {
+        u64::from(self.space.index) << HANDLE_SPACE_SHIFT
+            | u64::from(self.slot) << HANDLE_SLOT_SHIFT
     }
 
     /// Its handle now: generation, space, slot (never 0: generations
     /// start at 1).
     fn handle(self) -> u64 {
-        u64::from(self.state().0) << 32 | u64::from(self.space.index) << 20 | u64::from(self.slot)
+        self.state() & !KIND_MASK
+    }
+
+    /// The state word of generation `gen` holding `kind`.
+    fn set_state(self, gen: u32, kind: u32) {
+        self.word(STATE).store(
+            u64::from(gen) << 32 | self.id() | u64::from(kind),
+            Ordering::Release,
+        );
     }
 
     /// A reference that ignores the generation (container lists).
@@ -326,9 +358,7 @@ impl Slot {
 
     /// A new generation: every handle to the slot is stale from now on.
     fn bump(self, kind: u32) {
-        let gen = self.state().0.wrapping_add(1).max(1);
-        self.word(STATE)
-            .store(u64::from(gen) << 32 | u64::from(kind), Ordering::Release);
+        self.set_state(self.generation().wrapping_add(1).max(1), kind);
     }
 }
 
@@ -362,13 +392,17 @@ fn from_parts(space_index: u64, slot: u64) -> Option<Slot> {
     })
 }
 
-/// The live slot of `kind` a handle names (None when stale).
+/// The live slot of `kind` a handle names (None when stale): its state
+/// is the handle with that kind (generation and place both match).
 fn by_handle(h: u64, kind: u32) -> Option<Slot> {
     if h == 0 {
         return None;
     }
-    let slot = from_parts((h >> 20) & 0xfff, h & 0xf_ffff)?;
-    (slot.state() == ((h >> 32) as u32, kind)).then_some(slot)
+    let slot = from_parts(
+        (h >> HANDLE_SPACE_SHIFT) & (MAX_SPACES as u64 - 1),
+        (h >> HANDLE_SLOT_SHIFT) & (SPACE_SLOTS as u64 - 1),
+    )?;
+    (slot.state() == h | u64::from(kind)).then_some(slot)
 }
 
 fn by_slot_ref(r: u64) -> Option<Slot> {
@@ -390,13 +424,10 @@ fn alloc_slot(kind: u32) -> Option<Slot> {
         }
     };
     let s = Slot { space, slot };
-    let gen = s.state().0;
+    let gen = s.generation();
     // SAFETY: the slot is ours (just taken off the free list).
     unsafe { std::ptr::write_bytes(s.addr() as *mut u8, 0, NODE_BYTES) };
-    s.word(STATE).store(
-        u64::from(gen.max(1)) << 32 | u64::from(kind),
-        Ordering::Release,
-    );
+    s.set_state(gen.max(1), kind);
     LIVE.fetch_add(1, Ordering::Relaxed);
     Some(s)
 }
