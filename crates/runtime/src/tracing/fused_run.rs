@@ -6,7 +6,9 @@
 //! handler is missed, as the kernel's recursion rule says), a CPU slot, the
 //! per-run context — and nothing across the traced call between the halves:
 //! a blocking `read` holds no slot, and a handler calling a traced function
-//! while the call blocks runs its programs as it would unfused.
+//! while the call blocks runs its programs as it would unfused. The two
+//! halves of one call share only the look-up of the thread's run state
+//! ([`PairRun`]).
 //!
 //! A child of `object` so that it shares the thread's run states with
 //! [`TracingObject::run`] without widening their visibility.
