@@ -9,11 +9,15 @@
 # JIT unfused without and with .rodata folding, then each step of the fusion
 # ladder (--fuse inline, fold, internalise-calls, internalise, compile); the
 # interpreter unfused and fused. The median of R rounds is printed (and every round).
-# Overhead per call = traced - untraced.
-#   [ONLY=REGEX] scripts/bench-fusion-percall.sh [N=200000] [R=7]   (BPFJET=target/release/bpfjet)
+# Overhead per call = traced - untraced. BPFJET_BEFORE=another bpfjet binary adds
+# "before jit --no-fuse" and "before jit --fuse=compile" run with it, in the same
+# rounds (an A/B of a change).
+#   [ONLY=REGEX] [BPFJET_BEFORE=...] scripts/bench-fusion-percall.sh [N=200000] [R=7]
+#   (BPFJET=target/release/bpfjet)
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 B=${BPFJET:-$ROOT/target/release/bpfjet}
+BEFORE=${BPFJET_BEFORE:-}
 N=${1:-200000}
 R=${2:-7}
 OBJ=$ROOT/build/examples/trace/fsdist.o
@@ -56,6 +60,7 @@ setups=("untraced" "sud-floor"
         "jit --no-fuse --no-fold-rodata" "jit --no-fuse" "jit --fuse=inline" "jit --fuse=fold"
         "jit --fuse=internalise-calls" "jit --fuse=internalise" "jit --fuse=compile"
         "interp --no-fuse" "interp --fuse=all")
+[ -n "$BEFORE" ] && setups+=("before jit --no-fuse" "before jit --fuse=compile")
 # ONLY=REGEX: just the setups whose name matches (an A/B of two rungs with
 # more rounds), e.g. ONLY='^(untraced|jit --fuse=internalise|jit --fuse=compile)$'
 if [ -n "${ONLY:-}" ]; then
@@ -70,6 +75,10 @@ for _ in $(seq "$R"); do
     elif [ "$s" = sud-floor ]; then
       out=$(LD_PRELOAD="$TMP/sud-floor.so" "$TMP/rwloop" "$N" 2>&1)
       grep -q "sud-floor: on in 1 threads" <<<"$out" || { echo "sud-floor did not switch SUD on: $out" >&2; exit 1; }
+    elif [[ $s == before\ * ]]; then
+      read -r _ engine flags <<<"$s"
+      # shellcheck disable=SC2086
+      out=$("$BEFORE" trace "$OBJ" --json --engine "$engine" $flags -- "$TMP/rwloop" "$N" 2>&1 >/dev/null)
     else
       read -r engine flags <<<"$s"
       # shellcheck disable=SC2086

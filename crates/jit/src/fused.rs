@@ -39,7 +39,9 @@ use crate::options::JitOptions;
 use crate::pipeline;
 use crate::program::JitProgram;
 use crate::trampoline::{self, RunCtx};
-use bpfjet_runtime::tracing::{HalfRun, ProbeSite, ProgId, SysEnterCtx, SysExitCtx, TracingObject};
+use bpfjet_runtime::tracing::{
+    HalfRun, PairRun, ProbeSite, ProgId, SysEnterCtx, SysExitCtx, TracingObject,
+};
 use bpfjet_runtime::LoadedObject;
 use inkwell::attributes::{Attribute, AttributeLoc};
 use inkwell::context::Context;
@@ -407,41 +409,48 @@ impl FusedPair {
     /// then the exit half on the `sys_exit` record of system call `nr`.
     /// Each half begins and ends as [`TracingObject::run`] would run its
     /// program (missed when the thread is already running one, a fault
-    /// counted and r0 0); nothing is held during `call`.
-    pub fn run(
+    /// counted and r0 0); nothing is held during `call`, only the
+    /// thread's run state found once for both ([`PairRun`]). Generic over
+    /// `call` so that the caller's call, [`middle`] and the set-ups are
+    /// one function.
+    #[inline]
+    pub fn run<F: FnMut() -> Option<i64>>(
         &self,
         object: &TracingObject,
         nr: i64,
         enter: &mut SysEnterCtx,
         site: &ProbeSite,
         run_entry: bool,
-        call: &mut dyn FnMut() -> Option<i64>,
+        call: F,
     ) {
         let mut frame = Frame {
             pair: self,
-            object,
-            site: *site,
+            shared: object.pair_run(),
+            site,
             nr,
             call,
-            half: None,
+            entry: None,
+            exit: None,
             ctx_e: MaybeUninit::uninit(),
             ctx_x: MaybeUninit::uninit(),
             exit_rec: SysExitCtx::new(nr, 0),
         };
         let enter_ptr: *mut SysEnterCtx = enter;
         let args_e = [enter_ptr as u64, 0, 0, 0, 0];
-        let mut entered = false;
         if run_entry {
             // SAFETY: `enter` is the entry program's record (the caller's
             // contract) and outlives the half, finished in `middle`.
-            if let Some(half) = unsafe { object.begin_half(self.entry_id, enter_ptr.cast(), site) }
-            {
-                frame.begin(half, true);
-                entered = true;
+            if let Some(half) = unsafe {
+                frame
+                    .shared
+                    .begin_half(self.entry_id, enter_ptr.cast(), site)
+            } {
+                frame.entry = Some(frame.begin(half, true));
             }
         }
+        let entered = frame.entry.is_some();
         let args_x = [&mut frame.exit_rec as *mut SysExitCtx as u64, 0, 0, 0, 0];
-        let data: *mut Frame = &mut frame;
+        let data: *mut Frame<'_, '_, F> = &mut frame;
         // SAFETY: `native` has the `FusedFn` signature; the run contexts it
         // enters are initialised (ctx_e when `entered`, ctx_x when `middle`
         // returns 1) and live in `frame`, which outlives the call.
@@ -451,33 +460,40 @@ impl FusedPair {
                 args_e.as_ptr(),
                 (*data).ctx_x.as_mut_ptr(),
                 args_x.as_ptr(),
-                middle,
+                middle::<F>,
                 data.cast(),
                 u64::from(entered),
             );
         }
         // The exit half, if it ran.
-        frame.end(false);
+        if let Some(half) = frame.exit.take() {
+            // SAFETY: written by `begin` for this half, read once.
+            let ctx = unsafe { frame.ctx_x.assume_init_read() };
+            half.finish(trampoline::end_run_ctx(ctx, 0));
+        }
     }
 }
 
 /// What [`middle`] needs, in [`FusedPair::run`]'s frame.
-struct Frame<'a, 'o> {
+struct Frame<'a, 'o, F> {
     pair: &'a FusedPair,
-    object: &'o TracingObject,
-    site: ProbeSite,
+    shared: PairRun<'o>,
+    site: &'a ProbeSite,
     nr: i64,
-    call: &'a mut dyn FnMut() -> Option<i64>,
-    /// The half under way and which one (true: entry).
-    half: Option<(HalfRun<'o>, bool)>,
+    call: F,
+    /// The entry half under way (until `middle` ends it).
+    entry: Option<HalfRun<'o>>,
+    /// The exit half under way (until `run` ends it).
+    exit: Option<HalfRun<'o>>,
     ctx_e: MaybeUninit<RunCtx>,
     ctx_x: MaybeUninit<RunCtx>,
     exit_rec: SysExitCtx,
 }
 
-impl<'o> Frame<'_, 'o> {
-    /// Set up the run context of a begun half.
-    fn begin(&mut self, mut half: HalfRun<'o>, entry: bool) {
+impl<'o, F> Frame<'_, 'o, F> {
+    /// Set up the run context of a begun half; returns the half.
+    #[inline(always)]
+    fn begin(&mut self, mut half: HalfRun<'o>, entry: bool) -> HalfRun<'o> {
         let code = if entry {
             &self.pair.entry
         } else {
@@ -492,26 +508,7 @@ impl<'o> Frame<'_, 'o> {
         } else {
             self.ctx_x.write(ctx);
         }
-        self.half = Some((half, entry));
-    }
-
-    /// End the half under way, if it is the `entry` one.
-    fn end(&mut self, entry: bool) {
-        if self.half.as_ref().is_none_or(|(_, e)| *e != entry) {
-            return;
-        }
-        let Some((half, _)) = self.half.take() else {
-            return;
-        };
-        // SAFETY: written by `begin` for this half, read once.
-        let ctx = unsafe {
-            if entry {
-                self.ctx_e.assume_init_read()
-            } else {
-                self.ctx_x.assume_init_read()
-            }
-        };
-        half.finish(trampoline::end_run_ctx(ctx, 0));
+        half
     }
 }
 
@@ -519,26 +516,27 @@ impl<'o> Frame<'_, 'o> {
 /// the exit half (1: the exit half runs on `ctx_x`).
 ///
 /// # Safety
-/// `data` is the live [`Frame`] of the [`FusedPair::run`] on this thread.
-unsafe extern "C" fn middle(data: *mut c_void) -> u64 {
+/// `data` is the live [`Frame`] of the [`FusedPair::run`] on this thread,
+/// with the same `F`.
+unsafe extern "C" fn middle<F: FnMut() -> Option<i64>>(data: *mut c_void) -> u64 {
     // SAFETY: per the contract above.
-    let frame = unsafe { &mut *data.cast::<Frame>() };
-    frame.end(true);
+    let frame = unsafe { &mut *data.cast::<Frame<'_, '_, F>>() };
+    if let Some(half) = frame.entry.take() {
+        // SAFETY: written by `begin` for this half, read once.
+        let ctx = unsafe { frame.ctx_e.assume_init_read() };
+        half.finish(trampoline::end_run_ctx(ctx, 0));
+    }
     let Some(ret) = (frame.call)() else {
         return 0;
     };
     frame.exit_rec = SysExitCtx::new(frame.nr, ret);
     let rec: *mut SysExitCtx = &mut frame.exit_rec;
-    let pair = frame.pair;
+    let exit_id = frame.pair.exit_id;
     // SAFETY: the exit record lives in the frame until the half is
     // finished by `FusedPair::run`.
-    match unsafe {
-        frame
-            .object
-            .begin_half(pair.exit_id, rec.cast(), &frame.site)
-    } {
+    match unsafe { frame.shared.begin_half(exit_id, rec.cast(), frame.site) } {
         Some(half) => {
-            frame.begin(half, false);
+            frame.exit = Some(frame.begin(half, false));
             1
         }
         None => 0,

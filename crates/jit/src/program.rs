@@ -344,6 +344,7 @@ impl JitProgram {
         }
     }
 
+    #[inline]
     pub(crate) fn activation(&self, cpu: u64, thread_slots: *const *const u8) -> Activation {
         Activation {
             tails: self.tails.as_ref().map_or(std::ptr::null(), Arc::as_ptr),

@@ -245,6 +245,7 @@ pub(crate) fn new_run_ctx(
 
 /// The outcome of a run of `ctx` whose code returned `r0`, as
 /// [`run_native`] reports it.
+#[inline]
 pub(crate) fn end_run_ctx(ctx: RunCtx, r0: u64) -> Result<u64, Fault> {
     if ctx.status == RUNNING
         && ctx.held_lock == 0

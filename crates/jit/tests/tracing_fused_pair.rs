@@ -6,7 +6,10 @@
 //! leave every map as the same programs run one by one
 //! (`TracingObject::run_sys_enter/exit`) leave them, with a call nested
 //! inside the traced call (a signal handler calling the same wrapper) and
-//! with a call whose exit half must not run.
+//! with a call whose exit half must not run; and a pair whose object
+//! observes its CPU (a per-CPU map: each half leases a CPU slot) gives
+//! the slot and the thread's run state back across the traced call, so
+//! runs inside the call are not missed.
 
 use bpfjet_jit::{dump_fused_pair, load_tracing_fused, load_tracing_with, JitOptions, TracingJit};
 use bpfjet_runtime::tracing::{
@@ -58,7 +61,11 @@ char LICENSE[] SEC("license") = "GPL";
 "#;
 
 fn object() -> bpfjet_obj::Object {
-    let path = bpfjet_testsupport::Compile::text("fused_pair", SRC).object();
+    object_of("fused_pair", SRC)
+}
+
+fn object_of(name: &str, src: &str) -> bpfjet_obj::Object {
+    let path = bpfjet_testsupport::Compile::text(name, src).object();
     bpfjet_obj::load_file(&path).unwrap()
 }
 
@@ -243,4 +250,96 @@ fn fused_runs_leave_the_maps_as_separate_runs_do() {
     assert_eq!(state(&fused_obj), (vec![5, 1, 32, 211], 0));
     assert_eq!(fused_obj.faults().0, 0);
     assert_eq!(fused_obj.missed_runs(), separate.missed_runs());
+}
+
+/// The pair's exit counts its runs in a per-CPU array too: the object
+/// leases a CPU slot per run.
+fn cpu_bound_src() -> String {
+    SRC.replace(
+        "char LICENSE",
+        "struct { __uint(type, BPF_MAP_TYPE_PERCPU_ARRAY); __uint(max_entries, 1);\n\
+         __type(key, __u32); __type(value, __u64); } per_cpu SEC(\".maps\");\n\
+         SEC(\"tracepoint/syscalls/sys_exit_write\")\n\
+         int on_exit_write(void *ctx)\n\
+         {\n\
+             __u32 z = 0;\n\
+             __u64 *c = bpf_map_lookup_elem(&per_cpu, &z);\n\
+             if (c) *c += 1;\n\
+             return 0;\n\
+         }\n\
+         char LICENSE",
+    )
+}
+
+/// Sum over CPUs of the per-CPU array's one value.
+fn per_cpu_sum(t: &TracingObject) -> u64 {
+    let m = t.loaded().map("per_cpu").unwrap();
+    m.lookup_copy(&0u32.to_ne_bytes())
+        .unwrap()
+        .chunks(8)
+        .map(|c| u64::from_ne_bytes(c.try_into().unwrap()))
+        .sum()
+}
+
+#[test]
+fn a_cpu_bound_pair_holds_nothing_across_the_call() {
+    let obj = object_of("fused_pair_cpu", &cpu_bound_src());
+    let opts = options(&obj);
+    let jit = JitOptions::uncached();
+    let steps = TracingJit::default();
+    let pair = vec![("on_enter".to_string(), "on_exit".to_string())];
+    let (fused_obj, pairs) = load_tracing_fused(&obj, &opts, &jit, &steps, &pair).unwrap();
+    let fused = pairs.into_iter().next().unwrap().unwrap();
+    let separate = load_tracing_with(&obj, &opts, &jit, &steps).unwrap();
+    assert!(
+        fused_obj.leases_cpu_slots(),
+        "a per-CPU map: runs lease a CPU slot"
+    );
+    let (e, x, w) = (
+        separate.program_id("on_enter").unwrap(),
+        separate.program_id("on_exit").unwrap(),
+        separate.program_id("on_exit_write").unwrap(),
+    );
+    let site = ProbeSite::default();
+    let enter_rec = |fd: u64| SysEnterCtx::new(NR_READ, [fd, 0, 64, 0, 0, 0]);
+    // Inside the traced call (a signal handler's calls while it blocks):
+    // another program of the object and a whole fused pair run, none
+    // missed (the halves hold neither the thread's run nor a CPU slot
+    // across the call), and the maps end as the programs run one by one
+    // leave them.
+    for round in 0..64u64 {
+        fused.run(
+            &fused_obj,
+            NR_READ,
+            &mut enter_rec(round),
+            &site,
+            true,
+            &mut || {
+                fused_obj.run_sys_exit(w, &mut SysExitCtx::new(1, 0), &site);
+                fused.run(
+                    &fused_obj,
+                    NR_READ,
+                    &mut enter_rec(100 + round),
+                    &site,
+                    true,
+                    &mut || Some(7),
+                );
+                Some(round as i64)
+            },
+        );
+        separate.run_sys_enter(e, &mut enter_rec(round), &site);
+        separate.run_sys_exit(w, &mut SysExitCtx::new(1, 0), &site);
+        separate.run_sys_enter(e, &mut enter_rec(100 + round), &site);
+        separate.run_sys_exit(x, &mut SysExitCtx::new(NR_READ, 7), &site);
+        separate.run_sys_exit(x, &mut SysExitCtx::new(NR_READ, round as i64), &site);
+    }
+    assert_eq!(
+        fused_obj.missed_runs(),
+        0,
+        "no run inside the call was missed"
+    );
+    assert_eq!(fused_obj.faults().0, 0);
+    assert_eq!(state(&fused_obj), state(&separate));
+    assert_eq!(per_cpu_sum(&fused_obj), 64);
+    assert_eq!(per_cpu_sum(&fused_obj), per_cpu_sum(&separate));
 }

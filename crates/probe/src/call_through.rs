@@ -50,7 +50,7 @@
 //! stay: only the wrappers [`crate::fast_syscalls`] verified are attached
 //! so, and only when asked.
 
-use crate::fast_syscalls::{raw_result, syscall_regs, Wrapper, FAST_CALLS};
+use crate::fast_syscalls::{raw_result, syscall_regs, Args, Wrapper, FAST_CALLS};
 use crate::regs::PtRegs;
 use crate::syscalls::{hooks, set_selector_allow, set_selector_block};
 use crate::thread::{self, ProbeThread};
@@ -273,12 +273,13 @@ pub(crate) fn stub(probe: u64) -> Vec<u8> {
 
 /// A pair's entry and exit halves run as one function: called with the
 /// system call's entry registers (the kernel's syscall `pt_regs`, as the
-/// `on_enter` hook gets them) and `call`, which calls the wrapper, turns
-/// the registers into the exit's (rax = the raw result, rip = the return
-/// address) and says whether the exit half runs (false: the thread is in
-/// another handler; the run is counted as missed). The hook calls `call`
-/// exactly once and runs nothing on the thread's behalf across it.
-pub type PairHook = Box<dyn Fn(&mut PtRegs, &mut dyn FnMut(&mut PtRegs) -> bool) + Send + Sync>;
+/// `on_enter` hook gets them) and the [`PairCall`], whose
+/// [`PairCall::call`] calls the wrapper, turns the registers into the
+/// exit's (rax = the raw result, rip = the return address) and says
+/// whether the exit half runs (false: the thread is in another handler;
+/// the run is counted as missed). The hook calls it exactly once and runs
+/// nothing on the thread's behalf across it.
+pub type PairHook = Box<dyn Fn(&mut PtRegs, &mut PairCall) + Send + Sync>;
 
 static PAIR_HOOKS: OnceLock<Box<[Option<PairHook>]>> = OnceLock::new();
 
@@ -294,13 +295,64 @@ fn pair_hook(nr: u32) -> Option<&'static PairHook> {
     PAIR_HOOKS.get()?.get(nr as usize)?.as_ref()
 }
 
+/// The wrapper's call between a pair's halves (a concrete type, not a
+/// closure behind a pointer, so the hook's caller of [`PairCall::call`]
+/// inlines it): what the stub's frame holds for it and what the call
+/// leaves for the end of [`pair_abi`].
+pub struct PairCall {
+    thread: *mut ProbeThread,
+    probe: *const Probe,
+    saved: *const u64,
+    wrapper: Wrapper,
+    /// The wrapper's rax once called.
+    ret: Option<u64>,
+    /// errno as the wrapper left it.
+    errno: i32,
+    /// The exit half's handler guard taken (released at the end).
+    exit_entered: bool,
+}
+
+impl PairCall {
+    /// Call the wrapper on the caller's registers (the entry's handler
+    /// guard released for the call, so a signal handler's call in it is
+    /// traced), then fill the exit's registers into `regs`; true when the
+    /// exit half runs. A second call does nothing and returns false.
+    #[inline]
+    pub fn call(&mut self, regs: &mut PtRegs) -> bool {
+        if self.ret.is_some() {
+            return false;
+        }
+        leave_handler(self.thread);
+        // SAFETY: `saved` holds the caller's registers in the stub's
+        // frame and the probe's continuation continues into the wrapper.
+        let r = unsafe { bpfjet_call_through_wrapper(self.saved, (*self.probe).continuation) };
+        self.ret = Some(r);
+        // SAFETY: this thread's errno.
+        self.errno = unsafe { *libc::__errno_location() };
+        regs.rax = raw_result(self.wrapper, r, self.errno);
+        // SAFETY: [rsp] at the wrapper's entry is the caller's return
+        // address, in the caller's frame, still live.
+        regs.rip = unsafe { *(regs.rsp as *const u64) };
+        self.exit_entered = enter_handler(self.thread);
+        if !self.exit_entered {
+            // SAFETY: a leaked, never-freed Probe.
+            unsafe { &*self.probe }
+                .missed
+                .fetch_add(1, Ordering::Relaxed);
+        }
+        self.exit_entered
+    }
+}
+
 /// The pair stub's one call: both halves through the pair hook, the
-/// wrapper in between; returns the wrapper's result.
+/// wrapper in between; returns the wrapper's result. The probe's hits are
+/// not counted here: a wrapper's are the fast path's system calls
+/// ([`FAST_CALLS`], counted once per call), as [`crate::Attachment::hits`]
+/// says.
 extern "C" fn pair_abi(probe: u64, rec: *mut Record, saved: *const u64) -> u64 {
     // SAFETY: the stub passes a leaked, never-freed Probe, the record and
     // the saved registers in its own frame.
     let (p, rec) = unsafe { (&*(probe as *const Probe), &mut *rec) };
-    p.hits.fetch_add(1, Ordering::Relaxed);
     let t = thread::current();
     // SAFETY (every call below): `saved` holds the caller's registers
     // and `continuation` continues into the wrapper.
@@ -318,45 +370,30 @@ extern "C" fn pair_abi(probe: u64, rec: *mut Record, saved: *const u64) -> u64 {
         leave_handler(t);
         return call();
     }
-    let s = &mut rec.regs;
-    as_system_call(s, p.address, w);
-    let mut ret = None;
-    let mut errno = 0;
-    let mut exit_entered = false;
-    let mut through = |regs: &mut PtRegs| -> bool {
-        if ret.is_some() {
-            return false;
-        }
-        leave_handler(t);
-        let r = call();
-        ret = Some(r);
-        // SAFETY: this thread's errno.
-        errno = unsafe { *libc::__errno_location() };
-        regs.rax = raw_result(w, r, errno);
-        // SAFETY: [rsp] at the wrapper's entry is the caller's return
-        // address, in the caller's frame, still live.
-        regs.rip = unsafe { *(regs.rsp as *const u64) };
-        exit_entered = enter_handler(t);
-        if !exit_entered {
-            p.missed.fetch_add(1, Ordering::Relaxed);
-        }
-        exit_entered
+    as_system_call_in_place(&mut rec.regs, p.address, w);
+    let mut through = PairCall {
+        thread: t,
+        probe: p,
+        saved,
+        wrapper: w,
+        ret: None,
+        errno: 0,
+        exit_entered: false,
     };
     hook(&mut rec.regs, &mut through);
-    let ret = match ret {
+    let (ret, errno) = match through.ret {
         Some(r) => {
-            if exit_entered {
+            if through.exit_entered {
                 leave_handler(t);
             }
-            r
+            (r, through.errno)
         }
         // A hook that did not call: the wrapper still runs, untraced.
         None => {
             leave_handler(t);
             let r = call();
             // SAFETY: this thread's errno.
-            errno = unsafe { *libc::__errno_location() };
-            r
+            (r, unsafe { *libc::__errno_location() })
         }
     };
     // SAFETY: this thread's errno and block.
@@ -372,7 +409,8 @@ extern "C" fn enter_abi(probe: u64, rec: *mut Record) -> u64 {
     // SAFETY: the stub passes a leaked, never-freed Probe and the record
     // in its own frame.
     let (p, rec) = unsafe { (&*(probe as *const Probe), &mut *rec) };
-    p.hits.fetch_add(1, Ordering::Relaxed);
+    // Hits not counted: a wrapper's are the fast path's system calls
+    // (`FAST_CALLS`), as `Attachment::hits` says.
     let t = thread::current();
     rec.thread = t;
     rec.flipped = 0;
@@ -440,4 +478,58 @@ fn as_system_call(s: &mut PtRegs, wrapper_at: u64, w: Wrapper) {
     s.cs = 0x33;
     s.ss = 0;
     FAST_CALLS.fetch_add(1, Ordering::Relaxed);
+}
+
+/// [`as_system_call`] without copying the record: the same fields
+/// changed where they are (the test `in_place_matches_copy` checks the two
+/// agree).
+#[inline]
+fn as_system_call_in_place(s: &mut PtRegs, wrapper_at: u64, w: Wrapper) {
+    let (rdi, rsi, rdx, rcx) = (s.rdi, s.rsi, s.rdx, s.rcx);
+    s.orig_rax = u64::from(w.nr);
+    s.rax = (-(libc::ENOSYS as i64)) as u64;
+    match w.args {
+        Args::Same => s.r10 = rcx,
+        Args::AtFdcwd => {
+            s.rdi = libc::AT_FDCWD as i64 as u64;
+            s.rsi = rdi;
+            s.rdx = rsi;
+            s.r10 = rdx;
+        }
+    }
+    s.rip = wrapper_at;
+    s.cs = 0x33;
+    s.ss = 0;
+    FAST_CALLS.fetch_add(1, Ordering::Relaxed);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn in_place_matches_copy() {
+        let mut regs = PtRegs::default();
+        for (i, r) in [
+            &mut regs.rdi,
+            &mut regs.rsi,
+            &mut regs.rdx,
+            &mut regs.rcx,
+            &mut regs.r8,
+            &mut regs.r9,
+            &mut regs.rax,
+        ]
+        .into_iter()
+        .enumerate()
+        {
+            *r = 0x1000 + i as u64;
+        }
+        for args in [Args::Same, Args::AtFdcwd] {
+            let w = Wrapper { nr: 257, args };
+            let (mut a, mut b) = (regs, regs);
+            as_system_call(&mut a, 0x4242, w);
+            as_system_call_in_place(&mut b, 0x4242, w);
+            assert_eq!(a, b);
+        }
+    }
 }

@@ -11,7 +11,7 @@
 
 pub mod breakpoint;
 mod call_through;
-pub use call_through::{set_pair_hooks, PairHook};
+pub use call_through::{set_pair_hooks, PairCall, PairHook};
 mod claims;
 mod code_alloc;
 pub mod error;

@@ -8,7 +8,7 @@
 use crate::alive;
 use crate::attach::Agent;
 use bpfjet_obj::ProgKind;
-use bpfjet_probe::{syscall_table, PairHook, PtRegs};
+use bpfjet_probe::{syscall_table, PairCall, PairHook, PtRegs};
 use bpfjet_runtime::tracing::{ProbeSite, SysEnterCtx, TracingObject};
 use serde_json::Value;
 use std::sync::{Mutex, OnceLock};
@@ -193,45 +193,43 @@ pub(crate) fn install_pair_hooks(object: &'static TracingObject) {
 }
 
 fn pair_hook(object: &'static TracingObject, pair: &'static bpfjet_jit::FusedPair) -> PairHook {
-    Box::new(
-        move |regs: &mut PtRegs, call: &mut dyn FnMut(&mut PtRegs) -> bool| {
-            let nr = regs.orig_rax as i64;
-            let regs_at = regs as *mut PtRegs;
-            let site = ProbeSite {
-                func_ip: 0,
-                cookie: 0,
-                regs: regs_at as u64,
-            };
-            let mut enter = SysEnterCtx::new(
-                nr,
-                [regs.rdi, regs.rsi, regs.rdx, regs.r10, regs.r8, regs.r9],
-            );
-            let entry_armed = alive::can_run();
-            let mut exit_armed = None;
-            let mut through = || {
-                if let Some(a) = entry_armed {
-                    alive::ran(a);
-                }
-                // SAFETY: the stub's record, live for the whole hook; nothing
-                // else refers to it during the call.
-                let regs = unsafe { &mut *regs_at };
-                if !call(regs) {
-                    return None;
-                }
-                exit_armed = Some(alive::can_run()?);
-                Some(regs.rax as i64)
-            };
-            pair.run(
-                object,
-                nr,
-                &mut enter,
-                &site,
-                entry_armed.is_some(),
-                &mut through,
-            );
-            if let Some(a) = exit_armed {
+    Box::new(move |regs: &mut PtRegs, call: &mut PairCall| {
+        let nr = regs.orig_rax as i64;
+        let regs_at = regs as *mut PtRegs;
+        let site = ProbeSite {
+            func_ip: 0,
+            cookie: 0,
+            regs: regs_at as u64,
+        };
+        let mut enter = SysEnterCtx::new(
+            nr,
+            [regs.rdi, regs.rsi, regs.rdx, regs.r10, regs.r8, regs.r9],
+        );
+        let entry_armed = alive::can_run();
+        let mut exit_armed = None;
+        let through = || {
+            if let Some(a) = entry_armed {
                 alive::ran(a);
             }
-        },
-    )
+            // SAFETY: the stub's record, live for the whole hook; nothing
+            // else refers to it during the call.
+            let regs = unsafe { &mut *regs_at };
+            if !call.call(regs) {
+                return None;
+            }
+            exit_armed = Some(alive::can_run()?);
+            Some(regs.rax as i64)
+        };
+        pair.run(
+            object,
+            nr,
+            &mut enter,
+            &site,
+            entry_armed.is_some(),
+            through,
+        );
+        if let Some(a) = exit_armed {
+            alive::ran(a);
+        }
+    })
 }

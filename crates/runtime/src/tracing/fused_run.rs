@@ -6,7 +6,9 @@
 //! handler is missed, as the kernel's recursion rule says), a CPU slot, the
 //! per-run context — and nothing across the traced call between the halves:
 //! a blocking `read` holds no slot, and a handler calling a traced function
-//! while the call blocks runs its programs as it would unfused.
+//! while the call blocks runs its programs as it would unfused. The two
+//! halves of one call share only the look-up of the thread's run state
+//! ([`PairRun`]).
 //!
 //! A child of `object` so that it shares the thread's run states with
 //! [`TracingObject::run`] without widening their visibility.
@@ -31,8 +33,49 @@ pub struct HalfRun<'a> {
     _running: Running<'static>,
 }
 
+/// What both halves of one activation of a fused pair share: this
+/// thread's run state for the object, found by the first half that
+/// begins and reused by the second (one run-cache look-up per pair). Only
+/// the look-up is shared: each half still takes and gives back the
+/// thread's "run under way" flag and, for an object that observes its
+/// CPU, its own CPU slot, so nothing is held across the traced call.
+pub struct PairRun<'a> {
+    object: &'a TracingObject,
+    /// Null until a half found it.
+    run: *mut ThreadRun,
+}
+
 impl TracingObject {
+    /// The shared part of one activation of a fused pair (nothing taken
+    /// yet).
+    #[inline]
+    pub fn pair_run(&self) -> PairRun<'_> {
+        PairRun {
+            object: self,
+            run: std::ptr::null_mut(),
+        }
+    }
+
     /// Begin a run of `prog` (one half of a fused pair) on the context at
+    /// `ctx`, as [`TracingObject::run`] begins one; `None` (counted as a
+    /// missed run) when a run of this thread is under way.
+    ///
+    /// # Safety
+    /// As [`PairRun::begin_half`].
+    #[inline]
+    pub unsafe fn begin_half(
+        &self,
+        prog: ProgId,
+        ctx: *mut u8,
+        site: &ProbeSite,
+    ) -> Option<HalfRun<'_>> {
+        // SAFETY: the caller's.
+        unsafe { self.pair_run().begin_half(prog, ctx, site) }
+    }
+}
+
+impl<'a> PairRun<'a> {
+    /// Begin a run of `prog` (one half of the pair) on the context at
     /// `ctx`, as [`TracingObject::run`] begins one; `None` (counted as a
     /// missed run) when a run of this thread is under way.
     ///
@@ -40,33 +83,44 @@ impl TracingObject {
     /// As [`TracingObject::run`]: `ctx` stays valid until
     /// [`HalfRun::finish`], laid out as `prog`'s type expects and at least
     /// [`TracingProgram::ctx_bytes`] long; the [`HalfRun`] is finished on
-    /// this thread.
+    /// this thread, the thread this `PairRun` was made on.
+    #[inline]
     pub unsafe fn begin_half(
-        &self,
+        &mut self,
         prog: ProgId,
         ctx: *mut u8,
         site: &ProbeSite,
-    ) -> Option<HalfRun<'_>> {
-        let p = self.programs.get(prog)?;
+    ) -> Option<HalfRun<'a>> {
+        let object = self.object;
+        let p = object.programs.get(prog)?;
         let cache = run_cache();
         // A run of this thread is under way (a signal handler's call inside
         // a program, ...): missed, as in `TracingObject::run`.
         if cache.running.replace(true) {
-            self.missed.fetch_add(1, Ordering::Relaxed);
+            object.missed.fetch_add(1, Ordering::Relaxed);
             return None;
         }
         let running = Running(&cache.running);
-        // SAFETY: `running` is held until the half is finished on this
-        // thread: nothing else uses the run list meanwhile, and the run
-        // state (boxed) stays until the object or the thread goes.
-        let Some(run) = (unsafe { cache.get(self.uid, || self.thread_run()) }) else {
-            // The thread is exiting: skipped, counted.
-            self.missed.fetch_add(1, Ordering::Relaxed);
-            return None;
-        };
-        // SAFETY: as above.
-        let run = unsafe { &mut *run };
-        let lease = self.cpu_bound.then(|| self.slots.lease());
+        if self.run.is_null() {
+            // SAFETY: `running` is held until the half is finished on
+            // this thread: nothing else uses the run list meanwhile, and
+            // the run state (boxed) stays until the object or the thread
+            // goes — neither can happen between the halves of one call on
+            // this thread, so the second half reuses the pointer.
+            match unsafe { cache.get(object.uid, || object.thread_run()) } {
+                Some(run) => self.run = run,
+                None => {
+                    // The thread is exiting: skipped, counted.
+                    object.missed.fetch_add(1, Ordering::Relaxed);
+                    return None;
+                }
+            }
+        }
+        // SAFETY: as above; no other reference to the run state is live
+        // while `running` is held (a run nested between the halves ended
+        // before the second half begins).
+        let run = unsafe { &mut *self.run };
+        let lease = object.cpu_bound.then(|| object.slots.lease());
         if let Some(lease) = &lease {
             run.env.run.set_cpu(lease.cpu);
         }
@@ -74,7 +128,7 @@ impl TracingObject {
             .begin(ctx as u64, p.ctx_len, p.prog_type == ProgType::Kprobe, site);
         run.state.begin_run();
         Some(HalfRun {
-            object: self,
+            object,
             prog: p,
             run,
             lease,
@@ -85,12 +139,14 @@ impl TracingObject {
 
 impl HalfRun<'_> {
     /// The run state and per-run context the half's code runs with.
+    #[inline]
     pub fn state_env(&mut self) -> (&mut RunState, &mut TracingEnv) {
         (&mut self.run.state, &mut self.run.env)
     }
 
     /// The CPU slot of the run (0 when the object leases none: it cannot
     /// observe its CPU).
+    #[inline]
     pub fn cpu(&self) -> u32 {
         self.lease.as_ref().map_or(0, |l| l.cpu)
     }
@@ -99,6 +155,7 @@ impl HalfRun<'_> {
     /// released, the slot and the thread's run state given back, trace
     /// lines kept, a fault counted (r0 then reads as 0, as for an unfused
     /// run). Returns r0.
+    #[inline]
     pub fn finish(self, result: Result<u64, Fault>) -> u64 {
         let HalfRun {
             object,
@@ -111,7 +168,11 @@ impl HalfRun<'_> {
         let _ = run.env.run.release_leftovers();
         drop(lease);
         // The thread's "run under way" flag is cleared when `_running`
-        // goes, at the end of this function.
-        object.end_run(prog, run, result)
+        // goes, at the end of this function. The usual end (no trace
+        // line, no fault) without the call.
+        match result {
+            Ok(r0) if run.env.run.trace.is_empty() => r0,
+            result => object.end_run(prog, run, result),
+        }
     }
 }

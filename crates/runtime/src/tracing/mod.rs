@@ -90,7 +90,9 @@ pub(crate) mod user_mem;
 
 pub use context::{PtRegs, RawSyscallArgs, SysEnterCtx, SysExitCtx};
 pub use env::{ProbeSite, TracingEnv};
-pub use object::{HalfRun, NativeEntry, ProgId, TracingObject, TracingOptions, TracingProgram};
+pub use object::{
+    HalfRun, NativeEntry, PairRun, ProgId, TracingObject, TracingOptions, TracingProgram,
+};
 pub use thread_maps::{
     slot_layout, thread_map_delete, thread_map_lookup, thread_map_update, ThreadMap, ThreadMapSpec,
     THREAD_MAP_DELETE, THREAD_MAP_LOOKUP, THREAD_MAP_UPDATE,

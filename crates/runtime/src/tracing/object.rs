@@ -22,7 +22,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 // The fused pairs' half runs share this module's thread run states.
 #[path = "fused_run.rs"]
 mod fused_run;
-pub use fused_run::HalfRun;
+pub use fused_run::{HalfRun, PairRun};
 
 /// Native code for a program (the JIT's), installed in place of the
 /// interpreter. `bpfjet_jit` implements it for its compiled programs.
