@@ -50,7 +50,7 @@
 //! stay: only the wrappers [`crate::fast_syscalls`] verified are attached
 //! so, and only when asked.
 
-use crate::fast_syscalls::{raw_result, syscall_regs, Args, Wrapper, FAST_CALLS};
+use crate::fast_syscalls::{raw_result, syscall_regs, Wrapper, FAST_CALLS};
 use crate::regs::PtRegs;
 use crate::syscalls::{hooks, set_selector_allow, set_selector_block};
 use crate::thread::{self, ProbeThread};
@@ -485,18 +485,19 @@ fn as_system_call(s: &mut PtRegs, wrapper_at: u64, w: Wrapper) {
 /// agree).
 #[inline]
 fn as_system_call_in_place(s: &mut PtRegs, wrapper_at: u64, w: Wrapper) {
-    let (rdi, rsi, rdx, rcx) = (s.rdi, s.rsi, s.rdx, s.rcx);
+    // The argument mapping reads only the C argument registers (rdi, rsi,
+    // rdx, rcx) of the wrapper's entry: those are kept aside, not the
+    // whole 168-byte record.
+    let entry = PtRegs {
+        rdi: s.rdi,
+        rsi: s.rsi,
+        rdx: s.rdx,
+        rcx: s.rcx,
+        ..PtRegs::default()
+    };
     s.orig_rax = u64::from(w.nr);
     s.rax = (-(libc::ENOSYS as i64)) as u64;
-    match w.args {
-        Args::Same => s.r10 = rcx,
-        Args::AtFdcwd => {
-            s.rdi = libc::AT_FDCWD as i64 as u64;
-            s.rsi = rdi;
-            s.rdx = rsi;
-            s.r10 = rdx;
-        }
-    }
+    w.args.apply(&entry, s);
     s.rip = wrapper_at;
     s.cs = 0x33;
     s.ss = 0;
@@ -509,6 +510,7 @@ mod tests {
 
     #[test]
     fn in_place_matches_copy() {
+        use crate::fast_syscalls::Args;
         let mut regs = PtRegs::default();
         for (i, r) in [
             &mut regs.rdi,
@@ -524,8 +526,24 @@ mod tests {
         {
             *r = 0x1000 + i as u64;
         }
-        for args in [Args::Same, Args::AtFdcwd] {
-            let w = Wrapper { nr: 257, args };
+        for args in [
+            Args::One,
+            Args::Three,
+            Args::Same,
+            Args::IntFourth,
+            Args::AtFdcwd,
+            Args::OpenatMode,
+            Args::NoAddress,
+            Args::SigsetSize,
+            Args::NoFlags,
+            Args::CountCapped,
+            Args::PageAlignedOffset,
+        ] {
+            let w = Wrapper {
+                nr: 257,
+                args,
+                ret: crate::wrappers::Ret::Long,
+            };
             let (mut a, mut b) = (regs, regs);
             as_system_call(&mut a, 0x4242, w);
             as_system_call_in_place(&mut b, 0x4242, w);
