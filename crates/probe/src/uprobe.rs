@@ -193,6 +193,7 @@ fn attach_at(
         address,
         reason,
     };
+    crate::thread::prepare_for_fork();
     let mut attached = ATTACHED.lock().unwrap();
     let attached = attached.get_or_insert_with(HashSet::new);
     if attached.contains(&address) {
