@@ -36,7 +36,7 @@ pub(crate) struct ProbeThread {
     pub(crate) in_handler: bool,
     /// The thread's wrapper and shadow stacks ([`stacks`]): null until the
     /// thread's first hooked call, [`RETIRED`] once freed at its exit.
-    stacks: *mut Stacks,
+    pub(crate) stacks: *mut Stacks,
 }
 
 /// The per-thread stacks, ~27 KB: kept out of the thread-local block so
@@ -163,7 +163,9 @@ pub(crate) fn fast_calls() -> u64 {
 
 /// `ProbeThread::stacks` of a thread whose stacks were freed (its
 /// thread-local destructors ran): no more hooked returns on it.
-const RETIRED: *mut Stacks = std::ptr::dangling_mut::<Stacks>();
+pub(crate) const RETIRED: *mut Stacks = std::ptr::dangling_mut::<Stacks>();
+/// [`RETIRED`]'s address (for the assembly of the quick return).
+pub(crate) const RETIRED_ADDR: usize = std::mem::align_of::<Stacks>();
 
 // The block is a thread-local of the initial-exec model, declared here in
 // assembly (stable Rust cannot choose a model; its thread-locals in a
