@@ -330,6 +330,9 @@ mod tests {
     // `ret` (label 1) with rax intact and the stack as the call left it.
     std::arch::global_asm!(
         ".pushsection .text.bpfjet_probe_test_hooked_call,\"ax\",@progbits",
+        ".globl bpfjet_probe_test_hooked_call",
+        ".hidden bpfjet_probe_test_hooked_call",
+        ".type bpfjet_probe_test_hooked_call,@function",
         "bpfjet_probe_test_hooked_call:",
         "push rbx",
         "mov rbx, rdi",
@@ -346,6 +349,7 @@ mod tests {
         "1:",
         "pop rbx",
         "ret",
+        ".size bpfjet_probe_test_hooked_call, . - bpfjet_probe_test_hooked_call",
         ".popsection",
     );
 
