@@ -126,12 +126,19 @@ struct FastFrame {
 
 /// Wrapper calls in flight on a thread (nested only through signal
 /// handlers), with the system call's registers built at entry; part of
-/// the thread's probe block (`crate::thread`). The length first: it
-/// shares a cache line with the thread's fast-path counter.
+/// the thread's probe block (`crate::thread`), and the thread's count of
+/// fast-path calls. The frames first: the counter and the length end the
+/// struct, on the cache line of the shadow stack's length and first frame
+/// that follow it (`crate::thread::Stacks`), so a wrapper hit's stack
+/// accesses touch one line.
 #[repr(C)]
 pub(crate) struct FastStack {
-    len: usize,
     frames: [FastFrame; FRAMES],
+    /// System calls of this thread traced through a wrapper's probes
+    /// ([`crate::thread::count_fast_call`]); written by this thread only,
+    /// summed by [`fast_calls`].
+    pub(crate) calls: AtomicU64,
+    len: usize,
 }
 
 impl FastStack {
@@ -189,7 +196,7 @@ pub(crate) fn on_wrapper_entry(t: *mut ProbeThread, w: Wrapper, regs: &PtRegs) -
         // system call of the application.
         return ReturnHook::None;
     }
-    crate::thread::count_fast_call(&stacks.fast_calls);
+    crate::thread::count_fast_call(&st.calls);
     if quick {
         let s = syscall_regs(regs, nr, args);
         if let Some(h) = hooks().and_then(|h| h.on_enter.as_ref()) {

@@ -41,21 +41,30 @@ pub(crate) struct ProbeThread {
 
 /// The per-thread stacks, ~27 KB: kept out of the thread-local block so
 /// that block (and the agent's whole TLS segment) stays a few hundred
-/// bytes, see below. In this order: the fast-path counter shares its cache
-/// line with the wrapper stack's length, which every wrapper hit reads.
+/// bytes, see below. In this order: the wrapper stack's counter and
+/// length (at its end), the shadow stack's length and its first frame
+/// share one cache line, which is all a wrapper hit touches of them at
+/// the usual depth (checked below).
 #[repr(C)]
 pub(crate) struct Stacks {
-    /// System calls of this thread traced through a wrapper's probes
-    /// ([`count_fast_call`]); written by this thread only, summed by
-    /// [`fast_calls`].
-    pub(crate) fast_calls: AtomicU64,
     /// The next thread's stacks on the list of live stacks ([`LIVE`]).
     next: *mut Stacks,
-    /// Wrapper calls in flight (the libc wrapper fast path).
+    /// Wrapper calls in flight (the libc wrapper fast path) and the
+    /// thread's fast-path count (`FastStack::calls`).
     pub(crate) fast: FastStack,
     /// Hooked return addresses.
     pub(crate) shadow: Shadow,
 }
+
+// The hot line: from the fast-path counter to the end of the first shadow
+// frame (the mapping is page-aligned, so offsets are line positions).
+const _: () = {
+    let first = std::mem::offset_of!(Stacks, fast) + std::mem::offset_of!(FastStack, calls);
+    let end = std::mem::offset_of!(Stacks, shadow)
+        + std::mem::offset_of!(Shadow, frames)
+        + std::mem::size_of::<crate::shadow::Frame>();
+    assert!(first / 64 == (end - 1) / 64);
+};
 
 /// Every thread's mapped stacks, linked through `Stacks::next`, and the
 /// fast-path calls of the threads whose stacks were unmapped: the exact
@@ -153,7 +162,7 @@ pub(crate) fn fast_calls() -> u64 {
             // SAFETY: stacks on the list are mapped until they leave it
             // (under this lock).
             unsafe {
-                n += (*s).fast_calls.load(Ordering::Relaxed);
+                n += (*s).fast.calls.load(Ordering::Relaxed);
                 s = (*s).next;
             }
         }
@@ -317,7 +326,7 @@ impl Drop for StacksOwner {
             (*t).stacks = RETIRED;
             // Off the list, its count kept, before it is unmapped.
             locked(|live| {
-                live.retired_calls += (*p).fast_calls.load(Ordering::Relaxed);
+                live.retired_calls += (*p).fast.calls.load(Ordering::Relaxed);
                 let mut at: *mut *mut Stacks = &mut live.head;
                 while !(*at).is_null() && *at != p {
                     at = &mut (**at).next;
@@ -436,7 +445,7 @@ mod tests {
         // SAFETY: this thread's block.
         let s = unsafe { stacks(t) }.expect("mapped");
         for _ in 0..n {
-            count_fast_call(&s.fast_calls);
+            count_fast_call(&s.fast.calls);
         }
     }
 
