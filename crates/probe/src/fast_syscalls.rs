@@ -33,12 +33,16 @@ pub fn wrapper_names() -> impl Iterator<Item = &'static str> {
 
 const FRAMES: usize = 16;
 
+/// Fast-path calls counted process-wide: those of the call-through stubs
+/// ([`crate::call_through`]); the entry and return probes count per
+/// thread ([`crate::thread::count_fast_call`]).
 pub(crate) static FAST_CALLS: AtomicU64 = AtomicU64::new(0);
 
 /// System calls of the application traced through a wrapper's probes so
-/// far (no signal); [`syscalls::trapped`] counts those that took SIGSYS.
+/// far (no signal), over every thread, exited ones included;
+/// [`syscalls::trapped`] counts those that took SIGSYS.
 pub fn fast_calls() -> u64 {
-    FAST_CALLS.load(Ordering::Relaxed)
+    FAST_CALLS.load(Ordering::Relaxed) + crate::thread::fast_calls()
 }
 
 #[derive(Clone, Copy)]
@@ -52,10 +56,19 @@ struct FastFrame {
 
 /// Wrapper calls in flight on a thread (nested only through signal
 /// handlers), with the system call's registers built at entry; part of
-/// the thread's probe block (`crate::thread`).
+/// the thread's probe block (`crate::thread`), and the thread's count of
+/// fast-path calls. The frames first: the counter and the length end the
+/// struct, on the cache line of the shadow stack's length and first frame
+/// that follow it (`crate::thread::Stacks`), so a wrapper hit's stack
+/// accesses touch one line.
+#[repr(C)]
 pub(crate) struct FastStack {
-    len: usize,
     frames: [FastFrame; FRAMES],
+    /// System calls of this thread traced through a wrapper's probes
+    /// ([`crate::thread::count_fast_call`]); written by this thread only,
+    /// summed by [`fast_calls`].
+    pub(crate) calls: AtomicU64,
+    len: usize,
 }
 
 impl FastStack {
@@ -81,9 +94,9 @@ pub(crate) struct Wrapper {
 /// (a signal handler interrupting them runs its own probes' handlers only
 /// after they returned: they run with the thread's handler flag set).
 #[inline(always)]
-unsafe fn fast<'a>(t: *mut ProbeThread) -> Option<&'a mut FastStack> {
+unsafe fn fast<'a>(t: *mut ProbeThread) -> Option<&'a mut crate::thread::Stacks> {
     // SAFETY: the caller's.
-    unsafe { crate::thread::existing_stacks(t) }.map(|s| &mut s.fast)
+    unsafe { crate::thread::existing_stacks(t) }
 }
 
 /// Entry of a wrapper (called by the probe dispatcher with the thread's
@@ -95,9 +108,10 @@ pub(crate) fn on_wrapper_entry(t: *mut ProbeThread, w: Wrapper, regs: &PtRegs) -
         return ReturnHook::None;
     }
     let slot = regs.rsp;
-    let Some(st) = (unsafe { fast(t) }) else {
+    let Some(stacks) = (unsafe { fast(t) }) else {
         return ReturnHook::None;
     };
+    let st = &mut stacks.fast;
     while st.len > 0 && st.frames[st.len - 1].slot <= slot {
         st.len -= 1;
     }
@@ -113,7 +127,7 @@ pub(crate) fn on_wrapper_entry(t: *mut ProbeThread, w: Wrapper, regs: &PtRegs) -
         // system call of the application.
         return ReturnHook::None;
     }
-    FAST_CALLS.fetch_add(1, Ordering::Relaxed);
+    crate::thread::count_fast_call(&st.calls);
     if quick {
         let s = syscall_regs(regs, nr, args);
         if let Some(h) = hooks().and_then(|h| h.on_enter.as_ref()) {
@@ -156,9 +170,10 @@ pub(crate) fn raw_result(w: Wrapper, rax: u64, errno: i32) -> u64 {
 pub(crate) fn on_wrapper_return(t: *mut ProbeThread, _w: Wrapper, regs: &PtRegs) {
     let slot = regs.rsp - 8;
     // SAFETY (every block access below): `t` is this thread's block.
-    let Some(st) = (unsafe { fast(t) }) else {
+    let Some(stacks) = (unsafe { fast(t) }) else {
         return;
     };
+    let st = &mut stacks.fast;
     while st.len > 0 && st.frames[st.len - 1].slot < slot {
         st.len -= 1;
     }

@@ -11,7 +11,10 @@
 /// handler but not their return handler (counted as missed).
 pub const DEPTH: usize = 1024;
 
+/// `repr(C)`: the quick return trampoline pops frames in assembly
+/// (`trampoline.rs`, offsets taken with `offset_of!`).
 #[derive(Clone, Copy)]
+#[repr(C)]
 pub struct Frame {
     /// Address of the return-address slot on the thread's stack.
     pub slot: u64,
@@ -19,9 +22,10 @@ pub struct Frame {
     pub probe: u64,
 }
 
+#[repr(C)]
 pub struct Shadow {
-    len: usize,
-    frames: [Frame; DEPTH],
+    pub(crate) len: usize,
+    pub(crate) frames: [Frame; DEPTH],
 }
 
 /// Runs `f` on this thread's shadow stack, if it has one (it is made at

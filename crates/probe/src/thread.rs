@@ -14,6 +14,7 @@
 
 use crate::fast_syscalls::FastStack;
 use crate::shadow::Shadow;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 /// The selector byte's values (`PR_SYS_DISPATCH_*`'s).
 pub(crate) const SELECTOR_ALLOW: u8 = 0;
@@ -35,22 +36,145 @@ pub(crate) struct ProbeThread {
     pub(crate) in_handler: bool,
     /// The thread's wrapper and shadow stacks ([`stacks`]): null until the
     /// thread's first hooked call, [`RETIRED`] once freed at its exit.
-    stacks: *mut Stacks,
+    pub(crate) stacks: *mut Stacks,
 }
 
 /// The per-thread stacks, ~27 KB: kept out of the thread-local block so
 /// that block (and the agent's whole TLS segment) stays a few hundred
-/// bytes, see below.
+/// bytes, see below. In this order: the wrapper stack's counter and
+/// length (at its end), the shadow stack's length and its first frame
+/// share one cache line, which is all a wrapper hit touches of them at
+/// the usual depth (checked below).
+#[repr(C)]
 pub(crate) struct Stacks {
-    /// Wrapper calls in flight (the libc wrapper fast path).
+    /// The next thread's stacks on the list of live stacks ([`LIVE`]).
+    next: *mut Stacks,
+    /// Wrapper calls in flight (the libc wrapper fast path) and the
+    /// thread's fast-path count (`FastStack::calls`).
     pub(crate) fast: FastStack,
     /// Hooked return addresses.
     pub(crate) shadow: Shadow,
 }
 
+// The hot line: from the fast-path counter to the end of the first shadow
+// frame (the mapping is page-aligned, so offsets are line positions).
+const _: () = {
+    let first = std::mem::offset_of!(Stacks, fast) + std::mem::offset_of!(FastStack, calls);
+    let end = std::mem::offset_of!(Stacks, shadow)
+        + std::mem::offset_of!(Shadow, frames)
+        + std::mem::size_of::<crate::shadow::Frame>();
+    assert!(first / 64 == (end - 1) / 64);
+};
+
+/// Every thread's mapped stacks, linked through `Stacks::next`, and the
+/// fast-path calls of the threads whose stacks were unmapped: the exact
+/// count of the process is their sum ([`fast_calls`]). Registering and
+/// retiring (a thread's first hooked call, its exit) and summing (the
+/// report) take the lock; counting a call does not (one plain add to the
+/// thread's own counter, where a process-wide locked add was).
+struct Live {
+    head: *mut Stacks,
+    retired_calls: u64,
+}
+
+/// [`Live`] behind a spin lock rather than a `Mutex`: taken in a probe hit
+/// and at thread exit, where a contended futex would be a system call of
+/// the traced thread; and a fork child must not find it held by a thread
+/// that does not exist there (`pthread_atfork` handlers take it around
+/// `fork`, [`locked`]).
+struct LiveCell(std::cell::UnsafeCell<Live>);
+
+// SAFETY: every access goes through `locked`, which serialises them.
+unsafe impl Sync for LiveCell {}
+
+static LIVE: LiveCell = LiveCell(std::cell::UnsafeCell::new(Live {
+    head: std::ptr::null_mut(),
+    retired_calls: 0,
+}));
+static LIVE_LOCK: AtomicBool = AtomicBool::new(false);
+
+fn lock_live() {
+    while LIVE_LOCK
+        .compare_exchange_weak(false, true, Ordering::Acquire, Ordering::Relaxed)
+        .is_err()
+    {
+        std::hint::spin_loop();
+    }
+}
+
+fn unlock_live() {
+    LIVE_LOCK.store(false, Ordering::Release);
+}
+
+extern "C" fn unlock_live_after_fork() {
+    unlock_live();
+}
+
+extern "C" fn lock_live_before_fork() {
+    lock_live();
+}
+
+/// Registers the `fork` handlers of the list of live stacks; called when
+/// probes are attached (registering may allocate, which a probe hit
+/// should not), and again, at no cost, by [`locked`].
+pub(crate) fn prepare_for_fork() {
+    static AT_FORK: std::sync::Once = std::sync::Once::new();
+    AT_FORK.call_once(|| {
+        // SAFETY: registers plain functions; the lock is held across
+        // `fork` so the child's copy of the list is consistent and free.
+        unsafe {
+            libc::pthread_atfork(
+                Some(lock_live_before_fork),
+                Some(unlock_live_after_fork),
+                Some(unlock_live_after_fork),
+            )
+        };
+    });
+}
+
+/// Runs `f` on the list of live stacks, holding its lock.
+fn locked<R>(f: impl FnOnce(&mut Live) -> R) -> R {
+    prepare_for_fork();
+    lock_live();
+    // SAFETY: the lock is held.
+    let r = f(unsafe { &mut *LIVE.0.get() });
+    unlock_live();
+    r
+}
+
+/// Counts a system call of this thread traced through a wrapper's probes.
+/// A plain add: only this thread writes its counter, and the wrapper
+/// handlers that call this do not nest on a thread (a signal handler's
+/// wrapper call meanwhile finds the handler flag set and takes the slow
+/// path).
+#[inline(always)]
+pub(crate) fn count_fast_call(counter: &AtomicU64) {
+    counter.store(counter.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
+}
+
+/// Fast-path calls counted per thread ([`count_fast_call`]) so far, over
+/// every thread of the process, those that exited included.
+pub(crate) fn fast_calls() -> u64 {
+    locked(|live| {
+        let mut n = live.retired_calls;
+        let mut s = live.head;
+        while !s.is_null() {
+            // SAFETY: stacks on the list are mapped until they leave it
+            // (under this lock).
+            unsafe {
+                n += (*s).fast.calls.load(Ordering::Relaxed);
+                s = (*s).next;
+            }
+        }
+        n
+    })
+}
+
 /// `ProbeThread::stacks` of a thread whose stacks were freed (its
 /// thread-local destructors ran): no more hooked returns on it.
-const RETIRED: *mut Stacks = std::ptr::dangling_mut::<Stacks>();
+pub(crate) const RETIRED: *mut Stacks = std::ptr::dangling_mut::<Stacks>();
+/// [`RETIRED`]'s address (for the assembly of the quick return).
+pub(crate) const RETIRED_ADDR: usize = std::mem::align_of::<Stacks>();
 
 // The block is a thread-local of the initial-exec model, declared here in
 // assembly (stable Rust cannot choose a model; its thread-locals in a
@@ -164,6 +288,12 @@ unsafe fn allocate<'a>(t: *mut ProbeThread) -> Option<&'a mut Stacks> {
     }
     // SAFETY: the caller's block.
     unsafe { (*t).stacks = p.cast() };
+    let stacks: *mut Stacks = p.cast();
+    locked(|live| {
+        // SAFETY: mapped just now, this thread's; the list's lock is held.
+        unsafe { (*stacks).next = live.head };
+        live.head = stacks;
+    });
     // Unmapped by the destructor of a Rust thread-local (other threads);
     // the main thread keeps them (the process is ending when its
     // thread-locals go, and its exit path still makes hooked calls).
@@ -194,6 +324,17 @@ impl Drop for StacksOwner {
             }
             let p = (*t).stacks;
             (*t).stacks = RETIRED;
+            // Off the list, its count kept, before it is unmapped.
+            locked(|live| {
+                live.retired_calls += (*p).fast.calls.load(Ordering::Relaxed);
+                let mut at: *mut *mut Stacks = &mut live.head;
+                while !(*at).is_null() && *at != p {
+                    at = &mut (**at).next;
+                }
+                if *at == p {
+                    *at = (*p).next;
+                }
+            });
             crate::syscalls::allowed_in(t, || {
                 libc::munmap(p.cast(), std::mem::size_of::<Stacks>())
             });
@@ -296,6 +437,43 @@ mod tests {
         .unwrap();
         assert_ne!(here, 0);
         assert!(retired);
+    }
+
+    /// Counts a thread's fast-path calls as the wrapper handler does.
+    fn count(n: u64) {
+        let t = current();
+        // SAFETY: this thread's block.
+        let s = unsafe { stacks(t) }.expect("mapped");
+        for _ in 0..n {
+            count_fast_call(&s.fast.calls);
+        }
+    }
+
+    /// The per-thread counters sum exactly: threads that exited (their
+    /// stacks unmapped), threads still running, and this one.
+    #[test]
+    fn fast_calls_sum_over_live_and_exited_threads() {
+        let before = fast_calls();
+        let exited: Vec<_> = (1..=8u64)
+            .map(|i| std::thread::spawn(move || count(1000 * i)))
+            .collect();
+        for t in exited {
+            t.join().unwrap();
+        }
+        let (go, wait) = std::sync::mpsc::channel::<()>();
+        let (counted, done) = std::sync::mpsc::channel::<()>();
+        let live = std::thread::spawn(move || {
+            count(777);
+            counted.send(()).unwrap();
+            wait.recv().unwrap();
+            count(1);
+        });
+        done.recv().unwrap();
+        count(5);
+        assert_eq!(fast_calls() - before, 36_000 + 777 + 5);
+        go.send(()).unwrap();
+        live.join().unwrap();
+        assert_eq!(fast_calls() - before, 36_000 + 777 + 5 + 1);
     }
 
     #[test]

@@ -184,38 +184,67 @@ save_call_restore!(
 // Where a hooked libc wrapper returns when its system call's exit runs no
 // program (`fast_syscalls`): nothing needs the registers, only the selector
 // goes back to BLOCK and the original return address comes off the shadow
-// stack. At a function's return only rax, rdx, xmm0 and xmm1 carry values
-// (SysV x86-64; the other caller-saved registers and the flags are dead, as
-// the Rust call clobbers them anyway): those are kept, nothing else is
-// saved. The slot pushed is where the return address was; the dispatcher
-// gets its address.
+// stack. All in assembly, no call: at a function's return only rax, rdx,
+// xmm0 and xmm1 carry values (SysV x86-64), so the other caller-saved
+// registers (rcx, rsi, rdi, r8-r11) and the flags are free, and nothing
+// is saved. What it does: the thread's block (initial-exec TLS, `thread.rs`),
+// its stacks (none, or retired: no frame), the shadow stack popped down
+// to the frame of this return's slot (frames of calls abandoned below it
+// dropped, `Shadow::pop`), BLOCK if the thread is dispatched, and a jump
+// to the original return address; no frame is fatal (`no_frame`).
 std::arch::global_asm!(
     ".pushsection .text.bpfjet_probe_quick_return,\"ax\",@progbits",
     ".globl bpfjet_probe_quick_return",
     ".type bpfjet_probe_quick_return,@function",
     "bpfjet_probe_quick_return:",
-    "push rax",        // the slot, holding rax
-    "push rdx",
-    "push rbx",
-    "mov rbx, rsp",
+    "lea rdi, [rsp - 8]",        // the slot the return address was in
+    "mov r11, qword ptr fs:[0]",
+    "add r11, qword ptr [rip + bpfjet_probe_thread@GOTTPOFF]",
+    "mov r10, [r11 + {stacks}]",
+    "cmp r10, {retired}",
+    "jbe 3f",                    // no stacks, or retired
+    "mov rcx, [r10 + {len}]",
+    "2:",
+    "test rcx, rcx",
+    "jz 3f",
+    "lea r8, [rcx + 2 * rcx]",   // frames[len - 1] at frames + 24 * len - 24
+    "lea r8, [r10 + 8 * r8 + {top}]",
+    "cmp [r8 + {slot}], rdi",
+    "jae 4f",
+    "dec rcx",                   // abandoned below this return's slot
+    "jmp 2b",
+    "4:",
+    "jne 3f",                    // the top frame is an outer call's
+    "dec rcx",
+    "mov [r10 + {len}], rcx",
+    "mov r9, [r8 + {ret}]",
+    "cmp byte ptr [r11 + {dispatched}], 0",
+    "je 5f",
+    "mov byte ptr [r11 + {selector}], {block}",
+    "5:",
+    "jmp r9",
+    "3:",
     "and rsp, -16",
-    "sub rsp, 32",
-    "movups [rsp], xmm0",
-    "movups [rsp + 16], xmm1",
-    "lea rdi, [rbx + 16]",
-    "call {dispatch}",
-    "movups xmm0, [rsp]",
-    "movups xmm1, [rsp + 16]",
-    "mov rsp, rbx",
-    "mov r11, rax",
-    "pop rbx",
-    "pop rdx",
-    "pop rax",
-    "jmp r11",
+    "call {no_frame}",
+    "ud2",
     ".size bpfjet_probe_quick_return, . - bpfjet_probe_quick_return",
     ".popsection",
-    dispatch = sym quick_return_dispatch_abi,
+    stacks = const std::mem::offset_of!(crate::thread::ProbeThread, stacks),
+    dispatched = const std::mem::offset_of!(crate::thread::ProbeThread, dispatched),
+    selector = const std::mem::offset_of!(crate::thread::ProbeThread, selector),
+    block = const crate::thread::SELECTOR_BLOCK,
+    retired = const crate::thread::RETIRED_ADDR,
+    len = const std::mem::offset_of!(crate::thread::Stacks, shadow)
+        + std::mem::offset_of!(crate::shadow::Shadow, len),
+    top = const (std::mem::offset_of!(crate::thread::Stacks, shadow)
+        + std::mem::offset_of!(crate::shadow::Shadow, frames)) as isize
+        - std::mem::size_of::<crate::shadow::Frame>() as isize,
+    slot = const std::mem::offset_of!(crate::shadow::Frame, slot),
+    ret = const std::mem::offset_of!(crate::shadow::Frame, ret),
+    no_frame = sym crate::uprobe::no_frame_abi,
 );
+
+const _: () = assert!(std::mem::size_of::<crate::shadow::Frame>() == 24);
 
 extern "C" {
     fn bpfjet_probe_entry_common();
@@ -255,10 +284,6 @@ extern "C" fn entry_dispatch_abi(probe: u64, regs: *mut PtRegs) -> u64 {
     crate::uprobe::on_entry(probe, unsafe { &mut *regs })
 }
 
-extern "C" fn quick_return_dispatch_abi(slot: u64) -> u64 {
-    crate::uprobe::on_quick_return(slot)
-}
-
 extern "C" fn return_dispatch_abi(_slot: u64, regs: *mut PtRegs) -> u64 {
     // SAFETY: as above.
     crate::uprobe::on_return(unsafe { &mut *regs })
@@ -291,4 +316,104 @@ fn stub_to(probe: u64, common: u64) -> Vec<u8> {
     c.extend_from_slice(&[0x48, 0x89, 0x44, 0x24, 0x08, 0x58, 0xff, 0x25, 0, 0, 0, 0]);
     c.extend_from_slice(&common.to_le_bytes());
     c
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::shadow::Frame;
+    use crate::thread::{self, SELECTOR_ALLOW, SELECTOR_BLOCK};
+
+    // A call whose return address the quick return trampoline replaced:
+    // reserves the return-address slot, lets `setup(slot, ret)` record the
+    // hooked call on the shadow stack, then returns into the trampoline
+    // with 42 in rax, as a wrapper would; the trampoline must come back to
+    // `ret` (label 1) with rax intact and the stack as the call left it.
+    std::arch::global_asm!(
+        ".pushsection .text.bpfjet_probe_test_hooked_call,\"ax\",@progbits",
+        ".globl bpfjet_probe_test_hooked_call",
+        ".hidden bpfjet_probe_test_hooked_call",
+        ".type bpfjet_probe_test_hooked_call,@function",
+        "bpfjet_probe_test_hooked_call:",
+        "push rbx",
+        "mov rbx, rdi",
+        "lea rsi, [rip + 1f]",
+        "sub rsp, 8", // the slot
+        "mov rdi, rsp",
+        "sub rsp, 8",
+        "call rbx",
+        "add rsp, 8",
+        "lea rax, [rip + bpfjet_probe_quick_return]",
+        "mov [rsp], rax",
+        "mov eax, 42",
+        "ret",
+        "1:",
+        "pop rbx",
+        "ret",
+        ".size bpfjet_probe_test_hooked_call, . - bpfjet_probe_test_hooked_call",
+        ".popsection",
+    );
+
+    extern "C" {
+        fn bpfjet_probe_test_hooked_call(setup: extern "C" fn(u64, u64)) -> u64;
+    }
+
+    /// An outer call's frame above this return's, and two frames of calls
+    /// abandoned below it (a longjmp out of them).
+    extern "C" fn setup(slot: u64, ret: u64) {
+        // SAFETY: this thread's block and stacks, no other use live.
+        let s = unsafe { thread::stacks(thread::current()) }.expect("mapped");
+        for (slot, ret) in [
+            (slot + 0x1000, 1),
+            (slot, ret),
+            (slot - 0x100, 2),
+            (slot - 0x200, 3),
+        ] {
+            assert!(s.shadow.push(Frame {
+                slot,
+                ret,
+                probe: 0
+            }));
+        }
+    }
+
+    /// The assembly quick return pops this return's frame (dropping the
+    /// abandoned ones below, keeping the outer one), sets BLOCK only on a
+    /// dispatched thread, and returns to the caller with rax intact.
+    #[test]
+    fn quick_return_pops_its_frame_and_sets_block() {
+        std::thread::spawn(|| {
+            let t = thread::current();
+            for dispatched in [true, false] {
+                // SAFETY: this thread's block (SUD is not on for it: the
+                // selector is only read here).
+                unsafe {
+                    (*t).dispatched = dispatched;
+                    thread::set_selector(t, SELECTOR_ALLOW);
+                }
+                // SAFETY: the assembly above, with a valid setup.
+                let r0 = unsafe { bpfjet_probe_test_hooked_call(setup) };
+                assert_eq!(r0, 42);
+                // SAFETY: as above.
+                let (selector, depth) = unsafe {
+                    (
+                        thread::selector(t),
+                        thread::existing_stacks(t).map(|s| s.shadow.depth()),
+                    )
+                };
+                let want = if dispatched {
+                    SELECTOR_BLOCK
+                } else {
+                    SELECTOR_ALLOW
+                };
+                assert_eq!(selector, want);
+                // Only the outer call's frame is left (the next round's
+                // outer frame replaces it: same slot).
+                assert_eq!(depth, Some(1));
+            }
+            // SAFETY: as above.
+            unsafe { (*t).dispatched = false };
+        })
+        .join()
+        .unwrap();
+    }
 }

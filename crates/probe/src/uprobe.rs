@@ -193,6 +193,7 @@ fn attach_at(
         address,
         reason,
     };
+    crate::thread::prepare_for_fork();
     let mut attached = ATTACHED.lock().unwrap();
     let attached = attached.get_or_insert_with(HashSet::new);
     if attached.contains(&address) {
@@ -373,23 +374,16 @@ pub(crate) enum ReturnHook {
     None,
     /// The return handler, with every register ([`on_return`]).
     Full,
-    /// Only the selector back to BLOCK ([`on_quick_return`]): a wrapper
-    /// call whose system call's exit runs nothing.
+    /// Only the selector back to BLOCK (`bpfjet_probe_quick_return`,
+    /// `trampoline.rs`): a wrapper call whose system call's exit runs
+    /// nothing.
     Quick,
 }
 
-/// Called by the quick return trampoline with the address of the slot the
-/// return address was in; returns the original return address.
-pub(crate) fn on_quick_return(slot: u64) -> u64 {
-    let t = thread::current();
-    // SAFETY: this thread's block; no other use of it is live.
-    let Some(frame) = (unsafe { thread::existing_stacks(t) }).and_then(|s| s.shadow.pop(slot))
-    else {
-        no_frame()
-    };
-    // SAFETY: this thread's block; the entry set ALLOW for this call.
-    unsafe { crate::syscalls::set_selector_block(t) };
-    frame.ret
+/// Called by the quick return trampoline (assembly, `trampoline.rs`)
+/// when it finds no frame for the return.
+pub(crate) extern "C" fn no_frame_abi() -> ! {
+    no_frame()
 }
 
 #[cold]

@@ -170,6 +170,7 @@ impl Program {
     /// Bracket a run of this program by another engine (the JIT) with the
     /// per-run bookkeeping [`Program::run`] does: run-time regions of the
     /// previous run are dropped and the tail-call count starts at zero.
+    #[inline(always)]
     pub fn run_externally<R>(
         &self,
         state: &mut RunState,

@@ -582,6 +582,18 @@ impl TracingObject {
         let Some(p) = self.programs.get(prog) else {
             return 0;
         };
+        // SAFETY: the caller's.
+        unsafe { self.run_program(p, ctx, site) }
+    }
+
+    /// [`TracingObject::run`] of a program of this object. Inlined into
+    /// the typed entries, which the attach layer's per-hit closures call:
+    /// one call for the whole set-up of a run, up to the engine's entry.
+    ///
+    /// # Safety
+    /// As [`TracingObject::run`], for `p`.
+    #[inline(always)]
+    unsafe fn run_program(&self, p: &TracingProgram, ctx: *mut u8, site: &ProbeSite) -> u64 {
         let cache = run_cache();
         // A run of this thread is under way (a probe inside a helper or a
         // signal handler): skip, as the kernel does.
@@ -622,22 +634,26 @@ impl TracingObject {
 
     /// What every run does after the program: keep its trace lines, count
     /// a fault (r0 then reads as 0, and the reason is kept); returns r0.
+    #[inline(always)]
     fn end_run(&self, p: &TracingProgram, run: &mut ThreadRun, result: Result<u64, Fault>) -> u64 {
         if !run.env.run.trace.is_empty() {
             self.keep_trace(run.env.run.take_trace_log());
         }
         match result {
             Ok(r0) => r0,
-            Err(fault) => {
-                self.faults.fetch_add(1, Ordering::Relaxed);
-                *self
-                    .last_fault
-                    .lock()
-                    .unwrap_or_else(PoisonError::into_inner) =
-                    Some(format!("program {}: {fault}", p.name));
-                0
-            }
+            Err(fault) => self.count_fault(p, fault),
         }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn count_fault(&self, p: &TracingProgram, fault: Fault) -> u64 {
+        self.faults.fetch_add(1, Ordering::Relaxed);
+        *self
+            .last_fault
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner) = Some(format!("program {}: {fault}", p.name));
+        0
     }
 
     /// Whether runs lease a CPU slot (see [`needs_cpu_slot`]): false when
@@ -648,21 +664,25 @@ impl TracingObject {
 
     /// [`TracingObject::run`] of a kprobe-type program (uprobe, uretprobe,
     /// USDT) on registers.
+    #[inline]
     pub fn run_regs(&self, prog: ProgId, regs: &mut PtRegs, site: &ProbeSite) -> u64 {
         self.run_typed(prog, ProgType::Kprobe, regs, site)
     }
 
     /// [`TracingObject::run`] of a `tracepoint/syscalls/sys_enter_*` program.
+    #[inline]
     pub fn run_sys_enter(&self, prog: ProgId, rec: &mut SysEnterCtx, site: &ProbeSite) -> u64 {
         self.run_typed(prog, ProgType::Tracepoint, rec, site)
     }
 
     /// [`TracingObject::run`] of a `tracepoint/syscalls/sys_exit_*` program.
+    #[inline]
     pub fn run_sys_exit(&self, prog: ProgId, rec: &mut SysExitCtx, site: &ProbeSite) -> u64 {
         self.run_typed(prog, ProgType::Tracepoint, rec, site)
     }
 
     /// [`TracingObject::run`] of a `raw_tracepoint/sys_enter|sys_exit` program.
+    #[inline]
     pub fn run_raw_syscall(
         &self,
         prog: ProgId,
@@ -672,25 +692,28 @@ impl TracingObject {
         self.run_typed(prog, ProgType::RawTracepoint, args, site)
     }
 
+    #[inline(always)]
     fn run_typed<T>(&self, prog: ProgId, want: ProgType, ctx: &mut T, site: &ProbeSite) -> u64 {
-        let fits = self
-            .programs
-            .get(prog)
-            .is_some_and(|p| p.prog_type == want && p.ctx_bytes <= std::mem::size_of::<T>() as u64);
-        if !fits {
-            self.faults.fetch_add(1, Ordering::Relaxed);
-            *self
-                .last_fault
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner) = Some(format!(
-                "program #{prog} is not a {want} program reading at most {} context bytes",
-                std::mem::size_of::<T>()
-            ));
-            return 0;
-        }
+        let p = match self.programs.get(prog) {
+            Some(p) if p.prog_type == want && p.ctx_bytes <= std::mem::size_of::<T>() as u64 => p,
+            _ => return self.misfit(prog, want, std::mem::size_of::<T>()),
+        };
         // SAFETY: the program's type matches the context's and it reads no
         // more than size_of::<T>() bytes of it (checked above).
-        unsafe { self.run(prog, (ctx as *mut T).cast(), site) }
+        unsafe { self.run_program(p, (ctx as *mut T).cast(), site) }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn misfit(&self, prog: ProgId, want: ProgType, size: usize) -> u64 {
+        self.faults.fetch_add(1, Ordering::Relaxed);
+        *self
+            .last_fault
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner) = Some(format!(
+            "program #{prog} is not a {want} program reading at most {size} context bytes"
+        ));
+        0
     }
 
     fn thread_run(&self) -> ThreadRun {
