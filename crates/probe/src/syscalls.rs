@@ -186,6 +186,19 @@ pub(crate) fn hooks() -> Option<&'static SyscallHooks> {
     HOOKS.get()
 }
 
+/// Called in a forked child right after the fork returned there, before
+/// any of the child's own code (glibc's child set-up makes system calls
+/// before its atfork handlers run): the tracing runtime's cached thread
+/// ids must be the child's for those calls' events and for the child's
+/// `sys_exit` of the fork itself.
+static FORK_CHILD_HOOK: OnceLock<fn()> = OnceLock::new();
+
+/// Sets what runs in a forked child right after a fork this layer
+/// performed (once; it must be async-signal-safe).
+pub fn set_fork_child_hook(hook: fn()) {
+    let _ = FORK_CHILD_HOOK.set(hook);
+}
+
 /// Sets ALLOW; true if the thread was dispatching (BLOCK) before.
 ///
 /// # Safety
@@ -584,6 +597,9 @@ extern "C" fn on_sigsys(_sig: i32, _info: *mut libc::siginfo_t, ctx: *mut libc::
             };
             let r = unsafe { bpfjet_sud_syscall6(nr2, a0, a[1], a[2], a[3], a[4], a[5]) };
             if r == 0 && a0 & CLONE_VM == 0 {
+                if let Some(hook) = FORK_CHILD_HOOK.get() {
+                    hook();
+                }
                 if ENABLED_BY_TRACER.load(Ordering::Relaxed) {
                     // A child process of a process bpfjet attached to
                     // (`--pid`): not traced, as the kernel's tracepoints

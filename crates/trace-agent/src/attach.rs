@@ -597,6 +597,7 @@ fn install_syscalls(
     } else {
         syscalls::install
     };
+    syscalls::set_fork_child_hook(bpfjet_runtime::tracing::forked_child);
     install(SyscallHooks {
         on_enter: Some(Box::new(move |regs: &PtRegs| {
             let nr = regs.orig_rax;

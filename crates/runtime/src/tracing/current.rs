@@ -4,18 +4,40 @@
 //!
 //! `gettid`/`getpid` are system calls; their results are cached per thread
 //! and the cache is invalidated in a child after `fork` (a generation count
-//! bumped by a `pthread_atfork` child handler), so a forked child never
-//! reports its parent's ids.
+//! bumped in the child), so a forked child never reports its parent's ids.
+//!
+//! Two places bump it. A `pthread_atfork` child handler is enough for
+//! uprobes, but glibc's child makes system calls of its own
+//! (`set_robust_list`, ...) before the atfork handlers run, and the child's
+//! return from the `clone` itself is a `sys_exit` event: when system calls
+//! are traced, the fork is performed by bpfjet's SIGSYS handler, which
+//! bumps the count in the child right after the call ([`forked_child`]),
+//! before any of that. The atfork handler then does not count the same
+//! fork twice.
 
 use std::cell::Cell;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Once;
 
 static FORK_GENERATION: AtomicU64 = AtomicU64::new(0);
 static ATFORK: Once = Once::new();
+/// Set in a child by [`forked_child`]: its fork is counted already. Only
+/// ever true in that child's copy of memory (the parent never sets it).
+static COUNTED_IN_CHILD: AtomicBool = AtomicBool::new(false);
 
 extern "C" fn after_fork_in_child() {
+    if !COUNTED_IN_CHILD.swap(false, Ordering::Relaxed) {
+        FORK_GENERATION.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+/// Called in a forked child as soon as the fork returned there (the
+/// system-call layer's fork, before glibc's child code runs): the cached
+/// ids become the child's from its first traced event on.
+/// Async-signal-safe (two atomics).
+pub fn forked_child() {
     FORK_GENERATION.fetch_add(1, Ordering::Relaxed);
+    COUNTED_IN_CHILD.store(true, Ordering::Relaxed);
 }
 
 /// Install the fork hook that keeps cached ids right; idempotent.
@@ -34,27 +56,75 @@ pub(crate) fn fork_generation() -> u64 {
     FORK_GENERATION.load(Ordering::Relaxed)
 }
 
-thread_local! {
-    /// (fork generation + 1, tgid, tid); generation 0 means "not cached".
-    static IDS: Cell<(u64, u32, u32)> = const { Cell::new((0, 0, 0)) };
+/// This thread's cached ids: (fork generation + 1, tgid, tid); generation
+/// 0 means "not cached". A thread-local of the initial-exec model declared
+/// in assembly, as the run cache in `object.rs` (a Rust thread-local in the
+/// trace agent, a shared object, costs a `__tls_get_addr` call per
+/// `bpf_get_current_pid_tgid`); zero bytes are its initial value.
+#[repr(C)]
+struct CachedIds {
+    generation: Cell<u64>,
+    tgid: Cell<u32>,
+    tid: Cell<u32>,
+}
+
+std::arch::global_asm!(
+    ".pushsection .tbss.bpfjet_current_ids,\"awT\",@nobits",
+    ".p2align 3",
+    ".globl bpfjet_current_ids",
+    ".hidden bpfjet_current_ids",
+    ".type bpfjet_current_ids,@object",
+    "bpfjet_current_ids:",
+    ".zero {size}",
+    ".size bpfjet_current_ids, {size}",
+    ".popsection",
+    size = const std::mem::size_of::<CachedIds>(),
+);
+
+const _: () = assert!(std::mem::align_of::<CachedIds>() <= 8);
+
+/// This thread's id cache (the thread pointer plus its offset).
+#[inline(always)]
+fn cached_ids() -> &'static CachedIds {
+    let p: usize;
+    // SAFETY: reads the thread pointer (`fs:0`) and the GOT entry of the
+    // cache's offset; no side effects.
+    unsafe {
+        std::arch::asm!(
+            "mov {p}, qword ptr fs:[0]",
+            "add {p}, qword ptr [rip + bpfjet_current_ids@GOTTPOFF]",
+            p = out(reg) p,
+            options(pure, readonly, nostack, preserves_flags),
+        );
+        // SAFETY: this thread's cache, alive as long as the thread, zero
+        // bytes a valid value; only this thread uses it (`Cell`s).
+        &*(p as *const CachedIds)
+    }
 }
 
 /// `(tgid, tid)` of the calling thread: the kernel's `tgid` is the process
 /// id, its `pid` the thread id.
 #[inline]
 pub fn tgid_tid() -> (u32, u32) {
-    install_fork_hook();
     let generation = FORK_GENERATION.load(Ordering::Relaxed) + 1;
-    IDS.with(|ids| {
-        let (g, tgid, tid) = ids.get();
-        if g == generation {
-            return (tgid, tid);
-        }
-        // SAFETY: getpid/gettid cannot fail.
-        let (tgid, tid) = unsafe { (libc::getpid() as u32, libc::gettid() as u32) };
-        ids.set((generation, tgid, tid));
-        (tgid, tid)
-    })
+    let ids = cached_ids();
+    if ids.generation.get() == generation {
+        return (ids.tgid.get(), ids.tid.get());
+    }
+    refresh_ids(ids, generation)
+}
+
+/// The cache miss: the first call in a thread, or the first after a fork.
+/// The fork hook is in place before any cached value is used.
+#[cold]
+fn refresh_ids(ids: &CachedIds, generation: u64) -> (u32, u32) {
+    install_fork_hook();
+    // SAFETY: getpid/gettid cannot fail.
+    let (tgid, tid) = unsafe { (libc::getpid() as u32, libc::gettid() as u32) };
+    ids.tgid.set(tgid);
+    ids.tid.set(tid);
+    ids.generation.set(generation);
+    (tgid, tid)
 }
 
 /// The calling thread's name (`/proc/self/task/TID/comm`, at most 15

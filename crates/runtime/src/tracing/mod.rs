@@ -99,6 +99,8 @@ pub use thread_maps::{
 };
 pub use user_mem::BadAddress;
 
+pub use current::forked_child;
+
 /// The calling thread's `(tgid, tid)` as `bpf_get_current_pid_tgid` sees it.
 #[inline]
 pub fn current_tgid_tid() -> (u32, u32) {
