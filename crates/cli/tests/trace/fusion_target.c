@@ -14,6 +14,7 @@
  *   - read/write system calls: two syscall pairs sharing one map. */
 #define _GNU_SOURCE
 #include <fcntl.h>
+#include <malloc.h>
 #include <pthread.h>
 #include <setjmp.h>
 #include <stdio.h>
@@ -112,6 +113,11 @@ int main(void)
 {
 	static char buf[4096];
 	pthread_t t[HOLDERS];
+	/* One malloc arena: a thread's first allocation would otherwise
+	 * create an arena when it finds the others busy, and glibc then reads
+	 * /sys/devices/system/cpu/online (two read(2) calls fsdist counts) —
+	 * a number of reads that depends on timing, not on this program. */
+	mallopt(M_ARENA_MAX, 1);
 	/* At fixed descriptors, so a tool's events on them can be told from
 	 * those of a tracer living in the process. */
 	int zero = dup2(open("/dev/zero", O_RDONLY), ZERO_FD);
