@@ -101,6 +101,17 @@ pub struct AotProgram {
     pub object: Vec<u8>,
 }
 
+/// Which bpfjet made an artifact: the version and the digest of the code
+/// generator's sources (build.rs), as the JIT cache key has it. Native code
+/// binds to the runtime's symbols and data layout, which can change
+/// without a version bump: an artifact of another code generator is
+/// refused, not loaded.
+const MAKER: &str = concat!(
+    env!("CARGO_PKG_VERSION"),
+    "+codegen.",
+    env!("BPFJET_CODEGEN_SOURCES")
+);
+
 /// An AOT artifact: see the module documentation.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct AotArtifact {
@@ -251,7 +262,7 @@ impl AotArtifact {
             None => return Err(AotError::Mismatch("no programs to compile".into())),
         };
         Ok(AotArtifact {
-            bpfjet_version: env!("CARGO_PKG_VERSION").to_string(),
+            bpfjet_version: MAKER.to_string(),
             llvm_version: llvm_version(),
             source_path: source_path.to_string(),
             source_hash: source_hash(source),
@@ -608,11 +619,11 @@ impl AotArtifact {
         if r.pos != r.data.len() {
             return Err(AotError::Format("trailing bytes".into()));
         }
-        if bpfjet_version != env!("CARGO_PKG_VERSION") || llvm_version != self::llvm_version() {
+        if bpfjet_version != MAKER || llvm_version != self::llvm_version() {
             return Err(AotError::Mismatch(format!(
                 "made by bpfjet {bpfjet_version} with LLVM {llvm_version}; this is bpfjet {} \
                  with LLVM {} (recompile with `bpfjet compile`)",
-                env!("CARGO_PKG_VERSION"),
+                MAKER,
                 self::llvm_version()
             )));
         }
@@ -710,7 +721,7 @@ mod tests {
 
     fn sample() -> AotArtifact {
         AotArtifact {
-            bpfjet_version: env!("CARGO_PKG_VERSION").into(),
+            bpfjet_version: MAKER.into(),
             llvm_version: llvm_version(),
             source_path: "x.o".into(),
             source_hash: 42,
