@@ -390,21 +390,41 @@ impl<'ctx> Lifter<'ctx, '_> {
             t.i64.const_int(u64::from(l.max_entries), false),
             "in_range",
         )?;
-        let mut offset =
-            self.b
-                .build_int_mul(index, t.i64.const_int(l.stride as u64, false), "off")?;
+        let symbol = crate::bindings::map_values_symbol(index_of_map);
+        let global = self
+            .module
+            .get_global(&symbol)
+            .ok_or_else(|| LiftError::Build(format!("map symbol {symbol} is not declared")))?;
+        self.array_values.insert(pc, global);
+        // The address is two `inbounds` steps from the symbol — this CPU's
+        // copy, then the element — rather than one step by their sum:
+        // InstCombine splits a GEP on an `add` into two GEPs and drops
+        // `inbounds` doing so, and without it LLVM no longer knows the
+        // address is not null, so the program's null check after every
+        // lookup stayed (a compare and a branch per lookup). The element
+        // offset is an i32 index times the stride: no unsigned wrap.
+        let mut base = global.as_pointer_value();
         if l.cpu_stride != 0 {
             let cpu = self.cpu(fr)?;
-            let cpu_off =
+            let cpu_off = self.b.build_int_nuw_mul(
+                cpu,
+                t.i64.const_int(l.cpu_stride as u64, false),
+                "cpuoff",
+            )?;
+            // SAFETY (for LLVM): every CPU slot's copy lies in the map's
+            // value memory.
+            base = unsafe {
                 self.b
-                    .build_int_mul(cpu, t.i64.const_int(l.cpu_stride as u64, false), "cpuoff")?;
-            offset = self.b.build_int_add(offset, cpu_off, "off")?;
+                    .build_in_bounds_gep(t.i8, base, &[cpu_off], "cpu_values")?
+            };
         }
-        let symbol = crate::bindings::map_values_symbol(index_of_map);
-        if let Some(g) = self.module.get_global(&symbol) {
-            self.array_values.insert(pc, g);
-        }
-        let addr = self.map_address_plus(&symbol, offset)?;
+        let offset =
+            self.b
+                .build_int_nuw_mul(index, t.i64.const_int(l.stride as u64, false), "off")?;
+        // SAFETY (for LLVM): in range when `in_range` holds; otherwise the
+        // address (then poison) is discarded by the select below.
+        let element = unsafe { self.b.build_in_bounds_gep(t.i8, base, &[offset], &symbol)? };
+        let addr = self.b.build_ptr_to_int(element, t.i64, "map_addr")?;
         let r0 = self
             .b
             .build_select(in_range, addr, t.i64.const_zero(), "lookup")?

@@ -115,6 +115,26 @@ int percpu_array(struct xdp_md *ctx)
 	return put(ctx, 16, *v + ((__u64)bpf_get_smp_processor_id() << 32));
 }
 
+/* Per-CPU keys 0..7 of a 4-entry map: half the lookups are out of range
+ * and must give NULL although the in-range addresses are known non-null
+ * (crates/jit/tests/inlining.rs percpu_array_out_of_range_keys). */
+SEC("xdp")
+int percpu_out_of_range(struct xdp_md *ctx)
+{
+	__u64 sum = 0;
+	for (__u32 i = 0; i < 8; i++) {
+		__u32 k = (i + pkt_byte(ctx, 22)) & 7;
+		__u64 *v = bpf_map_lookup_elem(&pcpu, &k);
+		if (v) {
+			*v += k + 1;
+			sum += *v;
+		} else {
+			sum += 1000 << i;
+		}
+	}
+	return put(ctx, 16, sum);
+}
+
 SEC("xdp")
 int hash_k4(struct xdp_md *ctx)
 {
