@@ -308,10 +308,16 @@ std::arch::global_asm!(
     ".globl bpfjet_signal_trampoline",
     ".hidden bpfjet_signal_trampoline",
     "bpfjet_signal_trampoline:",
+    // CFI: the caller is the restorer (the return address on entry), whose
+    // own CFI describes the signal frame: an unwinder (thread
+    // cancellation from glibc's SIGCANCEL handler, a C++ exception thrown
+    // from a handler) gets through to the interrupted code.
+    ".cfi_startproc",
     "mov ebx, edi",
     "mov r12, rsi",
     "mov r13, rdx",
     "sub rsp, 8",
+    ".cfi_adjust_cfa_offset 8",
     "call {enter}",
     "mov r14, rdx",
     "mov edi, ebx",
@@ -326,7 +332,9 @@ std::arch::global_asm!(
     "mov rdx, [rsp + 8]",
     "call {leave}",
     "add rsp, 8",
+    ".cfi_adjust_cfa_offset -8",
     "ret",
+    ".cfi_endproc",
     ".popsection",
     enter = sym bpfjet_signal_enter,
     leave = sym bpfjet_signal_leave,

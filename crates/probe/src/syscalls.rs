@@ -32,6 +32,9 @@
 //!   application still sees the mask it set.
 //! * `rt_sigaction(SIGSYS, new)`: not installed (the old action is still
 //!   reported): dispatch needs bpfjet's handler.
+//! * `rt_sigaction` of another signal: a handler is installed as a
+//!   trampoline that runs it with the selector BLOCK, also when it
+//!   interrupts a call in flight here (crate::signal_handlers).
 //!
 //! New threads: dispatch is per thread and new threads start without it;
 //! [`enable_current_thread`] is called at their start by the agent's
@@ -446,7 +449,11 @@ fn install_sigsys_handler() -> Result<(), ProbeError> {
         // SA_NODEFER: an application handler interrupting this one (a
         // blocked call) runs dispatched, and its calls trap here again;
         // with SIGSYS blocked the kernel would kill the process instead.
-        flags: (libc::SA_SIGINFO | libc::SA_ONSTACK | SA_RESTORER | libc::SA_NODEFER) as u64,
+        // No SA_ONSTACK: on the thread's alternate stack (often small: 8
+        // KB for Rust threads) this handler would push an application
+        // handler interrupting it there too, where the kernel would not,
+        // and the nested SIGSYS frames of its calls would overflow it.
+        flags: (libc::SA_SIGINFO | SA_RESTORER | libc::SA_NODEFER) as u64,
         // Returning from the handler must happen from the allowed range.
         restorer: bpfjet_sud_restorer as *const () as usize,
         mask: 0,
