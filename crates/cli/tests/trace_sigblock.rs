@@ -3,7 +3,8 @@
 //! see them (issue 14). A thread blocked in glibc's `read` (the libc-wrapper
 //! fast path, selector ALLOW during the call) and one blocked in a raw
 //! `syscall(SYS_read)` (the SIGSYS path, selector ALLOW in the handler) are
-//! interrupted by a signal whose handler calls getppid and write; the old
+//! interrupted by a signal whose handler hits a uprobe and calls getppid
+//! and write; the old
 //! action read back is the application's (handler, flags, a mask holding
 //! SIGSYS); SA_RESETHAND runs once and reads back SIG_DFL; a handler that
 //! siglongjmps out of a blocked call leaves the thread dispatched (its
@@ -35,7 +36,12 @@ fn dir() -> &'static Path {
                 .arg(src("sigblock_target.c")),
             "cc sigblock_target.c",
         );
-        Compile::file(src("sigblock.bpf.c")).object_at(dir.join("sigblock.o"));
+        Compile::file(src("sigblock.bpf.c"))
+            .arg(format!(
+                "-DTARGET_EXE=\"{}\"",
+                dir.join("sigblock_target").display()
+            ))
+            .object_at(dir.join("sigblock.o"));
         run_ok(
             Command::new("cc")
                 .args(["-O1", "-o"])
@@ -56,14 +62,16 @@ const USR1: u64 = 2 * ROUNDS;
 /// Slots of sigblock.bpf.c's `counts`: getppid enter and exit (two per
 /// SIGUSR1/SIGHUP run, one per SIGUSR2 run), writes of the handlers,
 /// rt_sigreturn (handlers that return), reads of the blocked threads (one
-/// per interruption plus the first of each), getegid after the jumps.
-const WANT: [u64; 6] = [
+/// per interruption plus the first of each), getegid after the jumps, the
+/// uprobe on handler_mark (once per SIGUSR1/SIGHUP run).
+const WANT: [u64; 7] = [
     2 * (USR1 + 1) + 2,
     2 * (USR1 + 1) + 2,
     USR1 + 1,
     USR1 + 1,
     2 * (1 + ROUNDS) + 2,
     2 * LATER,
+    USR1 + 1,
 ];
 
 fn values(report: &serde_json::Value) -> Vec<u64> {

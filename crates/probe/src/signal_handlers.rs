@@ -9,10 +9,9 @@
 //! path, [`rt_sigaction`]; handlers in place when the agent starts are
 //! wrapped by [`wrap_existing`]) is installed as [`bpfjet_signal_trampoline`]
 //! with the application's flags, mask and restorer. The trampoline saves
-//! the thread's selector and in-handler flag, sets BLOCK (a dispatched
-//! thread) and clears the flag, calls the application's handler with the
-//! same `(sig, info, ucontext)`, and restores both before the signal
-//! return:
+//! the thread's selector, sets BLOCK (a dispatched thread), calls the
+//! application's handler with the same `(sig, info, ucontext)`, and
+//! restores the selector before the signal return:
 //! * interrupted context BLOCK (application code): it returns to the
 //!   application's restorer, whose `rt_sigreturn` traps and is performed by
 //!   the SIGSYS handler (which sets BLOCK), as before;
@@ -218,8 +217,13 @@ fn same_object(a: usize, b: usize) -> bool {
 #[repr(C)]
 struct Entered {
     handler: usize,
-    /// The interrupted selector (bits 0-7), in-handler flag (bit 8), and
-    /// whether the thread was dispatched (bit 9).
+    /// The interrupted selector (bits 0-7) and whether the thread was
+    /// dispatched (bit 8). The in-handler flag is left alone: set, the
+    /// handler interrupted a probe's handler mid-way, whose state (a
+    /// shadow-stack push) its own probe hits must not touch; they are
+    /// missed, and its system calls trap (the selector is BLOCK) and are
+    /// traced there. The SIGSYS handler clears the flag while it performs
+    /// a call that may block.
     saved: u64,
 }
 
@@ -231,12 +235,11 @@ extern "C" fn bpfjet_signal_enter(sig: i32) -> Entered {
     // SAFETY: this thread's block.
     let saved = unsafe {
         let selector = thread::selector(t);
-        let in_handler = std::mem::replace(&mut (*t).in_handler, false);
         let dispatched = (*t).dispatched;
         if dispatched {
             thread::set_selector(t, SELECTOR_BLOCK);
         }
-        u64::from(selector) | u64::from(in_handler) << 8 | u64::from(dispatched) << 9
+        u64::from(selector) | u64::from(dispatched) << 8
     };
     let handler = APP_HANDLERS
         .get(sig as usize)
@@ -245,7 +248,7 @@ extern "C" fn bpfjet_signal_enter(sig: i32) -> Entered {
 }
 
 /// The trampoline's last call, the application's handler returned: the
-/// interrupted in-handler flag and selector back. Returns when the signal
+/// interrupted selector back. Returns when the signal
 /// return goes through the application's restorer; does not return when
 /// the interrupted selector was ALLOW (see the module's doc).
 ///
@@ -254,10 +257,7 @@ extern "C" fn bpfjet_signal_enter(sig: i32) -> Entered {
 extern "C" fn bpfjet_signal_leave(saved: u64, frame_sp: u64, restorer: u64) {
     let t = thread::current();
     let selector = saved as u8;
-    let in_handler = saved & (1 << 8) != 0;
-    let dispatched = saved & (1 << 9) != 0;
-    // SAFETY: this thread's block.
-    unsafe { (*t).in_handler = in_handler };
+    let dispatched = saved & (1 << 8) != 0;
     // SAFETY: this thread's block.
     if !dispatched || !unsafe { (*t).dispatched } || selector == SELECTOR_BLOCK {
         if dispatched {

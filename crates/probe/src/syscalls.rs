@@ -658,7 +658,19 @@ extern "C" fn on_sigsys(_sig: i32, _info: *mut libc::siginfo_t, ctx: *mut libc::
             }
             r
         }
-        _ => unsafe { bpfjet_sud_syscall6(nr, a[0], a[1], a[2], a[3], a[4], a[5]) },
+        // The call may block (read, pause, wait4): an application handler
+        // interrupting it is application code, whose probes must run (the
+        // handler flag is this handler's, not the call's).
+        _ => {
+            if outermost {
+                crate::uprobe::leave_handler(t);
+            }
+            let r = unsafe { bpfjet_sud_syscall6(nr, a[0], a[1], a[2], a[3], a[4], a[5]) };
+            if outermost {
+                crate::uprobe::enter_handler(t);
+            }
+            r
+        }
     };
     let g = &mut uc.uc_mcontext.gregs;
     g[libc::REG_RAX as usize] = ret;

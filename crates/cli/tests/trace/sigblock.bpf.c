@@ -3,7 +3,9 @@
  * 0 sys_enter_getppid, 1 sys_exit_getppid, 2 sys_enter_write on fd 78
  * (the handlers' writes), 3 sys_enter_rt_sigreturn, 4 sys_enter_read on
  * fds 80-83 (the blocked reads and their restarts), 5 sys_enter_getegid
- * (after a siglongjmp out of a handler). With the kernel, `target_tgid`
+ * (after a siglongjmp out of a handler), 6 uprobe on the target's
+ * handler_mark (called by each SIGUSR1/SIGHUP run: a probe hit inside a
+ * handler that interrupted a call in flight). With the kernel, `target_tgid`
  * (set by the loader) keeps other processes out. */
 #include <linux/bpf.h>
 #include <bpf/bpf_helpers.h>
@@ -80,6 +82,14 @@ int enter_getegid(void *ctx)
 {
 	if (ours())
 		bump(5);
+	return 0;
+}
+
+SEC("uprobe/" TARGET_EXE ":handler_mark")
+int on_handler_mark(void *ctx)
+{
+	if (ours())
+		bump(6);
 	return 0;
 }
 

@@ -6,7 +6,8 @@
  * - A thread blocked in glibc's `read` (the libc-wrapper fast path) on fd
  *   80 and one blocked in a raw `syscall(SYS_read)` (the SIGSYS path) on
  *   fd 81 are interrupted ROUNDS times each by SIGUSR1, whose handler
- *   calls getppid twice and writes one byte to fd 78 (/dev/null).
+ *   calls handler_mark (probed), getppid twice and writes one byte to
+ *   fd 78 (/dev/null).
  * - The old action read back is the application's (handler, flags and
  *   mask, which holds every signal, SIGSYS too).
  * - With the argument "wait", SIGUSR1's handler is installed, "ready" is
@@ -36,9 +37,17 @@
 static volatile int hits;
 static int wfd[84];
 
+/* Probed (a uprobe inside the handler). */
+volatile int marks;
+__attribute__((noinline)) void handler_mark(void)
+{
+	marks++;
+}
+
 static void on_usr1(int sig)
 {
 	(void)sig;
+	handler_mark();
 	getppid();
 	getppid();
 	if (write(78, "h", 1) != 1)
