@@ -113,10 +113,12 @@ fn compiled_pair_reports_what_the_unfused_pair_reports() {
     let _serial = serial();
     let unfused = trace("jit", "none");
     let want = seen(&unfused.report);
-    // Computed from the target's constants: every exit found its entry
-    // (a read the handler makes inside the blocked read runs with the
-    // system-call selector already allowing, so it is not traced, fused or
-    // not); the pipe's NESTED reads and writes, the PLAIN ones.
+    // Computed from the target's constants: the handler's 16-byte read
+    // inside each blocked 1-byte read is traced (application handlers run
+    // dispatched, crates/probe/src/signal_handlers.rs) and, as with the
+    // kernel, its pair overwrites and deletes the thread's hand-off entry:
+    // NESTED 16-byte calls found, NESTED read exits without an entry, no
+    // 1-byte call found; the pipe's NESTED writes, the PLAIN calls.
     let g = |k: u64| want.get(&k).copied().unwrap_or(0);
     // Slots: read 1/16/64/7-byte calls found, write 1/64/7-byte found,
     // read and write exits without an entry, write results equal to the
@@ -138,14 +140,14 @@ fn compiled_pair_reports_what_the_unfused_pair_reports() {
             g(26)
         ],
         [
-            NESTED,
             0,
-            PLAIN,
-            BADF,
             NESTED,
             PLAIN,
             BADF,
-            0,
+            NESTED,
+            PLAIN,
+            BADF,
+            NESTED,
             0,
             NESTED + PLAIN,
             NESTED + PLAIN + BADF,

@@ -22,6 +22,7 @@ mod patch;
 pub mod regs;
 mod relocate;
 mod shadow;
+mod signal_handlers;
 pub mod symbols;
 pub mod syscall_table;
 pub mod syscalls;

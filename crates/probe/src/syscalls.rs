@@ -32,6 +32,9 @@
 //!   application still sees the mask it set.
 //! * `rt_sigaction(SIGSYS, new)`: not installed (the old action is still
 //!   reported): dispatch needs bpfjet's handler.
+//! * `rt_sigaction` of another signal: a handler is installed as a
+//!   trampoline that runs it with the selector BLOCK, also when it
+//!   interrupts a call in flight here (crate::signal_handlers).
 //!
 //! New threads: dispatch is per thread and new threads start without it;
 //! [`enable_current_thread`] is called at their start by the agent's
@@ -115,12 +118,12 @@ static ENABLED_BY_TRACER: AtomicBool = AtomicBool::new(false);
 /// thread trapping a system call turns its dispatch off.
 static DISPATCH_ENDED: AtomicBool = AtomicBool::new(false);
 
-const SIGSYS_BIT: u64 = 1 << (libc::SIGSYS - 1);
+pub(crate) const SIGSYS_BIT: u64 = 1 << (libc::SIGSYS - 1);
 const UNBLOCKABLE: u64 = (1 << (libc::SIGKILL - 1)) | (1 << (libc::SIGSTOP - 1));
 
 /// Copies between this process's memory and a buffer without faulting on
 /// a bad application pointer (the kernel's -EFAULT instead).
-fn copy_user(addr: u64, buf: &mut [u8], write: bool) -> bool {
+pub(crate) fn copy_user(addr: u64, buf: &mut [u8], write: bool) -> bool {
     let local = libc::iovec {
         iov_base: buf.as_mut_ptr().cast(),
         iov_len: buf.len(),
@@ -260,6 +263,7 @@ pub fn install(hooks: SyscallHooks) -> Result<(), ProbeError> {
         });
     }
     install_sigsys_handler()?;
+    crate::signal_handlers::wrap_existing();
     enable_current_thread()
 }
 
@@ -277,6 +281,7 @@ pub fn install_for_tracer(hooks: SyscallHooks) -> Result<(), ProbeError> {
         });
     }
     install_sigsys_handler()?;
+    crate::signal_handlers::wrap_existing();
     ENABLED_BY_TRACER.store(true, Ordering::SeqCst);
     Ok(())
 }
@@ -362,6 +367,7 @@ pub fn enable_thread_for_tracer() -> i64 {
 /// ptrace; this covers a tracer that went away).
 pub fn end_dispatch() {
     DISPATCH_ENDED.store(true, Ordering::SeqCst);
+    crate::signal_handlers::unwrap_all();
 }
 
 /// Turns the calling thread's dispatch off (from the allowed range: its
@@ -398,18 +404,69 @@ extern "C" fn bpfjet_sud_child_started() {
     }
 }
 
+/// The kernel's `struct sigaction` of `rt_sigaction` on x86-64.
 #[repr(C)]
-struct KernelSigaction {
-    handler: usize,
-    flags: u64,
-    restorer: usize,
-    mask: u64,
+#[derive(Clone, Copy, Default)]
+pub(crate) struct KernelSigaction {
+    pub(crate) handler: usize,
+    pub(crate) flags: u64,
+    pub(crate) restorer: usize,
+    pub(crate) mask: u64,
+}
+
+impl KernelSigaction {
+    pub(crate) fn as_bytes_mut(&mut self) -> &mut [u8] {
+        // SAFETY: plain integers, no padding.
+        unsafe {
+            std::slice::from_raw_parts_mut(
+                (self as *mut Self).cast::<u8>(),
+                std::mem::size_of::<Self>(),
+            )
+        }
+    }
+}
+
+/// A system call from the allowed range (never trapped).
+///
+/// # Safety
+/// As the system call.
+pub(crate) unsafe fn raw_syscall6(
+    nr: u64,
+    a0: u64,
+    a1: u64,
+    a2: u64,
+    a3: u64,
+    a4: u64,
+    a5: u64,
+) -> i64 {
+    // SAFETY: the caller's.
+    unsafe { bpfjet_sud_syscall6(nr, a0, a1, a2, a3, a4, a5) }
+}
+
+/// `rt_sigreturn` on the signal frame at `frame_sp` (the stack pointer of
+/// a restorer's `syscall`), storing `value` in the selector first; from the
+/// allowed range, so an ALLOW selector does not trap it.
+///
+/// # Safety
+/// `frame_sp` is a live signal frame of this thread; `selector` its
+/// selector byte.
+pub(crate) unsafe fn sigreturn_with(frame_sp: u64, selector: *mut u8, value: u8) -> ! {
+    // SAFETY: the caller's.
+    unsafe { bpfjet_sud_sigreturn_with(frame_sp, selector, value) };
+    unreachable!("rt_sigreturn returned")
 }
 
 fn install_sigsys_handler() -> Result<(), ProbeError> {
     let act = KernelSigaction {
         handler: on_sigsys as *const () as usize,
-        flags: (libc::SA_SIGINFO | libc::SA_ONSTACK | SA_RESTORER) as u64,
+        // SA_NODEFER: an application handler interrupting this one (a
+        // blocked call) runs dispatched, and its calls trap here again;
+        // with SIGSYS blocked the kernel would kill the process instead.
+        // No SA_ONSTACK: on the thread's alternate stack (often small: 8
+        // KB for Rust threads) this handler would push an application
+        // handler interrupting it there too, where the kernel would not,
+        // and the nested SIGSYS frames of its calls would overflow it.
+        flags: (libc::SA_SIGINFO | SA_RESTORER | libc::SA_NODEFER) as u64,
         // Returning from the handler must happen from the allowed range.
         restorer: bpfjet_sud_restorer as *const () as usize,
         mask: 0,
@@ -464,7 +521,7 @@ pub fn enable_current_thread() -> Result<(), ProbeError> {
     Ok(())
 }
 
-fn regs_from(g: &[i64; 23], nr: u64) -> PtRegs {
+pub(crate) fn regs_from(g: &[i64; 23], nr: u64) -> PtRegs {
     use libc::*;
     let r = |i: c_int| g[i as usize] as u64;
     PtRegs {
@@ -524,6 +581,8 @@ extern "C" fn on_sigsys(_sig: i32, _info: *mut libc::siginfo_t, ctx: *mut libc::
         SYS_RT_SIGACTION if a[0] == libc::SIGSYS as u64 && a[1] != 0 => unsafe {
             bpfjet_sud_syscall6(nr, a[0], 0, a[2], a[3], 0, 0)
         },
+        // Application handlers run dispatched, through a trampoline.
+        SYS_RT_SIGACTION if a[0] != libc::SIGSYS as u64 => crate::signal_handlers::rt_sigaction(&a),
         SYS_RT_SIGRETURN => unsafe {
             bpfjet_sud_sigreturn_to(regs.rsp, std::ptr::addr_of_mut!((*t).selector))
         },
@@ -615,7 +674,19 @@ extern "C" fn on_sigsys(_sig: i32, _info: *mut libc::siginfo_t, ctx: *mut libc::
             }
             r
         }
-        _ => unsafe { bpfjet_sud_syscall6(nr, a[0], a[1], a[2], a[3], a[4], a[5]) },
+        // The call may block (read, pause, wait4): an application handler
+        // interrupting it is application code, whose probes must run (the
+        // handler flag is this handler's, not the call's).
+        _ => {
+            if outermost {
+                crate::uprobe::leave_handler(t);
+            }
+            let r = unsafe { bpfjet_sud_syscall6(nr, a[0], a[1], a[2], a[3], a[4], a[5]) };
+            if outermost {
+                crate::uprobe::enter_handler(t);
+            }
+            r
+        }
     };
     let g = &mut uc.uc_mcontext.gregs;
     g[libc::REG_RAX as usize] = ret;
@@ -675,6 +746,7 @@ extern "C" {
     fn bpfjet_sud_restorer();
     fn bpfjet_sud_syscall6(nr: u64, a0: u64, a1: u64, a2: u64, a3: u64, a4: u64, a5: u64) -> i64;
     fn bpfjet_sud_sigreturn_to(frame_sp: u64, selector: *mut u8) -> i64;
+    fn bpfjet_sud_sigreturn_with(frame_sp: u64, selector: *mut u8, value: u8) -> i64;
     fn bpfjet_sud_clone(regs: *const CloneRegs) -> i64;
 }
 
@@ -707,6 +779,14 @@ std::arch::global_asm!(
     ".globl bpfjet_sud_sigreturn_to",
     "bpfjet_sud_sigreturn_to:",
     "mov byte ptr [rsi], 1",
+    "mov rsp, rdi",
+    "mov eax, 15",
+    "syscall",
+    "ud2",
+    // The same with the selector value given (dl).
+    ".globl bpfjet_sud_sigreturn_with",
+    "bpfjet_sud_sigreturn_with:",
+    "mov byte ptr [rsi], dl",
     "mov rsp, rdi",
     "mov eax, 15",
     "syscall",
