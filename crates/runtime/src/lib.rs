@@ -28,6 +28,7 @@ pub mod fuzzing;
 pub mod graph_kfuncs;
 mod helper_ctx;
 mod helpers;
+mod initial_exec;
 mod interp;
 pub mod kfuncs;
 mod load;

@@ -39,42 +39,16 @@ thread_local! {
     static GUARD: Guard = const { Guard };
 }
 
-// One byte for every check of a run, a thread-local of the initial-exec
-// model declared in assembly (a Rust thread-local in this shared object
-// costs a `__tls_get_addr` call per access). Initial-exec TLS marks the
-// agent `STATIC_TLS`: a `dlopen` of it (`bpfjet trace --pid`) needs its
-// whole TLS segment to fit glibc's static TLS surplus, which it does since
-// the probe stacks left TLS (see `bpfjet_probe`'s per-thread block and the
-// CLI test `trace_agent_tls`). No destructor: readable for the thread's
-// whole life. Starts at 0.
-std::arch::global_asm!(
-    ".pushsection .tbss.bpfjet_agent_flags,\"awT\",@nobits",
-    ".globl bpfjet_agent_flags",
-    ".hidden bpfjet_agent_flags",
-    ".type bpfjet_agent_flags,@object",
-    "bpfjet_agent_flags:",
-    ".zero 1",
-    ".size bpfjet_agent_flags, 1",
-    ".popsection",
-);
-
-/// This thread's flags byte.
-#[inline(always)]
-fn flags() -> &'static Cell<u8> {
-    let p: usize;
-    // SAFETY: reads the thread pointer (`fs:0`) and the GOT entry of the
-    // byte's offset; no side effects.
-    unsafe {
-        std::arch::asm!(
-            "mov {p}, qword ptr fs:[0]",
-            "add {p}, qword ptr [rip + bpfjet_agent_flags@GOTTPOFF]",
-            p = out(reg) p,
-            options(pure, readonly, nostack, preserves_flags),
-        );
-        // SAFETY: this thread's byte, alive as long as the thread; only
-        // this thread uses it (a `Cell`, never shared).
-        &*(p as *const Cell<u8>)
-    }
+// One byte for every check of a run, an initial-exec thread-local
+// (`bpfjet_runtime`'s `initial_exec_thread_local!`: no `__tls_get_addr`
+// per access in this shared object). Initial-exec TLS marks the agent
+// `STATIC_TLS`: a `dlopen` of it (`bpfjet trace --pid`) needs its whole TLS
+// segment to fit glibc's static TLS surplus, which it does since the probe
+// stacks left TLS (see `bpfjet_probe`'s per-thread block and the CLI test
+// `trace_agent_tls`). Starts at 0.
+bpfjet_runtime::initial_exec_thread_local! {
+    /// This thread's flags byte.
+    unsafe fn flags() -> &'static Cell<u8> = "bpfjet_agent_flags";
 }
 
 /// Runs `f` as the agent's own work: probes and system calls it hits on

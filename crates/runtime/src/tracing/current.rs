@@ -57,10 +57,9 @@ pub(crate) fn fork_generation() -> u64 {
 }
 
 /// This thread's cached ids: (fork generation + 1, tgid, tid); generation
-/// 0 means "not cached". A thread-local of the initial-exec model declared
-/// in assembly, as the run cache in `object.rs` (a Rust thread-local in the
-/// trace agent, a shared object, costs a `__tls_get_addr` call per
-/// `bpf_get_current_pid_tgid`); zero bytes are its initial value.
+/// 0 means "not cached". An initial-exec thread-local (`initial_exec.rs`:
+/// no `__tls_get_addr` per `bpf_get_current_pid_tgid` in the trace agent);
+/// zero bytes are its initial value.
 #[repr(C)]
 struct CachedIds {
     generation: Cell<u64>,
@@ -68,38 +67,9 @@ struct CachedIds {
     tid: Cell<u32>,
 }
 
-std::arch::global_asm!(
-    ".pushsection .tbss.bpfjet_current_ids,\"awT\",@nobits",
-    ".p2align 3",
-    ".globl bpfjet_current_ids",
-    ".hidden bpfjet_current_ids",
-    ".type bpfjet_current_ids,@object",
-    "bpfjet_current_ids:",
-    ".zero {size}",
-    ".size bpfjet_current_ids, {size}",
-    ".popsection",
-    size = const std::mem::size_of::<CachedIds>(),
-);
-
-const _: () = assert!(std::mem::align_of::<CachedIds>() <= 8);
-
-/// This thread's id cache (the thread pointer plus its offset).
-#[inline(always)]
-fn cached_ids() -> &'static CachedIds {
-    let p: usize;
-    // SAFETY: reads the thread pointer (`fs:0`) and the GOT entry of the
-    // cache's offset; no side effects.
-    unsafe {
-        std::arch::asm!(
-            "mov {p}, qword ptr fs:[0]",
-            "add {p}, qword ptr [rip + bpfjet_current_ids@GOTTPOFF]",
-            p = out(reg) p,
-            options(pure, readonly, nostack, preserves_flags),
-        );
-        // SAFETY: this thread's cache, alive as long as the thread, zero
-        // bytes a valid value; only this thread uses it (`Cell`s).
-        &*(p as *const CachedIds)
-    }
+crate::initial_exec_thread_local! {
+    /// This thread's id cache.
+    unsafe fn cached_ids() -> &'static CachedIds = "bpfjet_current_ids";
 }
 
 /// `(tgid, tid)` of the calling thread: the kernel's `tgid` is the process

@@ -211,38 +211,9 @@ struct RunCache {
     last: Cell<*mut ThreadRun>,
 }
 
-std::arch::global_asm!(
-    ".pushsection .tbss.bpfjet_run_cache,\"awT\",@nobits",
-    ".p2align 3",
-    ".globl bpfjet_run_cache",
-    ".hidden bpfjet_run_cache",
-    ".type bpfjet_run_cache,@object",
-    "bpfjet_run_cache:",
-    ".zero {size}",
-    ".size bpfjet_run_cache, {size}",
-    ".popsection",
-    size = const std::mem::size_of::<RunCache>(),
-);
-
-const _: () = assert!(std::mem::align_of::<RunCache>() <= 8);
-
-/// This thread's run cache (the thread pointer plus its offset).
-#[inline(always)]
-fn run_cache() -> &'static RunCache {
-    let p: usize;
-    // SAFETY: reads the thread pointer (`fs:0`) and the GOT entry of the
-    // cache's offset; no side effects.
-    unsafe {
-        std::arch::asm!(
-            "mov {p}, qword ptr fs:[0]",
-            "add {p}, qword ptr [rip + bpfjet_run_cache@GOTTPOFF]",
-            p = out(reg) p,
-            options(pure, readonly, nostack, preserves_flags),
-        );
-        // SAFETY: this thread's cache, alive as long as the thread, zero
-        // bytes a valid value; only this thread uses it (`Cell`s).
-        &*(p as *const RunCache)
-    }
+crate::initial_exec_thread_local! {
+    /// This thread's run cache.
+    unsafe fn run_cache() -> &'static RunCache = "bpfjet_run_cache";
 }
 
 /// Every object's run state on this thread, boxed (the cache points into
