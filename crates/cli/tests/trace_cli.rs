@@ -9,7 +9,7 @@ mod trace_common;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::sync::OnceLock;
-use trace_common::{counts, json_report, run_ok, serial, SRC};
+use trace_common::{cc, counts, json_report, loader_slots, run_ok, serial, SRC};
 
 struct Fixture {
     dir: PathBuf,
@@ -40,24 +40,8 @@ fn fixture() -> &'static Fixture {
         let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("trace-cli");
         std::fs::create_dir_all(&dir).unwrap();
         let src = |f: &str| format!("{SRC}/{f}");
-        run_ok(
-            Command::new("cc")
-                .args(["-O1", "-g", "-fPIC", "-shared", "-o"])
-                .arg(dir.join("libtrace_target.so"))
-                .arg(src("target_lib.c")),
-            "cc target_lib.c",
-        );
-        run_ok(
-            Command::new("cc")
-                .args(["-O1", "-g", "-o"])
-                .arg(dir.join("target"))
-                .arg(src("target.c"))
-                .arg(format!("-L{}", dir.display()))
-                .arg("-ltrace_target")
-                .arg(format!("-Wl,-rpath,{}", dir.display()))
-                .arg("-lpthread"),
-            "cc target.c",
-        );
+        cc("target_lib.c", dir.join("libtrace_target.so"), &["-O1", "-g", "-fPIC", "-shared"], &[]);
+        cc("target.c", dir.join("target"), &["-O1", "-g"], &[&format!("-L{}", dir.display()), "-ltrace_target", &format!("-Wl,-rpath,{}", dir.display()), "-lpthread"]);
         // A statically linked variant (without the library's functions).
         let static_src = dir.join("static_target.c");
         std::fs::write(
@@ -107,14 +91,7 @@ fn fixture() -> &'static Fixture {
         )
         .unwrap();
         bpf(&dir, kprobe.to_str().unwrap(), "kprobe.o", &[]);
-        run_ok(
-            Command::new("cc")
-                .args(["-O1", "-o"])
-                .arg(dir.join("kernel_loader"))
-                .arg(src("kernel_loader.c"))
-                .arg("-lbpf"),
-            "cc kernel_loader.c",
-        );
+        cc("kernel_loader.c", dir.join("kernel_loader"), &["-O1"], &["-lbpf"]);
         Fixture { dir }
     })
 }
@@ -143,19 +120,7 @@ fn kernel_counts(obj: &str) -> Option<Vec<u64>> {
         .arg(f.path("target"))
         .output()
         .unwrap();
-    if !out.status.success() {
-        bpfjet_testsupport::report_skip(format!(
-            "kernel comparison for {obj}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        ));
-        return None;
-    }
-    Some(
-        String::from_utf8_lossy(&out.stdout)
-            .lines()
-            .map(|l| l.split_whitespace().nth(1).unwrap().parse().unwrap())
-            .collect(),
-    )
+    loader_slots(&out, &format!("for {obj}"))
 }
 
 // Constants of tests/trace/target.c.

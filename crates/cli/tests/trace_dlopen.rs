@@ -11,7 +11,7 @@ use bpfjet_testsupport::clang::Compile;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::OnceLock;
-use trace_common::{counts, json_report, run_ok, serial, SRC};
+use trace_common::{cc, counts, json_report, loader_slots, serial, SRC};
 
 fn dir() -> &'static Path {
     static D: OnceLock<PathBuf> = OnceLock::new();
@@ -20,28 +20,19 @@ fn dir() -> &'static Path {
         std::fs::create_dir_all(&dir).unwrap();
         let src = |f: &str| PathBuf::from(format!("{SRC}/{f}"));
         let lib = dir.join("libdl_lib.so");
-        run_ok(
-            Command::new("cc")
-                .args(["-O2", "-g", "-fPIC", "-shared", "-o"])
-                .arg(&lib)
-                .arg(src("dl_lib.c")),
-            "cc dl_lib.c",
-        );
+        cc("dl_lib.c", &lib, &["-O2", "-g", "-fPIC", "-shared"], &[]);
         let define = format!("-DDL_LIB=\"{}\"", lib.display());
-        run_ok(
-            Command::new("cc")
-                .args(["-O1", "-g", &define, "-o"])
-                .arg(dir.join("dl_target"))
-                .arg(src("dl_target.c")),
-            "cc dl_target.c",
+        cc(
+            "dl_target.c",
+            dir.join("dl_target"),
+            &["-O1", "-g", &define],
+            &[],
         );
-        run_ok(
-            Command::new("cc")
-                .args(["-O1", "-o"])
-                .arg(dir.join("kernel_loader"))
-                .arg(src("kernel_loader.c"))
-                .arg("-lbpf"),
-            "cc kernel_loader.c",
+        cc(
+            "kernel_loader.c",
+            dir.join("kernel_loader"),
+            &["-O1"],
+            &["-lbpf"],
         );
         Compile::file(src("dl.bpf.c"))
             .arg("-D__TARGET_ARCH_x86")
@@ -58,19 +49,7 @@ fn kernel_counts() -> Option<Vec<u64>> {
         .arg(d.join("dl_target"))
         .output()
         .unwrap();
-    if !out.status.success() {
-        bpfjet_testsupport::report_skip(format!(
-            "kernel comparison of probes on a dlopen'ed library: {}",
-            String::from_utf8_lossy(&out.stderr)
-        ));
-        return None;
-    }
-    Some(
-        String::from_utf8_lossy(&out.stdout)
-            .lines()
-            .map(|l| l.split_whitespace().nth(1).unwrap().parse().unwrap())
-            .collect(),
-    )
+    loader_slots(&out, "of probes on a dlopen'ed library")
 }
 
 fn check(engine: &str) {

@@ -14,20 +14,14 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::OnceLock;
-use trace_common::{json_report, run_ok, serial, SRC};
+use trace_common::{cc, json_report, serial, SRC};
 
 fn dir() -> &'static Path {
     static D: OnceLock<PathBuf> = OnceLock::new();
     D.get_or_init(|| {
         let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("trace-fork");
         std::fs::create_dir_all(&dir).unwrap();
-        run_ok(
-            Command::new("cc")
-                .args(["-O1", "-o"])
-                .arg(dir.join("fork_target"))
-                .arg(format!("{SRC}/fork_target.c")),
-            "cc fork_target.c",
-        );
+        cc("fork_target.c", dir.join("fork_target"), &["-O1"], &[]);
         Compile::file(format!("{SRC}/fork.bpf.c")).object_at(dir.join("fork.o"));
         dir
     })

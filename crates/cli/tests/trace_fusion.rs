@@ -21,7 +21,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::OnceLock;
-use trace_common::{json_report, serial, SRC};
+use trace_common::{cc, json_report, serial, SRC};
 
 struct Fixture {
     dir: PathBuf,
@@ -38,18 +38,7 @@ fn fixture() -> &'static Fixture {
         let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("trace-fusion");
         std::fs::create_dir_all(&dir).unwrap();
         let target = dir.join("fusion_target");
-        let out = Command::new("cc")
-            .args(["-O1", "-g", "-o"])
-            .arg(&target)
-            .arg(format!("{SRC}/fusion_target.c"))
-            .arg("-lpthread")
-            .output()
-            .expect("cc");
-        assert!(
-            out.status.success(),
-            "cc fusion_target.c: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        cc("fusion_target.c", &target, &["-O1", "-g"], &["-lpthread"]);
         Fixture { dir, target }
     })
 }

@@ -15,7 +15,7 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::process::Command;
 use std::sync::OnceLock;
-use trace_common::{json_report, serial, SRC};
+use trace_common::{cc, json_report, serial, SRC};
 
 /// The target's constants (fusion_signal_target.c).
 const NESTED: u64 = 20;
@@ -28,17 +28,11 @@ fn target() -> &'static PathBuf {
         let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("trace-fusion-compile");
         std::fs::create_dir_all(&dir).unwrap();
         let target = dir.join("fusion_signal_target");
-        let out = Command::new("cc")
-            .args(["-O1", "-g", "-o"])
-            .arg(&target)
-            .arg(format!("{SRC}/fusion_signal_target.c"))
-            .arg("-lpthread")
-            .output()
-            .expect("cc");
-        assert!(
-            out.status.success(),
-            "cc fusion_signal_target.c: {}",
-            String::from_utf8_lossy(&out.stderr)
+        cc(
+            "fusion_signal_target.c",
+            &target,
+            &["-O1", "-g"],
+            &["-lpthread"],
         );
         target
     })

@@ -16,7 +16,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::sync::OnceLock;
-use trace_common::{json_report, run_ok, serial, SRC};
+use trace_common::{cc, json_report, serial, SRC};
 
 fn dir() -> &'static Path {
     static D: OnceLock<PathBuf> = OnceLock::new();
@@ -24,20 +24,17 @@ fn dir() -> &'static Path {
         let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("trace-multi");
         std::fs::create_dir_all(&dir).unwrap();
         let src = |f: &str| PathBuf::from(format!("{SRC}/{f}"));
-        run_ok(
-            Command::new("cc")
-                .args(["-O1", "-g", "-no-pie", "-fno-pie", "-o"])
-                .arg(dir.join("multi_target"))
-                .arg(src("multi_target.c")),
-            "cc multi_target.c",
+        cc(
+            "multi_target.c",
+            dir.join("multi_target"),
+            &["-O1", "-g", "-no-pie", "-fno-pie"],
+            &[],
         );
-        run_ok(
-            Command::new("cc")
-                .args(["-O1", "-o"])
-                .arg(dir.join("multi_loader"))
-                .arg(src("multi_loader.c"))
-                .args(["-lbpf", "-lelf"]),
-            "cc multi_loader.c",
+        cc(
+            "multi_loader.c",
+            dir.join("multi_loader"),
+            &["-O1"],
+            &["-lbpf", "-lelf"],
         );
         let exe = format!("-DTARGET_EXE=\"{}\"", dir.join("multi_target").display());
         Compile::file(src("multi.bpf.c"))

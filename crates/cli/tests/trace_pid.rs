@@ -40,7 +40,7 @@ use std::process::{Child, ChildStdin, ChildStdout, Command, Output, Stdio};
 use std::sync::mpsc;
 use std::sync::OnceLock;
 use std::time::Duration;
-use trace_common::{counts, json_report, run_ok, serial, SRC};
+use trace_common::{cc, counts, json_report, run_ok, serial, SRC};
 
 const WORKERS: u64 = 3;
 
@@ -51,13 +51,7 @@ fn dir() -> &'static Path {
         std::fs::create_dir_all(&dir).unwrap();
         let src = |f: &str| PathBuf::from(format!("{SRC}/{f}"));
         let target = dir.join("pid_target");
-        run_ok(
-            Command::new("cc")
-                .args(["-O2", "-pthread", "-o"])
-                .arg(&target)
-                .arg(src("pid_target.c")),
-            "cc pid_target.c",
-        );
+        cc("pid_target.c", &target, &["-O2", "-pthread"], &[]);
         let stripped = dir.join("pid_target_stripped");
         run_ok(
             Command::new("strip")
@@ -74,31 +68,22 @@ fn dir() -> &'static Path {
                 .object_at(dir.join(o));
         }
         Compile::file(src("pid_sched.bpf.c")).object_at(dir.join("pid_sched.o"));
-        run_ok(
-            Command::new("cc")
-                .args(["-O2", "-pthread", "-o"])
-                .arg(dir.join("pid_sys_target"))
-                .arg(src("pid_sys_target.c")),
-            "cc pid_sys_target.c",
+        cc(
+            "pid_sys_target.c",
+            dir.join("pid_sys_target"),
+            &["-O2", "-pthread"],
+            &[],
         );
         Compile::file(src("pid_syscount.bpf.c")).object_at(dir.join("pid_syscount.o"));
         Compile::file(src("pid_sys_refused.bpf.c")).object_at(dir.join("pid_sys_refused.o"));
-        run_ok(
-            Command::new("cc")
-                .args(["-O1", "-o"])
-                .arg(dir.join("kernel_loader"))
-                .arg(src("kernel_loader.c"))
-                .arg("-lbpf"),
-            "cc kernel_loader.c",
+        cc(
+            "kernel_loader.c",
+            dir.join("kernel_loader"),
+            &["-O1"],
+            &["-lbpf"],
         );
         let hazard = dir.join("hazard_target");
-        run_ok(
-            Command::new("cc")
-                .args(["-O2", "-o"])
-                .arg(&hazard)
-                .arg(src("hazard_target.c")),
-            "cc hazard_target.c",
-        );
+        cc("hazard_target.c", &hazard, &["-O2"], &[]);
         Compile::file(src("hazard.bpf.c"))
             .arg("-D__TARGET_ARCH_x86")
             .arg(format!("-DHAZARD_TARGET=\"{}\"", hazard.display()))

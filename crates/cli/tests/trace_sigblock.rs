@@ -21,7 +21,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::sync::{mpsc, OnceLock};
 use std::time::Duration;
-use trace_common::{counts, json_report, run_ok, serial, SRC};
+use trace_common::{cc, counts, json_report, loader_slots, serial, SRC};
 
 fn dir() -> &'static Path {
     static D: OnceLock<PathBuf> = OnceLock::new();
@@ -29,12 +29,11 @@ fn dir() -> &'static Path {
         let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("trace-sigblock");
         std::fs::create_dir_all(&dir).unwrap();
         let src = |f: &str| PathBuf::from(format!("{SRC}/{f}"));
-        run_ok(
-            Command::new("cc")
-                .args(["-O1", "-g", "-pthread", "-o"])
-                .arg(dir.join("sigblock_target"))
-                .arg(src("sigblock_target.c")),
-            "cc sigblock_target.c",
+        cc(
+            "sigblock_target.c",
+            dir.join("sigblock_target"),
+            &["-O1", "-g", "-pthread"],
+            &[],
         );
         Compile::file(src("sigblock.bpf.c"))
             .arg(format!(
@@ -42,13 +41,11 @@ fn dir() -> &'static Path {
                 dir.join("sigblock_target").display()
             ))
             .object_at(dir.join("sigblock.o"));
-        run_ok(
-            Command::new("cc")
-                .args(["-O1", "-o"])
-                .arg(dir.join("kernel_loader"))
-                .arg(src("kernel_loader.c"))
-                .arg("-lbpf"),
-            "cc kernel_loader.c",
+        cc(
+            "kernel_loader.c",
+            dir.join("kernel_loader"),
+            &["-O1"],
+            &["-lbpf"],
         );
         dir
     })
@@ -88,22 +85,14 @@ fn kernel_counts() -> Option<Vec<u64>> {
         .arg(d.join("sigblock_target"))
         .output()
         .unwrap();
+    let mut slots = loader_slots(&out, "for sigblock.o")?;
     let stderr = String::from_utf8_lossy(&out.stderr);
-    if !out.status.success() {
-        bpfjet_testsupport::report_skip(format!("kernel comparison for sigblock.o: {stderr}"));
-        return None;
-    }
     assert!(
         stderr.contains("exit 42"),
         "target under the kernel: {stderr}"
     );
-    Some(
-        String::from_utf8_lossy(&out.stdout)
-            .lines()
-            .take(WANT.len())
-            .map(|l| l.split_whitespace().nth(1).unwrap().parse().unwrap())
-            .collect(),
-    )
+    slots.truncate(WANT.len());
+    Some(slots)
 }
 
 fn traced(engine: &str) {

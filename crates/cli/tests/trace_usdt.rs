@@ -17,7 +17,7 @@ use bpfjet_testsupport::clang::Compile;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::sync::OnceLock;
-use trace_common::{counts, json_report, run_ok, serial, SRC};
+use trace_common::{cc, counts, json_report, loader_slots, serial, SRC};
 
 /// A BPF object from C through testsupport (clang lookup, standard
 /// flags, compile-once), copied into `dir` as `out`.
@@ -32,24 +32,8 @@ fn dir() -> &'static Path {
         let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("trace-usdt");
         std::fs::create_dir_all(&dir).unwrap();
         let src = |f: &str| PathBuf::from(format!("{SRC}/{f}"));
-        run_ok(
-            Command::new("cc")
-                .args(["-O2", "-g", "-fPIC", "-shared", "-o"])
-                .arg(dir.join("libusdt_lib.so"))
-                .arg(src("usdt_lib.c")),
-            "cc usdt_lib.c",
-        );
-        run_ok(
-            Command::new("cc")
-                .args(["-O2", "-g", "-o"])
-                .arg(dir.join("usdt_target"))
-                .arg(src("usdt_target.c"))
-                .arg(format!("-L{}", dir.display()))
-                .arg("-lusdt_lib")
-                .arg(format!("-Wl,-rpath,{}", dir.display()))
-                .arg("-lpthread"),
-            "cc usdt_target.c (needs <sys/sdt.h>: systemtap-sdt-dev, scripts/setup.sh)",
-        );
+        cc("usdt_lib.c", dir.join("libusdt_lib.so"), &["-O2", "-g", "-fPIC", "-shared"], &[]);
+        cc("usdt_target.c", dir.join("usdt_target"), &["-O2", "-g"], &[&format!("-L{}", dir.display()), "-lusdt_lib", &format!("-Wl,-rpath,{}", dir.display()), "-lpthread"]);
         let exe = format!("-DTARGET_EXE=\"{}\"", dir.join("usdt_target").display());
         let lib = format!("-DTARGET_LIB=\"{}\"", dir.join("libusdt_lib.so").display());
         bpf(&dir, Compile::file(src("usdt.bpf.c")).args(&[&exe, &lib]), "usdt.o");
@@ -68,14 +52,7 @@ fn dir() -> &'static Path {
              char LICENSE[] SEC(\"license\") = \"GPL\";\n",
         );
         bpf(&dir, no_maps.arg(&exe), "no_maps.o");
-        run_ok(
-            Command::new("cc")
-                .args(["-O1", "-o"])
-                .arg(dir.join("kernel_loader"))
-                .arg(src("kernel_loader.c"))
-                .arg("-lbpf"),
-            "cc kernel_loader.c",
-        );
+        cc("kernel_loader.c", dir.join("kernel_loader"), &["-O1"], &["-lbpf"]);
         dir
     })
 }
@@ -100,19 +77,7 @@ fn kernel_counts() -> Option<Vec<u64>> {
         .arg(d.join("usdt_target"))
         .output()
         .unwrap();
-    if !out.status.success() {
-        bpfjet_testsupport::report_skip(format!(
-            "kernel comparison of the USDT programs: {}",
-            String::from_utf8_lossy(&out.stderr)
-        ));
-        return None;
-    }
-    Some(
-        String::from_utf8_lossy(&out.stdout)
-            .lines()
-            .map(|l| l.split_whitespace().nth(1).unwrap().parse().unwrap())
-            .collect(),
-    )
+    loader_slots(&out, "of the USDT programs")
 }
 
 /// The counts usdt.bpf.c must leave, from the constants of usdt_target.c.

@@ -18,7 +18,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::OnceLock;
-use trace_common::{counts, json_report, run_ok, serial, SRC};
+use trace_common::{cc, counts, json_report, run_ok, serial, SRC};
 
 /// Slots per table of the program's `counts` (entries, exits, sums).
 const NR: usize = 512;
@@ -29,12 +29,11 @@ fn fixture() -> &'static PathBuf {
         let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("trace-wrappers");
         std::fs::create_dir_all(&dir).unwrap();
         let src = |f: &str| format!("{SRC}/{f}");
-        run_ok(
-            Command::new("cc")
-                .args(["-O1", "-o"])
-                .arg(dir.join("wrappers_target"))
-                .arg(src("wrappers_target.c")),
-            "cc wrappers_target.c",
+        cc(
+            "wrappers_target.c",
+            dir.join("wrappers_target"),
+            &["-O1"],
+            &[],
         );
         for (out, defines) in [("full.o", &["-DEXITS"][..]), ("entries.o", &[][..])] {
             run_ok(
@@ -49,13 +48,11 @@ fn fixture() -> &'static PathBuf {
                 "clang-19 wrappers.bpf.c",
             );
         }
-        run_ok(
-            Command::new("cc")
-                .args(["-O1", "-o"])
-                .arg(dir.join("kernel_loader"))
-                .arg(src("kernel_loader.c"))
-                .arg("-lbpf"),
-            "cc kernel_loader.c",
+        cc(
+            "kernel_loader.c",
+            dir.join("kernel_loader"),
+            &["-O1"],
+            &["-lbpf"],
         );
         dir
     })

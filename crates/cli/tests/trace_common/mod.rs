@@ -17,8 +17,24 @@ pub fn serial() -> std::sync::MutexGuard<'static, ()> {
     TARGET_RUNS.lock().unwrap_or_else(|e| e.into_inner())
 }
 
+/// Builds `tests/trace/<src>` with the system C compiler into `out`:
+/// `flags` before the source, `libs` after it (the linker reads them in
+/// that order). Its failure fails the test with the compiler's stderr.
+#[allow(dead_code)] // not every test binary builds a C target
+pub fn cc(src: &str, out: impl AsRef<std::path::Path>, flags: &[&str], libs: &[&str]) {
+    run_ok(
+        Command::new("cc")
+            .args(flags)
+            .arg("-o")
+            .arg(out.as_ref())
+            .arg(format!("{SRC}/{src}"))
+            .args(libs),
+        &format!("cc {src}"),
+    );
+}
+
 /// Runs a build step; its failure fails the test with its stderr.
-#[allow(dead_code)] // trace_fusion builds through its own fixture
+#[allow(dead_code)]
 pub fn run_ok(cmd: &mut Command, what: &str) {
     let out = cmd.output().unwrap_or_else(|e| panic!("{what}: {e}"));
     assert!(
@@ -59,4 +75,25 @@ pub fn counts(report: &Value) -> Vec<u64> {
             u64::from_le_bytes(b[..8].try_into().unwrap())
         })
         .collect()
+}
+
+/// The slots a kernel loader run printed (tests/trace/kernel_loader.c:
+/// one "SLOT VALUE" line per slot of `counts`), or None, with the skip
+/// reported, when the kernel could not run the object (`what` says which
+/// comparison is skipped).
+#[allow(dead_code)] // not every test binary compares with the kernel
+pub fn loader_slots(out: &Output, what: &str) -> Option<Vec<u64>> {
+    if !out.status.success() {
+        bpfjet_testsupport::report_skip(format!(
+            "kernel comparison {what}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        ));
+        return None;
+    }
+    Some(
+        String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .map(|l| l.split_whitespace().nth(1).unwrap().parse().unwrap())
+            .collect(),
+    )
 }
