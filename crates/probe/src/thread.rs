@@ -14,7 +14,7 @@
 
 use crate::fast_syscalls::FastStack;
 use crate::shadow::Shadow;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 
 /// The selector byte's values (`PR_SYS_DISPATCH_*`'s).
 pub(crate) const SELECTOR_ALLOW: u8 = 0;
@@ -91,11 +91,35 @@ static LIVE: LiveCell = LiveCell(std::cell::UnsafeCell::new(Live {
     head: std::ptr::null_mut(),
     retired_calls: 0,
 }));
-static LIVE_LOCK: AtomicBool = AtomicBool::new(false);
+/// The lock: the thread pointer of its holder, 0 when free. Holding the
+/// owner in the lock word lets a `fork` made by a signal handler that
+/// interrupted the holder see that it must not wait for itself.
+static LIVE_OWNER: AtomicUsize = AtomicUsize::new(0);
+/// Set by the `fork` prepare handler when its thread already held the
+/// lock (the fork handlers then leave it to the interrupted holder).
+static FORK_BY_OWNER: AtomicBool = AtomicBool::new(false);
+
+/// The calling thread's thread pointer (`fs:0`): nonzero, unique among
+/// live threads.
+#[inline(always)]
+fn thread_pointer() -> usize {
+    let tp: usize;
+    // SAFETY: reads the thread control block's self pointer; no side
+    // effects.
+    unsafe {
+        std::arch::asm!(
+            "mov {tp}, qword ptr fs:[0]",
+            tp = out(reg) tp,
+            options(pure, readonly, nostack, preserves_flags),
+        );
+    }
+    tp
+}
 
 fn lock_live() {
-    while LIVE_LOCK
-        .compare_exchange_weak(false, true, Ordering::Acquire, Ordering::Relaxed)
+    let me = thread_pointer();
+    while LIVE_OWNER
+        .compare_exchange_weak(0, me, Ordering::Acquire, Ordering::Relaxed)
         .is_err()
     {
         std::hint::spin_loop();
@@ -103,14 +127,23 @@ fn lock_live() {
 }
 
 fn unlock_live() {
-    LIVE_LOCK.store(false, Ordering::Release);
+    LIVE_OWNER.store(0, Ordering::Release);
 }
 
 extern "C" fn unlock_live_after_fork() {
-    unlock_live();
+    if !FORK_BY_OWNER.swap(false, Ordering::Relaxed) {
+        unlock_live();
+    }
 }
 
 extern "C" fn lock_live_before_fork() {
+    // A signal handler forking while its own thread holds the lock: the
+    // list is this thread's to finish (in the child too, where the handler
+    // returns into the interrupted update), so it is not taken again.
+    if LIVE_OWNER.load(Ordering::Relaxed) == thread_pointer() {
+        FORK_BY_OWNER.store(true, Ordering::Relaxed);
+        return;
+    }
     lock_live();
 }
 
@@ -451,6 +484,23 @@ mod tests {
 
     /// The per-thread counters sum exactly: threads that exited (their
     /// stacks unmapped), threads still running, and this one.
+    /// The fork handlers around a `fork` made while this thread holds the
+    /// list's lock (a signal handler interrupting the holder) neither wait
+    /// for it nor release it; around any other `fork` they take and give
+    /// it back.
+    #[test]
+    fn fork_handlers_do_not_wait_for_their_own_thread() {
+        lock_live();
+        lock_live_before_fork();
+        unlock_live_after_fork();
+        assert_eq!(LIVE_OWNER.load(Ordering::Relaxed), thread_pointer());
+        unlock_live();
+        lock_live_before_fork();
+        assert_eq!(LIVE_OWNER.load(Ordering::Relaxed), thread_pointer());
+        unlock_live_after_fork();
+        assert_eq!(LIVE_OWNER.load(Ordering::Relaxed), 0);
+    }
+
     #[test]
     fn fast_calls_sum_over_live_and_exited_threads() {
         let before = fast_calls();
