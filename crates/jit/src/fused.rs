@@ -60,8 +60,13 @@ const EXIT_HALF: &str = "bpfjet_pair_exit_half";
 /// maps and functions their own way.
 const EXIT_PREFIX: &str = "bpfjet_pair_x_";
 
-type MiddleFn = unsafe extern "C" fn(*mut c_void) -> u64;
-type FusedFn = unsafe extern "C" fn(
+// "C-unwind": a thread cancelled inside the wrapper is unwound through
+// `middle`, the fused function and the stub's Rust frames; with the plain
+// "C" ABI an optimized build whose inlined frames hold drop glue (the
+// halves' run guards) aborts there instead (trace_fusion_compile's
+// cancelled thread, release build).
+type MiddleFn = unsafe extern "C-unwind" fn(*mut c_void) -> u64;
+type FusedFn = unsafe extern "C-unwind" fn(
     *mut RunCtx,
     *const u64,
     *mut RunCtx,
@@ -518,7 +523,7 @@ impl<'o, F> Frame<'_, 'o, F> {
 /// # Safety
 /// `data` is the live [`Frame`] of the [`FusedPair::run`] on this thread,
 /// with the same `F`.
-unsafe extern "C" fn middle<F: FnMut() -> Option<i64>>(data: *mut c_void) -> u64 {
+unsafe extern "C-unwind" fn middle<F: FnMut() -> Option<i64>>(data: *mut c_void) -> u64 {
     // SAFETY: per the contract above.
     let frame = unsafe { &mut *data.cast::<Frame<'_, '_, F>>() };
     if let Some(half) = frame.entry.take() {

@@ -241,6 +241,10 @@ std::arch::global_asm!(
 extern "C" {
     fn bpfjet_call_through_common();
     fn bpfjet_call_through_pair();
+}
+
+extern "C-unwind" {
+    // The wrapper may be left by unwinding (thread cancellation).
     fn bpfjet_call_through_wrapper(saved: *const u64, continuation: u64) -> u64;
 }
 
@@ -349,7 +353,7 @@ impl PairCall {
 /// not counted here: a wrapper's are the fast path's system calls
 /// ([`FAST_CALLS`], counted once per call), as [`crate::Attachment::hits`]
 /// says.
-extern "C" fn pair_abi(probe: u64, rec: *mut Record, saved: *const u64) -> u64 {
+extern "C-unwind" fn pair_abi(probe: u64, rec: *mut Record, saved: *const u64) -> u64 {
     // SAFETY: the stub passes a leaked, never-freed Probe, the record and
     // the saved registers in its own frame.
     let (p, rec) = unsafe { (&*(probe as *const Probe), &mut *rec) };
@@ -405,7 +409,7 @@ extern "C" fn pair_abi(probe: u64, rec: *mut Record, saved: *const u64) -> u64 {
 }
 
 /// The entry half; returns the wrapper's relocated first instructions.
-extern "C" fn enter_abi(probe: u64, rec: *mut Record) -> u64 {
+extern "C-unwind" fn enter_abi(probe: u64, rec: *mut Record) -> u64 {
     // SAFETY: the stub passes a leaked, never-freed Probe and the record
     // in its own frame.
     let (p, rec) = unsafe { (&*(probe as *const Probe), &mut *rec) };
@@ -435,7 +439,7 @@ extern "C" fn enter_abi(probe: u64, rec: *mut Record) -> u64 {
 }
 
 /// The exit half; returns the wrapper's result.
-extern "C" fn exit_abi(probe: u64, ret: u64, rec: *mut Record) -> u64 {
+extern "C-unwind" fn exit_abi(probe: u64, ret: u64, rec: *mut Record) -> u64 {
     // SAFETY: as in enter_abi; the record is the one the entry filled.
     let (p, rec) = unsafe { (&*(probe as *const Probe), &mut *rec) };
     if rec.flipped == 0 {
