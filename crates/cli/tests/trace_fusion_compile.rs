@@ -31,7 +31,7 @@ fn target() -> &'static PathBuf {
         cc(
             "fusion_signal_target.c",
             &target,
-            &["-O1", "-g"],
+            &["-O1", "-g", "-fexceptions"],
             &["-lpthread"],
         );
         target

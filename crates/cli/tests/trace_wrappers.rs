@@ -130,6 +130,14 @@ fn check(obj: &str, exits: bool) {
         "the target covers {} system calls",
         rec.len()
     );
+    // Those calls ran in the wrappers' copies inside the allowed range
+    // (bpfjet_probe::exempt_copy): every attached wrapper has one.
+    let copies = &report["syscalls"]["wrapper_copies"];
+    assert!(
+        copies["copied"].as_u64().unwrap() >= 100
+            && copies["not_copied"].as_object().unwrap().is_empty(),
+        "wrappers without a copy: {copies}"
+    );
 
     let (kdir, krec_path) = scratch(&format!("kernel-{obj}"));
     let kout = Command::new(d.join("kernel_loader"))

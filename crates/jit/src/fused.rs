@@ -213,11 +213,12 @@ fn build_fused<'ctx>(
         false,
     );
     let f = module.add_function(FUSED, ty, Some(Linkage::External));
-    let nounwind = Attribute::get_named_enum_kind_id("nounwind");
-    f.add_attribute(
-        AttributeLoc::Function,
-        cx.create_enum_attribute(nounwind, 0),
-    );
+    // Not nounwind: the traced call `middle` makes may be left by a forced
+    // unwind (thread cancellation), which must walk through this frame to
+    // the application's. Asynchronous unwind tables (uwtable = 2), which
+    // the loader registers with the unwinder.
+    let uwtable = Attribute::get_named_enum_kind_id("uwtable");
+    f.add_attribute(AttributeLoc::Function, cx.create_enum_attribute(uwtable, 2));
     let p = |i: u32| f.get_nth_param(i).expect("declared above");
     let (ctx_e, args_e, ctx_x, args_x) = (p(0), p(1), p(2), p(3));
     let (middle, data, run_entry) = (p(4), p(5), p(6));

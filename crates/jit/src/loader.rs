@@ -20,6 +20,18 @@ pub(crate) struct Image {
     len: usize,
     /// Addresses of the object's global symbols.
     symbols: HashMap<String, usize>,
+    /// The object's `.eh_frame`, registered with the unwinder (functions
+    /// a forced unwind may cross: a fused pair's frame while the traced
+    /// call it makes is cancelled).
+    eh_frame: Option<usize>,
+}
+
+#[link(name = "gcc_s")]
+extern "C" {
+    /// Registers an `.eh_frame` block (ended by a zero length) with
+    /// libgcc's unwinder.
+    fn __register_frame(begin: *const u8);
+    fn __deregister_frame(begin: *const u8);
 }
 
 // SAFETY: the mapping is owned exclusively and immutable after loading
@@ -31,8 +43,12 @@ unsafe impl Sync for Image {}
 impl Drop for Image {
     fn drop(&mut self) {
         // SAFETY: `base`/`len` describe a mapping created by `load` and
-        // unmapped only here.
+        // unmapped only here; its unwind information, registered by
+        // `load`, is withdrawn first.
         unsafe {
+            if let Some(eh) = self.eh_frame {
+                __deregister_frame(eh as *const u8);
+            }
             libc::munmap(self.base.cast(), self.len);
         }
     }
@@ -97,8 +113,7 @@ pub(crate) fn load(
         let SectionFlags::Elf { sh_flags } = section.flags() else {
             continue;
         };
-        let name = section.name().unwrap_or("");
-        if sh_flags & SHF_ALLOC == 0 || section.size() == 0 || name == ".eh_frame" {
+        if sh_flags & SHF_ALLOC == 0 || section.size() == 0 {
             continue;
         }
         if sh_flags & SHF_WRITE != 0 {
@@ -160,6 +175,10 @@ pub(crate) fn load(
             .map(|s| s.align() as usize)
             .unwrap_or(1)
     };
+    let eh_frame = file.section_by_name(".eh_frame").map(|s| s.index());
+    // `.eh_frame` gets four zero bytes after it: the end marker a linker
+    // would add, which `__register_frame` stops at.
+    let size_of = |idx: SectionIndex| size_of(idx) + if Some(idx) == eh_frame { 4 } else { 0 };
     for &idx in &ro {
         cursor = align_up(cursor, align_of(idx));
         placed.insert(idx, cursor);
@@ -195,6 +214,7 @@ pub(crate) fn load(
         base: base.cast(),
         len: total,
         symbols: HashMap::new(),
+        eh_frame: None,
     };
     let base_addr = image.base as usize;
     // SAFETY: the mapping is `total` bytes, readable and writable, and all
@@ -307,6 +327,13 @@ pub(crate) fn load(
         unsafe { libc::mprotect(image.base.cast(), rx_len, libc::PROT_READ | libc::PROT_EXEC) };
     if rc != 0 {
         return Err(err("mprotect failed"));
+    }
+    if let Some(off) = eh_frame.and_then(|idx| placed.get(&idx)) {
+        let eh = base_addr + off;
+        // SAFETY: the relocated `.eh_frame` with its zero end marker,
+        // inside the mapping, which stays until `Drop` deregisters it.
+        unsafe { __register_frame(eh as *const u8) };
+        image.eh_frame = Some(eh);
     }
     Ok(image)
 }

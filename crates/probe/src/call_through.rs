@@ -70,7 +70,9 @@ struct Record {
     /// The entry switched the selector from BLOCK to ALLOW: the exit runs
     /// the exit hook and switches it back.
     flipped: u64,
-    _pad: u64,
+    /// The call runs in the wrapper's copy ([`crate::exempt_copy`]) with
+    /// the selector at BLOCK: the exit sets ALLOW for its hook.
+    in_copy: u64,
 }
 
 // The assembly below hard-codes these.
@@ -327,9 +329,25 @@ impl PairCall {
             return false;
         }
         leave_handler(self.thread);
-        // SAFETY: `saved` holds the caller's registers in the stub's
-        // frame and the probe's continuation continues into the wrapper.
-        let r = unsafe { bpfjet_call_through_wrapper(self.saved, (*self.probe).continuation) };
+        let copy = self.wrapper.copy;
+        let r = if copy != 0 {
+            // In the copy, with the selector at BLOCK (application code
+            // the wrapper calls is dispatched); ALLOW again for the exit.
+            // SAFETY: this thread's block; `saved` holds the caller's
+            // registers in the stub's frame and the copy is the whole
+            // wrapper.
+            unsafe {
+                set_selector_block(self.thread);
+                let r = bpfjet_call_through_wrapper(self.saved, copy);
+                thread::set_selector(self.thread, thread::SELECTOR_ALLOW);
+                r
+            }
+        } else {
+            // SAFETY: `saved` holds the caller's registers in the stub's
+            // frame and the probe's continuation continues into the
+            // wrapper.
+            unsafe { bpfjet_call_through_wrapper(self.saved, (*self.probe).continuation) }
+        };
         self.ret = Some(r);
         // SAFETY: this thread's errno.
         self.errno = unsafe { *libc::__errno_location() };
@@ -418,6 +436,7 @@ extern "C-unwind" fn enter_abi(probe: u64, rec: *mut Record) -> u64 {
     let t = thread::current();
     rec.thread = t;
     rec.flipped = 0;
+    rec.in_copy = 0;
     let Some(w) = p.wrapper else {
         return p.continuation;
     };
@@ -432,6 +451,14 @@ extern "C-unwind" fn enter_abi(probe: u64, rec: *mut Record) -> u64 {
         as_system_call(s, p.address, w);
         if let Some(h) = hooks().and_then(|h| h.on_enter.as_ref()) {
             h(s);
+        }
+        if w.copy != 0 {
+            // The copy's `syscall` needs no ALLOW.
+            rec.in_copy = 1;
+            // SAFETY: `t` is this thread's block.
+            unsafe { set_selector_block(t) };
+            leave_handler(t);
+            return w.copy;
         }
     }
     leave_handler(t);
@@ -456,6 +483,11 @@ extern "C-unwind" fn exit_abi(probe: u64, ret: u64, rec: *mut Record) -> u64 {
     // SAFETY: [rsp] at the wrapper's entry is the caller's return address,
     // in the caller's frame, still live.
     rec.regs.rip = unsafe { *(rec.regs.rsp as *const u64) };
+    if rec.in_copy != 0 {
+        // bpfjet's own system calls in the hook are not the application's.
+        // SAFETY: `t` is this thread's block.
+        unsafe { thread::set_selector(t, thread::SELECTOR_ALLOW) };
+    }
     if enter_handler(t) {
         if let Some(h) = hooks().and_then(|h| h.on_exit.as_ref()) {
             h(&rec.regs);
@@ -547,6 +579,7 @@ mod tests {
                 nr: 257,
                 args,
                 ret: crate::wrappers::Ret::Long,
+                copy: 0,
             };
             let (mut a, mut b) = (regs, regs);
             as_system_call(&mut a, 0x4242, w);

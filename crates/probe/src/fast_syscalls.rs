@@ -49,9 +49,11 @@ pub fn fast_calls() -> u64 {
 struct FastFrame {
     slot: u64,
     regs: PtRegs,
-    /// The entry switched the selector from BLOCK to ALLOW (application
-    /// code); the return switches it back.
-    flipped: bool,
+    /// The call runs in the wrapper's copy ([`crate::exempt_copy`]) with
+    /// the selector at BLOCK: the return handler sets ALLOW for the exit
+    /// hook. Otherwise the entry left the selector at ALLOW for the
+    /// wrapper's own `syscall`. The return sets BLOCK again in both cases.
+    in_copy: bool,
 }
 
 /// Wrapper calls in flight on a thread (nested only through signal
@@ -84,6 +86,10 @@ pub(crate) struct Wrapper {
     pub(crate) nr: u32,
     pub(crate) args: Args,
     pub(crate) ret: Ret,
+    /// The wrapper's copy in the allowed range ([`crate::exempt_copy`]),
+    /// where a traced call continues with the selector at BLOCK; 0 if it
+    /// has none (the call continues in libc with the selector at ALLOW).
+    pub(crate) copy: u64,
 }
 
 /// The thread's wrapper stack, if the thread has its stacks (a wrapper's
@@ -100,16 +106,22 @@ unsafe fn fast<'a>(t: *mut ProbeThread) -> Option<&'a mut crate::thread::Stacks>
 }
 
 /// Entry of a wrapper (called by the probe dispatcher with the thread's
-/// block, the return already hooked); says what its return must do.
-pub(crate) fn on_wrapper_entry(t: *mut ProbeThread, w: Wrapper, regs: &PtRegs) -> ReturnHook {
+/// block, the return already hooked); says what its return must do and
+/// whether the call continues in the wrapper's copy (true) or in libc.
+pub(crate) fn on_wrapper_entry(
+    t: *mut ProbeThread,
+    w: Wrapper,
+    regs: &PtRegs,
+) -> (ReturnHook, bool) {
     let Wrapper { nr, args, .. } = w;
+    const UNTRACED: (ReturnHook, bool) = (ReturnHook::None, false);
     // SAFETY (every block access below): `t` is this thread's block.
     if !unsafe { (*t).dispatched } || !args.admits(regs) {
-        return ReturnHook::None;
+        return UNTRACED;
     }
     let slot = regs.rsp;
     let Some(stacks) = (unsafe { fast(t) }) else {
-        return ReturnHook::None;
+        return UNTRACED;
     };
     let st = &mut stacks.fast;
     while st.len > 0 && st.frames[st.len - 1].slot <= slot {
@@ -120,20 +132,26 @@ pub(crate) fn on_wrapper_entry(t: *mut ProbeThread, w: Wrapper, regs: &PtRegs) -
     let quick = !syscalls::exit_traced(nr);
     if !quick && st.len == FRAMES {
         // Too deep: the slow path (SIGSYS) traces this call.
-        return ReturnHook::None;
+        return UNTRACED;
     }
     if !unsafe { set_selector_allow(t) } {
         // Called from bpfjet's own code (selector already ALLOW): not a
         // system call of the application.
-        return ReturnHook::None;
+        return UNTRACED;
     }
     crate::thread::count_fast_call(&st.calls);
+    let in_copy = w.copy != 0;
     if quick {
         let s = syscall_regs(regs, nr, args);
         if let Some(h) = hooks().and_then(|h| h.on_enter.as_ref()) {
             h(&s);
         }
-        return ReturnHook::Quick;
+        if in_copy {
+            // The copy's `syscall` needs no ALLOW, and its return nothing.
+            unsafe { set_selector_block(t) };
+            return (ReturnHook::None, true);
+        }
+        return (ReturnHook::Quick, false);
     }
     // The system call's registers, built in the frame (no copies): the
     // hooks run with the thread's handler flag set, so nothing on this
@@ -141,12 +159,15 @@ pub(crate) fn on_wrapper_entry(t: *mut ProbeThread, w: Wrapper, regs: &PtRegs) -
     let f = &mut st.frames[st.len];
     st.len += 1;
     f.slot = slot;
-    f.flipped = true;
+    f.in_copy = in_copy;
     f.regs = syscall_regs(regs, nr, args);
     if let Some(h) = hooks().and_then(|h| h.on_enter.as_ref()) {
         h(&f.regs);
     }
-    ReturnHook::Full
+    if in_copy {
+        unsafe { set_selector_block(t) };
+    }
+    (ReturnHook::Full, in_copy)
 }
 
 /// The kernel's `pt_regs` of the system call a wrapper called with `regs`
@@ -186,12 +207,14 @@ pub(crate) fn on_wrapper_return(t: *mut ProbeThread, _w: Wrapper, regs: &PtRegs)
     // SAFETY: this thread's errno.
     f.regs.rax = raw_result(_w, regs.rax, unsafe { *libc::__errno_location() });
     f.regs.rip = regs.rip;
+    if f.in_copy {
+        // bpfjet's own system calls in the hook are not the application's.
+        unsafe { crate::thread::set_selector(t, crate::thread::SELECTOR_ALLOW) };
+    }
     if let Some(h) = hooks().and_then(|h| h.on_exit.as_ref()) {
         h(&f.regs);
     }
-    if f.flipped {
-        unsafe { set_selector_block(t) };
-    }
+    unsafe { set_selector_block(t) };
 }
 
 /// A wrapper the fast path covers, or why not.
@@ -201,6 +224,10 @@ pub struct FastPath {
     /// Attached with a call-through stub rather than entry and return
     /// probes.
     pub call_through: bool,
+    /// The wrapper's copy in the allowed range ([`crate::exempt_copy`]),
+    /// or why it has none (its traced calls then run in libc, ~40 ns
+    /// dearer).
+    pub copy: Result<u64, String>,
     pub attachment: Result<Attachment, ProbeError>,
 }
 
@@ -219,12 +246,28 @@ pub fn install_with(call_through: &dyn Fn(u32) -> bool) -> Vec<FastPath> {
     syscalls::allowed(|| install_wrappers(call_through))
 }
 
+/// Attached wrappers without a copy in the allowed range, and why
+/// ([`copy_report`]).
+static NOT_COPIED: std::sync::Mutex<Vec<(&'static str, String)>> =
+    std::sync::Mutex::new(Vec::new());
+static COPIED: AtomicU64 = AtomicU64::new(0);
+
+/// How many attached wrappers run their traced calls in a copy in the
+/// allowed range ([`crate::exempt_copy`]), and the others with the reason.
+pub fn copy_report() -> (u64, Vec<(&'static str, String)>) {
+    (
+        COPIED.load(Ordering::Relaxed),
+        NOT_COPIED.lock().unwrap().clone(),
+    )
+}
+
 fn install_wrappers(call_through: &dyn Fn(u32) -> bool) -> Vec<FastPath> {
     let objects = loaded_objects();
     let mut out = Vec::new();
     for c in WRAPPERS {
         let (wrapper, syscall, args, ret) = (c.wrapper, c.syscall, c.args, c.ret);
         let mut through = false;
+        let mut copy = Err("not attached".to_string());
         let attachment = (|| {
             let nr = crate::syscall_table::number(syscall).expect("table has every wrapper's call");
             let t = UprobeTarget {
@@ -248,17 +291,34 @@ fn install_wrappers(call_through: &dyn Fn(u32) -> bool) -> Vec<FastPath> {
             let code =
                 unsafe { std::slice::from_raw_parts(r.address as *const u8, r.remaining as usize) };
             check(c, nr, code, r.address).map_err(unpatchable)?;
+            // Copied before the patch changes its first bytes.
+            copy = crate::exempt_copy::copy_function(r.address, code);
+            let w = Wrapper {
+                nr,
+                args,
+                ret,
+                copy: *copy.as_ref().unwrap_or(&0),
+            };
             if call_through(nr) {
                 through = true;
-                crate::uprobe::attach_call_through(&r, Wrapper { nr, args, ret })
+                crate::uprobe::attach_call_through(&r, w)
             } else {
-                attach_with(&r, None, None, Some(Wrapper { nr, args, ret }))
+                attach_with(&r, None, None, Some(w))
             }
         })();
+        if attachment.is_ok() {
+            match &copy {
+                Ok(_) => {
+                    COPIED.fetch_add(1, Ordering::Relaxed);
+                }
+                Err(e) => NOT_COPIED.lock().unwrap().push((wrapper, e.clone())),
+            }
+        }
         out.push(FastPath {
             wrapper,
             syscall,
             call_through: through,
+            copy,
             attachment,
         });
     }

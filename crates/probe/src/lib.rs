@@ -15,6 +15,7 @@ pub use call_through::{set_pair_hooks, PairCall, PairHook};
 mod claims;
 mod code_alloc;
 pub mod error;
+pub mod exempt_copy;
 pub mod fast_syscalls;
 pub mod inject;
 pub mod multi;

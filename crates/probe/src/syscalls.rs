@@ -584,6 +584,13 @@ extern "C" fn on_sigsys(_sig: i32, _info: *mut libc::siginfo_t, ctx: *mut libc::
         // Application handlers run dispatched, through a trampoline.
         SYS_RT_SIGACTION if a[0] != libc::SIGSYS as u64 => crate::signal_handlers::rt_sigaction(&a),
         SYS_RT_SIGRETURN => unsafe {
+            // The signal return does not come back here: the handler flag
+            // goes back to the interrupted code's now (it was clear there
+            // if this handler set it), or the thread's probes would all be
+            // missed from here on.
+            if outermost {
+                crate::uprobe::leave_handler(t);
+            }
             bpfjet_sud_sigreturn_to(regs.rsp, std::ptr::addr_of_mut!((*t).selector))
         },
         SYS_EXIT_GROUP => {
@@ -873,6 +880,14 @@ std::arch::global_asm!(
     "add rsp, 16",
     "xor eax, eax",
     "jmp qword ptr [rsp - 8]",
+    // The copies of libc's wrappers (crate::exempt_copy), page-aligned so
+    // making them writable touches no other code.
+    ".p2align 12",
+    ".globl bpfjet_sud_pool",
+    "bpfjet_sud_pool:",
+    ".fill 65536, 1, 0xcc",
+    ".globl bpfjet_sud_pool_end",
+    "bpfjet_sud_pool_end:",
     ".globl bpfjet_sud_region_end",
     "bpfjet_sud_region_end:",
     ".popsection",

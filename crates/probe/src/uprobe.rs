@@ -312,8 +312,9 @@ pub(crate) fn on_entry(probe: u64, regs: &mut PtRegs) -> u64 {
         p.missed.fetch_add(1, Ordering::Relaxed);
         return p.continuation;
     }
+    let mut to = p.continuation;
     if let Some(w) = p.wrapper {
-        on_wrapper_entry(t, p, probe, w, regs);
+        to = on_wrapper_entry(t, p, probe, w, regs);
     } else {
         if let Some(h) = &p.on_entry {
             // bpfjet's own system calls in the handler are not the target's.
@@ -335,14 +336,22 @@ pub(crate) fn on_entry(probe: u64, regs: &mut PtRegs) -> u64 {
         }
     }
     leave_handler(t);
-    p.continuation
+    to
 }
 
 /// The entry of a libc wrapper of the fast path. The return is hooked
 /// first: the wrapper's handler lets the call through (selector ALLOW) only
 /// when its return will set BLOCK again; with the shadow stack full the
-/// call takes the slow path (SIGSYS), which traces it too.
-fn on_wrapper_entry(t: *mut ProbeThread, p: &Probe, probe: u64, w: Wrapper, regs: &mut PtRegs) {
+/// call takes the slow path (SIGSYS), which traces it too. Returns where
+/// the call continues: the relocated first instructions, or the wrapper's
+/// copy in the allowed range.
+fn on_wrapper_entry(
+    t: *mut ProbeThread,
+    p: &Probe,
+    probe: u64,
+    w: Wrapper,
+    regs: &mut PtRegs,
+) -> u64 {
     let slot = regs.rsp;
     // SAFETY: at function entry [rsp] is the return address.
     let ret = unsafe { *(slot as *const u64) };
@@ -351,20 +360,23 @@ fn on_wrapper_entry(t: *mut ProbeThread, p: &Probe, probe: u64, w: Wrapper, regs
         unsafe { thread::stacks(t) }.is_some_and(|s| s.shadow.push(Frame { slot, ret, probe }));
     if !pushed {
         p.missed.fetch_add(1, Ordering::Relaxed);
-        return;
+        return p.continuation;
     }
-    let to = match fast_syscalls::on_wrapper_entry(t, w, regs) {
+    let (hook, in_copy) = fast_syscalls::on_wrapper_entry(t, w, regs);
+    let continue_at = if in_copy { w.copy } else { p.continuation };
+    let to = match hook {
         ReturnHook::None => {
             // Nothing to do at the return: unhook it.
             // SAFETY: as above; the frame just pushed is on top.
             let _ = unsafe { thread::existing_stacks(t) }.and_then(|s| s.shadow.pop(slot));
-            return;
+            return continue_at;
         }
         ReturnHook::Full => trampoline::return_trampoline(),
         ReturnHook::Quick => trampoline::quick_return(),
     };
     // SAFETY: the thread's own stack slot.
     unsafe { *(slot as *mut u64) = to };
+    continue_at
 }
 
 /// What a probe hit's return needs.

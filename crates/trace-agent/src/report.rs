@@ -53,6 +53,7 @@ pub fn write_report(agent: &Agent, rings: &[(String, RingbufStats)]) {
             "syscalls": {
                 "signal": bpfjet_probe::syscalls::trapped(),
                 "fast_path": bpfjet_probe::fast_syscalls::fast_calls(),
+                "wrapper_copies": wrapper_copies(),
             },
             "last_fault": last_fault,
             "trace_lines": agent.object.take_trace_lines(),
@@ -67,4 +68,15 @@ pub fn write_report(agent: &Agent, rings: &[(String, RingbufStats)]) {
             "exit_status": crate::late_attach::exit_status(),
         }),
     );
+}
+
+/// The fast path's wrappers that run traced calls in a copy inside the
+/// allowed range, and those that do not, with the reason.
+fn wrapper_copies() -> serde_json::Value {
+    let (copied, not) = bpfjet_probe::fast_syscalls::copy_report();
+    let not: serde_json::Map<String, serde_json::Value> = not
+        .into_iter()
+        .map(|(w, why)| (w.to_string(), json!(why)))
+        .collect();
+    json!({"copied": copied, "not_copied": not})
 }

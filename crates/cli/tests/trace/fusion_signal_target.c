@@ -10,7 +10,8 @@
  * that nothing interrupts, BADF reads and writes of a closed descriptor
  * (-1, errno EBADF). Last, a thread blocked in a traced read of the
  * pipe is cancelled (read is a cancellation point: the unwinder must get
- * through whatever runs the pair around the call); its exit never runs.
+ * through whatever runs the pair around the call, its cleanup handler
+ * says it did); its exit never runs.
  * Exit status 42 when every call did what it should. */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -78,14 +79,28 @@ static void *interrupter(void *arg)
 
 static volatile pid_t reader_tid;
 
+static volatile int unwound;
+
+static void reader_cleanup(void *arg)
+{
+	(void)arg;
+	unwound = 1;
+}
+
+/* Built with -fexceptions, pthread_cleanup_push is a cleanup attribute:
+ * its handler runs only if the unwinder walks from the cancelled read
+ * (wherever its code runs) up to this frame. */
 static void *blocked_reader(void *arg)
 {
 	char c;
+	void *r = NULL;
 	(void)arg;
+	pthread_cleanup_push(reader_cleanup, NULL);
 	reader_tid = gettid();
 	if (read(pipefd[0], &c, 1) == 1)
-		return (void *)1;
-	return NULL;
+		r = (void *)1;
+	pthread_cleanup_pop(0);
+	return r;
 }
 
 int main(void)
@@ -141,5 +156,7 @@ int main(void)
 	}
 	if (pthread_cancel(t) || pthread_join(t, &rc) || rc != PTHREAD_CANCELED)
 		return 7;
+	if (!unwound)
+		return 4;
 	return handled == NESTED && !handler_failed ? 42 : 5;
 }
