@@ -352,6 +352,15 @@ fn on_wrapper_entry(
     w: Wrapper,
     regs: &mut PtRegs,
 ) -> u64 {
+    if w.copy != 0 && !crate::syscalls::exit_traced(w.nr) {
+        // Runs in the copy and nothing runs at its return: no return hook,
+        // so no shadow-stack frame. The stacks must exist (the fast path
+        // counts its calls there).
+        // SAFETY: this thread's block; no other use of it is live.
+        let _ = unsafe { thread::stacks(t) };
+        let (_, in_copy) = fast_syscalls::on_wrapper_entry(t, w, regs);
+        return if in_copy { w.copy } else { p.continuation };
+    }
     let slot = regs.rsp;
     // SAFETY: at function entry [rsp] is the return address.
     let ret = unsafe { *(slot as *const u64) };
