@@ -32,7 +32,7 @@ jit=$("$BPFJET" trace "$DIR/bench.o" --engine jit -- "$DIR/bench" "$CALLS" | ns)
 # Per traced system call: syscount (examples/trace, raw_tracepoint/sys_enter
 # counting into a hash map) on a loop of read(/dev/zero, 1 byte) — a libc
 # wrapper bpfjet's fast path covers, of getppid() (covered since branch
-# morewrap) and of syscall(SYS_getppid) — no wrapper
+# morewrap) and of a raw getppid `syscall` instruction — no wrapper
 # (Syscall User Dispatch's SIGSYS) — untraced / kernel (ktrace, libbpf) /
 # bpfjet (interpreter, JIT). Needs `make -C examples trace`.
 TRACE=build/examples/trace

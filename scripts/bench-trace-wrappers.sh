@@ -2,7 +2,8 @@
 # Per traced system call, by call: syscount (examples/trace: raw
 # sys_enter, counting into a hash map) on a tight loop of one call
 # (crates/cli/tests/trace/syscall_target.c: read, getppid, fstat, poll,
-# and rawppid = syscall(SYS_getppid), which no wrapper covers).
+# rawppid = a raw getppid `syscall` instruction, which no wrapper covers,
+# and sysfn = glibc's syscall(SYS_getppid), on the fast path since session 10).
 # Setups, in interleaved rounds: untraced; the kernel (ktrace, libbpf);
 # bpfjet on the JIT; and, when BPFJET_BEFORE names another bpfjet binary
 # (its libbpfjet_trace.so next to it), that one too — e.g. a build from
@@ -19,7 +20,7 @@ BEFORE=${BPFJET_BEFORE:-}
 N=${1:-200000}
 R=${2:-5}
 KN=$((N / 4))
-CALLS=${CALLS:-read getppid fstat poll rawppid}
+CALLS=${CALLS:-read getppid fstat poll rawppid sysfn}
 BUILD=$ROOT/build/examples/trace
 [ -x "$BUILD/ktrace" ] || make -s -C "$ROOT/examples" trace
 TMP=$(mktemp -d)

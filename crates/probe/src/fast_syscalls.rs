@@ -92,6 +92,14 @@ pub(crate) struct Wrapper {
     pub(crate) copy: u64,
 }
 
+impl Wrapper {
+    /// The number of the call made with `regs` at the wrapper's entry.
+    #[inline(always)]
+    pub(crate) fn number(&self, regs: &PtRegs) -> u32 {
+        self.args.number(self.nr, regs)
+    }
+}
+
 /// The thread's wrapper stack, if the thread has its stacks (a wrapper's
 /// entry made them when it hooked the return).
 ///
@@ -113,12 +121,13 @@ pub(crate) fn on_wrapper_entry(
     w: Wrapper,
     regs: &PtRegs,
 ) -> (ReturnHook, bool) {
-    let Wrapper { nr, args, .. } = w;
+    let Wrapper { args, .. } = w;
     const UNTRACED: (ReturnHook, bool) = (ReturnHook::None, false);
     // SAFETY (every block access below): `t` is this thread's block.
     if !unsafe { (*t).dispatched } || !args.admits(regs) {
         return UNTRACED;
     }
+    let nr = w.number(regs);
     let slot = regs.rsp;
     let Some(stacks) = (unsafe { fast(t) }) else {
         return UNTRACED;
@@ -269,7 +278,7 @@ fn install_wrappers(call_through: &dyn Fn(u32) -> bool) -> Vec<FastPath> {
         let mut through = false;
         let mut copy = Err("not attached".to_string());
         let attachment = (|| {
-            let nr = crate::syscall_table::number(syscall).expect("table has every wrapper's call");
+            let nr = c.number();
             let t = UprobeTarget {
                 path: "libc.so.6".into(),
                 symbol: wrapper.into(),
@@ -299,7 +308,9 @@ fn install_wrappers(call_through: &dyn Fn(u32) -> bool) -> Vec<FastPath> {
                 ret,
                 copy: *copy.as_ref().unwrap_or(&0),
             };
-            if call_through(nr) {
+            // syscall()'s number is known only per call: entry and return
+            // probes, never a pair's stub.
+            if args != Args::Indirect && call_through(nr) {
                 through = true;
                 crate::uprobe::attach_call_through(&r, w)
             } else {

@@ -352,7 +352,7 @@ fn on_wrapper_entry(
     w: Wrapper,
     regs: &mut PtRegs,
 ) -> u64 {
-    if w.copy != 0 && !crate::syscalls::exit_traced(w.nr) {
+    if w.copy != 0 && !crate::syscalls::exit_traced(w.number(regs)) {
         // Runs in the copy and nothing runs at its return: no return hook,
         // so no shadow-stack frame. The stacks must exist (the fast path
         // counts its calls there).

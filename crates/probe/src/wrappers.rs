@@ -23,6 +23,11 @@
 //!   (`send`'s null address, `pipe`'s zero flags);
 //! - a `long` result is never set to a 32-bit -1.
 //!
+//! glibc's `syscall()` has no fixed number: its check is the exact
+//! argument shift glibc's assembly does (number from rdi, arguments
+//! shifted down one register, the sixth from the stack), then the same
+//! one-call-per-path walk ([`Args::Indirect`]).
+//!
 //! The checks are a linear sweep and a path walk over the symbol's bytes:
 //! they recognize glibc's wrapper shapes, not arbitrary code; anything
 //! they do not recognize stays on the slow path.
@@ -66,7 +71,22 @@ pub(crate) enum Args {
     /// glibc fails EINVAL without a call for an offset that is not a
     /// multiple of 4096 ([`Args::admits`]).
     PageAlignedOffset,
+    /// `syscall(number, a0, ..., a5)`: the number is the first C argument
+    /// (rdi), the call's arguments the next five registers and the first
+    /// stack slot. Only numbers the SIGSYS path performs as they are
+    /// ([`Args::admits`]).
+    Indirect,
 }
+
+/// The number of [`Args::Indirect`]'s wrapper, which has no fixed one.
+pub(crate) const INDIRECT: u32 = u32::MAX;
+
+/// System calls the SIGSYS path does not simply perform
+/// (`crate::syscalls`: signal returns and masks, handlers, new tasks,
+/// exec, exit): `syscall()` with one of these, or a number past the table,
+/// stays on the slow path.
+const SLOW_ONLY: [u64; 11] = [13, 14, 15, 56, 57, 58, 59, 60, 231, 322, 435];
+const NUMBERS: u64 = 512;
 
 /// What the wrapper returns, for rebuilding the raw result.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -93,6 +113,17 @@ const fn w(wrapper: &'static str, syscall: &'static str, args: Args, ret: Ret) -
         syscall,
         args,
         ret,
+    }
+}
+
+impl Covered {
+    /// The number of the system call the wrapper issues ([`INDIRECT`] for
+    /// `syscall()`).
+    pub(crate) fn number(&self) -> u32 {
+        if self.args == Indirect {
+            return INDIRECT;
+        }
+        crate::syscall_table::number(self.syscall).expect("table has every wrapper's call")
     }
 }
 
@@ -223,6 +254,8 @@ pub(crate) const WRAPPERS: &[Covered] = &[
     w("sysinfo", "sysinfo", Three, Int),
     w("getrusage", "getrusage", Three, Int),
     w("getrandom", "getrandom", Three, Long),
+    // Any number, from its first argument (not the ones SLOW_ONLY lists).
+    w("syscall", "(any)", Indirect, Long),
 ];
 
 /// `O_CREAT`, and `O_TMPFILE` (which includes `O_DIRECTORY`): glibc reads
@@ -238,7 +271,22 @@ impl Args {
     /// traced: the kernel sees none).
     #[inline(always)]
     pub(crate) fn admits(self, regs: &PtRegs) -> bool {
-        self != PageAlignedOffset || regs.r9 & 0xfff == 0
+        match self {
+            PageAlignedOffset => regs.r9 & 0xfff == 0,
+            Indirect => regs.rdi < NUMBERS && !SLOW_ONLY.contains(&regs.rdi),
+            _ => true,
+        }
+    }
+
+    /// The number of the call a wrapper of this mapping makes with `regs`
+    /// at its entry: `fixed`, or the first argument for `syscall()`.
+    #[inline(always)]
+    pub(crate) fn number(self, fixed: u32, regs: &PtRegs) -> u32 {
+        if self == Indirect {
+            regs.rdi as u32
+        } else {
+            fixed
+        }
     }
 
     /// Writes the system call's argument registers into `s` from the
@@ -278,6 +326,18 @@ impl Args {
             }
             NoFlags => s.rsi = 0,
             CountCapped => s.rdx = regs.rdx.min(i32::MAX as u64),
+            Indirect => {
+                s.orig_rax = regs.rdi;
+                s.rdi = regs.rsi;
+                s.rsi = regs.rdx;
+                s.rdx = regs.rcx;
+                s.r10 = regs.r8;
+                s.r8 = regs.r9;
+                // SAFETY: at the wrapper's entry [rsp] is the return
+                // address and [rsp + 8] the first stack argument's slot, in
+                // the caller's frame (read by the wrapper itself too).
+                s.r9 = unsafe { *((regs.rsp + 8) as *const u64) };
+            }
         }
     }
 }
@@ -541,6 +601,9 @@ fn one_call_per_path(code: &[u8], ip: u64, page_guard: bool) -> Result<(), Strin
 /// Checks a wrapper's code against what `c` claims (the module's list);
 /// `nr` is the number of `c.syscall`.
 pub(crate) fn check(c: &Covered, nr: u32, code: &[u8], ip: u64) -> Result<(), String> {
+    if c.args == Indirect {
+        return check_indirect(code, ip);
+    }
     let calls = sweep(code, ip);
     let numbers: Vec<_> = calls.iter().map(|s| s.nr).collect();
     if calls.is_empty() || numbers.iter().any(|n| *n != Some(nr)) {
@@ -609,6 +672,8 @@ pub(crate) fn check(c: &Covered, nr: u32, code: &[u8], ip: u64) -> Result<(), St
         // The mode and the cap are selected by branches the sweep does not
         // follow (read from the code: `__OPEN_NEEDS_MODE`, `cmova`).
         OpenatMode => expect("rdi, rsi, rdx kept", &kept3)?,
+        // Checked by check_indirect, which returned above.
+        Indirect => {}
         CountCapped => expect("rdi, rsi kept", &|s| {
             s.args[rdi].kept() && s.args[rsi].kept() && s.args[rdx] != Written::Not
         })?,
@@ -627,6 +692,51 @@ pub(crate) fn check(c: &Covered, nr: u32, code: &[u8], ip: u64) -> Result<(), St
         }
     }
     Ok(())
+}
+
+/// glibc's `syscall()`: the number moved from rdi to rax, the arguments
+/// shifted down one register and the sixth loaded from the stack, then one
+/// `syscall` on every path (its error path sets errno and returns -1).
+fn check_indirect(code: &[u8], ip: u64) -> Result<(), String> {
+    use Register::*;
+    let expected: [(Register, Option<Register>); 7] = [
+        (RAX, Some(RDI)),
+        (RDI, Some(RSI)),
+        (RSI, Some(RDX)),
+        (RDX, Some(RCX)),
+        (R10, Some(R8)),
+        (R8, Some(R9)),
+        (R9, Option::None), // [rsp + 8]
+    ];
+    let mut dec = Decoder::with_ip(64, code, ip, DecoderOptions::NONE);
+    for (dst, src) in expected {
+        let i = dec.decode();
+        let ok = i.mnemonic() == Mnemonic::Mov
+            && i.op0_kind() == OpKind::Register
+            && i.op0_register() == dst
+            && match src {
+                Some(r) => i.op1_kind() == OpKind::Register && i.op1_register() == r,
+                Option::None => {
+                    i.op1_kind() == OpKind::Memory
+                        && i.memory_base() == RSP
+                        && i.memory_index() == Register::None
+                        && i.memory_displacement64() == 8
+                }
+            };
+        if !ok {
+            return Err(format!(
+                "unexpected code at {:#x} for syscall(): not the argument shift",
+                i.ip()
+            ));
+        }
+    }
+    if dec.decode().mnemonic() != Mnemonic::Syscall {
+        return Err("no syscall after the argument shift".into());
+    }
+    if sweep(code, ip).len() != 1 {
+        return Err("more than one syscall instruction".into());
+    }
+    one_call_per_path(code, ip, false)
 }
 
 #[cfg(test)]
@@ -717,8 +827,7 @@ mod tests {
             // SAFETY: the function's bytes, mapped code of libc.
             let code =
                 unsafe { std::slice::from_raw_parts(r.address as *const u8, r.remaining as usize) };
-            let nr = crate::syscall_table::number(c.syscall).unwrap();
-            if let Err(e) = check(c, nr, code, r.address) {
+            if let Err(e) = check(c, c.number(), code, r.address) {
                 refused.push(format!("{}: {e}", c.wrapper));
             }
         }

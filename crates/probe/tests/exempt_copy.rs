@@ -9,6 +9,10 @@
 //!   once per call, nothing traps, the result and errno reach the caller,
 //!   and the selector is BLOCK again after the call (a raw `getppid`,
 //!   which no wrapper covers, traps every time);
+//! - glibc's `syscall()` takes the fast path for ordinary numbers (the
+//!   number and all six arguments, the sixth from the stack, as the kernel
+//!   would show them; -1 and errno) and leaves the numbers the SIGSYS path
+//!   must perform itself (`rt_sigprocmask` here) to it;
 //! - a thread cancelled while blocked in a traced `read` ends cancelled
 //!   (whether the unwinder walked through the copy up to the thread's own
 //!   frames is checked by the CLI's tests/trace_fusion_compile.rs, through
@@ -28,6 +32,13 @@ static EXITS: AtomicU64 = AtomicU64::new(0);
 static EXIT_BYTES: AtomicU64 = AtomicU64::new(0);
 static PPID_ENTERS: AtomicU64 = AtomicU64::new(0);
 static BLOCKED_IN_READ: AtomicBool = AtomicBool::new(false);
+/// syscall(SYS_getppid, 0xb0b1, 2..6): what the hooks saw (enter: the six
+/// arguments' sum and the last one; exit: the result).
+static INDIRECT_ENTERS: AtomicU64 = AtomicU64::new(0);
+static INDIRECT_ARGS: AtomicU64 = AtomicU64::new(0);
+static INDIRECT_SIXTH: AtomicU64 = AtomicU64::new(0);
+static INDIRECT_EXITS: AtomicU64 = AtomicU64::new(0);
+static INDIRECT_RESULT: AtomicU64 = AtomicU64::new(0);
 
 extern "C-unwind" fn reader(fd: *mut libc::c_void) -> *mut libc::c_void {
     syscalls::enable_current_thread().unwrap();
@@ -38,6 +49,24 @@ extern "C-unwind" fn reader(fd: *mut libc::c_void) -> *mut libc::c_void {
     std::ptr::null_mut()
 }
 
+/// getppid by a `syscall` instruction here, not through libc (whose
+/// `syscall()` the fast path covers): it traps whenever the selector is
+/// BLOCK.
+fn raw_getppid() -> i64 {
+    let r: i64;
+    // SAFETY: getppid takes no arguments and touches no memory.
+    unsafe {
+        std::arch::asm!(
+            "syscall",
+            inlateout("rax") libc::SYS_getppid => r,
+            out("rcx") _,
+            out("r11") _,
+            options(nostack)
+        )
+    };
+    r
+}
+
 fn child() {
     syscalls::install(SyscallHooks {
         on_enter: Some(Box::new(|r: &PtRegs| {
@@ -46,12 +75,24 @@ fn child() {
             }
             if r.orig_rax == libc::SYS_getppid as u64 {
                 PPID_ENTERS.fetch_add(1, Ordering::Relaxed);
+                if r.rdi == 0xb0b1 {
+                    INDIRECT_ENTERS.fetch_add(1, Ordering::Relaxed);
+                    INDIRECT_ARGS.store(
+                        r.rdi + r.rsi + r.rdx + r.r10 + r.r8 + r.r9,
+                        Ordering::Relaxed,
+                    );
+                    INDIRECT_SIXTH.store(r.r9, Ordering::Relaxed);
+                }
             }
         })),
         on_exit: Some(Box::new(|r: &PtRegs| {
             if r.orig_rax == libc::SYS_read as u64 && r.rdi == MARK_FD as u64 {
                 EXITS.fetch_add(1, Ordering::Relaxed);
                 EXIT_BYTES.fetch_add(r.rax, Ordering::Relaxed);
+            }
+            if r.orig_rax == libc::SYS_getppid as u64 && r.rdi == 0xb0b1 {
+                INDIRECT_EXITS.fetch_add(1, Ordering::Relaxed);
+                INDIRECT_RESULT.store(r.rax, Ordering::Relaxed);
             }
         })),
         before_exit: None,
@@ -93,7 +134,7 @@ fn child() {
             16
         );
         // No wrapper fast path: traps only if the selector is BLOCK again.
-        unsafe { libc::syscall(libc::SYS_getppid) };
+        raw_getppid();
     }
     assert_eq!(buf, [0u8; 16]);
     assert_eq!(
@@ -112,6 +153,45 @@ fn child() {
     assert_eq!(
         std::io::Error::last_os_error().raw_os_error(),
         Some(libc::EBADF)
+    );
+
+    // glibc's syscall(): the number from its first argument, the sixth
+    // argument from the stack, no signal; the numbers the SIGSYS path
+    // must perform itself still trap.
+    // (getppid() first: its record's rdi is whatever the register holds.)
+    let expected = unsafe { libc::getppid() } as i64;
+    let before = syscalls::trapped();
+    let ppid = unsafe { libc::syscall(libc::SYS_getppid, 0xb0b1u64, 2u64, 3u64, 4u64, 5u64, 6u64) };
+    let trapped = syscalls::trapped() - before;
+    assert_eq!(ppid, expected);
+    assert_eq!(trapped, 0, "syscall(SYS_getppid) trapped");
+    assert_eq!(INDIRECT_ENTERS.load(Ordering::Relaxed), 1);
+    assert_eq!(INDIRECT_ARGS.load(Ordering::Relaxed), 0xb0b1 + 20);
+    assert_eq!(INDIRECT_SIXTH.load(Ordering::Relaxed), 6);
+    assert_eq!(INDIRECT_EXITS.load(Ordering::Relaxed), 1);
+    assert_eq!(INDIRECT_RESULT.load(Ordering::Relaxed), ppid as u64);
+    let bad = unsafe { libc::syscall(libc::SYS_close, -1i64) };
+    assert_eq!(bad, -1);
+    assert_eq!(
+        std::io::Error::last_os_error().raw_os_error(),
+        Some(libc::EBADF)
+    );
+    let before = syscalls::trapped();
+    let mut old: u64 = 0;
+    let r = unsafe {
+        libc::syscall(
+            libc::SYS_rt_sigprocmask,
+            libc::SIG_BLOCK,
+            std::ptr::null::<u64>(),
+            &mut old as *mut u64,
+            8usize,
+        )
+    };
+    assert_eq!(r, 0);
+    assert_eq!(
+        syscalls::trapped() - before,
+        1,
+        "rt_sigprocmask stays on the slow path"
     );
 
     // Cancellation inside the copy.

@@ -9,8 +9,10 @@
  *   getppid  getppid()                     (fast path since branch morewrap)
  *   fstat    fstat(/dev/zero)              (newfstatat, through fstatat)
  *   poll     poll(/dev/zero readable, 0 ms)
- *   rawppid  syscall(SYS_getppid)          (no wrapper: Syscall User
+ *   rawppid  a raw getppid `syscall`       (no wrapper: Syscall User
  *                                           Dispatch's signal when traced)
+ *   sysfn    syscall(SYS_getppid)          (glibc's syscall(): fast path
+ *                                           since session 10)
  * Run untraced, under the kernel's tracepoints and under bpfjet trace, the
  * difference is what tracing one system call costs. */
 #define _GNU_SOURCE
@@ -23,6 +25,19 @@
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
+
+/* A system call made by a `syscall` instruction here, not through libc
+ * (not even its syscall() function, which bpfjet's fast path covers): the
+ * signal path under bpfjet. Returns the raw result (-errno on failure). */
+static long raw_syscall(long nr, long a, long b, long c)
+{
+	long r;
+	__asm__ volatile("syscall"
+			 : "=a"(r)
+			 : "a"(nr), "D"(a), "S"(b), "d"(c)
+			 : "rcx", "r11", "memory");
+	return r;
+}
 
 int main(int argc, char **argv)
 {
@@ -41,7 +56,7 @@ int main(int argc, char **argv)
 	int which = !strcmp(call, "read") ? 0 : !strcmp(call, "write") ? 1 :
 		    !strcmp(call, "pread") ? 2 : !strcmp(call, "getppid") ? 3 :
 		    !strcmp(call, "fstat") ? 4 : !strcmp(call, "poll") ? 5 :
-		    !strcmp(call, "rawppid") ? 6 : -1;
+		    !strcmp(call, "rawppid") ? 6 : !strcmp(call, "sysfn") ? 7 : -1;
 	struct stat st;
 	struct pollfd pfd = { zero, POLLIN, 0 };
 	if (which < 0) {
@@ -59,6 +74,7 @@ int main(int argc, char **argv)
 		case 3: r = getppid(); break;
 		case 4: r = fstat(zero, &st); break;
 		case 5: r = poll(&pfd, 1, 0); break;
+		case 6: r = raw_syscall(SYS_getppid, 0, 0, 0); break;
 		default: r = syscall(SYS_getppid); break;
 		}
 		errors += r < 0;
