@@ -24,6 +24,9 @@ use bpfjet_probe::PtRegs;
 use std::process::Command;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
+mod raw_syscall;
+use raw_syscall::raw_getppid;
+
 const CALLS: u64 = 2000;
 const MARK_FD: i32 = 79;
 
@@ -47,24 +50,6 @@ extern "C-unwind" fn reader(fd: *mut libc::c_void) -> *mut libc::c_void {
     // Blocks: nothing is ever written to the pipe. Cancelled in here.
     unsafe { libc::read(fd as usize as i32, b.as_mut_ptr().cast(), 1) };
     std::ptr::null_mut()
-}
-
-/// getppid by a `syscall` instruction here, not through libc (whose
-/// `syscall()` the fast path covers): it traps whenever the selector is
-/// BLOCK.
-fn raw_getppid() -> i64 {
-    let r: i64;
-    // SAFETY: getppid takes no arguments and touches no memory.
-    unsafe {
-        std::arch::asm!(
-            "syscall",
-            inlateout("rax") libc::SYS_getppid => r,
-            out("rcx") _,
-            out("r11") _,
-            options(nostack)
-        )
-    };
-    r
 }
 
 fn child() {

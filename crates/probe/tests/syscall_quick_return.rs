@@ -12,6 +12,9 @@ use bpfjet_probe::PtRegs;
 use std::process::Command;
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 
+mod raw_syscall;
+use raw_syscall::raw_getppid;
+
 const CALLS: u64 = 3000;
 const MARK_FD: i32 = 78;
 
@@ -20,24 +23,6 @@ static READ_EXITS: AtomicU64 = AtomicU64::new(0);
 static PPID_ENTERS: AtomicU64 = AtomicU64::new(0);
 static WRITE_EXITS: AtomicU64 = AtomicU64::new(0);
 static WRITE_BYTES: AtomicI64 = AtomicI64::new(0);
-
-/// getppid by a `syscall` instruction here, not through libc (whose
-/// `syscall()` the fast path covers): it traps whenever the selector is
-/// BLOCK.
-fn raw_getppid() -> i64 {
-    let r: i64;
-    // SAFETY: getppid takes no arguments and touches no memory.
-    unsafe {
-        std::arch::asm!(
-            "syscall",
-            inlateout("rax") libc::SYS_getppid => r,
-            out("rcx") _,
-            out("r11") _,
-            options(nostack)
-        )
-    };
-    r
-}
 
 fn child() {
     // Only write's exit is traced.

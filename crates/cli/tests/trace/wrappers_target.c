@@ -39,18 +39,7 @@
 #include <time.h>
 #include <unistd.h>
 
-/* A system call made by a `syscall` instruction here, not through libc
- * (not even its syscall() function, which bpfjet's fast path covers): the
- * signal path under bpfjet. Returns the raw result (-errno on failure). */
-static long raw_syscall(long nr, long a, long b, long c)
-{
-	long r;
-	__asm__ volatile("syscall"
-			 : "=a"(r)
-			 : "a"(nr), "D"(a), "S"(b), "d"(c)
-			 : "rcx", "r11", "memory");
-	return r;
-}
+#include "raw_syscall.h"
 
 #define NR 512
 static long calls[NR], sums[NR];
