@@ -25,7 +25,6 @@ use std::process::Command;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 mod raw_syscall;
-use raw_syscall::raw_getppid;
 
 const CALLS: u64 = 2000;
 const MARK_FD: i32 = 79;
@@ -107,21 +106,10 @@ fn child() {
         .iter()
         .any(|f| f.wrapper == "read" && f.attachment.is_ok() && f.copy.is_ok());
     eprintln!("{copied} wrappers copied; read runs in its copy: {read_copied}");
-    let zero = std::ffi::CString::new("/dev/zero").unwrap();
-    let fd = unsafe { libc::open(zero.as_ptr(), libc::O_RDONLY) };
-    assert!(fd >= 0);
-    assert_eq!(unsafe { libc::dup2(fd, MARK_FD) }, MARK_FD);
+    let fd = raw_syscall::zero_as(MARK_FD, libc::O_RDONLY);
     let before = syscalls::trapped();
+    raw_syscall::reads_then_raw_getppid(MARK_FD, CALLS);
     let mut buf = [0xffu8; 16];
-    for _ in 0..CALLS {
-        assert_eq!(
-            unsafe { libc::read(MARK_FD, buf.as_mut_ptr().cast(), buf.len()) },
-            16
-        );
-        // No wrapper fast path: traps only if the selector is BLOCK again.
-        raw_getppid();
-    }
-    assert_eq!(buf, [0u8; 16]);
     assert_eq!(
         syscalls::trapped() - before,
         CALLS,

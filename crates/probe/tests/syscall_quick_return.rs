@@ -13,7 +13,6 @@ use std::process::Command;
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 
 mod raw_syscall;
-use raw_syscall::raw_getppid;
 
 const CALLS: u64 = 3000;
 const MARK_FD: i32 = 78;
@@ -55,21 +54,10 @@ fn child() {
             assert!(!matches!(f.wrapper, "read" | "write"), "{}: {e}", f.wrapper);
         }
     }
-    let zero = std::ffi::CString::new("/dev/zero").unwrap();
-    let fd = unsafe { libc::open(zero.as_ptr(), libc::O_RDWR) };
-    assert!(fd >= 0);
-    assert_eq!(unsafe { libc::dup2(fd, MARK_FD) }, MARK_FD);
+    raw_syscall::zero_as(MARK_FD, libc::O_RDWR);
     let before = syscalls::trapped();
+    raw_syscall::reads_then_raw_getppid(MARK_FD, CALLS);
     let mut buf = [0xffu8; 16];
-    for _ in 0..CALLS {
-        assert_eq!(
-            unsafe { libc::read(MARK_FD, buf.as_mut_ptr().cast(), buf.len()) },
-            16
-        );
-        // No wrapper fast path: traps only if the selector is BLOCK again.
-        raw_getppid();
-    }
-    assert_eq!(buf, [0u8; 16]);
     // A failing read: the wrapper's -1 and errno reach the caller.
     assert_eq!(unsafe { libc::read(9999, buf.as_mut_ptr().cast(), 1) }, -1);
     assert_eq!(
