@@ -8,7 +8,10 @@ untraced and traced by the tools of examples/trace/ in
   bpftrace  the same tool written for Debian's bpftrace (the study's
             reference; examples/trace/bpftrace/*.bt);
   bpfjet    the same object under `bpfjet trace` (the programs run inside
-            fio).
+            fio);
+  sud-floor no tool: fio with Syscall User Dispatch switched on in every
+            thread and nothing attached (scripts/sud-floor.c preloaded),
+            the floor of any tracer built on it; one row per workload.
 
 It reports the study's three axes per tool, workload and setup: fio
 throughput and mean latency (and the overhead against untraced, median of
@@ -19,7 +22,7 @@ an SVG bar chart of the throughput overhead (--svg).
 
 Usage: scripts/bench-trace.py [--runtime 5] [--size-mb 256] [--repeat 3]
          [--tools syscount,rw_tracer,rw_tracer_all,fsdist]
-         [--workloads read,write,rw] [--setups none,kernel,bpftrace,bpfjet]
+         [--workloads read,write,rw] [--setups none,sud-floor,kernel,bpftrace,bpfjet]
          [--bpfjet target/release/bpfjet] [--bpfjet-engine jit|interp]
          [--bpfjet-before OTHER/bpfjet] [--interleave]
          [--markdown FILE] [--svg FILE]
@@ -54,11 +57,11 @@ EVENT_TOOLS = {"rw_tracer", "rw_tracer_all"}
 BPFTRACE_TOOLS = {"syscount", "rw_tracer", "fsdist"}
 
 
-def run(argv, stdout_path=None, stderr_path=None):
+def run(argv, stdout_path=None, stderr_path=None, env=None):
     """Runs argv to completion; returns (exit status, rusage of its tree)."""
     out = open(stdout_path, "wb") if stdout_path else subprocess.DEVNULL
     err = open(stderr_path, "wb") if stderr_path else subprocess.DEVNULL
-    proc = subprocess.Popen(argv, stdout=out, stderr=err)
+    proc = subprocess.Popen(argv, stdout=out, stderr=err, env=env)
     _, status, usage = os.wait4(proc.pid, 0)
     proc.returncode = os.waitstatus_to_exitcode(status)
     for f in (out, err):
@@ -139,8 +142,15 @@ def one_run(setup, tool, workload, args, tmp):
     err = os.path.join(tmp, "tracer.err")
     fio = fio_argv(workload, args.runtime, args.size_mb, fio_out)
     obj = os.path.join(BUILD, f"{tool}.o")
+    env = None
     if setup == "none":
         argv = fio
+    elif setup == "sud-floor":
+        # fio with Syscall User Dispatch on in every thread and nothing
+        # attached (scripts/sud-floor.c): what the kernel's dispatch slow
+        # path alone costs the workload, the floor of any tracer built on it.
+        argv = fio
+        env = dict(os.environ, LD_PRELOAD=os.path.join(tmp, "sud-floor.so"))
     elif setup == "kernel":
         argv = [os.path.join(BUILD, "ktrace"), "--json", obj, "--"] + fio
     elif setup == "bpftrace":
@@ -156,10 +166,14 @@ def one_run(setup, tool, workload, args, tmp):
                 extra += ["--ringbuf-size", spec]
         argv = ([binary, "trace", "--engine", args.bpfjet_engine, "--json"] + extra
                 + [obj, "--"] + fio)
-    code, usage = run(argv, out, err)
+    code, usage = run(argv, out, err, env)
     if code != 0:
         tail = open(err, errors="replace").read()[-600:]
         raise RuntimeError(f"{setup}/{tool}/{workload}: exit {code}: {tail}")
+    if setup == "sud-floor":
+        m = re.search(r"sud-floor: on in (\d+) threads", open(err, errors="replace").read())
+        if not m or int(m.group(1)) < 2:
+            raise RuntimeError(f"sud-floor/{workload}: dispatch was not on in fio's threads")
     r = fio_summary(fio_out)
     r["cpu_s"] = usage.ru_utime + usage.ru_stime
     r["max_rss_mb"] = usage.ru_maxrss / 1024
@@ -188,6 +202,9 @@ def available(setup, args):
         return ok, "bpftrace is not installed"
     if setup == "kernel":
         return os.geteuid() == 0, "the kernel setup needs root"
+    if setup == "sud-floor":
+        ok = subprocess.run(["cc", "--version"], capture_output=True).returncode == 0
+        return ok, "no C compiler for scripts/sud-floor.c"
     return True, ""
 
 
@@ -254,11 +271,19 @@ def main():
             print(f"SKIPPED: setup {s}: {why}", file=sys.stderr)
     results = {}
     with tempfile.TemporaryDirectory() as tmp:
+        if "sud-floor" in setups:
+            subprocess.run(["cc", "-O2", "-shared", "-fPIC", "-o", os.path.join(tmp, "sud-floor.so"),
+                            os.path.join(ROOT, "scripts", "sud-floor.c"), "-ldl", "-lpthread"],
+                           check=True)
         for workload in args.workloads.split(","):
             # Lay the file out once, untimed.
             run(fio_argv(workload, 1, args.size_mb, os.path.join(tmp, "warm.json")))
             traced = [(tool, setup) for tool in args.tools.split(",") for setup in setups
-                      if setup != "none" and not (setup == "bpftrace" and tool not in BPFTRACE_TOOLS)]
+                      if setup not in ("none", "sud-floor")
+                      and not (setup == "bpftrace" and tool not in BPFTRACE_TOOLS)]
+            # The dispatch floor is the same whatever the tool: one row.
+            if "sud-floor" in setups:
+                traced.insert(0, ("-", "sud-floor"))
             base = results.setdefault(("-", workload, "none"), [])
             for tool, setup in traced:
                 results[(tool, workload, setup)] = []

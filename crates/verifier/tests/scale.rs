@@ -249,3 +249,73 @@ fn kernel_scale_verification() {
         failures.join("\n")
     );
 }
+
+/// Known verification-scale gaps (examples/verifier/gaps, docs/VERIFIER.md
+/// "Known gap: unrolled search in a bpf_loop callback"): programs the
+/// kernel verifies that bpfjet refuses as too complex, or verifies at more
+/// than `MAX_RATIO` times the kernel's cost. The kernel must accept every
+/// one (they are written to be valid); bpfjet's outcome is reported as a
+/// skip, loudly, with both counts, until the gap is closed and the program
+/// moves into examples/verifier, where `kernel_scale_verification` holds it
+/// to the ratio.
+#[test]
+fn known_scale_gaps() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let status = std::process::Command::new("make")
+        .args(["-s", "-C"])
+        .arg(root.join("examples"))
+        .arg("verifier-gaps")
+        .status();
+    assert!(
+        status.is_ok_and(|s| s.success()),
+        "building examples/verifier/gaps failed: run `make -C examples verifier-gaps`"
+    );
+    let kernel = bpfjet_kernel::kernel_available();
+    if let Err(why) = &kernel {
+        bpfjet_testsupport::report_skip(format!(
+            "kernel side of the known scale gaps ({why}): the kernel's acceptance is not checked"
+        ));
+    }
+    let objects = objects_in(&root.join("build/examples/verifier/gaps"));
+    assert!(
+        !objects.is_empty(),
+        "no objects in build/examples/verifier/gaps"
+    );
+    let mut failures = Vec::new();
+    for path in &objects {
+        for r in measure(path, kernel.is_ok()) {
+            let kernel_count = match &r.kernel {
+                Some(Ok((k, _))) => Some(*k),
+                Some(Err(e)) => {
+                    failures.push(format!(
+                        "{} {}: the kernel rejects: {e}",
+                        r.object, r.program
+                    ));
+                    continue;
+                }
+                None => None,
+            };
+            let kernel_text = kernel_count.map_or("not asked".to_string(), |k| k.to_string());
+            match (&r.ours, kernel_count) {
+                (Ok((b, _)), Some(k)) if *b as f64 <= MAX_RATIO * k as f64 => println!(
+                    "{} {}: gap closed (bpfjet {b}, kernel {k}): move it to examples/verifier",
+                    r.object, r.program
+                ),
+                (Ok((b, _)), _) => bpfjet_testsupport::report_skip(format!(
+                    "known scale gap {} {}: bpfjet processed {b} instructions, the kernel {kernel_text}",
+                    r.object, r.program
+                )),
+                (Err(e), _) => bpfjet_testsupport::report_skip(format!(
+                    "known scale gap {} {}: bpfjet rejects ({e}), the kernel processed {kernel_text}",
+                    r.object, r.program
+                )),
+            }
+        }
+    }
+    assert!(
+        failures.is_empty(),
+        "{} failures:\n{}",
+        failures.len(),
+        failures.join("\n")
+    );
+}
