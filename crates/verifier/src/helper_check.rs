@@ -639,9 +639,16 @@ impl Verifier<'_> {
                     if let Ok(r) = stack.read(off, 4, false) {
                         value = r.const_value().map(|v| v as u32);
                     }
-                    // The key decides the lookup's nullness and a fact.
-                    if let Some(slot) = stack.fill_source(off, 4) {
-                        self.need_slot(frame, slot);
+                    // A constant key decides the lookup's nullness and a
+                    // fact, so a spilled one must stay that constant on the
+                    // paths pruned here (the kernel's get_constant_map_key).
+                    // Any other key gives the general answer (maybe NULL, no
+                    // fact) whatever its value: no demand, or every path
+                    // would keep apart by the key's range.
+                    if value.is_some() {
+                        if let Some(slot) = stack.fill_source(off, 4) {
+                            self.need_slot(frame, slot);
+                        }
                     }
                 }
             }
