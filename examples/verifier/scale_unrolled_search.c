@@ -14,13 +14,5 @@
 SEC("xdp")
 int xdp_search_inline(struct xdp_md *ctx)
 {
-	__u32 zero = 0;
-	__u32 *n = bpf_map_lookup_elem(&elems, &zero);
-	if (!n)
-		return XDP_DROP;
-	struct search_key k;
-	search_key_init(&k);
-	struct search_ctx sc = { .key = &k, .val = &found_val, .res = 1, .first = 1 };
-	search_body(*n, &sc);
-	return sc.res == 0 ? XDP_TX : XDP_DROP;
+	return search_xdp();
 }

@@ -12,7 +12,8 @@
  *
  * NBLK (1, 2, 4, 8, 16, 32 or 64) is the number of unrolled steps; the
  * includer defines SEARCH_FN_ATTR (how the search is compiled: inlined,
- * a subprogram, a bpf_loop callback) and calls search_body().
+ * a subprogram, a bpf_loop callback, with SEARCH_BY_LOOP) and returns
+ * search_xdp() from its XDP program.
  *
  * Used by examples/verifier/scale_unrolled_search*.c (the kernel-scale
  * test holds bpfjet to the kernel's cost) and
@@ -128,11 +129,27 @@ out:
 	return res == 0;
 }
 
-/* A random key among the 4096 the map can hold. */
-static __always_inline void search_key_init(struct search_key *k)
+/*
+ * The XDP program's body: a random key among the 4096 the map can hold,
+ * one search through search_body (a bpf_loop over it when SEARCH_BY_LOOP
+ * is defined, as eNetSTL runs it), XDP_TX when found.
+ */
+static __always_inline int search_xdp(void)
 {
-	__builtin_memset(k, 0, sizeof(*k));
-	*(__u64 *)k = bpf_get_prandom_u32() & 4095;
+	__u32 zero = 0;
+	__u32 *n = bpf_map_lookup_elem(&elems, &zero);
+	if (!n)
+		return XDP_DROP;
+	struct search_key k;
+	__builtin_memset(&k, 0, sizeof(k));
+	*(__u64 *)&k = bpf_get_prandom_u32() & 4095;
+	struct search_ctx sc = { .key = &k, .val = &found_val, .res = 1, .first = 1 };
+#ifdef SEARCH_BY_LOOP
+	bpf_loop(*n + 32, search_body, &sc, 0);
+#else
+	search_body(*n, &sc);
+#endif
+	return sc.res == 0 ? XDP_TX : XDP_DROP;
 }
 
 char _license[] SEC("license") = "GPL";

@@ -61,9 +61,29 @@ const SYS_CLONE: u64 = 56;
 const SYS_FORK: u64 = 57;
 const SYS_VFORK: u64 = 58;
 const SYS_EXECVE: u64 = 59;
+const SYS_EXIT: u64 = 60;
 const SYS_EXIT_GROUP: u64 = 231;
 const SYS_EXECVEAT: u64 = 322;
 const SYS_CLONE3: u64 = 435;
+
+/// System calls only the SIGSYS path may make for the application: those it
+/// does more with than perform them (signal masks, returns and handlers,
+/// new tasks, exec, exit_group) and `exit`, after which no hook returns.
+/// A fast path that learns the number per call (glibc's `syscall()`) leaves
+/// these to it.
+pub(crate) const HANDLER_ONLY: [u64; 11] = [
+    SYS_RT_SIGACTION,
+    SYS_RT_SIGPROCMASK,
+    SYS_RT_SIGRETURN,
+    SYS_CLONE,
+    SYS_FORK,
+    SYS_VFORK,
+    SYS_EXECVE,
+    SYS_EXIT,
+    SYS_EXIT_GROUP,
+    SYS_EXECVEAT,
+    SYS_CLONE3,
+];
 const CLONE_VM: u64 = 0x100;
 const CLONE_VFORK: u64 = 0x4000;
 const CLONE_SETTLS: u64 = 0x80000;

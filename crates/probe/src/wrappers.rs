@@ -81,11 +81,8 @@ pub(crate) enum Args {
 /// The number of [`Args::Indirect`]'s wrapper, which has no fixed one.
 pub(crate) const INDIRECT: u32 = u32::MAX;
 
-/// System calls the SIGSYS path does not simply perform
-/// (`crate::syscalls`: signal returns and masks, handlers, new tasks,
-/// exec, exit): `syscall()` with one of these, or a number past the table,
-/// stays on the slow path.
-const SLOW_ONLY: [u64; 11] = [13, 14, 15, 56, 57, 58, 59, 60, 231, 322, 435];
+/// `syscall()` with a number past the table, or one of
+/// [`crate::syscalls::HANDLER_ONLY`], stays on the slow path.
 const NUMBERS: u64 = 512;
 
 /// What the wrapper returns, for rebuilding the raw result.
@@ -254,7 +251,7 @@ pub(crate) const WRAPPERS: &[Covered] = &[
     w("sysinfo", "sysinfo", Three, Int),
     w("getrusage", "getrusage", Three, Int),
     w("getrandom", "getrandom", Three, Long),
-    // Any number, from its first argument (not the ones SLOW_ONLY lists).
+    // Any number, from its first argument (not syscalls::HANDLER_ONLY).
     w("syscall", "(any)", Indirect, Long),
 ];
 
@@ -273,7 +270,7 @@ impl Args {
     pub(crate) fn admits(self, regs: &PtRegs) -> bool {
         match self {
             PageAlignedOffset => regs.r9 & 0xfff == 0,
-            Indirect => regs.rdi < NUMBERS && !SLOW_ONLY.contains(&regs.rdi),
+            Indirect => regs.rdi < NUMBERS && !crate::syscalls::HANDLER_ONLY.contains(&regs.rdi),
             _ => true,
         }
     }

@@ -117,21 +117,11 @@ const NF_SCALE: &[&str] = &[
 ];
 
 fn nf_scale_objects() -> Vec<PathBuf> {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
     NF_SCALE
         .iter()
         .map(|name| {
-            let target = format!("../build/examples/nf/{name}.o");
-            let status = std::process::Command::new("make")
-                .args(["-s", "-C"])
-                .arg(root.join("examples"))
-                .arg(&target)
-                .status();
-            assert!(
-                status.is_ok_and(|s| s.success()),
-                "building examples/nf {name} failed: run `make -C examples nf`"
-            );
-            root.join(format!("build/examples/nf/{name}.o"))
+            common::make_examples(&format!("../build/examples/nf/{name}.o"))
+                .join(format!("build/examples/nf/{name}.o"))
         })
         .collect()
 }
@@ -260,16 +250,7 @@ fn kernel_scale_verification() {
 /// to the ratio.
 #[test]
 fn known_scale_gaps() {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
-    let status = std::process::Command::new("make")
-        .args(["-s", "-C"])
-        .arg(root.join("examples"))
-        .arg("verifier-gaps")
-        .status();
-    assert!(
-        status.is_ok_and(|s| s.success()),
-        "building examples/verifier/gaps failed: run `make -C examples verifier-gaps`"
-    );
+    let root = common::make_examples("verifier-gaps");
     let kernel = bpfjet_kernel::kernel_available();
     if let Err(why) = &kernel {
         bpfjet_testsupport::report_skip(format!(

@@ -17,18 +17,11 @@
 #define NBLK 64
 #endif
 #define SEARCH_FN_ATTR
+#define SEARCH_BY_LOOP
 #include "../unrolled_search.h"
 
 SEC("xdp")
 int xdp_search_loop(struct xdp_md *ctx)
 {
-	__u32 zero = 0;
-	__u32 *n = bpf_map_lookup_elem(&elems, &zero);
-	if (!n)
-		return XDP_DROP;
-	struct search_key k;
-	search_key_init(&k);
-	struct search_ctx sc = { .key = &k, .val = &found_val, .res = 1, .first = 1 };
-	bpf_loop(*n + 32, search_body, &sc, 0);
-	return sc.res == 0 ? XDP_TX : XDP_DROP;
+	return search_xdp();
 }

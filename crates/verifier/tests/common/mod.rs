@@ -275,17 +275,23 @@ pub fn unprivileged<T: Send + 'static>(
 /// Build examples/verifier (`make -C examples verifier`) and return the
 /// object `build/examples/verifier/<name>.o`.
 pub fn verifier_example(name: &str) -> PathBuf {
+    make_examples("verifier").join(format!("build/examples/verifier/{name}.o"))
+}
+
+/// Runs `make -C examples TARGET`; returns the repository's root.
+#[allow(dead_code)]
+pub fn make_examples(target: &str) -> PathBuf {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
     let status = std::process::Command::new("make")
         .args(["-s", "-C"])
         .arg(root.join("examples"))
-        .arg("verifier")
+        .arg(target)
         .status();
     assert!(
         status.is_ok_and(|s| s.success()),
-        "building examples/verifier failed: run `make -C examples verifier`"
+        "building examples failed: run `make -C examples {target}`"
     );
-    root.join(format!("build/examples/verifier/{name}.o"))
+    root
 }
 
 /// The NF corpus objects (build/examples/xdp/*.o), building them if needed.
