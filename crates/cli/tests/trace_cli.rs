@@ -91,6 +91,15 @@ fn fixture() -> &'static Fixture {
         )
         .unwrap();
         bpf(&dir, kprobe.to_str().unwrap(), "kprobe.o", &[]);
+        let sched = dir.join("sched_tp.bpf.c");
+        std::fs::write(
+            &sched,
+            "#include <linux/bpf.h>\n#include <bpf/bpf_helpers.h>\n\
+             SEC(\"tracepoint/sched/sched_switch\") int on_switch(void *ctx) { return 0; }\n\
+             char LICENSE[] SEC(\"license\") = \"GPL\";\n",
+        )
+        .unwrap();
+        bpf(&dir, sched.to_str().unwrap(), "sched_tp.o", &[]);
         cc("kernel_loader.c", dir.join("kernel_loader"), &["-O1"], &["-lbpf"]);
         Fixture { dir }
     })
@@ -284,6 +293,31 @@ fn kernel_probe_is_an_unsupported_type_error() {
         .output()
         .unwrap();
     assert_not_started(&out, &["kprobe/do_sys_openat2", "Kprobe"], &marker);
+}
+
+#[test]
+fn a_tracepoint_outside_the_processs_system_calls_is_refused_before_the_target_starts() {
+    let _serial = serial();
+    let f = fixture();
+    let marker = f.path("sched.mark");
+    let _ = std::fs::remove_file(&marker);
+    let out = bpfjet()
+        .arg("trace")
+        .arg(f.path("sched_tp.o"))
+        .arg("--")
+        .arg(f.path("target"))
+        .arg("mark")
+        .arg(&marker)
+        .output()
+        .unwrap();
+    assert_not_started(
+        &out,
+        &[
+            "tracepoint/sched/sched_switch",
+            "tracepoint/raw_syscalls/sys_enter|sys_exit",
+        ],
+        &marker,
+    );
 }
 
 #[test]

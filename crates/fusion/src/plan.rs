@@ -95,6 +95,10 @@ fn attach_point(kind: &ProgKind) -> Result<(String, Side), String> {
             "raw_tracepoint/{name} runs for every system call; only per-call \
              sys_enter_X/sys_exit_X tracepoints are paired"
         )),
+        ProgKind::Tracepoint { category, name } if category == "raw_syscalls" => Err(format!(
+            "tracepoint/raw_syscalls/{name} runs for every system call; only per-call \
+             sys_enter_X/sys_exit_X tracepoints are paired"
+        )),
         _ => Err("not an entry or exit tracing program".into()),
     }
 }

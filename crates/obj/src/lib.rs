@@ -71,7 +71,7 @@ pub use maps::{spin_lock_offset, MapSlotInit, SlotTarget};
 pub use object::{license_is_gpl_compatible, load, load_file, load_file_with, load_with, Object};
 pub use prog_kind::{
     force_type_hint, KernelProgType, ProbeFlavor, ProbeSection, ProbeTarget, ProgKind, ProgType,
-    XdpAttach,
+    SyscallTracepoint, XdpAttach, SYSCALL_TRACEPOINT_SECTIONS,
 };
 pub use program::{FuncInfo, LineInfo, Program};
 pub use special_fields::{FieldKind, GraphKind, LocalType, SpecialField};

@@ -593,6 +593,34 @@ impl ProgKind {
         }
     }
 
+    /// Where a tracepoint program sits among the traced process's own
+    /// system calls, the only tracepoints a process has in userspace;
+    /// `None` for other tracepoints and other program types.
+    pub fn syscall_tracepoint(&self) -> Option<SyscallTracepoint<'_>> {
+        match self {
+            ProgKind::Tracepoint { category, name } if category == "syscalls" => {
+                if let Some(call) = name.strip_prefix("sys_enter_") {
+                    Some(SyscallTracepoint::Enter(call))
+                } else {
+                    name.strip_prefix("sys_exit_").map(SyscallTracepoint::Exit)
+                }
+            }
+            ProgKind::Tracepoint { category, name } if category == "raw_syscalls" => {
+                match name.as_str() {
+                    "sys_enter" => Some(SyscallTracepoint::EveryEnter { raw_args: false }),
+                    "sys_exit" => Some(SyscallTracepoint::EveryExit { raw_args: false }),
+                    _ => None,
+                }
+            }
+            ProgKind::RawTracepoint { name } => match name.as_str() {
+                "sys_enter" => Some(SyscallTracepoint::EveryEnter { raw_args: true }),
+                "sys_exit" => Some(SyscallTracepoint::EveryExit { raw_args: true }),
+                _ => None,
+            },
+            _ => None,
+        }
+    }
+
     /// Sleepable (`uprobe.s`, `usdt.s`, ...: `BPF_F_SLEEPABLE`).
     pub fn is_sleepable(&self) -> bool {
         self.probe().is_some_and(|p| p.sleepable)
@@ -683,6 +711,29 @@ impl ProgKind {
     }
 }
 
+/// The tracepoint sections of a process's own system calls, for messages.
+pub const SYSCALL_TRACEPOINT_SECTIONS: &str = "tracepoint/syscalls/sys_enter_NAME|sys_exit_NAME, \
+     tracepoint/raw_syscalls/sys_enter|sys_exit, raw_tracepoint/sys_enter|sys_exit";
+
+/// A tracepoint of the traced process's own system calls
+/// ([`ProgKind::syscall_tracepoint`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SyscallTracepoint<'a> {
+    /// `tracepoint/syscalls/sys_enter_NAME`: system call NAME's entry,
+    /// context the `sys_enter` record.
+    Enter(&'a str),
+    /// `tracepoint/syscalls/sys_exit_NAME`: its return, the `sys_exit` record.
+    Exit(&'a str),
+    /// Every system call's entry: `raw_tracepoint/sys_enter` (`raw_args`:
+    /// context `struct bpf_raw_tracepoint_args`, `{pt_regs *, id}`) or
+    /// `tracepoint/raw_syscalls/sys_enter` (the `sys_enter` record, as the
+    /// per-call tracepoints get it).
+    EveryEnter { raw_args: bool },
+    /// Every system call's return: `raw_tracepoint/sys_exit` (`{pt_regs *,
+    /// ret}`) or `tracepoint/raw_syscalls/sys_exit` (the `sys_exit` record).
+    EveryExit { raw_args: bool },
+}
+
 /// How the kernel is told a program's type (see [`ProgKind::kernel_load_type`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct KernelProgType {
@@ -734,6 +785,44 @@ mod tests {
                 offset,
             },
         })
+    }
+
+    #[test]
+    fn syscall_tracepoints() {
+        use SyscallTracepoint as Tp;
+        let cases = [
+            (
+                "tracepoint/syscalls/sys_enter_read",
+                Some(Tp::Enter("read")),
+            ),
+            ("tp/syscalls/sys_exit_openat", Some(Tp::Exit("openat"))),
+            ("tracepoint/syscalls/sys_other", None),
+            (
+                "tracepoint/raw_syscalls/sys_enter",
+                Some(Tp::EveryEnter { raw_args: false }),
+            ),
+            (
+                "tp/raw_syscalls/sys_exit",
+                Some(Tp::EveryExit { raw_args: false }),
+            ),
+            ("tracepoint/raw_syscalls/other", None),
+            (
+                "raw_tracepoint/sys_enter",
+                Some(Tp::EveryEnter { raw_args: true }),
+            ),
+            ("raw_tp/sys_exit", Some(Tp::EveryExit { raw_args: true })),
+            ("raw_tracepoint/sched_switch", None),
+            ("tracepoint/sched/sched_switch", None),
+            ("uprobe//bin/true:main", None),
+            ("xdp", None),
+        ];
+        for (section, want) in cases {
+            assert_eq!(
+                ProgKind::from_section(section).syscall_tracepoint(),
+                want,
+                "{section}"
+            );
+        }
     }
 
     #[test]

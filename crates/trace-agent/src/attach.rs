@@ -2,7 +2,7 @@
 
 use crate::config::{Config, Fuse};
 use crate::{alive, dlopen, events, report, threads, usdt};
-use bpfjet_obj::{ProbeFlavor, ProbeTarget, ProgKind};
+use bpfjet_obj::{ProbeFlavor, ProbeTarget, ProgKind, SyscallTracepoint};
 use bpfjet_probe::symbols::{loaded_objects, resolve, resolve_path, UprobeTarget};
 use bpfjet_probe::syscalls::{self, SyscallHooks};
 use bpfjet_probe::ProbeError;
@@ -31,14 +31,17 @@ struct Site {
 struct SyscallPrograms {
     enter: Vec<Vec<ProgId>>,
     exit: Vec<Vec<ProgId>>,
-    raw_enter: Vec<ProgId>,
-    raw_exit: Vec<ProgId>,
+    /// Programs of every system call's entry / return, each with whether
+    /// it takes the raw tracepoint's arguments (`raw_tracepoint/sys_*`)
+    /// rather than the tracepoint record (`tracepoint/raw_syscalls/sys_*`).
+    every_enter: Vec<(ProgId, bool)>,
+    every_exit: Vec<(ProgId, bool)>,
 }
 
 impl SyscallPrograms {
     fn is_empty(&self) -> bool {
-        self.raw_enter.is_empty()
-            && self.raw_exit.is_empty()
+        self.every_enter.is_empty()
+            && self.every_exit.is_empty()
             && self.enter.iter().chain(&self.exit).all(|v| v.is_empty())
     }
 }
@@ -225,8 +228,8 @@ pub fn start(cfg: Config) -> Result<(), String> {
     let mut sys = SyscallPrograms {
         enter: vec![Vec::new(); n],
         exit: vec![Vec::new(); n],
-        raw_enter: Vec::new(),
-        raw_exit: Vec::new(),
+        every_enter: Vec::new(),
+        every_exit: Vec::new(),
     };
     for (id, p) in object.programs().iter().enumerate() {
         let section = p.section();
@@ -350,37 +353,29 @@ pub fn start(cfg: Config) -> Result<(), String> {
                     }
                 }
             }
-            ProgKind::Tracepoint { category, name } => {
-                if category != "syscalls" {
-                    return Err(unsupported(section, "only tracepoint/syscalls/sys_enter_*|sys_exit_* can be traced in a process"));
-                }
-                let (table, call) = if let Some(c) = name.strip_prefix("sys_enter_") {
-                    (&mut sys.enter, c)
-                } else if let Some(c) = name.strip_prefix("sys_exit_") {
-                    (&mut sys.exit, c)
-                } else {
+            ProgKind::Tracepoint { .. } | ProgKind::RawTracepoint { .. } => {
+                let Some(tp) = p.kind().syscall_tracepoint() else {
                     return Err(unsupported(
                         section,
-                        "expected sys_enter_NAME or sys_exit_NAME",
+                        &format!(
+                            "only the traced process's own system calls have tracepoints: {}",
+                            bpfjet_obj::SYSCALL_TRACEPOINT_SECTIONS
+                        ),
                     ));
                 };
-                let nr = syscall_table::number(call).ok_or_else(|| {
-                    unsupported(section, &format!("no system call named {call:?} on x86-64"))
-                })?;
-                p.attach_ctx_size()
-                    .and_then(|n| p.check_ctx_size(n))
-                    .map_err(|e| unsupported(section, &e))?;
-                table[nr as usize].push(id);
-            }
-            ProgKind::RawTracepoint { name } => {
-                match name.as_str() {
-                    "sys_enter" => sys.raw_enter.push(id),
-                    "sys_exit" => sys.raw_exit.push(id),
-                    _ => {
-                        return Err(unsupported(
-                            section,
-                            "only raw_tracepoint/sys_enter and sys_exit can be traced in a process",
-                        ))
+                let nr = |call: &str| {
+                    syscall_table::number(call).ok_or_else(|| {
+                        unsupported(section, &format!("no system call named {call:?} on x86-64"))
+                    })
+                };
+                match tp {
+                    SyscallTracepoint::Enter(call) => sys.enter[nr(call)? as usize].push(id),
+                    SyscallTracepoint::Exit(call) => sys.exit[nr(call)? as usize].push(id),
+                    SyscallTracepoint::EveryEnter { raw_args } => {
+                        sys.every_enter.push((id, raw_args))
+                    }
+                    SyscallTracepoint::EveryExit { raw_args } => {
+                        sys.every_exit.push((id, raw_args))
                     }
                 }
                 p.attach_ctx_size()
@@ -583,7 +578,7 @@ fn install_syscalls(
     syscalls::set_exits_traced(
         sys.exit
             .iter()
-            .map(|p| !p.is_empty() || !sys.raw_exit.is_empty())
+            .map(|p| !p.is_empty() || !sys.every_exit.is_empty())
             .collect(),
     );
     threads::enable_thread_hook();
@@ -602,7 +597,7 @@ fn install_syscalls(
         on_enter: Some(Box::new(move |regs: &PtRegs| {
             let nr = regs.orig_rax;
             let progs = sys.enter.get(nr as usize).map_or(&[][..], |v| &v[..]);
-            if progs.is_empty() && sys.raw_enter.is_empty() {
+            if progs.is_empty() && sys.every_enter.is_empty() {
                 return;
             }
             let Some(armed) = alive::can_run() else {
@@ -622,18 +617,26 @@ fn install_syscalls(
                     object.run_sys_enter(id, &mut ctx, &site);
                 }
             }
-            for &id in &sys.raw_enter {
-                let mut args = RawSyscallArgs {
-                    args: [regs as *const PtRegs as u64, nr],
-                };
-                object.run_raw_syscall(id, &mut args, &site);
+            for &(id, raw_args) in &sys.every_enter {
+                if raw_args {
+                    let mut args = RawSyscallArgs {
+                        args: [regs as *const PtRegs as u64, nr],
+                    };
+                    object.run_raw_syscall(id, &mut args, &site);
+                } else {
+                    let mut ctx = SysEnterCtx::new(
+                        nr as i64,
+                        [regs.rdi, regs.rsi, regs.rdx, regs.r10, regs.r8, regs.r9],
+                    );
+                    object.run_sys_enter(id, &mut ctx, &site);
+                }
             }
             alive::ran(armed);
         })),
         on_exit: Some(Box::new(move |regs: &PtRegs| {
             let nr = regs.orig_rax;
             let progs = sys.exit.get(nr as usize).map_or(&[][..], |v| &v[..]);
-            if progs.is_empty() && sys.raw_exit.is_empty() {
+            if progs.is_empty() && sys.every_exit.is_empty() {
                 return;
             }
             let Some(armed) = alive::can_run() else {
@@ -650,11 +653,16 @@ fn install_syscalls(
                     object.run_sys_exit(id, &mut ctx, &site);
                 }
             }
-            for &id in &sys.raw_exit {
-                let mut args = RawSyscallArgs {
-                    args: [regs as *const PtRegs as u64, regs.rax],
-                };
-                object.run_raw_syscall(id, &mut args, &site);
+            for &(id, raw_args) in &sys.every_exit {
+                if raw_args {
+                    let mut args = RawSyscallArgs {
+                        args: [regs as *const PtRegs as u64, regs.rax],
+                    };
+                    object.run_raw_syscall(id, &mut args, &site);
+                } else {
+                    let mut ctx = SysExitCtx::new(nr as i64, regs.rax as i64);
+                    object.run_sys_exit(id, &mut ctx, &site);
+                }
             }
             alive::ran(armed);
         })),

@@ -7,7 +7,7 @@
 
 use crate::alive;
 use crate::attach::Agent;
-use bpfjet_obj::ProgKind;
+use bpfjet_obj::{ProgKind, SyscallTracepoint};
 use bpfjet_probe::{syscall_table, PairCall, PairHook, PtRegs};
 use bpfjet_runtime::tracing::{ProbeSite, SysEnterCtx, TracingObject};
 use serde_json::Value;
@@ -101,7 +101,7 @@ static COMPILED: OnceLock<Compiled> = OnceLock::new();
 
 /// The `sys_enter_X`/`sys_exit_X` pairs of `obj` that can run as one
 /// function around the wrapper's call (X's only enter and exit programs,
-/// no raw `sys_enter`/`sys_exit` programs, which run at every call), and
+/// no programs of every system call's entry or return), and
 /// why the others cannot.
 pub(crate) fn compile_candidates(
     obj: &bpfjet_obj::Object,
@@ -118,7 +118,12 @@ pub(crate) fn compile_candidates(
     let raw = obj
         .programs
         .iter()
-        .filter(|p| matches!(&p.kind, ProgKind::RawTracepoint { .. }))
+        .filter(|p| {
+            matches!(
+                p.kind.syscall_tracepoint(),
+                Some(SyscallTracepoint::EveryEnter { .. } | SyscallTracepoint::EveryExit { .. })
+            )
+        })
         .count();
     let mut ok = Vec::new();
     let mut refused = Vec::new();
@@ -132,7 +137,9 @@ pub(crate) fn compile_candidates(
                 Some(format!("{c} has more than one enter or exit program"))
             }
             Some(_) if raw > 0 => Some(
-                "raw_tracepoint sys_enter/sys_exit programs run at every call too".to_string(),
+                "programs on every system call's entry or return (raw_tracepoint/sys_*, \
+                 tracepoint/raw_syscalls/sys_*) run at this call too"
+                    .to_string(),
             ),
             Some(_) => None,
         };

@@ -189,24 +189,32 @@ pub(super) fn precheck(obj: &Path, program: Option<&Path>) -> Result<bpfjet_obj:
                         .map_err(|e| anyhow!("program section {section:?}: {e}"))?;
                 }
             }
-            ProgKind::Tracepoint { category, name } => {
-                let ok = category == "syscalls"
-                    && (name.starts_with("sys_enter_") || name.starts_with("sys_exit_"));
-                if !ok {
-                    bail!(
-                        "program section {section:?}: only tracepoint/syscalls/sys_enter_*|sys_exit_* \
-                         can be traced in a process"
-                    );
-                }
+            ProgKind::Tracepoint { .. } | ProgKind::RawTracepoint { .. } => {
+                check_syscall_tracepoint(p)?;
             }
-            ProgKind::RawTracepoint { name } if name == "sys_enter" || name == "sys_exit" => {}
             _ => bail!(
                 "program section {section:?}: not a tracing program type bpfjet trace can attach \
-                 (uprobe, uretprobe, tracepoint/syscalls/*, raw_tracepoint/sys_enter|sys_exit)"
+                 (uprobe, uretprobe, uprobe.multi, uretprobe.multi, usdt, {})",
+                bpfjet_obj::SYSCALL_TRACEPOINT_SECTIONS
             ),
         }
     }
     Ok(object)
+}
+
+/// Refuses a tracepoint program that is not on the traced process's own
+/// system calls, the only tracepoints a process has in userspace (also
+/// for `--pid`, before the process is touched).
+pub(super) fn check_syscall_tracepoint(p: &bpfjet_obj::Program) -> Result<()> {
+    if p.kind.syscall_tracepoint().is_none() {
+        bail!(
+            "program section {:?}: only the traced process's own system calls can be traced \
+             in a process ({})",
+            p.section,
+            bpfjet_obj::SYSCALL_TRACEPOINT_SECTIONS
+        );
+    }
+    Ok(())
 }
 
 /// The pairs of `object` that are fusable: `[{"entry", "exit",

@@ -109,26 +109,9 @@ fn patch_addresses(object: &bpfjet_obj::Object, target: &inject::Target) -> Resu
 fn traces_syscalls(object: &bpfjet_obj::Object) -> Result<bool> {
     let mut any = false;
     for p in &object.programs {
-        let section = &p.section;
         match &p.kind {
-            ProgKind::Tracepoint { category, name } => {
-                if category != "syscalls"
-                    || !(name.starts_with("sys_enter_") || name.starts_with("sys_exit_"))
-                {
-                    bail!(
-                        "program section {section:?}: only tracepoint/syscalls/sys_enter_*|\
-                         sys_exit_* can be traced in a process"
-                    );
-                }
-                any = true;
-            }
-            ProgKind::RawTracepoint { name } => {
-                if name != "sys_enter" && name != "sys_exit" {
-                    bail!(
-                        "program section {section:?}: only raw_tracepoint/sys_enter and sys_exit \
-                         can be traced in a process"
-                    );
-                }
+            ProgKind::Tracepoint { .. } | ProgKind::RawTracepoint { .. } => {
+                super::trace::check_syscall_tracepoint(p)?;
                 any = true;
             }
             _ => {}

@@ -153,27 +153,25 @@ impl TracingProgram {
 
     /// The context size bpfjet's attach points provide for this program:
     /// `pt_regs` for probes, the `sys_enter`/`sys_exit` record for the
-    /// syscalls tracepoints, two arguments for the raw `sys_enter` /
+    /// syscalls and raw_syscalls tracepoints, two arguments for the raw `sys_enter` /
     /// `sys_exit`; an error for attach points bpfjet does not provide.
     pub fn attach_ctx_size(&self) -> Result<u64, String> {
-        match &self.kind {
-            ProgKind::Probe(_) => Ok(std::mem::size_of::<PtRegs>() as u64),
-            ProgKind::Tracepoint { category, name } if category == "syscalls" => {
-                if name.starts_with("sys_enter_") {
-                    Ok(std::mem::size_of::<SysEnterCtx>() as u64)
-                } else if name.starts_with("sys_exit_") {
-                    Ok(std::mem::size_of::<SysExitCtx>() as u64)
-                } else {
-                    Err(format!("no syscalls tracepoint {name}"))
-                }
+        use bpfjet_obj::SyscallTracepoint as Tp;
+        match (&self.kind, self.kind.syscall_tracepoint()) {
+            (ProgKind::Probe(_), _) => Ok(std::mem::size_of::<PtRegs>() as u64),
+            (_, Some(Tp::Enter(_) | Tp::EveryEnter { raw_args: false })) => {
+                Ok(std::mem::size_of::<SysEnterCtx>() as u64)
             }
-            ProgKind::RawTracepoint { name } if name == "sys_enter" || name == "sys_exit" => {
+            (_, Some(Tp::Exit(_) | Tp::EveryExit { raw_args: false })) => {
+                Ok(std::mem::size_of::<SysExitCtx>() as u64)
+            }
+            (_, Some(Tp::EveryEnter { raw_args: true } | Tp::EveryExit { raw_args: true })) => {
                 Ok(std::mem::size_of::<RawSyscallArgs>() as u64)
             }
-            other => Err(format!(
+            (other, None) => Err(format!(
                 "bpfjet attaches tracepoints of the traced process's own system calls \
-                 (tracepoint/syscalls/sys_enter_*|sys_exit_*, raw_tracepoint/sys_enter|sys_exit), \
-                 not section {} ({other})",
+                 ({}), not section {} ({other})",
+                bpfjet_obj::SYSCALL_TRACEPOINT_SECTIONS,
                 self.section
             )),
         }
