@@ -364,8 +364,14 @@ pub fn start(cfg: Config) -> Result<(), String> {
                     ));
                 };
                 let nr = |call: &str| {
-                    syscall_table::number(call).ok_or_else(|| {
-                        unsupported(section, &format!("no system call named {call:?} on x86-64"))
+                    syscall_table::tracepoint_number(call).ok_or_else(|| {
+                        let hint = syscall_table::tracepoint_alias(call)
+                            .map(|tp| format!(" (the kernel's tracepoint for it is sys_*_{tp})"))
+                            .unwrap_or_default();
+                        unsupported(
+                            section,
+                            &format!("no system-call tracepoint named {call:?} on x86-64{hint}"),
+                        )
                     })
                 };
                 match tp {
@@ -526,7 +532,7 @@ fn attach_site_constants(
         let call = name
             .strip_prefix("sys_enter_")
             .or_else(|| name.strip_prefix("sys_exit_"));
-        let Some(nr) = call.and_then(syscall_table::number) else {
+        let Some(nr) = call.and_then(syscall_table::tracepoint_number) else {
             continue;
         };
         let id = std::mem::offset_of!(SysEnterCtx, id) as u64;

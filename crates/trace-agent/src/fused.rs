@@ -78,7 +78,7 @@ pub(crate) fn report(agent: &Agent) -> Vec<Value> {
         if !wrappers.is_empty() {
             if let Some(steps) = v["steps"].as_array_mut() {
                 steps.insert(0, Value::from("inline-call-through"));
-                let nr = call.as_deref().and_then(syscall_table::number);
+                let nr = call.as_deref().and_then(syscall_table::tracepoint_number);
                 if nr.is_some_and(compiled_call) {
                     steps.push(Value::from("compile-pair"));
                 }
@@ -130,7 +130,7 @@ pub(crate) fn compile_candidates(
     for (entry, exit, call) in pairs(obj) {
         let why = match &call {
             None => Some("not a sys_enter_X/sys_exit_X pair (uprobe/uretprobe pairs are not compiled into one function yet)".to_string()),
-            Some(c) if syscall_table::number(c).is_none() => {
+            Some(c) if syscall_table::tracepoint_number(c).is_none() => {
                 Some(format!("no system call named {c:?}"))
             }
             Some(c) if tracepoints("sys_enter_", c) != 1 || tracepoints("sys_exit_", c) != 1 => {
@@ -143,7 +143,10 @@ pub(crate) fn compile_candidates(
             ),
             Some(_) => None,
         };
-        match (why, call.as_deref().and_then(syscall_table::number)) {
+        match (
+            why,
+            call.as_deref().and_then(syscall_table::tracepoint_number),
+        ) {
             (None, Some(nr)) => ok.push((entry, exit, nr)),
             (why, _) => refused.push(format!("{entry} + {exit}: {}", why.unwrap_or_default())),
         }

@@ -33,7 +33,9 @@ pub fn read(addr: u64, dst: &mut [u8]) -> Result<(), BadAddress> {
 
 /// `strncpy_from_user_nofault` into `dst`: the string at `addr` with its
 /// NUL, at most `dst.len()` bytes; a string that does not fit is cut and
-/// NUL-terminated at `dst.len() - 1`. Returns the bytes written including
+/// NUL-terminated at `dst.len() - 1`. Bytes of `dst` after the NUL keep
+/// their values, as in the kernel (a string read into a zeroed map key
+/// leaves the rest of the key zero). Returns the bytes written including
 /// the NUL (0 for an empty `dst`); on a fault `dst` is zeroed.
 pub fn read_str(addr: u64, dst: &mut [u8]) -> Result<usize, BadAddress> {
     let size = dst.len();
@@ -41,21 +43,26 @@ pub fn read_str(addr: u64, dst: &mut [u8]) -> Result<usize, BadAddress> {
         return Ok(0);
     }
     let page = page_size();
+    // Read through a bounce buffer: what follows the NUL in the process's
+    // memory must not reach `dst`.
+    let mut bounce = [0u8; 256];
     let mut done = 0usize;
     while done < size {
         // Never cross a page in one copy: the string may end just before
         // an unmapped page.
         let at = addr.wrapping_add(done as u64);
         let to_page_end = page - (at as usize & (page - 1));
-        let chunk = to_page_end.min(size - done);
-        let got = copy(at, &mut dst[done..done + chunk]);
+        let chunk = to_page_end.min(size - done).min(bounce.len());
+        let got = copy(at, &mut bounce[..chunk]);
         if got != chunk {
             dst.fill(0);
             return Err(BadAddress);
         }
-        if let Some(nul) = dst[done..done + chunk].iter().position(|&b| b == 0) {
+        if let Some(nul) = bounce[..chunk].iter().position(|&b| b == 0) {
+            dst[done..=done + nul].copy_from_slice(&bounce[..=nul]);
             return Ok(done + nul + 1);
         }
+        dst[done..done + chunk].copy_from_slice(&bounce[..chunk]);
         done += chunk;
     }
     dst[size - 1] = 0;
@@ -111,6 +118,13 @@ mod tests {
         let mut buf = [0xffu8; 16];
         assert_eq!(read_str(text.as_ptr() as u64, &mut buf), Ok(6));
         assert_eq!(&buf[..6], b"hello\0");
+        // Nothing after the NUL is written (the kernel's rule): no
+        // "world" leaks into the rest of the buffer.
+        assert_eq!(&buf[6..], &[0xff; 10]);
+        let long = [b'x'; 700];
+        let mut across = [0u8; 700];
+        assert_eq!(read_str(long.as_ptr() as u64, &mut across[..601]), Ok(601));
+        assert!(across[..600].iter().all(|&b| b == b'x') && across[600] == 0);
         let mut small = [0xffu8; 4];
         assert_eq!(read_str(text.as_ptr() as u64, &mut small), Ok(4));
         assert_eq!(&small, b"hel\0");
