@@ -531,7 +531,8 @@ fn refuses_tracepoints_other_than_system_calls() {
     let target = Target::start(&d.join("pid_target"));
     let err = refused(&d.join("pid_sched.o"), target.pid());
     assert!(
-        err.contains("tracepoint/sched/sched_switch") && err.contains("only tracepoint/syscalls"),
+        err.contains("tracepoint/sched/sched_switch")
+            && err.contains("only the traced process's own system calls"),
         "{err}"
     );
     untouched(target);

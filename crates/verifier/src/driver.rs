@@ -18,7 +18,7 @@ use crate::liveness::{self, Liveness};
 use crate::precision::{self, Demand, Hist, Loc, Note};
 use bpfjet_isa::{Insn, LdDwKind};
 use bpfjet_maps::MapSpec;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 /// The kernel's limit on pending branches.
 const MAX_PENDING: usize = 8192;
@@ -65,6 +65,22 @@ struct Checkpoint {
     /// Hash of `state` as recorded (before any precision mark), to find a
     /// repeated state in a loop without comparing every state.
     hash: u64,
+    /// Optimistic prunes against states below this one whose marks wait
+    /// for it ([`Validation`]): checked when it is done.
+    validations: Vec<Validation>,
+    /// Validations waiting on this state's final marks: it is not evicted.
+    pinned: u32,
+}
+
+/// A path pruned (optimistic run) by comparing on precision marks that
+/// were not final yet: `source` covered `state` at `pc` with the marks it
+/// had then. Once they are final the comparison is made again; if it no
+/// longer holds, the optimistic run's pruning is unsound and the program
+/// is verified again with exact comparisons.
+struct Validation {
+    source: usize,
+    pc: usize,
+    state: State,
 }
 
 /// A path pruned by an exact comparison against `source` whose precision
@@ -134,6 +150,16 @@ pub(crate) struct Verifier<'a> {
     /// Precision tracking is on (privileged policy); otherwise every scalar
     /// is compared exactly, as the kernel does without CAP_BPF.
     precision: bool,
+    /// Fully explored states whose marks still wait for a loop entry prune
+    /// on those marks, each such prune checked again when they are final
+    /// ([`Validation`]); otherwise they prune only exact matches.
+    optimistic: bool,
+    /// Prune points where such states prune only exact matches even in an
+    /// optimistic run (where an earlier run's optimistic prune failed).
+    exact_pcs: &'a BTreeSet<usize>,
+    /// Prune points of this run's optimistic prunes that did not hold with
+    /// final marks.
+    pub failed_pcs: BTreeSet<usize>,
     /// Scalars (before the current instruction) whose value a decision of
     /// the current instruction depended on.
     demands: Vec<Loc>,
@@ -149,6 +175,8 @@ impl<'a> Verifier<'a> {
         invalid: &'a BTreeMap<usize, VerifyError>,
         env: &'a VerifyEnv<'a>,
         cfg: Cfg,
+        optimistic: bool,
+        exact_pcs: &'a BTreeSet<usize>,
     ) -> Self {
         let mut maps: Vec<MapSpec> = env.maps.to_vec();
         let mut inner_of = vec![None; maps.len()];
@@ -178,6 +206,9 @@ impl<'a> Verifier<'a> {
             processed: 0,
             since_state: SinceState::default(),
             precision: env.privileged(),
+            optimistic: optimistic && env.privileged(),
+            exact_pcs,
+            failed_pcs: BTreeSet::new(),
             demands: Vec::new(),
             note: Note::None,
             local_types: HashMap::new(),
@@ -247,7 +278,15 @@ impl<'a> Verifier<'a> {
         e
     }
 
-    pub fn run(mut self) -> Result<Facts, VerifyError> {
+    /// Explores the program. An optimistic run also returns the prune
+    /// points whose optimistic prunes failed: its verdict stands only when
+    /// there are none.
+    pub fn run(mut self) -> (Result<Facts, VerifyError>, BTreeSet<usize>) {
+        let verdict = self.explore();
+        (verdict, std::mem::take(&mut self.failed_pcs))
+    }
+
+    fn explore(&mut self) -> Result<Facts, VerifyError> {
         let mut work = vec![Path {
             pc: 0,
             state: State::new_entry(),
@@ -416,6 +455,9 @@ impl<'a> Verifier<'a> {
             if !cp.deferred.is_empty() {
                 self.propagate_deferred(p);
             }
+            if !self.checkpoints[p].validations.is_empty() {
+                self.validate(p);
+            }
             parent = self.checkpoints[p].parent;
         }
     }
@@ -496,6 +538,29 @@ impl<'a> Verifier<'a> {
         }
     }
 
+    /// Checkpoint `entry` is done and its deferred marks propagated: each
+    /// optimistic prune waiting for it is compared again on its source's
+    /// marks, now final, or passed on to the outer loop entry the source's
+    /// (or `entry`'s) marks still wait for.
+    fn validate(&mut self, entry: usize) {
+        let allow_uninit = self.env.privileged();
+        for v in std::mem::take(&mut self.checkpoints[entry].validations) {
+            let pending = self
+                .exact_pending(&self.checkpoints[v.source])
+                .or_else(|| self.exact_pending(&self.checkpoints[entry]));
+            if let Some(outer) = pending {
+                self.checkpoints[outer].validations.push(v);
+                continue;
+            }
+            let src = &self.checkpoints[v.source];
+            if !crate::pruning::covers(&src.state, &v.state, &self.live, v.pc, allow_uninit, false)
+            {
+                self.failed_pcs.insert(v.pc);
+            }
+            self.checkpoints[v.source].pinned -= 1;
+        }
+    }
+
     /// The loop entry whose exploration `cp`'s precision marks still wait
     /// for, if any.
     fn exact_pending(&self, cp: &Checkpoint) -> Option<usize> {
@@ -540,7 +605,9 @@ impl<'a> Verifier<'a> {
                 if done || earlier_iteration {
                     // A state still being explored has incomplete precision
                     // marks: only an exact match may stop the path there.
-                    let exact = !self.precision || !done || self.exact_pending(cp).is_some();
+                    let optimistic = self.optimistic && !self.exact_pcs.contains(&pc);
+                    let exact =
+                        !self.precision || !done || !optimistic && self.exact_pending(cp).is_some();
                     if crate::pruning::covers(
                         &cp.state,
                         &path.state,
@@ -572,7 +639,7 @@ impl<'a> Verifier<'a> {
                 let cp = &mut self.checkpoints[c];
                 if add_new {
                     cp.misses += 1;
-                    if cp.misses > cp.hits * 3 + 3 {
+                    if cp.misses > cp.hits * 3 + 3 && cp.pinned == 0 {
                         evict.push(c);
                     }
                 }
@@ -602,6 +669,19 @@ impl<'a> Verifier<'a> {
                 self.exact_pending(&self.checkpoints[c])
             };
             if let Some(entry) = pending {
+                if self.optimistic
+                    && !self.exact_pcs.contains(&pc)
+                    && self.checkpoints[c].branches == 0
+                {
+                    // Compared on marks that may still grow: compare again
+                    // when they are final.
+                    self.checkpoints[c].pinned += 1;
+                    self.checkpoints[entry].validations.push(Validation {
+                        source: c,
+                        pc,
+                        state: path.state.clone(),
+                    });
+                }
                 // The path's future is the explored state's, whose marks are
                 // not final before `entry` (a state still being explored,
                 // hence an ancestor of the path) is done: the states between
@@ -655,6 +735,8 @@ impl<'a> Verifier<'a> {
             exact_until: None,
             deferred: Vec::new(),
             hash: cur_hash.unwrap_or_else(|| state_hash(&path.state)),
+            validations: Vec::new(),
+            pinned: 0,
         });
         self.at_pc.entry(pc).or_default().push(id);
         self.facts.states_stored += 1;
@@ -663,7 +745,7 @@ impl<'a> Verifier<'a> {
         Ok(true)
     }
 
-    fn finish(mut self) -> Result<Facts, VerifyError> {
+    fn finish(&mut self) -> Result<Facts, VerifyError> {
         // Combined stack of every call chain (kernel: frames rounded to 32 bytes).
         let n = self.cfg.entries.len();
         let rounded: Vec<u32> = self
@@ -704,7 +786,7 @@ impl<'a> Verifier<'a> {
             .map(|(&entry, &stack_depth)| SubprogInfo { entry, stack_depth })
             .collect();
         self.facts.insns_processed = self.processed;
-        Ok(self.facts)
+        Ok(std::mem::take(&mut self.facts))
     }
 
     /// Abstractly execute the instruction at `pc`.

@@ -81,7 +81,7 @@ pub use proto::{
     KfuncFlags, KfuncProto, KfuncRet, RetType,
 };
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use bpfjet_isa::{Decoded, Insn, RawInsn};
 
@@ -125,6 +125,9 @@ pub fn verify_decoded(
     verify_with_invalid(&decoded.insns, &invalid, env)
 }
 
+/// Optimistic runs before the exact one ([`verify_with_invalid`]).
+const OPTIMISTIC_ROUNDS: u32 = 4;
+
 fn verify_with_invalid(
     program: &[Insn],
     invalid: &BTreeMap<usize, VerifyError>,
@@ -141,7 +144,36 @@ fn verify_with_invalid(
         }
     };
     map_refs::check(program, env)?;
-    driver::Verifier::new(program, invalid, env, cfg).run()
+    // Optimistic pruning first: fully explored states whose precision
+    // marks still wait for a loop's exploration prune on those marks, and
+    // each such prune is checked again once they are final. A run whose
+    // checks all held stands. Otherwise the prune points whose checks
+    // failed compare exactly in the next run (a few rounds), and in the
+    // end every such point does, which is the plain exact rule; that last
+    // run's verdict and message are the ones reported.
+    let mut exact_pcs = BTreeSet::new();
+    let mut runs = 0;
+    let counted = |verdict: Result<Facts, VerifyError>, runs: u32, exact: usize| {
+        verdict.map(|mut facts| {
+            facts.runs = runs;
+            facts.exact_prune_points = exact as u32;
+            facts
+        })
+    };
+    while env.privileged() && runs < OPTIMISTIC_ROUNDS {
+        let (verdict, failed) =
+            driver::Verifier::new(program, invalid, env, cfg.clone(), true, &exact_pcs).run();
+        runs += 1;
+        if failed.is_empty() {
+            if verdict.is_ok() {
+                return counted(verdict, runs, exact_pcs.len());
+            }
+            break;
+        }
+        exact_pcs.extend(failed);
+    }
+    let (verdict, _) = driver::Verifier::new(program, invalid, env, cfg, false, &exact_pcs).run();
+    counted(verdict, runs + 1, exact_pcs.len())
 }
 
 /// Verify raw instruction slots: encoding errors (bad opcodes, jumps out of
