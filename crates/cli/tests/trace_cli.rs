@@ -65,6 +65,7 @@ fn fixture() -> &'static Fixture {
         bpf(&dir, &src("bigrec.bpf.c"), "bigrec.o", &[]);
         bpf(&dir, &src("perfbuf.bpf.c"), "perfbuf.o", &[]);
         bpf(&dir, &src("perfbuf.bpf.c"), "perfbuf_fill.o", &["-DFILL".into()]);
+        bpf(&dir, &src("perfbuf.bpf.c"), "perfbuf_nobig.o", &["-DNO_BIG".into()]);
         let static_exe = format!("-DTARGET_EXE=\"{}\"", dir.join("target_static").display());
         let missing = dir.join("missing.bpf.c");
         std::fs::write(
@@ -483,6 +484,64 @@ fn perf_buffer_samples_reach_the_events_file_and_losses_are_counted() {
         )),
         "{stdout}"
     );
+}
+
+/// The kernel on its own tracepoint with libbpf's perf buffer
+/// (kernel_loader.c) and bpfjet see the same samples and counts, without
+/// the record larger than a ring (the kernel cannot carry it). The kernel
+/// hands a consumer each sample padded so that its u32 size and data take
+/// a multiple of 8 bytes (16 bytes of data arrive as 20); bpfjet writes the
+/// data as the program output it.
+#[test]
+fn perf_buffer_samples_match_the_kernel() {
+    let _serial = serial();
+    let f = fixture();
+    let kernel_events = f.path("perf_kernel_events.bin");
+    let _ = std::fs::remove_file(&kernel_events);
+    let out = Command::new(f.path("kernel_loader"))
+        .arg(f.path("perfbuf_nobig.o"))
+        .arg(f.path("target"))
+        .env("LOADER_SLOTS", "4")
+        .env("LOADER_EVENTS", &kernel_events)
+        .output()
+        .unwrap();
+    let Some(kernel) = loader_slots(&out, "for perfbuf_nobig.o") else {
+        return;
+    };
+    assert_eq!(kernel, vec![WRITES, 0, 0, 0]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains(&format!("perfbuf {WRITES} 0")), "{stderr}");
+    let mut kernel_records = event_records(&kernel_events);
+    for r in &kernel_records {
+        assert_eq!(r.len(), 20, "the kernel's padded sample");
+    }
+    kernel_records.sort_by_key(|r| u64::from_le_bytes(r[..8].try_into().unwrap()));
+    let kernel_data: Vec<&[u8]> = kernel_records.iter().map(|r| &r[..16]).collect();
+
+    let events = f.path("perf_events.bin");
+    for engine in ["interp", "jit"] {
+        let _ = std::fs::remove_file(&events);
+        let out = bpfjet()
+            .arg("trace")
+            .arg(f.path("perfbuf_nobig.o"))
+            .args(["--json", "--engine", engine, "--events"])
+            .arg(&events)
+            .arg("--")
+            .arg(f.path("target"))
+            .output()
+            .unwrap();
+        let report = json_report(&out);
+        assert_eq!(counts(&report), kernel, "{engine}");
+        assert_eq!(
+            report["perfbufs"]["events"],
+            serde_json::json!({"produced": WRITES, "consumed": WRITES, "dropped": 0}),
+            "{engine}"
+        );
+        let mut records = event_records(&events);
+        records.sort_by_key(|r| u64::from_le_bytes(r[..8].try_into().unwrap()));
+        let data: Vec<&[u8]> = records.iter().map(|r| &r[..]).collect();
+        assert_eq!(data, kernel_data, "{engine}");
+    }
 }
 
 /// `--ringbuf-backpressure` puts the ring in backpressure mode inside the
