@@ -63,6 +63,9 @@ fn fixture() -> &'static Fixture {
         bpf(&dir, &src("syscalls.bpf.c"), "syscalls.o", &[]);
         bpf(&dir, &src("ringbuf.bpf.c"), "ringbuf.o", &[]);
         bpf(&dir, &src("bigrec.bpf.c"), "bigrec.o", &[]);
+        bpf(&dir, &src("perfbuf.bpf.c"), "perfbuf.o", &[]);
+        bpf(&dir, &src("perfbuf.bpf.c"), "perfbuf_fill.o", &["-DFILL".into()]);
+        bpf(&dir, &src("perfbuf.bpf.c"), "perfbuf_nobig.o", &["-DNO_BIG".into()]);
         let static_exe = format!("-DTARGET_EXE=\"{}\"", dir.join("target_static").display());
         let missing = dir.join("missing.bpf.c");
         std::fs::write(
@@ -377,6 +380,167 @@ fn ring_buffer_records_reach_the_events_file_in_order() {
         let mut want = (i as u64).to_le_bytes().to_vec();
         want.extend_from_slice(&7u64.to_le_bytes());
         assert_eq!(r, &want, "record {i}");
+    }
+}
+
+/// The records of an events file: u32 length (host order), then the bytes.
+fn event_records(path: &Path) -> Vec<Vec<u8>> {
+    let data = std::fs::read(path).unwrap();
+    let mut records = Vec::new();
+    let mut rest = &data[..];
+    while rest.len() >= 4 {
+        let len = u32::from_ne_bytes(rest[..4].try_into().unwrap()) as usize;
+        records.push(rest[4..4 + len].to_vec());
+        rest = &rest[4 + len..];
+    }
+    assert!(rest.is_empty(), "trailing bytes in the events file");
+    records
+}
+
+/// `bpf_perf_event_output` to a PERF_EVENT_ARRAY (libbpf-tools' perf
+/// buffers): the agent reads every CPU ring, writes each sample to the
+/// events file as a ring buffer's record and counts them in "perfbufs";
+/// a lost sample (PERF_RECORD_LOST) is counted as dropped. tests/trace/
+/// perfbuf.bpf.c: one 16-byte sample per write, plus a record larger than
+/// a CPU ring (always lost) every tenth write; with FILL, 30,000-byte
+/// samples of which a ring holds two (lost whenever the consumer lags).
+#[test]
+fn perf_buffer_samples_reach_the_events_file_and_losses_are_counted() {
+    let _serial = serial();
+    let f = fixture();
+    let events = f.path("perf_events.bin");
+    let run = |obj: &str, engine: &str, json: bool| {
+        let _ = std::fs::remove_file(&events);
+        let mut c = bpfjet();
+        c.arg("trace").arg(f.path(obj));
+        if json {
+            c.arg("--json");
+        }
+        c.args(["--engine", engine, "--events"])
+            .arg(&events)
+            .arg("--")
+            .arg(f.path("target"));
+        c.output().unwrap()
+    };
+    for engine in ["interp", "jit"] {
+        let report = json_report(&run("perfbuf.o", engine, true));
+        assert_eq!(report["exit_code"], 42, "{engine}");
+        assert_eq!(report["ringbufs"], serde_json::json!({}), "{engine}");
+        let lost = WRITES / 10;
+        assert_eq!(
+            report["perfbufs"]["events"],
+            serde_json::json!({"produced": WRITES, "consumed": WRITES, "dropped": lost}),
+            "{engine}"
+        );
+        assert_eq!(counts(&report), vec![WRITES, 0, 0, lost], "{engine}");
+        // struct event { u64 seq; u64 count; }, little-endian; samples of
+        // different CPU rings are not ordered, so by sequence number.
+        let mut records = event_records(&events);
+        assert_eq!(records.len() as u64, WRITES, "{engine}");
+        records.sort_by_key(|r| u64::from_le_bytes(r[..8].try_into().unwrap()));
+        for (i, r) in records.iter().enumerate() {
+            let mut want = (i as u64).to_le_bytes().to_vec();
+            want.extend_from_slice(&7u64.to_le_bytes());
+            assert_eq!(r, &want, "{engine}: record {i}");
+        }
+
+        // Full rings: every output either reaches the file or is counted
+        // as dropped, as the program saw it.
+        let report = json_report(&run("perfbuf_fill.o", engine, true));
+        assert_eq!(report["exit_code"], 42, "{engine}");
+        let c = counts(&report);
+        assert_eq!(c[0] + c[1], WRITES, "{engine}: {c:?}");
+        assert!(c[0] >= 2, "{engine}: the first two samples fit: {c:?}");
+        assert!(
+            c[1] > 0,
+            "{engine}: 30,000-byte samples never filled a ring: {c:?}"
+        );
+        assert_eq!(
+            report["perfbufs"]["events"],
+            serde_json::json!({"produced": c[0], "consumed": c[0], "dropped": c[1]}),
+            "{engine}"
+        );
+        let records = event_records(&events);
+        assert_eq!(records.len() as u64, c[0], "{engine}");
+        let mut seqs: Vec<u64> = records
+            .iter()
+            .map(|r| {
+                assert_eq!(r.len(), 30000, "{engine}");
+                u64::from_le_bytes(r[..8].try_into().unwrap())
+            })
+            .collect();
+        seqs.sort_unstable();
+        seqs.dedup();
+        assert_eq!(seqs.len() as u64, c[0], "{engine}: duplicate samples");
+        assert!(seqs.iter().all(|&s| s < WRITES), "{engine}: {seqs:?}");
+    }
+    // Text output: a line per perf buffer, as for ring buffers.
+    let out = run("perfbuf.o", "interp", false);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        stdout.contains(&format!(
+            "perfbuf events: produced {WRITES} consumed {WRITES} dropped {}",
+            WRITES / 10
+        )),
+        "{stdout}"
+    );
+}
+
+/// The kernel on its own tracepoint with libbpf's perf buffer
+/// (kernel_loader.c) and bpfjet see the same samples and counts, without
+/// the record larger than a ring (the kernel cannot carry it). The kernel
+/// hands a consumer each sample padded so that its u32 size and data take
+/// a multiple of 8 bytes (16 bytes of data arrive as 20); bpfjet writes the
+/// data as the program output it.
+#[test]
+fn perf_buffer_samples_match_the_kernel() {
+    let _serial = serial();
+    let f = fixture();
+    let kernel_events = f.path("perf_kernel_events.bin");
+    let _ = std::fs::remove_file(&kernel_events);
+    let out = Command::new(f.path("kernel_loader"))
+        .arg(f.path("perfbuf_nobig.o"))
+        .arg(f.path("target"))
+        .env("LOADER_SLOTS", "4")
+        .env("LOADER_EVENTS", &kernel_events)
+        .output()
+        .unwrap();
+    let Some(kernel) = loader_slots(&out, "for perfbuf_nobig.o") else {
+        return;
+    };
+    assert_eq!(kernel, vec![WRITES, 0, 0, 0]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains(&format!("perfbuf {WRITES} 0")), "{stderr}");
+    let mut kernel_records = event_records(&kernel_events);
+    for r in &kernel_records {
+        assert_eq!(r.len(), 20, "the kernel's padded sample");
+    }
+    kernel_records.sort_by_key(|r| u64::from_le_bytes(r[..8].try_into().unwrap()));
+    let kernel_data: Vec<&[u8]> = kernel_records.iter().map(|r| &r[..16]).collect();
+
+    let events = f.path("perf_events.bin");
+    for engine in ["interp", "jit"] {
+        let _ = std::fs::remove_file(&events);
+        let out = bpfjet()
+            .arg("trace")
+            .arg(f.path("perfbuf_nobig.o"))
+            .args(["--json", "--engine", engine, "--events"])
+            .arg(&events)
+            .arg("--")
+            .arg(f.path("target"))
+            .output()
+            .unwrap();
+        let report = json_report(&out);
+        assert_eq!(counts(&report), kernel, "{engine}");
+        assert_eq!(
+            report["perfbufs"]["events"],
+            serde_json::json!({"produced": WRITES, "consumed": WRITES, "dropped": 0}),
+            "{engine}"
+        );
+        let mut records = event_records(&events);
+        records.sort_by_key(|r| u64::from_le_bytes(r[..8].try_into().unwrap()));
+        let data: Vec<&[u8]> = records.iter().map(|r| &r[..]).collect();
+        assert_eq!(data, kernel_data, "{engine}");
     }
 }
 

@@ -20,7 +20,7 @@ use crate::hashtab::HashTable;
 use crate::header::{header_space, round_up, Geometry, MapHeader};
 use crate::kernel_view::{KernelView, KERNEL_VIEW_BYTES};
 use crate::lpm::LpmTrie;
-use crate::perf_event::{PerfEvent, PerfEventArray};
+use crate::perf_event::{PerfEvent, PerfEventArray, PerfbufStats};
 use crate::queue_stack::QueueStack;
 use crate::ringbuf::{Backpressure, MmapSegment, RingBuf, RingbufSnapshot, RingbufStats};
 use crate::shm::{page_size, Shm};
@@ -831,6 +831,7 @@ impl Map {
 pub struct PerfEventConsumer {
     map: Arc<Map>,
     seen_lost: Vec<u64>,
+    consumed: u64,
 }
 
 impl PerfEventConsumer {
@@ -842,14 +843,27 @@ impl PerfEventConsumer {
         Ok(PerfEventConsumer {
             map,
             seen_lost: vec![0; n as usize],
+            consumed: 0,
         })
     }
 
     /// Hand every available event to `f`; returns the number of samples.
     pub fn poll(&mut self, f: impl FnMut(PerfEvent<'_>)) -> usize {
-        match self.map.perf() {
+        let n = match self.map.perf() {
             Some(p) => p.consume(&mut self.seen_lost, f),
             None => 0,
+        };
+        self.consumed += n as u64;
+        n
+    }
+
+    /// Samples written to the map, read by this consumer, and lost (the
+    /// losses this consumer has been told of: those before its last poll).
+    pub fn stats(&self) -> PerfbufStats {
+        PerfbufStats {
+            produced: self.map.perf().map_or(0, |p| p.produced()),
+            consumed: self.consumed,
+            dropped: self.seen_lost.iter().sum(),
         }
     }
 }

@@ -24,6 +24,23 @@ struct RingCtl {
     head: AtomicU64,
     tail: AtomicU64,
     lost: AtomicU64,
+    /// Records written (the samples a consumer will see); within the
+    /// control block's padding, so the layout's size is unchanged.
+    produced: AtomicU64,
+}
+
+const _: () = assert!(std::mem::size_of::<RingCtl>() <= CTL_BYTES);
+
+/// A perf event array's counters over all its rings, in records.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
+pub struct PerfbufStats {
+    /// Samples written by `bpf_perf_event_output`.
+    pub produced: u64,
+    /// Samples the consumer read.
+    pub consumed: u64,
+    /// Samples lost (PERF_RECORD_LOST): the ring was full, or the record
+    /// larger than the ring.
+    pub dropped: u64,
 }
 
 /// What a perf buffer consumer receives.
@@ -135,6 +152,7 @@ impl PerfEventArray {
             self.put(index, at, p);
             at += p.len() as u64;
         }
+        c.produced.fetch_add(1, Ordering::Relaxed);
         c.head.store(head + total as u64, Ordering::Release);
         Ok(())
     }
@@ -178,6 +196,13 @@ impl PerfEventArray {
             c.tail.store(tail, Ordering::Release);
         }
         n
+    }
+
+    /// Samples written to every ring so far.
+    pub(crate) fn produced(&self) -> u64 {
+        (0..self.entries)
+            .map(|i| self.ctl(i).produced.load(Ordering::Relaxed))
+            .sum()
     }
 
     pub(crate) fn entries(&self) -> u32 {

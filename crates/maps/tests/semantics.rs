@@ -2,7 +2,8 @@
 
 use bpfjet_maps::spec::{flags as mf, update};
 use bpfjet_maps::{
-    Map, MapError, MapOptions, MapSpec, MapType, PerfEvent, PerfEventConsumer, RingbufConsumer,
+    Map, MapError, MapOptions, MapSpec, MapType, PerfEvent, PerfEventConsumer, PerfbufStats,
+    RingbufConsumer,
 };
 use std::sync::Arc;
 
@@ -538,11 +539,21 @@ fn perf_event_array_rings_and_losses() {
         })
     });
     assert_eq!(ev, vec!["l0:1", "s0:100", "s0:100", "s1:5"]);
+    assert_eq!(
+        c.stats(),
+        PerfbufStats {
+            produced: 3,
+            consumed: 3,
+            dropped: 1
+        }
+    );
     // Wraparound after consumption.
     for _ in 0..10 {
         m.perf_event_output(0, &[&[3; 100]], 0).unwrap();
         assert_eq!(c.poll(|_| {}), 1);
     }
+    assert_eq!(c.stats().produced, 13);
+    assert_eq!(c.stats().consumed, 13);
 }
 
 #[test]

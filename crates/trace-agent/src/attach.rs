@@ -50,6 +50,8 @@ pub struct Agent {
     pub cfg: Config,
     pub object: &'static TracingObject,
     pub ringbufs: Vec<String>,
+    /// The PERF_EVENT_ARRAY maps, consumed like the ring buffers.
+    pub perfbufs: Vec<String>,
     /// The pairs that run fused: `{"entry", "exit", "internalised": [MAP...]}`.
     pub fused: Vec<serde_json::Value>,
     /// The fusion level, engine and what was folded (report's `"fusion"`).
@@ -215,6 +217,12 @@ pub fn start(cfg: Config) -> Result<(), String> {
         .maps
         .iter()
         .filter(|m| m.map_type == bpfjet_maps::MapType::Ringbuf)
+        .map(|m| m.name.clone())
+        .collect();
+    let perfbufs: Vec<String> = obj
+        .maps
+        .iter()
+        .filter(|m| m.map_type == bpfjet_maps::MapType::PerfEventArray)
         .map(|m| m.name.clone())
         .collect();
 
@@ -414,6 +422,7 @@ pub fn start(cfg: Config) -> Result<(), String> {
         cfg,
         object,
         ringbufs,
+        perfbufs,
         fused,
         fusion,
         fusion_refusals,
@@ -709,7 +718,7 @@ pub fn finish() {
         return;
     }
     alive::agent_work(|| {
-        let rings = events::stop();
-        report::write_report(agent, &rings);
+        let counts = events::stop();
+        report::write_report(agent, &counts);
     });
 }

@@ -8,9 +8,19 @@
 //! ktrace (examples/trace/ktrace.c) does, so both files compare byte for
 //! byte: a u32 length in host byte order, then the record's bytes. At exit
 //! the rings are drained and the consumer stops.
+//!
+//! The same thread reads every PERF_EVENT_ARRAY map (the perf buffers of
+//! `bpf_perf_event_output`): every CPU slot's ring at each look, each
+//! sample's data written to the events file as one record, like a ring
+//! buffer's. Samples of different CPU slots are not ordered with respect
+//! to each other (as with the kernel's perf buffer). A perf ring has no
+//! wake-up: when idle the consumer looks at them once per linger (the
+//! ring-buffer wait, or a sleep when the object has no ring buffer).
+//! Lost samples (the kernel's PERF_RECORD_LOST: a full ring) are counted
+//! as dropped.
 
 use crate::attach::Agent;
-use bpfjet_maps::{RingbufConsumer, RingbufStats};
+use bpfjet_maps::{PerfEvent, PerfEventConsumer, PerfbufStats, RingbufConsumer, RingbufStats};
 use std::io::Write;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -28,15 +38,22 @@ const LINGER: Duration = Duration::from_millis(1);
 const PREEMPTED: Duration = Duration::from_micros(200);
 const NO_SPIN: Duration = Duration::from_millis(100);
 
+/// Each ring buffer's and each perf buffer's counts, by map name.
+#[derive(Default)]
+pub struct Counts {
+    pub rings: Vec<(String, RingbufStats)>,
+    pub perfs: Vec<(String, PerfbufStats)>,
+}
+
 struct Running {
     stop: Arc<AtomicBool>,
-    thread: std::thread::JoinHandle<Vec<(String, RingbufStats)>>,
+    thread: std::thread::JoinHandle<Counts>,
 }
 
 static RUNNING: Mutex<Option<Running>> = Mutex::new(None);
 
 pub fn start(agent: &'static Agent) -> Result<(), String> {
-    if agent.ringbufs.is_empty() {
+    if agent.ringbufs.is_empty() && agent.perfbufs.is_empty() {
         return Ok(());
     }
     let mut consumers = Vec::new();
@@ -48,6 +65,16 @@ pub fn start(agent: &'static Agent) -> Result<(), String> {
             .ok_or_else(|| format!("ring buffer {name}: not loaded"))?;
         let c = RingbufConsumer::new(map).map_err(|e| format!("ring buffer {name}: {e}"))?;
         consumers.push((name.clone(), c));
+    }
+    let mut perfs = Vec::new();
+    for name in &agent.perfbufs {
+        let map = agent
+            .object
+            .loaded()
+            .map(name)
+            .ok_or_else(|| format!("perf buffer {name}: not loaded"))?;
+        let c = PerfEventConsumer::new(map).map_err(|e| format!("perf buffer {name}: {e}"))?;
+        perfs.push((name.clone(), c));
     }
     let mut out: Option<Box<dyn Write + Send>> = match &agent.cfg.events {
         Some(path) => Some(Box::new(std::io::BufWriter::with_capacity(
@@ -83,7 +110,8 @@ pub fn start(agent: &'static Agent) -> Result<(), String> {
                 // process's CPUs, and a wake-up per record costs the
                 // producer a futex call and the process a context switch
                 // per event. Several rings share the linger.
-                let linger = (LINGER / consumers.len() as u32).max(Duration::from_micros(100));
+                let linger =
+                    (LINGER / consumers.len().max(1) as u32).max(Duration::from_micros(100));
                 // When did the consumer last read a record, last look at
                 // the rings, and until when does it not poll (it was
                 // preempted while polling: the machine has no idle CPU).
@@ -95,6 +123,14 @@ pub fn start(agent: &'static Agent) -> Result<(), String> {
                     let mut got = 0;
                     for (_, c) in consumers.iter_mut() {
                         got += c.poll(&mut write);
+                    }
+                    for (_, c) in perfs.iter_mut() {
+                        // Losses are counted by the consumer (`stats`).
+                        got += c.poll(|e| {
+                            if let PerfEvent::Sample { data, .. } = e {
+                                write(data)
+                            }
+                        });
                     }
                     let now = Instant::now();
                     if now.duration_since(prev) > PREEMPTED {
@@ -113,7 +149,11 @@ pub fn start(agent: &'static Agent) -> Result<(), String> {
                         continue;
                     }
                     // Idle (or no CPU to spare): sleep until a ring fills
-                    // to its batch mark or the linger passes, then poll.
+                    // to its batch mark or the linger passes, then poll
+                    // (perf rings: at the next look).
+                    if consumers.is_empty() {
+                        std::thread::sleep(linger);
+                    }
                     for (_, c) in consumers.iter_mut() {
                         got += c.poll_batched(&mut write, linger);
                     }
@@ -125,10 +165,13 @@ pub fn start(agent: &'static Agent) -> Result<(), String> {
                 if let Some(w) = out.as_mut() {
                     let _ = w.flush();
                 }
-                consumers
-                    .iter()
-                    .map(|(n, c)| (n.clone(), c.stats()))
-                    .collect()
+                Counts {
+                    rings: consumers
+                        .iter()
+                        .map(|(n, c)| (n.clone(), c.stats()))
+                        .collect(),
+                    perfs: perfs.iter().map(|(n, c)| (n.clone(), c.stats())).collect(),
+                }
             }
         },
     )
@@ -137,10 +180,11 @@ pub fn start(agent: &'static Agent) -> Result<(), String> {
     Ok(())
 }
 
-/// Drains the rings, stops the consumer, and returns each ring's counts.
-pub fn stop() -> Vec<(String, RingbufStats)> {
+/// Drains the rings, stops the consumer, and returns each ring's and
+/// each perf buffer's counts.
+pub fn stop() -> Counts {
     let Some(r) = RUNNING.lock().unwrap_or_else(|e| e.into_inner()).take() else {
-        return Vec::new();
+        return Counts::default();
     };
     r.stop.store(true, Ordering::Release);
     r.thread.join().unwrap_or_default()

@@ -4,7 +4,7 @@
 
 use crate::attach::Agent;
 use crate::config::Config;
-use bpfjet_maps::RingbufStats;
+use crate::events::Counts;
 use serde_json::{json, Map, Value};
 
 fn write(cfg: &Config, v: &Value) {
@@ -21,7 +21,7 @@ pub fn write_error(cfg: &Config, err: &str) {
     write(cfg, &json!({ "error": err }));
 }
 
-pub fn write_report(agent: &Agent, rings: &[(String, RingbufStats)]) {
+pub fn write_report(agent: &Agent, counts: &Counts) {
     // Maps kept per thread go back into their maps first, so the dump is
     // what the unfused programs would have left.
     let written_back = agent.object.write_back_thread_maps();
@@ -30,7 +30,7 @@ pub fn write_report(agent: &Agent, rings: &[(String, RingbufStats)]) {
         Err(e) => json!({ "error": e.to_string() }),
     };
     let mut ringbufs = Map::new();
-    for (name, s) in rings {
+    for (name, s) in &counts.rings {
         ringbufs.insert(
             name.clone(),
             json!({
@@ -41,12 +41,24 @@ pub fn write_report(agent: &Agent, rings: &[(String, RingbufStats)]) {
             }),
         );
     }
+    let mut perfbufs = Map::new();
+    for (name, s) in &counts.perfs {
+        perfbufs.insert(
+            name.clone(),
+            json!({
+                "produced": s.produced,
+                "consumed": s.consumed,
+                "dropped": s.dropped,
+            }),
+        );
+    }
     let (faults, last_fault) = agent.object.faults();
     write(
         &agent.cfg,
         &json!({
             "maps": maps,
             "ringbufs": ringbufs,
+            "perfbufs": perfbufs,
             "missed_runs": agent.object.missed_runs(),
             "skipped_at_thread_exit": crate::alive::skipped(),
             "faults": faults,

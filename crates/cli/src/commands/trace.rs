@@ -4,8 +4,8 @@
 //! loads OBJ inside CMD's process, attaches its uprobes, uretprobes and
 //! syscall tracepoints there and runs them inline. When CMD ends, print
 //! every map as bpftrace does (`@name[key]: value`), or with `--json` one
-//! object `{"maps": STATE.json, "ringbufs": {NAME: counts}, "exit_code": n,
-//! "fused": [...], "fusable": [...]}`. CMD's exit code is passed through.
+//! object `{"maps": STATE.json, "ringbufs": {NAME: counts}, "perfbufs":
+//! {NAME: counts}, "exit_code": n, "fused": [...], "fusable": [...]}`. CMD's exit code is passed through.
 //! `--pid PID` attaches to a running process instead (trace_pid.rs).
 //!
 //! Pairwise fusion (docs/TRACING.md): the entry/exit pairs of OBJ and their
@@ -31,8 +31,9 @@ pub struct TraceArgs {
     /// Print one JSON object instead of bpftrace-style map lines.
     #[arg(long)]
     pub json: bool,
-    /// Write every ring-buffer record, as consumed, to FILE: a u32 length
-    /// (host byte order) then the record's bytes, as ktrace writes them.
+    /// Write every ring-buffer record and perf-buffer sample, as consumed,
+    /// to FILE: a u32 length (host byte order) then the record's bytes, as
+    /// ktrace writes them.
     #[arg(long)]
     pub events: Option<PathBuf>,
     #[arg(long, default_value = "interp", value_parser = ["interp", "jit"])]
@@ -499,23 +500,30 @@ pub(super) fn print_report(
         }
     }
     let maps = report.get("maps").cloned().unwrap_or(Value::Null);
-    let mut ringbufs = serde_json::Map::new();
-    if let Some(rb) = report.get("ringbufs").and_then(Value::as_object) {
-        for (name, s) in rb {
-            ringbufs.insert(
-                name.clone(),
-                serde_json::json!({
-                    "produced": s["produced"], "consumed": s["consumed"], "dropped": s["dropped"],
-                }),
-            );
+    // Ring buffers and perf buffers: {NAME: {produced, consumed, dropped}}.
+    let counts = |key: &str| {
+        let mut out = serde_json::Map::new();
+        if let Some(rb) = report.get(key).and_then(Value::as_object) {
+            for (name, s) in rb {
+                out.insert(
+                    name.clone(),
+                    serde_json::json!({
+                        "produced": s["produced"], "consumed": s["consumed"], "dropped": s["dropped"],
+                    }),
+                );
+            }
         }
-    }
+        out
+    };
+    let ringbufs = counts("ringbufs");
+    let perfbufs = counts("perfbufs");
     if args.json {
         println!(
             "{}",
             serde_json::json!({
                 "maps": maps,
                 "ringbufs": ringbufs,
+                "perfbufs": perfbufs,
                 "exit_code": exit_code,
                 "syscalls": report.get("syscalls").cloned().unwrap_or(Value::Null),
                 "fused": fused,
@@ -536,11 +544,13 @@ pub(super) fn print_report(
             }
         }
         print_maps(&maps);
-        for (name, s) in &ringbufs {
-            println!(
-                "ringbuf {name}: produced {} consumed {} dropped {}",
-                s["produced"], s["consumed"], s["dropped"]
-            );
+        for (kind, bufs) in [("ringbuf", &ringbufs), ("perfbuf", &perfbufs)] {
+            for (name, s) in bufs {
+                println!(
+                    "{kind} {name}: produced {} consumed {} dropped {}",
+                    s["produced"], s["consumed"], s["dropped"]
+                );
+            }
         }
     }
     Ok(ExitCode::from(exit_code.unwrap_or(0).clamp(0, 255) as u8))

@@ -4,6 +4,12 @@
  * (the first 16, or $LOADER_SLOTS).
  * A global `target_tgid` in .rodata, if present, is set to the command's
  * pid so that other processes are not counted.
+ * A PERF_EVENT_ARRAY map named `events` is read with libbpf's perf buffer
+ * (16 pages per CPU) while the command runs and drained after it ends;
+ * each sample is written to $LOADER_EVENTS (if set) as a u32 length (host
+ * order) then the bytes the kernel hands over (the data, padded so that
+ * the length and the data take a multiple of 8 bytes), and
+ * "perfbuf SAMPLES LOST" is printed on stderr.
  * Usage: kernel_loader OBJ CMD ARGS... */
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
@@ -12,6 +18,23 @@
 #include <string.h>
 #include <sys/wait.h>
 #include <unistd.h>
+
+static FILE *events_out;
+static unsigned long long samples, lost;
+
+static void on_sample(void *ctx, int cpu, void *data, __u32 size)
+{
+	samples++;
+	if (events_out) {
+		fwrite(&size, sizeof(size), 1, events_out);
+		fwrite(data, 1, size, events_out);
+	}
+}
+
+static void on_lost(void *ctx, int cpu, __u64 n)
+{
+	lost += n;
+}
 
 int main(int argc, char **argv)
 {
@@ -58,10 +81,35 @@ int main(int argc, char **argv)
 			return 2;
 		}
 	}
+	struct perf_buffer *pb = NULL;
+	struct bpf_map *perf = bpf_object__find_map_by_name(obj, "events");
+	if (perf && bpf_map__type(perf) == BPF_MAP_TYPE_PERF_EVENT_ARRAY) {
+		const char *path = getenv("LOADER_EVENTS");
+		if (path && !(events_out = fopen(path, "w"))) {
+			fprintf(stderr, "open %s failed\n", path);
+			return 2;
+		}
+		pb = perf_buffer__new(bpf_map__fd(perf), 16, on_sample, on_lost,
+				      NULL, NULL);
+		if (!pb) {
+			fprintf(stderr, "perf_buffer__new failed\n");
+			return 2;
+		}
+	}
 	if (write(go[1], "g", 1) != 1)
 		return 2;
 	int status;
-	waitpid(child, &status, 0);
+	if (pb) {
+		while (waitpid(child, &status, WNOHANG) == 0)
+			perf_buffer__poll(pb, 10);
+		perf_buffer__consume(pb);
+		perf_buffer__free(pb);
+		if (events_out)
+			fclose(events_out);
+		fprintf(stderr, "perfbuf %llu %llu\n", samples, lost);
+	} else {
+		waitpid(child, &status, 0);
+	}
 	int fd = bpf_object__find_map_fd_by_name(obj, "counts");
 	/* LOADER_SLOTS: how many slots to print (16 unless set). */
 	const char *slots_env = getenv("LOADER_SLOTS");
