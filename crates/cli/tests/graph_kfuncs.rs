@@ -574,12 +574,58 @@ const REFUSED: &[(&str, &str, &str)] = &[
         "bpf_rb_root",
     ),
     (
+        "list_and_tree_node_without_refcount",
+        "struct twin { long key; struct bpf_list_node l; struct bpf_rb_node r; };
+         struct twin *t = new_obj(twin); if (!t) return 1; drop_obj(t); return 2;",
+        "without a bpf_refcount",
+    ),
+    (
         "pop_leak",
         "bpf_spin_lock(&llock); struct bpf_list_node *n = bpf_list_pop_front(&lhead);
          bpf_spin_unlock(&llock); return n ? 1 : 2;",
         "Unreleased reference",
     ),
 ];
+
+/// Programs the kernel's verifier accepts on one ownership rule that
+/// bpfjet's must follow too.
+const ACCEPTED: &[(&str, &str)] = &[(
+    // Another count taken through an owning reference cannot fail: the
+    // result needs no NULL check (the kernel's is_kfunc_ret_null).
+    "acquire_through_owning_is_not_null",
+    "struct shared *n = new_obj(shared); if (!n) return 1;
+     struct shared *m = bpf_refcount_acquire_impl(n, 0);
+     m->key = 7; drop_obj(m); drop_obj(n); return 2;",
+)];
+
+#[test]
+fn kernel_accepted_ownership_cases_are_accepted() {
+    let kernel = bpfjet_kernel::kernel_available();
+    if let Err(why) = &kernel {
+        support::skip("graph kfuncs accepted corpus, kernel column", why);
+    }
+    for (name, body) in ACCEPTED {
+        let text = format!(
+            "{PRELUDE}\nSEC(\"xdp\")\nint good(struct xdp_md *ctx)\n{{\n{body}\n}}\n{PROGRAMS}"
+        );
+        let path = Compile::text(&format!("graph_good_{name}"), &text).object();
+        if kernel.is_ok() {
+            let k = bpfjet_kernel::KernelObject::open_with(
+                &path,
+                &bpfjet_kernel::LoadOptions::default(),
+            );
+            assert!(
+                k.is_ok(),
+                "{name}: the kernel refuses it (corpus is wrong): {:?}",
+                k.err()
+            );
+        }
+        let obj = bpfjet_obj::load_file(&path).unwrap();
+        if let Err(e) = bpfjet_runtime::LoadedObject::load(&obj, &ObjectOptions::default()) {
+            panic!("{name}: bpfjet refuses a program the kernel accepts: {e}");
+        }
+    }
+}
 
 #[test]
 fn kernel_refused_ownership_violations_are_refused() {

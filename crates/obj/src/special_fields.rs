@@ -259,6 +259,18 @@ fn check_fields(out: &mut [SpecialField]) -> Result<(), String> {
         // The kernel's btf_parse_fields: a graph root needs its lock.
         return Err("a graph root (bpf_list_head/bpf_rb_root) without a bpf_spin_lock".into());
     }
+    let node = |g: GraphKind| out.iter().any(|f| f.kind == FieldKind::Node(g));
+    if node(GraphKind::List)
+        && node(GraphKind::Rbtree)
+        && !out.iter().any(|f| f.kind == FieldKind::Refcount)
+    {
+        // The kernel's btf_parse_fields: an object in a list and a tree at
+        // once has non-owning references whose collection cannot be told
+        // without a reference count (the kernel refuses the BTF: EINVAL).
+        return Err(
+            "a bpf_list_node and a bpf_rb_node in one struct without a bpf_refcount".into(),
+        );
+    }
     Ok(())
 }
 

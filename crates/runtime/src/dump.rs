@@ -8,7 +8,8 @@
 //! - per-CPU maps: always `values`, one per CPU slot;
 //! - PROG_ARRAY: occupied slots as `prog` names (`#id:<n>` for unknown ids);
 //! - map-in-maps: `inner` with the inner map's spec and its entries;
-//! - omitted: RINGBUF, PERF_EVENT_ARRAY, QUEUE, STACK, BLOOM_FILTER, XSKMAP.
+//! - omitted: RINGBUF, PERF_EVENT_ARRAY, QUEUE, STACK, BLOOM_FILTER, XSKMAP;
+//! - special fields of values (locks, graph roots, kptrs) read as zeros.
 
 use crate::loader::LoadedObject;
 use crate::runtime_error::RuntimeError;
@@ -57,21 +58,39 @@ impl LoadedObject {
     /// name `keep` accepts (to compare small maps often and big ones rarely).
     pub fn dump_state_where(&self, keep: impl Fn(&str) -> bool) -> Result<MapState, RuntimeError> {
         let mut state = MapState::new();
-        for map in &self.maps.maps {
+        for (i, map) in self.maps.maps.iter().enumerate() {
             if !is_dumped(map.map_type()) || map.name() == ".kconfig" || !keep(map.name()) {
                 continue;
             }
-            let entries = self.dump_map(map).map_err(|source| RuntimeError::Map {
-                map: map.name().to_string(),
-                source,
-            })?;
+            let entries = self
+                .dump_map(map, self.maps.special_fields_of(i))
+                .map_err(|source| RuntimeError::Map {
+                    map: map.name().to_string(),
+                    source,
+                })?;
             state.insert(map.name().to_string(), entries);
         }
         Ok(state)
     }
 
-    fn dump_map(&self, map: &Map) -> Result<Vec<EntryState>, MapError> {
+    /// A map's entries; the bytes of `special` fields (locks, graph roots,
+    /// kptrs: runtime pointers and state) read as zeros, as the kernel's
+    /// lookup from user space gives them (`check_and_init_map_value`).
+    fn dump_map(
+        &self,
+        map: &Map,
+        special: &[bpfjet_obj::SpecialField],
+    ) -> Result<Vec<EntryState>, MapError> {
         let mut entries = map.entries()?;
+        for e in &mut entries {
+            for v in &mut e.values {
+                for f in special {
+                    let lo = (f.off as usize).min(v.len());
+                    let hi = (f.off as usize + f.size as usize).min(v.len());
+                    v[lo..hi].fill(0);
+                }
+            }
+        }
         if is_keyed(map.map_type()) {
             entries.sort_by(|a, b| a.key.cmp(&b.key));
         }
@@ -103,7 +122,7 @@ impl LoadedObject {
                         value_size: inner.value_size(),
                         max_entries: inner.max_entries(),
                         flags: inner.spec().flags,
-                        entries: self.dump_map(&inner)?,
+                        entries: self.dump_map(&inner, &[])?,
                     });
                 }
                 _ if per_cpu => {

@@ -74,6 +74,12 @@ impl ObjectMaps {
         &self.instance
     }
 
+    /// The special fields (locks, graph roots and nodes, kptrs, refcounts)
+    /// of map `index`'s values, where known.
+    pub(crate) fn special_fields_of(&self, index: usize) -> &[bpfjet_obj::SpecialField] {
+        self.special_fields.get(index).map_or(&[], Vec::as_slice)
+    }
+
     /// The object's maps, by index in `Object::maps`.
     pub fn maps(&self) -> &[Arc<Map>] {
         &self.maps

@@ -512,7 +512,10 @@ impl Verifier<'_> {
                 format!("function calls are not allowed while holding a lock ({name})"),
             );
         }
-        if k.graph().is_some() && Self::in_less_callback(st) {
+        // The tree is being changed around a less callback: the kernel
+        // refuses adding and removing there (reading the first node is
+        // allowed, and harmless: the callback runs before the insertion).
+        if k.graph().is_some() && k != RbFirst && Self::in_less_callback(st) {
             return err(
                 "graph_kfunc",
                 format!("{name} is not allowed in a bpf_rbtree_add less callback"),
@@ -543,7 +546,7 @@ impl Verifier<'_> {
             }
             RefcountAcquire => {
                 Self::require_init(st, 1, name)?;
-                let (type_id, _) = self.object_arg(st, name, false)?;
+                let (type_id, arg) = self.object_arg(st, name, false)?;
                 if self.local_type(type_id)?.refcount_off().is_none() {
                     let t = self.type_name(type_id);
                     return err(
@@ -551,7 +554,14 @@ impl Verifier<'_> {
                         format!("arg#0 of {name}: struct {t} has no bpf_refcount field"),
                     );
                 }
-                self.owning_result(st, pc, type_id, 0)
+                let mut r = self.owning_result(st, pc, type_id, 0);
+                // An owning reference holds a count, so taking another
+                // cannot fail (the kernel's is_kfunc_ret_null); through a
+                // non-owning one the object may be on its way out.
+                if matches!(arg.ty, RegType::Alloc { owning: true, .. }) && arg.ref_id != 0 {
+                    r.maybe_null = false;
+                }
+                r
             }
             ListPushFront | ListPushBack | RbAdd => {
                 for r in 1..=2 {
