@@ -18,7 +18,7 @@ use crate::liveness::{self, Liveness};
 use crate::precision::{self, Demand, Hist, Loc, Note};
 use bpfjet_isa::{Insn, LdDwKind};
 use bpfjet_maps::MapSpec;
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, HashMap};
 
 /// The kernel's limit on pending branches.
 const MAX_PENDING: usize = 8192;
@@ -94,6 +94,21 @@ struct Deferred {
     hist: Vec<Hist>,
 }
 
+/// Learned precision per prune point ([`Verifier::hints`]).
+pub(crate) type Hints = BTreeMap<usize, Vec<(u16, u64)>>;
+
+/// Adds `marks` (per frame: registers, slots) to the hint of `pc`.
+pub(crate) fn add_hint(hints: &mut Hints, pc: usize, marks: &[(u16, u64)]) {
+    let h = hints.entry(pc).or_default();
+    if h.len() < marks.len() {
+        h.resize(marks.len(), (0, 0));
+    }
+    for (a, b) in h.iter_mut().zip(marks) {
+        a.0 |= b.0;
+        a.1 |= b.1;
+    }
+}
+
 fn state_hash(st: &State) -> u64 {
     use std::hash::{Hash, Hasher};
     let mut h = std::collections::hash_map::DefaultHasher::new();
@@ -154,12 +169,13 @@ pub(crate) struct Verifier<'a> {
     /// on those marks, each such prune checked again when they are final
     /// ([`Validation`]); otherwise they prune only exact matches.
     optimistic: bool,
-    /// Prune points where such states prune only exact matches even in an
-    /// optimistic run (where an earlier run's optimistic prune failed).
-    exact_pcs: &'a BTreeSet<usize>,
-    /// Prune points of this run's optimistic prunes that did not hold with
-    /// final marks.
-    pub failed_pcs: BTreeSet<usize>,
+    /// Per prune point, scalars such states compare as if precise in an
+    /// optimistic run: the final marks of the sources of earlier runs'
+    /// optimistic prunes there that did not hold.
+    hints: &'a Hints,
+    /// This run's optimistic prunes that did not hold with final marks:
+    /// their prune points and their sources' final marks.
+    pub failed: Hints,
     /// Scalars (before the current instruction) whose value a decision of
     /// the current instruction depended on.
     demands: Vec<Loc>,
@@ -176,7 +192,7 @@ impl<'a> Verifier<'a> {
         env: &'a VerifyEnv<'a>,
         cfg: Cfg,
         optimistic: bool,
-        exact_pcs: &'a BTreeSet<usize>,
+        hints: &'a Hints,
     ) -> Self {
         let mut maps: Vec<MapSpec> = env.maps.to_vec();
         let mut inner_of = vec![None; maps.len()];
@@ -207,8 +223,8 @@ impl<'a> Verifier<'a> {
             since_state: SinceState::default(),
             precision: env.privileged(),
             optimistic: optimistic && env.privileged(),
-            exact_pcs,
-            failed_pcs: BTreeSet::new(),
+            hints,
+            failed: Hints::new(),
             demands: Vec::new(),
             note: Note::None,
             local_types: HashMap::new(),
@@ -281,9 +297,36 @@ impl<'a> Verifier<'a> {
     /// Explores the program. An optimistic run also returns the prune
     /// points whose optimistic prunes failed: its verdict stands only when
     /// there are none.
-    pub fn run(mut self) -> (Result<Facts, VerifyError>, BTreeSet<usize>) {
+    pub fn run(mut self) -> (Result<Facts, VerifyError>, Hints) {
         let verdict = self.explore();
-        (verdict, std::mem::take(&mut self.failed_pcs))
+        if verdict.is_err() && self.optimistic {
+            self.sweep_validations();
+        }
+        (verdict, std::mem::take(&mut self.failed))
+    }
+
+    /// The run stopped with prunes still waiting for final marks: those
+    /// that already fail on the marks their sources have now fail on the
+    /// final ones too (marks only grow, and each one only makes a
+    /// comparison stricter), so the next run learns from them as well.
+    fn sweep_validations(&mut self) {
+        let allow_uninit = self.env.privileged();
+        for c in 0..self.checkpoints.len() {
+            for v in std::mem::take(&mut self.checkpoints[c].validations) {
+                let src = &self.checkpoints[v.source];
+                if !crate::pruning::covers(
+                    &src.state,
+                    &v.state,
+                    &self.live,
+                    v.pc,
+                    allow_uninit,
+                    false,
+                ) {
+                    let marks = precision::marks_of(&src.state);
+                    add_hint(&mut self.failed, v.pc, &marks);
+                }
+            }
+        }
     }
 
     fn explore(&mut self) -> Result<Facts, VerifyError> {
@@ -555,7 +598,8 @@ impl<'a> Verifier<'a> {
             let src = &self.checkpoints[v.source];
             if !crate::pruning::covers(&src.state, &v.state, &self.live, v.pc, allow_uninit, false)
             {
-                self.failed_pcs.insert(v.pc);
+                let marks = precision::marks_of(&src.state);
+                add_hint(&mut self.failed, v.pc, &marks);
             }
             self.checkpoints[v.source].pinned -= 1;
         }
@@ -605,16 +649,20 @@ impl<'a> Verifier<'a> {
                 if done || earlier_iteration {
                     // A state still being explored has incomplete precision
                     // marks: only an exact match may stop the path there.
-                    let optimistic = self.optimistic && !self.exact_pcs.contains(&pc);
-                    let exact =
-                        !self.precision || !done || !optimistic && self.exact_pending(cp).is_some();
-                    if crate::pruning::covers(
+                    let pending = self.exact_pending(cp).is_some();
+                    let exact = !self.precision || !done || !self.optimistic && pending;
+                    let hint = match self.hints.get(&pc) {
+                        Some(h) if pending => &h[..],
+                        _ => &[],
+                    };
+                    if crate::pruning::covers_with(
                         &cp.state,
                         &path.state,
                         &self.live,
                         pc,
                         allow_uninit,
                         exact,
+                        hint,
                     ) {
                         covered_by = Some(c);
                         break;
@@ -669,10 +717,7 @@ impl<'a> Verifier<'a> {
                 self.exact_pending(&self.checkpoints[c])
             };
             if let Some(entry) = pending {
-                if self.optimistic
-                    && !self.exact_pcs.contains(&pc)
-                    && self.checkpoints[c].branches == 0
-                {
+                if self.optimistic && self.checkpoints[c].branches == 0 {
                     // Compared on marks that may still grow: compare again
                     // when they are final.
                     self.checkpoints[c].pinned += 1;

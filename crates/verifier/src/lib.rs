@@ -81,7 +81,7 @@ pub use proto::{
     KfuncFlags, KfuncProto, KfuncRet, RetType,
 };
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 
 use bpfjet_isa::{Decoded, Insn, RawInsn};
 
@@ -126,7 +126,7 @@ pub fn verify_decoded(
 }
 
 /// Optimistic runs before the exact one ([`verify_with_invalid`]).
-const OPTIMISTIC_ROUNDS: u32 = 4;
+const OPTIMISTIC_ROUNDS: u32 = 8;
 
 fn verify_with_invalid(
     program: &[Insn],
@@ -147,11 +147,12 @@ fn verify_with_invalid(
     // Optimistic pruning first: fully explored states whose precision
     // marks still wait for a loop's exploration prune on those marks, and
     // each such prune is checked again once they are final. A run whose
-    // checks all held stands. Otherwise the prune points whose checks
-    // failed compare exactly in the next run (a few rounds), and in the
-    // end every such point does, which is the plain exact rule; that last
-    // run's verdict and message are the ones reported.
-    let mut exact_pcs = BTreeSet::new();
+    // checks all held stands. Otherwise the next run compares, at the
+    // prune points whose checks failed, the scalars the failed sources
+    // ended up needing as if precise (learned precision), for a few
+    // rounds; then the exact rule decides, and its verdict and message are
+    // the ones reported.
+    let mut hints = driver::Hints::new();
     let mut runs = 0;
     let counted = |verdict: Result<Facts, VerifyError>, runs: u32, exact: usize| {
         verdict.map(|mut facts| {
@@ -162,18 +163,20 @@ fn verify_with_invalid(
     };
     while env.privileged() && runs < OPTIMISTIC_ROUNDS {
         let (verdict, failed) =
-            driver::Verifier::new(program, invalid, env, cfg.clone(), true, &exact_pcs).run();
+            driver::Verifier::new(program, invalid, env, cfg.clone(), true, &hints).run();
         runs += 1;
         if failed.is_empty() {
             if verdict.is_ok() {
-                return counted(verdict, runs, exact_pcs.len());
+                return counted(verdict, runs, hints.len());
             }
             break;
         }
-        exact_pcs.extend(failed);
+        for (pc, marks) in &failed {
+            driver::add_hint(&mut hints, *pc, marks);
+        }
     }
-    let (verdict, _) = driver::Verifier::new(program, invalid, env, cfg, false, &exact_pcs).run();
-    counted(verdict, runs + 1, exact_pcs.len())
+    let (verdict, _) = driver::Verifier::new(program, invalid, env, cfg, false, &hints).run();
+    counted(verdict, runs + 1, hints.len())
 }
 
 /// Verify raw instruction slots: encoding errors (bad opcodes, jumps out of

@@ -303,6 +303,27 @@ pub fn mark_state(st: &mut State, d: &mut Demand) -> Result<(), Unexplained> {
     Ok(())
 }
 
+/// The precise scalars of `st`, per frame: registers (bit per register)
+/// and spilled scalars (bit per stack slot).
+pub fn marks_of(st: &State) -> Vec<(u16, u64)> {
+    st.frames
+        .iter()
+        .map(|f| {
+            let regs = (0..11)
+                .filter(|&r| f.regs[r].is_scalar() && f.regs[r].precise)
+                .fold(0u16, |m, r| m | 1 << r);
+            let slots = f
+                .stack
+                .slots
+                .iter()
+                .enumerate()
+                .filter(|(_, s)| s.spill.is_some_and(|r| r.is_scalar() && r.precise))
+                .fold(0u64, |m, (i, _)| m | 1 << i);
+            (regs, slots)
+        })
+        .collect()
+}
+
 /// Every scalar of a recorded state precise (the fallback).
 pub fn mark_all(st: &mut State) {
     st.for_each_reg(|r| {

@@ -60,6 +60,14 @@ struct Mode {
 }
 
 impl Mode {
+    /// This mode, comparing the value exactly when `forced`.
+    fn forced(self, forced: bool) -> Mode {
+        Mode {
+            exact: self.exact || forced,
+            ..self
+        }
+    }
+
     /// An explored scalar whose value no decision depended on.
     fn imprecise(self, old: &RegState) -> bool {
         !self.exact && old.is_scalar() && !old.precise
@@ -154,14 +162,28 @@ fn slot_covers(old: &Slot, cur: &Slot, ids: &mut IdMap, tmp: &mut u32, mode: Mod
 fn stack_covers(
     old: &Stack,
     cur: &Stack,
-    live: u64,
+    (live, forced): (u64, u64),
     ids: &mut IdMap,
     tmp: &mut u32,
     mode: Mode,
 ) -> bool {
     let n = old.slots.len().max(cur.slots.len());
-    (0..n).all(|i| live & (1 << i) == 0 || slot_covers(old.slot(i), cur.slot(i), ids, tmp, mode))
+    (0..n).all(|i| {
+        live & (1 << i) == 0
+            || slot_covers(
+                old.slot(i),
+                cur.slot(i),
+                ids,
+                tmp,
+                mode.forced(forced & (1 << i) != 0),
+            )
+    })
 }
+
+/// Registers (bit per register) and stack slots (bit per slot) of each
+/// frame whose scalars are compared as if precise: what an earlier run
+/// learned a state at this point turns out to need ([`covers_with`]).
+pub type Hint = [(u16, u64)];
 
 /// Whether `old` covers `cur` at instruction `pc`. Registers and stack
 /// slots that no continuation reads ([`Liveness`]) are ignored, and so are
@@ -173,6 +195,20 @@ pub fn covers(
     pc: usize,
     allow_uninit: bool,
     exact: bool,
+) -> bool {
+    covers_with(old, cur, live, pc, allow_uninit, exact, &[])
+}
+
+/// [`covers`], comparing the scalars `hint` names as if `old` had them
+/// precise (more exact, never less: any hint is sound).
+pub fn covers_with(
+    old: &State,
+    cur: &State,
+    live: &Liveness,
+    pc: usize,
+    allow_uninit: bool,
+    exact: bool,
+    hint: &Hint,
 ) -> bool {
     let mode = Mode {
         exact,
@@ -196,15 +232,18 @@ pub fn covers(
         } else {
             live.at_return(old.frames[i + 1].callsite)
         };
+        let (forced_regs, forced_slots) = hint.get(i).copied().unwrap_or((0, 0));
         for r in 0..10 {
             if live_regs & (1 << r) == 0 {
                 continue;
             }
-            if !reg_covers(&of.regs[r], &cf.regs[r], &mut ids, &mut tmp, mode) {
+            let m = mode.forced(forced_regs & (1 << r) != 0);
+            if !reg_covers(&of.regs[r], &cf.regs[r], &mut ids, &mut tmp, m) {
                 return false;
             }
         }
-        if !stack_covers(&of.stack, &cf.stack, live_slots, &mut ids, &mut tmp, mode) {
+        let slots = (live_slots, forced_slots);
+        if !stack_covers(&of.stack, &cf.stack, slots, &mut ids, &mut tmp, mode) {
             return false;
         }
     }

@@ -228,9 +228,18 @@ fn run_mutant(
     let mut insns = prog.to_vec();
     rewrite_ctx(&mut insns, facts);
     let mut world = World {
+        // Global data as loaded: the verifier folds frozen `.rodata`
+        // values (a sampling period), so the run must see the same ones.
         values: maps
             .iter()
-            .map(|m| vec![0u8; m.value_size.max(1) as usize])
+            .map(|m| {
+                let mut v = vec![0u8; m.value_size.max(1) as usize];
+                if let Some(init) = &m.initial_data {
+                    let n = init.len().min(v.len());
+                    v[..n].copy_from_slice(&init[..n]);
+                }
+                v
+            })
             .collect(),
         views: maps
             .iter()
