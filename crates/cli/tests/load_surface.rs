@@ -346,3 +346,49 @@ char LICENSE[] SEC(\"license\") = \"GPL\";"
     assert_eq!(outcome(&kernel, "kernel"), outcome(&interp, "interp"));
     assert_eq!(maps(&kernel, "kernel"), ours, "maps after the run");
 }
+
+/// A helper bpfjet does not provide, behind frozen `.rodata` that turns it
+/// off (synproxy's SYN-cookie helpers, libbpf-tools' cgroup filters): the
+/// verifier never reaches the call, as the kernel's never does, so the
+/// object loads and runs on both engines; reached, it is refused by name.
+#[test]
+fn helpers_bpfjet_lacks_load_when_configuration_makes_them_dead() {
+    let dir = Scratch::new("dead-helper");
+    let packet = dir.file("pkt.bin", [0u8; 64]);
+    let source = |qualifier: &str| {
+        format!(
+            "{HEADERS}#include <linux/ip.h>\n#include <linux/tcp.h>\n\
+             {qualifier} int use_cookie = {};\n\
+             SEC(\"xdp\") int prog(struct xdp_md *ctx) {{\n\
+                 if (use_cookie) {{\n\
+                     struct iphdr ip = {{}}; struct tcphdr th = {{}};\n\
+                     return bpf_tcp_raw_gen_syncookie_ipv4(&ip, &th, sizeof(th)) > 0 ? XDP_TX : XDP_DROP;\n\
+                 }}\n\
+                 return XDP_PASS;\n\
+             }}\n\
+             char LICENSE[] SEC(\"license\") = \"GPL\";\n",
+            if qualifier == "const volatile" { 0 } else { 1 }
+        )
+    };
+    let dead = dir.compile_c("dead", &source("const volatile"));
+    for engine in ["interp", "jit"] {
+        let (retval, _) = outcome(&test_run(&dead, &packet, engine, &[]), engine);
+        assert_eq!(retval, 2, "{engine}: XDP_PASS expected");
+    }
+    if kernel_or_skip("dead helper call, kernel column") {
+        let (retval, _) = outcome(&test_run(&dead, &packet, "kernel", &[]), "kernel");
+        assert_eq!(retval, 2);
+    }
+    let live = dir.compile_c("live", &source("volatile"));
+    let run = test_run(&live, &packet, "interp", &[]);
+    assert_ne!(
+        run.code,
+        Some(0),
+        "a reachable call of a helper bpfjet lacks ran"
+    );
+    assert!(
+        run.stderr.contains("204") || run.stderr.contains("tcp_raw_gen_syncookie"),
+        "{}",
+        run.stderr
+    );
+}

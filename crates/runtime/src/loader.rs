@@ -820,6 +820,10 @@ fn build_program(
     // The kernel's graph kfuncs, bound once the verifier told where their
     // roots' nodes are.
     let mut graph_calls = Vec::new();
+    // Calls of helpers and kfuncs bpfjet does not provide: refused if the
+    // verifier reaches them, dead code otherwise (a call behind frozen
+    // `.rodata` configuration, as the kernel's verifier never walks it).
+    let mut unprovided = Vec::new();
     for (pc, insn) in decoded.insns.iter().enumerate() {
         if decoded.invalid.contains_key(&pc) {
             continue;
@@ -845,13 +849,17 @@ fn build_program(
             Insn::Call(CallTarget::Helper(id))
                 if u64::try_from(id).map_or(true, |id| helpers.get(id).is_none()) =>
             {
-                return Err(RuntimeError::UnsupportedHelper {
+                let e = RuntimeError::UnsupportedHelper {
                     program: p.name.clone(),
                     section: p.section.clone(),
                     pc,
                     id,
                     name: u32::try_from(id).ok().and_then(kernel_helper_name),
-                });
+                };
+                if safety != Safety::Verify {
+                    return Err(e);
+                }
+                unprovided.push((pc, e));
             }
             Insn::Call(CallTarget::Kfunc(index))
                 if usize::try_from(index)
@@ -872,9 +880,13 @@ fn build_program(
                     pc,
                     name: name.cloned().unwrap_or_else(|| format!("#{index}")),
                 };
-                let kfunc = name
-                    .and_then(|n| bpfjet_kfuncs::by_name(n))
-                    .ok_or_else(unsupported)?;
+                let Some(kfunc) = name.and_then(|n| bpfjet_kfuncs::by_name(n)) else {
+                    if safety != Safety::Verify {
+                        return Err(unsupported());
+                    }
+                    unprovided.push((pc, unsupported()));
+                    continue;
+                };
                 if let Some(btf) = &obj.btf {
                     bpfjet_kfuncs::signature::check(kfunc, btf).map_err(|reason| {
                         RuntimeError::KfuncSignature {
@@ -916,6 +928,12 @@ fn build_program(
     let (accesses, proven) = match safety {
         Safety::Verify => {
             let (accesses, facts, proof) = verify_program(p, obj, &decoded)?;
+            for (pc, e) in unprovided {
+                if facts.calls_reached.contains(&pc) {
+                    return Err(e);
+                }
+                decoded.insns[pc] = Insn::Exit;
+            }
             // The verifier proved the malformed slots unreachable; the
             // engines see the kernel's dead-code filler in their place.
             decoded.trap_invalid();

@@ -911,7 +911,10 @@ impl<'a> Verifier<'a> {
                 self.check_back_edge(pc, (pc as i64 + 1 + off as i64) as usize)?;
                 self.check_cond_jmp(st, pc, width, op, dst, src, off)
             }
-            Insn::Call(target) => self.check_call(st, pc, target),
+            Insn::Call(target) => {
+                self.facts.calls_reached.insert(pc);
+                self.check_call(st, pc, target)
+            }
             Insn::CallReg { .. } => crate::error::err(
                 "callx",
                 "indirect calls (callx) are not supported by the verifier",

@@ -126,6 +126,11 @@ pub struct Facts {
     pub pkt_accesses: BTreeMap<usize, PktAccess>,
     /// Helper ids called.
     pub helpers_used: BTreeSet<i32>,
+    /// Call instructions (helpers, kfuncs, subprograms) some path reached:
+    /// a call never reached may name a helper or kfunc the runtime does
+    /// not provide (behind frozen configuration, like the kernel's dead
+    /// code).
+    pub calls_reached: BTreeSet<usize>,
     /// Subprograms in slot order (the first is the program itself).
     pub subprogs: Vec<SubprogInfo>,
     /// Instructions the analysis processed (the kernel's complexity measure).
