@@ -103,6 +103,20 @@ fn fixture() -> &'static Fixture {
         )
         .unwrap();
         bpf(&dir, sched.to_str().unwrap(), "sched_tp.o", &[]);
+        let unsized_map = dir.join("unsized.bpf.c");
+        std::fs::write(
+            &unsized_map,
+            "#include <linux/bpf.h>\n#include <bpf/bpf_helpers.h>\n\
+             struct { __uint(type, BPF_MAP_TYPE_HASH); __type(key, __u32); __type(value, __u64); } \
+             calls SEC(\".maps\");\n\
+             SEC(\"tracepoint/syscalls/sys_enter_getppid\") int on_getppid(void *ctx)\n\
+             { __u32 k = 0; __u64 one = 1, *n = bpf_map_lookup_elem(&calls, &k);\n\
+               if (n) __sync_fetch_and_add(n, 1); else bpf_map_update_elem(&calls, &k, &one, 0);\n\
+               return 0; }\n\
+             char LICENSE[] SEC(\"license\") = \"GPL\";\n",
+        )
+        .unwrap();
+        bpf(&dir, unsized_map.to_str().unwrap(), "unsized.o", &[]);
         cc("kernel_loader.c", dir.join("kernel_loader"), &["-O1"], &["-lbpf"]);
         Fixture { dir }
     })
@@ -320,6 +334,49 @@ fn a_tracepoint_outside_the_processs_system_calls_is_refused_before_the_target_s
             "tracepoint/raw_syscalls/sys_enter|sys_exit",
         ],
         &marker,
+    );
+}
+
+#[test]
+fn max_entries_sizes_a_map_the_object_leaves_at_zero() {
+    let _serial = serial();
+    let f = fixture();
+    let refused = bpfjet()
+        .arg("trace")
+        .arg(f.path("unsized.o"))
+        .args(["--", "/bin/true"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert!(
+        !refused.status.success() && stderr.contains("--max-entries"),
+        "{stderr}"
+    );
+    let out = bpfjet()
+        .arg("trace")
+        .arg(f.path("unsized.o"))
+        .args(["--max-entries", "calls=16", "--json", "--", "/bin/true"])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let report: serde_json::Value =
+        serde_json::from_str(stdout.lines().last().unwrap_or_default()).unwrap();
+    assert!(report["maps"]["calls"].is_array(), "{report}");
+    let unknown = bpfjet()
+        .arg("trace")
+        .arg(f.path("unsized.o"))
+        .args(["--max-entries", "nope=16", "--", "/bin/true"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&unknown.stderr);
+    assert!(
+        !unknown.status.success() && stderr.contains("nope"),
+        "{stderr}"
     );
 }
 

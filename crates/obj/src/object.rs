@@ -62,6 +62,18 @@ impl Object {
         Ok(())
     }
 
+    /// Sets map `name`'s `max_entries` before it is created, as a loader's
+    /// `bpf_map__set_max_entries` does.
+    pub fn set_max_entries(&mut self, name: &str, n: u32) -> Result<(), String> {
+        let map = self
+            .maps
+            .iter_mut()
+            .find(|m| m.name == name)
+            .ok_or_else(|| format!("the object has no map {name:?}"))?;
+        map.max_entries = n;
+        Ok(())
+    }
+
     pub fn program(&self, name: &str) -> Option<&Program> {
         self.programs.iter().find(|p| p.name == name)
     }

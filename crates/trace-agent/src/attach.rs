@@ -94,6 +94,12 @@ pub fn start(cfg: Config) -> Result<(), String> {
             .and_then(|n| obj.resize_ringbuf(name, n, page))
             .map_err(|e| format!("--ringbuf-size {name}={bytes}: {e}"))?;
     }
+    for (name, n) in &cfg.max_entries {
+        n.parse::<u32>()
+            .map_err(|_| format!("not a number of entries: {n:?}"))
+            .and_then(|n| obj.set_max_entries(name, n))
+            .map_err(|e| format!("--max-entries {name}={n}: {e}"))?;
+    }
     let mut opts = TracingOptions::default();
     // `bpfjet trace` loads the object alone and no control plane can open
     // its maps (no pinning by path, no server): only pinning by name, which

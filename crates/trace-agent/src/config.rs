@@ -13,6 +13,7 @@ pub const ENV_BACKPRESSURE: &str = "BPFJET_TRACE_BACKPRESSURE";
 /// object's `max_entries` (as a libbpf skeleton's
 /// `bpf_map__set_max_entries` before load).
 pub const ENV_RINGBUF_SIZE: &str = "BPFJET_TRACE_RINGBUF_SIZE";
+pub const ENV_MAX_ENTRIES: &str = "BPFJET_TRACE_MAX_ENTRIES";
 /// Microseconds the ring-buffer consumer keeps polling after the last
 /// record before it sleeps (default [`DEFAULT_CONSUMER_SPIN_US`]: it
 /// sleeps at once, in batches).
@@ -66,13 +67,14 @@ impl Fuse {
 }
 
 /// Every setting's name.
-const ALL: [&str; 9] = [
+const ALL: [&str; 10] = [
     ENV_OBJECT,
     ENV_ENGINE,
     ENV_REPORT,
     ENV_EVENTS,
     ENV_BACKPRESSURE,
     ENV_RINGBUF_SIZE,
+    ENV_MAX_ENTRIES,
     ENV_CONSUMER_SPIN_US,
     ENV_FUSE,
     ENV_FOLD_RODATA,
@@ -93,6 +95,8 @@ pub struct Config {
     pub backpressure: Vec<(String, u32)>,
     /// Ring buffers resized before load: (map, bytes).
     pub ringbuf_size: Vec<(String, String)>,
+    /// `--max-entries MAP=N`: (map, N as given).
+    pub max_entries: Vec<(String, String)>,
     /// See [`ENV_CONSUMER_SPIN_US`].
     pub consumer_spin: std::time::Duration,
     pub fuse: Fuse,
@@ -133,15 +137,8 @@ impl Config {
                     None => (s.to_string(), 0),
                 })
                 .collect(),
-            ringbuf_size: var(ENV_RINGBUF_SIZE)
-                .unwrap_or_default()
-                .split(',')
-                .filter(|s| !s.is_empty())
-                .map(|s| match s.rsplit_once('=') {
-                    Some((map, bytes)) => (map.to_string(), bytes.to_string()),
-                    None => (s.to_string(), String::new()),
-                })
-                .collect(),
+            ringbuf_size: pairs(get(ENV_RINGBUF_SIZE)),
+            max_entries: pairs(get(ENV_MAX_ENTRIES)),
             consumer_spin: std::time::Duration::from_micros(
                 get(ENV_CONSUMER_SPIN_US)
                     .and_then(|v| v.parse().ok())
@@ -153,4 +150,16 @@ impl Config {
             fold_rodata: get(ENV_FOLD_RODATA).is_none_or(|v| v != "0"),
         })
     }
+}
+
+/// `MAP=VALUE,MAP=VALUE` lists of the CLI's repeatable options.
+fn pairs(list: Option<String>) -> Vec<(String, String)> {
+    list.unwrap_or_default()
+        .split(',')
+        .filter(|s| !s.is_empty())
+        .map(|s| match s.rsplit_once('=') {
+            Some((map, v)) => (map.to_string(), v.to_string()),
+            None => (s.to_string(), String::new()),
+        })
+        .collect()
 }

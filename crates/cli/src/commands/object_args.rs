@@ -73,7 +73,7 @@ fn parse_prog_type(name: &str) -> Result<ProgKind, String> {
     ProgKind::from_type_name(name)
 }
 
-fn parse_max_entries(text: &str) -> Result<(String, u32), String> {
+pub(crate) fn parse_max_entries(text: &str) -> Result<(String, u32), String> {
     let (map, n) = text
         .split_once('=')
         .ok_or_else(|| format!("{text:?}: expected MAP=N"))?;

@@ -60,6 +60,12 @@ pub struct TraceArgs {
     #[arg(long = "ringbuf-size", value_name = "MAP=BYTES",
           value_parser = super::object_args::parse_ringbuf_size)]
     pub ringbuf_size: Vec<(String, u64)>,
+    /// Set map MAP's max_entries to N before it is created (as a libbpf
+    /// tool's `bpf_map__set_max_entries`), e.g. for maps an object leaves
+    /// at 0 for its loader to size. Repeatable.
+    #[arg(long = "max-entries", value_name = "MAP=N",
+          value_parser = super::object_args::parse_max_entries)]
+    pub max_entries: Vec<(String, u32)>,
     /// Which pairwise-fusion steps to apply, each level including the ones
     /// before it (docs/TRACING.md "Pairwise fusion"): `none`; `inline`
     /// (a `sys_enter_X`/`sys_exit_X` pair on a libc wrapper of the fast
@@ -178,7 +184,10 @@ pub(super) fn precheck(obj: &Path, program: Option<&Path>) -> Result<bpfjet_obj:
                     bail!("program section {section:?}: no PATH:SYMBOL target");
                 };
                 if symbol.is_empty() {
-                    bail!("program section {section:?}: a raw file offset target is not supported");
+                    bail!(
+                        "program section {section:?}: no function named: libbpf's form is \
+                         uprobe/PATH:FUNCTION[+OFFSET] (a raw file offset is not supported either)"
+                    );
                 }
                 let file = symbols::resolve_path(path, &[])
                     .map_err(|e| anyhow!("program section {section:?}: {e}"))?;
@@ -315,6 +324,11 @@ pub(super) fn fusion_setup<'a>(
             .resize_ringbuf(map, *bytes, page)
             .map_err(|e| anyhow!("--ringbuf-size {map}={bytes}: {e}"))?;
     }
+    for (map, n) in &args.max_entries {
+        object
+            .set_max_entries(map, *n)
+            .map_err(|e| anyhow!("--max-entries {map}={n}: {e}"))?;
+    }
     // bpfjet trace loads OBJ alone and no control plane can open its maps
     // (no pinning by path, no server), so only pinning by name (refused in
     // crates/fusion) exposes a map.
@@ -435,6 +449,14 @@ pub(super) fn agent_settings(
             .map(|(map, bytes)| format!("{map}={bytes}"))
             .collect();
         vars.push(("BPFJET_TRACE_RINGBUF_SIZE", list.join(",").into()));
+    }
+    if !args.max_entries.is_empty() {
+        let list: Vec<String> = args
+            .max_entries
+            .iter()
+            .map(|(map, n)| format!("{map}={n}"))
+            .collect();
+        vars.push(("BPFJET_TRACE_MAX_ENTRIES", list.join(",").into()));
     }
     if let Some(ev) = &args.events {
         let ev = std::path::absolute(ev).unwrap_or_else(|_| ev.clone());
