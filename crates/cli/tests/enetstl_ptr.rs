@@ -392,7 +392,7 @@ fn enetstl_bktlist_handle_kept_in_a_kptr_loads_and_runs() {
                 assert_eq!(got, want, "{engine:?}: packet {i} ({n} bytes)");
             }
             // The handle's fd went into the map; the kptr holds the handle.
-            let state = jit.loaded().dump_state().unwrap();
+            let state = jit.loaded().dump_state_with_special_fields().unwrap();
             let hex = state["bpf_bktlist_map"][0].value.clone().unwrap();
             let v = bpfjet_maps::state::parse_hex(&hex).unwrap();
             assert_eq!(u32::from_le_bytes(v[0..4].try_into().unwrap()), 1, "fd");

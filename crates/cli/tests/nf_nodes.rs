@@ -374,7 +374,7 @@ fn on_bpfjet_enetstl(
             f.get(42).copied().unwrap_or(0)
         );
     }
-    let state = jit.loaded().dump_state().unwrap();
+    let state = jit.loaded().dump_state_with_special_fields().unwrap();
     let value = bpfjet_maps::state::parse_hex(&state["store"][0].value.clone().unwrap()).unwrap();
     let container = u64_at(&value, 0);
     let count = u32::from_le_bytes(value[8..12].try_into().unwrap());

@@ -57,13 +57,30 @@ impl LoadedObject {
     /// [`LoadedObject::dump_state`] restricted to the maps whose STATE.json
     /// name `keep` accepts (to compare small maps often and big ones rarely).
     pub fn dump_state_where(&self, keep: impl Fn(&str) -> bool) -> Result<MapState, RuntimeError> {
+        self.dump(keep, true)
+    }
+
+    /// [`LoadedObject::dump_state`] with the special fields as the runtime
+    /// holds them (kptrs and graph roots are addresses in this process):
+    /// for code inspecting the runtime's structures in the same process,
+    /// never what a control plane is shown.
+    pub fn dump_state_with_special_fields(&self) -> Result<MapState, RuntimeError> {
+        self.dump(|_| true, false)
+    }
+
+    fn dump(&self, keep: impl Fn(&str) -> bool, mask: bool) -> Result<MapState, RuntimeError> {
         let mut state = MapState::new();
         for (i, map) in self.maps.maps.iter().enumerate() {
             if !is_dumped(map.map_type()) || map.name() == ".kconfig" || !keep(map.name()) {
                 continue;
             }
+            let special = if mask {
+                self.maps.special_fields_of(i)
+            } else {
+                &[]
+            };
             let entries = self
-                .dump_map(map, self.maps.special_fields_of(i))
+                .dump_map(map, special)
                 .map_err(|source| RuntimeError::Map {
                     map: map.name().to_string(),
                     source,
