@@ -117,6 +117,24 @@ fn fixture() -> &'static Fixture {
         )
         .unwrap();
         bpf(&dir, unsized_map.to_str().unwrap(), "unsized.o", &[]);
+        let cgroup = dir.join("cgroup.bpf.c");
+        std::fs::write(
+            &cgroup,
+            "#include <linux/bpf.h>\n#include <bpf/bpf_helpers.h>\n\
+             struct { __uint(type, BPF_MAP_TYPE_CGROUP_ARRAY); __type(key, __u32); __type(value, __u32); \
+                      __uint(max_entries, 1); } cgroup_map SEC(\".maps\");\n\
+             struct { __uint(type, BPF_MAP_TYPE_ARRAY); __type(key, __u32); __type(value, __s64); \
+                      __uint(max_entries, 2); } answers SEC(\".maps\");\n\
+             SEC(\"tracepoint/raw_syscalls/sys_enter\") int on_enter(void *ctx)\n\
+             { __u32 k0 = 0, k1 = 1;\n\
+               __s64 a = bpf_current_task_under_cgroup(&cgroup_map, 0);\n\
+               __s64 b = bpf_current_task_under_cgroup(&cgroup_map, 3);\n\
+               bpf_map_update_elem(&answers, &k0, &a, 0); bpf_map_update_elem(&answers, &k1, &b, 0);\n\
+               return 0; }\n\
+             char LICENSE[] SEC(\"license\") = \"GPL\";\n",
+        )
+        .unwrap();
+        bpf(&dir, cgroup.to_str().unwrap(), "cgroup.o", &[]);
         cc("kernel_loader.c", dir.join("kernel_loader"), &["-O1"], &["-lbpf"]);
         Fixture { dir }
     })
@@ -378,6 +396,42 @@ fn max_entries_sizes_a_map_the_object_leaves_at_zero() {
         !unknown.status.success() && stderr.contains("nope"),
         "{stderr}"
     );
+}
+
+/// An empty cgroup array (libbpf-tools declare one for a filter): the
+/// kernel's answers, -EAGAIN for an empty slot, -E2BIG past the end.
+#[test]
+fn cgroup_array_answers_as_the_kernels_empty_one() {
+    let _serial = serial();
+    let f = fixture();
+    for engine in ["interp", "jit"] {
+        let out = bpfjet()
+            .arg("trace")
+            .arg(f.path("cgroup.o"))
+            .args(["--engine", engine, "--json", "--", "/bin/true"])
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        let report: serde_json::Value =
+            serde_json::from_str(stdout.lines().last().unwrap_or_default()).unwrap();
+        let answers = report["maps"]["answers"]
+            .as_array()
+            .expect("answers")
+            .clone();
+        let value = |i: usize| {
+            let hex = answers[i]["value"].as_str().unwrap().replace(' ', "");
+            let b: Vec<u8> = (0..8)
+                .map(|j| u8::from_str_radix(&hex[2 * j..2 * j + 2], 16).unwrap())
+                .collect();
+            i64::from_le_bytes(b.try_into().unwrap())
+        };
+        assert_eq!((value(0), value(1)), (-11, -7), "{engine}: {report}");
+    }
 }
 
 #[test]

@@ -151,7 +151,9 @@ fn family_layout(
     use MapType::*;
     Ok(match g.map_type {
         Array | PercpuArray => ArrayMap::layout(g, data_off),
-        ProgArray | ArrayOfMaps | Devmap | Xskmap | Cpumap => FdArrayMap::layout(g, data_off),
+        ProgArray | ArrayOfMaps | Devmap | Xskmap | Cpumap | CgroupArray => {
+            FdArrayMap::layout(g, data_off)
+        }
         Hash | PercpuHash | LruHash | LruPercpuHash | HashOfMaps | DevmapHash | StackTrace => {
             HashTable::layout(g, data_off, 0)?
         }
@@ -171,7 +173,7 @@ unsafe fn attach(base: *mut u8, g: &Geometry, l: &Words) -> Family {
     use MapType::*;
     match g.map_type {
         Array | PercpuArray => Family::Array(ArrayMap::attach(base, g, l)),
-        ProgArray | ArrayOfMaps | Devmap | Xskmap | Cpumap => {
+        ProgArray | ArrayOfMaps | Devmap | Xskmap | Cpumap | CgroupArray => {
             Family::FdArray(FdArrayMap::attach(base, g, l))
         }
         Hash | PercpuHash | LruHash | LruPercpuHash | HashOfMaps | DevmapHash | StackTrace => {

@@ -17,6 +17,12 @@ pub enum MapType {
     /// instruction pointers, filled by `bpf_get_stackid`.
     StackTrace = 7,
     PercpuArray = 6,
+    /// `BPF_MAP_TYPE_CGROUP_ARRAY`: cgroups by index, for
+    /// `bpf_current_task_under_cgroup`. A control plane fills it with
+    /// cgroup fds, which bpfjet cannot take (updates are refused), so its
+    /// slots stay empty (libbpf-tools declare it for a filter that is off
+    /// unless asked for).
+    CgroupArray = 8,
     LruHash = 9,
     LruPercpuHash = 10,
     LpmTrie = 11,
@@ -44,6 +50,7 @@ impl MapType {
             5 => PercpuHash,
             6 => PercpuArray,
             7 => StackTrace,
+            8 => CgroupArray,
             9 => LruHash,
             10 => LruPercpuHash,
             11 => LpmTrie,
@@ -73,6 +80,7 @@ impl MapType {
             PercpuHash => "percpu_hash",
             PercpuArray => "percpu_array",
             StackTrace => "stack_trace",
+            CgroupArray => "cgroup_array",
             LruHash => "lru_hash",
             LruPercpuHash => "lru_percpu_hash",
             LpmTrie => "lpm_trie",

@@ -65,7 +65,7 @@ pub(crate) fn validate(
         ));
     }
     match spec.map_type {
-        Array | PercpuArray | ProgArray | PerfEventArray | ArrayOfMaps => {
+        Array | PercpuArray | ProgArray | PerfEventArray | ArrayOfMaps | CgroupArray => {
             let percpu = spec.map_type == PercpuArray;
             if n == 0 || k != 4 || v == 0 || fl & !ARRAY_CREATE_MASK != 0 {
                 return Err(einval("array: key_size 4, value_size > 0, max_entries > 0"));
@@ -76,7 +76,10 @@ pub(crate) fn validate(
             if fl & f::PRESERVE_ELEMS != 0 && spec.map_type != PerfEventArray {
                 return Err(einval("BPF_F_PRESERVE_ELEMS is for perf event arrays"));
             }
-            if matches!(spec.map_type, ProgArray | PerfEventArray | ArrayOfMaps) {
+            if matches!(
+                spec.map_type,
+                ProgArray | PerfEventArray | ArrayOfMaps | CgroupArray
+            ) {
                 if v != 4 {
                     return Err(einval("fd array: value_size must be 4"));
                 }

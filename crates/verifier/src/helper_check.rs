@@ -38,6 +38,7 @@ fn map_allows(map: MapType, id: i32) -> bool {
     match map {
         ProgArray => id == 12,
         PerfEventArray => id == 25,
+        CgroupArray => id == 37,
         StackTrace => id == 27,
         Ringbuf => matches!(id, 130 | 131 | 134),
         Queue | Stack => matches!(id, 87..=89),
@@ -55,6 +56,7 @@ fn helper_needs(id: i32, map: MapType) -> bool {
     match id {
         12 => map == ProgArray,
         25 => map == PerfEventArray,
+        37 => map == CgroupArray,
         27 => map == StackTrace,
         130 | 131 | 134 => map == Ringbuf,
         87 | 89 => matches!(map, Queue | Stack | BloomFilter),

@@ -20,7 +20,7 @@ use bpfjet_obj::{Btf, BtfType, TargetBtf};
 pub fn struct_name(map_type: MapType) -> &'static str {
     use MapType::*;
     match map_type {
-        Array | PercpuArray | ProgArray | PerfEventArray | ArrayOfMaps => "bpf_array",
+        Array | PercpuArray | ProgArray | PerfEventArray | ArrayOfMaps | CgroupArray => "bpf_array",
         Hash | PercpuHash | LruHash | LruPercpuHash | HashOfMaps => "bpf_htab",
         StackTrace => "bpf_stack_map",
         LpmTrie => "lpm_trie",
@@ -306,7 +306,8 @@ pub fn fill_kernel_view(spec: &MapSpec, id: u32, view: &mut [u8]) {
         | MapType::PercpuArray
         | MapType::ProgArray
         | MapType::PerfEventArray
-        | MapType::ArrayOfMaps => {
+        | MapType::ArrayOfMaps
+        | MapType::CgroupArray => {
             // array_map_alloc: elem_size rounds the value to 8 bytes (a
             // pointer for the fd arrays); index_mask is the power of two
             // above max_entries, minus one.

@@ -12,6 +12,31 @@ use crate::helpers::{Helper, HelperRegistry};
 use crate::tracing::{current, user_mem, TracingEnv};
 
 pub(crate) fn register(r: &mut HelperRegistry) {
+    // The kernel's answers: -E2BIG for an index past the array, -EAGAIN
+    // for a slot holding no cgroup. A slot is filled only by a control
+    // plane's update with a cgroup fd, which bpfjet's cgroup arrays refuse
+    // (they cannot take a cgroup), so no slot holds one.
+    r.register(Helper::new(
+        ids::CURRENT_TASK_UNDER_CGROUP,
+        "current_task_under_cgroup",
+        |ctx, a| {
+            let map = super::common::map_arg(ctx, a[0])?;
+            super::common::require_map_use(
+                ctx,
+                map,
+                "current_task_under_cgroup",
+                &[bpfjet_maps::MapType::CgroupArray],
+            )?;
+            let idx = a[1] as u32;
+            if idx >= map.max_entries() {
+                return Ok(errno::neg(errno::E2BIG));
+            }
+            match map.lookup_copy(&idx.to_le_bytes()) {
+                Err(_) => Ok(errno::neg(errno::EAGAIN)),
+                Ok(_) => Err(ctx.fault("a cgroup array slot holds a value but no cgroup")),
+            }
+        },
+    ));
     r.register(Helper::new(
         ids::GET_CURRENT_COMM,
         "get_current_comm",
