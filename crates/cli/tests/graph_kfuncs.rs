@@ -605,15 +605,8 @@ fn kernel_accepted_ownership_cases_are_accepted() {
         support::skip("graph kfuncs accepted corpus, kernel column", why);
     }
     for (name, body) in ACCEPTED {
-        let text = format!(
-            "{PRELUDE}\nSEC(\"xdp\")\nint good(struct xdp_md *ctx)\n{{\n{body}\n}}\n{PROGRAMS}"
-        );
-        let path = Compile::text(&format!("graph_good_{name}"), &text).object();
-        if kernel.is_ok() {
-            let k = bpfjet_kernel::KernelObject::open_with(
-                &path,
-                &bpfjet_kernel::LoadOptions::default(),
-            );
+        let (path, in_kernel) = case("good", name, body, kernel.is_ok());
+        if let Some(k) = in_kernel {
             assert!(
                 k.is_ok(),
                 "{name}: the kernel refuses it (corpus is wrong): {:?}",
@@ -627,6 +620,28 @@ fn kernel_accepted_ownership_cases_are_accepted() {
     }
 }
 
+/// One corpus case: `body` as an XDP program next to the valid programs
+/// (so that every type is defined), compiled, and the kernel's load of it
+/// when `ask_kernel`.
+fn case(
+    kind: &str,
+    name: &str,
+    body: &str,
+    ask_kernel: bool,
+) -> (
+    PathBuf,
+    Option<Result<bpfjet_kernel::KernelObject, bpfjet_kernel::KernelError>>,
+) {
+    let text = format!(
+        "{PRELUDE}\nSEC(\"xdp\")\nint {kind}(struct xdp_md *ctx)\n{{\n{body}\n}}\n{PROGRAMS}"
+    );
+    let path = Compile::text(&format!("graph_{kind}_{name}"), &text).object();
+    let kernel = ask_kernel.then(|| {
+        bpfjet_kernel::KernelObject::open_with(&path, &bpfjet_kernel::LoadOptions::default())
+    });
+    (path, kernel)
+}
+
 #[test]
 fn kernel_refused_ownership_violations_are_refused() {
     let kernel = bpfjet_kernel::kernel_available();
@@ -634,16 +649,8 @@ fn kernel_refused_ownership_violations_are_refused() {
         support::skip("graph kfuncs negative corpus, kernel column", why);
     }
     for (name, body, words) in REFUSED {
-        // Next to the valid programs, so that every type is defined.
-        let text = format!(
-            "{PRELUDE}\nSEC(\"xdp\")\nint bad(struct xdp_md *ctx)\n{{\n{body}\n}}\n{PROGRAMS}"
-        );
-        let path = Compile::text(&format!("graph_bad_{name}"), &text).object();
-        if kernel.is_ok() {
-            let k = bpfjet_kernel::KernelObject::open_with(
-                &path,
-                &bpfjet_kernel::LoadOptions::default(),
-            );
+        let (path, in_kernel) = case("bad", name, body, kernel.is_ok());
+        if let Some(k) = in_kernel {
             assert!(
                 k.is_err(),
                 "{name}: the kernel accepts it (corpus is wrong)"

@@ -94,47 +94,9 @@ fn fixture() -> &'static Fixture {
         )
         .unwrap();
         bpf(&dir, kprobe.to_str().unwrap(), "kprobe.o", &[]);
-        let sched = dir.join("sched_tp.bpf.c");
-        std::fs::write(
-            &sched,
-            "#include <linux/bpf.h>\n#include <bpf/bpf_helpers.h>\n\
-             SEC(\"tracepoint/sched/sched_switch\") int on_switch(void *ctx) { return 0; }\n\
-             char LICENSE[] SEC(\"license\") = \"GPL\";\n",
-        )
-        .unwrap();
-        bpf(&dir, sched.to_str().unwrap(), "sched_tp.o", &[]);
-        let unsized_map = dir.join("unsized.bpf.c");
-        std::fs::write(
-            &unsized_map,
-            "#include <linux/bpf.h>\n#include <bpf/bpf_helpers.h>\n\
-             struct { __uint(type, BPF_MAP_TYPE_HASH); __type(key, __u32); __type(value, __u64); } \
-             calls SEC(\".maps\");\n\
-             SEC(\"tracepoint/syscalls/sys_enter_getppid\") int on_getppid(void *ctx)\n\
-             { __u32 k = 0; __u64 one = 1, *n = bpf_map_lookup_elem(&calls, &k);\n\
-               if (n) __sync_fetch_and_add(n, 1); else bpf_map_update_elem(&calls, &k, &one, 0);\n\
-               return 0; }\n\
-             char LICENSE[] SEC(\"license\") = \"GPL\";\n",
-        )
-        .unwrap();
-        bpf(&dir, unsized_map.to_str().unwrap(), "unsized.o", &[]);
-        let cgroup = dir.join("cgroup.bpf.c");
-        std::fs::write(
-            &cgroup,
-            "#include <linux/bpf.h>\n#include <bpf/bpf_helpers.h>\n\
-             struct { __uint(type, BPF_MAP_TYPE_CGROUP_ARRAY); __type(key, __u32); __type(value, __u32); \
-                      __uint(max_entries, 1); } cgroup_map SEC(\".maps\");\n\
-             struct { __uint(type, BPF_MAP_TYPE_ARRAY); __type(key, __u32); __type(value, __s64); \
-                      __uint(max_entries, 2); } answers SEC(\".maps\");\n\
-             SEC(\"tracepoint/raw_syscalls/sys_enter\") int on_enter(void *ctx)\n\
-             { __u32 k0 = 0, k1 = 1;\n\
-               __s64 a = bpf_current_task_under_cgroup(&cgroup_map, 0);\n\
-               __s64 b = bpf_current_task_under_cgroup(&cgroup_map, 3);\n\
-               bpf_map_update_elem(&answers, &k0, &a, 0); bpf_map_update_elem(&answers, &k1, &b, 0);\n\
-               return 0; }\n\
-             char LICENSE[] SEC(\"license\") = \"GPL\";\n",
-        )
-        .unwrap();
-        bpf(&dir, cgroup.to_str().unwrap(), "cgroup.o", &[]);
+        for name in ["sched_tp", "unsized", "cgroup"] {
+            bpf(&dir, &src(&format!("{name}.bpf.c")), &format!("{name}.o"), &[]);
+        }
         cc("kernel_loader.c", dir.join("kernel_loader"), &["-O1"], &["-lbpf"]);
         Fixture { dir }
     })
@@ -271,6 +233,27 @@ fn text_output_is_bpftrace_style() {
     );
 }
 
+/// `bpfjet trace OBJ ARGS...` (ARGS include `--` and the command).
+fn trace_args(obj: &Path, args: &[&str]) -> Output {
+    bpfjet().arg("trace").arg(obj).args(args).output().unwrap()
+}
+
+/// `bpfjet trace OBJ -- target mark FILE`: the file exists only if the
+/// target ran.
+fn trace_marked(obj: &str, mark: &str) -> (Output, PathBuf) {
+    let f = fixture();
+    let marker = f.path(mark);
+    let _ = std::fs::remove_file(&marker);
+    let target = f.path("target");
+    let args = [
+        "--",
+        target.to_str().unwrap(),
+        "mark",
+        marker.to_str().unwrap(),
+    ];
+    (trace_args(&f.path(obj), &args), marker)
+}
+
 fn assert_not_started(out: &Output, needles: &[&str], marker: &Path) {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success(), "succeeded: {stderr}");
@@ -283,18 +266,7 @@ fn assert_not_started(out: &Output, needles: &[&str], marker: &Path) {
 #[test]
 fn missing_symbol_is_an_error_before_the_target_starts() {
     let _serial = serial();
-    let f = fixture();
-    let marker = f.path("missing.mark");
-    let _ = std::fs::remove_file(&marker);
-    let out = bpfjet()
-        .arg("trace")
-        .arg(f.path("missing.o"))
-        .arg("--")
-        .arg(f.path("target"))
-        .arg("mark")
-        .arg(&marker)
-        .output()
-        .unwrap();
+    let (out, marker) = trace_marked("missing.o", "missing.mark");
     assert_not_started(&out, &["no_such_function", "uprobe/"], &marker);
 }
 
@@ -315,87 +287,37 @@ fn static_binary_is_an_error_before_the_target_starts() {
 #[test]
 fn kernel_probe_is_an_unsupported_type_error() {
     let _serial = serial();
-    let f = fixture();
-    let marker = f.path("kprobe.mark");
-    let _ = std::fs::remove_file(&marker);
-    let out = bpfjet()
-        .arg("trace")
-        .arg(f.path("kprobe.o"))
-        .arg("--")
-        .arg(f.path("target"))
-        .arg("mark")
-        .arg(&marker)
-        .output()
-        .unwrap();
+    let (out, marker) = trace_marked("kprobe.o", "kprobe.mark");
     assert_not_started(&out, &["kprobe/do_sys_openat2", "Kprobe"], &marker);
 }
 
 #[test]
 fn a_tracepoint_outside_the_processs_system_calls_is_refused_before_the_target_starts() {
     let _serial = serial();
-    let f = fixture();
-    let marker = f.path("sched.mark");
-    let _ = std::fs::remove_file(&marker);
-    let out = bpfjet()
-        .arg("trace")
-        .arg(f.path("sched_tp.o"))
-        .arg("--")
-        .arg(f.path("target"))
-        .arg("mark")
-        .arg(&marker)
-        .output()
-        .unwrap();
-    assert_not_started(
-        &out,
-        &[
-            "tracepoint/sched/sched_switch",
-            "tracepoint/raw_syscalls/sys_enter|sys_exit",
-        ],
-        &marker,
-    );
+    let (out, marker) = trace_marked("sched_tp.o", "sched.mark");
+    let needles = [
+        "tracepoint/sched/sched_switch",
+        "tracepoint/raw_syscalls/sys_enter|sys_exit",
+    ];
+    assert_not_started(&out, &needles, &marker);
 }
 
 #[test]
 fn max_entries_sizes_a_map_the_object_leaves_at_zero() {
     let _serial = serial();
-    let f = fixture();
-    let refused = bpfjet()
-        .arg("trace")
-        .arg(f.path("unsized.o"))
-        .args(["--", "/bin/true"])
-        .output()
-        .unwrap();
-    let stderr = String::from_utf8_lossy(&refused.stderr);
-    assert!(
-        !refused.status.success() && stderr.contains("--max-entries"),
-        "{stderr}"
-    );
-    let out = bpfjet()
-        .arg("trace")
-        .arg(f.path("unsized.o"))
-        .args(["--max-entries", "calls=16", "--json", "--", "/bin/true"])
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let report: serde_json::Value =
-        serde_json::from_str(stdout.lines().last().unwrap_or_default()).unwrap();
+    let obj = fixture().path("unsized.o");
+    let refused = |args: &[&str], needle: &str| {
+        let out = trace_args(&obj, args);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success() && stderr.contains(needle), "{stderr}");
+    };
+    refused(&["--", "/bin/true"], "--max-entries");
+    refused(&["--max-entries", "nope=16", "--", "/bin/true"], "nope");
+    let report = json_report(&trace_args(
+        &obj,
+        &["--max-entries", "calls=16", "--json", "--", "/bin/true"],
+    ));
     assert!(report["maps"]["calls"].is_array(), "{report}");
-    let unknown = bpfjet()
-        .arg("trace")
-        .arg(f.path("unsized.o"))
-        .args(["--max-entries", "nope=16", "--", "/bin/true"])
-        .output()
-        .unwrap();
-    let stderr = String::from_utf8_lossy(&unknown.stderr);
-    assert!(
-        !unknown.status.success() && stderr.contains("nope"),
-        "{stderr}"
-    );
 }
 
 /// An empty cgroup array (libbpf-tools declare one for a filter): the
@@ -403,34 +325,18 @@ fn max_entries_sizes_a_map_the_object_leaves_at_zero() {
 #[test]
 fn cgroup_array_answers_as_the_kernels_empty_one() {
     let _serial = serial();
-    let f = fixture();
+    let obj = fixture().path("cgroup.o");
     for engine in ["interp", "jit"] {
-        let out = bpfjet()
-            .arg("trace")
-            .arg(f.path("cgroup.o"))
-            .args(["--engine", engine, "--json", "--", "/bin/true"])
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        let stdout = String::from_utf8_lossy(&out.stdout);
-        let report: serde_json::Value =
-            serde_json::from_str(stdout.lines().last().unwrap_or_default()).unwrap();
-        let answers = report["maps"]["answers"]
-            .as_array()
-            .expect("answers")
-            .clone();
-        let value = |i: usize| {
-            let hex = answers[i]["value"].as_str().unwrap().replace(' ', "");
-            let b: Vec<u8> = (0..8)
-                .map(|j| u8::from_str_radix(&hex[2 * j..2 * j + 2], 16).unwrap())
-                .collect();
-            i64::from_le_bytes(b.try_into().unwrap())
+        let args = ["--engine", engine, "--json", "--", "/bin/true"];
+        let report = json_report(&trace_args(&obj, &args));
+        let answer = |i: usize| {
+            let hex = report["maps"]["answers"][i]["value"]
+                .as_str()
+                .expect("answer");
+            let v = bpfjet_maps::state::parse_hex(hex).unwrap();
+            i64::from_le_bytes(v[..8].try_into().unwrap())
         };
-        assert_eq!((value(0), value(1)), (-11, -7), "{engine}: {report}");
+        assert_eq!((answer(0), answer(1)), (-11, -7), "{engine}: {report}");
     }
 }
 

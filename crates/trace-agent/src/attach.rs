@@ -31,18 +31,33 @@ struct Site {
 struct SyscallPrograms {
     enter: Vec<Vec<ProgId>>,
     exit: Vec<Vec<ProgId>>,
-    /// Programs of every system call's entry / return, each with whether
-    /// it takes the raw tracepoint's arguments (`raw_tracepoint/sys_*`)
-    /// rather than the tracepoint record (`tracepoint/raw_syscalls/sys_*`).
-    every_enter: Vec<(ProgId, bool)>,
-    every_exit: Vec<(ProgId, bool)>,
+    /// Programs of every system call's entry / return that take the
+    /// tracepoint record (`tracepoint/raw_syscalls/sys_*`), as the
+    /// per-call ones do.
+    every_enter: Vec<ProgId>,
+    every_exit: Vec<ProgId>,
+    /// Programs of every entry / return that take the raw tracepoint's
+    /// arguments (`raw_tracepoint/sys_*`).
+    raw_enter: Vec<ProgId>,
+    raw_exit: Vec<ProgId>,
 }
 
 impl SyscallPrograms {
     fn is_empty(&self) -> bool {
-        self.every_enter.is_empty()
-            && self.every_exit.is_empty()
+        [
+            &self.every_enter,
+            &self.every_exit,
+            &self.raw_enter,
+            &self.raw_exit,
+        ]
+        .iter()
+        .all(|v| v.is_empty())
             && self.enter.iter().chain(&self.exit).all(|v| v.is_empty())
+    }
+
+    /// Whether any program runs at every system call's return.
+    fn any_every_exit(&self) -> bool {
+        !self.every_exit.is_empty() || !self.raw_exit.is_empty()
     }
 }
 
@@ -244,6 +259,8 @@ pub fn start(cfg: Config) -> Result<(), String> {
         exit: vec![Vec::new(); n],
         every_enter: Vec::new(),
         every_exit: Vec::new(),
+        raw_enter: Vec::new(),
+        raw_exit: Vec::new(),
     };
     for (id, p) in object.programs().iter().enumerate() {
         let section = p.section();
@@ -391,12 +408,10 @@ pub fn start(cfg: Config) -> Result<(), String> {
                 match tp {
                     SyscallTracepoint::Enter(call) => sys.enter[nr(call)? as usize].push(id),
                     SyscallTracepoint::Exit(call) => sys.exit[nr(call)? as usize].push(id),
-                    SyscallTracepoint::EveryEnter { raw_args } => {
-                        sys.every_enter.push((id, raw_args))
-                    }
-                    SyscallTracepoint::EveryExit { raw_args } => {
-                        sys.every_exit.push((id, raw_args))
-                    }
+                    SyscallTracepoint::EveryEnter { raw_args: false } => sys.every_enter.push(id),
+                    SyscallTracepoint::EveryExit { raw_args: false } => sys.every_exit.push(id),
+                    SyscallTracepoint::EveryEnter { raw_args: true } => sys.raw_enter.push(id),
+                    SyscallTracepoint::EveryExit { raw_args: true } => sys.raw_exit.push(id),
                 }
                 p.attach_ctx_size()
                     .and_then(|n| p.check_ctx_size(n))
@@ -599,7 +614,7 @@ fn install_syscalls(
     syscalls::set_exits_traced(
         sys.exit
             .iter()
-            .map(|p| !p.is_empty() || !sys.every_exit.is_empty())
+            .map(|p| !p.is_empty() || sys.any_every_exit())
             .collect(),
     );
     threads::enable_thread_hook();
@@ -618,7 +633,7 @@ fn install_syscalls(
         on_enter: Some(Box::new(move |regs: &PtRegs| {
             let nr = regs.orig_rax;
             let progs = sys.enter.get(nr as usize).map_or(&[][..], |v| &v[..]);
-            if progs.is_empty() && sys.every_enter.is_empty() {
+            if progs.is_empty() && sys.every_enter.is_empty() && sys.raw_enter.is_empty() {
                 return;
             }
             let Some(armed) = alive::can_run() else {
@@ -629,35 +644,23 @@ fn install_syscalls(
                 cookie: 0,
                 regs: regs as *const PtRegs as u64,
             };
-            {
-                for &id in progs {
-                    let mut ctx = SysEnterCtx::new(
-                        nr as i64,
-                        [regs.rdi, regs.rsi, regs.rdx, regs.r10, regs.r8, regs.r9],
-                    );
-                    object.run_sys_enter(id, &mut ctx, &site);
-                }
+            let args = [regs.rdi, regs.rsi, regs.rdx, regs.r10, regs.r8, regs.r9];
+            for &id in progs.iter().chain(&sys.every_enter) {
+                let mut ctx = SysEnterCtx::new(nr as i64, args);
+                object.run_sys_enter(id, &mut ctx, &site);
             }
-            for &(id, raw_args) in &sys.every_enter {
-                if raw_args {
-                    let mut args = RawSyscallArgs {
-                        args: [regs as *const PtRegs as u64, nr],
-                    };
-                    object.run_raw_syscall(id, &mut args, &site);
-                } else {
-                    let mut ctx = SysEnterCtx::new(
-                        nr as i64,
-                        [regs.rdi, regs.rsi, regs.rdx, regs.r10, regs.r8, regs.r9],
-                    );
-                    object.run_sys_enter(id, &mut ctx, &site);
-                }
+            for &id in &sys.raw_enter {
+                let mut args = RawSyscallArgs {
+                    args: [regs as *const PtRegs as u64, nr],
+                };
+                object.run_raw_syscall(id, &mut args, &site);
             }
             alive::ran(armed);
         })),
         on_exit: Some(Box::new(move |regs: &PtRegs| {
             let nr = regs.orig_rax;
             let progs = sys.exit.get(nr as usize).map_or(&[][..], |v| &v[..]);
-            if progs.is_empty() && sys.every_exit.is_empty() {
+            if progs.is_empty() && !sys.any_every_exit() {
                 return;
             }
             let Some(armed) = alive::can_run() else {
@@ -668,22 +671,15 @@ fn install_syscalls(
                 cookie: 0,
                 regs: regs as *const PtRegs as u64,
             };
-            {
-                for &id in progs {
-                    let mut ctx = SysExitCtx::new(nr as i64, regs.rax as i64);
-                    object.run_sys_exit(id, &mut ctx, &site);
-                }
+            for &id in progs.iter().chain(&sys.every_exit) {
+                let mut ctx = SysExitCtx::new(nr as i64, regs.rax as i64);
+                object.run_sys_exit(id, &mut ctx, &site);
             }
-            for &(id, raw_args) in &sys.every_exit {
-                if raw_args {
-                    let mut args = RawSyscallArgs {
-                        args: [regs as *const PtRegs as u64, regs.rax],
-                    };
-                    object.run_raw_syscall(id, &mut args, &site);
-                } else {
-                    let mut ctx = SysExitCtx::new(nr as i64, regs.rax as i64);
-                    object.run_sys_exit(id, &mut ctx, &site);
-                }
+            for &id in &sys.raw_exit {
+                let mut args = RawSyscallArgs {
+                    args: [regs as *const PtRegs as u64, regs.rax],
+                };
+                object.run_raw_syscall(id, &mut args, &site);
             }
             alive::ran(armed);
         })),

@@ -310,22 +310,22 @@ impl<'a> Verifier<'a> {
     /// final ones too (marks only grow, and each one only makes a
     /// comparison stricter), so the next run learns from them as well.
     fn sweep_validations(&mut self) {
-        let allow_uninit = self.env.privileged();
         for c in 0..self.checkpoints.len() {
             for v in std::mem::take(&mut self.checkpoints[c].validations) {
-                let src = &self.checkpoints[v.source];
-                if !crate::pruning::covers(
-                    &src.state,
-                    &v.state,
-                    &self.live,
-                    v.pc,
-                    allow_uninit,
-                    false,
-                ) {
-                    let marks = precision::marks_of(&src.state);
-                    add_hint(&mut self.failed, v.pc, &marks);
-                }
+                self.check_validation(&v);
             }
+        }
+    }
+
+    /// Compares recorded prune `v` again on its source's marks as they are
+    /// now; if the source no longer covers the pruned state, the prune
+    /// point learns the source's marks for the next run.
+    fn check_validation(&mut self, v: &Validation) {
+        let src = &self.checkpoints[v.source].state;
+        let allow_uninit = self.env.privileged();
+        if !crate::pruning::covers(src, &v.state, &self.live, v.pc, allow_uninit, false) {
+            let marks = precision::marks_of(src);
+            add_hint(&mut self.failed, v.pc, &marks);
         }
     }
 
@@ -586,7 +586,6 @@ impl<'a> Verifier<'a> {
     /// marks, now final, or passed on to the outer loop entry the source's
     /// (or `entry`'s) marks still wait for.
     fn validate(&mut self, entry: usize) {
-        let allow_uninit = self.env.privileged();
         for v in std::mem::take(&mut self.checkpoints[entry].validations) {
             let pending = self
                 .exact_pending(&self.checkpoints[v.source])
@@ -595,12 +594,7 @@ impl<'a> Verifier<'a> {
                 self.checkpoints[outer].validations.push(v);
                 continue;
             }
-            let src = &self.checkpoints[v.source];
-            if !crate::pruning::covers(&src.state, &v.state, &self.live, v.pc, allow_uninit, false)
-            {
-                let marks = precision::marks_of(&src.state);
-                add_hint(&mut self.failed, v.pc, &marks);
-            }
+            self.check_validation(&v);
             self.checkpoints[v.source].pinned -= 1;
         }
     }

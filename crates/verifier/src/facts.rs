@@ -141,9 +141,10 @@ pub struct Facts {
     /// "Optimistic pruning") and, when their checks kept failing, the exact
     /// one. `insns_processed` is the last run's.
     pub runs: u32,
-    /// Prune points that compared exactly in the last run because an
-    /// earlier optimistic run's prunes there did not hold.
-    pub exact_prune_points: u32,
+    /// Prune points where the last run compared with learned precision
+    /// (an earlier optimistic run's prunes there did not hold); 0 when the
+    /// exact rule decided.
+    pub learned_prune_points: u32,
     /// Graph kfunc calls (`graph`) by slot: the byte offset of the node
     /// field in the objects of the root they operate on (the kernel
     /// patches it into the call's `off` argument; the runtime needs it to

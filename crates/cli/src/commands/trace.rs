@@ -434,29 +434,22 @@ pub(super) fn agent_settings(
             if args.no_fold_rodata { "0" } else { "1" }.into(),
         ),
     ];
-    if !args.ringbuf_backpressure.is_empty() {
-        let list: Vec<String> = args
-            .ringbuf_backpressure
-            .iter()
-            .map(|(map, ms)| format!("{map}={ms}"))
-            .collect();
-        vars.push(("BPFJET_TRACE_BACKPRESSURE", list.join(",").into()));
+    // The repeatable MAP=VALUE options, as the agent's config reads them.
+    fn pairs<T: std::fmt::Display>(list: &[(String, T)]) -> String {
+        let items: Vec<String> = list.iter().map(|(map, v)| format!("{map}={v}")).collect();
+        items.join(",")
     }
-    if !args.ringbuf_size.is_empty() {
-        let list: Vec<String> = args
-            .ringbuf_size
-            .iter()
-            .map(|(map, bytes)| format!("{map}={bytes}"))
-            .collect();
-        vars.push(("BPFJET_TRACE_RINGBUF_SIZE", list.join(",").into()));
-    }
-    if !args.max_entries.is_empty() {
-        let list: Vec<String> = args
-            .max_entries
-            .iter()
-            .map(|(map, n)| format!("{map}={n}"))
-            .collect();
-        vars.push(("BPFJET_TRACE_MAX_ENTRIES", list.join(",").into()));
+    for (name, list) in [
+        (
+            "BPFJET_TRACE_BACKPRESSURE",
+            pairs(&args.ringbuf_backpressure),
+        ),
+        ("BPFJET_TRACE_RINGBUF_SIZE", pairs(&args.ringbuf_size)),
+        ("BPFJET_TRACE_MAX_ENTRIES", pairs(&args.max_entries)),
+    ] {
+        if !list.is_empty() {
+            vars.push((name, list.into()));
+        }
     }
     if let Some(ev) = &args.events {
         let ev = std::path::absolute(ev).unwrap_or_else(|_| ev.clone());
