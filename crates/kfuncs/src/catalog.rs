@@ -9,7 +9,7 @@
 //! the sizes the prototype names.
 
 use crate::cpu::features;
-use crate::random::{self, GeoPool, ENET_CTX_BYTES, GEO_POOL_BYTES};
+use crate::random::{self, GeoPool, GEO_POOL_BYTES};
 use crate::search::Simd;
 use crate::{bits, bktlist, enetstl, enetstl_ptr, hash, multihash};
 use bpfjet_verifier::proto::{KfuncArg, KfuncFlags, KfuncProto, KfuncRet};
@@ -1013,7 +1013,7 @@ pub static KFUNCS: &[Kfunc] = &[
         proto: KfuncProto {
             name: "bpf_geo_sampling_ctx_new",
             args: [S, N, N, N, N],
-            ret: KfuncRet::Mem(ENET_CTX_BYTES),
+            ret: KfuncRet::Module(random::GEO_CTX_TYPE),
             flags: KfuncFlags {
                 acquire: true,
                 ret_null: true,
@@ -1028,7 +1028,7 @@ pub static KFUNCS: &[Kfunc] = &[
         E,
         "bpf_geo_sampling_ctx_free",
         "void bpf_geo_sampling_ctx_free(struct geo_sampling_ctx *ctx)",
-        [KfuncArg::Release, N, N, N, N],
+        [module(random::GEO_CTX_TYPE, true), N, N, N, N],
         KfuncRet::Void,
         n_enet_geo_free,
         None,

@@ -158,6 +158,19 @@ pub static MODULE_TYPES: &[ModuleType] = &[
         size: 4,
         fields: &[field("fd", 0, 4, true)],
     },
+    // eNetSTL's sampler (`crate::random::ENetGeoCtx`): every field
+    // readable, as the module's BTF-typed pointer is to the kernel; the
+    // kfuncs alone change it.
+    ModuleType {
+        name: crate::random::GEO_CTX_TYPE,
+        size: crate::random::ENET_CTX_BYTES,
+        fields: &[
+            field("fd", 0, 4, true),
+            field("cnt", 4, 4, true),
+            field("geo_sampling_idx", 64, 4, true),
+            field("pool", 128, crate::random::ENET_CTX_BYTES - 128, true),
+        ],
+    },
 ];
 
 /// The library type named `name`.
@@ -697,10 +710,11 @@ pub fn bkt_handle() -> u64 {
 
 /// What a map's `__kptr` holding a library object does when the map (or
 /// the object holding it) is freed: the module's destructors
-/// (`ptr_destory_node_container`, `ptr_release_node`, `bpf_bktlist_free`).
+/// (`ptr_destory_node_container`, `ptr_release_node`, `bpf_bktlist_free`,
+/// `bpf_geo_sampling_ctx_free`).
 /// False when `addr` is no library object (a `bpf_obj_new` one).
 pub fn release_module_object(addr: u64) -> bool {
-    if addr == bkt_handle() {
+    if addr == bkt_handle() || crate::random::is_enetstl_ctx(addr) {
         return true;
     }
     if at(addr, CONTAINER).is_some() {

@@ -29,6 +29,7 @@ use crate::errno::{neg, EINVAL};
 use crate::geo_log2::LOG2_FRAC;
 use std::cell::Cell;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Mutex;
 
 /// Counts a pool holds (refilled all at once when used up).
 pub const POOL: usize = 64;
@@ -151,13 +152,18 @@ impl GeoPool {
     }
 }
 
-/// Layout of eNetSTL's `struct geo_sampling_ctx` as its BPF header declares
-/// it: the countdown, the pool index on the next cache line, then 1024 counts
-/// from the line after. A program may read it; bpfjet keeps it per thread.
+/// eNetSTL's `struct geo_sampling_ctx` (its module's `geo_sampling.c`):
+/// the handle `fd` (the probability in percent, which the sampling kfuncs
+/// take), the countdown, the pool index on the next cache line, then the
+/// pool from the line after. Programs see it as a read-only library object
+/// (`GEO_CTX_TYPE`); eNetSTL's BPF header declares the pool inline, as it is
+/// here. bpfjet keeps one per percentage per worker thread, as the module
+/// keeps one per CPU.
 #[repr(C, align(64))]
 pub struct ENetGeoCtx {
+    pub fd: i32,
     pub cnt: u32,
-    _pad0: [u8; 60],
+    _pad0: [u8; 56],
     pub idx: u32,
     _pad1: [u8; 60],
     pub pool: [u32; ENET_POOL],
@@ -167,11 +173,21 @@ pub struct ENetGeoCtx {
     generation: u64,
 }
 
+/// The C struct name of eNetSTL's sampler, a library type to the verifier.
+pub const GEO_CTX_TYPE: &str = "geo_sampling_ctx";
+
 /// Counts in an eNetSTL pool.
 pub const ENET_POOL: usize = 1024;
 
 /// Bytes of eNetSTL's `struct geo_sampling_ctx` a program may access.
 pub const ENET_CTX_BYTES: u32 = 128 + 4 * ENET_POOL as u32;
+
+const _: () = assert!(
+    std::mem::offset_of!(ENetGeoCtx, cnt) == 4
+        && std::mem::offset_of!(ENetGeoCtx, idx) == 64
+        && std::mem::offset_of!(ENetGeoCtx, pool) == 128
+        && std::mem::offset_of!(ENetGeoCtx, state) == ENET_CTX_BYTES as usize
+);
 
 /// The probabilities (percent) eNetSTL's module provides pools for.
 pub const ENET_PERCENTS: [u32; 5] = [2, 4, 6, 8, 10];
@@ -211,9 +227,11 @@ impl ENetGeoCtx {
         self.generation = generation;
         self.refill();
         self.idx = 0;
-        self.cnt = self.pool[0] - 1;
+        self.cnt = self.pool[0];
     }
 
+    /// The module's step: the next count of the pool (a fresh batch once
+    /// the pool is used up, where the module's fixed pool wraps around).
     fn take(&mut self) -> u32 {
         self.idx += 1;
         if self.idx as usize >= ENET_POOL {
@@ -223,22 +241,23 @@ impl ENetGeoCtx {
         self.pool[self.idx as usize]
     }
 
-    /// `bpf_geo_sampling_should_do`.
+    /// `bpf_geo_sampling_should_do`, as the module counts: while the
+    /// countdown is above 0 it drops by one and the answer is no; at 0 the
+    /// answer is yes and the countdown restarts at the next count.
     pub fn should_do(&mut self) -> u64 {
         if self.cnt > 0 {
             self.cnt -= 1;
             return 0;
         }
-        self.cnt = self.take() - 1;
+        self.cnt = self.take();
         1
     }
 
-    /// `bpf_geo_sampling_gen_geo_cnt`: a fresh count (events up to and
-    /// including the next sampled one), which also restarts the countdown.
+    /// `bpf_geo_sampling_gen_geo_cnt`: the next count (at least 1; 0 is the
+    /// module's error value), which also becomes the countdown.
     pub fn gen_geo_cnt(&mut self) -> u64 {
-        let c = self.take();
-        self.cnt = c - 1;
-        u64::from(c)
+        self.cnt = self.take();
+        u64::from(self.cnt)
     }
 }
 
@@ -247,6 +266,23 @@ thread_local! {
     /// use and kept for the thread's life (the address handed to programs
     /// by `bpf_geo_sampling_ctx_new` stays valid).
     static ENET_CTXS: Cell<*mut ENetGeoCtx> = const { Cell::new(std::ptr::null_mut()) };
+}
+
+/// Every thread's block of contexts (their base addresses): a map's
+/// `__kptr` may hold one, and its destructor must know it.
+static ENET_CTX_BLOCKS: Mutex<Vec<usize>> = Mutex::new(Vec::new());
+
+/// Whether `addr` is a sampler `bpf_geo_sampling_ctx_new` handed out (of
+/// any thread). Its destructor, like the module's `bpf_geo_sampling_ctx_free`,
+/// does nothing: the samplers live as long as their thread's pools.
+pub fn is_enetstl_ctx(addr: u64) -> bool {
+    let size = std::mem::size_of::<ENetGeoCtx>() as u64;
+    let span = size * ENET_PERCENTS.len() as u64;
+    ENET_CTX_BLOCKS
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .iter()
+        .any(|&b| addr >= b as u64 && addr < b as u64 + span && (addr - b as u64) % size == 0)
 }
 
 /// This thread's pool for `percent` (started or restarted as the seed
@@ -259,9 +295,10 @@ pub fn enetstl_ctx(percent: u64) -> Option<*mut ENetGeoCtx> {
         if c.get().is_null() {
             let ctxs: Vec<ENetGeoCtx> = ENET_PERCENTS
                 .iter()
-                .map(|_| ENetGeoCtx {
+                .map(|&percent| ENetGeoCtx {
+                    fd: percent as i32,
                     cnt: 0,
-                    _pad0: [0; 60],
+                    _pad0: [0; 56],
                     idx: 0,
                     _pad1: [0; 60],
                     pool: [0; ENET_POOL],
@@ -270,7 +307,12 @@ pub fn enetstl_ctx(percent: u64) -> Option<*mut ENetGeoCtx> {
                     generation: 0,
                 })
                 .collect();
-            c.set(Box::leak(ctxs.into_boxed_slice()).as_mut_ptr());
+            let leaked = Box::leak(ctxs.into_boxed_slice()).as_mut_ptr();
+            ENET_CTX_BLOCKS
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .push(leaked as usize);
+            c.set(leaked);
         }
         c.get()
     });

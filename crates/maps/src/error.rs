@@ -8,6 +8,8 @@ pub enum MapError {
     NotFound,
     #[error("map is full or index out of range (E2BIG)")]
     TooBig,
+    #[error("too big for the kernel's limits (E2BIG): {0}")]
+    SizeLimit(&'static str),
     #[error("out of memory (ENOMEM)")]
     NoMemory,
     #[error("element already exists (EEXIST)")]
@@ -47,7 +49,7 @@ impl MapError {
     pub fn errno(&self) -> i32 {
         match self {
             MapError::NotFound => libc::ENOENT,
-            MapError::TooBig => libc::E2BIG,
+            MapError::TooBig | MapError::SizeLimit(_) => libc::E2BIG,
             MapError::NoMemory => libc::ENOMEM,
             MapError::Exists => libc::EEXIST,
             MapError::Invalid(_) => libc::EINVAL,
