@@ -282,7 +282,9 @@ pub fn is_enetstl_ctx(addr: u64) -> bool {
         .lock()
         .unwrap_or_else(|e| e.into_inner())
         .iter()
-        .any(|&b| addr >= b as u64 && addr < b as u64 + span && (addr - b as u64) % size == 0)
+        .any(|&b| {
+            addr >= b as u64 && addr < b as u64 + span && (addr - b as u64).is_multiple_of(size)
+        })
 }
 
 /// This thread's pool for `percent` (started or restarted as the seed
