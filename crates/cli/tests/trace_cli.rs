@@ -94,7 +94,7 @@ fn fixture() -> &'static Fixture {
         )
         .unwrap();
         bpf(&dir, kprobe.to_str().unwrap(), "kprobe.o", &[]);
-        for name in ["sched_tp", "unsized", "cgroup"] {
+        for name in ["sched_tp", "unsized", "cgroup", "loader"] {
             bpf(&dir, &src(&format!("{name}.bpf.c")), &format!("{name}.o"), &[]);
         }
         cc("kernel_loader.c", dir.join("kernel_loader"), &["-O1"], &["-lbpf"]);
@@ -318,6 +318,102 @@ fn max_entries_sizes_a_map_the_object_leaves_at_zero() {
         &["--max-entries", "calls=16", "--json", "--", "/bin/true"],
     ));
     assert!(report["maps"]["calls"].is_array(), "{report}");
+}
+
+/// What a libbpf tool's user space does between open and load, given on
+/// the command line: bare `SEC("uprobe")` programs attached (one at two
+/// functions, a kprobe-section one as a uprobe), globals set, a stack map
+/// sized, a program left out. Without them the object is refused before
+/// the target starts, naming what is missing.
+#[test]
+fn loader_settings_attach_set_size_and_leave_out() {
+    let _serial = serial();
+    let f = fixture();
+    let obj = f.path("loader.o");
+    let target = f.path("target");
+    let work = format!("{}:work", target.display());
+    let lib_work = format!("{}:lib_work", f.path("libtrace_target.so").display());
+    let attach = [
+        format!("on_entry={work}"),
+        format!("on_entry={lib_work}"),
+        format!("on_return={work}"),
+        format!("as_uprobe=uprobe/{work}"),
+    ];
+    let mut full: Vec<String> = Vec::new();
+    for a in &attach {
+        full.extend(["--attach".into(), a.clone()]);
+    }
+    full.extend(
+        [
+            "--no-autoload",
+            "elsewhere",
+            "--global",
+            "weight=3",
+            "--global",
+            "tag=xyz",
+            "--value-size",
+            "stacks=800",
+        ]
+        .map(String::from),
+    );
+    let run = |extra: &[String], more: &[&str]| {
+        let mut args: Vec<&str> = extra.iter().map(String::as_str).collect();
+        args.extend(more);
+        args.extend(["--", target.to_str().unwrap()]);
+        trace_args(&obj, &args)
+    };
+    let refused = |extra: &[String], needle: &str| {
+        let out = run(extra, &[]);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            !out.status.success() && stderr.contains(needle),
+            "{needle:?}: {stderr}"
+        );
+        assert!(
+            stderr.contains("was not started") || !stderr.contains("exit"),
+            "{stderr}"
+        );
+    };
+    let without = |drop: &str| -> Vec<String> {
+        let mut v = full.clone();
+        let at = v.iter().position(|a| a == drop).unwrap();
+        v.drain(at - 1..=at);
+        v
+    };
+    refused(&without("elsewhere"), "sync_file_range2");
+    refused(&without("stacks=800"), "--value-size");
+    refused(&without(&attach[2]), "on_return");
+    let with = |arg: &str| -> Vec<String> {
+        let mut v = full.clone();
+        v.extend(["--global".into(), arg.into()]);
+        v
+    };
+    refused(&with("nope=1"), "no global variable \"nope\"");
+    refused(&with("tag=eight888"), "do not fit");
+    refused(&with("weight=-1"), "does not fit");
+    let mut kprobe_form = full.clone();
+    kprobe_form[7] = format!("as_uprobe={work}");
+    refused(&kprobe_form, "uprobe/");
+    for engine in ["interp", "jit"] {
+        let out = run(&full, &["--json", "--engine", engine]);
+        let report = json_report(&out);
+        assert_eq!(report["exit_code"], 42, "{engine}: {report}");
+        let c = counts(&report);
+        assert_eq!(
+            &c[..3],
+            &[3 * (WORK + LIB_WORK), WORK + LIB_WORK, WORK],
+            "{engine}: {report}"
+        );
+        assert!(
+            c[3] > 0 && c[3] <= WORK + LIB_WORK,
+            "{engine}: stack ids {}",
+            c[3]
+        );
+        assert_eq!(
+            c[4], WORK,
+            "{engine}: the kprobe-section program as a uprobe"
+        );
+    }
 }
 
 /// An empty cgroup array (libbpf-tools declare one for a filter): the

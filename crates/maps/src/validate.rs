@@ -68,6 +68,14 @@ pub(crate) fn validate(
              set it with --max-entries MAP=N (a loader's bpf_map__set_max_entries)",
         ));
     }
+    // The same for a value size left to the loader (libbpf's
+    // `bpf_map__set_value_size`; libbpf-tools size their stack maps so).
+    if v == 0 && matches!(spec.map_type, StackTrace) {
+        return Err(einval(
+            "value_size is 0, which the kernel refuses for this map type; \
+             set it with --value-size MAP=BYTES (a loader's bpf_map__set_value_size)",
+        ));
+    }
     match spec.map_type {
         Array | PercpuArray | ProgArray | PerfEventArray | ArrayOfMaps | CgroupArray => {
             let percpu = spec.map_type == PercpuArray;

@@ -55,6 +55,7 @@ pub mod core;
 mod elf;
 mod error;
 mod link;
+mod loader_settings;
 mod maps;
 mod object;
 mod prog_kind;
@@ -67,6 +68,7 @@ pub use btf::{
 };
 pub use core::{KernelBtf, TargetBtf};
 pub use error::ObjError;
+pub use loader_settings::LoaderSettings;
 pub use maps::{spin_lock_offset, MapSlotInit, SlotTarget};
 pub use object::{license_is_gpl_compatible, load, load_file, load_file_with, load_with, Object};
 pub use prog_kind::{

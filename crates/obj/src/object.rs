@@ -7,7 +7,7 @@ use bpfjet_maps::MapSpec;
 
 use crate::btf::{Btf, BtfExt, BtfType, Linkage};
 use crate::core::{CoreTargets, KernelBtf, TargetBtf};
-use crate::elf::Elf;
+use crate::elf::{Elf, SymKind};
 use crate::error::{malformed, ObjError};
 use crate::link::{CodeIndex, Linker};
 use crate::maps::{MapSlotInit, MapTable};
@@ -162,15 +162,34 @@ pub fn load(bytes: &[u8]) -> Result<Object, ObjError> {
     load_with(bytes, &KernelBtf::Running)
 }
 
+/// Global-data `DATASEC`s get their sizes and offsets from the ELF, as
+/// libbpf fixes them before load (`.data`, `.rodata*`, `.bss*`, ...).
+fn fix_datasecs(elf: &Elf, btf: &mut Btf) {
+    for (index, section) in elf.sections.iter().enumerate() {
+        let Ok(size) = u32::try_from(section.size) else {
+            continue;
+        };
+        btf.fix_datasec(&section.name, size, |var| {
+            elf.symbols
+                .iter()
+                .find(|s| s.section == Some(index) && s.kind != SymKind::Section && s.name == var)
+                .and_then(|s| u32::try_from(s.value).ok())
+        });
+    }
+}
+
 /// Loads an object from memory: ELF → BTF → maps → programs (linked) →
 /// CO-RE relocations applied against `kernel_btf` and bpfjet's context types.
 pub fn load_with(bytes: &[u8], kernel_btf: &KernelBtf) -> Result<Object, ObjError> {
     let elf = Elf::parse(bytes)?;
     let license = license(&elf)?;
-    let btf = match elf.section_by_name(".BTF") {
+    let mut btf = match elf.section_by_name(".BTF") {
         Some((_, s)) => Some(Btf::parse(s.data)?),
         None => None,
     };
+    if let Some(btf) = &mut btf {
+        fix_datasecs(&elf, btf);
+    }
     let ext = match (&btf, elf.section_by_name(".BTF.ext")) {
         (Some(btf), Some((_, s))) => Some(BtfExt::parse(s.data, btf)?),
         _ => None,

@@ -115,6 +115,7 @@ pub fn start(cfg: Config) -> Result<(), String> {
             .and_then(|n| obj.set_max_entries(name, n))
             .map_err(|e| format!("--max-entries {name}={n}: {e}"))?;
     }
+    cfg.loader.apply(&mut obj)?;
     let mut opts = TracingOptions::default();
     // `bpfjet trace` loads the object alone and no control plane can open
     // its maps (no pinning by path, no server): only pinning by name, which

@@ -14,6 +14,11 @@ pub const ENV_BACKPRESSURE: &str = "BPFJET_TRACE_BACKPRESSURE";
 /// `bpf_map__set_max_entries` before load).
 pub const ENV_RINGBUF_SIZE: &str = "BPFJET_TRACE_RINGBUF_SIZE";
 pub const ENV_MAX_ENTRIES: &str = "BPFJET_TRACE_MAX_ENTRIES";
+/// `--global`, `--no-autoload`, `--attach` (`bpfjet_obj::LoaderSettings`).
+pub const ENV_GLOBALS: &str = "BPFJET_TRACE_GLOBALS";
+pub const ENV_NO_AUTOLOAD: &str = "BPFJET_TRACE_NO_AUTOLOAD";
+pub const ENV_ATTACH: &str = "BPFJET_TRACE_ATTACH";
+pub const ENV_VALUE_SIZE: &str = "BPFJET_TRACE_VALUE_SIZE";
 /// Microseconds the ring-buffer consumer keeps polling after the last
 /// record before it sleeps (default [`DEFAULT_CONSUMER_SPIN_US`]: it
 /// sleeps at once, in batches).
@@ -67,7 +72,11 @@ impl Fuse {
 }
 
 /// Every setting's name.
-const ALL: [&str; 10] = [
+const ALL: [&str; 14] = [
+    ENV_VALUE_SIZE,
+    ENV_GLOBALS,
+    ENV_NO_AUTOLOAD,
+    ENV_ATTACH,
     ENV_OBJECT,
     ENV_ENGINE,
     ENV_REPORT,
@@ -97,6 +106,8 @@ pub struct Config {
     pub ringbuf_size: Vec<(String, String)>,
     /// `--max-entries MAP=N`: (map, N as given).
     pub max_entries: Vec<(String, String)>,
+    /// `--global`, `--no-autoload`, `--attach`.
+    pub loader: bpfjet_obj::LoaderSettings,
     /// See [`ENV_CONSUMER_SPIN_US`].
     pub consumer_spin: std::time::Duration,
     pub fuse: Fuse,
@@ -139,6 +150,12 @@ impl Config {
                 .collect(),
             ringbuf_size: pairs(get(ENV_RINGBUF_SIZE)),
             max_entries: pairs(get(ENV_MAX_ENTRIES)),
+            loader: bpfjet_obj::LoaderSettings::decode([
+                &get(ENV_GLOBALS).unwrap_or_default(),
+                &get(ENV_NO_AUTOLOAD).unwrap_or_default(),
+                &get(ENV_ATTACH).unwrap_or_default(),
+                &get(ENV_VALUE_SIZE).unwrap_or_default(),
+            ]),
             consumer_spin: std::time::Duration::from_micros(
                 get(ENV_CONSUMER_SPIN_US)
                     .and_then(|v| v.parse().ok())

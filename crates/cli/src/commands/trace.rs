@@ -66,6 +66,31 @@ pub struct TraceArgs {
     #[arg(long = "max-entries", value_name = "MAP=N",
           value_parser = super::object_args::parse_max_entries)]
     pub max_entries: Vec<(String, u32)>,
+    /// Set map MAP's value size to BYTES before it is created (as a libbpf
+    /// tool's `bpf_map__set_value_size`, e.g. for a stack-trace map sized
+    /// by its loader). Repeatable.
+    #[arg(long = "value-size", value_name = "MAP=BYTES",
+          value_parser = super::object_args::parse_max_entries)]
+    pub value_size: Vec<(String, u32)>,
+    /// Set global variable NAME (in `.rodata`, `.data` or `.bss`) to VALUE
+    /// before load, as a libbpf tool's `obj->rodata->NAME = VALUE` does
+    /// (its filters, units, targets): an integer (decimal, `0x` hex), a
+    /// bool, an enumerator's name, or a string for a `char` array.
+    /// Repeatable.
+    #[arg(long = "global", value_name = "NAME=VALUE", value_parser = parse_name_value)]
+    pub globals: Vec<(String, String)>,
+    /// Do not load program PROG, as a libbpf tool's
+    /// `bpf_program__set_autoload(prog, false)` (e.g. the kprobe or fentry
+    /// variant it keeps for another kernel, a tracepoint this architecture
+    /// lacks). Repeatable.
+    #[arg(long = "no-autoload", value_name = "PROG")]
+    pub no_autoload: Vec<String>,
+    /// Attach program PROG at TARGET (`PATH:SYMBOL[+OFF]`; for `usdt`
+    /// `PATH:PROVIDER:NAME`), as a libbpf tool's
+    /// `bpf_program__attach_uprobe(prog, ..., PATH, offset)` does for a bare
+    /// `SEC("uprobe")` or `SEC("uretprobe")`. Repeatable.
+    #[arg(long = "attach", value_name = "PROG=TARGET", value_parser = parse_name_value)]
+    pub attach: Vec<(String, String)>,
     /// Which pairwise-fusion steps to apply, each level including the ones
     /// before it (docs/TRACING.md "Pairwise fusion"): `none`; `inline`
     /// (a `sys_enter_X`/`sys_exit_X` pair on a libc wrapper of the fast
@@ -98,6 +123,28 @@ pub struct TraceArgs {
     /// The program and its arguments.
     #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
     pub command: Vec<OsString>,
+}
+
+/// `NAME=VALUE` of `--global` and `--attach`.
+fn parse_name_value(text: &str) -> Result<(String, String), String> {
+    match text.split_once('=') {
+        Some((name, value)) if !name.is_empty() && !value.is_empty() => {
+            Ok((name.to_string(), value.to_string()))
+        }
+        _ => Err(format!("{text:?}: expected NAME=VALUE")),
+    }
+}
+
+impl TraceArgs {
+    /// `--global`, `--no-autoload` and `--attach`, as the loader applies them.
+    pub(super) fn loader_settings(&self) -> bpfjet_obj::LoaderSettings {
+        bpfjet_obj::LoaderSettings {
+            globals: self.globals.clone(),
+            no_autoload: self.no_autoload.clone(),
+            attach: self.attach.clone(),
+            value_size: self.value_size.clone(),
+        }
+    }
 }
 
 /// The agent's exit status when it could not attach (config.rs).
@@ -136,11 +183,15 @@ fn find_program(cmd: &Path) -> Option<PathBuf> {
 /// object's programs are of a type `trace` attaches, and every uprobe
 /// target whose file is known now has its symbol. (The agent checks the
 /// rest in the process, before `main`.)
-pub(super) fn precheck(obj: &Path, program: Option<&Path>) -> Result<bpfjet_obj::Object> {
+pub(super) fn precheck(args: &TraceArgs, program: Option<&Path>) -> Result<bpfjet_obj::Object> {
     if let Some(program) = program {
         symbols::check_dynamic(program).map_err(|e| anyhow!("{e}"))?;
     }
-    let object = bpfjet_obj::load_file(obj).map_err(|e| anyhow!("{}: {e}", obj.display()))?;
+    let obj = &args.obj;
+    let mut object = bpfjet_obj::load_file(obj).map_err(|e| anyhow!("{}: {e}", obj.display()))?;
+    args.loader_settings()
+        .apply(&mut object)
+        .map_err(|e| anyhow!("{e}"))?;
     for p in &object.programs {
         let section = &p.section;
         match &p.kind {
@@ -181,12 +232,20 @@ pub(super) fn precheck(obj: &Path, program: Option<&Path>) -> Result<bpfjet_obj:
                     );
                 }
                 let ProbeTarget::User { path, symbol, .. } = &probe.target else {
-                    bail!("program section {section:?}: no PATH:SYMBOL target");
+                    bail!(
+                        "program {} (section {section:?}): no PATH:SYMBOL target; a loader \
+                         attaches it: give --attach {}=PATH:SYMBOL (or --no-autoload {})",
+                        p.name,
+                        p.name,
+                        p.name
+                    );
                 };
                 if symbol.is_empty() {
                     bail!(
                         "program section {section:?}: no function named: libbpf's form is \
-                         uprobe/PATH:FUNCTION[+OFFSET] (a raw file offset is not supported either)"
+                         uprobe/PATH:FUNCTION[+OFFSET] (a raw file offset is not supported \
+                         either); when a loader attaches it, give --attach {}=PATH:FUNCTION",
+                        p.name
                     );
                 }
                 let file = symbols::resolve_path(path, &[])
@@ -259,7 +318,7 @@ pub fn run(args: &TraceArgs) -> Result<ExitCode> {
         .context("no command given: bpfjet trace OBJ -- CMD ARGS...")?;
     let path = find_program(Path::new(program))
         .ok_or_else(|| anyhow!("{}: command not found", program.to_string_lossy()))?;
-    let mut object = precheck(&args.obj, Some(&path))?;
+    let mut object = precheck(args, Some(&path))?;
     let (fuse, plan) = fusion_setup(args, &mut object)?;
     let agent = agent_library()?;
     let report = std::env::temp_dir().join(format!(
@@ -446,6 +505,17 @@ pub(super) fn agent_settings(
         ),
         ("BPFJET_TRACE_RINGBUF_SIZE", pairs(&args.ringbuf_size)),
         ("BPFJET_TRACE_MAX_ENTRIES", pairs(&args.max_entries)),
+    ] {
+        if !list.is_empty() {
+            vars.push((name, list.into()));
+        }
+    }
+    let [globals, no_autoload, attach, value_size] = args.loader_settings().encode();
+    for (name, list) in [
+        ("BPFJET_TRACE_GLOBALS", globals),
+        ("BPFJET_TRACE_NO_AUTOLOAD", no_autoload),
+        ("BPFJET_TRACE_ATTACH", attach),
+        ("BPFJET_TRACE_VALUE_SIZE", value_size),
     ] {
         if !list.is_empty() {
             vars.push((name, list.into()));

@@ -211,7 +211,7 @@ fn process_exited(pidfd: libc::c_int, timeout_ms: i32) -> bool {
 
 pub fn run(args: &TraceArgs, pid: i32) -> Result<ExitCode> {
     let target = inject::check_target(pid).map_err(|e| anyhow!(e))?;
-    let mut object = precheck(&args.obj, None)?;
+    let mut object = precheck(args, None)?;
     let syscalls = traces_syscalls(&object)?;
     let mut patched = patch_addresses(&object, &target)?;
     // What the agent patches by itself: the system-call fast path's libc

@@ -297,6 +297,45 @@ impl Btf {
         })
     }
 
+    /// libbpf's `btf_fixup_datasec`: clang leaves the size of a global-data
+    /// `DATASEC` and its variables' offsets 0 for the loader to fill from
+    /// the ELF section and symbol table. Variables `offset_of` does not
+    /// know keep their offset.
+    pub fn fix_datasec(
+        &mut self,
+        section: &str,
+        size: u32,
+        offset_of: impl Fn(&str) -> Option<u32>,
+    ) {
+        let names: Vec<Option<String>> = self
+            .types
+            .iter()
+            .map(|t| match t {
+                BtfType::Var { name, .. } => Some(name.clone()),
+                _ => None,
+            })
+            .collect();
+        for t in &mut self.types {
+            if let BtfType::DataSec {
+                name,
+                size: sec_size,
+                vars,
+            } = t
+            {
+                if name != section {
+                    continue;
+                }
+                *sec_size = size;
+                for v in vars.iter_mut() {
+                    let var = names.get(v.type_id as usize).cloned().flatten();
+                    if let Some(off) = var.as_deref().and_then(&offset_of) {
+                        v.offset = off;
+                    }
+                }
+            }
+        }
+    }
+
     /// The id of the `FUNC` named `name`.
     pub fn func_id(&self, name: &str) -> Option<u32> {
         self.types
