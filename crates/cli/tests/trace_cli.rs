@@ -416,6 +416,63 @@ fn loader_settings_attach_set_size_and_leave_out() {
     }
 }
 
+/// `bpf_get_current_task` read with `BPF_CORE_READ` (vmlinux.h from the
+/// running kernel's BTF): the fields a process knows read as the kernel
+/// holds them for the thread, any other byte faults.
+#[test]
+fn current_task_reads_as_the_kernels_task() {
+    let _serial = serial();
+    let f = fixture();
+    let vmlinux = bpfjet_obj::core::VMLINUX_BTF;
+    if !Path::new(vmlinux).exists() {
+        bpfjet_testsupport::report_skip("current_task_reads_as_the_kernels_task: no kernel BTF");
+        return;
+    }
+    let header = Command::new("bpftool")
+        .args(["btf", "dump", "file", vmlinux, "format", "c"])
+        .output()
+        .expect("bpftool (scripts/setup.sh installs it)");
+    assert!(header.status.success(), "bpftool btf dump");
+    let inc = f.path("vmlinux-inc");
+    std::fs::create_dir_all(&inc).unwrap();
+    std::fs::write(inc.join("vmlinux.h"), &header.stdout).unwrap();
+    bpf(
+        &f.dir,
+        &format!("{SRC}/task.bpf.c"),
+        "task.o",
+        &[format!("-I{}", inc.display())],
+    );
+    use std::os::unix::fs::MetadataExt;
+    let mnt = std::fs::metadata("/proc/self/ns/mnt").unwrap().ino();
+    // SAFETY: getuid cannot fail.
+    let uid = u64::from(unsafe { libc::getuid() });
+    for engine in ["interp", "jit"] {
+        let child = bpfjet()
+            .arg("trace")
+            .arg(f.path("task.o"))
+            .args(["--json", "--engine", engine, "--", "/bin/true"])
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        // The traced process is bpfjet's child.
+        let bpfjet_pid = u64::from(child.id());
+        let out = child.wait_with_output().unwrap();
+        let report = json_report(&out);
+        let c = counts(&report);
+        assert_eq!(
+            c[0], c[1],
+            "{engine}: a single-threaded process: tgid = pid"
+        );
+        assert_ne!(c[0], 0, "{engine}: {report}");
+        assert_eq!(c[2], bpfjet_pid, "{engine}: real_parent->tgid");
+        assert_eq!(c[3], mnt, "{engine}: nsproxy->mnt_ns->ns.inum");
+        assert_eq!(c[4], uid, "{engine}: cred->uid.val");
+        assert_eq!(c[5] as i64, -14, "{engine}: an unfilled field faults");
+        assert_eq!(c[6], 1, "{engine}: comm");
+    }
+}
+
 /// An empty cgroup array (libbpf-tools declare one for a filter): the
 /// kernel's answers, -EAGAIN for an empty slot, -E2BIG past the end.
 #[test]

@@ -405,6 +405,7 @@ static HELPERS: &[HelperProto] = &[
         RetType::Integer,
     ))),
     proto(15, "bpf_get_current_uid_gid", a0(), RetType::Integer),
+    perfmon(proto(35, "bpf_get_current_task", a0(), RetType::Integer)),
     proto(
         37,
         "bpf_current_task_under_cgroup",
@@ -448,7 +449,7 @@ const XDP_ONLY: &[i32] = &[23, 28, 44, 51, 54, 65, 69, 163, 188, 189, 190];
 /// 6.18's base set for every loader; `bpf_get_current_comm` and the `probe_read_*`
 /// helpers are too, but only for a CAP_PERFMON loader — bpfjet keeps them
 /// from XDP, see docs/VERIFIER.md.)
-const TRACING_ONLY: &[i32] = &[4, 16, 37, 45, 112, 114, 115];
+const TRACING_ONLY: &[i32] = &[4, 16, 35, 37, 45, 112, 114, 115];
 
 /// Why a helper bpfjet knows is unavailable to a program type, or `None`
 /// when the type may call it. The sets are the kernel's

@@ -230,6 +230,7 @@ pub const MAP_LOOKUP_ELEM: u32 = 1;
 pub const MAP_UPDATE_ELEM: u32 = 2;
 pub const MAP_DELETE_ELEM: u32 = 3;
 pub const KTIME_GET_NS: u32 = 5;
+pub const GET_CURRENT_TASK: u32 = 35;
 pub const CURRENT_TASK_UNDER_CGROUP: u32 = 37;
 pub const TRACE_PRINTK: u32 = 6;
 pub const GET_PRANDOM_U32: u32 = 7;

@@ -37,6 +37,14 @@ pub(crate) fn register(r: &mut HelperRegistry) {
             }
         },
     ));
+    // The calling thread's view of its kernel objects, laid out as the
+    // running kernel's BTF says, for BPF_CORE_READ(task, ...) through
+    // bpf_probe_read_kernel (tracing/task_view.rs: which fields).
+    r.register(Helper::new(
+        ids::GET_CURRENT_TASK,
+        "get_current_task",
+        |_, _| Ok(crate::tracing::task_view::current_task()),
+    ));
     r.register(Helper::new(
         ids::GET_CURRENT_COMM,
         "get_current_comm",

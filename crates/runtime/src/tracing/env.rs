@@ -92,6 +92,7 @@ impl TracingEnv {
         };
         within(self.ctx, self.ctx_len)
             || within(self.site.regs, std::mem::size_of::<super::PtRegs>() as u64)
+            || super::task_view::is_filled(addr, len)
     }
 
     /// Whether `[addr, addr + len)` lies in the context record the run was
@@ -118,6 +119,7 @@ impl TracingEnv {
             .map(|(start, size)| start + size - addr)
             .max()
             .unwrap_or(0)
+            .max(super::task_view::filled_left(addr))
     }
 
     pub fn site(&self) -> &ProbeSite {
