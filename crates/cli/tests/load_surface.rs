@@ -392,3 +392,53 @@ fn helpers_bpfjet_lacks_load_when_configuration_makes_them_dead() {
         run.stderr
     );
 }
+
+/// `__weak` kernel symbols, as libbpf resolves them: a kfunc's address
+/// (`bpf_ksym_exists`) is non-NULL for one bpfjet provides (the kernel's
+/// graph kfuncs here, which the kernel has too) and NULL for a missing
+/// weak one, whose guarded call is then dead code; a missing weak kernel
+/// variable's address is NULL. The kernel gives the same return value. A
+/// missing kfunc not declared weak fails the load, naming it.
+#[test]
+fn weak_ksyms_resolve_as_libbpf_resolves_them() {
+    let dir = Scratch::new("weak-ksyms");
+    let packet = dir.file("pkt.bin", [0u8; 64]);
+    let source = |missing_qualifier: &str| {
+        format!(
+            "{HEADERS}\
+             extern void *bpf_obj_new_impl(__u64 local_type_id, void *meta) __ksym __weak;\n\
+             extern int bpfjet_no_such_kfunc(int x) __ksym {missing_qualifier};\n\
+             extern int bpfjet_no_such_var __ksym __weak;\n\
+             SEC(\"xdp\") int prog(struct xdp_md *ctx) {{\n\
+                 int r = 1;\n\
+                 if (bpf_obj_new_impl) r += 2;\n\
+                 if (bpfjet_no_such_kfunc) r += bpfjet_no_such_kfunc(4);\n\
+                 if (&bpfjet_no_such_var) r += 100;\n\
+                 return r;\n\
+             }}\n\
+             char LICENSE[] SEC(\"license\") = \"GPL\";\n"
+        )
+    };
+    let weak = dir.compile_c("weak", &source("__weak"));
+    for engine in ["interp", "jit"] {
+        let (retval, _) = outcome(&test_run(&weak, &packet, engine, &[]), engine);
+        assert_eq!(
+            retval, 3,
+            "{engine}: bpf_obj_new_impl present, the others missing"
+        );
+    }
+    if kernel_or_skip("weak ksyms, kernel column") {
+        let (retval, _) = outcome(&test_run(&weak, &packet, "kernel", &[]), "kernel");
+        assert_eq!(retval, 3);
+    }
+    let strong = dir.compile_c("strong", &source(""));
+    for engine in ["interp", "jit"] {
+        let run = test_run(&strong, &packet, engine, &[]);
+        assert_ne!(run.code, Some(0), "{engine}: a missing strong kfunc loaded");
+        assert!(
+            run.stderr.contains("bpfjet_no_such_kfunc"),
+            "{}",
+            run.stderr
+        );
+    }
+}

@@ -55,6 +55,9 @@ pub(crate) struct Symbol {
     pub value: u64,
     pub size: u64,
     pub kind: SymKind,
+    /// `STB_WEAK` (an extern declared `__weak`: a loader resolves it to 0
+    /// when nothing provides it).
+    pub weak: bool,
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -141,6 +144,7 @@ impl<'a> Elf<'a> {
                     elf::STT_SECTION => SymKind::Section,
                     _ => SymKind::Other,
                 },
+                weak: sym.st_bind() == elf::STB_WEAK,
             });
         }
         Ok(Elf {

@@ -55,6 +55,7 @@ pub mod core;
 mod elf;
 mod error;
 mod link;
+pub use link::KSYM_ADDRESS_SRC;
 mod loader_settings;
 mod maps;
 mod object;

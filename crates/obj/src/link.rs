@@ -7,7 +7,11 @@
 //!   second-slot imm = byte offset into the value;
 //! - local calls and function pointers → slot offsets relative to the next slot
 //!   (`call` src = `CALL_LOCAL`, `lddw` src = `PSEUDO_FUNC`);
-//! - kfunc externs → `call` src = `CALL_KFUNC`, imm = index into the kfunc table.
+//! - kfunc externs → `call` src = `CALL_KFUNC`, imm = index into the kfunc table;
+//! - a kfunc's address (`bpf_ksym_exists(kfunc)`) → `lddw` src =
+//!   [`KSYM_ADDRESS_SRC`], imm = index into the kfunc table, for the runtime
+//!   to resolve (it knows which kfuncs it provides); a `__weak` kernel
+//!   variable → `lddw` 0 (bpfjet provides no kernel variables).
 //!
 //! Jumps never cross function boundaries, so copying whole functions keeps
 //! them valid; only calls and function pointers need rewriting.
@@ -15,9 +19,16 @@
 use std::collections::{HashMap, HashSet, VecDeque};
 
 use bpfjet_isa::opcode::{
-    CALL_HELPER, CALL_KFUNC, CALL_LOCAL, CLASS_JMP, JMP_CALL, LDDW, PSEUDO_FUNC, PSEUDO_MAP_IDX,
-    PSEUDO_MAP_IDX_VALUE, SRC_K,
+    CALL_HELPER, CALL_KFUNC, CALL_LOCAL, CLASS_JMP, JMP_CALL, LDDW, PSEUDO_BTF_ID, PSEUDO_FUNC,
+    PSEUDO_MAP_IDX, PSEUDO_MAP_IDX_VALUE, SRC_K,
 };
+
+/// `lddw` src of a kfunc's address, imm = its index in `Object::kfuncs`
+/// (the kernel's `BPF_PSEUDO_BTF_ID`, a kernel symbol's id, which libbpf
+/// puts there for a kfunc that exists). The runtime replaces it by a
+/// constant before verification: non-zero when it provides the kfunc, 0
+/// for a missing `__weak` one.
+pub const KSYM_ADDRESS_SRC: u8 = PSEUDO_BTF_ID;
 use bpfjet_isa::RawInsn;
 
 use crate::btf::{Btf, BtfExt, BtfType};
@@ -107,6 +118,8 @@ pub(crate) struct Linker<'a> {
     pub ext: Option<&'a BtfExt>,
     pub code: &'a CodeIndex,
     pub kfuncs: Vec<String>,
+    /// The `__weak` ones among `kfuncs`.
+    pub weak_kfuncs: Vec<String>,
 }
 
 /// A slot offset to patch once every function has its place.
@@ -253,7 +266,7 @@ impl Linker<'_> {
 
     /// Rewrites the `lddw` at `pos`; returns the function it points to, if any.
     fn relocate_lddw(
-        &self,
+        &mut self,
         site: &Site,
         r: Reloc,
         out: &mut [RawInsn],
@@ -267,6 +280,24 @@ impl Linker<'_> {
                 out[pos].src = PSEUDO_MAP_IDX_VALUE;
                 out[pos].imm = map as i32;
                 out[pos + 1].imm = offset as i32 + addend as i32;
+                return Ok(None);
+            }
+            if self.is_ksym_func(&sym.name) {
+                // A kfunc's address (`bpf_ksym_exists(kfunc)`): which
+                // kfuncs exist is the runtime's to say, at load
+                // (`KSYM_ADDRESS_SRC`).
+                let (name, weak) = (sym.name.clone(), sym.weak);
+                out[pos].src = KSYM_ADDRESS_SRC;
+                out[pos].imm = self.kfunc_index(&name, weak) as i32;
+                out[pos + 1].imm = 0;
+                return Ok(None);
+            }
+            if sym.weak && self.in_datasec(".ksyms", &sym.name) {
+                // A weak kernel variable: bpfjet provides none, and a
+                // loader resolves a missing weak one to 0 (libbpf does).
+                out[pos].src = 0;
+                out[pos].imm = 0;
+                out[pos + 1].imm = 0;
                 return Ok(None);
             }
             return Err(self.extern_variable(sym));
@@ -339,6 +370,28 @@ impl Linker<'_> {
         }
     }
 
+    /// `name`'s index in the object's kfunc table, added if new.
+    fn kfunc_index(&mut self, name: &str, weak: bool) -> usize {
+        if weak && !self.weak_kfuncs.iter().any(|k| k == name) {
+            self.weak_kfuncs.push(name.to_string());
+        }
+        match self.kfuncs.iter().position(|k| k == name) {
+            Some(i) => i,
+            None => {
+                self.kfuncs.push(name.to_string());
+                self.kfuncs.len() - 1
+            }
+        }
+    }
+
+    /// Whether `name` is a function declared `__ksym` (a kfunc).
+    fn is_ksym_func(&self, name: &str) -> bool {
+        let Some(btf) = self.btf else { return false };
+        btf.datasec(".ksyms").unwrap_or_default().iter().any(|v| {
+            matches!(btf.type_by_id(v.type_id), Some(BtfType::Func { name: n, .. }) if n == name)
+        })
+    }
+
     fn in_datasec(&self, datasec: &str, name: &str) -> bool {
         let Some(btf) = self.btf else { return false };
         btf.datasec(datasec).unwrap_or_default().iter().any(|v| {
@@ -368,13 +421,8 @@ impl Linker<'_> {
                     function: sym.name.clone(),
                 });
             }
-            let index = match self.kfuncs.iter().position(|k| *k == sym.name) {
-                Some(i) => i,
-                None => {
-                    self.kfuncs.push(sym.name.clone());
-                    self.kfuncs.len() - 1
-                }
-            };
+            let (name, weak) = (sym.name.clone(), sym.weak);
+            let index = self.kfunc_index(&name, weak);
             insn.src = CALL_KFUNC;
             insn.off = 0;
             insn.imm = index as i32;

@@ -29,8 +29,13 @@ pub struct Object {
     pub map_inits: Vec<MapSlotInit>,
     /// In section order, then by offset within the section.
     pub programs: Vec<Program>,
-    /// Kernel functions called, indexed by the imm of `CALL_KFUNC` calls.
+    /// Kernel functions called, indexed by the imm of `CALL_KFUNC` calls
+    /// (and of `KSYM_ADDRESS_SRC` lddws).
     pub kfuncs: Vec<String>,
+    /// The kfuncs declared `__weak`: when the runtime does not provide one,
+    /// its address is 0 (and calls to it must be dead code), as libbpf
+    /// resolves a missing weak kfunc.
+    pub weak_kfuncs: Vec<String>,
     pub btf: Option<Btf>,
 }
 
@@ -204,6 +209,7 @@ pub fn load_with(bytes: &[u8], kernel_btf: &KernelBtf) -> Result<Object, ObjErro
         ext: ext.as_ref(),
         code: &code,
         kfuncs: Vec::new(),
+        weak_kfuncs: Vec::new(),
     };
     let mut programs = Vec::new();
     for (index, section) in elf.sections.iter().enumerate() {
@@ -236,6 +242,7 @@ pub fn load_with(bytes: &[u8], kernel_btf: &KernelBtf) -> Result<Object, ObjErro
         }
     }
     let kfuncs = linker.kfuncs;
+    let weak_kfuncs = linker.weak_kfuncs;
     if let Some(local) = &btf {
         apply_core(&mut programs, local, kernel_btf)?;
     }
@@ -247,6 +254,7 @@ pub fn load_with(bytes: &[u8], kernel_btf: &KernelBtf) -> Result<Object, ObjErro
         map_inits: maps.inits,
         programs,
         kfuncs,
+        weak_kfuncs,
         btf,
     })
 }

@@ -61,3 +61,58 @@ pub fn kfunc_helper(index: u32, k: &'static Kfunc) -> Helper {
         Ok(r0)
     })
 }
+
+/// Whether bpfjet provides kfunc `name` (its library's, or the kernel's
+/// object and graph kfuncs).
+pub fn provided(name: &str) -> bool {
+    bpfjet_kfuncs::by_name(name).is_some()
+        || bpfjet_verifier::graph::GraphKfunc::from_name(name).is_some()
+}
+
+/// `p`'s instructions with every kfunc address (`bpf_ksym_exists(kfunc)`,
+/// an `lddw` of [`bpfjet_obj::KSYM_ADDRESS_SRC`]) made a constant, as a
+/// loader resolves it: 1 for a kfunc bpfjet provides (the kernel's is a
+/// non-NULL pointer the program can only test), 0 for a missing one
+/// declared `__weak` (so the calls it guards are dead code). A missing
+/// kfunc not declared weak fails the load, as in libbpf.
+pub fn resolve_ksym_addresses<'p>(
+    p: &'p bpfjet_obj::Program,
+    obj: &bpfjet_obj::Object,
+) -> Result<std::borrow::Cow<'p, [bpfjet_isa::RawInsn]>, crate::RuntimeError> {
+    let is_address = |i: &bpfjet_isa::RawInsn| {
+        i.code == bpfjet_isa::opcode::LDDW && i.src == bpfjet_obj::KSYM_ADDRESS_SRC
+    };
+    if !p.insns.iter().any(is_address) {
+        return Ok(std::borrow::Cow::Borrowed(&p.insns));
+    }
+    let mut insns = p.insns.clone();
+    let mut pc = 0;
+    while pc + 1 < insns.len() {
+        if is_address(&insns[pc]) {
+            let index = insns[pc].imm;
+            let name = usize::try_from(index)
+                .ok()
+                .and_then(|i| obj.kfuncs.get(i))
+                .cloned()
+                .unwrap_or_else(|| format!("#{index}"));
+            let value = if provided(&name) {
+                1
+            } else if obj.weak_kfuncs.contains(&name) {
+                0
+            } else {
+                return Err(crate::RuntimeError::UnsupportedKfunc {
+                    program: p.name.clone(),
+                    pc,
+                    name,
+                });
+            };
+            insns[pc].src = 0;
+            insns[pc].imm = value;
+            insns[pc + 1].imm = 0;
+            pc += 2;
+        } else {
+            pc += 1;
+        }
+    }
+    Ok(std::borrow::Cow::Owned(insns))
+}

@@ -724,6 +724,7 @@ fn verify_program(
     p: &bpfjet_obj::Program,
     obj: &Object,
     decoded: &bpfjet_isa::Decoded,
+    slots: &[bpfjet_isa::RawInsn],
 ) -> Result<
     (
         Vec<CtxAccess>,
@@ -736,7 +737,7 @@ fn verify_program(
     let mut env = inputs.env(obj, bpfjet_verifier::Policy::Privileged);
     env.extra_kfuncs = bpfjet_kfuncs::verifier_protos();
     env.module_types = bpfjet_kfuncs::MODULE_TYPES;
-    let facts = bpfjet_verifier::verify_decoded(decoded, &p.insns, &env).map_err(|mut e| {
+    let facts = bpfjet_verifier::verify_decoded(decoded, slots, &env).map_err(|mut e| {
         // Reaching a poisoned instruction is about its CO-RE relocation,
         // not about the unknown helper the poison calls.
         if let Some(u) = e.pc.and_then(|pc| p.unresolved_core_at(pc)) {
@@ -808,7 +809,8 @@ fn build_program(
     // Malformed slots the kernel only checks when its walk reaches them
     // are kept until the verifier proves them dead; without a verifier
     // nothing does, and they are refused as before.
-    let mut decoded = bpfjet_isa::decode_for_load(&p.insns).map_err(decode_error)?;
+    let insns = crate::kfuncs::resolve_ksym_addresses(p, obj)?;
+    let mut decoded = bpfjet_isa::decode_for_load(&insns).map_err(decode_error)?;
     if safety == Safety::BoundsChecked {
         if let Some(e) = decoded.first_invalid() {
             return Err(decode_error(e.clone()));
@@ -927,7 +929,7 @@ fn build_program(
     }
     let (accesses, proven) = match safety {
         Safety::Verify => {
-            let (accesses, facts, proof) = verify_program(p, obj, &decoded)?;
+            let (accesses, facts, proof) = verify_program(p, obj, &decoded, &insns)?;
             for (pc, e) in unprovided {
                 if facts.calls_reached.contains(&pc) {
                     return Err(e);

@@ -184,6 +184,7 @@ pub fn object_of(rec: &ProgRecord, maps: &[Arc<Map>]) -> Object {
             unresolved_core: Vec::new(),
         }],
         kfuncs: Vec::new(),
+        weak_kfuncs: Vec::new(),
         btf: None,
     }
 }

@@ -82,16 +82,27 @@ pub fn run(
         // other: the kernel refuses such a program at load, or when its
         // walk reaches the slot (the malformed slots of dead code it
         // accepts and removes).
-        let (insns, result) = match bpfjet_isa::decode_for_load(&p.insns) {
-            Ok(decoded) => {
-                let result = match kfunc_not_for_type(p, &object, &decoded.insns) {
-                    Some(e) => Err(e),
-                    None => verify_decoded(&decoded, &p.insns, &env)
-                        .map_err(|e| explain_unresolved_core(p, e)),
-                };
-                (decoded.insns, result)
-            }
-            Err(e) => (Vec::new(), Err(decode_rejection(&e, &p.insns))),
+        // Kfunc addresses (`bpf_ksym_exists`) resolved as the loader
+        // resolves them; a missing kfunc not declared weak is a verdict.
+        let (insns, result) = match bpfjet_runtime::kfuncs::resolve_ksym_addresses(p, &object) {
+            Err(e) => (
+                Vec::new(),
+                Err(bpfjet_verifier::VerifyError::new(
+                    "unsupported_kfunc",
+                    e.to_string(),
+                )),
+            ),
+            Ok(slots) => match bpfjet_isa::decode_for_load(&slots) {
+                Ok(decoded) => {
+                    let result = match kfunc_not_for_type(p, &object, &decoded.insns) {
+                        Some(e) => Err(e),
+                        None => verify_decoded(&decoded, &slots, &env)
+                            .map_err(|e| explain_unresolved_core(p, e)),
+                    };
+                    (decoded.insns, result)
+                }
+                Err(e) => (Vec::new(), Err(decode_rejection(&e, &slots))),
+            },
         };
         let elapsed = start.elapsed();
         match result {
