@@ -493,6 +493,78 @@ fn cgroup_array_answers_as_the_kernels_empty_one() {
     }
 }
 
+/// A cgroup in the array (`--cgroup-array`, what a tool's `-c DIR` does):
+/// the helper answers 1 while the thread is in that cgroup or below it, 0
+/// when not; a directory off the cgroup v2 hierarchy is refused before the
+/// target starts.
+#[test]
+fn cgroup_array_holds_a_cgroup_given_on_the_command_line() {
+    let _serial = serial();
+    let obj = fixture().path("cgroup.o");
+    let mountinfo = std::fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
+    let Some(root) = mountinfo.lines().find_map(|l| {
+        let (head, tail) = l.split_once(" - ")?;
+        (tail.split_whitespace().next()? == "cgroup2").then(|| head.split_whitespace().nth(4))?
+    }) else {
+        bpfjet_testsupport::report_skip(
+            "cgroup_array_holds_a_cgroup: no cgroup v2 hierarchy mounted",
+        );
+        return;
+    };
+    let child = Path::new(root).join(format!("bpfjet-test-{}", std::process::id()));
+    if let Err(e) = std::fs::create_dir(&child) {
+        bpfjet_testsupport::report_skip(format!(
+            "cgroup_array_holds_a_cgroup: cannot create {}: {e}",
+            child.display()
+        ));
+        return;
+    }
+    let answer = |dir: &Path, script: &str| {
+        let arg = format!("cgroup_map={}", dir.display());
+        let out = trace_args(
+            &obj,
+            &[
+                "--cgroup-array",
+                &arg,
+                "--json",
+                "--",
+                "/bin/sh",
+                "-c",
+                script,
+            ],
+        );
+        let report = json_report(&out);
+        let hex = report["maps"]["answers"][0]["value"]
+            .as_str()
+            .expect("answer")
+            .to_string();
+        let v = bpfjet_maps::state::parse_hex(&hex).unwrap();
+        i64::from_le_bytes(v[..8].try_into().unwrap())
+    };
+    let procs = child.join("cgroup.procs");
+    let moved = format!("echo $$ > {}", procs.display());
+    let results = (
+        answer(Path::new(root), "true"),
+        answer(&child, "true"),
+        answer(&child, &moved),
+    );
+    let refused = trace_args(
+        &obj,
+        &["--cgroup-array", "cgroup_map=/tmp", "--", "/bin/true"],
+    );
+    let _ = std::fs::remove_dir(&child);
+    assert_eq!(
+        results,
+        (1, 0, 1),
+        "under the root; not under a child; moved into it"
+    );
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert!(
+        !refused.status.success() && stderr.contains("cgroup v2"),
+        "{stderr}"
+    );
+}
+
 #[test]
 fn pid_with_a_command_and_duration_without_pid_are_refused() {
     // `--pid` itself is tested in trace_pid.rs.

@@ -1,7 +1,7 @@
 //! Arrays whose values name other objects: PROG_ARRAY (program id),
 //! ARRAY_OF_MAPS (inner map id), DEVMAP (`struct bpf_devmap_val`: ifindex,
 //! program id), XSKMAP (socket/queue id) and CPUMAP (`struct bpf_cpumap_val`:
-//! queue size, program id). The kernel stores object pointers here; bpfjet
+//! queue size, program id), CGROUP_ARRAY (cgroup id). The kernel stores object pointers here; bpfjet
 //! stores the ids and the runtime resolves them, so a slot is a presence word
 //! plus the value bytes.
 
@@ -80,6 +80,17 @@ impl FdArrayMap {
         // SAFETY: i < max; every fd-array value is at least 4 bytes and
         // 8-aligned, and updates store it with one instruction.
         Some(unsafe { (self.value(i) as *const u32).read() })
+    }
+
+    /// Slot `i` holds `id` (a CGROUP_ARRAY's cgroup, resolved by the caller).
+    pub(crate) fn set_slot(&self, i: u32, id: u32) -> Result<(), MapError> {
+        if i >= self.max {
+            return Err(MapError::TooBig);
+        }
+        // SAFETY: i < max; the value is 4 bytes, 8-aligned, one store.
+        unsafe { write_shared(self.value(i), &id.to_ne_bytes()) };
+        self.present(i).store(1, Ordering::Release);
+        Ok(())
     }
 
     pub(crate) fn update(&self, key: &[u8], value: &[u8], flags: u64) -> Result<(), MapError> {

@@ -394,6 +394,30 @@ impl Map {
         }
     }
 
+    /// The cgroup id in slot `index` of a CGROUP_ARRAY (None: not one,
+    /// out of range, or empty).
+    #[inline]
+    pub fn cgroup_array_slot(&self, index: u32) -> Option<u32> {
+        match &self.family {
+            Family::FdArray(f) if self.spec.map_type == MapType::CgroupArray => f.slot_id(index),
+            _ => None,
+        }
+    }
+
+    /// Puts the cgroup whose id (its cgroup2 directory's inode number, the
+    /// kernel's `cgroup_id()`) is `cgroup_id` into slot `index` of a
+    /// CGROUP_ARRAY: what the kernel stores for a control plane's update
+    /// with a cgroup fd, resolved by the caller (an update's value is an fd
+    /// in the caller's process, which the map cannot open).
+    pub fn set_cgroup(&self, index: u32, cgroup_id: u32) -> Result<(), MapError> {
+        match &self.family {
+            Family::FdArray(f) if self.spec.map_type == MapType::CgroupArray => {
+                f.set_slot(index, cgroup_id)
+            }
+            _ => Err(MapError::NotSupported),
+        }
+    }
+
     /// [`Map::lookup`] for a key whose size `K` is known at compile time
     /// (the JIT's per-key-size lookup natives): hash maps then hash and
     /// compare the key with fixed-size loads.

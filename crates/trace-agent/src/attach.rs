@@ -170,6 +170,17 @@ pub fn start(cfg: Config) -> Result<(), String> {
         map.set_ringbuf_backpressure(Some(bpfjet_maps::Backpressure { stall_limit }))
             .map_err(|e| format!("--ringbuf-backpressure {name}: {e}"))?;
     }
+    for (name, dir) in &cfg.cgroup_array {
+        let map = tracing
+            .loaded()
+            .map(name)
+            .filter(|m| m.map_type() == bpfjet_maps::MapType::CgroupArray)
+            .ok_or_else(|| format!("--cgroup-array {name}: no CGROUP_ARRAY map {name:?}"))?;
+        let id = rt::cgroup::cgroup_id(std::path::Path::new(dir))
+            .map_err(|e| format!("--cgroup-array {name}={dir}: {e}"))?;
+        map.set_cgroup(0, id)
+            .map_err(|e| format!("--cgroup-array {name}={dir}: {e}"))?;
+    }
     let object: &'static TracingObject = Box::leak(Box::new(tracing));
     // Report as folded only programs whose context reads reach the field
     // (the verifier's furthest context byte): the others' code cannot

@@ -19,6 +19,8 @@ pub const ENV_GLOBALS: &str = "BPFJET_TRACE_GLOBALS";
 pub const ENV_NO_AUTOLOAD: &str = "BPFJET_TRACE_NO_AUTOLOAD";
 pub const ENV_ATTACH: &str = "BPFJET_TRACE_ATTACH";
 pub const ENV_VALUE_SIZE: &str = "BPFJET_TRACE_VALUE_SIZE";
+/// `MAP=DIR,...`: cgroups put into slot 0 of CGROUP_ARRAY maps.
+pub const ENV_CGROUP_ARRAY: &str = "BPFJET_TRACE_CGROUP_ARRAY";
 /// Microseconds the ring-buffer consumer keeps polling after the last
 /// record before it sleeps (default [`DEFAULT_CONSUMER_SPIN_US`]: it
 /// sleeps at once, in batches).
@@ -72,7 +74,8 @@ impl Fuse {
 }
 
 /// Every setting's name.
-const ALL: [&str; 14] = [
+const ALL: [&str; 15] = [
+    ENV_CGROUP_ARRAY,
     ENV_VALUE_SIZE,
     ENV_GLOBALS,
     ENV_NO_AUTOLOAD,
@@ -108,6 +111,8 @@ pub struct Config {
     pub max_entries: Vec<(String, String)>,
     /// `--global`, `--no-autoload`, `--attach`.
     pub loader: bpfjet_obj::LoaderSettings,
+    /// `--cgroup-array MAP=DIR`.
+    pub cgroup_array: Vec<(String, String)>,
     /// See [`ENV_CONSUMER_SPIN_US`].
     pub consumer_spin: std::time::Duration,
     pub fuse: Fuse,
@@ -150,6 +155,7 @@ impl Config {
                 .collect(),
             ringbuf_size: pairs(get(ENV_RINGBUF_SIZE)),
             max_entries: pairs(get(ENV_MAX_ENTRIES)),
+            cgroup_array: pairs(get(ENV_CGROUP_ARRAY)),
             loader: bpfjet_obj::LoaderSettings::decode([
                 &get(ENV_GLOBALS).unwrap_or_default(),
                 &get(ENV_NO_AUTOLOAD).unwrap_or_default(),

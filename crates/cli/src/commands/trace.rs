@@ -72,6 +72,12 @@ pub struct TraceArgs {
     #[arg(long = "value-size", value_name = "MAP=BYTES",
           value_parser = super::object_args::parse_max_entries)]
     pub value_size: Vec<(String, u32)>,
+    /// Put the cgroup whose cgroup-v2 directory is DIR into slot 0 of
+    /// CGROUP_ARRAY map MAP, as a libbpf tool's cgroup filter does with
+    /// `bpf_map_update_elem(map, &0, &cgroup_fd)` (`-c DIR`; set the
+    /// tool's flag too, e.g. `--global filter_cg=true`). Repeatable.
+    #[arg(long = "cgroup-array", value_name = "MAP=DIR", value_parser = parse_name_value)]
+    pub cgroup_array: Vec<(String, String)>,
     /// Set global variable NAME (in `.rodata`, `.data` or `.bss`) to VALUE
     /// before load, as a libbpf tool's `obj->rodata->NAME = VALUE` does
     /// (its filters, units, targets): an integer (decimal, `0x` hex), a
@@ -192,6 +198,17 @@ pub(super) fn precheck(args: &TraceArgs, program: Option<&Path>) -> Result<bpfje
     args.loader_settings()
         .apply(&mut object)
         .map_err(|e| anyhow!("{e}"))?;
+    for (map, dir) in &args.cgroup_array {
+        let is_cgroup_array = object
+            .maps
+            .iter()
+            .any(|m| &m.name == map && m.map_type == bpfjet_maps::MapType::CgroupArray);
+        if !is_cgroup_array {
+            bail!("--cgroup-array {map}={dir}: the object has no CGROUP_ARRAY map {map:?}");
+        }
+        bpfjet_runtime::tracing::cgroup::cgroup_id(Path::new(dir))
+            .map_err(|e| anyhow!("--cgroup-array {map}={dir}: {e}"))?;
+    }
     for p in &object.programs {
         let section = &p.section;
         match &p.kind {
@@ -505,6 +522,7 @@ pub(super) fn agent_settings(
         ),
         ("BPFJET_TRACE_RINGBUF_SIZE", pairs(&args.ringbuf_size)),
         ("BPFJET_TRACE_MAX_ENTRIES", pairs(&args.max_entries)),
+        ("BPFJET_TRACE_CGROUP_ARRAY", pairs(&args.cgroup_array)),
     ] {
         if !list.is_empty() {
             vars.push((name, list.into()));

@@ -13,9 +13,9 @@ use crate::tracing::{current, user_mem, TracingEnv};
 
 pub(crate) fn register(r: &mut HelperRegistry) {
     // The kernel's answers: -E2BIG for an index past the array, -EAGAIN
-    // for a slot holding no cgroup. A slot is filled only by a control
-    // plane's update with a cgroup fd, which bpfjet's cgroup arrays refuse
-    // (they cannot take a cgroup), so no slot holds one.
+    // for a slot holding no cgroup, else 1 when the calling thread is in
+    // the slot's cgroup or below it, 0 when not (tracing/cgroup.rs). A
+    // slot is filled with a cgroup by `bpfjet trace --cgroup-array`.
     r.register(Helper::new(
         ids::CURRENT_TASK_UNDER_CGROUP,
         "current_task_under_cgroup",
@@ -31,9 +31,9 @@ pub(crate) fn register(r: &mut HelperRegistry) {
             if idx >= map.max_entries() {
                 return Ok(errno::neg(errno::E2BIG));
             }
-            match map.lookup_copy(&idx.to_le_bytes()) {
-                Err(_) => Ok(errno::neg(errno::EAGAIN)),
-                Ok(_) => Err(ctx.fault("a cgroup array slot holds a value but no cgroup")),
+            match map.cgroup_array_slot(idx) {
+                None => Ok(errno::neg(errno::EAGAIN)),
+                Some(id) => Ok(u64::from(crate::tracing::cgroup::current_under(id))),
             }
         },
     ));

@@ -80,6 +80,7 @@
 //! of the hit ([`TracingEnv::is_kernel_memory`]) — and return `-EFAULT`
 //! for any other address.
 
+pub mod cgroup;
 mod context;
 pub(crate) mod current;
 mod env;

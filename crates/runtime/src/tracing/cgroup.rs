@@ -1,0 +1,78 @@
+//! Cgroups as `bpf_current_task_under_cgroup` sees them: a cgroup is named
+//! by its id, the inode number of its directory on the cgroup v2
+//! hierarchy (the kernel's `cgroup_id()`), and a thread is under a cgroup
+//! when its own cgroup (`/proc/thread-self/cgroup`, the `0::` line) is that
+//! cgroup or one of its descendants (`task_under_cgroup_hierarchy`).
+
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
+
+/// `CGROUP2_SUPER_MAGIC`.
+const CGROUP2_MAGIC: i64 = 0x6367_7270;
+
+/// Where the cgroup v2 hierarchy is mounted (`/proc/self/mountinfo`).
+fn mount() -> Option<&'static Path> {
+    static MOUNT: OnceLock<Option<PathBuf>> = OnceLock::new();
+    MOUNT
+        .get_or_init(|| {
+            let info = std::fs::read_to_string("/proc/self/mountinfo").ok()?;
+            info.lines().find_map(|line| {
+                // ID PARENT MAJ:MIN ROOT MOUNTPOINT OPTS... - FSTYPE SRC OPTS
+                let (head, tail) = line.split_once(" - ")?;
+                let fstype = tail.split_whitespace().next()?;
+                let point = head.split_whitespace().nth(4)?;
+                (fstype == "cgroup2").then(|| PathBuf::from(point))
+            })
+        })
+        .as_deref()
+}
+
+/// The id of the cgroup whose directory is `dir`, or why it is none.
+pub fn cgroup_id(dir: &Path) -> Result<u32, String> {
+    let c = std::ffi::CString::new(dir.as_os_str().as_encoded_bytes())
+        .map_err(|_| format!("{}: not a path", dir.display()))?;
+    // SAFETY: statfs writes into `st`, a properly sized struct.
+    let mut st: libc::statfs = unsafe { std::mem::zeroed() };
+    if unsafe { libc::statfs(c.as_ptr(), &mut st) } != 0 {
+        return Err(format!(
+            "{}: {}",
+            dir.display(),
+            std::io::Error::last_os_error()
+        ));
+    }
+    if st.f_type as i64 != CGROUP2_MAGIC {
+        return Err(format!(
+            "{}: not a directory of the cgroup v2 hierarchy",
+            dir.display()
+        ));
+    }
+    let ino = std::fs::metadata(dir)
+        .map_err(|e| format!("{}: {e}", dir.display()))?
+        .ino();
+    u32::try_from(ino).map_err(|_| format!("{}: cgroup id {ino} past 32 bits", dir.display()))
+}
+
+/// Whether the calling thread is in the cgroup with id `id` or below it.
+/// Read afresh at each call, as the kernel reads the task's cgroup: a
+/// thread may move.
+pub fn current_under(id: u32) -> bool {
+    let Some(root) = mount() else {
+        return false;
+    };
+    let Ok(own) = std::fs::read_to_string("/proc/thread-self/cgroup") else {
+        return false;
+    };
+    let Some(rel) = own.lines().find_map(|l| l.strip_prefix("0::")) else {
+        return false;
+    };
+    let mut dir = root.join(rel.trim_start_matches('/'));
+    loop {
+        if std::fs::metadata(&dir).is_ok_and(|m| m.ino() == u64::from(id)) {
+            return true;
+        }
+        if dir.as_path() == root || !dir.pop() {
+            return false;
+        }
+    }
+}
