@@ -351,6 +351,10 @@ fn loader_settings_attach_set_size_and_leave_out() {
             "weight=3",
             "--global",
             "tag=xyz",
+            "--global",
+            "count_returns=true",
+            "--global",
+            "bias=-2",
             "--value-size",
             "stacks=800",
         ]
@@ -412,6 +416,11 @@ fn loader_settings_attach_set_size_and_leave_out() {
         assert_eq!(
             c[4], WORK,
             "{engine}: the kprobe-section program as a uprobe"
+        );
+        assert_eq!(
+            c[5],
+            (-2i64 * (WORK + LIB_WORK) as i64) as u64,
+            "{engine}: a signed global"
         );
     }
 }

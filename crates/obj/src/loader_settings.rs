@@ -206,6 +206,8 @@ fn encode(btf: &Btf, ty: u32, size: u32, value: &str) -> Result<Vec<u8>, String>
             encoding,
             ..
         }) if *bytes == size && matches!(size, 1 | 2 | 4 | 8) => {
+            // The INT's data word: encoding in bits 24..27.
+            let encoding = (encoding >> 24) & 0xf;
             let v = match value {
                 "true" if encoding & INT_BOOL != 0 => 1,
                 "false" if encoding & INT_BOOL != 0 => 0,

@@ -5,14 +5,18 @@
  * `--value-size`, `--no-autoload`). Slots of `counts`: 0 entries times
  * `weight`, 1 entries while `tag` starts with 'x', 2 returns of the
  * uretprobe, 3 stack ids taken (a sized stack map), 4 the kprobe-section
- * program's runs (attached as a uprobe). */
+ * program's runs (attached as a uprobe), 5 the sum of `bias` over
+ * entries. */
 #include <linux/bpf.h>
 #include <linux/ptrace.h>
+#include <stdbool.h>
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_tracing.h>
 
 const volatile __u64 weight = 1;
 const volatile char tag[8] = "none";
+const volatile bool count_returns = false;
+const volatile int bias = 0;
 
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
@@ -39,6 +43,7 @@ SEC("uprobe")
 int BPF_KPROBE(on_entry)
 {
 	bump(0, weight);
+	bump(5, (__u64)(__s64)bias);
 	if (tag[0] == 'x')
 		bump(1, 1);
 	if (bpf_get_stackid(ctx, &stacks, BPF_F_USER_STACK) >= 0)
@@ -49,7 +54,8 @@ int BPF_KPROBE(on_entry)
 SEC("uretprobe")
 int BPF_KRETPROBE(on_return)
 {
-	bump(2, 1);
+	if (count_returns)
+		bump(2, 1);
 	return 0;
 }
 
