@@ -479,6 +479,7 @@ fn current_task_reads_as_the_kernels_task() {
         assert_eq!(c[4], uid, "{engine}: cred->uid.val");
         assert_eq!(c[5] as i64, -14, "{engine}: an unfilled field faults");
         assert_eq!(c[6], 1, "{engine}: comm");
+        assert_eq!(c[7], c[0], "{engine}: group_leader->tgid");
     }
 }
 

@@ -3,7 +3,7 @@
  * taken at the process's exit_group: 0 the task's tgid, 1 its pid,
  * 2 real_parent->tgid, 3 nsproxy->mnt_ns->ns.inum, 4 cred->uid.val,
  * 5 the result of reading task->start_time (not filled: -EFAULT),
- * 6 1 if comm reads as bpf_get_current_comm's. */
+ * 6 1 if comm reads as bpf_get_current_comm's, 7 group_leader->tgid. */
 #include "vmlinux.h"
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_core_read.h>
@@ -36,6 +36,7 @@ int on_exit_group(void *ctx)
 	BPF_CORE_READ_STR_INTO(&comm, task, comm);
 	bpf_get_current_comm(&mine, sizeof(mine));
 	put(6, __builtin_memcmp(comm, mine, 16) == 0);
+	put(7, BPF_CORE_READ(task, group_leader, tgid));
 	return 0;
 }
 

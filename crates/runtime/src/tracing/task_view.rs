@@ -7,7 +7,8 @@
 //! Only fields a process can know are filled, with what the kernel would
 //! hold for the thread: `task_struct.pid` (thread id), `tgid`, `comm`,
 //! `real_parent`/`parent` (a view of the parent process: its `pid`,
-//! `tgid`, `comm`), `cred`/`real_cred` (`uid`, `gid`, `euid`, `egid`),
+//! `tgid`, `comm`), `group_leader` (the task itself in the main thread,
+//! else a view of the main thread: `pid` = `tgid`, the process's `comm`), `cred`/`real_cred` (`uid`, `gid`, `euid`, `egid`),
 //! `nsproxy->mnt_ns->ns.inum` and `nsproxy->net_ns->ns.inum` (the inode
 //! numbers of `/proc/self/ns/mnt` and `net`). A read of any other byte of
 //! these objects faults (`-EFAULT`, buffer zeroed), as a read of kernel
@@ -26,6 +27,7 @@ struct Layout {
     comm: usize,
     real_parent: usize,
     parent: usize,
+    group_leader: usize,
     real_cred: usize,
     cred: usize,
     nsproxy: usize,
@@ -108,6 +110,7 @@ impl Layout {
             comm: f(task, "comm")?,
             real_parent: f(task, "real_parent")?,
             parent: f(task, "parent")?,
+            group_leader: f(task, "group_leader")?,
             real_cred: f(task, "real_cred")?,
             cred: f(task, "cred")?,
             nsproxy: f(task, "nsproxy")?,
@@ -146,7 +149,8 @@ fn layout() -> Option<&'static Layout> {
 struct View {
     ids: (u32, u32),
     ppid: u32,
-    /// Task, parent task, cred, nsproxy, mnt_namespace, net: one buffer,
+    /// Task, parent task, leader task, cred, nsproxy, mnt_namespace, net:
+    /// one buffer,
     /// each object 64-byte aligned.
     mem: Vec<u64>,
     filled: Vec<(u64, u64)>,
@@ -181,7 +185,8 @@ impl View {
     fn build(l: &Layout, ids: (u32, u32)) -> View {
         let task = 0;
         let parent = align(l.task_size);
-        let cred = parent + align(l.task_size);
+        let leader = parent + align(l.task_size);
+        let cred = leader + align(l.task_size);
         let nsproxy = cred + align(l.cred_size);
         let mnt = nsproxy + align(l.nsproxy_size);
         let net = mnt + align(l.mnt_ns_size);
@@ -200,6 +205,21 @@ impl View {
         let mut comm = crate::tracing::current::comm();
         comm.resize(16, 0);
         v.put(task + l.comm, &comm);
+        // The thread group's leader: the task itself in the main thread,
+        // else the main thread's task (pid = tgid, the process's name).
+        let leads = tgid == tid;
+        let leader_at = if leads { task } else { leader };
+        v.put(task + l.group_leader, &addr(leader_at).to_ne_bytes());
+        if !leads {
+            v.put(leader + l.pid, &tgid.to_ne_bytes());
+            v.put(leader + l.tgid, &tgid.to_ne_bytes());
+            v.put(leader + l.group_leader, &addr(leader).to_ne_bytes());
+            v.put(leader + l.real_parent, &addr(parent).to_ne_bytes());
+            v.put(leader + l.parent, &addr(parent).to_ne_bytes());
+            let mut lcomm = comm_of(tgid);
+            lcomm.resize(16, 0);
+            v.put(leader + l.comm, &lcomm);
+        }
         v.put(task + l.real_parent, &addr(parent).to_ne_bytes());
         v.put(task + l.parent, &addr(parent).to_ne_bytes());
         v.put(task + l.real_cred, &addr(cred).to_ne_bytes());
@@ -235,7 +255,7 @@ impl View {
     /// credentials, its parent (re-parenting when the parent exits).
     fn refresh(&mut self, l: &Layout) {
         let parent = align(l.task_size);
-        let cred = parent + align(l.task_size);
+        let cred = parent + 2 * align(l.task_size);
         let mut comm = crate::tracing::current::comm();
         comm.resize(16, 0);
         self.put(l.comm, &comm);
