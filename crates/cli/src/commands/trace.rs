@@ -219,7 +219,14 @@ pub(super) fn precheck(args: &TraceArgs, program: Option<&Path>) -> Result<bpfje
                     name,
                 } = &probe.target
                 else {
-                    bail!("program section {section:?}: no PATH:PROVIDER:NAME target");
+                    bail!(
+                        "program {} (section {section:?}): no PATH:PROVIDER:NAME target; a \
+                         loader attaches it: give --attach {}=PATH:PROVIDER:NAME (or \
+                         --no-autoload {})",
+                        p.name,
+                        p.name,
+                        p.name
+                    );
                 };
                 let file = symbols::resolve_path(path, &[])
                     .map_err(|e| anyhow!("program section {section:?}: {e}"))?;
