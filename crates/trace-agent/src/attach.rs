@@ -116,6 +116,9 @@ pub fn start(cfg: Config) -> Result<(), String> {
             .map_err(|e| format!("--max-entries {name}={n}: {e}"))?;
     }
     cfg.loader.apply(&mut obj)?;
+    // What `bpf_get_current_task` needs of the kernel's BTF, read now and
+    // not in a signal handler.
+    rt::task_view::prepare();
     let mut opts = TracingOptions::default();
     // `bpfjet trace` loads the object alone and no control plane can open
     // its maps (no pinning by path, no server): only pinning by name, which

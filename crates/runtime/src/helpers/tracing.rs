@@ -50,10 +50,11 @@ pub(crate) fn register(r: &mut HelperRegistry) {
         "get_current_comm",
         |ctx, a| {
             let comm = current::comm();
+            let len = comm.iter().position(|&b| b == 0).unwrap_or(comm.len());
             let buf = ctx.write_mem(a[0], a[1])?;
             // strscpy_pad: at most size-1 bytes, NUL-padded.
             buf.fill(0);
-            let n = comm.len().min(buf.len().saturating_sub(1));
+            let n = len.min(buf.len().saturating_sub(1));
             buf[..n].copy_from_slice(&comm[..n]);
             Ok(0)
         },

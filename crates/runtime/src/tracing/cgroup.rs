@@ -12,8 +12,9 @@ use std::sync::OnceLock;
 const CGROUP2_MAGIC: i64 = 0x6367_7270;
 
 /// Where the cgroup v2 hierarchy is mounted (`/proc/self/mountinfo`).
+static MOUNT: OnceLock<Option<PathBuf>> = OnceLock::new();
+
 fn mount() -> Option<&'static Path> {
-    static MOUNT: OnceLock<Option<PathBuf>> = OnceLock::new();
     MOUNT
         .get_or_init(|| {
             let info = std::fs::read_to_string("/proc/self/mountinfo").ok()?;
@@ -30,6 +31,11 @@ fn mount() -> Option<&'static Path> {
 
 /// The id of the cgroup whose directory is `dir`, or why it is none.
 pub fn cgroup_id(dir: &Path) -> Result<u32, String> {
+    // Where the hierarchy is, found now (outside any signal handler) for
+    // `current_under`.
+    if mount().is_none() {
+        return Err("no cgroup v2 hierarchy is mounted".into());
+    }
     let c = std::ffi::CString::new(dir.as_os_str().as_encoded_bytes())
         .map_err(|_| format!("{}: not a path", dir.display()))?;
     // SAFETY: statfs writes into `st`, a properly sized struct.
@@ -54,25 +60,50 @@ pub fn cgroup_id(dir: &Path) -> Result<u32, String> {
 }
 
 /// Whether the calling thread is in the cgroup with id `id` or below it.
-/// Read afresh at each call, as the kernel reads the task's cgroup: a
-/// thread may move.
+/// Read afresh at each call, as the kernel reads the task's cgroup (a
+/// thread may move), into stack buffers: the helper runs in signal
+/// handlers, possibly on top of a `malloc` holding its lock. The mount
+/// point was found when the cgroup was put into the map ([`cgroup_id`]).
 pub fn current_under(id: u32) -> bool {
-    let Some(root) = mount() else {
+    let Some(root) = MOUNT.get().and_then(|m| m.as_deref()) else {
         return false;
     };
-    let Ok(own) = std::fs::read_to_string("/proc/thread-self/cgroup") else {
+    let root = root.as_os_str().as_encoded_bytes();
+    let mut own = [0u8; 4096];
+    let n = super::task_view::read_small(b"/proc/thread-self/cgroup\0", &mut own);
+    let Some(rel) = own[..n]
+        .split(|&b| b == b'\n')
+        .find_map(|line| line.strip_prefix(b"0::"))
+    else {
         return false;
     };
-    let Some(rel) = own.lines().find_map(|l| l.strip_prefix("0::")) else {
+    let mut path = [0u8; 4096 + 256];
+    if root.len() + rel.len() + 2 > path.len() {
         return false;
-    };
-    let mut dir = root.join(rel.trim_start_matches('/'));
+    }
+    path[..root.len()].copy_from_slice(root);
+    let mut len = root.len();
+    let rel = rel.strip_prefix(b"/").unwrap_or(rel);
+    if !rel.is_empty() {
+        path[len] = b'/';
+        path[len + 1..len + 1 + rel.len()].copy_from_slice(rel);
+        len += 1 + rel.len();
+    }
     loop {
-        if std::fs::metadata(&dir).is_ok_and(|m| m.ino() == u64::from(id)) {
+        path[len] = 0;
+        // SAFETY: `path` is NUL-terminated at `len`; stat writes into `st`.
+        let mut st: libc::stat = unsafe { std::mem::zeroed() };
+        if unsafe { libc::stat(path.as_ptr().cast(), &mut st) } == 0 && st.st_ino == u64::from(id) {
             return true;
         }
-        if dir.as_path() == root || !dir.pop() {
+        if len <= root.len() {
             return false;
         }
+        // Up one directory, not above the mount point.
+        len = path[..len]
+            .iter()
+            .rposition(|&b| b == b'/')
+            .unwrap_or(0)
+            .max(root.len());
     }
 }

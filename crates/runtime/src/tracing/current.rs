@@ -97,15 +97,16 @@ fn refresh_ids(ids: &CachedIds, generation: u64) -> (u32, u32) {
     (tgid, tid)
 }
 
-/// The calling thread's name (`/proc/self/task/TID/comm`, at most 15
-/// bytes), without the NUL.
-pub fn comm() -> Vec<u8> {
+/// The calling thread's name (`/proc/self/task/TID/comm`): 16 bytes,
+/// NUL-padded (at most 15 of them the name). No allocation: helpers call
+/// it in signal handlers, possibly on top of a `malloc` holding its lock.
+pub fn comm() -> [u8; 16] {
     let mut name = [0u8; 16];
     // SAFETY: PR_GET_NAME writes at most 16 bytes into `name`.
     let ok = unsafe { libc::prctl(libc::PR_GET_NAME, name.as_mut_ptr(), 0, 0, 0) } == 0;
     if !ok {
-        return Vec::new();
+        return [0; 16];
     }
-    let len = name.iter().position(|&b| b == 0).unwrap_or(name.len());
-    name[..len].to_vec()
+    name[15] = 0;
+    name
 }

@@ -86,7 +86,7 @@ pub(crate) mod current;
 mod env;
 mod object;
 mod slots;
-pub(crate) mod task_view;
+pub mod task_view;
 pub(crate) mod thread_maps;
 pub(crate) mod user_mem;
 

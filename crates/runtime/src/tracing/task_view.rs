@@ -15,7 +15,6 @@
 //! memory bpfjet has no counterpart for: never a made-up value.
 
 use bpfjet_obj::{Btf, BtfType};
-use std::cell::RefCell;
 use std::sync::OnceLock;
 
 /// Byte offsets of the fields filled, from the kernel's BTF.
@@ -143,46 +142,84 @@ fn layout() -> Option<&'static Layout> {
         .as_ref()
 }
 
-/// One thread's objects: the task, its parent's task, the credentials,
-/// the namespaces, each zeroed except the fields filled; and the ranges
-/// (absolute addresses) that were filled.
+/// Most fields a view fills (each of the three tasks: pid, tgid, comm,
+/// four pointers; cred's four ids; two namespace pointers and inodes).
+const MAX_FILLED: usize = 40;
+
+/// One thread's objects: the task, its parent's task, its group leader's,
+/// the credentials, the namespaces, each zeroed except the fields filled;
+/// and the ranges (absolute addresses) that were filled. Nothing here
+/// allocates with `malloc` once the layout is known: the helper runs in
+/// signal handlers, possibly on top of a `malloc` holding its lock, so the
+/// memory is mapped directly, the ranges are a fixed array and `/proc` is
+/// read into stack buffers.
 struct View {
     ids: (u32, u32),
     ppid: u32,
     /// Task, parent task, leader task, cred, nsproxy, mnt_namespace, net:
-    /// one buffer,
-    /// each object 64-byte aligned.
-    mem: Vec<u64>,
-    filled: Vec<(u64, u64)>,
+    /// one anonymous mapping, each object 64-byte aligned.
+    mem: *mut u8,
+    len: usize,
+    filled: [(u64, u64); MAX_FILLED],
+    count: usize,
 }
 
 thread_local! {
-    static VIEW: RefCell<Option<View>> = const { RefCell::new(None) };
+    /// This thread's view (null until its first `bpf_get_current_task`).
+    /// No destructor (registering one allocates): a thread's view stays
+    /// mapped until the process ends, or is replaced after a fork.
+    static VIEW: std::cell::Cell<*mut View> = const { std::cell::Cell::new(std::ptr::null_mut()) };
 }
 
 fn align(n: usize) -> usize {
     n.div_ceil(64) * 64
 }
 
-/// The comm of process `pid` (`/proc/PID/comm`, at most 15 bytes).
-fn comm_of(pid: u32) -> Vec<u8> {
-    let mut c = std::fs::read(format!("/proc/{pid}/comm")).unwrap_or_default();
-    if c.last() == Some(&b'\n') {
-        c.pop();
+/// Reads the small file at the NUL-terminated `path` into `buf`; the bytes
+/// read (0 on any error).
+pub(crate) fn read_small(path: &[u8], buf: &mut [u8]) -> usize {
+    // SAFETY: `path` is NUL-terminated; `buf` is writable for its length.
+    unsafe {
+        let fd = libc::open(path.as_ptr().cast(), libc::O_RDONLY | libc::O_CLOEXEC);
+        if fd < 0 {
+            return 0;
+        }
+        let n = libc::read(fd, buf.as_mut_ptr().cast(), buf.len());
+        libc::close(fd);
+        usize::try_from(n).unwrap_or(0)
     }
-    c.truncate(15);
-    c
 }
 
-fn ns_inum(name: &str) -> Option<u32> {
-    use std::os::unix::fs::MetadataExt;
-    std::fs::metadata(format!("/proc/self/ns/{name}"))
-        .ok()
-        .and_then(|m| u32::try_from(m.ino()).ok())
+/// `/proc/PID/comm` of process `pid`: 16 bytes, NUL-padded.
+fn comm_of(pid: u32) -> [u8; 16] {
+    use std::io::Write;
+    let mut path = [0u8; 32];
+    let mut cursor = std::io::Cursor::new(&mut path[..31]);
+    let _ = write!(cursor, "/proc/{pid}/comm");
+    let mut buf = [0u8; 16];
+    let n = read_small(&path, &mut buf);
+    let end = buf[..n]
+        .iter()
+        .position(|&b| b == b'\n')
+        .unwrap_or(n)
+        .min(15);
+    buf[end..].fill(0);
+    buf
+}
+
+/// The inode of `/proc/self/ns/NAME` (`path` NUL-terminated).
+fn ns_inum(path: &[u8]) -> Option<u32> {
+    // SAFETY: `path` is NUL-terminated; stat writes into `st`.
+    let mut st: libc::stat = unsafe { std::mem::zeroed() };
+    if unsafe { libc::stat(path.as_ptr().cast(), &mut st) } != 0 {
+        return None;
+    }
+    u32::try_from(st.st_ino).ok()
 }
 
 impl View {
-    fn build(l: &Layout, ids: (u32, u32)) -> View {
+    /// A new view in its own mapping (None if the mapping fails).
+    fn build(l: &Layout, ids: (u32, u32)) -> Option<*mut View> {
         let task = 0;
         let parent = align(l.task_size);
         let leader = parent + align(l.task_size);
@@ -190,21 +227,41 @@ impl View {
         let nsproxy = cred + align(l.cred_size);
         let mnt = nsproxy + align(l.nsproxy_size);
         let net = mnt + align(l.mnt_ns_size);
-        let total = net + align(l.net_size);
-        let mut v = View {
-            ids,
-            ppid: 0,
-            mem: vec![0u64; total.div_ceil(8)],
-            filled: Vec::new(),
+        let header = align(std::mem::size_of::<View>());
+        let len = header + net + align(l.net_size);
+        // SAFETY: a fresh private anonymous mapping, zeroed by the kernel.
+        let map = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+                -1,
+                0,
+            )
         };
-        let base = v.mem.as_ptr() as u64;
+        if map == libc::MAP_FAILED {
+            return None;
+        }
+        let view = map as *mut View;
+        // SAFETY: the mapping starts with room for a View, then the objects.
+        let v = unsafe {
+            view.write(View {
+                ids,
+                ppid: 0,
+                mem: (map as *mut u8).add(header),
+                len,
+                filled: [(0, 0); MAX_FILLED],
+                count: 0,
+            });
+            &mut *view
+        };
+        let base = v.mem as u64;
         let addr = |off: usize| base + off as u64;
         let (tgid, tid) = ids;
         v.put(task + l.pid, &tid.to_ne_bytes());
         v.put(task + l.tgid, &tgid.to_ne_bytes());
-        let mut comm = crate::tracing::current::comm();
-        comm.resize(16, 0);
-        v.put(task + l.comm, &comm);
+        v.put(task + l.comm, &crate::tracing::current::comm());
         // The thread group's leader: the task itself in the main thread,
         // else the main thread's task (pid = tgid, the process's name).
         let leads = tgid == tid;
@@ -216,38 +273,34 @@ impl View {
             v.put(leader + l.group_leader, &addr(leader).to_ne_bytes());
             v.put(leader + l.real_parent, &addr(parent).to_ne_bytes());
             v.put(leader + l.parent, &addr(parent).to_ne_bytes());
-            let mut lcomm = comm_of(tgid);
-            lcomm.resize(16, 0);
-            v.put(leader + l.comm, &lcomm);
+            v.put(leader + l.comm, &comm_of(tgid));
         }
         v.put(task + l.real_parent, &addr(parent).to_ne_bytes());
         v.put(task + l.parent, &addr(parent).to_ne_bytes());
         v.put(task + l.real_cred, &addr(cred).to_ne_bytes());
         v.put(task + l.cred, &addr(cred).to_ne_bytes());
         v.put(task + l.nsproxy, &addr(nsproxy).to_ne_bytes());
-        if let Some(inum) = ns_inum("mnt") {
+        if let Some(inum) = ns_inum(b"/proc/self/ns/mnt\0") {
             v.put(nsproxy + l.mnt_ns, &addr(mnt).to_ne_bytes());
             v.put(mnt + l.mnt_inum, &inum.to_ne_bytes());
         }
-        if let Some(inum) = ns_inum("net") {
+        if let Some(inum) = ns_inum(b"/proc/self/ns/net\0") {
             v.put(nsproxy + l.net_ns, &addr(net).to_ne_bytes());
             v.put(net + l.net_inum, &inum.to_ne_bytes());
         }
-        v
+        Some(view)
     }
 
     /// Writes `bytes` at `off` and marks them filled (a field rewritten
     /// later keeps its one entry).
     fn put(&mut self, off: usize, bytes: &[u8]) {
-        // SAFETY: `mem` has room for every object's fields (offsets come
-        // from the sizes that laid the buffer out).
-        let dst = unsafe {
-            std::slice::from_raw_parts_mut((self.mem.as_mut_ptr() as *mut u8).add(off), bytes.len())
-        };
-        dst.copy_from_slice(bytes);
-        let range = (self.mem.as_ptr() as u64 + off as u64, bytes.len() as u64);
-        if !self.filled.contains(&range) {
-            self.filled.push(range);
+        // SAFETY: the mapping has room for every object's fields (offsets
+        // come from the sizes that laid it out).
+        unsafe { std::ptr::copy_nonoverlapping(bytes.as_ptr(), self.mem.add(off), bytes.len()) };
+        let range = (self.mem as u64 + off as u64, bytes.len() as u64);
+        if !self.filled[..self.count].contains(&range) && self.count < MAX_FILLED {
+            self.filled[self.count] = range;
+            self.count += 1;
         }
     }
 
@@ -256,9 +309,7 @@ impl View {
     fn refresh(&mut self, l: &Layout) {
         let parent = align(l.task_size);
         let cred = parent + 2 * align(l.task_size);
-        let mut comm = crate::tracing::current::comm();
-        comm.resize(16, 0);
-        self.put(l.comm, &comm);
+        self.put(l.comm, &crate::tracing::current::comm());
         // SAFETY: these calls cannot fail.
         let (uid, gid, euid, egid, ppid) = unsafe {
             (
@@ -279,43 +330,65 @@ impl View {
             // thread (pid = tgid) and its name.
             self.put(parent + l.pid, &ppid.to_ne_bytes());
             self.put(parent + l.tgid, &ppid.to_ne_bytes());
-            let mut pcomm = comm_of(ppid);
-            pcomm.resize(16, 0);
-            self.put(parent + l.comm, &pcomm);
+            self.put(parent + l.comm, &comm_of(ppid));
         }
     }
 }
 
+/// Reads the running kernel's layout now, outside any signal handler
+/// (the first read parses its BTF, which allocates): the agent calls it
+/// before it attaches anything.
+pub fn prepare() {
+    let _ = layout();
+}
+
 /// `bpf_get_current_task`: the address of the calling thread's task view,
-/// refreshed; 0 when the running kernel's BTF does not describe the fields.
+/// refreshed; 0 when the running kernel's BTF does not describe the fields
+/// (or the view cannot be mapped).
 pub fn current_task() -> u64 {
     let Some(l) = layout() else {
         return 0;
     };
     let ids = crate::tracing::current::tgid_tid();
-    VIEW.with(|v| {
-        let mut v = v.borrow_mut();
-        if v.as_ref().is_none_or(|view| view.ids != ids) {
-            *v = Some(View::build(l, ids));
+    VIEW.with(|cell| {
+        let mut view = cell.get();
+        // SAFETY: a non-null pointer is this thread's view, mapped by
+        // `build` and only ever touched by this thread.
+        if view.is_null() || unsafe { (*view).ids } != ids {
+            if !view.is_null() {
+                // A fork's child: the parent's view, copied; replace it.
+                // SAFETY: the mapping `build` made, of `len` bytes.
+                unsafe { libc::munmap(view.cast(), (*view).len) };
+            }
+            view = View::build(l, ids).unwrap_or(std::ptr::null_mut());
+            cell.set(view);
         }
-        let view = v.as_mut().expect("built above");
-        view.refresh(l);
-        view.mem.as_ptr() as u64
+        if view.is_null() {
+            return 0;
+        }
+        // SAFETY: as above.
+        let v = unsafe { &mut *view };
+        v.refresh(l);
+        v.mem as u64
     })
 }
 
 /// Bytes from `addr` to the end of the filled field holding it (0 if
 /// none): what `bpf_probe_read_kernel*` may read there.
 pub fn filled_left(addr: u64) -> u64 {
-    VIEW.with(|v| {
-        v.borrow().as_ref().map_or(0, |view| {
-            view.filled
-                .iter()
-                .filter(|&&(start, len)| addr >= start && addr < start + len)
-                .map(|&(start, len)| start + len - addr)
-                .max()
-                .unwrap_or(0)
-        })
+    VIEW.with(|cell| {
+        let view = cell.get();
+        if view.is_null() {
+            return 0;
+        }
+        // SAFETY: this thread's view (see `current_task`).
+        let v = unsafe { &*view };
+        v.filled[..v.count]
+            .iter()
+            .filter(|&&(start, len)| addr >= start && addr < start + len)
+            .map(|&(start, len)| start + len - addr)
+            .max()
+            .unwrap_or(0)
     })
 }
 
