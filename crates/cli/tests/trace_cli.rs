@@ -575,6 +575,55 @@ fn cgroup_array_holds_a_cgroup_given_on_the_command_line() {
     );
 }
 
+/// Return probes on a function and on the one it tail-calls (`jmp`, as
+/// `realloc(NULL, n)` ends in `malloc`): both returns are seen, innermost
+/// first, with their values, as the kernel chains such uretprobes; before,
+/// the caller's frame was taken for an abandoned one and the process
+/// aborted.
+#[test]
+fn return_probes_survive_tail_calls() {
+    let _serial = serial();
+    let f = fixture();
+    let exe = f.path("tail_target");
+    cc("tail_target.c", &exe, &["-O2", "-g"], &[]);
+    let objdump = Command::new("objdump")
+        .args(["-d", "--no-show-raw-insn"])
+        .arg(&exe)
+        .output()
+        .expect("objdump");
+    let text = String::from_utf8_lossy(&objdump.stdout);
+    let outer = text.split("<outer>:").nth(1).unwrap_or_default();
+    let outer = &outer[..outer.find("\n\n").unwrap_or(outer.len())];
+    assert!(
+        outer.contains("jmp") && outer.contains("<inner>"),
+        "no tail call: {outer}"
+    );
+    bpf(
+        &f.dir,
+        &format!("{SRC}/tail.bpf.c"),
+        "tail.o",
+        &[format!("-DTARGET_EXE=\"{}\"", exe.display())],
+    );
+    // outer(i): 1000 calls, 500 (odd i) end in inner(i) = i + 1.
+    let inner_sum: u64 = (1..=1000u64).filter(|i| i % 2 == 1).map(|i| i + 1).sum();
+    let outer_sum: u64 = (1..=1000u64)
+        .map(|i| if i % 2 == 1 { i + 1 } else { i })
+        .sum();
+    let want = [1000, 1000, 500, 500, outer_sum, inner_sum];
+    for engine in ["interp", "jit"] {
+        let out = bpfjet()
+            .arg("trace")
+            .arg(f.path("tail.o"))
+            .args(["--json", "--engine", engine, "--"])
+            .arg(&exe)
+            .output()
+            .unwrap();
+        let report = json_report(&out);
+        assert_eq!(report["exit_code"], 42, "{engine}: {report}");
+        assert_eq!(&counts(&report)[..6], &want[..], "{engine}");
+    }
+}
+
 #[test]
 fn pid_with_a_command_and_duration_without_pid_are_refused() {
     // `--pid` itself is tested in trace_pid.rs.

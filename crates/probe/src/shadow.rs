@@ -40,8 +40,22 @@ pub fn with<R>(f: impl FnOnce(&mut Shadow) -> R) -> Option<R> {
 impl Shadow {
     /// Records a hooked call whose return address is at `slot`; false when
     /// the stack is full.
+    ///
+    /// A frame at the same slot whose return address was already replaced
+    /// by a trampoline is a tail call (`realloc(NULL, n)` ends in `jmp
+    /// malloc`): the callee returns through the caller's slot, so both
+    /// frames stay, chained as the kernel chains such uretprobes. The
+    /// callee's frame returns into the trampoline, which then pops the
+    /// caller's, innermost first. Any other frame at or below the slot
+    /// belongs to a call that was abandoned (`longjmp`) and is dropped.
     pub fn push(&mut self, frame: Frame) -> bool {
-        while self.len > 0 && self.frames[self.len - 1].slot <= frame.slot {
+        let chained = frame.ret == crate::trampoline::return_trampoline()
+            || frame.ret == crate::trampoline::quick_return();
+        while self.len > 0 {
+            let top = self.frames[self.len - 1].slot;
+            if top > frame.slot || (top == frame.slot && chained) {
+                break;
+            }
             self.len -= 1;
         }
         if self.len == DEPTH {
