@@ -442,3 +442,53 @@ fn weak_ksyms_resolve_as_libbpf_resolves_them() {
         );
     }
 }
+
+/// `--global NAME=VALUE`: a loader's configuration of its program before
+/// load (`obj->rodata->NAME`), the same bytes on every engine; the
+/// verifier folds the frozen value, so the branch it turns off is dead.
+#[test]
+fn globals_configure_the_program_on_every_engine() {
+    let dir = Scratch::new("globals");
+    let packet = dir.file("pkt.bin", [0u8; 64]);
+    let obj = dir.compile_c(
+        "globals",
+        &format!(
+            "{HEADERS}\
+             const volatile __u32 verdict = XDP_PASS;\n\
+             const volatile __s16 offset = 0;\n\
+             const volatile _Bool use_offset = 0;\n\
+             SEC(\"xdp\") int prog(struct xdp_md *ctx) {{\n\
+                 if (use_offset) return verdict + offset;\n\
+                 return verdict;\n\
+             }}\n\
+             char LICENSE[] SEC(\"license\") = \"GPL\";\n"
+        ),
+    );
+    let set = [
+        "--global",
+        "verdict=3",
+        "--global",
+        "use_offset=true",
+        "--global",
+        "offset=-2",
+    ];
+    let mut engines = vec!["interp", "jit"];
+    if kernel_or_skip("globals, kernel column") {
+        engines.push("kernel");
+    }
+    for engine in engines {
+        let (plain, _) = outcome(&test_run(&obj, &packet, engine, &[]), engine);
+        assert_eq!(plain, 2, "{engine}: the object's own values");
+        let (set_, _) = outcome(&test_run(&obj, &packet, engine, &set), engine);
+        assert_eq!(set_, 1, "{engine}: 3 + -2 with --global");
+    }
+    for (arg, needle) in [
+        ("nope=1", "no object has a global variable"),
+        ("offset=40000", "does not fit"),
+        ("verdict=x", "not an integer"),
+    ] {
+        let run = test_run(&obj, &packet, "interp", &["--global", arg]);
+        assert_ne!(run.code, Some(0), "{arg}");
+        assert!(run.stderr.contains(needle), "{arg}: {}", run.stderr);
+    }
+}

@@ -46,6 +46,12 @@ pub struct LoadOptions<'a> {
     /// several objects of one deployment do. Without it an oracle load is
     /// isolated and pins nothing.
     pub pin_root: Option<&'a Path>,
+    /// `(variable, value)`: global variables set before the load, as a
+    /// skeleton's `obj->rodata->NAME = VALUE` (bpfjet's `--global`),
+    /// encoded by bpfjet's reading of the object's BTF
+    /// (`bpfjet_obj::Object::set_global`), so both engines get the same
+    /// bytes.
+    pub globals: &'a [(String, String)],
 }
 
 /// A program type forced on every program of an object (kernel values:
@@ -172,6 +178,13 @@ impl KernelObject {
         for (name, n) in options.max_entries {
             set_max_entries(&mut open, name, *n)
                 .map_err(|errno| load_error(&shown, None, errno, String::new()))?;
+        }
+        if !options.globals.is_empty() {
+            set_globals(&mut open, path, options.globals).map_err(|why| KernelError::Open {
+                path: shown.clone(),
+                why,
+                libbpf_log: String::new(),
+            })?;
         }
         if let Some(state) = options.state {
             state::check_names(state, &open_map_names(&open))?;
@@ -303,6 +316,40 @@ impl KernelObject {
             .find(|p| p.id == id)
             .map(|p| p.name.as_str())
     }
+}
+
+/// The global-data images with `globals` applied, written into the open
+/// object's internal maps before the load.
+fn set_globals(
+    open: &mut OpenObject,
+    path: &Path,
+    globals: &[(String, String)],
+) -> Result<(), String> {
+    let mut obj = bpfjet_obj::load_file(path).map_err(|e| e.to_string())?;
+    for (name, value) in globals {
+        obj.set_global(name, value)
+            .map_err(|e| format!("--global {name}={value}: {e}"))?;
+    }
+    for mut map in open.maps_mut() {
+        let libbpf_name = map.name().to_string_lossy().into_owned();
+        // SAFETY: the map pointer is valid while `open` lives.
+        let global = unsafe { libbpf_sys::bpf_map__is_internal(map.as_libbpf_object().as_ptr()) };
+        if !global {
+            continue;
+        }
+        let name = state_name(&libbpf_name, global);
+        let Some(image) = obj
+            .maps
+            .iter()
+            .find(|m| m.name == name)
+            .and_then(|m| m.initial_data.as_ref())
+        else {
+            continue;
+        };
+        map.set_initial_value(image)
+            .map_err(|e| format!("{name}: {e}"))?;
+    }
+    Ok(())
 }
 
 fn set_max_entries(open: &mut OpenObject, name: &str, n: u32) -> Result<(), Errno> {

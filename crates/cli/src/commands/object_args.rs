@@ -35,6 +35,22 @@ pub struct ObjectArgs {
     /// `map_extra` bits (docs/SUPPORT.md, "Ring buffers").
     #[arg(long = "ringbuf-backpressure", value_name = "MAP[=MS]", value_parser = parse_backpressure)]
     pub ringbuf_backpressure: Vec<(String, u32)>,
+    /// Set global variable NAME (in `.rodata`, `.data` or `.bss`) to VALUE
+    /// before load (repeatable), as a loader's `obj->rodata->NAME = VALUE`:
+    /// an integer (decimal, `0x` hex), a bool, an enumerator's name, or a
+    /// string for a `char` array. The kernel engine gets the same bytes.
+    #[arg(long = "global", value_name = "NAME=VALUE", value_parser = parse_name_value)]
+    pub globals: Vec<(String, String)>,
+}
+
+/// `NAME=VALUE` of `--global` (and `bpfjet trace --attach`).
+pub(crate) fn parse_name_value(text: &str) -> Result<(String, String), String> {
+    match text.split_once('=') {
+        Some((name, value)) if !name.is_empty() && !value.is_empty() => {
+            Ok((name.to_string(), value.to_string()))
+        }
+        _ => Err(format!("{text:?}: expected NAME=VALUE")),
+    }
 }
 
 pub(crate) fn parse_backpressure(text: &str) -> Result<(String, u32), String> {
@@ -154,6 +170,23 @@ impl ObjectArgs {
                 );
             }
         }
+        for (name, value) in &self.globals {
+            // The object of the deployment that has the variable.
+            let mut set = false;
+            for object in objects.iter_mut() {
+                match object.set_global(name, value) {
+                    Ok(()) => {
+                        set = true;
+                        break;
+                    }
+                    Err(e) if e.contains("has no global variable") || e.contains("no BTF") => {}
+                    Err(e) => bail!("--global {name}={value}: {e}"),
+                }
+            }
+            if !set {
+                bail!("--global {name}={value}: no object has a global variable {name:?}");
+            }
+        }
         Ok(())
     }
 
@@ -176,6 +209,7 @@ impl ObjectArgs {
             prog_type,
             max_entries: &self.max_entries,
             btf_custom_path: self.btf_custom_path(),
+            globals: &self.globals,
             ..Default::default()
         }
     }

@@ -58,6 +58,7 @@ pub fn run(args: &ReplaceArgs) -> Result<ExitCode> {
                     .map(std::fs::canonicalize)
                     .transpose()
                     .context("resolving --btf")?,
+                globals: args.object_args.globals.clone(),
             },
         },
         Duration::from_secs_f64(args.timeout),

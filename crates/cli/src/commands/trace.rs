@@ -76,14 +76,14 @@ pub struct TraceArgs {
     /// CGROUP_ARRAY map MAP, as a libbpf tool's cgroup filter does with
     /// `bpf_map_update_elem(map, &0, &cgroup_fd)` (`-c DIR`; set the
     /// tool's flag too, e.g. `--global filter_cg=true`). Repeatable.
-    #[arg(long = "cgroup-array", value_name = "MAP=DIR", value_parser = parse_name_value)]
+    #[arg(long = "cgroup-array", value_name = "MAP=DIR", value_parser = super::object_args::parse_name_value)]
     pub cgroup_array: Vec<(String, String)>,
     /// Set global variable NAME (in `.rodata`, `.data` or `.bss`) to VALUE
     /// before load, as a libbpf tool's `obj->rodata->NAME = VALUE` does
     /// (its filters, units, targets): an integer (decimal, `0x` hex), a
     /// bool, an enumerator's name, or a string for a `char` array.
     /// Repeatable.
-    #[arg(long = "global", value_name = "NAME=VALUE", value_parser = parse_name_value)]
+    #[arg(long = "global", value_name = "NAME=VALUE", value_parser = super::object_args::parse_name_value)]
     pub globals: Vec<(String, String)>,
     /// Do not load program PROG, as a libbpf tool's
     /// `bpf_program__set_autoload(prog, false)` (e.g. the kprobe or fentry
@@ -95,7 +95,7 @@ pub struct TraceArgs {
     /// `PATH:PROVIDER:NAME`), as a libbpf tool's
     /// `bpf_program__attach_uprobe(prog, ..., PATH, offset)` does for a bare
     /// `SEC("uprobe")` or `SEC("uretprobe")`. Repeatable.
-    #[arg(long = "attach", value_name = "PROG=TARGET", value_parser = parse_name_value)]
+    #[arg(long = "attach", value_name = "PROG=TARGET", value_parser = super::object_args::parse_name_value)]
     pub attach: Vec<(String, String)>,
     /// Which pairwise-fusion steps to apply, each level including the ones
     /// before it (docs/TRACING.md "Pairwise fusion"): `none`; `inline`
@@ -129,16 +129,6 @@ pub struct TraceArgs {
     /// The program and its arguments.
     #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
     pub command: Vec<OsString>,
-}
-
-/// `NAME=VALUE` of `--global` and `--attach`.
-fn parse_name_value(text: &str) -> Result<(String, String), String> {
-    match text.split_once('=') {
-        Some((name, value)) if !name.is_empty() && !value.is_empty() => {
-            Ok((name.to_string(), value.to_string()))
-        }
-        _ => Err(format!("{text:?}: expected NAME=VALUE")),
-    }
 }
 
 impl TraceArgs {

@@ -95,7 +95,7 @@ pub enum Request {
         object: PathBuf,
         #[serde(default)]
         prog: Option<String>,
-        /// `--prog-type`, `--max-entries`, `--btf` of `bpfjet replace`.
+        /// `--prog-type`, `--max-entries`, `--btf`, `--global` of `bpfjet replace`.
         #[serde(default)]
         load: ReplaceLoad,
     },
@@ -112,6 +112,9 @@ pub struct ReplaceLoad {
     /// Absolute path of the CO-RE target BTF.
     #[serde(default)]
     pub btf: Option<PathBuf>,
+    /// `--global NAME=VALUE`.
+    #[serde(default)]
+    pub globals: Vec<(String, String)>,
 }
 
 impl ReplaceLoad {
@@ -129,6 +132,7 @@ impl ReplaceLoad {
             // Replace requests carry no backpressure setting: the new
             // program's ring buffers are created as it declares them.
             ringbuf_backpressure: Vec::new(),
+            globals: self.globals.clone(),
         })
     }
 }
