@@ -482,6 +482,35 @@ fn globals_configure_the_program_on_every_engine() {
         let (set_, _) = outcome(&test_run(&obj, &packet, engine, &set), engine);
         assert_eq!(set_, 1, "{engine}: 3 + -2 with --global");
     }
+    // A loader's struct configuration, member by member.
+    let conf = dir.compile_c(
+        "conf",
+        &format!(
+            "{HEADERS}\
+             const volatile struct {{ __u32 mode; __u16 ports[4]; }} conf = {{}};\n\
+             SEC(\"xdp\") int prog(struct xdp_md *ctx) {{\n\
+                 return conf.mode ? conf.ports[2] : XDP_PASS;\n\
+             }}\n\
+             char LICENSE[] SEC(\"license\") = \"GPL\";\n"
+        ),
+    );
+    let set_conf = ["--global", "conf.mode=1", "--global", "conf.ports[2]=3"];
+    for engine in ["interp", "jit"] {
+        let (v, _) = outcome(&test_run(&conf, &packet, engine, &set_conf), engine);
+        assert_eq!(v, 3, "{engine}: conf.ports[2]");
+    }
+    if kernel_or_skip("globals in a struct, kernel column") {
+        let (v, _) = outcome(&test_run(&conf, &packet, "kernel", &set_conf), "kernel");
+        assert_eq!(v, 3);
+    }
+    for (arg, needle) in [
+        ("conf.ports[4]=1", "4 elements"),
+        ("conf.nope=1", "no member"),
+    ] {
+        let run = test_run(&conf, &packet, "interp", &["--global", arg]);
+        assert_ne!(run.code, Some(0), "{arg}");
+        assert!(run.stderr.contains(needle), "{arg}: {}", run.stderr);
+    }
     for (arg, needle) in [
         ("nope=1", "no object has a global variable"),
         ("offset=40000", "does not fit"),

@@ -19,8 +19,11 @@ impl Object {
     /// `obj->rodata->NAME` before load. Integers take decimal or `0x` hex
     /// (negative for signed types), `bool`s `true`/`false` too, enums an
     /// enumerator's name, `char` arrays a string (NUL-padded; it must leave
-    /// room for the NUL).
-    pub fn set_global(&mut self, name: &str, value: &str) -> Result<(), String> {
+    /// room for the NUL). `name` may go on into the variable: `conf.mode`,
+    /// `conf.ports[2]`, for a loader's struct configuration.
+    pub fn set_global(&mut self, path: &str, value: &str) -> Result<(), String> {
+        let name = path.split(['.', '[']).next().unwrap_or(path);
+        let inner = &path[name.len()..];
         let btf = self
             .btf
             .as_ref()
@@ -55,8 +58,11 @@ impl Object {
                 ))
             }
         };
+        let (at, target, size) = descend(btf, target, size, inner)
+            .map_err(|why| format!("global variable {path:?}: {why}"))?;
+        let offset = offset + at;
         let bytes = encode(btf, target, size, value)
-            .map_err(|why| format!("global variable {name:?}: {why}"))?;
+            .map_err(|why| format!("global variable {path:?}: {why}"))?;
         let map = &mut self.maps[index];
         let image = map
             .initial_data
@@ -195,6 +201,61 @@ fn global_names(obj: &Object, btf: &Btf) -> Vec<String> {
         }
     }
     names
+}
+
+/// The part of a variable of type `ty` (`size` bytes) that `path` names
+/// (`.member` and `[index]` steps, possibly none): its offset in the
+/// variable, type and size.
+fn descend(btf: &Btf, ty: u32, size: u32, path: &str) -> Result<(u32, u32, u32), String> {
+    let (mut at, mut ty, mut size) = (0u32, ty, size);
+    let mut rest = path;
+    while !rest.is_empty() {
+        let id = btf.resolve(ty).ok_or("its type is malformed")?;
+        if let Some(after) = rest.strip_prefix('.') {
+            let end = after.find(['.', '[']).unwrap_or(after.len());
+            let field = &after[..end];
+            let members = match btf.type_by_id(id) {
+                Some(BtfType::Struct { members, .. } | BtfType::Union { members, .. }) => members,
+                _ => return Err(format!(".{field}: not a struct or union")),
+            };
+            let m = members.iter().find(|m| m.name == field).ok_or_else(|| {
+                let names: Vec<&str> = members.iter().map(|m| m.name.as_str()).collect();
+                format!("no member {field:?} (members: {})", names.join(", "))
+            })?;
+            if m.bitfield_size != 0 || m.bit_offset % 8 != 0 {
+                return Err(format!(".{field}: a bitfield cannot be set"));
+            }
+            at += m.bit_offset / 8;
+            ty = m.type_id;
+            size = btf
+                .size_of(ty)
+                .and_then(|s| u32::try_from(s).ok())
+                .ok_or_else(|| format!(".{field}: its type has no size"))?;
+            rest = &after[end..];
+        } else if let Some(after) = rest.strip_prefix('[') {
+            let end = after.find(']').ok_or("an index without ']'")?;
+            let index: u32 = after[..end]
+                .parse()
+                .map_err(|_| format!("[{}]: not an index", &after[..end]))?;
+            let Some(BtfType::Array { elem, nelems, .. }) = btf.type_by_id(id) else {
+                return Err(format!("[{index}]: not an array"));
+            };
+            if index >= *nelems {
+                return Err(format!("[{index}]: the array has {nelems} elements"));
+            }
+            let elem_size = btf
+                .size_of(*elem)
+                .and_then(|s| u32::try_from(s).ok())
+                .ok_or("its element type has no size")?;
+            at += index * elem_size;
+            ty = *elem;
+            size = elem_size;
+            rest = &after[end + 1..];
+        } else {
+            return Err(format!("{rest:?}: expected .MEMBER or [INDEX]"));
+        }
+    }
+    Ok((at, ty, size))
 }
 
 /// `value` as the bytes of a variable of type `ty` (`size` bytes).
