@@ -511,17 +511,14 @@ fn cgroup_array_answers_as_the_kernels_empty_one() {
 fn cgroup_array_holds_a_cgroup_given_on_the_command_line() {
     let _serial = serial();
     let obj = fixture().path("cgroup.o");
-    let mountinfo = std::fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
-    let Some(root) = mountinfo.lines().find_map(|l| {
-        let (head, tail) = l.split_once(" - ")?;
-        (tail.split_whitespace().next()? == "cgroup2").then(|| head.split_whitespace().nth(4))?
-    }) else {
+    // The hierarchy as the helper finds it.
+    let Some(root) = bpfjet_runtime::tracing::cgroup::mount() else {
         bpfjet_testsupport::report_skip(
             "cgroup_array_holds_a_cgroup: no cgroup v2 hierarchy mounted",
         );
         return;
     };
-    let child = Path::new(root).join(format!("bpfjet-test-{}", std::process::id()));
+    let child = root.join(format!("bpfjet-test-{}", std::process::id()));
     if let Err(e) = std::fs::create_dir(&child) {
         bpfjet_testsupport::report_skip(format!(
             "cgroup_array_holds_a_cgroup: cannot create {}: {e}",
@@ -554,7 +551,7 @@ fn cgroup_array_holds_a_cgroup_given_on_the_command_line() {
     let procs = child.join("cgroup.procs");
     let moved = format!("echo $$ > {}", procs.display());
     let results = (
-        answer(Path::new(root), "true"),
+        answer(root, "true"),
         answer(&child, "true"),
         answer(&child, &moved),
     );

@@ -180,7 +180,7 @@ impl KernelObject {
                 .map_err(|errno| load_error(&shown, None, errno, String::new()))?;
         }
         if !options.globals.is_empty() {
-            set_globals(&mut open, path, options.globals).map_err(|why| KernelError::Open {
+            set_globals(&mut open, path, options).map_err(|why| KernelError::Open {
                 path: shown.clone(),
                 why,
                 libbpf_log: String::new(),
@@ -323,10 +323,16 @@ impl KernelObject {
 fn set_globals(
     open: &mut OpenObject,
     path: &Path,
-    globals: &[(String, String)],
+    options: &LoadOptions<'_>,
 ) -> Result<(), String> {
-    let mut obj = bpfjet_obj::load_file(path).map_err(|e| e.to_string())?;
-    for (name, value) in globals {
+    // Read with the CO-RE target libbpf gets, as bpfjet's own load reads it.
+    let target = options
+        .btf_custom_path
+        .map_or(bpfjet_obj::KernelBtf::Running, |p| {
+            bpfjet_obj::KernelBtf::File(p.to_path_buf())
+        });
+    let mut obj = bpfjet_obj::load_file_with(path, &target).map_err(|e| e.to_string())?;
+    for (name, value) in options.globals {
         obj.set_global(name, value)
             .map_err(|e| format!("--global {name}={value}: {e}"))?;
     }

@@ -28,22 +28,7 @@ impl Object {
             .btf
             .as_ref()
             .ok_or("the object has no BTF: its global variables have no names")?;
-        let mut found = Vec::new();
-        for (index, map) in self.maps.iter().enumerate() {
-            let Some(vars) = btf.datasec(&map.name) else {
-                continue;
-            };
-            for v in vars {
-                if let Some(BtfType::Var {
-                    name: var, target, ..
-                }) = btf.type_by_id(v.type_id)
-                {
-                    if var == name {
-                        found.push((index, v.offset, v.size, *target));
-                    }
-                }
-            }
-        }
+        let found = global_vars(self, btf, name);
         let (index, offset, size, target) = match found.as_slice() {
             [one] => *one,
             [] => {
@@ -73,6 +58,15 @@ impl Object {
             .ok_or_else(|| format!("global variable {name:?} lies outside its section"))?
             .copy_from_slice(&bytes);
         Ok(())
+    }
+
+    /// Whether the variable `path` starts with is one of the object's
+    /// globals (of the objects of a deployment, the one `--global` sets).
+    pub fn has_global(&self, path: &str) -> bool {
+        let name = path.split(['.', '[']).next().unwrap_or(path);
+        self.btf
+            .as_ref()
+            .is_some_and(|btf| !global_vars(self, btf, name).is_empty())
     }
 
     /// Leaves program `name` out of the load, as
@@ -189,6 +183,25 @@ fn no_program(obj: &Object, name: &str) -> String {
         "the object has no program {name:?} (its programs: {})",
         names.join(", ")
     )
+}
+
+/// Every global variable named `name`: (map index, offset in the
+/// section, size, type).
+fn global_vars(obj: &Object, btf: &Btf, name: &str) -> Vec<(usize, u32, u32, u32)> {
+    let mut found = Vec::new();
+    for (index, map) in obj.maps.iter().enumerate() {
+        for v in btf.datasec(&map.name).unwrap_or_default() {
+            if let Some(BtfType::Var {
+                name: var, target, ..
+            }) = btf.type_by_id(v.type_id)
+            {
+                if var == name {
+                    found.push((index, v.offset, v.size, *target));
+                }
+            }
+        }
+    }
+    found
 }
 
 fn global_names(obj: &Object, btf: &Btf) -> Vec<String> {

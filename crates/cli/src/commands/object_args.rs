@@ -172,20 +172,15 @@ impl ObjectArgs {
         }
         for (name, value) in &self.globals {
             // The object of the deployment that has the variable.
-            let mut set = false;
-            for object in objects.iter_mut() {
-                match object.set_global(name, value) {
-                    Ok(()) => {
-                        set = true;
-                        break;
-                    }
-                    Err(e) if e.contains("has no global variable") || e.contains("no BTF") => {}
-                    Err(e) => bail!("--global {name}={value}: {e}"),
-                }
-            }
-            if !set {
-                bail!("--global {name}={value}: no object has a global variable {name:?}");
-            }
+            let object = objects
+                .iter_mut()
+                .find(|o| o.has_global(name))
+                .ok_or_else(|| {
+                    anyhow!("--global {name}={value}: no object has a global variable {name:?}")
+                })?;
+            object
+                .set_global(name, value)
+                .map_err(|e| anyhow!("--global {name}={value}: {e}"))?;
         }
         Ok(())
     }

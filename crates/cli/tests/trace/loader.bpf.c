@@ -18,12 +18,7 @@ const volatile char tag[8] = "none";
 const volatile bool count_returns = false;
 const volatile int bias = 0;
 
-struct {
-	__uint(type, BPF_MAP_TYPE_ARRAY);
-	__uint(max_entries, 8);
-	__type(key, __u32);
-	__type(value, __u64);
-} counts SEC(".maps");
+#include "counts.h"
 
 /* Value size left for the loader (`bpf_map__set_value_size`). */
 struct {
@@ -31,13 +26,6 @@ struct {
 	__uint(key_size, sizeof(__u32));
 	__uint(max_entries, 64);
 } stacks SEC(".maps");
-
-static __always_inline void bump(__u32 slot, __u64 by)
-{
-	__u64 *v = bpf_map_lookup_elem(&counts, &slot);
-	if (v)
-		__sync_fetch_and_add(v, by);
-}
 
 SEC("uprobe")
 int BPF_KPROBE(on_entry)

@@ -8,12 +8,7 @@
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_core_read.h>
 
-struct {
-	__uint(type, BPF_MAP_TYPE_ARRAY);
-	__uint(max_entries, 8);
-	__type(key, __u32);
-	__type(value, __u64);
-} counts SEC(".maps");
+#include "counts.h"
 
 static __always_inline void put(__u32 slot, __u64 v)
 {

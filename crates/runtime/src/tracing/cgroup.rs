@@ -11,10 +11,10 @@ use std::sync::OnceLock;
 /// `CGROUP2_SUPER_MAGIC`.
 const CGROUP2_MAGIC: i64 = 0x6367_7270;
 
-/// Where the cgroup v2 hierarchy is mounted (`/proc/self/mountinfo`).
 static MOUNT: OnceLock<Option<PathBuf>> = OnceLock::new();
 
-fn mount() -> Option<&'static Path> {
+/// Where the cgroup v2 hierarchy is mounted (`/proc/self/mountinfo`).
+pub fn mount() -> Option<&'static Path> {
     MOUNT
         .get_or_init(|| {
             let info = std::fs::read_to_string("/proc/self/mountinfo").ok()?;

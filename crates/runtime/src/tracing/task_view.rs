@@ -155,6 +155,7 @@ const MAX_FILLED: usize = 40;
 /// read into stack buffers.
 struct View {
     ids: (u32, u32),
+    blocks: Blocks,
     ppid: u32,
     /// Task, parent task, leader task, cred, nsproxy, mnt_namespace, net:
     /// one anonymous mapping, each object 64-byte aligned.
@@ -173,6 +174,39 @@ thread_local! {
 
 fn align(n: usize) -> usize {
     n.div_ceil(64) * 64
+}
+
+/// Where each object of a view starts in its mapping (after the `View`
+/// itself), 64-byte aligned, and the mapping's length.
+#[derive(Clone, Copy)]
+struct Blocks {
+    parent: usize,
+    leader: usize,
+    cred: usize,
+    nsproxy: usize,
+    mnt: usize,
+    net: usize,
+    len: usize,
+}
+
+impl Blocks {
+    fn of(l: &Layout) -> Blocks {
+        let parent = align(l.task_size);
+        let leader = parent + align(l.task_size);
+        let cred = leader + align(l.task_size);
+        let nsproxy = cred + align(l.cred_size);
+        let mnt = nsproxy + align(l.nsproxy_size);
+        let net = mnt + align(l.mnt_ns_size);
+        Blocks {
+            parent,
+            leader,
+            cred,
+            nsproxy,
+            mnt,
+            net,
+            len: net + align(l.net_size),
+        }
+    }
 }
 
 /// Reads the small file at the NUL-terminated `path` into `buf`; the bytes
@@ -220,15 +254,19 @@ fn ns_inum(path: &[u8]) -> Option<u32> {
 impl View {
     /// A new view in its own mapping (None if the mapping fails).
     fn build(l: &Layout, ids: (u32, u32)) -> Option<*mut View> {
+        let blocks = Blocks::of(l);
+        let Blocks {
+            parent,
+            leader,
+            cred,
+            nsproxy,
+            mnt,
+            net,
+            ..
+        } = blocks;
         let task = 0;
-        let parent = align(l.task_size);
-        let leader = parent + align(l.task_size);
-        let cred = leader + align(l.task_size);
-        let nsproxy = cred + align(l.cred_size);
-        let mnt = nsproxy + align(l.nsproxy_size);
-        let net = mnt + align(l.mnt_ns_size);
         let header = align(std::mem::size_of::<View>());
-        let len = header + net + align(l.net_size);
+        let len = header + blocks.len;
         // SAFETY: a fresh private anonymous mapping, zeroed by the kernel.
         let map = unsafe {
             libc::mmap(
@@ -248,6 +286,7 @@ impl View {
         let v = unsafe {
             view.write(View {
                 ids,
+                blocks,
                 ppid: 0,
                 mem: (map as *mut u8).add(header),
                 len,
@@ -307,8 +346,7 @@ impl View {
     /// The fields that may change while the thread lives: its name, its
     /// credentials, its parent (re-parenting when the parent exits).
     fn refresh(&mut self, l: &Layout) {
-        let parent = align(l.task_size);
-        let cred = parent + 2 * align(l.task_size);
+        let Blocks { parent, cred, .. } = self.blocks;
         self.put(l.comm, &crate::tracing::current::comm());
         // SAFETY: these calls cannot fail.
         let (uid, gid, euid, egid, ppid) = unsafe {
