@@ -194,6 +194,24 @@ pub fn plan(obj: &Object, exposed: &dyn Fn(&bpfjet_maps::MapSpec) -> Option<Stri
                 let (Some(es), Some(xs)) = (&summaries[e].1, &summaries[x].1) else {
                     continue;
                 };
+                // A successful exec returns in the new image, where this
+                // image's per-thread values are gone: execsnoop's hand-off
+                // must stay in the map the new image's exit reads.
+                if let Some(call) = IMAGE_REPLACING
+                    .iter()
+                    .find(|c| function.strip_prefix("syscall ") == Some(**c))
+                {
+                    plan.pairs.push(PairReport {
+                        entry: summaries[e].0.to_string(),
+                        exit: summaries[x].0.to_string(),
+                        internalised: Vec::new(),
+                        refused: Vec::new(),
+                        pair_refusal: Some(format!(
+                            "the exit of a successful {call} runs in the new process image,                              which a value kept per thread in this image does not reach"
+                        )),
+                    });
+                    continue;
+                }
                 // A program that could not be analysed may use any map:
                 // no pair sharing an object with one is fused.
                 if let Some((name, _)) = summaries.iter().find(|(_, s)| s.is_none()) {
@@ -229,6 +247,9 @@ pub fn plan(obj: &Object, exposed: &dyn Fn(&bpfjet_maps::MapSpec) -> Option<Stri
     plan.internal_maps = internal_maps(&plan, obj, &summaries);
     plan
 }
+
+/// System calls whose successful return is in another process image.
+const IMAGE_REPLACING: [&str; 2] = ["execve", "execveat"];
 
 /// A map internalised by one pair but also used by a program outside any
 /// pair that internalises it, or by pairs that disagree (one refuses it,

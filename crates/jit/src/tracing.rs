@@ -21,7 +21,7 @@ use crate::options::JitOptions;
 use crate::program::{DumpStage, JitProgram};
 use bpfjet_obj::Object;
 use bpfjet_runtime::tracing::{NativeEntry, TracingEnv, TracingObject, TracingOptions};
-use bpfjet_runtime::{Fault, LoadedObject, ObjectOptions, RunState};
+use bpfjet_runtime::{Fault, RunState};
 use std::any::Any;
 use std::sync::Arc;
 
@@ -119,16 +119,7 @@ fn compile_tracing(
     jit: &JitOptions,
     steps: &TracingJit,
 ) -> Result<(TracingObject, CompiledPrograms), ObjectError> {
-    let loaded = LoadedObject::load(
-        obj,
-        &ObjectOptions {
-            ncpus: opts.ncpus,
-            unverified: false,
-            instance_name: opts.instance_name.clone(),
-            state: opts.state.clone(),
-            fib: None,
-        },
-    )?;
+    let loaded = bpfjet_runtime::tracing::load_maps_and_programs(obj, opts)?;
     // Wrap first: maps kept per thread have their calls rewritten then,
     // and the JIT compiles the rewritten form.
     let tracing = TracingObject::from_loaded(loaded, opts)?;

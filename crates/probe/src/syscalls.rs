@@ -672,17 +672,22 @@ extern "C" fn on_sigsys(_sig: i32, _info: *mut libc::siginfo_t, ctx: *mut libc::
             unsafe { bpfjet_sud_clone(&saved) }
         }
         SYS_FORK | SYS_VFORK | SYS_CLONE => {
-            let (nr2, a0) = if nr == SYS_VFORK {
-                (SYS_FORK, a[0])
-            } else if nr == SYS_CLONE && a[0] & (CLONE_VM | CLONE_VFORK) == (CLONE_VM | CLONE_VFORK)
-            {
+            // `fork` and `vfork` take no flags: their rdi is whatever the
+            // caller left there (glibc's `vfork` keeps its return address
+            // in it), which must not be read as CLONE_VM.
+            let (nr2, a0, flags) = if nr == SYS_VFORK {
+                (SYS_FORK, a[0], 0)
+            } else if nr == SYS_FORK {
+                (nr, a[0], 0)
+            } else if a[0] & (CLONE_VM | CLONE_VFORK) == (CLONE_VM | CLONE_VFORK) {
                 // vfork through clone without a new stack: as fork.
-                (SYS_CLONE, a[0] & !(CLONE_VM | CLONE_VFORK))
+                let flags = a[0] & !(CLONE_VM | CLONE_VFORK);
+                (SYS_CLONE, flags, flags)
             } else {
-                (nr, a[0])
+                (nr, a[0], a[0])
             };
             let r = unsafe { bpfjet_sud_syscall6(nr2, a0, a[1], a[2], a[3], a[4], a[5]) };
-            if r == 0 && a0 & CLONE_VM == 0 {
+            if r == 0 && flags & CLONE_VM == 0 {
                 if let Some(hook) = FORK_CHILD_HOOK.get() {
                     hook();
                 }

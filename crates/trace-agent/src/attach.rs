@@ -119,7 +119,17 @@ pub fn start(cfg: Config) -> Result<(), String> {
     // What `bpf_get_current_task` needs of the kernel's BTF, read now and
     // not in a signal handler.
     rt::task_view::prepare();
+    if let Some(instance) = &cfg.instance {
+        crate::exec_note::set_instance(instance);
+    }
     let mut opts = TracingOptions::default();
+    // The process tree shares one set of maps: the command's agent
+    // publishes them, agents of programs the tree executes join them.
+    if cfg.joined {
+        opts.join = cfg.instance.clone();
+    } else {
+        opts.instance_name = cfg.instance.clone();
+    }
     // `bpfjet trace` loads the object alone and no control plane can open
     // its maps (no pinning by path, no server): only pinning by name, which
     // the analysis refuses, exposes a map.
@@ -472,8 +482,17 @@ pub fn start(cfg: Config) -> Result<(), String> {
     }
     let agent = AGENT.get().unwrap();
     // Before the process's threads are dispatched: the consumer's own
-    // system calls are not the traced program's.
-    events::start(agent)?;
+    // system calls are not the traced program's. The command's agent
+    // consumes the buffers the whole tree produces into.
+    if agent.cfg.reporter() {
+        if agent.cfg.joined {
+            // The command's process after its `exec`.
+            if let Some(counts) = crate::exec_note::take_counts() {
+                events::carry(counts);
+            }
+        }
+        events::start(agent)?;
+    }
 
     for (address, site) in sites {
         let target = site.target.clone();
@@ -535,9 +554,91 @@ pub fn start(cfg: Config) -> Result<(), String> {
     // Last: from here on the process's system calls are dispatched.
     if trace_syscalls {
         let inline = agent.cfg.fuse >= Fuse::Inline;
-        install_syscalls(object, sys, inline)?;
+        let sys = install_syscalls(object, sys, inline)?;
+        let _ = SYSCALL_PROGRAMS.set(sys);
     }
     Ok(())
+}
+
+/// The system-call programs, once installed.
+static SYSCALL_PROGRAMS: OnceLock<&'static SyscallPrograms> = OnceLock::new();
+
+/// After [`start`], outside the agent's own work: when this image was
+/// started by an `exec` of the traced tree, whose entry programs ran in
+/// the image it replaced, the call returns here, with 0, as the kernel's
+/// `sys_exit_execve` fires in the new image. The registers are the
+/// new image's as far as this point knows them: the system-call number
+/// and the result; the others read 0.
+pub fn exec_returned() {
+    let (Some(agent), Some(sys)) = (agent(), SYSCALL_PROGRAMS.get()) else {
+        return;
+    };
+    if !agent.cfg.joined {
+        return;
+    }
+    let object = agent.object;
+    let regs = PtRegs {
+        // A successful `execveat` returns as `execve` does (exec_note.rs).
+        orig_rax: EXECVE,
+        rax: 0,
+        ..PtRegs::default()
+    };
+    if let Some(armed) = alive::can_run() {
+        run_exit_programs(object, sys, &regs);
+        alive::ran(armed);
+    }
+}
+
+/// The programs of system call `regs.orig_rax`'s entry, and those of
+/// every entry.
+fn run_enter_programs(object: &TracingObject, sys: &SyscallPrograms, regs: &PtRegs) {
+    let nr = regs.orig_rax;
+    let progs = sys.enter.get(nr as usize).map_or(&[][..], |v| &v[..]);
+    if progs.is_empty() && sys.every_enter.is_empty() && sys.raw_enter.is_empty() {
+        return;
+    }
+    let Some(armed) = alive::can_run() else {
+        return;
+    };
+    let site = ProbeSite {
+        func_ip: 0,
+        cookie: 0,
+        regs: regs as *const PtRegs as u64,
+    };
+    let args = [regs.rdi, regs.rsi, regs.rdx, regs.r10, regs.r8, regs.r9];
+    for &id in progs.iter().chain(&sys.every_enter) {
+        let mut ctx = SysEnterCtx::new(nr as i64, args);
+        object.run_sys_enter(id, &mut ctx, &site);
+    }
+    for &id in &sys.raw_enter {
+        let mut args = RawSyscallArgs {
+            args: [regs as *const PtRegs as u64, nr],
+        };
+        object.run_raw_syscall(id, &mut args, &site);
+    }
+    alive::ran(armed);
+}
+
+/// The programs of system call `regs.orig_rax`'s return, and those of
+/// every return.
+fn run_exit_programs(object: &TracingObject, sys: &SyscallPrograms, regs: &PtRegs) {
+    let nr = regs.orig_rax;
+    let progs = sys.exit.get(nr as usize).map_or(&[][..], |v| &v[..]);
+    let site = ProbeSite {
+        func_ip: 0,
+        cookie: 0,
+        regs: regs as *const PtRegs as u64,
+    };
+    for &id in progs.iter().chain(&sys.every_exit) {
+        let mut ctx = SysExitCtx::new(nr as i64, regs.rax as i64);
+        object.run_sys_exit(id, &mut ctx, &site);
+    }
+    for &id in &sys.raw_exit {
+        let mut args = RawSyscallArgs {
+            args: [regs as *const PtRegs as u64, regs.rax],
+        };
+        object.run_raw_syscall(id, &mut args, &site);
+    }
 }
 
 /// Load the object on the JIT with its eligible `sys_enter_X`/`sys_exit_X`
@@ -612,11 +713,62 @@ impl Site {
     }
 }
 
+const EXECVE: u64 = 59;
+const EXECVEAT: u64 = 322;
+
+/// An `exec` is about to replace this image (its entry programs ran).
+/// The command's own process hands over what its agent does: the
+/// consumer drains the buffers and stops, and its counts go to the next
+/// image's agent (following) or into the report, written now because no
+/// later image reports (`--no-follow`).
+fn before_exec() {
+    let Some(agent) = agent() else { return };
+    if std::process::id() != agent.pid {
+        // A forked child: its per-thread values are copies of its
+        // parent's, which the parent writes back.
+        return;
+    }
+    // The values kept per thread die with this image; the unfused
+    // programs' map entries would not. Written back now, they are in the
+    // map for the next image; if the `exec` fails, the final write-back
+    // replaces them (`ThreadMap::write_back` first deletes what it wrote).
+    alive::agent_work(|| {
+        if let Err(e) = agent.object.write_back_thread_maps() {
+            eprintln!("bpfjet trace: pid {}: before exec: {e}", agent.pid);
+        }
+    });
+    if !agent.cfg.reporter() || agent.finished.load(Ordering::SeqCst) {
+        return;
+    }
+    alive::agent_work(|| {
+        let counts = events::pause();
+        if agent.cfg.instance.is_some() {
+            crate::exec_note::carry_counts(&counts);
+        } else {
+            report::write_report(agent, &counts);
+        }
+    });
+}
+
+/// The `exec` failed: this image goes on, and so does its consumer.
+fn exec_failed() {
+    let Some(agent) = agent() else { return };
+    if std::process::id() != agent.pid || !agent.cfg.reporter() {
+        return;
+    }
+    alive::agent_work(|| {
+        crate::exec_note::take_counts();
+        if let Err(e) = events::start(agent) {
+            eprintln!("bpfjet trace: the consumer after a failed exec: {e}");
+        }
+    });
+}
+
 fn install_syscalls(
     object: &'static TracingObject,
     sys: SyscallPrograms,
     inline: bool,
-) -> Result<(), String> {
+) -> Result<&'static SyscallPrograms, String> {
     let sys: &'static SyscallPrograms = Box::leak(Box::new(sys));
     // Pairs (enter and exit programs on one system call) run through a
     // call-through stub on the wrappers that issue it (`--fuse inline`).
@@ -646,34 +798,17 @@ fn install_syscalls(
     syscalls::set_fork_child_hook(bpfjet_runtime::tracing::forked_child);
     install(SyscallHooks {
         on_enter: Some(Box::new(move |regs: &PtRegs| {
+            run_enter_programs(object, sys, regs);
             let nr = regs.orig_rax;
-            let progs = sys.enter.get(nr as usize).map_or(&[][..], |v| &v[..]);
-            if progs.is_empty() && sys.every_enter.is_empty() && sys.raw_enter.is_empty() {
-                return;
+            if nr == EXECVE || nr == EXECVEAT {
+                before_exec();
             }
-            let Some(armed) = alive::can_run() else {
-                return;
-            };
-            let site = ProbeSite {
-                func_ip: 0,
-                cookie: 0,
-                regs: regs as *const PtRegs as u64,
-            };
-            let args = [regs.rdi, regs.rsi, regs.rdx, regs.r10, regs.r8, regs.r9];
-            for &id in progs.iter().chain(&sys.every_enter) {
-                let mut ctx = SysEnterCtx::new(nr as i64, args);
-                object.run_sys_enter(id, &mut ctx, &site);
-            }
-            for &id in &sys.raw_enter {
-                let mut args = RawSyscallArgs {
-                    args: [regs as *const PtRegs as u64, nr],
-                };
-                object.run_raw_syscall(id, &mut args, &site);
-            }
-            alive::ran(armed);
         })),
         on_exit: Some(Box::new(move |regs: &PtRegs| {
             let nr = regs.orig_rax;
+            if nr == EXECVE || nr == EXECVEAT {
+                exec_failed();
+            }
             let progs = sys.exit.get(nr as usize).map_or(&[][..], |v| &v[..]);
             if progs.is_empty() && !sys.any_every_exit() {
                 return;
@@ -681,21 +816,7 @@ fn install_syscalls(
             let Some(armed) = alive::can_run() else {
                 return;
             };
-            let site = ProbeSite {
-                func_ip: 0,
-                cookie: 0,
-                regs: regs as *const PtRegs as u64,
-            };
-            for &id in progs.iter().chain(&sys.every_exit) {
-                let mut ctx = SysExitCtx::new(nr as i64, regs.rax as i64);
-                object.run_sys_exit(id, &mut ctx, &site);
-            }
-            for &id in &sys.raw_exit {
-                let mut args = RawSyscallArgs {
-                    args: [regs as *const PtRegs as u64, regs.rax],
-                };
-                object.run_raw_syscall(id, &mut args, &site);
-            }
+            run_exit_programs(object, sys, regs);
             alive::ran(armed);
         })),
         before_exit: Some(Box::new(|status| {
@@ -716,7 +837,7 @@ fn install_syscalls(
             }
         }
     }
-    Ok(())
+    Ok(sys)
 }
 
 /// Attaching failed after the agent was set up: the error report is the
@@ -732,6 +853,17 @@ pub fn abandon() {
 pub fn finish() {
     let Some(agent) = agent() else { return };
     if std::process::id() != agent.pid || agent.finished.swap(true, Ordering::SeqCst) {
+        return;
+    }
+    if !agent.cfg.reporter() {
+        // The command's agent reports; this image's per-thread hand-off
+        // values go back into the shared maps first, as its unfused
+        // programs would have left them.
+        alive::agent_work(|| {
+            if let Err(e) = agent.object.write_back_thread_maps() {
+                eprintln!("bpfjet trace: pid {}: {e}", agent.pid);
+            }
+        });
         return;
     }
     alive::agent_work(|| {

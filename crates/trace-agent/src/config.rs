@@ -30,6 +30,18 @@ pub const ENV_CONSUMER_SPIN_US: &str = "BPFJET_TRACE_CONSUMER_SPIN_US";
 /// three quarters (docs/PERFORMANCE.md, "The generic per-hit path"); with
 /// a CPU to spare, polling (e.g. 50) reads records as they are committed.
 pub const DEFAULT_CONSUMER_SPIN_US: u64 = 0;
+/// The instance name the process tree's maps are published under
+/// (`bpfjet trace` follows `exec`, unless `--no-follow`): the command's
+/// agent creates it, the agents of programs the tree executes join it.
+pub const ENV_INSTANCE: &str = "BPFJET_TRACE_INSTANCE";
+/// Set (to `1`) by the command's agent in its environment: an agent that
+/// finds it was started by an `exec` in the traced tree and joins
+/// [`ENV_INSTANCE`] instead of creating the maps.
+pub const ENV_JOIN: &str = "BPFJET_TRACE_JOIN";
+/// The command's process id, set by its agent next to [`ENV_JOIN`]: an
+/// image with this id is the command itself after an `exec` (`sh -c
+/// 'exec prog'`), whose agent goes on consuming and writes the report.
+pub const ENV_ROOT: &str = "BPFJET_TRACE_ROOT";
 /// Which pairwise-fusion optimisations to apply: `none`, `fold`,
 /// `internalise-calls`, `internalise`, `compile`, `all` (unset: `none`).
 pub const ENV_FUSE: &str = "BPFJET_TRACE_FUSE";
@@ -74,7 +86,10 @@ impl Fuse {
 }
 
 /// Every setting's name.
-const ALL: [&str; 15] = [
+const ALL: [&str; 18] = [
+    ENV_ROOT,
+    ENV_INSTANCE,
+    ENV_JOIN,
     ENV_CGROUP_ARRAY,
     ENV_VALUE_SIZE,
     ENV_GLOBALS,
@@ -118,16 +133,44 @@ pub struct Config {
     pub fuse: Fuse,
     /// The JIT folds frozen `.rodata` loads.
     pub fold_rodata: bool,
+    /// [`ENV_INSTANCE`]: the maps are shared by the traced process tree
+    /// under this name (None: `--no-follow`, or `--pid`; private maps).
+    pub instance: Option<String>,
+    /// This agent was started by an `exec` in the traced tree: it joins
+    /// [`Config::instance`], runs the `exec`'s exit programs, and leaves
+    /// the consumers and the report to the command's agent.
+    pub joined: bool,
+    /// [`ENV_ROOT`]: the command's process id (set in joined agents).
+    pub root_pid: Option<u32>,
 }
 
 impl Config {
-    /// The settings, removed from the environment so that programs this
-    /// one executes are not traced again into the same report.
+    /// Whether this agent consumes the buffers and writes the report: the
+    /// command's, before or after an `exec` of the command's process.
+    pub fn reporter(&self) -> bool {
+        !self.joined || self.root_pid == Some(std::process::id())
+    }
+}
+
+impl Config {
+    /// The settings. Without an instance to share (`--no-follow`) they
+    /// are removed from the environment, so that programs this one
+    /// executes are not traced. With one they stay, for the agents of the
+    /// programs the tree executes, and the command's agent marks them as
+    /// joining ([`ENV_JOIN`]).
     pub fn from_env() -> Option<Config> {
         let cfg = Config::from_vars(|name| std::env::var(name).ok())?;
-        for v in ALL {
-            // SAFETY: the constructor runs before main, single-threaded.
-            unsafe { std::env::remove_var(v) };
+        if cfg.instance.is_none() {
+            for v in ALL {
+                // SAFETY: the constructor runs before main, single-threaded.
+                unsafe { std::env::remove_var(v) };
+            }
+        } else if !cfg.joined {
+            // SAFETY: as above.
+            unsafe {
+                std::env::set_var(ENV_JOIN, "1");
+                std::env::set_var(ENV_ROOT, std::process::id().to_string());
+            }
         }
         Some(cfg)
     }
@@ -171,6 +214,9 @@ impl Config {
                 .and_then(|s| Fuse::parse(&s))
                 .unwrap_or(Fuse::None),
             fold_rodata: get(ENV_FOLD_RODATA).is_none_or(|v| v != "0"),
+            instance: get(ENV_INSTANCE).filter(|s| !s.is_empty()),
+            joined: get(ENV_JOIN).is_some_and(|v| v == "1"),
+            root_pid: get(ENV_ROOT).and_then(|v| v.parse().ok()),
         })
     }
 }

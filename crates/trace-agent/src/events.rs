@@ -39,7 +39,7 @@ const PREEMPTED: Duration = Duration::from_micros(200);
 const NO_SPIN: Duration = Duration::from_millis(100);
 
 /// Each ring buffer's and each perf buffer's counts, by map name.
-#[derive(Default)]
+#[derive(Clone, Default)]
 pub struct Counts {
     pub rings: Vec<(String, RingbufStats)>,
     pub perfs: Vec<(String, PerfbufStats)>,
@@ -51,6 +51,35 @@ struct Running {
 }
 
 static RUNNING: Mutex<Option<Running>> = Mutex::new(None);
+
+/// What the command's earlier consumers counted: the one before a failed
+/// `exec` of this image, or the one of the image an `exec` replaced
+/// (`exec_note::carry_counts`). A ring buffer's counts live in the ring
+/// and are whole in every image; a perf buffer's consumed and lost
+/// samples are the consumer's own, so they add up.
+static CARRIED: Mutex<Option<Counts>> = Mutex::new(None);
+/// The events file was opened once already in this command: later
+/// consumers append to it.
+static OPENED: AtomicBool = AtomicBool::new(false);
+
+/// Counts of earlier consumers of this command, taken over from the image
+/// an `exec` replaced.
+pub fn carry(counts: Counts) {
+    *CARRIED.lock().unwrap_or_else(|e| e.into_inner()) = Some(counts);
+}
+
+fn with_carried(mut now: Counts) -> Counts {
+    let carried = CARRIED.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some(before) = carried.as_ref() {
+        for (name, s) in &mut now.perfs {
+            if let Some((_, b)) = before.perfs.iter().find(|(n, _)| n == name) {
+                s.consumed += b.consumed;
+                s.dropped += b.dropped;
+            }
+        }
+    }
+    now
+}
 
 pub fn start(agent: &'static Agent) -> Result<(), String> {
     if agent.ringbufs.is_empty() && agent.perfbufs.is_empty() {
@@ -77,10 +106,19 @@ pub fn start(agent: &'static Agent) -> Result<(), String> {
         perfs.push((name.clone(), c));
     }
     let mut out: Option<Box<dyn Write + Send>> = match &agent.cfg.events {
-        Some(path) => Some(Box::new(std::io::BufWriter::with_capacity(
-            1 << 20,
-            std::fs::File::create(path).map_err(|e| format!("--events {}: {e}", path.display()))?,
-        ))),
+        Some(path) => {
+            // The command's first consumer starts the file; a later one
+            // (after an `exec` of the command's process) goes on with it.
+            let append = agent.cfg.joined || OPENED.swap(true, Ordering::SeqCst);
+            let file = std::fs::OpenOptions::new()
+                .write(true)
+                .create(true)
+                .append(append)
+                .truncate(!append)
+                .open(path)
+                .map_err(|e| format!("--events {}: {e}", path.display()))?;
+            Some(Box::new(std::io::BufWriter::with_capacity(1 << 20, file)))
+        }
         None => None,
     };
     let stop = Arc::new(AtomicBool::new(false));
@@ -184,8 +222,20 @@ pub fn start(agent: &'static Agent) -> Result<(), String> {
 /// each perf buffer's counts.
 pub fn stop() -> Counts {
     let Some(r) = RUNNING.lock().unwrap_or_else(|e| e.into_inner()).take() else {
-        return Counts::default();
+        return CARRIED
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+            .unwrap_or_default();
     };
     r.stop.store(true, Ordering::Release);
-    r.thread.join().unwrap_or_default()
+    with_carried(r.thread.join().unwrap_or_default())
+}
+
+/// [`stop`], keeping the counts for a consumer started again later in
+/// this image (an `exec` that fails).
+pub fn pause() -> Counts {
+    let counts = stop();
+    carry(counts.clone());
+    counts
 }

@@ -9,9 +9,13 @@
 //! calls are not traced) it writes the report the CLI prints: every map in
 //! STATE.json form, ring-buffer counts, runs missed and faulted.
 //!
-//! Only the command's own process is traced: the agent removes its
-//! settings from the environment, so children it executes start untraced,
-//! and a forked child does not write the report.
+//! The command's process tree is traced: a forked child runs the programs
+//! with the maps it shares with its parent; a program the tree executes
+//! starts with the settings in its environment, and its agent joins the
+//! maps the command's agent published (config.rs `ENV_INSTANCE`) and runs
+//! the `exec`'s exit programs. Only the command's agent consumes the ring
+//! and perf buffers and writes the report. `--no-follow` removes the
+//! settings from the environment: executed programs start untraced.
 //!
 //! Any attach error is reported before `main` runs and the process exits
 //! with [`config::AGENT_ERROR_EXIT`].
@@ -24,6 +28,7 @@ mod attach;
 mod config;
 mod dlopen;
 mod events;
+mod exec_note;
 mod fused;
 mod late_attach;
 mod report;
@@ -45,8 +50,19 @@ extern "C" fn agent_init() {
     };
     if let Err(e) = alive::agent_work(|| attach::start(cfg.clone())) {
         attach::abandon();
+        if cfg.joined {
+            // A program the traced tree executed: it runs untraced rather
+            // than not at all (the command's report is not this one's).
+            eprintln!(
+                "bpfjet trace: not tracing pid {} ({}): {e}",
+                std::process::id(),
+                std::env::args().next().unwrap_or_default()
+            );
+            return;
+        }
         report::write_error(&cfg, &e);
         // SAFETY: ends the process before the traced program's main.
         unsafe { libc::_exit(config::AGENT_ERROR_EXIT) };
     }
+    attach::exec_returned();
 }

@@ -126,6 +126,16 @@ pub struct TraceArgs {
     /// With `--pid`: detach after SECS seconds (the process goes on).
     #[arg(long, value_name = "SECS")]
     pub duration: Option<f64>,
+    /// Trace only the command's own process image: programs it executes
+    /// start untraced. By default the whole tree is traced, as the
+    /// kernel's probes see it: forked children and the programs the tree
+    /// executes run the object's programs on one shared set of maps, and
+    /// an `exec`'s exit programs run in the new image (execsnoop). The
+    /// agent follows through the environment (`LD_PRELOAD` and
+    /// `BPFJET_TRACE_*`): a program started with a cleared environment,
+    /// or a static or set-user-ID one, is not traced.
+    #[arg(long)]
+    pub no_follow: bool,
     /// The program and its arguments.
     #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
     pub command: Vec<OsString>,
@@ -351,6 +361,12 @@ pub fn run(args: &TraceArgs) -> Result<ExitCode> {
     cmd.args(rest)
         .env("LD_PRELOAD", preload)
         .envs(agent_settings(args, fuse, &report)?);
+    // The maps the traced tree shares (`--no-follow`: private to the
+    // command's process), named after this run.
+    let tree = (!args.no_follow).then(|| SharedTree::new(&report));
+    if let Some(tree) = &tree {
+        cmd.env("BPFJET_TRACE_INSTANCE", &tree.instance);
+    }
     // Ctrl-C goes to the traced program (same process group); bpfjet waits
     // for it to end and report.
     // SAFETY: plain signal disposition changes.
@@ -366,6 +382,7 @@ pub fn run(args: &TraceArgs) -> Result<ExitCode> {
         .unwrap_or_else(|| 128 + status.signal().unwrap_or(0));
     let text = std::fs::read_to_string(&report);
     let _ = std::fs::remove_file(&report);
+    drop(tree);
     let report: Value = match text {
         Ok(t) => serde_json::from_str(&t).with_context(|| format!("the agent's report {t:?}"))?,
         Err(_) => {
@@ -382,6 +399,40 @@ pub fn run(args: &TraceArgs) -> Result<ExitCode> {
         }
     }
     print_report(args, &plan, &report, Some(exit_code))
+}
+
+/// The shared-memory instance of a traced tree's maps: created by the
+/// command's agent, joined by the agents of the programs the tree
+/// executes, removed by bpfjet when the command has ended (a descendant
+/// still running keeps its mappings; one it executes later runs untraced).
+struct SharedTree {
+    instance: String,
+}
+
+impl SharedTree {
+    fn new(report: &Path) -> SharedTree {
+        // Unique per run as the report's name is.
+        let stem = report
+            .file_stem()
+            .map_or_else(String::new, |s| s.to_string_lossy().into_owned());
+        SharedTree { instance: stem }
+    }
+}
+
+impl Drop for SharedTree {
+    fn drop(&mut self) {
+        let _ = bpfjet_maps::Instance::remove_stale(&self.instance);
+        // Notes of the agents' exec_note.rs that no image took (an `exec`
+        // of a static program, or of one started without the agent).
+        let prefix = format!("bpfjet.{}.", self.instance);
+        if let Ok(dir) = std::fs::read_dir("/dev/shm") {
+            for e in dir.flatten() {
+                if e.file_name().to_string_lossy().starts_with(&prefix) {
+                    let _ = std::fs::remove_file(e.path());
+                }
+            }
+        }
+    }
 }
 
 /// The ring-buffer sizes of `--ringbuf-size` applied to `object`, the

@@ -10,7 +10,12 @@
  * order) then the bytes the kernel hands over (the data, padded so that
  * the length and the data take a multiple of 8 bytes), and
  * "perfbuf SAMPLES LOST" is printed on stderr.
+ * With $LOADER_CGROUP (a cgroup v2 directory), the command is moved into
+ * that cgroup before it starts and the directory is put into slot 0 of a
+ * CGROUP_ARRAY map named `cgroup_filter`, so that a program can count the
+ * command's process tree only (bpf_current_task_under_cgroup).
  * Usage: kernel_loader OBJ CMD ARGS... */
+#include <fcntl.h>
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
 #include <stdio.h>
@@ -93,6 +98,24 @@ int main(int argc, char **argv)
 				      NULL, NULL);
 		if (!pb) {
 			fprintf(stderr, "perf_buffer__new failed\n");
+			return 2;
+		}
+	}
+	const char *cgroup = getenv("LOADER_CGROUP");
+	if (cgroup) {
+		char procs[4096];
+		snprintf(procs, sizeof(procs), "%s/cgroup.procs", cgroup);
+		FILE *f = fopen(procs, "w");
+		if (!f || fprintf(f, "%d\n", (int)child) < 0 || fclose(f)) {
+			fprintf(stderr, "moving the command into %s failed\n", cgroup);
+			return 2;
+		}
+		int dir = open(cgroup, O_RDONLY | O_DIRECTORY);
+		int map = bpf_object__find_map_fd_by_name(obj, "cgroup_filter");
+		unsigned int zero = 0;
+		if (dir < 0 || map < 0 ||
+		    bpf_map_update_elem(map, &zero, &dir, BPF_ANY)) {
+			fprintf(stderr, "cgroup_filter: putting %s in failed\n", cgroup);
 			return 2;
 		}
 	}

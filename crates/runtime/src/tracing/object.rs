@@ -56,6 +56,12 @@ pub struct TracingOptions {
     pub ncpus: usize,
     /// Publish the maps under this instance name for `bpfjet map`.
     pub instance_name: Option<String>,
+    /// Join the running instance of this name instead of creating maps:
+    /// every map of the object is the instance's map of the same name,
+    /// contents as they are (`bpfjet trace` following an `exec`: the new
+    /// image's programs share the maps of the process tree). A map the
+    /// instance lacks, or has with another shape, is an error.
+    pub join: Option<String>,
     /// Initial map contents.
     pub state: Option<MapState>,
     /// Lines of `bpf_trace_printk` output kept for
@@ -74,11 +80,71 @@ impl Default for TracingOptions {
         TracingOptions {
             ncpus: crate::loader::possible_cpus(),
             instance_name: None,
+            join: None,
             state: None,
             trace_lines: 10_000,
             thread_maps: Vec::new(),
         }
     }
+}
+
+/// `obj` loaded as `opts` says: its maps created (in a private instance,
+/// or published under [`TracingOptions::instance_name`]) or taken from the
+/// running instance [`TracingOptions::join`] names; every program verified.
+pub fn load_maps_and_programs(
+    obj: &Object,
+    opts: &TracingOptions,
+) -> Result<LoadedObject, RuntimeError> {
+    let object_opts = ObjectOptions {
+        ncpus: opts.ncpus,
+        unverified: false,
+        instance_name: opts.instance_name.clone(),
+        state: opts.state.clone(),
+        fib: None,
+    };
+    let Some(name) = &opts.join else {
+        return LoadedObject::load(obj, &object_opts);
+    };
+    let instance_error = |source| RuntimeError::Map {
+        map: format!("<instance {name}>"),
+        source,
+    };
+    let lookup = bpfjet_maps::Instance::open(name).map_err(instance_error)?;
+    let mut shared = Vec::with_capacity(obj.maps.len());
+    for spec in &obj.maps {
+        let map = lookup
+            .map_by_name(&spec.name)
+            .map_err(|source| RuntimeError::Map {
+                map: spec.name.clone(),
+                source,
+            })?;
+        // The same object with the same settings made it; `max_entries`
+        // may have been sized at load (a perf event array's 0 = the CPUs).
+        let have = map.spec();
+        if have.map_type != spec.map_type
+            || have.key_size != spec.key_size
+            || have.value_size != spec.value_size
+        {
+            return Err(RuntimeError::Map {
+                map: spec.name.clone(),
+                source: bpfjet_maps::MapError::Invalid(
+                    "the joined instance's map of this name has another type, key or value size",
+                ),
+            });
+        }
+        shared.push(map);
+    }
+    let instance = bpfjet_maps::Instance::open(name).map_err(instance_error)?;
+    let reuse = |spec: &bpfjet_maps::spec::MapSpec| {
+        shared.iter().find(|m| m.spec().name == spec.name).cloned()
+    };
+    let object_opts = ObjectOptions {
+        instance_name: Some(name.clone()),
+        state: None,
+        ..object_opts
+    };
+    let (loaded, _) = LoadedObject::load_in(obj, &object_opts, instance, &reuse)?;
+    Ok(loaded)
 }
 
 /// Index of a program in [`TracingObject::programs`].
@@ -387,17 +453,7 @@ impl TracingObject {
     /// object are loaded too (they share the maps) but are not runnable
     /// here.
     pub fn load(obj: &Object, opts: &TracingOptions) -> Result<TracingObject, RuntimeError> {
-        let loaded = LoadedObject::load(
-            obj,
-            &ObjectOptions {
-                ncpus: opts.ncpus,
-                unverified: false,
-                instance_name: opts.instance_name.clone(),
-                state: opts.state.clone(),
-                fib: None,
-            },
-        )?;
-        Self::from_loaded(loaded, opts)
+        Self::from_loaded(load_maps_and_programs(obj, opts)?, opts)
     }
 
     /// Wrap an already loaded object (its tracing programs verified).
