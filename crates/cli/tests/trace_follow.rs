@@ -165,6 +165,16 @@ fn exec_is_followed_through_the_tree_as_the_kernel_sees_it() {
             (Some(7), Some(7)),
             "{engine}: counted across the command's two images: {perf}"
         );
+        // Every executed program's agent left its part of the report.
+        let programs: Vec<&str> = report["processes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter_map(|p| p["program"].as_str())
+            .collect();
+        for p in ["/bin/echo", "/bin/cat", "/bin/true"] {
+            assert!(programs.contains(&p), "{engine}: {p} in {programs:?}");
+        }
         // The hand-off crosses the image: fusion leaves it in the map.
         let pending = report["maps"]["pending"].as_array().unwrap();
         assert!(pending.is_empty(), "{engine}: {pending:?}");

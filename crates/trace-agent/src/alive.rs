@@ -159,3 +159,8 @@ fn arm() {
 pub fn skipped() -> u64 {
     SKIPPED.load(Ordering::Relaxed)
 }
+
+/// Count afresh (a forked child, an image handing over at `exec`).
+pub fn reset_skipped() {
+    SKIPPED.store(0, Ordering::Relaxed);
+}

@@ -481,6 +481,11 @@ pub fn start(cfg: Config) -> Result<(), String> {
         return Err("the trace agent was started twice".into());
     }
     let agent = AGENT.get().unwrap();
+    // Forks that are not dispatched (no system call is traced: libc's
+    // `fork` is all that runs in the child) reset the counts here; a
+    // dispatched fork does it in `forked_child` and again here, harmless.
+    // SAFETY: registers a handler with no preconditions.
+    unsafe { libc::pthread_atfork(None, None, Some(forked_child_atfork)) };
     // Before the process's threads are dispatched: the consumer's own
     // system calls are not the traced program's. The command's agent
     // consumes the buffers the whole tree produces into.
@@ -723,7 +728,17 @@ const EXECVEAT: u64 = 322;
 /// later image reports (`--no-follow`).
 fn before_exec() {
     let Some(agent) = agent() else { return };
-    if std::process::id() != agent.pid {
+    let own_image = std::process::id() == agent.pid;
+    let reports = own_image && agent.cfg.reporter();
+    if !reports || agent.cfg.instance.is_some() {
+        // This image's counts end here and the next one (if traced)
+        // counts afresh. If the `exec` fails, this image counts on from
+        // zero and leaves another part at its exit.
+        alive::agent_work(|| report::write_process_part(agent));
+        agent.object.reset_counters();
+        alive::reset_skipped();
+    }
+    if !own_image {
         // A forked child: its per-thread values are copies of its
         // parent's, which the parent writes back.
         return;
@@ -795,7 +810,7 @@ fn install_syscalls(
     } else {
         syscalls::install
     };
-    syscalls::set_fork_child_hook(bpfjet_runtime::tracing::forked_child);
+    syscalls::set_fork_child_hook(forked_child);
     install(SyscallHooks {
         on_enter: Some(Box::new(move |regs: &PtRegs| {
             run_enter_programs(object, sys, regs);
@@ -840,6 +855,24 @@ fn install_syscalls(
     Ok(sys)
 }
 
+/// In a forked child, right after the fork: the ids the helpers cache
+/// change, and the child's counts start at zero (its parent reports what
+/// it counted before).
+fn forked_child() {
+    bpfjet_runtime::tracing::forked_child();
+    if let Some(agent) = agent() {
+        agent.object.reset_counters();
+        alive::reset_skipped();
+    }
+}
+
+extern "C" fn forked_child_atfork() {
+    if let Some(agent) = agent() {
+        agent.object.reset_counters();
+        alive::reset_skipped();
+    }
+}
+
 /// Attaching failed after the agent was set up: the error report is the
 /// one the CLI must read, not a map report written by the exit hook.
 pub fn abandon() {
@@ -852,17 +885,23 @@ pub fn abandon() {
 /// once, from the traced process itself (not a forked child).
 pub fn finish() {
     let Some(agent) = agent() else { return };
-    if std::process::id() != agent.pid || agent.finished.swap(true, Ordering::SeqCst) {
+    // A forked child has its own copy of the flag.
+    if agent.finished.swap(true, Ordering::SeqCst) {
         return;
     }
-    if !agent.cfg.reporter() {
-        // The command's agent reports; this image's per-thread hand-off
-        // values go back into the shared maps first, as its unfused
-        // programs would have left them.
+    let own_image = std::process::id() == agent.pid;
+    if !own_image || !agent.cfg.reporter() {
+        // The command's agent reports the maps; this process leaves its
+        // own counts. An executed program's per-thread hand-off values go
+        // back into the shared maps first, as its unfused programs would
+        // have left them (a forked child's are copies of its parent's).
         alive::agent_work(|| {
-            if let Err(e) = agent.object.write_back_thread_maps() {
-                eprintln!("bpfjet trace: pid {}: {e}", agent.pid);
+            if own_image {
+                if let Err(e) = agent.object.write_back_thread_maps() {
+                    eprintln!("bpfjet trace: pid {}: {e}", agent.pid);
+                }
             }
+            report::write_process_part(agent);
         });
         return;
     }

@@ -17,6 +17,35 @@ fn write(cfg: &Config, v: &Value) {
     }
 }
 
+/// What a process of the tree other than the command's own image ran:
+/// its own counts and trace lines (maps and buffers are shared), in a file
+/// next to the report, `REPORT.<pid>.<ns>`, which `bpfjet trace` adds to
+/// the report. A forked child's counts start at its fork, an executed
+/// program's at its start; an image ending in `exec` writes its part then.
+pub fn write_process_part(agent: &Agent) {
+    let (faults, last_fault) = agent.object.faults();
+    let part = json!({
+        "pid": std::process::id(),
+        "program": std::env::args().next().unwrap_or_default(),
+        "missed_runs": agent.object.missed_runs(),
+        "skipped_at_thread_exit": crate::alive::skipped(),
+        "faults": faults,
+        "last_fault": last_fault,
+        "trace_lines": agent.object.take_trace_lines(),
+    });
+    let stamp = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos());
+    let mut path = agent.cfg.report.clone().into_os_string();
+    path.push(format!(".{}.{stamp}", std::process::id()));
+    if let Err(e) = std::fs::write(&path, part.to_string()) {
+        eprintln!(
+            "bpfjet trace: {}: {e}",
+            std::path::Path::new(&path).display()
+        );
+    }
+}
+
 pub fn write_error(cfg: &Config, err: &str) {
     write(cfg, &json!({ "error": err }));
 }

@@ -383,7 +383,8 @@ pub fn run(args: &TraceArgs) -> Result<ExitCode> {
     let text = std::fs::read_to_string(&report);
     let _ = std::fs::remove_file(&report);
     drop(tree);
-    let report: Value = match text {
+    let parts = process_parts(&report);
+    let mut report: Value = match text {
         Ok(t) => serde_json::from_str(&t).with_context(|| format!("the agent's report {t:?}"))?,
         Err(_) => {
             bail!(
@@ -398,7 +399,74 @@ pub fn run(args: &TraceArgs) -> Result<ExitCode> {
             bail!("{err} ({} was not started)", program.to_string_lossy());
         }
     }
+    add_process_parts(&mut report, parts);
     print_report(args, &plan, &report, Some(exit_code))
+}
+
+/// The parts the other processes of the traced tree left next to the
+/// report (the agent's report.rs `write_process_part`), oldest first,
+/// removed.
+fn process_parts(report: &Path) -> Vec<Value> {
+    let (Some(dir), Some(name)) = (report.parent(), report.file_name()) else {
+        return Vec::new();
+    };
+    let prefix = format!("{}.", name.to_string_lossy());
+    let mut parts: Vec<(u128, Value)> = Vec::new();
+    for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        let file = e.file_name().to_string_lossy().into_owned();
+        let Some(rest) = file.strip_prefix(&prefix) else {
+            continue;
+        };
+        let stamp = rest
+            .rsplit('.')
+            .next()
+            .and_then(|s| s.parse().ok())
+            .unwrap_or(0);
+        if let Ok(v) = std::fs::read_to_string(e.path())
+            .map_err(|_| ())
+            .and_then(|t| serde_json::from_str::<Value>(&t).map_err(|_| ()))
+        {
+            parts.push((stamp, v));
+        }
+        let _ = std::fs::remove_file(e.path());
+    }
+    parts.sort_by_key(|(stamp, _)| *stamp);
+    parts.into_iter().map(|(_, v)| v).collect()
+}
+
+/// The tree's counts in one report: runs missed, skipped and faulted add
+/// up, trace lines follow the command's own, and `processes` lists every
+/// other process that ran programs (a pid twice: an image and the program
+/// it executed).
+fn add_process_parts(report: &mut Value, parts: Vec<Value>) {
+    let Some(r) = report.as_object_mut() else {
+        return;
+    };
+    let mut processes = Vec::new();
+    for part in parts {
+        for key in ["missed_runs", "skipped_at_thread_exit", "faults"] {
+            let sum = r.get(key).and_then(Value::as_u64).unwrap_or(0)
+                + part.get(key).and_then(Value::as_u64).unwrap_or(0);
+            r.insert(key.to_string(), sum.into());
+        }
+        if let Some(f) = part.get("last_fault").filter(|f| !f.is_null()) {
+            r.insert("last_fault".to_string(), f.clone());
+        }
+        if let Some(lines) = part.get("trace_lines").and_then(Value::as_array) {
+            if let Some(all) = r
+                .entry("trace_lines")
+                .or_insert_with(|| Value::Array(Vec::new()))
+                .as_array_mut()
+            {
+                all.extend(lines.iter().cloned());
+            }
+        }
+        processes.push(serde_json::json!({
+            "pid": part.get("pid").cloned().unwrap_or(Value::Null),
+            "program": part.get("program").cloned().unwrap_or(Value::Null),
+        }));
+    }
+    r.insert("processes".to_string(), Value::Array(processes));
 }
 
 /// The shared-memory instance of a traced tree's maps: created by the
@@ -686,6 +754,11 @@ pub(super) fn print_report(
                     .unwrap_or_else(|| Value::Array(Vec::new())),
                 "usdt": report.get("usdt").cloned().unwrap_or_else(|| Value::Array(Vec::new())),
                 "dlopen": report.get("dlopen").cloned().unwrap_or_else(|| Value::Array(Vec::new())),
+                "missed_runs": report.get("missed_runs").cloned().unwrap_or(Value::Null),
+                "faults": report.get("faults").cloned().unwrap_or(Value::Null),
+                "last_fault": report.get("last_fault").cloned().unwrap_or(Value::Null),
+                "trace_lines": report.get("trace_lines").cloned().unwrap_or_else(|| Value::Array(Vec::new())),
+                "processes": report.get("processes").cloned().unwrap_or_else(|| Value::Array(Vec::new())),
             })
         );
     } else {

@@ -588,6 +588,25 @@ impl TracingObject {
         (self.faults.load(Ordering::Relaxed), last)
     }
 
+    /// Start this process's counts of missed and faulted runs and its
+    /// `bpf_trace_printk` lines afresh: in a forked child, whose copies
+    /// are its parent's (the parent reports those), or in an image about
+    /// to `exec` after it handed them over. Async-signal-safe: a lock
+    /// another thread held at the fork is never released in the child, so
+    /// what cannot be taken at once is left as it is.
+    pub fn reset_counters(&self) {
+        self.missed.store(0, Ordering::Relaxed);
+        self.faults.store(0, Ordering::Relaxed);
+        if let Ok(mut last) = self.last_fault.try_lock() {
+            // Dropping the old string would free in a signal handler:
+            // leaked instead (one per fork at most).
+            std::mem::forget(last.take());
+        }
+        if let Ok(mut t) = self.trace.try_lock() {
+            std::mem::forget(std::mem::take(&mut *t));
+        }
+    }
+
     /// The `bpf_trace_printk` lines written since the last call.
     pub fn take_trace_lines(&self) -> Vec<String> {
         let mut t = self.trace.lock().unwrap_or_else(PoisonError::into_inner);
