@@ -8,7 +8,8 @@
 //! result and the comm as a perf-buffer sample. Checked against the kernel
 //! running the same object on the same script, with the command in a
 //! cgroup of its own (tests/trace/kernel_loader.c), on both engines; and
-//! `--no-follow`, where executed programs run untraced.
+//! `--no-follow`, where executed programs run untraced. The CPU slots that
+//! make per-CPU values exclusive are one table for the whole tree.
 
 mod trace_common;
 use bpfjet_testsupport::clang::Compile;
@@ -23,6 +24,10 @@ fn dir() -> &'static Path {
         let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("trace-follow");
         std::fs::create_dir_all(&dir).unwrap();
         cc("exec_target.c", dir.join("exec_target"), &["-O1"], &[]);
+        cc("percpu_target.c", dir.join("percpu_target"), &["-O1"], &[]);
+        Compile::file(PathBuf::from(format!("{SRC}/percpu_tree.bpf.c")))
+            .arg("-D__TARGET_ARCH_x86")
+            .object_at(dir.join("percpu_tree.o"));
         cc(
             "kernel_loader.c",
             dir.join("kernel_loader"),
@@ -211,4 +216,35 @@ fn no_follow_traces_the_command_image_only() {
     );
     // Five execs that succeeded, each entry left by an image that ended.
     assert_eq!(report["maps"]["pending"].as_array().unwrap().len(), 5);
+}
+
+/// Five processes of one tree (three forked, one executed) bump a per-CPU
+/// counter without an atomic, all at once, 20,000 times each: the sum is
+/// exact only if no two processes ever run on one CPU slot together (each
+/// process had its own table before, and the sum came out 81,184).
+#[test]
+fn per_cpu_values_are_exclusive_across_the_tree() {
+    let _serial = serial();
+    for engine in ["interp", "jit"] {
+        let out = Command::new(env!("CARGO_BIN_EXE_bpfjet"))
+            .arg("trace")
+            .arg(dir().join("percpu_tree.o"))
+            .args(["--json", "--engine", engine, "--"])
+            .arg(dir().join("percpu_target"))
+            .arg("20000")
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{engine}: {out:?}");
+        let report = json_report(&out);
+        let sum: u64 = report["maps"]["calls"][0]["values"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|v| {
+                let b = bpfjet_maps::state::parse_hex(v.as_str().unwrap()).unwrap();
+                u64::from_le_bytes(b[..8].try_into().unwrap())
+            })
+            .sum();
+        assert_eq!(sum, 5 * 20_000, "{engine}");
+    }
 }

@@ -49,13 +49,6 @@ pub(crate) fn install_fork_hook() {
     });
 }
 
-/// How many times this process is a forked child of a process that used
-/// tracing (0 in the original process).
-pub(crate) fn fork_generation() -> u64 {
-    install_fork_hook();
-    FORK_GENERATION.load(Ordering::Relaxed)
-}
-
 /// This thread's cached ids: (fork generation + 1, tgid, tid); generation
 /// 0 means "not cached". An initial-exec thread-local (`initial_exec.rs`:
 /// no `__tls_get_addr` per `bpf_get_current_pid_tgid` in the trace agent);

@@ -492,10 +492,28 @@ impl TracingObject {
         }
         let ncpus = loaded.ncpus();
         let cpu_bound = needs_cpu_slot(&loaded);
+        // One slot table for every process running on these maps.
+        let slots = match (&opts.join, &opts.instance_name) {
+            (Some(name), _) => CpuSlots::named(name, ncpus, false),
+            (None, Some(name)) => CpuSlots::named(name, ncpus, true),
+            (None, None) => Ok(CpuSlots::new(ncpus)),
+        }
+        .map_err(|e| RuntimeError::Map {
+            map: "<CPU slot table>".into(),
+            source: bpfjet_maps::MapError::Os {
+                what: if opts.join.is_some() {
+                    "open of the joined instance's CPU slot table".into()
+                } else {
+                    "creation of the CPU slot table".into()
+                },
+                errno: e.raw_os_error().unwrap_or(0),
+                message: e.to_string(),
+            },
+        })?;
         Ok(TracingObject {
             loaded,
             programs,
-            slots: CpuSlots::new(ncpus),
+            slots,
             cpu_bound,
             uid: NEXT_OBJECT.fetch_add(1, Ordering::Relaxed),
             missed: AtomicU64::new(0),
