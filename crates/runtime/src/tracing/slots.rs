@@ -200,7 +200,7 @@ impl CpuSlots {
             if spins < 64 {
                 std::hint::spin_loop();
             } else {
-                if spins % 1024 == 0 {
+                if spins.is_multiple_of(1024) {
                     self.free_dead_holders();
                 }
                 std::thread::yield_now();
