@@ -4,6 +4,7 @@
 //! consulted first (see `context.rs`).
 
 use std::collections::HashMap;
+use std::hash::{BuildHasherDefault, Hasher};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, OnceLock};
 
@@ -22,18 +23,23 @@ pub const VMLINUX_BTF: &str = "/sys/kernel/btf/vmlinux";
 #[derive(Debug)]
 pub struct TargetBtf {
     btf: Btf,
-    by_name: HashMap<String, Vec<u32>>,
+    /// By a hash of the essential name (no string is copied: a kernel's
+    /// BTF has ~100k named types, and indexing them by owned names with
+    /// SipHash was most of the time every command spent reading it);
+    /// [`TargetBtf::candidates`] compares the names themselves.
+    by_name: HashMap<u64, Vec<u32>, BuildHasherDefault<NameKeyHasher>>,
     /// The file it came from, for messages.
     origin: String,
 }
 
 impl TargetBtf {
     pub fn new(btf: Btf, origin: impl Into<String>) -> TargetBtf {
-        let mut by_name: HashMap<String, Vec<u32>> = HashMap::new();
+        let mut by_name: HashMap<u64, Vec<u32>, BuildHasherDefault<NameKeyHasher>> =
+            HashMap::with_capacity_and_hasher(btf.types().len(), Default::default());
         for (id, ty) in btf.types().iter().enumerate() {
             let name = essential_name(ty.name());
             if !name.is_empty() {
-                by_name.entry(name.to_string()).or_default().push(id as u32);
+                by_name.entry(name_key(name)).or_default().push(id as u32);
             }
         }
         TargetBtf {
@@ -104,18 +110,44 @@ impl TargetBtf {
     pub(super) fn candidates<'a>(
         &'a self,
         local: &'a BtfType,
-        essential: &str,
+        essential: &'a str,
     ) -> impl Iterator<Item = u32> + 'a {
         self.by_name
-            .get(essential)
+            .get(&name_key(essential))
             .into_iter()
             .flatten()
             .copied()
             .filter(move |&id| {
-                self.btf
-                    .type_by_id(id)
-                    .is_some_and(|t| std::mem::discriminant(t) == std::mem::discriminant(local))
+                self.btf.type_by_id(id).is_some_and(|t| {
+                    std::mem::discriminant(t) == std::mem::discriminant(local)
+                        && essential_name(t.name()) == essential
+                })
             })
+    }
+}
+
+/// A 64-bit FNV-1a hash of a type name: the index's key.
+fn name_key(name: &str) -> u64 {
+    name.bytes().fold(0xcbf2_9ce4_8422_2325, |h, b| {
+        (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3)
+    })
+}
+
+/// The index's keys are hashes already: passed through.
+#[derive(Default)]
+pub(crate) struct NameKeyHasher(u64);
+
+impl Hasher for NameKeyHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = (self.0 << 8) | u64::from(b);
+        }
+    }
+    fn write_u64(&mut self, key: u64) {
+        self.0 = key;
     }
 }
 
