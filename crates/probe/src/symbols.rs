@@ -8,6 +8,7 @@
 
 use crate::ProbeError;
 use object::{Object, ObjectSymbol, SymbolKind};
+use std::collections::HashMap;
 use std::ffi::CStr;
 use std::path::{Path, PathBuf};
 
@@ -148,7 +149,7 @@ pub fn resolve_path(path: &str, objects: &[LoadedObject]) -> Result<PathBuf, Pro
 }
 
 /// A function symbol found in a file.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Copy)]
 pub struct FileSymbol {
     /// ELF virtual address (st_value).
     pub vaddr: u64,
@@ -159,33 +160,19 @@ pub struct FileSymbol {
 /// Looks `symbol` up in `.symtab`, then `.dynsym`, of the ELF at `path`.
 pub fn file_symbol(path: &Path, symbol: &str) -> Result<FileSymbol, ProbeError> {
     let shown = path.display().to_string();
-    let data = std::fs::read(path).map_err(|e| ProbeError::Elf {
-        path: shown.clone(),
-        reason: e.to_string(),
-    })?;
-    let file = object::File::parse(&*data).map_err(|e| ProbeError::Elf {
-        path: shown.clone(),
-        reason: e.to_string(),
-    })?;
-    let mut has_symtab = false;
-    for sym in file.symbols().chain(file.dynamic_symbols()) {
-        has_symtab = true;
-        if sym.name() != Ok(symbol) || sym.is_undefined() {
-            continue;
-        }
-        if sym.kind() != SymbolKind::Text {
+    let table = symbol_table(path)?;
+    match table.functions.get(symbol) {
+        Some(Some(found)) => return Ok(*found),
+        Some(None) => {
             return Err(ProbeError::NotAFunction {
                 path: shown,
                 symbol: symbol.into(),
-            });
+            })
         }
-        return Ok(FileSymbol {
-            vaddr: sym.address(),
-            size: sym.size(),
-        });
+        None => {}
     }
-    let hint = if file.symbols().next().is_none() {
-        if has_symtab {
+    let hint = if !table.has_static_symbols {
+        if table.has_any_symbol {
             " (the file is stripped: only exported symbols of .dynsym are visible)"
         } else {
             " (the file is stripped: it has no symbol table)"
@@ -198,6 +185,74 @@ pub fn file_symbol(path: &Path, symbol: &str) -> Result<FileSymbol, ProbeError> 
         symbol: symbol.into(),
         hint,
     })
+}
+
+/// The defined symbols of one ELF file, by name: the first definition in
+/// `.symtab` then `.dynsym` order, `None` when it is not a function.
+struct SymbolTable {
+    functions: HashMap<String, Option<FileSymbol>>,
+    has_static_symbols: bool,
+    has_any_symbol: bool,
+}
+
+/// The file's identity: a file replaced at the same path is read again.
+type FileKey = (PathBuf, u64, u64, i64, i64, u64);
+
+/// Each file's table, read once per process: attaching reads libc's for
+/// every fast-path wrapper (a hundred lookups), and every image of a
+/// traced tree attaches anew.
+fn symbol_table(path: &Path) -> Result<std::sync::Arc<SymbolTable>, ProbeError> {
+    use std::os::unix::fs::MetadataExt;
+    static TABLES: std::sync::Mutex<Vec<(FileKey, std::sync::Arc<SymbolTable>)>> =
+        std::sync::Mutex::new(Vec::new());
+    let shown = path.display().to_string();
+    let elf_error = |reason: String| ProbeError::Elf {
+        path: shown.clone(),
+        reason,
+    };
+    let meta = std::fs::metadata(path).map_err(|e| elf_error(e.to_string()))?;
+    let key: FileKey = (
+        path.to_path_buf(),
+        meta.dev(),
+        meta.ino(),
+        meta.mtime(),
+        meta.mtime_nsec(),
+        meta.size(),
+    );
+    if let Some((_, t)) = TABLES
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .iter()
+        .find(|(k, _)| *k == key)
+    {
+        return Ok(t.clone());
+    }
+    let data = std::fs::read(path).map_err(|e| elf_error(e.to_string()))?;
+    let file = object::File::parse(&*data).map_err(|e| elf_error(e.to_string()))?;
+    let mut functions = HashMap::new();
+    let mut has_any_symbol = false;
+    for sym in file.symbols().chain(file.dynamic_symbols()) {
+        has_any_symbol = true;
+        let Ok(name) = sym.name() else { continue };
+        if sym.is_undefined() || functions.contains_key(name) {
+            continue;
+        }
+        let found = (sym.kind() == SymbolKind::Text).then(|| FileSymbol {
+            vaddr: sym.address(),
+            size: sym.size(),
+        });
+        functions.insert(name.to_string(), found);
+    }
+    let table = std::sync::Arc::new(SymbolTable {
+        functions,
+        has_static_symbols: file.symbols().next().is_some(),
+        has_any_symbol,
+    });
+    TABLES
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .push((key, table.clone()));
+    Ok(table)
 }
 
 /// Whether the executable at `path` is dynamically linked (has PT_INTERP),
