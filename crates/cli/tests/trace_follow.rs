@@ -28,6 +28,9 @@ fn dir() -> &'static Path {
         Compile::file(PathBuf::from(format!("{SRC}/percpu_tree.bpf.c")))
             .arg("-D__TARGET_ARCH_x86")
             .object_at(dir.join("percpu_tree.o"));
+        Compile::file(PathBuf::from(format!("{SRC}/uprobe_tree.bpf.c")))
+            .arg("-D__TARGET_ARCH_x86")
+            .object_at(dir.join("uprobe_tree.o"));
         cc(
             "kernel_loader.c",
             dir.join("kernel_loader"),
@@ -247,4 +250,47 @@ fn per_cpu_values_are_exclusive_across_the_tree() {
             .sum();
         assert_eq!(sum, 5 * 20_000, "{engine}");
     }
+}
+
+/// With uprobes only (no system call traced, so no dispatch): the tree is
+/// followed the same way, and with `--no-follow` an `exec` of the
+/// command's own process still leaves a report (libc's exec functions are
+/// hooked to see the image end).
+#[test]
+fn uprobes_follow_the_tree_too() {
+    let _serial = serial();
+    let run = |extra: &[&str], cmd: &[&str]| {
+        let out = Command::new(env!("CARGO_BIN_EXE_bpfjet"))
+            .arg("trace")
+            .arg(dir().join("uprobe_tree.o"))
+            .args(["--json"])
+            .args(extra)
+            .arg("--")
+            .args(cmd)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{extra:?} {cmd:?}: {out:?}");
+        counts(&json_report(&out))[0]
+    };
+    let target = dir().join("percpu_target").display().to_string();
+    for engine in ["interp", "jit"] {
+        // Four processes of this image and one executed program.
+        assert_eq!(
+            run(&["--engine", engine], &[&target, "1000"]),
+            5000,
+            "{engine}"
+        );
+        assert_eq!(
+            run(&["--engine", engine, "--no-follow"], &[&target, "1000"]),
+            4000,
+            "{engine} --no-follow"
+        );
+    }
+    // The command's process replaces itself: its 300 calls after the exec
+    // are counted when followed; without, the report is written at the
+    // exec, before them (what the shell calls itself is in both).
+    let script = format!("exec {target} leaf 300");
+    let followed = run(&[], &["/bin/sh", "-c", &script]);
+    let not = run(&["--no-follow"], &["/bin/sh", "-c", &script]);
+    assert_eq!(followed - not, 300, "{followed} followed, {not} not");
 }

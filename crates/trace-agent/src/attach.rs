@@ -25,6 +25,10 @@ struct Site {
     /// libc's `_exit`: write the report (when system calls are not traced,
     /// nothing else sees the process end).
     report_on_entry: bool,
+    /// libc's `execve`, `execveat`, `fexecve`: the image may end here
+    /// ([`before_exec`]; [`exec_failed`] when the call returns), when
+    /// system calls are not traced.
+    exec_hook: bool,
 }
 
 /// The programs of each system call.
@@ -462,6 +466,21 @@ pub fn start(cfg: Config) -> Result<(), String> {
             .entry(r.address)
             .or_insert_with(|| Site::new(r.clone()))
             .report_on_entry = true;
+        // Every exec of glibc goes through one of these (execv, execvp,
+        // execl... call `execve`; `fexecve` makes its system call itself).
+        for symbol in ["execve", "execveat", "fexecve"] {
+            let t = UprobeTarget {
+                path: "libc.so.6".into(),
+                symbol: symbol.into(),
+                offset: 0,
+            };
+            if let Ok(r) = resolve(&t, &objects) {
+                sites
+                    .entry(r.address)
+                    .or_insert_with(|| Site::new(r.clone()))
+                    .exec_hook = true;
+            }
+        }
     }
 
     let agent = Agent {
@@ -504,8 +523,9 @@ pub fn start(cfg: Config) -> Result<(), String> {
         let shown = format!("{}:{}", target.path.display(), target.symbol);
         let entries = site.entries.clone();
         let report = site.report_on_entry;
+        let exec_hook = site.exec_hook;
         let on_entry: Option<bpfjet_probe::ProbeHandler> =
-            (!entries.is_empty() || report).then(|| -> bpfjet_probe::ProbeHandler {
+            (!entries.is_empty() || report || exec_hook).then(|| -> bpfjet_probe::ProbeHandler {
                 Box::new(move |regs: &mut PtRegs| {
                     let site = ProbeSite {
                         func_ip: address,
@@ -524,17 +544,26 @@ pub fn start(cfg: Config) -> Result<(), String> {
                         crate::late_attach::set_exit_status(regs.rdi as i32);
                         finish();
                     }
+                    if exec_hook {
+                        before_exec();
+                    }
                 })
             });
         let returns = site.returns.clone();
-        let on_return: Option<bpfjet_probe::ProbeHandler> =
-            (!returns.is_empty()).then(|| -> bpfjet_probe::ProbeHandler {
+        let on_return: Option<bpfjet_probe::ProbeHandler> = (!returns.is_empty() || exec_hook)
+            .then(|| -> bpfjet_probe::ProbeHandler {
                 Box::new(move |regs: &mut PtRegs| {
+                    if exec_hook {
+                        exec_failed();
+                    }
                     let site = ProbeSite {
                         func_ip: address,
                         cookie: 0,
                         regs: 0,
                     };
+                    if returns.is_empty() {
+                        return;
+                    }
                     if let Some(armed) = alive::can_run() {
                         for &id in &returns {
                             object.run_regs(id, regs_view(regs), &site);
@@ -714,6 +743,7 @@ impl Site {
             entries: Vec::new(),
             returns: Vec::new(),
             report_on_entry: false,
+            exec_hook: false,
         }
     }
 }

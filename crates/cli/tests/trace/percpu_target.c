@@ -1,17 +1,16 @@
 /* percpu_target N: three forked children and one program executed by a
- * fourth (this binary again, `leaf N`) make N getppid calls each, all at
- * once, besides this process's own N. */
+ * fourth (this binary again, `leaf N`) make N getppid calls (libc's, a
+ * system call each) each, all at once, besides this process's own N. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 static void calls(long n)
 {
 	for (long i = 0; i < n; i++)
-		syscall(SYS_getppid);
+		getppid();
 }
 
 int main(int argc, char **argv)
