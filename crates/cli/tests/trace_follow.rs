@@ -8,7 +8,9 @@
 //! result and the comm as a perf-buffer sample. Checked against the kernel
 //! running the same object on the same script, with the command in a
 //! cgroup of its own (tests/trace/kernel_loader.c), on both engines; and
-//! `--no-follow`, where executed programs run untraced. The CPU slots that
+//! `--no-follow`, where executed programs run untraced. `posix_spawn`
+//! children (CLONE_VM|CLONE_VFORK on their own stack) are traced from
+//! their start, on their waiting parent's thread block. The CPU slots that
 //! make per-CPU values exclusive are one table for the whole tree.
 
 mod trace_common;
@@ -46,13 +48,15 @@ fn dir() -> &'static Path {
 
 /// Every kind of `exec` a tree makes: a forked command, one whose output
 /// is redirected, one that fails (ENOENT, in the shell's child), an
-/// `fexecve` (execveat) from an executed program, an `exec` in a subshell,
-/// and the command's own process replaced by its last `exec`.
+/// `fexecve` (execveat) from an executed program, two `posix_spawn`s (one
+/// failing), an `exec` in a subshell, and the command's own process
+/// replaced by its last `exec`.
 fn script() -> String {
+    let target = dir().join("exec_target").display().to_string();
     format!(
         "/bin/true a; /bin/echo hi >/dev/null; /nonexistent/prog 2>/dev/null; \
-         {} /bin/true; (exec /bin/cat /dev/null); exec /bin/true z",
-        dir().join("exec_target").display()
+         {target} /bin/true; {target} spawn || exit 9; \
+         (exec /bin/cat /dev/null); exec /bin/true z"
     )
 }
 
@@ -141,15 +145,18 @@ fn exec_is_followed_through_the_tree_as_the_kernel_sees_it() {
         (0, 59, s("true"), s("/bin/true")),
         (0, 59, s("echo"), s("/bin/echo")),
         (-2, 59, s("sh"), s("/nonexistent/prog")),
-        (0, 59, s("exec_target"), target),
+        (0, 59, s("exec_target"), target.clone()),
         (0, 59, s("true"), s("")),
+        (0, 59, s("exec_target"), target),
+        (-2, 59, s("exec_target"), s("/nonexistent/spawned")),
+        (0, 59, s("true"), s("/bin/true")),
         (0, 59, s("cat"), s("/bin/cat")),
         (0, 59, s("true"), s("/bin/true")),
     ];
     expected.sort();
     // execve entries, execveat entries, successful exits, failed exits,
     // exits without an entry.
-    let expected_counts = vec![6, 1, 6, 1, 0];
+    let expected_counts = vec![9, 1, 8, 2, 0];
     if let Some((mut k_samples, k_counts)) = kernel() {
         // The kernel also sees the command's own exec, which bpfjet's
         // agent (loaded by it) cannot.
@@ -158,7 +165,7 @@ fn exec_is_followed_through_the_tree_as_the_kernel_sees_it() {
         assert!(at.is_some(), "the kernel's samples: {k_samples:?}");
         k_samples.remove(at.unwrap());
         assert_eq!(k_samples, expected, "the kernel's samples");
-        assert_eq!(k_counts, vec![7, 1, 7, 1, 0], "the kernel's counts");
+        assert_eq!(k_counts, vec![10, 1, 9, 2, 0], "the kernel's counts");
     }
     let events = dir().join("events.bin");
     for engine in ["interp", "jit"] {
@@ -170,7 +177,7 @@ fn exec_is_followed_through_the_tree_as_the_kernel_sees_it() {
         let perf = &report["perfbufs"]["events"];
         assert_eq!(
             (perf["produced"].as_u64(), perf["consumed"].as_u64()),
-            (Some(7), Some(7)),
+            (Some(10), Some(10)),
             "{engine}: counted across the command's two images: {perf}"
         );
         // Every executed program's agent left its part of the report.
@@ -212,13 +219,15 @@ fn no_follow_traces_the_command_image_only() {
     let out = trace("interp", &["--no-follow"], &events);
     assert!(out.status.success(), "{out:?}");
     let report = json_report(&out);
-    assert_eq!(counts(&report)[..5], [6, 0, 0, 1, 0]);
+    // The shell's children enter their execs (the executed exec_target's
+    // own spawns are not seen).
+    assert_eq!(counts(&report)[..5], [7, 0, 0, 1, 0]);
     assert_eq!(
         samples(&events),
         vec![(-2, 59, "sh".to_string(), "/nonexistent/prog".to_string())]
     );
-    // Five execs that succeeded, each entry left by an image that ended.
-    assert_eq!(report["maps"]["pending"].as_array().unwrap().len(), 5);
+    // Six execs that succeeded, each entry left by an image that ended.
+    assert_eq!(report["maps"]["pending"].as_array().unwrap().len(), 6);
 }
 
 /// Five processes of one tree (three forked, one executed) bump a per-CPU

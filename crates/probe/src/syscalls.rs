@@ -222,6 +222,29 @@ pub fn set_fork_child_hook(hook: fn()) {
     let _ = FORK_CHILD_HOOK.set(hook);
 }
 
+/// Runs in a `posix_spawn`-style child (`CLONE_VM | CLONE_VFORK` on a new
+/// stack) at its start, and in its parent when the call returns there:
+/// the two share memory and the parent's thread pointer, so the
+/// runtime's per-thread cached ids hold the child's while it runs and
+/// must be read again on both sides.
+static VM_CHILD_HOOK: OnceLock<fn()> = OnceLock::new();
+
+/// Sets [`VM_CHILD_HOOK`] (once; it must be async-signal-safe).
+pub fn set_vm_child_hook(hook: fn()) {
+    let _ = VM_CHILD_HOOK.set(hook);
+}
+
+/// How a child of a clone on a new stack starts (`bpfjet_sud_clone`'s
+/// flag below the child's stack pointer).
+const CHILD_UNDISPATCHED: u64 = 0;
+/// A thread of a process the tracer enabled: dispatched like its parent.
+const CHILD_THREAD: u64 = 1;
+/// A `posix_spawn`-style child: it runs on its parent's thread block and
+/// selector while the parent waits for it (`CLONE_VFORK`) to `exec` or
+/// exit, and dispatches itself with them, so that its system calls (its
+/// `execve` first) are traced as the kernel traces them.
+const CHILD_VFORK: u64 = 2;
+
 /// Sets ALLOW; true if the thread was dispatching (BLOCK) before.
 ///
 /// # Safety
@@ -414,9 +437,14 @@ fn disable_current_thread(t: *mut ProbeThread) {
 /// still the handler's), when the tracer enabled the process's threads
 /// ([`ENABLED_BY_TRACER`]): dispatched like its parent. Preloaded, the
 /// agent's `pthread_create` wrapper does it.
-extern "C" fn bpfjet_sud_child_started() {
+extern "C" fn bpfjet_sud_child_started(how: u64) {
     if DISPATCH_ENDED.load(Ordering::SeqCst) {
         return;
+    }
+    if how == CHILD_VFORK {
+        if let Some(hook) = VM_CHILD_HOOK.get() {
+            hook();
+        }
     }
     if enable_current_thread().is_ok() && DISPATCH_ENDED.load(Ordering::SeqCst) {
         // Ended meanwhile: the tracer's pass may have missed this thread.
@@ -645,19 +673,33 @@ extern "C" fn on_sigsys(_sig: i32, _info: *mut libc::siginfo_t, ctx: *mut libc::
         },
         SYS_CLONE | SYS_CLONE3 if new_stack(nr, &a).is_some() => {
             let sp = new_stack(nr, &a).unwrap();
+            // Whether and how the child dispatches itself: a thread of
+            // this process with its own thread pointer when the tracer
+            // enabled the process (preloaded, the `pthread_create` wrapper
+            // does it); a vfork-style child of a preloaded process on its
+            // waiting parent's block. Any other child sharing its
+            // creator's thread pointer would share its probe block and
+            // selector while both run: not dispatched.
+            let flags = clone_flags(nr, &a);
+            let by_tracer = ENABLED_BY_TRACER.load(Ordering::Relaxed);
+            let how = if by_tracer
+                && flags & (CLONE_SETTLS | CLONE_THREAD) == CLONE_SETTLS | CLONE_THREAD
+            {
+                CHILD_THREAD
+            } else if !by_tracer
+                && flags & (CLONE_VM | CLONE_VFORK | CLONE_THREAD) == CLONE_VM | CLONE_VFORK
+            {
+                CHILD_VFORK
+            } else {
+                CHILD_UNDISPATCHED
+            };
             // SAFETY: the child's stack, below its initial stack pointer:
-            // the resume address, the application's signal mask, and
-            // whether the child dispatches itself (a thread of this
-            // process with its own thread pointer: one sharing its
-            // creator's would share its probe block and selector too).
+            // the resume address, the application's signal mask, and how
+            // the child starts.
             unsafe {
                 *((sp - 8) as *mut u64) = regs.rip;
                 *((sp - 16) as *mut u64) = *(&uc.uc_sigmask as *const libc::sigset_t as *const u64);
-                *((sp - 24) as *mut u64) = u64::from(
-                    ENABLED_BY_TRACER.load(Ordering::Relaxed)
-                        && clone_flags(nr, &a) & (CLONE_SETTLS | CLONE_THREAD)
-                            == CLONE_SETTLS | CLONE_THREAD,
-                );
+                *((sp - 24) as *mut u64) = how;
             }
             let saved = CloneRegs {
                 nr,
@@ -669,7 +711,14 @@ extern "C" fn on_sigsys(_sig: i32, _info: *mut libc::siginfo_t, ctx: *mut libc::
                 r14: regs.r14,
                 r15: regs.r15,
             };
-            unsafe { bpfjet_sud_clone(&saved) }
+            let r = unsafe { bpfjet_sud_clone(&saved) };
+            if how == CHILD_VFORK {
+                // Back in the parent: the child ran on this thread's block.
+                if let Some(hook) = VM_CHILD_HOOK.get() {
+                    hook();
+                }
+            }
+            r
         }
         SYS_FORK | SYS_VFORK | SYS_CLONE => {
             // `fork` and `vfork` take no flags: their rdi is whatever the
@@ -876,6 +925,7 @@ std::arch::global_asm!(
     "push rbp",
     "mov rbp, rsp",
     "and rsp, -16",
+    "mov rdi, rax",
     "call {child_started}",
     "mov rsp, rbp",
     "pop rbp",

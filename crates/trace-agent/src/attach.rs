@@ -500,6 +500,7 @@ pub fn start(cfg: Config) -> Result<(), String> {
         return Err("the trace agent was started twice".into());
     }
     let agent = AGENT.get().unwrap();
+    MEMORY_OWNER.store(std::process::id(), Ordering::Relaxed);
     // Forks that are not dispatched (no system call is traced: libc's
     // `fork` is all that runs in the child) reset the counts here; a
     // dispatched fork does it in `forked_child` and again here, harmless.
@@ -758,6 +759,9 @@ const EXECVEAT: u64 = 322;
 /// later image reports (`--no-follow`).
 fn before_exec() {
     let Some(agent) = agent() else { return };
+    if in_parents_memory() {
+        return;
+    }
     let own_image = std::process::id() == agent.pid;
     let reports = own_image && agent.cfg.reporter();
     if !reports || agent.cfg.instance.is_some() {
@@ -798,6 +802,9 @@ fn before_exec() {
 /// The `exec` failed: this image goes on, and so does its consumer.
 fn exec_failed() {
     let Some(agent) = agent() else { return };
+    if in_parents_memory() {
+        return;
+    }
     if std::process::id() != agent.pid || !agent.cfg.reporter() {
         return;
     }
@@ -841,6 +848,7 @@ fn install_syscalls(
         syscalls::install
     };
     syscalls::set_fork_child_hook(forked_child);
+    syscalls::set_vm_child_hook(bpfjet_runtime::tracing::ids_changed);
     install(SyscallHooks {
         on_enter: Some(Box::new(move |regs: &PtRegs| {
             run_enter_programs(object, sys, regs);
@@ -890,17 +898,27 @@ fn install_syscalls(
 /// it counted before).
 fn forked_child() {
     bpfjet_runtime::tracing::forked_child();
+    forked_child_atfork();
+}
+
+extern "C" fn forked_child_atfork() {
+    MEMORY_OWNER.store(std::process::id(), Ordering::Relaxed);
     if let Some(agent) = agent() {
         agent.object.reset_counters();
         alive::reset_skipped();
     }
 }
 
-extern "C" fn forked_child_atfork() {
-    if let Some(agent) = agent() {
-        agent.object.reset_counters();
-        alive::reset_skipped();
-    }
+/// The process whose memory this is: set at start and in each forked
+/// child. A `posix_spawn`/`vfork` child runs in its parent's memory until
+/// it `exec`s or exits, and finds another process id here.
+static MEMORY_OWNER: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+
+/// Running in a parent's memory (see [`MEMORY_OWNER`]): the agent's
+/// counts, report and hand-overs are the parent's, not this process's to
+/// write or reset. Its programs run (its system calls are traced).
+fn in_parents_memory() -> bool {
+    std::process::id() != MEMORY_OWNER.load(Ordering::Relaxed)
 }
 
 /// Attaching failed after the agent was set up: the error report is the
@@ -915,6 +933,11 @@ pub fn abandon() {
 /// once, from the traced process itself (not a forked child).
 pub fn finish() {
     let Some(agent) = agent() else { return };
+    if in_parents_memory() {
+        // A vfork-style child ending before it `exec`s (a failed spawn):
+        // nothing of the agent is its own.
+        return;
+    }
     // A forked child has its own copy of the flag.
     if agent.finished.swap(true, Ordering::SeqCst) {
         return;

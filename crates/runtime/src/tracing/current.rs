@@ -40,6 +40,15 @@ pub fn forked_child() {
     COUNTED_IN_CHILD.store(true, Ordering::Relaxed);
 }
 
+/// The calling thread's ids may have changed without a fork of this
+/// memory: a `posix_spawn`-style child runs on its parent's thread
+/// pointer (its cached ids are the parent's when it starts, and the
+/// parent finds the child's when it resumes). Every thread reads its ids
+/// again. Async-signal-safe (one atomic).
+pub fn ids_changed() {
+    FORK_GENERATION.fetch_add(1, Ordering::Relaxed);
+}
+
 /// Install the fork hook that keeps cached ids right; idempotent.
 pub(crate) fn install_fork_hook() {
     ATFORK.call_once(|| {

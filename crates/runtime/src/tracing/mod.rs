@@ -102,7 +102,7 @@ pub use thread_maps::{
 };
 pub use user_mem::BadAddress;
 
-pub use current::forked_child;
+pub use current::{forked_child, ids_changed};
 
 /// The calling thread's `(tgid, tid)` as `bpf_get_current_pid_tgid` sees it.
 #[inline]
