@@ -618,10 +618,14 @@ pub fn exec_returned() {
         rax: 0,
         ..PtRegs::default()
     };
-    if let Some(armed) = alive::can_run() {
-        run_exit_programs(object, sys, &regs);
-        alive::ran(armed);
-    }
+    // As in the SIGSYS handler: the helpers' own system calls are not the
+    // traced program's.
+    syscalls::allowed(|| {
+        if let Some(armed) = alive::can_run() {
+            run_exit_programs(object, sys, &regs);
+            alive::ran(armed);
+        }
+    });
 }
 
 /// The programs of system call `regs.orig_rax`'s entry, and those of
