@@ -94,7 +94,8 @@ fn fixture() -> &'static Fixture {
         )
         .unwrap();
         bpf(&dir, kprobe.to_str().unwrap(), "kprobe.o", &[]);
-        for name in ["sched_tp", "unsized", "cgroup", "loader"] {
+        cc("exit_writes_target.c", dir.join("exit_writes_target"), &["-O1"], &[]);
+        for name in ["sched_tp", "unsized", "cgroup", "loader", "exit_writes"] {
             bpf(&dir, &src(&format!("{name}.bpf.c")), &format!("{name}.o"), &[]);
         }
         cc("kernel_loader.c", dir.join("kernel_loader"), &["-O1"], &["-lbpf"]);
@@ -935,5 +936,32 @@ fn ring_buffer_size_is_set_before_load_or_refused_before_start() {
             .output()
             .unwrap();
         assert_not_started(&out, &[needle], &marker);
+    }
+}
+
+/// The main thread's system calls after `exit()` destroyed its
+/// thread-locals (stdio's flush, an atexit handler's write) run their
+/// programs, as the kernel's tracepoints see them: the run states are kept
+/// past the destruction. They were skipped and counted as
+/// `skipped_at_thread_exit` before.
+#[test]
+fn writes_after_exit_destroyed_thread_locals_are_traced() {
+    let _serial = serial();
+    let f = fixture();
+    let target = f.path("exit_writes_target");
+    let expected = vec![3, 3, 6 + 20 + 5];
+    let out = Command::new(f.path("kernel_loader"))
+        .arg(f.path("exit_writes.o"))
+        .arg(&target)
+        .env("LOADER_SLOTS", "3")
+        .output()
+        .unwrap();
+    if let Some(kernel) = loader_slots(&out, "of writes at exit") {
+        assert_eq!(kernel, expected, "the kernel");
+    }
+    for engine in ["interp", "jit"] {
+        let out = trace("exit_writes.o", engine, &[target.to_str().unwrap()]);
+        let report = json_report(&out);
+        assert_eq!(counts(&report)[..3], expected, "{engine}");
     }
 }

@@ -1,7 +1,8 @@
 //! Whether this thread can still run programs.
 //!
 //! The runtime keeps each thread's run state in a thread-local with a
-//! destructor. Threads keep making system calls and calling probed
+//! destructor; the main thread's are kept past it (see `Guard`), the
+//! others' are not. Threads keep making system calls and calling probed
 //! functions after their thread-locals are destroyed (the main thread's are
 //! destroyed at the start of `exit()`, before stdio is flushed and
 //! `exit_group` is called); a run then would panic inside the traced
@@ -23,6 +24,17 @@ struct Guard;
 
 impl Drop for Guard {
     fn drop(&mut self) {
+        // The main thread's thread-locals go at the start of `exit()`,
+        // which then flushes stdio, runs `atexit` handlers and calls
+        // `exit_group`: its run states are kept for those (the runtime's
+        // destructor runs after this one). (Its own ids are asked with
+        // dispatch off: these calls are not the program's.)
+        // SAFETY: gettid and getpid cannot fail.
+        let main = bpfjet_probe::syscalls::allowed(|| unsafe { libc::gettid() == libc::getpid() });
+        if main {
+            bpfjet_runtime::tracing::keep_thread_runs_at_exit();
+            return;
+        }
         let f = flags();
         f.set(f.get() | DYING);
     }

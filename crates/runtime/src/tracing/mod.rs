@@ -93,8 +93,8 @@ pub(crate) mod user_mem;
 pub use context::{PtRegs, RawSyscallArgs, SysEnterCtx, SysExitCtx};
 pub use env::{ProbeSite, TracingEnv};
 pub use object::{
-    load_maps_and_programs, HalfRun, NativeEntry, PairRun, ProgId, TracingObject, TracingOptions,
-    TracingProgram,
+    keep_thread_runs_at_exit, load_maps_and_programs, HalfRun, NativeEntry, PairRun, ProgId,
+    TracingObject, TracingOptions, TracingProgram,
 };
 pub use thread_maps::{
     slot_layout, thread_map_delete, thread_map_lookup, thread_map_update, ThreadMap, ThreadMapSpec,

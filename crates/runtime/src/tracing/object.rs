@@ -270,6 +270,9 @@ struct ThreadRun {
 #[repr(C)]
 struct RunCache {
     running: Cell<bool>,
+    /// The run states outlive the thread's thread-locals
+    /// ([`keep_thread_runs_at_exit`]).
+    keep_at_exit: Cell<bool>,
     /// The object of `last`; 0 (no object's uid) when `last` is unset.
     last_object: Cell<u64>,
     last: Cell<*mut ThreadRun>,
@@ -290,9 +293,50 @@ struct ThreadRuns(UnsafeCell<Vec<Box<ThreadRun>>>);
 impl Drop for ThreadRuns {
     fn drop(&mut self) {
         let c = run_cache();
+        if c.keep_at_exit.get() {
+            // The process's main thread in `exit()`: its states go on
+            // (leaked; the boxes do not move, so the cache stays right).
+            // SAFETY: the thread-local is being destroyed; nothing else
+            // refers to the list itself.
+            let runs = std::mem::take(unsafe { &mut *self.0.get() });
+            AFTER_EXIT.with_list(|after| after.extend(runs));
+            return;
+        }
         c.last_object.set(0);
         c.last.set(std::ptr::null_mut());
     }
+}
+
+/// The run states of the thread whose thread-locals are gone but that
+/// goes on running programs: the main thread after `exit()` destroyed
+/// them, which then flushes stdio (`write`), runs `atexit` handlers and
+/// calls `exit_group`, all of which the kernel traces. One thread at most
+/// (the process ends after), so a plain pointer to a leaked list.
+struct AfterExit(std::sync::atomic::AtomicPtr<Vec<Box<ThreadRun>>>);
+
+static AFTER_EXIT: AfterExit = AfterExit(std::sync::atomic::AtomicPtr::new(std::ptr::null_mut()));
+
+impl AfterExit {
+    fn with_list<R>(&self, f: impl FnOnce(&mut Vec<Box<ThreadRun>>) -> R) -> R {
+        let mut p = self.0.load(Ordering::Acquire);
+        if p.is_null() {
+            p = Box::into_raw(Box::default());
+            self.0.store(p, Ordering::Release);
+        }
+        // SAFETY: only the thread that keeps its runs at exit (one, the
+        // main thread) reaches the list.
+        f(unsafe { &mut *p })
+    }
+}
+
+/// Keep the calling thread's run states after its thread-locals are
+/// destroyed, for the rest of its life: for the process's main thread,
+/// called before the runtime's thread-locals go (the trace agent's exit
+/// guard), so that the system calls `exit()` makes after destroying them
+/// run their programs as the kernel's would. Other threads' states go
+/// with their thread-locals, and their few later calls are skipped.
+pub fn keep_thread_runs_at_exit() {
+    run_cache().keep_at_exit.set(true);
 }
 
 thread_local! {
@@ -317,20 +361,34 @@ impl RunCache {
 
     #[cold]
     unsafe fn find(&self, uid: u64, make: impl FnOnce() -> ThreadRun) -> Option<*mut ThreadRun> {
-        let run = THREAD_RUNS
-            .try_with(|runs| {
-                // SAFETY: per `get`'s contract.
-                let runs = unsafe { &mut *runs.0.get() };
-                let run: *mut ThreadRun = match runs.iter_mut().find(|r| r.object == uid) {
-                    Some(r) => &mut **r,
-                    None => {
-                        runs.push(Box::new(make()));
-                        &mut **runs.last_mut().expect("just pushed")
-                    }
-                };
-                run
-            })
-            .ok()?;
+        fn pick(
+            runs: &mut Vec<Box<ThreadRun>>,
+            uid: u64,
+            make: impl FnOnce() -> ThreadRun,
+        ) -> *mut ThreadRun {
+            match runs.iter_mut().position(|r| r.object == uid) {
+                Some(i) => &mut *runs[i],
+                None => {
+                    runs.push(Box::new(make()));
+                    &mut **runs.last_mut().expect("just pushed")
+                }
+            }
+        }
+        let mut make = Some(make);
+        let run = match THREAD_RUNS.try_with(|runs| {
+            // SAFETY: per `get`'s contract.
+            pick(
+                unsafe { &mut *runs.0.get() },
+                uid,
+                make.take().expect("once"),
+            )
+        }) {
+            Ok(run) => run,
+            Err(_) if self.keep_at_exit.get() => {
+                AFTER_EXIT.with_list(|runs| pick(runs, uid, make.take().expect("once")))
+            }
+            Err(_) => return None,
+        };
         self.last_object.set(uid);
         self.last.set(run);
         Some(run)
