@@ -311,7 +311,9 @@ impl Drop for ThreadRuns {
 /// goes on running programs: the main thread after `exit()` destroyed
 /// them, which then flushes stdio (`write`), runs `atexit` handlers and
 /// calls `exit_group`, all of which the kernel traces. One thread at most
-/// (the process ends after), so a plain pointer to a leaked list.
+/// (the process ends after), so a plain pointer to a leaked list. Boxes,
+/// as in [`ThreadRuns`]: the run cache points into them.
+#[allow(clippy::vec_box)]
 struct AfterExit(std::sync::atomic::AtomicPtr<Vec<Box<ThreadRun>>>);
 
 static AFTER_EXIT: AfterExit = AfterExit(std::sync::atomic::AtomicPtr::new(std::ptr::null_mut()));
@@ -361,6 +363,7 @@ impl RunCache {
 
     #[cold]
     unsafe fn find(&self, uid: u64, make: impl FnOnce() -> ThreadRun) -> Option<*mut ThreadRun> {
+        #[allow(clippy::vec_box)]
         fn pick(
             runs: &mut Vec<Box<ThreadRun>>,
             uid: u64,
