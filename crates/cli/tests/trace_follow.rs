@@ -49,13 +49,14 @@ fn dir() -> &'static Path {
 /// Every kind of `exec` a tree makes: a forked command, one whose output
 /// is redirected, one that fails (ENOENT, in the shell's child), an
 /// `fexecve` (execveat) from an executed program, two `posix_spawn`s (one
-/// failing), an `exec` in a subshell, and the command's own process
-/// replaced by its last `exec`.
+/// failing), a program executed with a cleared environment (`env -i`: the
+/// settings are carried into it), an `exec` in a subshell, and the
+/// command's own process replaced by its last `exec`.
 fn script() -> String {
     let target = dir().join("exec_target").display().to_string();
     format!(
         "/bin/true a; /bin/echo hi >/dev/null; /nonexistent/prog 2>/dev/null; \
-         {target} /bin/true; {target} spawn || exit 9; \
+         {target} /bin/true; {target} spawn || exit 9; env -i /bin/true cleared; \
          (exec /bin/cat /dev/null); exec /bin/true z"
     )
 }
@@ -150,13 +151,15 @@ fn exec_is_followed_through_the_tree_as_the_kernel_sees_it() {
         (0, 59, s("exec_target"), target),
         (-2, 59, s("exec_target"), s("/nonexistent/spawned")),
         (0, 59, s("true"), s("/bin/true")),
+        (0, 59, s("env"), s("/usr/bin/env")),
+        (0, 59, s("true"), s("/bin/true")),
         (0, 59, s("cat"), s("/bin/cat")),
         (0, 59, s("true"), s("/bin/true")),
     ];
     expected.sort();
     // execve entries, execveat entries, successful exits, failed exits,
     // exits without an entry.
-    let expected_counts = vec![9, 1, 8, 2, 0];
+    let expected_counts = vec![11, 1, 10, 2, 0];
     if let Some((mut k_samples, k_counts)) = kernel() {
         // The kernel also sees the command's own exec, which bpfjet's
         // agent (loaded by it) cannot.
@@ -165,7 +168,7 @@ fn exec_is_followed_through_the_tree_as_the_kernel_sees_it() {
         assert!(at.is_some(), "the kernel's samples: {k_samples:?}");
         k_samples.remove(at.unwrap());
         assert_eq!(k_samples, expected, "the kernel's samples");
-        assert_eq!(k_counts, vec![10, 1, 9, 2, 0], "the kernel's counts");
+        assert_eq!(k_counts, vec![12, 1, 11, 2, 0], "the kernel's counts");
     }
     let events = dir().join("events.bin");
     for engine in ["interp", "jit"] {
@@ -177,7 +180,7 @@ fn exec_is_followed_through_the_tree_as_the_kernel_sees_it() {
         let perf = &report["perfbufs"]["events"];
         assert_eq!(
             (perf["produced"].as_u64(), perf["consumed"].as_u64()),
-            (Some(10), Some(10)),
+            (Some(12), Some(12)),
             "{engine}: counted across the command's two images: {perf}"
         );
         // Every executed program's agent left its part of the report.
@@ -221,13 +224,13 @@ fn no_follow_traces_the_command_image_only() {
     let report = json_report(&out);
     // The shell's children enter their execs (the executed exec_target's
     // own spawns are not seen).
-    assert_eq!(counts(&report)[..5], [7, 0, 0, 1, 0]);
+    assert_eq!(counts(&report)[..5], [8, 0, 0, 1, 0]);
     assert_eq!(
         samples(&events),
         vec![(-2, 59, "sh".to_string(), "/nonexistent/prog".to_string())]
     );
-    // Six execs that succeeded, each entry left by an image that ended.
-    assert_eq!(report["maps"]["pending"].as_array().unwrap().len(), 6);
+    // Seven execs that succeeded, each entry left by an image that ended.
+    assert_eq!(report["maps"]["pending"].as_array().unwrap().len(), 7);
 }
 
 /// Five processes of one tree (three forked, one executed) bump a per-CPU
@@ -302,4 +305,13 @@ fn uprobes_follow_the_tree_too() {
     let followed = run(&[], &["/bin/sh", "-c", &script]);
     let not = run(&["--no-follow"], &["/bin/sh", "-c", &script]);
     assert_eq!(followed - not, 300, "{followed} followed, {not} not");
+    // Through a cleared environment (the settings are carried by the hook
+    // on libc's exec functions).
+    let cleared = |n: &str| {
+        run(
+            &[],
+            &["/bin/sh", "-c", &format!("env -i {target} leaf {n}")],
+        )
+    };
+    assert_eq!(cleared("200") - cleared("0"), 200);
 }

@@ -222,6 +222,20 @@ pub fn set_fork_child_hook(hook: fn()) {
     let _ = FORK_CHILD_HOOK.set(hook);
 }
 
+/// Gives, for an `exec`'s environment (`envp`), the environment to
+/// execute with instead: `Some((envp, bytes))` of a fresh mapping the
+/// handler unmaps if the call fails, `None` to leave it (async-signal-safe:
+/// it runs in the SIGSYS handler).
+pub type ExecEnvHook = fn(u64) -> Option<(u64, usize)>;
+
+static EXEC_ENV_HOOK: OnceLock<ExecEnvHook> = OnceLock::new();
+
+/// Sets [`ExecEnvHook`] (once): `bpfjet trace` carries its settings into
+/// programs started with an environment that lacks them.
+pub fn set_exec_env_hook(hook: ExecEnvHook) {
+    let _ = EXEC_ENV_HOOK.set(hook);
+}
+
 /// Runs in a `posix_spawn`-style child (`CLONE_VM | CLONE_VFORK` on a new
 /// stack) at its start, and in its parent when the call returns there:
 /// the two share memory and the parent's thread pointer, so the
@@ -648,6 +662,13 @@ extern "C" fn on_sigsys(_sig: i32, _info: *mut libc::siginfo_t, ctx: *mut libc::
             unsafe { bpfjet_sud_syscall6(nr, a[0], a[1], a[2], a[3], a[4], a[5]) }
         }
         SYS_EXECVE | SYS_EXECVEAT => unsafe {
+            // The environment argument: execve's third, execveat's fourth.
+            let env_arg = if nr == SYS_EXECVE { 2 } else { 3 };
+            let mut a = a;
+            let replaced = EXEC_ENV_HOOK.get().and_then(|hook| hook(a[env_arg]));
+            if let Some((envp, _)) = replaced {
+                a[env_arg] = envp;
+            }
             let mut old: u64 = 0;
             let user_mask = &uc.uc_sigmask as *const libc::sigset_t as u64;
             bpfjet_sud_syscall6(
@@ -669,6 +690,10 @@ extern "C" fn on_sigsys(_sig: i32, _info: *mut libc::siginfo_t, ctx: *mut libc::
                 0,
                 0,
             );
+            if let Some((envp, len)) = replaced {
+                // The call failed: this image goes on without the copy.
+                bpfjet_sud_syscall6(11, envp, len as u64, 0, 0, 0, 0);
+            }
             r
         },
         SYS_CLONE | SYS_CLONE3 if new_stack(nr, &a).is_some() => {

@@ -125,6 +125,9 @@ pub fn start(cfg: Config) -> Result<(), String> {
     rt::task_view::prepare();
     if let Some(instance) = &cfg.instance {
         crate::exec_note::set_instance(instance);
+        // The settings every exec of the tree carries (exec_env.rs).
+        crate::exec_env::prepare();
+        syscalls::set_exec_env_hook(crate::exec_env::envp_for_exec);
     }
     let mut opts = TracingOptions::default();
     // The process tree shares one set of maps: the command's agent
@@ -468,7 +471,7 @@ pub fn start(cfg: Config) -> Result<(), String> {
             .report_on_entry = true;
         // Every exec of glibc goes through one of these (execv, execvp,
         // execl... call `execve`; `fexecve` makes its system call itself).
-        for symbol in ["execve", "execveat", "fexecve"] {
+        for (symbol, _) in EXEC_FUNCTIONS {
             let t = UprobeTarget {
                 path: "libc.so.6".into(),
                 symbol: symbol.into(),
@@ -525,6 +528,11 @@ pub fn start(cfg: Config) -> Result<(), String> {
         let entries = site.entries.clone();
         let report = site.report_on_entry;
         let exec_hook = site.exec_hook;
+        // Where the environment is among the function's arguments.
+        let env_arg = EXEC_FUNCTIONS
+            .iter()
+            .find(|(f, _)| *f == target.symbol)
+            .map(|(_, arg)| *arg);
         let on_entry: Option<bpfjet_probe::ProbeHandler> =
             (!entries.is_empty() || report || exec_hook).then(|| -> bpfjet_probe::ProbeHandler {
                 Box::new(move |regs: &mut PtRegs| {
@@ -547,6 +555,9 @@ pub fn start(cfg: Config) -> Result<(), String> {
                     }
                     if exec_hook {
                         before_exec();
+                        if let Some(arg) = env_arg {
+                            exec_env_in_call(regs, arg);
+                        }
                     }
                 })
             });
@@ -556,6 +567,7 @@ pub fn start(cfg: Config) -> Result<(), String> {
                 Box::new(move |regs: &mut PtRegs| {
                     if exec_hook {
                         exec_failed();
+                        crate::exec_env::forget_copy(EXEC_ENV_COPY.with(|c| c.take()));
                     }
                     let site = ProbeSite {
                         func_ip: address,
@@ -750,6 +762,31 @@ impl Site {
             report_on_entry: false,
             exec_hook: false,
         }
+    }
+}
+
+/// libc's exec functions and which of their arguments is the
+/// environment: every exec of glibc goes through one (execv, execvp,
+/// execl... call `execve`; `fexecve` makes its system call itself).
+const EXEC_FUNCTIONS: [(&str, usize); 3] = [("execve", 2), ("execveat", 3), ("fexecve", 2)];
+
+thread_local! {
+    /// The environment copy this thread's exec function runs with (no
+    /// system call traced), unmapped if the function returns.
+    static EXEC_ENV_COPY: std::cell::Cell<Option<(u64, usize)>> = const { std::cell::Cell::new(None) };
+}
+
+/// In the hook on a libc exec function: the environment argument `arg`
+/// (a function's: rdi rsi rdx rcx) replaced by a copy with the tree's
+/// settings when it lacks them (exec_env.rs).
+fn exec_env_in_call(regs: &mut PtRegs, arg: usize) {
+    let reg = match arg {
+        2 => &mut regs.rdx,
+        _ => &mut regs.rcx,
+    };
+    if let Some((envp, len)) = crate::exec_env::envp_for_exec(*reg) {
+        *reg = envp;
+        EXEC_ENV_COPY.with(|c| c.set(Some((envp, len))));
     }
 }
 

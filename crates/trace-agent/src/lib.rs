@@ -28,6 +28,7 @@ mod attach;
 mod config;
 mod dlopen;
 mod events;
+mod exec_env;
 mod exec_note;
 mod fused;
 mod late_attach;

@@ -132,8 +132,8 @@ pub struct TraceArgs {
     /// executes run the object's programs on one shared set of maps, and
     /// an `exec`'s exit programs run in the new image (execsnoop). The
     /// agent follows through the environment (`LD_PRELOAD` and
-    /// `BPFJET_TRACE_*`): a program started with a cleared environment,
-    /// or a static or set-user-ID one, is not traced.
+    /// `BPFJET_TRACE_*`, put back into an `exec` that drops them): a
+    /// static or set-user-ID program is not traced.
     #[arg(long)]
     pub no_follow: bool,
     /// The program and its arguments.
