@@ -194,6 +194,13 @@ pub fn plan(obj: &Object, exposed: &dyn Fn(&bpfjet_maps::MapSpec) -> Option<Stri
                 let (Some(es), Some(xs)) = (&summaries[e].1, &summaries[x].1) else {
                     continue;
                 };
+                let refuse = |why: String| PairReport {
+                    entry: summaries[e].0.to_string(),
+                    exit: summaries[x].0.to_string(),
+                    internalised: Vec::new(),
+                    refused: Vec::new(),
+                    pair_refusal: Some(why),
+                };
                 // A successful exec returns in the new image, where this
                 // image's per-thread values are gone: execsnoop's hand-off
                 // must stay in the map the new image's exit reads.
@@ -201,29 +208,18 @@ pub fn plan(obj: &Object, exposed: &dyn Fn(&bpfjet_maps::MapSpec) -> Option<Stri
                     .iter()
                     .find(|c| function.strip_prefix("syscall ") == Some(**c))
                 {
-                    plan.pairs.push(PairReport {
-                        entry: summaries[e].0.to_string(),
-                        exit: summaries[x].0.to_string(),
-                        internalised: Vec::new(),
-                        refused: Vec::new(),
-                        pair_refusal: Some(format!(
-                            "the exit of a successful {call} runs in the new process image,                              which a value kept per thread in this image does not reach"
-                        )),
-                    });
+                    plan.pairs.push(refuse(format!(
+                        "the exit of a successful {call} runs in the new process image, \
+                         which a value kept per thread in this image does not reach"
+                    )));
                     continue;
                 }
                 // A program that could not be analysed may use any map:
                 // no pair sharing an object with one is fused.
                 if let Some((name, _)) = summaries.iter().find(|(_, s)| s.is_none()) {
-                    plan.pairs.push(PairReport {
-                        entry: summaries[e].0.to_string(),
-                        exit: summaries[x].0.to_string(),
-                        internalised: Vec::new(),
-                        refused: Vec::new(),
-                        pair_refusal: Some(format!(
-                            "program {name} could not be analysed, so any map may be shared with it"
-                        )),
-                    });
+                    plan.pairs.push(refuse(format!(
+                        "program {name} could not be analysed, so any map may be shared with it"
+                    )));
                     continue;
                 }
                 let others: Vec<(&str, &ProgramSummary)> = summaries

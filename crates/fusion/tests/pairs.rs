@@ -454,3 +454,30 @@ SEC("uretprobe/libc.so.6:read") int leave(void *ctx) {
     assert!(r.internalised.is_empty(), "{:?}", r.explain());
     assert!(r.refused[0].why.contains("LRU"), "{:?}", r.explain());
 }
+
+/// An exec's entry/exit pair hands its value from the image that makes
+/// the call to the image it starts (execsnoop's pattern): the value must
+/// stay in the map, so the pair is refused, saying why.
+#[test]
+fn an_exec_pair_is_not_internalised() {
+    let obj = compile(
+        "exec_pair",
+        r#"
+HASH(execs, BPF_MAP_TYPE_HASH, __u64, )
+SEC("tracepoint/syscalls/sys_enter_execve") int exec_entry(void *ctx) {
+    __u64 id = bpf_get_current_pid_tgid(), v = 1;
+    bpf_map_update_elem(&execs, &id, &v, BPF_ANY); return 0; }
+SEC("tracepoint/syscalls/sys_exit_execve") int exec_exit(void *ctx) {
+    __u64 id = bpf_get_current_pid_tgid(), *v = bpf_map_lookup_elem(&execs, &id);
+    if (!v) return 0;
+    bpf_map_delete_elem(&execs, &id); return 0; }
+"#,
+    );
+    // The same shape on another call is a hand-off.
+    assert_eq!(pair(&obj, "exec_entry", "exec_exit").internalised.len(), 1);
+    let plan = bpfjet_fusion::plan(&obj, &|_| None);
+    assert!(plan.internal_maps.is_empty());
+    let p = &plan.pairs[0];
+    let why = p.pair_refusal.as_deref().unwrap_or_default();
+    assert!(why.contains("runs in the new process image"), "{why}");
+}
