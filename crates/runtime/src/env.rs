@@ -36,15 +36,35 @@ impl std::fmt::Debug for ObjectMaps {
 
 /// The program-visible handle of a map (what `lddw` of a map loads, what
 /// a map-in-map lookup returns): the address of the map's kernel view,
-/// laid out here — before any program can see the handle — like the
-/// kernel's struct for the map type, so that a privileged program reading
+/// laid out — before any program can see it, and only once some program
+/// reads one ([`lay_out_kernel_views`]) — like the kernel's struct for the
+/// map type, so that a privileged program reading
 /// `((struct bpf_map *)&m)->max_entries` finds what it would in the kernel
 /// (`bpfjet_verifier::map_struct`).
 pub fn map_handle(map: &Arc<Map>) -> u64 {
+    if KERNEL_VIEWS.load(std::sync::atomic::Ordering::Acquire) {
+        lay_out_kernel_view(map);
+    }
+    Map::handle(map) as u64
+}
+
+/// Set once a loaded program reads a map's kernel view: every map's view
+/// is laid out from then on, also those of maps made later (inner maps).
+static KERNEL_VIEWS: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+fn lay_out_kernel_view(map: &Arc<Map>) {
     map.init_kernel_view(|view| {
         bpfjet_verifier::map_struct::fill_kernel_view(map.spec(), map.id(), view)
     });
-    Map::handle(map) as u64
+}
+
+/// A program of a load reads maps' kernel views: lay out `maps`' now,
+/// before any program runs, and every later map's when its handle is made.
+pub(crate) fn lay_out_kernel_views(maps: &[Arc<Map>]) {
+    KERNEL_VIEWS.store(true, std::sync::atomic::Ordering::Release);
+    for m in maps {
+        lay_out_kernel_view(m);
+    }
 }
 
 impl ObjectMaps {

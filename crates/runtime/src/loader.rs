@@ -319,6 +319,19 @@ impl LoadedObject {
                 });
             }
         }
+        // The maps' kernel views, read by programs as the kernel's map
+        // structs, are laid out only when a program reads one (or is not
+        // verified, so nobody knows): laying them out reads the running
+        // kernel's BTF, most of a small object's load time.
+        let reads_views = safety == Safety::BoundsChecked
+            || programs.iter().any(|p| {
+                p.verified
+                    .as_ref()
+                    .is_some_and(|v| v.facts.reads_map_struct)
+            });
+        if reads_views {
+            crate::env::lay_out_kernel_views(maps.maps());
+        }
         let prog_names = programs.iter().map(|p| p.name.clone()).collect();
         let qualified_names = programs.iter().map(|p| p.qualified.clone()).collect();
         let loaded = LoadedObject {

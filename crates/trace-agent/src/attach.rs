@@ -120,9 +120,6 @@ pub fn start(cfg: Config) -> Result<(), String> {
             .map_err(|e| format!("--max-entries {name}={n}: {e}"))?;
     }
     cfg.loader.apply(&mut obj)?;
-    // What `bpf_get_current_task` needs of the kernel's BTF, read now and
-    // not in a signal handler.
-    rt::task_view::prepare();
     if let Some(instance) = &cfg.instance {
         crate::exec_note::set_instance(instance);
         // The settings every exec of the tree carries (exec_env.rs).
@@ -200,6 +197,13 @@ pub fn start(cfg: Config) -> Result<(), String> {
             .map_err(|e| format!("--cgroup-array {name}={dir}: {e}"))?;
         map.set_cgroup(0, id)
             .map_err(|e| format!("--cgroup-array {name}={dir}: {e}"))?;
+    }
+    // What `bpf_get_current_task` needs of the kernel's BTF, read now and
+    // not in a signal handler; only for an object that calls it (reading
+    // the kernel's BTF is most of an agent's start: every program a
+    // traced tree executes pays it).
+    if tracing.calls_helper(GET_CURRENT_TASK) {
+        rt::task_view::prepare();
     }
     let object: &'static TracingObject = Box::leak(Box::new(tracing));
     // Report as folded only programs whose context reads reach the field
@@ -792,6 +796,8 @@ fn exec_env_in_call(regs: &mut PtRegs, arg: usize) {
 
 const EXECVE: u64 = 59;
 const EXECVEAT: u64 = 322;
+/// `bpf_get_current_task`.
+const GET_CURRENT_TASK: u32 = 35;
 
 /// An `exec` is about to replace this image (its entry programs ran).
 /// The command's own process hands over what its agent does: the

@@ -131,6 +131,9 @@ pub struct Facts {
     /// not provide (behind frozen configuration, like the kernel's dead
     /// code).
     pub calls_reached: BTreeSet<usize>,
+    /// A load reads through a map pointer (`((struct bpf_map *)&m)->...`):
+    /// the maps' kernel views must be laid out (`map_struct`).
+    pub reads_map_struct: bool,
     /// Subprograms in slot order (the first is the program itself).
     pub subprogs: Vec<SubprogInfo>,
     /// Instructions the analysis processed (the kernel's complexity measure).

@@ -533,7 +533,10 @@ impl Verifier<'_> {
                     loaded_unknown(size, false)
                 })
             }
-            RegType::MapPtr { map } => self.map_struct_read(base, regno, map, off64, size, write),
+            RegType::MapPtr { map } => {
+                self.facts.reads_map_struct = true;
+                self.map_struct_read(base, regno, map, off64, size, write)
+            }
             RegType::Alloc { type_id, .. } => {
                 self.check_alloc_access(base, regno, type_id, off64, size as i64)?;
                 Ok(if write {

@@ -667,6 +667,19 @@ impl TracingObject {
         (self.faults.load(Ordering::Relaxed), last)
     }
 
+    /// Whether any program of the object calls helper `id` (in its
+    /// verified form, subprograms included).
+    pub fn calls_helper(&self, id: u32) -> bool {
+        self.loaded.program_names().iter().any(|name| {
+            let Ok(Some(v)) = self.loaded.verified(name) else {
+                return false;
+            };
+            v.insns
+                .iter()
+                .any(|insn| matches!(insn, Insn::Call(CallTarget::Helper(h)) if *h as u32 == id))
+        })
+    }
+
     /// Start this process's counts of missed and faulted runs and its
     /// `bpf_trace_printk` lines afresh: in a forked child, whose copies
     /// are its parent's (the parent reports those), or in an image about
