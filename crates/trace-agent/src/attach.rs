@@ -573,14 +573,14 @@ pub fn start(cfg: Config) -> Result<(), String> {
                         exec_failed();
                         crate::exec_env::forget_copy(EXEC_ENV_COPY.with(|c| c.take()));
                     }
+                    if returns.is_empty() {
+                        return;
+                    }
                     let site = ProbeSite {
                         func_ip: address,
                         cookie: 0,
                         regs: 0,
                     };
-                    if returns.is_empty() {
-                        return;
-                    }
                     if let Some(armed) = alive::can_run() {
                         for &id in &returns {
                             object.run_regs(id, regs_view(regs), &site);
