@@ -1,7 +1,8 @@
 //! libbpfjet.so: serves a process's `bpf()` calls with bpfjet.
 //!
 //! It interposes libc's `syscall()` (libbpf and bpftool call
-//! `syscall(__NR_bpf, cmd, attr, size)`) and `close()`. A `bpf()` call is
+//! `syscall(__NR_bpf, cmd, attr, size)`, and `syscall(__NR_perf_event_open,
+//! ...)` for uprobes and tracepoints) and `close()`. A `bpf()` call is
 //! decoded ([`bpfjet_sys::decode`]), executed on [`BpfjetBackend`], and its
 //! outputs written back; every other system call goes to libc's
 //! `syscall()` unchanged. No panic crosses into the host: a failure
@@ -128,6 +129,11 @@ pub unsafe extern "C" fn syscall(
 ) -> libc::c_long {
     if n == libc::SYS_bpf {
         return bpfjet_bpf(a1, a2, a3);
+    }
+    if n == libc::SYS_perf_event_open {
+        if let Some(r) = perf_event_open(a1, a2) {
+            return r;
+        }
     }
     if n == libc::SYS_close {
         return closing(a1 as libc::c_int, || {
@@ -390,6 +396,76 @@ pub extern "C" fn bpfjet_bpf(
             -1
         }
     }
+}
+
+/// `perf_event_open(attr, pid, ...)` of a probe bpfjet runs in processes
+/// (a uprobe, a system-call tracepoint): a stand-in fd the control plane
+/// links its program to (`bpfjet_server`'s perf_events). None: the
+/// kernel's event.
+fn perf_event_open(attr: libc::c_long, pid: libc::c_long) -> Option<libc::c_long> {
+    let server = match server() {
+        Ok(s) => s,
+        Err(_) => return None,
+    };
+    INSIDE.with(|i| i.set(true));
+    let r = catch_unwind(AssertUnwindSafe(|| {
+        server.perf_event_open(attr as u64, pid as i32)
+    }));
+    INSIDE.with(|i| i.set(false));
+    match r {
+        Ok(None) => None,
+        Ok(Some(Ok(fd))) => Some(fd as libc::c_long),
+        Ok(Some(Err(e))) => {
+            set_errno(e.0);
+            Some(-1)
+        }
+        Err(_) => {
+            eprintln!("bpfjet: internal error serving perf_event_open; returned EFAULT");
+            set_errno(libc::EFAULT);
+            Some(-1)
+        }
+    }
+}
+
+type IoctlFn = unsafe extern "C" fn(libc::c_int, libc::c_ulong, ...) -> libc::c_int;
+
+/// libc's `ioctl()`, interposed for the stand-in perf event fds of
+/// [`perf_event_open`] (libbpf enables and disables them); every other fd
+/// goes to libc's. Variadic as `syscall()` (see the crate documentation):
+/// the one argument slot ioctl requests use is read and forwarded.
+///
+/// # Safety
+/// As libc's `ioctl()`.
+#[no_mangle]
+pub unsafe extern "C" fn ioctl(
+    fd: libc::c_int,
+    request: libc::c_ulong,
+    arg: libc::c_ulong,
+) -> libc::c_int {
+    if let Some(Ok(server)) = SERVER.get() {
+        if !INSIDE.with(|i| i.get()) {
+            let r = catch_unwind(AssertUnwindSafe(|| {
+                server.perf_event_ioctl(fd, request, arg)
+            }));
+            match r {
+                Ok(None) => {}
+                Ok(Some(Ok(v))) => return v as libc::c_int,
+                Ok(Some(Err(e))) => {
+                    set_errno(e.0);
+                    return -1;
+                }
+                Err(_) => {
+                    set_errno(libc::EFAULT);
+                    return -1;
+                }
+            }
+        }
+    }
+    static REAL: OnceLock<usize> = OnceLock::new();
+    let p = *REAL.get_or_init(|| next_symbol(c"ioctl") as usize);
+    // SAFETY: libc's ioctl() has this type.
+    let real = std::mem::transmute::<usize, IoctlFn>(p);
+    real(fd, request, arg)
 }
 
 /// Close `fd` with `close`, forgetting what it held, and then let go of

@@ -255,6 +255,58 @@ fn symbol_table(path: &Path) -> Result<std::sync::Arc<SymbolTable>, ProbeError> 
     Ok(table)
 }
 
+/// The function containing file offset `file_offset` of the ELF at `path`,
+/// and the offset into it: `(SYMBOL, OFF)` for `PATH:SYMBOL+OFF`. A
+/// control plane names uprobes as the kernel takes them, by file offset
+/// (libbpf computes it from the symbol); bpfjet patches functions it can
+/// name, so it maps the offset back through the `PT_LOAD` segment that
+/// holds it to a function symbol (`.symtab`, then `.dynsym`), preferring
+/// the symbol that starts exactly there.
+pub fn symbol_at_file_offset(path: &Path, file_offset: u64) -> Result<(String, u64), ProbeError> {
+    use object::read::elf::ProgramHeader;
+    let shown = path.display().to_string();
+    let elf_error = |reason: String| ProbeError::Elf {
+        path: shown.clone(),
+        reason,
+    };
+    let data = std::fs::read(path).map_err(|e| elf_error(e.to_string()))?;
+    let elf = object::read::elf::ElfFile64::<object::Endianness>::parse(&*data)
+        .map_err(|e| elf_error(e.to_string()))?;
+    let endian = elf.endian();
+    let vaddr = elf
+        .elf_program_headers()
+        .iter()
+        .filter(|ph| ph.p_type(endian) == object::elf::PT_LOAD)
+        .find_map(|ph| {
+            let (off, size) = (ph.p_offset(endian), ph.p_filesz(endian));
+            (file_offset >= off && file_offset < off + size)
+                .then(|| file_offset - off + ph.p_vaddr(endian))
+        })
+        .ok_or_else(|| {
+            elf_error(format!(
+                "file offset {file_offset:#x} is in no loadable segment"
+            ))
+        })?;
+    let mut best: Option<(String, u64)> = None;
+    for sym in elf.symbols().chain(elf.dynamic_symbols()) {
+        let Ok(name) = sym.name() else { continue };
+        if sym.kind() != SymbolKind::Text || sym.is_undefined() || name.is_empty() {
+            continue;
+        }
+        let (start, size) = (sym.address(), sym.size());
+        let inside = vaddr == start || (vaddr > start && vaddr < start + size);
+        if inside && best.as_ref().is_none_or(|(_, off)| vaddr - start < *off) {
+            best = Some((name.to_string(), vaddr - start));
+        }
+    }
+    best.ok_or_else(|| {
+        elf_error(format!(
+            "no function symbol covers file offset {file_offset:#x} (address {vaddr:#x}): \
+             bpfjet attaches uprobes inside functions it can name"
+        ))
+    })
+}
+
 /// Whether the executable at `path` is dynamically linked (has PT_INTERP),
 /// which the LD_PRELOAD agent needs.
 pub fn check_dynamic(path: &Path) -> Result<(), ProbeError> {
@@ -342,6 +394,35 @@ mod tests {
         assert!(UprobeTarget::parse("nocolon").is_err());
         assert!(UprobeTarget::parse("/x:").is_err());
         assert!(UprobeTarget::parse("/x:f+zz").is_err());
+    }
+
+    #[test]
+    fn file_offsets_map_back_to_symbols() {
+        let objs = loaded_objects();
+        let t = UprobeTarget::parse("libc:getpid").unwrap();
+        let r = resolve(&t, &objs).unwrap();
+        let sym = file_symbol(&r.path, "getpid").unwrap();
+        // libc's text segment: file offset = vaddr - p_vaddr + p_offset;
+        // for libc both are equal, as for most shared objects.
+        let data = std::fs::read(&r.path).unwrap();
+        let elf = object::read::elf::ElfFile64::<object::Endianness>::parse(&*data).unwrap();
+        use object::read::elf::ProgramHeader;
+        let e = elf.endian();
+        let ph = elf
+            .elf_program_headers()
+            .iter()
+            .find(|ph| {
+                ph.p_type(e) == object::elf::PT_LOAD
+                    && sym.vaddr >= ph.p_vaddr(e)
+                    && sym.vaddr < ph.p_vaddr(e) + ph.p_filesz(e)
+            })
+            .unwrap();
+        let off = sym.vaddr - ph.p_vaddr(e) + ph.p_offset(e);
+        let (name, at) = symbol_at_file_offset(&r.path, off + 1).unwrap();
+        assert_eq!(at, 1);
+        // getpid may have aliases (__getpid): any name with the same address.
+        assert_eq!(file_symbol(&r.path, &name).unwrap().vaddr, sym.vaddr);
+        assert!(symbol_at_file_offset(&r.path, u64::MAX / 2).is_err());
     }
 
     #[test]

@@ -66,6 +66,7 @@ impl BpfjetBackend {
                 self.stats.fetch_sub(1, Ordering::Relaxed);
                 None
             }
+            Obj::PerfEvent(_) => None,
         }
     }
 
@@ -243,6 +244,7 @@ impl BpfjetBackend {
             Obj::Btf(_) => Some("anon_inode:btf"),
             Obj::Link(_) => Some("anon_inode:bpf_link"),
             Obj::Stats => Some("anon_inode:bpf-stats"),
+            Obj::PerfEvent(_) => Some("anon_inode:[perf_event]"),
         }
     }
 
@@ -400,11 +402,15 @@ impl BpfjetBackend {
             Obj::Stats => unsafe {
                 libc::memfd_create(c"bpfjet-stats".as_ptr(), libc::MFD_CLOEXEC)
             },
+            // SAFETY: a valid C string.
+            Obj::PerfEvent(_) => unsafe {
+                libc::memfd_create(c"bpfjet-perf-event".as_ptr(), libc::MFD_CLOEXEC)
+            },
         };
         if fd < 0 {
             return Err(Errno::from_io(&std::io::Error::last_os_error()));
         }
-        if !matches!(obj, Obj::Stats) {
+        if !matches!(obj, Obj::Stats | Obj::PerfEvent(_)) {
             crate::holders::hold(fd);
         }
         self.fds.insert(fd, obj);
@@ -597,7 +603,10 @@ impl BpfjetBackend {
             None
         };
         let (attach_prog_id, attach_btf_id, attach_btf_obj_id) = ext_target.unwrap_or((0, 0, 0));
-        if p.prog_type != BPF_PROG_TYPE_XDP && ext_target.is_none() && !progs::context_free(&words)
+        if p.prog_type != BPF_PROG_TYPE_XDP
+            && ext_target.is_none()
+            && progs::tracing_kind(p.prog_type).is_none()
+            && !progs::context_free(&words)
         {
             if refs.is_empty() {
                 // A program type bpfjet does not run and that touches no
@@ -606,7 +615,8 @@ impl BpfjetBackend {
             }
             self.warn_once(
                 &format!("BPF_PROG_LOAD of program type {}", p.prog_type),
-                "bpfjet verifies and runs XDP programs only",
+                "bpfjet verifies and runs XDP programs, and kprobe (uprobe), tracepoint and raw \
+                 tracepoint programs in traced processes",
             );
             return Err(Errno::EINVAL);
         }
@@ -820,7 +830,7 @@ impl BpfjetBackend {
             Obj::Prog(p) => (self.prog_info(p, i)?, ProgInfo::SIZE),
             Obj::Btf(b) => (self.btf_info(b, i)?, BtfInfo::SIZE),
             Obj::Link(id) => self.link_info(*id)?,
-            Obj::Stats => return Err(Errno::EINVAL),
+            Obj::Stats | Obj::PerfEvent(_) => return Err(Errno::EINVAL),
         };
         let user_len = i.info_len.get() as usize;
         if user_len > size
@@ -998,7 +1008,7 @@ impl BpfjetBackend {
             Some(Obj::Prog(pr)) => ObjRef::Prog(pr.rec.id),
             Some(Obj::Btf(b)) => ObjRef::Btf(b.id),
             Some(Obj::Link(id)) => ObjRef::Link(id),
-            Some(Obj::Stats) => return Err(Errno::EINVAL),
+            Some(Obj::Stats | Obj::PerfEvent(_)) => return Err(Errno::EINVAL),
             None => return self.kernel.execute(cmd),
         };
         self.ns.pin(&path, r).map(|()| 0)
@@ -1177,6 +1187,9 @@ impl Backend for BpfjetBackend {
                 self.kernel.execute(cmd)
             }
             Command::Other(bpfjet_sys::Cmd::RawTracepointOpen, raw) => {
+                if let Some(prog) = self.tracing_prog(crate::links::word(raw, 8)) {
+                    return self.probe_raw_tracepoint_open(&prog, raw);
+                }
                 match self.raw_tracepoint_open(raw) {
                     Some(r) => r,
                     None => self.kernel.execute(cmd),

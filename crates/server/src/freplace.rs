@@ -511,6 +511,7 @@ impl BpfjetBackend {
             target_insn_off: insn_off,
             attach_type: rec.expected_attach_type,
             detached: false,
+            probe: None,
         };
         let (id, _creating) = self.ns.create_record(Kind::Link, |id| {
             let mut r = link.clone();

@@ -18,6 +18,8 @@ mod links;
 mod maps;
 mod namespace;
 mod objects;
+mod perf_events;
+mod probe_links;
 mod progs;
 mod tail_calls;
 mod user;
@@ -25,4 +27,6 @@ mod xdp;
 
 pub use backend::BpfjetBackend;
 pub use namespace::{Namespace, ObjRef};
+pub use perf_events::ProbePoint;
+pub use probe_links::{traced_object, ProbeLink, TracedObject, TracedProgram};
 pub use xdp::{data_plane_program, XdpRequest};

@@ -48,6 +48,9 @@ pub struct LinkRecord {
     /// A freplace link after `BPF_LINK_DETACH`.
     #[serde(default)]
     pub detached: bool,
+    /// A link of a tracing program to a probe in processes.
+    #[serde(default)]
+    pub probe: Option<crate::probe_links::ProbeLink>,
 }
 
 impl LinkRecord {
@@ -61,7 +64,7 @@ pub fn is_link_command(c: Cmd) -> bool {
 }
 
 /// The attr's `u32` at `off` (a short attr is zero-extended, as decoded).
-pub(crate) fn word(raw: &[u8], off: usize) -> u32 {
+pub fn word(raw: &[u8], off: usize) -> u32 {
     let mut b = [0u8; 4];
     for (i, x) in b.iter_mut().enumerate() {
         *x = raw.get(off + i).copied().unwrap_or(0);
@@ -92,7 +95,10 @@ impl BpfjetBackend {
             Cmd::LinkCreate if self.ext_prog(word(raw, 0)).is_some() => {
                 self.freplace_link_create(raw)
             }
-            Cmd::LinkCreate => self.link_create(raw, cmd),
+            Cmd::LinkCreate => match self.tracing_prog(word(raw, 0)) {
+                Some(prog) => self.probe_link_create(&prog, raw),
+                None => self.link_create(raw, cmd),
+            },
             Cmd::LinkUpdate => self.link_update(raw, cmd),
             _ => self.link_detach(raw, cmd),
         }
@@ -134,6 +140,7 @@ impl BpfjetBackend {
             target_insn_off: 0,
             attach_type: BPF_XDP,
             detached: false,
+            probe: None,
         };
         let (id, _creating) = self.ns.create_record(Kind::Link, |id| {
             let mut r = rec.clone();
@@ -159,8 +166,8 @@ impl BpfjetBackend {
             return Err(Errno::EINVAL);
         }
         let mut rec = self.link_record(id)?;
-        if rec.is_freplace() {
-            // The kernel's tracing links have no update_prog.
+        if rec.is_freplace() || rec.probe.is_some() {
+            // The kernel's tracing and perf links have no update_prog.
             return Err(Errno::EINVAL);
         }
         let new_id = self.xdp_prog(new_fd).ok_or(Errno::EBADF)??;
@@ -195,6 +202,10 @@ impl BpfjetBackend {
         let mut rec = self.link_record(id)?;
         if rec.is_freplace() {
             return self.freplace_link_detach(rec);
+        }
+        if rec.probe.is_some() {
+            // The kernel's perf and raw tracepoint links have no detach.
+            return Err(Errno::EOPNOTSUPP);
         }
         if rec.ifindex == 0 {
             return Err(Errno(ENOLINK));
@@ -244,6 +255,9 @@ impl BpfjetBackend {
         let rec = self.link_record(id)?;
         if rec.is_freplace() {
             return Ok(crate::freplace::link_info(&rec, LINK_INFO_SIZE));
+        }
+        if let Some(probe) = &rec.probe {
+            return Ok(crate::probe_links::link_info(&rec, probe, LINK_INFO_SIZE));
         }
         let mut b = vec![0u8; LINK_INFO_SIZE];
         b[0..4].copy_from_slice(&BPF_LINK_TYPE_XDP.to_ne_bytes());

@@ -15,6 +15,8 @@ pub enum Obj {
     /// The fd `BPF_ENABLE_STATS` returns: statistics are counted while one
     /// is open.
     Stats,
+    /// A stand-in perf event fd for a probe bpfjet runs in processes.
+    PerfEvent(Arc<crate::perf_events::PerfProbe>),
 }
 
 /// What `bpf()` reports about a map beyond its [`Map`] spec.

@@ -12,6 +12,7 @@ use std::sync::{Arc, Mutex};
 
 pub const BPF_PROG_TYPE_XDP: u32 = 6;
 const BPF_F_XDP_HAS_FRAGS: u32 = 1 << 5;
+const BPF_F_SLEEPABLE: u32 = 1 << 4;
 const LD_IMM64: u8 = 0x18;
 pub const PSEUDO_MAP_FD: u8 = 1;
 pub const PSEUDO_MAP_VALUE: u8 = 2;
@@ -142,17 +143,20 @@ fn errno_of(e: &RuntimeError) -> Errno {
 /// The one-program object a record stands for, its maps `maps` (`maps[i]`
 /// is `rec.map_ids[i]`).
 pub fn object_of(rec: &ProgRecord, maps: &[Arc<Map>]) -> Object {
-    // A context-free program of another type verifies the same as XDP.
-    let kind = if rec.prog_flags & BPF_F_XDP_HAS_FRAGS != 0 {
-        ProgKind::XdpFrags
-    } else {
-        ProgKind::Xdp
-    };
-    let section = if kind == ProgKind::XdpFrags {
+    let section = if let Some(section) = tracing_kind(rec.prog_type) {
+        // Verified for its type; where it runs is known at attach.
+        if rec.prog_flags & BPF_F_SLEEPABLE != 0 && section == "uprobe" {
+            "uprobe.s"
+        } else {
+            section
+        }
+    } else if rec.prog_flags & BPF_F_XDP_HAS_FRAGS != 0 {
+        // A context-free program of another type verifies the same as XDP.
         "xdp.frags"
     } else {
         "xdp"
     };
+    let kind = ProgKind::from_section(section);
     let name = if rec.name.is_empty() {
         format!("prog{}", rec.id)
     } else {
@@ -189,6 +193,18 @@ pub fn object_of(rec: &ProgRecord, maps: &[Arc<Map>]) -> Object {
     }
 }
 
+/// The section a tracing program type is verified as (its context
+/// rules and helpers), for the types bpfjet runs in processes:
+/// `BPF_PROG_TYPE_KPROBE` (uprobes), `TRACEPOINT` and `RAW_TRACEPOINT`.
+pub fn tracing_kind(prog_type: u32) -> Option<&'static str> {
+    match prog_type {
+        2 => Some("uprobe"),
+        5 => Some("tracepoint"),
+        17 => Some("raw_tracepoint"),
+        _ => None,
+    }
+}
+
 /// Verify and bind a program record to its maps (`maps[i]` is
 /// `rec.map_ids[i]`). `instance` resolves inner maps of map-in-map values.
 pub fn build(
@@ -199,12 +215,14 @@ pub fn build(
     // An EXT program is verified under its target's type (XDP).
     if rec.prog_type != BPF_PROG_TYPE_XDP
         && rec.prog_type != crate::freplace::BPF_PROG_TYPE_EXT
+        && tracing_kind(rec.prog_type).is_none()
         && !context_free(&rec.insns)
     {
         return Err(Refusal::new(
             Errno::EINVAL,
             format!(
-                "bpfjet runs XDP programs only (program type {})",
+                "bpfjet runs XDP, kprobe (uprobes), tracepoint and raw tracepoint programs only \
+                 (program type {})",
                 rec.prog_type
             ),
         ));

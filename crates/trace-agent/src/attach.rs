@@ -101,9 +101,44 @@ fn unsupported(section: &str, why: &str) -> String {
     format!("program section {section:?}: {why}")
 }
 
+/// The programs the probe links of `bpf()` instance `name` attach in this
+/// process, as one object on the instance's maps.
+fn control_plane_object(
+    name: &str,
+) -> Result<(bpfjet_obj::Object, Vec<std::sync::Arc<bpfjet_maps::Map>>), String> {
+    let run = std::env::var("BPFJET_RUN_DIR").unwrap_or_else(|_| "/run/bpfjet".into());
+    let ns = bpfjet_server::Namespace::open(name, std::path::Path::new(&run))
+        .map_err(|e| format!("instance {name}: {e}"))?;
+    let traced = bpfjet_server::traced_object(&ns, std::process::id())
+        .map_err(|e| format!("instance {name}: {e}"))?;
+    if let Some(p) = traced.programs.iter().find(|p| p.cookie != 0) {
+        // Every attach point here runs its programs with cookie 0.
+        return Err(format!(
+            "instance {name}: link {} of program {} has a BPF cookie ({:#x}); bpfjet trace does \
+             not pass cookies of a control plane's links yet",
+            p.link_id, p.name, p.cookie
+        ));
+    }
+    Ok((traced.object, traced.maps))
+}
+
 pub fn start(cfg: Config) -> Result<(), String> {
-    let mut obj =
-        bpfjet_obj::load_file(&cfg.object).map_err(|e| format!("{}: {e}", cfg.object.display()))?;
+    // What errors name: the object file, or the instance.
+    let source = match &cfg.control_plane {
+        Some(name) => format!("instance {name}"),
+        None => cfg.object.display().to_string(),
+    };
+    let (mut obj, control_plane) = match &cfg.control_plane {
+        Some(name) => {
+            let (obj, maps) = control_plane_object(name)?;
+            (obj, Some((name.clone(), maps)))
+        }
+        None => (
+            bpfjet_obj::load_file(&cfg.object)
+                .map_err(|e| format!("{}: {e}", cfg.object.display()))?,
+            None,
+        ),
+    };
     // SAFETY: sysconf has no preconditions.
     let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) } as u64;
     for (name, bytes) in &cfg.ringbuf_size {
@@ -126,7 +161,10 @@ pub fn start(cfg: Config) -> Result<(), String> {
         crate::exec_env::prepare();
         syscalls::set_exec_env_hook(crate::exec_env::envp_for_exec);
     }
-    let mut opts = TracingOptions::default();
+    let mut opts = TracingOptions {
+        control_plane,
+        ..TracingOptions::default()
+    };
     // The process tree shares one set of maps: the command's agent
     // publishes them, agents of programs the tree executes join them.
     if cfg.joined {
@@ -165,13 +203,12 @@ pub fn start(cfg: Config) -> Result<(), String> {
         ctx_constants: folded.clone(),
     };
     let tracing = if cfg.jit && cfg.fuse >= Fuse::Compile {
-        load_compiled_pairs(&obj, &opts, &steps)
-            .map_err(|e| format!("{}: {e}", cfg.object.display()))?
+        load_compiled_pairs(&obj, &opts, &steps).map_err(|e| format!("{}: {e}", source))?
     } else if cfg.jit {
         bpfjet_jit::load_tracing_with(&obj, &opts, &bpfjet_jit::JitOptions::default(), &steps)
-            .map_err(|e| format!("{}: {e}", cfg.object.display()))?
+            .map_err(|e| format!("{}: {e}", source))?
     } else {
-        TracingObject::load(&obj, &opts).map_err(|e| format!("{}: {e}", cfg.object.display()))?
+        TracingObject::load(&obj, &opts).map_err(|e| format!("{}: {e}", source))?
     };
     for (name, ms) in &cfg.backpressure {
         let map = tracing
@@ -270,16 +307,18 @@ pub fn start(cfg: Config) -> Result<(), String> {
             .collect::<Vec<_>>(),
     });
     let fusion_refusals = object.thread_map_refusals().to_vec();
+    // A control plane consumes its own buffers.
+    let consumes = cfg.control_plane.is_none();
     let ringbufs: Vec<String> = obj
         .maps
         .iter()
-        .filter(|m| m.map_type == bpfjet_maps::MapType::Ringbuf)
+        .filter(|m| consumes && m.map_type == bpfjet_maps::MapType::Ringbuf)
         .map(|m| m.name.clone())
         .collect();
     let perfbufs: Vec<String> = obj
         .maps
         .iter()
-        .filter(|m| m.map_type == bpfjet_maps::MapType::PerfEventArray)
+        .filter(|m| consumes && m.map_type == bpfjet_maps::MapType::PerfEventArray)
         .map(|m| m.name.clone())
         .collect();
 

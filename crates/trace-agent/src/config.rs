@@ -42,6 +42,11 @@ pub const ENV_JOIN: &str = "BPFJET_TRACE_JOIN";
 /// image with this id is the command itself after an `exec` (`sh -c
 /// 'exec prog'`), whose agent goes on consuming and writes the report.
 pub const ENV_ROOT: &str = "BPFJET_TRACE_ROOT";
+/// The `bpf()` instance (`bpfjet exec --instance NAME`) whose probe links
+/// say what to run (`bpfjet trace --instance NAME`): the programs a
+/// control plane linked to uprobes and system-call tracepoints, on its
+/// maps, instead of an object file. `BPFJET_RUN_DIR` locates it.
+pub const ENV_CONTROL_PLANE: &str = "BPFJET_TRACE_CONTROL_PLANE";
 /// Which pairwise-fusion optimisations to apply: `none`, `fold`,
 /// `internalise-calls`, `internalise`, `compile`, `all` (unset: `none`).
 pub const ENV_FUSE: &str = "BPFJET_TRACE_FUSE";
@@ -86,7 +91,8 @@ impl Fuse {
 }
 
 /// Every setting's name.
-const ALL: [&str; 18] = [
+const ALL: [&str; 19] = [
+    ENV_CONTROL_PLANE,
     ENV_ROOT,
     ENV_INSTANCE,
     ENV_JOIN,
@@ -142,6 +148,9 @@ pub struct Config {
     pub joined: bool,
     /// [`ENV_ROOT`]: the command's process id (set in joined agents).
     pub root_pid: Option<u32>,
+    /// [`ENV_CONTROL_PLANE`]: run what this instance's probe links attach
+    /// ([`Config::object`] is empty).
+    pub control_plane: Option<String>,
 }
 
 impl Config {
@@ -160,7 +169,9 @@ impl Config {
     /// joining ([`ENV_JOIN`]).
     pub fn from_env() -> Option<Config> {
         let cfg = Config::from_vars(|name| std::env::var(name).ok())?;
-        if cfg.instance.is_none() {
+        // A control plane's programs are loaded anew in every image the
+        // tree executes (its maps are the instance's): they follow too.
+        if cfg.instance.is_none() && cfg.control_plane.is_none() {
             for v in ALL {
                 // SAFETY: the constructor runs before main, single-threaded.
                 unsafe { std::env::remove_var(v) };
@@ -178,7 +189,12 @@ impl Config {
     /// The settings from `get` (the environment, or the file `bpfjet trace
     /// --pid` writes: the same names, one `NAME=VALUE` a line).
     pub fn from_vars(get: impl Fn(&str) -> Option<String>) -> Option<Config> {
-        let object = get(ENV_OBJECT)?;
+        let control_plane = get(ENV_CONTROL_PLANE).filter(|s| !s.is_empty());
+        let object = match get(ENV_OBJECT) {
+            Some(o) => o,
+            None if control_plane.is_some() => String::new(),
+            None => return None,
+        };
         let var = |name: &str| get(name).ok_or(());
         Some(Config {
             object: object.into(),
@@ -210,13 +226,17 @@ impl Config {
                     .and_then(|v| v.parse().ok())
                     .unwrap_or(DEFAULT_CONSUMER_SPIN_US),
             ),
+            // The control plane can read every map: nothing is kept per
+            // thread, and its pairs run as linked.
             fuse: get(ENV_FUSE)
                 .and_then(|s| Fuse::parse(&s))
+                .filter(|_| control_plane.is_none())
                 .unwrap_or(Fuse::None),
             fold_rodata: get(ENV_FOLD_RODATA).is_none_or(|v| v != "0"),
             instance: get(ENV_INSTANCE).filter(|s| !s.is_empty()),
             joined: get(ENV_JOIN).is_some_and(|v| v == "1"),
             root_pid: get(ENV_ROOT).and_then(|v| v.parse().ok()),
+            control_plane,
         })
     }
 }

@@ -15,5 +15,6 @@ pub mod run;
 pub mod status;
 pub mod test_run;
 pub mod trace;
+mod trace_instance;
 mod trace_pid;
 pub mod verify;

@@ -26,8 +26,17 @@ use std::process::ExitCode;
 
 #[derive(Args, Debug)]
 pub struct TraceArgs {
-    /// BPF object with uprobe/uretprobe/tracepoint/raw_tracepoint programs.
-    pub obj: PathBuf,
+    /// BPF object with uprobe/uretprobe/tracepoint/raw_tracepoint programs
+    /// (with `--instance`: none, the command follows `--`).
+    #[arg(required_unless_present = "instance")]
+    pub obj: Option<PathBuf>,
+    /// Run what a control plane attached instead of an object: the
+    /// programs an unmodified libbpf tool under `bpfjet exec --instance
+    /// NAME` linked to uprobes and system-call tracepoints, on its maps
+    /// (it reads them and consumes its ring buffers as on the kernel).
+    /// The links are read when each process of the command starts.
+    #[arg(long, value_name = "NAME")]
+    pub instance: Option<String>,
     /// Print one JSON object instead of bpftrace-style map lines.
     #[arg(long)]
     pub json: bool,
@@ -142,6 +151,13 @@ pub struct TraceArgs {
 }
 
 impl TraceArgs {
+    /// OBJ, which every mode but `--instance` has.
+    pub(super) fn object_file(&self) -> Result<&Path> {
+        self.obj
+            .as_deref()
+            .context("no object given: bpfjet trace OBJ -- CMD ARGS...")
+    }
+
     /// `--global`, `--no-autoload` and `--attach`, as the loader applies them.
     pub(super) fn loader_settings(&self) -> bpfjet_obj::LoaderSettings {
         bpfjet_obj::LoaderSettings {
@@ -174,7 +190,7 @@ pub(super) fn agent_library() -> Result<PathBuf> {
 }
 
 /// CMD as execvp would find it.
-fn find_program(cmd: &Path) -> Option<PathBuf> {
+pub(super) fn find_program(cmd: &Path) -> Option<PathBuf> {
     if cmd.components().count() > 1 {
         return Some(cmd.to_path_buf());
     }
@@ -193,7 +209,7 @@ pub(super) fn precheck(args: &TraceArgs, program: Option<&Path>) -> Result<bpfje
     if let Some(program) = program {
         symbols::check_dynamic(program).map_err(|e| anyhow!("{e}"))?;
     }
-    let obj = &args.obj;
+    let obj = args.object_file()?;
     let mut object = bpfjet_obj::load_file(obj).map_err(|e| anyhow!("{}: {e}", obj.display()))?;
     args.loader_settings()
         .apply(&mut object)
@@ -327,6 +343,9 @@ pub(super) fn fusable(plan: &bpfjet_fusion::FusionPlan) -> Value {
 }
 
 pub fn run(args: &TraceArgs) -> Result<ExitCode> {
+    if let Some(instance) = &args.instance {
+        return super::trace_instance::run(args, instance);
+    }
     if let Some(pid) = args.pid {
         if !args.command.is_empty() {
             bail!("--pid {pid} attaches to a running process: give no command");
@@ -406,7 +425,7 @@ pub fn run(args: &TraceArgs) -> Result<ExitCode> {
 /// The parts the other processes of the traced tree left next to the
 /// report (the agent's report.rs `write_process_part`), oldest first,
 /// removed.
-fn process_parts(report: &Path) -> Vec<Value> {
+pub(super) fn process_parts(report: &Path) -> Vec<Value> {
     let (Some(dir), Some(name)) = (report.parent(), report.file_name()) else {
         return Vec::new();
     };
@@ -438,7 +457,7 @@ fn process_parts(report: &Path) -> Vec<Value> {
 /// up, trace lines follow the command's own, and `processes` lists every
 /// other process that ran programs (a pid twice: an image and the program
 /// it executed).
-fn add_process_parts(report: &mut Value, parts: Vec<Value>) {
+pub(super) fn add_process_parts(report: &mut Value, parts: Vec<Value>) {
     let Some(r) = report.as_object_mut() else {
         return;
     };
@@ -612,10 +631,10 @@ pub(super) fn agent_settings(
     fuse: &str,
     report: &Path,
 ) -> Result<Vec<(&'static str, OsString)>> {
-    let obj = args
-        .obj
+    let file = args.object_file()?;
+    let obj = file
         .canonicalize()
-        .with_context(|| args.obj.display().to_string())?;
+        .with_context(|| file.display().to_string())?;
     let mut vars: Vec<(&'static str, OsString)> = vec![
         ("BPFJET_TRACE_OBJ", obj.into()),
         ("BPFJET_TRACE_ENGINE", args.engine.clone().into()),

@@ -62,6 +62,11 @@ pub struct TracingOptions {
     /// image's programs share the maps of the process tree). A map the
     /// instance lacks, or has with another shape, is an error.
     pub join: Option<String>,
+    /// The object's maps are these, in order: maps a control plane made
+    /// in the `bpf()` instance of this name (`bpfjet trace --instance`,
+    /// the programs its links attach). Every process running them shares
+    /// one CPU slot table under that name.
+    pub control_plane: Option<(String, Vec<Arc<bpfjet_maps::Map>>)>,
     /// Initial map contents.
     pub state: Option<MapState>,
     /// Lines of `bpf_trace_printk` output kept for
@@ -81,6 +86,7 @@ impl Default for TracingOptions {
             ncpus: crate::loader::possible_cpus(),
             instance_name: None,
             join: None,
+            control_plane: None,
             state: None,
             trace_lines: 10_000,
             thread_maps: Vec::new(),
@@ -102,6 +108,25 @@ pub fn load_maps_and_programs(
         state: opts.state.clone(),
         fib: None,
     };
+    if let Some((name, maps)) = &opts.control_plane {
+        let instance = bpfjet_maps::Instance::open(name).map_err(|source| RuntimeError::Map {
+            map: format!("<instance {name}>"),
+            source,
+        })?;
+        let next = std::cell::Cell::new(0usize);
+        let reuse = |_: &bpfjet_maps::spec::MapSpec| {
+            let i = next.get();
+            next.set(i + 1);
+            maps.get(i).cloned()
+        };
+        let object_opts = ObjectOptions {
+            instance_name: Some(name.clone()),
+            state: None,
+            ..object_opts
+        };
+        let (loaded, _) = LoadedObject::load_in(obj, &object_opts, instance, &reuse)?;
+        return Ok(loaded);
+    }
     let Some(name) = &opts.join else {
         return LoadedObject::load(obj, &object_opts);
     };
@@ -554,10 +579,11 @@ impl TracingObject {
         let ncpus = loaded.ncpus();
         let cpu_bound = needs_cpu_slot(&loaded);
         // One slot table for every process running on these maps.
-        let slots = match (&opts.join, &opts.instance_name) {
-            (Some(name), _) => CpuSlots::named(name, ncpus, false),
-            (None, Some(name)) => CpuSlots::named(name, ncpus, true),
-            (None, None) => Ok(CpuSlots::new(ncpus)),
+        let slots = match (&opts.control_plane, &opts.join, &opts.instance_name) {
+            (Some((name, _)), _, _) => CpuSlots::shared(name, ncpus),
+            (None, Some(name), _) => CpuSlots::named(name, ncpus, false),
+            (None, None, Some(name)) => CpuSlots::named(name, ncpus, true),
+            (None, None, None) => Ok(CpuSlots::new(ncpus)),
         }
         .map_err(|e| RuntimeError::Map {
             map: "<CPU slot table>".into(),

@@ -108,6 +108,40 @@ impl CpuSlots {
         }
     }
 
+    /// The table of instance `instance`, created by whichever process
+    /// comes first: the processes running a control plane's programs
+    /// (`bpfjet trace --instance`) start in any order, none of them owns
+    /// it. A table shorter than this object's is grown (new slots free).
+    pub(crate) fn shared(instance: &str, ncpus: usize) -> std::io::Result<CpuSlots> {
+        let n = ncpus.max(1);
+        let name = shm_name(instance)?;
+        // SAFETY: a NUL-terminated name; the fd is closed on every path.
+        unsafe {
+            let fd = libc::shm_open(
+                name.as_ptr(),
+                libc::O_RDWR | libc::O_CREAT | libc::O_CLOEXEC,
+                0o600,
+            );
+            if fd < 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            let len = n * std::mem::size_of::<Slot>();
+            let mut st: libc::stat = std::mem::zeroed();
+            // Growing only: a concurrent creator's ftruncate to the same
+            // length changes nothing, and no one shrinks a table in use.
+            if libc::fstat(fd, &mut st) != 0
+                || ((st.st_size as usize) < len && libc::ftruncate(fd, len as libc::off_t) != 0)
+            {
+                let e = std::io::Error::last_os_error();
+                libc::close(fd);
+                return Err(e);
+            }
+            let table = Self::map(fd, n);
+            libc::close(fd);
+            table
+        }
+    }
+
     fn map(fd: i32, n: usize) -> std::io::Result<CpuSlots> {
         let len = n * std::mem::size_of::<Slot>();
         let flags = if fd < 0 {

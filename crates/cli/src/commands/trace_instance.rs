@@ -1,0 +1,154 @@
+//! `bpfjet trace --instance NAME -- CMD ARGS...`: run CMD with the
+//! programs a control plane linked in `bpf()` instance NAME.
+//!
+//! An unmodified libbpf tool runs under `bpfjet exec --instance NAME`: its
+//! maps are the instance's, its programs are verified by bpfjet, and its
+//! uprobe and tracepoint attachments are links in the instance
+//! (crates/server, perf_events.rs and probe_links.rs). The agent in CMD
+//! (and in every program CMD's tree executes) loads the programs of those
+//! links on the instance's maps and attaches them where the links say; the
+//! tool reads the maps and consumes its ring buffers as it would on the
+//! kernel. The report at the end is the maps the programs use, as for an
+//! object.
+
+use super::trace::{
+    add_process_parts, agent_library, find_program, print_report, process_parts, TraceArgs,
+};
+use anyhow::{anyhow, bail, Context, Result};
+use bpfjet_probe::symbols;
+use serde_json::Value;
+use std::ffi::OsString;
+use std::os::unix::process::ExitStatusExt;
+use std::path::Path;
+use std::process::ExitCode;
+
+/// The agent's exit status when it could not attach (config.rs).
+const AGENT_ERROR_EXIT: i32 = 125;
+
+/// The options that shape an object before load or its fusion: a control
+/// plane has done its loading.
+fn refuse_object_options(args: &TraceArgs) -> Result<()> {
+    let given = [
+        ("--pid", args.pid.is_some()),
+        ("--events", args.events.is_some()),
+        ("--explain", args.explain),
+        (
+            "--ringbuf-backpressure",
+            !args.ringbuf_backpressure.is_empty(),
+        ),
+        ("--ringbuf-size", !args.ringbuf_size.is_empty()),
+        ("--max-entries", !args.max_entries.is_empty()),
+        ("--value-size", !args.value_size.is_empty()),
+        ("--cgroup-array", !args.cgroup_array.is_empty()),
+        ("--global", !args.globals.is_empty()),
+        ("--no-autoload", !args.no_autoload.is_empty()),
+        ("--attach", !args.attach.is_empty()),
+    ];
+    if let Some((name, _)) = given.iter().find(|(_, on)| *on) {
+        bail!(
+            "{name} does not apply with --instance: the control plane loaded, sized and attached \
+             the programs (and consumes their buffers)"
+        );
+    }
+    Ok(())
+}
+
+pub fn run(args: &TraceArgs, instance: &str) -> Result<ExitCode> {
+    refuse_object_options(args)?;
+    // After `--` clap gives the first word to the OBJ slot.
+    let mut words: Vec<OsString> = args
+        .obj
+        .iter()
+        .map(|p| p.clone().into_os_string())
+        .collect();
+    words.extend(args.command.iter().cloned());
+    let (program, rest) = words
+        .split_first()
+        .context("no command given: bpfjet trace --instance NAME -- CMD ARGS...")?;
+    let path = find_program(Path::new(program))
+        .ok_or_else(|| anyhow!("{}: command not found", program.to_string_lossy()))?;
+    symbols::check_dynamic(&path).map_err(|e| anyhow!("{e}"))?;
+    let run_dir = std::env::var("BPFJET_RUN_DIR").unwrap_or_else(|_| "/run/bpfjet".into());
+    let ns = bpfjet_server::Namespace::open(instance, Path::new(&run_dir))
+        .map_err(|e| anyhow!("instance {instance}: {e}"))?;
+    // What the command's process will run, checked now: a link to a
+    // program bpfjet cannot attach is an error before the command starts.
+    let traced = bpfjet_server::traced_object(&ns, std::process::id())
+        .map_err(|e| anyhow!("instance {instance}: {e}"))?;
+    if traced.programs.is_empty() {
+        eprintln!(
+            "bpfjet trace: instance {instance} has no probe links (is the tool running under \
+             `bpfjet exec --instance {instance}`, and has it attached?): {} runs untraced",
+            program.to_string_lossy()
+        );
+    }
+    for p in &traced.object.programs {
+        if p.kind.syscall_tracepoint().is_none() && p.kind.probe().is_none() {
+            bail!(
+                "instance {instance}: program {} is linked to {:?}, which bpfjet trace cannot \
+                 attach in a process",
+                p.name,
+                p.section
+            );
+        }
+    }
+    let agent = agent_library()?;
+    let report = std::env::temp_dir().join(format!(
+        "bpfjet-trace-{}-{}.json",
+        std::process::id(),
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos())
+    ));
+    let mut preload = OsString::from(agent.canonicalize().unwrap_or(agent));
+    if let Some(existing) = std::env::var_os("LD_PRELOAD").filter(|p| !p.is_empty()) {
+        preload.push(":");
+        preload.push(existing);
+    }
+    let mut cmd = std::process::Command::new(program);
+    cmd.args(rest)
+        .env("LD_PRELOAD", preload)
+        .env("BPFJET_TRACE_CONTROL_PLANE", instance)
+        .env("BPFJET_RUN_DIR", &run_dir)
+        .env("BPFJET_TRACE_ENGINE", &args.engine)
+        .env("BPFJET_TRACE_REPORT", &report)
+        .env(
+            "BPFJET_TRACE_FOLD_RODATA",
+            if args.no_fold_rodata { "0" } else { "1" },
+        );
+    // SAFETY: plain signal disposition changes (Ctrl-C goes to the
+    // command, which ends and reports).
+    unsafe {
+        libc::signal(libc::SIGINT, libc::SIG_IGN);
+        libc::signal(libc::SIGTERM, libc::SIG_IGN);
+    }
+    let status = cmd
+        .status()
+        .with_context(|| format!("cannot execute {}", program.to_string_lossy()))?;
+    let exit_code = status
+        .code()
+        .unwrap_or_else(|| 128 + status.signal().unwrap_or(0));
+    let text = std::fs::read_to_string(&report);
+    let _ = std::fs::remove_file(&report);
+    let parts = process_parts(&report);
+    let mut report: Value = match text {
+        Ok(t) => serde_json::from_str(&t).with_context(|| format!("the agent's report {t:?}"))?,
+        Err(_) => bail!(
+            "{} ended (status {exit_code}) without a report: killed by a signal, or the agent did \
+             not load",
+            program.to_string_lossy()
+        ),
+    };
+    if let Some(err) = report.get("error").and_then(Value::as_str) {
+        if exit_code == AGENT_ERROR_EXIT {
+            bail!("{err} ({} was not started)", program.to_string_lossy());
+        }
+    }
+    add_process_parts(&mut report, parts);
+    print_report(
+        args,
+        &bpfjet_fusion::FusionPlan::default(),
+        &report,
+        Some(exit_code),
+    )
+}

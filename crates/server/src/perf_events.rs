@@ -1,0 +1,269 @@
+//! `perf_event_open(2)` of the probes bpfjet runs inside processes.
+//!
+//! A libbpf tracer attaches a uprobe or a tracepoint in two steps: it opens
+//! a perf event for the probe (the uprobe PMU with the binary's path and
+//! the function's file offset, or `PERF_TYPE_TRACEPOINT` with the
+//! tracepoint's id from tracefs) and links its program to that event
+//! (`BPF_LINK_CREATE` with `BPF_PERF_EVENT`). Under `bpfjet exec` the
+//! program is bpfjet's and runs in the traced processes
+//! (`bpfjet trace --instance`), so the event must not exist in the kernel:
+//! a kernel uprobe would trap every hit of the function in every process
+//! for nothing. The probes bpfjet can run — uprobes, uretprobes and the
+//! tracepoints of system calls — get a stand-in fd (a memfd) that names
+//! the probe ([`PerfProbe`]); every other event (kprobes, other
+//! tracepoints, hardware counters, libbpf's perf buffers) is the kernel's.
+
+use crate::backend::BpfjetBackend;
+use crate::objects::Obj;
+use crate::user;
+use bpfjet_sys::Errno;
+use serde::{Deserialize, Serialize};
+use std::collections::HashMap;
+use std::sync::{Arc, OnceLock};
+
+/// `PERF_TYPE_TRACEPOINT`.
+const PERF_TYPE_TRACEPOINT: u32 = 2;
+/// `PERF_ATTR_SIZE_VER0`: a zero `size` means this one.
+const PERF_ATTR_SIZE_VER0: usize = 64;
+/// Offsets in `struct perf_event_attr`.
+const ATTR_CONFIG: usize = 8;
+const ATTR_CONFIG1: usize = 56;
+const ATTR_CONFIG2: usize = 64;
+
+/// A place a program can be attached to in a process.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum ProbePoint {
+    /// A uprobe or uretprobe: function `symbol` of the ELF at `path`,
+    /// `offset` bytes in (the file offset the control plane gave, mapped
+    /// back to the function that contains it).
+    Uprobe {
+        path: String,
+        symbol: String,
+        offset: u64,
+        retprobe: bool,
+    },
+    /// `tracepoint/CATEGORY/NAME` (`syscalls` or `raw_syscalls`).
+    Tracepoint { category: String, name: String },
+    /// `raw_tracepoint/NAME` (`sys_enter` or `sys_exit`).
+    RawTracepoint { name: String },
+}
+
+impl ProbePoint {
+    /// The libbpf section name that says the same: what `bpfjet trace`
+    /// attaches by.
+    pub fn section(&self) -> String {
+        match self {
+            ProbePoint::Uprobe {
+                path,
+                symbol,
+                offset,
+                retprobe,
+            } => {
+                let kind = if *retprobe { "uretprobe" } else { "uprobe" };
+                if *offset == 0 {
+                    format!("{kind}/{path}:{symbol}")
+                } else {
+                    format!("{kind}/{path}:{symbol}+{offset:#x}")
+                }
+            }
+            ProbePoint::Tracepoint { category, name } => format!("tracepoint/{category}/{name}"),
+            ProbePoint::RawTracepoint { name } => format!("raw_tracepoint/{name}"),
+        }
+    }
+
+    /// The kernel's program type for this point (`BPF_PROG_TYPE_*`).
+    pub fn prog_type(&self) -> u32 {
+        match self {
+            ProbePoint::Uprobe { .. } => 2,
+            ProbePoint::Tracepoint { .. } => 5,
+            ProbePoint::RawTracepoint { .. } => 17,
+        }
+    }
+}
+
+/// What a stand-in perf event fd names: the probe and the process it is
+/// for (`-1`: every process, as `perf_event_open`'s `pid`).
+#[derive(Debug)]
+pub struct PerfProbe {
+    pub point: ProbePoint,
+    pub pid: i32,
+}
+
+/// A number from a sysfs file of the uprobe PMU.
+fn sysfs(path: &str) -> Option<String> {
+    std::fs::read_to_string(path)
+        .ok()
+        .map(|s| s.trim().to_string())
+}
+
+/// The uprobe PMU's type and its retprobe bit in `config`.
+fn uprobe_pmu() -> Option<(u32, u32)> {
+    static PMU: OnceLock<Option<(u32, u32)>> = OnceLock::new();
+    *PMU.get_or_init(|| {
+        let ty = sysfs("/sys/bus/event_source/devices/uprobe/type")?
+            .parse()
+            .ok()?;
+        // "config:0" on every kernel that has the PMU.
+        let bit = sysfs("/sys/bus/event_source/devices/uprobe/format/retprobe")
+            .and_then(|f| f.strip_prefix("config:")?.parse().ok())
+            .unwrap_or(0);
+        Some((ty, bit))
+    })
+}
+
+/// The tracepoints of system calls by id (`syscalls`, `raw_syscalls`),
+/// read from tracefs once.
+fn syscall_tracepoints() -> &'static HashMap<u64, (String, String)> {
+    static IDS: OnceLock<HashMap<u64, (String, String)>> = OnceLock::new();
+    IDS.get_or_init(|| {
+        let mut ids = HashMap::new();
+        for root in [
+            "/sys/kernel/tracing/events",
+            "/sys/kernel/debug/tracing/events",
+        ] {
+            for category in ["syscalls", "raw_syscalls"] {
+                let Ok(dir) = std::fs::read_dir(format!("{root}/{category}")) else {
+                    continue;
+                };
+                for e in dir.flatten() {
+                    let name = e.file_name().to_string_lossy().into_owned();
+                    if let Some(id) =
+                        sysfs(&format!("{}/id", e.path().display())).and_then(|s| s.parse().ok())
+                    {
+                        ids.insert(id, (category.to_string(), name));
+                    }
+                }
+            }
+            if !ids.is_empty() {
+                break;
+            }
+        }
+        ids
+    })
+}
+
+fn u64_at(b: &[u8], off: usize) -> u64 {
+    let mut w = [0u8; 8];
+    if let Some(s) = b.get(off..off + 8) {
+        w.copy_from_slice(s);
+    }
+    u64::from_ne_bytes(w)
+}
+
+impl BpfjetBackend {
+    /// `perf_event_open(attr, pid, cpu, group_fd, flags)`: a stand-in fd
+    /// for a probe bpfjet runs, `None` for an event that is the kernel's.
+    pub fn perf_event_open(&self, attr: u64, pid: i32) -> Option<Result<i64, Errno>> {
+        if attr == 0 {
+            return None;
+        }
+        let head = user::read(attr, 8).ok()?;
+        let ty = u32::from_ne_bytes(head[0..4].try_into().ok()?);
+        let size = match u32::from_ne_bytes(head[4..8].try_into().ok()?) as usize {
+            0 => PERF_ATTR_SIZE_VER0,
+            n => n,
+        };
+        let attr = user::read(attr, size.clamp(PERF_ATTR_SIZE_VER0, ATTR_CONFIG2 + 8)).ok()?;
+        let config = u64_at(&attr, ATTR_CONFIG);
+        let point = if uprobe_pmu().is_some_and(|(t, _)| t == ty) {
+            let (_, bit) = uprobe_pmu()?;
+            let path = match user::cstring(u64_at(&attr, ATTR_CONFIG1), 4096) {
+                Ok(p) => p,
+                Err(e) => return Some(Err(e)),
+            };
+            let file_offset = u64_at(&attr, ATTR_CONFIG2);
+            if config >> 32 != 0 {
+                // A USDT semaphore the kernel would count up while the
+                // probe is attached: bpfjet does not maintain it.
+                self.warn_once(
+                    &format!("uprobe {path}:{file_offset:#x}"),
+                    "reference-counted uprobes (USDT semaphores) are not supported",
+                );
+                return Some(Err(Errno::EINVAL));
+            }
+            let (symbol, offset) = match bpfjet_probe::symbols::symbol_at_file_offset(
+                std::path::Path::new(&path),
+                file_offset,
+            ) {
+                Ok(s) => s,
+                Err(e) => {
+                    self.warn_once(&format!("uprobe {path}:{file_offset:#x}"), &e.to_string());
+                    return Some(Err(Errno::EINVAL));
+                }
+            };
+            ProbePoint::Uprobe {
+                path,
+                symbol,
+                offset,
+                retprobe: config & (1 << bit) != 0,
+            }
+        } else if ty == PERF_TYPE_TRACEPOINT {
+            let (category, name) = syscall_tracepoints().get(&config)?.clone();
+            ProbePoint::Tracepoint { category, name }
+        } else {
+            return None;
+        };
+        Some(self.new_fd(Obj::PerfEvent(Arc::new(PerfProbe { point, pid }))))
+    }
+}
+
+/// `PERF_EVENT_IOC_ENABLE`, `PERF_EVENT_IOC_DISABLE`,
+/// `PERF_EVENT_IOC_SET_BPF` (`_IOW('$', 8, __u32)`).
+pub const PERF_EVENT_IOC_ENABLE: u64 = 0x2400;
+pub const PERF_EVENT_IOC_DISABLE: u64 = 0x2401;
+pub const PERF_EVENT_IOC_SET_BPF: u64 = 0x4004_2408;
+
+impl BpfjetBackend {
+    /// `ioctl(fd, request, arg)` on a stand-in perf event fd; None for any
+    /// other fd (the kernel's).
+    pub fn perf_event_ioctl(&self, fd: i32, request: u64, _arg: u64) -> Option<Result<i64, Errno>> {
+        // The table only: a stand-in fd is never inherited or received
+        // (and every ioctl of the process passes here).
+        let Obj::PerfEvent(probe) = self.fds.get(fd)? else {
+            return None;
+        };
+        Some(match request {
+            // libbpf enables the event after linking and disables it
+            // before closing; what runs is decided by the link, which
+            // lasts until its fd closes.
+            PERF_EVENT_IOC_ENABLE | PERF_EVENT_IOC_DISABLE => Ok(0),
+            PERF_EVENT_IOC_SET_BPF => {
+                self.warn_once(
+                    &format!("PERF_EVENT_IOC_SET_BPF on {}", probe.point.section()),
+                    "bpfjet attaches tracing programs through BPF_LINK_CREATE (BPF_PERF_EVENT), \
+                     as libbpf does on kernels with perf links",
+                );
+                Err(Errno::EINVAL)
+            }
+            _ => Err(Errno(libc::ENOTTY)),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::ProbePoint;
+
+    #[test]
+    fn sections_say_the_same_point() {
+        let u = ProbePoint::Uprobe {
+            path: "/bin/x".into(),
+            symbol: "f".into(),
+            offset: 0,
+            retprobe: true,
+        };
+        assert_eq!(u.section(), "uretprobe//bin/x:f");
+        let u = ProbePoint::Uprobe {
+            path: "/bin/x".into(),
+            symbol: "f".into(),
+            offset: 16,
+            retprobe: false,
+        };
+        assert_eq!(u.section(), "uprobe//bin/x:f+0x10");
+        let t = ProbePoint::Tracepoint {
+            category: "syscalls".into(),
+            name: "sys_enter_read".into(),
+        };
+        assert_eq!(t.section(), "tracepoint/syscalls/sys_enter_read");
+    }
+}

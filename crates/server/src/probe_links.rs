@@ -1,0 +1,305 @@
+//! Links of tracing programs to probes, and the object a traced process
+//! runs from them.
+//!
+//! A control plane under `bpfjet exec` links a bpfjet kprobe-type or
+//! tracepoint program to a stand-in perf event ([`crate::perf_events`])
+//! with `BPF_LINK_CREATE` (`BPF_PERF_EVENT`), or a raw-tracepoint program
+//! to `sys_enter`/`sys_exit` with `BPF_RAW_TRACEPOINT_OPEN`. The link is an
+//! ordinary link record (`<run>/<instance>/links/<id>`) with the probe in
+//! it ([`ProbeLink`]): it lasts while the link does (its last fd closing
+//! with no pin frees it, as the kernel's), and holds its program.
+//!
+//! A process started by `bpfjet trace --instance NAME` reads the live
+//! probe links of the instance once, at its start ([`traced_object`]): one
+//! program per link, on the instance's maps, attached where the link says.
+
+use crate::backend::BpfjetBackend;
+use crate::links::{word, LinkRecord};
+use crate::namespace::{Kind, Namespace};
+use crate::objects::{Obj, ProgRecord};
+use crate::perf_events::ProbePoint;
+use crate::progs;
+use bpfjet_maps::Map;
+use bpfjet_obj::{Object, ProgKind, Program};
+use bpfjet_sys::Errno;
+use serde::{Deserialize, Serialize};
+use std::sync::Arc;
+
+/// `BPF_PERF_EVENT` (enum bpf_attach_type).
+pub const BPF_PERF_EVENT: u32 = 41;
+/// `BPF_LINK_TYPE_RAW_TRACEPOINT`, `BPF_LINK_TYPE_PERF_EVENT`.
+pub const BPF_LINK_TYPE_RAW_TRACEPOINT: u32 = 1;
+pub const BPF_LINK_TYPE_PERF_EVENT: u32 = 7;
+
+/// The probe a link attaches its program to.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ProbeLink {
+    pub point: ProbePoint,
+    /// The process it is for; -1: every process.
+    pub pid: i32,
+    /// `bpf_get_attach_cookie()`'s value.
+    pub cookie: u64,
+}
+
+/// Whether a program of type `prog_type` runs at `point`, as the kernel's
+/// `perf_event_set_bpf_prog`/raw tracepoint checks: kprobe-type programs on
+/// uprobes, tracepoint programs on tracepoints, raw-tracepoint programs on
+/// raw tracepoints.
+fn type_fits(prog_type: u32, point: &ProbePoint) -> bool {
+    prog_type == point.prog_type()
+}
+
+impl BpfjetBackend {
+    /// A bpfjet tracing program behind `fd` (kprobe, tracepoint or raw
+    /// tracepoint type). None: not a bpfjet program of such a type.
+    pub(crate) fn tracing_prog(&self, fd: u32) -> Option<Arc<crate::objects::ProgObj>> {
+        match self.obj(fd)? {
+            Obj::Prog(p) if progs::tracing_kind(p.rec.prog_type).is_some() => Some(p),
+            _ => None,
+        }
+    }
+
+    /// `BPF_LINK_CREATE` of a bpfjet tracing program.
+    pub(crate) fn probe_link_create(
+        &self,
+        prog: &crate::objects::ProgObj,
+        raw: &[u8],
+    ) -> Result<i64, Errno> {
+        let (target_fd, attach_type) = (word(raw, 4), word(raw, 8));
+        if attach_type != BPF_PERF_EVENT {
+            self.warn_once(
+                &format!("BPF_LINK_CREATE of a tracing program with attach type {attach_type}"),
+                "bpfjet links tracing programs to perf events (uprobes, system-call tracepoints) \
+                 and raw tracepoints",
+            );
+            return Err(Errno::EINVAL);
+        }
+        let probe = match self.obj(target_fd) {
+            Some(Obj::PerfEvent(p)) => p,
+            Some(_) => return Err(Errno::EINVAL),
+            None => {
+                // SAFETY: F_GETFD only asks about the fd.
+                if unsafe { libc::fcntl(target_fd as i32, libc::F_GETFD) } < 0 {
+                    // libbpf's perf-link probe passes -1 and wants EBADF.
+                    return Err(Errno::EBADF);
+                }
+                self.warn_once(
+                    "a bpfjet tracing program linked to a kernel perf event",
+                    "bpfjet runs tracing programs in processes: on uprobes, uretprobes and the \
+                     tracepoints of system calls, not on kprobes or other kernel events",
+                );
+                return Err(Errno::EINVAL);
+            }
+        };
+        let cookie = u64::from(word(raw, 16)) | u64::from(word(raw, 20)) << 32;
+        self.new_probe_link(
+            prog,
+            ProbeLink {
+                point: probe.point.clone(),
+                pid: probe.pid,
+                cookie,
+            },
+        )
+    }
+
+    /// `BPF_RAW_TRACEPOINT_OPEN` of a bpfjet raw-tracepoint program:
+    /// `sys_enter` and `sys_exit` are the raw tracepoints of a process.
+    pub(crate) fn probe_raw_tracepoint_open(
+        &self,
+        prog: &crate::objects::ProgObj,
+        raw: &[u8],
+    ) -> Result<i64, Errno> {
+        let name_ptr = u64::from(word(raw, 0)) | u64::from(word(raw, 4)) << 32;
+        let name = crate::user::cstring(name_ptr, 128)?;
+        if name != "sys_enter" && name != "sys_exit" {
+            self.warn_once(
+                &format!("raw tracepoint {name}"),
+                "the raw tracepoints of a process are sys_enter and sys_exit",
+            );
+            return Err(Errno::EINVAL);
+        }
+        let cookie = u64::from(word(raw, 16)) | u64::from(word(raw, 20)) << 32;
+        self.new_probe_link(
+            prog,
+            ProbeLink {
+                point: ProbePoint::RawTracepoint { name },
+                pid: -1,
+                cookie,
+            },
+        )
+    }
+
+    fn new_probe_link(
+        &self,
+        prog: &crate::objects::ProgObj,
+        probe: ProbeLink,
+    ) -> Result<i64, Errno> {
+        if !type_fits(prog.rec.prog_type, &probe.point) {
+            self.warn_once(
+                &format!(
+                    "link of program {} to {}",
+                    prog.rec.name,
+                    probe.point.section()
+                ),
+                "the program's type does not run there",
+            );
+            return Err(Errno::EINVAL);
+        }
+        let rec = LinkRecord {
+            id: 0,
+            prog_id: prog.rec.id,
+            ifindex: 0,
+            flags: 0,
+            target_prog_id: 0,
+            target_btf_id: 0,
+            target_insn_off: 0,
+            attach_type: if matches!(probe.point, ProbePoint::RawTracepoint { .. }) {
+                0
+            } else {
+                BPF_PERF_EVENT
+            },
+            detached: false,
+            probe: Some(probe),
+        };
+        let (id, _creating) = self.ns.create_record(Kind::Link, |id| {
+            let mut r = rec.clone();
+            r.id = id;
+            serde_json::to_vec(&r).unwrap_or_default()
+        })?;
+        self.new_fd(Obj::Link(id))
+    }
+}
+
+/// `struct bpf_link_info` of a probe link: type, id, program id.
+pub(crate) fn link_info(rec: &LinkRecord, probe: &ProbeLink, size: usize) -> (Vec<u8>, usize) {
+    let mut b = vec![0u8; size];
+    let ty = match probe.point {
+        ProbePoint::RawTracepoint { .. } => BPF_LINK_TYPE_RAW_TRACEPOINT,
+        _ => BPF_LINK_TYPE_PERF_EVENT,
+    };
+    b[0..4].copy_from_slice(&ty.to_ne_bytes());
+    b[4..8].copy_from_slice(&rec.id.to_ne_bytes());
+    b[8..12].copy_from_slice(&rec.prog_id.to_ne_bytes());
+    (b, size)
+}
+
+/// One linked program as a traced process runs it.
+#[derive(Clone, Debug)]
+pub struct TracedProgram {
+    pub link_id: u32,
+    pub prog_id: u32,
+    /// `PROGNAME@LINKID`: one program of the object per link.
+    pub name: String,
+    pub section: String,
+    pub cookie: u64,
+}
+
+/// What a traced process runs of an instance's probe links.
+pub struct TracedObject {
+    /// One program per link, sections saying where it attaches.
+    pub object: Object,
+    /// The instance's maps: `maps[i]` is the object's map `i`.
+    pub maps: Vec<Arc<Map>>,
+    pub programs: Vec<TracedProgram>,
+}
+
+/// The programs the instance's live probe links attach in process `pid`,
+/// as one object on the instance's maps.
+pub fn traced_object(ns: &Namespace, pid: u32) -> Result<TracedObject, String> {
+    let mut maps: Vec<Arc<Map>> = Vec::new();
+    let mut programs = Vec::new();
+    let mut traced = Vec::new();
+    let mut license = String::from("GPL");
+    for id in ns.ids(Kind::Link) {
+        let Ok(link) = ns
+            .read_record(Kind::Link, id)
+            .map_err(|_| ())
+            .and_then(|b| serde_json::from_slice::<LinkRecord>(&b).map_err(|_| ()))
+        else {
+            continue;
+        };
+        let Some(probe) = &link.probe else { continue };
+        if probe.pid != -1 && probe.pid as u32 != pid {
+            continue;
+        }
+        let rec: ProgRecord = ns
+            .read_record(Kind::Prog, link.prog_id)
+            .ok()
+            .and_then(|b| serde_json::from_slice(&b).ok())
+            .ok_or_else(|| format!("link {id}: its program {} is gone", link.prog_id))?;
+        let mut words = rec.insns.clone();
+        for (pc, src) in progs::map_lddws(&words) {
+            let index = (words[pc] >> 32) as usize;
+            let map_id = *rec
+                .map_ids
+                .get(index)
+                .ok_or_else(|| format!("program {}: map index {index} out of range", rec.id))?;
+            let at = match maps.iter().position(|m| m.id() == map_id) {
+                Some(i) => i,
+                None => {
+                    let m = ns
+                        .instance()
+                        .map_by_id(map_id)
+                        .map_err(|e| format!("program {}: map id {map_id}: {e}", rec.id))?;
+                    maps.push(m);
+                    maps.len() - 1
+                }
+            };
+            progs::set_map_index(&mut words[pc], src, at as u32);
+        }
+        let section = probe.point.section();
+        let name = format!(
+            "{}@{id}",
+            if rec.name.is_empty() {
+                "prog"
+            } else {
+                &rec.name
+            }
+        );
+        // The object has one license: a program that is not GPL makes
+        // the GPL-only helpers unavailable to all, as it would alone.
+        if !rec.license.contains("GPL") {
+            license = rec.license.clone();
+        }
+        programs.push(Program {
+            name: name.clone(),
+            section: section.clone(),
+            kind: ProgKind::from_section(&section),
+            insns: progs::raw_insns(&words),
+            func_info: Vec::new(),
+            line_info: Vec::new(),
+            core_relos: Vec::new(),
+            unresolved_core: Vec::new(),
+        });
+        traced.push(TracedProgram {
+            link_id: id,
+            prog_id: rec.id,
+            name,
+            section,
+            cookie: probe.cookie,
+        });
+    }
+    let object = Object {
+        license,
+        maps: maps
+            .iter()
+            .map(|m| {
+                let mut s = m.spec().clone();
+                s.frozen = m.is_frozen();
+                s
+            })
+            .collect(),
+        spin_locks: maps.iter().map(|m| m.spin_lock_off()).collect(),
+        map_fields: vec![Vec::new(); maps.len()],
+        map_inits: Vec::new(),
+        programs,
+        kfuncs: Vec::new(),
+        weak_kfuncs: Vec::new(),
+        btf: None,
+    };
+    Ok(TracedObject {
+        object,
+        maps,
+        programs: traced,
+    })
+}
