@@ -66,7 +66,7 @@ impl BpfjetBackend {
                 self.stats.fetch_sub(1, Ordering::Relaxed);
                 None
             }
-            Obj::PerfEvent(_) => None,
+            Obj::PerfEvent(p) => p.take_link().map(ObjRef::Link),
         }
     }
 

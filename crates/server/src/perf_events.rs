@@ -87,6 +87,20 @@ impl ProbePoint {
 pub struct PerfProbe {
     pub point: ProbePoint,
     pub pid: i32,
+    /// The link `PERF_EVENT_IOC_SET_BPF` made, and the fd on its record
+    /// that holds it while this event is open.
+    pub link: std::sync::Mutex<Option<(u32, i32)>>,
+}
+
+impl PerfProbe {
+    /// The event's fd is closing: its link's holding fd is closed, and
+    /// the link is returned to be released once the event's fd is gone.
+    pub fn take_link(&self) -> Option<u32> {
+        let (id, fd) = self.link.lock().unwrap_or_else(|e| e.into_inner()).take()?;
+        // SAFETY: the fd perf_event_set_bpf opened; no one else has it.
+        unsafe { libc::close(fd) };
+        Some(id)
+    }
 }
 
 /// A number from a sysfs file of the uprobe PMU.
@@ -203,7 +217,11 @@ impl BpfjetBackend {
         } else {
             return None;
         };
-        Some(self.new_fd(Obj::PerfEvent(Arc::new(PerfProbe { point, pid }))))
+        Some(self.new_fd(Obj::PerfEvent(Arc::new(PerfProbe {
+            point,
+            pid,
+            link: std::sync::Mutex::new(None),
+        }))))
     }
 }
 
@@ -216,7 +234,7 @@ pub const PERF_EVENT_IOC_SET_BPF: u64 = 0x4004_2408;
 impl BpfjetBackend {
     /// `ioctl(fd, request, arg)` on a stand-in perf event fd; None for any
     /// other fd (the kernel's).
-    pub fn perf_event_ioctl(&self, fd: i32, request: u64, _arg: u64) -> Option<Result<i64, Errno>> {
+    pub fn perf_event_ioctl(&self, fd: i32, request: u64, arg: u64) -> Option<Result<i64, Errno>> {
         // The table only: a stand-in fd is never inherited or received
         // (and every ioctl of the process passes here).
         let Obj::PerfEvent(probe) = self.fds.get(fd)? else {
@@ -227,14 +245,7 @@ impl BpfjetBackend {
             // before closing; what runs is decided by the link, which
             // lasts until its fd closes.
             PERF_EVENT_IOC_ENABLE | PERF_EVENT_IOC_DISABLE => Ok(0),
-            PERF_EVENT_IOC_SET_BPF => {
-                self.warn_once(
-                    &format!("PERF_EVENT_IOC_SET_BPF on {}", probe.point.section()),
-                    "bpfjet attaches tracing programs through BPF_LINK_CREATE (BPF_PERF_EVENT), \
-                     as libbpf does on kernels with perf links",
-                );
-                Err(Errno::EINVAL)
-            }
+            PERF_EVENT_IOC_SET_BPF => self.perf_event_set_bpf(&probe, arg as u32),
             _ => Err(Errno(libc::ENOTTY)),
         })
     }

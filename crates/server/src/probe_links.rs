@@ -134,6 +134,50 @@ impl BpfjetBackend {
         prog: &crate::objects::ProgObj,
         probe: ProbeLink,
     ) -> Result<i64, Errno> {
+        let id = self.probe_link_record(prog, probe)?;
+        self.new_fd(Obj::Link(id))
+    }
+
+    /// `PERF_EVENT_IOC_SET_BPF` (bcc's and bpftrace's way): a link owned by
+    /// the perf event fd, freed when that fd closes. It holds its record
+    /// through an fd of its own (so that no sweep takes it for a crashed
+    /// holder's) which [`crate::perf_events::PerfProbe::take_link`] gives up.
+    pub(crate) fn perf_event_set_bpf(
+        &self,
+        event: &crate::perf_events::PerfProbe,
+        prog_fd: u32,
+    ) -> Result<i64, Errno> {
+        let prog = self.tracing_prog(prog_fd).ok_or(Errno::EINVAL)?;
+        let mut link = event.link.lock().unwrap_or_else(|e| e.into_inner());
+        if link.is_some() {
+            // The kernel: one program per perf event.
+            return Err(Errno::EEXIST);
+        }
+        let id = self.probe_link_record(
+            &prog,
+            ProbeLink {
+                point: event.point.clone(),
+                pid: event.pid,
+                cookie: 0,
+            },
+        )?;
+        let fd = match self.ns.open_record(Kind::Link, id) {
+            Ok(fd) => fd,
+            Err(e) => {
+                self.release_link(id);
+                return Err(e);
+            }
+        };
+        crate::holders::hold(fd);
+        *link = Some((id, fd));
+        Ok(0)
+    }
+
+    fn probe_link_record(
+        &self,
+        prog: &crate::objects::ProgObj,
+        probe: ProbeLink,
+    ) -> Result<u32, Errno> {
         if !type_fits(prog.rec.prog_type, &probe.point) {
             self.warn_once(
                 &format!(
@@ -166,7 +210,7 @@ impl BpfjetBackend {
             r.id = id;
             serde_json::to_vec(&r).unwrap_or_default()
         })?;
-        self.new_fd(Obj::Link(id))
+        Ok(id)
     }
 }
 

@@ -1,0 +1,109 @@
+#!/usr/bin/env bash
+# Debian's bpftrace, unmodified, as the control plane of `bpfjet trace
+# --instance`: the same script against the kernel and under `bpfjet exec`,
+# its programs run inside tests/preload/trace_target.c; the maps bpftrace
+# prints when it ends must be the same.
+#
+# bpftrace loads its programs through bpf() (served by bpfjet under
+# `bpfjet exec`), opens its uprobes and tracepoints with perf_event_open
+# (stand-in fds, crates/server/src/perf_events.rs) and attaches with
+# PERF_EVENT_IOC_SET_BPF (bcc's way); at exit it reads its maps through
+# bpf(). Only map output is compared: the script uses no printf (bpftrace
+# 0.17 prints through a perf event array, which bpfjet does not serve under
+# `bpfjet exec`). System calls are counted only where the dynamic loader
+# makes none (getpid, write): the loader's run before bpfjet's agent.
+#
+# Needs root (the kernel side), bpftrace, cc.
+# Usage: BPFJET=target/release/bpfjet tests/preload/bpftrace.sh
+set -euo pipefail
+
+BPFJET=${BPFJET:-target/release/bpfjet}
+ROOT=$(cd "$(dirname "$0")/../.." && pwd)
+BPFJET=$(realpath "$BPFJET")
+for tool in bpftrace cc; do
+    command -v "$tool" >/dev/null || { echo "SKIPPED: bpftrace.sh: $tool not installed" | tee -a "${BPFJET_SKIP_LOG:-/dev/null}"; exit 0; }
+done
+[ "$(id -u)" = 0 ] || { echo "SKIPPED: bpftrace.sh: the kernel side needs root" | tee -a "${BPFJET_SKIP_LOG:-/dev/null}"; exit 0; }
+for lib in libbpfjet.so libbpfjet_trace.so; do
+    [ -f "$(dirname "$BPFJET")/$lib" ] || {
+        echo "FAIL: $(dirname "$BPFJET")/$lib missing (cargo build --release)"; exit 1; }
+done
+
+WORK=$(mktemp -d)
+INST=bpftrace$$
+export BPFJET_RUN_DIR=$WORK/run
+BT_PID=
+cleanup() {
+    if [ -n "$BT_PID" ]; then kill -INT "$BT_PID" 2>/dev/null || true; wait "$BT_PID" 2>/dev/null || true; fi
+    rm -rf "$WORK"
+    rm -f /dev/shm/bpfjet.$INST.*
+}
+trap cleanup EXIT
+
+cc -O1 -g -o "$WORK/trace_target" "$ROOT/tests/preload/trace_target.c"
+T=$WORK/trace_target
+echo "read by trace_target" > "$WORK/somefile"
+SCRIPT="
+uprobe:$T:target_step { @steps[arg0] = count(); @arg_sum = sum(arg0); }
+uretprobe:$T:target_step { @ret_sum = sum(retval); @ret_hist = hist(retval); @ret_lin = lhist(retval, 0, 10, 2); }
+uprobe:$T:target_begin { @begin[comm] = count(); }
+tracepoint:syscalls:sys_enter_getpid /comm == \"trace_target\"/ { @getpid[comm] = count(); }
+tracepoint:syscalls:sys_exit_write /comm == \"trace_target\"/ { @write_ret = stats(args->ret); }
+"
+
+fails=0
+fail() { echo "FAIL $*"; fails=$((fails + 1)); }
+
+# Until bpftrace (pid $1) printed "Attaching" in $2 and had a moment to
+# attach: up to 20 s, and not if it has exited.
+wait_attached() {
+    for _ in $(seq 200); do
+        if grep -q '^Attaching' "$2" 2>/dev/null; then sleep 1; return 0; fi
+        kill -0 "$1" 2>/dev/null || return 1
+        sleep 0.1
+    done
+    return 1
+}
+
+# One side: $1 = kernel or an engine; bpftrace's map lines, sorted (the
+# order of a hash map's keys is the map's own).
+run_side() {
+    local side=$1 out=$WORK/$1.out err=$WORK/$1.err
+    if [ "$side" = kernel ]; then
+        bpftrace -e "$SCRIPT" > "$out" 2> "$err" &
+    else
+        "$BPFJET" exec --instance "$INST" -- bpftrace -e "$SCRIPT" > "$out" 2> "$err" &
+    fi
+    BT_PID=$!
+    if ! wait_attached "$BT_PID" "$out"; then
+        fail "$side: bpftrace did not attach:"; sed 's/^/  /' "$err"; BT_PID=; return 1
+    fi
+    if [ "$side" = kernel ]; then
+        "$T" "$WORK/somefile" > /dev/null
+    elif ! "$BPFJET" trace --instance "$INST" --engine "$side" -- "$T" "$WORK/somefile" \
+            > /dev/null 2> "$WORK/trace.$side.err"; then
+        fail "$side: bpfjet trace failed:"; sed 's/^/  /' "$WORK/trace.$side.err"
+    fi
+    sleep 0.5
+    kill -INT "$BT_PID"
+    wait "$BT_PID" || fail "$side: bpftrace exited with status $?"
+    BT_PID=
+    grep -v '^Attaching' "$out" | grep -v '^$' | sort > "$WORK/$side.maps"
+}
+
+run_side kernel || true
+echo "kernel:"; sed 's/^/  /' "$WORK/kernel.maps"
+for need in '^@steps\[4\]: 4$' '^@ret_sum: 80$' '^@getpid\[trace_target\]: 7$' '^@write_ret: count 1,'; do
+    grep -q "$need" "$WORK/kernel.maps" || fail "kernel: no line matching $need (the script's expectations are wrong)"
+done
+for engine in interp jit; do
+    run_side "$engine" || continue
+    if diff -u "$WORK/kernel.maps" "$WORK/$engine.maps" > "$WORK/diff.$engine"; then
+        echo "PASS: bpftrace under bpfjet ($engine) printed the kernel's maps ($(wc -l < "$WORK/kernel.maps") lines)"
+    else
+        fail "$engine: bpftrace's maps under bpfjet differ from the kernel's:"
+        sed 's/^/  /' "$WORK/diff.$engine"
+    fi
+done
+[ "$fails" = 0 ] && echo "bpftrace.sh: all checks passed"
+exit $((fails != 0))
