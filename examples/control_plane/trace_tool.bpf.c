@@ -102,6 +102,22 @@ struct {
 	__type(value, __u64);
 } hits SEC(".maps");
 
+// The BPF cookies user space attached on_step (slot 0) and on_step_ret
+// (slot 1) with, as the programs read them.
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 2);
+	__type(key, __u32);
+	__type(value, __u64);
+} cookies SEC(".maps");
+
+static __always_inline void note_cookie(void *ctx, __u32 slot)
+{
+	__u64 c = bpf_get_attach_cookie(ctx);
+
+	bpf_map_update_elem(&cookies, &slot, &c, BPF_ANY);
+}
+
 struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
 	__uint(max_entries, 256 * 1024);
@@ -198,6 +214,7 @@ int BPF_UPROBE(on_step, int x)
 	if (!is_target())
 		return 0;
 	count(&steps, (__u32)x);
+	note_cookie(ctx, 0);
 	// Per-CPU: no atomic needed, the slot belongs to this CPU.
 	h = bpf_map_lookup_elem(&hits, &zero);
 	if (h)
@@ -216,6 +233,7 @@ int BPF_URETPROBE(on_step_ret, int ret)
 	sum = bpf_map_lookup_elem(&ret_sum, &zero);
 	if (sum)
 		__sync_fetch_and_add(sum, (__s64)ret);
+	note_cookie(ctx, 1);
 	return 0;
 }
 

@@ -17,6 +17,8 @@
 //   step X COUNT          calls of target_step(X)
 //   ret_sum SUM           sum of target_step's return values
 //   hits N                on_step hits, summed over the CPUs
+//   cookie SLOT VALUE     the BPF cookie on_step (0) and on_step_ret (1)
+//                         read: the ones attached, 0x7 and 0x5eed
 //   sys NR COUNT          syscalls made between target_begin and target_end
 // Any libbpf failure: "libbpf error: ..." on stderr, exit status 1.
 #include <errno.h>
@@ -143,15 +145,25 @@ static int print_maps(struct trace_tool *skel)
 	free(per_cpu);
 	printf("hits %llu\n", (unsigned long long)hits);
 
+	for (__u32 slot = 0; slot < 2; slot++) {
+		__u64 c;
+
+		err = bpf_map__lookup_elem(skel->maps.cookies, &slot, sizeof(slot), &c, sizeof(c), 0);
+		if (err)
+			return fail("cookies", err);
+		printf("cookie %u %#llx\n", slot, (unsigned long long)c);
+	}
+
 	return print_counts(skel->maps.sys_counts, "sys");
 }
 
 // A uprobe or uretprobe on FUNC of the target, for every process: the link
 // goes to the skeleton's slot so that trace_tool__destroy detaches it.
 static int attach_uprobe(struct bpf_program *prog, struct bpf_link **slot,
-			 const char *target, const char *func, bool retprobe)
+			 const char *target, const char *func, bool retprobe, __u64 cookie)
 {
-	LIBBPF_OPTS(bpf_uprobe_opts, opts, .func_name = func, .retprobe = retprobe);
+	LIBBPF_OPTS(bpf_uprobe_opts, opts, .func_name = func, .retprobe = retprobe,
+		    .bpf_cookie = cookie);
 	char what[128];
 
 	*slot = bpf_program__attach_uprobe_opts(prog, -1, target, 0, &opts);
@@ -197,13 +209,13 @@ int main(int argc, char **argv)
 	}
 
 	if (attach_uprobe(skel->progs.on_begin, &skel->links.on_begin, argv[1],
-			  "target_begin", false) ||
+			  "target_begin", false, 0) ||
 	    attach_uprobe(skel->progs.on_end, &skel->links.on_end, argv[1],
-			  "target_end", false) ||
+			  "target_end", false, 0) ||
 	    attach_uprobe(skel->progs.on_step, &skel->links.on_step, argv[1],
-			  "target_step", false) ||
+			  "target_step", false, 7) ||
 	    attach_uprobe(skel->progs.on_step_ret, &skel->links.on_step_ret, argv[1],
-			  "target_step", true))
+			  "target_step", true, 0x5eed))
 		goto out;
 
 	// The tracepoint and raw tracepoint programs, from their sections.

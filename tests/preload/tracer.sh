@@ -97,7 +97,7 @@ expected() {
         "enter /nonexistent/bpfjet-trace" "exit /nonexistent/bpfjet-trace ret=-2" \
         "enter $P" "exit $P ret=FD" \
         "step 0 4" "step 1 4" "step 2 4" "step 3 4" "step 4 4" \
-        "ret_sum 80" "hits 20"
+        "ret_sum 80" "hits 20" "cookie 0 0x7" "cookie 1 0x5eed"
     printf '%s\n' "sys $NR_READ 2" "sys $NR_WRITE 1" "sys $NR_CLOSE 2" \
         "sys $NR_GETPID 7" "sys $NR_OPENAT 3" | sort -k2,2n
 }

@@ -103,23 +103,12 @@ fn unsupported(section: &str, why: &str) -> String {
 
 /// The programs the probe links of `bpf()` instance `name` attach in this
 /// process, as one object on the instance's maps.
-fn control_plane_object(
-    name: &str,
-) -> Result<(bpfjet_obj::Object, Vec<std::sync::Arc<bpfjet_maps::Map>>), String> {
+fn control_plane_object(name: &str) -> Result<bpfjet_server::TracedObject, String> {
     let run = std::env::var("BPFJET_RUN_DIR").unwrap_or_else(|_| "/run/bpfjet".into());
     let ns = bpfjet_server::Namespace::open(name, std::path::Path::new(&run))
         .map_err(|e| format!("instance {name}: {e}"))?;
-    let traced = bpfjet_server::traced_object(&ns, std::process::id())
-        .map_err(|e| format!("instance {name}: {e}"))?;
-    if let Some(p) = traced.programs.iter().find(|p| p.cookie != 0) {
-        // Every attach point here runs its programs with cookie 0.
-        return Err(format!(
-            "instance {name}: link {} of program {} has a BPF cookie ({:#x}); bpfjet trace does \
-             not pass cookies of a control plane's links yet",
-            p.link_id, p.name, p.cookie
-        ));
-    }
-    Ok((traced.object, traced.maps))
+    bpfjet_server::traced_object(&ns, std::process::id())
+        .map_err(|e| format!("instance {name}: {e}"))
 }
 
 pub fn start(cfg: Config) -> Result<(), String> {
@@ -128,15 +117,21 @@ pub fn start(cfg: Config) -> Result<(), String> {
         Some(name) => format!("instance {name}"),
         None => cfg.object.display().to_string(),
     };
-    let (mut obj, control_plane) = match &cfg.control_plane {
+    let (mut obj, control_plane, cookies) = match &cfg.control_plane {
         Some(name) => {
-            let (obj, maps) = control_plane_object(name)?;
-            (obj, Some((name.clone(), maps)))
+            let traced = control_plane_object(name)?;
+            let cookies: Vec<(String, u64)> = traced
+                .programs
+                .iter()
+                .map(|p| (p.name.clone(), p.cookie))
+                .collect();
+            (traced.object, Some((name.clone(), traced.maps)), cookies)
         }
         None => (
             bpfjet_obj::load_file(&cfg.object)
                 .map_err(|e| format!("{}: {e}", cfg.object.display()))?,
             None,
+            Vec::new(),
         ),
     };
     // SAFETY: sysconf has no preconditions.
@@ -241,6 +236,13 @@ pub fn start(cfg: Config) -> Result<(), String> {
     // traced tree executes pays it).
     if tracing.calls_helper(GET_CURRENT_TASK) {
         rt::task_view::prepare();
+    }
+    // One program per link: its link's cookie at every hit.
+    let mut tracing = tracing;
+    for (name, cookie) in &cookies {
+        if let Some(id) = tracing.program_id(name) {
+            tracing.set_cookie(id, *cookie);
+        }
     }
     let object: &'static TracingObject = Box::leak(Box::new(tracing));
     // Report as folded only programs whose context reads reach the field

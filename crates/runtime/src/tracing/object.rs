@@ -193,6 +193,9 @@ pub struct TracingProgram {
     /// ([`TracingProgram::attach_ctx_size`], else `ctx_bytes`): what
     /// `bpf_probe_read_kernel` may read of it.
     ctx_len: u64,
+    /// The attach cookie of this program's link, for every hit
+    /// ([`TracingObject::set_cookie`]); None: the attach point's.
+    cookie: Option<u64>,
     entry: Entry,
 }
 
@@ -571,6 +574,7 @@ impl TracingObject {
                 prog_type,
                 ctx_bytes,
                 ctx_len: ctx_bytes,
+                cookie: None,
                 entry: Entry::Interp(program),
             };
             p.ctx_len = p.attach_ctx_size().unwrap_or(ctx_bytes).max(ctx_bytes);
@@ -611,6 +615,15 @@ impl TracingObject {
             thread_maps,
             thread_map_refusals,
         })
+    }
+
+    /// `bpf_get_attach_cookie()` of program `prog` at every attach point:
+    /// the cookie of the link it was loaded for (a control plane's
+    /// `bpf_cookie`), where one program is one link.
+    pub fn set_cookie(&mut self, prog: ProgId, cookie: u64) {
+        if let Some(p) = self.programs.get_mut(prog) {
+            p.cookie = Some(cookie);
+        }
     }
 
     /// The maps kept per thread ([`TracingOptions::thread_maps`] that could be).
@@ -782,6 +795,9 @@ impl TracingObject {
             }
             run.env
                 .begin(ctx as u64, p.ctx_len, p.prog_type == ProgType::Kprobe, site);
+            if let Some(cookie) = p.cookie {
+                run.env.site.cookie = cookie;
+            }
             let result = match &p.entry {
                 Entry::Interp(program) => program.run(&mut run.state, &mut run.env, &[ctx as u64]),
                 Entry::Native(native) => {
