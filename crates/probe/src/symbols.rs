@@ -120,6 +120,14 @@ fn library_names(name: &str) -> Vec<String> {
     v
 }
 
+/// Whether the file starts with the ELF magic.
+fn is_elf(path: &Path) -> bool {
+    use std::io::Read;
+    let mut magic = [0u8; 4];
+    std::fs::File::open(path).is_ok_and(|mut f| f.read_exact(&mut magic).is_ok())
+        && magic == *b"\x7fELF"
+}
+
 /// Resolves the PATH part of a target to a file. `objects` are the
 /// process's loaded objects (empty when resolving before the target runs).
 pub fn resolve_path(path: &str, objects: &[LoadedObject]) -> Result<PathBuf, ProbeError> {
@@ -140,7 +148,9 @@ pub fn resolve_path(path: &str, objects: &[LoadedObject]) -> Result<PathBuf, Pro
     for dir in LD_SO_DIRS {
         for n in &names {
             let p = Path::new(dir).join(n);
-            if p.is_file() {
+            // `libc.so` in a lib directory is a linker script for the
+            // static linker, not the library: skip what is not ELF.
+            if p.is_file() && is_elf(&p) {
                 return Ok(p.canonicalize().unwrap_or(p));
             }
         }

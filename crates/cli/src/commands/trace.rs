@@ -364,28 +364,58 @@ pub fn run(args: &TraceArgs) -> Result<ExitCode> {
     let mut object = precheck(args, Some(&path))?;
     let (fuse, plan) = fusion_setup(args, &mut object)?;
     let agent = agent_library()?;
-    let report = std::env::temp_dir().join(format!(
-        "bpfjet-trace-{}-{}.json",
-        std::process::id(),
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.as_nanos())
-    ));
-    let mut preload = OsString::from(agent.canonicalize().unwrap_or(agent));
-    if let Some(existing) = std::env::var_os("LD_PRELOAD").filter(|p| !p.is_empty()) {
-        preload.push(":");
-        preload.push(existing);
-    }
-    let mut cmd = std::process::Command::new(program);
-    cmd.args(rest)
-        .env("LD_PRELOAD", preload)
-        .envs(agent_settings(args, fuse, &report)?);
+    let report = report_path();
+    let mut cmd = agent_command(program, rest, agent);
+    cmd.envs(agent_settings(args, fuse, &report)?);
     // The maps the traced tree shares (`--no-follow`: private to the
     // command's process), named after this run.
     let tree = (!args.no_follow).then(|| SharedTree::new(&report));
     if let Some(tree) = &tree {
         cmd.env("BPFJET_TRACE_INSTANCE", &tree.instance);
     }
+    let (report, exit_code) = run_traced(cmd, program, &report, || drop(tree))?;
+    print_report(args, &plan, &report, Some(exit_code))
+}
+
+/// Where this run's agent writes its report (unique per run).
+pub(super) fn report_path() -> PathBuf {
+    std::env::temp_dir().join(format!(
+        "bpfjet-trace-{}-{}.json",
+        std::process::id(),
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos())
+    ))
+}
+
+/// `program rest...` with the agent preloaded (before any preload the
+/// environment already has).
+pub(super) fn agent_command(
+    program: &OsString,
+    rest: &[OsString],
+    agent: PathBuf,
+) -> std::process::Command {
+    let mut preload = OsString::from(agent.canonicalize().unwrap_or(agent));
+    if let Some(existing) = std::env::var_os("LD_PRELOAD").filter(|p| !p.is_empty()) {
+        preload.push(":");
+        preload.push(existing);
+    }
+    let mut cmd = std::process::Command::new(program);
+    cmd.args(rest).env("LD_PRELOAD", preload);
+    cmd
+}
+
+/// Runs the traced command to its end and collects the report: the
+/// agent's at `report` with the parts the tree's other processes left
+/// (`ended` runs once the command has ended, before the parts are read),
+/// and the command's exit code. An agent that could not attach is an
+/// error naming why.
+pub(super) fn run_traced(
+    mut cmd: std::process::Command,
+    program: &OsString,
+    report: &Path,
+    ended: impl FnOnce(),
+) -> Result<(Value, i32)> {
     // Ctrl-C goes to the traced program (same process group); bpfjet waits
     // for it to end and report.
     // SAFETY: plain signal disposition changes.
@@ -399,10 +429,10 @@ pub fn run(args: &TraceArgs) -> Result<ExitCode> {
     let exit_code = status
         .code()
         .unwrap_or_else(|| 128 + status.signal().unwrap_or(0));
-    let text = std::fs::read_to_string(&report);
-    let _ = std::fs::remove_file(&report);
-    drop(tree);
-    let parts = process_parts(&report);
+    let text = std::fs::read_to_string(report);
+    let _ = std::fs::remove_file(report);
+    ended();
+    let parts = process_parts(report);
     let mut report: Value = match text {
         Ok(t) => serde_json::from_str(&t).with_context(|| format!("the agent's report {t:?}"))?,
         Err(_) => {
@@ -419,13 +449,13 @@ pub fn run(args: &TraceArgs) -> Result<ExitCode> {
         }
     }
     add_process_parts(&mut report, parts);
-    print_report(args, &plan, &report, Some(exit_code))
+    Ok((report, exit_code))
 }
 
 /// The parts the other processes of the traced tree left next to the
 /// report (the agent's report.rs `write_process_part`), oldest first,
 /// removed.
-pub(super) fn process_parts(report: &Path) -> Vec<Value> {
+fn process_parts(report: &Path) -> Vec<Value> {
     let (Some(dir), Some(name)) = (report.parent(), report.file_name()) else {
         return Vec::new();
     };
@@ -457,7 +487,7 @@ pub(super) fn process_parts(report: &Path) -> Vec<Value> {
 /// up, trace lines follow the command's own, and `processes` lists every
 /// other process that ran programs (a pid twice: an image and the program
 /// it executed).
-pub(super) fn add_process_parts(report: &mut Value, parts: Vec<Value>) {
+fn add_process_parts(report: &mut Value, parts: Vec<Value>) {
     let Some(r) = report.as_object_mut() else {
         return;
     };

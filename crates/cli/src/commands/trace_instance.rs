@@ -12,18 +12,13 @@
 //! object.
 
 use super::trace::{
-    add_process_parts, agent_library, find_program, print_report, process_parts, TraceArgs,
+    agent_command, agent_library, find_program, print_report, report_path, run_traced, TraceArgs,
 };
 use anyhow::{anyhow, bail, Context, Result};
 use bpfjet_probe::symbols;
-use serde_json::Value;
 use std::ffi::OsString;
-use std::os::unix::process::ExitStatusExt;
 use std::path::Path;
 use std::process::ExitCode;
-
-/// The agent's exit status when it could not attach (config.rs).
-const AGENT_ERROR_EXIT: i32 = 125;
 
 /// The options that shape an object before load or its fusion: a control
 /// plane has done its loading.
@@ -93,22 +88,9 @@ pub fn run(args: &TraceArgs, instance: &str) -> Result<ExitCode> {
         }
     }
     let agent = agent_library()?;
-    let report = std::env::temp_dir().join(format!(
-        "bpfjet-trace-{}-{}.json",
-        std::process::id(),
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.as_nanos())
-    ));
-    let mut preload = OsString::from(agent.canonicalize().unwrap_or(agent));
-    if let Some(existing) = std::env::var_os("LD_PRELOAD").filter(|p| !p.is_empty()) {
-        preload.push(":");
-        preload.push(existing);
-    }
-    let mut cmd = std::process::Command::new(program);
-    cmd.args(rest)
-        .env("LD_PRELOAD", preload)
-        .env("BPFJET_TRACE_CONTROL_PLANE", instance)
+    let report = report_path();
+    let mut cmd = agent_command(program, rest, agent);
+    cmd.env("BPFJET_TRACE_CONTROL_PLANE", instance)
         .env("BPFJET_RUN_DIR", &run_dir)
         .env("BPFJET_TRACE_ENGINE", &args.engine)
         .env("BPFJET_TRACE_REPORT", &report)
@@ -116,35 +98,7 @@ pub fn run(args: &TraceArgs, instance: &str) -> Result<ExitCode> {
             "BPFJET_TRACE_FOLD_RODATA",
             if args.no_fold_rodata { "0" } else { "1" },
         );
-    // SAFETY: plain signal disposition changes (Ctrl-C goes to the
-    // command, which ends and reports).
-    unsafe {
-        libc::signal(libc::SIGINT, libc::SIG_IGN);
-        libc::signal(libc::SIGTERM, libc::SIG_IGN);
-    }
-    let status = cmd
-        .status()
-        .with_context(|| format!("cannot execute {}", program.to_string_lossy()))?;
-    let exit_code = status
-        .code()
-        .unwrap_or_else(|| 128 + status.signal().unwrap_or(0));
-    let text = std::fs::read_to_string(&report);
-    let _ = std::fs::remove_file(&report);
-    let parts = process_parts(&report);
-    let mut report: Value = match text {
-        Ok(t) => serde_json::from_str(&t).with_context(|| format!("the agent's report {t:?}"))?,
-        Err(_) => bail!(
-            "{} ended (status {exit_code}) without a report: killed by a signal, or the agent did \
-             not load",
-            program.to_string_lossy()
-        ),
-    };
-    if let Some(err) = report.get("error").and_then(Value::as_str) {
-        if exit_code == AGENT_ERROR_EXIT {
-            bail!("{err} ({} was not started)", program.to_string_lossy());
-        }
-    }
-    add_process_parts(&mut report, parts);
+    let (report, exit_code) = run_traced(cmd, program, &report, || ())?;
     print_report(
         args,
         &bpfjet_fusion::FusionPlan::default(),
