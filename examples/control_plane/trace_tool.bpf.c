@@ -111,6 +111,14 @@ struct {
 	__type(value, __u64);
 } cookies SEC(".maps");
 
+// One sample per return of target_step, through libbpf's perf buffer: the
+// return value, as a u32 (the reader counts them per value).
+struct {
+	__uint(type, BPF_MAP_TYPE_PERF_EVENT_ARRAY);
+	__uint(key_size, sizeof(__u32));
+	__uint(value_size, sizeof(__u32));
+} perf_rets SEC(".maps");
+
 static __always_inline void note_cookie(void *ctx, __u32 slot)
 {
 	__u64 c = bpf_get_attach_cookie(ctx);
@@ -234,6 +242,7 @@ int BPF_URETPROBE(on_step_ret, int ret)
 	if (sum)
 		__sync_fetch_and_add(sum, (__s64)ret);
 	note_cookie(ctx, 1);
+	bpf_perf_event_output(ctx, &perf_rets, BPF_F_CURRENT_CPU, &ret, sizeof(ret));
 	return 0;
 }
 

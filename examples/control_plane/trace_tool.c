@@ -20,6 +20,9 @@
 //   cookie SLOT VALUE     the BPF cookie on_step (0) and on_step_ret (1)
 //                         read: the ones attached, 0x7 and 0x5eed
 //   sys NR COUNT          syscalls made between target_begin and target_end
+//   perf_ret RET COUNT    samples of target_step's return value read from
+//                         the perf buffer (libbpf's perf_buffer), per value
+//   perf_lost N           samples the perf buffer reported lost
 // Any libbpf failure: "libbpf error: ..." on stderr, exit status 1.
 #include <errno.h>
 #include <signal.h>
@@ -47,6 +50,30 @@ static void on_signal(int sig)
 {
 	(void)sig;
 	exiting = 1;
+}
+
+// Perf buffer samples per return value (0..MAX_KEYS-1) and losses: samples
+// of different CPUs arrive in any order, so they are counted, not listed.
+static unsigned long long perf_rets[MAX_KEYS], perf_lost;
+
+static void on_perf_sample(void *ctx, int cpu, void *data, __u32 size)
+{
+	__s32 ret;
+
+	(void)ctx;
+	(void)cpu;
+	if (size < sizeof(ret))
+		return;
+	memcpy(&ret, data, sizeof(ret));
+	if (ret >= 0 && ret < MAX_KEYS)
+		perf_rets[ret]++;
+}
+
+static void on_perf_lost(void *ctx, int cpu, __u64 count)
+{
+	(void)ctx;
+	(void)cpu;
+	perf_lost += count;
 }
 
 static int fail(const char *what, int err)
@@ -180,6 +207,7 @@ static int attach_uprobe(struct bpf_program *prog, struct bpf_link **slot,
 int main(int argc, char **argv)
 {
 	struct ring_buffer *rb = NULL;
+	struct perf_buffer *pb = NULL;
 	struct trace_tool *skel;
 	struct sigaction sa;
 	int err, status = 1;
@@ -230,6 +258,13 @@ int main(int argc, char **argv)
 		fail("creating the ring buffer consumer", errno);
 		goto out;
 	}
+	// 8 pages per CPU, as libbpf-tools size theirs.
+	pb = perf_buffer__new(bpf_map__fd(skel->maps.perf_rets), 8, on_perf_sample, on_perf_lost,
+			      NULL, NULL);
+	if (!pb) {
+		fail("creating the perf buffer consumer", errno);
+		goto out;
+	}
 
 	// No SA_RESTART: the signal must interrupt the poll's epoll_wait.
 	memset(&sa, 0, sizeof(sa));
@@ -249,6 +284,11 @@ int main(int argc, char **argv)
 			fail("ring_buffer__poll", err);
 			goto out;
 		}
+		err = perf_buffer__poll(pb, 0);
+		if (err < 0 && err != -EINTR) {
+			fail("perf_buffer__poll", err);
+			goto out;
+		}
 		// Lines as they arrive, for a reader of a pipe or a log.
 		fflush(stdout);
 	}
@@ -259,9 +299,19 @@ int main(int argc, char **argv)
 		fail("ring_buffer__consume", err);
 		goto out;
 	}
+	err = perf_buffer__consume(pb);
+	if (err < 0) {
+		fail("perf_buffer__consume", err);
+		goto out;
+	}
 	status = print_maps(skel);
+	for (int i = 0; i < MAX_KEYS; i++)
+		if (perf_rets[i])
+			printf("perf_ret %d %llu\n", i, perf_rets[i]);
+	printf("perf_lost %llu\n", perf_lost);
 	fflush(stdout);
 out:
+	perf_buffer__free(pb);
 	ring_buffer__free(rb);
 	trace_tool__destroy(skel);
 	return status;

@@ -7,10 +7,12 @@
 # bpftrace loads its programs through bpf() (served by bpfjet under
 # `bpfjet exec`), opens its uprobes and tracepoints with perf_event_open
 # (stand-in fds, crates/server/src/perf_events.rs) and attaches with
-# PERF_EVENT_IOC_SET_BPF (bcc's way); at exit it reads its maps through
-# bpf(). Only map output is compared: the script uses no printf (bpftrace
-# 0.17 prints through a perf event array, which bpfjet does not serve under
-# `bpfjet exec`). System calls are counted only where the dynamic loader
+# PERF_EVENT_IOC_SET_BPF (bcc's way); its printf goes through a perf event
+# array whose elements are its own PERF_COUNT_SW_BPF_OUTPUT events (perf
+# rings in the instance that the traced process writes, bpftrace reads
+# with epoll); at exit it reads its maps through bpf(). The output is
+# compared sorted: lines from different CPUs' buffers may come in any
+# order, on the kernel as under bpfjet. System calls are counted only where the dynamic loader
 # makes none (getpid, write): the loader's run before bpfjet's agent.
 #
 # Needs root (the kernel side), bpftrace, cc.
@@ -44,11 +46,11 @@ cc -O1 -g -o "$WORK/trace_target" "$ROOT/tests/preload/trace_target.c"
 T=$WORK/trace_target
 echo "read by trace_target" > "$WORK/somefile"
 SCRIPT="
-uprobe:$T:target_step { @steps[arg0] = count(); @arg_sum = sum(arg0); }
+uprobe:$T:target_step { @steps[arg0] = count(); @arg_sum = sum(arg0); printf(\"step %d in %s\\n\", arg0, comm); }
 uretprobe:$T:target_step { @ret_sum = sum(retval); @ret_hist = hist(retval); @ret_lin = lhist(retval, 0, 10, 2); }
 uprobe:$T:target_begin { @begin[comm] = count(); }
 tracepoint:syscalls:sys_enter_getpid /comm == \"trace_target\"/ { @getpid[comm] = count(); }
-tracepoint:syscalls:sys_exit_write /comm == \"trace_target\"/ { @write_ret = stats(args->ret); }
+tracepoint:syscalls:sys_exit_write /comm == \"trace_target\"/ { @write_ret = stats(args->ret); printf(\"write returned %d\\n\", args->ret); }
 "
 
 fails=0
@@ -65,8 +67,9 @@ wait_attached() {
     return 1
 }
 
-# One side: $1 = kernel or an engine; bpftrace's map lines, sorted (the
-# order of a hash map's keys is the map's own).
+# One side: $1 = kernel or an engine; bpftrace's printf and map lines,
+# sorted (the order of a hash map's keys is the map's own, and of lines
+# from different CPUs' perf buffers the reader's).
 run_side() {
     local side=$1 out=$WORK/$1.out err=$WORK/$1.err
     if [ "$side" = kernel ]; then
@@ -93,13 +96,14 @@ run_side() {
 
 run_side kernel || true
 echo "kernel:"; sed 's/^/  /' "$WORK/kernel.maps"
-for need in '^@steps\[4\]: 4$' '^@ret_sum: 80$' '^@getpid\[trace_target\]: 7$' '^@write_ret: count 1,'; do
+for need in '^@steps\[4\]: 4$' '^@ret_sum: 80$' '^@getpid\[trace_target\]: 7$' '^@write_ret: count 1,' \
+        '^step 3 in trace_target$' '^write returned 31$'; do
     grep -q "$need" "$WORK/kernel.maps" || fail "kernel: no line matching $need (the script's expectations are wrong)"
 done
 for engine in interp jit; do
     run_side "$engine" || continue
     if diff -u "$WORK/kernel.maps" "$WORK/$engine.maps" > "$WORK/diff.$engine"; then
-        echo "PASS: bpftrace under bpfjet ($engine) printed the kernel's maps ($(wc -l < "$WORK/kernel.maps") lines)"
+        echo "PASS: bpftrace under bpfjet ($engine) printed the kernel's lines, printf and maps ($(wc -l < "$WORK/kernel.maps") lines)"
     else
         fail "$engine: bpftrace's maps under bpfjet differ from the kernel's:"
         sed 's/^/  /' "$WORK/diff.$engine"

@@ -6,7 +6,8 @@
 # examples/control_plane/trace_tool.c (a skeleton application: uprobe and
 # uretprobe attached by function name with bpf_program__attach_uprobe_opts,
 # syscall tracepoints, a raw sys_enter tracepoint, hash, array and per-CPU
-# maps, a ring buffer read with ring_buffer__poll) watches
+# maps, a ring buffer read with ring_buffer__poll, a perf buffer read with
+# libbpf's perf_buffer) watches
 # tests/preload/trace_target.c, which makes a known set of calls between
 # target_begin and target_end. The tool prints the ring buffer events as
 # they arrive and, on SIGINT, its maps; the lines must be the same against
@@ -100,6 +101,8 @@ expected() {
         "ret_sum 80" "hits 20" "cookie 0 0x7" "cookie 1 0x5eed"
     printf '%s\n' "sys $NR_READ 2" "sys $NR_WRITE 1" "sys $NR_CLOSE 2" \
         "sys $NR_GETPID 7" "sys $NR_OPENAT 3" | sort -k2,2n
+    printf '%s\n' "perf_ret 0 4" "perf_ret 2 4" "perf_ret 4 4" "perf_ret 6 4" "perf_ret 8 4" \
+        "perf_lost 0"
 }
 # Output without the "ready" line, descriptors of successful opens as FD.
 normalize() { grep -vx ready "$1" | sed -E 's/^(exit .* ret=)[0-9]+$/\1FD/'; }

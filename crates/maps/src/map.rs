@@ -109,6 +109,10 @@ pub struct Map {
     /// program's `__kptr` fields and graph roots; set by the loader from the
     /// value's BTF): see [`Map::set_owned_fields`].
     owned_fields: std::sync::OnceLock<Vec<(u32, u32)>>,
+    /// A PERF_EVENT_ARRAY whose elements a control plane set to its own
+    /// perf events (`bpfjet trace --instance`): element i's ring, written
+    /// instead of the map's rings ([`Map::bind_perf_rings`]).
+    perf_rings: std::sync::OnceLock<Vec<Option<crate::PerfRing>>>,
 }
 
 // SAFETY: all mutable state is in the shared mapping and accessed through
@@ -245,6 +249,7 @@ impl Map {
             object,
             view: KernelView::new(),
             owned_fields: std::sync::OnceLock::new(),
+            perf_rings: std::sync::OnceLock::new(),
         })
     }
 
@@ -282,6 +287,7 @@ impl Map {
             object: Some(object),
             view: KernelView::new(),
             owned_fields: std::sync::OnceLock::new(),
+            perf_rings: std::sync::OnceLock::new(),
         })
     }
 
@@ -638,10 +644,45 @@ impl Map {
 
     /// `bpf_perf_event_output` on `cpu`; `parts` are concatenated.
     pub fn perf_event_output(&self, flags: u64, parts: &[&[u8]], cpu: u32) -> Result<(), MapError> {
+        if let Some(rings) = self.perf_rings.get() {
+            if flags & !crate::BPF_F_INDEX_MASK != 0 {
+                return Err(MapError::Invalid("perf event output flags"));
+            }
+            let index = match flags & crate::BPF_F_INDEX_MASK {
+                crate::BPF_F_CURRENT_CPU => cpu,
+                i => i as u32,
+            };
+            if index >= self.geo.max_entries {
+                return Err(MapError::TooBig);
+            }
+            // An element without an event: the kernel's -ENOENT.
+            let ring = rings
+                .get(index as usize)
+                .and_then(Option::as_ref)
+                .ok_or(MapError::NotFound)?;
+            return if ring.output(parts) {
+                Ok(())
+            } else {
+                Err(MapError::NoSpace)
+            };
+        }
         match &self.family {
             Family::Perf(p) => p.output(flags, parts, cpu),
             _ => Err(MapError::Invalid("not a perf event array")),
         }
+    }
+
+    /// Route this PERF_EVENT_ARRAY's output to a control plane's perf
+    /// events: `rings[i]` is element i's (None: no event, output fails
+    /// with `-ENOENT` as in the kernel). Once per map object; later calls
+    /// fail.
+    pub fn bind_perf_rings(&self, rings: Vec<Option<crate::PerfRing>>) -> Result<(), MapError> {
+        if self.perf().is_none() {
+            return Err(MapError::Invalid("not a perf event array"));
+        }
+        self.perf_rings
+            .set(rings)
+            .map_err(|_| MapError::Invalid("perf rings already bound"))
     }
 
     /// Array value storage for inlined lookups; None for other types.

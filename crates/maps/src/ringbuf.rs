@@ -24,7 +24,7 @@
 //! consumer keeps moving; see [`Backpressure`].
 
 mod consumer;
-mod futex;
+pub(crate) mod futex;
 mod kernel_mmap;
 
 pub use consumer::{RingbufConsumer, WakeupFd};

@@ -256,6 +256,22 @@ pub unsafe extern "C" fn mmap(
     let mut offset = offset;
     if fd >= 0 && !INSIDE.with(|i| i.get()) {
         if let Some(Ok(server)) = SERVER.get() {
+            // A perf buffer reader's event: its ring file sized first.
+            match catch_unwind(AssertUnwindSafe(|| server.perf_output_mmap(fd, len))) {
+                Ok(Some(Err(e))) => {
+                    set_errno(e.0);
+                    return libc::MAP_FAILED;
+                }
+                Ok(Some(Ok(()))) => {
+                    static REAL: OnceLock<usize> = OnceLock::new();
+                    let p = *REAL.get_or_init(|| next_symbol(c"mmap") as usize);
+                    // SAFETY: libc's mmap() has this type.
+                    return std::mem::transmute::<usize, MmapFn>(p)(
+                        addr, len, prot, flags, fd, offset,
+                    );
+                }
+                _ => {}
+            }
             let writable = prot & libc::PROT_WRITE != 0 && flags & libc::MAP_SHARED != 0;
             match catch_unwind(AssertUnwindSafe(|| server.mmap_offset(fd, writable))) {
                 Ok(Some(Ok(extra))) => offset += extra as libc::off_t,

@@ -147,13 +147,21 @@ fn watch_fd(fd: i32) -> Option<Result<i32, i32>> {
     let Some(Ok(server)) = SERVER.get() else {
         return None;
     };
-    let map = as_bpfjet(|| server.ringbuf_map(fd))??;
+    // A ring buffer map, or a perf buffer reader's perf output event.
+    let source = match as_bpfjet(|| server.ringbuf_map(fd))? {
+        Some(map) => Ok(map),
+        None => Err(as_bpfjet(|| server.perf_output_ring(fd))??),
+    };
     let mut watches = WATCHES.lock().unwrap_or_else(PoisonError::into_inner);
     let watches = watches.get_or_insert_with(HashMap::new);
     if let Some(w) = watches.get(&fd) {
         return Some(Ok(w.fd()));
     }
-    match as_bpfjet(|| WakeupFd::new(map))? {
+    let made = as_bpfjet(|| match source {
+        Ok(map) => WakeupFd::new(map),
+        Err(ring) => ring.and_then(|r| WakeupFd::for_perf_ring(std::sync::Arc::new(r))),
+    })?;
+    match made {
         Ok(w) => {
             let efd = w.fd();
             watches.insert(fd, w);

@@ -67,6 +67,7 @@ impl BpfjetBackend {
                 None
             }
             Obj::PerfEvent(p) => p.take_link().map(ObjRef::Link),
+            Obj::PerfOutput(_) => None,
         }
     }
 
@@ -244,7 +245,7 @@ impl BpfjetBackend {
             Obj::Btf(_) => Some("anon_inode:btf"),
             Obj::Link(_) => Some("anon_inode:bpf_link"),
             Obj::Stats => Some("anon_inode:bpf-stats"),
-            Obj::PerfEvent(_) => Some("anon_inode:[perf_event]"),
+            Obj::PerfEvent(_) | Obj::PerfOutput(_) => Some("anon_inode:[perf_event]"),
         }
     }
 
@@ -402,6 +403,12 @@ impl BpfjetBackend {
             Obj::Stats => unsafe {
                 libc::memfd_create(c"bpfjet-stats".as_ptr(), libc::MFD_CLOEXEC)
             },
+            Obj::PerfOutput(out) => {
+                let path = CString::new(out.path.as_os_str().as_encoded_bytes())
+                    .map_err(|_| Errno::EINVAL)?;
+                // SAFETY: a valid C string; the fd is owned by the table.
+                unsafe { libc::open(path.as_ptr(), libc::O_RDWR | libc::O_CLOEXEC) }
+            }
             // SAFETY: a valid C string.
             Obj::PerfEvent(_) => unsafe {
                 libc::memfd_create(c"bpfjet-perf-event".as_ptr(), libc::MFD_CLOEXEC)
@@ -410,7 +417,7 @@ impl BpfjetBackend {
         if fd < 0 {
             return Err(Errno::from_io(&std::io::Error::last_os_error()));
         }
-        if !matches!(obj, Obj::Stats | Obj::PerfEvent(_)) {
+        if !matches!(obj, Obj::Stats | Obj::PerfEvent(_) | Obj::PerfOutput(_)) {
             crate::holders::hold(fd);
         }
         self.fds.insert(fd, obj);
@@ -536,6 +543,15 @@ impl BpfjetBackend {
                 "socket fds as map values are not translated",
             );
             return Err(Errno::EINVAL);
+        }
+        if map.map_type() == MapType::PerfEventArray {
+            match cmd {
+                Command::MapUpdateElem(e) => return self.perf_array_elem(map, e, true).map(|()| 0),
+                Command::MapDeleteElem(e) => {
+                    return self.perf_array_elem(map, e, false).map(|()| 0)
+                }
+                _ => {}
+            }
         }
         if map.map_type() == MapType::ProgArray {
             // Program fds in, program ids stored (crate::tail_calls).
@@ -830,7 +846,7 @@ impl BpfjetBackend {
             Obj::Prog(p) => (self.prog_info(p, i)?, ProgInfo::SIZE),
             Obj::Btf(b) => (self.btf_info(b, i)?, BtfInfo::SIZE),
             Obj::Link(id) => self.link_info(*id)?,
-            Obj::Stats | Obj::PerfEvent(_) => return Err(Errno::EINVAL),
+            Obj::Stats | Obj::PerfEvent(_) | Obj::PerfOutput(_) => return Err(Errno::EINVAL),
         };
         let user_len = i.info_len.get() as usize;
         if user_len > size
@@ -1008,7 +1024,7 @@ impl BpfjetBackend {
             Some(Obj::Prog(pr)) => ObjRef::Prog(pr.rec.id),
             Some(Obj::Btf(b)) => ObjRef::Btf(b.id),
             Some(Obj::Link(id)) => ObjRef::Link(id),
-            Some(Obj::Stats | Obj::PerfEvent(_)) => return Err(Errno::EINVAL),
+            Some(Obj::Stats | Obj::PerfEvent(_) | Obj::PerfOutput(_)) => return Err(Errno::EINVAL),
             None => return self.kernel.execute(cmd),
         };
         self.ns.pin(&path, r).map(|()| 0)

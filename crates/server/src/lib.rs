@@ -27,6 +27,6 @@ mod xdp;
 
 pub use backend::BpfjetBackend;
 pub use namespace::{Namespace, ObjRef};
-pub use perf_events::ProbePoint;
+pub use perf_events::{perf_bindings, ProbePoint};
 pub use probe_links::{traced_object, ProbeLink, TracedObject, TracedProgram};
 pub use xdp::{data_plane_program, XdpRequest};

@@ -17,6 +17,9 @@ pub enum Obj {
     Stats,
     /// A stand-in perf event fd for a probe bpfjet runs in processes.
     PerfEvent(Arc<crate::perf_events::PerfProbe>),
+    /// A perf output event (`PERF_COUNT_SW_BPF_OUTPUT`) of a perf buffer
+    /// reader.
+    PerfOutput(Arc<crate::perf_events::PerfOutput>),
 }
 
 /// What `bpf()` reports about a map beyond its [`Map`] spec.

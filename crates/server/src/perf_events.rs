@@ -21,6 +21,10 @@ use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
 use std::sync::{Arc, OnceLock};
 
+/// `PERF_TYPE_SOFTWARE` / `PERF_COUNT_SW_BPF_OUTPUT`: the event a perf
+/// buffer reader opens per CPU for `bpf_perf_event_output`.
+const PERF_TYPE_SOFTWARE: u32 = 1;
+const PERF_COUNT_SW_BPF_OUTPUT: u64 = 10;
 /// `PERF_TYPE_TRACEPOINT`.
 const PERF_TYPE_TRACEPOINT: u32 = 2;
 /// `PERF_ATTR_SIZE_VER0`: a zero `size` means this one.
@@ -100,6 +104,23 @@ impl PerfProbe {
         // SAFETY: the fd perf_event_set_bpf opened; no one else has it.
         unsafe { libc::close(fd) };
         Some(id)
+    }
+}
+
+/// A `PERF_COUNT_SW_BPF_OUTPUT` event of a control plane: a perf ring in
+/// a file of the instance (`<run>/<instance>/perf/`), which its fd is
+/// opened on; the consumer maps it ([`bpfjet_maps::PerfRing`]), and
+/// programs write to it through the PERF_EVENT_ARRAY element it is put in.
+#[derive(Debug)]
+pub struct PerfOutput {
+    pub path: std::path::PathBuf,
+}
+
+impl Drop for PerfOutput {
+    fn drop(&mut self) {
+        // The event goes with its last fd in this process; a traced
+        // process that mapped the ring keeps its mapping.
+        let _ = std::fs::remove_file(&self.path);
     }
 }
 
@@ -211,6 +232,8 @@ impl BpfjetBackend {
                 offset,
                 retprobe: config & (1 << bit) != 0,
             }
+        } else if ty == PERF_TYPE_SOFTWARE && config == PERF_COUNT_SW_BPF_OUTPUT {
+            return Some(self.perf_output_open());
         } else if ty == PERF_TYPE_TRACEPOINT {
             let (category, name) = syscall_tracepoints().get(&config)?.clone();
             ProbePoint::Tracepoint { category, name }
@@ -225,6 +248,120 @@ impl BpfjetBackend {
     }
 }
 
+impl BpfjetBackend {
+    fn perf_output_open(&self) -> Result<i64, Errno> {
+        static NEXT: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+        let dir = self.ns.dir().join("perf");
+        std::fs::create_dir_all(&dir).map_err(|e| Errno::from_io(&e))?;
+        let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let path = dir.join(format!("ring.{}.{n}", std::process::id()));
+        std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(&path)
+            .map_err(|e| Errno::from_io(&e))?;
+        self.new_fd(Obj::PerfOutput(Arc::new(PerfOutput { path })))
+    }
+
+    /// `mmap(fd, len)` of a perf output event: its ring sized and
+    /// initialised first (the kernel allocates it at the first mmap).
+    /// None: not such an fd.
+    pub fn perf_output_mmap(&self, fd: i32, len: usize) -> Option<Result<(), Errno>> {
+        let Obj::PerfOutput(out) = self.fds.get(fd)? else {
+            return None;
+        };
+        let file = match std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(&out.path)
+        {
+            Ok(f) => f,
+            Err(e) => return Some(Err(Errno::from_io(&e))),
+        };
+        Some(bpfjet_maps::PerfRing::prepare(&file, len).map_err(|e| Errno::from_io(&e)))
+    }
+
+    /// `BPF_MAP_UPDATE_ELEM`/`DELETE_ELEM` of a PERF_EVENT_ARRAY: its
+    /// elements are perf output events (fds in), recorded in the instance
+    /// ([`perf_bindings`]) for the traced processes, whose programs then
+    /// write to those events' rings. The kernel's rules: `BPF_ANY` only,
+    /// `E2BIG` past the end, `ENOENT` deleting an empty element.
+    pub(crate) fn perf_array_elem(
+        &self,
+        map: &bpfjet_maps::Map,
+        e: &bpfjet_sys::MapElem,
+        update: bool,
+    ) -> Result<(), Errno> {
+        let key = user::read(e.key, 4)?;
+        let index = u32::from_ne_bytes(key[..4].try_into().unwrap());
+        if update && e.flags != 0 {
+            return Err(Errno::EINVAL);
+        }
+        if index >= map.max_entries() {
+            return Err(Errno::E2BIG);
+        }
+        let mut bindings = perf_bindings(&self.ns, map.id());
+        if update {
+            let raw = user::read(e.value, 4)?;
+            let fd = u32::from_ne_bytes(raw[..4].try_into().unwrap());
+            match self.obj(fd) {
+                Some(Obj::PerfOutput(out)) => {
+                    bindings.insert(index, out.path.display().to_string());
+                }
+                Some(_) => return Err(Errno::EINVAL),
+                None => {
+                    // SAFETY: F_GETFD only asks about the fd.
+                    if unsafe { libc::fcntl(fd as i32, libc::F_GETFD) } < 0 {
+                        return Err(Errno::EBADF);
+                    }
+                    self.warn_once(
+                        "a kernel perf event in a bpfjet PERF_EVENT_ARRAY",
+                        "bpfjet programs write to the perf output events (PERF_COUNT_SW_BPF_OUTPUT) \
+                         of a perf buffer reader only",
+                    );
+                    return Err(Errno::EINVAL);
+                }
+            }
+        } else if bindings.remove(&index).is_none() {
+            return Err(Errno::ENOENT);
+        }
+        let bytes = serde_json::to_vec(&bindings).map_err(|_| Errno::EINVAL)?;
+        let dir = self.ns.dir().join("perf");
+        std::fs::create_dir_all(&dir).map_err(|e| Errno::from_io(&e))?;
+        // Whole or not at all for a reader: write aside, then rename.
+        let path = bindings_path(&self.ns, map.id());
+        let tmp = path.with_extension(format!("tmp.{}", std::process::id()));
+        std::fs::write(&tmp, bytes)
+            .and_then(|()| std::fs::rename(&tmp, &path))
+            .map_err(|e| Errno::from_io(&e))
+    }
+
+    /// The ring of a perf output event's fd, mapped in this process (for
+    /// its epoll wake-ups). None: not such an fd.
+    pub fn perf_output_ring(&self, fd: i32) -> Option<std::io::Result<bpfjet_maps::PerfRing>> {
+        let Obj::PerfOutput(out) = self.fds.get(fd)? else {
+            return None;
+        };
+        Some(bpfjet_maps::PerfRing::open(&out.path))
+    }
+}
+
+fn bindings_path(ns: &crate::Namespace, map_id: u32) -> std::path::PathBuf {
+    ns.dir().join("perf").join(format!("map.{map_id}.json"))
+}
+
+/// The perf output events a control plane put in PERF_EVENT_ARRAY
+/// `map_id`: element index -> ring file.
+pub fn perf_bindings(
+    ns: &crate::Namespace,
+    map_id: u32,
+) -> std::collections::BTreeMap<u32, String> {
+    std::fs::read(bindings_path(ns, map_id))
+        .ok()
+        .and_then(|b| serde_json::from_slice(&b).ok())
+        .unwrap_or_default()
+}
+
 /// `PERF_EVENT_IOC_ENABLE`, `PERF_EVENT_IOC_DISABLE`,
 /// `PERF_EVENT_IOC_SET_BPF` (`_IOW('$', 8, __u32)`).
 pub const PERF_EVENT_IOC_ENABLE: u64 = 0x2400;
@@ -237,8 +374,16 @@ impl BpfjetBackend {
     pub fn perf_event_ioctl(&self, fd: i32, request: u64, arg: u64) -> Option<Result<i64, Errno>> {
         // The table only: a stand-in fd is never inherited or received
         // (and every ioctl of the process passes here).
-        let Obj::PerfEvent(probe) = self.fds.get(fd)? else {
-            return None;
+        let probe = match self.fds.get(fd)? {
+            Obj::PerfEvent(probe) => probe,
+            // A perf buffer reader enables its events and may reset them.
+            Obj::PerfOutput(_) => {
+                return Some(match request {
+                    PERF_EVENT_IOC_ENABLE | PERF_EVENT_IOC_DISABLE => Ok(0),
+                    _ => Err(Errno(libc::ENOTTY)),
+                })
+            }
+            _ => return None,
         };
         Some(match request {
             // libbpf enables the event after linking and disables it

@@ -107,8 +107,27 @@ fn control_plane_object(name: &str) -> Result<bpfjet_server::TracedObject, Strin
     let run = std::env::var("BPFJET_RUN_DIR").unwrap_or_else(|_| "/run/bpfjet".into());
     let ns = bpfjet_server::Namespace::open(name, std::path::Path::new(&run))
         .map_err(|e| format!("instance {name}: {e}"))?;
-    bpfjet_server::traced_object(&ns, std::process::id())
-        .map_err(|e| format!("instance {name}: {e}"))
+    let traced = bpfjet_server::traced_object(&ns, std::process::id())
+        .map_err(|e| format!("instance {name}: {e}"))?;
+    // A PERF_EVENT_ARRAY's output goes to the perf events the control
+    // plane put in it (its perf buffer reader's rings); an element it left
+    // empty fails the output with -ENOENT, as in the kernel.
+    for map in traced
+        .maps
+        .iter()
+        .filter(|m| m.map_type() == bpfjet_maps::MapType::PerfEventArray)
+    {
+        let bound = bpfjet_server::perf_bindings(&ns, map.id());
+        let rings = (0..map.max_entries())
+            .map(|i| {
+                let path = bound.get(&i)?;
+                bpfjet_maps::PerfRing::open(std::path::Path::new(path)).ok()
+            })
+            .collect();
+        map.bind_perf_rings(rings)
+            .map_err(|e| format!("instance {name}: map {}: {e}", map.name()))?;
+    }
+    Ok(traced)
 }
 
 pub fn start(cfg: Config) -> Result<(), String> {

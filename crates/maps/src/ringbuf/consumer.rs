@@ -6,7 +6,7 @@ use crate::error::MapError;
 use crate::map::Map;
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
-use std::sync::atomic::{fence, AtomicBool, Ordering};
+use std::sync::atomic::{fence, AtomicBool, AtomicU32, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -110,14 +110,55 @@ impl RingbufConsumer {
     }
 }
 
+/// What a [`WakeupFd`] watches: a futex word bumped on every wake-up, and
+/// whether a consumer would make progress now.
+trait WakeSource: Send + Sync {
+    fn wake_seq(&self) -> &AtomicU32;
+    fn ready(&self) -> bool;
+    /// A count of sleeping consumers the producers look at before they
+    /// wake (a ring buffer's); None: producers always wake.
+    fn waiters(&self) -> Option<&AtomicU32>;
+}
+
+/// A ring buffer map.
+struct RingbufSource(Arc<Map>);
+
+impl WakeSource for RingbufSource {
+    fn wake_seq(&self) -> &AtomicU32 {
+        self.0
+            .ringbuf()
+            .expect("checked at WakeupFd::new")
+            .wake_seq()
+    }
+    fn ready(&self) -> bool {
+        self.0.ringbuf().is_some_and(|r| r.record_ready())
+    }
+    fn waiters(&self) -> Option<&AtomicU32> {
+        self.0.ringbuf().map(|r| r.waiters())
+    }
+}
+
+impl WakeSource for crate::PerfRing {
+    fn wake_seq(&self) -> &AtomicU32 {
+        crate::PerfRing::wake_seq(self)
+    }
+    fn ready(&self) -> bool {
+        self.readable()
+    }
+    fn waiters(&self) -> Option<&AtomicU32> {
+        None
+    }
+}
+
 /// An eventfd signalled on every wake-up of a ring, by a thread of this
 /// process sleeping on the ring's futex word (producers may be other
 /// processes, which cannot write to this process's eventfd). The kernel's
 /// ring fd is level-triggered (readable while data is available);
 /// [`rearm`](Self::rearm) gives the same: it clears the eventfd, then
-/// signals it again if a record is waiting.
+/// signals it again if a record is waiting. For ring buffers and for the
+/// perf rings of a control plane's perf events ([`crate::PerfRing`]).
 pub struct WakeupFd {
-    map: Arc<Map>,
+    source: Arc<dyn WakeSource>,
     efd: Arc<OwnedFd>,
     stop: Arc<AtomicBool>,
     thread: Option<JoinHandle<()>>,
@@ -128,6 +169,15 @@ impl WakeupFd {
         if map.ringbuf().is_none() {
             return Err(io::Error::from_raw_os_error(libc::EINVAL));
         }
+        Self::watch(Arc::new(RingbufSource(map)))
+    }
+
+    /// The same for a perf ring: readable while a record waits.
+    pub fn for_perf_ring(ring: Arc<crate::PerfRing>) -> io::Result<WakeupFd> {
+        Self::watch(ring)
+    }
+
+    fn watch(source: Arc<dyn WakeSource>) -> io::Result<WakeupFd> {
         // SAFETY: plain eventfd creation; the result is checked.
         let raw = unsafe { libc::eventfd(0, libc::EFD_CLOEXEC | libc::EFD_NONBLOCK) };
         if raw < 0 {
@@ -136,12 +186,12 @@ impl WakeupFd {
         // SAFETY: a fresh fd we own.
         let efd = Arc::new(unsafe { OwnedFd::from_raw_fd(raw) });
         let stop = Arc::new(AtomicBool::new(false));
-        let (m, e, s) = (map.clone(), efd.clone(), stop.clone());
+        let (src, e, s) = (source.clone(), efd.clone(), stop.clone());
         let thread = std::thread::Builder::new()
             .name("bpfjet-ringbuf-wake".into())
-            .spawn(move || bridge(&m, &e, &s))?;
+            .spawn(move || bridge(&*src, &e, &s))?;
         let w = WakeupFd {
-            map,
+            source,
             efd,
             stop,
             thread: Some(thread),
@@ -160,8 +210,7 @@ impl WakeupFd {
         let mut v = 0u64;
         // SAFETY: reading 8 bytes from our non-blocking eventfd.
         unsafe { libc::read(self.fd(), (&mut v as *mut u64).cast(), 8) };
-        let ready = self.map.ringbuf().is_some_and(|r| r.record_ready());
-        if ready {
+        if self.source.ready() {
             signal(&self.efd);
         }
     }
@@ -170,10 +219,8 @@ impl WakeupFd {
 impl Drop for WakeupFd {
     fn drop(&mut self) {
         self.stop.store(true, Ordering::SeqCst);
-        if let Some(r) = self.map.ringbuf() {
-            r.wake_seq().fetch_add(1, Ordering::SeqCst);
-            futex::wake_all(r.wake_seq());
-        }
+        self.source.wake_seq().fetch_add(1, Ordering::SeqCst);
+        futex::wake_all(self.source.wake_seq());
         if let Some(t) = self.thread.take() {
             let _ = t.join();
         }
@@ -187,19 +234,22 @@ fn signal(efd: &OwnedFd) {
 }
 
 /// The bridge thread: every wake-up of the ring becomes an eventfd signal.
-fn bridge(map: &Map, efd: &OwnedFd, stop: &AtomicBool) {
-    let Some(ring) = map.ringbuf() else { return };
-    ring.waiters().fetch_add(1, Ordering::SeqCst);
+fn bridge(source: &dyn WakeSource, efd: &OwnedFd, stop: &AtomicBool) {
+    if let Some(w) = source.waiters() {
+        w.fetch_add(1, Ordering::SeqCst);
+    }
     loop {
-        let seq = ring.wake_seq().load(Ordering::SeqCst);
+        let seq = source.wake_seq().load(Ordering::SeqCst);
         if stop.load(Ordering::SeqCst) {
             break;
         }
-        futex::wait(ring.wake_seq(), seq, None);
+        futex::wait(source.wake_seq(), seq, None);
         if stop.load(Ordering::SeqCst) {
             break;
         }
         signal(efd);
     }
-    ring.waiters().fetch_sub(1, Ordering::SeqCst);
+    if let Some(w) = source.waiters() {
+        w.fetch_sub(1, Ordering::SeqCst);
+    }
 }
