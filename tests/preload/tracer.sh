@@ -152,6 +152,15 @@ for ENGINE in interp jit; do
         kill -INT "$TOOL_PID" 2>/dev/null || true; wait "$TOOL_PID" 2>/dev/null || true; TOOL_PID=
         continue
     fi
+    # bpftool sees the tool's links as the kernel's: six perf_event links
+    # (four uprobes, two tracepoints) and the raw tracepoint by name.
+    if command -v bpftool >/dev/null; then
+        timeout 20 "$BPFJET" exec --instance "$INST" -- bpftool link show > "$WORK/links.$ENGINE" 2>&1 || true
+        if [ "$(grep -c ': perf_event ' "$WORK/links.$ENGINE")" != 6 ] \
+            || ! grep -q "tp 'sys_enter'" "$WORK/links.$ENGINE"; then
+            fail "$ENGINE: bpftool link show under bpfjet exec:"; sed 's/^/  /' "$WORK/links.$ENGINE"
+        fi
+    fi
     # trace's stdout has its own report of the maps: not what is compared.
     rc=0
     "$BPFJET" trace --instance "$INST" --engine "$ENGINE" -- "$TARGET" "$FILE" \

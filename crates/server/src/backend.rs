@@ -845,7 +845,10 @@ impl BpfjetBackend {
             Obj::Map(m) => (self.map_info(m), MapInfo::SIZE),
             Obj::Prog(p) => (self.prog_info(p, i)?, ProgInfo::SIZE),
             Obj::Btf(b) => (self.btf_info(b, i)?, BtfInfo::SIZE),
-            Obj::Link(id) => self.link_info(*id)?,
+            Obj::Link(id) => {
+                let n = (i.info_len.get() as usize).min(crate::links::LINK_INFO_SIZE);
+                self.link_info(*id, &user::read(i.info, n)?)?
+            }
             Obj::Stats | Obj::PerfEvent(_) | Obj::PerfOutput(_) => return Err(Errno::EINVAL),
         };
         let user_len = i.info_len.get() as usize;

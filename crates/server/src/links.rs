@@ -24,7 +24,7 @@ const BPF_LINK_TYPE_XDP: u32 = 6;
 const BPF_F_REPLACE: u32 = 4;
 /// `struct bpf_link_info` as bpfjet fills it: type, id, prog_id, and the
 /// XDP member's ifindex at 16.
-const LINK_INFO_SIZE: usize = 48;
+pub(crate) const LINK_INFO_SIZE: usize = 48;
 const ENOLINK: i32 = 67;
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -251,13 +251,15 @@ impl BpfjetBackend {
     }
 
     /// `struct bpf_link_info` of an XDP or freplace link.
-    pub(crate) fn link_info(&self, id: u32) -> Result<(Vec<u8>, usize), Errno> {
+    /// `user`: the info as the caller passed it (buffers a probe link's
+    /// names are copied into).
+    pub(crate) fn link_info(&self, id: u32, user: &[u8]) -> Result<(Vec<u8>, usize), Errno> {
         let rec = self.link_record(id)?;
         if rec.is_freplace() {
             return Ok(crate::freplace::link_info(&rec, LINK_INFO_SIZE));
         }
         if let Some(probe) = &rec.probe {
-            return Ok(crate::probe_links::link_info(&rec, probe, LINK_INFO_SIZE));
+            return crate::probe_links::link_info(&rec, probe, LINK_INFO_SIZE, user);
         }
         let mut b = vec![0u8; LINK_INFO_SIZE];
         b[0..4].copy_from_slice(&BPF_LINK_TYPE_XDP.to_ne_bytes());

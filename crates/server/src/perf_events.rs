@@ -45,6 +45,9 @@ pub enum ProbePoint {
         symbol: String,
         offset: u64,
         retprobe: bool,
+        /// The file offset the control plane gave (link info reports it).
+        #[serde(default)]
+        file_offset: u64,
     },
     /// `tracepoint/CATEGORY/NAME` (`syscalls` or `raw_syscalls`).
     Tracepoint { category: String, name: String },
@@ -62,6 +65,7 @@ impl ProbePoint {
                 symbol,
                 offset,
                 retprobe,
+                ..
             } => {
                 let kind = if *retprobe { "uretprobe" } else { "uprobe" };
                 if *offset == 0 {
@@ -231,6 +235,7 @@ impl BpfjetBackend {
                 symbol,
                 offset,
                 retprobe: config & (1 << bit) != 0,
+                file_offset,
             }
         } else if ty == PERF_TYPE_SOFTWARE && config == PERF_COUNT_SW_BPF_OUTPUT {
             return Some(self.perf_output_open());
@@ -407,6 +412,7 @@ mod tests {
             symbol: "f".into(),
             offset: 0,
             retprobe: true,
+            file_offset: 0x1000,
         };
         assert_eq!(u.section(), "uretprobe//bin/x:f");
         let u = ProbePoint::Uprobe {
@@ -414,6 +420,7 @@ mod tests {
             symbol: "f".into(),
             offset: 16,
             retprobe: false,
+            file_offset: 0x1010,
         };
         assert_eq!(u.section(), "uprobe//bin/x:f+0x10");
         let t = ProbePoint::Tracepoint {

@@ -214,8 +214,52 @@ impl BpfjetBackend {
     }
 }
 
-/// `struct bpf_link_info` of a probe link: type, id, program id.
-pub(crate) fn link_info(rec: &LinkRecord, probe: &ProbeLink, size: usize) -> (Vec<u8>, usize) {
+/// `enum bpf_perf_event_type` values of link info.
+const BPF_PERF_EVENT_UPROBE: u32 = 1;
+const BPF_PERF_EVENT_URETPROBE: u32 = 2;
+const BPF_PERF_EVENT_TRACEPOINT: u32 = 5;
+
+/// A name into the user's buffer as the kernel's link info copies one
+/// (`bpf_copy_to_user`): the length with its NUL reported at `len_off`;
+/// no buffer, nothing copied; a buffer without a length `EINVAL`; one too
+/// short gets the truncated name and `ENOSPC`.
+fn copy_name(
+    b: &mut [u8],
+    user: &[u8],
+    ptr_off: usize,
+    len_off: usize,
+    name: &str,
+) -> Result<(), Errno> {
+    let ptr = u64::from(word(user, ptr_off)) | u64::from(word(user, ptr_off + 4)) << 32;
+    let ulen = word(user, len_off) as usize;
+    b[ptr_off..ptr_off + 8].copy_from_slice(&ptr.to_ne_bytes());
+    b[len_off..len_off + 4].copy_from_slice(&(name.len() as u32 + 1).to_ne_bytes());
+    if ptr == 0 {
+        return Ok(());
+    }
+    if ulen == 0 {
+        return Err(Errno::EINVAL);
+    }
+    let n = name.len().min(ulen - 1);
+    let mut out = name.as_bytes()[..n].to_vec();
+    out.push(0);
+    crate::user::write(ptr, &out)?;
+    if n < name.len() {
+        return Err(Errno::ENOSPC);
+    }
+    Ok(())
+}
+
+/// `struct bpf_link_info` of a probe link, as the kernel fills it: type,
+/// id, program id, and the raw tracepoint's name or the perf event's kind,
+/// file or tracepoint name (into the caller's buffer, `user` being the
+/// info as the caller passed it), offset and cookie.
+pub(crate) fn link_info(
+    rec: &LinkRecord,
+    probe: &ProbeLink,
+    size: usize,
+    user: &[u8],
+) -> Result<(Vec<u8>, usize), Errno> {
     let mut b = vec![0u8; size];
     let ty = match probe.point {
         ProbePoint::RawTracepoint { .. } => BPF_LINK_TYPE_RAW_TRACEPOINT,
@@ -224,7 +268,34 @@ pub(crate) fn link_info(rec: &LinkRecord, probe: &ProbeLink, size: usize) -> (Ve
     b[0..4].copy_from_slice(&ty.to_ne_bytes());
     b[4..8].copy_from_slice(&rec.id.to_ne_bytes());
     b[8..12].copy_from_slice(&rec.prog_id.to_ne_bytes());
-    (b, size)
+    match &probe.point {
+        // raw_tracepoint { tp_name; tp_name_len; }
+        ProbePoint::RawTracepoint { name } => copy_name(&mut b, user, 16, 24, name)?,
+        // perf_event { type; union { uprobe { file_name; name_len; offset;
+        // cookie; } tracepoint { tp_name; name_len; :32; cookie; } } }
+        ProbePoint::Uprobe {
+            path,
+            retprobe,
+            file_offset,
+            ..
+        } => {
+            let kind = if *retprobe {
+                BPF_PERF_EVENT_URETPROBE
+            } else {
+                BPF_PERF_EVENT_UPROBE
+            };
+            b[16..20].copy_from_slice(&kind.to_ne_bytes());
+            copy_name(&mut b, user, 24, 32, path)?;
+            b[36..40].copy_from_slice(&(*file_offset as u32).to_ne_bytes());
+            b[40..48].copy_from_slice(&probe.cookie.to_ne_bytes());
+        }
+        ProbePoint::Tracepoint { name, .. } => {
+            b[16..20].copy_from_slice(&BPF_PERF_EVENT_TRACEPOINT.to_ne_bytes());
+            copy_name(&mut b, user, 24, 32, name)?;
+            b[40..48].copy_from_slice(&probe.cookie.to_ne_bytes());
+        }
+    }
+    Ok((b, size))
 }
 
 /// One linked program as a traced process runs it.
