@@ -109,5 +109,43 @@ for engine in interp jit; do
         sed 's/^/  /' "$WORK/diff.$engine"
     fi
 done
+# A process already running: `bpfjet trace --instance --pid` loads the
+# links into it for a while and detaches (bpftrace's -p, in a process).
+# What ran must agree with itself: a printf line per counted call, and a
+# getpid per call (the loop makes one of each per round).
+cc -O1 -g -o "$WORK/loop_target" "$ROOT/tests/preload/loop_target.c"
+L=$WORK/loop_target
+SCRIPT="
+uprobe:$L:loop_step { @calls = count(); printf(\"loop %d\\n\", arg0); }
+tracepoint:syscalls:sys_enter_getpid /comm == \"loop_target\"/ { @getpids = count(); }
+"
+"$BPFJET" exec --instance "$INST" -- bpftrace -e "$SCRIPT" > "$WORK/pid.out" 2> "$WORK/pid.err" &
+BT_PID=$!
+if wait_attached "$BT_PID" "$WORK/pid.out"; then
+    "$L" 20 & LOOP_PID=$!
+    sleep 0.3
+    if "$BPFJET" trace --instance "$INST" --engine jit --pid "$LOOP_PID" --duration 2 \
+            > /dev/null 2> "$WORK/pid.trace.err"; then
+        sleep 0.5
+        kill -INT "$BT_PID"; wait "$BT_PID" || true; BT_PID=
+        kill "$LOOP_PID" 2>/dev/null; wait "$LOOP_PID" 2>/dev/null || true
+        calls=$(sed -n 's/^@calls: //p' "$WORK/pid.out")
+        getpids=$(sed -n 's/^@getpids: //p' "$WORK/pid.out")
+        lines=$(grep -c '^loop [0-4]$' "$WORK/pid.out" || true)
+        # One round may be cut by the detach between the call and getpid.
+        if [ -n "$calls" ] && [ "$calls" -ge 20 ] && [ "$lines" = "$calls" ] \
+                && [ -n "$getpids" ] && [ $((calls - getpids)) -ge 0 ] && [ $((calls - getpids)) -le 1 ]; then
+            echo "PASS: bpftrace under bpfjet in running process (--pid, 2 s): $calls calls, $lines printf lines, $getpids getpid"
+        else
+            fail "--pid: calls=$calls printf lines=$lines getpid=$getpids:"; sed 's/^/  /' "$WORK/pid.out" | head -20
+        fi
+    else
+        fail "--pid: bpfjet trace failed:"; sed 's/^/  /' "$WORK/pid.trace.err"
+        kill "$LOOP_PID" 2>/dev/null || true
+    fi
+else
+    fail "--pid: bpftrace did not attach:"; sed 's/^/  /' "$WORK/pid.err"
+fi
+
 [ "$fails" = 0 ] && echo "bpftrace.sh: all checks passed"
 exit $((fails != 0))

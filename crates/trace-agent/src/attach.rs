@@ -103,9 +103,8 @@ fn unsupported(section: &str, why: &str) -> String {
 
 /// The programs the probe links of `bpf()` instance `name` attach in this
 /// process, as one object on the instance's maps.
-fn control_plane_object(name: &str) -> Result<bpfjet_server::TracedObject, String> {
-    let run = std::env::var("BPFJET_RUN_DIR").unwrap_or_else(|_| "/run/bpfjet".into());
-    let ns = bpfjet_server::Namespace::open(name, std::path::Path::new(&run))
+fn control_plane_object(name: &str, run: &str) -> Result<bpfjet_server::TracedObject, String> {
+    let ns = bpfjet_server::Namespace::open(name, std::path::Path::new(run))
         .map_err(|e| format!("instance {name}: {e}"))?;
     let traced = bpfjet_server::traced_object(&ns, std::process::id())
         .map_err(|e| format!("instance {name}: {e}"))?;
@@ -138,7 +137,7 @@ pub fn start(cfg: Config) -> Result<(), String> {
     };
     let (mut obj, control_plane, cookies) = match &cfg.control_plane {
         Some(name) => {
-            let traced = control_plane_object(name)?;
+            let traced = control_plane_object(name, &cfg.run_dir)?;
             let cookies: Vec<(String, u64)> = traced
                 .programs
                 .iter()

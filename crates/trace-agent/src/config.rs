@@ -151,6 +151,9 @@ pub struct Config {
     /// [`ENV_CONTROL_PLANE`]: run what this instance's probe links attach
     /// ([`Config::object`] is empty).
     pub control_plane: Option<String>,
+    /// `BPFJET_RUN_DIR`: where that instance's records are (`bpfjet
+    /// exec`'s default `/run/bpfjet` when unset).
+    pub run_dir: String,
 }
 
 impl Config {
@@ -237,6 +240,7 @@ impl Config {
             joined: get(ENV_JOIN).is_some_and(|v| v == "1"),
             root_pid: get(ENV_ROOT).and_then(|v| v.parse().ok()),
             control_plane,
+            run_dir: get("BPFJET_RUN_DIR").unwrap_or_else(|| "/run/bpfjet".into()),
         })
     }
 }

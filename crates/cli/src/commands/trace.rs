@@ -343,7 +343,7 @@ pub(super) fn fusable(plan: &bpfjet_fusion::FusionPlan) -> Value {
 }
 
 pub fn run(args: &TraceArgs) -> Result<ExitCode> {
-    if let Some(instance) = &args.instance {
+    if let (Some(instance), None) = (&args.instance, args.pid) {
         return super::trace_instance::run(args, instance);
     }
     if let Some(pid) = args.pid {

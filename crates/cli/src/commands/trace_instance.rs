@@ -22,9 +22,8 @@ use std::process::ExitCode;
 
 /// The options that shape an object before load or its fusion: a control
 /// plane has done its loading.
-fn refuse_object_options(args: &TraceArgs) -> Result<()> {
+pub(super) fn refuse_object_options(args: &TraceArgs) -> Result<()> {
     let given = [
-        ("--pid", args.pid.is_some()),
         ("--events", args.events.is_some()),
         ("--explain", args.explain),
         (
@@ -48,6 +47,58 @@ fn refuse_object_options(args: &TraceArgs) -> Result<()> {
     Ok(())
 }
 
+/// The instance's run directory (`$BPFJET_RUN_DIR`, as `bpfjet exec`).
+fn run_dir() -> String {
+    std::env::var("BPFJET_RUN_DIR").unwrap_or_else(|_| "/run/bpfjet".into())
+}
+
+/// What a process with id `pid` will run of the instance's probe links,
+/// checked before it is touched: a link to a program bpfjet cannot attach
+/// in a process is an error; none at all is a warning (`what` says what
+/// then runs untraced).
+pub(super) fn checked_object(instance: &str, pid: u32, what: &str) -> Result<bpfjet_obj::Object> {
+    let ns = bpfjet_server::Namespace::open(instance, Path::new(&run_dir()))
+        .map_err(|e| anyhow!("instance {instance}: {e}"))?;
+    let traced =
+        bpfjet_server::traced_object(&ns, pid).map_err(|e| anyhow!("instance {instance}: {e}"))?;
+    if traced.programs.is_empty() {
+        eprintln!(
+            "bpfjet trace: instance {instance} has no probe links (is the tool running under \
+             `bpfjet exec --instance {instance}`, and has it attached?): {what} runs untraced"
+        );
+    }
+    for p in &traced.object.programs {
+        if p.kind.syscall_tracepoint().is_none() && p.kind.probe().is_none() {
+            bail!(
+                "instance {instance}: program {} is linked to {:?}, which bpfjet trace cannot \
+                 attach in a process",
+                p.name,
+                p.section
+            );
+        }
+    }
+    Ok(traced.object)
+}
+
+/// The agent's settings for a control plane's programs (the environment
+/// of a command, or the settings file of `--pid`).
+pub(super) fn agent_settings(
+    args: &TraceArgs,
+    instance: &str,
+    report: &Path,
+) -> Vec<(&'static str, OsString)> {
+    vec![
+        ("BPFJET_TRACE_CONTROL_PLANE", instance.into()),
+        ("BPFJET_RUN_DIR", run_dir().into()),
+        ("BPFJET_TRACE_ENGINE", args.engine.clone().into()),
+        ("BPFJET_TRACE_REPORT", report.into()),
+        (
+            "BPFJET_TRACE_FOLD_RODATA",
+            if args.no_fold_rodata { "0" } else { "1" }.into(),
+        ),
+    ]
+}
+
 pub fn run(args: &TraceArgs, instance: &str) -> Result<ExitCode> {
     refuse_object_options(args)?;
     // After `--` clap gives the first word to the OBJ slot.
@@ -63,41 +114,12 @@ pub fn run(args: &TraceArgs, instance: &str) -> Result<ExitCode> {
     let path = find_program(Path::new(program))
         .ok_or_else(|| anyhow!("{}: command not found", program.to_string_lossy()))?;
     symbols::check_dynamic(&path).map_err(|e| anyhow!("{e}"))?;
-    let run_dir = std::env::var("BPFJET_RUN_DIR").unwrap_or_else(|_| "/run/bpfjet".into());
-    let ns = bpfjet_server::Namespace::open(instance, Path::new(&run_dir))
-        .map_err(|e| anyhow!("instance {instance}: {e}"))?;
-    // What the command's process will run, checked now: a link to a
-    // program bpfjet cannot attach is an error before the command starts.
-    let traced = bpfjet_server::traced_object(&ns, std::process::id())
-        .map_err(|e| anyhow!("instance {instance}: {e}"))?;
-    if traced.programs.is_empty() {
-        eprintln!(
-            "bpfjet trace: instance {instance} has no probe links (is the tool running under \
-             `bpfjet exec --instance {instance}`, and has it attached?): {} runs untraced",
-            program.to_string_lossy()
-        );
-    }
-    for p in &traced.object.programs {
-        if p.kind.syscall_tracepoint().is_none() && p.kind.probe().is_none() {
-            bail!(
-                "instance {instance}: program {} is linked to {:?}, which bpfjet trace cannot \
-                 attach in a process",
-                p.name,
-                p.section
-            );
-        }
-    }
+    // Links for a given process id cannot name a command not started yet.
+    checked_object(instance, 0, &program.to_string_lossy())?;
     let agent = agent_library()?;
     let report = report_path();
     let mut cmd = agent_command(program, rest, agent);
-    cmd.env("BPFJET_TRACE_CONTROL_PLANE", instance)
-        .env("BPFJET_RUN_DIR", &run_dir)
-        .env("BPFJET_TRACE_ENGINE", &args.engine)
-        .env("BPFJET_TRACE_REPORT", &report)
-        .env(
-            "BPFJET_TRACE_FOLD_RODATA",
-            if args.no_fold_rodata { "0" } else { "1" },
-        );
+    cmd.envs(agent_settings(args, instance, &report));
     let (report, exit_code) = run_traced(cmd, program, &report, || ())?;
     print_report(
         args,

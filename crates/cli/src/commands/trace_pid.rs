@@ -211,7 +211,18 @@ fn process_exited(pidfd: libc::c_int, timeout_ms: i32) -> bool {
 
 pub fn run(args: &TraceArgs, pid: i32) -> Result<ExitCode> {
     let target = inject::check_target(pid).map_err(|e| anyhow!(e))?;
-    let mut object = precheck(args, None)?;
+    // `--instance`: what a control plane linked, instead of an object.
+    let instance = args.instance.as_deref();
+    if instance.is_some() && args.obj.is_some() {
+        bail!("--pid {pid} --instance: give no object and no command");
+    }
+    let mut object = match instance {
+        Some(name) => {
+            super::trace_instance::refuse_object_options(args)?;
+            super::trace_instance::checked_object(name, pid as u32, &format!("process {pid}"))?
+        }
+        None => precheck(args, None)?,
+    };
     let syscalls = traces_syscalls(&object)?;
     let mut patched = patch_addresses(&object, &target)?;
     // What the agent patches by itself: the system-call fast path's libc
@@ -229,7 +240,11 @@ pub fn run(args: &TraceArgs, pid: i32) -> Result<ExitCode> {
         check_sigsys(pid)?;
         hazards.allocator = inject::allocator_hazards(&target).map_err(|e| anyhow!(e))?;
     }
-    let (fuse, plan) = fusion_setup(args, &mut object)?;
+    let (fuse, plan) = match instance {
+        // The control plane can read every map: nothing is fused.
+        Some(_) => ("none", bpfjet_fusion::FusionPlan::default()),
+        None => fusion_setup(args, &mut object)?,
+    };
     let agent = agent_library()?;
     let agent = agent.canonicalize().unwrap_or(agent);
     if let Some(d) = args.duration {
@@ -279,7 +294,11 @@ pub fn run(args: &TraceArgs, pid: i32) -> Result<ExitCode> {
         .open(&control)
         .with_context(|| control.display().to_string())?;
     let mut conf = String::new();
-    for (k, v) in agent_settings(args, fuse, &report)? {
+    let settings = match instance {
+        Some(name) => super::trace_instance::agent_settings(args, name, &report),
+        None => agent_settings(args, fuse, &report)?,
+    };
+    for (k, v) in settings {
         let v = v.to_string_lossy();
         if v.contains('\n') {
             bail!("{k}: a path with a newline");
