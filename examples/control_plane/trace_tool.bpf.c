@@ -23,10 +23,13 @@
 // Build with -D__TARGET_ARCH_x86 (or _arm64): a BPF target has no host
 // architecture of its own, and both the uprobe argument registers and the
 // syscall numbers depend on it.
+#include <stdbool.h>
 #include <linux/bpf.h>
 #include <linux/ptrace.h>
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_tracing.h>
+// libbpf's USDT support: argument specs in its maps, found by the cookie.
+#include <bpf/usdt.bpf.h>
 
 // libbpf before 1.2 has no BPF_UPROBE / BPF_URETPROBE; for user-space
 // probes they are the kprobe macros under another name.
@@ -118,6 +121,14 @@ struct {
 	__uint(key_size, sizeof(__u32));
 	__uint(value_size, sizeof(__u32));
 } perf_rets SEC(".maps");
+
+// The USDT probe trace_target:step(i, x): x by i.
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 64);
+	__type(key, __u32);
+	__type(value, __u64);
+} usdt_steps SEC(".maps");
 
 static __always_inline void note_cookie(void *ctx, __u32 slot)
 {
@@ -227,6 +238,18 @@ int BPF_UPROBE(on_step, int x)
 	h = bpf_map_lookup_elem(&hits, &zero);
 	if (h)
 		*h += 1;
+	return 0;
+}
+
+SEC("usdt")
+int BPF_USDT(on_usdt_step, int i, int x)
+{
+	__u32 key = i;
+	__u64 value = x;
+
+	if (!is_target())
+		return 0;
+	bpf_map_update_elem(&usdt_steps, &key, &value, BPF_ANY);
 	return 0;
 }
 

@@ -20,6 +20,7 @@
 //   cookie SLOT VALUE     the BPF cookie on_step (0) and on_step_ret (1)
 //                         read: the ones attached, 0x7 and 0x5eed
 //   sys NR COUNT          syscalls made between target_begin and target_end
+//   usdt I X              the USDT probe trace_target:step(I, X) fired
 //   perf_ret RET COUNT    samples of target_step's return value read from
 //                         the perf buffer (libbpf's perf_buffer), per value
 //   perf_lost N           samples the perf buffer reported lost
@@ -181,7 +182,9 @@ static int print_maps(struct trace_tool *skel)
 		printf("cookie %u %#llx\n", slot, (unsigned long long)c);
 	}
 
-	return print_counts(skel->maps.sys_counts, "sys");
+	if (print_counts(skel->maps.sys_counts, "sys"))
+		return 1;
+	return print_counts(skel->maps.usdt_steps, "usdt");
 }
 
 // A uprobe or uretprobe on FUNC of the target, for every process: the link
@@ -229,6 +232,7 @@ int main(int argc, char **argv)
 	bpf_program__set_autoattach(skel->progs.on_end, false);
 	bpf_program__set_autoattach(skel->progs.on_step, false);
 	bpf_program__set_autoattach(skel->progs.on_step_ret, false);
+	bpf_program__set_autoattach(skel->progs.on_usdt_step, false);
 
 	err = trace_tool__load(skel);
 	if (err) {
@@ -245,6 +249,15 @@ int main(int argc, char **argv)
 	    attach_uprobe(skel->progs.on_step_ret, &skel->links.on_step_ret, argv[1],
 			  "target_step", true, 0x5eed))
 		goto out;
+
+	// libbpf's USDT attach: a uprobe at the probe's nop with the spec's id
+	// as its cookie.
+	skel->links.on_usdt_step = bpf_program__attach_usdt(skel->progs.on_usdt_step, -1, argv[1],
+							    "trace_target", "step", NULL);
+	if (!skel->links.on_usdt_step) {
+		fail("attaching the USDT probe trace_target:step", errno);
+		goto out;
+	}
 
 	// The tracepoint and raw tracepoint programs, from their sections.
 	err = trace_tool__attach(skel);

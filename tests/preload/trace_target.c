@@ -3,6 +3,7 @@
 // times, between the calls of target_begin and target_end (the tool's gate):
 //   target_step(x) 20 times, x = i % 5 (each of 0..4 four times), returning
 //     2x: the return values sum to 80;
+//   the USDT probe trace_target:step(i, i % 5) for i in 0..19;
 //   openat 3 times: PATH, /nonexistent/bpfjet-trace (ENOENT), PATH again;
 //   read 2, close 2, getpid 7, write 1.
 //
@@ -11,6 +12,7 @@
 // Built with `cc -O1 -g` (dynamically linked: the dynamic loader's own
 // syscalls come before main and outside the gate).
 #include <fcntl.h>
+#include <sys/sdt.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
@@ -72,8 +74,11 @@ int main(int argc, char **argv)
 	}
 
 	target_begin();
-	for (int i = 0; i < 20; i++)
+	for (int i = 0; i < 20; i++) {
+		// A USDT probe in the middle of main (a nop and a note).
+		DTRACE_PROBE2(trace_target, step, i, i % 5);
 		sum += target_step(i % 5);
+	}
 
 	// open() is openat(AT_FDCWD, ...) in glibc and musl.
 	fd1 = open(argv[1], O_RDONLY);

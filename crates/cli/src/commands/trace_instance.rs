@@ -124,7 +124,18 @@ pub fn run(args: &TraceArgs, instance: &str) -> Result<ExitCode> {
     print_report(
         args,
         &bpfjet_fusion::FusionPlan::default(),
-        &report,
+        &without_maps(args, report),
         Some(exit_code),
     )
+}
+
+/// The report as `bpfjet trace --instance` prints it: the maps are the
+/// control plane's, which prints them as it likes; `--json` keeps them.
+pub(super) fn without_maps(args: &TraceArgs, mut report: serde_json::Value) -> serde_json::Value {
+    if !args.json {
+        if let Some(r) = report.as_object_mut() {
+            r.remove("maps");
+        }
+    }
+    report
 }

@@ -467,5 +467,9 @@ pub fn run(args: &TraceArgs, pid: i32) -> Result<ExitCode> {
              pass-through{dispatch})"
         );
     }
+    let report = match instance {
+        Some(_) => super::trace_instance::without_maps(args, report),
+        None => report,
+    };
     print_report(args, &plan, &report, exit_code)
 }
