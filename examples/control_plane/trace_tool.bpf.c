@@ -130,6 +130,15 @@ struct {
 	__type(value, __u64);
 } usdt_steps SEC(".maps");
 
+// Hits of the USDT probe trace_target:guarded, which fires only while its
+// semaphore is raised.
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __u64);
+} guarded SEC(".maps");
+
 static __always_inline void note_cookie(void *ctx, __u32 slot)
 {
 	__u64 c = bpf_get_attach_cookie(ctx);
@@ -250,6 +259,20 @@ int BPF_USDT(on_usdt_step, int i, int x)
 	if (!is_target())
 		return 0;
 	bpf_map_update_elem(&usdt_steps, &key, &value, BPF_ANY);
+	return 0;
+}
+
+SEC("usdt")
+int BPF_USDT(on_usdt_guarded, int i)
+{
+	__u32 zero = 0;
+	__u64 *n;
+
+	if (!is_target())
+		return 0;
+	n = bpf_map_lookup_elem(&guarded, &zero);
+	if (n)
+		__sync_fetch_and_add(n, 1);
 	return 0;
 }
 

@@ -20,6 +20,7 @@
 //   cookie SLOT VALUE     the BPF cookie on_step (0) and on_step_ret (1)
 //                         read: the ones attached, 0x7 and 0x5eed
 //   sys NR COUNT          syscalls made between target_begin and target_end
+//   guarded N             hits of the semaphore-guarded USDT probe
 //   usdt I X              the USDT probe trace_target:step(I, X) fired
 //   perf_ret RET COUNT    samples of target_step's return value read from
 //                         the perf buffer (libbpf's perf_buffer), per value
@@ -143,7 +144,7 @@ static int print_maps(struct trace_tool *skel)
 {
 	__u32 zero = 0;
 	__s64 sum;
-	__u64 *per_cpu, hits = 0;
+	__u64 *per_cpu, hits = 0, v;
 	int ncpus, err;
 
 	if (print_counts(skel->maps.steps, "step"))
@@ -184,6 +185,10 @@ static int print_maps(struct trace_tool *skel)
 
 	if (print_counts(skel->maps.sys_counts, "sys"))
 		return 1;
+	err = bpf_map__lookup_elem(skel->maps.guarded, &zero, sizeof(zero), &v, sizeof(v), 0);
+	if (err)
+		return fail("guarded", err);
+	printf("guarded %llu\n", (unsigned long long)v);
 	return print_counts(skel->maps.usdt_steps, "usdt");
 }
 
@@ -233,6 +238,7 @@ int main(int argc, char **argv)
 	bpf_program__set_autoattach(skel->progs.on_step, false);
 	bpf_program__set_autoattach(skel->progs.on_step_ret, false);
 	bpf_program__set_autoattach(skel->progs.on_usdt_step, false);
+	bpf_program__set_autoattach(skel->progs.on_usdt_guarded, false);
 
 	err = trace_tool__load(skel);
 	if (err) {
@@ -256,6 +262,12 @@ int main(int argc, char **argv)
 							    "trace_target", "step", NULL);
 	if (!skel->links.on_usdt_step) {
 		fail("attaching the USDT probe trace_target:step", errno);
+		goto out;
+	}
+	skel->links.on_usdt_guarded = bpf_program__attach_usdt(
+		skel->progs.on_usdt_guarded, -1, argv[1], "trace_target", "guarded", NULL);
+	if (!skel->links.on_usdt_guarded) {
+		fail("attaching the USDT probe trace_target:guarded", errno);
 		goto out;
 	}
 

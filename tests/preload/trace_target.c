@@ -3,7 +3,8 @@
 // times, between the calls of target_begin and target_end (the tool's gate):
 //   target_step(x) 20 times, x = i % 5 (each of 0..4 four times), returning
 //     2x: the return values sum to 80;
-//   the USDT probe trace_target:step(i, i % 5) for i in 0..19;
+//   the USDT probe trace_target:step(i, i % 5) for i in 0..19, and
+//     trace_target:guarded(i) as often when its semaphore is raised;
 //   openat 3 times: PATH, /nonexistent/bpfjet-trace (ENOENT), PATH again;
 //   read 2, close 2, getpid 7, write 1.
 //
@@ -12,7 +13,14 @@
 // Built with `cc -O1 -g` (dynamically linked: the dynamic loader's own
 // syscalls come before main and outside the gate).
 #include <fcntl.h>
+// USDT probes with semaphores: a tracer attached to a probe raises its
+// semaphore (the kernel through the uprobe's reference counter, bpfjet in
+// the traced process), and code guarded by it runs only then.
+#define _SDT_HAS_SEMAPHORES 1
 #include <sys/sdt.h>
+
+unsigned short trace_target_step_semaphore __attribute__((unused, section(".probes")));
+unsigned short trace_target_guarded_semaphore __attribute__((unused, section(".probes")));
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
@@ -77,6 +85,8 @@ int main(int argc, char **argv)
 	for (int i = 0; i < 20; i++) {
 		// A USDT probe in the middle of main (a nop and a note).
 		DTRACE_PROBE2(trace_target, step, i, i % 5);
+		if (trace_target_guarded_semaphore)
+			DTRACE_PROBE1(trace_target, guarded, i);
 		sum += target_step(i % 5);
 	}
 

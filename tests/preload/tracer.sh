@@ -101,6 +101,7 @@ expected() {
         "ret_sum 80" "hits 20" "cookie 0 0x7" "cookie 1 0x5eed"
     printf '%s\n' "sys $NR_READ 2" "sys $NR_WRITE 1" "sys $NR_CLOSE 2" \
         "sys $NR_GETPID 7" "sys $NR_OPENAT 3" | sort -k2,2n
+    echo "guarded 20"
     for i in $(seq 0 19); do echo "usdt $i $((i % 5))"; done
     printf '%s\n' "perf_ret 0 4" "perf_ret 2 4" "perf_ret 4 4" "perf_ret 6 4" "perf_ret 8 4" \
         "perf_lost 0"
@@ -153,12 +154,12 @@ for ENGINE in interp jit; do
         kill -INT "$TOOL_PID" 2>/dev/null || true; wait "$TOOL_PID" 2>/dev/null || true; TOOL_PID=
         continue
     fi
-    # bpftool sees the tool's links as the kernel's: seven perf_event links
-    # (four uprobes, the USDT probe, two tracepoints) and the raw tracepoint
+    # bpftool sees the tool's links as the kernel's: eight perf_event links
+    # (four uprobes, two USDT probes, two tracepoints) and the raw tracepoint
     # by name.
     if command -v bpftool >/dev/null; then
         timeout 20 "$BPFJET" exec --instance "$INST" -- bpftool link show > "$WORK/links.$ENGINE" 2>&1 || true
-        if [ "$(grep -c ': perf_event ' "$WORK/links.$ENGINE")" != 7 ] \
+        if [ "$(grep -c ': perf_event ' "$WORK/links.$ENGINE")" != 8 ] \
             || ! grep -q "tp 'sys_enter'" "$WORK/links.$ENGINE"; then
             fail "$ENGINE: bpftool link show under bpfjet exec:"; sed 's/^/  /' "$WORK/links.$ENGINE"
         fi

@@ -273,7 +273,6 @@ fn symbol_table(path: &Path) -> Result<std::sync::Arc<SymbolTable>, ProbeError> 
 /// holds it to a function symbol (`.symtab`, then `.dynsym`), preferring
 /// the symbol that starts exactly there.
 pub fn symbol_at_file_offset(path: &Path, file_offset: u64) -> Result<(String, u64), ProbeError> {
-    use object::read::elf::ProgramHeader;
     let shown = path.display().to_string();
     let elf_error = |reason: String| ProbeError::Elf {
         path: shown.clone(),
@@ -282,21 +281,11 @@ pub fn symbol_at_file_offset(path: &Path, file_offset: u64) -> Result<(String, u
     let data = std::fs::read(path).map_err(|e| elf_error(e.to_string()))?;
     let elf = object::read::elf::ElfFile64::<object::Endianness>::parse(&*data)
         .map_err(|e| elf_error(e.to_string()))?;
-    let endian = elf.endian();
-    let vaddr = elf
-        .elf_program_headers()
-        .iter()
-        .filter(|ph| ph.p_type(endian) == object::elf::PT_LOAD)
-        .find_map(|ph| {
-            let (off, size) = (ph.p_offset(endian), ph.p_filesz(endian));
-            (file_offset >= off && file_offset < off + size)
-                .then(|| file_offset - off + ph.p_vaddr(endian))
-        })
-        .ok_or_else(|| {
-            elf_error(format!(
-                "file offset {file_offset:#x} is in no loadable segment"
-            ))
-        })?;
+    let vaddr = segment_vaddr(&elf, file_offset).ok_or_else(|| {
+        elf_error(format!(
+            "file offset {file_offset:#x} is in no loadable segment"
+        ))
+    })?;
     let mut best: Option<(String, u64)> = None;
     for sym in elf.symbols().chain(elf.dynamic_symbols()) {
         let Ok(name) = sym.name() else { continue };
@@ -315,6 +304,54 @@ pub fn symbol_at_file_offset(path: &Path, file_offset: u64) -> Result<(String, u
              bpfjet attaches uprobes inside functions it can name"
         ))
     })
+}
+
+/// The ELF virtual address of file offset `file_offset`, through the
+/// `PT_LOAD` segment whose file bytes hold it.
+fn segment_vaddr(
+    elf: &object::read::elf::ElfFile64<'_, object::Endianness>,
+    file_offset: u64,
+) -> Option<u64> {
+    use object::read::elf::ProgramHeader;
+    let endian = elf.endian();
+    elf.elf_program_headers()
+        .iter()
+        .filter(|ph| ph.p_type(endian) == object::elf::PT_LOAD)
+        .find_map(|ph| {
+            let (off, size) = (ph.p_offset(endian), ph.p_filesz(endian));
+            (file_offset >= off && file_offset < off + size)
+                .then(|| file_offset - off + ph.p_vaddr(endian))
+        })
+}
+
+/// The run-time address in this process of file offset `file_offset` of
+/// the loaded object at `path` (a USDT semaphore a control plane names by
+/// file offset, as the kernel's `ref_ctr_offset`).
+pub fn loaded_address_of_file_offset(path: &Path, file_offset: u64) -> Result<u64, ProbeError> {
+    let shown = path.display().to_string();
+    let objects = loaded_objects();
+    let canon = path.canonicalize().unwrap_or_else(|_| path.to_path_buf());
+    let obj = objects
+        .iter()
+        .find(|o| o.path == canon)
+        .ok_or_else(|| ProbeError::NotLoaded {
+            path: shown.clone(),
+        })?;
+    let data = std::fs::read(path).map_err(|e| ProbeError::Elf {
+        path: shown.clone(),
+        reason: e.to_string(),
+    })?;
+    let elf = object::read::elf::ElfFile64::<object::Endianness>::parse(&*data).map_err(|e| {
+        ProbeError::Elf {
+            path: shown.clone(),
+            reason: e.to_string(),
+        }
+    })?;
+    let vaddr = segment_vaddr(&elf, file_offset).ok_or_else(|| ProbeError::Elf {
+        path: shown,
+        reason: format!("file offset {file_offset:#x} is in no loadable segment"),
+    })?;
+    Ok(obj.bias.wrapping_add(vaddr))
 }
 
 /// Whether the executable at `path` is dynamically linked (has PT_INTERP),

@@ -451,14 +451,48 @@ pub fn attach(site: &UsdtSite, handler: ProbeHandler) -> Result<UsdtAttachment, 
         address: site.address,
         remaining: start + size - site.address,
     };
+    let (patch, jump_refused) = attach_inside(&target, start, handler)?;
+    if site.semaphore != 0 {
+        semaphore(site.semaphore).fetch_add(1, Ordering::SeqCst);
+    }
+    Ok(UsdtAttachment {
+        patch,
+        jump_refused,
+        semaphore: site.semaphore,
+    })
+}
+
+/// An entry handler at an address inside a function that starts at
+/// `function_start` (a USDT probe's `nop`, a uprobe at `SYMBOL+OFF`): a
+/// jump patch when no branch of the function lands in the patched bytes
+/// and the function's size is known, else an `int3` over the instruction;
+/// with why the jump was refused.
+pub fn attach_inside(
+    target: &ResolvedSymbol,
+    function_start: u64,
+    handler: ProbeHandler,
+) -> Result<(UsdtPatch, Option<String>), ProbeError> {
+    let start = function_start;
     let shared: Arc<dyn Fn(&mut crate::PtRegs) + Send + Sync> = Arc::from(handler);
     let h = shared.clone();
-    let (patch, jump_refused) = match attach_mid_function(&target, start, Box::new(move |r| h(r))) {
+    let jump = if target.remaining == 0 {
+        // Without the function's end, branches after the address cannot
+        // be checked.
+        Err(ProbeError::Unpatchable {
+            symbol: target.symbol.clone(),
+            offset: target.offset,
+            address: target.address,
+            reason: "the function's size is unknown".into(),
+        })
+    } else {
+        attach_mid_function(target, start, Box::new(move |r| h(r)))
+    };
+    let (patch, jump_refused) = match jump {
         Ok(a) => (UsdtPatch::Jump(a), None),
         Err(ProbeError::Unpatchable { reason, .. }) => {
             let h = shared.clone();
-            let b =
-                breakpoint::attach(site.address, Box::new(move |r| h(r))).map_err(|e| match e {
+            let b = breakpoint::attach(target.address, Box::new(move |r| h(r))).map_err(
+                |e| match e {
                     ProbeError::Unpatchable {
                         reason: trap_reason,
                         ..
@@ -469,19 +503,13 @@ pub fn attach(site: &UsdtSite, handler: ProbeHandler) -> Result<UsdtAttachment, 
                         reason: format!("{reason}; int3: {trap_reason}"),
                     },
                     e => e,
-                })?;
+                },
+            )?;
             (UsdtPatch::Trap(b), Some(reason))
         }
         Err(e) => return Err(e),
     };
-    if site.semaphore != 0 {
-        semaphore(site.semaphore).fetch_add(1, Ordering::SeqCst);
-    }
-    Ok(UsdtAttachment {
-        patch,
-        jump_refused,
-        semaphore: site.semaphore,
-    })
+    Ok((patch, jump_refused))
 }
 
 #[cfg(test)]

@@ -48,6 +48,10 @@ pub enum ProbePoint {
         /// The file offset the control plane gave (link info reports it).
         #[serde(default)]
         file_offset: u64,
+        /// The file offset of a USDT semaphore the probe raises while
+        /// attached (the kernel's `ref_ctr_offset`; 0: none).
+        #[serde(default)]
+        ref_ctr_offset: u64,
     },
     /// `tracepoint/CATEGORY/NAME` (`syscalls` or `raw_syscalls`).
     Tracepoint { category: String, name: String },
@@ -211,15 +215,9 @@ impl BpfjetBackend {
                 Err(e) => return Some(Err(e)),
             };
             let file_offset = u64_at(&attr, ATTR_CONFIG2);
-            if config >> 32 != 0 {
-                // A USDT semaphore the kernel would count up while the
-                // probe is attached: bpfjet does not maintain it.
-                self.warn_once(
-                    &format!("uprobe {path}:{file_offset:#x}"),
-                    "reference-counted uprobes (USDT semaphores) are not supported",
-                );
-                return Some(Err(Errno::EINVAL));
-            }
+            // A USDT semaphore (`config:32-63` of the PMU's format), which
+            // the traced process raises while the probe is attached.
+            let ref_ctr_offset = config >> 32;
             let (symbol, offset) = match bpfjet_probe::symbols::symbol_at_file_offset(
                 std::path::Path::new(&path),
                 file_offset,
@@ -236,6 +234,7 @@ impl BpfjetBackend {
                 offset,
                 retprobe: config & (1 << bit) != 0,
                 file_offset,
+                ref_ctr_offset,
             }
         } else if ty == PERF_TYPE_SOFTWARE && config == PERF_COUNT_SW_BPF_OUTPUT {
             return Some(self.perf_output_open());
@@ -413,6 +412,7 @@ mod tests {
             offset: 0,
             retprobe: true,
             file_offset: 0x1000,
+            ref_ctr_offset: 0,
         };
         assert_eq!(u.section(), "uretprobe//bin/x:f");
         let u = ProbePoint::Uprobe {
@@ -421,6 +421,7 @@ mod tests {
             offset: 16,
             retprobe: false,
             file_offset: 0x1010,
+            ref_ctr_offset: 0,
         };
         assert_eq!(u.section(), "uprobe//bin/x:f+0x10");
         let t = ProbePoint::Tracepoint {

@@ -307,6 +307,8 @@ pub struct TracedProgram {
     pub name: String,
     pub section: String,
     pub cookie: u64,
+    /// A USDT semaphore to raise while attached: (file, file offset).
+    pub semaphore: Option<(String, u64)>,
 }
 
 /// What a traced process runs of an instance's probe links.
@@ -392,6 +394,14 @@ pub fn traced_object(ns: &Namespace, pid: u32) -> Result<TracedObject, String> {
             name,
             section,
             cookie: probe.cookie,
+            semaphore: match &probe.point {
+                ProbePoint::Uprobe {
+                    path,
+                    ref_ctr_offset,
+                    ..
+                } if *ref_ctr_offset != 0 => Some((path.clone(), *ref_ctr_offset)),
+                _ => None,
+            },
         });
     }
     let object = Object {

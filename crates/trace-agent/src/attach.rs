@@ -87,6 +87,10 @@ pub struct Agent {
 
 static AGENT: OnceLock<Agent> = OnceLock::new();
 
+/// Probes patched inside functions (at `SYMBOL+OFF`): kept for the life of
+/// the process, as the function-entry attachments are.
+static INSIDE_PATCHES: Mutex<Vec<bpfjet_probe::usdt::UsdtPatch>> = Mutex::new(Vec::new());
+
 pub fn agent() -> Option<&'static Agent> {
     AGENT.get()
 }
@@ -129,13 +133,37 @@ fn control_plane_object(name: &str, run: &str) -> Result<bpfjet_server::TracedOb
     Ok(traced)
 }
 
+/// The USDT semaphores of a control plane's uprobes (file, file offset),
+/// raised once per probe as the kernel raises a uprobe's reference
+/// counter in every process mapping the file. They stay raised while the
+/// process runs, as its probes stay patched.
+fn raise_semaphores(semaphores: &[(String, u64)]) -> Result<(), String> {
+    for (path, offset) in semaphores {
+        let addr = bpfjet_probe::symbols::loaded_address_of_file_offset(
+            std::path::Path::new(path),
+            *offset,
+        )
+        .map_err(|e| format!("USDT semaphore at {path}:{offset:#x}: {e}"))?;
+        if !addr.is_multiple_of(2) {
+            return Err(format!(
+                "USDT semaphore at {path}:{offset:#x}: address {addr:#x} is not 2-byte aligned"
+            ));
+        }
+        // SAFETY: the note's semaphore is an aligned `unsigned short` in a
+        // writable segment of an object this process has loaded.
+        let sem = unsafe { &*(addr as *const std::sync::atomic::AtomicU16) };
+        sem.fetch_add(1, Ordering::SeqCst);
+    }
+    Ok(())
+}
+
 pub fn start(cfg: Config) -> Result<(), String> {
     // What errors name: the object file, or the instance.
     let source = match &cfg.control_plane {
         Some(name) => format!("instance {name}"),
         None => cfg.object.display().to_string(),
     };
-    let (mut obj, control_plane, cookies) = match &cfg.control_plane {
+    let (mut obj, control_plane, cookies, semaphores) = match &cfg.control_plane {
         Some(name) => {
             let traced = control_plane_object(name, &cfg.run_dir)?;
             let cookies: Vec<(String, u64)> = traced
@@ -143,12 +171,23 @@ pub fn start(cfg: Config) -> Result<(), String> {
                 .iter()
                 .map(|p| (p.name.clone(), p.cookie))
                 .collect();
-            (traced.object, Some((name.clone(), traced.maps)), cookies)
+            let semaphores: Vec<(String, u64)> = traced
+                .programs
+                .iter()
+                .filter_map(|p| p.semaphore.clone())
+                .collect();
+            (
+                traced.object,
+                Some((name.clone(), traced.maps)),
+                cookies,
+                semaphores,
+            )
         }
         None => (
             bpfjet_obj::load_file(&cfg.object)
                 .map_err(|e| format!("{}: {e}", cfg.object.display()))?,
             None,
+            Vec::new(),
             Vec::new(),
         ),
     };
@@ -648,11 +687,28 @@ pub fn start(cfg: Config) -> Result<(), String> {
                     }
                 })
             });
+        if target.offset != 0 {
+            // Inside a function (`SYMBOL+OFF`, a control plane's USDT
+            // probe): any branch of it may land there and its frame is
+            // live, so a trap where a jump is unsafe (return probes at an
+            // offset were refused above).
+            if let Some(handler) = on_entry {
+                let (patch, _) = bpfjet_probe::usdt::attach_inside(
+                    &target,
+                    target.address - target.offset,
+                    handler,
+                )
+                .map_err(|e| format!("{shown}+{:#x}: {e}", target.offset))?;
+                INSIDE_PATCHES.lock().unwrap().push(patch);
+            }
+            continue;
+        }
         let a = attach(&target, on_entry, on_return).map_err(|e| format!("{shown}: {e}"))?;
         agent.attachments.lock().unwrap().push(a);
     }
 
     usdt::attach(object, usdt_probes)?;
+    raise_semaphores(&semaphores)?;
     dlopen::set_pending(object, pending);
 
     // Return probes replace return addresses; C++ exceptions must unwind
