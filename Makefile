@@ -7,7 +7,7 @@ export PATH := $(HOME)/.cargo/bin:$(PATH)
 # scripts/report-skips.sh); `make test` empties it first and prints it last.
 export BPFJET_SKIP_LOG ?= $(CURDIR)/target/test-skips.log
 
-.PHONY: all setup build examples test test-skips-reset test-rust test-netns test-preload test-trace bench-preload bench-trace bench-fusion bench-fusion-percall bench-uprobe bench-trace-percall bench-usdt bench-trace-pid bench-wrappers lint conformance demo clean
+.PHONY: all setup build examples test test-skips-reset test-rust test-netns test-preload test-trace bench-control-plane bench-preload bench-trace bench-fusion bench-fusion-percall bench-uprobe bench-trace-percall bench-usdt bench-trace-pid bench-wrappers lint conformance demo clean
 
 all: build
 
@@ -69,6 +69,11 @@ bench-preload: build
 	cc -O2 -Wall -o build/map_bench examples/control_plane/map_bench.c -lbpf
 	i=bench$$$$; BPFJET_RUN_DIR=build/run $(BPFJET) exec --instance $$i -- build/map_bench 1000000; \
 		rc=$$?; rm -rf build/run/$$i /dev/shm/bpfjet.$$i.*; exit $$rc
+
+# Per-hit cost of bpftrace's own program: bpftrace on the kernel's uprobes
+# vs the same bpftrace under bpfjet exec with bpfjet trace --instance (root).
+bench-control-plane: build
+	BPFJET=$(BPFJET) sh scripts/bench-control-plane.sh
 
 # Per-hit uprobe cost: untraced / kernel uprobe / bpfjet trace (interp, JIT)
 # on one tight loop, side by side (docs/PERFORMANCE.md, "Tracing"; root).
