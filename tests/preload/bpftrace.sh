@@ -147,5 +147,37 @@ else
     fail "--pid: bpftrace did not attach:"; sed 's/^/  /' "$WORK/pid.err"
 fi
 
+# The tracer ends while the process goes on: its links go, and the
+# programs stop running in the process, as the kernel's probes stop (the
+# agent sees the instance's link generation move). The process's own view
+# of the count (bpfjet trace's --json report, its copy of the map) must
+# then equal what bpftrace printed, give or take the calls between
+# bpftrace's last read and its exit, not go on growing for the 6 s.
+SCRIPT="uprobe:$L:loop_step { @calls = count(); }"
+"$BPFJET" exec --instance "$INST" -- bpftrace -e "$SCRIPT" > "$WORK/gone.out" 2> "$WORK/gone.err" &
+BT_PID=$!
+if wait_attached "$BT_PID" "$WORK/gone.out"; then
+    "$L" 20 & LOOP_PID=$!
+    sleep 0.3
+    "$BPFJET" trace --json --instance "$INST" --engine jit --pid "$LOOP_PID" --duration 6 \
+        > "$WORK/gone.json" 2> "$WORK/gone.trace.err" &
+    TRACE_PID=$!
+    sleep 2
+    kill -INT "$BT_PID"; wait "$BT_PID" || true; BT_PID=
+    wait "$TRACE_PID" || fail "link gone: bpfjet trace --pid failed: $(cat "$WORK/gone.trace.err")"
+    kill "$LOOP_PID" 2>/dev/null; wait "$LOOP_PID" 2>/dev/null || true
+    printed=$(sed -n 's/^@calls: //p' "$WORK/gone.out")
+    ran=$(python3 -c 'import json, sys
+maps = json.load(open(sys.argv[1]))["maps"]
+print(sum(int.from_bytes(bytes.fromhex(v), "little") for e in maps["AT_calls"] for v in e["values"]))' "$WORK/gone.json")
+    if [ -n "$printed" ] && [ "$printed" -ge 10 ] && [ "$ran" -ge "$printed" ] && [ $((ran - printed)) -le 2 ]; then
+        echo "PASS: bpftrace ended after ~2 s of a 6 s attach: its program ran $ran times in the process, bpftrace printed $printed"
+    else
+        fail "link gone: bpftrace printed $printed, the process ran the program $ran times"
+    fi
+else
+    fail "link gone: bpftrace did not attach:"; sed 's/^/  /' "$WORK/gone.err"
+fi
+
 [ "$fails" = 0 ] && echo "bpftrace.sh: all checks passed"
 exit $((fails != 0))

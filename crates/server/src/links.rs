@@ -238,6 +238,12 @@ impl BpfjetBackend {
             self.detach_link(&rec);
         }
         self.ns.remove_record(Kind::Link, id);
+        if rec.probe.is_some() {
+            // The traced processes running it check their links now.
+            let _ = bpfjet_runtime::tracing::bump_link_generation(
+                &crate::probe_links::links_generation(&self.ns),
+            );
+        }
         self.release(ObjRef::Prog(rec.prog_id));
     }
 

@@ -309,6 +309,14 @@ pub struct TracedProgram {
     pub cookie: u64,
     /// A USDT semaphore to raise while attached: (file, file offset).
     pub semaphore: Option<(String, u64)>,
+    /// The link's record: the program runs while it exists.
+    pub link_record: std::path::PathBuf,
+}
+
+/// The instance's probe-link generation word, bumped whenever a probe
+/// link goes (`bpfjet_runtime::tracing::bump_link_generation`).
+pub fn links_generation(ns: &Namespace) -> std::path::PathBuf {
+    ns.dir().join("links.gen")
 }
 
 /// What a traced process runs of an instance's probe links.
@@ -318,6 +326,8 @@ pub struct TracedObject {
     /// The instance's maps: `maps[i]` is the object's map `i`.
     pub maps: Vec<Arc<Map>>,
     pub programs: Vec<TracedProgram>,
+    /// [`links_generation`] of the instance.
+    pub links_generation: std::path::PathBuf,
 }
 
 /// The programs the instance's live probe links attach in process `pid`,
@@ -402,6 +412,7 @@ pub fn traced_object(ns: &Namespace, pid: u32) -> Result<TracedObject, String> {
                 } if *ref_ctr_offset != 0 => Some((path.clone(), *ref_ctr_offset)),
                 _ => None,
             },
+            link_record: ns.record_path(Kind::Link, id),
         });
     }
     let object = Object {
@@ -426,5 +437,6 @@ pub fn traced_object(ns: &Namespace, pid: u32) -> Result<TracedObject, String> {
         object,
         maps,
         programs: traced,
+        links_generation: links_generation(ns),
     })
 }

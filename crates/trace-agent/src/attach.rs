@@ -163,14 +163,10 @@ pub fn start(cfg: Config) -> Result<(), String> {
         Some(name) => format!("instance {name}"),
         None => cfg.object.display().to_string(),
     };
-    let (mut obj, control_plane, cookies, semaphores) = match &cfg.control_plane {
+    let (mut obj, control_plane, links, semaphores) = match &cfg.control_plane {
         Some(name) => {
             let traced = control_plane_object(name, &cfg.run_dir)?;
-            let cookies: Vec<(String, u64)> = traced
-                .programs
-                .iter()
-                .map(|p| (p.name.clone(), p.cookie))
-                .collect();
+            let links = Some((traced.links_generation.clone(), traced.programs.clone()));
             let semaphores: Vec<(String, u64)> = traced
                 .programs
                 .iter()
@@ -179,7 +175,7 @@ pub fn start(cfg: Config) -> Result<(), String> {
             (
                 traced.object,
                 Some((name.clone(), traced.maps)),
-                cookies,
+                links,
                 semaphores,
             )
         }
@@ -187,7 +183,7 @@ pub fn start(cfg: Config) -> Result<(), String> {
             bpfjet_obj::load_file(&cfg.object)
                 .map_err(|e| format!("{}: {e}", cfg.object.display()))?,
             None,
-            Vec::new(),
+            None,
             Vec::new(),
         ),
     };
@@ -294,12 +290,19 @@ pub fn start(cfg: Config) -> Result<(), String> {
     if tracing.calls_helper(GET_CURRENT_TASK) {
         rt::task_view::prepare();
     }
-    // One program per link: its link's cookie at every hit.
+    // One program per link: its link's cookie at every hit, and it runs
+    // while the link lasts.
     let mut tracing = tracing;
-    for (name, cookie) in &cookies {
-        if let Some(id) = tracing.program_id(name) {
-            tracing.set_cookie(id, *cookie);
+    if let Some((generation, programs)) = &links {
+        for p in programs {
+            if let Some(id) = tracing.program_id(&p.name) {
+                tracing.set_cookie(id, p.cookie);
+                tracing.set_link(id, &p.link_record);
+            }
         }
+        tracing
+            .watch_links(generation)
+            .map_err(|e| format!("{source}: {}: {e}", generation.display()))?;
     }
     let object: &'static TracingObject = Box::leak(Box::new(tracing));
     // Report as folded only programs whose context reads reach the field

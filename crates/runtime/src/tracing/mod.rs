@@ -84,6 +84,7 @@ pub mod cgroup;
 mod context;
 pub(crate) mod current;
 mod env;
+mod link_watch;
 mod object;
 mod slots;
 pub mod task_view;
@@ -92,6 +93,7 @@ pub(crate) mod user_mem;
 
 pub use context::{PtRegs, RawSyscallArgs, SysEnterCtx, SysExitCtx};
 pub use env::{ProbeSite, TracingEnv};
+pub use link_watch::bump_link_generation;
 pub use object::{
     keep_thread_runs_at_exit, load_maps_and_programs, HalfRun, NativeEntry, PairRun, ProgId,
     TracingObject, TracingOptions, TracingProgram,

@@ -196,6 +196,12 @@ pub struct TracingProgram {
     /// The attach cookie of this program's link, for every hit
     /// ([`TracingObject::set_cookie`]); None: the attach point's.
     cookie: Option<u64>,
+    /// The record of the control plane's link this program runs for
+    /// ([`TracingObject::watch_links`]): once it is gone, the program runs
+    /// no more, as a probe stops when its link goes.
+    link: Option<std::ffi::CString>,
+    /// False once [`TracingProgram::link`] is gone.
+    live: std::sync::atomic::AtomicBool,
     entry: Entry,
 }
 
@@ -523,6 +529,8 @@ pub struct TracingObject {
     trace_limit: usize,
     thread_maps: Vec<Arc<ThreadMap>>,
     thread_map_refusals: Vec<String>,
+    /// The control plane's link generation ([`TracingObject::watch_links`]).
+    link_watch: Option<super::link_watch::LinkWatch>,
 }
 
 impl std::fmt::Debug for TracingObject {
@@ -575,6 +583,8 @@ impl TracingObject {
                 ctx_bytes,
                 ctx_len: ctx_bytes,
                 cookie: None,
+                link: None,
+                live: std::sync::atomic::AtomicBool::new(true),
                 entry: Entry::Interp(program),
             };
             p.ctx_len = p.attach_ctx_size().unwrap_or(ctx_bytes).max(ctx_bytes);
@@ -614,7 +624,37 @@ impl TracingObject {
             trace_limit: opts.trace_lines,
             thread_maps,
             thread_map_refusals,
+            link_watch: None,
         })
+    }
+
+    /// Program `prog` runs only while the link record at `record` exists
+    /// (with [`TracingObject::watch_links`]).
+    pub fn set_link(&mut self, prog: ProgId, record: &std::path::Path) {
+        if let Some(p) = self.programs.get_mut(prog) {
+            p.link = super::link_watch::record_path(record);
+        }
+    }
+
+    /// Check the programs' links whenever the generation word at `path`
+    /// moves (`bpfjet trace --instance`: the server bumps it when a probe
+    /// link goes). The programs whose record is gone stop running.
+    pub fn watch_links(&mut self, path: &std::path::Path) -> std::io::Result<()> {
+        self.link_watch = Some(super::link_watch::LinkWatch::open(path)?);
+        Ok(())
+    }
+
+    /// The generation moved to `g`: mark the programs whose link is gone.
+    #[cold]
+    fn recheck_links(&self, watch: &super::link_watch::LinkWatch, g: u64) {
+        for p in &self.programs {
+            if let Some(record) = &p.link {
+                if !super::link_watch::record_exists(record) {
+                    p.live.store(false, Ordering::Relaxed);
+                }
+            }
+        }
+        watch.saw(g);
     }
 
     /// `bpf_get_attach_cookie()` of program `prog` at every attach point:
@@ -769,6 +809,14 @@ impl TracingObject {
     /// As [`TracingObject::run`], for `p`.
     #[inline(always)]
     unsafe fn run_program(&self, p: &TracingProgram, ctx: *mut u8, site: &ProbeSite) -> u64 {
+        if let Some(watch) = &self.link_watch {
+            if let Some(g) = watch.moved() {
+                self.recheck_links(watch, g);
+            }
+            if !p.live.load(Ordering::Relaxed) {
+                return 0;
+            }
+        }
         let cache = run_cache();
         // A run of this thread is under way (a probe inside a helper or a
         // signal handler): skip, as the kernel does.
