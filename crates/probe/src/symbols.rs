@@ -273,15 +273,19 @@ fn symbol_table(path: &Path) -> Result<std::sync::Arc<SymbolTable>, ProbeError> 
 /// holds it to a function symbol (`.symtab`, then `.dynsym`), preferring
 /// the symbol that starts exactly there.
 pub fn symbol_at_file_offset(path: &Path, file_offset: u64) -> Result<(String, u64), ProbeError> {
-    let shown = path.display().to_string();
+    with_elf(path, |elf| function_at_file_offset(path, elf, file_offset))
+}
+
+fn function_at_file_offset(
+    path: &Path,
+    elf: &object::read::elf::ElfFile64<'_, object::Endianness>,
+    file_offset: u64,
+) -> Result<(String, u64), ProbeError> {
     let elf_error = |reason: String| ProbeError::Elf {
-        path: shown.clone(),
+        path: path.display().to_string(),
         reason,
     };
-    let data = std::fs::read(path).map_err(|e| elf_error(e.to_string()))?;
-    let elf = object::read::elf::ElfFile64::<object::Endianness>::parse(&*data)
-        .map_err(|e| elf_error(e.to_string()))?;
-    let vaddr = segment_vaddr(&elf, file_offset).ok_or_else(|| {
+    let vaddr = segment_vaddr(elf, file_offset).ok_or_else(|| {
         elf_error(format!(
             "file offset {file_offset:#x} is in no loadable segment"
         ))
@@ -306,6 +310,22 @@ pub fn symbol_at_file_offset(path: &Path, file_offset: u64) -> Result<(String, u
     })
 }
 
+/// Parse the ELF file at `path` and hand it to `f`; read and parse errors
+/// name the file.
+fn with_elf<T>(
+    path: &Path,
+    f: impl FnOnce(&object::read::elf::ElfFile64<'_, object::Endianness>) -> Result<T, ProbeError>,
+) -> Result<T, ProbeError> {
+    let elf_error = |reason: String| ProbeError::Elf {
+        path: path.display().to_string(),
+        reason,
+    };
+    let data = std::fs::read(path).map_err(|e| elf_error(e.to_string()))?;
+    let elf = object::read::elf::ElfFile64::<object::Endianness>::parse(&*data)
+        .map_err(|e| elf_error(e.to_string()))?;
+    f(&elf)
+}
+
 /// The ELF virtual address of file offset `file_offset`, through the
 /// `PT_LOAD` segment whose file bytes hold it.
 fn segment_vaddr(
@@ -328,28 +348,19 @@ fn segment_vaddr(
 /// the loaded object at `path` (a USDT semaphore a control plane names by
 /// file offset, as the kernel's `ref_ctr_offset`).
 pub fn loaded_address_of_file_offset(path: &Path, file_offset: u64) -> Result<u64, ProbeError> {
-    let shown = path.display().to_string();
     let objects = loaded_objects();
     let canon = path.canonicalize().unwrap_or_else(|_| path.to_path_buf());
     let obj = objects
         .iter()
         .find(|o| o.path == canon)
         .ok_or_else(|| ProbeError::NotLoaded {
-            path: shown.clone(),
+            path: path.display().to_string(),
         })?;
-    let data = std::fs::read(path).map_err(|e| ProbeError::Elf {
-        path: shown.clone(),
-        reason: e.to_string(),
-    })?;
-    let elf = object::read::elf::ElfFile64::<object::Endianness>::parse(&*data).map_err(|e| {
-        ProbeError::Elf {
-            path: shown.clone(),
-            reason: e.to_string(),
-        }
-    })?;
-    let vaddr = segment_vaddr(&elf, file_offset).ok_or_else(|| ProbeError::Elf {
-        path: shown,
-        reason: format!("file offset {file_offset:#x} is in no loadable segment"),
+    let vaddr = with_elf(path, |elf| {
+        segment_vaddr(elf, file_offset).ok_or_else(|| ProbeError::Elf {
+            path: path.display().to_string(),
+            reason: format!("file offset {file_offset:#x} is in no loadable segment"),
+        })
     })?;
     Ok(obj.bias.wrapping_add(vaddr))
 }
@@ -357,17 +368,14 @@ pub fn loaded_address_of_file_offset(path: &Path, file_offset: u64) -> Result<u6
 /// Whether the executable at `path` is dynamically linked (has PT_INTERP),
 /// which the LD_PRELOAD agent needs.
 pub fn check_dynamic(path: &Path) -> Result<(), ProbeError> {
+    with_elf(path, |elf| check_interp(path, elf))
+}
+
+fn check_interp(
+    path: &Path,
+    elf: &object::read::elf::ElfFile64<'_, object::Endianness>,
+) -> Result<(), ProbeError> {
     let shown = path.display().to_string();
-    let data = std::fs::read(path).map_err(|e| ProbeError::Elf {
-        path: shown.clone(),
-        reason: e.to_string(),
-    })?;
-    let elf = object::read::elf::ElfFile64::<object::Endianness>::parse(&*data).map_err(|e| {
-        ProbeError::Elf {
-            path: shown.clone(),
-            reason: e.to_string(),
-        }
-    })?;
     use object::read::elf::ProgramHeader;
     let endian = elf.endian();
     let interp = elf
