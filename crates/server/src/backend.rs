@@ -550,6 +550,11 @@ impl BpfjetBackend {
                 Command::MapDeleteElem(e) => {
                     return self.perf_array_elem(map, e, false).map(|()| 0)
                 }
+                // The kernel's perf event array has no lookup from user
+                // space: ENOTSUPP (524), not EOPNOTSUPP.
+                Command::MapLookupElem(_) | Command::MapLookupAndDeleteElem(_) => {
+                    return Err(Errno(524))
+                }
                 _ => {}
             }
         }

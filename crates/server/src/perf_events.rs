@@ -314,8 +314,9 @@ impl BpfjetBackend {
                 }
                 Some(_) => return Err(Errno::EINVAL),
                 None => {
-                    // SAFETY: F_GETFD only asks about the fd.
-                    if unsafe { libc::fcntl(fd as i32, libc::F_GETFD) } < 0 {
+                    // The kernel's answer for an fd that is no perf event.
+                    let target = std::fs::read_link(format!("/proc/self/fd/{fd}"));
+                    if !target.is_ok_and(|t| t.as_os_str() == "anon_inode:[perf_event]") {
                         return Err(Errno::EBADF);
                     }
                     self.warn_once(
