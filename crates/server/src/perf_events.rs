@@ -315,8 +315,7 @@ impl BpfjetBackend {
                 Some(_) => return Err(Errno::EINVAL),
                 None => {
                     // The kernel's answer for an fd that is no perf event.
-                    let target = std::fs::read_link(format!("/proc/self/fd/{fd}"));
-                    if !target.is_ok_and(|t| t.as_os_str() == "anon_inode:[perf_event]") {
+                    if !is_kernel_perf_event(fd as i32) {
                         return Err(Errno::EBADF);
                     }
                     self.warn_once(
@@ -349,6 +348,14 @@ impl BpfjetBackend {
         };
         Some(bpfjet_maps::PerfRing::open(&out.path))
     }
+}
+
+/// Whether `fd` is a perf event of the kernel (what `perf_event_get`
+/// accepts); anything else — closed, a file, a socket — the kernel refuses
+/// with `EBADF`.
+pub(crate) fn is_kernel_perf_event(fd: i32) -> bool {
+    std::fs::read_link(format!("/proc/self/fd/{fd}"))
+        .is_ok_and(|t| t.as_os_str() == "anon_inode:[perf_event]")
 }
 
 fn bindings_path(ns: &crate::Namespace, map_id: u32) -> std::path::PathBuf {

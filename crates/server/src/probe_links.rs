@@ -78,9 +78,9 @@ impl BpfjetBackend {
             Some(Obj::PerfEvent(p)) => p,
             Some(_) => return Err(Errno::EINVAL),
             None => {
-                // SAFETY: F_GETFD only asks about the fd.
-                if unsafe { libc::fcntl(target_fd as i32, libc::F_GETFD) } < 0 {
-                    // libbpf's perf-link probe passes -1 and wants EBADF.
+                // No perf event at all (libbpf's perf-link probe passes -1
+                // and wants this): the kernel's EBADF.
+                if !crate::perf_events::is_kernel_perf_event(target_fd as i32) {
                     return Err(Errno::EBADF);
                 }
                 self.warn_once(
