@@ -194,6 +194,31 @@ for ENGINE in interp jit; do
     fi
 done
 
+# The command's tree: a shell that runs the target twice. Each image loads
+# the links when it starts (the shell maps no trace_target: its uprobes
+# and semaphores wait), so both runs are traced, as on the kernel: every
+# count doubles.
+OUT=$WORK/tree.out
+"$BPFJET" exec --instance "$INST" -- "$WORK/trace_tool" "$TARGET" "$COMM" > "$OUT" 2> "$WORK/tree.err" &
+TOOL_PID=$!
+if wait_ready "$TOOL_PID" "$OUT"; then
+    "$BPFJET" trace --instance "$INST" --engine jit -- sh -c "'$TARGET' '$FILE'; '$TARGET' '$FILE'" \
+        > /dev/null 2> "$WORK/tree.trace.err" || fail "tree: bpfjet trace: $(cat "$WORK/tree.trace.err")"
+    sleep 0.5
+    stop_tool || fail "tree: trace_tool exited with status $?"
+    missing=
+    for want in "step 0 8" "step 4 8" "hits 40" "guarded 40" "sys $NR_GETPID 14" "sys $NR_OPENAT 6" "usdt 19 4" "perf_ret 8 8"; do
+        grep -qx "$want" "$OUT" || missing="$missing [$want]"
+    done
+    if [ -z "$missing" ]; then
+        echo "PASS: tree: both runs of the target under sh -c were traced (every count doubled)"
+    else
+        fail "tree: missing lines$missing:"; sed 's/^/  /' "$OUT"
+    fi
+else
+    fail "tree: trace_tool under bpfjet exec did not attach"; sed 's/^/  /' "$WORK/tree.err"
+fi
+
 if [ $fails -ne 0 ]; then
     echo "tracer: $fails check(s) failed"; exit 1
 fi

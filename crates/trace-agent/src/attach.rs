@@ -136,14 +136,20 @@ fn control_plane_object(name: &str, run: &str) -> Result<bpfjet_server::TracedOb
 /// The USDT semaphores of a control plane's uprobes (file, file offset),
 /// raised once per probe as the kernel raises a uprobe's reference
 /// counter in every process mapping the file. They stay raised while the
-/// process runs, as its probes stay patched.
+/// process runs, as its probes stay patched. (A file the process opens
+/// later with `dlopen` gets its probes then, not its semaphores.)
 fn raise_semaphores(semaphores: &[(String, u64)]) -> Result<(), String> {
     for (path, offset) in semaphores {
-        let addr = bpfjet_probe::symbols::loaded_address_of_file_offset(
+        let addr = match bpfjet_probe::symbols::loaded_address_of_file_offset(
             std::path::Path::new(path),
             *offset,
-        )
-        .map_err(|e| format!("USDT semaphore at {path}:{offset:#x}: {e}"))?;
+        ) {
+            Ok(a) => a,
+            // A file this process does not map: nothing to raise here, as
+            // the kernel raises it only in processes that map the file.
+            Err(bpfjet_probe::ProbeError::NotLoaded { .. }) => continue,
+            Err(e) => return Err(format!("USDT semaphore at {path}:{offset:#x}: {e}")),
+        };
         if !addr.is_multiple_of(2) {
             return Err(format!(
                 "USDT semaphore at {path}:{offset:#x}: address {addr:#x} is not 2-byte aligned"
