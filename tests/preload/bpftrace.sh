@@ -7,7 +7,9 @@
 # bpftrace loads its programs through bpf() (served by bpfjet under
 # `bpfjet exec`), opens its uprobes and tracepoints with perf_event_open
 # (stand-in fds, crates/server/src/perf_events.rs) and attaches with
-# PERF_EVENT_IOC_SET_BPF (bcc's way); its printf goes through a perf event
+# PERF_EVENT_IOC_SET_BPF (bcc's way); its BEGIN and END programs run
+# through BPF_PROG_TEST_RUN of a raw tracepoint program, in bpftrace's own
+# process (crates/server/src/tracing_test_run.rs); its printf goes through a perf event
 # array whose elements are its own PERF_COUNT_SW_BPF_OUTPUT events (perf
 # rings in the instance that the traced process writes, bpftrace reads
 # with epoll); at exit it reads its maps through bpf(). The output is
@@ -46,6 +48,8 @@ cc -O1 -g -o "$WORK/trace_target" "$ROOT/tests/preload/trace_target.c"
 T=$WORK/trace_target
 echo "read by trace_target" > "$WORK/somefile"
 SCRIPT="
+BEGIN { printf(\"tracing trace_target\\n\"); @begun = 1; }
+END { printf(\"done\\n\"); }
 uprobe:$T:target_step { @steps[arg0] = count(); @arg_sum = sum(arg0); printf(\"step %d in %s\\n\", arg0, comm); }
 uretprobe:$T:target_step { @ret_sum = sum(retval); @ret_hist = hist(retval); @ret_lin = lhist(retval, 0, 10, 2); }
 uprobe:$T:target_begin { @begin[comm] = count(); }
@@ -97,7 +101,7 @@ run_side() {
 run_side kernel || true
 echo "kernel:"; sed 's/^/  /' "$WORK/kernel.maps"
 for need in '^@steps\[4\]: 4$' '^@ret_sum: 80$' '^@getpid\[trace_target\]: 7$' '^@write_ret: count 1,' \
-        '^step 3 in trace_target$' '^write returned 31$'; do
+        '^step 3 in trace_target$' '^write returned 31$' '^tracing trace_target$' '^done$' '^@begun: 1$'; do
     grep -q "$need" "$WORK/kernel.maps" || fail "kernel: no line matching $need (the script's expectations are wrong)"
 done
 for engine in interp jit; do

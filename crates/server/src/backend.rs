@@ -753,10 +753,13 @@ impl BpfjetBackend {
             Some(_) => return Err(Errno::EINVAL),
             None => return self.kernel.execute(cmd),
         };
+        if progs::tracing_kind(prog.rec.prog_type).is_some() {
+            return self.tracing_test_run(&prog, t);
+        }
         if prog.rec.prog_type != BPF_PROG_TYPE_XDP {
             self.warn_once(
                 &format!("BPF_PROG_TEST_RUN of program type {}", prog.rec.prog_type),
-                "bpfjet runs XDP programs only",
+                "bpfjet runs XDP and raw tracepoint programs only",
             );
             return Err(Errno::EINVAL);
         }

@@ -22,11 +22,12 @@ mod perf_events;
 mod probe_links;
 mod progs;
 mod tail_calls;
+mod tracing_test_run;
 mod user;
 mod xdp;
 
 pub use backend::BpfjetBackend;
 pub use namespace::{Namespace, ObjRef};
-pub use perf_events::{perf_bindings, ProbePoint};
+pub use perf_events::{bind_perf_arrays, perf_bindings, ProbePoint};
 pub use probe_links::{traced_object, ProbeLink, TracedObject, TracedProgram};
 pub use xdp::{data_plane_program, XdpRequest};

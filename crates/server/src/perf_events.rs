@@ -362,6 +362,31 @@ fn bindings_path(ns: &crate::Namespace, map_id: u32) -> std::path::PathBuf {
     ns.dir().join("perf").join(format!("map.{map_id}.json"))
 }
 
+/// Bind every PERF_EVENT_ARRAY among `maps` (this process's handles) to
+/// the perf output events a control plane put in it: element i's output
+/// goes to that event's ring; an element left empty fails the output with
+/// `-ENOENT`, as in the kernel.
+pub fn bind_perf_arrays(
+    ns: &crate::Namespace,
+    maps: &[std::sync::Arc<bpfjet_maps::Map>],
+) -> Result<(), String> {
+    for map in maps
+        .iter()
+        .filter(|m| m.map_type() == bpfjet_maps::MapType::PerfEventArray)
+    {
+        let bound = perf_bindings(ns, map.id());
+        let rings = (0..map.max_entries())
+            .map(|i| {
+                let path = bound.get(&i)?;
+                bpfjet_maps::PerfRing::open(std::path::Path::new(path)).ok()
+            })
+            .collect();
+        map.bind_perf_rings(rings)
+            .map_err(|e| format!("map {}: {e}", map.name()))?;
+    }
+    Ok(())
+}
+
 /// The perf output events a control plane put in PERF_EVENT_ARRAY
 /// `map_id`: element index -> ring file.
 pub fn perf_bindings(

@@ -113,23 +113,9 @@ fn control_plane_object(name: &str, run: &str) -> Result<bpfjet_server::TracedOb
     let traced = bpfjet_server::traced_object(&ns, std::process::id())
         .map_err(|e| format!("instance {name}: {e}"))?;
     // A PERF_EVENT_ARRAY's output goes to the perf events the control
-    // plane put in it (its perf buffer reader's rings); an element it left
-    // empty fails the output with -ENOENT, as in the kernel.
-    for map in traced
-        .maps
-        .iter()
-        .filter(|m| m.map_type() == bpfjet_maps::MapType::PerfEventArray)
-    {
-        let bound = bpfjet_server::perf_bindings(&ns, map.id());
-        let rings = (0..map.max_entries())
-            .map(|i| {
-                let path = bound.get(&i)?;
-                bpfjet_maps::PerfRing::open(std::path::Path::new(path)).ok()
-            })
-            .collect();
-        map.bind_perf_rings(rings)
-            .map_err(|e| format!("instance {name}: map {}: {e}", map.name()))?;
-    }
+    // plane put in it (its perf buffer reader's rings).
+    bpfjet_server::bind_perf_arrays(&ns, &traced.maps)
+        .map_err(|e| format!("instance {name}: {e}"))?;
     Ok(traced)
 }
 
