@@ -4,7 +4,9 @@
 # its programs run inside tests/preload/trace_target.c; the maps bpftrace
 # prints when it ends must be the same.
 #
-# bpftrace loads its programs through bpf() (served by bpfjet under
+# bpftrace finds the kernel's BTF by walking the BTF ids (the kernel's,
+# below bpfjet's: `args->filename` of sys_enter_openat needs it) and
+# loads its programs through bpf() (served by bpfjet under
 # `bpfjet exec`), opens its uprobes and tracepoints with perf_event_open
 # (stand-in fds, crates/server/src/perf_events.rs) and attaches with
 # PERF_EVENT_IOC_SET_BPF (bcc's way); its BEGIN and END programs run
@@ -52,7 +54,9 @@ BEGIN { printf(\"tracing trace_target\\n\"); @begun = 1; }
 END { printf(\"done\\n\"); }
 uprobe:$T:target_step { @steps[arg0] = count(); @arg_sum = sum(arg0); printf(\"step %d in %s\\n\", arg0, comm); }
 uretprobe:$T:target_step { @ret_sum = sum(retval); @ret_hist = hist(retval); @ret_lin = lhist(retval, 0, 10, 2); }
-uprobe:$T:target_begin { @begin[comm] = count(); }
+uprobe:$T:target_begin { @begin[comm] = count(); @go[pid] = 1; }
+tracepoint:syscalls:sys_enter_openat /@go[pid]/ { printf(\"open %s\\n\", str(args->filename)); }
+uprobe:$T:target_end { delete(@go[pid]); }
 tracepoint:syscalls:sys_enter_getpid /comm == \"trace_target\"/ { @getpid[comm] = count(); }
 tracepoint:syscalls:sys_exit_write /comm == \"trace_target\"/ { @write_ret = stats(args->ret); printf(\"write returned %d\\n\", args->ret); }
 "
@@ -101,7 +105,8 @@ run_side() {
 run_side kernel || true
 echo "kernel:"; sed 's/^/  /' "$WORK/kernel.maps"
 for need in '^@steps\[4\]: 4$' '^@ret_sum: 80$' '^@getpid\[trace_target\]: 7$' '^@write_ret: count 1,' \
-        '^step 3 in trace_target$' '^write returned 31$' '^tracing trace_target$' '^done$' '^@begun: 1$'; do
+        '^step 3 in trace_target$' '^write returned 31$' '^tracing trace_target$' '^done$' '^@begun: 1$' \
+        '^open /nonexistent/bpfjet-trace$'; do
     grep -q "$need" "$WORK/kernel.maps" || fail "kernel: no line matching $need (the script's expectations are wrong)"
 done
 for engine in interp jit; do

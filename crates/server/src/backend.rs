@@ -1138,6 +1138,14 @@ impl Backend for BpfjetBackend {
                     // first, so it lists what the kernel would.
                     self.sweep();
                 }
+                // The kernel's BTF (vmlinux, modules) below bpfjet's ids:
+                // tools find vmlinux's BTF by walking the BTF ids.
+                if kind == Kind::Btf && g.start_id < crate::namespace::BTF_ID_BASE {
+                    match self.kernel.execute(cmd) {
+                        Ok(r) if g.next_id.get() < crate::namespace::BTF_ID_BASE => return Ok(r),
+                        _ => {}
+                    }
+                }
                 let next = self
                     .ns
                     .ids(kind)
@@ -1150,6 +1158,7 @@ impl Backend for BpfjetBackend {
             Command::GetFdById(g) => match g.kind {
                 IdKind::Map => self.open_ref(ObjRef::Map(g.id)),
                 IdKind::Prog => self.open_ref(ObjRef::Prog(g.id)),
+                IdKind::Btf if g.id < crate::namespace::BTF_ID_BASE => self.kernel.execute(cmd),
                 IdKind::Btf => self.open_ref(ObjRef::Btf(g.id)),
                 IdKind::Link => self.open_ref(ObjRef::Link(g.id)),
             },

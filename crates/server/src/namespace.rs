@@ -21,6 +21,11 @@ use std::os::unix::fs::OpenOptionsExt;
 use std::os::unix::io::IntoRawFd;
 use std::path::{Path, PathBuf};
 
+/// bpfjet's BTF ids start here: the ids below are the kernel's BTF objects
+/// (vmlinux, modules), which tools find by walking the BTF ids and which
+/// `BPF_BTF_GET_NEXT_ID`/`GET_FD_BY_ID` pass to the kernel.
+pub const BTF_ID_BASE: u32 = 1 << 28;
+
 /// What an id or a pin names.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum ObjRef {
@@ -182,7 +187,15 @@ impl Namespace {
         let mut text = String::new();
         counter.read_to_string(&mut text).map_err(io_errno)?;
         let last: u32 = text.trim().parse().unwrap_or(0);
-        let mut id = last.max(self.ids(kind).last().copied().unwrap_or(0)) + 1;
+        let floor = if kind == Kind::Btf {
+            BTF_ID_BASE - 1
+        } else {
+            0
+        };
+        let mut id = last
+            .max(self.ids(kind).last().copied().unwrap_or(0))
+            .max(floor)
+            + 1;
         let mut file = loop {
             match OpenOptions::new()
                 .write(true)
