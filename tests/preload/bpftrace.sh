@@ -4,6 +4,10 @@
 # its programs run inside tests/preload/trace_target.c; the maps bpftrace
 # prints when it ends must be the same.
 #
+# Its USDT probes (bcc's: a uprobe at the probe's nop, the semaphore's
+# offset in the perf event) include one behind a semaphore, which only a
+# raised semaphore lets fire.
+#
 # bpftrace finds the kernel's BTF by walking the BTF ids (the kernel's,
 # below bpfjet's: `args->filename` of sys_enter_openat needs it) and
 # loads its programs through bpf() (served by bpfjet under
@@ -59,6 +63,8 @@ tracepoint:syscalls:sys_enter_openat /@go[pid]/ { printf(\"open %s\\n\", str(arg
 uprobe:$T:target_end { delete(@go[pid]); }
 tracepoint:syscalls:sys_enter_getpid /comm == \"trace_target\"/ { @getpid[comm] = count(); }
 tracepoint:syscalls:sys_exit_write /comm == \"trace_target\"/ { @write_ret = stats(args->ret); printf(\"write returned %d\\n\", args->ret); }
+usdt:$T:trace_target:step { @usdt_x[arg1] = count(); }
+usdt:$T:trace_target:guarded { @guarded = count(); }
 "
 
 fails=0
@@ -106,7 +112,7 @@ run_side kernel || true
 echo "kernel:"; sed 's/^/  /' "$WORK/kernel.maps"
 for need in '^@steps\[4\]: 4$' '^@ret_sum: 80$' '^@getpid\[trace_target\]: 7$' '^@write_ret: count 1,' \
         '^step 3 in trace_target$' '^write returned 31$' '^tracing trace_target$' '^done$' '^@begun: 1$' \
-        '^open /nonexistent/bpfjet-trace$'; do
+        '^open /nonexistent/bpfjet-trace$' '^@usdt_x\[4\]: 4$' '^@guarded: 20$'; do
     grep -q "$need" "$WORK/kernel.maps" || fail "kernel: no line matching $need (the script's expectations are wrong)"
 done
 for engine in interp jit; do
