@@ -412,22 +412,16 @@ impl BpfjetBackend {
         // The table only: a stand-in fd is never inherited or received
         // (and every ioctl of the process passes here).
         let probe = match self.fds.get(fd)? {
-            Obj::PerfEvent(probe) => probe,
-            // A perf buffer reader enables its events and may reset them.
-            Obj::PerfOutput(_) => {
-                return Some(match request {
-                    PERF_EVENT_IOC_ENABLE | PERF_EVENT_IOC_DISABLE => Ok(0),
-                    _ => Err(Errno(libc::ENOTTY)),
-                })
-            }
+            Obj::PerfEvent(probe) => Some(probe),
+            Obj::PerfOutput(_) => None,
             _ => return None,
         };
-        Some(match request {
-            // libbpf enables the event after linking and disables it
-            // before closing; what runs is decided by the link, which
-            // lasts until its fd closes.
-            PERF_EVENT_IOC_ENABLE | PERF_EVENT_IOC_DISABLE => Ok(0),
-            PERF_EVENT_IOC_SET_BPF => self.perf_event_set_bpf(&probe, arg as u32),
+        Some(match (request, probe) {
+            // libbpf and perf buffer readers enable their events and
+            // disable them before closing; what runs is decided by the
+            // link, which lasts until its fd closes.
+            (PERF_EVENT_IOC_ENABLE | PERF_EVENT_IOC_DISABLE, _) => Ok(0),
+            (PERF_EVENT_IOC_SET_BPF, Some(probe)) => self.perf_event_set_bpf(&probe, arg as u32),
             _ => Err(Errno(libc::ENOTTY)),
         })
     }

@@ -41,14 +41,6 @@ pub struct ProbeLink {
     pub cookie: u64,
 }
 
-/// Whether a program of type `prog_type` runs at `point`, as the kernel's
-/// `perf_event_set_bpf_prog`/raw tracepoint checks: kprobe-type programs on
-/// uprobes, tracepoint programs on tracepoints, raw-tracepoint programs on
-/// raw tracepoints.
-fn type_fits(prog_type: u32, point: &ProbePoint) -> bool {
-    prog_type == point.prog_type()
-}
-
 impl BpfjetBackend {
     /// A bpfjet tracing program behind `fd` (kprobe, tracepoint or raw
     /// tracepoint type). None: not a bpfjet program of such a type.
@@ -178,7 +170,10 @@ impl BpfjetBackend {
         prog: &crate::objects::ProgObj,
         probe: ProbeLink,
     ) -> Result<u32, Errno> {
-        if !type_fits(prog.rec.prog_type, &probe.point) {
+        // The kernel's `perf_event_set_bpf_prog`/raw tracepoint checks:
+        // kprobe-type programs on uprobes, tracepoint programs on
+        // tracepoints, raw-tracepoint programs on raw tracepoints.
+        if prog.rec.prog_type != probe.point.prog_type() {
             self.warn_once(
                 &format!(
                     "link of program {} to {}",

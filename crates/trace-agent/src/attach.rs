@@ -87,6 +87,37 @@ pub struct Agent {
 
 static AGENT: OnceLock<Agent> = OnceLock::new();
 
+/// Attach a site's handlers where its target is: at a function's entry, a
+/// jump with entry and return trampolines (the attachment returned); at
+/// `SYMBOL+OFF` inside a function (a control plane's USDT probe), where
+/// any branch of the function may land and its frame is live, the entry
+/// handler as USDT probes are patched — a jump only where no branch lands
+/// in the patched bytes, else a trap — kept in [`INSIDE_PATCHES`]. Both
+/// the attach at start and a later `dlopen`'s go through here.
+pub(crate) fn attach_site(
+    target: &bpfjet_probe::ResolvedSymbol,
+    on_entry: Option<bpfjet_probe::ProbeHandler>,
+    on_return: Option<bpfjet_probe::ProbeHandler>,
+) -> Result<Option<Attachment>, ProbeError> {
+    if target.offset == 0 {
+        return attach(target, on_entry, on_return).map(Some);
+    }
+    if on_return.is_some() {
+        return Err(ProbeError::Unpatchable {
+            symbol: target.symbol.clone(),
+            offset: target.offset,
+            address: target.address,
+            reason: "a uretprobe attaches to a function's entry, not an offset".into(),
+        });
+    }
+    if let Some(handler) = on_entry {
+        let (patch, _) =
+            bpfjet_probe::usdt::attach_inside(target, target.address - target.offset, handler)?;
+        INSIDE_PATCHES.lock().unwrap().push(patch);
+    }
+    Ok(None)
+}
+
 /// Probes patched inside functions (at `SYMBOL+OFF`): kept for the life of
 /// the process, as the function-entry attachments are.
 static INSIDE_PATCHES: Mutex<Vec<bpfjet_probe::usdt::UsdtPatch>> = Mutex::new(Vec::new());
@@ -682,24 +713,15 @@ pub fn start(cfg: Config) -> Result<(), String> {
                     }
                 })
             });
-        if target.offset != 0 {
-            // Inside a function (`SYMBOL+OFF`, a control plane's USDT
-            // probe): any branch of it may land there and its frame is
-            // live, so a trap where a jump is unsafe (return probes at an
-            // offset were refused above).
-            if let Some(handler) = on_entry {
-                let (patch, _) = bpfjet_probe::usdt::attach_inside(
-                    &target,
-                    target.address - target.offset,
-                    handler,
-                )
-                .map_err(|e| format!("{shown}+{:#x}: {e}", target.offset))?;
-                INSIDE_PATCHES.lock().unwrap().push(patch);
-            }
-            continue;
+        let at = match target.offset {
+            0 => shown.clone(),
+            off => format!("{shown}+{off:#x}"),
+        };
+        if let Some(a) =
+            attach_site(&target, on_entry, on_return).map_err(|e| format!("{at}: {e}"))?
+        {
+            agent.attachments.lock().unwrap().push(a);
         }
-        let a = attach(&target, on_entry, on_return).map_err(|e| format!("{shown}: {e}"))?;
-        agent.attachments.lock().unwrap().push(a);
     }
 
     usdt::attach(object, usdt_probes)?;

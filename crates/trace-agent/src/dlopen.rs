@@ -21,7 +21,7 @@
 use crate::attach::regs_view;
 use crate::{alive, usdt};
 use bpfjet_probe::symbols::{loaded_objects, resolve, LoadedObject, UprobeTarget};
-use bpfjet_probe::{attach, Attachment, PtRegs, ResolvedSymbol};
+use bpfjet_probe::{Attachment, PtRegs, ResolvedSymbol};
 use bpfjet_runtime::tracing::{ProbeSite, ProgId, TracingObject};
 use std::collections::BTreeMap;
 use std::ffi::{c_char, c_int, c_void};
@@ -261,8 +261,9 @@ fn attach_file(
             Box::new(move |regs: &mut PtRegs| run(object, &returns, address, regs))
                 as bpfjet_probe::ProbeHandler
         });
-        match attach(&target, on_entry, on_return) {
-            Ok(a) => attached.push(a),
+        match crate::attach::attach_site(&target, on_entry, on_return) {
+            Ok(Some(a)) => attached.push(a),
+            Ok(None) => {}
             Err(e) => errors.push(format!("{}:{}: {e}", target.path.display(), target.symbol)),
         }
     }
