@@ -194,5 +194,63 @@ else
     fail "link gone: bpftrace did not attach:"; sed 's/^/  /' "$WORK/gone.err"
 fi
 
+# `interval` probes: a cpu-clock timer event (pid -1, CPU 0) with a
+# BPF_PROG_TYPE_PERF_EVENT program, which bpfjet runs on a timer in
+# bpftrace's own process (crates/server/src/perf_timers.rs). The script
+# ends itself: `exit()` from an interval, as bpftrace scripts bounded in
+# time do. Ticks every 100 ms (about 25 before the exit at 2.5 s), the
+# target's calls counted and printed from the interval.
+SCRIPT="
+uprobe:$T:target_step { @steps = count(); }
+interval:ms:100 { printf(\"tick\\n\"); }
+interval:ms:2500 { print(@steps); exit(); }
+"
+for side in kernel jit; do
+    out=$WORK/interval.$side.out
+    if [ "$side" = kernel ]; then
+        timeout 20 bpftrace -e "$SCRIPT" > "$out" 2> "$out.err" &
+    else
+        timeout 20 "$BPFJET" exec --instance "$INST" -- bpftrace -e "$SCRIPT" > "$out" 2> "$out.err" &
+    fi
+    BT_PID=$!
+    if wait_attached "$BT_PID" "$out"; then
+        if [ "$side" = kernel ]; then
+            "$T" "$WORK/somefile" > /dev/null
+        else
+            "$BPFJET" trace --instance "$INST" --engine jit -- "$T" "$WORK/somefile" > /dev/null 2> "$WORK/trace.interval.err" \
+                || { fail "interval: bpfjet trace failed:"; sed 's/^/  /' "$WORK/trace.interval.err"; }
+        fi
+        # bpftrace ends by itself (the 2.5 s interval's exit()).
+        wait "$BT_PID" || fail "interval: $side: bpftrace exited with status $?"
+    else
+        fail "interval: $side: bpftrace did not attach:"; sed 's/^/  /' "$out.err"
+    fi
+    BT_PID=
+    grep -v '^Attaching' "$out" | grep -v '^$' | grep -vx tick > "$WORK/interval.$side" || true
+    ticks=$(grep -cx tick "$out" || true)
+    if [ "$ticks" -ge 10 ]; then
+        echo "interval: $side: $ticks ticks of interval:ms:100 before the exit at 2.5 s"
+    else
+        fail "interval: $side: $ticks ticks of interval:ms:100 in 2.5 s"
+    fi
+done
+if [ -s "$WORK/interval.kernel" ] && diff -u "$WORK/interval.kernel" "$WORK/interval.jit" > "$WORK/diff.interval"; then
+    echo "PASS: bpftrace interval probes under bpfjet: printed the kernel's lines ($(tr '\n' ' ' < "$WORK/interval.jit"))"
+else
+    fail "interval: bpftrace's lines under bpfjet differ from the kernel's (or the kernel printed none):"
+    sed 's/^/  /' "$WORK/diff.interval" 2>/dev/null || true
+fi
+
+# A sampling profiler's program (the interrupted task's stack) is refused
+# at attach, with the reason, and bpftrace ends with its error.
+rc=0
+timeout 20 "$BPFJET" exec --instance "$INST" -- bpftrace -e 'profile:hz:99 { @[ustack] = count(); }' \
+    > "$WORK/profile.out" 2> "$WORK/profile.err" || rc=$?
+if [ $rc != 0 ] && grep -q 'not as a sampling profiler' "$WORK/profile.err"; then
+    echo "PASS: bpftrace's profile probe is refused with the reason (status $rc)"
+else
+    fail "profile: status $rc, stderr:"; sed 's/^/  /' "$WORK/profile.err"
+fi
+
 [ "$fails" = 0 ] && echo "bpftrace.sh: all checks passed"
 exit $((fails != 0))

@@ -38,6 +38,9 @@ pub enum ProgType {
     Tracepoint = 5,
     /// `BPF_PROG_TYPE_XDP`: context `struct xdp_md`.
     Xdp = 6,
+    /// `BPF_PROG_TYPE_PERF_EVENT`: context `struct bpf_perf_event_data`
+    /// (the interrupted `pt_regs`, `sample_period`, `addr`).
+    PerfEvent = 7,
     /// `BPF_PROG_TYPE_RAW_TRACEPOINT`: context the tracepoint's `u64` arguments.
     RawTracepoint = 17,
 }
@@ -49,6 +52,7 @@ impl ProgType {
             ProgType::Kprobe => "kprobe",
             ProgType::Tracepoint => "tracepoint",
             ProgType::Xdp => "xdp",
+            ProgType::PerfEvent => "perf_event",
             ProgType::RawTracepoint => "raw_tracepoint",
         }
     }
@@ -192,6 +196,9 @@ pub enum ProgKind {
     Tracepoint { category: String, name: String },
     /// `raw_tracepoint/NAME`, `raw_tp/NAME` (empty for a bare section).
     RawTracepoint { name: String },
+    /// `perf_event`: a program run by a perf event's overflow (a timer's
+    /// tick, a sampled counter), attached to the event by the loader.
+    PerfEvent,
     /// A type bpfjet recognises but cannot run; holds libbpf's name for the
     /// type (`sched_cls`, `tracing`, ...), or `unknown` for a section name
     /// that matches no libbpf 1.x section definition.
@@ -492,7 +499,7 @@ fn tracing_kind(section: &str) -> Option<ProgKind> {
             return Some(ProgKind::RawTracepoint { name });
         }
     }
-    None
+    (section == "perf_event").then_some(ProgKind::PerfEvent)
 }
 
 /// Section names libbpf < 1.0 loaded as XDP and libbpf 1.x does not
@@ -571,6 +578,7 @@ impl ProgKind {
             ProgKind::Probe(_) => Some(ProgType::Kprobe),
             ProgKind::Tracepoint { .. } => Some(ProgType::Tracepoint),
             ProgKind::RawTracepoint { .. } => Some(ProgType::RawTracepoint),
+            ProgKind::PerfEvent => Some(ProgType::PerfEvent),
             ProgKind::Unsupported(_) => None,
         }
     }
@@ -706,6 +714,7 @@ impl ProgKind {
             ProgKind::Probe(_) => "kprobe",
             ProgKind::Tracepoint { .. } => "tracepoint",
             ProgKind::RawTracepoint { .. } => "raw_tracepoint",
+            ProgKind::PerfEvent => "perf_event",
             ProgKind::Unsupported(t) => t,
         }
     }

@@ -131,7 +131,7 @@ pub unsafe extern "C" fn syscall(
         return bpfjet_bpf(a1, a2, a3);
     }
     if n == libc::SYS_perf_event_open {
-        if let Some(r) = perf_event_open(a1, a2) {
+        if let Some(r) = perf_event_open(a1, a2, a3, a4, a5) {
             return r;
         }
     }
@@ -418,14 +418,30 @@ pub extern "C" fn bpfjet_bpf(
 /// (a uprobe, a system-call tracepoint): a stand-in fd the control plane
 /// links its program to (`bpfjet_server`'s perf_events). None: the
 /// kernel's event.
-fn perf_event_open(attr: libc::c_long, pid: libc::c_long) -> Option<libc::c_long> {
+fn perf_event_open(
+    attr: libc::c_long,
+    pid: libc::c_long,
+    cpu: libc::c_long,
+    group_fd: libc::c_long,
+    flags: libc::c_long,
+) -> Option<libc::c_long> {
+    // bpfjet's own call of the kernel's (a timer event's).
+    if INSIDE.with(|i| i.get()) {
+        return None;
+    }
     let server = match server() {
         Ok(s) => s,
         Err(_) => return None,
     };
     INSIDE.with(|i| i.set(true));
     let r = catch_unwind(AssertUnwindSafe(|| {
-        server.perf_event_open(attr as u64, pid as i32)
+        server.perf_event_open(
+            attr as u64,
+            pid as i32,
+            cpu as i32,
+            group_fd as i32,
+            flags as u64,
+        )
     }));
     INSIDE.with(|i| i.set(false));
     match r {
@@ -460,9 +476,13 @@ pub unsafe extern "C" fn ioctl(
 ) -> libc::c_int {
     if let Some(Ok(server)) = SERVER.get() {
         if !INSIDE.with(|i| i.get()) {
+            // bpfjet's own calls while serving it (a timer's maps mapped,
+            // a kernel event's ioctl) are not the application's.
+            INSIDE.with(|i| i.set(true));
             let r = catch_unwind(AssertUnwindSafe(|| {
                 server.perf_event_ioctl(fd, request, arg)
             }));
+            INSIDE.with(|i| i.set(false));
             match r {
                 Ok(None) => {}
                 Ok(Some(Ok(v))) => return v as libc::c_int,

@@ -19,6 +19,7 @@ mod maps;
 mod namespace;
 mod objects;
 mod perf_events;
+mod perf_timers;
 mod probe_links;
 mod progs;
 mod tail_calls;

@@ -25,6 +25,8 @@ use std::sync::{Arc, OnceLock};
 /// buffer reader opens per CPU for `bpf_perf_event_output`.
 const PERF_TYPE_SOFTWARE: u32 = 1;
 const PERF_COUNT_SW_BPF_OUTPUT: u64 = 10;
+/// `PERF_COUNT_SW_CPU_CLOCK`: the timer bpftrace's `interval` samples.
+const PERF_COUNT_SW_CPU_CLOCK: u64 = 0;
 /// `PERF_TYPE_TRACEPOINT`.
 const PERF_TYPE_TRACEPOINT: u32 = 2;
 /// `PERF_ATTR_SIZE_VER0`: a zero `size` means this one.
@@ -57,6 +59,11 @@ pub enum ProbePoint {
     Tracepoint { category: String, name: String },
     /// `raw_tracepoint/NAME` (`sys_enter` or `sys_exit`).
     RawTracepoint { name: String },
+    /// A `cpu-clock` software event of every process on CPU `cpu`, its
+    /// overflow every `period_ns` (bpftrace's `interval`): a program
+    /// linked to it runs on a timer in the control plane's own process
+    /// (crate::perf_timers), not in traced processes.
+    Timer { period_ns: u64, cpu: i32 },
 }
 
 impl ProbePoint {
@@ -80,6 +87,7 @@ impl ProbePoint {
             }
             ProbePoint::Tracepoint { category, name } => format!("tracepoint/{category}/{name}"),
             ProbePoint::RawTracepoint { name } => format!("raw_tracepoint/{name}"),
+            ProbePoint::Timer { .. } => "perf_event".to_string(),
         }
     }
 
@@ -89,6 +97,7 @@ impl ProbePoint {
             ProbePoint::Uprobe { .. } => 2,
             ProbePoint::Tracepoint { .. } => 5,
             ProbePoint::RawTracepoint { .. } => 17,
+            ProbePoint::Timer { .. } => 7,
         }
     }
 }
@@ -102,6 +111,9 @@ pub struct PerfProbe {
     /// The link `PERF_EVENT_IOC_SET_BPF` made, and the fd on its record
     /// that holds it while this event is open.
     pub link: std::sync::Mutex<Option<(u32, i32)>>,
+    /// Counting (`PERF_EVENT_IOC_ENABLE`/`DISABLE`, `attr.disabled`): a
+    /// [`ProbePoint::Timer`] runs its program only while it is.
+    pub enabled: Arc<std::sync::atomic::AtomicBool>,
 }
 
 impl PerfProbe {
@@ -196,10 +208,18 @@ fn u64_at(b: &[u8], off: usize) -> u64 {
 impl BpfjetBackend {
     /// `perf_event_open(attr, pid, cpu, group_fd, flags)`: a stand-in fd
     /// for a probe bpfjet runs, `None` for an event that is the kernel's.
-    pub fn perf_event_open(&self, attr: u64, pid: i32) -> Option<Result<i64, Errno>> {
+    pub fn perf_event_open(
+        &self,
+        attr: u64,
+        pid: i32,
+        cpu: i32,
+        group_fd: i32,
+        flags: u64,
+    ) -> Option<Result<i64, Errno>> {
         if attr == 0 {
             return None;
         }
+        let attr_addr = attr;
         let head = user::read(attr, 8).ok()?;
         let ty = u32::from_ne_bytes(head[0..4].try_into().ok()?);
         let size = match u32::from_ne_bytes(head[4..8].try_into().ok()?) as usize {
@@ -238,6 +258,8 @@ impl BpfjetBackend {
             }
         } else if ty == PERF_TYPE_SOFTWARE && config == PERF_COUNT_SW_BPF_OUTPUT {
             return Some(self.perf_output_open());
+        } else if ty == PERF_TYPE_SOFTWARE && config == PERF_COUNT_SW_CPU_CLOCK && pid == -1 {
+            return Some(self.timer_event_open(attr_addr, &attr, cpu, group_fd, flags));
         } else if ty == PERF_TYPE_TRACEPOINT {
             let (category, name) = syscall_tracepoints().get(&config)?.clone();
             ProbePoint::Tracepoint { category, name }
@@ -248,6 +270,7 @@ impl BpfjetBackend {
             point,
             pid,
             link: std::sync::Mutex::new(None),
+            enabled: Arc::new(std::sync::atomic::AtomicBool::new(true)),
         }))))
     }
 }
@@ -358,7 +381,7 @@ pub(crate) fn is_kernel_perf_event(fd: i32) -> bool {
         .is_ok_and(|t| t.as_os_str() == "anon_inode:[perf_event]")
 }
 
-fn bindings_path(ns: &crate::Namespace, map_id: u32) -> std::path::PathBuf {
+pub(crate) fn bindings_path(ns: &crate::Namespace, map_id: u32) -> std::path::PathBuf {
     ns.dir().join("perf").join(format!("map.{map_id}.json"))
 }
 
@@ -374,17 +397,29 @@ pub fn bind_perf_arrays(
         .iter()
         .filter(|m| m.map_type() == bpfjet_maps::MapType::PerfEventArray)
     {
-        let bound = perf_bindings(ns, map.id());
-        let rings = (0..map.max_entries())
-            .map(|i| {
-                let path = bound.get(&i)?;
-                bpfjet_maps::PerfRing::open(std::path::Path::new(path)).ok()
-            })
-            .collect();
-        map.bind_perf_rings(rings)
-            .map_err(|e| format!("map {}: {e}", map.name()))?;
+        bind_perf_array(&bindings_path(ns, map.id()), map)?;
     }
     Ok(())
+}
+
+/// Bind PERF_EVENT_ARRAY `map` to the rings its bindings file (at
+/// `bindings`) names.
+pub(crate) fn bind_perf_array(
+    bindings: &std::path::Path,
+    map: &bpfjet_maps::Map,
+) -> Result<(), String> {
+    let bound: std::collections::BTreeMap<u32, String> = std::fs::read(bindings)
+        .ok()
+        .and_then(|b| serde_json::from_slice(&b).ok())
+        .unwrap_or_default();
+    let rings = (0..map.max_entries())
+        .map(|i| {
+            let path = bound.get(&i)?;
+            bpfjet_maps::PerfRing::open(std::path::Path::new(path)).ok()
+        })
+        .collect();
+    map.bind_perf_rings(rings)
+        .map_err(|e| format!("map {}: {e}", map.name()))
 }
 
 /// The perf output events a control plane put in PERF_EVENT_ARRAY
@@ -416,6 +451,11 @@ impl BpfjetBackend {
             Obj::PerfOutput(_) => None,
             _ => return None,
         };
+        // A timer event is the kernel's event too: it counts, and its
+        // other ioctls are the kernel's.
+        if let Some(probe) = probe.as_ref().filter(|p| p.is_kernel_event()) {
+            return self.timer_event_ioctl(probe, request, arg);
+        }
         Some(match (request, probe) {
             // libbpf and perf buffer readers enable their events and
             // disable them before closing; what runs is decided by the

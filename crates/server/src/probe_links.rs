@@ -84,14 +84,16 @@ impl BpfjetBackend {
             }
         };
         let cookie = u64::from(word(raw, 16)) | u64::from(word(raw, 20)) << 32;
-        self.new_probe_link(
+        let id = self.probe_link_record(
             prog,
             ProbeLink {
                 point: probe.point.clone(),
                 pid: probe.pid,
                 cookie,
             },
-        )
+            &probe.enabled,
+        )?;
+        self.new_fd(Obj::Link(id))
     }
 
     /// `BPF_RAW_TRACEPOINT_OPEN` of a bpfjet raw-tracepoint program:
@@ -111,22 +113,15 @@ impl BpfjetBackend {
             return Err(Errno::EINVAL);
         }
         let cookie = u64::from(word(raw, 16)) | u64::from(word(raw, 20)) << 32;
-        self.new_probe_link(
+        let id = self.probe_link_record(
             prog,
             ProbeLink {
                 point: ProbePoint::RawTracepoint { name },
                 pid: -1,
                 cookie,
             },
-        )
-    }
-
-    fn new_probe_link(
-        &self,
-        prog: &crate::objects::ProgObj,
-        probe: ProbeLink,
-    ) -> Result<i64, Errno> {
-        let id = self.probe_link_record(prog, probe)?;
+            &Arc::new(std::sync::atomic::AtomicBool::new(true)),
+        )?;
         self.new_fd(Obj::Link(id))
     }
 
@@ -152,6 +147,7 @@ impl BpfjetBackend {
                 pid: event.pid,
                 cookie: 0,
             },
+            &event.enabled,
         )?;
         let fd = match self.ns.open_record(Kind::Link, id) {
             Ok(fd) => fd,
@@ -165,10 +161,13 @@ impl BpfjetBackend {
         Ok(0)
     }
 
+    /// The link record of `probe`; for a timer, its thread is started too,
+    /// running while `enabled` (the event's counting state).
     fn probe_link_record(
         &self,
         prog: &crate::objects::ProgObj,
         probe: ProbeLink,
+        enabled: &Arc<std::sync::atomic::AtomicBool>,
     ) -> Result<u32, Errno> {
         // The kernel's `perf_event_set_bpf_prog`/raw tracepoint checks:
         // kprobe-type programs on uprobes, tracepoint programs on
@@ -183,6 +182,23 @@ impl BpfjetBackend {
                 "the program's type does not run there",
             );
             return Err(Errno::EINVAL);
+        }
+        let timer_period = match probe.point {
+            ProbePoint::Timer { period_ns, .. } => Some(period_ns),
+            _ => None,
+        };
+        if let Some(period_ns) = timer_period {
+            // The kernel's perf_event_set_bpf_prog: a sampling event only.
+            if period_ns == 0 {
+                return Err(Errno::EINVAL);
+            }
+            if let Some(why) = self.timer_refusal(prog) {
+                self.warn_once(
+                    &format!("perf_event program {} on a cpu-clock timer", prog.rec.name),
+                    &why,
+                );
+                return Err(Errno::EINVAL);
+            }
         }
         let rec = LinkRecord {
             id: 0,
@@ -205,6 +221,12 @@ impl BpfjetBackend {
             r.id = id;
             serde_json::to_vec(&r).unwrap_or_default()
         })?;
+        if let Some(period_ns) = timer_period {
+            if let Err(e) = self.start_timer(prog, id, period_ns, enabled.clone()) {
+                self.release_link(id);
+                return Err(e);
+            }
+        }
         Ok(id)
     }
 }
@@ -213,6 +235,10 @@ impl BpfjetBackend {
 const BPF_PERF_EVENT_UPROBE: u32 = 1;
 const BPF_PERF_EVENT_URETPROBE: u32 = 2;
 const BPF_PERF_EVENT_TRACEPOINT: u32 = 5;
+const BPF_PERF_EVENT_EVENT: u32 = 6;
+/// `PERF_TYPE_SOFTWARE`, `PERF_COUNT_SW_CPU_CLOCK`: a timer's event.
+const PERF_TYPE_SOFTWARE: u32 = 1;
+const PERF_COUNT_SW_CPU_CLOCK: u64 = 0;
 
 /// A name into the user's buffer as the kernel's link info copies one
 /// (`bpf_copy_to_user`): the length with its NUL reported at `len_off`;
@@ -289,6 +315,13 @@ pub(crate) fn link_info(
             copy_name(&mut b, user, 24, 32, name)?;
             b[40..48].copy_from_slice(&probe.cookie.to_ne_bytes());
         }
+        // event { config; type; :32; cookie; }
+        ProbePoint::Timer { .. } => {
+            b[16..20].copy_from_slice(&BPF_PERF_EVENT_EVENT.to_ne_bytes());
+            b[24..32].copy_from_slice(&PERF_COUNT_SW_CPU_CLOCK.to_ne_bytes());
+            b[32..36].copy_from_slice(&PERF_TYPE_SOFTWARE.to_ne_bytes());
+            b[40..48].copy_from_slice(&probe.cookie.to_ne_bytes());
+        }
     }
     Ok((b, size))
 }
@@ -341,6 +374,10 @@ pub fn traced_object(ns: &Namespace, pid: u32) -> Result<TracedObject, String> {
             continue;
         };
         let Some(probe) = &link.probe else { continue };
+        // A timer's program runs in the control plane's process.
+        if matches!(probe.point, ProbePoint::Timer { .. }) {
+            continue;
+        }
         if probe.pid != -1 && probe.pid as u32 != pid {
             continue;
         }

@@ -201,6 +201,7 @@ pub fn tracing_kind(prog_type: u32) -> Option<&'static str> {
         2 => Some("uprobe"),
         5 => Some("tracepoint"),
         17 => Some("raw_tracepoint"),
+        7 => Some("perf_event"),
         _ => None,
     }
 }
@@ -221,7 +222,8 @@ pub fn build(
         return Err(Refusal::new(
             Errno::EINVAL,
             format!(
-                "bpfjet runs XDP, kprobe (uprobes), tracepoint and raw tracepoint programs only \
+                "bpfjet runs XDP, kprobe (uprobes), tracepoint, raw tracepoint and perf_event \
+                 programs only \
                  (program type {})",
                 rec.prog_type
             ),

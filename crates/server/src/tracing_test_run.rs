@@ -12,10 +12,8 @@
 
 use crate::backend::BpfjetBackend;
 use crate::objects::ProgObj;
-use crate::progs;
 use crate::user;
-use bpfjet_obj::ProgKind;
-use bpfjet_runtime::tracing::{ProbeSite, TracingObject, TracingOptions};
+use bpfjet_runtime::tracing::ProbeSite;
 use bpfjet_sys::{Errno, TestRun};
 
 /// `MAX_BPF_FUNC_ARGS`: a raw tracepoint's arguments are at most 12 u64.
@@ -39,29 +37,8 @@ impl BpfjetBackend {
         {
             return Err(Errno::EINVAL);
         }
-        let instance = bpfjet_maps::Instance::open(self.ns.name()).map_err(|e| Errno(e.errno()))?;
-        // Fresh handles: their perf rings are bound for this run.
-        let maps = prog
-            .rec
-            .map_ids
-            .iter()
-            .map(|&id| instance.map_by_id(id).map_err(|_| Errno::ENOENT))
-            .collect::<Result<Vec<_>, _>>()?;
-        let mut object = progs::object_of(&prog.rec, &maps);
-        let name = object.programs[0].name.clone();
-        object.programs[0].kind = ProgKind::from_section("raw_tracepoint");
-        let tracing = TracingObject::load(
-            &object,
-            &TracingOptions {
-                control_plane: Some((self.ns.name().to_string(), maps.clone())),
-                ..TracingOptions::default()
-            },
-        )
-        .map_err(|e| {
-            self.warn_once(&format!("BPF_PROG_TEST_RUN of {name}"), &e.to_string());
-            Errno::EINVAL
-        })?;
-        let id = tracing.program_id(&name).ok_or(Errno::EINVAL)?;
+        let (tracing, id, _) = self.caller_object(prog, "raw_tracepoint")?;
+        let name = prog.rec.name.clone();
         let needs = tracing.programs()[id].ctx_bytes();
         if u64::from(t.ctx_size_in) < needs || t.ctx_size_in > MAX_ARGS_BYTES {
             return Err(Errno::EINVAL);
@@ -76,10 +53,6 @@ impl BpfjetBackend {
         {
             return Err(Errno(libc::ENXIO));
         }
-        crate::perf_events::bind_perf_arrays(&self.ns, &maps).map_err(|e| {
-            self.warn_once(&format!("BPF_PROG_TEST_RUN of {name}"), &e);
-            Errno::EINVAL
-        })?;
         let mut args = vec![0u8; MAX_ARGS_BYTES as usize];
         let given = user::read(t.ctx_in, t.ctx_size_in as usize)?;
         args[..given.len()].copy_from_slice(&given);

@@ -153,7 +153,7 @@ fn perf_event_array_elements_match_the_kernel() {
     let name = format!("perfarrays{}", std::process::id());
     let jet = BpfjetBackend::new(Namespace::open(&name, &run_dir).expect("namespace"));
     let ours = sequence(&jet, &|| {
-        jet.perf_event_open(attr.as_ptr() as u64, -1)
+        jet.perf_event_open(attr.as_ptr() as u64, -1, 0, -1, 0)
             .expect("a BPF output event is bpfjet's")
             .expect("opened") as i32
     });

@@ -88,6 +88,8 @@ pub const PT_REGS_SIZE: i64 = 168;
 pub const PERF_MAX_TRACE_SIZE: i64 = 8192;
 /// `MAX_BPF_FUNC_ARGS`: a raw tracepoint's `u64` arguments.
 pub const MAX_BPF_FUNC_ARGS: i64 = 12;
+/// `sizeof(struct bpf_perf_event_data)`: `pt_regs`, `sample_period`, `addr`.
+pub const PERF_EVENT_DATA_SIZE: i64 = PT_REGS_SIZE + 16;
 
 /// The readable byte window of a tracing type's context: `[lo, hi)`.
 pub fn tracing_ctx_window(prog_type: ProgType) -> (i64, i64) {
@@ -95,6 +97,7 @@ pub fn tracing_ctx_window(prog_type: ProgType) -> (i64, i64) {
         ProgType::Kprobe => (0, PT_REGS_SIZE),
         ProgType::Tracepoint => (8, PERF_MAX_TRACE_SIZE),
         ProgType::RawTracepoint => (0, 8 * MAX_BPF_FUNC_ARGS),
+        ProgType::PerfEvent => (0, PERF_EVENT_DATA_SIZE),
         ProgType::Xdp => (0, XDP_MD_SIZE),
     }
 }
