@@ -157,6 +157,28 @@ for engine in interp jit; do
         "$(cat "$WORK/gethostlatency.$engine.kernel")" "$(cat "$WORK/gethostlatency.$engine.bpfjet")"
 done
 
+# ---- bpftool perf (BPF_TASK_FD_QUERY of every process's fds) --------------
+# What gethostlatency attached, as bpftool lists it: kind, file, offset
+# (the pids, fds and program ids differ between the two sides).
+for side in kernel bpfjet; do
+    out=$WORK/perf.$side.out
+    if start_tool "$side" "$out" '^TIME' "$TOOLS/gethostlatency"; then
+        if [ "$side" = kernel ]; then
+            bpftool perf > "$WORK/perf.$side.list" 2>&1 || true
+        else
+            timeout 20 "$BPFJET" exec --instance "$INST" -- bpftool perf > "$WORK/perf.$side.list" 2>&1 || true
+        fi
+        stop_tool || true
+    else
+        fail "bpftool perf: $side: gethostlatency did not attach:"; sed 's/^/  /' "$out.err"
+    fi
+    # "pid P  fd F: prog_id N  uprobe  filename PATH  offset O"
+    awk '/ uprobe | uretprobe / { print $7, $9, $11 }' "$WORK/perf.$side.list" | sort > "$WORK/perf.$side" || true
+done
+compare "bpftool perf (gethostlatency's uprobes)" "$(cat "$WORK/perf.kernel")" \
+    "$(cat "$WORK/perf.kernel")" "$(cat "$WORK/perf.bpfjet")"
+[ "$(wc -l < "$WORK/perf.kernel")" -ge 4 ] || fail "bpftool perf: the kernel listed $(wc -l < "$WORK/perf.kernel") probes"
+
 # ---- opensnoop: open/openat enter+exit pairs, by name ----------------------
 run_case opensnoop jit '^PID' "awk '\$5 ~ /marker/ { print \$2, \$3, \$4, \$5 }'" \
     open "$WORK/files" -- "$TOOLS/opensnoop" -n "$COMM"

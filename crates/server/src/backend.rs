@@ -1123,6 +1123,7 @@ impl Backend for BpfjetBackend {
             | Command::MapLookupAndDeleteElem(_)
             | Command::MapFreeze(_) => self.map_elem(cmd),
             Command::ProgLoad(p) => self.prog_load(p, cmd),
+            Command::TaskFdQuery(q) => self.task_fd_query(q, cmd),
             Command::ObjPin(p) => self.obj_pin(p, cmd),
             Command::ObjGet(p) => self.obj_get(p, cmd),
             Command::ProgTestRun(t) => self.test_run(t, cmd),

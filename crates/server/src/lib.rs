@@ -23,6 +23,7 @@ mod perf_timers;
 mod probe_links;
 mod progs;
 mod tail_calls;
+mod task_fd_query;
 mod tracing_test_run;
 mod user;
 mod xdp;

@@ -454,14 +454,16 @@ impl BpfjetBackend {
         // A timer event is the kernel's event too: it counts, and its
         // other ioctls are the kernel's.
         if let Some(probe) = probe.as_ref().filter(|p| p.is_kernel_event()) {
-            return self.timer_event_ioctl(probe, request, arg);
+            return self.timer_event_ioctl(probe, fd, request, arg);
         }
         Some(match (request, probe) {
             // libbpf and perf buffer readers enable their events and
             // disable them before closing; what runs is decided by the
             // link, which lasts until its fd closes.
             (PERF_EVENT_IOC_ENABLE | PERF_EVENT_IOC_DISABLE, _) => Ok(0),
-            (PERF_EVENT_IOC_SET_BPF, Some(probe)) => self.perf_event_set_bpf(&probe, arg as u32),
+            (PERF_EVENT_IOC_SET_BPF, Some(probe)) => {
+                self.perf_event_set_bpf(&probe, fd, arg as u32)
+            }
             _ => Err(Errno(libc::ENOTTY)),
         })
     }

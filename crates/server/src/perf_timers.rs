@@ -149,6 +149,7 @@ impl BpfjetBackend {
     pub(crate) fn timer_event_ioctl(
         &self,
         probe: &PerfProbe,
+        fd: i32,
         request: u64,
         arg: u64,
     ) -> Option<Result<i64, Errno>> {
@@ -156,7 +157,7 @@ impl BpfjetBackend {
             PERF_EVENT_IOC_ENABLE => probe.enabled.store(true, Ordering::SeqCst),
             PERF_EVENT_IOC_DISABLE => probe.enabled.store(false, Ordering::SeqCst),
             PERF_EVENT_IOC_SET_BPF if self.tracing_prog(arg as u32).is_some() => {
-                return Some(self.perf_event_set_bpf(probe, arg as u32));
+                return Some(self.perf_event_set_bpf(probe, fd, arg as u32));
             }
             _ => {}
         }

@@ -39,6 +39,21 @@ pub struct ProbeLink {
     pub pid: i32,
     /// `bpf_get_attach_cookie()`'s value.
     pub cookie: u64,
+    /// The perf event fd it was linked through: (pid, fd, inode of the
+    /// stand-in), which `BPF_TASK_FD_QUERY` of that fd answers with.
+    #[serde(default)]
+    pub event: Option<(u32, i32, u64)>,
+}
+
+/// The inode of this process's fd `fd` (what `/proc/PID/fd/N` leads to).
+pub(crate) fn fd_inode(fd: i32) -> u64 {
+    // SAFETY: fstat of an fd into a zeroed stat.
+    let mut st: libc::stat = unsafe { std::mem::zeroed() };
+    if unsafe { libc::fstat(fd, &mut st) } == 0 {
+        st.st_ino
+    } else {
+        0
+    }
 }
 
 impl BpfjetBackend {
@@ -90,6 +105,11 @@ impl BpfjetBackend {
                 point: probe.point.clone(),
                 pid: probe.pid,
                 cookie,
+                event: Some((
+                    std::process::id(),
+                    target_fd as i32,
+                    fd_inode(target_fd as i32),
+                )),
             },
             &probe.enabled,
         )?;
@@ -119,6 +139,7 @@ impl BpfjetBackend {
                 point: ProbePoint::RawTracepoint { name },
                 pid: -1,
                 cookie,
+                event: None,
             },
             &Arc::new(std::sync::atomic::AtomicBool::new(true)),
         )?;
@@ -132,6 +153,7 @@ impl BpfjetBackend {
     pub(crate) fn perf_event_set_bpf(
         &self,
         event: &crate::perf_events::PerfProbe,
+        event_fd: i32,
         prog_fd: u32,
     ) -> Result<i64, Errno> {
         let prog = self.tracing_prog(prog_fd).ok_or(Errno::EINVAL)?;
@@ -146,6 +168,7 @@ impl BpfjetBackend {
                 point: event.point.clone(),
                 pid: event.pid,
                 cookie: 0,
+                event: Some((std::process::id(), event_fd, fd_inode(event_fd))),
             },
             &event.enabled,
         )?;

@@ -74,6 +74,7 @@ fn fields_end(cmd: Cmd) -> usize {
         ObjGetInfoByFd => 16,
         BtfLoad => 32,
         EnableStats => 4,
+        TaskFdQuery => 48,
         _ => ATTR_SIZE,
     }
 }
@@ -240,6 +241,17 @@ pub fn decode(cmd: u32, attr: &[u8]) -> Result<Command, Errno> {
             btf_log_true_size: Cell::new(a.u32(28)),
         }),
         C::EnableStats => Command::EnableStats(a.u32(0)),
+        C::TaskFdQuery => Command::TaskFdQuery(TaskFdQuery {
+            pid: a.u32(0),
+            fd: a.u32(4),
+            flags: a.u32(8),
+            buf_len: Cell::new(a.u32(12)),
+            buf: a.u64(16),
+            prog_id: Cell::new(a.u32(24)),
+            fd_type: Cell::new(a.u32(28)),
+            probe_offset: Cell::new(a.u64(32)),
+            probe_addr: Cell::new(a.u64(40)),
+        }),
         other => Command::Other(other, buf[..n].to_vec()),
     })
 }
@@ -361,6 +373,17 @@ pub fn encode(cmd: &Command) -> Vec<u8> {
             a.u32(28, b.btf_log_true_size.get());
         }
         Command::EnableStats(t) => a.u32(0, *t),
+        Command::TaskFdQuery(q) => {
+            a.u32(0, q.pid);
+            a.u32(4, q.fd);
+            a.u32(8, q.flags);
+            a.u32(12, q.buf_len.get());
+            a.u64(16, q.buf);
+            a.u32(24, q.prog_id.get());
+            a.u32(28, q.fd_type.get());
+            a.u64(32, q.probe_offset.get());
+            a.u64(40, q.probe_addr.get());
+        }
         Command::Other(_, raw) => return raw.clone(),
     }
     a.0
@@ -381,6 +404,18 @@ pub fn outputs(cmd: &Command) -> Vec<(usize, u32)> {
         Command::GetNextId(g) => vec![(4, g.next_id.get())],
         Command::ObjGetInfoByFd(i) => vec![(4, i.info_len.get())],
         Command::BtfLoad(b) => vec![(28, b.btf_log_true_size.get())],
+        Command::TaskFdQuery(q) => {
+            let (off, addr) = (q.probe_offset.get(), q.probe_addr.get());
+            vec![
+                (12, q.buf_len.get()),
+                (24, q.prog_id.get()),
+                (28, q.fd_type.get()),
+                (32, off as u32),
+                (36, (off >> 32) as u32),
+                (40, addr as u32),
+                (44, (addr >> 32) as u32),
+            ]
+        }
         _ => Vec::new(),
     }
 }
@@ -410,6 +445,13 @@ pub fn read_back(cmd: &Command, attr: &[u8]) {
         Command::GetNextId(g) => g.next_id.set(a.u32(4)),
         Command::ObjGetInfoByFd(i) => i.info_len.set(a.u32(4)),
         Command::BtfLoad(b) => b.btf_log_true_size.set(a.u32(28)),
+        Command::TaskFdQuery(q) => {
+            q.buf_len.set(a.u32(12));
+            q.prog_id.set(a.u32(24));
+            q.fd_type.set(a.u32(28));
+            q.probe_offset.set(a.u64(32));
+            q.probe_addr.set(a.u64(40));
+        }
         _ => {}
     }
 }

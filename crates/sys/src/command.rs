@@ -225,6 +225,23 @@ pub struct GetNextId {
     pub open_flags: u32,
 }
 
+/// `BPF_TASK_FD_QUERY`: what the perf event (or raw tracepoint link) at
+/// `fd` of process `pid` runs: the kernel writes `buf_len` (the name's
+/// length), the name into `buf`, `prog_id`, `fd_type` (`BPF_FD_TYPE_*`),
+/// `probe_offset` and `probe_addr`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TaskFdQuery {
+    pub pid: u32,
+    pub fd: u32,
+    pub flags: u32,
+    pub buf_len: Cell<u32>,
+    pub buf: u64,
+    pub prog_id: Cell<u32>,
+    pub fd_type: Cell<u32>,
+    pub probe_offset: Cell<u64>,
+    pub probe_addr: Cell<u64>,
+}
+
 /// `BPF_{PROG,MAP,BTF,LINK}_GET_FD_BY_ID`.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct GetFdById {
@@ -274,6 +291,7 @@ pub enum Command {
     BtfLoad(BtfLoad),
     /// `BPF_ENABLE_STATS` with its `type`.
     EnableStats(u32),
+    TaskFdQuery(TaskFdQuery),
     /// A command bpfjet does not decode: the raw attr bytes, for the
     /// kernel backend to pass through and others to refuse.
     Other(Cmd, Vec<u8>),
@@ -309,6 +327,7 @@ impl Command {
             Command::ObjGetInfoByFd(_) => Cmd::ObjGetInfoByFd,
             Command::BtfLoad(_) => Cmd::BtfLoad,
             Command::EnableStats(_) => Cmd::EnableStats,
+            Command::TaskFdQuery(_) => Cmd::TaskFdQuery,
             Command::Other(c, _) => *c,
         }
     }

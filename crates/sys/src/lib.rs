@@ -21,7 +21,7 @@ pub use attr::{decode, encode, outputs, read_back, write_back, ATTR_SIZE};
 pub use backend::Backend;
 pub use command::{
     BtfLoad, Cmd, Command, GetFdById, GetInfo, GetNextId, IdKind, MapBatch, MapCreate, MapElem,
-    ObjPath, ProgLoad, TestRun,
+    ObjPath, ProgLoad, TaskFdQuery, TestRun,
 };
 pub use errno::Errno;
 pub use info::{BtfInfo, MapInfo, ProgInfo};
