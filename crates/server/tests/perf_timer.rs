@@ -196,7 +196,7 @@ fn a_timer_program_runs_while_enabled_as_on_the_kernel() {
     let probe = cpu_clock_attr();
     let fd = kernel_open(&probe);
     if fd < 0 {
-        bpfjet_testsupport::report_skip(&format!(
+        bpfjet_testsupport::report_skip(format!(
             "perf_event_open of a cpu-clock event: {}",
             std::io::Error::last_os_error()
         ));
