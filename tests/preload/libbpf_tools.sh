@@ -13,6 +13,8 @@
 #   funclatency      uprobe + uretprobe on a function of PROGRAM, and with
 #                    -p PID on a process already running (trace --pid)
 #   syscount         raw_syscalls sys_enter/sys_exit, -p PID (trace --pid)
+#   mountsnoop       mount/umount enter+exit pairs in a new mount namespace
+#   bpftool perf     the uprobes gethostlatency attached (BPF_TASK_FD_QUERY)
 #   exitsnoop        a kernel tracepoint: refused with a reason, the tool
 #                    exits with its error
 #
@@ -211,6 +213,33 @@ done
 compare execsnoop "$(printf '%s\n' "true   0 /bin/true $MARK-a" "echo   0 /bin/echo $MARK-b" \
     "sh   -2 /nonexistent/$MARK-c")" \
     "$(cat "$WORK/execsnoop.kernel")" "$(cat "$WORK/execsnoop.bpfjet")"
+
+# ---- mountsnoop: mount/umount enter+exit pairs, the task's mount namespace --
+# A private mount namespace (unshare -m) mounts and unmounts a tmpfs; the
+# lines of unshare, mount and umount (COMM and CALL; not the pids, nor the
+# namespace's number, which a new namespace may not reuse).
+mkdir -p "$WORK/mnt"
+MOUNTS="mount -t tmpfs -o size=1m $MARK $WORK/mnt && umount $WORK/mnt"
+for side in kernel bpfjet; do
+    out=$WORK/mountsnoop.$side.out
+    if start_tool "$side" "$out" '^COMM' "$TOOLS/mountsnoop"; then
+        if [ "$side" = kernel ]; then
+            unshare -m sh -c "$MOUNTS"
+        else
+            "$BPFJET" trace --instance "$INST" -- unshare -m sh -c "$MOUNTS" > /dev/null 2> "$WORK/trace.err" \
+                || { fail "mountsnoop: bpfjet trace:"; sed 's/^/  /' "$WORK/trace.err"; }
+        fi
+        stop_tool || fail "mountsnoop: $side: exit status $?"
+    else
+        fail "mountsnoop: $side: did not attach:"; sed 's/^/  /' "$out.err"
+    fi
+    awk 'NR > 1 && ($1 == "unshare" || /'"$MARK"'|'"${WORK//\//\\/}"'\/mnt/) { $2 = ""; $3 = ""; $4 = ""; print }' "$out" \
+        > "$WORK/mountsnoop.$side" || true
+done
+compare mountsnoop "$(printf '%s\n' 'unshare    mount("none", "/", "", MS_VERBOSE | MS_PRIVATE, "") = 0' \
+    "mount    mount(\"$MARK\", \"$WORK/mnt\", \"tmpfs\", 0x0, \"size=1m\") = 0" \
+    "umount    umount(\"$WORK/mnt\", 0x0) = 0")" \
+    "$(cat "$WORK/mountsnoop.kernel")" "$(cat "$WORK/mountsnoop.bpfjet")"
 
 # ---- bashreadline: uretprobe on readline in an interactive bash ------------
 for side in kernel bpfjet; do
