@@ -194,6 +194,39 @@ else
     fail "link gone: bpftrace did not attach:"; sed 's/^/  /' "$WORK/gone.err"
 fi
 
+# A tracer started after the command: its links are made while the
+# command runs, and reach it at once, as the kernel attaches a uprobe in
+# running processes (`bpfjet trace` watches the instance's links and
+# makes the process take them: crates/trace-agent/src/late_links.rs).
+# Every counted call has its printf line, and the process's own copy of
+# the count equals what bpftrace printed.
+SCRIPT="uprobe:$L:loop_step { @calls = count(); printf(\"call\\n\"); }"
+"$BPFJET" trace --json --instance "$INST" --engine jit -- "$L" 6 > "$WORK/late.json" 2> "$WORK/late.trace.err" &
+TRACE_PID=$!
+sleep 1
+"$BPFJET" exec --instance "$INST" -- bpftrace -e "$SCRIPT" > "$WORK/late.out" 2> "$WORK/late.err" &
+BT_PID=$!
+if wait_attached "$BT_PID" "$WORK/late.out"; then
+    sleep 1.5
+    kill -INT "$BT_PID"; wait "$BT_PID" || true; BT_PID=
+    wait "$TRACE_PID" || fail "late links: bpfjet trace failed: $(cat "$WORK/late.trace.err")"
+    printed=$(sed -n 's/^@calls: //p' "$WORK/late.out")
+    lines=$(grep -cx call "$WORK/late.out" || true)
+    ran=$(python3 -c 'import json, sys
+maps = json.load(open(sys.argv[1]))["maps"]
+print(sum(int.from_bytes(bytes.fromhex(v), "little") for e in maps["AT_calls"] for v in e["values"]))' "$WORK/late.json" 2>/dev/null || echo 0)
+    if [ -n "$printed" ] && [ "$printed" -ge 20 ] && [ "$lines" = "$printed" ] \
+        && [ "$ran" -ge "$printed" ] && [ $((ran - printed)) -le 2 ]; then
+        echo "PASS: bpftrace started 1 s after the command: its uprobe ran $printed times in it ($lines printf lines, the process counted $ran)"
+    else
+        fail "late links: bpftrace printed @calls: $printed and $lines printf lines, the process ran the program $ran times"
+        sed 's/^/  /' "$WORK/late.trace.err"
+    fi
+else
+    kill "$TRACE_PID" 2>/dev/null || true; wait "$TRACE_PID" 2>/dev/null || true
+    fail "late links: bpftrace did not attach:"; sed 's/^/  /' "$WORK/late.err"
+fi
+
 # `interval` probes: a cpu-clock timer event (pid -1, CPU 0) with a
 # BPF_PROG_TYPE_PERF_EVENT program, which bpfjet runs on a timer in
 # bpftrace's own process (crates/server/src/perf_timers.rs). The script

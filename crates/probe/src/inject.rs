@@ -924,6 +924,65 @@ pub fn inject_dlopen_then(
     ))
 }
 
+/// Makes one thread of running process `pid` call `symbol` of `library`
+/// (already loaded there) with no arguments and returns its result,
+/// every thread stopped at a safe point first — outside the dynamic
+/// loader, `avoid`'s windows and return addresses, and its allocator
+/// ranges — and all of them stopped while it runs (as `dlopen` is called
+/// by [`inject_dlopen`]). `bpfjet trace` loads probe links made after a
+/// process started this way.
+pub fn call_in_process(
+    pid: i32,
+    library: &Path,
+    symbol: &str,
+    avoid: &Hazards,
+) -> Result<i64, String> {
+    let func = loaded_symbol(pid, library, symbol)?;
+    let mut stopped = Stopped::seize(pid)?;
+    let loader = loader_ranges(pid);
+    let mut retries = 0;
+    loop {
+        let mut why = None;
+        for &tid in stopped.threads.keys() {
+            if let Some(w) = unsafe_point(pid, tid, &loader, avoid)? {
+                why = Some(w);
+                break;
+            }
+        }
+        let Some(why) = why else { break };
+        retries += 1;
+        if retries > SAFE_POINT_ATTEMPTS {
+            return Err(format!(
+                "process {pid}: no safe point for {symbol} after {SAFE_POINT_ATTEMPTS} attempts \
+                 ({why}); nothing was changed"
+            ));
+        }
+        stopped.resume(None);
+        std::thread::sleep(Duration::from_millis(2));
+        stopped.restop(None)?;
+    }
+    let tid = stopped
+        .threads
+        .iter()
+        .filter(|(_, s)| matches!(s, Stop::Event))
+        .map(|(&t, _)| t)
+        .min_by_key(|&t| t != pid)
+        .ok_or_else(|| format!("process {pid}: every thread is receiving a signal; try again"))?;
+    let what = format!("{symbol} in process {pid}");
+    let (r, _) = call_in_thread(
+        &mut stopped,
+        tid,
+        InjectedCall {
+            func,
+            data: &[],
+            rsi: 0,
+            what: &what,
+        },
+    )?;
+    stopped.detach_all();
+    Ok(r as i64)
+}
+
 /// What [`call_each_thread`] did.
 #[derive(Debug, Default)]
 pub struct ThreadCalls {

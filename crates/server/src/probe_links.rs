@@ -249,6 +249,10 @@ impl BpfjetBackend {
                 self.release_link(id);
                 return Err(e);
             }
+        } else {
+            // `bpfjet trace` watches the generation: a link made while
+            // processes run reaches them (trace-agent late_links.rs).
+            let _ = bpfjet_runtime::tracing::bump_link_generation(&links_generation(&self.ns));
         }
         Ok(id)
     }

@@ -17,6 +17,13 @@ use std::sync::{Mutex, OnceLock};
 
 const _: () = assert!(std::mem::size_of::<PtRegs>() == std::mem::size_of::<rt::PtRegs>());
 
+/// The agent's own record of an attachment (kept for the process's life).
+pub(crate) fn keep_attachment(a: Attachment) {
+    if let Some(agent) = agent() {
+        agent.attachments.lock().unwrap().push(a);
+    }
+}
+
 /// The programs to run at one patched address.
 struct Site {
     target: bpfjet_probe::ResolvedSymbol,
@@ -138,7 +145,10 @@ fn unsupported(section: &str, why: &str) -> String {
 
 /// The programs the probe links of `bpf()` instance `name` attach in this
 /// process, as one object on the instance's maps.
-fn control_plane_object(name: &str, run: &str) -> Result<bpfjet_server::TracedObject, String> {
+pub(crate) fn control_plane_object(
+    name: &str,
+    run: &str,
+) -> Result<bpfjet_server::TracedObject, String> {
     let ns = bpfjet_server::Namespace::open(name, std::path::Path::new(run))
         .map_err(|e| format!("instance {name}: {e}"))?;
     let traced = bpfjet_server::traced_object(&ns, std::process::id())
@@ -155,7 +165,7 @@ fn control_plane_object(name: &str, run: &str) -> Result<bpfjet_server::TracedOb
 /// counter in every process mapping the file. They stay raised while the
 /// process runs, as its probes stay patched. (A file the process opens
 /// later with `dlopen` gets its probes then, not its semaphores.)
-fn raise_semaphores(semaphores: &[(String, u64)]) -> Result<(), String> {
+pub(crate) fn raise_semaphores(semaphores: &[(String, u64)]) -> Result<(), String> {
     for (path, offset) in semaphores {
         let addr = match bpfjet_probe::symbols::loaded_address_of_file_offset(
             std::path::Path::new(path),
@@ -317,6 +327,7 @@ pub fn start(cfg: Config) -> Result<(), String> {
     // while the link lasts.
     let mut tracing = tracing;
     if let Some((generation, programs)) = &links {
+        crate::late_links::loaded(programs.iter().map(|p| p.link_id));
         for p in programs {
             if let Some(id) = tracing.program_id(&p.name) {
                 tracing.set_cookie(id, p.cookie);
@@ -661,6 +672,8 @@ pub fn start(cfg: Config) -> Result<(), String> {
             .iter()
             .find(|(f, _)| *f == target.symbol)
             .map(|(_, arg)| *arg);
+        // Programs of links made later on the same function join here.
+        let extra = crate::late_links::SiteExtra::new(address);
         let on_entry: Option<bpfjet_probe::ProbeHandler> =
             (!entries.is_empty() || report || exec_hook).then(|| -> bpfjet_probe::ProbeHandler {
                 Box::new(move |regs: &mut PtRegs| {
@@ -677,6 +690,7 @@ pub fn start(cfg: Config) -> Result<(), String> {
                             alive::ran(armed);
                         }
                     }
+                    extra.run(false, regs);
                     if report {
                         crate::late_attach::set_exit_status(regs.rdi as i32);
                         finish();
@@ -697,6 +711,7 @@ pub fn start(cfg: Config) -> Result<(), String> {
                         exec_failed();
                         crate::exec_env::forget_copy(EXEC_ENV_COPY.with(|c| c.take()));
                     }
+                    extra.run(true, regs);
                     if returns.is_empty() {
                         return;
                     }
@@ -713,6 +728,7 @@ pub fn start(cfg: Config) -> Result<(), String> {
                     }
                 })
             });
+        extra.set_halves(on_entry.is_some(), on_return.is_some());
         let at = match target.offset {
             0 => shown.clone(),
             off => format!("{shown}+{off:#x}"),

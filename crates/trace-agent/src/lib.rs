@@ -32,6 +32,7 @@ mod exec_env;
 mod exec_note;
 mod fused;
 mod late_attach;
+mod late_links;
 mod report;
 mod threads;
 mod usdt;

@@ -54,10 +54,32 @@ pub fn write_report(agent: &Agent, counts: &Counts) {
     // Maps kept per thread go back into their maps first, so the dump is
     // what the unfused programs would have left.
     let written_back = agent.object.write_back_thread_maps();
-    let maps = match written_back.and_then(|()| agent.object.loaded().dump_state()) {
+    let mut maps = match written_back.and_then(|()| agent.object.loaded().dump_state()) {
         Ok(state) => serde_json::to_value(&state).unwrap_or(Value::Null),
         Err(e) => json!({ "error": e.to_string() }),
     };
+    // The maps of links taken after the start (the instance's: the same
+    // map under one name in every object).
+    let late = crate::late_links::late_objects();
+    for object in &late {
+        if let (Some(all), Ok(state)) = (maps.as_object_mut(), object.loaded().dump_state()) {
+            if let Value::Object(more) = serde_json::to_value(&state).unwrap_or(Value::Null) {
+                for (name, v) in more {
+                    all.entry(name).or_insert(v);
+                }
+            }
+        }
+    }
+    let (mut faults, mut last_fault) = agent.object.faults();
+    let mut missed = agent.object.missed_runs();
+    let mut trace_lines = agent.object.take_trace_lines();
+    for object in &late {
+        let (f, last) = object.faults();
+        faults += f;
+        last_fault = last_fault.or(last);
+        missed += object.missed_runs();
+        trace_lines.extend(object.take_trace_lines());
+    }
     let mut ringbufs = Map::new();
     for (name, s) in &counts.rings {
         ringbufs.insert(
@@ -81,14 +103,13 @@ pub fn write_report(agent: &Agent, counts: &Counts) {
             }),
         );
     }
-    let (faults, last_fault) = agent.object.faults();
     write(
         &agent.cfg,
         &json!({
             "maps": maps,
             "ringbufs": ringbufs,
             "perfbufs": perfbufs,
-            "missed_runs": agent.object.missed_runs(),
+            "missed_runs": missed,
             "skipped_at_thread_exit": crate::alive::skipped(),
             "faults": faults,
             "syscalls": {
@@ -97,7 +118,7 @@ pub fn write_report(agent: &Agent, counts: &Counts) {
                 "wrapper_copies": wrapper_copies(),
             },
             "last_fault": last_fault,
-            "trace_lines": agent.object.take_trace_lines(),
+            "trace_lines": trace_lines,
             "fused": crate::fused::report(agent),
             "fusion": agent.fusion,
             "fusion_refusals": agent.fusion_refusals,

@@ -16,5 +16,6 @@ pub mod status;
 pub mod test_run;
 pub mod trace;
 mod trace_instance;
+mod trace_late_links;
 mod trace_pid;
 pub mod verify;

@@ -405,6 +405,25 @@ pub(super) fn agent_command(
     cmd
 }
 
+/// Waits for this thread's child `pid` to end. `__WNOTHREAD`: another
+/// thread of bpfjet may ptrace the child meanwhile (links made while it
+/// runs, trace_late_links.rs), and its stops are that thread's to see.
+fn wait_own_child(pid: i32) -> std::io::Result<std::process::ExitStatus> {
+    use std::os::unix::process::ExitStatusExt;
+    let mut status = 0;
+    loop {
+        // SAFETY: waitpid with a valid out-pointer.
+        let r = unsafe { libc::waitpid(pid, &mut status, libc::__WNOTHREAD) };
+        if r == pid {
+            return Ok(std::process::ExitStatus::from_raw(status));
+        }
+        let e = std::io::Error::last_os_error();
+        if e.kind() != std::io::ErrorKind::Interrupted {
+            return Err(e);
+        }
+    }
+}
+
 /// Runs the traced command to its end and collects the report: the
 /// agent's at `report` with the parts the tree's other processes left
 /// (`ended` runs once the command has ended, before the parts are read),
@@ -423,9 +442,11 @@ pub(super) fn run_traced(
         libc::signal(libc::SIGINT, libc::SIG_IGN);
         libc::signal(libc::SIGTERM, libc::SIG_IGN);
     }
-    let status = cmd
-        .status()
+    let child = cmd
+        .spawn()
         .with_context(|| format!("cannot execute {}", program.to_string_lossy()))?;
+    let status = wait_own_child(child.id() as i32)
+        .with_context(|| format!("waiting for {}", program.to_string_lossy()))?;
     let exit_code = status
         .code()
         .unwrap_or_else(|| 128 + status.signal().unwrap_or(0));

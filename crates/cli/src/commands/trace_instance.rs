@@ -48,7 +48,7 @@ pub(super) fn refuse_object_options(args: &TraceArgs) -> Result<()> {
 }
 
 /// The instance's run directory (`$BPFJET_RUN_DIR`, as `bpfjet exec`).
-fn run_dir() -> String {
+pub(super) fn run_dir() -> String {
     std::env::var("BPFJET_RUN_DIR").unwrap_or_else(|_| "/run/bpfjet".into())
 }
 
@@ -64,7 +64,8 @@ pub(super) fn checked_object(instance: &str, pid: u32, what: &str) -> Result<bpf
     if traced.programs.is_empty() {
         eprintln!(
             "bpfjet trace: instance {instance} has no probe links (is the tool running under \
-             `bpfjet exec --instance {instance}`, and has it attached?): {what} runs untraced"
+             `bpfjet exec --instance {instance}`, and has it attached?): {what} starts untraced \
+             (links made while it runs reach it)"
         );
     }
     for p in &traced.object.programs {
@@ -118,9 +119,18 @@ pub fn run(args: &TraceArgs, instance: &str) -> Result<ExitCode> {
     checked_object(instance, 0, &program.to_string_lossy())?;
     let agent = agent_library()?;
     let report = report_path();
-    let mut cmd = agent_command(program, rest, agent);
+    let mut cmd = agent_command(program, rest, agent.clone());
     cmd.envs(agent_settings(args, instance, &report));
+    // Links the control plane makes while the command runs reach its
+    // running processes (trace_late_links.rs).
+    let watch = super::trace_late_links::watch(
+        instance,
+        Path::new(&run_dir()),
+        &agent,
+        super::trace_late_links::Targets::Tree,
+    );
     let (report, exit_code) = run_traced(cmd, program, &report, || ())?;
+    drop(watch);
     print_report(
         args,
         &bpfjet_fusion::FusionPlan::default(),

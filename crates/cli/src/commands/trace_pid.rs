@@ -39,7 +39,10 @@ extern "C" fn on_stop_signal(_: libc::c_int) {
 /// would resume in the middle of the jump). Refuses programs a running
 /// process cannot get and probe files it has not loaded (the agent's
 /// `dlopen` interposition only works preloaded).
-fn patch_addresses(object: &bpfjet_obj::Object, target: &inject::Target) -> Result<Vec<u64>> {
+pub(super) fn patch_addresses(
+    object: &bpfjet_obj::Object,
+    target: &inject::Target,
+) -> Result<Vec<u64>> {
     let pid = target.pid;
     let mut all = Vec::new();
     for p in &object.programs {
@@ -409,6 +412,15 @@ pub fn run(args: &TraceArgs, pid: i32) -> Result<ExitCode> {
         }
     );
 
+    // Links the control plane makes from now on reach the process too.
+    let watch = instance.map(|name| {
+        super::trace_late_links::watch(
+            name,
+            Path::new(&super::trace_instance::run_dir()),
+            &agent,
+            super::trace_late_links::Targets::Pid(pid),
+        )
+    });
     let started = Instant::now();
     let limit = args.duration.map(Duration::from_secs_f64);
     let exited = loop {
@@ -419,6 +431,7 @@ pub fn run(args: &TraceArgs, pid: i32) -> Result<ExitCode> {
             break false;
         }
     };
+    drop(watch);
     if !exited {
         // Detach: the agent stops running programs and reports.
         let _ = fifo.write_all(b"d");
