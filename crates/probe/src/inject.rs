@@ -826,27 +826,7 @@ pub fn inject_dlopen_then(
     let first_stop = Instant::now();
     let mut stopped = Stopped::seize(pid)?;
     let loader = loader_ranges(pid);
-    let mut retries = 0;
-    loop {
-        let mut why = None;
-        for &tid in stopped.threads.keys() {
-            if let Some(w) = unsafe_point(pid, tid, &loader, avoid)? {
-                why = Some(w);
-                break;
-            }
-        }
-        let Some(why) = why else { break };
-        retries += 1;
-        if retries > SAFE_POINT_ATTEMPTS {
-            return Err(format!(
-                "--pid {pid}: no safe point after {SAFE_POINT_ATTEMPTS} attempts ({why}); \
-                 nothing was changed"
-            ));
-        }
-        stopped.resume(None);
-        std::thread::sleep(Duration::from_millis(2));
-        stopped.restop(None)?;
-    }
+    let retries = safe_point(&mut stopped, &loader, avoid, "the agent")?;
     if per_thread.is_some() {
         // The agent's per-thread state is found through the thread
         // pointer: threads sharing one (a raw clone without CLONE_SETTLS)
@@ -879,15 +859,7 @@ pub fn inject_dlopen_then(
             }
         }
     }
-    // The thread to run the call: one in an interrupt stop (not in the
-    // middle of a signal delivery), the main thread if it is.
-    let tid = stopped
-        .threads
-        .iter()
-        .filter(|(_, s)| matches!(s, Stop::Event))
-        .map(|(&t, _)| t)
-        .min_by_key(|&t| t != pid)
-        .ok_or_else(|| format!("--pid {pid}: every thread is receiving a signal; try again"))?;
+    let tid = calling_thread(&stopped)?;
     let mut path_z = path.to_vec();
     path_z.push(0);
     let (handle, others_resumed) = call_in_thread(
@@ -924,6 +896,53 @@ pub fn inject_dlopen_then(
     ))
 }
 
+/// Resumes and stops the threads again until none is at an unsafe point
+/// for `what` ([`unsafe_point`]); returns how many times it took.
+fn safe_point(
+    stopped: &mut Stopped,
+    loader: &[(u64, u64)],
+    avoid: &Hazards,
+    what: &str,
+) -> Result<usize, String> {
+    let pid = stopped.pid;
+    let mut retries = 0;
+    loop {
+        let mut why = None;
+        for &tid in stopped.threads.keys() {
+            if let Some(w) = unsafe_point(pid, tid, loader, avoid)? {
+                why = Some(w);
+                break;
+            }
+        }
+        let Some(why) = why else {
+            return Ok(retries);
+        };
+        retries += 1;
+        if retries > SAFE_POINT_ATTEMPTS {
+            return Err(format!(
+                "--pid {pid}: no safe point for {what} after {SAFE_POINT_ATTEMPTS} attempts \
+                 ({why}); nothing was changed"
+            ));
+        }
+        stopped.resume(None);
+        std::thread::sleep(Duration::from_millis(2));
+        stopped.restop(None)?;
+    }
+}
+
+/// The thread to run an injected call: one in an interrupt stop (not in
+/// the middle of a signal delivery), the main thread if it is.
+fn calling_thread(stopped: &Stopped) -> Result<i32, String> {
+    let pid = stopped.pid;
+    stopped
+        .threads
+        .iter()
+        .filter(|(_, s)| matches!(s, Stop::Event))
+        .map(|(&t, _)| t)
+        .min_by_key(|&t| t != pid)
+        .ok_or_else(|| format!("--pid {pid}: every thread is receiving a signal; try again"))
+}
+
 /// Makes one thread of running process `pid` call `symbol` of `library`
 /// (already loaded there) with no arguments and returns its result,
 /// every thread stopped at a safe point first — outside the dynamic
@@ -940,34 +959,8 @@ pub fn call_in_process(
     let func = loaded_symbol(pid, library, symbol)?;
     let mut stopped = Stopped::seize(pid)?;
     let loader = loader_ranges(pid);
-    let mut retries = 0;
-    loop {
-        let mut why = None;
-        for &tid in stopped.threads.keys() {
-            if let Some(w) = unsafe_point(pid, tid, &loader, avoid)? {
-                why = Some(w);
-                break;
-            }
-        }
-        let Some(why) = why else { break };
-        retries += 1;
-        if retries > SAFE_POINT_ATTEMPTS {
-            return Err(format!(
-                "process {pid}: no safe point for {symbol} after {SAFE_POINT_ATTEMPTS} attempts \
-                 ({why}); nothing was changed"
-            ));
-        }
-        stopped.resume(None);
-        std::thread::sleep(Duration::from_millis(2));
-        stopped.restop(None)?;
-    }
-    let tid = stopped
-        .threads
-        .iter()
-        .filter(|(_, s)| matches!(s, Stop::Event))
-        .map(|(&t, _)| t)
-        .min_by_key(|&t| t != pid)
-        .ok_or_else(|| format!("process {pid}: every thread is receiving a signal; try again"))?;
+    safe_point(&mut stopped, &loader, avoid, symbol)?;
+    let tid = calling_thread(&stopped)?;
     let what = format!("{symbol} in process {pid}");
     let (r, _) = call_in_thread(
         &mut stopped,

@@ -3,8 +3,11 @@
 //! output events it serves under `bpfjet exec` — compared step by step:
 //! the kernel's rules for updates, deletes, lookups and key walks.
 
+mod common;
+use common::run;
+
 use bpfjet_server::{BpfjetBackend, Namespace};
-use bpfjet_sys::{decode, encode, Backend, Command, Errno, KernelBackend, MapCreate, MapElem};
+use bpfjet_sys::{Backend, Command, Errno, KernelBackend, MapCreate, MapElem};
 
 const PERF_EVENT_ARRAY: u32 = 4;
 
@@ -17,12 +20,6 @@ fn bpf_output_attr() -> [u8; 128] {
     a[24..32].copy_from_slice(&(1u64 << 10).to_ne_bytes()); // PERF_SAMPLE_RAW
     a[48..52].copy_from_slice(&1u32.to_ne_bytes()); // wakeup_events
     a
-}
-
-fn run(backend: &dyn Backend, cmd: Command) -> Result<i64, Errno> {
-    let raw = encode(&cmd);
-    let cmd = decode(cmd.cmd() as u32, &raw).expect("a command decodes from its encoding");
-    backend.execute(&cmd)
 }
 
 fn elem(

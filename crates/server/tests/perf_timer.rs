@@ -6,10 +6,12 @@
 //! closed — must count the same way: nothing while disabled, about one
 //! run per period while enabled, nothing once the event is gone.
 
+mod common;
+use common::insn;
+use common::run;
+
 use bpfjet_server::{BpfjetBackend, Namespace};
-use bpfjet_sys::{
-    decode, encode, Backend, Command, Errno, KernelBackend, MapCreate, MapElem, ProgLoad,
-};
+use bpfjet_sys::{Backend, Command, Errno, KernelBackend, MapCreate, MapElem, ProgLoad};
 use std::time::Duration;
 
 const PERF_EVENT: u32 = 7;
@@ -19,15 +21,6 @@ const PERF_EVENT_IOC_DISABLE: u64 = 0x2401;
 const PERF_EVENT_IOC_SET_BPF: u64 = 0x4004_2408;
 /// The timer's period: 10 ms.
 const PERIOD_NS: u64 = 10_000_000;
-
-fn insn(code: u8, dst: u8, src: u8, off: i16, imm: i32) -> u64 {
-    let mut b = [0u8; 8];
-    b[0] = code;
-    b[1] = dst | (src << 4);
-    b[2..4].copy_from_slice(&off.to_le_bytes());
-    b[4..].copy_from_slice(&imm.to_le_bytes());
-    u64::from_le_bytes(b)
-}
 
 /// `counter[0] += 1` (atomically), and `bpf_get_current_pid_tgid()` first
 /// when `observes_task`.
@@ -50,12 +43,6 @@ fn count_runs(map_fd: i32, observes_task: bool) -> Vec<u64> {
         insn(0x95, 0, 0, 0, 0),      // exit
     ]);
     p
-}
-
-fn run(backend: &dyn Backend, cmd: Command) -> Result<i64, Errno> {
-    let raw = encode(&cmd);
-    let cmd = decode(cmd.cmd() as u32, &raw).expect("a command decodes from its encoding");
-    backend.execute(&cmd)
 }
 
 /// `struct perf_event_attr` (VER7, 128 bytes) of a cpu-clock event with a

@@ -2,20 +2,15 @@
 //! and END use) through both backends — the kernel's `bpf()` and
 //! bpfjet's — compared call by call: retval and errnos.
 
+mod common;
+use common::insn;
+use common::run;
+
 use bpfjet_server::{BpfjetBackend, Namespace};
-use bpfjet_sys::{decode, encode, Backend, Command, Errno, KernelBackend, ProgLoad, TestRun};
+use bpfjet_sys::{decode, encode, Backend, Command, KernelBackend, ProgLoad, TestRun};
 
 const RAW_TRACEPOINT: u32 = 17;
 const KPROBE: u32 = 2;
-
-fn insn(code: u8, dst: u8, src: u8, off: i16, imm: i32) -> u64 {
-    let mut b = [0u8; 8];
-    b[0] = code;
-    b[1] = dst | (src << 4);
-    b[2..4].copy_from_slice(&off.to_le_bytes());
-    b[4..].copy_from_slice(&imm.to_le_bytes());
-    u64::from_le_bytes(b)
-}
 
 /// `r0 = args[0] + args[1]; exit` (reads 16 bytes of context).
 fn sum_of_two_args() -> Vec<u64> {
@@ -25,12 +20,6 @@ fn sum_of_two_args() -> Vec<u64> {
         insn(0x0f, 0, 2, 0, 0), // r0 += r2
         insn(0x95, 0, 0, 0, 0), // exit
     ]
-}
-
-fn run(backend: &dyn Backend, cmd: Command) -> Result<i64, Errno> {
-    let raw = encode(&cmd);
-    let cmd = decode(cmd.cmd() as u32, &raw).expect("a command decodes from its encoding");
-    backend.execute(&cmd)
 }
 
 fn load(backend: &dyn Backend, prog_type: u32, insns: &[u64]) -> i64 {
