@@ -11,7 +11,7 @@
 
 use bpfjet_probe::inject;
 use bpfjet_server::Namespace;
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -19,6 +19,9 @@ use std::time::Duration;
 
 /// How often the link generation is read.
 const POLL: Duration = Duration::from_millis(50);
+/// How many polls a process whose agent is not ready yet is asked again
+/// (an `exec` under way, an agent still starting): 5 s.
+const AGAIN_LIMIT: u32 = 100;
 
 /// The watch, running until `stop`.
 pub(super) struct Watch {
@@ -76,8 +79,8 @@ fn watch_loop(name: &str, run: &Path, agent: &Path, targets: Targets, stop: &Ato
     let gen_path = bpfjet_server::links_generation(&ns);
     let mut seen_gen = generation(&gen_path);
     let mut seen = link_ids(&ns);
-    // Processes whose agent was still starting: asked again.
-    let mut again: BTreeSet<i32> = BTreeSet::new();
+    // Processes whose agent was still starting: asked again, a while.
+    let mut again: BTreeMap<i32, u32> = BTreeMap::new();
     while !stop.load(Ordering::SeqCst) {
         std::thread::sleep(POLL);
         let g = generation(&gen_path);
@@ -94,12 +97,17 @@ fn watch_loop(name: &str, run: &Path, agent: &Path, targets: Targets, stop: &Ato
                 Targets::Pid(pid) => BTreeSet::from([pid]),
             }
         } else {
-            std::mem::take(&mut again)
+            again.keys().copied().collect()
         };
         for pid in pids {
             match take_in(pid, &ns, agent) {
                 Ok(r) if r == -(libc::EAGAIN as i64) => {
-                    again.insert(pid);
+                    let n = again.entry(pid).or_insert(0);
+                    *n += 1;
+                    if *n > AGAIN_LIMIT {
+                        again.remove(&pid);
+                    }
+                    continue;
                 }
                 Ok(r) if r < 0 && r != -(libc::ENOENT as i64) => eprintln!(
                     "bpfjet trace: process {pid} did not take the new links: {}",
@@ -112,6 +120,7 @@ fn watch_loop(name: &str, run: &Path, agent: &Path, targets: Targets, stop: &Ato
                 }
                 Err(_) => {}
             }
+            again.remove(&pid);
         }
     }
 }
