@@ -274,6 +274,44 @@ else
     sed 's/^/  /' "$WORK/diff.interval" 2>/dev/null || true
 fi
 
+# User stacks (`ustack`) at a uprobe on a function's first instruction and
+# at its uretprobe, in a program built with frame pointers: the kernel
+# lists the caller of a function whose frame is not pushed yet from the
+# return address at the stack pointer (its is_uprobe_at_func_entry fixup),
+# and so must bpfjet. Counts differ with timing: the stacks are compared.
+cc -O0 -g -fno-omit-frame-pointer -o "$WORK/loop_fp" "$ROOT/tests/preload/loop_target.c"
+LF=$WORK/loop_fp
+SCRIPT="uprobe:$LF:loop_step { @entry[ustack] = count(); } uretprobe:$LF:loop_step { @ret[ustack] = count(); } interval:ms:1500 { exit(); }"
+for side in kernel jit; do
+    out=$WORK/ustack.$side.out
+    if [ "$side" = kernel ]; then
+        timeout 20 bpftrace -e "$SCRIPT" > "$out" 2> "$out.err" &
+    else
+        timeout 20 "$BPFJET" exec --instance "$INST" -- bpftrace -e "$SCRIPT" > "$out" 2> "$out.err" &
+    fi
+    BT_PID=$!
+    if wait_attached "$BT_PID" "$out"; then
+        if [ "$side" = kernel ]; then
+            "$LF" 1 &
+        else
+            "$BPFJET" trace --instance "$INST" --engine jit -- "$LF" 1 > /dev/null 2>&1 &
+        fi
+        LOOP_PID=$!
+        wait "$BT_PID" || true
+        wait "$LOOP_PID" 2>/dev/null || true
+    else
+        fail "ustack: $side: bpftrace did not attach:"; sed 's/^/  /' "$out.err"
+    fi
+    BT_PID=
+    grep -v '^Attaching' "$out" | grep -v '^$' | sed -E 's/\]: [0-9]+$/]: N/' > "$WORK/ustack.$side" || true
+done
+if grep -q 'main+' "$WORK/ustack.kernel" && diff -u "$WORK/ustack.kernel" "$WORK/ustack.jit" > "$WORK/diff.ustack"; then
+    echo "PASS: bpftrace ustack at a uprobe and a uretprobe under bpfjet: the kernel's frames ($(grep -c '+' "$WORK/ustack.jit") frame lines)"
+else
+    fail "ustack: the stacks under bpfjet differ from the kernel's (or the kernel's has no caller):"
+    sed 's/^/  /' "$WORK/diff.ustack" 2>/dev/null || sed 's/^/  /' "$WORK/ustack.kernel"
+fi
+
 # A sampling profiler's program (the interrupted task's stack) is refused
 # at attach, with the reason, and bpftrace ends with its error.
 rc=0

@@ -122,6 +122,7 @@ fn run_probe(t: &TracingObject, buf: u64, s: u64, stack: &FakeStack) -> (u64, Re
         func_ip: 0x40_1000,
         cookie: 0xc00c1e,
         regs: 0,
+        ret_at_sp: false,
     };
     let r0 = t.run_regs(id, &mut regs, &site);
     let (_, tid) = bpfjet_runtime::tracing::current_tgid_tid();

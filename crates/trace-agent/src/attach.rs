@@ -17,6 +17,20 @@ use std::sync::{Mutex, OnceLock};
 
 const _: () = assert!(std::mem::size_of::<PtRegs>() == std::mem::size_of::<rt::PtRegs>());
 
+/// Whether a probe at `target` sits on a function's first instruction and
+/// that instruction is `push %rbp` or `endbr64` (read before the function
+/// is patched): the caller's return address is then at the stack pointer
+/// ([`ProbeSite::ret_at_sp`]), as the kernel's `is_uprobe_at_func_entry`.
+pub(crate) fn ret_at_sp(target: &bpfjet_probe::ResolvedSymbol) -> bool {
+    if target.offset != 0 {
+        return false;
+    }
+    // SAFETY: the first bytes of a function of a loaded object: mapped and
+    // readable code, not patched yet by this agent.
+    let b = unsafe { std::ptr::read_unaligned(target.address as *const [u8; 4]) };
+    b[0] == 0x55 || b == [0xf3, 0x0f, 0x1e, 0xfa]
+}
+
 /// The agent's own record of an attachment (kept for the process's life).
 pub(crate) fn keep_attachment(a: Attachment) {
     if let Some(agent) = agent() {
@@ -673,7 +687,8 @@ pub fn start(cfg: Config) -> Result<(), String> {
             .find(|(f, _)| *f == target.symbol)
             .map(|(_, arg)| *arg);
         // Programs of links made later on the same function join here.
-        let extra = crate::late_links::SiteExtra::new(address);
+        let at_entry = ret_at_sp(&target);
+        let extra = crate::late_links::SiteExtra::new(address, at_entry);
         let on_entry: Option<bpfjet_probe::ProbeHandler> =
             (!entries.is_empty() || report || exec_hook).then(|| -> bpfjet_probe::ProbeHandler {
                 Box::new(move |regs: &mut PtRegs| {
@@ -681,6 +696,7 @@ pub fn start(cfg: Config) -> Result<(), String> {
                         func_ip: address,
                         cookie: 0,
                         regs: 0,
+                        ret_at_sp: at_entry,
                     };
                     if !entries.is_empty() {
                         if let Some(armed) = alive::can_run() {
@@ -719,6 +735,7 @@ pub fn start(cfg: Config) -> Result<(), String> {
                         func_ip: address,
                         cookie: 0,
                         regs: 0,
+                        ret_at_sp: false,
                     };
                     if let Some(armed) = alive::can_run() {
                         for &id in &returns {
@@ -807,6 +824,7 @@ fn run_enter_programs(object: &TracingObject, sys: &SyscallPrograms, regs: &PtRe
         func_ip: 0,
         cookie: 0,
         regs: regs as *const PtRegs as u64,
+        ret_at_sp: false,
     };
     let args = [regs.rdi, regs.rsi, regs.rdx, regs.r10, regs.r8, regs.r9];
     for &id in progs.iter().chain(&sys.every_enter) {
@@ -831,6 +849,7 @@ fn run_exit_programs(object: &TracingObject, sys: &SyscallPrograms, regs: &PtReg
         func_ip: 0,
         cookie: 0,
         regs: regs as *const PtRegs as u64,
+        ret_at_sp: false,
     };
     for &id in progs.iter().chain(&sys.every_exit) {
         let mut ctx = SysExitCtx::new(nr as i64, regs.rax as i64);

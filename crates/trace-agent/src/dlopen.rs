@@ -253,12 +253,13 @@ fn attach_file(
         let Some(target) = site.target else { continue };
         let entries = site.entries;
         let returns = site.returns;
+        let at_entry = crate::attach::ret_at_sp(&target);
         let on_entry: Option<bpfjet_probe::ProbeHandler> = (!entries.is_empty()).then(|| {
-            Box::new(move |regs: &mut PtRegs| run(object, &entries, address, regs))
+            Box::new(move |regs: &mut PtRegs| run(object, &entries, address, at_entry, regs))
                 as bpfjet_probe::ProbeHandler
         });
         let on_return: Option<bpfjet_probe::ProbeHandler> = (!returns.is_empty()).then(|| {
-            Box::new(move |regs: &mut PtRegs| run(object, &returns, address, regs))
+            Box::new(move |regs: &mut PtRegs| run(object, &returns, address, false, regs))
                 as bpfjet_probe::ProbeHandler
         });
         match crate::attach::attach_site(&target, on_entry, on_return) {
@@ -279,11 +280,18 @@ fn attach_file(
     (attached, usdt_attached, errors)
 }
 
-fn run(object: &TracingObject, programs: &[ProgId], address: u64, regs: &mut PtRegs) {
+fn run(
+    object: &TracingObject,
+    programs: &[ProgId],
+    address: u64,
+    ret_at_sp: bool,
+    regs: &mut PtRegs,
+) {
     let site = ProbeSite {
         func_ip: address,
         cookie: 0,
         regs: 0,
+        ret_at_sp,
     };
     if let Some(armed) = alive::can_run() {
         for &id in programs {

@@ -210,6 +210,7 @@ fn pair_hook(object: &'static TracingObject, pair: &'static bpfjet_jit::FusedPai
             func_ip: 0,
             cookie: 0,
             regs: regs_at as u64,
+            ret_at_sp: false,
         };
         let mut enter = SysEnterCtx::new(
             nr,

@@ -64,6 +64,8 @@ type Extra = Vec<(&'static TracingObject, usize)>;
 /// handler).
 pub(crate) struct SiteExtra {
     address: u64,
+    /// [`ProbeSite::ret_at_sp`] of the entry half.
+    ret_at_sp: bool,
     entries: AtomicPtr<Extra>,
     returns: AtomicPtr<Extra>,
     /// Which handlers the site was patched with: a late program needs its
@@ -74,9 +76,10 @@ pub(crate) struct SiteExtra {
 
 impl SiteExtra {
     /// A new, empty extension point for the site at `address`, registered.
-    pub(crate) fn new(address: u64) -> &'static SiteExtra {
+    pub(crate) fn new(address: u64, ret_at_sp: bool) -> &'static SiteExtra {
         let e: &'static SiteExtra = Box::leak(Box::new(SiteExtra {
             address,
+            ret_at_sp,
             entries: AtomicPtr::new(std::ptr::null_mut()),
             returns: AtomicPtr::new(std::ptr::null_mut()),
             has_entry: AtomicBool::new(false),
@@ -108,6 +111,7 @@ impl SiteExtra {
             func_ip: self.address,
             cookie: 0,
             regs: 0,
+            ret_at_sp: self.ret_at_sp && !ret,
         };
         if let Some(armed) = alive::can_run() {
             for &(object, id) in list {
@@ -305,7 +309,7 @@ fn take(agent: &'static attach::Agent, name: &str) -> Result<usize, String> {
             None => {
                 // A function not patched yet: patched now, with an empty
                 // site that the programs join below.
-                let extra = SiteExtra::new(address);
+                let extra = SiteExtra::new(address, attach::ret_at_sp(&found));
                 let half = |ret: bool, any: bool| -> Option<bpfjet_probe::ProbeHandler> {
                     any.then(|| -> bpfjet_probe::ProbeHandler {
                         Box::new(move |regs: &mut PtRegs| extra.run(ret, regs))

@@ -137,6 +137,7 @@ pub fn attach(
                 func_ip: address,
                 cookie: u64::from(spec_id),
                 regs: 0,
+                ret_at_sp: false,
             };
             if let Some(armed) = alive::can_run() {
                 for &id in &programs {

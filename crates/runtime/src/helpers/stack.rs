@@ -130,6 +130,12 @@ fn walk(env: &TracingEnv, skip: usize, max: usize) -> Option<Vec<u64>> {
         seen += 1;
     };
     push(regs.ip, &mut ips);
+    if env.site.ret_at_sp {
+        let mut ret = [0u8; 8];
+        if user_mem::read(regs.sp, &mut ret).is_ok() {
+            push(u64::from_ne_bytes(ret), &mut ips);
+        }
+    }
     let mut fp = regs.bp;
     while ips.len() < max && fp != 0 && fp % 8 == 0 {
         let mut frame = [0u8; 16];

@@ -19,6 +19,12 @@ pub struct ProbeSite {
     /// unknown (the walk then starts at the caller of the run). Ignored for
     /// kprobe-type programs, whose context is the registers.
     pub regs: u64,
+    /// The hit is at a function's first instruction and that instruction
+    /// is `push %rbp` or `endbr64`: the caller's return address is at the
+    /// stack pointer, not yet in a frame. A user stack then lists it after
+    /// the probed address, as the kernel's `is_uprobe_at_func_entry` fixup
+    /// does (a frame-pointer walk from `rbp` would skip the caller).
+    pub ret_at_sp: bool,
 }
 
 /// The per-run context of a tracing program: the run environment every

@@ -38,7 +38,7 @@
 //! // 3. On every hit, from any thread of the traced process:
 //! let mut regs = PtRegs::with_args(&[1, 2, 3]);
 //! regs.ip = 0x401000;
-//! let site = ProbeSite { func_ip: 0x401000, cookie: 0, regs: 0 };
+//! let site = ProbeSite { func_ip: 0x401000, cookie: 0, regs: 0, ret_at_sp: false };
 //! let r0 = tracing.run_regs(0, &mut regs, &site);
 //! # let _ = r0;
 //!
