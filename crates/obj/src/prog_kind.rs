@@ -62,6 +62,19 @@ impl ProgType {
         self as u32
     }
 
+    /// The type with the kernel's number `id`, if bpfjet runs it.
+    pub fn from_kernel_id(id: u32) -> Option<ProgType> {
+        [
+            ProgType::Kprobe,
+            ProgType::Tracepoint,
+            ProgType::Xdp,
+            ProgType::PerfEvent,
+            ProgType::RawTracepoint,
+        ]
+        .into_iter()
+        .find(|t| t.kernel_id() == id)
+    }
+
     /// Kprobe, tracepoint and raw tracepoint programs: run inside a traced
     /// process, with the tracing helper set.
     pub fn is_tracing(self) -> bool {
@@ -783,6 +796,21 @@ pub fn unsupported_suffix(kind: &str, section: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn kernel_ids_round_trip() {
+        for t in [
+            ProgType::Kprobe,
+            ProgType::Tracepoint,
+            ProgType::Xdp,
+            ProgType::PerfEvent,
+            ProgType::RawTracepoint,
+        ] {
+            assert_eq!(ProgType::from_kernel_id(t.kernel_id()), Some(t));
+        }
+        // BPF_PROG_TYPE_SCHED_CLS: not one bpfjet runs.
+        assert_eq!(ProgType::from_kernel_id(3), None);
+    }
 
     fn user(flavor: ProbeFlavor, path: &str, symbol: &str, offset: u64) -> ProgKind {
         ProgKind::Probe(ProbeSection {

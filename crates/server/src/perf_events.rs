@@ -23,10 +23,10 @@ use std::sync::{Arc, OnceLock};
 
 /// `PERF_TYPE_SOFTWARE` / `PERF_COUNT_SW_BPF_OUTPUT`: the event a perf
 /// buffer reader opens per CPU for `bpf_perf_event_output`.
-const PERF_TYPE_SOFTWARE: u32 = 1;
+pub(crate) const PERF_TYPE_SOFTWARE: u32 = 1;
 const PERF_COUNT_SW_BPF_OUTPUT: u64 = 10;
 /// `PERF_COUNT_SW_CPU_CLOCK`: the timer bpftrace's `interval` samples.
-const PERF_COUNT_SW_CPU_CLOCK: u64 = 0;
+pub(crate) const PERF_COUNT_SW_CPU_CLOCK: u64 = 0;
 /// `PERF_TYPE_TRACEPOINT`.
 const PERF_TYPE_TRACEPOINT: u32 = 2;
 /// `PERF_ATTR_SIZE_VER0`: a zero `size` means this one.
@@ -91,13 +91,14 @@ impl ProbePoint {
         }
     }
 
-    /// The kernel's program type for this point (`BPF_PROG_TYPE_*`).
-    pub fn prog_type(&self) -> u32 {
+    /// The program type that runs at this point.
+    pub fn prog_type(&self) -> bpfjet_obj::ProgType {
+        use bpfjet_obj::ProgType;
         match self {
-            ProbePoint::Uprobe { .. } => 2,
-            ProbePoint::Tracepoint { .. } => 5,
-            ProbePoint::RawTracepoint { .. } => 17,
-            ProbePoint::Timer { .. } => 7,
+            ProbePoint::Uprobe { .. } => ProgType::Kprobe,
+            ProbePoint::Tracepoint { .. } => ProgType::Tracepoint,
+            ProbePoint::RawTracepoint { .. } => ProgType::RawTracepoint,
+            ProbePoint::Timer { .. } => ProgType::PerfEvent,
         }
     }
 }
@@ -197,7 +198,7 @@ fn syscall_tracepoints() -> &'static HashMap<u64, (String, String)> {
     })
 }
 
-fn u64_at(b: &[u8], off: usize) -> u64 {
+pub(crate) fn u64_at(b: &[u8], off: usize) -> u64 {
     let mut w = [0u8; 8];
     if let Some(s) = b.get(off..off + 8) {
         w.copy_from_slice(s);

@@ -26,10 +26,14 @@
 
 use crate::backend::BpfjetBackend;
 use crate::objects::{Obj, ProgObj};
-use crate::perf_events::{PerfProbe, ProbePoint};
+use crate::perf_events::{
+    u64_at, PerfProbe, ProbePoint, PERF_EVENT_IOC_DISABLE, PERF_EVENT_IOC_ENABLE,
+    PERF_EVENT_IOC_SET_BPF,
+};
 use crate::progs;
 use bpfjet_obj::ProgKind;
 use bpfjet_runtime::tracing::{ProbeSite, TracingObject, TracingOptions};
+use bpfjet_runtime::{helper_ids, kernel_helper_name};
 use bpfjet_sys::Errno;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -41,8 +45,6 @@ const ATTR_FLAGS: usize = 40;
 /// `attr.disabled` and `attr.freq` (bits of the flags word).
 const ATTR_DISABLED: u64 = 1 << 0;
 const ATTR_FREQ: u64 = 1 << 10;
-/// `PERF_EVENT_IOC_ENABLE`, `PERF_EVENT_IOC_DISABLE`, `PERF_EVENT_IOC_SET_BPF`.
-use crate::perf_events::{PERF_EVENT_IOC_DISABLE, PERF_EVENT_IOC_ENABLE, PERF_EVENT_IOC_SET_BPF};
 /// `sizeof(struct bpf_perf_event_data)`: `pt_regs`, `sample_period`, `addr`.
 const PERF_EVENT_DATA_SIZE: usize = 168 + 16;
 /// The shortest period run: a faster timer would only spin this thread
@@ -50,33 +52,27 @@ const PERF_EVENT_DATA_SIZE: usize = 168 + 16;
 /// shortest `interval` is 1 ms).
 const MIN_PERIOD: Duration = Duration::from_micros(100);
 
-/// Helpers whose answer is the interrupted task's (or its CPU state's).
-const TASK_HELPERS: &[(i32, &str)] = &[
-    (4, "bpf_probe_read"),
-    (14, "bpf_get_current_pid_tgid"),
-    (15, "bpf_get_current_uid_gid"),
-    (16, "bpf_get_current_comm"),
-    (27, "bpf_get_stackid"),
-    (35, "bpf_get_current_task"),
-    (37, "bpf_current_task_under_cgroup"),
-    (45, "bpf_probe_read_str"),
-    (67, "bpf_get_stack"),
-    (80, "bpf_get_current_cgroup_id"),
-    (112, "bpf_probe_read_user"),
-    (114, "bpf_probe_read_user_str"),
-    (123, "bpf_get_current_ancestor_cgroup_id"),
-    (141, "bpf_get_task_stack"),
-    (158, "bpf_get_current_task_btf"),
-    (176, "bpf_get_branch_snapshot"),
+/// Helpers whose answer is the interrupted task's (or its CPU state's):
+/// the current task, its ids, name, cgroup and stacks, and reads of its
+/// memory. Their names come from the runtime's helper table.
+const TASK_HELPERS: &[u32] = &[
+    helper_ids::PROBE_READ,
+    helper_ids::GET_CURRENT_PID_TGID,
+    helper_ids::GET_CURRENT_UID_GID,
+    helper_ids::GET_CURRENT_COMM,
+    helper_ids::GET_STACKID,
+    helper_ids::GET_CURRENT_TASK,
+    helper_ids::CURRENT_TASK_UNDER_CGROUP,
+    helper_ids::PROBE_READ_STR,
+    helper_ids::GET_STACK,
+    80, // get_current_cgroup_id
+    helper_ids::PROBE_READ_USER,
+    helper_ids::PROBE_READ_USER_STR,
+    123, // get_current_ancestor_cgroup_id
+    141, // get_task_stack
+    158, // get_current_task_btf
+    176, // get_branch_snapshot
 ];
-
-fn u64_at(b: &[u8], off: usize) -> u64 {
-    let mut w = [0u8; 8];
-    if let Some(s) = b.get(off..off + 8) {
-        w.copy_from_slice(s);
-    }
-    u64::from_ne_bytes(w)
-}
 
 /// When a file was last written (None: it does not exist).
 fn modified(path: &std::path::Path) -> Option<std::time::SystemTime> {
@@ -164,24 +160,6 @@ impl BpfjetBackend {
         None
     }
 
-    /// Why a program cannot run on a timer here, if it cannot: it
-    /// observes the interrupted task (see the module documentation).
-    pub(crate) fn timer_refusal(&self, prog: &ProgObj) -> Option<String> {
-        // Helper calls: `call` with src_reg 0 (not a subprogram or kfunc).
-        let (id, name) = prog
-            .rec
-            .insns
-            .iter()
-            .filter(|&&w| w & 0xff == 0x85 && (w >> 12) & 0xf == 0)
-            .map(|&w| (w >> 32) as i32)
-            .find_map(|id| TASK_HELPERS.iter().find(|(h, _)| *h == id))?;
-        Some(format!(
-            "it calls {name}#{id}, whose answer is the task the timer interrupted: \
-             bpfjet runs perf_event programs on a timer in the control plane's own \
-             process (bpftrace's interval), not as a sampling profiler"
-        ))
-    }
-
     /// Starts the timer of link `link_id`: program `prog` at the event's
     /// period while `enabled`, until the link's record goes.
     pub(crate) fn start_timer(
@@ -203,13 +181,28 @@ impl BpfjetBackend {
                 (m, path, seen)
             })
             .collect();
-        let needs = tracing.programs()[id].ctx_bytes();
-        if needs > 0 {
+        // What the program observes of the interrupted task: its registers
+        // (the context) or a helper answering for the current task.
+        let observes = if tracing.programs()[id].ctx_bytes() > 0 {
+            Some("it reads its context (the interrupted registers)".to_string())
+        } else {
+            TASK_HELPERS
+                .iter()
+                .find(|&&h| tracing.calls_helper(h))
+                .map(|&h| {
+                    format!(
+                        "it calls bpf_{}#{h}, whose answer is the task the timer interrupted",
+                        kernel_helper_name(h).unwrap_or("?")
+                    )
+                })
+        };
+        if let Some(why) = observes {
             self.warn_once(
-                &format!("perf_event program {} on a timer", prog.rec.name),
-                "it reads its context (the interrupted registers): bpfjet runs perf_event \
-                 programs on a timer in the control plane's own process, not as a sampling \
-                 profiler",
+                &format!("perf_event program {} on a cpu-clock timer", prog.rec.name),
+                &format!(
+                    "{why}: bpfjet runs perf_event programs on a timer in the control plane's \
+                     own process (bpftrace's interval), not as a sampling profiler"
+                ),
             );
             return Err(Errno::EINVAL);
         }

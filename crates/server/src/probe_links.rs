@@ -99,20 +99,7 @@ impl BpfjetBackend {
             }
         };
         let cookie = u64::from(word(raw, 16)) | u64::from(word(raw, 20)) << 32;
-        let id = self.probe_link_record(
-            prog,
-            ProbeLink {
-                point: probe.point.clone(),
-                pid: probe.pid,
-                cookie,
-                event: Some((
-                    std::process::id(),
-                    target_fd as i32,
-                    fd_inode(target_fd as i32),
-                )),
-            },
-            &probe.enabled,
-        )?;
+        let id = self.perf_link(prog, &probe, target_fd as i32, cookie)?;
         self.new_fd(Obj::Link(id))
     }
 
@@ -141,7 +128,6 @@ impl BpfjetBackend {
                 cookie,
                 event: None,
             },
-            &Arc::new(std::sync::atomic::AtomicBool::new(true)),
         )?;
         self.new_fd(Obj::Link(id))
     }
@@ -162,16 +148,7 @@ impl BpfjetBackend {
             // The kernel: one program per perf event.
             return Err(Errno::EEXIST);
         }
-        let id = self.probe_link_record(
-            &prog,
-            ProbeLink {
-                point: event.point.clone(),
-                pid: event.pid,
-                cookie: 0,
-                event: Some((std::process::id(), event_fd, fd_inode(event_fd))),
-            },
-            &event.enabled,
-        )?;
+        let id = self.perf_link(&prog, event, event_fd, 0)?;
         let fd = match self.ns.open_record(Kind::Link, id) {
             Ok(fd) => fd,
             Err(e) => {
@@ -184,45 +161,63 @@ impl BpfjetBackend {
         Ok(0)
     }
 
-    /// The link record of `probe`; for a timer, its thread is started too,
-    /// running while `enabled` (the event's counting state).
+    /// A link of `prog` to perf event `event` (this process's fd
+    /// `event_fd`), with `cookie`; for a timer, its thread is started too,
+    /// running while the event is enabled.
+    fn perf_link(
+        &self,
+        prog: &crate::objects::ProgObj,
+        event: &crate::perf_events::PerfProbe,
+        event_fd: i32,
+        cookie: u64,
+    ) -> Result<u32, Errno> {
+        self.check_fits(prog, &event.point)?;
+        // The kernel's perf_event_set_bpf_prog: a sampling event only.
+        if matches!(event.point, ProbePoint::Timer { period_ns: 0, .. }) {
+            return Err(Errno::EINVAL);
+        }
+        let id = self.probe_link_record(
+            prog,
+            ProbeLink {
+                point: event.point.clone(),
+                pid: event.pid,
+                cookie,
+                event: Some((std::process::id(), event_fd, fd_inode(event_fd))),
+            },
+        )?;
+        if let ProbePoint::Timer { period_ns, .. } = event.point {
+            if let Err(e) = self.start_timer(prog, id, period_ns, event.enabled.clone()) {
+                self.release_link(id);
+                return Err(e);
+            }
+        }
+        Ok(id)
+    }
+
+    /// The kernel's `perf_event_set_bpf_prog`/raw tracepoint checks:
+    /// kprobe-type programs on uprobes, tracepoint programs on
+    /// tracepoints, raw-tracepoint programs on raw tracepoints, perf_event
+    /// programs on perf events.
+    fn check_fits(&self, prog: &crate::objects::ProgObj, point: &ProbePoint) -> Result<(), Errno> {
+        if bpfjet_obj::ProgType::from_kernel_id(prog.rec.prog_type) == Some(point.prog_type()) {
+            return Ok(());
+        }
+        self.warn_once(
+            &format!("link of program {} to {}", prog.rec.name, point.section()),
+            "the program's type does not run there",
+        );
+        Err(Errno::EINVAL)
+    }
+
+    /// The link record of `probe`. `bpfjet trace` watches the instance's
+    /// link generation: a link made while processes run reaches them
+    /// (trace-agent late_links.rs).
     fn probe_link_record(
         &self,
         prog: &crate::objects::ProgObj,
         probe: ProbeLink,
-        enabled: &Arc<std::sync::atomic::AtomicBool>,
     ) -> Result<u32, Errno> {
-        // The kernel's `perf_event_set_bpf_prog`/raw tracepoint checks:
-        // kprobe-type programs on uprobes, tracepoint programs on
-        // tracepoints, raw-tracepoint programs on raw tracepoints.
-        if prog.rec.prog_type != probe.point.prog_type() {
-            self.warn_once(
-                &format!(
-                    "link of program {} to {}",
-                    prog.rec.name,
-                    probe.point.section()
-                ),
-                "the program's type does not run there",
-            );
-            return Err(Errno::EINVAL);
-        }
-        let timer_period = match probe.point {
-            ProbePoint::Timer { period_ns, .. } => Some(period_ns),
-            _ => None,
-        };
-        if let Some(period_ns) = timer_period {
-            // The kernel's perf_event_set_bpf_prog: a sampling event only.
-            if period_ns == 0 {
-                return Err(Errno::EINVAL);
-            }
-            if let Some(why) = self.timer_refusal(prog) {
-                self.warn_once(
-                    &format!("perf_event program {} on a cpu-clock timer", prog.rec.name),
-                    &why,
-                );
-                return Err(Errno::EINVAL);
-            }
-        }
+        self.check_fits(prog, &probe.point)?;
         let rec = LinkRecord {
             id: 0,
             prog_id: prog.rec.id,
@@ -244,16 +239,7 @@ impl BpfjetBackend {
             r.id = id;
             serde_json::to_vec(&r).unwrap_or_default()
         })?;
-        if let Some(period_ns) = timer_period {
-            if let Err(e) = self.start_timer(prog, id, period_ns, enabled.clone()) {
-                self.release_link(id);
-                return Err(e);
-            }
-        } else {
-            // `bpfjet trace` watches the generation: a link made while
-            // processes run reaches them (trace-agent late_links.rs).
-            let _ = bpfjet_runtime::tracing::bump_link_generation(&links_generation(&self.ns));
-        }
+        let _ = bpfjet_runtime::tracing::bump_link_generation(&links_generation(&self.ns));
         Ok(id)
     }
 }
@@ -263,9 +249,7 @@ const BPF_PERF_EVENT_UPROBE: u32 = 1;
 const BPF_PERF_EVENT_URETPROBE: u32 = 2;
 const BPF_PERF_EVENT_TRACEPOINT: u32 = 5;
 const BPF_PERF_EVENT_EVENT: u32 = 6;
-/// `PERF_TYPE_SOFTWARE`, `PERF_COUNT_SW_CPU_CLOCK`: a timer's event.
-const PERF_TYPE_SOFTWARE: u32 = 1;
-const PERF_COUNT_SW_CPU_CLOCK: u64 = 0;
+use crate::perf_events::{PERF_COUNT_SW_CPU_CLOCK, PERF_TYPE_SOFTWARE};
 
 /// A name into the user's buffer as the kernel's link info copies one
 /// (`bpf_copy_to_user`): the length with its NUL reported at `len_off`;

@@ -195,14 +195,15 @@ pub fn object_of(rec: &ProgRecord, maps: &[Arc<Map>]) -> Object {
 
 /// The section a tracing program type is verified as (its context
 /// rules and helpers), for the types bpfjet runs in processes:
-/// `BPF_PROG_TYPE_KPROBE` (uprobes), `TRACEPOINT` and `RAW_TRACEPOINT`.
+/// `BPF_PROG_TYPE_KPROBE` (uprobes), `TRACEPOINT`, `RAW_TRACEPOINT` and
+/// `PERF_EVENT` (timers, run in the control plane's process).
 pub fn tracing_kind(prog_type: u32) -> Option<&'static str> {
-    match prog_type {
-        2 => Some("uprobe"),
-        5 => Some("tracepoint"),
-        17 => Some("raw_tracepoint"),
-        7 => Some("perf_event"),
-        _ => None,
+    use bpfjet_obj::ProgType;
+    match ProgType::from_kernel_id(prog_type)? {
+        ProgType::Xdp => None,
+        // Kprobe-type programs run on uprobes here.
+        ProgType::Kprobe => Some("uprobe"),
+        t => Some(t.name()),
     }
 }
 
