@@ -81,6 +81,24 @@ wait_attached() {
     return 1
 }
 
+# bpftrace running SCRIPT ($3) on the kernel ($1 = kernel) or under
+# bpfjet exec, stdout to $2 and stderr to $2.err; its pid in BT_PID.
+start_bpftrace() {
+    if [ "$1" = kernel ]; then
+        timeout 20 bpftrace -e "$3" > "$2" 2> "$2.err" &
+    else
+        timeout 20 "$BPFJET" exec --instance "$INST" -- bpftrace -e "$3" > "$2" 2> "$2.err" &
+    fi
+    BT_PID=$!
+}
+
+# The process's own count of @calls, from bpfjet trace's --json report $1.
+process_calls() {
+    python3 -c 'import json, sys
+maps = json.load(open(sys.argv[1]))["maps"]
+print(sum(int.from_bytes(bytes.fromhex(v), "little") for e in maps["AT_calls"] for v in e["values"]))' "$1"
+}
+
 # One side: $1 = kernel or an engine; bpftrace's printf and map lines,
 # sorted (the order of a hash map's keys is the map's own, and of lines
 # from different CPUs' perf buffers the reader's).
@@ -182,9 +200,7 @@ if wait_attached "$BT_PID" "$WORK/gone.out"; then
     wait "$TRACE_PID" || fail "link gone: bpfjet trace --pid failed: $(cat "$WORK/gone.trace.err")"
     kill "$LOOP_PID" 2>/dev/null; wait "$LOOP_PID" 2>/dev/null || true
     printed=$(sed -n 's/^@calls: //p' "$WORK/gone.out")
-    ran=$(python3 -c 'import json, sys
-maps = json.load(open(sys.argv[1]))["maps"]
-print(sum(int.from_bytes(bytes.fromhex(v), "little") for e in maps["AT_calls"] for v in e["values"]))' "$WORK/gone.json")
+    ran=$(process_calls "$WORK/gone.json")
     if [ -n "$printed" ] && [ "$printed" -ge 10 ] && [ "$ran" -ge "$printed" ] && [ $((ran - printed)) -le 2 ]; then
         echo "PASS: bpftrace ended after ~2 s of a 6 s attach: its program ran $ran times in the process, bpftrace printed $printed"
     else
@@ -212,9 +228,7 @@ if wait_attached "$BT_PID" "$WORK/late.out"; then
     wait "$TRACE_PID" || fail "late links: bpfjet trace failed: $(cat "$WORK/late.trace.err")"
     printed=$(sed -n 's/^@calls: //p' "$WORK/late.out")
     lines=$(grep -cx call "$WORK/late.out" || true)
-    ran=$(python3 -c 'import json, sys
-maps = json.load(open(sys.argv[1]))["maps"]
-print(sum(int.from_bytes(bytes.fromhex(v), "little") for e in maps["AT_calls"] for v in e["values"]))' "$WORK/late.json" 2>/dev/null || echo 0)
+    ran=$(process_calls "$WORK/late.json" 2>/dev/null || echo 0)
     if [ -n "$printed" ] && [ "$printed" -ge 20 ] && [ "$lines" = "$printed" ] \
         && [ "$ran" -ge "$printed" ] && [ $((ran - printed)) -le 2 ]; then
         echo "PASS: bpftrace started 1 s after the command: its uprobe ran $printed times in it ($lines printf lines, the process counted $ran)"
@@ -240,12 +254,7 @@ interval:ms:2500 { print(@steps); exit(); }
 "
 for side in kernel jit; do
     out=$WORK/interval.$side.out
-    if [ "$side" = kernel ]; then
-        timeout 20 bpftrace -e "$SCRIPT" > "$out" 2> "$out.err" &
-    else
-        timeout 20 "$BPFJET" exec --instance "$INST" -- bpftrace -e "$SCRIPT" > "$out" 2> "$out.err" &
-    fi
-    BT_PID=$!
+    start_bpftrace "$side" "$out" "$SCRIPT"
     if wait_attached "$BT_PID" "$out"; then
         if [ "$side" = kernel ]; then
             "$T" "$WORK/somefile" > /dev/null
@@ -286,21 +295,17 @@ LF=$WORK/loop_fp
 SCRIPT="uprobe:$LF:loop_step { @entry[ustack] = count(); } interval:ms:1500 { exit(); }"
 for side in kernel jit; do
     out=$WORK/ustack.$side.out
-    if [ "$side" = kernel ]; then
-        timeout 20 bpftrace -e "$SCRIPT" > "$out" 2> "$out.err" &
-    else
-        timeout 20 "$BPFJET" exec --instance "$INST" -- bpftrace -e "$SCRIPT" > "$out" 2> "$out.err" &
-    fi
-    BT_PID=$!
+    start_bpftrace "$side" "$out" "$SCRIPT"
     if wait_attached "$BT_PID" "$out"; then
         if [ "$side" = kernel ]; then
             "$LF" 1 &
         else
-            "$BPFJET" trace --instance "$INST" --engine jit -- "$LF" 1 > /dev/null 2>&1 &
+            "$BPFJET" trace --instance "$INST" --engine jit -- "$LF" 1 > /dev/null 2> "$WORK/trace.ustack.err" &
         fi
         LOOP_PID=$!
-        wait "$BT_PID" || true
-        wait "$LOOP_PID" 2>/dev/null || true
+        # bpftrace ends by itself (the interval's exit()).
+        wait "$BT_PID" || fail "ustack: $side: bpftrace exited with status $?"
+        wait "$LOOP_PID" || { fail "ustack: $side: the traced loop failed:"; sed 's/^/  /' "$WORK/trace.ustack.err" 2>/dev/null; }
     else
         fail "ustack: $side: bpftrace did not attach:"; sed 's/^/  /' "$out.err"
     fi
