@@ -108,8 +108,12 @@ fn kernel_maps() -> Option<BTreeMap<String, BTreeMap<u64, u64>>> {
         return None;
     }
     let mut m: BTreeMap<String, BTreeMap<u64, u64>> = BTreeMap::new();
+    // Map lines only (the loader also prints its links' info).
     for l in String::from_utf8_lossy(&out.stdout).lines() {
         let f: Vec<&str> = l.split_whitespace().collect();
+        if f.len() != 3 || !["counts", "by_ip"].contains(&f[0]) {
+            continue;
+        }
         m.entry(f[0].to_string())
             .or_default()
             .insert(f[1].parse().unwrap(), f[2].parse().unwrap());

@@ -512,6 +512,7 @@ impl BpfjetBackend {
             attach_type: rec.expected_attach_type,
             detached: false,
             probe: None,
+            uprobe_multi: None,
         };
         let (id, _creating) = self.ns.create_record(Kind::Link, |id| {
             let mut r = link.clone();

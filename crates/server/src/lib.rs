@@ -25,6 +25,7 @@ mod progs;
 mod tail_calls;
 mod task_fd_query;
 mod tracing_test_run;
+mod uprobe_multi;
 mod user;
 mod xdp;
 

@@ -23,8 +23,8 @@ const BPF_LINK_TYPE_XDP: u32 = 6;
 /// `BPF_F_REPLACE` of `LINK_UPDATE`.
 const BPF_F_REPLACE: u32 = 4;
 /// `struct bpf_link_info` as bpfjet fills it: type, id, prog_id, and the
-/// XDP member's ifindex at 16.
-pub(crate) const LINK_INFO_SIZE: usize = 48;
+/// XDP member's ifindex at 16 (the kernel's size since uprobe-multi links).
+pub(crate) const LINK_INFO_SIZE: usize = 64;
 const ENOLINK: i32 = 67;
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -51,11 +51,27 @@ pub struct LinkRecord {
     /// A link of a tracing program to a probe in processes.
     #[serde(default)]
     pub probe: Option<crate::probe_links::ProbeLink>,
+    /// An uprobe-multi link: its uprobes in processes.
+    #[serde(default)]
+    pub uprobe_multi: Option<crate::uprobe_multi::UprobeMulti>,
 }
 
 impl LinkRecord {
     pub fn is_freplace(&self) -> bool {
         self.target_prog_id != 0
+    }
+
+    /// A link of a tracing program to probes in processes.
+    pub fn is_probe(&self) -> bool {
+        self.probe.is_some() || self.uprobe_multi.is_some()
+    }
+
+    /// The probe points of a probe link, each with its process and
+    /// cookie (an uprobe-multi link's, one per offset).
+    pub fn probe_points(&self) -> impl Iterator<Item = &crate::probe_links::ProbeLink> {
+        self.probe
+            .iter()
+            .chain(self.uprobe_multi.iter().flat_map(|m| m.points.iter()))
     }
 }
 
@@ -141,6 +157,7 @@ impl BpfjetBackend {
             attach_type: BPF_XDP,
             detached: false,
             probe: None,
+            uprobe_multi: None,
         };
         let (id, _creating) = self.ns.create_record(Kind::Link, |id| {
             let mut r = rec.clone();
@@ -166,8 +183,9 @@ impl BpfjetBackend {
             return Err(Errno::EINVAL);
         }
         let mut rec = self.link_record(id)?;
-        if rec.is_freplace() || rec.probe.is_some() {
-            // The kernel's tracing and perf links have no update_prog.
+        if rec.is_freplace() || rec.is_probe() {
+            // The kernel's tracing, perf and uprobe-multi links have no
+            // update_prog.
             return Err(Errno::EINVAL);
         }
         let new_id = self.xdp_prog(new_fd).ok_or(Errno::EBADF)??;
@@ -203,8 +221,9 @@ impl BpfjetBackend {
         if rec.is_freplace() {
             return self.freplace_link_detach(rec);
         }
-        if rec.probe.is_some() {
-            // The kernel's perf and raw tracepoint links have no detach.
+        if rec.is_probe() {
+            // The kernel's perf, raw tracepoint and uprobe-multi links
+            // have no detach.
             return Err(Errno::EOPNOTSUPP);
         }
         if rec.ifindex == 0 {
@@ -238,7 +257,7 @@ impl BpfjetBackend {
             self.detach_link(&rec);
         }
         self.ns.remove_record(Kind::Link, id);
-        if rec.probe.is_some() {
+        if rec.is_probe() {
             // The traced processes running it check their links now.
             let _ = bpfjet_runtime::tracing::bump_link_generation(
                 &crate::probe_links::links_generation(&self.ns),
@@ -266,6 +285,15 @@ impl BpfjetBackend {
         }
         if let Some(probe) = &rec.probe {
             return crate::probe_links::link_info(&rec, probe, LINK_INFO_SIZE, user);
+        }
+        if let Some(multi) = &rec.uprobe_multi {
+            return crate::uprobe_multi::link_info(
+                rec.id,
+                rec.prog_id,
+                multi,
+                LINK_INFO_SIZE,
+                user,
+            );
         }
         let mut b = vec![0u8; LINK_INFO_SIZE];
         b[0..4].copy_from_slice(&BPF_LINK_TYPE_XDP.to_ne_bytes());

@@ -73,12 +73,19 @@ impl BpfjetBackend {
         raw: &[u8],
     ) -> Result<i64, Errno> {
         let (target_fd, attach_type) = (word(raw, 4), word(raw, 8));
+        if attach_type == crate::uprobe_multi::BPF_TRACE_UPROBE_MULTI {
+            return self.uprobe_multi_link_create(prog, raw);
+        }
         if attach_type != BPF_PERF_EVENT {
             self.warn_once(
                 &format!("BPF_LINK_CREATE of a tracing program with attach type {attach_type}"),
                 "bpfjet links tracing programs to perf events (uprobes, system-call tracepoints) \
-                 and raw tracepoints",
+                 and raw tracepoints, and uprobe-multi links",
             );
+            return Err(Errno::EINVAL);
+        }
+        // The kernel: an uprobe-multi program runs on its own links only.
+        if prog.rec.expected_attach_type == crate::uprobe_multi::BPF_TRACE_UPROBE_MULTI {
             return Err(Errno::EINVAL);
         }
         let probe = match self.obj(target_fd) {
@@ -143,6 +150,9 @@ impl BpfjetBackend {
         prog_fd: u32,
     ) -> Result<i64, Errno> {
         let prog = self.tracing_prog(prog_fd).ok_or(Errno::EINVAL)?;
+        if prog.rec.expected_attach_type == crate::uprobe_multi::BPF_TRACE_UPROBE_MULTI {
+            return Err(Errno::EINVAL);
+        }
         let mut link = event.link.lock().unwrap_or_else(|e| e.into_inner());
         if link.is_some() {
             // The kernel: one program per perf event.
@@ -218,6 +228,38 @@ impl BpfjetBackend {
         probe: ProbeLink,
     ) -> Result<u32, Errno> {
         self.check_fits(prog, &probe.point)?;
+        let attach_type = if matches!(probe.point, ProbePoint::RawTracepoint { .. }) {
+            0
+        } else {
+            BPF_PERF_EVENT
+        };
+        self.new_probe_link(prog, attach_type, Some(probe), None)
+    }
+
+    /// The link record of an uprobe-multi link.
+    pub(crate) fn uprobe_multi_link_record(
+        &self,
+        prog: &crate::objects::ProgObj,
+        multi: crate::uprobe_multi::UprobeMulti,
+    ) -> Result<u32, Errno> {
+        for p in &multi.points {
+            self.check_fits(prog, &p.point)?;
+        }
+        self.new_probe_link(
+            prog,
+            crate::uprobe_multi::BPF_TRACE_UPROBE_MULTI,
+            None,
+            Some(multi),
+        )
+    }
+
+    fn new_probe_link(
+        &self,
+        prog: &crate::objects::ProgObj,
+        attach_type: u32,
+        probe: Option<ProbeLink>,
+        uprobe_multi: Option<crate::uprobe_multi::UprobeMulti>,
+    ) -> Result<u32, Errno> {
         let rec = LinkRecord {
             id: 0,
             prog_id: prog.rec.id,
@@ -226,13 +268,10 @@ impl BpfjetBackend {
             target_prog_id: 0,
             target_btf_id: 0,
             target_insn_off: 0,
-            attach_type: if matches!(probe.point, ProbePoint::RawTracepoint { .. }) {
-                0
-            } else {
-                BPF_PERF_EVENT
-            },
+            attach_type,
             detached: false,
-            probe: Some(probe),
+            probe,
+            uprobe_multi,
         };
         let (id, _creating) = self.ns.create_record(Kind::Link, |id| {
             let mut r = rec.clone();
@@ -384,12 +423,14 @@ pub fn traced_object(ns: &Namespace, pid: u32) -> Result<TracedObject, String> {
         else {
             continue;
         };
-        let Some(probe) = &link.probe else { continue };
-        // A timer's program runs in the control plane's process.
-        if matches!(probe.point, ProbePoint::Timer { .. }) {
-            continue;
-        }
-        if probe.pid != -1 && probe.pid as u32 != pid {
+        // A timer's program runs in the control plane's process; a link
+        // for another process is not this one's.
+        let points: Vec<&ProbeLink> = link
+            .probe_points()
+            .filter(|p| !matches!(p.point, ProbePoint::Timer { .. }))
+            .filter(|p| p.pid == -1 || p.pid as u32 == pid)
+            .collect();
+        if points.is_empty() {
             continue;
         }
         let rec: ProgRecord = ns
@@ -417,46 +458,53 @@ pub fn traced_object(ns: &Namespace, pid: u32) -> Result<TracedObject, String> {
             };
             progs::set_map_index(&mut words[pc], src, at as u32);
         }
-        let section = probe.point.section();
-        let name = format!(
-            "{}@{id}",
-            if rec.name.is_empty() {
-                "prog"
-            } else {
-                &rec.name
-            }
-        );
         // The object has one license: a program that is not GPL makes
         // the GPL-only helpers unavailable to all, as it would alone.
         if !rec.license.contains("GPL") {
             license = rec.license.clone();
         }
-        programs.push(Program {
-            name: name.clone(),
-            section: section.clone(),
-            kind: ProgKind::from_section(&section),
-            insns: progs::raw_insns(&words),
-            func_info: Vec::new(),
-            line_info: Vec::new(),
-            core_relos: Vec::new(),
-            unresolved_core: Vec::new(),
-        });
-        traced.push(TracedProgram {
-            link_id: id,
-            prog_id: rec.id,
-            name,
-            section,
-            cookie: probe.cookie,
-            semaphore: match &probe.point {
-                ProbePoint::Uprobe {
-                    path,
-                    ref_ctr_offset,
-                    ..
-                } if *ref_ctr_offset != 0 => Some((path.clone(), *ref_ctr_offset)),
-                _ => None,
-            },
-            link_record: ns.record_path(Kind::Link, id),
-        });
+        let prog_name = if rec.name.is_empty() {
+            "prog"
+        } else {
+            &rec.name
+        };
+        let multi = link.uprobe_multi.is_some();
+        for (k, probe) in points.into_iter().enumerate() {
+            let section = probe.point.section();
+            // One program per point: `PROG@LINK`, `PROG@LINK.K` for the
+            // K-th offset of an uprobe-multi link.
+            let name = if multi {
+                format!("{prog_name}@{id}.{k}")
+            } else {
+                format!("{prog_name}@{id}")
+            };
+            programs.push(Program {
+                name: name.clone(),
+                section: section.clone(),
+                kind: ProgKind::from_section(&section),
+                insns: progs::raw_insns(&words),
+                func_info: Vec::new(),
+                line_info: Vec::new(),
+                core_relos: Vec::new(),
+                unresolved_core: Vec::new(),
+            });
+            traced.push(TracedProgram {
+                link_id: id,
+                prog_id: rec.id,
+                name,
+                section,
+                cookie: probe.cookie,
+                semaphore: match &probe.point {
+                    ProbePoint::Uprobe {
+                        path,
+                        ref_ctr_offset,
+                        ..
+                    } if *ref_ctr_offset != 0 => Some((path.clone(), *ref_ctr_offset)),
+                    _ => None,
+                },
+                link_record: ns.record_path(Kind::Link, id),
+            });
+        }
     }
     let object = Object {
         license,
