@@ -8,6 +8,8 @@
 #
 #   gethostlatency   uprobe + uretprobe pairs on libc's resolver functions
 #   opensnoop        sys_enter/sys_exit_open{,at} pairs, -n name filter
+#   killsnoop        sys_enter/sys_exit_kill pairs (sigsnoop -k): signal,
+#                    target and result, a failed kill included
 #   execsnoop        sys_enter/sys_exit_execve (the exit in the new image), -x -l
 #   bashreadline     uretprobe on bash's readline, in an interactive bash
 #   funclatency      uprobe + uretprobe on a function of PROGRAM, and with
@@ -31,7 +33,7 @@ BPFJET=$(realpath "$BPFJET")
 skip() { echo "SKIPPED: libbpf-tools: $*" | tee -a "${BPFJET_SKIP_LOG:-/dev/null}"; exit 0; }
 [ "$(id -u)" = 0 ] || skip "the kernel side needs root"
 TOOLS=/usr/sbin
-for t in gethostlatency opensnoop execsnoop bashreadline funclatency syscount exitsnoop; do
+for t in gethostlatency opensnoop killsnoop execsnoop bashreadline funclatency syscount exitsnoop; do
     [ -x "$TOOLS/$t" ] || skip "$TOOLS/$t missing (apt-get install libbpf-tools; scripts/setup.sh does)"
 done
 for t in stdbuf script cc; do
@@ -187,6 +189,15 @@ run_case opensnoop jit '^PID' "awk '\$5 ~ /marker/ { print \$2, \$3, \$4, \$5 }'
 compare opensnoop "$(for i in 0 1 2; do echo "$COMM 3 0 $WORK/files/marker.$i"; done
     echo "$COMM -1 2 $WORK/files/marker.missing")" \
     "$(cat "$WORK/opensnoop.kernel")" "$(cat "$WORK/opensnoop.bpfjet")"
+
+# ---- killsnoop (sigsnoop -k): kill enter+exit pairs -------------------------
+# Signal, target (the process itself or another pid) and result: 0, 0, and
+# -ESRCH (-3) for a process that does not exist.
+run_case killsnoop jit '^TIME' \
+    "awk '\$3 == \"$COMM\" { print \$3, \$4, (\$5 == \$2 ? \"self\" : \$5), \$6 }'" \
+    kill -- "$TOOLS/killsnoop"
+compare killsnoop "$(echo "$COMM 0 self 0"; echo "$COMM 17 self 0"; echo "$COMM 15 1073741808 -3")" \
+    "$(cat "$WORK/killsnoop.kernel")" "$(cat "$WORK/killsnoop.bpfjet")"
 
 # ---- execsnoop: execve enter in the old image, exit in the new -------------
 # The workload is a shell running two programs and failing to run a third:
