@@ -1,4 +1,5 @@
-//! One-byte probes: `int3` over a `nop`, handled by a SIGTRAP handler.
+//! One-byte probes: `int3` over a `nop`, or over the first byte of a
+//! function entry no jump can patch, handled by a SIGTRAP handler.
 //!
 //! A USDT probe is a 1-byte `nop` in the middle of a function, and the
 //! byte after it is often a branch target (a semaphore-guarded probe:
@@ -17,6 +18,15 @@
 //! bpfjet's: the default action is restored and the signal raised again,
 //! so the process ends as it would have without bpfjet. An application
 //! that installs its own SIGTRAP handler replaces bpfjet's.
+//!
+//! A function entry where the 5-byte jump cannot go (a function shorter
+//! than 5 bytes, a `ret` or a branch target within its first 5 bytes)
+//! gets an `int3` too ([`attach_entry`]): the handler runs the probe's
+//! entry as its jump's trampoline would ([`crate::uprobe::on_entry`]:
+//! entry programs, and the return hooked through the shadow stack), then
+//! resumes at the probe's out-of-line copy of the instruction the `int3`
+//! replaced, which jumps back after it (as the kernel's uprobes execute
+//! the probed instruction out of line).
 
 use crate::patch::write_live_code;
 use crate::regs::PtRegs;
@@ -32,7 +42,11 @@ const INT3: u8 = 0xCC;
 const MAX_SITES: usize = 4096;
 
 struct Site {
-    handler: ProbeHandler,
+    /// A `nop` site's handler (None for a function entry).
+    handler: Option<ProbeHandler>,
+    /// A function entry's probe (a leaked [`crate::uprobe::Probe`]; 0 for
+    /// a `nop` site).
+    entry_probe: u64,
     hits: AtomicU64,
     missed: AtomicU64,
 }
@@ -49,6 +63,8 @@ static INSTALL: Once = Once::new();
 pub struct Breakpoint {
     slot: usize,
     address: u64,
+    /// The byte the `int3` replaced.
+    original: u8,
 }
 
 impl Breakpoint {
@@ -66,15 +82,18 @@ impl Breakpoint {
         self.site().missed.load(Ordering::Relaxed)
     }
 
-    /// Puts the `nop` back. The slot keeps its address until then, so a
-    /// thread that already trapped still finds it; afterwards its address
-    /// is cleared (a later trap there cannot happen: the `nop` is back).
+    /// Puts the original byte back. The slot keeps its address until then,
+    /// so a thread that already trapped still finds it; afterwards its
+    /// address is cleared (a later trap there cannot happen: the byte is
+    /// back).
     pub fn detach(self) -> Result<(), ProbeError> {
-        write_live_code(self.address, &[NOP]).map_err(|reason| ProbeError::Unpatchable {
-            symbol: String::new(),
-            offset: 0,
-            address: self.address,
-            reason,
+        write_live_code(self.address, &[self.original]).map_err(|reason| {
+            ProbeError::Unpatchable {
+                symbol: String::new(),
+                offset: 0,
+                address: self.address,
+                reason,
+            }
         })?;
         ADDRESSES[self.slot].store(0, Ordering::Release);
         crate::claims::release(self.address);
@@ -109,6 +128,27 @@ fn install_handler() -> Result<(), ProbeError> {
 
 /// Replaces the `nop` at `address` by `int3`; `handler` runs at each hit.
 pub fn attach(address: u64, handler: ProbeHandler) -> Result<Breakpoint, ProbeError> {
+    place(address, NOP, Some(handler), 0)
+}
+
+/// Replaces the first byte of the function entry at `address` (which is
+/// `original`) by `int3`: each hit runs `probe`'s entry (a leaked
+/// [`crate::uprobe::Probe`] whose continuation is the out-of-line copy of
+/// the instruction there) and resumes at that copy.
+pub(crate) fn attach_entry(
+    address: u64,
+    original: u8,
+    probe: u64,
+) -> Result<Breakpoint, ProbeError> {
+    place(address, original, None, probe)
+}
+
+fn place(
+    address: u64,
+    expected: u8,
+    handler: Option<ProbeHandler>,
+    entry_probe: u64,
+) -> Result<Breakpoint, ProbeError> {
     let refuse = |reason: String| ProbeError::Unpatchable {
         symbol: String::new(),
         offset: 0,
@@ -117,10 +157,14 @@ pub fn attach(address: u64, handler: ProbeHandler) -> Result<Breakpoint, ProbeEr
     };
     // SAFETY: the caller names mapped code of this process.
     let byte = unsafe { *(address as *const u8) };
-    if byte != NOP {
-        return Err(refuse(format!(
-            "expected a 1-byte nop (0x90) there, found {byte:#04x} (another tracer's int3?)"
-        )));
+    if byte != expected || byte == INT3 {
+        return Err(refuse(if expected == NOP {
+            format!(
+                "expected a 1-byte nop (0x90) there, found {byte:#04x} (another tracer's int3?)"
+            )
+        } else {
+            format!("expected {expected:#04x} there, found {byte:#04x} (another tracer's int3?)")
+        }));
     }
     install_handler()?;
     crate::claims::claim(address, 1).map_err(refuse)?;
@@ -132,6 +176,7 @@ pub fn attach(address: u64, handler: ProbeHandler) -> Result<Breakpoint, ProbeEr
     let slot = *used;
     let site = Box::leak(Box::new(Site {
         handler,
+        entry_probe,
         hits: AtomicU64::new(0),
         missed: AtomicU64::new(0),
     }));
@@ -144,7 +189,11 @@ pub fn attach(address: u64, handler: ProbeHandler) -> Result<Breakpoint, ProbeEr
         crate::claims::release(address);
         return Err(refuse(reason));
     }
-    Ok(Breakpoint { slot, address })
+    Ok(Breakpoint {
+        slot,
+        address,
+        original: expected,
+    })
 }
 
 fn find(address: u64) -> Option<&'static Site> {
@@ -172,7 +221,7 @@ extern "C" fn on_sigtrap(_sig: i32, _info: *mut libc::siginfo_t, ctx: *mut libc:
     };
     site.hits.fetch_add(1, Ordering::Relaxed);
     let thread = crate::thread::current();
-    if !enter_handler(thread) {
+    if site.entry_probe == 0 && !enter_handler(thread) {
         site.missed.fetch_add(1, Ordering::Relaxed);
         return;
     }
@@ -200,7 +249,17 @@ extern "C" fn on_sigtrap(_sig: i32, _info: *mut libc::siginfo_t, ctx: *mut libc:
         rsp: r(REG_RSP),
         ss: 0x2b,
     };
-    crate::syscalls::allowed(|| (site.handler)(&mut regs));
+    if site.entry_probe != 0 {
+        // A function entry: what its jump's trampoline would do (it takes
+        // the thread's handler guard itself), then the displaced
+        // instruction, out of line.
+        let to = crate::uprobe::on_entry(site.entry_probe, &mut regs);
+        uc.uc_mcontext.gregs[REG_RIP as usize] = to as i64;
+        return;
+    }
+    if let Some(h) = &site.handler {
+        crate::syscalls::allowed(|| h(&mut regs));
+    }
     leave_handler(thread);
     // rip is already past the int3, i.e. past the nop it replaced.
 }

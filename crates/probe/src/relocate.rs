@@ -95,6 +95,37 @@ pub fn displace(code: &[u8], ip: u64, new_ip: u64) -> Result<Displaced, String> 
     })
 }
 
+/// Relocates the one instruction at `ip` (the bytes in `code`) to
+/// `new_ip`, followed by a jump back to the instruction after it: what an
+/// `int3` probe executes out of line in place of the instruction whose
+/// first byte it replaced ([`crate::breakpoint::attach_entry`]).
+pub fn relocate_one(code: &[u8], ip: u64, new_ip: u64) -> Result<Displaced, String> {
+    let mut dec = Decoder::with_ip(64, code, ip, DecoderOptions::NONE);
+    if !dec.can_decode() {
+        return Err(format!("no instruction at {ip:#x}"));
+    }
+    let ins = dec.decode();
+    if ins.is_invalid() {
+        return Err(format!("undecodable instruction at {ip:#x}"));
+    }
+    let len = ins.len();
+    let block = [
+        ins,
+        Instruction::with_branch(Code::Jmp_rel32_64, ip + len as u64)
+            .map_err(|e| format!("jump back: {e}"))?,
+    ];
+    let encoded = BlockEncoder::encode(
+        64,
+        InstructionBlock::new(&block, new_ip),
+        BlockEncoderOptions::NONE,
+    )
+    .map_err(|e| format!("cannot relocate the first instruction: {e}"))?;
+    Ok(Displaced {
+        len,
+        code: encoded.code_buffer,
+    })
+}
+
 /// Checks that no instruction of a whole function (`code`, starting at
 /// `start`) branches into the bytes an entry patch at `ip` would displace
 /// (after `ip` itself, which is the patched jump). For a patch inside a
@@ -163,6 +194,21 @@ mod tests {
         assert_eq!(lea.ip_rel_memory_address(), ip + 7 + 0x100);
         let jmp = dec.decode();
         assert_eq!(jmp.near_branch_target(), ip + 7);
+    }
+
+    #[test]
+    fn relocates_one_instruction_of_a_tiny_function() {
+        // xor eax,eax; ret: the xor out of line, then a jump to the ret.
+        let ip = 0x40_0000;
+        let d = relocate_one(&[0x31, 0xc0, 0xc3], ip, ip + 0x1000).unwrap();
+        assert_eq!(d.len, 2);
+        let mut dec = Decoder::with_ip(64, &d.code, ip + 0x1000, DecoderOptions::NONE);
+        assert_eq!(dec.decode().mnemonic(), iced_x86::Mnemonic::Xor);
+        assert_eq!(dec.decode().near_branch_target(), ip + 2);
+        // jmp rel8 (a tail call): re-encoded to reach the same target.
+        let d = relocate_one(&[0xeb, 0x10], ip, ip + 0x1000).unwrap();
+        let mut dec = Decoder::with_ip(64, &d.code, ip + 0x1000, DecoderOptions::NONE);
+        assert_eq!(dec.decode().near_branch_target(), ip + 2 + 0x10);
     }
 
     #[test]

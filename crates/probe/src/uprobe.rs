@@ -11,7 +11,7 @@ use crate::code_alloc;
 use crate::fast_syscalls::{self, Wrapper};
 use crate::patch::write_live_code;
 use crate::regs::PtRegs;
-use crate::relocate::{displace, jmp_rel32};
+use crate::relocate::{displace, jmp_rel32, JMP_REL32_LEN};
 use crate::shadow::Frame;
 use crate::symbols::ResolvedSymbol;
 use crate::thread::{self, ProbeThread};
@@ -52,6 +52,8 @@ pub struct Probe {
 pub struct Attachment {
     probe: &'static Probe,
     original: [u8; 5],
+    /// An entry no jump could patch: an `int3` over its first byte.
+    breakpoint: Option<crate::breakpoint::Breakpoint>,
 }
 
 impl Attachment {
@@ -66,24 +68,33 @@ impl Attachment {
     pub fn missed(&self) -> u64 {
         self.probe.missed.load(Ordering::Relaxed)
     }
+    /// The entry is an `int3` (no jump could patch it), not a jump.
+    pub fn is_int3(&self) -> bool {
+        self.breakpoint.is_some()
+    }
 
     /// Puts the original bytes back. The trampoline page and the probe stay
     /// (a thread may still be inside them, and hooked calls still in flight
     /// return through the return trampoline), so detaching is safe at any
     /// time.
     pub fn detach(self) -> Result<(), ProbeError> {
-        write_live_code(self.probe.address, &self.original).map_err(|reason| {
-            ProbeError::Unpatchable {
-                symbol: String::new(),
-                offset: 0,
-                address: self.probe.address,
-                reason,
-            }
-        })?;
+        if let Some(bp) = self.breakpoint {
+            // Releases its claim itself.
+            bp.detach()?;
+        } else {
+            write_live_code(self.probe.address, &self.original).map_err(|reason| {
+                ProbeError::Unpatchable {
+                    symbol: String::new(),
+                    offset: 0,
+                    address: self.probe.address,
+                    reason,
+                }
+            })?;
+            crate::claims::release(self.probe.address);
+        }
         if let Some(set) = ATTACHED.lock().unwrap().as_mut() {
             set.remove(&self.probe.address);
         }
-        crate::claims::release(self.probe.address);
         Ok(())
     }
 }
@@ -96,7 +107,10 @@ impl Attachment {
         if let Some(set) = ATTACHED.lock().unwrap().as_mut() {
             set.remove(&self.probe.address);
         }
-        crate::claims::release(self.probe.address);
+        match self.breakpoint {
+            Some(bp) => bp.forget_unmapped(),
+            None => crate::claims::release(self.probe.address),
+        }
     }
 }
 
@@ -200,33 +214,33 @@ fn attach_at(
         return Err(unpatchable("already attached".into()));
     }
     // Decode the rest of the function when its size is known (to find jumps
-    // back into the displaced bytes); otherwise just enough to relocate.
-    let span = if target.remaining >= 5 {
-        target.remaining.min(1 << 20) as usize
-    } else if target.remaining == 0 {
+    // back into the displaced bytes); otherwise just enough to relocate. A
+    // function shorter than the jump can only take an int3.
+    let span = if target.remaining == 0 {
         32
     } else {
-        return Err(unpatchable(format!(
-            "the function is {} bytes long, too short for a 5-byte jump",
-            target.remaining
-        )));
+        target.remaining.min(1 << 20) as usize
     };
     // SAFETY: the symbol's bytes are mapped code of this process.
     let code = unsafe { std::slice::from_raw_parts(address as *const u8, span) };
-    let original: [u8; 5] = code[..5].try_into().unwrap();
-    if original[0] == 0xCC {
+    // The bytes a jump replaces, read before anything is written.
+    let mut original = [0u8; 5];
+    original[..span.min(5)].copy_from_slice(&code[..span.min(5)]);
+    if code[0] == 0xCC {
         return Err(unpatchable(
             "the function starts with int3: a kernel uprobe or a debugger breakpoint is active on it"
                 .into(),
         ));
     }
-    if original[0] == 0xE9 {
+    if code[0] == 0xE9 {
         // Another in-process patcher (or a previous bpfjet) was here.
         return Err(unpatchable(
             "the function already starts with a jmp rel32 patch".into(),
         ));
     }
-
+    // An entry probe (not a libc wrapper's, whose stubs need the jump) may
+    // fall back to an int3 where the jump cannot go.
+    let int3_allowed = kind == Stub::Entry && wrapper.is_none();
     let page = code_alloc::alloc_near(address)?;
     let probe: &'static Probe = Box::leak(Box::new(Probe {
         address,
@@ -256,7 +270,23 @@ fn attach_at(
     let continuation = page + stub.len().next_multiple_of(16) as u64;
     let restore: &[u8] = if mid_function { &RESTORE_RED_ZONE } else { &[] };
     let reloc_at = continuation + restore.len() as u64;
-    let mut displaced = displace(code, address, reloc_at).map_err(unpatchable)?;
+    let displaced = if span < JMP_REL32_LEN {
+        Err(format!(
+            "the function is {} bytes long, too short for a 5-byte jump",
+            target.remaining
+        ))
+    } else {
+        displace(code, address, reloc_at)
+    };
+    let mut displaced = match displaced {
+        Ok(d) => d,
+        Err(reason) if int3_allowed => {
+            return attach_int3(target, probe, page, code, reason).inspect(|_| {
+                attached.insert(address);
+            })
+        }
+        Err(reason) => return Err(unpatchable(reason)),
+    };
     displaced.code.splice(0..0, restore.iter().copied());
     // SAFETY: fresh writable page of PAGE bytes; the code is far smaller.
     unsafe {
@@ -279,7 +309,54 @@ fn attach_at(
         return Err(unpatchable(e));
     }
     attached.insert(address);
-    Ok(Attachment { probe, original })
+    Ok(Attachment {
+        probe,
+        original,
+        breakpoint: None,
+    })
+}
+
+/// An entry probe where the jump cannot go (`why`): an `int3` over the
+/// function's first byte, the instruction it replaces relocated to `page`
+/// (the probe's continuation) with a jump back after it. `code`: the
+/// function's bytes (its first instruction is whole in them).
+fn attach_int3(
+    target: &ResolvedSymbol,
+    probe: &'static Probe,
+    page: u64,
+    code: &[u8],
+    why: String,
+) -> Result<Attachment, ProbeError> {
+    let address = target.address;
+    let first = code[0];
+    let unpatchable = |reason: String| ProbeError::Unpatchable {
+        symbol: target.symbol.clone(),
+        offset: target.offset,
+        address,
+        reason,
+    };
+    let one = crate::relocate::relocate_one(code, address, page)
+        .map_err(|e| unpatchable(format!("{why}; and no int3 either: {e}")))?;
+    // SAFETY: fresh writable page; one instruction and a jump fit.
+    unsafe {
+        std::ptr::copy_nonoverlapping(one.code.as_ptr(), page as *mut u8, one.code.len());
+        // The probe is not reachable by any thread yet.
+        let pm = probe as *const Probe as *mut Probe;
+        (*pm).continuation = page;
+    }
+    code_alloc::seal(page)?;
+    let bp = crate::breakpoint::attach_entry(address, first, probe as *const Probe as u64)
+        .map_err(|e| match e {
+            ProbeError::Unpatchable { reason, .. } => {
+                unpatchable(format!("{why}; and no int3 either: {reason}"))
+            }
+            e => e,
+        })?;
+    Ok(Attachment {
+        probe,
+        original: [first, 0, 0, 0, 0],
+        breakpoint: Some(bp),
+    })
 }
 
 /// Marks the thread as running a handler; false if it already was.
