@@ -17,6 +17,9 @@
 #   - for another process (a pid that is not the target's): the link
 #     info names it, and the target runs untraced (every count 0), as the
 #     kernel's pid filter does;
+#   - a stripped target (crates/cli/tests/trace/strip_target.c) whose
+#     functions only its detached debug file names, one a tail-call `jmp`
+#     stub: the kernel's counts;
 #   - bad input (flags, missing path/offsets/count, a count over the
 #     kernel's bound, a missing file, a directory, no such process, a
 #     negative pid or offset, unreadable arrays): the kernel's errno each.
@@ -127,6 +130,46 @@ else
 fi
 grep -q 'has no probe links' "$WORK/other.out.trace.err" \
     || fail "links for another process: bpfjet trace did not say the target runs untraced: $(cat "$WORK/other.out.trace.err")"
+
+# A stripped target whose functions only its detached debug file names
+# (as bcc and bpftrace name a stripped library's functions from its debug
+# package), one of them a 5-byte tail-call `jmp`: the loader links by file
+# offset, bpfjet names the offsets from the debug file (.gnu_debuglink)
+# and patches the `jmp` stub (the file's own bytes, not an earlier patch).
+STRIPPED=$WORK/strip_target
+cc -O2 -g -o "$STRIPPED" "$SRC/strip_target.c"
+objcopy --only-keep-debug "$STRIPPED" "$STRIPPED.debug"
+strip --strip-all "$STRIPPED"
+objcopy --add-gnu-debuglink="$STRIPPED.debug" "$STRIPPED"
+clang-19 -O2 -g -target bpf -D__TARGET_ARCH_x86 -I "/usr/include/$(uname -m)-linux-gnu" \
+    -DTARGET_EXE="\"$STRIPPED\"" -c "$SRC/strip.bpf.c" -o "$WORK/strip.o"
+"$WORK/multi_loader" "$WORK/strip.o" "$STRIPPED" 2> "$WORK/kstrip.err" | grep '^counts' > "$WORK/kstrip.lines" \
+    || fail "kernel: stripped target: $(cat "$WORK/kstrip.err")"
+printf 'counts %s\n' "0 50" "1 1225" "2 50" "3 2450" "4 0" "5 0" "6 0" "7 0" > "$WORK/strip.expected"
+diff "$WORK/strip.expected" "$WORK/kstrip.lines" > /dev/null \
+    || fail "kernel: stripped target: not its known calls: $(cat "$WORK/kstrip.lines")"
+mkfifo "$WORK/go.strip"
+"$BPFJET" exec --instance "$INST" -- "$WORK/multi_loader" --wait 0 "$WORK/strip.o" \
+    < "$WORK/go.strip" > "$WORK/strip.out" 2> "$WORK/strip.err" &
+LOADER_PID=$!
+exec 9> "$WORK/go.strip"
+for _ in $(seq 200); do
+    grep -q '^attached$' "$WORK/strip.out" 2>/dev/null && break
+    kill -0 "$LOADER_PID" 2>/dev/null || break
+    sleep 0.05
+done
+rc=0
+"$BPFJET" trace --instance "$INST" --engine jit -- "$STRIPPED" > /dev/null 2> "$WORK/strip.trace.err" || rc=$?
+[ "$rc" = 7 ] || fail "stripped target: exited $rc under bpfjet trace: $(cat "$WORK/strip.trace.err")"
+echo go >&9
+exec 9>&-
+wait "$LOADER_PID" || fail "stripped target: the loader failed: $(cat "$WORK/strip.err")"
+LOADER_PID=
+if grep '^counts' "$WORK/strip.out" | diff "$WORK/kstrip.lines" - > "$WORK/strip.diff"; then
+    echo "ok: a stripped target named from its debug file, and a jmp stub: the kernel's counts"
+else
+    fail "stripped target: bpfjet's counts differ from the kernel's:"; cat "$WORK/strip.diff"
+fi
 
 # Bad input, one field wrong at a time: the kernel's errno for each.
 "$WORK/multi_loader" --bad "$WORK/multi.o" > "$WORK/kbad.out" 2>&1 || fail "kernel: bad-input run: $(cat "$WORK/kbad.out")"

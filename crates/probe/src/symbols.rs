@@ -3,8 +3,13 @@
 //! PATH is resolved as libbpf does for uprobes: a path with a '/' is used as
 //! is; a bare name (`libc`, `libc.so.6`) is looked up among the objects the
 //! process has loaded, then in the ld.so directories. The symbol comes from
-//! `.symtab` or `.dynsym` of the file on disk; its run-time address is the
-//! object's load bias (from `dl_iterate_phdr`) plus the symbol's value.
+//! `.symtab` or `.dynsym` of the file on disk, or from the `.symtab` of its
+//! detached debug file (a stripped library's, e.g. Debian's `libc6-dbg`:
+//! found by build id under `/usr/lib/debug/.build-id`, or by
+//! `.gnu_debuglink` as gdb looks for it), where bcc and bpftrace find the
+//! names of functions a stripped file does not export; its run-time
+//! address is the object's load bias (from `dl_iterate_phdr`) plus the
+//! symbol's value.
 
 use crate::ProbeError;
 use object::{Object, ObjectSymbol, SymbolKind};
@@ -198,11 +203,64 @@ pub fn file_symbol(path: &Path, symbol: &str) -> Result<FileSymbol, ProbeError> 
 }
 
 /// The defined symbols of one ELF file, by name: the first definition in
-/// `.symtab` then `.dynsym` order, `None` when it is not a function.
+/// `.symtab`, `.dynsym`, then the detached debug file's `.symtab` order,
+/// `None` when it is not a function.
 struct SymbolTable {
     functions: HashMap<String, Option<FileSymbol>>,
+    /// Every named function (start, size, name), in the same order: what
+    /// maps an address back to its function.
+    by_order: Vec<(u64, u64, String)>,
     has_static_symbols: bool,
     has_any_symbol: bool,
+}
+
+/// The detached debug file of an ELF file (its bytes): by build id,
+/// `/usr/lib/debug/.build-id/NN/REST.debug`; else by `.gnu_debuglink`
+/// NAME with a matching CRC, next to the file, in its `.debug`
+/// directory, or under `/usr/lib/debug` with the file's directory.
+fn debug_file(path: &Path, file: &object::File<'_>) -> Option<Vec<u8>> {
+    const ROOT: &str = "/usr/lib/debug";
+    if let Ok(Some(id)) = file.build_id() {
+        if id.len() > 1 {
+            let hex: String = id.iter().map(|b| format!("{b:02x}")).collect();
+            let p = format!("{ROOT}/.build-id/{}/{}.debug", &hex[..2], &hex[2..]);
+            if let Ok(data) = std::fs::read(&p) {
+                return Some(data);
+            }
+        }
+    }
+    let (name, crc) = file.gnu_debuglink().ok()??;
+    let name = std::str::from_utf8(name).ok()?;
+    let real = path.canonicalize().ok()?;
+    let dir = real.parent()?;
+    let candidates = [
+        dir.join(name),
+        dir.join(".debug").join(name),
+        Path::new(ROOT)
+            .join(dir.strip_prefix("/").unwrap_or(dir))
+            .join(name),
+    ];
+    candidates
+        .iter()
+        .filter(|c| c.as_path() != real.as_path())
+        .filter_map(|c| std::fs::read(c).ok())
+        .find(|data| crc32(data) == crc)
+}
+
+/// The CRC-32 (IEEE) `.gnu_debuglink` records of the debug file.
+fn crc32(data: &[u8]) -> u32 {
+    let mut crc = !0u32;
+    for &b in data {
+        crc ^= u32::from(b);
+        for _ in 0..8 {
+            crc = if crc & 1 != 0 {
+                (crc >> 1) ^ 0xEDB8_8320
+            } else {
+                crc >> 1
+            };
+        }
+    }
+    !crc
 }
 
 /// The file's identity: a file replaced at the same path is read again.
@@ -240,22 +298,45 @@ fn symbol_table(path: &Path) -> Result<std::sync::Arc<SymbolTable>, ProbeError> 
     let data = std::fs::read(path).map_err(|e| elf_error(e.to_string()))?;
     let file = object::File::parse(&*data).map_err(|e| elf_error(e.to_string()))?;
     let mut functions = HashMap::new();
+    let mut by_order = Vec::new();
     let mut has_any_symbol = false;
-    for sym in file.symbols().chain(file.dynamic_symbols()) {
+    let mut add = |sym: object::Symbol<'_, '_>| {
         has_any_symbol = true;
-        let Ok(name) = sym.name() else { continue };
-        if sym.is_undefined() || functions.contains_key(name) {
-            continue;
+        let Ok(name) = sym.name() else { return };
+        if sym.is_undefined() || name.is_empty() {
+            return;
         }
-        let found = (sym.kind() == SymbolKind::Text).then(|| FileSymbol {
+        let text = sym.kind() == SymbolKind::Text;
+        if text {
+            by_order.push((sym.address(), sym.size(), name.to_string()));
+        }
+        if functions.contains_key(name) {
+            return;
+        }
+        let found = text.then(|| FileSymbol {
             vaddr: sym.address(),
             size: sym.size(),
         });
         functions.insert(name.to_string(), found);
+    };
+    file.symbols()
+        .chain(file.dynamic_symbols())
+        .for_each(&mut add);
+    let mut has_static_symbols = file.symbols().next().is_some();
+    // A stripped file's other functions, from its debug file (same
+    // addresses: it is the same link's output).
+    if !has_static_symbols {
+        if let Some(debug) = debug_file(path, &file) {
+            if let Ok(dfile) = object::File::parse(&*debug) {
+                has_static_symbols = dfile.symbols().next().is_some();
+                dfile.symbols().for_each(&mut add);
+            }
+        }
     }
     let table = std::sync::Arc::new(SymbolTable {
         functions,
-        has_static_symbols: file.symbols().next().is_some(),
+        by_order,
+        has_static_symbols,
         has_any_symbol,
     });
     TABLES
@@ -270,8 +351,8 @@ fn symbol_table(path: &Path) -> Result<std::sync::Arc<SymbolTable>, ProbeError> 
 /// control plane names uprobes as the kernel takes them, by file offset
 /// (libbpf computes it from the symbol); bpfjet patches functions it can
 /// name, so it maps the offset back through the `PT_LOAD` segment that
-/// holds it to a function symbol (`.symtab`, then `.dynsym`), preferring
-/// the symbol that starts exactly there.
+/// holds it to a function symbol (`.symtab`, then `.dynsym`, then the
+/// debug file's), preferring the symbol that starts exactly there.
 pub fn symbol_at_file_offset(path: &Path, file_offset: u64) -> Result<(String, u64), ProbeError> {
     with_elf(path, |elf| function_at_file_offset(path, elf, file_offset))
 }
@@ -290,16 +371,13 @@ fn function_at_file_offset(
             "file offset {file_offset:#x} is in no loadable segment"
         ))
     })?;
+    let table = symbol_table(path)?;
     let mut best: Option<(String, u64)> = None;
-    for sym in elf.symbols().chain(elf.dynamic_symbols()) {
-        let Ok(name) = sym.name() else { continue };
-        if sym.kind() != SymbolKind::Text || sym.is_undefined() || name.is_empty() {
-            continue;
-        }
-        let (start, size) = (sym.address(), sym.size());
+    for (start, size, name) in &table.by_order {
+        let (start, size) = (*start, *size);
         let inside = vaddr == start || (vaddr > start && vaddr < start + size);
         if inside && best.as_ref().is_none_or(|(_, off)| vaddr - start < *off) {
-            best = Some((name.to_string(), vaddr - start));
+            best = Some((name.clone(), vaddr - start));
         }
     }
     best.ok_or_else(|| {
@@ -324,6 +402,28 @@ fn with_elf<T>(
     let elf = object::read::elf::ElfFile64::<object::Endianness>::parse(&*data)
         .map_err(|e| elf_error(e.to_string()))?;
     f(&elf)
+}
+
+/// The first `len` bytes of a resolved function as its file holds them
+/// (None when the file or its symbol cannot say): code bpfjet finds in
+/// memory is the file's own when they are equal, not an earlier patch.
+pub fn file_code(target: &ResolvedSymbol, len: usize) -> Option<Vec<u8>> {
+    use object::read::elf::ProgramHeader;
+    let sym = file_symbol(&target.path, &target.symbol).ok()?;
+    let vaddr = sym.vaddr + target.offset;
+    let data = std::fs::read(&target.path).ok()?;
+    let elf = object::read::elf::ElfFile64::<object::Endianness>::parse(&*data).ok()?;
+    let endian = elf.endian();
+    let at = elf
+        .elf_program_headers()
+        .iter()
+        .filter(|ph| ph.p_type(endian) == object::elf::PT_LOAD)
+        .find_map(|ph| {
+            let (va, size) = (ph.p_vaddr(endian), ph.p_filesz(endian));
+            (vaddr >= va && vaddr + len as u64 <= va + size)
+                .then(|| (vaddr - va + ph.p_offset(endian)) as usize)
+        })?;
+    data.get(at..at + len).map(<[u8]>::to_vec)
 }
 
 /// The ELF virtual address of file offset `file_offset`, through the
@@ -434,6 +534,12 @@ pub fn resolve(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn debuglink_crc_is_ieee_crc32() {
+        assert_eq!(crc32(b"123456789"), 0xCBF4_3926);
+        assert_eq!(crc32(b""), 0);
+    }
 
     #[test]
     fn parses_targets() {

@@ -232,8 +232,9 @@ fn attach_at(
                 .into(),
         ));
     }
-    if code[0] == 0xE9 {
-        // Another in-process patcher (or a previous bpfjet) was here.
+    if code[0] == 0xE9 && crate::symbols::file_code(target, 5).as_deref() != Some(&original[..]) {
+        // Another in-process patcher (or a previous bpfjet) was here: the
+        // file has other bytes (a tail-call stub's own `jmp` is fine).
         return Err(unpatchable(
             "the function already starts with a jmp rel32 patch".into(),
         ));

@@ -3,7 +3,9 @@
  * given their type and BPF_TRACE_UPROBE_MULTI here), resolves each
  * `uprobe.multi/PATH:PATTERN` / `uretprobe.multi/...` section the way
  * libbpf 1.3+ does (STT_FUNC symbols of .symtab matching the glob, else of
- * .dynsym; aliases included; file offsets), attaches each with one
+ * .dynsym; aliases included; file offsets) — and for a stripped PATH
+ * with none, from PATH.debug's .symtab, as bcc and bpftrace name the
+ * functions of a stripped file — attaches each with one
  * BPF_LINK_CREATE uprobe-multi link restricted to the command's pid, runs
  * the command and prints `MAP KEY VALUE` for every entry of `counts` and
  * `by_ip` (keys and values as unsigned integers). Before that, each link's
@@ -51,18 +53,30 @@ static bool glob(const char *s, const char *p)
 	return false;
 }
 
-/* File offsets of the functions of PATH matching PATTERN. */
-static int resolve(const char *path, const char *pattern, unsigned long *offs)
+/* The file offset of virtual address vaddr of ELF elf (its PT_LOAD
+ * segments); 0 when no segment holds it. */
+static unsigned long vaddr_offset(Elf *elf, unsigned long vaddr)
 {
-	int fd = open(path, O_RDONLY), n = 0;
-	elf_version(EV_CURRENT);
-	Elf *elf = elf_begin(fd, ELF_C_READ, NULL);
-	if (!elf)
-		return -1;
+	size_t n = 0;
+	elf_getphdrnum(elf, &n);
+	for (size_t i = 0; i < n; i++) {
+		GElf_Phdr ph;
+		if (gelf_getphdr(elf, i, &ph) && ph.p_type == PT_LOAD && vaddr >= ph.p_vaddr &&
+		    vaddr < ph.p_vaddr + ph.p_filesz)
+			return vaddr - ph.p_vaddr + ph.p_offset;
+	}
+	return 0;
+}
+
+/* File offsets (in the file `elf`) of the functions matching PATTERN in
+ * the symbol tables of `syms` (the file itself, or its debug file). */
+static int resolve_in(Elf *elf, Elf *syms, const char *pattern, unsigned long *offs)
+{
+	int n = 0;
 	int types[2] = { SHT_SYMTAB, SHT_DYNSYM };
 	for (int t = 0; t < 2 && n == 0; t++) {
 		Elf_Scn *scn = NULL;
-		while ((scn = elf_nextscn(elf, scn))) {
+		while ((scn = elf_nextscn(syms, scn))) {
 			GElf_Shdr sh;
 			gelf_getshdr(scn, &sh);
 			if (sh.sh_type != (unsigned)types[t])
@@ -71,16 +85,41 @@ static int resolve(const char *path, const char *pattern, unsigned long *offs)
 			for (size_t i = 0; i < sh.sh_size / sh.sh_entsize; i++) {
 				GElf_Sym sym;
 				gelf_getsym(data, i, &sym);
-				const char *name = elf_strptr(elf, sh.sh_link, sym.st_name);
+				const char *name = elf_strptr(syms, sh.sh_link, sym.st_name);
 				if (GELF_ST_TYPE(sym.st_info) != STT_FUNC || sym.st_shndx == SHN_UNDEF ||
 				    !sym.st_value || !name || !glob(name, pattern))
 					continue;
-				GElf_Shdr home;
-				gelf_getshdr(elf_getscn(elf, sym.st_shndx), &home);
-				if (n < MAX_OFFSETS)
-					offs[n++] = sym.st_value - home.sh_addr + home.sh_offset;
+				unsigned long off = vaddr_offset(elf, sym.st_value);
+				if (off && n < MAX_OFFSETS)
+					offs[n++] = off;
 			}
 		}
+	}
+	return n;
+}
+
+/* File offsets of the functions of PATH matching PATTERN: its own
+ * .symtab, else its .dynsym, else (a stripped file) PATH.debug's .symtab,
+ * as bcc and bpftrace name functions from a detached debug file. */
+static int resolve(const char *path, const char *pattern, unsigned long *offs)
+{
+	int fd = open(path, O_RDONLY), n = 0;
+	elf_version(EV_CURRENT);
+	Elf *elf = elf_begin(fd, ELF_C_READ, NULL);
+	if (!elf)
+		return -1;
+	n = resolve_in(elf, elf, pattern, offs);
+	if (n == 0) {
+		char debug[600];
+		snprintf(debug, sizeof(debug), "%s.debug", path);
+		int dfd = open(debug, O_RDONLY);
+		Elf *delf = dfd >= 0 ? elf_begin(dfd, ELF_C_READ, NULL) : NULL;
+		if (delf) {
+			n = resolve_in(elf, delf, pattern, offs);
+			elf_end(delf);
+		}
+		if (dfd >= 0)
+			close(dfd);
 	}
 	elf_end(elf);
 	close(fd);
