@@ -19,7 +19,8 @@
 #     kernel's pid filter does;
 #   - a stripped target (crates/cli/tests/trace/strip_target.c) whose
 #     functions only its detached debug file names, one a tail-call `jmp`
-#     stub: the kernel's counts;
+#     stub, with a .gnu_debuglink (bpfjet names them) and without (raw
+#     offsets, int3 probes): the kernel's counts;
 #   - bad input (flags, missing path/offsets/count, a count over the
 #     kernel's bound, a missing file, a directory, no such process, a
 #     negative pid or offset, unreadable arrays): the kernel's errno each.
@@ -134,42 +135,51 @@ grep -q 'has no probe links' "$WORK/other.out.trace.err" \
 # A stripped target whose functions only its detached debug file names
 # (as bcc and bpftrace name a stripped library's functions from its debug
 # package), one of them a 5-byte tail-call `jmp`: the loader links by file
-# offset, bpfjet names the offsets from the debug file (.gnu_debuglink)
-# and patches the `jmp` stub (the file's own bytes, not an earlier patch).
-STRIPPED=$WORK/strip_target
-cc -O2 -g -o "$STRIPPED" "$SRC/strip_target.c"
-objcopy --only-keep-debug "$STRIPPED" "$STRIPPED.debug"
-strip --strip-all "$STRIPPED"
-objcopy --add-gnu-debuglink="$STRIPPED.debug" "$STRIPPED"
-clang-19 -O2 -g -target bpf -D__TARGET_ARCH_x86 -I "/usr/include/$(uname -m)-linux-gnu" \
-    -DTARGET_EXE="\"$STRIPPED\"" -c "$SRC/strip.bpf.c" -o "$WORK/strip.o"
-"$WORK/multi_loader" "$WORK/strip.o" "$STRIPPED" 2> "$WORK/kstrip.err" | grep '^counts' > "$WORK/kstrip.lines" \
-    || fail "kernel: stripped target: $(cat "$WORK/kstrip.err")"
-printf 'counts %s\n' "0 50" "1 1225" "2 50" "3 2450" "4 0" "5 0" "6 0" "7 0" > "$WORK/strip.expected"
-diff "$WORK/strip.expected" "$WORK/kstrip.lines" > /dev/null \
-    || fail "kernel: stripped target: not its known calls: $(cat "$WORK/kstrip.lines")"
-mkfifo "$WORK/go.strip"
-"$BPFJET" exec --instance "$INST" -- "$WORK/multi_loader" --wait 0 "$WORK/strip.o" \
-    < "$WORK/go.strip" > "$WORK/strip.out" 2> "$WORK/strip.err" &
-LOADER_PID=$!
-exec 9> "$WORK/go.strip"
-for _ in $(seq 200); do
-    grep -q '^attached$' "$WORK/strip.out" 2>/dev/null && break
-    kill -0 "$LOADER_PID" 2>/dev/null || break
-    sleep 0.05
-done
-rc=0
-"$BPFJET" trace --instance "$INST" --engine jit -- "$STRIPPED" > /dev/null 2> "$WORK/strip.trace.err" || rc=$?
-[ "$rc" = 7 ] || fail "stripped target: exited $rc under bpfjet trace: $(cat "$WORK/strip.trace.err")"
-echo go >&9
-exec 9>&-
-wait "$LOADER_PID" || fail "stripped target: the loader failed: $(cat "$WORK/strip.err")"
-LOADER_PID=
-if grep '^counts' "$WORK/strip.out" | diff "$WORK/kstrip.lines" - > "$WORK/strip.diff"; then
-    echo "ok: a stripped target named from its debug file, and a jmp stub: the kernel's counts"
-else
-    fail "stripped target: bpfjet's counts differ from the kernel's:"; cat "$WORK/strip.diff"
-fi
+# offset (naming them from NAME.debug); bpfjet names the offsets from the
+# debug file its .gnu_debuglink names and patches the `jmp` stub (the
+# file's own bytes, not an earlier patch). Without the debuglink bpfjet
+# cannot name them: the offsets are raw points, each an int3 (entry and
+# return), as the kernel probes any offset.
+# stripped_case NAME LINK(yes|no)
+stripped_case() {
+    local name=$1 link=$2
+    local exe=$WORK/$name
+    cc -O2 -g -o "$exe" "$SRC/strip_target.c"
+    objcopy --only-keep-debug "$exe" "$exe.debug"
+    strip --strip-all "$exe"
+    [ "$link" = yes ] && objcopy --add-gnu-debuglink="$exe.debug" "$exe"
+    clang-19 -O2 -g -target bpf -D__TARGET_ARCH_x86 -I "/usr/include/$(uname -m)-linux-gnu" \
+        -DTARGET_EXE="\"$exe\"" -c "$SRC/strip.bpf.c" -o "$WORK/$name.o"
+    "$WORK/multi_loader" "$WORK/$name.o" "$exe" 2> "$WORK/$name.kerr" | grep '^counts' > "$WORK/$name.klines" \
+        || fail "kernel: $name: $(cat "$WORK/$name.kerr")"
+    printf 'counts %s\n' "0 50" "1 1225" "2 50" "3 2450" "4 0" "5 0" "6 0" "7 0" > "$WORK/$name.expected"
+    diff "$WORK/$name.expected" "$WORK/$name.klines" > /dev/null \
+        || fail "kernel: $name: not its known calls: $(cat "$WORK/$name.klines")"
+    mkfifo "$WORK/go.$name"
+    "$BPFJET" exec --instance "$INST" -- "$WORK/multi_loader" --wait 0 "$WORK/$name.o" \
+        < "$WORK/go.$name" > "$WORK/$name.out" 2> "$WORK/$name.err" &
+    LOADER_PID=$!
+    exec 9> "$WORK/go.$name"
+    for _ in $(seq 200); do
+        grep -q '^attached$' "$WORK/$name.out" 2>/dev/null && break
+        kill -0 "$LOADER_PID" 2>/dev/null || break
+        sleep 0.05
+    done
+    local rc=0
+    "$BPFJET" trace --instance "$INST" --engine jit -- "$exe" > /dev/null 2> "$WORK/$name.trace.err" || rc=$?
+    [ "$rc" = 7 ] || fail "$name: exited $rc under bpfjet trace: $(cat "$WORK/$name.trace.err")"
+    echo go >&9
+    exec 9>&-
+    wait "$LOADER_PID" || fail "$name: the loader failed: $(cat "$WORK/$name.err")"
+    LOADER_PID=
+    if grep '^counts' "$WORK/$name.out" | diff "$WORK/$name.klines" - > "$WORK/$name.diff"; then
+        echo "ok: $name: the kernel's counts"
+    else
+        fail "$name: bpfjet's counts differ from the kernel's:"; cat "$WORK/$name.diff"
+    fi
+}
+stripped_case strip_named yes
+stripped_case strip_raw no
 
 # Bad input, one field wrong at a time: the kernel's errno for each.
 "$WORK/multi_loader" --bad "$WORK/multi.o" > "$WORK/kbad.out" 2>&1 || fail "kernel: bad-input run: $(cat "$WORK/kbad.out")"

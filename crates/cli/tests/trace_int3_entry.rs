@@ -6,7 +6,8 @@
 //! refuse the function. Counts, arguments, return values and hits per
 //! `bpf_get_func_ip` must equal the kernel's uprobes on the same object
 //! (tests/trace/multi_loader.c attaching its uprobe.multi sections), and
-//! the known calls of the target.
+//! the known calls of the target. A uprobe inside a function where no
+//! jump can go and the instruction is not a `nop` is an int3 too.
 
 mod trace_common;
 use bpfjet_testsupport::clang::Compile;
@@ -35,10 +36,12 @@ fn dir() -> &'static Path {
             &["-lbpf", "-lelf"],
         );
         let exe = format!("-DTARGET_EXE=\"{}\"", dir.join("tiny_target").display());
-        Compile::file(PathBuf::from(format!("{}/tiny.bpf.c", trace_common::SRC)))
-            .arg("-D__TARGET_ARCH_x86")
-            .arg(&exe)
-            .object_at(dir.join("tiny.o"));
+        for name in ["tiny", "tiny_inside"] {
+            Compile::file(PathBuf::from(format!("{}/{name}.bpf.c", trace_common::SRC)))
+                .arg("-D__TARGET_ARCH_x86")
+                .arg(&exe)
+                .object_at(dir.join(format!("{name}.o")));
+        }
         dir
     })
 }
@@ -160,6 +163,40 @@ fn check(engine: &str) {
     if let Some(k) = kernel_maps() {
         assert_eq!(got, k, "bpfjet ({engine}) vs the kernel's uprobes");
     }
+}
+
+/// A uprobe at `loop_sum+2`, an `add` followed by the loop's branch
+/// target: an int3 that executes the `add` out of line, hit once per call
+/// with the argument in rdi; the function's results stay right (the
+/// target checks them: exit code 7).
+#[test]
+fn int3_inside_a_function_runs_the_replaced_instruction() {
+    let _serial = serial();
+    let out = Command::new(env!("CARGO_BIN_EXE_bpfjet"))
+        .arg("trace")
+        .arg(dir().join("tiny_inside.o"))
+        .args(["--json", "--engine", "jit", "--"])
+        .arg(dir().join("tiny_target"))
+        .output()
+        .unwrap();
+    let report = json_report(&out);
+    assert_eq!(
+        report["exit_code"],
+        7,
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let counts: Vec<u64> = report["maps"]["counts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| int(e["value"].as_str().unwrap()))
+        .collect();
+    assert_eq!(
+        counts,
+        vec![100, 5050],
+        "hits and the sum of n at loop_sum+2"
+    );
 }
 
 #[test]

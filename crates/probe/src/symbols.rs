@@ -357,6 +357,45 @@ pub fn symbol_at_file_offset(path: &Path, file_offset: u64) -> Result<(String, u
     with_elf(path, |elf| function_at_file_offset(path, elf, file_offset))
 }
 
+/// As [`symbol_at_file_offset`], but an offset no function symbol covers
+/// (a stripped file without a debug file) in an executable `PT_LOAD`
+/// segment is a raw probe point: `("", file_offset)`, which bpfjet probes
+/// with an `int3` as the kernel probes any offset.
+pub fn symbol_or_raw_at_file_offset(
+    path: &Path,
+    file_offset: u64,
+) -> Result<(String, u64), ProbeError> {
+    with_elf(path, |elf| {
+        match function_at_file_offset(path, elf, file_offset) {
+            Ok(found) => Ok(found),
+            Err(e) => {
+                if executable_segment(elf, file_offset) {
+                    Ok((String::new(), file_offset))
+                } else {
+                    Err(e)
+                }
+            }
+        }
+    })
+}
+
+/// Whether file offset `file_offset` is in the file bytes of an
+/// executable `PT_LOAD` segment.
+fn executable_segment(
+    elf: &object::read::elf::ElfFile64<'_, object::Endianness>,
+    file_offset: u64,
+) -> bool {
+    use object::read::elf::ProgramHeader;
+    let endian = elf.endian();
+    elf.elf_program_headers().iter().any(|ph| {
+        let (off, size) = (ph.p_offset(endian), ph.p_filesz(endian));
+        ph.p_type(endian) == object::elf::PT_LOAD
+            && ph.p_flags(endian) & object::elf::PF_X != 0
+            && file_offset >= off
+            && file_offset < off + size
+    })
+}
+
 fn function_at_file_offset(
     path: &Path,
     elf: &object::read::elf::ElfFile64<'_, object::Endianness>,
@@ -409,10 +448,14 @@ fn with_elf<T>(
 /// memory is the file's own when they are equal, not an earlier patch.
 pub fn file_code(target: &ResolvedSymbol, len: usize) -> Option<Vec<u8>> {
     use object::read::elf::ProgramHeader;
-    let sym = file_symbol(&target.path, &target.symbol).ok()?;
-    let vaddr = sym.vaddr + target.offset;
     let data = std::fs::read(&target.path).ok()?;
     let elf = object::read::elf::ElfFile64::<object::Endianness>::parse(&*data).ok()?;
+    let vaddr = if target.symbol.is_empty() {
+        // A raw point: `offset` is the file offset.
+        segment_vaddr(&elf, target.offset)?
+    } else {
+        file_symbol(&target.path, &target.symbol).ok()?.vaddr + target.offset
+    };
     let endian = elf.endian();
     let at = elf
         .elf_program_headers()
@@ -493,6 +536,7 @@ fn check_interp(
 #[derive(Debug, Clone)]
 pub struct ResolvedSymbol {
     pub path: PathBuf,
+    /// Empty for a raw probe point: `offset` is then its file offset.
     pub symbol: String,
     pub offset: u64,
     /// Run-time address of SYMBOL+OFF.
@@ -501,7 +545,8 @@ pub struct ResolvedSymbol {
     pub remaining: u64,
 }
 
-/// Resolves a target against the objects loaded in this process.
+/// Resolves a target against the objects loaded in this process (an
+/// empty symbol: `offset` is a raw file offset).
 pub fn resolve(
     target: &UprobeTarget,
     objects: &[LoadedObject],
@@ -513,6 +558,23 @@ pub fn resolve(
         .ok_or_else(|| ProbeError::NotLoaded {
             path: path.display().to_string(),
         })?;
+    if target.symbol.is_empty() {
+        // A raw file offset: no function around it is known (an int3
+        // probes it, crates/probe/src/uprobe.rs).
+        let vaddr = with_elf(&path, |elf| {
+            segment_vaddr(elf, target.offset).ok_or_else(|| ProbeError::Elf {
+                path: path.display().to_string(),
+                reason: format!("file offset {:#x} is in no loadable segment", target.offset),
+            })
+        })?;
+        return Ok(ResolvedSymbol {
+            path,
+            symbol: String::new(),
+            offset: target.offset,
+            address: obj.bias.wrapping_add(vaddr),
+            remaining: 0,
+        });
+    }
     let sym = file_symbol(&path, &target.symbol)?;
     if sym.size != 0 && target.offset >= sym.size {
         return Err(ProbeError::Unpatchable {

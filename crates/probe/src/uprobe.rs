@@ -271,7 +271,13 @@ fn attach_at(
     let continuation = page + stub.len().next_multiple_of(16) as u64;
     let restore: &[u8] = if mid_function { &RESTORE_RED_ZONE } else { &[] };
     let reloc_at = continuation + restore.len() as u64;
-    let displaced = if span < JMP_REL32_LEN {
+    let displaced = if target.symbol.is_empty() {
+        // A raw offset: no function bounds to check a jump against.
+        Err(format!(
+            "file offset {:#x} is in no function bpfjet can name",
+            target.offset
+        ))
+    } else if span < JMP_REL32_LEN {
         Err(format!(
             "the function is {} bytes long, too short for a 5-byte jump",
             target.remaining
@@ -314,6 +320,52 @@ fn attach_at(
         probe,
         original,
         breakpoint: None,
+    })
+}
+
+/// An `int3` probe at `target` (any instruction: a function's entry, or
+/// inside a function where a jump cannot go and the instruction is not a
+/// `nop`), the instruction it replaces executed out of line; a return
+/// handler takes the address for a function's entry (`[rsp]` the return
+/// address), as the kernel's uretprobes do.
+pub fn attach_int3_at(
+    target: &ResolvedSymbol,
+    on_entry: Option<ProbeHandler>,
+    on_return: Option<ProbeHandler>,
+    why: String,
+) -> Result<Attachment, ProbeError> {
+    let address = target.address;
+    crate::thread::prepare_for_fork();
+    let mut attached = ATTACHED.lock().unwrap();
+    let attached = attached.get_or_insert_with(HashSet::new);
+    if attached.contains(&address) {
+        return Err(ProbeError::Unpatchable {
+            symbol: target.symbol.clone(),
+            offset: target.offset,
+            address,
+            reason: "already attached".into(),
+        });
+    }
+    let span = if target.remaining == 0 {
+        32
+    } else {
+        target.remaining.min(64) as usize
+    };
+    // SAFETY: the bytes are mapped code of this process.
+    let code = unsafe { std::slice::from_raw_parts(address as *const u8, span) };
+    let page = code_alloc::alloc_near(address)?;
+    let probe: &'static Probe = Box::leak(Box::new(Probe {
+        address,
+        continuation: 0,
+        on_entry,
+        on_return,
+        hits: AtomicU64::new(0),
+        wrapper: None,
+        missed: AtomicU64::new(0),
+        stack_skip: 0,
+    }));
+    attach_int3(target, probe, page, code, why).inspect(|_| {
+        attached.insert(address);
     })
 }
 

@@ -380,7 +380,8 @@ pub fn resolve_in(
 
 /// How a USDT probe is patched.
 pub enum UsdtPatch {
-    /// `jmp rel32` to a trampoline (no trap per hit).
+    /// `jmp rel32` to a trampoline (no trap per hit), or an `int3` over
+    /// an instruction that is not a `nop` (executed out of line).
     Jump(Attachment),
     /// `int3` over the `nop`: where a jump would overwrite a branch target.
     Trap(Breakpoint),
@@ -465,8 +466,9 @@ pub fn attach(site: &UsdtSite, handler: ProbeHandler) -> Result<UsdtAttachment, 
 /// An entry handler at an address inside a function that starts at
 /// `function_start` (a USDT probe's `nop`, a uprobe at `SYMBOL+OFF`): a
 /// jump patch when no branch of the function lands in the patched bytes
-/// and the function's size is known, else an `int3` over the instruction;
-/// with why the jump was refused.
+/// and the function's size is known, else an `int3` over the instruction
+/// (resuming after a `nop`, or executing another instruction out of
+/// line); with why the jump was refused.
 pub fn attach_inside(
     target: &ResolvedSymbol,
     function_start: u64,
@@ -489,6 +491,21 @@ pub fn attach_inside(
     };
     let (patch, jump_refused) = match jump {
         Ok(a) => (UsdtPatch::Jump(a), None),
+        Err(ProbeError::Unpatchable { reason, .. })
+            // SAFETY: the target is mapped code of this process.
+            if unsafe { *(target.address as *const u8) } != 0x90 =>
+        {
+            // Not a `nop` (a uprobe at SYMBOL+OFF): the int3 executes the
+            // instruction it replaces out of line.
+            let h = shared.clone();
+            let a = crate::uprobe::attach_int3_at(
+                target,
+                Some(Box::new(move |r| h(r))),
+                None,
+                reason.clone(),
+            )?;
+            (UsdtPatch::Jump(a), Some(reason))
+        }
         Err(ProbeError::Unpatchable { reason, .. }) => {
             let h = shared.clone();
             let b = breakpoint::attach(target.address, Box::new(move |r| h(r))).map_err(

@@ -41,7 +41,8 @@ const ATTR_CONFIG2: usize = 64;
 pub enum ProbePoint {
     /// A uprobe or uretprobe: function `symbol` of the ELF at `path`,
     /// `offset` bytes in (the file offset the control plane gave, mapped
-    /// back to the function that contains it).
+    /// back to the function that contains it); with no function there
+    /// (a stripped file), `symbol` is empty and `offset` the file offset.
     Uprobe {
         path: String,
         symbol: String,
@@ -79,7 +80,10 @@ impl ProbePoint {
                 ..
             } => {
                 let kind = if *retprobe { "uretprobe" } else { "uprobe" };
-                if *offset == 0 {
+                if symbol.is_empty() {
+                    // A raw point: `offset` is its file offset.
+                    format!("{kind}/{path}:{offset:#x}")
+                } else if *offset == 0 {
                     format!("{kind}/{path}:{symbol}")
                 } else {
                     format!("{kind}/{path}:{symbol}+{offset:#x}")
@@ -239,7 +243,7 @@ impl BpfjetBackend {
             // A USDT semaphore (`config:32-63` of the PMU's format), which
             // the traced process raises while the probe is attached.
             let ref_ctr_offset = config >> 32;
-            let (symbol, offset) = match bpfjet_probe::symbols::symbol_at_file_offset(
+            let (symbol, offset) = match bpfjet_probe::symbols::symbol_or_raw_at_file_offset(
                 std::path::Path::new(&path),
                 file_offset,
             ) {
@@ -494,6 +498,28 @@ mod tests {
             ref_ctr_offset: 0,
         };
         assert_eq!(u.section(), "uprobe//bin/x:f+0x10");
+        // No function names it: the raw file offset, which ProgKind reads
+        // back as a raw target.
+        let u = ProbePoint::Uprobe {
+            path: "/bin/x".into(),
+            symbol: String::new(),
+            offset: 0x1234,
+            retprobe: false,
+            file_offset: 0x1234,
+            ref_ctr_offset: 0,
+        };
+        assert_eq!(u.section(), "uprobe//bin/x:0x1234");
+        match bpfjet_obj::ProgKind::from_section(&u.section()) {
+            bpfjet_obj::ProgKind::Probe(p) => assert_eq!(
+                p.target,
+                bpfjet_obj::ProbeTarget::User {
+                    path: "/bin/x".into(),
+                    symbol: String::new(),
+                    offset: 0x1234
+                }
+            ),
+            k => panic!("{k:?}"),
+        }
         let t = ProbePoint::Tracepoint {
             category: "syscalls".into(),
             name: "sys_enter_read".into(),

@@ -125,7 +125,7 @@ impl BpfjetBackend {
         let mut points = Vec::with_capacity(cnt);
         for i in 0..cnt {
             let (symbol, offset) =
-                match bpfjet_probe::symbols::symbol_at_file_offset(&path, offsets[i]) {
+                match bpfjet_probe::symbols::symbol_or_raw_at_file_offset(&path, offsets[i]) {
                     Ok(s) => s,
                     Err(e) => {
                         self.warn_once(

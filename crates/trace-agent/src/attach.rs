@@ -120,7 +120,9 @@ pub(crate) fn attach_site(
     on_entry: Option<bpfjet_probe::ProbeHandler>,
     on_return: Option<bpfjet_probe::ProbeHandler>,
 ) -> Result<Option<Attachment>, ProbeError> {
-    if target.offset == 0 {
+    // A raw file offset (no function names it) is an int3 there, return
+    // probes included, as the kernel's.
+    if target.offset == 0 || target.symbol.is_empty() {
         return attach(target, on_entry, on_return).map(Some);
     }
     if on_return.is_some() {
@@ -513,13 +515,10 @@ pub fn start(cfg: Config) -> Result<(), String> {
                         "no PATH:SYMBOL target (libbpf's auto-attach form is required)",
                     ));
                 };
-                if symbol.is_empty() {
-                    return Err(unsupported(
-                        section,
-                        "a raw file offset target is not supported; name a symbol",
-                    ));
-                }
-                if ret && *offset != 0 {
+                // An empty symbol: a raw file offset (an int3 probes it,
+                // as the kernel probes any offset; a return probe there
+                // takes it for a function's entry, as the kernel does).
+                if ret && *offset != 0 && !symbol.is_empty() {
                     return Err(unsupported(
                         section,
                         "a uretprobe attaches to a function's entry, not an offset",
