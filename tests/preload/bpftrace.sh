@@ -23,6 +23,10 @@
 # order, on the kernel as under bpfjet. System calls are counted only where the dynamic loader
 # makes none (getpid, write): the loader's run before bpfjet's agent.
 #
+# Then probes in programs nobody here wrote, each against the kernel: a
+# wildcard over libc (aliases, a tail-call `jmp` function) and CPython's
+# semaphore-guarded USDT probe function__entry.
+#
 # Needs root (the kernel side), bpftrace, cc.
 # Usage: BPFJET=target/release/bpfjet tests/preload/bpftrace.sh
 set -euo pipefail
@@ -328,6 +332,63 @@ if [ $rc != 0 ] && grep -q 'not as a sampling profiler' "$WORK/profile.err"; the
     echo "PASS: bpftrace's profile probe is refused with the reason (status $rc)"
 else
     fail "profile: status $rc, stderr:"; sed 's/^/  /' "$WORK/profile.err"
+fi
+
+# Probes in programs nobody here wrote, each against the kernel:
+# compare_script NAME SCRIPT CMD...: the sorted lines bpftrace prints on
+# the kernel (CMD run plainly) and under bpfjet (CMD under bpfjet trace
+# --instance, on the JIT); the kernel's must hold the line KERNEL_NEEDS.
+compare_script() {
+    local name=$1 script=$2
+    shift 2
+    for side in kernel jit; do
+        local out=$WORK/$name.$side.out
+        start_bpftrace "$side" "$out" "$script"
+        if wait_attached "$BT_PID" "$out"; then
+            if [ "$side" = kernel ]; then
+                "$@" > /dev/null 2>&1 || fail "$name: kernel: $* failed"
+            else
+                "$BPFJET" trace --instance "$INST" --engine jit -- "$@" > /dev/null 2> "$WORK/$name.trace.err" \
+                    || { fail "$name: bpfjet trace -- $* failed:"; sed 's/^/  /' "$WORK/$name.trace.err"; }
+            fi
+            sleep 0.5
+            kill -INT "$BT_PID" 2>/dev/null || true
+            wait "$BT_PID" || true
+        else
+            fail "$name: $side: bpftrace did not attach:"; sed 's/^/  /' "$out.err"
+        fi
+        BT_PID=
+        grep '^@' "$out" | sort > "$WORK/$name.$side" || true
+    done
+    if ! grep -q "$KERNEL_NEEDS" "$WORK/$name.kernel"; then
+        fail "$name: the kernel's lines lack $KERNEL_NEEDS (the check's expectation is wrong):"
+        sed 's/^/  /' "$WORK/$name.kernel"
+    elif diff -u "$WORK/$name.kernel" "$WORK/$name.jit" > "$WORK/diff.$name"; then
+        echo "PASS: $name under bpfjet: the kernel's lines ($(wc -l < "$WORK/$name.kernel") lines)"
+    else
+        fail "$name: under bpfjet differs from the kernel:"; sed 's/^/  /' "$WORK/diff.$name"
+    fi
+}
+
+# A wildcard over libc's exported functions: aliases at one address (each
+# name a probe of its own, as on the kernel) and strerrordesc_np, whose
+# whole body is a tail-call `jmp` (patched: the file's own bytes).
+cc -O1 -o "$WORK/wild_target" "$ROOT/tests/preload/wild_target.c"
+KERNEL_NEEDS='^@\[uprobe:.*:strerrordesc_np\]: 2$' compare_script "libc wildcard" \
+    "uprobe:libc:str*dup*,uprobe:libc:strerrordesc_np,uprobe:libc:*snprintf /comm == \"wild_target\"/ { @[probe] = count(); }" \
+    "$WORK/wild_target"
+
+# CPython's USDT probe function__entry, behind a semaphore the probe
+# raises, its argument read as a user string. (CPython 3.11 fires it for
+# few frames — here the generator expressions of its startup — the same
+# under both.)
+PY=$(readlink -f /usr/bin/python3)
+if readelf -n "$PY" 2>/dev/null | grep -q 'Name: function__entry'; then
+    KERNEL_NEEDS='^@\[<genexpr>\]: 2$' compare_script "python USDT function__entry" \
+        "usdt:$PY:python:function__entry /comm == \"$(basename "$PY")\"/ { @[str(uptr(arg1))] = count(); }" \
+        "$PY" -c 'print(sum(x * x for x in range(10)))'
+else
+    echo "SKIPPED: bpftrace.sh: $PY has no python:function__entry USDT probe" | tee -a "${BPFJET_SKIP_LOG:-/dev/null}"
 fi
 
 [ "$fails" = 0 ] && echo "bpftrace.sh: all checks passed"
