@@ -28,6 +28,11 @@ base=$("$DIR/bench" "$CALLS" | ns)
 kern=$("$DIR/kernel_loader" "$DIR/bench.o" "$DIR/bench" "$KCALLS" 2>/dev/null | ns)
 interp=$("$BPFJET" trace "$DIR/bench.o" --engine interp -- "$DIR/bench" "$CALLS" | ns)
 jit=$("$BPFJET" trace "$DIR/bench.o" --engine jit -- "$DIR/bench" "$CALLS" | ns)
+# A one-byte function (short_hit): bpfjet's int3 (a signal per hit, no
+# jump fits), the kernel's uprobe as for any function.
+sbase=$("$DIR/bench" "$CALLS" short | ns)
+skern=$("$DIR/kernel_loader" "$DIR/bench.o" "$DIR/bench" "$KCALLS" short 2>/dev/null | ns)
+sjit=$("$BPFJET" trace "$DIR/bench.o" --engine jit -- "$DIR/bench" "$KCALLS" short | ns)
 
 # Per traced system call: syscount (examples/trace, raw_tracepoint/sys_enter
 # counting into a hash map) on a loop of read(/dev/zero, 1 byte) — a libc
@@ -56,6 +61,12 @@ awk -v b="$base" -v k="$kern" -v i="$interp" -v j="$jit" 'BEGIN {
 	printf "%-26s %14.2f %14.2f %12s\n", "kernel uprobe (libbpf)", k, kh, "1x"
 	printf "%-26s %14.2f %14.2f %11.1fx\n", "bpfjet trace (interp)", i, i - b, kh / (i - b)
 	printf "%-26s %14.2f %14.2f %11.1fx\n", "bpfjet trace (jit)", j, j - b, kh / (j - b)
+}'
+awk -v b="$sbase" -v k="$skern" -v j="$sjit" 'BEGIN {
+	kh = k - b
+	printf "%-26s %14.2f %14s %12s\n", "1-byte fn: untraced", b, "-", "-"
+	printf "%-26s %14.2f %14.2f %12s\n", "1-byte fn: kernel uprobe", k, kh, "1x"
+	printf "%-26s %14.2f %14.2f %11.1fx\n", "1-byte fn: bpfjet int3", j, j - b, kh / (j - b)
 }'
 echo
 echo "syscount, ns added per system call (thread CPU time; last three columns: ns/call)"

@@ -1,5 +1,6 @@
 /* One uprobe counting hits of the benchmark's hit() (BENCH_EXE given with
- * -D), the minimal program a probe cost is measured with. */
+ * -D), the minimal program a probe cost is measured with; the same on
+ * short_hit (a one-byte function: an int3 under bpfjet). */
 #include <linux/bpf.h>
 #include <linux/ptrace.h>
 #include <bpf/bpf_helpers.h>
@@ -14,6 +15,16 @@ struct {
 
 SEC("uprobe/" BENCH_EXE ":hit")
 int BPF_KPROBE(on_hit)
+{
+	__u32 k = 0;
+	__u64 *v = bpf_map_lookup_elem(&counts, &k);
+	if (v)
+		__sync_fetch_and_add(v, 1);
+	return 0;
+}
+
+SEC("uprobe/" BENCH_EXE ":short_hit")
+int BPF_KPROBE(on_short_hit)
 {
 	__u32 k = 0;
 	__u64 *v = bpf_map_lookup_elem(&counts, &k);
