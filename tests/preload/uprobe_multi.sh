@@ -76,16 +76,18 @@ grep -q '^exit 7$' "$WORK/kernel.err" || fail "kernel: the target did not exit 7
 # Sorted: a hash map's entries come in no fixed order.
 grep -v '^pid ' "$WORK/kernel.out" | sort > "$WORK/kernel.lines"
 
-# bpfjet_side PID OUT: the loader under bpfjet exec linking for PID, the
-# target under bpfjet trace --instance, then the loader's maps. The
-# target must exit 7 (its own result, traced or not).
+# bpfjet_side PID OBJ EXE OUT: the loader under bpfjet exec linking OBJ's
+# programs for PID, the target EXE under bpfjet trace --instance, then the
+# loader's maps in OUT. The target must exit 7 (its own result, traced or
+# not).
 bpfjet_side() {
-    local pid=$1 out=$2
-    mkfifo "$WORK/go.$pid"
-    "$BPFJET" exec --instance "$INST" -- "$WORK/multi_loader" --wait "$pid" "$WORK/multi.o" \
-        < "$WORK/go.$pid" > "$out" 2> "$out.err" &
+    local pid=$1 obj=$2 exe=$3 out=$4
+    local go=$out.go
+    mkfifo "$go"
+    "$BPFJET" exec --instance "$INST" -- "$WORK/multi_loader" --wait "$pid" "$obj" \
+        < "$go" > "$out" 2> "$out.err" &
     LOADER_PID=$!
-    exec 9> "$WORK/go.$pid"
+    exec 9> "$go"
     for _ in $(seq 200); do
         grep -q '^attached$' "$out" 2>/dev/null && break
         kill -0 "$LOADER_PID" 2>/dev/null || break
@@ -95,20 +97,20 @@ bpfjet_side() {
         exec 9>&-
         wait "$LOADER_PID" || true
         LOADER_PID=
-        fail "bpfjet (pid $pid): the loader did not attach: $(cat "$out" "$out.err")"
+        fail "bpfjet ($(basename "$out")): the loader did not attach: $(cat "$out" "$out.err")"
         return
     fi
     local rc=0
-    "$BPFJET" trace --instance "$INST" --engine jit -- "$TARGET" > /dev/null 2> "$out.trace.err" || rc=$?
-    [ "$rc" = 7 ] || fail "bpfjet (pid $pid): the target exited $rc: $(cat "$out.trace.err")"
+    "$BPFJET" trace --instance "$INST" --engine jit -- "$exe" > /dev/null 2> "$out.trace.err" || rc=$?
+    [ "$rc" = 7 ] || fail "bpfjet ($(basename "$out")): the target exited $rc: $(cat "$out.trace.err")"
     echo go >&9
     exec 9>&-
-    wait "$LOADER_PID" || fail "bpfjet (pid $pid): the loader failed: $(cat "$out.err")"
+    wait "$LOADER_PID" || fail "bpfjet ($(basename "$out")): the loader failed: $(cat "$out.err")"
     LOADER_PID=
 }
 
 # Every process.
-bpfjet_side 0 "$WORK/all.out"
+bpfjet_side 0 "$WORK/multi.o" "$TARGET" "$WORK/all.out"
 grep -v -e '^pid ' -e '^attached$' "$WORK/all.out" | sort > "$WORK/all.lines" || true
 if diff "$WORK/kernel.lines" "$WORK/all.lines" > "$WORK/all.diff"; then
     echo "ok: links for every process: $(grep -c '^link ' "$WORK/all.lines") links' info and $(grep -vc '^link ' "$WORK/all.lines") map entries equal to the kernel's"
@@ -120,7 +122,7 @@ grep -q '^counts 0 700$' "$WORK/all.lines" || fail "links for every process: mf_
 
 # Another process: the target is not traced.
 sleep 30 & OTHER=$!
-bpfjet_side "$OTHER" "$WORK/other.out"
+bpfjet_side "$OTHER" "$WORK/multi.o" "$TARGET" "$WORK/other.out"
 kill "$OTHER" 2>/dev/null || true
 wait "$OTHER" 2>/dev/null || true
 grep -q "^pid $OTHER\$" "$WORK/other.out" || fail "link info of a link for pid $OTHER: $(grep '^pid' "$WORK/other.out")"
@@ -155,23 +157,7 @@ stripped_case() {
     printf 'counts %s\n' "0 50" "1 1225" "2 50" "3 2450" "4 0" "5 0" "6 0" "7 0" > "$WORK/$name.expected"
     diff "$WORK/$name.expected" "$WORK/$name.klines" > /dev/null \
         || fail "kernel: $name: not its known calls: $(cat "$WORK/$name.klines")"
-    mkfifo "$WORK/go.$name"
-    "$BPFJET" exec --instance "$INST" -- "$WORK/multi_loader" --wait 0 "$WORK/$name.o" \
-        < "$WORK/go.$name" > "$WORK/$name.out" 2> "$WORK/$name.err" &
-    LOADER_PID=$!
-    exec 9> "$WORK/go.$name"
-    for _ in $(seq 200); do
-        grep -q '^attached$' "$WORK/$name.out" 2>/dev/null && break
-        kill -0 "$LOADER_PID" 2>/dev/null || break
-        sleep 0.05
-    done
-    local rc=0
-    "$BPFJET" trace --instance "$INST" --engine jit -- "$exe" > /dev/null 2> "$WORK/$name.trace.err" || rc=$?
-    [ "$rc" = 7 ] || fail "$name: exited $rc under bpfjet trace: $(cat "$WORK/$name.trace.err")"
-    echo go >&9
-    exec 9>&-
-    wait "$LOADER_PID" || fail "$name: the loader failed: $(cat "$WORK/$name.err")"
-    LOADER_PID=
+    bpfjet_side 0 "$WORK/$name.o" "$exe" "$WORK/$name.out"
     if grep '^counts' "$WORK/$name.out" | diff "$WORK/$name.klines" - > "$WORK/$name.diff"; then
         echo "ok: $name: the kernel's counts"
     else

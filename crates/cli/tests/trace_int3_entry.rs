@@ -11,12 +11,13 @@
 
 mod trace_common;
 use bpfjet_testsupport::clang::Compile;
-use serde_json::Value;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::OnceLock;
-use trace_common::{cc, json_report, serial};
+use trace_common::{
+    cc, counts, json_report, kernel_multi_maps, report_maps, serial, trace_json, U64Maps,
+};
 
 fn dir() -> &'static Path {
     static D: OnceLock<PathBuf> = OnceLock::new();
@@ -70,60 +71,26 @@ fn symbols() -> BTreeMap<String, (u64, u64)> {
         .collect()
 }
 
-fn int(hex: &str) -> u64 {
-    let b = bpfjet_maps::state::parse_hex(hex).unwrap();
-    let mut v = [0u8; 8];
-    v[..b.len()].copy_from_slice(&b);
-    u64::from_le_bytes(v)
+const MAPS: &[&str] = &["counts", "by_ip"];
+
+fn kernel_maps() -> Option<U64Maps> {
+    kernel_multi_maps(dir(), "tiny.o", "tiny_target", MAPS, "int3 entry probes")
 }
 
-type Maps = BTreeMap<String, BTreeMap<u64, u64>>;
-
-fn report_maps(report: &Value) -> Maps {
-    ["counts", "by_ip"]
-        .iter()
-        .map(|m| {
-            let kv = report["maps"][m]
-                .as_array()
-                .unwrap_or_else(|| panic!("no {m} in {report}"))
-                .iter()
-                .map(|e| {
-                    (
-                        int(e["key"].as_str().unwrap()),
-                        int(e["value"].as_str().unwrap()),
-                    )
-                })
-                .collect();
-            (m.to_string(), kv)
-        })
-        .collect()
-}
-
-fn kernel_maps() -> Option<Maps> {
+/// `bpfjet trace OBJ` of the target on `engine`: its report, the target
+/// having exited 7 (its own check of its results).
+fn traced(obj: &str, engine: &str) -> serde_json::Value {
     let d = dir();
-    let out = Command::new(d.join("multi_loader"))
-        .arg(d.join("tiny.o"))
-        .arg(d.join("tiny_target"))
-        .output()
-        .unwrap();
-    if !out.status.success() {
-        bpfjet_testsupport::report_skip(format!(
-            "kernel comparison of int3 entry probes: {}",
-            String::from_utf8_lossy(&out.stderr)
-        ));
-        return None;
-    }
-    let mut m = Maps::new();
-    for l in String::from_utf8_lossy(&out.stdout).lines() {
-        let f: Vec<&str> = l.split_whitespace().collect();
-        if f.len() != 3 || !["counts", "by_ip"].contains(&f[0]) {
-            continue;
-        }
-        m.entry(f[0].to_string())
-            .or_default()
-            .insert(f[1].parse().unwrap(), f[2].parse().unwrap());
-    }
-    Some(m)
+    let target = d.join("tiny_target");
+    let out = trace_json(&d.join(obj), engine, &[target.as_os_str()]);
+    let report = json_report(&out);
+    assert_eq!(
+        report["exit_code"],
+        7,
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    report
 }
 
 fn check(engine: &str) {
@@ -136,21 +103,8 @@ fn check(engine: &str) {
             "{f} is {size} bytes: the test needs functions shorter than a jump"
         );
     }
-    let out = Command::new(env!("CARGO_BIN_EXE_bpfjet"))
-        .arg("trace")
-        .arg(dir().join("tiny.o"))
-        .args(["--json", "--engine", engine, "--"])
-        .arg(dir().join("tiny_target"))
-        .output()
-        .unwrap();
-    let report = json_report(&out);
-    assert_eq!(
-        report["exit_code"],
-        7,
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let got = report_maps(&report);
+    let report = traced("tiny.o", engine);
+    let got = report_maps(&report, MAPS);
     // 100 calls of each: 300 entries, tiny_inc's arguments 0..99, 300
     // returns, return values 0 (tiny_zero) and 1..100 (tiny_inc).
     let counts: Vec<u64> = got["counts"].values().copied().collect();
@@ -172,28 +126,9 @@ fn check(engine: &str) {
 #[test]
 fn int3_inside_a_function_runs_the_replaced_instruction() {
     let _serial = serial();
-    let out = Command::new(env!("CARGO_BIN_EXE_bpfjet"))
-        .arg("trace")
-        .arg(dir().join("tiny_inside.o"))
-        .args(["--json", "--engine", "jit", "--"])
-        .arg(dir().join("tiny_target"))
-        .output()
-        .unwrap();
-    let report = json_report(&out);
+    let report = traced("tiny_inside.o", "jit");
     assert_eq!(
-        report["exit_code"],
-        7,
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let counts: Vec<u64> = report["maps"]["counts"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|e| int(e["value"].as_str().unwrap()))
-        .collect();
-    assert_eq!(
-        counts,
+        counts(&report),
         vec![100, 5050],
         "hits and the sum of n at loop_sum+2"
     );

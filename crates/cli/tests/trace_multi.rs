@@ -11,12 +11,13 @@
 
 mod trace_common;
 use bpfjet_testsupport::clang::Compile;
-use serde_json::Value;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::sync::OnceLock;
-use trace_common::{cc, json_report, serial, SRC};
+use trace_common::{
+    cc, json_report, kernel_multi_maps, report_maps, serial, trace_json, U64Maps, SRC,
+};
 
 fn dir() -> &'static Path {
     static D: OnceLock<PathBuf> = OnceLock::new();
@@ -55,70 +56,14 @@ fn dir() -> &'static Path {
 
 fn trace(obj: &str, engine: &str) -> Output {
     let d = dir();
-    Command::new(env!("CARGO_BIN_EXE_bpfjet"))
-        .arg("trace")
-        .arg(d.join(obj))
-        .args(["--json", "--engine", engine, "--"])
-        .arg(d.join("multi_target"))
-        .output()
-        .unwrap()
+    let target = d.join("multi_target");
+    trace_json(&d.join(obj), engine, &[target.as_os_str()])
 }
 
-fn int(hex: &str) -> u64 {
-    let b = bpfjet_maps::state::parse_hex(hex).unwrap();
-    let mut v = [0u8; 8];
-    v[..b.len()].copy_from_slice(&b);
-    u64::from_le_bytes(v)
-}
+const MAPS: &[&str] = &["counts", "by_ip"];
 
-/// `MAP -> {key: value}` of the `counts` and `by_ip` maps of a report.
-fn maps(report: &Value) -> BTreeMap<String, BTreeMap<u64, u64>> {
-    ["counts", "by_ip"]
-        .iter()
-        .map(|m| {
-            let entries = report["maps"][m]
-                .as_array()
-                .unwrap_or_else(|| panic!("no {m} in {report}"));
-            let kv = entries
-                .iter()
-                .map(|e| {
-                    (
-                        int(e["key"].as_str().unwrap()),
-                        int(e["value"].as_str().unwrap()),
-                    )
-                })
-                .collect();
-            (m.to_string(), kv)
-        })
-        .collect()
-}
-
-fn kernel_maps() -> Option<BTreeMap<String, BTreeMap<u64, u64>>> {
-    let d = dir();
-    let out = Command::new(d.join("multi_loader"))
-        .arg(d.join("multi.o"))
-        .arg(d.join("multi_target"))
-        .output()
-        .unwrap();
-    if !out.status.success() {
-        bpfjet_testsupport::report_skip(format!(
-            "kernel comparison of uprobe.multi: {}",
-            String::from_utf8_lossy(&out.stderr)
-        ));
-        return None;
-    }
-    let mut m: BTreeMap<String, BTreeMap<u64, u64>> = BTreeMap::new();
-    // Map lines only (the loader also prints its links' info).
-    for l in String::from_utf8_lossy(&out.stdout).lines() {
-        let f: Vec<&str> = l.split_whitespace().collect();
-        if f.len() != 3 || !["counts", "by_ip"].contains(&f[0]) {
-            continue;
-        }
-        m.entry(f[0].to_string())
-            .or_default()
-            .insert(f[1].parse().unwrap(), f[2].parse().unwrap());
-    }
-    Some(m)
+fn kernel_maps() -> Option<U64Maps> {
+    kernel_multi_maps(dir(), "multi.o", "multi_target", MAPS, "uprobe.multi")
 }
 
 /// Function addresses of the target, from `nm`.
@@ -146,7 +91,7 @@ fn check(engine: &str) {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let got = maps(&report);
+    let got = report_maps(&report, MAPS);
     let s = |n: u64| n * (n - 1) / 2;
     let counts: Vec<u64> = got["counts"].values().copied().collect();
     // mf_* matches mf_alpha and its alias mf_alias (2 × 100 calls), mf_beta

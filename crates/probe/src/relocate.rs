@@ -78,17 +78,28 @@ pub fn displace(code: &[u8], ip: u64, new_ip: u64) -> Result<Displaced, String> 
             ));
         }
     }
-    let mut block = moved.clone();
-    block.push(
-        Instruction::with_branch(Code::Jmp_rel32_64, ip + len as u64)
+    with_jump_back(moved, ip + len as u64, new_ip, len)
+}
+
+/// `moved` re-encoded at `new_ip` (RIP-relative operands and relative
+/// branches fixed up by iced's block encoder), followed by a jump back to
+/// `back`: the `len` displaced bytes' replacement.
+fn with_jump_back(
+    mut moved: Vec<Instruction>,
+    back: u64,
+    new_ip: u64,
+    len: usize,
+) -> Result<Displaced, String> {
+    moved.push(
+        Instruction::with_branch(Code::Jmp_rel32_64, back)
             .map_err(|e| format!("jump back: {e}"))?,
     );
     let encoded = BlockEncoder::encode(
         64,
-        InstructionBlock::new(&block, new_ip),
+        InstructionBlock::new(&moved, new_ip),
         BlockEncoderOptions::NONE,
     )
-    .map_err(|e| format!("cannot relocate the first instructions: {e}"))?;
+    .map_err(|e| format!("cannot relocate the displaced instructions: {e}"))?;
     Ok(Displaced {
         len,
         code: encoded.code_buffer,
@@ -109,21 +120,7 @@ pub fn relocate_one(code: &[u8], ip: u64, new_ip: u64) -> Result<Displaced, Stri
         return Err(format!("undecodable instruction at {ip:#x}"));
     }
     let len = ins.len();
-    let block = [
-        ins,
-        Instruction::with_branch(Code::Jmp_rel32_64, ip + len as u64)
-            .map_err(|e| format!("jump back: {e}"))?,
-    ];
-    let encoded = BlockEncoder::encode(
-        64,
-        InstructionBlock::new(&block, new_ip),
-        BlockEncoderOptions::NONE,
-    )
-    .map_err(|e| format!("cannot relocate the first instruction: {e}"))?;
-    Ok(Displaced {
-        len,
-        code: encoded.code_buffer,
-    })
+    with_jump_back(vec![ins], ip + len as u64, new_ip, len)
 }
 
 /// Checks that no instruction of a whole function (`code`, starting at

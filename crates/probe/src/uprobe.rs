@@ -48,6 +48,30 @@ pub struct Probe {
     stack_skip: u64,
 }
 
+impl Probe {
+    /// A new probe at `address`, never freed (a thread may be in its
+    /// handlers or trampolines whenever it is detached); its continuation
+    /// is set before any thread can reach it.
+    fn leaked(
+        address: u64,
+        on_entry: Option<ProbeHandler>,
+        on_return: Option<ProbeHandler>,
+        wrapper: Option<Wrapper>,
+        stack_skip: u64,
+    ) -> &'static Probe {
+        Box::leak(Box::new(Probe {
+            address,
+            continuation: 0,
+            on_entry,
+            on_return,
+            hits: AtomicU64::new(0),
+            wrapper,
+            missed: AtomicU64::new(0),
+            stack_skip,
+        }))
+    }
+}
+
 /// An attached probe: counters, and `detach`.
 pub struct Attachment {
     probe: &'static Probe,
@@ -115,6 +139,16 @@ impl Attachment {
 }
 
 static ATTACHED: Mutex<Option<HashSet<u64>>> = Mutex::new(None);
+
+/// Why `target` cannot be probed.
+fn unpatchable(target: &ResolvedSymbol, reason: String) -> ProbeError {
+    ProbeError::Unpatchable {
+        symbol: target.symbol.clone(),
+        offset: target.offset,
+        address: target.address,
+        reason,
+    }
+}
 
 /// Attaches handlers at a resolved address. One attachment per address:
 /// callers wanting several programs on one function combine them into one
@@ -201,12 +235,7 @@ fn attach_at(
 ) -> Result<Attachment, ProbeError> {
     let mid_function = kind == Stub::MidFunction;
     let address = target.address;
-    let unpatchable = |reason: String| ProbeError::Unpatchable {
-        symbol: target.symbol.clone(),
-        offset: target.offset,
-        address,
-        reason,
-    };
+    let unpatchable = |reason: String| unpatchable(target, reason);
     crate::thread::prepare_for_fork();
     let mut attached = ATTACHED.lock().unwrap();
     let attached = attached.get_or_insert_with(HashSet::new);
@@ -243,16 +272,8 @@ fn attach_at(
     // fall back to an int3 where the jump cannot go.
     let int3_allowed = kind == Stub::Entry && wrapper.is_none();
     let page = code_alloc::alloc_near(address)?;
-    let probe: &'static Probe = Box::leak(Box::new(Probe {
-        address,
-        continuation: 0,
-        on_entry,
-        on_return,
-        hits: AtomicU64::new(0),
-        wrapper,
-        missed: AtomicU64::new(0),
-        stack_skip: if mid_function { RED_ZONE } else { 0 },
-    }));
+    let stack_skip = if mid_function { RED_ZONE } else { 0 };
+    let probe = Probe::leaked(address, on_entry, on_return, wrapper, stack_skip);
     let mut stub = Vec::new();
     if mid_function {
         stub.extend_from_slice(&SKIP_RED_ZONE);
@@ -339,12 +360,7 @@ pub fn attach_int3_at(
     let mut attached = ATTACHED.lock().unwrap();
     let attached = attached.get_or_insert_with(HashSet::new);
     if attached.contains(&address) {
-        return Err(ProbeError::Unpatchable {
-            symbol: target.symbol.clone(),
-            offset: target.offset,
-            address,
-            reason: "already attached".into(),
-        });
+        return Err(unpatchable(target, "already attached".into()));
     }
     let span = if target.remaining == 0 {
         32
@@ -354,16 +370,7 @@ pub fn attach_int3_at(
     // SAFETY: the bytes are mapped code of this process.
     let code = unsafe { std::slice::from_raw_parts(address as *const u8, span) };
     let page = code_alloc::alloc_near(address)?;
-    let probe: &'static Probe = Box::leak(Box::new(Probe {
-        address,
-        continuation: 0,
-        on_entry,
-        on_return,
-        hits: AtomicU64::new(0),
-        wrapper: None,
-        missed: AtomicU64::new(0),
-        stack_skip: 0,
-    }));
+    let probe = Probe::leaked(address, on_entry, on_return, None, 0);
     attach_int3(target, probe, page, code, why).inspect(|_| {
         attached.insert(address);
     })
@@ -382,12 +389,7 @@ fn attach_int3(
 ) -> Result<Attachment, ProbeError> {
     let address = target.address;
     let first = code[0];
-    let unpatchable = |reason: String| ProbeError::Unpatchable {
-        symbol: target.symbol.clone(),
-        offset: target.offset,
-        address,
-        reason,
-    };
+    let unpatchable = |reason: String| unpatchable(target, reason);
     let one = crate::relocate::relocate_one(code, address, page)
         .map_err(|e| unpatchable(format!("{why}; and no int3 either: {e}")))?;
     // SAFETY: fresh writable page; one instruction and a jump fit.

@@ -13,8 +13,7 @@ struct {
 	__type(value, __u64);
 } counts SEC(".maps");
 
-SEC("uprobe/" BENCH_EXE ":hit")
-int BPF_KPROBE(on_hit)
+static __always_inline int count_hit(void)
 {
 	__u32 k = 0;
 	__u64 *v = bpf_map_lookup_elem(&counts, &k);
@@ -23,14 +22,16 @@ int BPF_KPROBE(on_hit)
 	return 0;
 }
 
+SEC("uprobe/" BENCH_EXE ":hit")
+int BPF_KPROBE(on_hit)
+{
+	return count_hit();
+}
+
 SEC("uprobe/" BENCH_EXE ":short_hit")
 int BPF_KPROBE(on_short_hit)
 {
-	__u32 k = 0;
-	__u64 *v = bpf_map_lookup_elem(&counts, &k);
-	if (v)
-		__sync_fetch_and_add(v, 1);
-	return 0;
+	return count_hit();
 }
 
 char LICENSE[] SEC("license") = "GPL";

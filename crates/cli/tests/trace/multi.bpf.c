@@ -7,37 +7,9 @@
 #include <linux/ptrace.h>
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_tracing.h>
-
-struct {
-	__uint(type, BPF_MAP_TYPE_ARRAY);
-	__uint(max_entries, 16);
-	__type(key, __u32);
-	__type(value, __u64);
-} counts SEC(".maps");
-
-struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, 64);
-	__type(key, __u64);
-	__type(value, __u64);
-} by_ip SEC(".maps");
-
-static __always_inline void bump(__u32 slot, __u64 by)
-{
-	__u64 *v = bpf_map_lookup_elem(&counts, &slot);
-	if (v)
-		__sync_fetch_and_add(v, by);
-}
-
-static __always_inline void count_ip(struct pt_regs *ctx)
-{
-	__u64 ip = bpf_get_func_ip(ctx), one = 1;
-	__u64 *v = bpf_map_lookup_elem(&by_ip, &ip);
-	if (v)
-		__sync_fetch_and_add(v, 1);
-	else
-		bpf_map_update_elem(&by_ip, &ip, &one, BPF_NOEXIST);
-}
+#define COUNTS_SLOTS 16
+#include "counts.h"
+#include "by_ip.h"
 
 SEC("uprobe.multi/" TARGET_EXE ":mf_*")
 int BPF_KPROBE(on_mf_entry, int x)

@@ -7,20 +7,7 @@
 #include <linux/ptrace.h>
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_tracing.h>
-
-struct {
-	__uint(type, BPF_MAP_TYPE_ARRAY);
-	__uint(max_entries, 8);
-	__type(key, __u32);
-	__type(value, __u64);
-} counts SEC(".maps");
-
-static __always_inline void bump(__u32 slot, __u64 by)
-{
-	__u64 *v = bpf_map_lookup_elem(&counts, &slot);
-	if (v)
-		__sync_fetch_and_add(v, by);
-}
+#include "counts.h"
 
 SEC("uprobe.multi/" TARGET_EXE ":hidden_step")
 int BPF_KPROBE(on_hidden, int x)

@@ -7,24 +7,14 @@
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_tracing.h>
 
-struct {
-	__uint(type, BPF_MAP_TYPE_ARRAY);
-	__uint(max_entries, 2);
-	__type(key, __u32);
-	__type(value, __u64);
-} counts SEC(".maps");
+#define COUNTS_SLOTS 2
+#include "counts.h"
 
 SEC("uprobe/" TARGET_EXE ":loop_sum+0x2")
 int BPF_KPROBE(on_loop_head, int n)
 {
-	__u32 k = 0;
-	__u64 *v = bpf_map_lookup_elem(&counts, &k);
-	if (v)
-		__sync_fetch_and_add(v, 1);
-	k = 1;
-	v = bpf_map_lookup_elem(&counts, &k);
-	if (v)
-		__sync_fetch_and_add(v, n);
+	bump(0, 1);
+	bump(1, n);
 	return 0;
 }
 

@@ -97,3 +97,95 @@ pub fn loader_slots(out: &Output, what: &str) -> Option<Vec<u64>> {
             .collect(),
     )
 }
+
+/// `bpfjet trace OBJ --json --engine ENGINE -- CMD ARGS...`: its output.
+#[allow(dead_code)]
+pub fn trace_json(obj: &std::path::Path, engine: &str, cmd: &[&std::ffi::OsStr]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_bpfjet"))
+        .arg("trace")
+        .arg(obj)
+        .args(["--json", "--engine", engine, "--"])
+        .args(cmd)
+        .output()
+        .unwrap()
+}
+
+/// A little-endian key or value of a report, hex as the report writes it
+/// (up to 8 bytes), as a u64.
+#[allow(dead_code)]
+pub fn hex_u64(hex: &str) -> u64 {
+    let b = bpfjet_maps::state::parse_hex(hex).unwrap();
+    let mut v = [0u8; 8];
+    v[..b.len()].copy_from_slice(&b);
+    u64::from_le_bytes(v)
+}
+
+/// Maps of u64 keys to u64 values, by name.
+#[allow(dead_code)]
+pub type U64Maps = std::collections::BTreeMap<String, std::collections::BTreeMap<u64, u64>>;
+
+/// The maps `names` of a `--json` report as [`U64Maps`].
+#[allow(dead_code)]
+pub fn report_maps(report: &Value, names: &[&str]) -> U64Maps {
+    names
+        .iter()
+        .map(|m| {
+            let kv = report["maps"][m]
+                .as_array()
+                .unwrap_or_else(|| panic!("no {m} in {report}"))
+                .iter()
+                .map(|e| {
+                    (
+                        hex_u64(e["key"].as_str().unwrap()),
+                        hex_u64(e["value"].as_str().unwrap()),
+                    )
+                })
+                .collect();
+            (m.to_string(), kv)
+        })
+        .collect()
+}
+
+/// tests/trace/multi_loader.c (built in `dir`) run on the kernel with
+/// `dir/obj` around `dir/target`: the maps `names` it printed, as
+/// [`multi_loader_maps`].
+#[allow(dead_code)]
+pub fn kernel_multi_maps(
+    dir: &std::path::Path,
+    obj: &str,
+    target: &str,
+    names: &[&str],
+    what: &str,
+) -> Option<U64Maps> {
+    let out = Command::new(dir.join("multi_loader"))
+        .arg(dir.join(obj))
+        .arg(dir.join(target))
+        .output()
+        .unwrap();
+    multi_loader_maps(&out, names, what)
+}
+
+/// The maps `names` as tests/trace/multi_loader.c prints them (`MAP KEY
+/// VALUE` lines among its link lines) after running its command on the
+/// kernel, or None, with the skip reported, when the kernel could not.
+#[allow(dead_code)]
+pub fn multi_loader_maps(out: &Output, names: &[&str], what: &str) -> Option<U64Maps> {
+    if !out.status.success() {
+        bpfjet_testsupport::report_skip(format!(
+            "kernel comparison of {what}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        ));
+        return None;
+    }
+    let mut m = U64Maps::new();
+    for l in String::from_utf8_lossy(&out.stdout).lines() {
+        let f: Vec<&str> = l.split_whitespace().collect();
+        if f.len() != 3 || !names.contains(&f[0]) {
+            continue;
+        }
+        m.entry(f[0].to_string())
+            .or_default()
+            .insert(f[1].parse().unwrap(), f[2].parse().unwrap());
+    }
+    Some(m)
+}
