@@ -176,7 +176,7 @@ pub struct FileSymbol {
 pub fn file_symbol(path: &Path, symbol: &str) -> Result<FileSymbol, ProbeError> {
     let shown = path.display().to_string();
     let table = symbol_table(path)?;
-    match table.functions.get(symbol) {
+    match table.function(symbol) {
         Some(Some(found)) => return Ok(*found),
         Some(None) => {
             return Err(ProbeError::NotAFunction {
@@ -186,7 +186,7 @@ pub fn file_symbol(path: &Path, symbol: &str) -> Result<FileSymbol, ProbeError> 
         }
         None => {}
     }
-    let hint = if !table.has_static_symbols {
+    let hint = if !table.has_static_symbols && table.debug().is_none() {
         if table.has_any_symbol {
             " (the file is stripped: only exported symbols of .dynsym are visible)"
         } else {
@@ -202,16 +202,95 @@ pub fn file_symbol(path: &Path, symbol: &str) -> Result<FileSymbol, ProbeError> 
     })
 }
 
-/// The defined symbols of one ELF file, by name: the first definition in
-/// `.symtab`, `.dynsym`, then the detached debug file's `.symtab` order,
-/// `None` when it is not a function.
-struct SymbolTable {
+/// Defined symbols by name: the first definition in table order, `None`
+/// when it is not a function; and every named function (start, size,
+/// name) in the same order, what maps an address back to its function.
+#[derive(Default)]
+struct Symbols {
     functions: HashMap<String, Option<FileSymbol>>,
-    /// Every named function (start, size, name), in the same order: what
-    /// maps an address back to its function.
     by_order: Vec<(u64, u64, String)>,
+}
+
+impl Symbols {
+    fn add(&mut self, sym: object::Symbol<'_, '_>) {
+        let Ok(name) = sym.name() else { return };
+        if sym.is_undefined() || name.is_empty() {
+            return;
+        }
+        let text = sym.kind() == SymbolKind::Text;
+        if text {
+            self.by_order
+                .push((sym.address(), sym.size(), name.to_string()));
+        }
+        if self.functions.contains_key(name) {
+            return;
+        }
+        let found = text.then(|| FileSymbol {
+            vaddr: sym.address(),
+            size: sym.size(),
+        });
+        self.functions.insert(name.to_string(), found);
+    }
+
+    /// The function holding `vaddr` and the offset into it, preferring
+    /// the one that starts exactly there.
+    fn covering(&self, vaddr: u64) -> Option<(String, u64)> {
+        let mut best: Option<(String, u64)> = None;
+        for (start, size, name) in &self.by_order {
+            let (start, size) = (*start, *size);
+            let inside = vaddr == start || (vaddr > start && vaddr < start + size);
+            if inside && best.as_ref().is_none_or(|(_, off)| vaddr - start < *off) {
+                best = Some((name.clone(), vaddr - start));
+            }
+        }
+        best
+    }
+}
+
+/// The symbols of one ELF file: its `.symtab` then `.dynsym`, and for a
+/// stripped file (no `.symtab`) its detached debug file's `.symtab`, read
+/// only when a lookup misses the file's own (a traced process resolves
+/// libc's exported wrappers at every start: the debug file, megabytes,
+/// is not read for them).
+struct SymbolTable {
+    path: PathBuf,
+    own: Symbols,
     has_static_symbols: bool,
     has_any_symbol: bool,
+    debug: std::sync::OnceLock<Option<Symbols>>,
+}
+
+impl SymbolTable {
+    /// The debug file's symbols of a stripped file, read once.
+    fn debug(&self) -> Option<&Symbols> {
+        if self.has_static_symbols {
+            return None;
+        }
+        self.debug
+            .get_or_init(|| {
+                let data = std::fs::read(&self.path).ok()?;
+                let file = object::File::parse(&*data).ok()?;
+                let debug = debug_file(&self.path, &file)?;
+                let dfile = object::File::parse(&*debug).ok()?;
+                let mut symbols = Symbols::default();
+                dfile.symbols().for_each(|s| symbols.add(s));
+                (!symbols.by_order.is_empty()).then_some(symbols)
+            })
+            .as_ref()
+    }
+
+    fn function(&self, name: &str) -> Option<&Option<FileSymbol>> {
+        self.own
+            .functions
+            .get(name)
+            .or_else(|| self.debug()?.functions.get(name))
+    }
+
+    fn covering(&self, vaddr: u64) -> Option<(String, u64)> {
+        self.own
+            .covering(vaddr)
+            .or_else(|| self.debug()?.covering(vaddr))
+    }
 }
 
 /// The detached debug file of an ELF file (its bytes): by build id,
@@ -297,47 +376,16 @@ fn symbol_table(path: &Path) -> Result<std::sync::Arc<SymbolTable>, ProbeError> 
     }
     let data = std::fs::read(path).map_err(|e| elf_error(e.to_string()))?;
     let file = object::File::parse(&*data).map_err(|e| elf_error(e.to_string()))?;
-    let mut functions = HashMap::new();
-    let mut by_order = Vec::new();
-    let mut has_any_symbol = false;
-    let mut add = |sym: object::Symbol<'_, '_>| {
-        has_any_symbol = true;
-        let Ok(name) = sym.name() else { return };
-        if sym.is_undefined() || name.is_empty() {
-            return;
-        }
-        let text = sym.kind() == SymbolKind::Text;
-        if text {
-            by_order.push((sym.address(), sym.size(), name.to_string()));
-        }
-        if functions.contains_key(name) {
-            return;
-        }
-        let found = text.then(|| FileSymbol {
-            vaddr: sym.address(),
-            size: sym.size(),
-        });
-        functions.insert(name.to_string(), found);
-    };
+    let mut own = Symbols::default();
     file.symbols()
         .chain(file.dynamic_symbols())
-        .for_each(&mut add);
-    let mut has_static_symbols = file.symbols().next().is_some();
-    // A stripped file's other functions, from its debug file (same
-    // addresses: it is the same link's output).
-    if !has_static_symbols {
-        if let Some(debug) = debug_file(path, &file) {
-            if let Ok(dfile) = object::File::parse(&*debug) {
-                has_static_symbols = dfile.symbols().next().is_some();
-                dfile.symbols().for_each(&mut add);
-            }
-        }
-    }
+        .for_each(|s| own.add(s));
     let table = std::sync::Arc::new(SymbolTable {
-        functions,
-        by_order,
-        has_static_symbols,
-        has_any_symbol,
+        path: path.to_path_buf(),
+        own,
+        has_static_symbols: file.symbols().next().is_some(),
+        has_any_symbol: file.symbols().next().is_some() || file.dynamic_symbols().next().is_some(),
+        debug: std::sync::OnceLock::new(),
     });
     TABLES
         .lock()
@@ -410,15 +458,7 @@ fn function_at_file_offset(
             "file offset {file_offset:#x} is in no loadable segment"
         ))
     })?;
-    let table = symbol_table(path)?;
-    let mut best: Option<(String, u64)> = None;
-    for (start, size, name) in &table.by_order {
-        let (start, size) = (*start, *size);
-        let inside = vaddr == start || (vaddr > start && vaddr < start + size);
-        if inside && best.as_ref().is_none_or(|(_, off)| vaddr - start < *off) {
-            best = Some((name.clone(), vaddr - start));
-        }
-    }
+    let best = symbol_table(path)?.covering(vaddr);
     best.ok_or_else(|| {
         elf_error(format!(
             "no function symbol covers file offset {file_offset:#x} (address {vaddr:#x}): \
