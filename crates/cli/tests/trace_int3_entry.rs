@@ -104,6 +104,13 @@ fn check(engine: &str) {
         );
     }
     let report = traced("tiny.o", engine);
+    // The report lists the int3s, why, and their hits (entries).
+    let int3 = report["int3_probes"].as_array().unwrap();
+    assert_eq!(int3.len(), 3, "{int3:?}");
+    for p in int3 {
+        assert_eq!(p["hits"], 100, "{p}");
+        assert!(p["why"].as_str().unwrap().contains("too short"), "{p}");
+    }
     let got = report_maps(&report, MAPS);
     // 100 calls of each: 300 entries, tiny_inc's arguments 0..99, 300
     // returns, return values 0 (tiny_zero) and 1..100 (tiny_inc).
@@ -127,6 +134,15 @@ fn check(engine: &str) {
 fn int3_inside_a_function_runs_the_replaced_instruction() {
     let _serial = serial();
     let report = traced("tiny_inside.o", "jit");
+    let int3 = report["int3_probes"].as_array().unwrap();
+    assert_eq!(int3.len(), 1, "{int3:?}");
+    assert!(
+        int3[0]["why"]
+            .as_str()
+            .unwrap()
+            .starts_with("loop_sum+0x2: "),
+        "{int3:?}"
+    );
     assert_eq!(
         counts(&report),
         vec![100, 5050],

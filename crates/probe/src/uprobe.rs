@@ -76,8 +76,9 @@ impl Probe {
 pub struct Attachment {
     probe: &'static Probe,
     original: [u8; 5],
-    /// An entry no jump could patch: an `int3` over its first byte.
-    breakpoint: Option<crate::breakpoint::Breakpoint>,
+    /// An entry no jump could patch: an `int3` over its first byte, and
+    /// why the jump could not go there.
+    breakpoint: Option<(crate::breakpoint::Breakpoint, String)>,
 }
 
 impl Attachment {
@@ -92,9 +93,9 @@ impl Attachment {
     pub fn missed(&self) -> u64 {
         self.probe.missed.load(Ordering::Relaxed)
     }
-    /// The entry is an `int3` (no jump could patch it), not a jump.
-    pub fn is_int3(&self) -> bool {
-        self.breakpoint.is_some()
+    /// Why the probe is an `int3` (no jump could patch it), not a jump.
+    pub fn why_int3(&self) -> Option<&str> {
+        self.breakpoint.as_ref().map(|(_, why)| why.as_str())
     }
 
     /// Puts the original bytes back. The trampoline page and the probe stay
@@ -102,7 +103,7 @@ impl Attachment {
     /// return through the return trampoline), so detaching is safe at any
     /// time.
     pub fn detach(self) -> Result<(), ProbeError> {
-        if let Some(bp) = self.breakpoint {
+        if let Some((bp, _)) = self.breakpoint {
             // Releases its claim itself.
             bp.detach()?;
         } else {
@@ -132,7 +133,7 @@ impl Attachment {
             set.remove(&self.probe.address);
         }
         match self.breakpoint {
-            Some(bp) => bp.forget_unmapped(),
+            Some((bp, _)) => bp.forget_unmapped(),
             None => crate::claims::release(self.probe.address),
         }
     }
@@ -407,10 +408,15 @@ fn attach_int3(
             }
             e => e,
         })?;
+    let why = if target.symbol.is_empty() {
+        why
+    } else {
+        format!("{}+{:#x}: {why}", target.symbol, target.offset)
+    };
     Ok(Attachment {
         probe,
         original: [first, 0, 0, 0, 0],
-        breakpoint: Some(bp),
+        breakpoint: Some((bp, why)),
     })
 }
 

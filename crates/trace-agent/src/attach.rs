@@ -145,6 +145,37 @@ pub(crate) fn attach_site(
 /// the process, as the function-entry attachments are.
 static INSIDE_PATCHES: Mutex<Vec<bpfjet_probe::usdt::UsdtPatch>> = Mutex::new(Vec::new());
 
+/// The probes patched with an `int3` (a signal per hit) rather than a
+/// jump, with why, for the report: `[{"address", "why", "hits"}]`.
+pub(crate) fn int3_report(agent: &Agent) -> serde_json::Value {
+    let entry = |a: &Attachment| {
+        a.why_int3().map(|why| {
+            serde_json::json!({
+                "address": format!("{:#x}", a.address()),
+                "why": why,
+                "hits": a.hits(),
+            })
+        })
+    };
+    let mut out: Vec<serde_json::Value> = agent
+        .attachments
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .iter()
+        .filter_map(entry)
+        .collect();
+    for p in INSIDE_PATCHES
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .iter()
+    {
+        if let bpfjet_probe::usdt::UsdtPatch::Jump(a) = p {
+            out.extend(entry(a));
+        }
+    }
+    serde_json::Value::Array(out)
+}
+
 pub fn agent() -> Option<&'static Agent> {
     AGENT.get()
 }

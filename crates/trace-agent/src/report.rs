@@ -124,6 +124,7 @@ pub fn write_report(agent: &Agent, counts: &Counts) {
             "fusion_refusals": agent.fusion_refusals,
             "fusion_compile_refusals": crate::fused::compile_refusals(),
             "usdt": crate::usdt::report(),
+            "int3_probes": crate::attach::int3_report(agent),
             "dlopen": crate::dlopen::report(),
             // `bpfjet trace --pid`: the status passed to `_exit` (null
             // when bpfjet detached before the process ended).

@@ -760,6 +760,20 @@ pub(super) fn print_report(
     if let Some(f) = report.get("last_fault").and_then(Value::as_str) {
         eprintln!("bpfjet trace: last fault: {f}");
     }
+    // Probes that cost a signal per hit, said once (the JSON lists them).
+    if let Some(int3) = report.get("int3_probes").and_then(Value::as_array) {
+        if !args.json && !int3.is_empty() {
+            eprintln!(
+                "bpfjet trace: {} probe(s) are int3 traps (a signal per hit), where no jump \
+                 fits: {}",
+                int3.len(),
+                int3.iter()
+                    .filter_map(|p| p["why"].as_str())
+                    .collect::<Vec<_>>()
+                    .join("; ")
+            );
+        }
+    }
     if let Some(refusals) = report.get("fusion_refusals").and_then(Value::as_array) {
         for r in refusals.iter().filter_map(Value::as_str) {
             eprintln!("bpfjet trace: fusion: kept as a map: {r}");
@@ -823,6 +837,7 @@ pub(super) fn print_report(
                     .cloned()
                     .unwrap_or_else(|| Value::Array(Vec::new())),
                 "usdt": report.get("usdt").cloned().unwrap_or_else(|| Value::Array(Vec::new())),
+                "int3_probes": report.get("int3_probes").cloned().unwrap_or_else(|| Value::Array(Vec::new())),
                 "dlopen": report.get("dlopen").cloned().unwrap_or_else(|| Value::Array(Vec::new())),
                 "missed_runs": report.get("missed_runs").cloned().unwrap_or(Value::Null),
                 "faults": report.get("faults").cloned().unwrap_or(Value::Null),
