@@ -3,7 +3,6 @@
  *
  *   libbpf_tools_target resolve          3 gethostbyname + 3 getaddrinfo of localhost
  *   libbpf_tools_target open DIR         opens DIR/marker.0..2, DIR/marker.missing
- *   libbpf_tools_target stat DIR         stats DIR/marker.0..2, DIR/marker.missing
  *   libbpf_tools_target kill             kill(self, 0), kill(self, SIGCHLD),
  *                                        kill(no such pid, SIGTERM)
  *   libbpf_tools_target calls N          N getppid system calls, N calls of work()
@@ -16,7 +15,6 @@
 #include <stdlib.h>
 #include <signal.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -61,16 +59,6 @@ int main(int argc, char **argv)
 		}
 		return 0;
 	}
-	if (argc >= 3 && !strcmp(argv[1], "stat")) {
-		static const char *names[] = { "marker.0", "marker.1", "marker.2", "marker.missing" };
-		char path[4096];
-		struct stat st;
-		for (unsigned i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
-			snprintf(path, sizeof(path), "%s/%s", argv[2], names[i]);
-			stat(path, &st);
-		}
-		return 0;
-	}
 	if (argc >= 2 && !strcmp(argv[1], "kill")) {
 		/* SIGCHLD: ignored by default, so the process goes on. */
 		kill(getpid(), 0);
@@ -87,7 +75,7 @@ int main(int argc, char **argv)
 		for (;;)
 			pause();
 	}
-	fprintf(stderr, "usage: %s resolve | open DIR | stat DIR | kill | calls N | wait FILE N\n",
+	fprintf(stderr, "usage: %s resolve | open DIR | kill | calls N | wait FILE N\n",
 		argv[0]);
 	return 2;
 }

@@ -463,7 +463,7 @@ impl BpfjetBackend {
     /// its load-time target (libbpf's and libxdp's older path). None: not
     /// a bpfjet program (the kernel's).
     pub(crate) fn raw_tracepoint_open(&self, raw: &[u8]) -> Option<Result<i64, Errno>> {
-        let name = u64::from(word(raw, 0)) | u64::from(word(raw, 4)) << 32;
+        let name = crate::links::dword(raw, 0);
         let prog = match self.obj(word(raw, 8))? {
             Obj::Prog(p) => p,
             _ => return Some(Err(Errno::EINVAL)),

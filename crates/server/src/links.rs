@@ -88,6 +88,12 @@ pub fn word(raw: &[u8], off: usize) -> u32 {
     u32::from_ne_bytes(b)
 }
 
+/// The attr's `u64` at `off` (an `__aligned_u64` pointer or cookie; a
+/// short attr is zero-extended, as [`word`]).
+pub fn dword(raw: &[u8], off: usize) -> u64 {
+    u64::from(word(raw, off)) | u64::from(word(raw, off + 4)) << 32
+}
+
 impl BpfjetBackend {
     pub(crate) fn link_record(&self, id: u32) -> Result<LinkRecord, Errno> {
         serde_json::from_slice(&self.ns.read_record(Kind::Link, id)?).map_err(|_| Errno::EINVAL)

@@ -14,7 +14,7 @@
 //! program per link, on the instance's maps, attached where the link says.
 
 use crate::backend::BpfjetBackend;
-use crate::links::{word, LinkRecord};
+use crate::links::{dword, word, LinkRecord};
 use crate::namespace::{Kind, Namespace};
 use crate::objects::{Obj, ProgRecord};
 use crate::perf_events::ProbePoint;
@@ -105,7 +105,7 @@ impl BpfjetBackend {
                 return Err(Errno::EINVAL);
             }
         };
-        let cookie = u64::from(word(raw, 16)) | u64::from(word(raw, 20)) << 32;
+        let cookie = dword(raw, 16);
         let id = self.perf_link(prog, &probe, target_fd as i32, cookie)?;
         self.new_fd(Obj::Link(id))
     }
@@ -117,7 +117,7 @@ impl BpfjetBackend {
         prog: &crate::objects::ProgObj,
         raw: &[u8],
     ) -> Result<i64, Errno> {
-        let name_ptr = u64::from(word(raw, 0)) | u64::from(word(raw, 4)) << 32;
+        let name_ptr = dword(raw, 0);
         let name = crate::user::cstring(name_ptr, 128)?;
         if name != "sys_enter" && name != "sys_exit" {
             self.warn_once(
@@ -126,7 +126,7 @@ impl BpfjetBackend {
             );
             return Err(Errno::EINVAL);
         }
-        let cookie = u64::from(word(raw, 16)) | u64::from(word(raw, 20)) << 32;
+        let cookie = dword(raw, 16);
         let id = self.probe_link_record(
             prog,
             ProbeLink {
@@ -301,7 +301,7 @@ fn copy_name(
     len_off: usize,
     name: &str,
 ) -> Result<(), Errno> {
-    let ptr = u64::from(word(user, ptr_off)) | u64::from(word(user, ptr_off + 4)) << 32;
+    let ptr = dword(user, ptr_off);
     let ulen = word(user, len_off) as usize;
     b[ptr_off..ptr_off + 8].copy_from_slice(&ptr.to_ne_bytes());
     b[len_off..len_off + 4].copy_from_slice(&(name.len() as u32 + 1).to_ne_bytes());

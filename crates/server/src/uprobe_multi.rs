@@ -11,7 +11,7 @@
 //! point's cookie, and drops them all when the link goes.
 
 use crate::backend::BpfjetBackend;
-use crate::links::word;
+use crate::links::{dword, word};
 use crate::objects::{Obj, ProgObj};
 use crate::perf_events::ProbePoint;
 use crate::probe_links::ProbeLink;
@@ -52,10 +52,6 @@ pub struct UprobeMulti {
     pub points: Vec<ProbeLink>,
 }
 
-fn u64_at(b: &[u8], off: usize) -> u64 {
-    u64::from(word(b, off)) | u64::from(word(b, off + 4)) << 32
-}
-
 /// `cnt` u64s from the caller's array at `addr` (0: none given, all 0;
 /// `EFAULT` for memory it cannot read, as the kernel's `__get_user`).
 fn user_u64s(addr: u64, cnt: usize) -> Result<Vec<u64>, Errno> {
@@ -88,8 +84,8 @@ impl BpfjetBackend {
             return Err(Errno::EINVAL);
         }
         let (upath, uoffsets, cnt, pid) = (
-            u64_at(raw, PATH),
-            u64_at(raw, OFFSETS),
+            dword(raw, PATH),
+            dword(raw, OFFSETS),
             word(raw, CNT),
             word(raw, PID) as i32,
         );
@@ -115,8 +111,8 @@ impl BpfjetBackend {
         }
         let cnt = cnt as usize;
         let offsets = user_u64s(uoffsets, cnt)?;
-        let ref_ctrs = user_u64s(u64_at(raw, REF_CTR_OFFSETS), cnt)?;
-        let cookies = user_u64s(u64_at(raw, COOKIES), cnt)?;
+        let ref_ctrs = user_u64s(dword(raw, REF_CTR_OFFSETS), cnt)?;
+        let cookies = user_u64s(dword(raw, COOKIES), cnt)?;
         // The kernel's offsets are loff_t: a negative one is EINVAL.
         if offsets.iter().any(|&o| (o as i64) < 0) {
             return Err(Errno::EINVAL);
@@ -182,10 +178,10 @@ pub(crate) fn link_info(
     // uprobe_multi { path; offsets; ref_ctr_offsets; cookies; path_size;
     // count; flags; pid; }
     let (upath, uoffsets, uref, ucookies) = (
-        u64_at(user, 16),
-        u64_at(user, 24),
-        u64_at(user, 32),
-        u64_at(user, 40),
+        dword(user, 16),
+        dword(user, 24),
+        dword(user, 32),
+        dword(user, 40),
     );
     let (upath_size, ucount) = (word(user, 48) as usize, word(user, 52) as usize);
     if (upath == 0) != (upath_size == 0) {
