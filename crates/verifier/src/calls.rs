@@ -1,12 +1,13 @@
 //! Calls and returns: bpf-to-bpf calls (a new frame with r1–r5 as
 //! arguments, r6–r9 preserved in the caller), kfuncs, and `exit` from the
-//! program, from a subprogram and from a callback (which may run again).
+//! program, from a subprogram and from a callback (back to its call, which
+//! runs again).
 
 use crate::driver::{Succ, Verifier};
 use crate::error::{err, VResult};
 use crate::frame::{Frame, State, MAX_FRAMES};
-use crate::helper_check::{finish_call, push_callback_frame};
-use crate::reg_state::{RegState, RegType};
+use crate::helper_check::finish_call;
+use crate::reg_state::RegType;
 use bpfjet_isa::{CallTarget, Insn};
 
 impl Verifier<'_> {
@@ -88,15 +89,13 @@ impl Verifier<'_> {
                     ),
                 );
             }
+            // Back to the call, as the kernel does: the caller's state is
+            // compared there with the states before earlier iterations
+            // (convergence), and the call runs again, entering the callback
+            // once more or going on after it.
             st.frames.pop();
-            let callsite = frame.callsite;
-            // Another invocation with the caller's state as it is now.
-            let mut again = st.clone();
-            push_callback_frame(&mut again, callsite, frame.entry, info);
-            // Back in the caller after the helper returns.
-            finish_call(st, RegState::unknown());
             let _ = pc;
-            return Ok(Succ::Fork(callsite + 1, frame.entry, again));
+            return Ok(Succ::Goto(frame.callsite));
         }
         if matches!(r0.ty, RegType::Stack { .. }) {
             return err("ret_stack_ptr", "cannot return stack pointer to the caller");

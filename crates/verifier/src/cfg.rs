@@ -14,6 +14,11 @@ pub struct Cfg {
     pub loop_head: Vec<bool>,
     /// For each subprogram, the subprograms it calls directly.
     pub calls: Vec<Vec<usize>>,
+    /// Calls of a helper or kfunc that runs a callback (`bpf_loop`,
+    /// `bpf_for_each_map_elem`, `bpf_rbtree_add_impl`, ...). A callback
+    /// returns to its call, which runs again: the kernel's
+    /// `calls_callback`, where states converge like an iterator's.
+    pub calls_callback: Vec<bool>,
 }
 
 impl Cfg {
@@ -31,6 +36,13 @@ impl Cfg {
 
     pub fn is_entry(&self, pc: usize) -> bool {
         self.entries.binary_search(&pc).is_ok()
+    }
+
+    /// Marks the call at `pc` as one that runs a callback: a prune point
+    /// where a state is always recorded.
+    pub fn mark_calls_callback(&mut self, pc: usize) {
+        self.calls_callback[pc] = true;
+        self.prune_point[pc] = true;
     }
 }
 
@@ -91,6 +103,7 @@ pub fn build(insns: &[Insn]) -> Result<Cfg, (Option<usize>, crate::error::Verify
         entries,
         prune_point: vec![false; len],
         loop_head: vec![false; len],
+        calls_callback: vec![false; len],
     };
     check_subprogs(insns, &mut cfg).map_err(|(pc, e)| (Some(pc), e))?;
     check_reachable(insns, &cfg).map_err(|(pc, e)| (Some(pc), e))?;
@@ -143,9 +156,12 @@ fn check_subprogs(insns: &[Insn], cfg: &mut Cfg) -> Result<(), (usize, crate::er
                     cfg.prune_point[pc + 1] = true;
                 }
             }
-            if let Insn::Call(CallTarget::Helper(_)) = *insn {
+            if let Insn::Call(CallTarget::Helper(id)) = *insn {
                 if pc + 1 < end {
                     cfg.prune_point[pc + 1] = true;
+                }
+                if crate::proto::helper_proto(id).is_some_and(|p| p.callback.is_some()) {
+                    cfg.mark_calls_callback(pc);
                 }
             }
         }

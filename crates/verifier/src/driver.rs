@@ -43,8 +43,6 @@ struct Checkpoint {
     depth: usize,
     parent: Option<usize>,
     branches: u32,
-    /// Callback invocations the path had gone through (see [`Path::cb_iter`]).
-    cb_iter: u32,
     hits: u32,
     misses: u32,
     /// The instructions from the parent checkpoint to this one.
@@ -131,11 +129,6 @@ struct Path {
     pc: usize,
     state: State,
     parent: Option<usize>,
-    /// Bumped each time a callback is re-entered for another iteration.
-    /// Callbacks run a bounded number of times, so a state recorded in an
-    /// earlier iteration may prune a later one even while its own exploration
-    /// is under way, and repeating it is not an infinite loop.
-    cb_iter: u32,
     /// The instructions since the parent checkpoint.
     hist: Vec<Hist>,
 }
@@ -334,7 +327,6 @@ impl<'a> Verifier<'a> {
             pc: 0,
             state: State::new_entry(),
             parent: None,
-            cb_iter: 0,
             hist: Vec::new(),
         }];
         while let Some(mut path) = work.pop() {
@@ -378,8 +370,6 @@ impl<'a> Verifier<'a> {
                     Err(e) => return Err(self.decorate(e, pc, &path.state)),
                     Ok(Succ::Goto(next)) => path.pc = next,
                     Ok(Succ::Fork(next, other, other_state)) => {
-                        let reentry = matches!(self.insns[pc], Insn::Exit)
-                            && other_state.frames.len() > path.state.frames.len();
                         if let Some(p) = path.parent {
                             self.checkpoints[p].branches += 1;
                         }
@@ -397,7 +387,6 @@ impl<'a> Verifier<'a> {
                             pc: other,
                             state: other_state,
                             parent: path.parent,
-                            cb_iter: path.cb_iter + u32::from(reentry),
                             hist: path.hist.clone(),
                         });
                         path.pc = next;
@@ -611,8 +600,10 @@ impl<'a> Verifier<'a> {
         let pc = path.pc;
         let allow_uninit = self.env.privileged();
         // Like the kernel, record a new state only after a few instructions
-        // and jumps since the last one (always at subprogram entries).
-        let forced = self.cfg.is_entry(pc);
+        // and jumps since the last one (always at subprogram entries and at
+        // calls that run a callback, where iterations converge).
+        let calls_callback = self.cfg.calls_callback[pc];
+        let forced = self.cfg.is_entry(pc) || calls_callback;
         let since = self.since_state;
         let mut add_new = forced || since.insns >= 8 && since.jmps >= 2;
         // The kernel's rule inside loops (`is_state_visited`, "avoid adding
@@ -639,8 +630,13 @@ impl<'a> Verifier<'a> {
             for &c in list {
                 let cp = &self.checkpoints[c];
                 let done = cp.branches == 0;
-                let earlier_iteration = cp.cb_iter < path.cb_iter;
-                if done || earlier_iteration {
+                // At a call that runs a callback, a state still being
+                // explored is one before an earlier iteration on this path:
+                // when it covers the state after this iteration, every
+                // scalar within its range, the iterations have converged
+                // (the kernel's `calls_callback` case of `is_state_visited`,
+                // compared `RANGE_WITHIN`).
+                if done || calls_callback {
                     // A state still being explored has incomplete precision
                     // marks: only an exact match may stop the path there.
                     let pending = self.exact_pending(cp).is_some();
@@ -663,7 +659,7 @@ impl<'a> Verifier<'a> {
                     }
                 }
                 if !done
-                    && !earlier_iteration
+                    && !calls_callback
                     && self.cfg.loop_head[pc]
                     && cp.hash == *cur_hash.get_or_insert_with(|| state_hash(&path.state))
                     && crate::pruning::same_loop_state(&cp.state, &path.state)
@@ -677,11 +673,18 @@ impl<'a> Verifier<'a> {
                 // kernel's miss counting; they stay in the bookkeeping). A
                 // miss counts only when a new state is added here, so that a
                 // loop's iterations do not push out the states of other paths
-                // before they can prune.
+                // before they can prune. At a call that runs a callback,
+                // states are kept longer (the kernel keeps its forced
+                // checkpoints still being explored for 64): iterations
+                // converge against the one before them, and the paths after
+                // the call, one per iteration count that did not converge,
+                // are pruned there against each other, so the states of
+                // other iterations of an outer loop must not push them out.
                 let cp = &mut self.checkpoints[c];
                 if add_new {
                     cp.misses += 1;
-                    if cp.misses > cp.hits * 3 + 3 && cp.pinned == 0 {
+                    let n = if calls_callback { 64 } else { 3 };
+                    if cp.misses > cp.hits * n + n && cp.pinned == 0 {
                         evict.push(c);
                     }
                 }
@@ -767,7 +770,6 @@ impl<'a> Verifier<'a> {
             depth: path.state.depth(),
             parent: path.parent,
             branches: 1,
-            cb_iter: path.cb_iter,
             hits: 0,
             misses: 0,
             hist: std::mem::take(&mut path.hist),

@@ -29,6 +29,11 @@ pub struct Frame {
     pub callback: Option<CallbackInfo>,
     /// References held when a callback frame was entered (must match on exit).
     pub refs_at_entry: usize,
+    /// Iterations of the callback this frame's pending helper call has
+    /// entered so far on this path (the kernel's `callback_depth`): a
+    /// `bpf_loop` stops entering it again at its count's upper bound. Not
+    /// compared by pruning, as in the kernel; the loop detector does.
+    pub callback_depth: u32,
 }
 
 impl Frame {
@@ -44,6 +49,7 @@ impl Frame {
             callsite,
             callback: None,
             refs_at_entry: 0,
+            callback_depth: 0,
         }
     }
 }

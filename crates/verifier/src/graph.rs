@@ -655,7 +655,6 @@ impl Verifier<'_> {
                 ),
             );
         }
-        Self::set_non_owning(st, node.ref_id);
         let mut args = [RegState::NOT_INIT; 5];
         for a in args.iter_mut().take(2) {
             *a = RegState::pointer(
@@ -666,15 +665,21 @@ impl Verifier<'_> {
                 node_off as i32,
             );
         }
-        let mut skip = st.clone();
-        finish_call(&mut skip, RegState::unknown());
         let info = CallbackInfo {
             helper: RBTREE_LESS_CB,
             ret: (0, 1),
             args,
         };
-        push_callback_frame(st, pc, entry, info);
-        Ok(Succ::Fork(entry, pc + 1, skip))
+        // The callback's path keeps the node owned: it comes back to this
+        // call, which takes the node again (the kernel converts the
+        // reference after pushing the callback's state).
+        let mut inside = st.clone();
+        inside.cur_mut().callback_depth += 1;
+        push_callback_frame(&mut inside, pc, entry, info);
+        Self::set_non_owning(st, node.ref_id);
+        st.cur_mut().callback_depth = 0;
+        finish_call(st, RegState::unknown());
+        Ok(Succ::Fork(pc + 1, entry, inside))
     }
 
     /// `bpf_kptr_xchg(map_value + kptr field, obj or NULL)`: the object's

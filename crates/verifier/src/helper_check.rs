@@ -716,17 +716,49 @@ impl Verifier<'_> {
                 args[3] = ctx;
             }
         }
-        // Path 1: the callback is not called at all (e.g. nr_loops == 0).
-        let mut skip = st.clone();
-        finish_call(&mut skip, RegState::unknown());
-        // Path 2: enter the callback.
         let info = CallbackInfo {
             helper,
             ret: (0, 1),
             args,
         };
-        push_callback_frame(st, pc, entry, info);
-        Ok(Succ::Fork(entry, pc + 1, skip))
+        // The kernel's `callback_depth`: `bpf_loop` runs the callback at
+        // most its count's upper bound times, so it enters it again only
+        // while fewer iterations were verified on this path. The other
+        // helpers may run theirs any number of times: again until the
+        // caller's state converges at the call.
+        let again = if matches!(kind, CallbackKind::Loop) {
+            self.need_reg(st, 1);
+            u64::from(st.cur().callback_depth) < st.reg(1).val.umax
+        } else {
+            true
+        };
+        Ok(enter_callback_or_return(st, pc, entry, info, again))
+    }
+}
+
+/// At a call that runs a callback: the path goes on after the call (the
+/// callback ran as many times as verified so far, maybe none), and, when
+/// `again`, another path enters the callback with the caller's state as
+/// it is now, to come back to the call afterwards (the kernel's
+/// `push_callback_call`).
+pub(crate) fn enter_callback_or_return(
+    st: &mut State,
+    pc: usize,
+    entry: usize,
+    info: CallbackInfo,
+    again: bool,
+) -> Succ {
+    let mut inside = again.then(|| {
+        let mut inside = st.clone();
+        inside.cur_mut().callback_depth += 1;
+        push_callback_frame(&mut inside, pc, entry, info);
+        inside
+    });
+    st.cur_mut().callback_depth = 0;
+    finish_call(st, RegState::unknown());
+    match inside.take() {
+        Some(inside) => Succ::Fork(pc + 1, entry, inside),
+        None => Succ::Goto(pc + 1),
     }
 }
 

@@ -44,8 +44,8 @@ pub enum Note {
     /// A conditional jump refined these scalars together (they share an
     /// id with an operand, operands included).
     Linked(Box<[Loc]>),
-    /// The exit of a callback: the caller's r0 is the helper's result, not
-    /// the callback's.
+    /// The exit of a callback: back to the call that ran it, whose result
+    /// the callback's r0 is not.
     CallbackExit,
 }
 
@@ -125,7 +125,7 @@ pub fn undo(
         return Err(Unexplained);
     };
     // Between `f` and `depth_after` only a call (one deeper) or an exit
-    // (one shallower, or the same for a callback that runs again) moves.
+    // (one shallower) moves.
     match *insn {
         Insn::Alu { op, dst, src, .. } => match op {
             AluOp::Mov | AluOp::MovSx(_) => {
@@ -225,26 +225,28 @@ pub fn undo(
                 }
             }
         }
-        Insn::Exit => {
-            if depth_after + 1 == f {
-                let caller = f - 1;
-                let r0 = d.has_reg(caller, 0);
-                for r in 0..=5 {
-                    d.clear_reg(caller, r);
-                }
-                if !d.frame_is_empty(f) {
-                    return Err(Unexplained);
-                }
-                if r0 && h.note != Note::CallbackExit {
-                    d.set_reg(f, 0);
-                }
-            } else if depth_after == f {
-                // The callback runs again: its new frame starts from the
-                // arguments kept in the frame's callback info, which pruning
-                // compares exactly.
-                d.clear_frame(f);
-            } else {
+        Insn::Exit if h.note == Note::CallbackExit => {
+            // Back at the call, the caller's frame is as the callback left
+            // it (its r0–r5 too: the call runs again); nothing of the
+            // callback's frame is left to demand.
+            if depth_after + 1 != f || !d.frame_is_empty(f) {
                 return Err(Unexplained);
+            }
+        }
+        Insn::Exit => {
+            if depth_after + 1 != f {
+                return Err(Unexplained);
+            }
+            let caller = f - 1;
+            let r0 = d.has_reg(caller, 0);
+            for r in 0..=5 {
+                d.clear_reg(caller, r);
+            }
+            if !d.frame_is_empty(f) {
+                return Err(Unexplained);
+            }
+            if r0 {
+                d.set_reg(f, 0);
             }
         }
     }

@@ -261,7 +261,8 @@ pub fn covers_with(
 }
 
 /// The kernel's loop detector: the state at a loop head repeats exactly
-/// (precision marks are bookkeeping, not part of the state).
+/// (precision marks are bookkeeping, not part of the state), in the same
+/// iteration of every callback (the kernel's `callback_unroll_depth`).
 pub fn same_loop_state(old: &State, cur: &State) -> bool {
     let same = |a: &RegState, b: &RegState| {
         let mut a = *a;
@@ -284,6 +285,7 @@ pub fn same_loop_state(old: &State, cur: &State) -> bool {
             a.entry == b.entry
                 && a.callsite == b.callsite
                 && a.refs_at_entry == b.refs_at_entry
+                && a.callback_depth == b.callback_depth
                 && a.regs.iter().zip(&b.regs).all(|(x, y)| same(x, y))
                 && a.callback == b.callback
                 && (0..a.stack.slots.len().max(b.stack.slots.len()))
