@@ -311,7 +311,7 @@ fn destroyed_containers_free_their_nodes_and_full_spaces_answer_null() {
     }
     // More nodes than a space holds: the allocation returns NULL at the
     // capacity (the container takes a slot).
-    let got = chain_run(10, XdpEngine::Jit, vec![100, 99]);
+    let got = chain_run(12, XdpEngine::Jit, vec![100, 99]);
     assert_eq!(
         got,
         [SPACE_SLOTS as u32 - 1, 5],

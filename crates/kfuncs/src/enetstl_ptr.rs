@@ -60,11 +60,12 @@ pub const DATA1: usize = 12;
 pub const DATA1_BYTES: usize = 52;
 pub const DATA2: usize = 352;
 pub const DATA2_BYTES: usize = 160;
-/// Slots (nodes + containers) of one worker's space.
-pub const SPACE_SLOTS: usize = 1 << 16;
+/// Slots (nodes + containers) of one worker's space: room for eNetSTL's
+/// largest skip list (`*_16`: 65,536 keys plus its head and container).
+pub const SPACE_SLOTS: usize = 1 << 18;
 /// log2 of a space's bytes (`SPACE_SLOTS * NODE_BYTES`): spaces are aligned
 /// to their size.
-pub const SPACE_SHIFT: u32 = 25;
+pub const SPACE_SHIFT: u32 = 27;
 const SPACE_BYTES: usize = 1 << SPACE_SHIFT;
 /// Regions of `1 << SPACE_SHIFT` bytes in the user half of the address
 /// space (47 bits): the entries of the region table.
@@ -77,17 +78,17 @@ pub const MAX_SPACES: usize = 256;
 // every access checks — the state — and the reference count share the
 // first cache line with the start of `data1` (a skip list's key), so a
 // search step touches two lines of a node (that one and its link's).
-/// `generation << 32 | space << 24 | slot << 8 | kind` (the module's
+/// `generation << 32 | space << 24 | slot << 6 | kind` (the module's
 /// `owner`): the slot's handle and its kind in one word, so a handle's
 /// liveness is one compare (`state == handle | kind`) and a live slot's
 /// handle is its state without the kind (`state & !KIND_MASK`).
 pub const STATE: usize = 0;
 /// The kind's bits of a state word (a handle's are 0).
-pub const KIND_MASK: u64 = 0xff;
+pub const KIND_MASK: u64 = 0x3f;
 /// Where a handle (and a state word) keeps the slot's space index (8 bits)
-/// and its slot in that space (16 bits).
+/// and its slot in that space (18 bits).
 pub const HANDLE_SPACE_SHIFT: u32 = 24;
-pub const HANDLE_SLOT_SHIFT: u32 = 8;
+pub const HANDLE_SLOT_SHIFT: u32 = 6;
 /// u32 reference count.
 pub const REFCNT: usize = 8;
 /// Outgoing links (handles).
@@ -199,7 +200,7 @@ static IDLE: Mutex<Vec<&'static Space>> = Mutex::new(Vec::new());
 static CREATE: Mutex<()> = Mutex::new(());
 
 /// Space index + 1 of every region that is a space, 0 for the others
-/// (8 MiB of zero pages: only those of regions holding spaces are touched).
+/// (2 MiB of zero pages: only those of regions holding spaces are touched).
 pub static REGION_SPACES: [AtomicU16; REGIONS] = [const { AtomicU16::new(0) }; REGIONS];
 /// Base address of every space by index, 0 for none.
 pub static SPACE_BASES: [AtomicU64; MAX_SPACES] = [const { AtomicU64::new(0) }; MAX_SPACES];
@@ -244,7 +245,7 @@ fn new_space() -> Option<&'static Space> {
     // Alignment 16 and twice the size, the space being the aligned half:
     // the system allocator's `calloc` then maps fresh zero pages, committed
     // as they are touched (asking for the space's alignment would make it
-    // zero all 32 MiB up front); the other half is never touched.
+    // zero all 128 MiB up front); the other half is never touched.
     let layout = std::alloc::Layout::from_size_align(2 * SPACE_BYTES, 16).ok()?;
     // SAFETY: a non-zero size.
     let raw = unsafe { std::alloc::alloc_zeroed(layout) };
