@@ -209,3 +209,50 @@ fn context_fields_and_packet_bytes() {
     assert_eq!(result.retval, 3);
     assert_eq!(result.data_out[1], 0x55);
 }
+
+/// `bpf_jiffies64`: bpfjet's value, taken between two runs of the same
+/// program on the kernel, lies between the kernel's two values (one tick
+/// of slack either side for the tick boundary), and follows the program's
+/// own `bpf_ktime_get_ns` at the kernel's rate (HZ).
+#[test]
+fn jiffies_match_the_kernel() {
+    let path = build("helpers");
+    let ours = load_ours(&path, None);
+    let Some(kernel) = load_kernel(&path, None, "jiffies64") else {
+        return;
+    };
+    let kernel_run = || {
+        kernel
+            .test_run("clocks", &packet(64), 1, Some(0))
+            .unwrap_or_else(|e| panic!("kernel test run of clocks: {e}"));
+        out_vals(&kernel.dump_maps().expect("kernel dump"))
+    };
+    for _ in 0..5 {
+        let before = kernel_run();
+        run_ours(&ours, "clocks", &packet(64), 0);
+        let mine = out_vals(&ours.dump_state().expect("bpfjet dump"));
+        let after = kernel_run();
+        assert!(
+            before[1] - 1 <= mine[1] && mine[1] <= after[1] + 1,
+            "jiffies64: bpfjet {} outside the kernel's {}..{}",
+            mine[1],
+            before[1],
+            after[1]
+        );
+        // Both advance at HZ: the ticks between the kernel's first value
+        // and ours match the nanoseconds between them, within a tick.
+        let ticks = mine[1] - before[1];
+        let ns = mine[0] - before[0];
+        let tick_ns = (after[2] - before[0]).max(1) / (after[1] - before[1]).max(1);
+        assert!(
+            ticks >= 0,
+            "jiffies64 went backwards: {before:?} then {mine:?}"
+        );
+        if after[1] - before[1] >= 2 {
+            assert!(
+                (ticks * tick_ns - ns).abs() <= 2 * tick_ns,
+                "jiffies64: {ticks} ticks in {ns} ns (tick {tick_ns} ns)"
+            );
+        }
+    }
+}

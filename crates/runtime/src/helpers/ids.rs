@@ -252,6 +252,7 @@ pub const MAP_POP_ELEM: u32 = 88;
 pub const MAP_PEEK_ELEM: u32 = 89;
 pub const SPIN_LOCK: u32 = 93;
 pub const SPIN_UNLOCK: u32 = 94;
+pub const JIFFIES64: u32 = 118;
 pub const KTIME_GET_BOOT_NS: u32 = 125;
 pub const RINGBUF_OUTPUT: u32 = 130;
 pub const RINGBUF_RESERVE: u32 = 131;

@@ -233,3 +233,16 @@ int ctx_fields(struct xdp_md *ctx)
 	r->v[11] = bpf_xdp_get_buff_len(ctx);
 	return XDP_TX;
 }
+
+/* jiffies64 between two monotonic readings, for the kernel comparison. */
+SEC("xdp")
+int clocks(struct xdp_md *ctx)
+{
+	struct vals *r = get(&out);
+	if (!r)
+		return XDP_ABORTED;
+	r->v[0] = bpf_ktime_get_ns();
+	r->v[1] = bpf_jiffies64();
+	r->v[2] = bpf_ktime_get_ns();
+	return XDP_PASS;
+}
