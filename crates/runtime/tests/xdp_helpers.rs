@@ -256,3 +256,25 @@ fn jiffies_match_the_kernel() {
         }
     }
 }
+
+/// `bpf_get_current_comm` in XDP (a CAP_PERFMON loader's base helper):
+/// the calling thread's name, NUL-padded, as the kernel's test run gives.
+#[test]
+fn current_comm_matches_the_kernel() {
+    let path = build("helpers");
+    let ours = load_ours(&path, None);
+    let kernel = load_kernel(&path, None, "get_current_comm");
+    let (_, dump) = run_both(&ours, kernel.as_ref(), "comm", &packet(64), 0, &[], "comm");
+    let out = out_vals(&dump);
+    assert_eq!(out[2], 0, "bpf_get_current_comm returns 0");
+    let name: Vec<u8> = out[0..2].iter().flat_map(|w| w.to_le_bytes()).collect();
+    let mut thread = [0u8; 16];
+    let own = std::thread::current()
+        .name()
+        .unwrap_or("")
+        .as_bytes()
+        .to_vec();
+    let n = own.len().min(15);
+    thread[..n].copy_from_slice(&own[..n]);
+    assert_eq!(name, thread, "the running thread's name");
+}

@@ -76,7 +76,7 @@ impl Verifier<'_> {
             self.facts.helpers_used.insert(id);
             return self.check_kptr_xchg(st, pc);
         }
-        let proto = match proto::helper_proto_for(self.env.prog_type, id) {
+        let proto = match proto::helper_proto_for(self.env.prog_type, id, self.env.privileged()) {
             Ok(p) if !p.needs_perfmon || self.env.privileged() => *p,
             Ok(p) => {
                 return err(

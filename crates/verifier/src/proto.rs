@@ -447,17 +447,28 @@ const XDP_ONLY: &[i32] = &[23, 28, 44, 51, 54, 65, 69, 163, 188, 189, 190];
 /// `bpf_base_func_proto` (which XDP gets) does not have.
 /// (`bpf_get_current_pid_tgid` and `bpf_get_current_uid_gid` are in
 /// 6.18's base set for every loader; `bpf_get_current_comm` and the `probe_read_*`
-/// helpers are too, but only for a CAP_PERFMON loader — bpfjet keeps them
-/// from XDP, see docs/VERIFIER.md.)
+/// helpers are too, but only for a CAP_PERFMON loader: bpfjet gives XDP
+/// `bpf_get_current_comm` then ([`PERFMON_BASE`]) and keeps the reads of
+/// kernel memory from it, see docs/VERIFIER.md.)
 const TRACING_ONLY: &[i32] = &[4, 16, 35, 37, 45, 112, 114, 115];
+
+/// Helpers of [`TRACING_ONLY`] that 6.18's `bpf_base_func_proto` gives
+/// every program type of a CAP_PERFMON loader, and bpfjet to XDP too:
+/// `bpf_get_current_comm` (the name of the thread running the program, as
+/// the kernel's test run answers with the calling thread's).
+const PERFMON_BASE: &[i32] = &[16];
 
 /// Why a helper bpfjet knows is unavailable to a program type, or `None`
 /// when the type may call it. The sets are the kernel's
 /// `xdp_func_proto`, `kprobe_prog_func_proto`, `tp_prog_func_proto` and
 /// `raw_tp_prog_func_proto` (each falling back to `bpf_tracing_func_proto`
 /// and `bpf_base_func_proto`), restricted to the helpers bpfjet runs.
-pub fn unavailable_reason(prog_type: ProgType, id: i32) -> Option<&'static str> {
+/// `perfmon`: the loader has CAP_PERFMON.
+pub fn unavailable_reason(prog_type: ProgType, id: i32, perfmon: bool) -> Option<&'static str> {
     let tracing = prog_type.is_tracing();
+    if !tracing && PERFMON_BASE.contains(&id) {
+        return (!perfmon).then_some("it needs a CAP_PERFMON loader");
+    }
     if !tracing {
         let tracing_helper = TRACING_ONLY.contains(&id) || matches!(id, 27 | 67 | 173 | 174);
         return tracing_helper.then_some("it is a tracing helper, not available to XDP programs");
@@ -483,10 +494,15 @@ pub fn unavailable_reason(prog_type: ProgType, id: i32) -> Option<&'static str> 
 
 /// The prototype of helper `id` for a program of `prog_type`: `Err` with
 /// the reason when bpfjet does not know it or the type may not call it.
-pub fn helper_proto_for(prog_type: ProgType, id: i32) -> Result<&'static HelperProto, String> {
+/// `perfmon`: the loader has CAP_PERFMON.
+pub fn helper_proto_for(
+    prog_type: ProgType,
+    id: i32,
+    perfmon: bool,
+) -> Result<&'static HelperProto, String> {
     let p = helper_proto(id)
         .ok_or_else(|| format!("unknown func #{id}: bpfjet does not know this helper"))?;
-    match unavailable_reason(prog_type, id) {
+    match unavailable_reason(prog_type, id, perfmon) {
         Some(why) => Err(format!(
             "unknown func {}#{id}: {why} (program type {prog_type})",
             p.name

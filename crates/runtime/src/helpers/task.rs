@@ -1,4 +1,4 @@
-//! Who is running: the current task's ids. The kernel answers from
+//! Who is running: the current task's ids and name. The kernel answers from
 //! `current`, the task that runs the program — the traced thread for a
 //! tracing program, the `BPF_PROG_TEST_RUN` caller (or whatever task the
 //! softirq interrupted) for XDP. In bpfjet the program runs on the calling
@@ -25,6 +25,23 @@ pub(crate) fn register(r: &mut HelperRegistry) {
             // effective ones). SAFETY: getuid/getgid cannot fail.
             let (uid, gid) = unsafe { (libc::getuid(), libc::getgid()) };
             Ok((u64::from(gid) << 32) | u64::from(uid))
+        },
+    ));
+    // The name of the thread running the program (`comm`). For XDP the
+    // kernel offers it to a CAP_PERFMON loader (the verifier refuses it
+    // otherwise).
+    r.register(Helper::new(
+        ids::GET_CURRENT_COMM,
+        "get_current_comm",
+        |ctx, a| {
+            let comm = current::comm();
+            let len = comm.iter().position(|&b| b == 0).unwrap_or(comm.len());
+            let buf = ctx.write_mem(a[0], a[1])?;
+            // strscpy_pad: at most size-1 bytes, NUL-padded.
+            buf.fill(0);
+            let n = len.min(buf.len().saturating_sub(1));
+            buf[..n].copy_from_slice(&comm[..n]);
+            Ok(0)
         },
     ));
 }

@@ -1,15 +1,14 @@
-//! Tracing helpers: the current task's name (`get_current_comm`; its ids
-//! are in `task.rs`, shared with XDP), fault-safe reads of the traced
-//! process's memory (`probe_read*`), the probe's address and cookie. The
-//! caller is the calling thread: the tracing program runs on the traced
-//! thread itself.
+//! Tracing helpers (the current task's ids and name are in `task.rs`,
+//! shared with XDP): fault-safe reads of the traced process's memory
+//! (`probe_read*`), the probe's address and cookie. The caller is the
+//! calling thread: the tracing program runs on the traced thread itself.
 
 use super::ids;
 use crate::errno;
 use crate::error::Fault;
 use crate::helper_ctx::HelperCtx;
 use crate::helpers::{Helper, HelperRegistry};
-use crate::tracing::{current, user_mem, TracingEnv};
+use crate::tracing::{user_mem, TracingEnv};
 
 pub(crate) fn register(r: &mut HelperRegistry) {
     // The kernel's answers: -E2BIG for an index past the array, -EAGAIN
@@ -44,20 +43,6 @@ pub(crate) fn register(r: &mut HelperRegistry) {
         ids::GET_CURRENT_TASK,
         "get_current_task",
         |_, _| Ok(crate::tracing::task_view::current_task()),
-    ));
-    r.register(Helper::new(
-        ids::GET_CURRENT_COMM,
-        "get_current_comm",
-        |ctx, a| {
-            let comm = current::comm();
-            let len = comm.iter().position(|&b| b == 0).unwrap_or(comm.len());
-            let buf = ctx.write_mem(a[0], a[1])?;
-            // strscpy_pad: at most size-1 bytes, NUL-padded.
-            buf.fill(0);
-            let n = len.min(buf.len().saturating_sub(1));
-            buf[..n].copy_from_slice(&comm[..n]);
-            Ok(0)
-        },
     ));
     for (id, name) in [
         (ids::PROBE_READ_USER, "probe_read_user"),

@@ -246,3 +246,17 @@ int clocks(struct xdp_md *ctx)
 	r->v[2] = bpf_ktime_get_ns();
 	return XDP_PASS;
 }
+
+/* The name of the thread running the program (the kernel's test run: the
+ * calling thread's). */
+SEC("xdp")
+int comm(struct xdp_md *ctx)
+{
+	struct vals *r = get(&out);
+	char name[16];
+	if (!r)
+		return XDP_ABORTED;
+	r->v[2] = bpf_get_current_comm(name, sizeof(name));
+	__builtin_memcpy(&r->v[0], name, sizeof(name));
+	return XDP_PASS;
+}
