@@ -20,7 +20,7 @@
 use crate::driver::{Succ, Verifier};
 use crate::error::{err, VResult};
 use crate::frame::{CallbackInfo, LockInfo, RefInfo, State, MAX_FRAMES};
-use crate::helper_check::{finish_call, push_callback_frame};
+use crate::helper_check::{enter_callback_or_return, finish_call};
 use crate::reg_state::{RegState, RegType};
 use bpfjet_obj::{FieldKind, GraphKind, LocalType, SpecialField};
 
@@ -673,13 +673,9 @@ impl Verifier<'_> {
         // The callback's path keeps the node owned: it comes back to this
         // call, which takes the node again (the kernel converts the
         // reference after pushing the callback's state).
-        let mut inside = st.clone();
-        inside.cur_mut().callback_depth += 1;
-        push_callback_frame(&mut inside, pc, entry, info);
+        let succ = enter_callback_or_return(st, pc, entry, info, true);
         Self::set_non_owning(st, node.ref_id);
-        st.cur_mut().callback_depth = 0;
-        finish_call(st, RegState::unknown());
-        Ok(Succ::Fork(pc + 1, entry, inside))
+        Ok(succ)
     }
 
     /// `bpf_kptr_xchg(map_value + kptr field, obj or NULL)`: the object's

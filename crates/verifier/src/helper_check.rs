@@ -748,7 +748,7 @@ pub(crate) fn enter_callback_or_return(
     info: CallbackInfo,
     again: bool,
 ) -> Succ {
-    let mut inside = again.then(|| {
+    let inside = again.then(|| {
         let mut inside = st.clone();
         inside.cur_mut().callback_depth += 1;
         push_callback_frame(&mut inside, pc, entry, info);
@@ -756,7 +756,7 @@ pub(crate) fn enter_callback_or_return(
     });
     st.cur_mut().callback_depth = 0;
     finish_call(st, RegState::unknown());
-    match inside.take() {
+    match inside {
         Some(inside) => Succ::Fork(pc + 1, entry, inside),
         None => Succ::Goto(pc + 1),
     }
