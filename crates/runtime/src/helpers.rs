@@ -17,6 +17,7 @@ mod ringbuf;
 mod spin_lock;
 mod stack;
 mod strings;
+mod syncookie;
 mod tail_call;
 mod task;
 mod thread_maps;
@@ -194,6 +195,7 @@ pub fn xdp_helpers() -> HelperRegistry {
     spin_lock::register(&mut r);
     fib::register(&mut r);
     mtu::register(&mut r);
+    syncookie::register(&mut r);
     r
 }
 

@@ -278,3 +278,71 @@ fn current_comm_matches_the_kernel() {
     thread[..n].copy_from_slice(&own[..n]);
     assert_eq!(name, thread, "the running thread's name");
 }
+
+/// A SYN frame: Ethernet, IPv4 or IPv6, TCP with the options `opts`
+/// (padded to the header's 4-byte length), 100 bytes of payload room.
+fn syn_frame(v6: bool, opts: &[u8], seed: u8) -> Vec<u8> {
+    let mut f = vec![0u8; 12];
+    f.extend_from_slice(if v6 { &[0x86, 0xdd] } else { &[0x08, 0x00] });
+    if v6 {
+        let mut ip = vec![0u8; 40];
+        ip[0] = 0x60;
+        ip[6] = 6;
+        ip[7] = 64;
+        for (i, b) in ip[8..40].iter_mut().enumerate() {
+            *b = seed.wrapping_mul(7).wrapping_add(i as u8);
+        }
+        f.extend_from_slice(&ip);
+    } else {
+        f.extend_from_slice(&[0x45, 0, 0, 60, 0, 0, 0x40, 0, 64, 6, 0, 0]);
+        f.extend_from_slice(&[10, 0, seed, 1, 192, 168, 1, seed]);
+    }
+    let mut th = vec![0u8; 20];
+    th[0..2].copy_from_slice(&(40000 + u16::from(seed)).to_be_bytes());
+    th[2..4].copy_from_slice(&443u16.to_be_bytes());
+    th[4..8].copy_from_slice(&(0x1234_5678u32 ^ u32::from(seed) << 8).to_be_bytes());
+    th[8..12].copy_from_slice(&0xdead_beefu32.to_be_bytes());
+    th[13] = 0x02;
+    th.extend_from_slice(opts);
+    while !th.len().is_multiple_of(4) {
+        th.push(1);
+    }
+    th[12] = ((th.len() / 4) as u8) << 4;
+    f.extend_from_slice(&th);
+    f.resize(f.len() + 100, 0);
+    f
+}
+
+/// The raw SYN-cookie helpers against the kernel's: the MSS each cookie
+/// encodes (from the SYN's MSS option, or the default), `-EINVAL` for a
+/// wrong header length, `-EACCES` for an acknowledgment that is no
+/// cookie, and 0 for the ACK of each one's own cookie (the secrets are
+/// each side's, so the cookies themselves differ).
+#[test]
+fn syncookies_match_the_kernel() {
+    let path = build("helpers");
+    let ours = load_ours(&path, None);
+    let kernel = load_kernel(&path, None, "tcp_raw_*_syncookie");
+    let mss = |m: u16| [2, 4, (m >> 8) as u8, m as u8];
+    let cases: Vec<(bool, Vec<u8>, i64)> = vec![
+        (false, vec![], 536),
+        (false, mss(1460).to_vec(), 1460),
+        (false, mss(1400).to_vec(), 1300),
+        (false, [&[1, 1][..], &mss(9000), &[4, 2]].concat(), 1460),
+        (false, mss(100).to_vec(), 536),
+        (true, vec![], 1220),
+        (true, mss(1440).to_vec(), 1440),
+        (true, mss(1430).to_vec(), 1420),
+        (true, mss(9000).to_vec(), 8940),
+    ];
+    for (i, (v6, opts, want)) in cases.iter().enumerate() {
+        let frame = syn_frame(*v6, opts, i as u8);
+        let label = format!("syncookie case {i}");
+        let (_, dump) = run_both(&ours, kernel.as_ref(), "syncookie", &frame, 0, &[], &label);
+        let out = out_vals(&dump);
+        assert_eq!(out[0], *want, "{label}: the cookie's MSS");
+        assert_eq!(out[1], -22, "{label}: a wrong header length");
+        assert_eq!(out[2], -13, "{label}: an acknowledgment that is no cookie");
+        assert_eq!(out[3], 0, "{label}: the ACK of the cookie");
+    }
+}

@@ -355,6 +355,19 @@ impl Verifier<'_> {
                     meta,
                 )?;
             }
+            ArgType::PtrToFixedRdonlyMem(size) => {
+                self.helper_mem(
+                    st,
+                    pc,
+                    &reg,
+                    regno,
+                    size as u64,
+                    size as u64,
+                    false,
+                    "memory",
+                    meta,
+                )?;
+            }
             ArgType::ConstSize | ArgType::ConstSizeOrZero => {
                 let Some((mreg, write, null)) = meta.mem.take() else {
                     return err(

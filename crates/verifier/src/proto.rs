@@ -48,6 +48,10 @@ pub enum ArgType {
     /// writes (the kernel's `ARG_PTR_TO_FIXED_SIZE_MEM | MEM_WRITE |
     /// MEM_ALIGNED`, e.g. `bpf_check_mtu`'s `u32 *mtu_len`).
     PtrToFixedMem(u32),
+    /// Readable, initialised memory of this fixed size (the kernel's
+    /// `ARG_PTR_TO_FIXED_SIZE_MEM | MEM_RDONLY`, e.g. the raw SYN-cookie
+    /// helpers' IP and TCP headers).
+    PtrToFixedRdonlyMem(u32),
 }
 
 /// What a helper returns in r0.
@@ -412,6 +416,46 @@ static HELPERS: &[HelperProto] = &[
         a2(ConstMapPtr, Anything),
         RetType::Integer,
     ),
+    // The raw SYN-cookie helpers (CONFIG_SYN_COOKIES): headers the
+    // program parsed, no socket.
+    gpl(proto(
+        204,
+        "bpf_tcp_raw_gen_syncookie_ipv4",
+        a3(
+            PtrToFixedRdonlyMem(20),
+            PtrToMem {
+                maybe_null: false,
+                rdonly: true,
+            },
+            ConstSizeOrZero,
+        ),
+        RetType::Integer,
+    )),
+    gpl(proto(
+        205,
+        "bpf_tcp_raw_gen_syncookie_ipv6",
+        a3(
+            PtrToFixedRdonlyMem(40),
+            PtrToMem {
+                maybe_null: false,
+                rdonly: true,
+            },
+            ConstSizeOrZero,
+        ),
+        RetType::Integer,
+    )),
+    gpl(proto(
+        206,
+        "bpf_tcp_raw_check_syncookie_ipv4",
+        a2(PtrToFixedRdonlyMem(20), PtrToFixedRdonlyMem(20)),
+        RetType::Integer,
+    )),
+    gpl(proto(
+        207,
+        "bpf_tcp_raw_check_syncookie_ipv6",
+        a2(PtrToFixedRdonlyMem(40), PtrToFixedRdonlyMem(20)),
+        RetType::Integer,
+    )),
     proto(
         16,
         "bpf_get_current_comm",
@@ -441,7 +485,9 @@ static HELPERS: &[HelperProto] = &[
 
 /// Helpers only XDP programs may call (the kernel's `xdp_func_proto`
 /// beyond the base set).
-const XDP_ONLY: &[i32] = &[23, 28, 44, 51, 54, 65, 69, 163, 188, 189, 190];
+const XDP_ONLY: &[i32] = &[
+    23, 28, 44, 51, 54, 65, 69, 163, 188, 189, 190, 204, 205, 206, 207,
+];
 
 /// Helpers of the kernel's `bpf_tracing_func_proto` that bpfjet knows and
 /// `bpf_base_func_proto` (which XDP gets) does not have.

@@ -76,6 +76,12 @@ pub(crate) fn jiffies64() -> u64 {
     (j.base as i64 + j.offset + (clock_ns(libc::CLOCK_MONOTONIC) / j.tick_ns) as i64) as u64
 }
 
+/// The kernel's timer frequency (HZ).
+pub(crate) fn hz() -> u64 {
+    let tick = jiffies_clock().tick_ns;
+    (1_000_000_000 + tick / 2) / tick
+}
+
 struct JiffiesClock {
     tick_ns: u64,
     base: u64,

@@ -260,3 +260,51 @@ int comm(struct xdp_md *ctx)
 	__builtin_memcpy(&r->v[0], name, sizeof(name));
 	return XDP_PASS;
 }
+
+/* A SYN proxy's steps on an Ethernet + IPv4/IPv6 + TCP frame: the cookie
+ * for the SYN (only its MSS is stored: the secrets differ), the same
+ * header with a wrong length, the ACK that acknowledges the cookie
+ * (written into the frame, checked, and the frame restored), and the
+ * frame's own acknowledgment number, which is no cookie. */
+SEC("xdp")
+int syncookie(struct xdp_md *ctx)
+{
+	void *data = (void *)(long)ctx->data, *end = (void *)(long)ctx->data_end;
+	struct vals *r = get(&out);
+	if (!r)
+		return XDP_ABORTED;
+	if (data + 14 > end)
+		return XDP_DROP;
+	__u16 proto = *(__u16 *)(data + 12);
+	int v6 = proto == __builtin_bswap16(0x86dd);
+	__u32 ipl = v6 ? 40 : 20;
+	void *ip = data + 14;
+	if (ip + 40 + 60 > end)
+		return XDP_DROP;
+	__u32 *th = ip + (v6 ? 40 : 20);
+	struct tcphdr *tcp = (void *)th;
+	__u32 th_len = (((__u8 *)th)[12] >> 4) * 4;
+	if (th_len < 20 || th_len > 60)
+		return XDP_DROP;
+	__s64 cookie, bad;
+	if (v6) {
+		cookie = bpf_tcp_raw_gen_syncookie_ipv6(ip, tcp, th_len);
+		bad = bpf_tcp_raw_gen_syncookie_ipv6(ip, tcp, th_len == 20 ? 24 : 20);
+	} else {
+		cookie = bpf_tcp_raw_gen_syncookie_ipv4(ip, tcp, th_len);
+		bad = bpf_tcp_raw_gen_syncookie_ipv4(ip, tcp, th_len == 20 ? 24 : 20);
+	}
+	r->v[0] = cookie < 0 ? cookie : cookie >> 32;
+	r->v[1] = bad;
+	r->v[2] = v6 ? bpf_tcp_raw_check_syncookie_ipv6(ip, tcp) : bpf_tcp_raw_check_syncookie_ipv4(ip, tcp);
+	if (cookie >= 0) {
+		__u32 seq = th[1], ack = th[2];
+		th[1] = __builtin_bswap32(__builtin_bswap32(seq) + 1);
+		th[2] = __builtin_bswap32((__u32)cookie + 1);
+		r->v[3] = v6 ? bpf_tcp_raw_check_syncookie_ipv6(ip, tcp) : bpf_tcp_raw_check_syncookie_ipv4(ip, tcp);
+		th[1] = seq;
+		th[2] = ack;
+	}
+	r->v[4] = ipl;
+	return XDP_PASS;
+}
