@@ -333,8 +333,12 @@ impl Verifier<'_> {
                 }
                 meta.mem = Some((regno, true, false))
             }
-            ArgType::PtrToFixedMem(size) => {
-                if matches!(reg.ty, RegType::Stack { .. }) && reg.off.rem_euclid(size as i32) != 0 {
+            ArgType::PtrToFixedMem(size) | ArgType::PtrToFixedRdonlyMem(size) => {
+                let write = matches!(arg, ArgType::PtrToFixedMem(_));
+                if write
+                    && matches!(reg.ty, RegType::Stack { .. })
+                    && reg.off.rem_euclid(size as i32) != 0
+                {
                     return err(
                         "misaligned",
                         format!(
@@ -350,20 +354,7 @@ impl Verifier<'_> {
                     regno,
                     size as u64,
                     size as u64,
-                    true,
-                    "memory",
-                    meta,
-                )?;
-            }
-            ArgType::PtrToFixedRdonlyMem(size) => {
-                self.helper_mem(
-                    st,
-                    pc,
-                    &reg,
-                    regno,
-                    size as u64,
-                    size as u64,
-                    false,
+                    write,
                     "memory",
                     meta,
                 )?;
