@@ -348,9 +348,9 @@ char LICENSE[] SEC(\"license\") = \"GPL\";"
 }
 
 /// A helper bpfjet does not provide, behind frozen `.rodata` that turns it
-/// off (synproxy's SYN-cookie helpers, libbpf-tools' cgroup filters): the
-/// verifier never reaches the call, as the kernel's never does, so the
-/// object loads and runs on both engines; reached, it is refused by name.
+/// off (a dynptr path, libbpf-tools' cgroup filters): the verifier never
+/// reaches the call, as the kernel's never does, so the object loads and
+/// runs on both engines; reached, it is refused by name.
 #[test]
 fn helpers_bpfjet_lacks_load_when_configuration_makes_them_dead() {
     let dir = Scratch::new("dead-helper");
@@ -358,11 +358,11 @@ fn helpers_bpfjet_lacks_load_when_configuration_makes_them_dead() {
     let source = |qualifier: &str| {
         format!(
             "{HEADERS}#include <linux/ip.h>\n#include <linux/tcp.h>\n\
-             {qualifier} int use_cookie = {};\n\
+             {qualifier} int use_dynptr = {};\n\
              SEC(\"xdp\") int prog(struct xdp_md *ctx) {{\n\
-                 if (use_cookie) {{\n\
-                     struct iphdr ip = {{}}; struct tcphdr th = {{}};\n\
-                     return bpf_tcp_raw_gen_syncookie_ipv4(&ip, &th, sizeof(th)) > 0 ? XDP_TX : XDP_DROP;\n\
+                 if (use_dynptr) {{\n\
+                     char buf[8] = {{}}; struct bpf_dynptr d;\n\
+                     return bpf_dynptr_from_mem(buf, sizeof(buf), 0, &d) == 0 ? XDP_TX : XDP_DROP;\n\
                  }}\n\
                  return XDP_PASS;\n\
              }}\n\
@@ -387,7 +387,7 @@ fn helpers_bpfjet_lacks_load_when_configuration_makes_them_dead() {
         "a reachable call of a helper bpfjet lacks ran"
     );
     assert!(
-        run.stderr.contains("204") || run.stderr.contains("tcp_raw_gen_syncookie"),
+        run.stderr.contains("197") || run.stderr.contains("dynptr_from_mem"),
         "{}",
         run.stderr
     );
