@@ -47,7 +47,7 @@ impl Verifier<'_> {
         }
     }
 
-    pub(crate) fn check_exit(&mut self, st: &mut State, pc: usize) -> VResult<Succ> {
+    pub(crate) fn check_exit(&mut self, st: &mut State) -> VResult<Succ> {
         let depth = st.depth();
         if depth == 0 {
             return self.check_program_exit(st);
@@ -94,7 +94,6 @@ impl Verifier<'_> {
             // (convergence), and the call runs again, entering the callback
             // once more or going on after it.
             st.frames.pop();
-            let _ = pc;
             return Ok(Succ::Goto(frame.callsite));
         }
         if matches!(r0.ty, RegType::Stack { .. }) {

@@ -38,11 +38,29 @@ impl Cfg {
         self.entries.binary_search(&pc).is_ok()
     }
 
-    /// Marks the call at `pc` as one that runs a callback: a prune point
-    /// where a state is always recorded.
-    pub fn mark_calls_callback(&mut self, pc: usize) {
-        self.calls_callback[pc] = true;
-        self.prune_point[pc] = true;
+    /// Marks the calls that run a callback (helpers whose prototype has
+    /// one, and `bpf_rbtree_add_impl` among the kfuncs, named by
+    /// `kfuncs`) as prune points where a state is always recorded.
+    pub fn mark_callback_calls(&mut self, insns: &[Insn], kfuncs: &[String]) {
+        for (pc, insn) in insns.iter().enumerate() {
+            let runs_callback = match *insn {
+                Insn::Call(CallTarget::Helper(id)) => {
+                    crate::proto::helper_proto(id).is_some_and(|p| p.callback.is_some())
+                }
+                Insn::Call(CallTarget::Kfunc(idx)) => usize::try_from(idx)
+                    .ok()
+                    .and_then(|i| kfuncs.get(i))
+                    .is_some_and(|n| {
+                        crate::graph::GraphKfunc::from_name(n)
+                            == Some(crate::graph::GraphKfunc::RbAdd)
+                    }),
+                _ => false,
+            };
+            if runs_callback {
+                self.calls_callback[pc] = true;
+                self.prune_point[pc] = true;
+            }
+        }
     }
 }
 
@@ -156,12 +174,9 @@ fn check_subprogs(insns: &[Insn], cfg: &mut Cfg) -> Result<(), (usize, crate::er
                     cfg.prune_point[pc + 1] = true;
                 }
             }
-            if let Insn::Call(CallTarget::Helper(id)) = *insn {
+            if let Insn::Call(CallTarget::Helper(_)) = *insn {
                 if pc + 1 < end {
                     cfg.prune_point[pc + 1] = true;
-                }
-                if crate::proto::helper_proto(id).is_some_and(|p| p.callback.is_some()) {
-                    cfg.mark_calls_callback(pc);
                 }
             }
         }

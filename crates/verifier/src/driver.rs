@@ -915,7 +915,7 @@ impl<'a> Verifier<'a> {
                 "callx",
                 "indirect calls (callx) are not supported by the verifier",
             ),
-            Insn::Exit => self.check_exit(st, pc),
+            Insn::Exit => self.check_exit(st),
         }
     }
 

@@ -14,7 +14,8 @@ pub struct CallbackInfo {
     pub helper: i32,
     /// Allowed return values of the callback.
     pub ret: (i64, i64),
-    /// The callback's arguments r1–r5, to start another iteration with.
+    /// The callback's arguments r1–r5, as its call set them up (each
+    /// iteration's call sets them up again).
     pub args: [RegState; 5],
 }
 

@@ -83,7 +83,7 @@ pub use proto::{
 
 use std::collections::BTreeMap;
 
-use bpfjet_isa::{CallTarget, Decoded, Insn, RawInsn};
+use bpfjet_isa::{Decoded, Insn, RawInsn};
 
 /// Verify a typed program (slot form, as `bpfjet_isa::decode_program`
 /// returns it). `Ok` carries what the analysis proved.
@@ -145,16 +145,7 @@ fn verify_with_invalid(
     };
     map_refs::check(program, env)?;
     let mut cfg = cfg;
-    for (pc, insn) in program.iter().enumerate() {
-        if let Insn::Call(CallTarget::Kfunc(idx)) = *insn {
-            let name = usize::try_from(idx).ok().and_then(|i| env.kfuncs.get(i));
-            if name
-                .is_some_and(|n| graph::GraphKfunc::from_name(n) == Some(graph::GraphKfunc::RbAdd))
-            {
-                cfg.mark_calls_callback(pc);
-            }
-        }
-    }
+    cfg.mark_callback_calls(program, env.kfuncs);
     // Optimistic pruning first: fully explored states whose precision
     // marks still wait for a loop's exploration prune on those marks, and
     // each such prune is checked again once they are final. A run whose
