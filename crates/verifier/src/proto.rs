@@ -153,6 +153,32 @@ const fn pkt_changing(mut p: HelperProto) -> HelperProto {
     p
 }
 
+/// `bpf_tcp_raw_gen_syncookie_*(iph, th, th_len)`: an IP header of
+/// `ip_len` bytes and a TCP header of `th_len`, all read only.
+const fn raw_syncookie_gen(id: i32, name: &'static str, ip_len: u32) -> HelperProto {
+    let th = PtrToMem {
+        maybe_null: false,
+        rdonly: true,
+    };
+    gpl(proto(
+        id,
+        name,
+        a3(PtrToFixedRdonlyMem(ip_len), th, ConstSizeOrZero),
+        RetType::Integer,
+    ))
+}
+
+/// `bpf_tcp_raw_check_syncookie_*(iph, th)`: an IP header of `ip_len`
+/// bytes and a 20-byte TCP header, read only.
+const fn raw_syncookie_check(id: i32, name: &'static str, ip_len: u32) -> HelperProto {
+    gpl(proto(
+        id,
+        name,
+        a2(PtrToFixedRdonlyMem(ip_len), PtrToFixedRdonlyMem(20)),
+        RetType::Integer,
+    ))
+}
+
 const fn gpl(mut p: HelperProto) -> HelperProto {
     p.gpl_only = true;
     p
@@ -417,45 +443,12 @@ static HELPERS: &[HelperProto] = &[
         RetType::Integer,
     ),
     // The raw SYN-cookie helpers (CONFIG_SYN_COOKIES): headers the
-    // program parsed, no socket.
-    gpl(proto(
-        204,
-        "bpf_tcp_raw_gen_syncookie_ipv4",
-        a3(
-            PtrToFixedRdonlyMem(20),
-            PtrToMem {
-                maybe_null: false,
-                rdonly: true,
-            },
-            ConstSizeOrZero,
-        ),
-        RetType::Integer,
-    )),
-    gpl(proto(
-        205,
-        "bpf_tcp_raw_gen_syncookie_ipv6",
-        a3(
-            PtrToFixedRdonlyMem(40),
-            PtrToMem {
-                maybe_null: false,
-                rdonly: true,
-            },
-            ConstSizeOrZero,
-        ),
-        RetType::Integer,
-    )),
-    gpl(proto(
-        206,
-        "bpf_tcp_raw_check_syncookie_ipv4",
-        a2(PtrToFixedRdonlyMem(20), PtrToFixedRdonlyMem(20)),
-        RetType::Integer,
-    )),
-    gpl(proto(
-        207,
-        "bpf_tcp_raw_check_syncookie_ipv6",
-        a2(PtrToFixedRdonlyMem(40), PtrToFixedRdonlyMem(20)),
-        RetType::Integer,
-    )),
+    // program parsed, no socket; the IP header is 20 bytes for IPv4, 40
+    // for IPv6.
+    raw_syncookie_gen(204, "bpf_tcp_raw_gen_syncookie_ipv4", 20),
+    raw_syncookie_gen(205, "bpf_tcp_raw_gen_syncookie_ipv6", 40),
+    raw_syncookie_check(206, "bpf_tcp_raw_check_syncookie_ipv4", 20),
+    raw_syncookie_check(207, "bpf_tcp_raw_check_syncookie_ipv6", 40),
     proto(
         16,
         "bpf_get_current_comm",
