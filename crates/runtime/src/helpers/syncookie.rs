@@ -14,44 +14,30 @@
 
 use super::ids;
 use crate::errno;
+use crate::error::Fault;
+use crate::helper_ctx::HelperCtx;
 use crate::helpers::{Helper, HelperRegistry};
 
 pub(crate) fn register(r: &mut HelperRegistry) {
     r.register(Helper::new(
         ids::TCP_RAW_GEN_SYNCOOKIE_IPV4,
         "tcp_raw_gen_syncookie_ipv4",
-        |ctx, a| {
-            let ip = Ip::V4(ctx.read_mem(a[0], 20)?.try_into().expect("20 bytes"));
-            let th = ctx.read_mem(a[1], a[2])?;
-            Ok(gen(&ip, th))
-        },
+        |ctx, a| Ok(gen(&Ip::read(ctx, a[0], false)?, ctx.read_mem(a[1], a[2])?)),
     ));
     r.register(Helper::new(
         ids::TCP_RAW_GEN_SYNCOOKIE_IPV6,
         "tcp_raw_gen_syncookie_ipv6",
-        |ctx, a| {
-            let ip = Ip::V6(ctx.read_mem(a[0], 40)?.try_into().expect("40 bytes"));
-            let th = ctx.read_mem(a[1], a[2])?;
-            Ok(gen(&ip, th))
-        },
+        |ctx, a| Ok(gen(&Ip::read(ctx, a[0], true)?, ctx.read_mem(a[1], a[2])?)),
     ));
     r.register(Helper::new(
         ids::TCP_RAW_CHECK_SYNCOOKIE_IPV4,
         "tcp_raw_check_syncookie_ipv4",
-        |ctx, a| {
-            let ip = Ip::V4(ctx.read_mem(a[0], 20)?.try_into().expect("20 bytes"));
-            let th = ctx.read_mem(a[1], 20)?;
-            Ok(check(&ip, th))
-        },
+        |ctx, a| Ok(check(&Ip::read(ctx, a[0], false)?, ctx.read_mem(a[1], 20)?)),
     ));
     r.register(Helper::new(
         ids::TCP_RAW_CHECK_SYNCOOKIE_IPV6,
         "tcp_raw_check_syncookie_ipv6",
-        |ctx, a| {
-            let ip = Ip::V6(ctx.read_mem(a[0], 40)?.try_into().expect("40 bytes"));
-            let th = ctx.read_mem(a[1], 20)?;
-            Ok(check(&ip, th))
-        },
+        |ctx, a| Ok(check(&Ip::read(ctx, a[0], true)?, ctx.read_mem(a[1], 20)?)),
     ));
 }
 
@@ -62,6 +48,15 @@ enum Ip {
 }
 
 impl Ip {
+    /// The IPv4 (20 bytes) or IPv6 (40 bytes) header at `addr`.
+    fn read(ctx: &HelperCtx<'_>, addr: u64, v6: bool) -> Result<Ip, Fault> {
+        let bytes = ctx.read_mem(addr, if v6 { 40 } else { 20 })?;
+        Ok(match v6 {
+            false => Ip::V4(bytes.try_into().expect("20 bytes")),
+            true => Ip::V6(bytes.try_into().expect("40 bytes")),
+        })
+    }
+
     /// The kernel's MSS table for the family (`msstab`).
     fn msstab(&self) -> &'static [u16] {
         match self {
@@ -189,20 +184,19 @@ fn mss_option(th: &[u8]) -> Option<u16> {
     mss
 }
 
-/// The two secrets (`syncookie_secret[2]`), drawn once.
+/// The two secrets (`syncookie_secret[2]`), drawn once from the OS's
+/// randomness through std's randomly keyed hasher (which has its own
+/// fallbacks, where a bare `getrandom` loop could spin on an error).
 fn secrets() -> &'static [[u64; 2]; 2] {
+    use std::hash::{BuildHasher, Hasher};
     static SECRETS: std::sync::OnceLock<[[u64; 2]; 2]> = std::sync::OnceLock::new();
     SECRETS.get_or_init(|| {
-        let mut b = [0u8; 32];
-        let mut got = 0;
-        while got < b.len() {
-            // SAFETY: writes at most the rest of `b`.
-            let n = unsafe { libc::getrandom(b[got..].as_mut_ptr().cast(), b.len() - got, 0) };
-            if n > 0 {
-                got += n as usize;
-            }
-        }
-        let w = |i: usize| u64::from_le_bytes(b[i * 8..i * 8 + 8].try_into().expect("8 bytes"));
+        let keys = std::collections::hash_map::RandomState::new();
+        let w = |i: u64| {
+            let mut h = keys.build_hasher();
+            h.write_u64(i);
+            h.finish()
+        };
         [[w(0), w(1)], [w(2), w(3)]]
     })
 }

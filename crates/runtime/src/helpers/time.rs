@@ -78,12 +78,12 @@ pub(crate) fn jiffies64() -> u64 {
 
 /// The kernel's timer frequency (HZ).
 pub(crate) fn hz() -> u64 {
-    let tick = jiffies_clock().tick_ns;
-    (1_000_000_000 + tick / 2) / tick
+    jiffies_clock().hz
 }
 
 struct JiffiesClock {
     tick_ns: u64,
+    hz: u64,
     base: u64,
     offset: i64,
 }
@@ -107,6 +107,7 @@ fn jiffies_clock() -> &'static JiffiesClock {
             .unwrap_or(0);
         JiffiesClock {
             tick_ns,
+            hz,
             base,
             offset,
         }
