@@ -277,7 +277,6 @@ int syncookie(struct xdp_md *ctx)
 		return XDP_DROP;
 	__u16 proto = *(__u16 *)(data + 12);
 	int v6 = proto == __builtin_bswap16(0x86dd);
-	__u32 ipl = v6 ? 40 : 20;
 	void *ip = data + 14;
 	if (ip + 40 + 60 > end)
 		return XDP_DROP;
@@ -305,6 +304,5 @@ int syncookie(struct xdp_md *ctx)
 		th[1] = seq;
 		th[2] = ack;
 	}
-	r->v[4] = ipl;
 	return XDP_PASS;
 }
