@@ -380,11 +380,12 @@ fn symbol_table(path: &Path) -> Result<std::sync::Arc<SymbolTable>, ProbeError> 
     file.symbols()
         .chain(file.dynamic_symbols())
         .for_each(|s| own.add(s));
+    let has_static_symbols = file.symbols().next().is_some();
     let table = std::sync::Arc::new(SymbolTable {
         path: path.to_path_buf(),
         own,
-        has_static_symbols: file.symbols().next().is_some(),
-        has_any_symbol: file.symbols().next().is_some() || file.dynamic_symbols().next().is_some(),
+        has_static_symbols,
+        has_any_symbol: has_static_symbols || file.dynamic_symbols().next().is_some(),
         debug: std::sync::OnceLock::new(),
     });
     TABLES
