@@ -245,6 +245,57 @@ else
     fail "late links: bpftrace did not attach:"; sed 's/^/  /' "$WORK/late.err"
 fi
 
+# System-call tracepoints linked while the command runs: the first one
+# installs the process's system-call dispatch then (every thread
+# dispatched through ptrace, as `--pid` does); a second tracer's joins the
+# dispatch that is already there. Each tracer's count is the process's
+# own copy (which may count a call more while the link goes), and every
+# counted call has its printf line.
+late_syscalls() {
+    local name=$1 printed lines ran
+    printed=$(sed -n "s/^@$name: //p" "$WORK/$name.out")
+    lines=$(grep -cx "$name" "$WORK/$name.out" || true)
+    ran=$(python3 -c 'import json, sys
+maps = json.load(open(sys.argv[1]))["maps"]
+print(sum(int.from_bytes(bytes.fromhex(v), "little") for e in maps["AT_" + sys.argv[2]] for v in e["values"]))' "$WORK/sys.json" "$name" 2>/dev/null || echo 0)
+    if [ -n "$printed" ] && [ "$printed" -ge 20 ] && [ "$lines" = "$printed" ] \
+        && [ "$ran" -ge "$printed" ] && [ $((ran - printed)) -le 2 ]; then
+        echo "PASS: late system-call tracepoint ($name): bpftrace counted $printed getpid calls ($lines printf lines), the process counted $ran"
+    else
+        fail "late system-call tracepoint ($name): bpftrace printed @$name: $printed and $lines printf lines, the process counted $ran"
+        sed 's/^/  /' "$WORK/sys.trace.err" "$WORK/$name.err"
+    fi
+}
+"$BPFJET" trace --json --instance "$INST" --engine jit -- "$L" 7 > "$WORK/sys.json" 2> "$WORK/sys.trace.err" &
+TRACE_PID=$!
+sleep 1
+"$BPFJET" exec --instance "$INST" -- bpftrace -e \
+    "tracepoint:syscalls:sys_enter_getpid /comm == \"loop_target\"/ { @first = count(); printf(\"first\\n\"); }" \
+    > "$WORK/first.out" 2> "$WORK/first.err" &
+FIRST_PID=$!
+if wait_attached "$FIRST_PID" "$WORK/first.out"; then
+    "$BPFJET" exec --instance "$INST" -- bpftrace -e \
+        "tracepoint:syscalls:sys_exit_getpid /comm == \"loop_target\"/ { @second = count(); printf(\"second\\n\"); }" \
+        > "$WORK/second.out" 2> "$WORK/second.err" &
+    BT_PID=$!
+    if wait_attached "$BT_PID" "$WORK/second.out"; then
+        sleep 1.5
+        kill -INT "$BT_PID"; wait "$BT_PID" || true; BT_PID=
+        sleep 0.5
+        kill -INT "$FIRST_PID"; wait "$FIRST_PID" || true
+        wait "$TRACE_PID" || fail "late system-call tracepoints: bpfjet trace failed: $(cat "$WORK/sys.trace.err")"
+        late_syscalls first
+        late_syscalls second
+    else
+        kill -INT "$FIRST_PID" 2>/dev/null || true; wait "$FIRST_PID" 2>/dev/null || true
+        kill "$TRACE_PID" 2>/dev/null || true; wait "$TRACE_PID" 2>/dev/null || true
+        fail "late system-call tracepoints: the second bpftrace did not attach:"; sed 's/^/  /' "$WORK/second.err"
+    fi
+else
+    kill "$TRACE_PID" 2>/dev/null || true; wait "$TRACE_PID" 2>/dev/null || true
+    fail "late system-call tracepoints: bpftrace did not attach:"; sed 's/^/  /' "$WORK/first.err"
+fi
+
 # `interval` probes: a cpu-clock timer event (pid -1, CPU 0) with a
 # BPF_PROG_TYPE_PERF_EVENT program, which bpfjet runs on a timer in
 # bpftrace's own process (crates/server/src/perf_timers.rs). The script

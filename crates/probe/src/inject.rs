@@ -956,6 +956,19 @@ pub fn call_in_process(
     symbol: &str,
     avoid: &Hazards,
 ) -> Result<i64, String> {
+    call_in_process_then(pid, library, symbol, avoid, |_| None).map(|(r, _)| r)
+}
+
+/// [`call_in_process`], then, in the same stop, every thread calls the
+/// function `per_thread` names for the result, if it names one (as
+/// [`inject_dlopen_then`] does after the `dlopen`).
+pub fn call_in_process_then(
+    pid: i32,
+    library: &Path,
+    symbol: &str,
+    avoid: &Hazards,
+    per_thread: impl FnOnce(i64) -> Option<&'static str>,
+) -> Result<(i64, Option<ThreadCalls>), String> {
     let func = loaded_symbol(pid, library, symbol)?;
     let mut stopped = Stopped::seize(pid)?;
     let loader = loader_ranges(pid);
@@ -972,9 +985,27 @@ pub fn call_in_process(
             what: &what,
         },
     )?;
+    let r = r as i64;
+    let calls = match per_thread(r) {
+        Some(each) => Some(call_each_thread(
+            &mut stopped,
+            library,
+            each,
+            avoid,
+            &loader,
+        )?),
+        None => None,
+    };
     stopped.detach_all();
-    Ok(r as i64)
+    Ok((r, calls))
 }
+
+/// Set in the result of the agent's `bpfjet_take_new_links` when it
+/// installed the system-call hooks for the new links: the caller must
+/// then make every thread call `bpfjet_late_enable_thread`, as
+/// [`call_in_process`]'s `per_thread` does (the low 32 bits are the count
+/// of programs attached).
+pub const DISPATCH_THREADS: i64 = 1 << 32;
 
 /// What [`call_each_thread`] did.
 #[derive(Debug, Default)]

@@ -106,7 +106,7 @@ pub struct SyscallHooks {
 
 static HOOKS: OnceLock<SyscallHooks> = OnceLock::new();
 /// The system calls whose exit hook does something, by number; unset: all.
-static EXITS_TRACED: OnceLock<Box<[bool]>> = OnceLock::new();
+static EXITS_TRACED: OnceLock<Box<[AtomicBool]>> = OnceLock::new();
 
 /// Says which system calls' exits the `on_exit` hook traces (indexed by
 /// number; numbers beyond the table are not traced). A call whose exit is
@@ -114,7 +114,22 @@ static EXITS_TRACED: OnceLock<Box<[bool]>> = OnceLock::new();
 /// return only to set the selector back. Unset, every exit is traced. Once
 /// per process, before [`install`].
 pub fn set_exits_traced(calls: Vec<bool>) {
-    let _ = EXITS_TRACED.set(calls.into_boxed_slice());
+    let _ = EXITS_TRACED.set(calls.into_iter().map(AtomicBool::new).collect());
+}
+
+/// Adds system calls whose exit the hook traces from now on (programs of
+/// links made while the process runs); sets the table when there is none.
+pub fn add_exits_traced(calls: &[bool]) {
+    match EXITS_TRACED.get() {
+        Some(table) => {
+            for (traced, &add) in table.iter().zip(calls) {
+                if add {
+                    traced.store(true, Ordering::Release);
+                }
+            }
+        }
+        None => set_exits_traced(calls.to_vec()),
+    }
 }
 
 /// Whether the exit hook traces system call `nr` (see [`set_exits_traced`]).
@@ -122,7 +137,9 @@ pub fn set_exits_traced(calls: Vec<bool>) {
 pub(crate) fn exit_traced(nr: u32) -> bool {
     match EXITS_TRACED.get() {
         None => HOOKS.get().is_some_and(|h| h.on_exit.is_some()),
-        Some(calls) => calls.get(nr as usize).copied().unwrap_or(false),
+        Some(calls) => calls
+            .get(nr as usize)
+            .is_some_and(|c| c.load(Ordering::Acquire)),
     }
 }
 static TRAPPED: AtomicU64 = AtomicU64::new(0);
@@ -134,6 +151,11 @@ static TRAPPED: AtomicU64 = AtomicU64::new(0);
 /// stack enable themselves in the clone stub (the agent's `pthread_create`
 /// interposition does not work in a process that bound libc's first).
 static ENABLED_BY_TRACER: AtomicBool = AtomicBool::new(false);
+/// Set by [`install_late`]: the hooks came while the process ran, its
+/// existing threads are enabled by the tracer as for `--pid`, but the
+/// process was started with the agent preloaded, so its new threads and
+/// children are handled as at a start (unlike [`ENABLED_BY_TRACER`]).
+static ENABLED_LATE: AtomicBool = AtomicBool::new(false);
 /// Set by [`end_dispatch`]: no thread enables dispatch any more, and a
 /// thread trapping a system call turns its dispatch off.
 static DISPATCH_ENDED: AtomicBool = AtomicBool::new(false);
@@ -343,6 +365,60 @@ pub fn install_for_tracer(hooks: SyscallHooks) -> Result<(), ProbeError> {
     Ok(())
 }
 
+/// Refuses a process that handles or ignores SIGSYS itself (seccomp
+/// `SECCOMP_RET_TRAP` users, its own dispatch): bpfjet's handler would
+/// replace its action for good.
+pub fn sigsys_unclaimed() -> Result<(), ProbeError> {
+    // SAFETY: reads the current action only.
+    let old = unsafe {
+        let mut old: libc::sigaction = std::mem::zeroed();
+        if libc::sigaction(libc::SIGSYS, std::ptr::null(), &mut old) != 0 {
+            return Err(ProbeError::os("sigaction(SIGSYS)"));
+        }
+        old.sa_sigaction
+    };
+    if old != libc::SIG_DFL {
+        return Err(ProbeError::Os {
+            what: format!(
+                "the process {} SIGSYS itself: system-call tracing needs bpfjet's own SIGSYS \
+                 handler",
+                if old == libc::SIG_IGN {
+                    "ignores"
+                } else {
+                    "handles"
+                }
+            ),
+            err: std::io::Error::from_raw_os_error(libc::EBUSY),
+        });
+    }
+    Ok(())
+}
+
+/// [`install`] in a process the agent was preloaded into, which ran
+/// without system-call tracing until now (a control plane linked a
+/// system-call tracepoint while it runs): the hooks and the SIGSYS
+/// handler; the tracer then enables every existing thread with
+/// [`enable_thread_for_tracer`], and threads and children created from
+/// then on are dispatched as in a process traced from its start (check
+/// [`sigsys_unclaimed`] first). Once per process.
+pub fn install_late(hooks: SyscallHooks) -> Result<(), ProbeError> {
+    if HOOKS.set(hooks).is_err() {
+        return Err(ProbeError::Os {
+            what: "system-call hooks installed twice".into(),
+            err: std::io::Error::from_raw_os_error(libc::EBUSY),
+        });
+    }
+    install_sigsys_handler()?;
+    crate::signal_handlers::wrap_existing();
+    ENABLED_LATE.store(true, Ordering::SeqCst);
+    Ok(())
+}
+
+/// Whether the system-call hooks are installed in this process.
+pub fn installed() -> bool {
+    HOOKS.get().is_some()
+}
+
 /// Dispatches the calling thread, which a tracer made call this (a thread
 /// of a process that was running before the agent came): SIGSYS is
 /// unblocked (a dispatched call with SIGSYS blocked kills the process; the
@@ -356,7 +432,9 @@ pub fn install_for_tracer(hooks: SyscallHooks) -> Result<(), ProbeError> {
 /// retries at another stop), -ENOENT when no system call is traced or
 /// dispatch has ended, or -errno of the failed system call.
 pub fn enable_thread_for_tracer() -> i64 {
-    if HOOKS.get().is_none() || !ENABLED_BY_TRACER.load(Ordering::SeqCst) {
+    if HOOKS.get().is_none()
+        || !(ENABLED_BY_TRACER.load(Ordering::SeqCst) || ENABLED_LATE.load(Ordering::SeqCst))
+    {
         return -(libc::ENOENT as i64);
     }
     if DISPATCH_ENDED.load(Ordering::SeqCst) {

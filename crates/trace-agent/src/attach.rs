@@ -12,7 +12,7 @@ use bpfjet_runtime::tracing::{
     TracingOptions,
 };
 use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicPtr, Ordering};
 use std::sync::{Mutex, OnceLock};
 
 const _: () = assert!(std::mem::size_of::<PtRegs>() == std::mem::size_of::<rt::PtRegs>());
@@ -68,6 +68,56 @@ struct SyscallPrograms {
 }
 
 impl SyscallPrograms {
+    fn new() -> SyscallPrograms {
+        let n = syscall_table::count();
+        SyscallPrograms {
+            enter: vec![Vec::new(); n],
+            exit: vec![Vec::new(); n],
+            every_enter: Vec::new(),
+            every_exit: Vec::new(),
+            raw_enter: Vec::new(),
+            raw_exit: Vec::new(),
+        }
+    }
+
+    /// Adds program `id`, a tracepoint program, to the system calls its
+    /// section names; refuses any tracepoint but a system call's.
+    fn add(&mut self, id: ProgId, p: &rt::TracingProgram) -> Result<(), String> {
+        let section = p.section();
+        let Some(tp) = p.kind().syscall_tracepoint() else {
+            return Err(unsupported(
+                section,
+                &format!(
+                    "only the traced process's own system calls have tracepoints: {}",
+                    bpfjet_obj::SYSCALL_TRACEPOINT_SECTIONS
+                ),
+            ));
+        };
+        let nr = |call: &str| {
+            syscall_table::tracepoint_number(call).ok_or_else(|| {
+                let hint = syscall_table::tracepoint_alias(call)
+                    .map(|tp| format!(" (the kernel's tracepoint for it is sys_*_{tp})"))
+                    .unwrap_or_default();
+                unsupported(
+                    section,
+                    &format!("no system-call tracepoint named {call:?} on x86-64{hint}"),
+                )
+            })
+        };
+        p.attach_ctx_size()
+            .and_then(|n| p.check_ctx_size(n))
+            .map_err(|e| unsupported(section, &e))?;
+        match tp {
+            SyscallTracepoint::Enter(call) => self.enter[nr(call)? as usize].push(id),
+            SyscallTracepoint::Exit(call) => self.exit[nr(call)? as usize].push(id),
+            SyscallTracepoint::EveryEnter { raw_args: false } => self.every_enter.push(id),
+            SyscallTracepoint::EveryExit { raw_args: false } => self.every_exit.push(id),
+            SyscallTracepoint::EveryEnter { raw_args: true } => self.raw_enter.push(id),
+            SyscallTracepoint::EveryExit { raw_args: true } => self.raw_exit.push(id),
+        }
+        Ok(())
+    }
+
     fn is_empty(&self) -> bool {
         [
             &self.every_enter,
@@ -471,15 +521,7 @@ pub fn start(cfg: Config) -> Result<(), String> {
     let mut sites: BTreeMap<u64, Site> = BTreeMap::new();
     let mut usdt_probes: BTreeMap<u64, usdt::UsdtProbe> = BTreeMap::new();
     let mut pending: Vec<dlopen::Pending> = Vec::new();
-    let n = syscall_table::count();
-    let mut sys = SyscallPrograms {
-        enter: vec![Vec::new(); n],
-        exit: vec![Vec::new(); n],
-        every_enter: Vec::new(),
-        every_exit: Vec::new(),
-        raw_enter: Vec::new(),
-        raw_exit: Vec::new(),
-    };
+    let mut sys = SyscallPrograms::new();
     for (id, p) in object.programs().iter().enumerate() {
         let section = p.section();
         match p.kind() {
@@ -600,37 +642,7 @@ pub fn start(cfg: Config) -> Result<(), String> {
                 }
             }
             ProgKind::Tracepoint { .. } | ProgKind::RawTracepoint { .. } => {
-                let Some(tp) = p.kind().syscall_tracepoint() else {
-                    return Err(unsupported(
-                        section,
-                        &format!(
-                            "only the traced process's own system calls have tracepoints: {}",
-                            bpfjet_obj::SYSCALL_TRACEPOINT_SECTIONS
-                        ),
-                    ));
-                };
-                let nr = |call: &str| {
-                    syscall_table::tracepoint_number(call).ok_or_else(|| {
-                        let hint = syscall_table::tracepoint_alias(call)
-                            .map(|tp| format!(" (the kernel's tracepoint for it is sys_*_{tp})"))
-                            .unwrap_or_default();
-                        unsupported(
-                            section,
-                            &format!("no system-call tracepoint named {call:?} on x86-64{hint}"),
-                        )
-                    })
-                };
-                match tp {
-                    SyscallTracepoint::Enter(call) => sys.enter[nr(call)? as usize].push(id),
-                    SyscallTracepoint::Exit(call) => sys.exit[nr(call)? as usize].push(id),
-                    SyscallTracepoint::EveryEnter { raw_args: false } => sys.every_enter.push(id),
-                    SyscallTracepoint::EveryExit { raw_args: false } => sys.every_exit.push(id),
-                    SyscallTracepoint::EveryEnter { raw_args: true } => sys.raw_enter.push(id),
-                    SyscallTracepoint::EveryExit { raw_args: true } => sys.raw_exit.push(id),
-                }
-                p.attach_ctx_size()
-                    .and_then(|n| p.check_ctx_size(n))
-                    .map_err(|e| unsupported(section, &e))?;
+                sys.add(id, p)?;
             }
             _ => {
                 return Err(unsupported(
@@ -1060,67 +1072,168 @@ fn exec_failed() {
     });
 }
 
+/// How the system-call hooks are installed.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum SyscallInstall {
+    /// At the agent's start, in a process started with it preloaded: the
+    /// hooks also see the process exec and exit.
+    AtStart,
+    /// At the agent's start in a process that was running
+    /// (`bpfjet trace --pid`): the tracer dispatches its threads.
+    IntoRunning,
+    /// For links made while the process runs, in a process that traced no
+    /// system call: the tracer dispatches its threads; the exit and
+    /// `exec` functions' probes patched at the start still see the process
+    /// exec and exit.
+    ForLateLinks,
+}
+
+/// System-call programs of links made after the process started, with
+/// their objects: each hook runs them after the start's. Replaced whole
+/// when links come (the old list is leaked: a hit may be reading it), so
+/// a hit reads it with one atomic load.
+type SyscallSet = (&'static TracingObject, &'static SyscallPrograms);
+static LATE_SYSCALLS: AtomicPtr<Vec<SyscallSet>> = AtomicPtr::new(std::ptr::null_mut());
+
+fn late_syscall_sets() -> &'static [SyscallSet] {
+    let p = LATE_SYSCALLS.load(Ordering::Acquire);
+    if p.is_null() {
+        return &[];
+    }
+    // SAFETY: lists are leaked, never freed.
+    unsafe { &*p }
+}
+
+/// Which system calls' exits `sys` runs programs at.
+fn exits_of(sys: &SyscallPrograms) -> Vec<bool> {
+    sys.exit
+        .iter()
+        .map(|p| !p.is_empty() || sys.any_every_exit())
+        .collect()
+}
+
+/// Adds the system-call tracepoint programs of links made while the
+/// process runs. Returns true when the hooks were installed for them now
+/// (the process traced no system call): the tracer must then dispatch
+/// every existing thread (`bpfjet_late_enable_thread`).
+pub(crate) fn add_late_syscalls(
+    object: &'static TracingObject,
+    programs: &[ProgId],
+) -> Result<bool, String> {
+    let mut sys = SyscallPrograms::new();
+    for &id in programs {
+        sys.add(id, &object.programs()[id])?;
+    }
+    let sys: &'static SyscallPrograms = Box::leak(Box::new(sys));
+    syscalls::add_exits_traced(&exits_of(sys));
+    let mut list = late_syscall_sets().to_vec();
+    list.push((object, sys));
+    LATE_SYSCALLS.store(Box::into_raw(Box::new(list)), Ordering::Release);
+    if syscalls::installed() {
+        return Ok(false);
+    }
+    install_hooks(None, SyscallInstall::ForLateLinks, false)?;
+    Ok(true)
+}
+
 fn install_syscalls(
     object: &'static TracingObject,
     sys: SyscallPrograms,
     inline: bool,
 ) -> Result<&'static SyscallPrograms, String> {
     let sys: &'static SyscallPrograms = Box::leak(Box::new(sys));
+    // Wrapper calls whose exit runs no program skip the exit hook.
+    syscalls::set_exits_traced(exits_of(sys));
+    let how = if crate::late_attach::is_late() {
+        SyscallInstall::IntoRunning
+    } else {
+        SyscallInstall::AtStart
+    };
+    install_hooks(Some((object, sys)), how, inline)?;
+    Ok(sys)
+}
+
+/// Installs the system-call hooks running `start`'s programs and those of
+/// later links, and the libc wrappers' fast path.
+fn install_hooks(
+    start: Option<SyscallSet>,
+    how: SyscallInstall,
+    inline: bool,
+) -> Result<(), String> {
     // Pairs (enter and exit programs on one system call) run through a
     // call-through stub on the wrappers that issue it (`--fuse inline`).
     let call_through = move |nr: u32| {
         inline
-            && sys.enter.get(nr as usize).is_some_and(|v| !v.is_empty())
-            && sys.exit.get(nr as usize).is_some_and(|v| !v.is_empty())
+            && start.is_some_and(|(_, sys)| {
+                sys.enter.get(nr as usize).is_some_and(|v| !v.is_empty())
+                    && sys.exit.get(nr as usize).is_some_and(|v| !v.is_empty())
+            })
     };
-    // Wrapper calls whose exit runs no program skip the exit hook.
-    syscalls::set_exits_traced(
-        sys.exit
-            .iter()
-            .map(|p| !p.is_empty() || sys.any_every_exit())
-            .collect(),
-    );
-    threads::enable_thread_hook();
-    if inline {
+    if how != SyscallInstall::IntoRunning {
+        // Preloaded: the agent's `pthread_create` dispatches new threads.
+        threads::enable_thread_hook();
+    }
+    if let (true, Some((object, _))) = (inline, start) {
         crate::fused::install_pair_hooks(object);
     }
-    // Loaded into a running process: its threads are dispatched by the
-    // tracer, one by one, once this constructor returned (late_attach.rs).
-    let install = if crate::late_attach::is_late() {
-        syscalls::install_for_tracer
-    } else {
-        syscalls::install
-    };
-    syscalls::set_fork_child_hook(forked_child);
+    // Exec and exit: seen here at the start of a process started with the
+    // agent; by the probes on libc's exit and exec functions otherwise.
+    let lifecycle = how != SyscallInstall::ForLateLinks;
+    if how != SyscallInstall::ForLateLinks {
+        syscalls::set_fork_child_hook(forked_child);
+    }
     syscalls::set_vm_child_hook(bpfjet_runtime::tracing::ids_changed);
-    install(SyscallHooks {
+    let hooks = SyscallHooks {
         on_enter: Some(Box::new(move |regs: &PtRegs| {
-            run_enter_programs(object, sys, regs);
+            if let Some((object, sys)) = start {
+                run_enter_programs(object, sys, regs);
+            }
+            for &(object, sys) in late_syscall_sets() {
+                run_enter_programs(object, sys, regs);
+            }
             let nr = regs.orig_rax;
-            if nr == EXECVE || nr == EXECVEAT {
+            if lifecycle && (nr == EXECVE || nr == EXECVEAT) {
                 before_exec();
             }
         })),
         on_exit: Some(Box::new(move |regs: &PtRegs| {
             let nr = regs.orig_rax;
-            if nr == EXECVE || nr == EXECVEAT {
+            if lifecycle && (nr == EXECVE || nr == EXECVEAT) {
                 exec_failed();
             }
-            let progs = sys.exit.get(nr as usize).map_or(&[][..], |v| &v[..]);
-            if progs.is_empty() && !sys.any_every_exit() {
-                return;
+            for (object, sys) in start.into_iter().chain(late_syscall_sets().iter().copied()) {
+                let progs = sys.exit.get(nr as usize).map_or(&[][..], |v| &v[..]);
+                if progs.is_empty() && !sys.any_every_exit() {
+                    continue;
+                }
+                let Some(armed) = alive::can_run() else {
+                    return;
+                };
+                run_exit_programs(object, sys, regs);
+                alive::ran(armed);
             }
-            let Some(armed) = alive::can_run() else {
-                return;
-            };
-            run_exit_programs(object, sys, regs);
-            alive::ran(armed);
         })),
-        before_exit: Some(Box::new(|status| {
-            crate::late_attach::set_exit_status(status);
-            finish()
-        })),
-    })
+        before_exit: lifecycle.then(|| -> Box<dyn Fn(i32) + Send + Sync> {
+            Box::new(|status| {
+                crate::late_attach::set_exit_status(status);
+                finish()
+            })
+        }),
+    };
+    match how {
+        SyscallInstall::AtStart => syscalls::install(hooks),
+        // Loaded into a running process: its threads are dispatched by
+        // the tracer, one by one, once this call returned (late_attach.rs).
+        SyscallInstall::IntoRunning => syscalls::install_for_tracer(hooks),
+        SyscallInstall::ForLateLinks => syscalls::sigsys_unclaimed().and_then(|()| {
+            if crate::late_attach::is_late() {
+                // A process `bpfjet trace --pid` attached to.
+                syscalls::install_for_tracer(hooks)
+            } else {
+                syscalls::install_late(hooks)
+            }
+        }),
+    }
     .map_err(|e| format!("system-call tracing: {e}"))?;
     // Common libc wrappers without a signal per call; the others keep the
     // slow path, which is correct for every call.
@@ -1134,7 +1247,7 @@ fn install_syscalls(
             }
         }
     }
-    Ok(sys)
+    Ok(())
 }
 
 /// In a forked child, right after the fork: the ids the helpers cache

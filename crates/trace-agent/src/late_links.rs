@@ -16,14 +16,19 @@
 //! the half they need: a uretprobe needs a return handler, which a site
 //! patched for entry programs only does not have.
 //!
-//! Not taken late, with a line on the process's stderr saying so: a
-//! system-call tracepoint (the dispatch of a process's system calls is
-//! set up at its start), a USDT probe of bpfjet's own sections, and a
-//! return probe on a site without a return handler. Such a link reaches
-//! the processes that start after it.
+//! A system-call tracepoint joins the process's system-call hooks; in a
+//! process that traced no system call, its first one installs them
+//! ([`attach::add_late_syscalls`]) and the tracer then dispatches every
+//! thread in the same stop.
+//!
+//! Not taken late, with a line on the process's stderr saying so: a USDT
+//! probe of bpfjet's own sections, and a return probe on a site without
+//! a return handler. Such a link reaches the processes that start after
+//! it.
 
 use crate::{alive, attach};
 use bpfjet_obj::{ProbeFlavor, ProbeTarget, ProgKind};
+use bpfjet_probe::inject;
 use bpfjet_probe::symbols::{loaded_objects, resolve, UprobeTarget};
 use bpfjet_probe::PtRegs;
 use bpfjet_runtime::tracing::{ProbeSite, TracingObject, TracingOptions};
@@ -162,7 +167,8 @@ pub extern "C" fn bpfjet_take_new_links() -> i64 {
         return -(libc::ENOENT as i64);
     }
     alive::agent_work(|| match take(agent, &name) {
-        Ok(n) => n as i64,
+        Ok((n, false)) => n as i64,
+        Ok((n, true)) => n as i64 | inject::DISPATCH_THREADS,
         Err(e) => {
             eprintln!(
                 "bpfjet trace: pid {}: links of instance {name} made after it started: {e}",
@@ -179,14 +185,22 @@ fn refusal(kind: &ProgKind, section: &str) -> Option<String> {
         ProgKind::Probe(p) if matches!(p.flavor, ProbeFlavor::Uprobe | ProbeFlavor::Uretprobe) => {
             None
         }
+        ProgKind::Tracepoint { .. } | ProgKind::RawTracepoint { .. }
+            if kind.syscall_tracepoint().is_some() =>
+        {
+            None
+        }
         _ => Some(format!(
-            "{section}: a link made after the process started attaches uprobes and uretprobes \
-             only; it reaches the processes that start from now on"
+            "{section}: a link made after the process started attaches uprobes, uretprobes \
+             and system-call tracepoints only; it reaches the processes that start from now on"
         )),
     }
 }
 
-fn take(agent: &'static attach::Agent, name: &str) -> Result<usize, String> {
+/// Loads and attaches the new links: how many programs were attached, and
+/// whether the system-call hooks were installed for them (every thread
+/// of the process must then be dispatched by the tracer).
+fn take(agent: &'static attach::Agent, name: &str) -> Result<(usize, bool), String> {
     let traced = attach::control_plane_object(name, &agent.cfg.run_dir)?;
     let mut loaded = LOADED.lock().unwrap_or_else(|e| e.into_inner());
     let new: Vec<_> = traced
@@ -196,7 +210,7 @@ fn take(agent: &'static attach::Agent, name: &str) -> Result<usize, String> {
         .cloned()
         .collect();
     if new.is_empty() {
-        return Ok(0);
+        return Ok((0, false));
     }
     let mut object = traced.object.clone();
     object
@@ -214,7 +228,7 @@ fn take(agent: &'static attach::Agent, name: &str) -> Result<usize, String> {
     }
     loaded.extend(new.iter().map(|p| p.link_id));
     if object.programs.is_empty() {
-        return Ok(0);
+        return Ok((0, false));
     }
     let opts = TracingOptions {
         control_plane: Some((name.to_string(), traced.maps.clone())),
@@ -254,6 +268,30 @@ fn take(agent: &'static attach::Agent, name: &str) -> Result<usize, String> {
         .filter(|p| object_ref.program_id(&p.name).is_some())
         .filter_map(|p| p.semaphore.clone())
         .collect();
+    // System-call tracepoints: run by the system-call hooks, installed now
+    // if the process traced no system call yet.
+    let syscall_programs: Vec<usize> = object_ref
+        .programs()
+        .iter()
+        .enumerate()
+        .filter(|(_, p)| p.kind().syscall_tracepoint().is_some())
+        .map(|(id, _)| id)
+        .collect();
+    let mut attached = 0;
+    let mut dispatch_threads = false;
+    if !syscall_programs.is_empty() {
+        match attach::add_late_syscalls(object_ref, &syscall_programs) {
+            Ok(installed) => {
+                attached += syscall_programs.len();
+                dispatch_threads = installed;
+            }
+            Err(e) => eprintln!(
+                "bpfjet trace: pid {}: system-call tracepoints of links made after the process \
+                 started: {e}",
+                std::process::id()
+            ),
+        }
+    }
     let objects = loaded_objects();
     // One site per function: its new entry and return programs.
     type Site = (bpfjet_probe::ResolvedSymbol, Vec<usize>, Vec<usize>, String);
@@ -297,7 +335,6 @@ fn take(agent: &'static attach::Agent, name: &str) -> Result<usize, String> {
             site.1.push(id);
         }
     }
-    let mut attached = 0;
     for (address, (found, entries, returns, section)) in sites {
         let existing = SITES
             .lock()
@@ -358,5 +395,5 @@ fn take(agent: &'static attach::Agent, name: &str) -> Result<usize, String> {
         }
     }
     attach::raise_semaphores(&semaphores)?;
-    Ok(attached)
+    Ok((attached, dispatch_threads))
 }

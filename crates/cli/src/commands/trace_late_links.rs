@@ -7,7 +7,10 @@
 //! goes); when links appear that it has not seen, it makes every running
 //! process of the tree take them: every thread stopped at a safe point for
 //! the patches (ptrace, as `--pid` attaches), one thread calls the agent's
-//! `bpfjet_take_new_links` (crates/trace-agent/src/late_links.rs).
+//! `bpfjet_take_new_links` (crates/trace-agent/src/late_links.rs). When
+//! that installed the system-call hooks (the first system-call tracepoint
+//! of a process), every thread then dispatches its own calls, through
+//! `bpfjet_late_enable_thread` in the same stop.
 
 use bpfjet_probe::inject;
 use bpfjet_server::Namespace;
@@ -178,8 +181,29 @@ fn take_in(pid: i32, ns: &Namespace, agent: &Path) -> Result<i64, String> {
             addrs.extend(a);
         }
     }
+    // System-call tracepoints: the agent may patch libc's wrappers for
+    // the fast path (and then every thread is dispatched).
+    let syscalls = traced
+        .object
+        .programs
+        .iter()
+        .any(|p| p.kind.syscall_tracepoint().is_some());
+    if syscalls {
+        addrs.extend(inject::libc_functions(
+            &target,
+            &bpfjet_probe::fast_syscalls::wrapper_names().collect::<Vec<_>>(),
+        ));
+    }
     let mut hazards = inject::patch_hazards(pid, &addrs)?;
     // The agent allocates while it loads the links.
     hazards.allocator = inject::allocator_hazards(&target)?;
-    inject::call_in_process(pid, &agent, "bpfjet_take_new_links", &hazards)
+    let (r, _) =
+        inject::call_in_process_then(pid, &agent, "bpfjet_take_new_links", &hazards, |r| {
+            (r >= 0 && r & inject::DISPATCH_THREADS != 0).then_some(super::trace_pid::ENABLE_THREAD)
+        })?;
+    Ok(if r >= 0 {
+        r & !inject::DISPATCH_THREADS
+    } else {
+        r
+    })
 }

@@ -150,7 +150,7 @@ fn check_sigsys(pid: i32) -> Result<()> {
 /// The agent's function `bpfjet trace --pid` makes every thread of the
 /// process call to dispatch its system calls
 /// (crates/trace-agent/src/late_attach.rs).
-const ENABLE_THREAD: &str = "bpfjet_late_enable_thread";
+pub(super) const ENABLE_THREAD: &str = "bpfjet_late_enable_thread";
 
 /// After the agent detached (or failed to attach every thread): Syscall
 /// User Dispatch off in every thread, through ptrace. Says what it did.
@@ -470,7 +470,9 @@ pub fn run(args: &TraceArgs, pid: i32) -> Result<ExitCode> {
         None
     };
     if !exited {
-        let dispatch = if syscalls {
+        // A control plane's links made while attached may have brought
+        // system-call tracepoints (crates/trace-agent/src/late_links.rs).
+        let dispatch = if syscalls || instance.is_some() {
             format!("; {}", end_dispatch(pid))
         } else {
             String::new()
