@@ -1179,9 +1179,9 @@ fn install_hooks(
     // Exec and exit: seen here at the start of a process started with the
     // agent; by the probes on libc's exit and exec functions otherwise.
     let lifecycle = how != SyscallInstall::ForLateLinks;
-    if how != SyscallInstall::ForLateLinks {
-        syscalls::set_fork_child_hook(forked_child);
-    }
+    // A forked child's cached ids are the child's before its first call
+    // (the atfork handler, which also runs, comes after glibc's own calls).
+    syscalls::set_fork_child_hook(forked_child);
     syscalls::set_vm_child_hook(bpfjet_runtime::tracing::ids_changed);
     let hooks = SyscallHooks {
         on_enter: Some(Box::new(move |regs: &PtRegs| {
