@@ -146,6 +146,24 @@ for engine in interp jit; do
         sed 's/^/  /' "$WORK/diff.$engine"
     fi
 done
+# A wildcard over every system-call tracepoint (360 on 6.18, the uprobe
+# trampolines' own calls included): all must attach, and the calls the
+# loader does not make count as on the kernel.
+SCRIPT="tracepoint:syscalls:sys_enter_* /comm == \"trace_target\"/ { @[probe] = count(); }"
+WILD=
+for side in kernel jit; do
+    run_side "$side" || continue
+    grep -E 'sys_enter_(getpid|write)\]' "$WORK/$side.maps" > "$WORK/wild.$side" || true
+    WILD="$WILD $side"
+done
+if [ "$WILD" = " kernel jit" ]; then
+    if [ -s "$WORK/wild.kernel" ] && diff -u "$WORK/wild.kernel" "$WORK/wild.jit" > "$WORK/diff.wild"; then
+        echo "PASS: bpftrace's sys_enter_* wildcard under bpfjet: the kernel's getpid and write counts ($(tr '\n' ' ' < "$WORK/wild.kernel"))"
+    else
+        fail "sys_enter_* wildcard: counts differ from the kernel's:"; sed 's/^/  /' "$WORK/diff.wild" "$WORK/wild.kernel"
+    fi
+fi
+
 # A process already running: `bpfjet trace --instance --pid` loads the
 # links into it for a while and detaches (bpftrace's -p, in a process).
 # What ran must agree with itself: a printf line per counted call, and a
