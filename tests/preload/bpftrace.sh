@@ -164,6 +164,40 @@ if [ "$WILD" = " kernel jit" ]; then
     fi
 fi
 
+# A program bpftrace starts itself (`-c CMD`, filtered on `cpid`): under
+# `bpfjet exec` it starts with the instance's probe links (crates/preload,
+# exec.rs), in the process bpftrace filters on. Its calls count as on the
+# kernel, libc's allocator included: the agent's own work (its settings,
+# LLVM's exit-time destructors) is not counted, a few calls at most are
+# (the kernel counts the dynamic loader's, bpfjet a few of its own).
+SCRIPT="uprobe:$T:target_step /pid == cpid/ { @steps = count(); }
+tracepoint:syscalls:sys_enter_getpid /pid == cpid/ { @getpid = count(); }
+uprobe:libc:malloc /pid == cpid/ { @malloc = count(); }
+uprobe:libc:free /pid == cpid/ { @free = count(); }"
+for side in kernel jit; do
+    if [ "$side" = kernel ]; then
+        timeout 30 bpftrace -e "$SCRIPT" -c "$T $WORK/somefile" > "$WORK/cmd.$side" 2> "$WORK/cmd.$side.err" || true
+    else
+        timeout 30 "$BPFJET" exec --instance "$INST" -- bpftrace -e "$SCRIPT" -c "$T $WORK/somefile" \
+            > "$WORK/cmd.$side" 2> "$WORK/cmd.$side.err" || true
+    fi
+done
+count_of() { sed -n "s/^@$1: //p" "$WORK/cmd.$2"; }
+ok=1
+for m in steps getpid; do
+    [ -n "$(count_of $m kernel)" ] && [ "$(count_of $m kernel)" = "$(count_of $m jit)" ] || ok=0
+done
+for m in malloc free; do
+    k=$(count_of $m kernel); b=$(count_of $m jit)
+    { [ -n "$k" ] && [ -n "$b" ] && [ $((b - k)) -le 5 ] && [ $((k - b)) -le 5 ]; } || ok=0
+done
+summary="steps $(count_of steps kernel)/$(count_of steps jit), getpid $(count_of getpid kernel)/$(count_of getpid jit), malloc $(count_of malloc kernel)/$(count_of malloc jit), free $(count_of free kernel)/$(count_of free jit)"
+if [ $ok = 1 ] && grep -q "runs with the probe links of bpfjet instance" "$WORK/cmd.jit.err"; then
+    echo "PASS: bpftrace -c CMD under bpfjet: CMD ran the probes (kernel/bpfjet: $summary)"
+else
+    fail "bpftrace -c CMD: kernel/bpfjet $summary"; sed 's/^/  /' "$WORK/cmd.jit.err"
+fi
+
 # A process already running: `bpfjet trace --instance --pid` loads the
 # links into it for a while and detaches (bpftrace's -p, in a process).
 # What ran must agree with itself: a printf line per counted call, and a

@@ -18,6 +18,7 @@
 //! was there and are ignored by the kernel. They are forwarded to libc's
 //! `syscall()` (found with `dlsym(RTLD_NEXT)`) through its variadic type.
 
+mod exec;
 mod netlink;
 
 use bpfjet_server::{BpfjetBackend, Namespace};
@@ -46,6 +47,9 @@ extern "C" fn release_at_exit() {
 fn server() -> Result<&'static BpfjetBackend, Errno> {
     let init = || {
         let s = Namespace::from_env().map(BpfjetBackend::new);
+        if let Ok(s) = &s {
+            exec::prepare(s.namespace());
+        }
         // Objects whose holders ended without letting go (killed) go now,
         // as the kernel would have freed them at once.
         if let Ok(s) = &s {

@@ -296,6 +296,11 @@ pub fn start(cfg: Config) -> Result<(), String> {
     let (mut obj, control_plane, links, semaphores) = match &cfg.control_plane {
         Some(name) => {
             let traced = control_plane_object(name, &cfg.run_dir)?;
+            if cfg.if_linked && traced.programs.is_empty() {
+                // Started by a control plane whose instance links nothing
+                // here: no agent at all (crates/preload, exec.rs).
+                return Ok(());
+            }
             let links = Some((traced.links_generation.clone(), traced.programs.clone()));
             let semaphores: Vec<(String, u64)> = traced
                 .programs

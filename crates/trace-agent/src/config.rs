@@ -53,6 +53,10 @@ pub const ENV_FUSE: &str = "BPFJET_TRACE_FUSE";
 /// `0`: the JIT does not fold frozen `.rodata` loads (to measure what that
 /// folding is worth); anything else or unset: it does.
 pub const ENV_FOLD_RODATA: &str = "BPFJET_TRACE_FOLD_RODATA";
+/// Set (to `1`) by a control plane's `exec` of a program
+/// (crates/preload, exec.rs): the agent does nothing at all when the
+/// instance links no program for this process.
+pub const ENV_IF_LINKED: &str = "BPFJET_TRACE_IF_LINKED";
 
 /// Pairwise fusion's ladder (docs/TRACING.md "Pairwise fusion"): each
 /// level includes the ones before it.
@@ -91,7 +95,7 @@ impl Fuse {
 }
 
 /// Every setting's name.
-const ALL: [&str; 19] = [
+const ALL: [&str; 20] = [
     ENV_CONTROL_PLANE,
     ENV_ROOT,
     ENV_INSTANCE,
@@ -111,6 +115,7 @@ const ALL: [&str; 19] = [
     ENV_CONSUMER_SPIN_US,
     ENV_FUSE,
     ENV_FOLD_RODATA,
+    ENV_IF_LINKED,
 ];
 
 /// Exit status of a traced process whose agent could not attach (the
@@ -154,6 +159,8 @@ pub struct Config {
     /// `BPFJET_RUN_DIR`: where that instance's records are (`bpfjet
     /// exec`'s default `/run/bpfjet` when unset).
     pub run_dir: String,
+    /// [`ENV_IF_LINKED`].
+    pub if_linked: bool,
 }
 
 impl Config {
@@ -241,6 +248,7 @@ impl Config {
             root_pid: get(ENV_ROOT).and_then(|v| v.parse().ok()),
             control_plane,
             run_dir: get("BPFJET_RUN_DIR").unwrap_or_else(|| "/run/bpfjet".into()),
+            if_linked: get(ENV_IF_LINKED).is_some_and(|v| v == "1"),
         })
     }
 }

@@ -34,6 +34,7 @@ mod fused;
 mod late_attach;
 mod late_links;
 mod report;
+mod teardown;
 mod threads;
 mod usdt;
 
@@ -44,7 +45,9 @@ use config::Config;
 static AGENT_INIT: extern "C" fn() = agent_init;
 
 extern "C" fn agent_init() {
-    let Some(cfg) = Config::from_env() else {
+    // The settings are read, and dropped, as the agent's own work: a probe
+    // on libc's allocator attached meanwhile must not count their frees.
+    let Some(cfg) = alive::agent_work(Config::from_env) else {
         // Not preloaded by `bpfjet trace -- CMD`: loaded into a running
         // process by `bpfjet trace --pid`, or by someone else (nothing).
         late_attach::init();
@@ -67,4 +70,5 @@ extern "C" fn agent_init() {
         unsafe { libc::_exit(config::AGENT_ERROR_EXIT) };
     }
     attach::exec_returned();
+    alive::agent_work(|| drop(cfg));
 }

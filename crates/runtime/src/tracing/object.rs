@@ -809,14 +809,6 @@ impl TracingObject {
     /// As [`TracingObject::run`], for `p`.
     #[inline(always)]
     unsafe fn run_program(&self, p: &TracingProgram, ctx: *mut u8, site: &ProbeSite) -> u64 {
-        if let Some(watch) = &self.link_watch {
-            if let Some(g) = watch.moved() {
-                self.recheck_links(watch, g);
-            }
-            if !p.live.load(Ordering::Relaxed) {
-                return 0;
-            }
-        }
         let cache = run_cache();
         // A run of this thread is under way (a probe inside a helper or a
         // signal handler): skip, as the kernel does.
@@ -825,6 +817,16 @@ impl TracingObject {
             return 0;
         }
         let _running = Running(&cache.running);
+        // Held while the links are checked too: the check allocates, and a
+        // probe on the allocator must not run a program from inside it.
+        if let Some(watch) = &self.link_watch {
+            if let Some(g) = watch.moved() {
+                self.recheck_links(watch, g);
+            }
+            if !p.live.load(Ordering::Relaxed) {
+                return 0;
+            }
+        }
         // SAFETY: `running` is held: nothing else on this thread uses the
         // run list until this run ends, and the run state stays (boxed)
         // until the object or the thread goes.
