@@ -9,9 +9,11 @@
 //! process there). Freeing memory the kernel reclaims anyway is all they
 //! do, so the agent (preloaded, its definition wins) drops registrations
 //! whose object is LLVM's library or one only it needs (its dependency
-//! closure, less the C and C++ runtimes a program may share: Debian's LLVM
-//! brings Z3, whose initialisers register 767 destructors); every other
-//! registration goes to libc.
+//! closure, less the C and C++ runtimes and whatever the program's
+//! executable needs itself: Debian's LLVM brings Z3, whose initialisers
+//! register 767 destructors); every other registration goes to libc. A
+//! library in that set that the program `dlopen`s later was initialised
+//! for LLVM already: its exit handlers are the ones dropped.
 //! Loaded into a running process (`bpfjet trace --pid`), the agent is not
 //! first in the lookup order and LLVM registers with libc as usual.
 
@@ -101,8 +103,10 @@ fn base(name: &[u8]) -> &[u8] {
     name.rsplit(|&b| b == b'/').next().unwrap_or(name)
 }
 
-/// The file names of LLVM's library and of the libraries only it needs
-/// (its DT_NEEDED closure, less [`SHARED_RUNTIMES`]).
+/// The file names of LLVM's library and of the libraries only it needs:
+/// its DT_NEEDED closure, less [`SHARED_RUNTIMES`] and less the closure
+/// of the program's executable (a library the program needs itself keeps
+/// its handlers).
 fn llvm_closure() -> &'static [Vec<u8>] {
     static CLOSURE: std::sync::OnceLock<Vec<Vec<u8>>> = std::sync::OnceLock::new();
     CLOSURE.get_or_init(|| {
@@ -111,25 +115,36 @@ fn llvm_closure() -> &'static [Vec<u8>] {
         let file_of = |soname: &[u8]| {
             loaded
                 .iter()
-                .find(|(f, _)| base(f).starts_with(soname))
+                .find(|(f, _)| !f.is_empty() && base(f).starts_with(soname))
                 .map(|(f, _)| f.clone())
         };
-        let mut todo: Vec<Vec<u8>> = loaded
-            .iter()
-            .filter(|(f, _)| base(f).starts_with(b"libLLVM"))
-            .map(|(f, _)| f.clone())
-            .collect();
-        let mut closure: Vec<Vec<u8>> = Vec::new();
-        while let Some(f) = todo.pop() {
-            if closure.contains(&f) || SHARED_RUNTIMES.iter().any(|r| base(&f).starts_with(r)) {
-                continue;
+        let closure_of = |roots: Vec<Vec<u8>>| {
+            let mut todo = roots;
+            let mut seen: Vec<Vec<u8>> = Vec::new();
+            while let Some(f) = todo.pop() {
+                if seen.contains(&f) {
+                    continue;
+                }
+                if let Some((_, needs)) = loaded.iter().find(|(g, _)| *g == f) {
+                    todo.extend(needs.iter().filter_map(|n| file_of(n)));
+                }
+                seen.push(f);
             }
-            if let Some((_, needs)) = loaded.iter().find(|(g, _)| *g == f) {
-                todo.extend(needs.iter().filter_map(|n| file_of(n)));
-            }
-            closure.push(f);
-        }
-        closure
+            seen
+        };
+        // The executable is the loader's first object, named "".
+        let program = closure_of(vec![Vec::new()]);
+        closure_of(
+            loaded
+                .iter()
+                .filter(|(f, _)| base(f).starts_with(b"libLLVM"))
+                .map(|(f, _)| f.clone())
+                .collect(),
+        )
+        .into_iter()
+        .filter(|f| !program.contains(f))
+        .filter(|f| !SHARED_RUNTIMES.iter().any(|r| base(f).starts_with(r)))
+        .collect()
     })
 }
 
