@@ -12,9 +12,9 @@
 //! maps. Where the instance links nothing for it, the agent does nothing
 //! (`BPFJET_TRACE_IF_LINKED`).
 //!
-//! Interposed: `execve`, `execv`, `execvp`, `execvpe` (glibc's own
-//! `posix_spawn`, `system` and `popen` call the kernel directly and are
-//! not seen: such programs start untraced). A program already traced
+//! Interposed: `execve`, `execv`, `execvp`, `execvpe`, `posix_spawn`,
+//! `posix_spawnp` (glibc's `system` and `popen` spawn through its
+//! internal entry and are not seen: such programs start untraced). A program already traced
 //! (its environment names an agent's object or control plane) and the
 //! bpfjet binary itself are left as they are. Links made after the
 //! program started do not reach it (no `bpfjet trace` watches it).
@@ -363,4 +363,64 @@ pub unsafe extern "C" fn execvpe(
 pub unsafe extern "C" fn execvp(file: *const c_char, argv: *const *const c_char) -> c_int {
     // SAFETY: the caller's contract; `environ` is the process's.
     unsafe { execvpe(file, argv, environ) }
+}
+
+type PosixSpawn = unsafe extern "C" fn(
+    *mut libc::pid_t,
+    *const c_char,
+    *const libc::posix_spawn_file_actions_t,
+    *const libc::posix_spawnattr_t,
+    *const *const c_char,
+    *const *const c_char,
+) -> c_int;
+
+/// libc's `posix_spawn` or `posix_spawnp` (called in the parent: a
+/// lookup is safe here).
+fn real_spawn(name: &CStr) -> PosixSpawn {
+    // SAFETY: looking up libc's definition, which has this signature.
+    let f = unsafe { libc::dlsym(libc::RTLD_NEXT, name.as_ptr()) };
+    assert!(!f.is_null(), "libbpfjet: {name:?} not found in libc");
+    // SAFETY: see above.
+    unsafe { std::mem::transmute::<*mut libc::c_void, PosixSpawn>(f) }
+}
+
+/// # Safety
+/// The C `posix_spawn` contract.
+#[no_mangle]
+pub unsafe extern "C" fn posix_spawn(
+    pid: *mut libc::pid_t,
+    path: *const c_char,
+    actions: *const libc::posix_spawn_file_actions_t,
+    attr: *const libc::posix_spawnattr_t,
+    argv: *const *const c_char,
+    envp: *const *const c_char,
+) -> c_int {
+    // SAFETY: the caller's contract; the environment lives until the
+    // child has executed (posix_spawn returns after the exec).
+    match unsafe { child_env(path, envp) } {
+        Some((_pages, env)) => unsafe {
+            real_spawn(c"posix_spawn")(pid, path, actions, attr, argv, env)
+        },
+        None => unsafe { real_spawn(c"posix_spawn")(pid, path, actions, attr, argv, envp) },
+    }
+}
+
+/// # Safety
+/// The C `posix_spawnp` contract.
+#[no_mangle]
+pub unsafe extern "C" fn posix_spawnp(
+    pid: *mut libc::pid_t,
+    file: *const c_char,
+    actions: *const libc::posix_spawn_file_actions_t,
+    attr: *const libc::posix_spawnattr_t,
+    argv: *const *const c_char,
+    envp: *const *const c_char,
+) -> c_int {
+    // SAFETY: as for posix_spawn.
+    match unsafe { child_env(file, envp) } {
+        Some((_pages, env)) => unsafe {
+            real_spawn(c"posix_spawnp")(pid, file, actions, attr, argv, env)
+        },
+        None => unsafe { real_spawn(c"posix_spawnp")(pid, file, actions, attr, argv, envp) },
+    }
 }
