@@ -280,10 +280,15 @@ compare "funclatency $COMM:work (histogram total)" "$N" \
 
 # ---- a running process: funclatency -p and syscount -p, `trace --pid` -----
 # The target waits for a file, then makes its N calls; bpfjet attaches to
-# it (ptrace) before the file appears and detaches after.
+# it (ptrace) before the file appears and detaches after. funclatency's
+# uprobe names the process (perf_event_open's pid): the control plane
+# attaches bpfjet there itself, as the kernel attaches the uprobe
+# (`pid_case 1`). syscount filters on the pid in its program: its
+# tracepoint names no process, and `bpfjet trace --pid` attaches
+# (`pid_case 0`).
 pid_case() {
-    local name=$1 ready=$2 filter=$3
-    shift 3
+    local auto=$1 name=$2 ready=$3 filter=$4
+    shift 4
     for side in kernel bpfjet; do
         local out=$WORK/$name.$side.out go=$WORK/$name.$side.go
         "$TARGET" wait "$go" $N &
@@ -292,6 +297,14 @@ pid_case() {
         for a in "$@"; do tool+=("${a//PID/$TARGET_PID}"); done
         if start_tool "$side" "$out" "$ready" "${tool[@]}"; then
             if [ "$side" = kernel ]; then
+                touch "$go"
+                sleep 1
+            elif [ "$auto" = 1 ]; then
+                # Its uprobe names the process: the control plane attached
+                # bpfjet there by itself (crates/server/src/pid_attach.rs).
+                for _ in $(seq 100); do grep -q 'attached to process' "$out.err" && break; sleep 0.1; done
+                grep -q "attached to process $TARGET_PID" "$out.err" \
+                    || fail "$name: the tool's probe link for process $TARGET_PID did not attach bpfjet there"
                 touch "$go"
                 sleep 1
             else
@@ -309,10 +322,10 @@ pid_case() {
         eval "$filter" < "$out" > "$WORK/$name.$side" || true
     done
 }
-pid_case funclatency-p '^Tracing' hist_sum "$TOOLS/funclatency" -p PID :work
+pid_case 1 funclatency-p '^Tracing' hist_sum "$TOOLS/funclatency" -p PID :work
 compare "funclatency -p PID :work (histogram total)" "$N" \
     "$(cat "$WORK/funclatency-p.kernel")" "$(cat "$WORK/funclatency-p.bpfjet")"
-pid_case syscount-p '^Tracing' "awk '\$1 == \"getppid\" { print \$1, \$2 }'" "$TOOLS/syscount" -p PID
+pid_case 0 syscount-p '^Tracing' "awk '\$1 == \"getppid\" { print \$1, \$2 }'" "$TOOLS/syscount" -p PID
 compare "syscount -p PID (getppid)" "getppid $N" \
     "$(cat "$WORK/syscount-p.kernel")" "$(cat "$WORK/syscount-p.bpfjet")"
 

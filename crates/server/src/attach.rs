@@ -154,7 +154,7 @@ impl Namespace {
 
 /// The bpfjet binary that runs data planes: `$BPFJET_BIN` (set by `bpfjet
 /// exec`), else `bpfjet` on `PATH`.
-fn bpfjet_binary() -> PathBuf {
+pub(crate) fn bpfjet_binary() -> PathBuf {
     std::env::var_os("BPFJET_BIN")
         .map(PathBuf::from)
         .unwrap_or_else(|| PathBuf::from("bpfjet"))

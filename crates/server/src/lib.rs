@@ -20,6 +20,7 @@ mod namespace;
 mod objects;
 mod perf_events;
 mod perf_timers;
+mod pid_attach;
 mod probe_links;
 mod progs;
 mod tail_calls;

@@ -200,6 +200,9 @@ impl BpfjetBackend {
                 self.release_link(id);
                 return Err(e);
             }
+        } else if event.pid > 0 {
+            // A probe for one process: taken there now (pid_attach.rs).
+            crate::pid_attach::ensure(&self.ns, event.pid);
         }
         Ok(id)
     }

@@ -152,6 +152,8 @@ impl BpfjetBackend {
             points,
         };
         let id = self.uprobe_multi_link_record(prog, multi)?;
+        // A link for one process: taken there now (pid_attach.rs).
+        crate::pid_attach::ensure(&self.ns, pid);
         self.new_fd(Obj::Link(id))
     }
 }

@@ -135,6 +135,12 @@ pub struct TraceArgs {
     /// With `--pid`: detach after SECS seconds (the process goes on).
     #[arg(long, value_name = "SECS")]
     pub duration: Option<f64>,
+    /// With `--pid` and `--instance`: detach once the instance links
+    /// nothing for the process any more (the tracer ended). A control
+    /// plane starts this itself for a probe link that names a process
+    /// bpfjet does not trace yet (`bpftrace -p PID`).
+    #[arg(long)]
+    pub until_unlinked: bool,
     /// Trace only the command's own process image: programs it executes
     /// start untraced. By default the whole tree is traced, as the
     /// kernel's probes see it: forked children and the programs the tree
@@ -343,6 +349,9 @@ pub(super) fn fusable(plan: &bpfjet_fusion::FusionPlan) -> Value {
 }
 
 pub fn run(args: &TraceArgs) -> Result<ExitCode> {
+    if args.until_unlinked && (args.pid.is_none() || args.instance.is_none()) {
+        bail!("--until-unlinked applies to --pid with --instance");
+    }
     if let (Some(instance), None) = (&args.instance, args.pid) {
         return super::trace_instance::run(args, instance);
     }

@@ -423,12 +423,28 @@ pub fn run(args: &TraceArgs, pid: i32) -> Result<ExitCode> {
     });
     let started = Instant::now();
     let limit = args.duration.map(Duration::from_secs_f64);
+    // `--until-unlinked`: the instance's links for the process, looked at
+    // every 250 ms.
+    let links_for_pid = instance.filter(|_| args.until_unlinked).and_then(|name| {
+        bpfjet_server::Namespace::open(name, Path::new(&super::trace_instance::run_dir())).ok()
+    });
+    let mut looked = Instant::now();
     let exited = loop {
         if process_exited(pidfd, 50) {
             break true;
         }
         if STOP.load(Ordering::SeqCst) || limit.is_some_and(|l| started.elapsed() >= l) {
             break false;
+        }
+        if let Some(ns) = &links_for_pid {
+            if looked.elapsed() >= Duration::from_millis(250) {
+                looked = Instant::now();
+                if bpfjet_server::traced_object(ns, pid as u32).is_ok_and(|t| t.programs.is_empty())
+                {
+                    eprintln!("bpfjet trace: process {pid}: no probe links for it any more");
+                    break false;
+                }
+            }
         }
     };
     drop(watch);

@@ -1,0 +1,66 @@
+//! A probe link for one process that bpfjet does not trace yet is taken
+//! there, as the kernel attaches a uprobe in a running process.
+//!
+//! A tracer given a process (`bpftrace -p PID`, `funclatency -p PID`)
+//! opens its probes for that pid. On the kernel they fire in the process
+//! at once; under `bpfjet exec` the programs run only where bpfjet's agent
+//! is. When a link names a process that has no agent, the control plane
+//! starts `bpfjet trace --pid PID --instance NAME --until-unlinked` for it
+//! (its own session, its messages on the control plane's stderr): it
+//! loads the agent with ptrace, takes the links made later too, and
+//! detaches once the instance links nothing for the process any more (the
+//! tracer ended). Once per process and pid; a process that already has
+//! the agent (started under `bpfjet trace`, or attached) gets later links
+//! from its own `bpfjet trace`.
+
+use crate::namespace::Namespace;
+use std::collections::BTreeSet;
+use std::sync::Mutex;
+
+/// Processes this control plane started an attach for, or found traced.
+static HANDLED: Mutex<BTreeSet<i32>> = Mutex::new(BTreeSet::new());
+
+/// Whether process `pid` has bpfjet's trace agent loaded.
+fn has_agent(pid: i32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/maps"))
+        .is_ok_and(|m| m.lines().any(|l| l.ends_with("/libbpfjet_trace.so")))
+}
+
+/// Makes sure process `pid`, which a probe link of this control plane
+/// names, runs the instance's links.
+pub(crate) fn ensure(ns: &Namespace, pid: i32) {
+    if pid <= 0 || pid as u32 == std::process::id() {
+        return;
+    }
+    let mut handled = HANDLED.lock().unwrap_or_else(|e| e.into_inner());
+    if !handled.insert(pid) || has_agent(pid) {
+        return;
+    }
+    use std::os::unix::process::CommandExt;
+    let mut cmd = std::process::Command::new(crate::attach::bpfjet_binary());
+    cmd.args(["trace", "--pid", &pid.to_string(), "--instance", ns.name()])
+        .arg("--until-unlinked")
+        .env_remove("LD_PRELOAD")
+        .env("BPFJET_RUN_DIR", ns.run_dir())
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null());
+    // Its own session: the tracer's Ctrl-C is for the tracer, which ends
+    // its links; the attach then detaches by itself.
+    // SAFETY: setsid is an async-signal-safe system call.
+    unsafe {
+        cmd.pre_exec(|| {
+            libc::setsid();
+            Ok(())
+        })
+    };
+    match cmd.spawn() {
+        Ok(mut child) => {
+            // Reaped by a thread: no zombie if the tracer outlives it.
+            std::thread::spawn(move || child.wait());
+        }
+        Err(e) => eprintln!(
+            "bpfjet: process {pid}: cannot start `bpfjet trace --pid` for the probe links that \
+             name it ({e}); set BPFJET_BIN"
+        ),
+    }
+}
