@@ -26,10 +26,28 @@ fn has_agent(pid: i32) -> bool {
         .is_ok_and(|m| m.lines().any(|l| l.ends_with("/libbpfjet_trace.so")))
 }
 
+/// Whether process `pid` maps the file at `path` (a probe there can
+/// fire in it).
+fn maps_file(pid: i32, path: &str) -> bool {
+    let want = std::fs::canonicalize(path).unwrap_or_else(|_| path.into());
+    std::fs::read_to_string(format!("/proc/{pid}/maps")).is_ok_and(|m| {
+        m.lines().any(|l| {
+            l.split_whitespace()
+                .nth(5)
+                .is_some_and(|f| std::path::Path::new(f) == want)
+        })
+    })
+}
+
 /// Makes sure process `pid`, which a probe link of this control plane
-/// names, runs the instance's links.
-pub(crate) fn ensure(ns: &Namespace, pid: i32) {
+/// names, runs the instance's links. `file`: the probed file, for a
+/// uprobe; a process that does not map it is left alone (the probe
+/// cannot fire there; a later link on a file it maps attaches).
+pub(crate) fn ensure(ns: &Namespace, pid: i32, file: Option<&str>) {
     if pid <= 0 || pid as u32 == std::process::id() {
+        return;
+    }
+    if file.is_some_and(|f| !maps_file(pid, f)) {
         return;
     }
     let mut handled = HANDLED.lock().unwrap_or_else(|e| e.into_inner());

@@ -202,7 +202,11 @@ impl BpfjetBackend {
             }
         } else if event.pid > 0 {
             // A probe for one process: taken there now (pid_attach.rs).
-            crate::pid_attach::ensure(&self.ns, event.pid);
+            let file = match &event.point {
+                ProbePoint::Uprobe { path, .. } => Some(path.as_str()),
+                _ => None,
+            };
+            crate::pid_attach::ensure(&self.ns, event.pid, file);
         }
         Ok(id)
     }

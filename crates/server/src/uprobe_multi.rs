@@ -151,9 +151,10 @@ impl BpfjetBackend {
             pid: pid as u32,
             points,
         };
+        let file = multi.path.clone();
         let id = self.uprobe_multi_link_record(prog, multi)?;
         // A link for one process: taken there now (pid_attach.rs).
-        crate::pid_attach::ensure(&self.ns, pid);
+        crate::pid_attach::ensure(&self.ns, pid, Some(&file));
         self.new_fd(Obj::Link(id))
     }
 }
