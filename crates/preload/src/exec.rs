@@ -319,6 +319,24 @@ extern "C" {
     static environ: *const *const c_char;
 }
 
+/// `real` (libc's `execve` or `execvpe`) with the environment a started
+/// program gets.
+///
+/// # Safety
+/// The C `execve` contract.
+unsafe fn exec_with(
+    real: Execve,
+    path: *const c_char,
+    argv: *const *const c_char,
+    envp: *const *const c_char,
+) -> c_int {
+    // SAFETY: the caller's contract; the pages live until the call ends.
+    let env = unsafe { child_env(path, envp) };
+    let e = env.as_ref().map_or(envp, |(_, e)| *e);
+    // SAFETY: as above.
+    unsafe { real(path, argv, e) }
+}
+
 /// # Safety
 /// The C `execve` contract.
 #[no_mangle]
@@ -328,10 +346,7 @@ pub unsafe extern "C" fn execve(
     envp: *const *const c_char,
 ) -> c_int {
     // SAFETY: the caller's contract.
-    match unsafe { child_env(path, envp) } {
-        Some((_pages, env)) => unsafe { real_execve()(path, argv, env) },
-        None => unsafe { real_execve()(path, argv, envp) },
-    }
+    unsafe { exec_with(real_execve(), path, argv, envp) }
 }
 
 /// # Safety
@@ -351,10 +366,7 @@ pub unsafe extern "C" fn execvpe(
     envp: *const *const c_char,
 ) -> c_int {
     // SAFETY: the caller's contract.
-    match unsafe { child_env(file, envp) } {
-        Some((_pages, env)) => unsafe { real_execvpe()(file, argv, env) },
-        None => unsafe { real_execvpe()(file, argv, envp) },
-    }
+    unsafe { exec_with(real_execvpe(), file, argv, envp) }
 }
 
 /// # Safety
@@ -384,6 +396,28 @@ fn real_spawn(name: &CStr) -> PosixSpawn {
     unsafe { std::mem::transmute::<*mut libc::c_void, PosixSpawn>(f) }
 }
 
+/// A spawn through libc's `name` with the environment a started program
+/// gets.
+///
+/// # Safety
+/// The C `posix_spawn` contract.
+unsafe fn spawn(
+    name: &CStr,
+    pid: *mut libc::pid_t,
+    path: *const c_char,
+    actions: *const libc::posix_spawn_file_actions_t,
+    attr: *const libc::posix_spawnattr_t,
+    argv: *const *const c_char,
+    envp: *const *const c_char,
+) -> c_int {
+    // SAFETY: the caller's contract; the environment lives until the
+    // child has executed (posix_spawn returns after the exec).
+    let env = unsafe { child_env(path, envp) };
+    let e = env.as_ref().map_or(envp, |(_, e)| *e);
+    // SAFETY: as above.
+    unsafe { real_spawn(name)(pid, path, actions, attr, argv, e) }
+}
+
 /// # Safety
 /// The C `posix_spawn` contract.
 #[no_mangle]
@@ -395,14 +429,8 @@ pub unsafe extern "C" fn posix_spawn(
     argv: *const *const c_char,
     envp: *const *const c_char,
 ) -> c_int {
-    // SAFETY: the caller's contract; the environment lives until the
-    // child has executed (posix_spawn returns after the exec).
-    match unsafe { child_env(path, envp) } {
-        Some((_pages, env)) => unsafe {
-            real_spawn(c"posix_spawn")(pid, path, actions, attr, argv, env)
-        },
-        None => unsafe { real_spawn(c"posix_spawn")(pid, path, actions, attr, argv, envp) },
-    }
+    // SAFETY: the caller's contract.
+    unsafe { spawn(c"posix_spawn", pid, path, actions, attr, argv, envp) }
 }
 
 /// # Safety
@@ -416,11 +444,6 @@ pub unsafe extern "C" fn posix_spawnp(
     argv: *const *const c_char,
     envp: *const *const c_char,
 ) -> c_int {
-    // SAFETY: as for posix_spawn.
-    match unsafe { child_env(file, envp) } {
-        Some((_pages, env)) => unsafe {
-            real_spawn(c"posix_spawnp")(pid, file, actions, attr, argv, env)
-        },
-        None => unsafe { real_spawn(c"posix_spawnp")(pid, file, actions, attr, argv, envp) },
-    }
+    // SAFETY: the caller's contract.
+    unsafe { spawn(c"posix_spawnp", pid, file, actions, attr, argv, envp) }
 }

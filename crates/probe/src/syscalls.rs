@@ -332,9 +332,8 @@ pub(crate) fn allowed_in<R>(t: *mut ProbeThread, f: impl FnOnce() -> R) -> R {
     r
 }
 
-/// Installs the hooks and the SIGSYS handler, and dispatches this thread's
-/// system calls. Once per process.
-pub fn install(hooks: SyscallHooks) -> Result<(), ProbeError> {
+/// The hooks and the SIGSYS handler (every install does this first).
+fn set_hooks(hooks: SyscallHooks) -> Result<(), ProbeError> {
     if HOOKS.set(hooks).is_err() {
         return Err(ProbeError::Os {
             what: "system-call hooks installed twice".into(),
@@ -343,6 +342,13 @@ pub fn install(hooks: SyscallHooks) -> Result<(), ProbeError> {
     }
     install_sigsys_handler()?;
     crate::signal_handlers::wrap_existing();
+    Ok(())
+}
+
+/// Installs the hooks and the SIGSYS handler, and dispatches this thread's
+/// system calls. Once per process.
+pub fn install(hooks: SyscallHooks) -> Result<(), ProbeError> {
+    set_hooks(hooks)?;
     enable_current_thread()
 }
 
@@ -353,14 +359,7 @@ pub fn install(hooks: SyscallHooks) -> Result<(), ProbeError> {
 /// [`enable_thread_for_tracer`] once the constructor returned. Once per
 /// process.
 pub fn install_for_tracer(hooks: SyscallHooks) -> Result<(), ProbeError> {
-    if HOOKS.set(hooks).is_err() {
-        return Err(ProbeError::Os {
-            what: "system-call hooks installed twice".into(),
-            err: std::io::Error::from_raw_os_error(libc::EBUSY),
-        });
-    }
-    install_sigsys_handler()?;
-    crate::signal_handlers::wrap_existing();
+    set_hooks(hooks)?;
     ENABLED_BY_TRACER.store(true, Ordering::SeqCst);
     Ok(())
 }
@@ -402,14 +401,7 @@ pub fn sigsys_unclaimed() -> Result<(), ProbeError> {
 /// then on are dispatched as in a process traced from its start (check
 /// [`sigsys_unclaimed`] first). Once per process.
 pub fn install_late(hooks: SyscallHooks) -> Result<(), ProbeError> {
-    if HOOKS.set(hooks).is_err() {
-        return Err(ProbeError::Os {
-            what: "system-call hooks installed twice".into(),
-            err: std::io::Error::from_raw_os_error(libc::EBUSY),
-        });
-    }
-    install_sigsys_handler()?;
-    crate::signal_handlers::wrap_existing();
+    set_hooks(hooks)?;
     ENABLED_LATE.store(true, Ordering::SeqCst);
     Ok(())
 }
