@@ -202,6 +202,53 @@ unsafe fn entries<'a>(envp: *const *const c_char) -> impl Iterator<Item = &'a CS
     })
 }
 
+const STATIC_NOTE: &[u8] = b" is statically linked: the probe links of the tracer's instance \
+cannot run in it (bpfjet's agent needs the dynamic loader); it runs untraced\n";
+
+/// Whether the ELF file at `path` has no program interpreter (a static
+/// executable), read with plain system calls into a stack buffer. A file
+/// that is not ELF (a script: its interpreter gets the agent), or that
+/// cannot be read (a name `execvp` searches `PATH` for), counts as not.
+///
+/// # Safety
+/// `path` is a C string.
+unsafe fn statically_linked(path: *const c_char) -> bool {
+    let mut buf = [0u8; 4096];
+    // SAFETY: a C string path; a buffer we own.
+    let n = unsafe {
+        let fd = libc::open(path, libc::O_RDONLY | libc::O_CLOEXEC);
+        if fd < 0 {
+            return false;
+        }
+        let n = libc::read(fd, buf.as_mut_ptr() as *mut libc::c_void, buf.len());
+        libc::close(fd);
+        n
+    };
+    if n < 64 || buf[..4] != *b"\x7fELF" || buf[4] != 2 {
+        return false;
+    }
+    let half = |at: usize| u16::from_le_bytes([buf[at], buf[at + 1]]) as usize;
+    let phoff = u64::from_le_bytes(buf[32..40].try_into().unwrap_or_default()) as usize;
+    let (phentsize, phnum) = (half(54), half(56));
+    if phentsize < 56 {
+        return false;
+    }
+    // PT_INTERP (3) among the program headers that fit the buffer; without
+    // one (static, static-pie) the loader never runs.
+    let mut saw_all = true;
+    for i in 0..phnum {
+        let at = phoff + i * phentsize;
+        if at + 4 > n as usize {
+            saw_all = false;
+            break;
+        }
+        if u32::from_le_bytes(buf[at..at + 4].try_into().unwrap_or_default()) == 3 {
+            return false;
+        }
+    }
+    saw_all
+}
+
 /// The environment for starting `path` with the agent, when it should
 /// get it (the pages holding it must live until the `exec`).
 ///
@@ -222,6 +269,15 @@ unsafe fn child_env(
     let program = unsafe { CStr::from_ptr(path) }.to_bytes();
     let base = program.rsplit(|&b| b == b'/').next().unwrap_or(program);
     if base == b"bpfjet" {
+        return None;
+    }
+    // SAFETY: `path` is a C string.
+    if unsafe { statically_linked(path) } {
+        // The loader never reads LD_PRELOAD there: said, not hidden.
+        for part in [b"bpfjet exec: ".as_slice(), program, STATIC_NOTE] {
+            // SAFETY: writing bytes we own to stderr.
+            unsafe { libc::write(2, part.as_ptr() as *const libc::c_void, part.len()) };
+        }
         return None;
     }
     let mut n = 0;
