@@ -198,6 +198,22 @@ else
     fail "bpftrace -c CMD: kernel/bpfjet $summary"; sed 's/^/  /' "$WORK/cmd.jit.err"
 fi
 
+# A statically linked program the tracer starts: the agent cannot be in
+# it (no dynamic loader reads LD_PRELOAD), which is said, not hidden.
+printf '#include <unistd.h>\nint main(void) { getpid(); return 0; }\n' > "$WORK/static.c"
+if cc -static -O1 -o "$WORK/static_target" "$WORK/static.c" 2> /dev/null; then
+    timeout 30 "$BPFJET" exec --instance "$INST" -- bpftrace \
+        -e 'tracepoint:syscalls:sys_enter_getpid /pid == cpid/ { @g = count(); }' \
+        -c "$WORK/static_target" > "$WORK/static.out" 2> "$WORK/static.err" || true
+    if grep -q "static_target is statically linked" "$WORK/static.err"; then
+        echo "PASS: bpftrace -c STATIC under bpfjet: said to run untraced"
+    else
+        fail "bpftrace -c STATIC: no line saying it runs untraced:"; sed 's/^/  /' "$WORK/static.err"
+    fi
+else
+    echo "SKIPPED: bpftrace.sh: no static libc to build a static target" | tee -a "${BPFJET_SKIP_LOG:-/dev/null}"
+fi
+
 # A process already running: `bpfjet trace --instance --pid` loads the
 # links into it for a while and detaches (bpftrace's -p, in a process).
 # What ran must agree with itself: a printf line per counted call, and a
