@@ -32,8 +32,6 @@ use std::sync::OnceLock;
 struct ChildSettings {
     /// `NAME=VALUE` of the agent's settings.
     settings: Vec<CString>,
-    /// The names set by `settings` (with `=`), replaced in the child.
-    names: Vec<CString>,
     /// The agent's path, appended to `LD_PRELOAD`.
     agent: CString,
     /// The line written on stderr (after the program's path).
@@ -63,10 +61,6 @@ pub(crate) fn prepare(ns: &bpfjet_server::Namespace) {
             "BPFJET_TRACE_IF_LINKED=1".into(),
         ];
         Some(ChildSettings {
-            names: settings
-                .iter()
-                .filter_map(|s| CString::new(&s[..=s.find('=')?]).ok())
-                .collect(),
             settings: settings
                 .into_iter()
                 .filter_map(|s| CString::new(s).ok())
@@ -312,8 +306,14 @@ unsafe fn child_env(
     // SAFETY: the caller's contract.
     for e in unsafe { entries(envp) } {
         let b = e.to_bytes();
-        if b.starts_with(b"LD_PRELOAD=") || child.names.iter().any(|n| b.starts_with(n.as_bytes()))
-        {
+        // Replaced: LD_PRELOAD and the names `settings` sets.
+        let set = |s: &CString| {
+            let s = s.as_bytes();
+            s.iter()
+                .position(|&c| c == b'=')
+                .is_some_and(|eq| b.starts_with(&s[..=eq]))
+        };
+        if b.starts_with(b"LD_PRELOAD=") || child.settings.iter().any(set) {
             continue;
         }
         push(e.as_ptr());

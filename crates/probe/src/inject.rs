@@ -106,6 +106,15 @@ fn ptrace_scope() -> String {
     }
 }
 
+/// bpfjet's trace agent among a process's objects, if it is loaded there.
+pub fn agent_object(objects: &[crate::LoadedObject]) -> Option<&crate::LoadedObject> {
+    objects.iter().find(|o| {
+        o.path
+            .file_name()
+            .is_some_and(|n| n.to_string_lossy().starts_with("libbpfjet_trace"))
+    })
+}
+
 /// The objects mapped in `pid` (a file mapped at offset 0) and their load
 /// biases: the mapping's start minus the page-aligned virtual address of
 /// the ELF segment at file offset 0.
@@ -241,11 +250,7 @@ pub fn check_target(pid: i32) -> Result<Target, String> {
         )
     })?;
     let objects = process_objects(pid)?;
-    if let Some(agent) = objects.iter().find(|o| {
-        o.path
-            .file_name()
-            .is_some_and(|n| n.to_string_lossy().starts_with("libbpfjet_trace"))
-    }) {
+    if let Some(agent) = agent_object(&objects) {
         return Err(format!(
             "--pid {pid}: bpfjet's agent is already loaded in it ({}): an earlier `bpfjet \
              trace` attached to it; attaching twice is not supported",

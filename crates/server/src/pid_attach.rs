@@ -20,25 +20,6 @@ use std::sync::Mutex;
 /// Processes this control plane started an attach for, or found traced.
 static HANDLED: Mutex<BTreeSet<i32>> = Mutex::new(BTreeSet::new());
 
-/// Whether process `pid` has bpfjet's trace agent loaded.
-fn has_agent(pid: i32) -> bool {
-    std::fs::read_to_string(format!("/proc/{pid}/maps"))
-        .is_ok_and(|m| m.lines().any(|l| l.ends_with("/libbpfjet_trace.so")))
-}
-
-/// Whether process `pid` maps the file at `path` (a probe there can
-/// fire in it).
-fn maps_file(pid: i32, path: &str) -> bool {
-    let want = std::fs::canonicalize(path).unwrap_or_else(|_| path.into());
-    std::fs::read_to_string(format!("/proc/{pid}/maps")).is_ok_and(|m| {
-        m.lines().any(|l| {
-            l.split_whitespace()
-                .nth(5)
-                .is_some_and(|f| std::path::Path::new(f) == want)
-        })
-    })
-}
-
 /// Makes sure process `pid`, which a probe link of this control plane
 /// names, runs the instance's links. `file`: the probed file, for a
 /// uprobe; a process that does not map it is left alone (the probe
@@ -47,11 +28,18 @@ pub(crate) fn ensure(ns: &Namespace, pid: i32, file: Option<&str>) {
     if pid <= 0 || pid as u32 == std::process::id() {
         return;
     }
-    if file.is_some_and(|f| !maps_file(pid, f)) {
+    let Ok(objects) = bpfjet_probe::inject::process_objects(pid) else {
         return;
+    };
+    if let Some(f) = file {
+        // Paths of the process's objects are canonical.
+        let want = std::fs::canonicalize(f).unwrap_or_else(|_| f.into());
+        if !objects.iter().any(|o| o.path == want) {
+            return;
+        }
     }
     let mut handled = HANDLED.lock().unwrap_or_else(|e| e.into_inner());
-    if !handled.insert(pid) || has_agent(pid) {
+    if !handled.insert(pid) || bpfjet_probe::inject::agent_object(&objects).is_some() {
         return;
     }
     use std::os::unix::process::CommandExt;

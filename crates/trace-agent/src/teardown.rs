@@ -150,7 +150,7 @@ fn llvm_closure() -> &'static [Vec<u8>] {
 
 /// Whether `dso` (a `__dso_handle`) lies in LLVM's library or one only it
 /// needs.
-fn is_llvm(dso: *mut c_void) -> bool {
+fn in_llvm_closure(dso: *mut c_void) -> bool {
     if dso.is_null() {
         return false;
     }
@@ -173,7 +173,7 @@ pub unsafe extern "C" fn __cxa_atexit(
     arg: *mut c_void,
     dso: *mut c_void,
 ) -> c_int {
-    if is_llvm(dso) {
+    if in_llvm_closure(dso) {
         return 0;
     }
     static REAL: AtomicPtr<c_void> = AtomicPtr::new(std::ptr::null_mut());
