@@ -30,6 +30,23 @@ if [ ${#missing[@]} -gt 0 ]; then
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
 fi
 
+# The kernel's tracing file systems: bpftrace and libbpf find tracepoints
+# and their formats there, and the differential tracing tests run the same
+# tools on the kernel. A fresh machine may not have them mounted; as root,
+# mount what is missing (nothing to do when they are there).
+if [ "$(id -u)" -eq 0 ]; then
+  if [ -d /sys/kernel/tracing ] && [ ! -e /sys/kernel/tracing/events ]; then
+    mount -t tracefs tracefs /sys/kernel/tracing 2>/dev/null \
+      && echo "setup: mounted tracefs on /sys/kernel/tracing" \
+      || echo "setup: could not mount tracefs on /sys/kernel/tracing (the kernel-side tracing tests will say so)" >&2
+  fi
+  if [ -d /sys/kernel/debug ] && [ ! -e /sys/kernel/debug/tracing ] && ! mountpoint -q /sys/kernel/debug; then
+    mount -t debugfs debugfs /sys/kernel/debug 2>/dev/null \
+      && echo "setup: mounted debugfs on /sys/kernel/debug" \
+      || echo "setup: could not mount debugfs on /sys/kernel/debug" >&2
+  fi
+fi
+
 if ! command -v cargo >/dev/null 2>&1; then
   echo "setup: cargo not found; install Rust (rustup) first" >&2
   exit 1

@@ -75,10 +75,35 @@ fails=0
 fail() { echo "FAIL $*"; fails=$((fails + 1)); }
 
 # Until bpftrace (pid $1) printed "Attaching" in $2 and had a moment to
-# attach: up to 20 s, and not if it has exited.
+# attach: up to 20 s, and not if it has exited. bpftrace prints the line
+# before it attaches; on the kernel a second is its moment. Under bpfjet
+# exec (its command line or preload says so) it is over when the instance's link
+# records (one file per link under the run directory) are there and stop
+# changing for a second: a loaded machine can take longer than a second
+# to make them, and a command started before its links exist runs untraced
+# (seen in this script's interval case when the machine was busy).
 wait_attached() {
+    local under_bpfjet=0
+    { tr '\0' ' ' < "/proc/$1/cmdline"; tr '\0' '\n' < "/proc/$1/environ"; } 2>/dev/null \
+        | grep -q 'bpfjet exec\|libbpfjet\.so' && under_bpfjet=1
     for _ in $(seq 200); do
-        if grep -q '^Attaching' "$2" 2>/dev/null; then sleep 1; return 0; fi
+        if grep -q '^Attaching' "$2" 2>/dev/null; then
+            [ "$under_bpfjet" = 1 ] || { sleep 1; return 0; }
+            local last=-1 same=0 n
+            for _ in $(seq 200); do
+                n=$(ls "$BPFJET_RUN_DIR/$INST/links" 2>/dev/null | wc -l)
+                if [ "$n" -gt 0 ] && [ "$n" = "$last" ]; then
+                    same=$((same + 1))
+                    [ "$same" -ge 10 ] && return 0
+                else
+                    same=0
+                fi
+                last=$n
+                kill -0 "$1" 2>/dev/null || return 1
+                sleep 0.1
+            done
+            return 1
+        fi
         kill -0 "$1" 2>/dev/null || return 1
         sleep 0.1
     done
@@ -444,6 +469,9 @@ if grep -q 'main+' "$WORK/ustack.kernel" && grep -q '^@ret\[' "$WORK/ustack.kern
 else
     fail "ustack: the stacks under bpfjet differ from the kernel's (or the kernel's has no caller):"
     sed 's/^/  /' "$WORK/diff.ustack" 2>/dev/null || sed 's/^/  /' "$WORK/ustack.kernel"
+    for f in ustack.kernel.out ustack.jit.out ustack.kernel.out.err ustack.jit.out.err trace.ustack.err; do
+        echo "  $f:"; sed 's/^/    /' "$WORK/$f" 2>/dev/null || true
+    done
 fi
 
 # A sampling profiler's program (the interrupted task's stack) is refused

@@ -11,6 +11,8 @@
 //!   counts are those of the window, `exit_code` is null, and the target
 //!   goes on working and exits normally afterwards;
 //! - attaching while every worker is calling the probed function;
+//! - attaching to a process whose one thread is nearly always taking a
+//!   signal (tests/trace/signal_loop_target.c);
 //! - a thread holding the loader's lock (in a `dl_iterate_phdr` callback)
 //!   when the process is stopped: the injected `dlopen` waits, the other
 //!   threads are resumed after a while, the attach completes;
@@ -81,6 +83,12 @@ fn dir() -> &'static Path {
             dir.join("kernel_loader"),
             &["-O1"],
             &["-lbpf"],
+        );
+        cc(
+            "signal_loop_target.c",
+            dir.join("signal_loop_target"),
+            &["-O2"],
+            &[],
         );
         let hazard = dir.join("hazard_target");
         cc("hazard_target.c", &hazard, &["-O2"], &[]);
@@ -861,6 +869,26 @@ fn syscall_tracepoints_count_until_the_process_exits() {
     let (report, _) = tracer.finish();
     assert_eq!(report["exit_code"], 7, "{report}");
     assert_eq!(&counts(&report)[..5], &[calls; 5], "{report}");
+}
+
+/// A process whose only thread is nearly always being delivered a signal
+/// (tests/trace/signal_loop_target.c): the attach waits for a stop that
+/// is not a signal's instead of giving up, and its system calls are
+/// counted (`raise` is a `tgkill`).
+#[test]
+fn attaches_to_a_thread_that_is_always_taking_signals() {
+    let _serial = serial();
+    let d = dir();
+    let target = Target::start(&d.join("signal_loop_target"));
+    let tracer = Tracer::attach(
+        &d.join("pid_syscount.o"),
+        target.pid(),
+        &["--engine", "jit", "--duration", "1"],
+    );
+    let (report, _) = tracer.finish();
+    let nr = by_nr(&report);
+    let tgkill = nr.get(&(libc::SYS_tgkill as u64)).copied().unwrap_or(0);
+    assert!(tgkill > 0, "no tgkill counted: {nr:?}");
 }
 
 #[test]

@@ -919,6 +919,14 @@ fn safe_point(
                 break;
             }
         }
+        // The call runs on a thread in an event stop ([`calling_thread`]):
+        // one stopped while a signal was being delivered to it is resumed
+        // with that signal first. A process whose only thread takes signals
+        // all the time (a system call traced through Syscall User Dispatch
+        // in a loop) is caught in one often; the next stop is another.
+        if why.is_none() && !stopped.threads.values().any(|s| matches!(s, Stop::Event)) {
+            why = Some("every thread is receiving a signal".to_string());
+        }
         let Some(why) = why else {
             return Ok(retries);
         };
