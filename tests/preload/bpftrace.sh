@@ -277,6 +277,35 @@ else
     fail "--pid: bpftrace did not attach:"; sed 's/^/  /' "$WORK/pid.err"
 fi
 
+# bpftrace -p on a process already running, with nothing but
+# `bpfjet exec --attach-running`: bpftrace opens its uprobe for every
+# process (pid -1), which on the kernel reaches the running ones too; the
+# control plane takes the running processes of the probed executable
+# (crates/server/src/pid_attach.rs). bpftrace ends itself at the 20th
+# call; the attach then detaches and the process runs on to its end.
+"$L" 6 & LOOP_PID=$!
+sleep 0.3
+SCRIPT="uprobe:$L:loop_step { @n++; printf(\"loop %d\\n\", arg0); if (@n == 20) { exit(); } }"
+status=0
+timeout 30 "$BPFJET" exec --attach-running --instance "$INST" -- bpftrace -p "$LOOP_PID" -e "$SCRIPT" \
+    > "$WORK/running.out" 2> "$WORK/running.err" || status=$?
+n=$(sed -n 's/^@n: //p' "$WORK/running.out")
+lines=$(grep -c '^loop [0-4]$' "$WORK/running.out" || true)
+attached_left=
+for _ in $(seq 50); do
+    attached_left=$(pgrep -f -- "trace --pid $LOOP_PID " || true)
+    [ -z "$attached_left" ] && break
+    sleep 0.1
+done
+if [ "$status" = 0 ] && [ "$n" = 20 ] && [ "$lines" -ge 20 ] && [ -z "$attached_left" ] \
+        && kill -0 "$LOOP_PID" 2>/dev/null && wait "$LOOP_PID"; then
+    echo "PASS: bpftrace -p PID under bpfjet exec --attach-running: the running process ran its uprobe ($n calls, $lines printf lines), detached after, ran on to exit 0"
+else
+    fail "bpftrace -p with --attach-running: status $status, @n=$n, $lines printf lines, attach left: ${attached_left:-none}:"
+    sed 's/^/  /' "$WORK/running.out" "$WORK/running.err" | head -30
+    kill "$LOOP_PID" 2>/dev/null || true; wait "$LOOP_PID" 2>/dev/null || true
+fi
+
 # The tracer ends while the process goes on: its links go, and the
 # programs stop running in the process, as the kernel's probes stop (the
 # agent sees the instance's link generation move). The process's own view

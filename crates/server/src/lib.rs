@@ -33,5 +33,6 @@ mod xdp;
 pub use backend::BpfjetBackend;
 pub use namespace::{Namespace, ObjRef};
 pub use perf_events::{bind_perf_arrays, perf_bindings, ProbePoint};
+pub use pid_attach::ATTACH_RUNNING_ENV;
 pub use probe_links::{links_generation, traced_object, ProbeLink, TracedObject, TracedProgram};
 pub use xdp::{data_plane_program, XdpRequest};

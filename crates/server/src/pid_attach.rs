@@ -13,9 +13,68 @@
 //! the agent (started under `bpfjet trace`, or attached) gets later links
 //! from its own `bpfjet trace`.
 
+//!
+//! A link for every process (pid -1, how bpftrace and most tools open
+//! their uprobes) reaches, on the kernel, the processes already running
+//! the file too. Under `bpfjet exec --attach-running` (environment
+//! `BPFJET_ATTACH_RUNNING=1`) the control plane does the same for the
+//! running processes whose executable is the probed file
+//! ([`ensure_running`]). It is asked for, not done by default: it stops
+//! and loads the agent into processes the tool did not name. A shared
+//! library's running users are not reached (it would be most of the
+//! system); `bpfjet trace --pid` takes one of them.
+
 use crate::namespace::Namespace;
 use std::collections::BTreeSet;
 use std::sync::Mutex;
+
+/// The environment variable `bpfjet exec --attach-running` sets.
+pub const ATTACH_RUNNING_ENV: &str = "BPFJET_ATTACH_RUNNING";
+
+/// For a link on `file` that names no process (pid -1 or 0): when asked
+/// ([`ATTACH_RUNNING_ENV`]), every running process whose executable is
+/// `file`, other than this one and ones a `bpfjet trace` started (their
+/// agent is there or on its way), is taken as [`ensure`] takes a process
+/// a link names.
+pub(crate) fn ensure_running(ns: &Namespace, file: &str) {
+    if std::env::var(ATTACH_RUNNING_ENV).as_deref() != Ok("1") {
+        return;
+    }
+    let want = std::fs::canonicalize(file).unwrap_or_else(|_| file.into());
+    let Ok(procs) = std::fs::read_dir("/proc") else {
+        return;
+    };
+    let me = std::process::id() as i32;
+    for entry in procs.flatten() {
+        let Some(pid) = entry
+            .file_name()
+            .to_str()
+            .and_then(|n| n.parse::<i32>().ok())
+        else {
+            continue;
+        };
+        if pid == me {
+            continue;
+        }
+        // Kernel threads and zombies have no executable; a process gone
+        // meanwhile neither.
+        let Ok(exe) = std::fs::read_link(entry.path().join("exe")) else {
+            continue;
+        };
+        if exe != want {
+            continue;
+        }
+        let started_traced = std::fs::read(entry.path().join("environ"))
+            .map(|env| {
+                env.split(|&b| b == 0)
+                    .any(|var| var.starts_with(b"BPFJET_TRACE_CONTROL_PLANE="))
+            })
+            .unwrap_or(true);
+        if !started_traced {
+            ensure(ns, pid, Some(file));
+        }
+    }
+}
 
 /// Processes this control plane started an attach for, or found traced.
 static HANDLED: Mutex<BTreeSet<i32>> = Mutex::new(BTreeSet::new());

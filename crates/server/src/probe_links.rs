@@ -207,6 +207,9 @@ impl BpfjetBackend {
                 _ => None,
             };
             crate::pid_attach::ensure(&self.ns, event.pid, file);
+        } else if let ProbePoint::Uprobe { path, .. } = &event.point {
+            // Every process: the running ones too, when asked.
+            crate::pid_attach::ensure_running(&self.ns, path);
         }
         Ok(id)
     }

@@ -153,8 +153,13 @@ impl BpfjetBackend {
         };
         let file = multi.path.clone();
         let id = self.uprobe_multi_link_record(prog, multi)?;
-        // A link for one process: taken there now (pid_attach.rs).
-        crate::pid_attach::ensure(&self.ns, pid, Some(&file));
+        // A link for one process: taken there now; for every process,
+        // the running ones too when asked (pid_attach.rs).
+        if pid > 0 {
+            crate::pid_attach::ensure(&self.ns, pid, Some(&file));
+        } else {
+            crate::pid_attach::ensure_running(&self.ns, &file);
+        }
         self.new_fd(Obj::Link(id))
     }
 }

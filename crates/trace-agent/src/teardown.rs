@@ -148,21 +148,62 @@ fn llvm_closure() -> &'static [Vec<u8>] {
     })
 }
 
+/// The address ranges (loaded segments) of the objects of
+/// [`llvm_closure`], computed once. A registration names its object by
+/// its `__dso_handle`, an address inside it; `dladdr` would say which
+/// object too, but it also looks for the nearest symbol through the
+/// object's whole symbol table, and LLVM's has tens of thousands: with
+/// several thousand registrations that was 1.5 s of CPU at every traced
+/// process's start.
+fn llvm_ranges() -> &'static [(u64, u64)] {
+    static RANGES: std::sync::OnceLock<Vec<(u64, u64)>> = std::sync::OnceLock::new();
+    RANGES.get_or_init(|| {
+        struct Walk<'a> {
+            closure: &'a [Vec<u8>],
+            ranges: Vec<(u64, u64)>,
+        }
+        unsafe extern "C" fn one(
+            info: *mut libc::dl_phdr_info,
+            _: usize,
+            out: *mut c_void,
+        ) -> c_int {
+            // SAFETY: the loader's record of one object, and our walk.
+            let (info, walk) = unsafe { (&*info, &mut *(out as *mut Walk)) };
+            if info.dlpi_name.is_null() {
+                return 0;
+            }
+            // SAFETY: a NUL-terminated name owned by the loader.
+            let name = unsafe { CStr::from_ptr(info.dlpi_name) }.to_bytes();
+            if !walk.closure.iter().any(|f| f == name) {
+                return 0;
+            }
+            // SAFETY: the object's program headers, as the loader gives them.
+            let phdrs =
+                unsafe { std::slice::from_raw_parts(info.dlpi_phdr, info.dlpi_phnum as usize) };
+            for p in phdrs.iter().filter(|p| p.p_type == libc::PT_LOAD) {
+                let start = info.dlpi_addr + p.p_vaddr;
+                walk.ranges.push((start, start + p.p_memsz));
+            }
+            0
+        }
+        let mut walk = Walk {
+            closure: llvm_closure(),
+            ranges: Vec::new(),
+        };
+        // SAFETY: the callback only reads the loader's records.
+        unsafe { libc::dl_iterate_phdr(Some(one), &mut walk as *mut Walk as *mut c_void) };
+        walk.ranges
+    })
+}
+
 /// Whether `dso` (a `__dso_handle`) lies in LLVM's library or one only it
 /// needs.
 fn in_llvm_closure(dso: *mut c_void) -> bool {
-    if dso.is_null() {
-        return false;
-    }
-    // SAFETY: dladdr fills `info` for any address, or returns 0.
-    let mut info: libc::Dl_info = unsafe { std::mem::zeroed() };
-    // SAFETY: see above.
-    if unsafe { libc::dladdr(dso, &mut info) } == 0 || info.dli_fname.is_null() {
-        return false;
-    }
-    // SAFETY: a NUL-terminated name owned by the loader.
-    let name = unsafe { CStr::from_ptr(info.dli_fname) }.to_bytes();
-    llvm_closure().iter().any(|f| f == name)
+    let addr = dso as u64;
+    addr != 0
+        && llvm_ranges()
+            .iter()
+            .any(|&(start, end)| (start..end).contains(&addr))
 }
 
 /// # Safety

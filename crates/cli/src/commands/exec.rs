@@ -14,6 +14,16 @@ pub struct ExecArgs {
     /// shares with other `bpfjet exec` processes and `bpfjet map --name`.
     #[arg(long, default_value = "exec")]
     pub instance: String,
+    /// A uprobe link for every process (pid -1, as bpftrace's and most
+    /// tools' uprobes are, `-p` or not) also reaches the processes already
+    /// running whose executable is the probed file, as the kernel's uprobe
+    /// does: bpfjet loads its agent into each with ptrace (`bpfjet trace
+    /// --pid PID --instance NAME --until-unlinked`) and detaches once the
+    /// tool's links are gone. Off by default, since it stops processes the
+    /// tool did not name; a shared library's running users are not reached
+    /// (take one with `bpfjet trace --pid`)
+    #[arg(long)]
+    pub attach_running: bool,
     /// The program and its arguments.
     #[arg(required = true, trailing_var_arg = true, allow_hyphen_values = true)]
     pub command: Vec<OsString>,
@@ -57,7 +67,15 @@ pub fn run(args: &ExecArgs) -> Result<ExitCode> {
         preload.push(existing);
     }
     let (program, rest) = args.command.split_first().context("no command given")?;
-    let err = std::process::Command::new(program)
+    let mut cmd = std::process::Command::new(program);
+    if args.attach_running {
+        cmd.env(bpfjet_server::ATTACH_RUNNING_ENV, "1");
+    } else {
+        // Not inherited from a caller's environment either: asked for
+        // on this command line or not at all.
+        cmd.env_remove(bpfjet_server::ATTACH_RUNNING_ENV);
+    }
+    let err = cmd
         .args(rest)
         .env("LD_PRELOAD", preload)
         .env("BPFJET_INSTANCE", &args.instance)
