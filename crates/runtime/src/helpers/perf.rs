@@ -56,11 +56,16 @@ pub(crate) fn register_tracing(r: &mut HelperRegistry) {
             if flags & !BPF_F_INDEX_MASK != 0 {
                 return Ok(errno::neg(errno::EINVAL));
             }
-            let data = ctx.read_mem(a[3], a[4])?.to_vec();
+            // No copy of the record: a tracing program may run in a
+            // signal handler (system calls traced through Syscall User
+            // Dispatch) that interrupted the allocator, where a heap
+            // allocation could wait forever on the lock its own thread
+            // holds.
             let cpu = env(ctx)?.cpu;
+            let data = ctx.read_mem(a[3], a[4])?;
             Ok(result_code(map.perf_event_output(
                 flags & BPF_F_INDEX_MASK,
-                &[&data],
+                &[data],
                 cpu,
             )))
         },

@@ -28,6 +28,7 @@ const MAX_STACK: usize = 127;
 pub(crate) fn register(r: &mut HelperRegistry) {
     r.register(Helper::new(ids::GET_STACK, "get_stack", |ctx, a| {
         let (size, flags) = (a[2], a[3]);
+        let mut ips = Frames::new();
         let frames = {
             let env = tracing_env(ctx)?;
             if flags & !(SKIP_MASK | USER_STACK | USER_BUILD_ID) != 0 || size % 8 != 0 {
@@ -38,17 +39,26 @@ pub(crate) fn register(r: &mut HelperRegistry) {
                 Err(errno::EFAULT)
             } else {
                 let max = (size / 8) as usize;
-                walk(env, (flags & SKIP_MASK) as usize, max.min(MAX_STACK)).ok_or(errno::EFAULT)
+                if walk(
+                    env,
+                    (flags & SKIP_MASK) as usize,
+                    max.min(MAX_STACK),
+                    &mut ips,
+                ) {
+                    Ok(())
+                } else {
+                    Err(errno::EFAULT)
+                }
             }
         };
         let buf = ctx.write_mem(a[1], size)?;
         buf.fill(0);
         match frames {
-            Ok(ips) => {
-                for (chunk, ip) in buf.chunks_exact_mut(8).zip(&ips) {
+            Ok(()) => {
+                for (chunk, ip) in buf.chunks_exact_mut(8).zip(ips.as_slice()) {
                     chunk.copy_from_slice(&ip.to_ne_bytes());
                 }
-                Ok(ips.len() as u64 * 8)
+                Ok(ips.len as u64 * 8)
             }
             Err(e) => Ok(errno::neg(e)),
         }
@@ -67,21 +77,40 @@ pub(crate) fn register(r: &mut HelperRegistry) {
         }
         let depth = (map.value_size() / 8) as usize;
         let env = tracing_env(ctx)?;
-        let Some(ips) = walk(env, (flags & SKIP_MASK) as usize, depth.min(MAX_STACK)) else {
+        let mut ips = Frames::new();
+        if !walk(
+            env,
+            (flags & SKIP_MASK) as usize,
+            depth.min(MAX_STACK),
+            &mut ips,
+        ) {
             return Ok(errno::neg(errno::EFAULT));
+        }
+        // The map's value: the frames, zero-filled to its size. A stack
+        // trace map's values are at most MAX_STACK frames (the kernel's
+        // limit on its value size), so the buffer is on the stack.
+        let mut buf = [0u8; MAX_STACK * 8];
+        let Some(value) = buf.get_mut(..map.value_size() as usize) else {
+            return Ok(errno::neg(errno::EINVAL));
         };
-        let mut value = vec![0u8; map.value_size() as usize];
-        for (chunk, ip) in value.chunks_exact_mut(8).zip(&ips) {
+        for (chunk, ip) in value.chunks_exact_mut(8).zip(ips.as_slice()) {
             chunk.copy_from_slice(&ip.to_ne_bytes());
         }
-        let id = (stack_hash(&ips) % u64::from(map.max_entries().max(1))) as u32;
+        let value = &*value;
+        let id = (stack_hash(ips.as_slice()) % u64::from(map.max_entries().max(1))) as u32;
         let key = id.to_ne_bytes();
-        match map.lookup_copy(&key) {
-            Ok(existing) if existing == value => return Ok(u64::from(id)),
-            Ok(_) if flags & REUSE_STACKID == 0 => return Ok(errno::neg(errno::EEXIST)),
+        let same = map.lookup(&key, 0).map(|existing| {
+            // SAFETY: the element's value is `value_size` bytes, and its
+            // memory stays mapped while the map lives (elements are
+            // recycled, not unmapped).
+            unsafe { std::slice::from_raw_parts(existing, value.len()) == value }
+        });
+        match same {
+            Some(true) => return Ok(u64::from(id)),
+            Some(false) if flags & REUSE_STACKID == 0 => return Ok(errno::neg(errno::EEXIST)),
             _ => {}
         }
-        Ok(match map.update_elem(&key, &value, 0) {
+        Ok(match map.update_elem(&key, value, 0) {
             Ok(()) => u64::from(id),
             Err(e) => errno::neg(e.errno() as u64),
         })
@@ -117,41 +146,67 @@ fn user_regs(env: &TracingEnv) -> Option<PtRegs> {
     Some(unsafe { std::ptr::read_unaligned(bytes.as_ptr().cast::<PtRegs>()) })
 }
 
-/// Up to `max` return addresses after skipping `skip`, starting with the
-/// probed instruction; `None` when no frame is left.
-fn walk(env: &TracingEnv, skip: usize, max: usize) -> Option<Vec<u64>> {
-    let regs = user_regs(env)?;
-    let mut ips = Vec::with_capacity(max);
+/// Up to [`MAX_STACK`] return addresses, on the stack: a program may run
+/// in a signal handler that interrupted the allocator (system calls traced
+/// through Syscall User Dispatch), where it must not allocate.
+struct Frames {
+    ips: [u64; MAX_STACK],
+    len: usize,
+}
+
+impl Frames {
+    fn new() -> Frames {
+        Frames {
+            ips: [0; MAX_STACK],
+            len: 0,
+        }
+    }
+
+    fn as_slice(&self) -> &[u64] {
+        &self.ips[..self.len]
+    }
+}
+
+/// Up to `max` (at most [`MAX_STACK`]) return addresses into `out` after
+/// skipping `skip`, starting with the probed instruction; false when no
+/// frame is left.
+fn walk(env: &TracingEnv, skip: usize, max: usize, out: &mut Frames) -> bool {
+    let Some(regs) = user_regs(env) else {
+        return false;
+    };
+    let max = max.min(MAX_STACK);
     let mut seen = 0usize;
-    let mut push = |ip: u64, ips: &mut Vec<u64>| {
-        if seen >= skip && ips.len() < max {
-            ips.push(ip);
+    let mut push = |ip: u64, out: &mut Frames| {
+        if seen >= skip && out.len < max {
+            out.ips[out.len] = ip;
+            out.len += 1;
         }
         seen += 1;
     };
-    push(regs.ip, &mut ips);
+    push(regs.ip, out);
     if env.site.ret_at_sp {
         let mut ret = [0u8; 8];
         if user_mem::read(regs.sp, &mut ret).is_ok() {
-            push(u64::from_ne_bytes(ret), &mut ips);
+            push(u64::from_ne_bytes(ret), out);
         }
     }
     let mut fp = regs.bp;
-    while ips.len() < max && fp != 0 && fp % 8 == 0 {
+    while out.len < max && fp != 0 && fp % 8 == 0 {
         let mut frame = [0u8; 16];
         if user_mem::read(fp, &mut frame).is_err() {
             break;
         }
-        let next = u64::from_ne_bytes(frame[..8].try_into().ok()?);
-        let ret = u64::from_ne_bytes(frame[8..].try_into().ok()?);
+        let [n0, n1, n2, n3, n4, n5, n6, n7, r0, r1, r2, r3, r4, r5, r6, r7] = frame;
+        let next = u64::from_ne_bytes([n0, n1, n2, n3, n4, n5, n6, n7]);
+        let ret = u64::from_ne_bytes([r0, r1, r2, r3, r4, r5, r6, r7]);
         if ret == 0 {
             break;
         }
-        push(ret, &mut ips);
+        push(ret, out);
         if next <= fp {
             break;
         }
         fp = next;
     }
-    (!ips.is_empty()).then_some(ips)
+    out.len > 0
 }

@@ -1,0 +1,216 @@
+//! A tracing program's helpers allocate nothing on the heap once the
+//! thread's run state exists. A program on a system-call tracepoint runs
+//! in the SIGSYS handler of Syscall User Dispatch, which may have
+//! interrupted the traced thread inside libc's allocator (a `malloc` that
+//! calls `mmap`): an allocation there could wait forever on the arena lock
+//! its own thread holds. `bpf_perf_event_output` (bpftrace's `printf`)
+//! copied the record into a `Vec` and did exactly that; it also left
+//! `free`'s return address on the handler's stack, where `bpfjet trace`'s
+//! safe-point scan found it and refused to load later links.
+//!
+//! The test counts this thread's heap allocations (a counting global
+//! allocator) over runs of a program using the helpers a tracer's
+//! per-event path uses, after two warm-up runs. The program is C compiled
+//! with clang-19 at test time.
+
+use bpfjet_runtime::tracing::{ProbeSite, PtRegs, RawSyscallArgs, TracingObject, TracingOptions};
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::cell::Cell;
+use std::path::PathBuf;
+use std::process::Command;
+
+struct Counting;
+
+thread_local! {
+    static COUNTING: Cell<bool> = const { Cell::new(false) };
+    static ALLOCATIONS: Cell<u64> = const { Cell::new(0) };
+}
+
+fn note() {
+    // `try_with`: the thread's locals may be gone while it exits.
+    let _ = COUNTING.try_with(|on| {
+        if on.get() {
+            let _ = ALLOCATIONS.try_with(|n| n.set(n.get() + 1));
+        }
+    });
+}
+
+// SAFETY: every call is passed on to the system allocator unchanged.
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        note();
+        // SAFETY: the caller's layout, as GlobalAlloc requires.
+        unsafe { System.alloc(layout) }
+    }
+    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
+        note();
+        // SAFETY: as above.
+        unsafe { System.alloc_zeroed(layout) }
+    }
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        note();
+        // SAFETY: as above.
+        unsafe { System.realloc(ptr, layout, new_size) }
+    }
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        // SAFETY: as above.
+        unsafe { System.dealloc(ptr, layout) }
+    }
+}
+
+#[global_allocator]
+static GLOBAL: Counting = Counting;
+
+/// A syscount-and-printf program: the system call's number counted in a
+/// hash map, an event of 64 bytes to a perf event array (bpftrace's
+/// `printf`) and to a ring buffer, the thread's id and the time read.
+const SOURCE: &str = r#"
+#include <linux/bpf.h>
+#include <bpf/bpf_helpers.h>
+struct { __uint(type, BPF_MAP_TYPE_HASH); __uint(max_entries, 64);
+         __type(key, __u64); __type(value, __u64); } counts SEC(".maps");
+struct { __uint(type, BPF_MAP_TYPE_PERF_EVENT_ARRAY);
+         __uint(key_size, 4); __uint(value_size, 4); } events SEC(".maps");
+struct { __uint(type, BPF_MAP_TYPE_RINGBUF); __uint(max_entries, 1 << 16); } ring SEC(".maps");
+struct event { __u64 nr, tid, ns, pad[5]; };
+SEC("raw_tracepoint/sys_enter")
+int on_enter(struct bpf_raw_tracepoint_args *ctx) {
+    __u64 nr = ctx->args[1], one = 1;
+    __u64 *n = bpf_map_lookup_elem(&counts, &nr);
+    if (n)
+        __sync_fetch_and_add(n, 1);
+    else
+        bpf_map_update_elem(&counts, &nr, &one, BPF_NOEXIST);
+    struct event e = { .nr = nr, .tid = bpf_get_current_pid_tgid(), .ns = bpf_ktime_get_ns() };
+    bpf_perf_event_output(ctx, &events, BPF_F_CURRENT_CPU, &e, sizeof(e));
+    bpf_ringbuf_output(&ring, &e, sizeof(e), 0);
+    return 0;
+}
+struct { __uint(type, BPF_MAP_TYPE_STACK_TRACE); __uint(max_entries, 64);
+         __uint(key_size, 4); __uint(value_size, 127 * 8); } stacks SEC(".maps");
+struct { __uint(type, BPF_MAP_TYPE_ARRAY); __uint(max_entries, 2);
+         __type(key, __u32); __type(value, __s64); } stack_results SEC(".maps");
+SEC("uprobe")
+int on_hit(struct pt_regs *ctx) {
+    __u64 ips[8] = {};
+    __u32 k0 = 0, k1 = 1;
+    __s64 n = bpf_get_stack(ctx, ips, sizeof(ips), BPF_F_USER_STACK);
+    __s64 id = bpf_get_stackid(ctx, &stacks, BPF_F_USER_STACK);
+    bpf_map_update_elem(&stack_results, &k0, &n, 0);
+    bpf_map_update_elem(&stack_results, &k1, &id, 0);
+    return 0;
+}
+char LICENSE[] SEC("license") = "GPL";
+"#;
+
+fn build() -> bpfjet_obj::Object {
+    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("tracing_no_alloc");
+    std::fs::create_dir_all(&dir).unwrap();
+    let src = dir.join("prog.c");
+    let obj = dir.join("prog.o");
+    std::fs::write(&src, SOURCE).unwrap();
+    let arch = format!("/usr/include/{}-linux-gnu", std::env::consts::ARCH);
+    let out = Command::new("clang-19")
+        .args(["-O2", "-g", "-target", "bpf", "-I", &arch, "-c"])
+        .arg(&src)
+        .arg("-o")
+        .arg(&obj)
+        .output()
+        .expect("clang-19 (scripts/setup.sh installs it)");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    bpfjet_obj::load_file(&obj).unwrap()
+}
+
+fn object() -> &'static bpfjet_obj::Object {
+    static OBJ: std::sync::OnceLock<bpfjet_obj::Object> = std::sync::OnceLock::new();
+    OBJ.get_or_init(build)
+}
+
+/// This thread's heap allocations while `f` runs.
+fn allocations_in(f: impl FnOnce()) -> u64 {
+    let before = ALLOCATIONS.with(|n| n.get());
+    COUNTING.with(|c| c.set(true));
+    f();
+    COUNTING.with(|c| c.set(false));
+    ALLOCATIONS.with(|n| n.get()) - before
+}
+
+#[test]
+fn per_event_helpers_allocate_nothing() {
+    let t = TracingObject::load(object(), &TracingOptions::default()).unwrap();
+    let id = t.program_id("on_enter").unwrap();
+    let run = |nr: u64| {
+        let mut args = RawSyscallArgs { args: [0, nr] };
+        t.run_raw_syscall(id, &mut args, &ProbeSite::default());
+    };
+    // The thread's run state, and the hash map's element for 39, exist
+    // after these.
+    run(39);
+    run(39);
+    let allocations = allocations_in(|| (0..100).for_each(|_| run(39)));
+    assert_eq!(allocations, 0, "heap allocations in 100 runs");
+    // The runs did what they say: 102 counted.
+    let v = t
+        .loaded()
+        .map("counts")
+        .unwrap()
+        .lookup_copy(&39u64.to_ne_bytes())
+        .unwrap();
+    assert_eq!(u64::from_ne_bytes(v[..8].try_into().unwrap()), 102);
+}
+
+/// `bpf_get_stack` and `bpf_get_stackid` walk the frame-pointer chain
+/// into buffers on the stack: a chain of two frames built here, so the
+/// stack is the probed address and the two return addresses.
+#[test]
+fn stack_helpers_allocate_nothing() {
+    let t = TracingObject::load(object(), &TracingOptions::default()).unwrap();
+    let id = t.program_id("on_hit").unwrap();
+    // Two frames of [caller's frame pointer, return address], the
+    // caller's above, as on a stack that grows down.
+    let mut chain = [0u64, 0x1000, 0, 0x2000];
+    chain[0] = &chain[2] as *const u64 as u64;
+    let mut regs = PtRegs {
+        ip: 0x500,
+        bp: chain.as_ptr() as u64,
+        ..PtRegs::default()
+    };
+    let site = ProbeSite::default();
+    t.run_regs(id, &mut regs, &site);
+    t.run_regs(id, &mut regs, &site);
+    let allocations = allocations_in(|| {
+        for _ in 0..100 {
+            t.run_regs(id, &mut regs, &site);
+        }
+    });
+    assert_eq!(allocations, 0, "heap allocations in 100 runs");
+    let result = |k: u32| {
+        let v = t
+            .loaded()
+            .map("stack_results")
+            .unwrap()
+            .lookup_copy(&k.to_ne_bytes())
+            .unwrap();
+        i64::from_ne_bytes(v[..8].try_into().unwrap())
+    };
+    // Three frames of 8 bytes; a stack id, the same every run.
+    assert_eq!(result(0), 24);
+    let stack_id = result(1);
+    assert!(stack_id >= 0, "bpf_get_stackid: {stack_id}");
+    let frames = t
+        .loaded()
+        .map("stacks")
+        .unwrap()
+        .lookup_copy(&(stack_id as u32).to_ne_bytes())
+        .unwrap();
+    let ips: Vec<u64> = frames
+        .chunks_exact(8)
+        .map(|c| u64::from_ne_bytes(c.try_into().unwrap()))
+        .take_while(|&ip| ip != 0)
+        .collect();
+    assert_eq!(ips, [0x500, 0x1000, 0x2000]);
+}
