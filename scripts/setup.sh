@@ -30,7 +30,7 @@ if [ ${#missing[@]} -gt 0 ]; then
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
 fi
 
-# The kernel's tracing file systems: bpftrace and libbpf find tracepoints
+# The kernel's file systems: bpftrace and libbpf find tracepoints
 # and their formats there, and the differential tracing tests run the same
 # tools on the kernel. A fresh machine may not have them mounted; as root,
 # mount what is missing (nothing to do when they are there).
@@ -39,6 +39,12 @@ if [ "$(id -u)" -eq 0 ]; then
     mount -t tracefs tracefs /sys/kernel/tracing 2>/dev/null \
       && echo "setup: mounted tracefs on /sys/kernel/tracing" \
       || echo "setup: could not mount tracefs on /sys/kernel/tracing (the kernel-side tracing tests will say so)" >&2
+  fi
+  # bpffs: the kernel-side differential tests pin programs and maps there.
+  if [ -d /sys/fs/bpf ] && ! mountpoint -q /sys/fs/bpf; then
+    mount -t bpf bpf /sys/fs/bpf 2>/dev/null \
+      && echo "setup: mounted bpffs on /sys/fs/bpf" \
+      || echo "setup: could not mount bpffs on /sys/fs/bpf (the kernel-side tests that pin will say so)" >&2
   fi
   if [ -d /sys/kernel/debug ] && [ ! -e /sys/kernel/debug/tracing ] && ! mountpoint -q /sys/kernel/debug; then
     mount -t debugfs debugfs /sys/kernel/debug 2>/dev/null \

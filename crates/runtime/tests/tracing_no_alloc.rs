@@ -11,13 +11,11 @@
 //! The test counts this thread's heap allocations (a counting global
 //! allocator) over runs of a program using the helpers a tracer's
 //! per-event path uses, after two warm-up runs. The program is C compiled
-//! with clang-19 at test time.
+//! with clang-19 at test time (bpfjet-testsupport).
 
 use bpfjet_runtime::tracing::{ProbeSite, PtRegs, RawSyscallArgs, TracingObject, TracingOptions};
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
-use std::path::PathBuf;
-use std::process::Command;
 
 struct Counting;
 
@@ -103,31 +101,15 @@ int on_hit(struct pt_regs *ctx) {
 char LICENSE[] SEC("license") = "GPL";
 "#;
 
-fn build() -> bpfjet_obj::Object {
-    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("tracing_no_alloc");
-    std::fs::create_dir_all(&dir).unwrap();
-    let src = dir.join("prog.c");
-    let obj = dir.join("prog.o");
-    std::fs::write(&src, SOURCE).unwrap();
-    let arch = format!("/usr/include/{}-linux-gnu", std::env::consts::ARCH);
-    let out = Command::new("clang-19")
-        .args(["-O2", "-g", "-target", "bpf", "-I", &arch, "-c"])
-        .arg(&src)
-        .arg("-o")
-        .arg(&obj)
-        .output()
-        .expect("clang-19 (scripts/setup.sh installs it)");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    bpfjet_obj::load_file(&obj).unwrap()
-}
-
 fn object() -> &'static bpfjet_obj::Object {
     static OBJ: std::sync::OnceLock<bpfjet_obj::Object> = std::sync::OnceLock::new();
-    OBJ.get_or_init(build)
+    OBJ.get_or_init(|| {
+        bpfjet_obj::load_file(bpfjet_testsupport::clang::compile_c(
+            "tracing_no_alloc",
+            SOURCE,
+        ))
+        .unwrap()
+    })
 }
 
 /// This thread's heap allocations while `f` runs.

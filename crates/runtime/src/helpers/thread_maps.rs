@@ -43,9 +43,9 @@ fn lookup(ctx: &mut HelperCtx<'_>, a: [u64; 5]) -> Result<u64, Fault> {
 
 fn update(ctx: &mut HelperCtx<'_>, a: [u64; 5]) -> Result<u64, Fault> {
     let r = slot_of(ctx, a[0])?;
-    let key = ctx.read_mem(a[1], r.map.key_size() as u64)?.to_vec();
+    let key = ctx.read_mem(a[1], r.map.key_size() as u64)?;
     let value = ctx.read_mem(a[2], r.map.value_size() as u64)?;
-    Ok(result_code(r.map.update(&r.slot, &key, value, a[3])))
+    Ok(result_code(r.map.update(&r.slot, key, value, a[3])))
 }
 
 fn delete(ctx: &mut HelperCtx<'_>, a: [u64; 5]) -> Result<u64, Fault> {
