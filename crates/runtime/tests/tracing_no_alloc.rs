@@ -61,7 +61,8 @@ static GLOBAL: Counting = Counting;
 
 /// A syscount-and-printf program: the system call's number counted in a
 /// hash map, an event of 64 bytes to a perf event array (bpftrace's
-/// `printf`) and to a ring buffer, the thread's id and the time read.
+/// `printf`) and to a ring buffer, the thread's id and the time read, and
+/// a 256-byte value stored with `bpf_map_update_elem`.
 const SOURCE: &str = r#"
 #include <linux/bpf.h>
 #include <bpf/bpf_helpers.h>
@@ -71,6 +72,9 @@ struct { __uint(type, BPF_MAP_TYPE_PERF_EVENT_ARRAY);
          __uint(key_size, 4); __uint(value_size, 4); } events SEC(".maps");
 struct { __uint(type, BPF_MAP_TYPE_RINGBUF); __uint(max_entries, 1 << 16); } ring SEC(".maps");
 struct event { __u64 nr, tid, ns, pad[5]; };
+struct big { __u64 words[32]; };
+struct { __uint(type, BPF_MAP_TYPE_HASH); __uint(max_entries, 64);
+         __type(key, __u64); __type(value, struct big); } last SEC(".maps");
 SEC("raw_tracepoint/sys_enter")
 int on_enter(struct bpf_raw_tracepoint_args *ctx) {
     __u64 nr = ctx->args[1], one = 1;
@@ -82,6 +86,10 @@ int on_enter(struct bpf_raw_tracepoint_args *ctx) {
     struct event e = { .nr = nr, .tid = bpf_get_current_pid_tgid(), .ns = bpf_ktime_get_ns() };
     bpf_perf_event_output(ctx, &events, BPF_F_CURRENT_CPU, &e, sizeof(e));
     bpf_ringbuf_output(&ring, &e, sizeof(e), 0);
+    struct big b = {};
+    b.words[0] = nr;
+    b.words[31] = e.ns;
+    bpf_map_update_elem(&last, &nr, &b, BPF_ANY);
     return 0;
 }
 struct { __uint(type, BPF_MAP_TYPE_STACK_TRACE); __uint(max_entries, 64);
@@ -143,6 +151,15 @@ fn per_event_helpers_allocate_nothing() {
         .lookup_copy(&39u64.to_ne_bytes())
         .unwrap();
     assert_eq!(u64::from_ne_bytes(v[..8].try_into().unwrap()), 102);
+    let big = t
+        .loaded()
+        .map("last")
+        .unwrap()
+        .lookup_copy(&39u64.to_ne_bytes())
+        .unwrap();
+    assert_eq!(big.len(), 256);
+    assert_eq!(u64::from_ne_bytes(big[..8].try_into().unwrap()), 39);
+    assert!(big[8..248].iter().all(|&b| b == 0));
 }
 
 /// `bpf_get_stack` and `bpf_get_stackid` walk the frame-pointer chain

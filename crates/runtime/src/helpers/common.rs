@@ -148,24 +148,42 @@ pub(crate) fn read_key(ctx: &HelperCtx<'_>, map: &Map, addr: u64) -> Result<ArgB
 
 /// Bytes copied out of program memory for a helper (a key, a value): on
 /// the stack up to [`ArgBytes::INLINE`] bytes, so that a map helper call
-/// does not allocate; larger ones on the heap.
+/// does not allocate; larger ones on the heap. Not allocating matters
+/// beyond speed: a tracing program may run in a signal handler that
+/// interrupted libc's allocator (system calls traced through Syscall User
+/// Dispatch), where an allocation could wait on the lock its own thread
+/// holds. The copy (rather than a slice of program memory) keeps a value
+/// that points into the map's own element apart from the element the
+/// update writes.
+// The large variant is the point: the bytes live in the helper's frame.
+#[allow(clippy::large_enum_variant)]
 pub(crate) enum ArgBytes {
     Inline {
-        len: u8,
-        bytes: [u8; ArgBytes::INLINE],
+        len: u16,
+        /// The first `len` bytes are initialised; the rest are never read
+        /// (no zeroing of the whole buffer on every call).
+        bytes: [std::mem::MaybeUninit<u8>; ArgBytes::INLINE],
     },
     Heap(Vec<u8>),
 }
 
 impl ArgBytes {
-    pub(crate) const INLINE: usize = 128;
+    pub(crate) const INLINE: usize = 512;
 
     pub(crate) fn copy(src: &[u8]) -> ArgBytes {
         if src.len() <= Self::INLINE {
-            let mut bytes = [0u8; Self::INLINE];
-            bytes[..src.len()].copy_from_slice(src);
+            let mut bytes = [std::mem::MaybeUninit::uninit(); Self::INLINE];
+            // SAFETY: `src.len()` bytes fit in the buffer; the two do not
+            // overlap (the buffer is a new local).
+            unsafe {
+                std::ptr::copy_nonoverlapping(
+                    src.as_ptr(),
+                    bytes.as_mut_ptr().cast::<u8>(),
+                    src.len(),
+                )
+            };
             ArgBytes::Inline {
-                len: src.len() as u8,
+                len: src.len() as u16,
                 bytes,
             }
         } else {
@@ -178,7 +196,10 @@ impl std::ops::Deref for ArgBytes {
     type Target = [u8];
     fn deref(&self) -> &[u8] {
         match self {
-            ArgBytes::Inline { len, bytes } => &bytes[..usize::from(*len)],
+            // SAFETY: the first `len` bytes were initialised by `copy`.
+            ArgBytes::Inline { len, bytes } => unsafe {
+                std::slice::from_raw_parts(bytes.as_ptr().cast::<u8>(), usize::from(*len))
+            },
             ArgBytes::Heap(v) => v,
         }
     }
