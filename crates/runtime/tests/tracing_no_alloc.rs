@@ -129,6 +129,11 @@ fn allocations_in(f: impl FnOnce()) -> u64 {
     ALLOCATIONS.with(|n| n.get()) - before
 }
 
+/// The value at `key` of `t`'s map `map`.
+fn value(t: &TracingObject, map: &str, key: &[u8]) -> Vec<u8> {
+    t.loaded().map(map).unwrap().lookup_copy(key).unwrap()
+}
+
 #[test]
 fn per_event_helpers_allocate_nothing() {
     let t = TracingObject::load(object(), &TracingOptions::default()).unwrap();
@@ -144,19 +149,9 @@ fn per_event_helpers_allocate_nothing() {
     let allocations = allocations_in(|| (0..100).for_each(|_| run(39)));
     assert_eq!(allocations, 0, "heap allocations in 100 runs");
     // The runs did what they say: 102 counted.
-    let v = t
-        .loaded()
-        .map("counts")
-        .unwrap()
-        .lookup_copy(&39u64.to_ne_bytes())
-        .unwrap();
+    let v = value(&t, "counts", &39u64.to_ne_bytes());
     assert_eq!(u64::from_ne_bytes(v[..8].try_into().unwrap()), 102);
-    let big = t
-        .loaded()
-        .map("last")
-        .unwrap()
-        .lookup_copy(&39u64.to_ne_bytes())
-        .unwrap();
+    let big = value(&t, "last", &39u64.to_ne_bytes());
     assert_eq!(big.len(), 256);
     assert_eq!(u64::from_ne_bytes(big[..8].try_into().unwrap()), 39);
     assert!(big[8..248].iter().all(|&b| b == 0));
@@ -188,24 +183,14 @@ fn stack_helpers_allocate_nothing() {
     });
     assert_eq!(allocations, 0, "heap allocations in 100 runs");
     let result = |k: u32| {
-        let v = t
-            .loaded()
-            .map("stack_results")
-            .unwrap()
-            .lookup_copy(&k.to_ne_bytes())
-            .unwrap();
+        let v = value(&t, "stack_results", &k.to_ne_bytes());
         i64::from_ne_bytes(v[..8].try_into().unwrap())
     };
     // Three frames of 8 bytes; a stack id, the same every run.
     assert_eq!(result(0), 24);
     let stack_id = result(1);
     assert!(stack_id >= 0, "bpf_get_stackid: {stack_id}");
-    let frames = t
-        .loaded()
-        .map("stacks")
-        .unwrap()
-        .lookup_copy(&(stack_id as u32).to_ne_bytes())
-        .unwrap();
+    let frames = value(&t, "stacks", &(stack_id as u32).to_ne_bytes());
     let ips: Vec<u64> = frames
         .chunks_exact(8)
         .map(|c| u64::from_ne_bytes(c.try_into().unwrap()))

@@ -39,16 +39,9 @@ pub(crate) fn register(r: &mut HelperRegistry) {
                 Err(errno::EFAULT)
             } else {
                 let max = (size / 8) as usize;
-                if walk(
-                    env,
-                    (flags & SKIP_MASK) as usize,
-                    max.min(MAX_STACK),
-                    &mut ips,
-                ) {
-                    Ok(())
-                } else {
-                    Err(errno::EFAULT)
-                }
+                walk(env, (flags & SKIP_MASK) as usize, max, &mut ips)
+                    .then_some(())
+                    .ok_or(errno::EFAULT)
             }
         };
         let buf = ctx.write_mem(a[1], size)?;
@@ -78,12 +71,7 @@ pub(crate) fn register(r: &mut HelperRegistry) {
         let depth = (map.value_size() / 8) as usize;
         let env = tracing_env(ctx)?;
         let mut ips = Frames::new();
-        if !walk(
-            env,
-            (flags & SKIP_MASK) as usize,
-            depth.min(MAX_STACK),
-            &mut ips,
-        ) {
+        if !walk(env, (flags & SKIP_MASK) as usize, depth, &mut ips) {
             return Ok(errno::neg(errno::EFAULT));
         }
         // The map's value: the frames, zero-filled to its size. A stack
