@@ -162,8 +162,11 @@ pub struct RunEnv {
     pub(crate) reservations: Vec<(u64, u64)>,
     /// Addresses of `bpf_spin_lock`s the program holds.
     pub(crate) held_locks: Vec<u64>,
-    /// Lines written by `bpf_trace_printk`.
+    /// Lines written by `bpf_trace_printk`, when the run keeps its own.
     pub(crate) trace: Vec<String>,
+    /// Where the lines go instead: a tracing object's ring, written
+    /// without allocating (tracing/trace_ring.rs).
+    pub(crate) trace_ring: Option<Arc<crate::tracing::TraceRing>>,
     pub(crate) prng: u64,
     /// Keys handed to `bpf_for_each_map_elem` callbacks; kept alive for the
     /// whole run because a callback may keep the pointer.
@@ -212,6 +215,7 @@ impl RunEnv {
             reservations: Vec::new(),
             held_locks: Vec::new(),
             trace: Vec::new(),
+            trace_ring: None,
             prng: seed(cpu),
             callback_keys: Vec::new(),
         }

@@ -106,6 +106,33 @@ int on_hit(struct pt_regs *ctx) {
     bpf_map_update_elem(&stack_results, &k1, &id, 0);
     return 0;
 }
+struct huge { __u64 words[128]; };
+struct { __uint(type, BPF_MAP_TYPE_PERCPU_ARRAY); __uint(max_entries, 1);
+         __type(key, __u32); __type(value, struct huge); } heap SEC(".maps");
+struct { __uint(type, BPF_MAP_TYPE_HASH); __uint(max_entries, 8);
+         __type(key, __u64); __type(value, struct huge); } huges SEC(".maps");
+struct { __uint(type, BPF_MAP_TYPE_ARRAY); __uint(max_entries, 1);
+         __type(key, __u32); __type(value, char[48]); } formatted SEC(".maps");
+const char name[] = "comm-like";
+SEC("raw_tracepoint/sys_exit")
+int on_print(struct bpf_raw_tracepoint_args *ctx) {
+    __u32 zero = 0;
+    __u64 nr = ctx->args[1];
+    __u32 addr = 0x0100007f;
+    bpf_printk("nr %d name %s ip %pI4", (int)nr, name, &addr);
+    bpf_printk("%-6u|%06x|%llX|%c|%s", 42, 0xbeef, 0xabcdef0123ULL, 'q', name);
+    char *out = bpf_map_lookup_elem(&formatted, &zero);
+    __u64 args[3] = { nr, (__u64)name, 7 };
+    if (out)
+        bpf_snprintf(out, 48, "%u-%s-%03d", args, sizeof(args));
+    struct huge *h = bpf_map_lookup_elem(&heap, &zero);
+    if (h) {
+        h->words[0] = nr;
+        h->words[127] = nr * 2;
+        bpf_map_update_elem(&huges, &nr, h, BPF_ANY);
+    }
+    return 0;
+}
 char LICENSE[] SEC("license") = "GPL";
 "#;
 
@@ -197,4 +224,37 @@ fn stack_helpers_allocate_nothing() {
         .take_while(|&ip| ip != 0)
         .collect();
     assert_eq!(ips, [0x500, 0x1000, 0x2000]);
+}
+
+/// `bpf_printk` (with three arguments and with more: `bpf_trace_vprintk`),
+/// `bpf_snprintf` and a 1 KiB value copied from a per-CPU "heap" into a
+/// hash map, as libbpf-tools build their events: formatting writes into
+/// buffers on the stack, the lines into the object's ring allocated at
+/// load, and the large value is read in place.
+#[test]
+fn printk_snprintf_and_large_values_allocate_nothing() {
+    let t = TracingObject::load(object(), &TracingOptions::default()).unwrap();
+    let id = t.program_id("on_print").unwrap();
+    let run = |nr: u64| {
+        let mut args = RawSyscallArgs { args: [0, nr] };
+        t.run_raw_syscall(id, &mut args, &ProbeSite::default());
+    };
+    run(3);
+    run(3);
+    let allocations = allocations_in(|| (0..100).for_each(|_| run(3)));
+    assert_eq!(allocations, 0, "heap allocations in 100 runs");
+    let lines = t.take_trace_lines();
+    assert_eq!(lines.len(), 204, "two lines a run");
+    assert_eq!(lines[0], "nr 3 name comm-like ip 127.0.0.1");
+    assert_eq!(lines[1], "42    |00beef|ABCDEF0123|q|comm-like");
+    assert_eq!(lines[202..], lines[..2]);
+    let text = value(&t, "formatted", &0u32.to_ne_bytes());
+    assert_eq!(
+        &text[..text.iter().position(|&b| b == 0).unwrap()],
+        b"3-comm-like-007"
+    );
+    let huge = value(&t, "huges", &3u64.to_ne_bytes());
+    assert_eq!(huge.len(), 1024);
+    assert_eq!(u64::from_ne_bytes(huge[..8].try_into().unwrap()), 3);
+    assert_eq!(u64::from_ne_bytes(huge[1016..].try_into().unwrap()), 6);
 }

@@ -100,8 +100,18 @@ fn update(ctx: &mut HelperCtx<'_>, a: [u64; 5]) -> Result<u64, Fault> {
     let map = map_arg(ctx, a[0])?;
     require_map_use(ctx, map, "map_update_elem", KEYED)?;
     let key = read_key(ctx, map, a[1])?;
-    let value = ArgBytes::copy(ctx.read_mem(a[2], u64::from(map.value_size()))?);
     let cpu = env(ctx)?.cpu;
+    let size = u64::from(map.value_size());
+    if size as usize > ArgBytes::INLINE {
+        // Read in place, as the JIT's natives do: a copy this large would
+        // need the heap, and the run may be inside the traced process's
+        // allocator (tracing_no_alloc.rs). A value this large comes from a
+        // map (the stack holds 512 bytes); when it is the element being
+        // written, source and destination are the same bytes.
+        let value = ctx.read_mem(a[2], size)?;
+        return Ok(result_code(map.update(&key, value, a[3], cpu)));
+    }
+    let value = ArgBytes::copy(ctx.read_mem(a[2], size)?);
     Ok(result_code(map.update(&key, &value, a[3], cpu)))
 }
 
@@ -119,7 +129,7 @@ fn delete(ctx: &mut HelperCtx<'_>, a: [u64; 5]) -> Result<u64, Fault> {
 fn push(ctx: &mut HelperCtx<'_>, a: [u64; 5]) -> Result<u64, Fault> {
     let map = map_arg(ctx, a[0])?;
     require_map_use(ctx, map, "map_push_elem", &[Queue, Stack, BloomFilter])?;
-    let value = ctx.read_mem(a[1], u64::from(map.value_size()))?.to_vec();
+    let value = ArgBytes::copy(ctx.read_mem(a[1], u64::from(map.value_size()))?);
     Ok(result_code(map.push(&value, a[2])))
 }
 

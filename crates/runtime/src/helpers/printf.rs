@@ -10,7 +10,6 @@
 
 use super::common::env;
 use super::ids;
-use super::strings::read_cstr;
 use crate::errno;
 use crate::error::Fault;
 use crate::helper_ctx::HelperCtx;
@@ -34,20 +33,20 @@ pub(crate) fn register(r: &mut HelperRegistry) {
 }
 
 fn trace_printk(ctx: &mut HelperCtx<'_>, a: [u64; 5]) -> Result<u64, Fault> {
-    let raw = ctx.read_mem(a[0], a[1] as u32 as u64)?;
-    let Some(nul) = raw.iter().position(|&b| b == 0) else {
-        return Ok(errno::neg(errno::EINVAL));
+    let mut line = [0u8; MAX_BPRINTF_BUF - 1];
+    let total = {
+        let raw = ctx.read_mem(a[0], a[1] as u32 as u64)?;
+        let Some(nul) = raw.iter().position(|&b| b == 0) else {
+            return Ok(errno::neg(errno::EINVAL));
+        };
+        let mut out = Bounded::new(&mut line);
+        if let Err(e) = format(&raw[..nul], &[a[2], a[3], a[4]], &mut out) {
+            return Ok(errno::neg(e));
+        }
+        out.total
     };
-    let fmt = raw[..nul].to_vec();
-    let out = match format(ctx, &fmt, &[a[2], a[3], a[4]]) {
-        Ok(out) => out,
-        Err(e) => return Ok(errno::neg(e)),
-    };
-    let len = out.len();
-    let shown = &out[..len.min(MAX_BPRINTF_BUF - 1)];
-    let line = String::from_utf8_lossy(shown).into_owned();
-    env(ctx)?.trace.push(line);
-    Ok(len as u64)
+    keep_line(ctx, &line[..total.min(line.len())])?;
+    Ok(total as u64)
 }
 
 /// `bpf_trace_vprintk(fmt, fmt_size, args, data_len)`: `bpf_trace_printk`
@@ -58,33 +57,52 @@ fn trace_vprintk(ctx: &mut HelperCtx<'_>, a: [u64; 5]) -> Result<u64, Fault> {
     if data_len % 8 != 0 || data_len > MAX_BPRINTF_VARARGS * 8 || (data_len != 0 && data == 0) {
         return Ok(errno::neg(errno::EINVAL));
     }
-    let args = u64_args(ctx, data, data_len)?;
-    let raw = ctx.read_mem(fmt_addr, fmt_size)?;
-    let Some(nul) = raw.iter().position(|&b| b == 0) else {
-        return Ok(errno::neg(errno::EINVAL));
+    let (args, n) = u64_args(ctx, data, data_len)?;
+    let mut line = [0u8; MAX_BPRINTF_BUF - 1];
+    let total = {
+        let raw = ctx.read_mem(fmt_addr, fmt_size)?;
+        let Some(nul) = raw.iter().position(|&b| b == 0) else {
+            return Ok(errno::neg(errno::EINVAL));
+        };
+        let mut out = Bounded::new(&mut line);
+        if let Err(e) = format(&raw[..nul], &args[..n], &mut out) {
+            return Ok(errno::neg(e));
+        }
+        out.total
     };
-    let fmt = raw[..nul].to_vec();
-    let out = match format(ctx, &fmt, &args) {
-        Ok(out) => out,
-        Err(e) => return Ok(errno::neg(e)),
-    };
-    let len = out.len();
-    let shown = &out[..len.min(MAX_BPRINTF_BUF - 1)];
-    let line = String::from_utf8_lossy(shown).into_owned();
-    env(ctx)?.trace.push(line);
-    Ok(len as u64)
+    keep_line(ctx, &line[..total.min(line.len())])?;
+    Ok(total as u64)
 }
 
-/// `data_len / 8` u64 arguments at `data`.
-fn u64_args(ctx: &HelperCtx<'_>, data: u64, data_len: u64) -> Result<Vec<u64>, Fault> {
-    if data_len == 0 {
-        return Ok(Vec::new());
+/// A trace line goes to the tracing object's ring (no allocation: the run
+/// may be inside the traced process's allocator, tracing/trace_ring.rs),
+/// or to the run's own list (XDP runs, test runs).
+fn keep_line(ctx: &mut HelperCtx<'_>, line: &[u8]) -> Result<(), Fault> {
+    let e = env(ctx)?;
+    match &e.trace_ring {
+        Some(ring) => ring.push(line),
+        None => e.trace.push(String::from_utf8_lossy(line).into_owned()),
     }
-    Ok(ctx
-        .read_mem(data, data_len)?
-        .chunks(8)
-        .map(|c| u64::from_ne_bytes(c.try_into().unwrap_or([0; 8])))
-        .collect())
+    Ok(())
+}
+
+/// `data_len / 8` u64 arguments at `data`, and how many.
+fn u64_args(
+    ctx: &HelperCtx<'_>,
+    data: u64,
+    data_len: u64,
+) -> Result<([u64; MAX_BPRINTF_VARARGS as usize], usize), Fault> {
+    let mut args = [0u64; MAX_BPRINTF_VARARGS as usize];
+    if data_len == 0 {
+        return Ok((args, 0));
+    }
+    let raw = ctx.read_mem(data, data_len)?;
+    let mut n = 0;
+    for (slot, c) in args.iter_mut().zip(raw.chunks_exact(8)) {
+        *slot = u64::from_ne_bytes(c.try_into().unwrap_or([0; 8]));
+        n += 1;
+    }
+    Ok((args, n))
 }
 
 fn snprintf(ctx: &mut HelperCtx<'_>, a: [u64; 5]) -> Result<u64, Fault> {
@@ -93,23 +111,121 @@ fn snprintf(ctx: &mut HelperCtx<'_>, a: [u64; 5]) -> Result<u64, Fault> {
     if data_len % 8 != 0 || data_len > MAX_BPRINTF_VARARGS * 8 || (data_len != 0 && data == 0) {
         return Ok(errno::neg(errno::EINVAL));
     }
-    let args: Vec<u64> = ctx
-        .read_mem(data, data_len)?
-        .chunks(8)
-        .map(|c| u64::from_ne_bytes(c.try_into().unwrap_or([0; 8])))
-        .collect();
-    let fmt = read_cstr(ctx, fmt_addr, MAX_FORMAT)?;
-    let out = match format(ctx, &fmt, &args) {
-        Ok(out) => out,
-        Err(e) => return Ok(errno::neg(e)),
+    let (args, n) = u64_args(ctx, data, data_len)?;
+    // The output is kept on the stack up to the kernel's line size; a
+    // larger destination gets a heap buffer of its size.
+    let mut small = [0u8; MAX_BPRINTF_BUF];
+    let mut large = Vec::new();
+    let keep = (str_size as usize).saturating_sub(1);
+    let buf: &mut [u8] = if keep <= small.len() {
+        &mut small[..keep]
+    } else {
+        large.resize(keep, 0);
+        &mut large
+    };
+    let total = {
+        let fmt_len = cstr_len(ctx, fmt_addr, MAX_FORMAT)?;
+        let fmt = ctx.read_mem(fmt_addr, fmt_len as u64)?;
+        let mut out = Bounded::new(buf);
+        if let Err(e) = format(fmt, &args[..n], &mut out) {
+            return Ok(errno::neg(e));
+        }
+        out.total
     };
     if str_size > 0 {
-        let n = out.len().min(str_size as usize - 1);
-        let dst = ctx.write_mem(str_addr, n as u64 + 1)?;
-        dst[..n].copy_from_slice(&out[..n]);
-        dst[n] = 0;
+        let kept = total.min(keep);
+        let dst = ctx.write_mem(str_addr, kept as u64 + 1)?;
+        dst[..kept].copy_from_slice(&buf[..kept]);
+        dst[kept] = 0;
     }
-    Ok(out.len() as u64 + 1)
+    Ok(total as u64 + 1)
+}
+
+/// Length of the NUL-terminated string at `addr` (at most `max`); a fault
+/// before the NUL is the program's fault, as reading the string was.
+fn cstr_len(ctx: &HelperCtx<'_>, addr: u64, max: usize) -> Result<usize, Fault> {
+    let mut n = 0;
+    while n < max {
+        if ctx.read_mem(addr.wrapping_add(n as u64), 1)?[0] == 0 {
+            break;
+        }
+        n += 1;
+    }
+    Ok(n)
+}
+
+/// Formatted output: the first `buf.len()` bytes are kept, every byte is
+/// counted (the return value is the whole length, as `bstr_printf`'s).
+pub(crate) struct Bounded<'a> {
+    buf: &'a mut [u8],
+    len: usize,
+    total: usize,
+}
+
+impl<'a> Bounded<'a> {
+    fn new(buf: &'a mut [u8]) -> Bounded<'a> {
+        Bounded {
+            buf,
+            len: 0,
+            total: 0,
+        }
+    }
+
+    fn put(&mut self, bytes: &[u8]) {
+        let n = bytes.len().min(self.buf.len() - self.len);
+        self.buf[self.len..self.len + n].copy_from_slice(&bytes[..n]);
+        self.len += n;
+        self.total += bytes.len();
+    }
+
+    fn fill(&mut self, byte: u8, count: usize) {
+        let n = count.min(self.buf.len() - self.len);
+        self.buf[self.len..self.len + n].fill(byte);
+        self.len += n;
+        self.total += count;
+    }
+}
+
+/// A conversion's text before padding: numbers and addresses (the longest,
+/// an IPv6 address with colons, is 39 bytes), or a string's bytes.
+struct Body {
+    buf: [u8; MAX_BPRINTF_BUF],
+    len: usize,
+}
+
+impl Body {
+    fn new() -> Body {
+        Body {
+            buf: [0; MAX_BPRINTF_BUF],
+            len: 0,
+        }
+    }
+
+    fn bytes(&self) -> &[u8] {
+        &self.buf[..self.len]
+    }
+}
+
+impl std::fmt::Write for Body {
+    fn write_str(&mut self, s: &str) -> std::fmt::Result {
+        let b = s.as_bytes();
+        let n = b.len().min(self.buf.len() - self.len);
+        self.buf[self.len..self.len + n].copy_from_slice(&b[..n]);
+        self.len += n;
+        Ok(())
+    }
+}
+
+/// The string at `addr` into `body` (at most the line's size less its
+/// NUL). The address is any value the program passed, which no verifier
+/// checked (the kernel copies it with `strncpy_from_kernel_nofault`): it is
+/// read without faulting, and a string that cannot be read prints as
+/// empty, as in the kernel.
+fn read_str(addr: u64, body: &mut Body) {
+    body.len = match crate::tracing::user_mem::read_str(addr, &mut body.buf) {
+        Ok(n) => n.saturating_sub(1),
+        Err(_) => 0,
+    };
 }
 
 /// Conversion flags and width.
@@ -123,29 +239,32 @@ struct Spec {
 }
 
 impl Spec {
-    fn pad(&self, body: Vec<u8>, numeric: bool, out: &mut Vec<u8>) {
+    fn pad(&self, body: &[u8], numeric: bool, out: &mut Bounded<'_>) {
         let fill = self.width.saturating_sub(body.len());
         if self.left {
-            out.extend_from_slice(&body);
-            out.extend(std::iter::repeat_n(b' ', fill));
+            out.put(body);
+            out.fill(b' ', fill);
         } else if self.zero && numeric {
             // Zeros go between the sign and the digits.
             let sign = usize::from(matches!(body.first(), Some(b'-' | b'+' | b' ')));
-            out.extend_from_slice(&body[..sign]);
-            out.extend(std::iter::repeat_n(b'0', fill));
-            out.extend_from_slice(&body[sign..]);
+            out.put(&body[..sign]);
+            out.fill(b'0', fill);
+            out.put(&body[sign..]);
         } else {
-            out.extend(std::iter::repeat_n(b' ', fill));
-            out.extend_from_slice(&body);
+            out.fill(b' ', fill);
+            out.put(body);
         }
     }
 }
 
-/// Format `fmt` with `args`; `Err` is the positive errno.
-pub(crate) fn format(ctx: &HelperCtx<'_>, fmt: &[u8], args: &[u64]) -> Result<Vec<u8>, u64> {
-    let mut out = Vec::new();
+/// Format `fmt` with `args` into `out`; `Err` is the positive errno.
+/// Allocates nothing: a tracing program's run may be inside the traced
+/// process's allocator.
+pub(crate) fn format(fmt: &[u8], args: &[u64], out: &mut Bounded<'_>) -> Result<(), u64> {
+    use std::fmt::Write;
     let mut next_arg = args.iter().copied();
     let at = |i: usize| fmt.get(i).copied().unwrap_or(0);
+    let mut body = Body::new();
     let mut i = 0;
     while i < fmt.len() {
         let c = fmt[i];
@@ -153,13 +272,13 @@ pub(crate) fn format(ctx: &HelperCtx<'_>, fmt: &[u8], args: &[u64]) -> Result<Ve
             return Err(errno::EINVAL);
         }
         if c != b'%' {
-            out.push(c);
+            out.put(&[c]);
             i += 1;
             continue;
         }
         i += 1;
         if at(i) == b'%' {
-            out.push(b'%');
+            out.put(b"%");
             i += 1;
             continue;
         }
@@ -181,22 +300,23 @@ pub(crate) fn format(ctx: &HelperCtx<'_>, fmt: &[u8], args: &[u64]) -> Result<Ve
                 i += 1;
             }
         }
+        body.len = 0;
         match at(i) {
             b'p' => {
                 i += 1;
-                let body = pointer(ctx, fmt, &mut i, arg)?;
-                spec.pad(body, false, &mut out);
+                pointer(fmt, &mut i, arg, &mut body)?;
+                spec.pad(body.bytes(), false, out);
                 continue;
             }
             b's' => {
                 i += 1;
-                let s = read_cstr(ctx, arg, MAX_BPRINTF_BUF).unwrap_or_default();
-                spec.pad(s, false, &mut out);
+                read_str(arg, &mut body);
+                spec.pad(body.bytes(), false, out);
                 continue;
             }
             b'c' => {
                 i += 1;
-                spec.pad(vec![arg as u8], false, &mut out);
+                spec.pad(&[arg as u8], false, out);
                 continue;
             }
             _ => {}
@@ -209,77 +329,84 @@ pub(crate) fn format(ctx: &HelperCtx<'_>, fmt: &[u8], args: &[u64]) -> Result<Ve
         let conv = at(i);
         i += 1;
         let wide = long > 0;
-        let body = match conv {
+        let unsigned = if wide { arg } else { u64::from(arg as u32) };
+        // Writing into `Body` cannot fail.
+        let _ = match conv {
             b'd' | b'i' => {
                 let v = if wide {
                     arg as i64
                 } else {
                     i64::from(arg as i32)
                 };
-                let mut s = if v < 0 {
-                    "-".to_string()
+                let sign = if v < 0 {
+                    "-"
                 } else if spec.plus {
-                    "+".to_string()
+                    "+"
                 } else if spec.space {
-                    " ".to_string()
+                    " "
                 } else {
-                    String::new()
+                    ""
                 };
-                s.push_str(&v.unsigned_abs().to_string());
-                s
+                write!(body, "{sign}{}", v.unsigned_abs())
             }
-            b'u' => if wide { arg } else { u64::from(arg as u32) }.to_string(),
-            b'x' => format!("{:x}", if wide { arg } else { u64::from(arg as u32) }),
-            b'X' => format!("{:X}", if wide { arg } else { u64::from(arg as u32) }),
+            b'u' => write!(body, "{unsigned}"),
+            b'x' => write!(body, "{unsigned:x}"),
+            b'X' => write!(body, "{unsigned:X}"),
             _ => return Err(errno::EINVAL),
         };
-        spec.pad(body.into_bytes(), true, &mut out);
+        spec.pad(body.bytes(), true, out);
     }
-    Ok(out)
+    Ok(())
 }
 
-/// The `%p` family; `i` is just past the `p`.
-fn pointer(ctx: &HelperCtx<'_>, fmt: &[u8], i: &mut usize, arg: u64) -> Result<Vec<u8>, u64> {
+/// The `%p` family into `body`; `i` is just past the `p`.
+fn pointer(fmt: &[u8], i: &mut usize, arg: u64, body: &mut Body) -> Result<(), u64> {
+    use std::fmt::Write;
     let at = |i: usize| fmt.get(i).copied().unwrap_or(0);
     let next = at(*i);
     if next == 0 || next.is_ascii_whitespace() || next.is_ascii_punctuation() {
-        return Ok(format!("{arg:016x}").into_bytes());
+        let _ = write!(body, "{arg:016x}");
+        return Ok(());
     }
-    let bytes = |n: usize| -> Vec<u8> {
-        ctx.read_mem(arg, n as u64)
-            .map(<[u8]>::to_vec)
-            .unwrap_or_else(|_| vec![0; n])
+    // Any value the program passed (the kernel reads it with
+    // `copy_from_kernel_nofault`): read without faulting, and an address
+    // that cannot be read shows as zeros.
+    let bytes = |n: usize| -> [u8; 16] {
+        let mut b = [0u8; 16];
+        let _ = crate::tracing::user_mem::read(arg, &mut b[..n]);
+        b
     };
-    match (next, at(*i + 1)) {
+    let _ = match (next, at(*i + 1)) {
         (b'K' | b'x' | b'B', _) => {
             *i += 1;
-            Ok(format!("{arg:016x}").into_bytes())
+            write!(body, "{arg:016x}")
         }
         (b'k' | b'u', b's') => {
             *i += 2;
-            Ok(read_cstr(ctx, arg, MAX_BPRINTF_BUF).unwrap_or_default())
+            read_str(arg, body);
+            Ok(())
         }
         (b'i' | b'I', b'4') => {
             *i += 2;
             let b = bytes(4);
-            Ok(if next == b'i' {
-                format!("{:03}.{:03}.{:03}.{:03}", b[0], b[1], b[2], b[3])
+            if next == b'i' {
+                write!(body, "{:03}.{:03}.{:03}.{:03}", b[0], b[1], b[2], b[3])
             } else {
-                format!("{}.{}.{}.{}", b[0], b[1], b[2], b[3])
+                write!(body, "{}.{}.{}.{}", b[0], b[1], b[2], b[3])
             }
-            .into_bytes())
         }
         (b'i' | b'I', b'6') => {
             *i += 2;
             let b = bytes(16);
-            let groups: Vec<String> = b
-                .chunks(2)
-                .map(|g| format!("{:02x}{:02x}", g[0], g[1]))
-                .collect();
-            Ok(groups
-                .join(if next == b'I' { ":" } else { "" })
-                .into_bytes())
+            for (k, g) in b.chunks(2).enumerate() {
+                if k > 0 && next == b'I' {
+                    let _ = body.write_str(":");
+                }
+                let _ = write!(body, "{:02x}{:02x}", g[0], g[1]);
+            }
+            Ok(())
         }
-        _ => Err(errno::EINVAL),
-    }
+        _ => return Err(errno::EINVAL),
+    };
+    Ok(())
 }

@@ -89,6 +89,7 @@ mod object;
 mod slots;
 pub mod task_view;
 pub(crate) mod thread_maps;
+mod trace_ring;
 pub(crate) mod user_mem;
 
 pub use context::{PtRegs, RawSyscallArgs, SysEnterCtx, SysExitCtx};
@@ -102,6 +103,7 @@ pub use thread_maps::{
     slot_layout, thread_map_delete, thread_map_lookup, thread_map_update, ThreadMap, ThreadMapSpec,
     THREAD_MAP_DELETE, THREAD_MAP_LOOKUP, THREAD_MAP_UPDATE,
 };
+pub use trace_ring::{TraceRing, TRACE_RING_BYTES};
 pub use user_mem::BadAddress;
 
 pub use current::{forked_child, ids_changed};

@@ -15,7 +15,6 @@ use bpfjet_maps::state::MapState;
 use bpfjet_obj::{Object, ProgKind, ProgType};
 use std::any::Any;
 use std::cell::{Cell, UnsafeCell};
-use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 
@@ -525,8 +524,8 @@ pub struct TracingObject {
     missed: AtomicU64,
     faults: AtomicU64,
     last_fault: Mutex<Option<String>>,
-    trace: Mutex<VecDeque<String>>,
-    trace_limit: usize,
+    /// `bpf_trace_printk` lines, written by runs without allocating.
+    trace: Arc<super::TraceRing>,
     thread_maps: Vec<Arc<ThreadMap>>,
     thread_map_refusals: Vec<String>,
     /// The control plane's link generation ([`TracingObject::watch_links`]).
@@ -620,8 +619,10 @@ impl TracingObject {
             missed: AtomicU64::new(0),
             faults: AtomicU64::new(0),
             last_fault: Mutex::new(None),
-            trace: Mutex::new(VecDeque::new()),
-            trace_limit: opts.trace_lines,
+            trace: Arc::new(super::TraceRing::new(
+                opts.trace_lines,
+                super::TRACE_RING_BYTES,
+            )),
             thread_maps,
             thread_map_refusals,
             link_watch: None,
@@ -773,15 +774,12 @@ impl TracingObject {
             // leaked instead (one per fork at most).
             std::mem::forget(last.take());
         }
-        if let Ok(mut t) = self.trace.try_lock() {
-            std::mem::forget(std::mem::take(&mut *t));
-        }
+        self.trace.clear_if_free();
     }
 
     /// The `bpf_trace_printk` lines written since the last call.
     pub fn take_trace_lines(&self) -> Vec<String> {
-        let mut t = self.trace.lock().unwrap_or_else(PoisonError::into_inner);
-        t.drain(..).collect()
+        self.trace.take()
     }
 
     /// Run program `prog` on the context at `ctx` for the hit `site` and
@@ -948,6 +946,7 @@ impl TracingObject {
         let mut state = RunState::new();
         state.set_program_table(self.loaded.program_table());
         let mut env = TracingEnv::new(RunEnv::new(0, Arc::clone(self.loaded.object_maps())));
+        env.run.trace_ring = Some(Arc::clone(&self.trace));
         env.thread_maps = self
             .thread_maps
             .iter()
@@ -969,13 +968,10 @@ impl TracingObject {
         }
     }
 
+    /// Lines a run kept itself (none: tracing runs write to the ring).
     fn keep_trace(&self, lines: Vec<String>) {
-        let mut t = self.trace.lock().unwrap_or_else(PoisonError::into_inner);
         for line in lines {
-            if t.len() >= self.trace_limit {
-                t.pop_front();
-            }
-            t.push_back(line);
+            self.trace.push(line.as_bytes());
         }
     }
 }
