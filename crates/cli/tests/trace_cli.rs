@@ -965,3 +965,45 @@ fn writes_after_exit_destroyed_thread_locals_are_traced() {
         assert_eq!(counts(&report)[..3], expected, "{engine}");
     }
 }
+
+/// `bpf_printk` lines of the traced process reach the report
+/// (`"trace_lines"`), from a program on a system call's entry, where the
+/// line is formatted and kept without allocating (the hook may run inside
+/// the traced process's allocator), on both engines. Arguments no
+/// verifier checked (an unmapped `%s`) print as empty, as in the kernel.
+#[test]
+fn printk_lines_of_a_system_call_hook_reach_the_report() {
+    let _serial = serial();
+    let f = fixture();
+    let src = f.path("printk.bpf.c");
+    std::fs::write(
+        &src,
+        "#include <linux/bpf.h>\n#include <bpf/bpf_helpers.h>\n\
+         struct write_args { __u64 pad; long nr; long fd; const char *buf; long count; };\n\
+         SEC(\"tracepoint/syscalls/sys_enter_write\")\n\
+         int on_write(struct write_args *ctx) {\n\
+             if (ctx->fd != 1) return 0;\n\
+             bpf_printk(\"write fd=%ld count=%ld [%s]\", ctx->fd, ctx->count, (char *)16);\n\
+             bpf_printk(\"%s|%-4d|%x|%c|%lu\", \"five\", 5, 255, 'z', ctx->count);\n\
+             return 0;\n\
+         }\n\
+         char LICENSE[] SEC(\"license\") = \"GPL\";\n",
+    )
+    .unwrap();
+    bpf(&f.dir, src.to_str().unwrap(), "printk.o", &[]);
+    for engine in ["interp", "jit"] {
+        let out = trace("printk.o", engine, &["/bin/echo", "hello"]);
+        let report = json_report(&out);
+        let lines: Vec<&str> = report["trace_lines"]
+            .as_array()
+            .unwrap_or_else(|| panic!("{engine}: no trace_lines: {report}"))
+            .iter()
+            .filter_map(|l| l.as_str())
+            .collect();
+        assert_eq!(
+            lines,
+            ["write fd=1 count=6 []", "five|5   |ff|z|6"],
+            "{engine}: {report}"
+        );
+    }
+}
