@@ -1266,7 +1266,7 @@ fn forked_child() {
 extern "C" fn forked_child_atfork() {
     MEMORY_OWNER.store(std::process::id(), Ordering::Relaxed);
     if let Some(agent) = agent() {
-        agent.object.reset_counters();
+        agent.object.reset_in_forked_child();
         alive::reset_skipped();
     }
 }

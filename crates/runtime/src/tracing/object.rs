@@ -777,6 +777,14 @@ impl TracingObject {
         self.trace.clear_if_free();
     }
 
+    /// [`TracingObject::reset_counters`] in a forked child (a real fork,
+    /// with memory of its own): the trace-line ring is freed even if a
+    /// thread of the parent held it at the fork. Async-signal-safe.
+    pub fn reset_in_forked_child(&self) {
+        self.reset_counters();
+        self.trace.reset_in_forked_child();
+    }
+
     /// The `bpf_trace_printk` lines written since the last call.
     pub fn take_trace_lines(&self) -> Vec<String> {
         self.trace.take()

@@ -108,11 +108,13 @@ impl TraceRing {
                 r.buf[(r.head + 1) % cap],
             ]));
             r.head = (r.head + 2 + len) % cap;
-            r.used -= 2 + len;
+            // Saturating: after a stolen flag (`take`) a late writer may
+            // have left the counts off; never a panic in a handler.
+            r.used = r.used.saturating_sub(2 + len);
             r.lines -= 1;
             self.dropped.fetch_add(1, Ordering::Relaxed);
         }
-        let mut at = (r.head + r.used) % cap;
+        let mut at = (r.head + r.used.min(cap)) % cap;
         for &b in (line.len() as u16).to_ne_bytes().iter().chain(line) {
             r.buf[at] = b;
             at = (at + 1) % cap;
@@ -122,11 +124,18 @@ impl TraceRing {
     }
 
     /// Every line kept since the last call, oldest first (waits for a
-    /// writer to finish; not for a signal handler).
+    /// writer to finish; not for a signal handler). A flag held for a
+    /// whole second belongs to a thread that stopped in the middle of a
+    /// line (killed, or frozen in a handler): the lines are read anyway,
+    /// so the report is never stuck behind it.
     pub fn take(&self) -> Vec<String> {
+        let started = std::time::Instant::now();
         let _held = loop {
             if let Some(h) = self.try_hold(TRIES) {
                 break h;
+            }
+            if started.elapsed() > std::time::Duration::from_secs(1) {
+                break Held(self);
             }
             std::thread::yield_now();
         };
@@ -157,6 +166,21 @@ impl TraceRing {
             r.used = 0;
             r.lines = 0;
         }
+    }
+
+    /// Forget every line and free the ring, held or not: in a forked
+    /// child, where a thread of the parent that held it at the fork does
+    /// not exist (the child's one thread was in `fork`, not writing), so
+    /// the flag would stay held and the report's [`TraceRing::take`] wait
+    /// forever. Async-signal-safe.
+    pub fn reset_in_forked_child(&self) {
+        // SAFETY: the child has one thread, this one, and it holds no
+        // borrow of the ring.
+        let r = unsafe { &mut *self.inner.get() };
+        r.head = 0;
+        r.used = 0;
+        r.lines = 0;
+        self.busy.store(false, Ordering::Release);
     }
 
     /// Lines that were pushed out by newer ones, or dropped because the
@@ -199,6 +223,17 @@ mod tests {
         let r = TraceRing::new(10, 8);
         r.push(b"0123456789");
         assert_eq!(r.take(), vec!["012345"]);
+    }
+
+    #[test]
+    fn a_forked_child_frees_a_ring_its_parents_thread_held() {
+        let r = TraceRing::new(10, 64);
+        r.push(b"parent's");
+        std::mem::forget(r.try_hold(1).unwrap());
+        r.clear_if_free();
+        r.reset_in_forked_child();
+        r.push(b"child's");
+        assert_eq!(r.take(), vec!["child's"]);
     }
 
     #[test]
