@@ -151,6 +151,71 @@ char LICENSE[] SEC(\"license\") = \"GPL\";"
     }
 }
 
+/// The kernel checks a `bpf_snprintf` format at load
+/// (`check_bpf_snprintf_call`: "Invalid format string"): a conversion it
+/// does not have, or more conversions than `data_len` gives arguments,
+/// refuses the program. bpfjet's verifier refuses the same ones, and
+/// accepts the others, as the kernel does.
+#[test]
+fn snprintf_formats_refused_at_load_like_the_kernel() {
+    let dir = Scratch::new("snprintf-load");
+    let packet = dir.file("pkt.bin", (0u8..60).collect::<Vec<u8>>());
+    let cases = [
+        ("fine", "%d %s", "1, 2", true),
+        ("fewer conversions", "%d", "1, 2", true),
+        ("unknown conversion", "%d %q", "1, 2", false),
+        ("too many conversions", "%d %d %d", "1, 2", false),
+        ("unknown pointer form", "%pZ", "1", false),
+        ("bad length", "%lllx", "1", false),
+    ];
+    let kernel = bpfjet_kernel::kernel_available();
+    if let Err(why) = &kernel {
+        support::skip("snprintf_formats_refused_at_load", why);
+    }
+    for (i, (what, fmt, args, accepted)) in cases.iter().enumerate() {
+        let obj = dir.compile_c(
+            &format!("snprintf_load_{i}"),
+            &format!(
+                "{HEADERS}
+struct {{ __uint(type, BPF_MAP_TYPE_ARRAY); __type(key, __u32); __type(value, char[32]);
+         __uint(max_entries, 1); }} out SEC(\".maps\");
+SEC(\"xdp\") int prog(struct xdp_md *ctx) {{
+    __u32 k = 0; char *o = bpf_map_lookup_elem(&out, &k);
+    static const char fmt[] = \"{fmt}\";
+    __u64 args[] = {{ {args} }};
+    if (o) bpf_snprintf(o, 32, fmt, args, sizeof(args));
+    return XDP_PASS;
+}}
+char LICENSE[] SEC(\"license\") = \"GPL\";"
+            ),
+        );
+        let ours = bpfjet(&["verify", &obj], b"");
+        assert_eq!(
+            ours.code == Some(0),
+            *accepted,
+            "{what}: bpfjet verify: {}",
+            ours.stderr
+        );
+        if !*accepted {
+            assert!(
+                ours.stderr.contains("Invalid format string"),
+                "{what}: {}",
+                ours.stderr
+            );
+        }
+        if kernel.is_ok() {
+            let k = run(&obj, &packet, "kernel");
+            let loaded = k.code == Some(0);
+            assert!(
+                loaded || k.stderr.contains("loading BPF object"),
+                "{what}: kernel: {}",
+                k.stderr
+            );
+            assert_eq!(loaded, *accepted, "{what}: the kernel: {}", k.stderr);
+        }
+    }
+}
+
 #[test]
 fn check_mtu_like_the_kernel() {
     let dir = Scratch::new("check-mtu");

@@ -17,6 +17,9 @@ use bpfjet_maps::MapType;
 /// Kernel's `BPF_MAX_VAR_SIZ`.
 const MAX_VAR_SIZE: u64 = 1 << 29;
 
+/// `bpf_snprintf`'s helper id.
+const SNPRINTF: i32 = 165;
+
 /// What argument checking learned.
 #[derive(Default)]
 pub(crate) struct Meta {
@@ -117,6 +120,9 @@ impl Verifier<'_> {
             let regno = i as u8 + 1;
             self.check_arg(st, pc, &proto, regno, *arg, &mut meta)?;
         }
+        if id == SNPRINTF {
+            self.check_snprintf_format(st)?;
+        }
         if let Some(map) = meta.map {
             let t = self.map(map).map(|m| m.map_type);
             if let Some(t) = t {
@@ -154,6 +160,52 @@ impl Verifier<'_> {
         let r0 = self.helper_ret(st, pc, &proto, &meta)?;
         finish_call(st, r0);
         Ok(Succ::Goto(pc + 1))
+    }
+
+    /// The kernel's `check_bpf_snprintf_call`: the format (a read-only map
+    /// value, already checked to be a NUL-terminated string) must be one
+    /// `bpf_bprintf_prepare` accepts with the `data_len / 8` arguments the
+    /// constant `data_len` gives.
+    fn check_snprintf_format(&self, st: &State) -> VResult<()> {
+        let (fmt, len) = (*st.reg(3), *st.reg(5));
+        // A data_len the verifier does not know exactly: the helper checks
+        // it at run time.
+        let Some(args) = len.const_value() else {
+            return Ok(());
+        };
+        if args % 8 != 0 {
+            return err(
+                "bad_helper_arg",
+                "Invalid format string (data_len is not a multiple of 8)",
+            );
+        }
+        let RegType::MapValue { map } = fmt.ty else {
+            return Ok(());
+        };
+        let Some(data) = self.map(map).and_then(|m| m.initial_data.clone()) else {
+            return Ok(());
+        };
+        let start = (i64::from(fmt.off) + fmt.val.as_const().unwrap_or(0) as i64).max(0) as usize;
+        let text = data.get(start..).unwrap_or_default();
+        let text = &text[..text.iter().position(|&b| b == 0).unwrap_or(text.len())];
+        match crate::printf_format::parse(text, |_| {}) {
+            Ok(n) if n as u64 <= args / 8 => Ok(()),
+            Ok(n) => err(
+                "bad_helper_arg",
+                format!(
+                    "Invalid format string ({n} conversions in {:?}, {} arguments in data_len)",
+                    String::from_utf8_lossy(text),
+                    args / 8
+                ),
+            ),
+            Err(_) => err(
+                "bad_helper_arg",
+                format!(
+                    "Invalid format string ({:?}: a conversion bpf_snprintf does not have)",
+                    String::from_utf8_lossy(text)
+                ),
+            ),
+        }
     }
 
     /// A call's effects on the caller: the stack ranges it wrote lose their

@@ -62,6 +62,7 @@ mod mem;
 pub mod module_kptr;
 mod object_env;
 mod precision;
+pub mod printf_format;
 pub mod proto;
 mod pruning;
 pub mod range;

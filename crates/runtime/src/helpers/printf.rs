@@ -1,12 +1,13 @@
-//! `bpf_trace_printk` and `bpf_snprintf`: the kernel's restricted printf
-//! (`bpf_bprintf_prepare`): `%%`, `%c`, `%s`, `%d %i %u %x %X` with `l`/`ll`,
-//! flags `0 + - space` and a width, and the pointer forms `%p %px %pK %pB`,
-//! `%pi4 %pI4 %pi6 %pI6`, `%pks %pus`. Anything else, a non-printable
-//! character in the format, or more conversions than arguments is EINVAL.
+//! `bpf_trace_printk`, `bpf_trace_vprintk` and `bpf_snprintf`: the
+//! kernel's restricted printf (`bpf_bprintf_prepare`), parsed by
+//! `bpfjet_verifier::printf_format` (which the verifier uses to refuse a
+//! `bpf_snprintf` format at load, as the kernel does). An invalid format
+//! or more conversions than arguments is EINVAL.
 //!
 //! Plain `%p` prints the raw address (the kernel prints a hashed one).
-//! Strings a program points to outside its memory print as empty, like the
-//! kernel's fault-tolerant copy.
+//! Strings and addresses a program passes are read without faulting: one
+//! that cannot be read prints as empty or zeros, like the kernel's
+//! fault-tolerant copies.
 
 use super::common::env;
 use super::ids;
@@ -14,6 +15,7 @@ use crate::errno;
 use crate::error::Fault;
 use crate::helper_ctx::HelperCtx;
 use crate::helpers::{Helper, HelperRegistry};
+use bpfjet_verifier::printf_format::{self, Conv, Piece, Spec};
 
 /// `MAX_BPRINTF_BUF`: trace_printk's line buffer.
 const MAX_BPRINTF_BUF: usize = 1024;
@@ -216,197 +218,121 @@ impl std::fmt::Write for Body {
     }
 }
 
-/// The string at `addr` into `body` (at most the line's size less its
-/// NUL). The address is any value the program passed, which no verifier
-/// checked (the kernel copies it with `strncpy_from_kernel_nofault`): it is
-/// read without faulting, and a string that cannot be read prints as
-/// empty, as in the kernel.
-fn read_str(addr: u64, body: &mut Body) {
-    body.len = match crate::tracing::user_mem::read_str(addr, &mut body.buf) {
-        Ok(n) => n.saturating_sub(1),
-        Err(_) => 0,
-    };
-}
-
-/// Conversion flags and width.
-#[derive(Default)]
-struct Spec {
-    left: bool,
-    zero: bool,
-    plus: bool,
-    space: bool,
-    width: usize,
-}
-
-impl Spec {
-    fn pad(&self, body: &[u8], numeric: bool, out: &mut Bounded<'_>) {
-        let fill = self.width.saturating_sub(body.len());
-        if self.left {
-            out.put(body);
-            out.fill(b' ', fill);
-        } else if self.zero && numeric {
-            // Zeros go between the sign and the digits.
-            let sign = usize::from(matches!(body.first(), Some(b'-' | b'+' | b' ')));
-            out.put(&body[..sign]);
-            out.fill(b'0', fill);
-            out.put(&body[sign..]);
-        } else {
-            out.fill(b' ', fill);
-            out.put(body);
-        }
+/// Pad `body` to the conversion's width into `out`.
+fn pad(spec: &Spec, body: &[u8], numeric: bool, out: &mut Bounded<'_>) {
+    let fill = spec.width.saturating_sub(body.len());
+    if spec.left {
+        out.put(body);
+        out.fill(b' ', fill);
+    } else if spec.zero && numeric {
+        // Zeros go between the sign and the digits.
+        let sign = usize::from(matches!(body.first(), Some(b'-' | b'+' | b' ')));
+        out.put(&body[..sign]);
+        out.fill(b'0', fill);
+        out.put(&body[sign..]);
+    } else {
+        out.fill(b' ', fill);
+        out.put(body);
     }
 }
 
-/// Format `fmt` with `args` into `out`; `Err` is the positive errno.
-/// Allocates nothing: a tracing program's run may be inside the traced
-/// process's allocator.
+/// Format `fmt` with `args` into `out`; `Err` is the positive errno (an
+/// invalid format, or more conversions than arguments). Allocates
+/// nothing: a tracing program's run may be inside the traced process's
+/// allocator.
 pub(crate) fn format(fmt: &[u8], args: &[u64], out: &mut Bounded<'_>) -> Result<(), u64> {
-    use std::fmt::Write;
     let mut next_arg = args.iter().copied();
-    let at = |i: usize| fmt.get(i).copied().unwrap_or(0);
+    let mut missing = false;
     let mut body = Body::new();
-    let mut i = 0;
-    while i < fmt.len() {
-        let c = fmt[i];
-        if !c.is_ascii() || !(c.is_ascii_graphic() || c.is_ascii_whitespace()) {
-            return Err(errno::EINVAL);
-        }
-        if c != b'%' {
-            out.put(&[c]);
-            i += 1;
-            continue;
-        }
-        i += 1;
-        if at(i) == b'%' {
-            out.put(b"%");
-            i += 1;
-            continue;
-        }
-        let arg = next_arg.next().ok_or(errno::EINVAL)?;
-        let mut spec = Spec::default();
-        loop {
-            match at(i) {
-                b'0' => spec.zero = true,
-                b'+' => spec.plus = true,
-                b'-' => spec.left = true,
-                b' ' => spec.space = true,
-                _ => break,
-            }
-            i += 1;
-        }
-        if (b'1'..=b'9').contains(&at(i)) {
-            while at(i).is_ascii_digit() {
-                spec.width = spec.width.saturating_mul(10) + usize::from(at(i) - b'0');
-                i += 1;
-            }
-        }
-        body.len = 0;
-        match at(i) {
-            b'p' => {
-                i += 1;
-                pointer(fmt, &mut i, arg, &mut body)?;
-                spec.pad(body.bytes(), false, out);
-                continue;
-            }
-            b's' => {
-                i += 1;
-                read_str(arg, &mut body);
-                spec.pad(body.bytes(), false, out);
-                continue;
-            }
-            b'c' => {
-                i += 1;
-                spec.pad(&[arg as u8], false, out);
-                continue;
-            }
-            _ => {}
-        }
-        let mut long = 0;
-        while at(i) == b'l' && long < 2 {
-            long += 1;
-            i += 1;
-        }
-        let conv = at(i);
-        i += 1;
-        let wide = long > 0;
-        let unsigned = if wide { arg } else { u64::from(arg as u32) };
-        // Writing into `Body` cannot fail.
-        let _ = match conv {
-            b'd' | b'i' => {
-                let v = if wide {
-                    arg as i64
-                } else {
-                    i64::from(arg as i32)
-                };
-                let sign = if v < 0 {
-                    "-"
-                } else if spec.plus {
-                    "+"
-                } else if spec.space {
-                    " "
-                } else {
-                    ""
-                };
-                write!(body, "{sign}{}", v.unsigned_abs())
-            }
-            b'u' => write!(body, "{unsigned}"),
-            b'x' => write!(body, "{unsigned:x}"),
-            b'X' => write!(body, "{unsigned:X}"),
-            _ => return Err(errno::EINVAL),
+    printf_format::parse(fmt, |piece| {
+        let (spec, conv) = match piece {
+            Piece::Literal(b) => return out.put(&[b]),
+            Piece::Arg(spec, conv) => (spec, conv),
         };
-        spec.pad(body.bytes(), true, out);
+        let Some(arg) = next_arg.next() else {
+            missing = true;
+            return;
+        };
+        if missing {
+            return;
+        }
+        convert(&spec, conv, arg, &mut body);
+        let numeric = matches!(
+            conv,
+            Conv::Signed { .. } | Conv::Unsigned { .. } | Conv::Hex { .. }
+        );
+        pad(&spec, body.bytes(), numeric, out);
+    })
+    .map_err(|_| errno::EINVAL)?;
+    if missing {
+        return Err(errno::EINVAL);
     }
     Ok(())
 }
 
-/// The `%p` family into `body`; `i` is just past the `p`.
-fn pointer(fmt: &[u8], i: &mut usize, arg: u64, body: &mut Body) -> Result<(), u64> {
+/// One conversion's text into `body`. Addresses (`%s`, `%pks`, `%pI4`...)
+/// are values no verifier checked (the kernel reads them with its
+/// `_nofault` copies): read without faulting; one that cannot be read
+/// prints as an empty string or zeros.
+fn convert(spec: &Spec, conv: Conv, arg: u64, body: &mut Body) {
     use std::fmt::Write;
-    let at = |i: usize| fmt.get(i).copied().unwrap_or(0);
-    let next = at(*i);
-    if next == 0 || next.is_ascii_whitespace() || next.is_ascii_punctuation() {
-        let _ = write!(body, "{arg:016x}");
-        return Ok(());
-    }
-    // Any value the program passed (the kernel reads it with
-    // `copy_from_kernel_nofault`): read without faulting, and an address
-    // that cannot be read shows as zeros.
-    let bytes = |n: usize| -> [u8; 16] {
-        let mut b = [0u8; 16];
-        let _ = crate::tracing::user_mem::read(arg, &mut b[..n]);
-        b
-    };
-    let _ = match (next, at(*i + 1)) {
-        (b'K' | b'x' | b'B', _) => {
-            *i += 1;
-            write!(body, "{arg:016x}")
+    body.len = 0;
+    let int = |wide: bool| if wide { arg } else { u64::from(arg as u32) };
+    // Writing into `Body` cannot fail.
+    let _ = match conv {
+        Conv::Signed { wide } => {
+            let v = if wide {
+                arg as i64
+            } else {
+                i64::from(arg as i32)
+            };
+            let sign = if v < 0 {
+                "-"
+            } else if spec.plus {
+                "+"
+            } else if spec.space {
+                " "
+            } else {
+                ""
+            };
+            write!(body, "{sign}{}", v.unsigned_abs())
         }
-        (b'k' | b'u', b's') => {
-            *i += 2;
-            read_str(arg, body);
+        Conv::Unsigned { wide } => write!(body, "{}", int(wide)),
+        Conv::Hex { wide, upper: false } => write!(body, "{:x}", int(wide)),
+        Conv::Hex { wide, upper: true } => write!(body, "{:X}", int(wide)),
+        Conv::Char => {
+            // The byte itself (not its UTF-8 encoding).
+            body.buf[0] = arg as u8;
+            body.len = 1;
             Ok(())
         }
-        (b'i' | b'I', b'4') => {
-            *i += 2;
-            let b = bytes(4);
-            if next == b'i' {
+        Conv::Str => {
+            body.len = match crate::tracing::user_mem::read_str(arg, &mut body.buf) {
+                Ok(n) => n.saturating_sub(1),
+                Err(_) => 0,
+            };
+            Ok(())
+        }
+        Conv::Pointer => write!(body, "{arg:016x}"),
+        Conv::Ipv4 { padded } => {
+            let mut b = [0u8; 4];
+            let _ = crate::tracing::user_mem::read(arg, &mut b);
+            if padded {
                 write!(body, "{:03}.{:03}.{:03}.{:03}", b[0], b[1], b[2], b[3])
             } else {
                 write!(body, "{}.{}.{}.{}", b[0], b[1], b[2], b[3])
             }
         }
-        (b'i' | b'I', b'6') => {
-            *i += 2;
-            let b = bytes(16);
+        Conv::Ipv6 { colons } => {
+            let mut b = [0u8; 16];
+            let _ = crate::tracing::user_mem::read(arg, &mut b);
             for (k, g) in b.chunks(2).enumerate() {
-                if k > 0 && next == b'I' {
+                if k > 0 && colons {
                     let _ = body.write_str(":");
                 }
                 let _ = write!(body, "{:02x}{:02x}", g[0], g[1]);
             }
             Ok(())
         }
-        _ => return Err(errno::EINVAL),
     };
-    Ok(())
 }
