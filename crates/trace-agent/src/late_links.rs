@@ -166,7 +166,7 @@ pub extern "C" fn bpfjet_take_new_links() -> i64 {
     if alive::is_detached() {
         return -(libc::ENOENT as i64);
     }
-    alive::agent_work(|| match take(agent, &name) {
+    let taken = alive::agent_work(|| match take(agent, &name) {
         Ok((n, false)) => n as i64,
         Ok((n, true)) => n as i64 | inject::DISPATCH_THREADS,
         Err(e) => {
@@ -176,7 +176,11 @@ pub extern "C" fn bpfjet_take_new_links() -> i64 {
             );
             -(libc::EINVAL as i64)
         }
-    })
+    });
+    // The loading's allocator frames must not stay in the dead stack,
+    // where the next safe-point scan would find them (stack_scrub.rs).
+    crate::stack_scrub::scrub_below();
+    taken
 }
 
 /// Why a late link is not attached in this process, if it is not.
