@@ -7,14 +7,15 @@
 //! conservative: it cannot tell a live frame from an old word. The call
 //! loads programs and maps, which means many `malloc`s and `free`s, and
 //! their return addresses stay in the dead stack below the thread's stack
-//! pointer. A later signal frame or handler frame at that depth does not
-//! overwrite every word it covers (the kernel skips the parts of the
-//! vector-register save area in their initial state, and frames have
-//! padding). `free`'s return address then shows up in a live frame at
-//! every later stop, and a second tracer's links are refused, with "no
-//! safe point ... a frame in libc's allocator", for as long as the process
-//! runs (seen in `tests/preload/bpftrace.sh`'s "late system-call
-//! tracepoint (second)" case, 2 runs out of 6 here).
+//! pointer. A later frame at that depth does not overwrite every word it
+//! covers (most likely a signal frame, whose vector-register save area
+//! the kernel writes only in part, or a frame's padding; which one was not
+//! pinned down). `free`'s return address (libc's `free` + 0x6f, after its
+//! call of `_int_free`) then showed up above the stack pointer at every
+//! later stop, and a second tracer's links were refused, with "no safe
+//! point ... a frame in libc's allocator", for as long as the process ran
+//! (`tests/preload/bpftrace.sh`'s "late system-call tracepoint (second)"
+//! case: 2 runs out of 6 here before, 8 out of 8 after).
 //!
 //! So the call zeroes what its callees left below it before it returns.
 
