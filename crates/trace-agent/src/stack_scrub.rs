@@ -36,9 +36,15 @@ pub(crate) fn scrub_below() {
     let sp: usize;
     // SAFETY: reads the stack pointer; no memory access.
     unsafe { std::arch::asm!("mov {}, rsp", out(reg) sp, options(nomem, nostack)) };
-    let Some(low) = stack_low() else {
+    let Some((low, high)) = stack_bounds() else {
         return;
     };
+    // A thread running on a stack of its own making (a coroutine's, a
+    // signal stack) is left alone: what lies below it may be another
+    // stack in use.
+    if !(low..high).contains(&sp) {
+        return;
+    }
     let top = sp.saturating_sub(RED_ZONE) & !7;
     // One page above the low end: the guard gap or the next mapping.
     let bottom = top.saturating_sub(SCRUB_BYTES).max(low + 4096);
@@ -53,8 +59,9 @@ pub(crate) fn scrub_below() {
     }
 }
 
-/// The lowest address of this thread's stack, from glibc.
-fn stack_low() -> Option<usize> {
+/// This thread's stack, from glibc: its lowest usable address (above the
+/// guard) and its end.
+fn stack_bounds() -> Option<(usize, usize)> {
     // SAFETY: plain libc calls on a zeroed attribute object this function
     // owns and destroys.
     unsafe {
@@ -68,6 +75,6 @@ fn stack_low() -> Option<usize> {
         let mut guard: libc::size_t = 0;
         let _ = libc::pthread_attr_getguardsize(&attr, &mut guard);
         libc::pthread_attr_destroy(&mut attr);
-        ok.then_some(addr as usize + guard)
+        ok.then_some((addr as usize + guard, addr as usize + size))
     }
 }
