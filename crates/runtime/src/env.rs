@@ -257,11 +257,6 @@ impl RunEnv {
         &self.trace
     }
 
-    /// Take the lines `bpf_trace_printk` wrote so far.
-    pub fn take_trace_log(&mut self) -> Vec<String> {
-        std::mem::take(&mut self.trace)
-    }
-
     /// Release what a program left behind. The kernel verifier rejects a
     /// program that can exit holding a reservation or a lock; an unverified
     /// program may still do it, and the ring or the lock must not stay

@@ -179,15 +179,10 @@ impl Verifier<'_> {
                 "Invalid format string (data_len is not a multiple of 8)",
             );
         }
-        let RegType::MapValue { map } = fmt.ty else {
+        // Checked as a constant string by its argument type already.
+        let Some(text) = self.const_str(&fmt) else {
             return Ok(());
         };
-        let Some(data) = self.map(map).and_then(|m| m.initial_data.clone()) else {
-            return Ok(());
-        };
-        let start = (i64::from(fmt.off) + fmt.val.as_const().unwrap_or(0) as i64).max(0) as usize;
-        let text = data.get(start..).unwrap_or_default();
-        let text = &text[..text.iter().position(|&b| b == 0).unwrap_or(text.len())];
         match crate::printf_format::parse(text, |_| {}) {
             Ok(n) if n as u64 <= args / 8 => Ok(()),
             Ok(n) => err(
@@ -206,6 +201,19 @@ impl Verifier<'_> {
                 ),
             ),
         }
+    }
+
+    /// The string a pointer into a map's initial data points to (the
+    /// kernel's fixed plus constant variable offset), without its NUL; None
+    /// when it is not such a pointer or the string has no NUL in the value.
+    fn const_str(&self, reg: &RegState) -> Option<&[u8]> {
+        let RegType::MapValue { map } = reg.ty else {
+            return None;
+        };
+        let data = self.map(map)?.initial_data.as_deref()?;
+        let start = (i64::from(reg.off) + reg.val.as_const().unwrap_or(0) as i64).max(0);
+        let text = data.get(start as usize..)?;
+        Some(&text[..text.iter().position(|&b| b == 0)?])
     }
 
     /// A call's effects on the caller: the stack ranges it wrote lose their
@@ -548,7 +556,7 @@ impl Verifier<'_> {
                 let RegType::MapValue { map } = reg.ty else {
                     return expect("map_value (read-only string)");
                 };
-                let Some(spec) = self.map(map).cloned() else {
+                let Some(spec) = self.map(map) else {
                     return expect("map_value");
                 };
                 if !(spec.frozen && spec.flags & flags::RDONLY_PROG != 0 && reg.val.is_const()) {
@@ -557,9 +565,7 @@ impl Verifier<'_> {
                         format!("R{regno} does not point to a readonly map'"),
                     );
                 }
-                let start = reg.off.max(0) as usize;
-                let data = spec.initial_data.unwrap_or_default();
-                if !data.get(start..).is_some_and(|d| d.contains(&0)) {
+                if self.const_str(&reg).is_none() {
                     return err("bad_helper_arg", "string is not zero-terminated");
                 }
             }

@@ -11,6 +11,7 @@
 
 use super::common::env;
 use super::ids;
+use super::strings::cstr_len;
 use crate::errno;
 use crate::error::Fault;
 use crate::helper_ctx::HelperCtx;
@@ -21,6 +22,8 @@ use bpfjet_verifier::printf_format::{self, Conv, Piece, Spec};
 const MAX_BPRINTF_BUF: usize = 1024;
 /// `MAX_BPRINTF_VARARGS`: bpf_snprintf's argument limit.
 const MAX_BPRINTF_VARARGS: u64 = 12;
+/// The u64 arguments of `bpf_trace_vprintk` and `bpf_snprintf`.
+type Args = [u64; MAX_BPRINTF_VARARGS as usize];
 /// Longest format string bpfjet reads for `bpf_snprintf`.
 const MAX_FORMAT: usize = 64 << 10;
 
@@ -35,31 +38,30 @@ pub(crate) fn register(r: &mut HelperRegistry) {
 }
 
 fn trace_printk(ctx: &mut HelperCtx<'_>, a: [u64; 5]) -> Result<u64, Fault> {
-    let mut line = [0u8; MAX_BPRINTF_BUF - 1];
-    let total = {
-        let raw = ctx.read_mem(a[0], a[1] as u32 as u64)?;
-        let Some(nul) = raw.iter().position(|&b| b == 0) else {
-            return Ok(errno::neg(errno::EINVAL));
-        };
-        let mut out = Bounded::new(&mut line);
-        if let Err(e) = format(&raw[..nul], &[a[2], a[3], a[4]], &mut out) {
-            return Ok(errno::neg(e));
-        }
-        out.total
-    };
-    keep_line(ctx, &line[..total.min(line.len())])?;
-    Ok(total as u64)
+    print_line(ctx, a[0], a[1] as u32 as u64, &[a[2], a[3], a[4]])
 }
 
 /// `bpf_trace_vprintk(fmt, fmt_size, args, data_len)`: `bpf_trace_printk`
 /// with its arguments in an array of u64 (what `bpf_printk` becomes with
 /// more than three arguments).
 fn trace_vprintk(ctx: &mut HelperCtx<'_>, a: [u64; 5]) -> Result<u64, Fault> {
-    let (fmt_addr, fmt_size, data, data_len) = (a[0], a[1] as u32 as u64, a[2], a[3] as u32 as u64);
-    if data_len % 8 != 0 || data_len > MAX_BPRINTF_VARARGS * 8 || (data_len != 0 && data == 0) {
+    let Some((args, n)) = varargs(ctx, a[2], a[3] as u32 as u64)? else {
         return Ok(errno::neg(errno::EINVAL));
-    }
-    let (args, n) = u64_args(ctx, data, data_len)?;
+    };
+    print_line(ctx, a[0], a[1] as u32 as u64, &args[..n])
+}
+
+/// Format the `fmt_size` bytes at `fmt_addr` (NUL-terminated within them)
+/// into a line of at most the kernel's 1,023 bytes and keep it: in the
+/// tracing object's ring (no allocation: the run may be inside the traced
+/// process's allocator, tracing/trace_ring.rs), or in the run's own list
+/// (XDP runs, test runs). Returns the whole formatted length.
+fn print_line(
+    ctx: &mut HelperCtx<'_>,
+    fmt_addr: u64,
+    fmt_size: u64,
+    args: &[u64],
+) -> Result<u64, Fault> {
     let mut line = [0u8; MAX_BPRINTF_BUF - 1];
     let total = {
         let raw = ctx.read_mem(fmt_addr, fmt_size)?;
@@ -67,36 +69,33 @@ fn trace_vprintk(ctx: &mut HelperCtx<'_>, a: [u64; 5]) -> Result<u64, Fault> {
             return Ok(errno::neg(errno::EINVAL));
         };
         let mut out = Bounded::new(&mut line);
-        if let Err(e) = format(&raw[..nul], &args[..n], &mut out) {
+        if let Err(e) = format(&raw[..nul], args, &mut out) {
             return Ok(errno::neg(e));
         }
         out.total
     };
-    keep_line(ctx, &line[..total.min(line.len())])?;
-    Ok(total as u64)
-}
-
-/// A trace line goes to the tracing object's ring (no allocation: the run
-/// may be inside the traced process's allocator, tracing/trace_ring.rs),
-/// or to the run's own list (XDP runs, test runs).
-fn keep_line(ctx: &mut HelperCtx<'_>, line: &[u8]) -> Result<(), Fault> {
+    let line = &line[..total.min(line.len())];
     let e = env(ctx)?;
     match &e.trace_ring {
         Some(ring) => ring.push(line),
         None => e.trace.push(String::from_utf8_lossy(line).into_owned()),
     }
-    Ok(())
+    Ok(total as u64)
 }
 
-/// `data_len / 8` u64 arguments at `data`, and how many.
-fn u64_args(
-    ctx: &HelperCtx<'_>,
-    data: u64,
-    data_len: u64,
-) -> Result<([u64; MAX_BPRINTF_VARARGS as usize], usize), Fault> {
-    let mut args = [0u64; MAX_BPRINTF_VARARGS as usize];
+/// The `data_len / 8` u64 arguments at `data` and how many, or None when
+/// `data_len` is not a multiple of 8, exceeds the kernel's limit, or has no
+/// array (the helpers' -EINVAL).
+fn varargs(ctx: &HelperCtx<'_>, data: u64, data_len: u64) -> Result<Option<(Args, usize)>, Fault> {
+    if !data_len.is_multiple_of(8)
+        || data_len > MAX_BPRINTF_VARARGS * 8
+        || (data_len != 0 && data == 0)
+    {
+        return Ok(None);
+    }
+    let mut args: Args = [0; MAX_BPRINTF_VARARGS as usize];
     if data_len == 0 {
-        return Ok((args, 0));
+        return Ok(Some((args, 0)));
     }
     let raw = ctx.read_mem(data, data_len)?;
     let mut n = 0;
@@ -104,16 +103,14 @@ fn u64_args(
         *slot = u64::from_ne_bytes(c.try_into().unwrap_or([0; 8]));
         n += 1;
     }
-    Ok((args, n))
+    Ok(Some((args, n)))
 }
 
 fn snprintf(ctx: &mut HelperCtx<'_>, a: [u64; 5]) -> Result<u64, Fault> {
-    let (str_addr, str_size, fmt_addr, data, data_len) =
-        (a[0], a[1] as u32 as u64, a[2], a[3], a[4] as u32 as u64);
-    if data_len % 8 != 0 || data_len > MAX_BPRINTF_VARARGS * 8 || (data_len != 0 && data == 0) {
+    let (str_addr, str_size, fmt_addr) = (a[0], a[1] as u32 as u64, a[2]);
+    let Some((args, n)) = varargs(ctx, a[3], a[4] as u32 as u64)? else {
         return Ok(errno::neg(errno::EINVAL));
-    }
-    let (args, n) = u64_args(ctx, data, data_len)?;
+    };
     // The output is kept on the stack up to the kernel's line size; a
     // larger destination gets a heap buffer of its size.
     let mut small = [0u8; MAX_BPRINTF_BUF];
@@ -143,22 +140,9 @@ fn snprintf(ctx: &mut HelperCtx<'_>, a: [u64; 5]) -> Result<u64, Fault> {
     Ok(total as u64 + 1)
 }
 
-/// Length of the NUL-terminated string at `addr` (at most `max`); a fault
-/// before the NUL is the program's fault, as reading the string was.
-fn cstr_len(ctx: &HelperCtx<'_>, addr: u64, max: usize) -> Result<usize, Fault> {
-    let mut n = 0;
-    while n < max {
-        if ctx.read_mem(addr.wrapping_add(n as u64), 1)?[0] == 0 {
-            break;
-        }
-        n += 1;
-    }
-    Ok(n)
-}
-
 /// Formatted output: the first `buf.len()` bytes are kept, every byte is
 /// counted (the return value is the whole length, as `bstr_printf`'s).
-pub(crate) struct Bounded<'a> {
+struct Bounded<'a> {
     buf: &'a mut [u8],
     len: usize,
     total: usize,
@@ -240,7 +224,7 @@ fn pad(spec: &Spec, body: &[u8], numeric: bool, out: &mut Bounded<'_>) {
 /// invalid format, or more conversions than arguments). Allocates
 /// nothing: a tracing program's run may be inside the traced process's
 /// allocator.
-pub(crate) fn format(fmt: &[u8], args: &[u64], out: &mut Bounded<'_>) -> Result<(), u64> {
+fn format(fmt: &[u8], args: &[u64], out: &mut Bounded<'_>) -> Result<(), u64> {
     let mut next_arg = args.iter().copied();
     let mut missing = false;
     let mut body = Body::new();
@@ -253,9 +237,6 @@ pub(crate) fn format(fmt: &[u8], args: &[u64], out: &mut Bounded<'_>) -> Result<
             missing = true;
             return;
         };
-        if missing {
-            return;
-        }
         convert(&spec, conv, arg, &mut body);
         let numeric = matches!(
             conv,

@@ -16,15 +16,23 @@ pub(crate) fn register(r: &mut HelperRegistry) {
 /// A NUL-terminated string of at most `max` bytes (NUL excluded) starting at
 /// `addr`, read byte by byte so that it may end anywhere in its region.
 pub(crate) fn read_cstr(ctx: &HelperCtx<'_>, addr: u64, max: usize) -> Result<Vec<u8>, Fault> {
-    let mut out = Vec::new();
-    while out.len() < max {
-        let b = ctx.read_mem(addr.wrapping_add(out.len() as u64), 1)?[0];
-        if b == 0 {
+    let len = cstr_len(ctx, addr, max)?;
+    (0..len as u64)
+        .map(|i| Ok(ctx.read_mem(addr.wrapping_add(i), 1)?[0]))
+        .collect()
+}
+
+/// Length of the NUL-terminated string at `addr` (at most `max`), read
+/// byte by byte: a fault before the NUL is the program's fault.
+pub(crate) fn cstr_len(ctx: &HelperCtx<'_>, addr: u64, max: usize) -> Result<usize, Fault> {
+    let mut n = 0;
+    while n < max {
+        if ctx.read_mem(addr.wrapping_add(n as u64), 1)?[0] == 0 {
             break;
         }
-        out.push(b);
+        n += 1;
     }
-    Ok(out)
+    Ok(n)
 }
 
 /// The kernel's `strncmp`: -1, 0 or 1, comparing unsigned bytes; a missing

@@ -168,11 +168,7 @@ impl HalfRun<'_> {
         let _ = run.env.run.release_leftovers();
         drop(lease);
         // The thread's "run under way" flag is cleared when `_running`
-        // goes, at the end of this function. The usual end (no trace
-        // line, no fault) without the call.
-        match result {
-            Ok(r0) if run.env.run.trace.is_empty() => r0,
-            result => object.end_run(prog, run, result),
-        }
+        // goes, at the end of this function.
+        object.end_run(prog, result)
     }
 }

@@ -862,17 +862,15 @@ impl TracingObject {
             };
             let _ = run.env.run.release_leftovers();
             drop(lease);
-            self.end_run(p, run, result)
+            self.end_run(p, result)
         }
     }
 
-    /// What every run does after the program: keep its trace lines, count
-    /// a fault (r0 then reads as 0, and the reason is kept); returns r0.
+    /// What every run does after the program: count a fault (r0 then
+    /// reads as 0, and the reason is kept); returns r0. Its trace lines are
+    /// in the object's ring already (`thread_run` points the run there).
     #[inline(always)]
-    fn end_run(&self, p: &TracingProgram, run: &mut ThreadRun, result: Result<u64, Fault>) -> u64 {
-        if !run.env.run.trace.is_empty() {
-            self.keep_trace(run.env.run.take_trace_log());
-        }
+    fn end_run(&self, p: &TracingProgram, result: Result<u64, Fault>) -> u64 {
         match result {
             Ok(r0) => r0,
             Err(fault) => self.count_fault(p, fault),
@@ -973,13 +971,6 @@ impl TracingObject {
             object: self.uid,
             state,
             env,
-        }
-    }
-
-    /// Lines a run kept itself (none: tracing runs write to the ring).
-    fn keep_trace(&self, lines: Vec<String>) {
-        for line in lines {
-            self.trace.push(line.as_bytes());
         }
     }
 }

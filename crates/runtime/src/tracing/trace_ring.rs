@@ -13,11 +13,11 @@
 //! before). Writers take a flag, not a mutex: a run that finds the flag
 //! held — another thread writing, or the run's own thread interrupted by a
 //! signal in the middle of a write — tries a bounded number of times and
-//! then drops its line and counts it, rather than wait for a holder that
-//! may never run again.
+//! then drops its line, rather than wait for a holder that may never run
+//! again.
 
 use std::cell::UnsafeCell;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 
 /// Bytes of line text the ring holds (the lines of a report that printed
 /// them all at the kernel's 1,024-byte maximum: 255 of them).
@@ -40,7 +40,6 @@ pub struct TraceRing {
     busy: AtomicBool,
     inner: UnsafeCell<Inner>,
     limit: usize,
-    dropped: AtomicU64,
 }
 
 // SAFETY: `inner` is only touched by the holder of `busy`.
@@ -69,7 +68,6 @@ impl TraceRing {
                 lines: 0,
             }),
             limit,
-            dropped: AtomicU64::new(0),
         }
     }
 
@@ -94,7 +92,6 @@ impl TraceRing {
             return;
         }
         let Some(_held) = self.try_hold(TRIES) else {
-            self.dropped.fetch_add(1, Ordering::Relaxed);
             return;
         };
         // SAFETY: the flag is held.
@@ -112,7 +109,6 @@ impl TraceRing {
             // have left the counts off; never a panic in a handler.
             r.used = r.used.saturating_sub(2 + len);
             r.lines -= 1;
-            self.dropped.fetch_add(1, Ordering::Relaxed);
         }
         let mut at = (r.head + r.used.min(cap)) % cap;
         for &b in (line.len() as u16).to_ne_bytes().iter().chain(line) {
@@ -182,12 +178,6 @@ impl TraceRing {
         r.lines = 0;
         self.busy.store(false, Ordering::Release);
     }
-
-    /// Lines that were pushed out by newer ones, or dropped because the
-    /// ring was busy for too long.
-    pub fn dropped(&self) -> u64 {
-        self.dropped.load(Ordering::Relaxed)
-    }
 }
 
 #[cfg(test)]
@@ -201,7 +191,6 @@ mod tests {
             r.push(l.as_bytes());
         }
         assert_eq!(r.take(), vec!["bb", "ccc", "dddd"]);
-        assert_eq!(r.dropped(), 1);
         assert!(r.take().is_empty());
     }
 
@@ -244,6 +233,5 @@ mod tests {
         drop(held);
         r.push(b"kept");
         assert_eq!(r.take(), vec!["kept"]);
-        assert_eq!(r.dropped(), 1);
     }
 }
