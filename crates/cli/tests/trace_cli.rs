@@ -1005,5 +1005,10 @@ fn printk_lines_of_a_system_call_hook_reach_the_report() {
             ["write fd=1 count=6 []", "five|5   |ff|z|6"],
             "{engine}: {report}"
         );
+        assert_eq!(
+            report["trace_lines_lost"],
+            serde_json::json!({"busy": 0, "pushed_out": 0}),
+            "{engine}"
+        );
     }
 }

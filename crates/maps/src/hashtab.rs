@@ -1063,6 +1063,33 @@ impl HashTable {
         Err(MapError::NotFound)
     }
 
+    /// Calls `f(key, value)` for each element in place, bucket by bucket,
+    /// until it returns false; `value` is `cpu`'s copy for a per-CPU map.
+    /// As the kernel's `bpf_for_each_map_elem` walks a hash map: no lock is
+    /// held across `f` (which may update or delete elements of this map,
+    /// the one it is given included), nothing is copied or allocated, and
+    /// no LRU reference is marked. An element `f` deletes keeps its chain
+    /// link, so the walk goes on after it; one recycled into another chain
+    /// meanwhile ends its bucket's walk at that chain's end (the kernel's
+    /// walk may likewise see an element twice or miss one that moved).
+    /// The pointers stay valid memory for the map's life (the pool is
+    /// never unmapped).
+    pub(crate) fn visit_in_place(&self, cpu: u32, mut f: impl FnMut(*const u8, *mut u8) -> bool) {
+        for b in 0..self.p.n_buckets as u32 {
+            let mut link = self.bucket_head(b).load(Ordering::Acquire);
+            let mut steps = 0u32;
+            // A link out of the pool (a torn read) or a walk longer than
+            // the pool (a cycle through recycled elements) ends the bucket.
+            while link & NULLS == 0 && link < self.pool && steps <= self.pool {
+                if !f(self.key_ptr(link), self.value_ptr(link, cpu)) {
+                    return;
+                }
+                link = self.chain_next(link).load(Ordering::Acquire);
+                steps += 1;
+            }
+        }
+    }
+
     /// Every live element, in `get_next_key` order.
     pub(crate) fn elements(&self) -> Vec<u32> {
         (0..self.p.n_buckets as u32)

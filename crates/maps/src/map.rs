@@ -388,6 +388,20 @@ impl Map {
         }
     }
 
+    /// A hash-family map's elements in place (`bpf_for_each_map_elem`):
+    /// `f(key, value)` until it returns false, `value` being `cpu`'s copy
+    /// of a per-CPU map's (see `HashTable::visit_in_place`). Returns false,
+    /// calling nothing, for a map of another family.
+    pub fn visit_hash_elems(&self, cpu: u32, f: impl FnMut(*const u8, *mut u8) -> bool) -> bool {
+        match &self.family {
+            Family::Hash(h) => {
+                h.visit_in_place(cpu, f);
+                true
+            }
+            _ => false,
+        }
+    }
+
     /// The program id in slot `index` of a PROG_ARRAY: None when the map is
     /// not a PROG_ARRAY, `index` is out of range, or the slot is empty.
     /// `bpf_tail_call`'s read of the slot, without [`Map::lookup`]'s key

@@ -168,9 +168,6 @@ pub struct RunEnv {
     /// without allocating (tracing/trace_ring.rs).
     pub(crate) trace_ring: Option<Arc<crate::tracing::TraceRing>>,
     pub(crate) prng: u64,
-    /// Keys handed to `bpf_for_each_map_elem` callbacks; kept alive for the
-    /// whole run because a callback may keep the pointer.
-    pub(crate) callback_keys: Vec<Box<[u8]>>,
 }
 
 impl std::fmt::Debug for RunEnv {
@@ -217,7 +214,6 @@ impl RunEnv {
             trace: Vec::new(),
             trace_ring: None,
             prng: seed(cpu),
-            callback_keys: Vec::new(),
         }
     }
 
@@ -266,7 +262,6 @@ impl RunEnv {
         // The common case, checked inline: benchmarks call this after every
         // run.
         if self.reservations.is_empty() && self.held_locks.is_empty() {
-            self.callback_keys.clear();
             return Vec::new();
         }
         self.release_held()
@@ -288,7 +283,6 @@ impl RunEnv {
             unsafe { bpf_maps_unlock(addr) };
             notes.push(format!("released spin lock at {addr:#x} held at exit"));
         }
-        self.callback_keys.clear();
         notes
     }
 
@@ -378,12 +372,6 @@ impl XdpEnv {
     #[inline]
     pub fn run_env(&mut self) -> &mut RunEnv {
         &mut self.run
-    }
-
-    /// Start another run on the same frame (the kernel's `repeat`): per-run
-    /// bookkeeping is reset, the packet is not.
-    pub(crate) fn begin_run(&mut self) {
-        self.run.callback_keys.clear();
     }
 }
 

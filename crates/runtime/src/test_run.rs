@@ -100,7 +100,6 @@ impl LoadedObject {
         let mut notes = Vec::new();
         let started = Instant::now();
         for _ in 0..runs {
-            env.begin_run();
             let result = program.run(&mut state, &mut env, &[md]);
             notes.extend(env.release_leftovers());
             match result {

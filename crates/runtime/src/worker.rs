@@ -371,7 +371,6 @@ impl XdpRunner {
             }
             self.packet_region = Some(region);
         }
-        self.env.begin_run();
         let result = (self.engine)(&mut self.state, &mut self.env, md_addr);
         let action = self.finish_run(result)?;
         Ok(FrameVerdict {
@@ -411,7 +410,6 @@ impl XdpRunner {
         let (span_start, span_len) = self.env.frame.packet_span();
         self.state
             .add_region(Region::writable(span_start, span_len));
-        self.env.begin_run();
         let result = (self.engine)(&mut self.state, &mut self.env, md_addr);
         // The span as the program left it (the adjust helpers move it).
         let (after_start, after_len) = self.env.frame.packet_span();

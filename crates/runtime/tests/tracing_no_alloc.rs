@@ -133,6 +133,28 @@ int on_print(struct bpf_raw_tracepoint_args *ctx) {
     }
     return 0;
 }
+struct walk { __u64 sum, n; };
+struct { __uint(type, BPF_MAP_TYPE_ARRAY); __uint(max_entries, 1);
+         __type(key, __u32); __type(value, struct walk); } walks SEC(".maps");
+static long add_count(void *map, __u64 *key, __u64 *val, struct walk *w) {
+    w->sum += *key * 1000 + *val;
+    w->n++;
+    return 0;
+}
+static long add_slot(void *map, __u32 *key, __s64 *val, struct walk *w) {
+    w->sum += *key;
+    w->n++;
+    return 0;
+}
+SEC("raw_tracepoint/sys_exit")
+int on_walk(struct bpf_raw_tracepoint_args *ctx) {
+    __u32 zero = 0;
+    struct walk w = {};
+    bpf_for_each_map_elem(&counts, add_count, &w, 0);
+    bpf_for_each_map_elem(&stack_results, add_slot, &w, 0);
+    bpf_map_update_elem(&walks, &zero, &w, BPF_ANY);
+    return 0;
+}
 char LICENSE[] SEC("license") = "GPL";
 "#;
 
@@ -243,7 +265,8 @@ fn printk_snprintf_and_large_values_allocate_nothing() {
     run(3);
     let allocations = allocations_in(|| (0..100).for_each(|_| run(3)));
     assert_eq!(allocations, 0, "heap allocations in 100 runs");
-    let lines = t.take_trace_lines();
+    let (lines, lost) = t.take_trace_lines();
+    assert_eq!(lost.total(), 0, "{lost:?}");
     assert_eq!(lines.len(), 204, "two lines a run");
     assert_eq!(lines[0], "nr 3 name comm-like ip 127.0.0.1");
     assert_eq!(lines[1], "42    |00beef|ABCDEF0123|q|comm-like");
@@ -257,4 +280,53 @@ fn printk_snprintf_and_large_values_allocate_nothing() {
     assert_eq!(huge.len(), 1024);
     assert_eq!(u64::from_ne_bytes(huge[..8].try_into().unwrap()), 3);
     assert_eq!(u64::from_ne_bytes(huge[1016..].try_into().unwrap()), 6);
+}
+
+/// Lines pushed out of a full ring before the report reads them are
+/// counted (the report's `"trace_lines_lost"`), and the count starts
+/// again after each read.
+#[test]
+fn lines_pushed_out_of_the_ring_are_counted() {
+    let opts = TracingOptions {
+        trace_lines: 150,
+        ..TracingOptions::default()
+    };
+    let t = TracingObject::load(object(), &opts).unwrap();
+    let id = t.program_id("on_print").unwrap();
+    for _ in 0..100 {
+        let mut args = RawSyscallArgs { args: [0, 3] };
+        t.run_raw_syscall(id, &mut args, &ProbeSite::default());
+    }
+    let (lines, lost) = t.take_trace_lines();
+    assert_eq!(lines.len(), 150, "the last 150 of 200 lines");
+    assert_eq!((lost.pushed_out, lost.busy), (50, 0));
+    assert_eq!(lines[149], "42    |00beef|ABCDEF0123|q|comm-like");
+    let (lines, lost) = t.take_trace_lines();
+    assert!(lines.is_empty() && lost.total() == 0, "{lines:?} {lost:?}");
+}
+
+/// `bpf_for_each_map_elem` over a hash map and an array: the callbacks get
+/// each element's key and value in place (a hash map's in its element, an
+/// array's index on the helper's frame), nothing is copied to the heap.
+#[test]
+fn for_each_map_elem_allocates_nothing() {
+    let t = TracingObject::load(object(), &TracingOptions::default()).unwrap();
+    let enter = t.program_id("on_enter").unwrap();
+    for nr in [5u64, 9, 9] {
+        let mut args = RawSyscallArgs { args: [0, nr] };
+        t.run_raw_syscall(enter, &mut args, &ProbeSite::default());
+    }
+    let id = t.program_id("on_walk").unwrap();
+    let run = || {
+        let mut args = RawSyscallArgs { args: [0, 0] };
+        t.run_raw_syscall(id, &mut args, &ProbeSite::default());
+    };
+    run();
+    run();
+    let allocations = allocations_in(|| (0..100).for_each(|_| run()));
+    assert_eq!(allocations, 0, "heap allocations in 100 runs");
+    // counts: 5 -> 1, 9 -> 2; stack_results: keys 0 and 1.
+    let w = value(&t, "walks", &0u32.to_ne_bytes());
+    let word = |i: usize| u64::from_ne_bytes(w[i * 8..i * 8 + 8].try_into().unwrap());
+    assert_eq!((word(0), word(1)), (5_001 + 9_002 + 1, 4));
 }

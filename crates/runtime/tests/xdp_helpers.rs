@@ -123,6 +123,16 @@ fn callbacks_match_the_kernel() {
         assert_eq!(out[3], 0xffff_fff9, "bpf_loop over BPF_MAX_LOOPS");
         assert_eq!(out[6], 5, "every array element visited");
         assert_eq!(out[9], -22, "for_each flags");
+        // A callback deleting the element it is given: every element is
+        // still visited once (the map's contents after it are compared
+        // with the kernel's by run_both).
+        assert_eq!(out[11], out[10], "calls = visits");
+        assert!(
+            out[11] > 0 && out[12] > 0,
+            "visits {} deletes {}",
+            out[11],
+            out[12]
+        );
     }
 }
 

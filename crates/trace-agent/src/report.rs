@@ -24,6 +24,7 @@ fn write(cfg: &Config, v: &Value) {
 /// program's at its start; an image ending in `exec` writes its part then.
 pub fn write_process_part(agent: &Agent) {
     let (faults, last_fault) = agent.object.faults();
+    let (trace_lines, trace_loss) = agent.object.take_trace_lines();
     let part = json!({
         "pid": std::process::id(),
         "program": std::env::args().next().unwrap_or_default(),
@@ -31,7 +32,8 @@ pub fn write_process_part(agent: &Agent) {
         "skipped_at_thread_exit": crate::alive::skipped(),
         "faults": faults,
         "last_fault": last_fault,
-        "trace_lines": agent.object.take_trace_lines(),
+        "trace_lines": trace_lines,
+        "trace_lines_lost": loss_json(trace_loss),
     });
     let stamp = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
@@ -72,13 +74,15 @@ pub fn write_report(agent: &Agent, counts: &Counts) {
     }
     let (mut faults, mut last_fault) = agent.object.faults();
     let mut missed = agent.object.missed_runs();
-    let mut trace_lines = agent.object.take_trace_lines();
+    let (mut trace_lines, mut trace_loss) = agent.object.take_trace_lines();
     for object in &late {
         let (f, last) = object.faults();
         faults += f;
         last_fault = last_fault.or(last);
         missed += object.missed_runs();
-        trace_lines.extend(object.take_trace_lines());
+        let (lines, loss) = object.take_trace_lines();
+        trace_lines.extend(lines);
+        trace_loss.add(loss);
     }
     let mut ringbufs = Map::new();
     for (name, s) in &counts.rings {
@@ -119,6 +123,7 @@ pub fn write_report(agent: &Agent, counts: &Counts) {
             },
             "last_fault": last_fault,
             "trace_lines": trace_lines,
+            "trace_lines_lost": loss_json(trace_loss),
             "fused": crate::fused::report(agent),
             "fusion": agent.fusion,
             "fusion_refusals": agent.fusion_refusals,
@@ -142,4 +147,10 @@ fn wrapper_copies() -> serde_json::Value {
         .map(|(w, why)| (w.to_string(), json!(why)))
         .collect();
     json!({"copied": copied, "not_copied": not})
+}
+
+/// The report's `"trace_lines_lost"`: lines given up behind a busy ring
+/// and lines pushed out by newer ones before the report read them.
+fn loss_json(loss: bpfjet_runtime::tracing::TraceLoss) -> Value {
+    json!({"busy": loss.busy, "pushed_out": loss.pushed_out})
 }

@@ -94,6 +94,7 @@ impl Verifier<'_> {
             // (convergence), and the call runs again, entering the callback
             // once more or going on after it.
             st.frames.pop();
+            self.callback_returned = true;
             return Ok(Succ::Goto(frame.callsite));
         }
         if matches!(r0.ty, RegType::Stack { .. }) {

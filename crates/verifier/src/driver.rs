@@ -16,6 +16,7 @@ use crate::facts::{Facts, SubprogInfo};
 use crate::frame::State;
 use crate::liveness::{self, Liveness};
 use crate::precision::{self, Demand, Hist, Loc, Note};
+use crate::reg_state::{RegState, RegType};
 use bpfjet_isa::{Insn, LdDwKind};
 use bpfjet_maps::MapSpec;
 use std::collections::{BTreeMap, HashMap};
@@ -155,6 +156,10 @@ pub(crate) struct Verifier<'a> {
     /// Instructions and jumps processed (over all paths) since a state was
     /// last recorded.
     since_state: SinceState,
+    /// Set by the `exit` of a callback, which goes back to its call: the
+    /// caller's imprecise scalars are widened against the previous
+    /// iteration's before the call is visited ([`Verifier::widen_after_callback`]).
+    pub(crate) callback_returned: bool,
     /// Precision tracking is on (privileged policy); otherwise every scalar
     /// is compared exactly, as the kernel does without CAP_BPF.
     precision: bool,
@@ -214,6 +219,7 @@ impl<'a> Verifier<'a> {
             at_pc: HashMap::new(),
             processed: 0,
             since_state: SinceState::default(),
+            callback_returned: false,
             precision: env.privileged(),
             optimistic: optimistic && env.privileged(),
             hints,
@@ -368,7 +374,12 @@ impl<'a> Verifier<'a> {
                 }
                 match step {
                     Err(e) => return Err(self.decorate(e, pc, &path.state)),
-                    Ok(Succ::Goto(next)) => path.pc = next,
+                    Ok(Succ::Goto(next)) => {
+                        path.pc = next;
+                        if std::mem::take(&mut self.callback_returned) {
+                            self.widen_after_callback(&mut path);
+                        }
+                    }
                     Ok(Succ::Fork(next, other, other_state)) => {
                         if let Some(p) = path.parent {
                             self.checkpoints[p].branches += 1;
@@ -596,6 +607,61 @@ impl<'a> Verifier<'a> {
 
     /// At a prune point: `Ok(false)` to stop the path (covered by an
     /// explored state), otherwise continue, maybe under a new checkpoint.
+    /// Back at the call after a callback's iteration: the caller's scalars
+    /// that no decision has needed precise and that changed since the
+    /// previous iteration (the nearest state recorded at this call on the
+    /// path, in the same frames) become unknown, so that a counter kept
+    /// by the callback (`ctx->n++`) converges instead of being verified
+    /// once per value. The kernel's `widen_imprecise_scalars` in
+    /// `prepare_func_exit` ("widening for callback iterators"). Only
+    /// information is lost: sound whatever the marks turn out to be.
+    fn widen_after_callback(&mut self, path: &mut Path) {
+        let Some(here) = self.at_pc.get(&path.pc) else {
+            return;
+        };
+        let same_frames = |old: &State, cur: &State| {
+            old.frames.len() == cur.frames.len()
+                && old
+                    .frames
+                    .iter()
+                    .zip(&cur.frames)
+                    .all(|(a, b)| a.callsite == b.callsite && a.entry == b.entry)
+        };
+        let mut up = path.parent;
+        let prev = loop {
+            let Some(a) = up else {
+                return;
+            };
+            let cp = &self.checkpoints[a];
+            if here.contains(&a) && same_frames(&cp.state, &path.state) {
+                break a;
+            }
+            up = cp.parent;
+        };
+        let old = &self.checkpoints[prev].state;
+        // Without precision tracking (the unprivileged policy) no scalar
+        // is known to be imprecise: a counter the callback compares could
+        // be widened while the kernel keeps it exact. There the iterations
+        // are followed exactly for a while first, as the kernel follows a
+        // precise counter, and widened only after that many.
+        if !self.precision && path.state.cur().callback_depth < UNPRIVILEGED_WIDEN_AFTER {
+            return;
+        }
+        let mut ids = Vec::new();
+        let mut widen = |o: &RegState, c: &mut RegState| widen_scalar(o, c, &mut ids);
+        for (of, cf) in old.frames.iter().zip(path.state.frames.iter_mut()) {
+            for (o, c) in of.regs.iter().zip(cf.regs.iter_mut()) {
+                widen(o, c);
+            }
+            for i in 0..of.stack.slots.len().min(cf.stack.slots.len()) {
+                if let (Some(o), Some(c)) = (&of.stack.slots[i].spill, &mut cf.stack.slots[i].spill)
+                {
+                    widen(o, c);
+                }
+            }
+        }
+    }
+
     fn visit(&mut self, path: &mut Path) -> VResult<bool> {
         let pc = path.pc;
         let allow_uninit = self.env.privileged();
@@ -1013,4 +1079,43 @@ impl<'a> Verifier<'a> {
         *st.reg_mut(dst) = reg;
         Ok(())
     }
+}
+
+/// Callback iterations followed exactly on one path before the caller's
+/// scalars are widened, without precision tracking.
+const UNPRIVILEGED_WIDEN_AFTER: u32 = 256;
+
+/// The kernel's `maybe_widen_reg`: a scalar that is not precise on either
+/// side and differs from the previous iteration's becomes unknown. Equal
+/// means the same value and ids that correspond one to one across the
+/// whole state (`ids`, the kernel's `check_ids` map).
+fn widen_scalar(old: &RegState, cur: &mut RegState, ids: &mut Vec<(u32, u32)>) {
+    if old.ty != RegType::Scalar || cur.ty != RegType::Scalar || old.precise || cur.precise {
+        return;
+    }
+    if old.val == cur.val && same_id(old.id, cur.id, ids) {
+        return;
+    }
+    *cur = RegState::unknown();
+}
+
+/// Whether `old` and `cur` correspond, recording the pair (the kernel's
+/// `check_ids`): no id on both sides, or ids that map one to one.
+fn same_id(old: u32, cur: u32, ids: &mut Vec<(u32, u32)>) -> bool {
+    if (old == 0) != (cur == 0) {
+        return false;
+    }
+    if old == 0 {
+        return true;
+    }
+    for &(o, c) in ids.iter() {
+        if o == old {
+            return c == cur;
+        }
+        if c == cur {
+            return false;
+        }
+    }
+    ids.push((old, cur));
+    true
 }

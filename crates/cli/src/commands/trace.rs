@@ -531,6 +531,15 @@ fn add_process_parts(report: &mut Value, parts: Vec<Value>) {
         if let Some(f) = part.get("last_fault").filter(|f| !f.is_null()) {
             r.insert("last_fault".to_string(), f.clone());
         }
+        if let Some(lost) = part.get("trace_lines_lost").and_then(Value::as_object) {
+            let all = r
+                .entry("trace_lines_lost")
+                .or_insert_with(|| serde_json::json!({"busy": 0, "pushed_out": 0}));
+            for (k, v) in lost {
+                let sum = all.get(k).and_then(Value::as_u64).unwrap_or(0) + v.as_u64().unwrap_or(0);
+                all[k] = sum.into();
+            }
+        }
         if let Some(lines) = part.get("trace_lines").and_then(Value::as_array) {
             if let Some(all) = r
                 .entry("trace_lines")
@@ -852,6 +861,7 @@ pub(super) fn print_report(
                 "faults": report.get("faults").cloned().unwrap_or(Value::Null),
                 "last_fault": report.get("last_fault").cloned().unwrap_or(Value::Null),
                 "trace_lines": report.get("trace_lines").cloned().unwrap_or_else(|| Value::Array(Vec::new())),
+                "trace_lines_lost": report.get("trace_lines_lost").cloned().unwrap_or(Value::Null),
                 "processes": report.get("processes").cloned().unwrap_or_else(|| Value::Array(Vec::new())),
             })
         );
@@ -859,6 +869,17 @@ pub(super) fn print_report(
         if let Some(lines) = report.get("trace_lines").and_then(Value::as_array) {
             for l in lines.iter().filter_map(Value::as_str) {
                 println!("{l}");
+            }
+        }
+        if let Some(lost) = report.get("trace_lines_lost") {
+            let count = |k: &str| lost.get(k).and_then(Value::as_u64).unwrap_or(0);
+            if count("busy") + count("pushed_out") > 0 {
+                eprintln!(
+                    "bpfjet trace: trace lines lost: {} pushed out by newer lines (the report \
+                     keeps the last ones), {} given up behind a busy line buffer",
+                    count("pushed_out"),
+                    count("busy")
+                );
             }
         }
         print_maps(&maps);

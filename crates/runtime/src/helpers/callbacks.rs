@@ -45,8 +45,12 @@ fn bpf_loop(ctx: &mut HelperCtx<'_>, a: [u64; 5]) -> Result<u64, Fault> {
 }
 
 /// Calls `callback(map, key, value, ctx)` for each element until it returns
-/// non-zero; returns the number of calls made. Arrays visit every index,
-/// hash maps their elements in iteration order; per-CPU maps this CPU's value.
+/// non-zero; returns the number of calls made. Arrays visit every index
+/// (the key a u32 on this frame, valid during the call, as the kernel's is
+/// on its stack), hash maps their elements in place (key and value in the
+/// element, bucket by bucket, as the kernel walks them); per-CPU maps this
+/// CPU's value. Nothing is allocated: a tracing program may run inside the
+/// traced process's allocator.
 fn for_each_map_elem(ctx: &mut HelperCtx<'_>, a: [u64; 5]) -> Result<u64, Fault> {
     use MapType::*;
     let (handle, callback, callback_ctx, flags) = (a[0], a[1], a[2], a[3]);
@@ -61,32 +65,38 @@ fn for_each_map_elem(ctx: &mut HelperCtx<'_>, a: [u64; 5]) -> Result<u64, Fault>
         return Ok(errno::neg(errno::EINVAL));
     }
     let cpu = env(ctx)?.cpu;
-    let keys: Vec<Vec<u8>> = if matches!(map.map_type(), Array | PercpuArray) {
-        (0..map.max_entries())
-            .map(|i| i.to_ne_bytes().to_vec())
-            .collect()
-    } else {
-        map.entries()
-            .unwrap_or_default()
-            .into_iter()
-            .map(|e| e.key)
-            .collect()
-    };
+    let key_size = u64::from(map.spec().key_size);
     let mut calls = 0u64;
-    for key in keys {
-        // An element deleted by an earlier callback is skipped.
-        let Some(value) = map.lookup(&key, cpu) else {
-            continue;
-        };
+    // One element: its regions for a bounds-checked run, then the call;
+    // Ok(true) to go on.
+    let mut visit = |ctx: &mut HelperCtx<'_>, key: *const u8, value: *mut u8| {
         ctx.register_region(value_region(map, value));
-        let key: Box<[u8]> = key.into_boxed_slice();
-        let key_addr = key.as_ptr() as u64;
-        ctx.register_region(Region::read_only(key_addr, key.len() as u64));
-        env(ctx)?.callback_keys.push(key);
+        ctx.register_region(Region::read_only(key as u64, key_size));
         calls += 1;
-        let ret = ctx.call_subprog(callback, &[handle, key_addr, value as u64, callback_ctx])?;
-        if ret != 0 {
-            break;
+        let ret = ctx.call_subprog(callback, &[handle, key as u64, value as u64, callback_ctx])?;
+        Ok::<bool, Fault>(ret == 0)
+    };
+    if matches!(map.map_type(), Array | PercpuArray) {
+        for i in 0..map.max_entries() {
+            let key = i.to_ne_bytes();
+            let Some(value) = map.lookup(&key, cpu) else {
+                continue;
+            };
+            if !visit(ctx, key.as_ptr(), value)? {
+                break;
+            }
+        }
+    } else {
+        let mut fault = None;
+        map.visit_hash_elems(cpu, |key, value| match visit(ctx, key, value) {
+            Ok(go_on) => go_on,
+            Err(f) => {
+                fault = Some(f);
+                false
+            }
+        });
+        if let Some(f) = fault {
+            return Err(f);
         }
     }
     Ok(calls)

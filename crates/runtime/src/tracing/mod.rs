@@ -103,7 +103,7 @@ pub use thread_maps::{
     slot_layout, thread_map_delete, thread_map_lookup, thread_map_update, ThreadMap, ThreadMapSpec,
     THREAD_MAP_DELETE, THREAD_MAP_LOOKUP, THREAD_MAP_UPDATE,
 };
-pub use trace_ring::{TraceRing, TRACE_RING_BYTES};
+pub use trace_ring::{TraceLoss, TraceRing, TRACE_RING_BYTES};
 pub use user_mem::BadAddress;
 
 pub use current::{forked_child, ids_changed};

@@ -785,8 +785,10 @@ impl TracingObject {
         self.trace.reset_in_forked_child();
     }
 
-    /// The `bpf_trace_printk` lines written since the last call.
-    pub fn take_trace_lines(&self) -> Vec<String> {
+    /// The `bpf_trace_printk` lines written since the last call, and how
+    /// many were lost since then (dropped behind a busy ring, or pushed out
+    /// by newer lines).
+    pub fn take_trace_lines(&self) -> (Vec<String>, super::TraceLoss) {
         self.trace.take()
     }
 

@@ -14,10 +14,10 @@
 //! held — another thread writing, or the run's own thread interrupted by a
 //! signal in the middle of a write — tries a bounded number of times and
 //! then drops its line, rather than wait for a holder that may never run
-//! again.
+//! again. Both losses are counted ([`TraceLoss`]) for the report.
 
 use std::cell::UnsafeCell;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 /// Bytes of line text the ring holds (the lines of a report that printed
 /// them all at the kernel's 1,024-byte maximum: 255 of them).
@@ -40,6 +40,33 @@ pub struct TraceRing {
     busy: AtomicBool,
     inner: UnsafeCell<Inner>,
     limit: usize,
+    /// Lines given up behind a held flag.
+    busy_drops: AtomicU64,
+    /// Lines pushed out by newer ones (the ring's bytes or line limit).
+    pushed_out: AtomicU64,
+}
+
+/// Lines a ring lost since the last [`TraceRing::take`].
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct TraceLoss {
+    /// Given up because the ring was held too long (another thread
+    /// writing, or this one interrupted mid-line).
+    pub busy: u64,
+    /// Written, then pushed out by newer lines before the report read them.
+    pub pushed_out: u64,
+}
+
+impl TraceLoss {
+    /// Both counts.
+    pub fn total(&self) -> u64 {
+        self.busy + self.pushed_out
+    }
+
+    /// Adds another ring's (or process's) counts.
+    pub fn add(&mut self, other: TraceLoss) {
+        self.busy += other.busy;
+        self.pushed_out += other.pushed_out;
+    }
 }
 
 // SAFETY: `inner` is only touched by the holder of `busy`.
@@ -68,6 +95,8 @@ impl TraceRing {
                 lines: 0,
             }),
             limit,
+            busy_drops: AtomicU64::new(0),
+            pushed_out: AtomicU64::new(0),
         }
     }
 
@@ -92,6 +121,7 @@ impl TraceRing {
             return;
         }
         let Some(_held) = self.try_hold(TRIES) else {
+            self.busy_drops.fetch_add(1, Ordering::Relaxed);
             return;
         };
         // SAFETY: the flag is held.
@@ -109,6 +139,7 @@ impl TraceRing {
             // have left the counts off; never a panic in a handler.
             r.used = r.used.saturating_sub(2 + len);
             r.lines -= 1;
+            self.pushed_out.fetch_add(1, Ordering::Relaxed);
         }
         let mut at = (r.head + r.used.min(cap)) % cap;
         for &b in (line.len() as u16).to_ne_bytes().iter().chain(line) {
@@ -119,12 +150,12 @@ impl TraceRing {
         r.lines += 1;
     }
 
-    /// Every line kept since the last call, oldest first (waits for a
-    /// writer to finish; not for a signal handler). A flag held for a
-    /// whole second belongs to a thread that stopped in the middle of a
-    /// line (killed, or frozen in a handler): the lines are read anyway,
-    /// so the report is never stuck behind it.
-    pub fn take(&self) -> Vec<String> {
+    /// Every line kept since the last call, oldest first, and how many
+    /// were lost since then (waits for a writer to finish; not for a signal
+    /// handler). A flag held for a whole second belongs to a thread that
+    /// stopped in the middle of a line (killed, or frozen in a handler):
+    /// the lines are read anyway, so the report is never stuck behind it.
+    pub fn take(&self) -> (Vec<String>, TraceLoss) {
         let started = std::time::Instant::now();
         let _held = loop {
             if let Some(h) = self.try_hold(TRIES) {
@@ -149,7 +180,11 @@ impl TraceRing {
         r.head = 0;
         r.used = 0;
         r.lines = 0;
-        out
+        let loss = TraceLoss {
+            busy: self.busy_drops.swap(0, Ordering::Relaxed),
+            pushed_out: self.pushed_out.swap(0, Ordering::Relaxed),
+        };
+        (out, loss)
     }
 
     /// Forget every line if the ring is free now (a forked child, where a
@@ -161,6 +196,8 @@ impl TraceRing {
             r.head = 0;
             r.used = 0;
             r.lines = 0;
+            self.busy_drops.store(0, Ordering::Relaxed);
+            self.pushed_out.store(0, Ordering::Relaxed);
         }
     }
 
@@ -176,6 +213,8 @@ impl TraceRing {
         r.head = 0;
         r.used = 0;
         r.lines = 0;
+        self.busy_drops.store(0, Ordering::Relaxed);
+        self.pushed_out.store(0, Ordering::Relaxed);
         self.busy.store(false, Ordering::Release);
     }
 }
@@ -184,14 +223,25 @@ impl TraceRing {
 mod tests {
     use super::*;
 
+    fn lines(r: &TraceRing) -> Vec<String> {
+        r.take().0
+    }
+
     #[test]
     fn keeps_lines_in_order_and_drops_the_oldest() {
         let r = TraceRing::new(3, 64);
         for l in ["a", "bb", "ccc", "dddd"] {
             r.push(l.as_bytes());
         }
-        assert_eq!(r.take(), vec!["bb", "ccc", "dddd"]);
-        assert!(r.take().is_empty());
+        let lost = TraceLoss {
+            busy: 0,
+            pushed_out: 1,
+        };
+        assert_eq!(
+            r.take(),
+            (vec!["bb".to_string(), "ccc".into(), "dddd".into()], lost)
+        );
+        assert_eq!(r.take(), (vec![], TraceLoss::default()));
     }
 
     #[test]
@@ -202,16 +252,16 @@ mod tests {
             r.push(&line);
         }
         // 7 bytes a record, 16 bytes: the last two fit.
-        assert_eq!(r.take(), vec!["sssss", "ttttt"]);
+        assert_eq!(lines(&r), vec!["sssss", "ttttt"]);
         r.push(b"xy");
-        assert_eq!(r.take(), vec!["xy"]);
+        assert_eq!(lines(&r), vec!["xy"]);
     }
 
     #[test]
     fn a_line_longer_than_the_ring_is_cut() {
         let r = TraceRing::new(10, 8);
         r.push(b"0123456789");
-        assert_eq!(r.take(), vec!["012345"]);
+        assert_eq!(lines(&r), vec!["012345"]);
     }
 
     #[test]
@@ -222,7 +272,10 @@ mod tests {
         r.clear_if_free();
         r.reset_in_forked_child();
         r.push(b"child's");
-        assert_eq!(r.take(), vec!["child's"]);
+        assert_eq!(
+            r.take(),
+            (vec!["child's".to_string()], TraceLoss::default())
+        );
     }
 
     #[test]
@@ -232,6 +285,10 @@ mod tests {
         r.push(b"lost");
         drop(held);
         r.push(b"kept");
-        assert_eq!(r.take(), vec!["kept"]);
+        let lost = TraceLoss {
+            busy: 1,
+            pushed_out: 0,
+        };
+        assert_eq!(r.take(), (vec!["kept".to_string()], lost));
     }
 }

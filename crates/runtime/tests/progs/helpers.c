@@ -148,6 +148,17 @@ static long hash_cb(void *map, __u32 *key, __u64 *val, void *ctx)
 	return 0;
 }
 
+/* Deletes the element it is given when its key is odd: the walk goes on
+ * (the kernel's walks a bucket's chain without a lock). */
+static long delete_cb(void *map, __u32 *key, __u64 *val, void *ctx)
+{
+	struct vals *r = ((struct loop_ctx *)ctx)->r;
+	r->v[10] += 1;
+	if (*key & 1)
+		r->v[12] += bpf_map_delete_elem(map, key) == 0;
+	return 0;
+}
+
 SEC("xdp")
 int loops(struct xdp_md *ctx)
 {
@@ -162,6 +173,9 @@ int loops(struct xdp_md *ctx)
 	r->v[6] = bpf_for_each_map_elem(&small, elem_cb, &lc, 0);
 	r->v[8] = bpf_for_each_map_elem(&table, hash_cb, &lc, 0);
 	r->v[9] = bpf_for_each_map_elem(&small, elem_cb, &lc, 1);
+	r->v[10] = 0;
+	r->v[12] = 0;
+	r->v[11] = bpf_for_each_map_elem(&table, delete_cb, &lc, 0);
 	return XDP_PASS;
 }
 
