@@ -9,6 +9,9 @@ untraced and traced by the tools of examples/trace/ in
             reference; examples/trace/bpftrace/*.bt);
   bpfjet    the same object under `bpfjet trace` (the programs run inside
             fio);
+  bpfjet-ring  bpfjet with the ring-buffer tools' ring sized for the rate
+            (`--ringbuf-size events=BYTES`, --ring-bytes, 4 MiB by default;
+            the issue's "size the ring and the consumer"): rw_tracer* only;
   sud-floor no tool: fio with Syscall User Dispatch switched on in every
             thread and nothing attached (scripts/sud-floor.c preloaded),
             the floor of any tracer built on it; one row per workload.
@@ -22,7 +25,8 @@ an SVG bar chart of the throughput overhead (--svg).
 
 Usage: scripts/bench-trace.py [--runtime 5] [--size-mb 256] [--repeat 3]
          [--tools syscount,rw_tracer,rw_tracer_all,fsdist]
-         [--workloads read,write,rw] [--setups none,sud-floor,kernel,bpftrace,bpfjet]
+         [--workloads read,write,rw] [--setups none,sud-floor,kernel,bpftrace,bpfjet,bpfjet-ring]
+         [--ring-bytes 4194304]
          [--bpfjet target/release/bpfjet] [--bpfjet-engine jit|interp]
          [--bpfjet-before OTHER/bpfjet] [--interleave]
          [--markdown FILE] [--svg FILE]
@@ -157,13 +161,15 @@ def one_run(setup, tool, workload, args, tmp):
         script = os.path.join(ROOT, "examples", "trace", "bpftrace", f"{tool}.bt")
         fio[0] = subprocess.check_output(["which", "fio"], text=True).strip()
         argv = ["bpftrace", script, "-c", shlex.join(fio)]
-    elif setup in ("bpfjet", "before"):
-        binary = args.bpfjet if setup == "bpfjet" else args.bpfjet_before
+    elif setup in ("bpfjet", "before", "bpfjet-ring"):
+        binary = args.bpfjet_before if setup == "before" else args.bpfjet
         extra = []
         if tool.startswith("rw_tracer"):
             # The ring-buffer tools' ring (`events`); the others have none.
             for spec in args.bpfjet_ringbuf_size:
                 extra += ["--ringbuf-size", spec]
+            if setup == "bpfjet-ring":
+                extra += ["--ringbuf-size", f"events={args.ring_bytes}"]
         argv = ([binary, "trace", "--engine", args.bpfjet_engine, "--json"] + extra
                 + [obj, "--"] + fio)
     code, usage = run(argv, out, err, env)
@@ -178,7 +184,7 @@ def one_run(setup, tool, workload, args, tmp):
     r["cpu_s"] = usage.ru_utime + usage.ru_stime
     r["max_rss_mb"] = usage.ru_maxrss / 1024
     r["captured"] = r["dropped"] = None
-    if tool in EVENT_TOOLS and setup in ("kernel", "bpfjet", "before"):
+    if tool in EVENT_TOOLS and setup in ("kernel", "bpfjet", "before", "bpfjet-ring"):
         r["captured"], r["dropped"] = tracer_events(last_json(out))
     elif tool in EVENT_TOOLS and setup == "bpftrace":
         text = open(out, errors="replace").read()
@@ -189,8 +195,8 @@ def one_run(setup, tool, workload, args, tmp):
 
 
 def available(setup, args):
-    if setup in ("bpfjet", "before"):
-        binary = args.bpfjet if setup == "bpfjet" else args.bpfjet_before
+    if setup in ("bpfjet", "before", "bpfjet-ring"):
+        binary = args.bpfjet_before if setup == "before" else args.bpfjet
         if not binary:
             return False, "no --bpfjet-before"
         if not os.access(binary, os.X_OK):
@@ -225,7 +231,8 @@ def svg_chart(rows, path):
     top = max(1.0, max(abs(v) for _, v in bars))
     scale = (width - left - 60) / top
     h = 30 + len(bars) * (bar_h + 4)
-    colors = {"kernel": "#4c72b0", "bpftrace": "#dd8452", "bpfjet": "#55a868", "before": "#8c8c8c"}
+    colors = {"kernel": "#4c72b0", "bpftrace": "#dd8452", "bpfjet": "#55a868", "bpfjet-ring": "#2f6b3c",
+              "before": "#8c8c8c"}
     out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{h}" font-family="sans-serif" font-size="11">',
            f'<text x="{left}" y="14">fio throughput lost to tracing (%, median)</text>']
     for i, (label, v) in enumerate(bars):
@@ -245,7 +252,7 @@ def main():
     p.add_argument("--repeat", type=int, default=3)
     p.add_argument("--tools", default="syscount,rw_tracer,rw_tracer_all,fsdist")
     p.add_argument("--workloads", default="read,write,rw")
-    p.add_argument("--setups", default="none,kernel,bpftrace,bpfjet")
+    p.add_argument("--setups", default="none,sud-floor,kernel,bpftrace,bpfjet,bpfjet-ring")
     p.add_argument("--bpfjet", default=os.path.join(ROOT, "target", "release", "bpfjet"))
     p.add_argument("--bpfjet-engine", default="jit", choices=["interp", "jit"])
     p.add_argument("--bpfjet-before", default="")
@@ -253,6 +260,8 @@ def main():
     p.add_argument("--bpfjet-ringbuf-size", action="append", default=[], metavar="MAP=BYTES",
                    help="passed to bpfjet trace --ringbuf-size for the ring-buffer tools "
                         "(rw_tracer*, whose ring is `events`); repeatable")
+    p.add_argument("--ring-bytes", type=int, default=4 << 20,
+                   help="the ring of setup bpfjet-ring (rw_tracer*'s `events`), bytes")
     p.add_argument("--markdown")
     p.add_argument("--svg")
     args = p.parse_args()
@@ -280,7 +289,8 @@ def main():
             run(fio_argv(workload, 1, args.size_mb, os.path.join(tmp, "warm.json")))
             traced = [(tool, setup) for tool in args.tools.split(",") for setup in setups
                       if setup not in ("none", "sud-floor")
-                      and not (setup == "bpftrace" and tool not in BPFTRACE_TOOLS)]
+                      and not (setup == "bpftrace" and tool not in BPFTRACE_TOOLS)
+                      and not (setup == "bpfjet-ring" and tool not in EVENT_TOOLS)]
             # The dispatch floor is the same whatever the tool: one row.
             if "sud-floor" in setups:
                 traced.insert(0, ("-", "sud-floor"))

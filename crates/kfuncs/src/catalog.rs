@@ -11,7 +11,7 @@
 use crate::cpu::features;
 use crate::random::{self, GeoPool, GEO_POOL_BYTES};
 use crate::search::Simd;
-use crate::{bits, bktlist, enetstl, enetstl_ptr, hash, multihash};
+use crate::{bits, bktlist, enetstl, enetstl_ptr, hash, iter_num, multihash};
 use bpfjet_verifier::proto::{KfuncArg, KfuncFlags, KfuncProto, KfuncRet};
 use bpfjet_verifier::ProgType;
 
@@ -25,6 +25,8 @@ pub enum Origin {
     Bpfjet,
     /// The eNetSTL kernel module's (EuroSys'25), for its NF programs.
     ENetStl,
+    /// The kernel's own (its open-coded iterators).
+    Kernel,
 }
 
 /// Where a search's element count comes from.
@@ -176,6 +178,14 @@ impl Kfunc {
 }
 
 const XDP: &[ProgType] = &[ProgType::Xdp];
+/// The kernel's generic kfuncs (its iterators): every program type.
+const ANY_PROGRAM: &[ProgType] = &[
+    ProgType::Xdp,
+    ProgType::Kprobe,
+    ProgType::Tracepoint,
+    ProgType::RawTracepoint,
+    ProgType::PerfEvent,
+];
 const N: KfuncArg = KfuncArg::None;
 const S: KfuncArg = KfuncArg::Scalar;
 
@@ -1200,7 +1210,49 @@ pub static KFUNCS: &[Kfunc] = &[
         n_ptr_write2,
         Some(Inline::EnetPtr(PtrOp::WriteData2)),
     ),
+    // The kernel's open-coded number iterator (its names and signatures;
+    // the verifier checks these three itself, `bpfjet_verifier::iter`).
+    iter_kfunc(
+        "bpf_iter_num_new",
+        "int bpf_iter_num_new(struct bpf_iter_num *it, int start, int end)",
+        [KfuncArg::OutMem(8), S, S, N, N],
+        INT,
+        iter_num::new,
+    ),
+    iter_kfunc(
+        "bpf_iter_num_next",
+        "int *bpf_iter_num_next(struct bpf_iter_num *it)",
+        [KfuncArg::OutMem(8), N, N, N, N],
+        KfuncRet::Mem(4),
+        iter_num::next,
+    ),
+    iter_kfunc(
+        "bpf_iter_num_destroy",
+        "void bpf_iter_num_destroy(struct bpf_iter_num *it)",
+        [KfuncArg::OutMem(8), N, N, N, N],
+        KfuncRet::Void,
+        iter_num::destroy,
+    ),
 ];
+
+/// One of the kernel's iterator kfuncs: callable from every program type.
+const fn iter_kfunc(
+    name: &'static str,
+    c_decl: &'static str,
+    args: [KfuncArg; 5],
+    ret: KfuncRet,
+    native: NativeFn,
+) -> Kfunc {
+    Kfunc {
+        name,
+        c_decl,
+        origin: Origin::Kernel,
+        proto: proto(name, args, ret),
+        prog_types: ANY_PROGRAM,
+        native,
+        inline: None,
+    }
+}
 
 /// The kfunc called `name`.
 pub fn by_name(name: &str) -> Option<&'static Kfunc> {

@@ -28,6 +28,7 @@ pub mod errno;
 mod geo_log2;
 pub mod graph;
 pub mod hash;
+pub mod iter_num;
 pub mod multihash;
 mod node_kfuncs;
 pub mod nodes;

@@ -40,7 +40,8 @@ impl Cfg {
 
     /// Marks the calls that run a callback (helpers whose prototype has
     /// one, and `bpf_rbtree_add_impl` among the kfuncs, named by
-    /// `kfuncs`) as prune points where a state is always recorded.
+    /// `kfuncs`), and open-coded iterators' `bpf_iter_num_next`, as prune
+    /// points where a state is always recorded.
     pub fn mark_callback_calls(&mut self, insns: &[Insn], kfuncs: &[String]) {
         for (pc, insn) in insns.iter().enumerate() {
             let runs_callback = match *insn {
@@ -53,6 +54,10 @@ impl Cfg {
                     .is_some_and(|n| {
                         crate::graph::GraphKfunc::from_name(n)
                             == Some(crate::graph::GraphKfunc::RbAdd)
+                            // An iterator's `next`: its loop converges
+                            // there, as a callback's iterations do.
+                            || crate::iter::IterKfunc::from_name(n)
+                                == Some(crate::iter::IterKfunc::Next)
                     }),
                 _ => false,
             };

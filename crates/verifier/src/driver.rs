@@ -160,6 +160,9 @@ pub(crate) struct Verifier<'a> {
     /// caller's imprecise scalars are widened against the previous
     /// iteration's before the call is visited ([`Verifier::widen_after_callback`]).
     pub(crate) callback_returned: bool,
+    /// Set by an iterator's `next` that forked: the queued (active) path
+    /// is widened before it is pushed ([`Verifier::widen_queued`]).
+    pub(crate) iter_queued: bool,
     /// Precision tracking is on (privileged policy); otherwise every scalar
     /// is compared exactly, as the kernel does without CAP_BPF.
     precision: bool,
@@ -220,6 +223,7 @@ impl<'a> Verifier<'a> {
             processed: 0,
             since_state: SinceState::default(),
             callback_returned: false,
+            iter_queued: false,
             precision: env.privileged(),
             optimistic: optimistic && env.privileged(),
             hints,
@@ -380,7 +384,10 @@ impl<'a> Verifier<'a> {
                             self.widen_after_callback(&mut path);
                         }
                     }
-                    Ok(Succ::Fork(next, other, other_state)) => {
+                    Ok(Succ::Fork(next, other, mut other_state)) => {
+                        if std::mem::take(&mut self.iter_queued) {
+                            self.widen_queued(path.parent, pc, &mut other_state);
+                        }
                         if let Some(p) = path.parent {
                             self.checkpoints[p].branches += 1;
                         }
@@ -605,8 +612,6 @@ impl<'a> Verifier<'a> {
         cp.exact_until.filter(|&e| self.checkpoints[e].branches > 0)
     }
 
-    /// At a prune point: `Ok(false)` to stop the path (covered by an
-    /// explored state), otherwise continue, maybe under a new checkpoint.
     /// Back at the call after a callback's iteration: the caller's scalars
     /// that no decision has needed precise and that changed since the
     /// previous iteration (the nearest state recorded at this call on the
@@ -616,40 +621,68 @@ impl<'a> Verifier<'a> {
     /// `prepare_func_exit` ("widening for callback iterators"). Only
     /// information is lost: sound whatever the marks turn out to be.
     fn widen_after_callback(&mut self, path: &mut Path) {
-        let Some(here) = self.at_pc.get(&path.pc) else {
-            return;
-        };
-        let same_frames = |old: &State, cur: &State| {
-            old.frames.len() == cur.frames.len()
+        let iterations = path.state.cur().callback_depth;
+        if let Some(prev) = self.prev_entry(path.parent, path.pc, &path.state) {
+            self.widen_against(prev, &mut path.state, iterations);
+        }
+    }
+
+    /// The active path an iterator's `next` queued (`queued`, at `pc + 1`):
+    /// widened against the state at the same call one iteration earlier,
+    /// the nearest recorded there above `parent` (the state recorded at
+    /// this very call), as the kernel's `process_iter_next_call` does.
+    fn widen_queued(&mut self, parent: Option<usize>, pc: usize, queued: &mut State) {
+        let above = parent.and_then(|p| {
+            let here = self.at_pc.get(&pc).is_some_and(|l| l.contains(&p));
+            if here {
+                self.checkpoints[p].parent
+            } else {
+                Some(p)
+            }
+        });
+        let iterations = iter_depth(queued).unwrap_or(u32::MAX);
+        if let Some(prev) = self.prev_entry(above, pc, queued) {
+            self.widen_against(prev, queued, iterations);
+        }
+    }
+
+    /// The nearest checkpoint at `pc` among `from` and its ancestors whose
+    /// frames are `st`'s (the kernel's `find_prev_entry`).
+    fn prev_entry(&self, from: Option<usize>, pc: usize, st: &State) -> Option<usize> {
+        let here = self.at_pc.get(&pc)?;
+        let same_frames = |old: &State| {
+            old.frames.len() == st.frames.len()
                 && old
                     .frames
                     .iter()
-                    .zip(&cur.frames)
+                    .zip(&st.frames)
                     .all(|(a, b)| a.callsite == b.callsite && a.entry == b.entry)
         };
-        let mut up = path.parent;
-        let prev = loop {
-            let Some(a) = up else {
-                return;
-            };
+        let mut up = from;
+        while let Some(a) = up {
             let cp = &self.checkpoints[a];
-            if here.contains(&a) && same_frames(&cp.state, &path.state) {
-                break a;
+            if here.contains(&a) && same_frames(&cp.state) {
+                return Some(a);
             }
             up = cp.parent;
-        };
-        let old = &self.checkpoints[prev].state;
-        // Without precision tracking (the unprivileged policy) no scalar
-        // is known to be imprecise: a counter the callback compares could
-        // be widened while the kernel keeps it exact. There the iterations
-        // are followed exactly for a while first, as the kernel follows a
-        // precise counter, and widened only after that many.
-        if !self.precision && path.state.cur().callback_depth < UNPRIVILEGED_WIDEN_AFTER {
+        }
+        None
+    }
+
+    /// Widens `st`'s imprecise scalars that differ from checkpoint
+    /// `prev`'s. Without precision tracking (the unprivileged policy) no
+    /// scalar is known to be imprecise: a counter the loop compares could
+    /// be widened where the kernel keeps it exact, so there the first
+    /// [`UNPRIVILEGED_WIDEN_AFTER`] `iterations` are followed exactly, as
+    /// the kernel follows a precise counter.
+    fn widen_against(&self, prev: usize, st: &mut State, iterations: u32) {
+        if !self.precision && iterations < UNPRIVILEGED_WIDEN_AFTER {
             return;
         }
+        let old = &self.checkpoints[prev].state;
         let mut ids = Vec::new();
         let mut widen = |o: &RegState, c: &mut RegState| widen_scalar(o, c, &mut ids);
-        for (of, cf) in old.frames.iter().zip(path.state.frames.iter_mut()) {
+        for (of, cf) in old.frames.iter().zip(st.frames.iter_mut()) {
             for (o, c) in of.regs.iter().zip(cf.regs.iter_mut()) {
                 widen(o, c);
             }
@@ -662,6 +695,38 @@ impl<'a> Verifier<'a> {
         }
     }
 
+    /// Whether `pc` calls `bpf_iter_num_next` on an iterator that is not
+    /// active in `st`.
+    fn drained_iter_at(&self, pc: usize, st: &State) -> bool {
+        let Insn::Call(bpfjet_isa::CallTarget::Kfunc(idx)) = self.insns[pc] else {
+            return false;
+        };
+        let is_next = usize::try_from(idx)
+            .ok()
+            .and_then(|i| self.env.kfuncs.get(i))
+            .is_some_and(|n| {
+                crate::iter::IterKfunc::from_name(n) == Some(crate::iter::IterKfunc::Next)
+            });
+        if !is_next {
+            return false;
+        }
+        let r1 = st.reg(1);
+        let (RegType::Stack { frame }, Some(var)) = (r1.ty, r1.val.as_const()) else {
+            return true;
+        };
+        let frame = (frame as usize).min(st.frames.len() - 1);
+        let off = i64::from(r1.off) + var as i64;
+        if !(-crate::stack::STACK_SIZE..=-8).contains(&off) || off % 8 != 0 {
+            return true;
+        }
+        !st.frames[frame]
+            .stack
+            .iter_at(off)
+            .is_some_and(|it| matches!(it.ty, RegType::IterNum { active: true }))
+    }
+
+    /// At a prune point: `Ok(false)` to stop the path (covered by an
+    /// explored state), otherwise continue, maybe under a new checkpoint.
     fn visit(&mut self, path: &mut Path) -> VResult<bool> {
         let pc = path.pc;
         let allow_uninit = self.env.privileged();
@@ -670,6 +735,10 @@ impl<'a> Verifier<'a> {
         // calls that run a callback, where iterations converge).
         let calls_callback = self.cfg.calls_callback[pc];
         let forced = self.cfg.is_entry(pc) || calls_callback;
+        // An iterator's `next` whose iterator is drained returns NULL and
+        // loops no more: only an explored state may prune it (the kernel
+        // takes an earlier iteration as converged only for an active one).
+        let drained_iter = calls_callback && self.drained_iter_at(pc, &path.state);
         let since = self.since_state;
         let mut add_new = forced || since.insns >= 8 && since.jmps >= 2;
         // The kernel's rule inside loops (`is_state_visited`, "avoid adding
@@ -702,7 +771,7 @@ impl<'a> Verifier<'a> {
                 // scalar within its range, the iterations have converged
                 // (the kernel's `calls_callback` case of `is_state_visited`,
                 // compared `RANGE_WITHIN`).
-                if done || calls_callback {
+                if done || calls_callback && !drained_iter {
                     // A state still being explored has incomplete precision
                     // marks: only an exact match may stop the path there.
                     let pending = self.exact_pending(cp).is_some();
@@ -1081,7 +1150,7 @@ impl<'a> Verifier<'a> {
     }
 }
 
-/// Callback iterations followed exactly on one path before the caller's
+/// Callback or iterator iterations followed exactly on one path before
 /// scalars are widened, without precision tracking.
 const UNPRIVILEGED_WIDEN_AFTER: u32 = 256;
 
@@ -1118,4 +1187,16 @@ fn same_id(old: u32, cur: u32, ids: &mut Vec<(u32, u32)>) -> bool {
     }
     ids.push((old, cur));
     true
+}
+
+/// How many elements the most advanced active iterator of `st` has
+/// returned (the queued state of a `next` call: its R1 is gone by then).
+fn iter_depth(st: &State) -> Option<u32> {
+    st.frames
+        .iter()
+        .flat_map(|f| f.stack.slots.iter())
+        .filter_map(|s| s.spill.filter(|_| s.is_iter()))
+        .filter(|r| matches!(r.ty, RegType::IterNum { active: true }))
+        .map(|r| r.range)
+        .max()
 }

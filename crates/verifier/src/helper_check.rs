@@ -659,10 +659,10 @@ impl Verifier<'_> {
                 )
             }
             RegType::Mem { size: limit, kind } => {
-                if write && kind == MemKind::MapKey {
+                if write && kind.is_rdonly() {
                     return err(
                         "mem_rdonly",
-                        format!("R{regno} cannot write into a read-only map key"),
+                        format!("R{regno} cannot write into {}", kind.rdonly_what()),
                     );
                 }
                 self.check_region(reg, regno, 0, size, limit as i64, "mem")

@@ -39,6 +39,9 @@ impl Verifier<'_> {
         if let Some(k) = crate::graph::GraphKfunc::from_name(&name) {
             return self.check_graph_kfunc(st, pc, k);
         }
+        if let Some(k) = crate::iter::IterKfunc::from_name(&name) {
+            return self.check_iter_kfunc(st, pc, k);
+        }
         let Some(proto) = self.kfunc_by_name(&name) else {
             return err(
                 "unknown_kfunc",

@@ -54,6 +54,7 @@ pub mod facts;
 pub mod frame;
 pub mod graph;
 mod helper_check;
+pub mod iter;
 mod kfunc;
 mod liveness;
 mod map_refs;

@@ -10,7 +10,7 @@ use crate::frame::State;
 use crate::map_struct::{self, MapField};
 use crate::precision::Note;
 use crate::range::Scalar;
-use crate::reg_state::{MemKind, RegState, RegType};
+use crate::reg_state::{RegState, RegType};
 use crate::stack::{self, StackFault, STACK_SIZE};
 use bpfjet_isa::{AtomicOp, Operand, Width};
 use bpfjet_maps::spec::flags;
@@ -42,6 +42,17 @@ fn sign_extend_reg(r: RegState, size: usize) -> RegState {
     loaded_unknown(size, true)
 }
 
+/// The bytes of an open-coded iterator touched by anything but its kfuncs.
+pub(crate) fn iterator_bytes(off: i64) -> crate::error::VerifyError {
+    crate::error::VerifyError::new(
+        "iter_bytes",
+        format!(
+            "the stack at off {off} holds an open-coded iterator: only its kfuncs \
+             (bpf_iter_num_next, bpf_iter_num_destroy) may use it"
+        ),
+    )
+}
+
 fn stack_fault_msg(f: StackFault, regno: u8, size: usize) -> crate::error::VerifyError {
     match f {
         StackFault::Uninit { off } => crate::error::VerifyError::new(
@@ -60,6 +71,7 @@ fn stack_fault_msg(f: StackFault, regno: u8, size: usize) -> crate::error::Verif
             "ptr_spill_size",
             "invalid size of register spill: pointers are spilled as 8 bytes",
         ),
+        StackFault::Iterator { off } => iterator_bytes(off),
     }
 }
 
@@ -520,10 +532,10 @@ impl Verifier<'_> {
                 Ok(ctx_rules::xdp_field_value(field))
             }
             RegType::Mem { size: limit, kind } => {
-                if write && kind == MemKind::MapKey {
+                if write && kind.is_rdonly() {
                     return err(
                         "mem_rdonly",
-                        format!("R{regno} cannot write into a read-only map key"),
+                        format!("R{regno} cannot write into {}", kind.rdonly_what()),
                     );
                 }
                 self.check_region(base, regno, off64, size as i64, limit as i64, "mem")?;

@@ -14,6 +14,24 @@ pub enum MemKind {
     MapKey,
     /// Memory a helper returns (read/write).
     Helper,
+    /// The current number of an open-coded number iterator
+    /// (`bpf_iter_num_next`): read-only.
+    IterValue,
+}
+
+impl MemKind {
+    /// Whether programs may only read it.
+    pub fn is_rdonly(self) -> bool {
+        matches!(self, MemKind::MapKey | MemKind::IterValue)
+    }
+
+    /// What a write into read-only memory of this kind wrote into.
+    pub fn rdonly_what(self) -> &'static str {
+        match self {
+            MemKind::IterValue => "a read-only iterator element (rdonly_mem)",
+            _ => "a read-only map key",
+        }
+    }
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -65,6 +83,15 @@ pub enum RegType {
     Module {
         ty: u8,
     },
+    /// An open-coded number iterator (`struct bpf_iter_num`), only ever in
+    /// a stack slot: `active` until `bpf_iter_num_next` returned NULL on
+    /// this path. The state's `ref_id` is the reference `bpf_iter_num_new`
+    /// acquired and `bpf_iter_num_destroy` releases; `range` counts the
+    /// `next` calls that returned an element (the kernel's iter depth:
+    /// kept out of pruning comparisons, seen by the loop detector).
+    IterNum {
+        active: bool,
+    },
 }
 
 impl RegType {
@@ -96,6 +123,7 @@ impl RegType {
             RegType::Alloc { owning: true, .. } => "ptr_alloc_obj",
             RegType::Alloc { owning: false, .. } => "ptr_alloc_obj_non_own",
             RegType::Module { .. } => "ptr_module_obj",
+            RegType::IterNum { .. } => "iter_num",
         }
     }
 }

@@ -43,6 +43,12 @@ impl Slot {
         self.spill.is_some_and(|r| r.is_pointer())
     }
 
+    /// Whether the slot holds an open-coded iterator.
+    pub fn is_iter(&self) -> bool {
+        self.spill
+            .is_some_and(|r| matches!(r.ty, RegType::IterNum { .. }))
+    }
+
     /// Drop the spilled register, keeping its bytes as "written".
     fn forget_spill(&mut self) {
         if self.spill.take().is_some() {
@@ -72,6 +78,9 @@ pub enum StackFault {
     PartialPointer { off: i64 },
     /// A pointer stored with a size other than 8.
     PointerSpillSize,
+    /// Reading, writing or handing to a helper the bytes of an open-coded
+    /// iterator (only its kfuncs may touch them).
+    Iterator { off: i64 },
 }
 
 /// The slot and the byte inside it of frame offset `off`.
@@ -130,6 +139,7 @@ impl Stack {
         if is_pointer && size != 8 {
             return Err(StackFault::PointerSpillSize);
         }
+        self.refuse_iter(off, off + size as i64)?;
         // Whole-slot writes replace a spill; partial ones corrupt it.
         for o in off..off + size as i64 {
             let (so, _) = locate(o);
@@ -197,6 +207,7 @@ impl Stack {
 
     /// Load `size` bytes from fixed offset `off` (in bounds, aligned).
     pub fn read(&self, off: i64, size: usize, allow_uninit: bool) -> Result<RegState, StackFault> {
+        self.refuse_iter(off, off + size as i64)?;
         let (s, b) = locate(off);
         let slot = self.slot(s);
         if let (Some(_), Some(spill)) = (self.fill_source(off, size), slot.spill) {
@@ -240,6 +251,7 @@ impl Stack {
         allow_uninit: bool,
         allow_ptr: bool,
     ) -> Result<(), StackFault> {
+        self.refuse_iter(lo, hi)?;
         for o in lo..hi {
             let (s, bo) = locate(o);
             let slot = self.slot(s);
@@ -262,6 +274,7 @@ impl Stack {
     /// Mark `[lo, hi)` as written with unknown bytes (helper output memory,
     /// variable-offset stores), destroying spills it touches.
     pub fn clobber(&mut self, lo: i64, hi: i64, allow_ptr_corrupt: bool) -> Result<(), StackFault> {
+        self.refuse_iter(lo, hi)?;
         for o in lo..hi {
             let (s, bo) = locate(o);
             let slot = self.slot_mut(s);
@@ -274,6 +287,42 @@ impl Stack {
             slot.bytes[bo] = ByteKind::Misc;
         }
         Ok(())
+    }
+
+    /// An error if bytes `[lo, hi)` touch an open-coded iterator.
+    fn refuse_iter(&self, lo: i64, hi: i64) -> Result<(), StackFault> {
+        let mut o = lo;
+        while o < hi {
+            let (s, b) = locate(o);
+            if self.slot(s).is_iter() {
+                return Err(StackFault::Iterator { off: o });
+            }
+            o += 8 - b as i64;
+        }
+        Ok(())
+    }
+
+    /// The iterator in the slot at `off` (a multiple of 8), if any.
+    pub fn iter_at(&self, off: i64) -> Option<RegState> {
+        let (s, _) = locate(off);
+        let slot = self.slot(s);
+        slot.spill.filter(|_| slot.is_iter())
+    }
+
+    /// Put iterator state `it` in the slot at `off` (a multiple of 8).
+    pub fn set_iter(&mut self, off: i64, it: RegState) {
+        let (s, _) = locate(off);
+        let slot = self.slot_mut(s);
+        slot.bytes = [ByteKind::Spill; 8];
+        slot.spill = Some(it);
+        slot.spill_size = 8;
+    }
+
+    /// The slot at `off` after `bpf_iter_num_destroy`: never written, as
+    /// the kernel leaves a destroyed iterator's slot.
+    pub fn clear_iter(&mut self, off: i64) {
+        let (s, _) = locate(off);
+        *self.slot_mut(s) = Slot::EMPTY;
     }
 
     /// The deepest byte offset that was written (negative), 0 if none.
