@@ -150,17 +150,13 @@ impl Verifier<'_> {
     /// a constant multiple of 8 inside the frame.
     fn iter_slot(&mut self, st: &State, k: IterKfunc) -> VResult<(usize, i64)> {
         let r1 = *st.reg(1);
-        let frame = match r1.ty {
-            RegType::Stack { frame } if !r1.maybe_null => (frame as usize).min(st.frames.len() - 1),
-            _ => return err(
-                "bad_kfunc_arg",
-                format!(
-                    "R1 type={} expected=fp: arg #0 of {} is a struct bpf_iter_num on the stack",
-                    r1.ty.name(),
-                    k.name()
-                ),
-            ),
+        let RegType::Stack { frame } = r1.ty else {
+            return err("bad_kfunc_arg", not_stack(&r1, k));
         };
+        if r1.maybe_null {
+            return err("bad_kfunc_arg", not_stack(&r1, k));
+        }
+        let frame = (frame as usize).min(st.frames.len() - 1);
         let Some(var) = r1.val.as_const() else {
             return err(
                 "bad_kfunc_arg",
@@ -189,6 +185,14 @@ fn uninit_iter(k: IterKfunc, off: i64) -> String {
     format!(
         "expected an initialized iter_num as arg #0 of {}: fp{off} holds none (bpf_iter_num_new \
          first)",
+        k.name()
+    )
+}
+
+fn not_stack(r1: &RegState, k: IterKfunc) -> String {
+    format!(
+        "R1 type={} expected=fp: arg #0 of {} is a struct bpf_iter_num on the stack",
+        r1.ty.name(),
         k.name()
     )
 }
