@@ -168,6 +168,46 @@ int stack_index(struct xdp_md *ctx)
 	return (__u64)s % 5;
 }
 
+/* The iterator in the caller's frame, advanced by a subprogram through
+ * a pointer; and iterators inside a bpf_loop callback. */
+static __noinline int advance(struct bpf_iter_num *it)
+{
+	int *p = bpf_iter_num_next(it);
+	return p ? *p : -1;
+}
+
+static long per_index(__u32 idx, void *ctx)
+{
+	struct bpf_iter_num it;
+	long *s = ctx;
+	int *p;
+	bpf_iter_num_new(&it, 0, idx);
+	while ((p = bpf_iter_num_next(&it)))
+		*s += *p;
+	bpf_iter_num_destroy(&it);
+	return 0;
+}
+
+SEC("xdp")
+int frames(struct xdp_md *ctx)
+{
+	void *data = (void *)(long)ctx->data, *end = (void *)(long)ctx->data_end;
+	struct stats *st = get_stats();
+	struct bpf_iter_num it;
+	long s = 0;
+	int v;
+	if (!st || data + 4 > end)
+		return XDP_ABORTED;
+	int n = ((__u8 *)data)[2] & 15;
+	bpf_iter_num_new(&it, 0, n);
+	while ((v = advance(&it)) >= 0)
+		s += v;
+	bpf_iter_num_destroy(&it);
+	bpf_loop(n, per_index, &s, 0);
+	st->nested += s;
+	return XDP_PASS;
+}
+
 char _license[] SEC("license") = "GPL";
 "#;
 
@@ -199,10 +239,11 @@ fn requests() -> Vec<(&'static str, Vec<u8>)> {
         let hi = (b[1] % 32) as i8 - 16;
         let mut frame = vec![0u8; 64];
         frame[..4].copy_from_slice(&[lo as u8, hi as u8, b[2], b[3] % 40]);
-        let prog = match i % 9 {
+        let prog = match i % 10 {
             6 => "repeat",
             7 => "big",
             8 => "stack_index",
+            9 => "frames",
             _ => "iter",
         };
         out.push((prog, frame));
