@@ -75,16 +75,6 @@ fn refusal(obj: &PathBuf) -> String {
     }
 }
 
-fn run_opts() -> TestRunOptions {
-    TestRunOptions {
-        repeat: 1,
-        cpu: 0,
-        ingress_ifindex: 0,
-        rx_queue_index: 0,
-        linear_size: None,
-    }
-}
-
 /// Every refusal names the instruction (`insn N`) and the reason.
 fn assert_refused(name: &str, body: &str, reason: &str) {
     let text = refusal(&program(name, body));
@@ -288,7 +278,7 @@ fn chain_run(shift: u32, engine: XdpEngine, frames: Vec<usize>) -> Vec<u32> {
         frames
             .iter()
             .map(|&n| {
-                jit.test_run("p", &vec![0u8; n], &run_opts(), engine)
+                jit.test_run("p", &vec![0u8; n], &TestRunOptions::default(), engine)
                     .unwrap()
                     .retval
             })
@@ -384,7 +374,7 @@ fn enetstl_bktlist_handle_kept_in_a_kptr_loads_and_runs() {
                 x ^= x << 5;
                 let n = 14 + (x % 200) as usize;
                 let got = jit
-                    .test_run("wheel", &vec![0u8; n], &run_opts(), engine)
+                    .test_run("wheel", &vec![0u8; n], &TestRunOptions::default(), engine)
                     .unwrap()
                     .retval;
                 queues[n % 7].push_back(n as u32);

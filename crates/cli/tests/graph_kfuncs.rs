@@ -335,16 +335,6 @@ fn object() -> PathBuf {
     Compile::text("graph_kfuncs", &format!("{PRELUDE}{PROGRAMS}")).object()
 }
 
-fn run_opts() -> TestRunOptions {
-    TestRunOptions {
-        repeat: 1,
-        cpu: 0,
-        ingress_ifindex: 0,
-        rx_queue_index: 0,
-        linear_size: None,
-    }
-}
-
 /// A request frame (16 bytes).
 fn frame(op: u8, key: u64) -> Vec<u8> {
     let mut f = vec![0u8; 16];
@@ -406,7 +396,12 @@ fn on_bpfjet(path: &Path, reqs: &[(&str, Vec<u8>)], engine: XdpEngine) -> (Vec<u
             .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
         let v = reqs
             .iter()
-            .map(|(p, f)| loaded.test_run(p, f, &run_opts()).unwrap().retval)
+            .map(|(p, f)| {
+                loaded
+                    .test_run(p, f, &TestRunOptions::default())
+                    .unwrap()
+                    .retval
+            })
             .collect();
         assert!(
             bpfjet_kfuncs::graph::live_objects() > live_before,
@@ -418,7 +413,11 @@ fn on_bpfjet(path: &Path, reqs: &[(&str, Vec<u8>)], engine: XdpEngine) -> (Vec<u
         .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
     let v = reqs
         .iter()
-        .map(|(p, f)| jit.test_run(p, f, &run_opts(), engine).unwrap().retval)
+        .map(|(p, f)| {
+            jit.test_run(p, f, &TestRunOptions::default(), engine)
+                .unwrap()
+                .retval
+        })
         .collect();
     assert!(
         bpfjet_kfuncs::graph::live_objects() > live_before,

@@ -215,16 +215,6 @@ fn object() -> PathBuf {
     Compile::text("iter_kfuncs", &format!("{PRELUDE}{PROGRAMS}")).object()
 }
 
-fn run_opts() -> TestRunOptions {
-    TestRunOptions {
-        repeat: 1,
-        cpu: 0,
-        ingress_ifindex: 0,
-        rx_queue_index: 0,
-        linear_size: None,
-    }
-}
-
 /// (program, frame) pairs: ranges from -16 to 15 both ways round, inner
 /// counts 0..7, stops inside and outside the range.
 fn requests() -> Vec<(&'static str, Vec<u8>)> {
@@ -280,7 +270,12 @@ fn on_bpfjet(path: &Path, reqs: &[(&str, Vec<u8>)], engine: XdpEngine) -> (Vec<u
         loaded.apply_state(&table_state()).unwrap();
         let v = reqs
             .iter()
-            .map(|(p, f)| loaded.test_run(p, f, &run_opts()).unwrap().retval)
+            .map(|(p, f)| {
+                loaded
+                    .test_run(p, f, &TestRunOptions::default())
+                    .unwrap()
+                    .retval
+            })
             .collect();
         return (v, control_plane(loaded.dump_state().unwrap()));
     }
@@ -289,7 +284,11 @@ fn on_bpfjet(path: &Path, reqs: &[(&str, Vec<u8>)], engine: XdpEngine) -> (Vec<u
     jit.loaded().apply_state(&table_state()).unwrap();
     let v = reqs
         .iter()
-        .map(|(p, f)| jit.test_run(p, f, &run_opts(), engine).unwrap().retval)
+        .map(|(p, f)| {
+            jit.test_run(p, f, &TestRunOptions::default(), engine)
+                .unwrap()
+                .retval
+        })
         .collect();
     (v, control_plane(jit.loaded().dump_state().unwrap()))
 }

@@ -72,16 +72,6 @@ fn nf_object(name: &str) -> PathBuf {
     path
 }
 
-fn run_opts() -> TestRunOptions {
-    TestRunOptions {
-        repeat: 1,
-        cpu: 0,
-        ingress_ifindex: 0,
-        rx_queue_index: 0,
-        linear_size: None,
-    }
-}
-
 /// The maps a control plane reads: the NF's own, not the global-data maps
 /// (`.rodata` holds the plain build's CRC table only). A map named
 /// `sampler` (NitroSketch's per-CPU geometric sampler) is laid out
@@ -134,7 +124,12 @@ fn on_bpfjet(
                 LoadedObject::load(&obj, &o).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
             let v = frames
                 .iter()
-                .map(|f| loaded.test_run(prog, f, &run_opts()).unwrap().retval)
+                .map(|f| {
+                    loaded
+                        .test_run(prog, f, &TestRunOptions::default())
+                        .unwrap()
+                        .retval
+                })
                 .collect();
             (v, loaded.dump_state().unwrap())
         }
@@ -148,7 +143,11 @@ fn on_bpfjet(
                 .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
             let v = frames
                 .iter()
-                .map(|f| jit.test_run(prog, f, &run_opts(), e).unwrap().retval)
+                .map(|f| {
+                    jit.test_run(prog, f, &TestRunOptions::default(), e)
+                        .unwrap()
+                        .retval
+                })
                 .collect();
             (v, jit.loaded().dump_state().unwrap())
         }

@@ -51,16 +51,6 @@ fn rbtree_object() -> PathBuf {
         .object()
 }
 
-fn run_opts() -> TestRunOptions {
-    TestRunOptions {
-        repeat: 1,
-        cpu: 0,
-        ingress_ifindex: 0,
-        rx_queue_index: 0,
-        linear_size: None,
-    }
-}
-
 const SRC_MAC: [u8; 6] = [2, 0, 0, 0, 0, 1];
 const DST_MAC: [u8; 6] = [2, 0, 0, 0, 0, 2];
 
@@ -183,7 +173,9 @@ fn on_bpfjet(engine: &str, frames: &[Vec<u8>]) -> (Vec<Answer>, Vec<u8>) {
         let out = frames
             .iter()
             .map(|f| {
-                let r = loaded.test_run("skiplist", f, &run_opts()).unwrap();
+                let r = loaded
+                    .test_run("skiplist", f, &TestRunOptions::default())
+                    .unwrap();
                 (r.retval, r.data_out)
             })
             .collect();
@@ -199,7 +191,9 @@ fn on_bpfjet(engine: &str, frames: &[Vec<u8>]) -> (Vec<Answer>, Vec<u8>) {
     let out = frames
         .iter()
         .map(|f| {
-            let r = jit.test_run("skiplist", f, &run_opts(), e).unwrap();
+            let r = jit
+                .test_run("skiplist", f, &TestRunOptions::default(), e)
+                .unwrap();
             (r.retval, r.data_out)
         })
         .collect();
@@ -313,7 +307,10 @@ fn on_bpfjet_rbtree(
     let obj = bpfjet_obj::load_file(&path).unwrap();
     let jit = JitObject::load(&obj, &ObjectOptions::default(), &JitOptions::uncached())
         .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-    let run = |f: &[u8]| jit.test_run("skiplist", f, &run_opts(), engine).unwrap();
+    let run = |f: &[u8]| {
+        jit.test_run("skiplist", f, &TestRunOptions::default(), engine)
+            .unwrap()
+    };
     for (i, (f, e)) in frames.iter().zip(expected).enumerate() {
         let r = run(f);
         assert_eq!(
@@ -366,7 +363,9 @@ fn on_bpfjet_enetstl(
     let jit = JitObject::load(&obj, &ObjectOptions::default(), &JitOptions::uncached())
         .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
     for (i, (f, e)) in frames.iter().zip(expected).enumerate() {
-        let r = jit.test_run("skiplist", f, &run_opts(), engine).unwrap();
+        let r = jit
+            .test_run("skiplist", f, &TestRunOptions::default(), engine)
+            .unwrap();
         assert_eq!(
             (r.retval, &r.data_out),
             (e.0, &e.1),
@@ -506,7 +505,7 @@ fn retval(obj: &PathBuf, engine: XdpEngine) -> u32 {
     let o = bpfjet_obj::load_file(obj).unwrap();
     let jit = JitObject::load(&o, &ObjectOptions::default(), &JitOptions::uncached())
         .unwrap_or_else(|e| panic!("{}: {e}", obj.display()));
-    jit.test_run("prog", &[0u8; 64], &run_opts(), engine)
+    jit.test_run("prog", &[0u8; 64], &TestRunOptions::default(), engine)
         .unwrap()
         .retval
 }
@@ -800,7 +799,7 @@ fn the_compiled_spin_lock_excludes_two_threads_on_one_tree() {
             s.spawn(move || {
                 let opts = TestRunOptions {
                     cpu: t as usize,
-                    ..run_opts()
+                    ..TestRunOptions::default()
                 };
                 for round in 0..ROUNDS {
                     for i in 0..PER_THREAD {
@@ -824,7 +823,7 @@ fn the_compiled_spin_lock_excludes_two_threads_on_one_tree() {
             .test_run(
                 "skiplist",
                 &request(PORT, SUCC, from, 0),
-                &run_opts(),
+                &TestRunOptions::default(),
                 XdpEngine::Jit,
             )
             .unwrap();
@@ -958,7 +957,9 @@ char _license[] SEC("license") = "GPL";
         let jit = JitObject::load(&o, &ObjectOptions::default(), &JitOptions::uncached()).unwrap();
         for f in &frames {
             assert_eq!(
-                jit.test_run("prog", f, &run_opts(), engine).unwrap().retval,
+                jit.test_run("prog", f, &TestRunOptions::default(), engine)
+                    .unwrap()
+                    .retval,
                 XDP_PASS
             );
         }
