@@ -140,3 +140,32 @@ impl Drop for Scratch {
         let _ = std::fs::remove_dir_all(&self.0);
     }
 }
+
+/// A negative-corpus case: the program at `path` is refused by the kernel
+/// (when `kernel_refused` says what its load gave: `Some(true)` refused,
+/// `Some(false)` accepted, `None` not asked) and must be refused by
+/// bpfjet's loader too, for the reason `words` names, with the instruction.
+pub fn assert_refused_like_the_kernel(
+    name: &str,
+    path: &Path,
+    kernel_refused: Option<bool>,
+    words: &str,
+) {
+    if let Some(refused) = kernel_refused {
+        assert!(refused, "{name}: the kernel accepts it (corpus is wrong)");
+    }
+    let obj = bpfjet_obj::load_file(path).unwrap();
+    let options = bpfjet_runtime::ObjectOptions::default();
+    let err = match bpfjet_runtime::LoadedObject::load(&obj, &options) {
+        Ok(_) => panic!("{name}: bpfjet accepts a program the kernel refuses"),
+        Err(e) => e.to_string(),
+    };
+    assert!(
+        err.contains(words),
+        "{name}: refused, but not for the reason: {err}"
+    );
+    assert!(
+        err.contains("insn") || err.contains(" at "),
+        "{name}: no instruction named: {err}"
+    );
+}
