@@ -106,7 +106,7 @@ test-trace: build examples
 # The eBPF-libraries study side by side: fio untraced, traced in the kernel
 # (libbpf), by bpftrace and by bpfjet (docs/PERFORMANCE.md, "Tracing").
 bench-trace: build examples
-	python3 scripts/bench-trace.py --bpfjet $(BPFJET) --markdown build/bench-trace.md --svg docs/bench-trace.svg
+	python3 scripts/bench-trace.py --bpfjet $(BPFJET) --interleave --markdown build/bench-trace.md --svg docs/bench-trace.svg
 
 # Pairwise fusion (docs/PERFORMANCE.md, "Pairwise fusion"): fsdist on fio
 # random reads/writes untraced, under Syscall User Dispatch alone (the SUD
