@@ -710,15 +710,9 @@ impl<'a> Verifier<'a> {
         if !is_next {
             return false;
         }
-        let r1 = st.reg(1);
-        let (RegType::Stack { frame }, Some(var)) = (r1.ty, r1.val.as_const()) else {
+        let Ok((frame, off)) = crate::iter::iter_slot(st, crate::iter::IterKfunc::Next) else {
             return true;
         };
-        let frame = (frame as usize).min(st.frames.len() - 1);
-        let off = i64::from(r1.off) + var as i64;
-        if !(-crate::stack::STACK_SIZE..=-8).contains(&off) || off % 8 != 0 {
-            return true;
-        }
         !st.frames[frame]
             .stack
             .iter_at(off)

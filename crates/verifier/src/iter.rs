@@ -58,7 +58,7 @@ impl Verifier<'_> {
         pc: usize,
         k: IterKfunc,
     ) -> VResult<Succ> {
-        let (frame, off) = self.iter_slot(st, k)?;
+        let (frame, off) = iter_slot(st, k)?;
         let slot = st.frames[frame].stack.iter_at(off);
         match k {
             IterKfunc::New => {
@@ -145,40 +145,40 @@ impl Verifier<'_> {
             }
         }
     }
+}
 
-    /// The stack slot R1 points at: (frame, offset from that frame's r10),
-    /// a constant multiple of 8 inside the frame.
-    fn iter_slot(&mut self, st: &State, k: IterKfunc) -> VResult<(usize, i64)> {
-        let r1 = *st.reg(1);
-        let RegType::Stack { frame } = r1.ty else {
-            return err("bad_kfunc_arg", not_stack(&r1, k));
-        };
-        if r1.maybe_null {
-            return err("bad_kfunc_arg", not_stack(&r1, k));
-        }
-        let frame = (frame as usize).min(st.frames.len() - 1);
-        let Some(var) = r1.val.as_const() else {
-            return err(
-                "bad_kfunc_arg",
-                format!(
-                    "arg #0 of {}: an iterator must be at a constant stack offset",
-                    k.name()
-                ),
-            );
-        };
-        let off = i64::from(r1.off) + var as i64;
-        if !(-crate::stack::STACK_SIZE..=-8).contains(&off) || off % 8 != 0 {
-            return err(
-                "bad_kfunc_arg",
-                format!(
-                    "cannot pass in iter_num at an offset={off}: arg #0 of {} must be an 8-byte \
-                     aligned stack slot",
-                    k.name()
-                ),
-            );
-        }
-        Ok((frame, off))
+/// The stack slot R1 points at: (frame, offset from that frame's r10),
+/// a constant multiple of 8 inside the frame.
+pub(crate) fn iter_slot(st: &State, k: IterKfunc) -> VResult<(usize, i64)> {
+    let r1 = *st.reg(1);
+    let RegType::Stack { frame } = r1.ty else {
+        return err("bad_kfunc_arg", not_stack(&r1, k));
+    };
+    if r1.maybe_null {
+        return err("bad_kfunc_arg", not_stack(&r1, k));
     }
+    let frame = (frame as usize).min(st.frames.len() - 1);
+    let Some(var) = r1.val.as_const() else {
+        return err(
+            "bad_kfunc_arg",
+            format!(
+                "arg #0 of {}: an iterator must be at a constant stack offset",
+                k.name()
+            ),
+        );
+    };
+    let off = i64::from(r1.off) + var as i64;
+    if !(-crate::stack::STACK_SIZE..=-8).contains(&off) || off % 8 != 0 {
+        return err(
+            "bad_kfunc_arg",
+            format!(
+                "cannot pass in iter_num at an offset={off}: arg #0 of {} must be an 8-byte \
+                 aligned stack slot",
+                k.name()
+            ),
+        );
+    }
+    Ok((frame, off))
 }
 
 fn uninit_iter(k: IterKfunc, off: i64) -> String {
