@@ -289,7 +289,11 @@ fn static_binary_is_an_error_before_the_target_starts() {
 fn kernel_probe_is_an_unsupported_type_error() {
     let _serial = serial();
     let (out, marker) = trace_marked("kprobe.o", "kprobe.mark");
-    assert_not_started(&out, &["kprobe/do_sys_openat2", "Kprobe"], &marker);
+    assert_not_started(
+        &out,
+        &["kprobe/do_sys_openat2", "do_sys_openat2", "__x64_sys_NAME"],
+        &marker,
+    );
 }
 
 #[test]

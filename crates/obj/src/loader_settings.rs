@@ -98,7 +98,11 @@ impl Object {
     /// attached the way the section says (`uprobe`, `uretprobe`,
     /// `uprobe.multi`, `usdt`, ...); or `FORM/PATH:SYMBOL` with FORM one of
     /// those, which also serves kprobe-section programs that a tool
-    /// attaches as uprobes (the same program type, as libbpf allows).
+    /// attaches as uprobes (the same program type, as libbpf allows); or,
+    /// for kprobe-type programs, `FORM/FUNCTION` with FORM `kprobe`,
+    /// `kretprobe`, `ksyscall` or `kretsyscall` (a bare `FUNCTION` takes
+    /// the section's own kernel form), as a loader's
+    /// `bpf_program__attach_kprobe` / `_attach_ksyscall`.
     pub fn set_attach_target(&mut self, name: &str, target: &str) -> Result<(), String> {
         let no = no_program(self, name);
         let p = self
@@ -113,13 +117,21 @@ impl Object {
             ));
         }
         let own = p.section.split('/').next().unwrap_or_default();
+        let kprobe_type = KERNEL_FORMS.contains(&own) || USER_FORMS.contains(&own);
         let section = match target.split_once('/') {
             Some((form, _)) if USER_FORMS.contains(&form) => target.to_string(),
+            Some((form, _)) if kprobe_type && KERNEL_FORMS.contains(&form) => target.to_string(),
             _ if USER_FORMS.contains(&own) => format!("{own}/{target}"),
+            // A kernel function's name has no `PATH:`.
+            _ if KERNEL_FORMS.contains(&own) && !target.contains(':') => {
+                format!("{own}/{target}")
+            }
             _ => {
                 return Err(format!(
                     "program {name:?} is a {own} program: say how to attach it in a process, \
-                     uprobe/{target} or uretprobe/{target}"
+                     uprobe/{target} or uretprobe/{target} (or, on a system call's entry, \
+                     ksyscall/NAME, kretsyscall/NAME, kprobe/__x64_sys_NAME, \
+                     kretprobe/__x64_sys_NAME)"
                 ))
             }
         };
@@ -132,6 +144,9 @@ impl Object {
         Ok(())
     }
 }
+
+/// Section forms of kernel probes (kprobe-type programs).
+const KERNEL_FORMS: [&str; 4] = ["kprobe", "kretprobe", "ksyscall", "kretsyscall"];
 
 /// Section forms of probes in a process.
 const USER_FORMS: [&str; 5] = [

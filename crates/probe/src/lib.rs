@@ -18,6 +18,7 @@ pub mod error;
 pub mod exempt_copy;
 pub mod fast_syscalls;
 pub mod inject;
+pub mod ksyscall;
 pub mod multi;
 mod patch;
 pub mod regs;

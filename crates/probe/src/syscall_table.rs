@@ -93,6 +93,13 @@ pub fn name(nr: u32) -> Option<&'static str> {
         .map(|&(name, _)| name)
 }
 
+/// 4 → `newstat`: the name of the call's tracepoints and of its kernel
+/// entry point (`__x64_sys_newstat`), where it differs from the UAPI name.
+pub fn tracepoint_name(nr: u32) -> Option<&'static str> {
+    let uapi = name(nr)?;
+    Some(tracepoint_alias(uapi).unwrap_or(uapi))
+}
+
 #[cfg(test)]
 mod tests {
     #[test]
@@ -108,6 +115,8 @@ mod tests {
         use super::tracepoint_number as tp;
         assert_eq!(tp("openat"), Some(257));
         assert_eq!(tp("newstat"), Some(4));
+        assert_eq!(super::tracepoint_name(4), Some("newstat"));
+        assert_eq!(super::tracepoint_name(257), Some("openat"));
         assert_eq!(tp("newfstat"), Some(5));
         assert_eq!(tp("sendfile64"), Some(40));
         assert_eq!(tp("umount"), Some(166));

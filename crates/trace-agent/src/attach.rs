@@ -65,6 +65,18 @@ struct SyscallPrograms {
     /// arguments (`raw_tracepoint/sys_*`).
     raw_enter: Vec<ProgId>,
     raw_exit: Vec<ProgId>,
+    /// Kernel probes on each system call's entry point (`ksyscall/NAME`,
+    /// `kprobe/__x64_sys_NAME`) and their return probes
+    /// (bpfjet_probe::ksyscall), each with whether its context is the
+    /// syscall wrapper's.
+    kernel_enter: Vec<Vec<(ProgId, bool)>>,
+    kernel_exit: Vec<Vec<(ProgId, bool)>>,
+    /// The entry point's kernel address per system call
+    /// (`bpf_get_func_ip`), for those with kernel probes.
+    kernel_entry: BTreeMap<u32, u64>,
+    /// `LINUX_HAS_SYSCALL_WRAPPER` as the object's loader computed it
+    /// (read once, when a `ksyscall` program needs it).
+    wrapper: Option<bool>,
 }
 
 impl SyscallPrograms {
@@ -77,7 +89,65 @@ impl SyscallPrograms {
             every_exit: Vec::new(),
             raw_enter: Vec::new(),
             raw_exit: Vec::new(),
+            kernel_enter: vec![Vec::new(); n],
+            kernel_exit: vec![Vec::new(); n],
+            kernel_entry: BTreeMap::new(),
+            wrapper: None,
         }
+    }
+
+    /// Adds program `id`, a kernel probe, to the system call whose entry
+    /// point it names; refuses any other kernel function.
+    fn add_kernel_probe(
+        &mut self,
+        id: ProgId,
+        p: &rt::TracingProgram,
+        probe: &bpfjet_obj::ProbeSection,
+    ) -> Result<(), String> {
+        let section = p.section();
+        let at = bpfjet_probe::ksyscall::syscall_probe(probe.flavor, &probe.target)
+            .map_err(|e| unsupported(section, &e))?;
+        p.check_ctx_size(std::mem::size_of::<PtRegs>() as u64)
+            .map_err(|e| unsupported(section, &e))?;
+        let list = if at.ret {
+            &mut self.kernel_exit
+        } else {
+            &mut self.kernel_enter
+        };
+        // `ksyscall/NAME` gets what the object's LINUX_HAS_SYSCALL_WRAPPER
+        // says it does; `__x64_sys_NAME` is the wrapper.
+        let wrapper = !at.by_syscall_name
+            || *self
+                .wrapper
+                .get_or_insert_with(bpfjet_obj::has_syscall_wrapper);
+        list[at.nr as usize].push((id, wrapper));
+        Ok(())
+    }
+
+    /// Looks up the kernel addresses of the entry points probed.
+    fn resolve_kernel_entries(&mut self) {
+        let probed = |v: &Vec<Vec<(ProgId, bool)>>| {
+            v.iter()
+                .enumerate()
+                .filter(|(_, p)| !p.is_empty())
+                .map(|(nr, _)| nr as u32)
+                .collect::<Vec<_>>()
+        };
+        let mut nrs = probed(&self.kernel_enter);
+        nrs.extend(probed(&self.kernel_exit));
+        if !nrs.is_empty() {
+            self.kernel_entry = bpfjet_probe::ksyscall::entry_addresses(nrs.into_iter());
+        }
+    }
+
+    /// Whether any program runs at system call `nr`'s return.
+    fn has_exit(&self, nr: u64) -> bool {
+        self.exit.get(nr as usize).is_some_and(|p| !p.is_empty())
+            || self
+                .kernel_exit
+                .get(nr as usize)
+                .is_some_and(|p| !p.is_empty())
+            || self.any_every_exit()
     }
 
     /// Adds program `id`, a tracepoint program, to the system calls its
@@ -128,6 +198,11 @@ impl SyscallPrograms {
         .iter()
         .all(|v| v.is_empty())
             && self.enter.iter().chain(&self.exit).all(|v| v.is_empty())
+            && self
+                .kernel_enter
+                .iter()
+                .chain(&self.kernel_exit)
+                .all(|v| v.is_empty())
     }
 
     /// Whether any program runs at every system call's return.
@@ -576,10 +651,8 @@ pub fn start(cfg: Config) -> Result<(), String> {
                         ))
                     }
                     _ => {
-                        return Err(unsupported(
-                            section,
-                            "kernel probes attach to kernel functions; bpfjet trace attaches inside a process (use uprobe/uretprobe)",
-                        ))
+                        sys.add_kernel_probe(id, p, probe)?;
+                        continue;
                     }
                 };
                 let ProbeTarget::User {
@@ -657,6 +730,7 @@ pub fn start(cfg: Config) -> Result<(), String> {
             }
         }
     }
+    sys.resolve_kernel_entries();
     let trace_syscalls = !sys.is_empty();
     if !trace_syscalls {
         let t = UprobeTarget {
@@ -861,7 +935,15 @@ pub fn exec_returned() {
 fn run_enter_programs(object: &TracingObject, sys: &SyscallPrograms, regs: &PtRegs) {
     let nr = regs.orig_rax;
     let progs = sys.enter.get(nr as usize).map_or(&[][..], |v| &v[..]);
-    if progs.is_empty() && sys.every_enter.is_empty() && sys.raw_enter.is_empty() {
+    let kprobes = sys
+        .kernel_enter
+        .get(nr as usize)
+        .map_or(&[][..], |v| &v[..]);
+    if progs.is_empty()
+        && sys.every_enter.is_empty()
+        && sys.raw_enter.is_empty()
+        && kprobes.is_empty()
+    {
         return;
     }
     let Some(armed) = alive::can_run() else {
@@ -884,7 +966,42 @@ fn run_enter_programs(object: &TracingObject, sys: &SyscallPrograms, regs: &PtRe
         };
         object.run_raw_syscall(id, &mut args, &site);
     }
+    if !kprobes.is_empty() {
+        run_kernel_probes(object, sys, regs, kprobes, false);
+    }
     alive::ran(armed);
+}
+
+/// Kernel probes on the entry point (`ret` false) or its return of the
+/// system call in `regs`, with the kernel's registers at that point
+/// (ksyscall.rs); the user registers are the hit's "kernel" memory, as
+/// `raw_tracepoint/sys_*`'s.
+fn run_kernel_probes(
+    object: &TracingObject,
+    sys: &SyscallPrograms,
+    regs: &PtRegs,
+    progs: &[(ProgId, bool)],
+    ret: bool,
+) {
+    let entry = sys
+        .kernel_entry
+        .get(&(regs.orig_rax as u32))
+        .copied()
+        .unwrap_or(0);
+    let site = ProbeSite {
+        func_ip: entry,
+        cookie: 0,
+        regs: regs as *const PtRegs as u64,
+        ret_at_sp: false,
+    };
+    for &(id, wrapper) in progs {
+        let mut kregs = if ret {
+            bpfjet_probe::ksyscall::return_regs(regs)
+        } else {
+            bpfjet_probe::ksyscall::entry_regs(regs, entry, wrapper)
+        };
+        object.run_regs(id, regs_view(&mut kregs), &site);
+    }
 }
 
 /// The programs of system call `regs.orig_rax`'s return, and those of
@@ -907,6 +1024,9 @@ fn run_exit_programs(object: &TracingObject, sys: &SyscallPrograms, regs: &PtReg
             args: [regs as *const PtRegs as u64, regs.rax],
         };
         object.run_raw_syscall(id, &mut args, &site);
+    }
+    if let Some(kprobes) = sys.kernel_exit.get(nr as usize).filter(|v| !v.is_empty()) {
+        run_kernel_probes(object, sys, regs, kprobes, true);
     }
 }
 
@@ -1111,9 +1231,8 @@ fn late_syscall_sets() -> &'static [SyscallSet] {
 
 /// Which system calls' exits `sys` runs programs at.
 fn exits_of(sys: &SyscallPrograms) -> Vec<bool> {
-    sys.exit
-        .iter()
-        .map(|p| !p.is_empty() || sys.any_every_exit())
+    (0..sys.exit.len() as u64)
+        .map(|nr| sys.has_exit(nr))
         .collect()
 }
 
@@ -1207,8 +1326,7 @@ fn install_hooks(
                 exec_failed();
             }
             for (object, sys) in start.into_iter().chain(late_syscall_sets().iter().copied()) {
-                let progs = sys.exit.get(nr as usize).map_or(&[][..], |v| &v[..]);
-                if progs.is_empty() && !sys.any_every_exit() {
+                if !sys.has_exit(nr) {
                     continue;
                 }
                 let Some(armed) = alive::can_run() else {

@@ -125,6 +125,17 @@ pub(crate) fn compile_candidates(
             )
         })
         .count();
+    // Kernel probes on a call's entry point run at its hooks too.
+    let kernel_probed = |call: &str| {
+        let nr = syscall_table::tracepoint_number(call);
+        obj.programs.iter().any(|p| match &p.kind {
+            ProgKind::Probe(probe) => {
+                bpfjet_probe::ksyscall::syscall_probe(probe.flavor, &probe.target)
+                    .is_ok_and(|at| Some(at.nr) == nr)
+            }
+            _ => false,
+        })
+    };
     let mut ok = Vec::new();
     let mut refused = Vec::new();
     for (entry, exit, call) in pairs(obj) {
@@ -136,6 +147,10 @@ pub(crate) fn compile_candidates(
             Some(c) if tracepoints("sys_enter_", c) != 1 || tracepoints("sys_exit_", c) != 1 => {
                 Some(format!("{c} has more than one enter or exit program"))
             }
+            Some(c) if kernel_probed(c) => Some(format!(
+                "kernel probes on {}{c} (ksyscall/kprobe) run at this call too",
+                bpfjet_probe::ksyscall::ENTRY_PREFIX
+            )),
             Some(_) if raw > 0 => Some(
                 "programs on every system call's entry or return (raw_tracepoint/sys_*, \
                  tracepoint/raw_syscalls/sys_*) run at this call too"

@@ -265,6 +265,12 @@ pub(super) fn precheck(args: &TraceArgs, program: Option<&Path>) -> Result<bpfje
                     );
                 }
             }
+            ProgKind::Probe(probe) if !probe.flavor.is_user() => {
+                // Kernel probes: only system calls' entry points run in a
+                // process (the traced process's own calls).
+                bpfjet_probe::ksyscall::syscall_probe(probe.flavor, &probe.target)
+                    .map_err(|e| anyhow!("program section {section:?}: {e}"))?;
+            }
             ProgKind::Probe(probe) => {
                 let multi = matches!(
                     probe.flavor,
@@ -273,7 +279,8 @@ pub(super) fn precheck(args: &TraceArgs, program: Option<&Path>) -> Result<bpfje
                 if !multi && !matches!(probe.flavor, ProbeFlavor::Uprobe | ProbeFlavor::Uretprobe) {
                     bail!(
                         "program section {section:?}: {:?} cannot be attached by bpfjet trace \
-                         (uprobe, uretprobe, uprobe.multi, uretprobe.multi and usdt can)",
+                         (uprobe, uretprobe, uprobe.multi, uretprobe.multi and usdt can; \
+                         kprobe, kretprobe, ksyscall and kretsyscall on system calls too)",
                         probe.flavor
                     );
                 }
@@ -309,7 +316,8 @@ pub(super) fn precheck(args: &TraceArgs, program: Option<&Path>) -> Result<bpfje
             }
             _ => bail!(
                 "program section {section:?}: not a tracing program type bpfjet trace can attach \
-                 (uprobe, uretprobe, uprobe.multi, uretprobe.multi, usdt, {})",
+                 (uprobe, uretprobe, uprobe.multi, uretprobe.multi, usdt, ksyscall/NAME, \
+                 kretsyscall/NAME, kprobe/__x64_sys_NAME, kretprobe/__x64_sys_NAME, {})",
                 bpfjet_obj::SYSCALL_TRACEPOINT_SECTIONS
             ),
         }

@@ -107,14 +107,22 @@ pub(super) fn patch_addresses(
     Ok(all)
 }
 
-/// Whether `object` traces system calls (refusing any other tracepoint
-/// before the process is touched, as the agent would after loading).
+/// Whether `object` traces system calls (refusing any other tracepoint or
+/// kernel probe before the process is touched, as the agent would after
+/// loading).
 fn traces_syscalls(object: &bpfjet_obj::Object) -> Result<bool> {
     let mut any = false;
     for p in &object.programs {
         match &p.kind {
             ProgKind::Tracepoint { .. } | ProgKind::RawTracepoint { .. } => {
                 super::trace::check_syscall_tracepoint(p)?;
+                any = true;
+            }
+            // Kernel probes on system calls' entry points run at the
+            // process's system-call hooks.
+            ProgKind::Probe(probe) if !probe.flavor.is_user() => {
+                bpfjet_probe::ksyscall::syscall_probe(probe.flavor, &probe.target)
+                    .map_err(|e| anyhow!("program section {:?}: {e}", p.section))?;
                 any = true;
             }
             _ => {}

@@ -53,7 +53,7 @@ fn parse_release(release: &str) -> u64 {
 /// the kprobe PMU, else tracefs `kprobe_events`); without kprobe support it
 /// answers false even though the wrapper exists. The same conditions,
 /// checked without creating a probe.
-fn has_syscall_wrapper() -> bool {
+pub fn has_syscall_wrapper() -> bool {
     let kprobes = ["/sys/bus/event_source/devices/kprobe/type"]
         .iter()
         .chain(&[

@@ -7,6 +7,7 @@ mod btf_defs;
 pub use btf_defs::spin_lock_offset;
 mod global_data;
 mod kconfig;
+pub use kconfig::has_syscall_wrapper;
 mod legacy;
 
 use std::collections::HashMap;

@@ -117,13 +117,17 @@ fn stack_hash(ips: &[u64]) -> u64 {
     h
 }
 
-/// The user registers at the hit: the context of a kprobe-type program,
-/// else the registers the attach layer passed in the probe site.
+/// The user registers at the hit: those the attach layer passed in the
+/// probe site (a tracepoint's system call; a kernel probe's, whose context
+/// is the kernel's registers, as the kernel walks `task_pt_regs`), else
+/// the context of a kprobe-type program (a uprobe's registers).
 fn user_regs(env: &TracingEnv) -> Option<PtRegs> {
-    let addr = if env.ctx_is_regs {
+    let addr = if env.site.regs != 0 {
+        env.site.regs
+    } else if env.ctx_is_regs {
         env.ctx
     } else {
-        env.site.regs
+        0
     };
     if addr == 0 {
         return None;

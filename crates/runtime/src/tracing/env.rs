@@ -16,8 +16,9 @@ pub struct ProbeSite {
     /// Address of the user registers at the hit (a `PtRegs`), for stack
     /// walks (`bpf_get_stack`, `bpf_get_stackid`) by programs whose context
     /// is not `pt_regs` (tracepoints: the system call's registers); 0 when
-    /// unknown (the walk then starts at the caller of the run). Ignored for
-    /// kprobe-type programs, whose context is the registers.
+    /// unknown (the walk then starts at the caller of the run; a uprobe's
+    /// context is its registers). For a kernel probe on a system call's
+    /// entry point, the user registers its context points to.
     pub regs: u64,
     /// The hit is at a function's first instruction and that instruction
     /// is `push %rbp` or `endbr64`: the caller's return address is at the
