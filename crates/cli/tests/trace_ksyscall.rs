@@ -51,6 +51,7 @@ fn fixture() -> Option<&'static PathBuf> {
         };
         bpf(&format!("{SRC}/ksyscall.bpf.c"), "ksyscall.o");
         bpf(&format!("{SRC}/ksyscall_pair.bpf.c"), "ksyscall_pair.o");
+        bpf(&format!("{SRC}/ksyscall_fuse.bpf.c"), "ksyscall_fuse.o");
         // Kernel functions no process runs, and a probe inside an entry
         // point: refused.
         for (name, section) in [
@@ -216,6 +217,56 @@ fn a_kernel_probe_keeps_its_calls_pair_from_being_compiled() {
                 refusals.contains("kernel probes on __x64_sys_write"),
                 "{engine} {fuse}: {refusals}"
             );
+        }
+    }
+}
+
+/// A `ksyscall/write` + `kretsyscall/write` pair with a hand-off map
+/// keyed by the thread is a fusion pair as `sys_enter_write` +
+/// `sys_exit_write` is: its map is kept per thread (`internalise`) and,
+/// with `--fuse inline`, libc's `write` runs through a call-through stub;
+/// every level gives the unfused counts, and the map is left empty.
+#[test]
+fn a_kernel_probe_pair_fuses_with_the_unfused_results() {
+    let Some(dir) = fixture() else { return };
+    let _serial = serial();
+    let obj = dir.join("ksyscall_fuse.o");
+    let bytes: u64 = (0..WRITES).map(|i| 2 * (i % 13 + 1)).sum();
+    for (engine, fuse) in [
+        ("jit", "none"),
+        ("jit", "inline"),
+        ("jit", "all"),
+        ("interp", "none"),
+        ("interp", "all"),
+    ] {
+        let out = Command::new(env!("CARGO_BIN_EXE_bpfjet"))
+            .arg("trace")
+            .arg(&obj)
+            .args([
+                "--json",
+                "--engine",
+                engine,
+                &format!("--fuse={fuse}"),
+                "--",
+            ])
+            .arg(dir.join("target"))
+            .output()
+            .unwrap();
+        let report = json_report(&out);
+        assert_eq!(report["exit_code"], 0, "{engine} {fuse}: {report}");
+        let c = counts(&report);
+        assert_eq!(
+            &c[..4],
+            &[2 * WRITES, 2 * WRITES, 2 * WRITES, bytes],
+            "{engine} {fuse}: {report}"
+        );
+        let fused = report["fused"].to_string();
+        let internalised = fused.contains("\"internalised\":[\"sizes\"]");
+        assert_eq!(internalised, fuse == "all", "{engine} {fuse}: {fused}");
+        let through = fused.contains("\"call_through\"");
+        assert_eq!(through, fuse != "none", "{engine} {fuse}: {fused}");
+        if fuse == "none" {
+            assert_eq!(report["maps"]["sizes"], serde_json::json!([]), "{engine}");
         }
     }
 }

@@ -140,6 +140,15 @@ impl SyscallPrograms {
         }
     }
 
+    /// Whether programs run at both the entry and the return of system
+    /// call `nr` (tracepoints or kernel probes): a pair.
+    fn has_enter_and_exit(&self, nr: u32) -> bool {
+        let any = |v: &Vec<Vec<_>>| v.get(nr as usize).is_some_and(|p| !p.is_empty());
+        let kany = |v: &Vec<Vec<(ProgId, bool)>>| v.get(nr as usize).is_some_and(|p| !p.is_empty());
+        (any(&self.enter) || kany(&self.kernel_enter))
+            && (any(&self.exit) || kany(&self.kernel_exit))
+    }
+
     /// Whether any program runs at system call `nr`'s return.
     fn has_exit(&self, nr: u64) -> bool {
         self.exit.get(nr as usize).is_some_and(|p| !p.is_empty())
@@ -1286,13 +1295,8 @@ fn install_hooks(
 ) -> Result<(), String> {
     // Pairs (enter and exit programs on one system call) run through a
     // call-through stub on the wrappers that issue it (`--fuse inline`).
-    let call_through = move |nr: u32| {
-        inline
-            && start.is_some_and(|(_, sys)| {
-                sys.enter.get(nr as usize).is_some_and(|v| !v.is_empty())
-                    && sys.exit.get(nr as usize).is_some_and(|v| !v.is_empty())
-            })
-    };
+    let call_through =
+        move |nr: u32| inline && start.is_some_and(|(_, sys)| sys.has_enter_and_exit(nr));
     if how != SyscallInstall::IntoRunning {
         // Preloaded: the agent's `pthread_create` dispatches new threads.
         threads::enable_thread_hook();

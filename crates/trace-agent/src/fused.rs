@@ -37,6 +37,13 @@ pub(crate) fn pairs(obj: &bpfjet_obj::Object) -> Vec<(String, String, Option<Str
                     ProgKind::Tracepoint { category, name } if category == "syscalls" => {
                         name.strip_prefix("sys_enter_").map(str::to_string)
                     }
+                    // A kernel probe on the call's entry point.
+                    ProgKind::Probe(probe) => {
+                        bpfjet_probe::ksyscall::syscall_probe(probe.flavor, &probe.target)
+                            .ok()
+                            .and_then(|at| syscall_table::tracepoint_name(at.nr))
+                            .map(str::to_string)
+                    }
                     _ => None,
                 });
             (entry, exit, call)
@@ -138,9 +145,19 @@ pub(crate) fn compile_candidates(
     };
     let mut ok = Vec::new();
     let mut refused = Vec::new();
+    let is_tracepoint = |prog: &str| {
+        obj.programs
+            .iter()
+            .any(|p| p.name == prog && matches!(p.kind, ProgKind::Tracepoint { .. }))
+    };
     for (entry, exit, call) in pairs(obj) {
         let why = match &call {
-            None => Some("not a sys_enter_X/sys_exit_X pair (uprobe/uretprobe pairs are not compiled into one function yet)".to_string()),
+            Some(_) if !is_tracepoint(&entry) || !is_tracepoint(&exit) => Some(
+                "a kernel probe (ksyscall/kprobe) is one of the pair: only sys_enter_X/sys_exit_X \
+                 tracepoint pairs are compiled into one function"
+                    .to_string(),
+            ),
+            None => Some("not a sys_enter_X/sys_exit_X pair (uprobe/uretprobe and kernel-probe pairs are not compiled into one function yet)".to_string()),
             Some(c) if syscall_table::tracepoint_number(c).is_none() => {
                 Some(format!("no system call named {c:?}"))
             }
