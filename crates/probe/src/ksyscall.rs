@@ -169,6 +169,19 @@ pub fn entry_regs(user: &PtRegs, entry: u64, wrapper: bool) -> PtRegs {
     }
 }
 
+/// Whether system call `nr` makes a task (`clone`, `fork`, `vfork`,
+/// `clone3`): its new task never returns through the entry point's
+/// kernel function, so a kretprobe fires in the caller only.
+pub fn is_clone(nr: u64) -> bool {
+    [
+        libc::SYS_clone,
+        libc::SYS_fork,
+        libc::SYS_vfork,
+        libc::SYS_clone3,
+    ]
+    .contains(&(nr as i64))
+}
+
 /// The registers a kretprobe on the entry point of the call in `user`
 /// sees: the call's result in `ax`.
 pub fn return_regs(user: &PtRegs) -> PtRegs {

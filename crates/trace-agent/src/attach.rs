@@ -1034,8 +1034,15 @@ fn run_exit_programs(object: &TracingObject, sys: &SyscallPrograms, regs: &PtReg
         };
         object.run_raw_syscall(id, &mut args, &site);
     }
+    // A forked child returns from its clone into user space without
+    // leaving the entry point's kernel function (the kernel starts it at
+    // `ret_from_fork`): the call's tracepoint fires there, its kretprobe
+    // does not.
+    let forked_child = regs.rax == 0 && bpfjet_probe::ksyscall::is_clone(nr);
     if let Some(kprobes) = sys.kernel_exit.get(nr as usize).filter(|v| !v.is_empty()) {
-        run_kernel_probes(object, sys, regs, kprobes, true);
+        if !forked_child {
+            run_kernel_probes(object, sys, regs, kprobes, true);
+        }
     }
 }
 

@@ -17,13 +17,16 @@
  *  13 getppid calls (ksyscall/getppid),
  *  14 ksyscall/write runs whose user stack had at least two frames (the
  *     target keeps frame pointers),
- *  15 1 if the kprobe's context says kernel mode (cs & 3 == 0). */
+ *  15 1 if the kprobe's context says kernel mode (cs & 3 == 0),
+ *  16 clone entries (ksyscall/clone), 17 its returns in the parent,
+ *  18 its returns in the child (none: a forked child never returns
+ *     through the entry point's kernel function). */
 #include "vmlinux.h"
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_tracing.h>
 #include <bpf/bpf_core_read.h>
 
-#define COUNTS_SLOTS 16
+#define COUNTS_SLOTS 24
 #include "counts.h"
 
 const volatile __u32 target_tgid = 0;
@@ -110,6 +113,22 @@ int BPF_KSYSCALL(ks_getppid)
 {
 	if (ours())
 		bump(13, 1);
+	return 0;
+}
+
+SEC("ksyscall/clone")
+int BPF_KSYSCALL(ks_clone)
+{
+	if (ours())
+		bump(16, 1);
+	return 0;
+}
+
+SEC("kretsyscall/clone")
+int BPF_KRETPROBE(ks_clone_ret, long ret)
+{
+	if (ours())
+		bump(ret == 0 ? 18 : 17, 1);
 	return 0;
 }
 

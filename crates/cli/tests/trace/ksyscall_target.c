@@ -1,15 +1,18 @@
 /* The calls ksyscall.bpf.c counts: WRITES writes of 1..13 bytes to fd 77
  * (/dev/null) through libc's write, as many through syscall(2), BAD writes
- * to fd 78 (closed: -EBADF) and PPIDS getppid calls. */
+ * to fd 78 (closed: -EBADF), PPIDS getppid calls and FORKS forks (glibc's
+ * fork is a clone system call) whose children exit at once. */
 #define _GNU_SOURCE
 #include <fcntl.h>
 #include <stdlib.h>
 #include <sys/syscall.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #define WRITES 300
 #define BAD 40
 #define PPIDS 9
+#define FORKS 3
 
 int main(void)
 {
@@ -31,5 +34,12 @@ int main(void)
 			return 4;
 	for (int i = 0; i < PPIDS; i++)
 		getppid();
+	for (int i = 0; i < FORKS; i++) {
+		pid_t child = fork();
+		if (child == 0)
+			_exit(0);
+		if (child < 0 || waitpid(child, NULL, 0) != child)
+			return 5;
+	}
 	return 0;
 }
