@@ -80,7 +80,9 @@ pub fn successors(insns: &[Insn], pc: usize) -> Vec<usize> {
     match *insn {
         Insn::Exit => vec![],
         Insn::Ja { off } => vec![rel_target(pc, off as i64) as usize],
-        Insn::Jmp { off, .. } => vec![next, rel_target(pc, off as i64) as usize],
+        Insn::Jmp { off, .. } | Insn::MayGoto { off } => {
+            vec![next, rel_target(pc, off as i64) as usize]
+        }
         _ => vec![next],
     }
 }
@@ -165,8 +167,14 @@ fn check_subprogs(insns: &[Insn], cfg: &mut Cfg) -> Result<(), (usize, crate::er
                 if t <= pc {
                     cfg.loop_head[t] = true;
                 }
-                if matches!(insn, Insn::Jmp { .. }) && pc + 1 < end {
+                if matches!(insn, Insn::Jmp { .. } | Insn::MayGoto { .. }) && pc + 1 < end {
                     cfg.prune_point[pc + 1] = true;
+                }
+                // The kernel's `visit_insn`: a `may_goto` is a prune point
+                // where a state is always recorded (`mark_force_checkpoint`):
+                // its loop converges there.
+                if matches!(insn, Insn::MayGoto { .. }) {
+                    cfg.prune_point[pc] = true;
                 }
             }
             if let Insn::Call(CallTarget::Local(off)) = *insn {
