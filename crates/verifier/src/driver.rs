@@ -1075,8 +1075,12 @@ impl<'a> Verifier<'a> {
     /// branches speculatively without CAP_PERFMON, which makes it reject
     /// practically every loop; bpfjet does not model speculation and refuses
     /// backward jumps instead (documented imprecision: stricter, never looser).
+    /// A loop with a `may_goto` in it is the exception: `may_goto` is no
+    /// comparison the CPU could mispredict, and the kernel (6.18) verifies
+    /// such loops without CAP_PERFMON; bpfjet verifies them as it does
+    /// under the privileged policy (scalars compared exactly).
     fn check_back_edge(&self, pc: usize, target: usize) -> VResult<()> {
-        if target <= pc && !self.env.privileged() {
+        if target <= pc && !self.env.privileged() && !self.cfg.may_goto_within(target, pc) {
             return crate::error::err(
                 "loop_unpriv",
                 format!("back-edge from insn {pc} to {target}: loops are not verified for unprivileged loaders"),
