@@ -501,3 +501,50 @@ fn disasm_prints_may_goto() {
         run.stdout
     );
 }
+
+/// Each loop converges at its `may_goto` (widened counters, the next
+/// iteration's state within the one being explored) in a number of
+/// processed instructions of the kernel's order, not once per iteration.
+#[test]
+fn loops_converge_like_the_kernels() {
+    let path = object();
+    let kernel = bpfjet_kernel::kernel_available();
+    if let Err(why) = &kernel {
+        support::skip("may_goto processed counts, kernel column", why);
+    }
+    let kobj = kernel.is_ok().then(|| {
+        let opts = bpfjet_kernel::LoadOptions {
+            verifier_log_level: 4,
+            ..Default::default()
+        };
+        bpfjet_kernel::KernelObject::open_with(&path, &opts).expect("kernel load")
+    });
+    for prog in ["loops", "stack_index", "find"] {
+        let run = support::bpfjet(
+            &["verify", path.to_str().unwrap(), "--prog", prog, "--json"],
+            b"",
+        );
+        assert_eq!(run.code, Some(0), "{prog}: {}", run.stderr);
+        let json: serde_json::Value = serde_json::from_str(&run.stdout).expect("verify --json");
+        let ours = json[0]["facts"]["insns_processed"]
+            .as_u64()
+            .expect("insns_processed");
+        let theirs = kobj.as_ref().and_then(|k| {
+            k.verifier_log(prog).and_then(|log| {
+                log.lines().find_map(|l| {
+                    l.strip_prefix("processed ")
+                        .and_then(|r| r.split_whitespace().next())
+                        .and_then(|n| n.parse::<u64>().ok())
+                })
+            })
+        });
+        println!("{prog}: bpfjet processed {ours}, the kernel {theirs:?}");
+        assert!(ours < 5_000, "{prog}: {ours} instructions: the loops did not converge");
+        if let Some(k) = theirs {
+            assert!(
+                ours <= 4 * k + 500,
+                "{prog}: bpfjet processed {ours}, the kernel {k}"
+            );
+        }
+    }
+}
