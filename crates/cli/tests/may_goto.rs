@@ -171,6 +171,17 @@ int zero_off(struct xdp_md *ctx)
 	return r;
 }
 
+/* A may_goto with its imm set on a path the verifier proves dead: the
+ * kernel checks the fields only where its walk goes (and then removes the
+ * dead code), so the program loads. */
+SEC("xdp")
+int dead_invalid(struct xdp_md *ctx)
+{
+	int r;
+	asm volatile ("%0 = 2; if %0 == 2 goto +1; .quad 0x00000001000000e5;" : "=r"(r));
+	return r;
+}
+
 char _license[] SEC("license") = "GPL";
 "#;
 
@@ -222,6 +233,7 @@ fn requests() -> Vec<(&'static str, Vec<u8>)> {
             3 => "stack_index",
             4 => "find",
             5 if i % 12 == 5 => "zero_off",
+            5 => "dead_invalid",
             _ => "loops",
         };
         out.push((prog, frame));
