@@ -504,7 +504,7 @@ fn kernel_refused_may_goto_misuse_is_refused() {
 /// The disassembler prints `may_goto` as llvm-objdump does.
 #[test]
 fn disasm_prints_may_goto() {
-    let path = object();
+    let path = Compile::text("may_goto_spin", &format!("{PRELUDE}{SPIN}")).object();
     let run = support::bpfjet(&["disasm", path.to_str().unwrap()], b"");
     assert_eq!(run.code, Some(0), "{}", run.stderr);
     assert!(
