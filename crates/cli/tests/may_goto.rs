@@ -7,8 +7,8 @@
 //! statistics in the map a control plane reads.
 //!
 //! The loop budget: bpfjet counts like the kernel's count-based `may_goto`
-//! (`BPF_MAX_LOOPS`, 8M fall-throughs per frame, then the jump); x86-64
-//! kernels since 6.15 use a timed budget instead (250 ms per frame), so a
+//! (`BPF_MAX_LOOPS`, 8M fall-throughs per frame, then the jump); recent x86-64
+//! kernels (6.18 here) use a timed budget instead (250 ms per frame), so a
 //! loop that only the budget ends is compared between bpfjet's two engines
 //! and the documented count, and only its verdict with the kernel.
 //!
@@ -185,8 +185,9 @@ int dead_invalid(struct xdp_md *ctx)
 char _license[] SEC("license") = "GPL";
 "#;
 
-/// Loops only the budget ends: in the program's frame and twice in a
-/// subprogram's (each call a frame with a budget of its own).
+/// Loops only the budget ends: in the program's frame, twice in a
+/// subprogram's and twice in a `bpf_loop` callback's (each call a frame
+/// with a budget of its own).
 const SPIN: &str = r#"
 static __noinline __u64 spin_sub(__u64 from)
 {
@@ -196,17 +197,28 @@ static __noinline __u64 spin_sub(__u64 from)
 	return n;
 }
 
+static long spin_cb(__u32 i, void *ctx)
+{
+	__u64 *acc = ctx, n = 0;
+	while (can_loop)
+		n++;
+	*acc += n;
+	return 0;
+}
+
 SEC("xdp")
 int spin(struct xdp_md *ctx)
 {
 	struct stats *st = get_stats();
-	__u64 n = 0;
+	__u64 n = 0, acc = 0;
 	if (!st)
 		return XDP_ABORTED;
 	while (can_loop)
 		n++;
 	st->steps = n;
 	st->calls = spin_sub(1) + spin_sub(2);
+	bpf_loop(2, spin_cb, &acc, 0);
+	st->nested = acc;
 	return XDP_PASS;
 }
 
@@ -363,6 +375,7 @@ fn the_budget_is_per_frame_and_the_same_on_both_engines() {
             (budget + 1) + (budget + 2),
             "{engine:?}: two subprogram frames, a budget each"
         );
+        assert_eq!(f[3], 2 * budget, "{engine:?}: two callback calls, a budget each");
     }
     match bpfjet_kernel::kernel_available() {
         Err(why) => support::skip("may_goto budget, kernel load", &why),

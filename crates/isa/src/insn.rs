@@ -46,7 +46,7 @@ impl RawInsn {
 /// jump: the kernel's `BPF_MAX_LOOPS` (8M), the budget of its count-based
 /// `may_goto`. Every engine counts the same way: a frame's counter starts
 /// here, each `may_goto` jumps when it is zero and otherwise decrements it.
-/// (x86-64 kernels since 6.15 use a timed budget instead: 250 ms per frame,
+/// (recent x86-64 kernels, 6.18 among them, use a timed budget instead: 250 ms per frame,
 /// refilled by 0xffff; bpfjet keeps the deterministic count.)
 pub const MAY_GOTO_BUDGET: u64 = 8 * 1024 * 1024;
 
