@@ -369,13 +369,20 @@ fn the_budget_is_per_frame_and_the_same_on_both_engines() {
         let (v, maps) = on_bpfjet(&path, &req, engine);
         assert_eq!(v, [2], "{engine:?}: verdict");
         let f = stats_fields(&maps);
-        assert_eq!(f[7], budget, "{engine:?}: iterations in the program's frame");
+        assert_eq!(
+            f[7], budget,
+            "{engine:?}: iterations in the program's frame"
+        );
         assert_eq!(
             f[4],
             (budget + 1) + (budget + 2),
             "{engine:?}: two subprogram frames, a budget each"
         );
-        assert_eq!(f[3], 2 * budget, "{engine:?}: two callback calls, a budget each");
+        assert_eq!(
+            f[3],
+            2 * budget,
+            "{engine:?}: two callback calls, a budget each"
+        );
     }
     match bpfjet_kernel::kernel_available() {
         Err(why) => support::skip("may_goto budget, kernel load", &why),
@@ -564,7 +571,10 @@ fn loops_converge_like_the_kernels() {
             })
         });
         println!("{prog}: bpfjet processed {ours}, the kernel {theirs:?}");
-        assert!(ours < 5_000, "{prog}: {ours} instructions: the loops did not converge");
+        assert!(
+            ours < 5_000,
+            "{prog}: {ours} instructions: the loops did not converge"
+        );
         if let Some(k) = theirs {
             assert!(
                 ours <= 4 * k + 500,

@@ -438,11 +438,8 @@ fn step(insn: &Insn, s: &mut State) -> usize {
                 s.regs[r] = Val::Unknown;
             }
         }
-        Insn::LdDwTail
-        | Insn::Ja { .. }
-        | Insn::Jmp { .. }
-        | Insn::MayGoto { .. }
-        | Insn::Exit => {}
+        Insn::LdDwTail | Insn::Ja { .. } | Insn::Jmp { .. } | Insn::MayGoto { .. } | Insn::Exit => {
+        }
     }
     1
 }

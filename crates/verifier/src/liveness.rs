@@ -308,11 +308,8 @@ fn fp_step(insn: &Insn, s: &FpState) -> FpState {
                 n.regs[r] = Fp::No;
             }
         }
-        Insn::LdDwTail
-        | Insn::Ja { .. }
-        | Insn::Jmp { .. }
-        | Insn::MayGoto { .. }
-        | Insn::Exit => {}
+        Insn::LdDwTail | Insn::Ja { .. } | Insn::Jmp { .. } | Insn::MayGoto { .. } | Insn::Exit => {
+        }
     }
     n
 }

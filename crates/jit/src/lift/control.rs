@@ -21,10 +21,15 @@ impl<'ctx> Lifter<'ctx, '_> {
             .b
             .build_load(i64t, fr.may_goto, "may_goto_left")?
             .into_int_value();
-        let spent =
-            self.b
-                .build_int_compare(IntPredicate::EQ, left, i64t.const_zero(), "may_goto_spent")?;
-        let dec = self.b.build_int_sub(left, i64t.const_int(1, false), "may_goto_dec")?;
+        let spent = self.b.build_int_compare(
+            IntPredicate::EQ,
+            left,
+            i64t.const_zero(),
+            "may_goto_spent",
+        )?;
+        let dec = self
+            .b
+            .build_int_sub(left, i64t.const_int(1, false), "may_goto_dec")?;
         // Stays 0 once spent: the store is harmless on the taken side.
         let kept = self
             .b
