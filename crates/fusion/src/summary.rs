@@ -317,7 +317,7 @@ fn fixpoint(insns: &[Insn]) -> BTreeMap<usize, State> {
                 .jump_target(pc)
                 .map(|t| vec![t as usize])
                 .unwrap_or_default(),
-            Insn::Jmp { .. } => {
+            Insn::Jmp { .. } | Insn::MayGoto { .. } => {
                 let mut v = vec![pc + 1];
                 if let Some(t) = insn.jump_target(pc) {
                     v.push(t as usize);
@@ -438,7 +438,8 @@ fn step(insn: &Insn, s: &mut State) -> usize {
                 s.regs[r] = Val::Unknown;
             }
         }
-        Insn::LdDwTail | Insn::Ja { .. } | Insn::Jmp { .. } | Insn::Exit => {}
+        Insn::LdDwTail | Insn::Ja { .. } | Insn::Jmp { .. } | Insn::MayGoto { .. } | Insn::Exit => {
+        }
     }
     1
 }

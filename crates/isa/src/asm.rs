@@ -11,6 +11,7 @@
 //!
 //! Beyond the suite's own mnemonics the assembler reads everything that
 //! [`crate::disasm::format_insn_asm`] prints: `ja32`/`gotol` (32-bit offsets),
+//! `may_goto +off` (or a label),
 //! `ldabs*`/`ldind*`, `call kfunc N`, and the pseudo forms of `lddw`
 //! (`lddw %r1, map_fd 3`, `lddw %r1, map_value 3, 16`, `lddw %r1, func +5`,
 //! `btf_id`, `map_idx`, `map_idx_value`).
@@ -235,7 +236,7 @@ impl<'a> Assembler<'a> {
 fn set_offset(insn: &mut Insn, value: i64) {
     match insn {
         Insn::Ja { off } => *off = value as i32,
-        Insn::Jmp { off, .. } => *off = value as i16,
+        Insn::Jmp { off, .. } | Insn::MayGoto { off } => *off = value as i16,
         Insn::Call(CallTarget::Local(off)) => *off = value as i32,
         Insn::LdDw {
             kind: LdDwKind::Func,
@@ -402,6 +403,14 @@ fn parse_insn(mnemonic: &str, rest: &str) -> Result<Parsed, AsmErrorKind> {
                 OffsetWidth::I32
             };
             return Ok(Parsed::jump(Insn::Ja { off: 0 }, target(ops[0])?, width));
+        }
+        "may_goto" => {
+            let ops = expect_operands(mnemonic, rest, 1)?;
+            return Ok(Parsed::jump(
+                Insn::MayGoto { off: 0 },
+                target(ops[0])?,
+                OffsetWidth::I16,
+            ));
         }
         "call" => return call(rest),
         "callx" => {

@@ -293,6 +293,21 @@ pub fn decode_insn(pc: usize, raw: &RawInsn, next: Option<&RawInsn>) -> Result<I
                     }
                     Ok(Insn::Exit)
                 }
+                JMP_JCOND if raw.code == MAY_GOTO => {
+                    // The kernel's only JCOND kind; every other field is
+                    // reserved ("invalid may_goto imm").
+                    if raw.src != JCOND_MAY_GOTO || raw.dst != 0 || raw.imm != 0 {
+                        return Err(bad(
+                            pc,
+                            format!(
+                                "invalid may_goto (src r{}, dst r{}, imm {}): only src 0 with \
+                                 dst and imm clear is defined",
+                                raw.src, raw.dst, raw.imm
+                            ),
+                        ));
+                    }
+                    Ok(Insn::MayGoto { off: raw.off })
+                }
                 _ => {
                     let jop = jmp_op(op).ok_or(DecodeError::BadOpcode { pc, code: raw.code })?;
                     let dst = check_reg(pc, raw.dst, "jump operand")?;

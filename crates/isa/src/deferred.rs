@@ -59,9 +59,9 @@ impl Decoded {
 
 /// Whether the kernel's instruction table (`bpf_opcode_in_insntable`)
 /// knows the opcode byte; any other byte is refused for every slot before
-/// the walk. Opcodes this ISA does not decode at all (`may_goto`,
-/// indirect jumps) are left out: refusing them everywhere keeps bpfjet at
-/// least as strict as the kernel.
+/// the walk. Opcodes this ISA does not decode at all (indirect jumps) are
+/// left out: refusing them everywhere keeps bpfjet at least as strict as
+/// the kernel.
 pub fn in_kernel_insn_table(code: u8) -> bool {
     let op = code & 0xf0;
     match code & 0x07 {
@@ -77,7 +77,9 @@ pub fn in_kernel_insn_table(code: u8) -> bool {
         },
         CLASS_JMP => match op {
             JMP_JA | JMP_CALL | JMP_EXIT => code & SRC_X == 0,
-            0xe0 | 0xf0 => false,
+            // `may_goto` (6.9+): only the immediate form is in the table.
+            JMP_JCOND => code == MAY_GOTO,
+            0xf0 => false,
             _ => true,
         },
         CLASS_JMP32 => match op {
@@ -156,6 +158,9 @@ fn placeholder(raw: &RawInsn, next: Option<&RawInsn>) -> Option<Insn> {
                 JMP_JA => Insn::Ja {
                     off: raw.off as i32,
                 },
+                // A `may_goto` with reserved fields set: its two edges, as
+                // `check_cfg` takes them, refused when the walk reaches it.
+                JMP_JCOND => Insn::MayGoto { off: raw.off },
                 op => Insn::Jmp {
                     width,
                     op: jmp_op(op)?,

@@ -163,6 +163,7 @@ pub fn format_insn_with(
         }
         Insn::Call(CallTarget::Kfunc(id)) => format!("call kfunc {id}"),
         Insn::CallReg { reg } => format!("callx r{reg}"),
+        Insn::MayGoto { off } => format!("may_goto {off:+}{}", target(off as i64)),
         Insn::Exit => "exit".to_string(),
     }
 }

@@ -190,6 +190,7 @@ pub fn encode_insn(insn: &Insn, out: &mut Vec<RawInsn>) {
             out.push(raw(CLASS_JMP | JMP_CALL, 0, src, 0, imm));
         }
         Insn::CallReg { reg } => out.push(raw(CLASS_JMP | JMP_CALL | SRC_X, reg, 0, 0, 0)),
+        Insn::MayGoto { off } => out.push(raw(MAY_GOTO, 0, JCOND_MAY_GOTO, off, 0)),
         Insn::Exit => out.push(raw(CLASS_JMP | JMP_EXIT, 0, 0, 0, 0)),
     }
 }

@@ -41,6 +41,15 @@ impl RawInsn {
     }
 }
 
+/// How many times the `may_goto` instructions of one frame (one invocation
+/// of the program, a subprogram or a callback) fall through before they
+/// jump: the kernel's `BPF_MAX_LOOPS` (8M), the budget of its count-based
+/// `may_goto`. Every engine counts the same way: a frame's counter starts
+/// here, each `may_goto` jumps when it is zero and otherwise decrements it.
+/// (recent x86-64 kernels, 6.18 among them, use a timed budget instead: 250 ms per frame,
+/// refilled by 0xffff; bpfjet keeps the deterministic count.)
+pub const MAY_GOTO_BUDGET: u64 = 8 * 1024 * 1024;
+
 /// A register number, 0..=10. r10 is the read-only frame pointer.
 pub type Reg = u8;
 pub const FRAME_POINTER: Reg = 10;
@@ -233,6 +242,12 @@ pub enum Insn {
     CallReg {
         reg: Reg,
     },
+    /// `may_goto` (`BPF_JMP | BPF_JCOND`, src_reg `BPF_MAY_GOTO`, kernel
+    /// 6.9+; what `can_loop` / `cond_break` expand to): falls through
+    /// while the frame's loop budget lasts, jumps by `off` once it is spent.
+    MayGoto {
+        off: i16,
+    },
     Exit,
 }
 
@@ -249,7 +264,7 @@ impl Insn {
     pub fn jump_target(&self, pc: usize) -> Option<i64> {
         match *self {
             Insn::Ja { off } => Some(pc as i64 + 1 + off as i64),
-            Insn::Jmp { off, .. } => Some(pc as i64 + 1 + off as i64),
+            Insn::Jmp { off, .. } | Insn::MayGoto { off } => Some(pc as i64 + 1 + off as i64),
             _ => None,
         }
     }

@@ -46,6 +46,12 @@ pub const JMP_JLT: u8 = 0xa0;
 pub const JMP_JLE: u8 = 0xb0;
 pub const JMP_JSLT: u8 = 0xc0;
 pub const JMP_JSLE: u8 = 0xd0;
+/// `BPF_JCOND`: a conditional jump whose condition is not a comparison;
+/// its only kind is `may_goto` (src_reg [`JCOND_MAY_GOTO`]).
+pub const JMP_JCOND: u8 = 0xe0;
+pub const JCOND_MAY_GOTO: u8 = 0;
+/// The opcode byte of `may_goto`.
+pub const MAY_GOTO: u8 = CLASS_JMP | JMP_JCOND | SRC_K;
 
 // Load/store size (bits 3–4).
 pub const SIZE_W: u8 = 0x00;

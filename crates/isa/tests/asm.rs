@@ -244,6 +244,23 @@ fn jump_spellings() {
 }
 
 #[test]
+fn may_goto_assembles_and_encodes_as_the_kernel_defines_it() {
+    assert_eq!(one("may_goto +2"), Insn::MayGoto { off: 2 });
+    let prog = assemble("top:\nmov %r0, 0\nmay_goto out\nja top\nout:\nexit").unwrap();
+    assert_eq!(prog[1], Insn::MayGoto { off: 1 });
+    assert_eq!(format_insn(&prog[1], Some(1)), "may_goto +1 <LBB_3>");
+    assert_eq!(format_insn_asm(&prog[1], 1), "may_goto +1");
+    // BPF_JMP | BPF_JCOND | BPF_K, src_reg BPF_MAY_GOTO (0), dst and imm 0.
+    let bytes = assemble_bytes("exit\nmay_goto -2\nexit").unwrap();
+    assert_eq!(&bytes[8..16], &[0xe5, 0x00, 0xfe, 0xff, 0, 0, 0, 0]);
+    assert_eq!(
+        assemble(&bpfjet_isa::disasm::disassemble_asm(&prog)).unwrap(),
+        prog,
+        "the conformance syntax reads back"
+    );
+}
+
+#[test]
 fn far_jumps_need_ja32() {
     let body = "mov %r0, 0\n".repeat(40_000);
     let prog = assemble(&format!("ja32 end\n{body}end:\nexit\n")).unwrap();

@@ -48,6 +48,30 @@ fn malformed_programs_give_precise_errors() {
             DecodeError::BadOpcode { pc: 1, code: 0x00 },
         ),
         (
+            "may_goto with an imm (the kernel: invalid may_goto imm 1)",
+            vec![raw(CLASS_JMP | JMP_JCOND, 0, 0, 0, 1), EXIT],
+            field(
+                0,
+                "invalid may_goto (src r0, dst r0, imm 1): only src 0 with dst and imm clear is defined",
+            ),
+        ),
+        (
+            "a JCOND kind other than may_goto",
+            vec![raw(CLASS_JMP | JMP_JCOND, 0, 1, 0, 0), EXIT],
+            field(
+                0,
+                "invalid may_goto (src r1, dst r0, imm 0): only src 0 with dst and imm clear is defined",
+            ),
+        ),
+        (
+            "may_goto in the JMP32 class",
+            vec![raw(CLASS_JMP32 | JMP_JCOND, 0, 0, 0, 0), EXIT],
+            DecodeError::BadOpcode {
+                pc: 0,
+                code: CLASS_JMP32 | JMP_JCOND,
+            },
+        ),
+        (
             "call in the JMP32 class",
             vec![raw(CLASS_JMP32 | JMP_CALL, 0, 0, 0, 1), EXIT],
             DecodeError::BadOpcode {

@@ -155,6 +155,7 @@ fn control() -> impl Strategy<Value = Insn> {
             }
         }),
         any::<i32>().prop_map(|off| Insn::Ja { off }),
+        any::<i16>().prop_map(|off| Insn::MayGoto { off }),
         any::<i32>().prop_map(|id| Insn::Call(CallTarget::Helper(id))),
         any::<i32>().prop_map(|id| Insn::Call(CallTarget::Kfunc(id))),
         any::<i32>().prop_map(|off| Insn::Call(CallTarget::Local(off))),
@@ -182,7 +183,7 @@ fn insn() -> impl Strategy<Value = Insn> {
 fn retarget(insn: &mut Insn, pc: usize, target: usize) {
     let off = target as i64 - pc as i64 - 1;
     match insn {
-        Insn::Jmp { off: o, .. } => *o = off as i16,
+        Insn::Jmp { off: o, .. } | Insn::MayGoto { off: o } => *o = off as i16,
         Insn::Ja { off: o } => *o = off as i32,
         Insn::Call(CallTarget::Local(o)) => *o = off as i32,
         Insn::LdDw {

@@ -57,7 +57,7 @@ pub(crate) fn successors(insn: &Insn, pc: usize) -> [Option<i64>; 2] {
     match insn {
         Insn::Exit | Insn::LdDwTail => [None, None],
         Insn::Ja { .. } => [insn.jump_target(pc), None],
-        Insn::Jmp { .. } => [next, insn.jump_target(pc)],
+        Insn::Jmp { .. } | Insn::MayGoto { .. } => [next, insn.jump_target(pc)],
         _ => [next, None],
     }
 }

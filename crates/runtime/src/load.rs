@@ -178,6 +178,9 @@ pub(crate) fn load(mut insns: Vec<Insn>, options: LoadOptions) -> Result<Program
             Insn::Ja { off } => {
                 target(&insns, pc, off.into(), "jump")?;
             }
+            Insn::MayGoto { off } => {
+                target(&insns, pc, off.into(), "may_goto")?;
+            }
             Insn::Jmp { dst, src, off, .. } => {
                 readable(pc, dst)?;
                 operand(pc, src)?;

@@ -19,6 +19,9 @@ pub struct Cfg {
     /// returns to its call, which runs again: the kernel's
     /// `calls_callback`, where states converge like an iterator's.
     pub calls_callback: Vec<bool>,
+    /// `may_goto_before[pc]`: how many `may_goto` instructions precede
+    /// slot `pc` (one entry more than the program has slots).
+    pub may_goto_before: Vec<u32>,
 }
 
 impl Cfg {
@@ -36,6 +39,12 @@ impl Cfg {
 
     pub fn is_entry(&self, pc: usize) -> bool {
         self.entries.binary_search(&pc).is_ok()
+    }
+
+    /// Whether a `may_goto` lies in slots `from..=to`.
+    pub fn may_goto_within(&self, from: usize, to: usize) -> bool {
+        let count = |pc: usize| self.may_goto_before.get(pc).copied().unwrap_or(0);
+        count(to + 1) > count(from)
     }
 
     /// Marks the calls that run a callback (helpers whose prototype has
@@ -80,7 +89,9 @@ pub fn successors(insns: &[Insn], pc: usize) -> Vec<usize> {
     match *insn {
         Insn::Exit => vec![],
         Insn::Ja { off } => vec![rel_target(pc, off as i64) as usize],
-        Insn::Jmp { off, .. } => vec![next, rel_target(pc, off as i64) as usize],
+        Insn::Jmp { off, .. } | Insn::MayGoto { off } => {
+            vec![next, rel_target(pc, off as i64) as usize]
+        }
         _ => vec![next],
     }
 }
@@ -127,6 +138,12 @@ pub fn build(insns: &[Insn]) -> Result<Cfg, (Option<usize>, crate::error::Verify
         prune_point: vec![false; len],
         loop_head: vec![false; len],
         calls_callback: vec![false; len],
+        may_goto_before: std::iter::once(0)
+            .chain(insns.iter().scan(0u32, |n, insn| {
+                *n += u32::from(matches!(insn, Insn::MayGoto { .. }));
+                Some(*n)
+            }))
+            .collect(),
     };
     check_subprogs(insns, &mut cfg).map_err(|(pc, e)| (Some(pc), e))?;
     check_reachable(insns, &cfg).map_err(|(pc, e)| (Some(pc), e))?;
@@ -165,8 +182,14 @@ fn check_subprogs(insns: &[Insn], cfg: &mut Cfg) -> Result<(), (usize, crate::er
                 if t <= pc {
                     cfg.loop_head[t] = true;
                 }
-                if matches!(insn, Insn::Jmp { .. }) && pc + 1 < end {
+                if matches!(insn, Insn::Jmp { .. } | Insn::MayGoto { .. }) && pc + 1 < end {
                     cfg.prune_point[pc + 1] = true;
+                }
+                // The kernel's `visit_insn`: a `may_goto` is a prune point
+                // where a state is always recorded (`mark_force_checkpoint`):
+                // its loop converges there.
+                if matches!(insn, Insn::MayGoto { .. }) {
+                    cfg.prune_point[pc] = true;
                 }
             }
             if let Insn::Call(CallTarget::Local(off)) = *insn {

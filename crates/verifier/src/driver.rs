@@ -356,7 +356,11 @@ impl<'a> Verifier<'a> {
                 self.since_state.insns += 1;
                 if matches!(
                     self.insns[pc],
-                    Insn::Jmp { .. } | Insn::Ja { .. } | Insn::Call(_) | Insn::Exit
+                    Insn::Jmp { .. }
+                        | Insn::Ja { .. }
+                        | Insn::MayGoto { .. }
+                        | Insn::Call(_)
+                        | Insn::Exit
                 ) {
                     self.since_state.jmps += 1;
                 }
@@ -627,10 +631,12 @@ impl<'a> Verifier<'a> {
         }
     }
 
-    /// The active path an iterator's `next` queued (`queued`, at `pc + 1`):
-    /// widened against the state at the same call one iteration earlier,
-    /// the nearest recorded there above `parent` (the state recorded at
-    /// this very call), as the kernel's `process_iter_next_call` does.
+    /// The active path an iterator's `next` queued (`queued`, at `pc + 1`),
+    /// or the fall-through path of a `may_goto`: widened against the state
+    /// at the same instruction one iteration earlier, the nearest recorded
+    /// there above `parent` (the state recorded at this very instruction),
+    /// as the kernel's `process_iter_next_call` and its `may_goto` branch
+    /// of `check_cond_jmp_op` do.
     fn widen_queued(&mut self, parent: Option<usize>, pc: usize, queued: &mut State) {
         let above = parent.and_then(|p| {
             let here = self.at_pc.get(&pc).is_some_and(|l| l.contains(&p));
@@ -640,7 +646,11 @@ impl<'a> Verifier<'a> {
                 Some(p)
             }
         });
-        let iterations = iter_depth(queued).unwrap_or(u32::MAX);
+        let iterations = if matches!(self.insns[pc], Insn::MayGoto { .. }) {
+            queued.may_goto_depth
+        } else {
+            iter_depth(queued).unwrap_or(u32::MAX)
+        };
         if let Some(prev) = self.prev_entry(above, pc, queued) {
             self.widen_against(prev, queued, iterations);
         }
@@ -728,7 +738,9 @@ impl<'a> Verifier<'a> {
         // and jumps since the last one (always at subprogram entries and at
         // calls that run a callback, where iterations converge).
         let calls_callback = self.cfg.calls_callback[pc];
-        let forced = self.cfg.is_entry(pc) || calls_callback;
+        // A `may_goto` is a forced checkpoint too, where its loop converges.
+        let may_goto = matches!(self.insns[pc], Insn::MayGoto { .. });
+        let forced = self.cfg.is_entry(pc) || calls_callback || may_goto;
         // An iterator's `next` whose iterator is drained returns NULL and
         // loops no more: only an explored state may prune it (the kernel
         // takes an earlier iteration as converged only for an active one).
@@ -765,7 +777,12 @@ impl<'a> Verifier<'a> {
                 // scalar within its range, the iterations have converged
                 // (the kernel's `calls_callback` case of `is_state_visited`,
                 // compared `RANGE_WITHIN`).
-                if done || calls_callback && !drained_iter {
+                // At a `may_goto`, a state still being explored covers one
+                // that went round the loop (a different `may_goto_depth`)
+                // the same way: the kernel's `is_may_goto_insn_at` case.
+                let converges = calls_callback && !drained_iter
+                    || may_goto && cp.state.may_goto_depth != path.state.may_goto_depth;
+                if done || converges {
                     // A state still being explored has incomplete precision
                     // marks: only an exact match may stop the path there.
                     let pending = self.exact_pending(cp).is_some();
@@ -812,7 +829,7 @@ impl<'a> Verifier<'a> {
                 let cp = &mut self.checkpoints[c];
                 if add_new {
                     cp.misses += 1;
-                    let n = if calls_callback { 64 } else { 3 };
+                    let n = if calls_callback || may_goto { 64 } else { 3 };
                     if cp.misses > cp.hits * n + n && cp.pinned == 0 {
                         evict.push(c);
                     }
@@ -829,6 +846,7 @@ impl<'a> Verifier<'a> {
                     frames: Vec::new(),
                     refs: Vec::new(),
                     lock: None,
+                    may_goto_depth: 0,
                 };
             }
         }
@@ -1036,6 +1054,11 @@ impl<'a> Verifier<'a> {
                 self.check_back_edge(pc, (pc as i64 + 1 + off as i64) as usize)?;
                 self.check_cond_jmp(st, pc, width, op, dst, src, off)
             }
+            Insn::MayGoto { off } => {
+                let t = (pc as i64 + 1 + off as i64) as usize;
+                self.check_back_edge(pc, t)?;
+                Ok(self.check_may_goto(st, pc, t))
+            }
             Insn::Call(target) => {
                 self.facts.calls_reached.insert(pc);
                 self.check_call(st, pc, target)
@@ -1052,8 +1075,12 @@ impl<'a> Verifier<'a> {
     /// branches speculatively without CAP_PERFMON, which makes it reject
     /// practically every loop; bpfjet does not model speculation and refuses
     /// backward jumps instead (documented imprecision: stricter, never looser).
+    /// A loop with a `may_goto` in it is the exception: `may_goto` is no
+    /// comparison the CPU could mispredict, and the kernel (6.18) verifies
+    /// such loops without CAP_PERFMON; bpfjet verifies them as it does
+    /// under the privileged policy (scalars compared exactly).
     fn check_back_edge(&self, pc: usize, target: usize) -> VResult<()> {
-        if target <= pc && !self.env.privileged() {
+        if target <= pc && !self.env.privileged() && !self.cfg.may_goto_within(target, pc) {
             return crate::error::err(
                 "loop_unpriv",
                 format!("back-edge from insn {pc} to {target}: loops are not verified for unprivileged loaders"),

@@ -76,6 +76,12 @@ pub struct State {
     pub frames: Vec<Frame>,
     pub refs: Vec<RefInfo>,
     pub lock: Option<LockInfo>,
+    /// `may_goto` instructions this path fell through (the kernel's
+    /// `may_goto_depth`): each fall-through is one more iteration of a loop
+    /// the instruction bounds. Not compared by pruning, as in the kernel;
+    /// the loop detector does compare it, so a `may_goto` loop is never
+    /// taken for an infinite one.
+    pub may_goto_depth: u32,
 }
 
 impl State {
@@ -86,6 +92,7 @@ impl State {
             frames: vec![frame],
             refs: Vec::new(),
             lock: None,
+            may_goto_depth: 0,
         }
     }
 

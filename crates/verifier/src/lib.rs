@@ -59,6 +59,7 @@ mod kfunc;
 mod liveness;
 mod map_refs;
 pub mod map_struct;
+mod may_goto;
 mod mem;
 pub mod module_kptr;
 mod object_env;

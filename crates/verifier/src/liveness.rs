@@ -215,6 +215,8 @@ fn reg_uses_defs(insn: &Insn) -> (u16, u16) {
             (uses, defs)
         }
         Insn::Jmp { dst, src, .. } => (bit(dst) | op_bit(src), 0),
+        // Reads no register (the kernel's `compute_insn_live_regs`, JCOND).
+        Insn::MayGoto { .. } => (0, 0),
         Insn::Call(target) => (call_uses(target), CALL_CLOBBER),
         Insn::CallReg { reg } => (ARG_REGS | bit(reg), CALL_CLOBBER),
         Insn::Exit => (bit(0), 0),
@@ -306,7 +308,8 @@ fn fp_step(insn: &Insn, s: &FpState) -> FpState {
                 n.regs[r] = Fp::No;
             }
         }
-        Insn::LdDwTail | Insn::Ja { .. } | Insn::Jmp { .. } | Insn::Exit => {}
+        Insn::LdDwTail | Insn::Ja { .. } | Insn::Jmp { .. } | Insn::MayGoto { .. } | Insn::Exit => {
+        }
     }
     n
 }

@@ -145,7 +145,7 @@ pub fn undo(
                 }
             }
         },
-        Insn::Endian { .. } | Insn::Ja { .. } | Insn::LdDwTail => {}
+        Insn::Endian { .. } | Insn::Ja { .. } | Insn::MayGoto { .. } | Insn::LdDwTail => {}
         Insn::LdDw { dst, .. } => d.clear_reg(f, dst),
         Insn::Load { dst, .. } => {
             if d.has_reg(f, dst) {

@@ -281,6 +281,7 @@ pub fn same_loop_state(old: &State, cur: &State) -> bool {
     old.frames.len() == cur.frames.len()
         && old.refs == cur.refs
         && old.lock == cur.lock
+        && old.may_goto_depth == cur.may_goto_depth
         && old.frames.iter().zip(&cur.frames).all(|(a, b)| {
             a.entry == b.entry
                 && a.callsite == b.callsite

@@ -121,6 +121,7 @@ pub fn format_insn_asm(insn: &Insn, pc: usize) -> String {
         Insn::Call(CallTarget::Local(off)) => format!("call local {off:+}"),
         Insn::Call(CallTarget::Kfunc(id)) => format!("call kfunc {id}"),
         Insn::CallReg { reg } => format!("call %r{reg}"),
+        Insn::MayGoto { off } => format!("may_goto {off:+}"),
         Insn::Exit => "exit".to_string(),
     }
 }

@@ -11,6 +11,35 @@ impl<'ctx> Lifter<'ctx, '_> {
         Ok(())
     }
 
+    /// `may_goto`: jump once the frame's budget is spent, otherwise spend
+    /// one and fall through (the kernel's count-based rewrite).
+    pub(super) fn may_goto(&mut self, fr: &mut Frame<'ctx>, pc: usize, insn: Insn) -> LResult<()> {
+        let taken = self.target_block(fr, pc, insn.jump_target(pc))?;
+        let fallthrough = self.target_block(fr, pc, Some(pc as i64 + 1))?;
+        let i64t = self.t.i64;
+        let left = self
+            .b
+            .build_load(i64t, fr.may_goto, "may_goto_left")?
+            .into_int_value();
+        let spent = self.b.build_int_compare(
+            IntPredicate::EQ,
+            left,
+            i64t.const_zero(),
+            "may_goto_spent",
+        )?;
+        let dec = self
+            .b
+            .build_int_sub(left, i64t.const_int(1, false), "may_goto_dec")?;
+        // Stays 0 once spent: the store is harmless on the taken side.
+        let kept = self
+            .b
+            .build_select(spent, left, dec, "may_goto_next")?
+            .into_int_value();
+        self.b.build_store(fr.may_goto, kept)?;
+        self.b.build_conditional_branch(spent, taken, fallthrough)?;
+        Ok(())
+    }
+
     #[allow(clippy::too_many_arguments)]
     pub(super) fn jmp(
         &mut self,

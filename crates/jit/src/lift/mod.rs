@@ -35,7 +35,7 @@ use crate::analysis::{self, Function, Prov, RegFacts};
 use crate::bindings::Resolved;
 use crate::error::JitError;
 use crate::options::JitOptions;
-use bpfjet_isa::{Insn, Operand, Reg};
+use bpfjet_isa::{Insn, Operand, Reg, MAY_GOTO_BUDGET};
 use inkwell::attributes::{Attribute, AttributeLoc};
 use inkwell::basic_block::BasicBlock;
 use inkwell::builder::{Builder, BuilderError};
@@ -102,6 +102,10 @@ pub(crate) struct Frame<'ctx> {
     /// The slot of the kfunc call being lifted: its pointer arguments'
     /// provenance is looked up there (`Lifter::pointer`).
     pub call_pc: usize,
+    /// This invocation's `may_goto` budget (`MAY_GOTO_BUDGET` at entry, as
+    /// the kernel's hidden per-subprogram counter); an unused one is
+    /// removed by mem2reg.
+    pub may_goto: PointerValue<'ctx>,
 }
 
 pub(crate) struct Lifter<'ctx, 'a> {
@@ -240,6 +244,9 @@ impl<'ctx> Lifter<'ctx, '_> {
         let args = self
             .b
             .build_array_alloca(t.i64, t.i64.const_int(5, false), "args")?;
+        let may_goto = self.b.build_alloca(t.i64, "may_goto_left")?;
+        self.b
+            .build_store(may_goto, t.i64.const_int(MAY_GOTO_BUDGET, false))?;
         let regs: [PointerValue<'ctx>; 10] = regs
             .try_into()
             .map_err(|_| LiftError::Build("register allocas".into()))?;
@@ -280,6 +287,7 @@ impl<'ctx> Lifter<'ctx, '_> {
             facts: analysis::stack_pointers(self.insns, f),
             copy_scanned: f.entry,
             call_pc: f.entry,
+            may_goto,
         };
         let mut pc = f.entry;
         while pc < f.end {
@@ -399,6 +407,7 @@ impl<'ctx> Lifter<'ctx, '_> {
                 off,
             } => self.atomic(fr, pc, width, op, fetch, dst, src, off),
             Insn::Ja { .. } => self.ja(fr, pc, insn),
+            Insn::MayGoto { .. } => self.may_goto(fr, pc, insn),
             Insn::Jmp {
                 width,
                 op,

@@ -15,7 +15,7 @@ use crate::helper_ctx::HelperCtx;
 use crate::helpers::Helper;
 use crate::program::ProgramInner;
 use crate::state::{RunState, MAX_CALL_DEPTH};
-use bpfjet_isa::{AtomicOp, CallTarget, Insn, Operand, Reg, Width};
+use bpfjet_isa::{AtomicOp, CallTarget, Insn, Operand, Reg, Width, MAY_GOTO_BUDGET};
 use memory::{BoundsChecked, MemMode, Verified};
 use std::any::Any;
 use std::sync::Arc;
@@ -35,6 +35,8 @@ struct Frame {
     frame_pointer: u64,
     /// Which program of the run's tail-call chain to return into.
     program: usize,
+    /// The caller's `may_goto` budget, restored on return.
+    may_goto_left: u64,
 }
 
 struct Machine {
@@ -49,6 +51,9 @@ struct Machine {
     /// 0 = the program this execution started in; i > 0 = the i-th tail-call
     /// target.
     program: usize,
+    /// The running frame's `may_goto` budget (`MAY_GOTO_BUDGET` at every
+    /// frame's entry, as the kernel's per-subprogram hidden counter).
+    may_goto_left: u64,
 }
 
 /// Why the inner loop stopped.
@@ -104,6 +109,7 @@ fn execute<M: MemMode>(
         frames: [Frame::default(); MAX_CALL_DEPTH],
         live_frames: 0,
         program: 0,
+        may_goto_left: MAY_GOTO_BUDGET,
     };
     // Tail-call targets entered during this execution; kept alive here so
     // that frames can return into them by index.
@@ -122,6 +128,8 @@ fn execute<M: MemMode>(
                 chain.push(target);
                 m.program = chain.len();
                 m.pc = 0;
+                // The target's prologue sets its own counter, as the kernel's.
+                m.may_goto_left = MAY_GOTO_BUDGET;
             }
             Stop::Switch => {}
         }
@@ -272,6 +280,13 @@ fn run_segment<M: MemMode>(
                 pc = branch(pc, off.into());
                 continue;
             }
+            Insn::MayGoto { off } => {
+                if m.may_goto_left == 0 {
+                    pc = branch(pc, off.into());
+                    continue;
+                }
+                m.may_goto_left -= 1;
+            }
             Insn::Jmp {
                 width,
                 op,
@@ -307,7 +322,9 @@ fn run_segment<M: MemMode>(
                     callee_saved: [m.regs[6], m.regs[7], m.regs[8], m.regs[9]],
                     frame_pointer: m.regs[10],
                     program: m.program,
+                    may_goto_left: m.may_goto_left,
                 };
+                m.may_goto_left = MAY_GOTO_BUDGET;
                 m.live_frames += 1;
                 m.depth = depth;
                 m.regs[10] = core.state.frame_pointer(depth);
@@ -358,6 +375,7 @@ fn run_segment<M: MemMode>(
                 let frame = m.frames[m.live_frames % MAX_CALL_DEPTH];
                 m.regs[6..10].copy_from_slice(&frame.callee_saved);
                 m.regs[10] = frame.frame_pointer;
+                m.may_goto_left = frame.may_goto_left;
                 m.depth -= 1;
                 pc = frame.return_pc;
                 if frame.program != m.program {

@@ -325,7 +325,7 @@ impl Analysis<'_> {
                 }
                 return Ok(());
             }
-            Insn::Jmp { off, .. } => {
+            Insn::Jmp { off, .. } | Insn::MayGoto { off } => {
                 let target = pc as i64 + 1 + i64::from(off);
                 if let Ok(t) = usize::try_from(target) {
                     self.flow(t, &next);
