@@ -13,10 +13,10 @@
 //! Without a usable kernel the kernel columns are skipped with a message.
 
 mod support;
+use support::stats_runs;
 
-use bpfjet_jit::{JitObject, JitOptions, XdpEngine};
-use bpfjet_maps::state::{EntryState, MapState};
-use bpfjet_runtime::{ObjectOptions, TestRunOptions};
+use bpfjet_jit::XdpEngine;
+use bpfjet_maps::state::MapState;
 use bpfjet_testsupport::Compile;
 use std::path::{Path, PathBuf};
 
@@ -243,69 +243,15 @@ fn requests() -> Vec<(&'static str, Vec<u8>)> {
 
 /// The table every engine starts from: table[i] = i * i + 1.
 fn table_state() -> MapState {
-    let entries = (0..64u64)
-        .map(|i| EntryState {
-            key: hex(&(i as u32).to_ne_bytes()),
-            value: Some(hex(&(i * i + 1).to_ne_bytes())),
-            ..EntryState::default()
-        })
-        .collect();
-    MapState::from([("table".to_string(), entries)])
-}
-
-fn hex(b: &[u8]) -> String {
-    b.iter().map(|x| format!("{x:02x}")).collect()
-}
-
-fn control_plane(mut maps: MapState) -> MapState {
-    maps.retain(|name, _| name == "stats");
-    maps
+    stats_runs::table_state(|i| i * i + 1)
 }
 
 fn on_bpfjet(path: &Path, reqs: &[(&str, Vec<u8>)], engine: XdpEngine) -> (Vec<u32>, MapState) {
-    let obj = bpfjet_obj::load_file(path).unwrap();
-    if engine == XdpEngine::Interp {
-        let loaded = bpfjet_runtime::LoadedObject::load(&obj, &ObjectOptions::default())
-            .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-        loaded.apply_state(&table_state()).unwrap();
-        let v = reqs
-            .iter()
-            .map(|(p, f)| {
-                loaded
-                    .test_run(p, f, &TestRunOptions::default())
-                    .unwrap()
-                    .retval
-            })
-            .collect();
-        return (v, control_plane(loaded.dump_state().unwrap()));
-    }
-    let jit = JitObject::load(&obj, &ObjectOptions::default(), &JitOptions::uncached())
-        .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-    jit.loaded().apply_state(&table_state()).unwrap();
-    let v = reqs
-        .iter()
-        .map(|(p, f)| {
-            jit.test_run(p, f, &TestRunOptions::default(), engine)
-                .unwrap()
-                .retval
-        })
-        .collect();
-    (v, control_plane(jit.loaded().dump_state().unwrap()))
+    stats_runs::on_bpfjet(path, &table_state(), reqs, engine)
 }
 
 fn on_kernel(path: &Path, reqs: &[(&str, Vec<u8>)]) -> Option<(Vec<u32>, MapState)> {
-    if let Err(why) = bpfjet_kernel::kernel_available() {
-        support::skip("iterator kfuncs, kernel column", &why);
-        return None;
-    }
-    let k = bpfjet_kernel::KernelObject::open_with(path, &bpfjet_kernel::LoadOptions::default())
-        .unwrap_or_else(|e| panic!("kernel load of {}: {e}", path.display()));
-    k.apply_state(&table_state()).unwrap();
-    let v = reqs
-        .iter()
-        .map(|(p, f)| k.test_run(p, f, 1, Some(0)).unwrap().retval)
-        .collect();
-    Some((v, control_plane(k.dump_maps().unwrap())))
+    stats_runs::on_kernel(path, &table_state(), reqs, "iterator kfuncs, kernel column")
 }
 
 #[test]

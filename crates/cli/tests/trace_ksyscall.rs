@@ -109,6 +109,27 @@ fn fixture() -> Option<&'static PathBuf> {
     .as_ref()
 }
 
+/// The `--json` report of the test target traced by `obj` on `engine` at
+/// fusion level `fuse`; the target must have succeeded.
+fn traced_target(dir: &Path, obj: &Path, engine: &str, fuse: &str) -> serde_json::Value {
+    let out = Command::new(env!("CARGO_BIN_EXE_bpfjet"))
+        .arg("trace")
+        .arg(obj)
+        .args([
+            "--json",
+            "--engine",
+            engine,
+            &format!("--fuse={fuse}"),
+            "--",
+        ])
+        .arg(dir.join("target"))
+        .output()
+        .unwrap();
+    let report = json_report(&out);
+    assert_eq!(report["exit_code"], 0, "{engine} {fuse}: {report}");
+    report
+}
+
 /// What the counts must be, by slot, but the kernel addresses (9, 12).
 fn expected() -> Vec<(usize, u64)> {
     let text = b"abcdefghijklm";
@@ -198,21 +219,7 @@ fn a_kernel_probe_keeps_its_calls_pair_from_being_compiled() {
         ("jit", "none"),
         ("interp", "all"),
     ] {
-        let out = Command::new(env!("CARGO_BIN_EXE_bpfjet"))
-            .arg("trace")
-            .arg(&obj)
-            .args([
-                "--json",
-                "--engine",
-                engine,
-                &format!("--fuse={fuse}"),
-                "--",
-            ])
-            .arg(dir.join("target"))
-            .output()
-            .unwrap();
-        let report = json_report(&out);
-        assert_eq!(report["exit_code"], 0, "{engine} {fuse}: {report}");
+        let report = traced_target(dir, &obj, engine, fuse);
         let c = counts(&report);
         assert_eq!(&c[..3], &[2 * WRITES; 3], "{engine} {fuse}: {report}");
         if fuse == "compile" {
@@ -243,21 +250,7 @@ fn a_kernel_probe_pair_fuses_with_the_unfused_results() {
         ("interp", "none"),
         ("interp", "all"),
     ] {
-        let out = Command::new(env!("CARGO_BIN_EXE_bpfjet"))
-            .arg("trace")
-            .arg(&obj)
-            .args([
-                "--json",
-                "--engine",
-                engine,
-                &format!("--fuse={fuse}"),
-                "--",
-            ])
-            .arg(dir.join("target"))
-            .output()
-            .unwrap();
-        let report = json_report(&out);
-        assert_eq!(report["exit_code"], 0, "{engine} {fuse}: {report}");
+        let report = traced_target(dir, &obj, engine, fuse);
         let c = counts(&report);
         assert_eq!(
             &c[..4],

@@ -5,6 +5,7 @@
 #![allow(dead_code)] // each test binary uses its own part of this module
 
 pub mod fixtures;
+pub mod stats_runs;
 pub mod time_fields;
 
 use std::io::Write;
