@@ -60,22 +60,9 @@ fn attach_point(kind: &ProgKind) -> Result<(String, Side), String> {
         // event as `sys_enter_NAME` (its return probe as `sys_exit_NAME`):
         // `ksyscall/NAME`, `kprobe/__x64_sys_NAME` (bpfjet_probe::ksyscall).
         ProgKind::Probe(probe) if !probe.flavor.is_user() => {
-            let ProbeTarget::Kernel { function, offset } = &probe.target else {
-                return Err("no kernel function named".into());
-            };
-            let (name, side) = match probe.flavor {
-                ProbeFlavor::Ksyscall => (Some(function.as_str()), Side::Entry),
-                ProbeFlavor::Kretsyscall => (Some(function.as_str()), Side::Exit),
-                ProbeFlavor::Kprobe => (function.strip_prefix("__x64_sys_"), Side::Entry),
-                ProbeFlavor::Kretprobe => (function.strip_prefix("__x64_sys_"), Side::Exit),
-                f => return Err(format!("{f:?} has no entry/exit partner")),
-            };
-            match name {
-                Some(name) if *offset == 0 => Ok((format!("syscall {name}"), side)),
-                _ => Err(format!(
-                    "kprobe on {function}: not a system call's entry point"
-                )),
-            }
+            let entry = probe.syscall_entry()?;
+            let side = if entry.ret { Side::Exit } else { Side::Entry };
+            Ok((format!("syscall {}", entry.syscall), side))
         }
         ProgKind::Probe(probe) => {
             let ProbeTarget::User {

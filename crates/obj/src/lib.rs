@@ -74,7 +74,8 @@ pub use maps::{has_syscall_wrapper, spin_lock_offset, MapSlotInit, SlotTarget};
 pub use object::{license_is_gpl_compatible, load, load_file, load_file_with, load_with, Object};
 pub use prog_kind::{
     force_type_hint, KernelProgType, ProbeFlavor, ProbeSection, ProbeTarget, ProgKind, ProgType,
-    SyscallTracepoint, XdpAttach, SYSCALL_TRACEPOINT_SECTIONS,
+    SyscallEntryProbe, SyscallTracepoint, XdpAttach, SYSCALL_ENTRY_PREFIX,
+    SYSCALL_TRACEPOINT_SECTIONS,
 };
 pub use program::{FuncInfo, LineInfo, Program};
 pub use special_fields::{FieldKind, GraphKind, LocalType, SpecialField};

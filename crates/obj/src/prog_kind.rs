@@ -191,6 +191,70 @@ pub struct ProbeSection {
     pub target: ProbeTarget,
 }
 
+/// The x86-64 prefix of a system call's kernel entry point (the
+/// `__x64_sys_*` wrappers, `ARCH_HAS_SYSCALL_WRAPPER`).
+pub const SYSCALL_ENTRY_PREFIX: &str = "__x64_sys_";
+
+/// A kernel probe on a system call's entry point, as its section names it:
+/// `ksyscall/NAME`, `kretsyscall/NAME`, `kprobe/__x64_sys_NAME`,
+/// `kretprobe/__x64_sys_NAME`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SyscallEntryProbe<'a> {
+    /// The kernel's name of the call (`newstat`, as its entry point and
+    /// tracepoints name it).
+    pub syscall: &'a str,
+    /// Runs at the call's return.
+    pub ret: bool,
+    /// Named as a syscall (`ksyscall`), whose context follows
+    /// `LINUX_HAS_SYSCALL_WRAPPER`, rather than as the wrapper function.
+    pub by_syscall_name: bool,
+}
+
+impl ProbeSection {
+    /// The system call whose entry point this kernel probe names, or why
+    /// it names no system call's entry point.
+    pub fn syscall_entry(&self) -> Result<SyscallEntryProbe<'_>, String> {
+        let (ret, by_syscall_name) = match self.flavor {
+            ProbeFlavor::Kprobe => (false, false),
+            ProbeFlavor::Kretprobe => (true, false),
+            ProbeFlavor::Ksyscall => (false, true),
+            ProbeFlavor::Kretsyscall => (true, true),
+            f => {
+                return Err(format!(
+                    "{f:?} is not supported on system calls (kprobe, kretprobe, ksyscall and \
+                     kretsyscall are)"
+                ))
+            }
+        };
+        let ProbeTarget::Kernel { function, offset } = &self.target else {
+            return Err("no kernel function named (libbpf's auto-attach form is required)".into());
+        };
+        let syscall = if by_syscall_name {
+            function.as_str()
+        } else {
+            function.strip_prefix(SYSCALL_ENTRY_PREFIX).ok_or_else(|| {
+                format!(
+                    "kernel function {function:?}: bpfjet trace runs programs inside the traced \
+                     process, where only its system calls' entry points \
+                     ({SYSCALL_ENTRY_PREFIX}NAME, ksyscall/NAME) are seen; other kernel \
+                     functions never run there"
+                )
+            })?
+        };
+        if *offset != 0 {
+            return Err(format!(
+                "{function}+{offset:#x}: inside a system call's kernel code; only its entry \
+                 ({SYSCALL_ENTRY_PREFIX}{syscall}) and return are seen in a process"
+            ));
+        }
+        Ok(SyscallEntryProbe {
+            syscall,
+            ret,
+            by_syscall_name,
+        })
+    }
+}
+
 /// What kind of program an executable section holds.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub enum ProgKind {

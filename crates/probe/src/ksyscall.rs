@@ -31,12 +31,11 @@
 //! `do_sys_openat2`, ...) is refused: nothing in a process runs it.
 
 use crate::{syscall_table, PtRegs};
-use bpfjet_obj::{ProbeFlavor, ProbeTarget};
+use bpfjet_obj::ProbeSection;
 use std::collections::BTreeMap;
 
-/// The x86-64 prefix of a system call's entry point (the kernel's
-/// `__x64_sys_*` wrappers, `ARCH_HAS_SYSCALL_WRAPPER`).
-pub const ENTRY_PREFIX: &str = "__x64_sys_";
+/// The x86-64 prefix of a system call's entry point.
+pub use bpfjet_obj::SYSCALL_ENTRY_PREFIX as ENTRY_PREFIX;
 
 /// The kernel's code and stack segment selectors (`__KERNEL_CS`,
 /// `__KERNEL_DS`): the registers of a kprobe are the kernel's.
@@ -54,38 +53,12 @@ pub struct SyscallProbe {
     pub by_syscall_name: bool,
 }
 
-/// The system call a kernel probe attaches to, or why it cannot be
-/// attached in a process.
-pub fn syscall_probe(flavor: ProbeFlavor, target: &ProbeTarget) -> Result<SyscallProbe, String> {
-    let ret = match flavor {
-        ProbeFlavor::Kprobe | ProbeFlavor::Ksyscall => false,
-        ProbeFlavor::Kretprobe | ProbeFlavor::Kretsyscall => true,
-        f => {
-            return Err(format!(
-                "{f:?} is not supported by bpfjet trace (kprobe, kretprobe, ksyscall and \
-                 kretsyscall on system calls are)"
-            ))
-        }
-    };
-    let ProbeTarget::Kernel { function, offset } = target else {
-        return Err("no kernel function named (libbpf's auto-attach form is required)".into());
-    };
-    let syscall = match flavor {
-        ProbeFlavor::Ksyscall | ProbeFlavor::Kretsyscall => function.as_str(),
-        _ => function.strip_prefix(ENTRY_PREFIX).ok_or_else(|| {
-            format!(
-                "kernel function {function:?}: bpfjet trace runs programs inside the traced \
-                 process, where only its system calls' entry points ({ENTRY_PREFIX}NAME, \
-                 ksyscall/NAME) are seen; other kernel functions never run there"
-            )
-        })?,
-    };
-    if *offset != 0 {
-        return Err(format!(
-            "{function}+{offset:#x}: inside a system call's kernel code; only its entry \
-             ({ENTRY_PREFIX}{syscall}) and return are seen in a process"
-        ));
-    }
+/// The system call a kernel probe attaches to (its section's
+/// [`ProbeSection::syscall_entry`] with the call's number), or why it
+/// cannot be attached in a process.
+pub fn syscall_probe(probe: &ProbeSection) -> Result<SyscallProbe, String> {
+    let entry = probe.syscall_entry()?;
+    let syscall = entry.syscall;
     let nr = syscall_table::tracepoint_number(syscall).ok_or_else(|| {
         let hint = syscall_table::tracepoint_alias(syscall)
             .map(|k| format!(" (the kernel's entry point for it is {ENTRY_PREFIX}{k})"))
@@ -94,8 +67,8 @@ pub fn syscall_probe(flavor: ProbeFlavor, target: &ProbeTarget) -> Result<Syscal
     })?;
     Ok(SyscallProbe {
         nr,
-        ret,
-        by_syscall_name: matches!(flavor, ProbeFlavor::Ksyscall | ProbeFlavor::Kretsyscall),
+        ret: entry.ret,
+        by_syscall_name: entry.by_syscall_name,
     })
 }
 
@@ -196,11 +169,16 @@ pub fn return_regs(user: &PtRegs) -> PtRegs {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use bpfjet_obj::{ProbeFlavor, ProbeTarget};
 
-    fn kernel(function: &str, offset: u64) -> ProbeTarget {
-        ProbeTarget::Kernel {
-            function: function.into(),
-            offset,
+    fn kernel(flavor: ProbeFlavor, function: &str, offset: u64) -> ProbeSection {
+        ProbeSection {
+            flavor,
+            sleepable: false,
+            target: ProbeTarget::Kernel {
+                function: function.into(),
+                offset,
+            },
         }
     }
 
@@ -208,7 +186,7 @@ mod tests {
     fn system_call_entry_points_name_their_call() {
         let write = syscall_table::tracepoint_number("write").unwrap();
         assert_eq!(
-            syscall_probe(ProbeFlavor::Ksyscall, &kernel("write", 0)),
+            syscall_probe(&kernel(ProbeFlavor::Ksyscall, "write", 0)),
             Ok(SyscallProbe {
                 nr: write,
                 ret: false,
@@ -216,20 +194,20 @@ mod tests {
             })
         );
         assert_eq!(
-            syscall_probe(ProbeFlavor::Kretprobe, &kernel("__x64_sys_write", 0)),
+            syscall_probe(&kernel(ProbeFlavor::Kretprobe, "__x64_sys_write", 0)),
             Ok(SyscallProbe {
                 nr: write,
                 ret: true,
                 by_syscall_name: false
             })
         );
-        let stat = syscall_probe(ProbeFlavor::Ksyscall, &kernel("stat", 0)).unwrap_err();
+        let stat = syscall_probe(&kernel(ProbeFlavor::Ksyscall, "stat", 0)).unwrap_err();
         assert!(stat.contains("__x64_sys_newstat"), "{stat}");
-        let inner = syscall_probe(ProbeFlavor::Kprobe, &kernel("vfs_read", 0)).unwrap_err();
+        let inner = syscall_probe(&kernel(ProbeFlavor::Kprobe, "vfs_read", 0)).unwrap_err();
         assert!(inner.contains("vfs_read"), "{inner}");
-        let off = syscall_probe(ProbeFlavor::Kprobe, &kernel("__x64_sys_write", 4)).unwrap_err();
+        let off = syscall_probe(&kernel(ProbeFlavor::Kprobe, "__x64_sys_write", 4)).unwrap_err();
         assert!(off.contains("inside"), "{off}");
-        assert!(syscall_probe(ProbeFlavor::KprobeMulti, &kernel("__x64_sys_*", 0)).is_err());
+        assert!(syscall_probe(&kernel(ProbeFlavor::KprobeMulti, "__x64_sys_*", 0)).is_err());
     }
 
     #[test]

@@ -105,8 +105,8 @@ impl SyscallPrograms {
         probe: &bpfjet_obj::ProbeSection,
     ) -> Result<(), String> {
         let section = p.section();
-        let at = bpfjet_probe::ksyscall::syscall_probe(probe.flavor, &probe.target)
-            .map_err(|e| unsupported(section, &e))?;
+        let at =
+            bpfjet_probe::ksyscall::syscall_probe(probe).map_err(|e| unsupported(section, &e))?;
         p.check_ctx_size(std::mem::size_of::<PtRegs>() as u64)
             .map_err(|e| unsupported(section, &e))?;
         let list = if at.ret {
@@ -143,20 +143,15 @@ impl SyscallPrograms {
     /// Whether programs run at both the entry and the return of system
     /// call `nr` (tracepoints or kernel probes): a pair.
     fn has_enter_and_exit(&self, nr: u32) -> bool {
-        let any = |v: &Vec<Vec<_>>| v.get(nr as usize).is_some_and(|p| !p.is_empty());
-        let kany = |v: &Vec<Vec<(ProgId, bool)>>| v.get(nr as usize).is_some_and(|p| !p.is_empty());
-        (any(&self.enter) || kany(&self.kernel_enter))
-            && (any(&self.exit) || kany(&self.kernel_exit))
+        let nr = nr as usize;
+        (runs_at(&self.enter, nr) || runs_at(&self.kernel_enter, nr))
+            && (runs_at(&self.exit, nr) || runs_at(&self.kernel_exit, nr))
     }
 
     /// Whether any program runs at system call `nr`'s return.
     fn has_exit(&self, nr: u64) -> bool {
-        self.exit.get(nr as usize).is_some_and(|p| !p.is_empty())
-            || self
-                .kernel_exit
-                .get(nr as usize)
-                .is_some_and(|p| !p.is_empty())
-            || self.any_every_exit()
+        let nr = nr as usize;
+        runs_at(&self.exit, nr) || runs_at(&self.kernel_exit, nr) || self.any_every_exit()
     }
 
     /// Adds program `id`, a tracepoint program, to the system calls its
@@ -218,6 +213,11 @@ impl SyscallPrograms {
     fn any_every_exit(&self) -> bool {
         !self.every_exit.is_empty() || !self.raw_exit.is_empty()
     }
+}
+
+/// Whether any program of a per-call list runs at system call `nr`.
+fn runs_at<T>(per_call: &[Vec<T>], nr: usize) -> bool {
+    per_call.get(nr).is_some_and(|p| !p.is_empty())
 }
 
 pub struct Agent {
@@ -1038,8 +1038,8 @@ fn run_exit_programs(object: &TracingObject, sys: &SyscallPrograms, regs: &PtReg
     // leaving the entry point's kernel function (the kernel starts it at
     // `ret_from_fork`): the call's tracepoint fires there, its kretprobe
     // does not.
-    let forked_child = regs.rax == 0 && bpfjet_probe::ksyscall::is_clone(nr);
     if let Some(kprobes) = sys.kernel_exit.get(nr as usize).filter(|v| !v.is_empty()) {
+        let forked_child = regs.rax == 0 && bpfjet_probe::ksyscall::is_clone(nr);
         if !forked_child {
             run_kernel_probes(object, sys, regs, kprobes, true);
         }

@@ -39,10 +39,7 @@ pub(crate) fn pairs(obj: &bpfjet_obj::Object) -> Vec<(String, String, Option<Str
                     }
                     // A kernel probe on the call's entry point.
                     ProgKind::Probe(probe) => {
-                        bpfjet_probe::ksyscall::syscall_probe(probe.flavor, &probe.target)
-                            .ok()
-                            .and_then(|at| syscall_table::tracepoint_name(at.nr))
-                            .map(str::to_string)
+                        probe.syscall_entry().ok().map(|e| e.syscall.to_string())
                     }
                     _ => None,
                 });
@@ -134,13 +131,9 @@ pub(crate) fn compile_candidates(
         .count();
     // Kernel probes on a call's entry point run at its hooks too.
     let kernel_probed = |call: &str| {
-        let nr = syscall_table::tracepoint_number(call);
-        obj.programs.iter().any(|p| match &p.kind {
-            ProgKind::Probe(probe) => {
-                bpfjet_probe::ksyscall::syscall_probe(probe.flavor, &probe.target)
-                    .is_ok_and(|at| Some(at.nr) == nr)
-            }
-            _ => false,
+        obj.programs.iter().any(|p| {
+            matches!(&p.kind, ProgKind::Probe(probe)
+                if probe.syscall_entry().is_ok_and(|e| e.syscall == call))
         })
     };
     let mut ok = Vec::new();

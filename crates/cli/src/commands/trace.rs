@@ -268,7 +268,7 @@ pub(super) fn precheck(args: &TraceArgs, program: Option<&Path>) -> Result<bpfje
             ProgKind::Probe(probe) if !probe.flavor.is_user() => {
                 // Kernel probes: only system calls' entry points run in a
                 // process (the traced process's own calls).
-                bpfjet_probe::ksyscall::syscall_probe(probe.flavor, &probe.target)
+                bpfjet_probe::ksyscall::syscall_probe(probe)
                     .map_err(|e| anyhow!("program section {section:?}: {e}"))?;
             }
             ProgKind::Probe(probe) => {

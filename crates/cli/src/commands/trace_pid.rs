@@ -121,7 +121,7 @@ fn traces_syscalls(object: &bpfjet_obj::Object) -> Result<bool> {
             // Kernel probes on system calls' entry points run at the
             // process's system-call hooks.
             ProgKind::Probe(probe) if !probe.flavor.is_user() => {
-                bpfjet_probe::ksyscall::syscall_probe(probe.flavor, &probe.target)
+                bpfjet_probe::ksyscall::syscall_probe(probe)
                     .map_err(|e| anyhow!("program section {:?}: {e}", p.section))?;
                 any = true;
             }
