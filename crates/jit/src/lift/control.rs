@@ -17,9 +17,12 @@ impl<'ctx> Lifter<'ctx, '_> {
         let taken = self.target_block(fr, pc, insn.jump_target(pc))?;
         let fallthrough = self.target_block(fr, pc, Some(pc as i64 + 1))?;
         let i64t = self.t.i64;
+        let budget = fr
+            .may_goto
+            .ok_or_else(|| super::LiftError::Build("may_goto without a budget".into()))?;
         let left = self
             .b
-            .build_load(i64t, fr.may_goto, "may_goto_left")?
+            .build_load(i64t, budget, "may_goto_left")?
             .into_int_value();
         let spent = self.b.build_int_compare(
             IntPredicate::EQ,
@@ -35,7 +38,7 @@ impl<'ctx> Lifter<'ctx, '_> {
             .b
             .build_select(spent, left, dec, "may_goto_next")?
             .into_int_value();
-        self.b.build_store(fr.may_goto, kept)?;
+        self.b.build_store(budget, kept)?;
         self.b.build_conditional_branch(spent, taken, fallthrough)?;
         Ok(())
     }

@@ -103,9 +103,9 @@ pub(crate) struct Frame<'ctx> {
     /// provenance is looked up there (`Lifter::pointer`).
     pub call_pc: usize,
     /// This invocation's `may_goto` budget (`MAY_GOTO_BUDGET` at entry, as
-    /// the kernel's hidden per-subprogram counter); an unused one is
-    /// removed by mem2reg.
-    pub may_goto: PointerValue<'ctx>,
+    /// the kernel's hidden per-subprogram counter); None in a function
+    /// without a `may_goto`.
+    pub may_goto: Option<PointerValue<'ctx>>,
 }
 
 pub(crate) struct Lifter<'ctx, 'a> {
@@ -244,9 +244,19 @@ impl<'ctx> Lifter<'ctx, '_> {
         let args = self
             .b
             .build_array_alloca(t.i64, t.i64.const_int(5, false), "args")?;
-        let may_goto = self.b.build_alloca(t.i64, "may_goto_left")?;
-        self.b
-            .build_store(may_goto, t.i64.const_int(MAY_GOTO_BUDGET, false))?;
+        // Only a function that has a `may_goto` keeps a budget.
+        let may_goto = match self.insns[f.entry..f.end]
+            .iter()
+            .any(|i| matches!(i, Insn::MayGoto { .. }))
+        {
+            true => {
+                let left = self.b.build_alloca(t.i64, "may_goto_left")?;
+                self.b
+                    .build_store(left, t.i64.const_int(MAY_GOTO_BUDGET, false))?;
+                Some(left)
+            }
+            false => None,
+        };
         let regs: [PointerValue<'ctx>; 10] = regs
             .try_into()
             .map_err(|_| LiftError::Build("register allocas".into()))?;
