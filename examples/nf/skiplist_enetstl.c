@@ -123,40 +123,57 @@ struct walk {
 	__u32 has_next;
 };
 
-/* One step from the node in tmp 1: right while the next key is below the
+/* Steps per bpf_loop call: 1, or -DWALK_UNROLL=64 as eNetSTL's own
+ * lookups (`__sl_get_lite_body`) unroll 64 steps in each call, carrying
+ * the current node's reference from step to step (a verification
+ * workload: crates/cli/tests/nf_nodes.rs runs both builds). */
+#ifndef WALK_UNROLL
+#define WALK_UNROLL 1
+#endif
+
+/* Steps from the node in tmp 1: right while the next key is below the
  * search key, else note the node for this level (tmp level + 2) and go
- * down; at level 0 the next node is the first >= key (NEXT_TMP). */
+ * down; at level 0 the next node is the first >= key (NEXT_TMP). The
+ * node reached is left in tmp 1 for the next call. */
 static long walk_step(__u64 i, void *ctx)
 {
 	struct walk *w = ctx;
 	if (w->level < 0)
 		return 1;
-	__u32 level = w->level & (MAX_LEVEL - 1);
+	__s32 level = w->level;
 	ptr_node *cur = ptr_container_get_tmp(w->sl, 1);
 	if (!cur) {
 		w->level = -2;
 		return 1;
 	}
-	ptr_node *nx = ptr_get_out(cur, level);
-	if (nx && SN(nx)->key < w->key) {
-		ptr_container_set_tmp(w->sl, nx, 1);
-		ptr_release_node(nx);
-		ptr_release_node(cur);
-		return 0;
-	}
-	ptr_container_set_tmp(w->sl, cur, level + 2);
-	ptr_release_node(cur);
-	if (level == 0) {
-		w->has_next = nx != 0;
+#pragma unroll
+	for (int s = 0; s < WALK_UNROLL; s++) {
+		__u32 l = level & (MAX_LEVEL - 1);
+		ptr_node *nx = ptr_get_out(cur, l);
+		if (nx && SN(nx)->key < w->key) {
+			ptr_release_node(cur);
+			cur = nx;
+			continue;
+		}
+		ptr_container_set_tmp(w->sl, cur, l + 2);
+		if (l == 0) {
+			w->has_next = nx != 0;
+			if (nx) {
+				ptr_container_set_tmp(w->sl, nx, NEXT_TMP);
+				ptr_release_node(nx);
+			}
+			ptr_release_node(cur);
+			w->level = -1;
+			return 1;
+		}
 		if (nx)
-			ptr_container_set_tmp(w->sl, nx, NEXT_TMP);
-		w->level = -1;
-	} else {
-		w->level = level - 1;
+			ptr_release_node(nx);
+		level = l - 1;
 	}
-	if (nx)
-		ptr_release_node(nx);
-	return w->level < 0;
+	ptr_container_set_tmp(w->sl, cur, 1);
+	ptr_release_node(cur);
+	w->level = level;
+	return 0;
 }
 
 static __always_inline __u32 height_of(__u64 key)

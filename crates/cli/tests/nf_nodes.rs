@@ -286,11 +286,17 @@ fn skiplist_store_answers_as_an_ordered_map_on_every_engine() {
         on_bpfjet_rbtree(engine, &frames, &expected, &model_store);
     }
     // eNetSTL's node-pointer build: same heights, so the same levels as
-    // bpfjet's own node memory.
+    // bpfjet's own node memory; one search step per bpf_loop call, and 64
+    // as eNetSTL's lookups take them.
     let own = levels(&stores[0]);
-    for engine in [XdpEngine::Interp, XdpEngine::Jit] {
-        let level0 = on_bpfjet_enetstl(engine, &frames, &expected, &model_store);
-        assert_eq!(level0, own[0], "{engine:?}: eNetSTL build's heights");
+    for unroll in [1, 64] {
+        for engine in [XdpEngine::Interp, XdpEngine::Jit] {
+            let level0 = on_bpfjet_enetstl(engine, unroll, &frames, &expected, &model_store);
+            assert_eq!(
+                level0, own[0],
+                "{engine:?}: eNetSTL build ({unroll} steps a call): heights"
+            );
+        }
     }
 }
 
@@ -339,10 +345,14 @@ fn on_bpfjet_rbtree(
 }
 
 /// The same store on eNetSTL's node-pointer kfuncs (its container in the
-/// map value's `__kptr`), compiled at test time.
-fn enetstl_object() -> PathBuf {
+/// map value's `__kptr`), compiled at test time; `unroll` search steps per
+/// `bpf_loop` call (64: eNetSTL's own lookups' shape, a node reference
+/// carried through 64 unrolled steps, which bpfjet's verifier must
+/// accept within the kernel's budget).
+fn enetstl_object(unroll: u32) -> PathBuf {
     Compile::file(bpfjet_testsupport::clang::workspace().join("examples/nf/skiplist_enetstl.c"))
         .define("NODES", &NODES.to_string())
+        .define("WALK_UNROLL", &unroll.to_string())
         .object()
 }
 
@@ -353,12 +363,13 @@ fn enetstl_object() -> PathBuf {
 /// tall. Returns the (key, value, height) of level 0.
 fn on_bpfjet_enetstl(
     engine: XdpEngine,
+    unroll: u32,
     frames: &[Vec<u8>],
     expected: &[Answer],
     model_store: &BTreeMap<u64, u64>,
 ) -> Vec<(u64, u64, u64)> {
     use bpfjet_kfuncs::enetstl_ptr as ptr;
-    let path = enetstl_object();
+    let path = enetstl_object(unroll);
     let obj = bpfjet_obj::load_file(&path).unwrap();
     let jit = JitObject::load(&obj, &ObjectOptions::default(), &JitOptions::uncached())
         .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
@@ -369,7 +380,7 @@ fn on_bpfjet_enetstl(
         assert_eq!(
             (r.retval, &r.data_out),
             (e.0, &e.1),
-            "bpfjet {engine:?} eNetSTL build: frame {i} (op {})",
+            "bpfjet {engine:?} eNetSTL build ({unroll} steps a call): frame {i} (op {})",
             f.get(42).copied().unwrap_or(0)
         );
     }
