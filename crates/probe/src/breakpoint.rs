@@ -225,36 +225,13 @@ extern "C" fn on_sigtrap(_sig: i32, _info: *mut libc::siginfo_t, ctx: *mut libc:
         site.missed.fetch_add(1, Ordering::Relaxed);
         return;
     }
-    use libc::*;
-    let mut regs = PtRegs {
-        r15: r(REG_R15),
-        r14: r(REG_R14),
-        r13: r(REG_R13),
-        r12: r(REG_R12),
-        rbp: r(REG_RBP),
-        rbx: r(REG_RBX),
-        r11: r(REG_R11),
-        r10: r(REG_R10),
-        r9: r(REG_R9),
-        r8: r(REG_R8),
-        rax: r(REG_RAX),
-        rcx: r(REG_RCX),
-        rdx: r(REG_RDX),
-        rsi: r(REG_RSI),
-        rdi: r(REG_RDI),
-        orig_rax: u64::MAX,
-        rip: address,
-        cs: 0x33,
-        eflags: r(REG_EFL),
-        rsp: r(REG_RSP),
-        ss: 0x2b,
-    };
+    let mut regs = PtRegs::from_signal_gregs(g, address);
     if site.entry_probe != 0 {
         // A function entry: what its jump's trampoline would do (it takes
         // the thread's handler guard itself), then the displaced
         // instruction, out of line.
         let to = crate::uprobe::on_entry(site.entry_probe, &mut regs);
-        uc.uc_mcontext.gregs[REG_RIP as usize] = to as i64;
+        uc.uc_mcontext.gregs[libc::REG_RIP as usize] = to as i64;
         return;
     }
     if let Some(h) = &site.handler {

@@ -23,6 +23,7 @@ pub mod multi;
 mod patch;
 pub mod regs;
 mod relocate;
+pub mod sampler;
 mod shadow;
 mod signal_handlers;
 pub mod symbols;

@@ -32,6 +32,37 @@ pub const PT_REGS_SIZE: usize = 168;
 const _: () = assert!(std::mem::size_of::<PtRegs>() == PT_REGS_SIZE);
 
 impl PtRegs {
+    /// The user registers a signal interrupted (its `ucontext`'s general
+    /// registers), with `rip` as given; `orig_rax` -1 (not in a system
+    /// call), user-mode segments.
+    pub fn from_signal_gregs(g: &[libc::greg_t; 23], rip: u64) -> PtRegs {
+        use libc::*;
+        let r = |i: c_int| g[i as usize] as u64;
+        PtRegs {
+            r15: r(REG_R15),
+            r14: r(REG_R14),
+            r13: r(REG_R13),
+            r12: r(REG_R12),
+            rbp: r(REG_RBP),
+            rbx: r(REG_RBX),
+            r11: r(REG_R11),
+            r10: r(REG_R10),
+            r9: r(REG_R9),
+            r8: r(REG_R8),
+            rax: r(REG_RAX),
+            rcx: r(REG_RCX),
+            rdx: r(REG_RDX),
+            rsi: r(REG_RSI),
+            rdi: r(REG_RDI),
+            orig_rax: u64::MAX,
+            rip,
+            cs: 0x33,
+            eflags: r(REG_EFL),
+            rsp: r(REG_RSP),
+            ss: 0x2b,
+        }
+    }
+
     /// The n-th integer argument of the System V calling convention (0-based).
     pub fn arg(&self, n: usize) -> u64 {
         match n {

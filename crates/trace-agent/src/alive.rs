@@ -151,6 +151,20 @@ pub fn can_run() -> Option<Armed> {
 #[derive(Clone, Copy)]
 pub struct Armed(bool);
 
+impl Armed {
+    /// Whether the guard was armed: a handler that must not allocate (a
+    /// signal's) runs programs only then.
+    pub fn is_armed(self) -> bool {
+        self.0
+    }
+}
+
+/// Arms this thread's guard now, outside any handler (the sampler's
+/// threads, before their timer starts).
+pub fn prepare_thread() {
+    arm();
+}
+
 /// Call after a run: arms the guard (once per thread; later calls only
 /// look at the token).
 #[inline]

@@ -611,6 +611,7 @@ pub fn start(cfg: Config) -> Result<(), String> {
     let mut usdt_probes: BTreeMap<u64, usdt::UsdtProbe> = BTreeMap::new();
     let mut pending: Vec<dlopen::Pending> = Vec::new();
     let mut sys = SyscallPrograms::new();
+    let mut perf_programs = Vec::new();
     for (id, p) in object.programs().iter().enumerate() {
         let section = p.section();
         match p.kind() {
@@ -731,6 +732,7 @@ pub fn start(cfg: Config) -> Result<(), String> {
             ProgKind::Tracepoint { .. } | ProgKind::RawTracepoint { .. } => {
                 sys.add(id, p)?;
             }
+            ProgKind::PerfEvent => perf_programs.push(id),
             _ => {
                 return Err(unsupported(
                     section,
@@ -902,6 +904,10 @@ pub fn start(cfg: Config) -> Result<(), String> {
         let inline = agent.cfg.fuse >= Fuse::Inline;
         let sys = install_syscalls(object, sys, inline)?;
         let _ = SYSCALL_PROGRAMS.set(sys);
+    }
+    if !perf_programs.is_empty() {
+        crate::sampling::start(object, perf_programs, agent.cfg.sample_freq)?;
+        crate::threads::enable_thread_hook();
     }
     Ok(())
 }
@@ -1394,6 +1400,7 @@ fn forked_child() {
 
 extern "C" fn forked_child_atfork() {
     MEMORY_OWNER.store(std::process::id(), Ordering::Relaxed);
+    crate::sampling::forked_child();
     if let Some(agent) = agent() {
         agent.object.reset_in_forked_child();
         alive::reset_skipped();
@@ -1433,6 +1440,7 @@ pub fn finish() {
     if agent.finished.swap(true, Ordering::SeqCst) {
         return;
     }
+    crate::sampling::stop();
     let own_image = std::process::id() == agent.pid;
     if !own_image || !agent.cfg.reporter() {
         // The command's agent reports the maps; this process leaves its

@@ -57,6 +57,11 @@ pub const ENV_FOLD_RODATA: &str = "BPFJET_TRACE_FOLD_RODATA";
 /// (crates/preload, exec.rs): the agent does nothing at all when the
 /// instance links no program for this process.
 pub const ENV_IF_LINKED: &str = "BPFJET_TRACE_IF_LINKED";
+/// Samples per second of each thread's CPU time for `perf_event`
+/// programs (`bpfjet trace --sample-freq`; unset: [`DEFAULT_SAMPLE_FREQ`]).
+pub const ENV_SAMPLE_FREQ: &str = "BPFJET_TRACE_SAMPLE_FREQ";
+/// libbpf-tools' `profile` samples at 49 Hz unless told otherwise.
+pub const DEFAULT_SAMPLE_FREQ: u64 = 49;
 
 /// Pairwise fusion's ladder (docs/TRACING.md "Pairwise fusion"): each
 /// level includes the ones before it.
@@ -95,7 +100,8 @@ impl Fuse {
 }
 
 /// Every setting's name.
-const ALL: [&str; 20] = [
+const ALL: [&str; 21] = [
+    ENV_SAMPLE_FREQ,
     ENV_CONTROL_PLANE,
     ENV_ROOT,
     ENV_INSTANCE,
@@ -161,6 +167,8 @@ pub struct Config {
     pub run_dir: String,
     /// [`ENV_IF_LINKED`].
     pub if_linked: bool,
+    /// [`ENV_SAMPLE_FREQ`].
+    pub sample_freq: u64,
 }
 
 impl Config {
@@ -249,6 +257,10 @@ impl Config {
             control_plane,
             run_dir: get("BPFJET_RUN_DIR").unwrap_or_else(|| "/run/bpfjet".into()),
             if_linked: get(ENV_IF_LINKED).is_some_and(|v| v == "1"),
+            sample_freq: get(ENV_SAMPLE_FREQ)
+                .and_then(|v| v.parse().ok())
+                .filter(|&f| f > 0)
+                .unwrap_or(DEFAULT_SAMPLE_FREQ),
         })
     }
 }

@@ -34,6 +34,7 @@ mod fused;
 mod late_attach;
 mod late_links;
 mod report;
+mod sampling;
 mod stack_scrub;
 mod teardown;
 mod threads;

@@ -34,6 +34,7 @@ pub fn write_process_part(agent: &Agent) {
         "last_fault": last_fault,
         "trace_lines": trace_lines,
         "trace_lines_lost": loss_json(trace_loss),
+        "perf_event": crate::sampling::report(),
     });
     let stamp = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
@@ -131,6 +132,7 @@ pub fn write_report(agent: &Agent, counts: &Counts) {
             "usdt": crate::usdt::report(),
             "int3_probes": crate::attach::int3_report(agent),
             "dlopen": crate::dlopen::report(),
+            "perf_event": crate::sampling::report(),
             // `bpfjet trace --pid`: the status passed to `_exit` (null
             // when bpfjet detached before the process ended).
             "exit_status": crate::late_attach::exit_status(),

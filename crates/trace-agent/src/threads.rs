@@ -1,4 +1,5 @@
-//! New threads of a traced process get system-call dispatch.
+//! New threads of a traced process get system-call dispatch, and a
+//! sampling timer when `perf_event` programs run (sampling.rs).
 //!
 //! Dispatch is per thread and the kernel does not give it to new threads.
 //! The agent interposes `pthread_create` (it is preloaded, so its symbol
@@ -31,6 +32,8 @@ type PthreadCreate = unsafe extern "C" fn(
 struct Start {
     routine: StartRoutine,
     arg: *mut libc::c_void,
+    /// The creator's calls are dispatched: so are the new thread's.
+    dispatch: bool,
 }
 
 extern "C" fn dispatched_start(p: *mut libc::c_void) -> *mut libc::c_void {
@@ -44,9 +47,12 @@ extern "C" fn dispatched_start(p: *mut libc::c_void) -> *mut libc::c_void {
         libc::sigaddset(&mut set, libc::SIGSYS);
         libc::pthread_sigmask(libc::SIG_UNBLOCK, &set, std::ptr::null_mut());
     }
-    if let Err(e) = bpfjet_probe::syscalls::enable_current_thread() {
-        eprintln!("bpfjet trace: a new thread's system calls are not traced: {e}");
+    if start.dispatch {
+        if let Err(e) = bpfjet_probe::syscalls::enable_current_thread() {
+            eprintln!("bpfjet trace: a new thread's system calls are not traced: {e}");
+        }
     }
+    crate::sampling::arm_current_thread();
     (start.routine)(start.arg)
 }
 
@@ -71,10 +77,17 @@ pub unsafe extern "C" fn pthread_create(
     arg: *mut libc::c_void,
 ) -> libc::c_int {
     let real = real_pthread_create();
-    if !HOOK.load(Ordering::Acquire) || !bpfjet_probe::syscalls::dispatched() {
+    let dispatch = bpfjet_probe::syscalls::dispatched();
+    // The agent's own threads are neither dispatched nor sampled.
+    let sample = crate::sampling::active() && !crate::alive::is_agent_work();
+    if !HOOK.load(Ordering::Acquire) || !(dispatch || sample) {
         return real(thread, attr, routine, arg);
     }
-    let start = Box::into_raw(Box::new(Start { routine, arg }));
+    let start = Box::into_raw(Box::new(Start {
+        routine,
+        arg,
+        dispatch,
+    }));
     let r = real(thread, attr, dispatched_start, start as *mut libc::c_void);
     if r != 0 {
         drop(Box::from_raw(start));

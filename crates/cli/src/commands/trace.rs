@@ -126,6 +126,13 @@ pub struct TraceArgs {
     /// worth.
     #[arg(long)]
     pub no_fold_rodata: bool,
+    /// `perf_event` programs (libbpf-tools' `profile`) run on samples of
+    /// each traced thread's CPU time, HZ per CPU second, as on a
+    /// `cpu-clock` event with `sample_freq` HZ (docs/TRACING.md, "Sampling:
+    /// perf_event programs").
+    #[arg(long, value_name = "HZ", default_value_t = 49,
+          value_parser = clap::value_parser!(u64).range(1..=100_000))]
+    pub sample_freq: u64,
     /// Attach to a running process instead of starting CMD: the agent is
     /// loaded into it with ptrace (docs/TRACING.md "Attaching to a running
     /// process"); the trace ends when it exits, on Ctrl-C/SIGTERM or after
@@ -314,10 +321,17 @@ pub(super) fn precheck(args: &TraceArgs, program: Option<&Path>) -> Result<bpfje
             ProgKind::Tracepoint { .. } | ProgKind::RawTracepoint { .. } => {
                 check_syscall_tracepoint(p)?;
             }
+            ProgKind::PerfEvent if args.pid.is_some() => bail!(
+                "program section {section:?}: perf_event programs sample the threads of a \
+                 process bpfjet starts (`bpfjet trace OBJ -- CMD`); --pid does not sample a \
+                 running process yet"
+            ),
+            ProgKind::PerfEvent => {}
             _ => bail!(
                 "program section {section:?}: not a tracing program type bpfjet trace can attach \
                  (uprobe, uretprobe, uprobe.multi, uretprobe.multi, usdt, ksyscall/NAME, \
-                 kretsyscall/NAME, kprobe/__x64_sys_NAME, kretprobe/__x64_sys_NAME, {})",
+                 kretsyscall/NAME, kprobe/__x64_sys_NAME, kretprobe/__x64_sys_NAME, perf_event, \
+                 {})",
                 bpfjet_obj::SYSCALL_TRACEPOINT_SECTIONS
             ),
         }
@@ -536,6 +550,18 @@ fn add_process_parts(report: &mut Value, parts: Vec<Value>) {
                 + part.get(key).and_then(Value::as_u64).unwrap_or(0);
             r.insert(key.to_string(), sum.into());
         }
+        // Samples of `perf_event` programs: every process of the tree
+        // samples its own threads.
+        if let (Some(all), Some(more)) = (
+            r.get_mut("perf_event").and_then(Value::as_object_mut),
+            part.get("perf_event").and_then(Value::as_object),
+        ) {
+            for key in ["samples", "missed"] {
+                let sum = all.get(key).and_then(Value::as_u64).unwrap_or(0)
+                    + more.get(key).and_then(Value::as_u64).unwrap_or(0);
+                all.insert(key.to_string(), sum.into());
+            }
+        }
         if let Some(f) = part.get("last_fault").filter(|f| !f.is_null()) {
             r.insert("last_fault".to_string(), f.clone());
         }
@@ -721,6 +747,10 @@ pub(super) fn agent_settings(
             "BPFJET_TRACE_FOLD_RODATA",
             if args.no_fold_rodata { "0" } else { "1" }.into(),
         ),
+        (
+            "BPFJET_TRACE_SAMPLE_FREQ",
+            args.sample_freq.to_string().into(),
+        ),
     ];
     // The repeatable MAP=VALUE options, as the agent's config reads them.
     fn pairs<T: std::fmt::Display>(list: &[(String, T)]) -> String {
@@ -785,6 +815,15 @@ pub(super) fn print_report(
     }
     if let Some(f) = report.get("last_fault").and_then(Value::as_str) {
         eprintln!("bpfjet trace: last fault: {f}");
+    }
+    if let Some(pe) = report.get("perf_event").filter(|_| !args.json) {
+        if let (Some(n), Some(hz)) = (pe["samples"].as_u64(), pe["frequency"].as_u64()) {
+            eprintln!(
+                "bpfjet trace: perf_event: {n} samples at {hz} Hz of CPU time, {} skipped (the \
+                 thread was in another bpfjet handler)",
+                pe["missed"].as_u64().unwrap_or(0)
+            );
+        }
     }
     // Probes that cost a signal per hit, said once (the JSON lists them).
     if let Some(int3) = report.get("int3_probes").and_then(Value::as_array) {
@@ -871,6 +910,7 @@ pub(super) fn print_report(
                 "trace_lines": report.get("trace_lines").cloned().unwrap_or_else(|| Value::Array(Vec::new())),
                 "trace_lines_lost": report.get("trace_lines_lost").cloned().unwrap_or(Value::Null),
                 "processes": report.get("processes").cloned().unwrap_or_else(|| Value::Array(Vec::new())),
+                "perf_event": report.get("perf_event").cloned().unwrap_or(Value::Null),
             })
         );
     } else {

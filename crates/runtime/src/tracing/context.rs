@@ -85,6 +85,18 @@ pub struct SysExitCtx {
     pub ret: i64,
 }
 
+/// `struct bpf_perf_event_data` (include/uapi/linux/bpf_perf_event.h):
+/// the interrupted registers, the event's sample period and the sampled
+/// address (0 for a `cpu-clock` sample). 184 bytes.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct PerfEventData {
+    pub regs: PtRegs,
+    pub sample_period: u64,
+    pub addr: u64,
+}
+
+const _: () = assert!(std::mem::size_of::<PerfEventData>() == 184);
 const _: () = assert!(std::mem::size_of::<SysEnterCtx>() == 64);
 const _: () = assert!(std::mem::offset_of!(SysEnterCtx, args) == 16);
 const _: () = assert!(std::mem::size_of::<SysExitCtx>() == 24);

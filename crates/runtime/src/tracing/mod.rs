@@ -92,7 +92,7 @@ pub(crate) mod thread_maps;
 mod trace_ring;
 pub(crate) mod user_mem;
 
-pub use context::{PtRegs, RawSyscallArgs, SysEnterCtx, SysExitCtx};
+pub use context::{PerfEventData, PtRegs, RawSyscallArgs, SysEnterCtx, SysExitCtx};
 pub use env::{ProbeSite, TracingEnv};
 pub use link_watch::bump_link_generation;
 pub use object::{

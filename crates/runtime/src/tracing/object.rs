@@ -1,6 +1,6 @@
 //! A loaded tracing object and its thread-safe run entry.
 
-use super::context::{PtRegs, RawSyscallArgs, SysEnterCtx, SysExitCtx};
+use super::context::{PerfEventData, PtRegs, RawSyscallArgs, SysEnterCtx, SysExitCtx};
 use super::env::{ProbeSite, TracingEnv};
 use super::slots::CpuSlots;
 use super::thread_maps::{internal_helper, ThreadMap, ThreadMapRef, ThreadMapSpec};
@@ -894,6 +894,25 @@ impl TracingObject {
     /// no program can observe which CPU it runs on.
     pub fn leases_cpu_slots(&self) -> bool {
         self.cpu_bound
+    }
+
+    /// Makes the calling thread's run state now, so that a run from a
+    /// handler that must not allocate (a signal's: the sampler's) finds
+    /// it ready.
+    pub fn prepare_thread(&self) {
+        let cache = run_cache();
+        if cache.running.replace(true) {
+            return;
+        }
+        let _running = Running(&cache.running);
+        // SAFETY: `running` is held, as in `run_program`.
+        let _ = unsafe { cache.get(self.uid, || self.thread_run()) };
+    }
+
+    /// [`TracingObject::run`] of a `perf_event` program on a sample.
+    #[inline]
+    pub fn run_perf_event(&self, prog: ProgId, data: &mut PerfEventData, site: &ProbeSite) -> u64 {
+        self.run_typed(prog, ProgType::PerfEvent, data, site)
     }
 
     /// [`TracingObject::run`] of a kprobe-type program (uprobe, uretprobe,

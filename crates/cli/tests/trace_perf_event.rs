@@ -1,0 +1,200 @@
+//! `perf_event` programs under `bpfjet trace`: a sampling profiler in the
+//! shape of libbpf-tools' `profile` (tests/trace/sample.bpf.c) runs on
+//! samples of each traced thread's CPU time (`--sample-freq`), in the
+//! sampled thread, with the interrupted registers.
+//!
+//! The oracle is the target's own CPU time: tests/trace/sample_target.c
+//! burns CPU in `spin()` on its main thread, a second thread and a forked
+//! child, and prints each one's CPU time; at F Hz each must have about
+//! F × its CPU seconds samples (a `cpu-clock` event at `sample_freq` F
+//! gives a thread that many). Every sample must be where the thread was:
+//! in `spin()` (the target is built without PIE so its addresses are
+//! known), with a user stack walked from there through `work()`, and no
+//! kernel stack (-EFAULT, as the kernel answers for a user-mode sample).
+//! The kernel's own `cpu-clock` samples are not compared run by run: they
+//! are as statistical as these; the count per CPU second is what both
+//! promise.
+
+mod trace_common;
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::OnceLock;
+use trace_common::{cc, counts, hex_u64, json_report, run_ok, serial, SRC};
+
+const FREQ: u64 = 200;
+
+struct Fixture {
+    dir: PathBuf,
+    /// `[start, end)` of spin() and of work() in the target.
+    spin: (u64, u64),
+    work: (u64, u64),
+}
+
+fn symbol_range(binary: &Path, name: &str) -> (u64, u64) {
+    let out = Command::new("nm").arg("-S").arg(binary).output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    let line = text
+        .lines()
+        .find(|l| l.split_whitespace().nth(3) == Some(name))
+        .unwrap_or_else(|| panic!("no {name} in nm -S {}", binary.display()));
+    let mut f = line.split_whitespace();
+    let start = u64::from_str_radix(f.next().unwrap(), 16).unwrap();
+    let size = u64::from_str_radix(f.next().unwrap(), 16).unwrap();
+    (start, start + size)
+}
+
+fn fixture() -> &'static Fixture {
+    static F: OnceLock<Fixture> = OnceLock::new();
+    F.get_or_init(|| {
+        let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("trace-perf-event");
+        std::fs::create_dir_all(&dir).unwrap();
+        run_ok(
+            Command::new("clang-19")
+                .args(["-O2", "-g", "-target", "bpf"])
+                .args(["-I/usr/include/x86_64-linux-gnu", "-c"])
+                .arg(format!("{SRC}/sample.bpf.c"))
+                .arg("-o")
+                .arg(dir.join("sample.o")),
+            "clang-19 sample.bpf.c",
+        );
+        let target = dir.join("target");
+        cc(
+            "sample_target.c",
+            &target,
+            // -O0: every function keeps its frame pointer (at -O1 gcc
+            // leaves the leaf spin() without one).
+            &["-O0", "-no-pie", "-fno-omit-frame-pointer"],
+            &["-lpthread"],
+        );
+        Fixture {
+            spin: symbol_range(&target, "spin"),
+            work: symbol_range(&target, "work"),
+            dir,
+        }
+    })
+}
+
+fn trace(f: &Fixture, engine: &str, extra: &[&str]) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_bpfjet"))
+        .arg("trace")
+        .arg(f.dir.join("sample.o"))
+        .args(["--json", "--engine", engine])
+        .args(["--sample-freq", &FREQ.to_string()])
+        .args(["--global", &format!("spin_lo={:#x}", f.spin.0)])
+        .args(["--global", &format!("spin_hi={:#x}", f.spin.1)])
+        .args(extra)
+        .arg("--")
+        .arg(f.dir.join("target"))
+        .arg("60000000")
+        .output()
+        .unwrap()
+}
+
+#[test]
+fn samples_follow_each_threads_cpu_time_where_it_runs() {
+    let f = fixture();
+    let _serial = serial();
+    for engine in ["interp", "jit"] {
+        let out = trace(f, engine, &[]);
+        let report = json_report(&out);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(report["exit_code"], 0, "{engine}: {stderr}");
+        assert_eq!(report["faults"], 0, "{engine}: {report}");
+        // The target's threads and their CPU time.
+        let cpu: BTreeMap<u64, u64> = stderr
+            .lines()
+            .filter_map(|l| l.strip_prefix("cpu "))
+            .map(|l| {
+                let mut w = l.split_whitespace().map(|v| v.parse::<u64>().unwrap());
+                (w.next().unwrap(), w.next().unwrap())
+            })
+            .collect();
+        assert_eq!(cpu.len(), 3, "{engine}: three threads report: {stderr}");
+        let by_tid: BTreeMap<u64, u64> = report["maps"]["by_tid"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|e| {
+                (
+                    hex_u64(e["key"].as_str().unwrap()),
+                    hex_u64(e["value"].as_str().unwrap()),
+                )
+            })
+            .collect();
+        for (tid, ns) in &cpu {
+            let want = ns * FREQ / 1_000_000_000;
+            let got = by_tid.get(tid).copied().unwrap_or(0);
+            assert!(
+                want >= 10,
+                "{engine}: thread {tid} ran too short ({ns} ns) to be sampled"
+            );
+            // Expiries are seen at scheduler ticks; the interval reloads
+            // from the scheduled expiry, so the rate holds and only the
+            // last period may be cut off.
+            assert!(
+                got + 2 >= want * 3 / 4 && got <= want * 11 / 10 + 2,
+                "{engine}: thread {tid}: {got} samples for {ns} ns of CPU at {FREQ} Hz \
+                 (about {want})"
+            );
+        }
+        let c = counts(&report);
+        let samples = c[0];
+        assert_eq!(
+            report["perf_event"]["samples"].as_u64(),
+            Some(samples),
+            "{engine}: the report's samples (summed over the tree) are the program's runs"
+        );
+        assert_eq!(report["perf_event"]["frequency"], FREQ, "{engine}");
+        // Where the threads were: spin() is nearly all of their CPU time.
+        assert!(
+            c[1] * 10 >= samples * 9,
+            "{engine}: {} of {samples} samples in spin()",
+            c[1]
+        );
+        assert_eq!(c[2], samples, "{engine}: every sample has a user stack");
+        assert_eq!(c[3], samples, "{engine}: no kernel stack: -EFAULT");
+        assert_eq!(c[4], 1_000_000_000 / FREQ, "{engine}: sample_period");
+        assert_eq!(c[5], samples, "{engine}: user-mode cs");
+        // The user stacks walk from spin() into work() (frame pointers).
+        let stacks = report["maps"]["stacks"].as_array().unwrap();
+        let mut in_spin = 0;
+        for s in stacks {
+            let b = bpfjet_maps::state::parse_hex(s["value"].as_str().unwrap()).unwrap();
+            let frame = |i: usize| u64::from_le_bytes(b[i * 8..i * 8 + 8].try_into().unwrap());
+            if (f.spin.0..f.spin.1).contains(&frame(0)) {
+                in_spin += 1;
+                assert!(
+                    (f.work.0..f.work.1).contains(&frame(1)),
+                    "{engine}: a stack from spin() returns to {:#x}, not into work() {:#x?}",
+                    frame(1),
+                    f.work
+                );
+            }
+        }
+        assert!(
+            in_spin > 0,
+            "{engine}: no stack starts in spin(): {stacks:?}"
+        );
+    }
+}
+
+#[test]
+fn a_running_process_is_not_sampled_and_says_so() {
+    let f = fixture();
+    let out = Command::new(env!("CARGO_BIN_EXE_bpfjet"))
+        .arg("trace")
+        .arg(f.dir.join("sample.o"))
+        .args(["--pid", &std::process::id().to_string()])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success(),
+        "--pid with a perf_event program: {stderr}"
+    );
+    assert!(
+        stderr.contains("\"perf_event\"") && stderr.contains("--pid does not sample"),
+        "{stderr}"
+    );
+}

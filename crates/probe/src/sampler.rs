@@ -1,0 +1,173 @@
+//! CPU-time sampling of the process's own threads: what a `perf_event`
+//! program on a `cpu-clock` event sees of one process.
+//!
+//! The kernel's sampling profiler (libbpf-tools' `profile`, bpftrace's
+//! `profile:hz:N`) runs a `perf_event` program every 1/F seconds of CPU
+//! time, in whatever task is on the CPU, with that task's registers. Inside
+//! one process the same samples are that process's: each thread gets a
+//! POSIX timer on its own CPU-time clock (`CLOCK_THREAD_CPUTIME_ID`), which
+//! signals that very thread (`SIGEV_THREAD_ID`) every period of CPU time it
+//! consumed; the handler hands the interrupted registers (the signal's
+//! `ucontext`) to the sample handler, as an `int3` probe's handler gets
+//! them. An interval timer reloads from its scheduled expiry, not from when
+//! the tick noticed it, so the rate stays F per CPU second though expiries
+//! are seen at scheduler ticks.
+//!
+//! A sample is skipped (counted in [`missed`]) when it lands in a thread
+//! already inside one of bpfjet's handlers (a probe's program, another
+//! sample): the kernel skips a program that would recurse the same way.
+//! The handler allocates nothing and takes no lock: threads are made ready
+//! ([`arm_current_thread`]'s caller warms what the programs need) before
+//! their timer starts.
+//!
+//! The signal is [`signal`] (`SIGRTMAX - 2`); a process that blocks it in a
+//! thread gets no samples of that thread (they stay pending), and one that
+//! installs its own handler for it replaces bpfjet's.
+
+use crate::regs::PtRegs;
+use crate::uprobe::{enter_handler, leave_handler, ProbeHandler};
+use crate::ProbeError;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Mutex, OnceLock};
+
+static HANDLER: OnceLock<ProbeHandler> = OnceLock::new();
+static PERIOD_NS: AtomicU64 = AtomicU64::new(0);
+static SAMPLES: AtomicU64 = AtomicU64::new(0);
+static MISSED: AtomicU64 = AtomicU64::new(0);
+/// The timers made in this process (deleted by [`stop`]).
+static TIMERS: Mutex<Vec<usize>> = Mutex::new(Vec::new());
+
+/// The sampling signal.
+pub fn signal() -> i32 {
+    libc::SIGRTMAX() - 2
+}
+
+/// Whether [`install`] was called: new threads are to be armed.
+pub fn active() -> bool {
+    PERIOD_NS.load(Ordering::Acquire) != 0
+}
+
+/// The sampling period in nanoseconds of CPU time (0: not sampling).
+pub fn period_ns() -> u64 {
+    PERIOD_NS.load(Ordering::Acquire)
+}
+
+/// Samples handled so far.
+pub fn samples() -> u64 {
+    SAMPLES.load(Ordering::Relaxed)
+}
+
+/// Samples skipped: their thread was inside another of bpfjet's handlers.
+pub fn missed() -> u64 {
+    MISSED.load(Ordering::Relaxed)
+}
+
+/// Installs the signal handler: `handler` gets each sample's registers
+/// (`rip` where the thread was interrupted). Threads are armed one by one
+/// ([`arm_current_thread`]). Once per process.
+pub fn install(period_ns: u64, handler: ProbeHandler) -> Result<(), ProbeError> {
+    if period_ns == 0 {
+        return Err(ProbeError::Os {
+            what: "sampling period of 0 ns".into(),
+            err: std::io::Error::from_raw_os_error(libc::EINVAL),
+        });
+    }
+    if HANDLER.set(handler).is_err() {
+        return Err(ProbeError::Os {
+            what: "the sampler installed twice".into(),
+            err: std::io::Error::from_raw_os_error(libc::EBUSY),
+        });
+    }
+    // SAFETY: a plain sigaction with a handler of the right signature.
+    unsafe {
+        let mut act: libc::sigaction = std::mem::zeroed();
+        act.sa_sigaction = on_sample as *const () as usize;
+        act.sa_flags = libc::SA_SIGINFO | libc::SA_RESTART | libc::SA_ONSTACK;
+        libc::sigemptyset(&mut act.sa_mask);
+        if libc::sigaction(signal(), &act, std::ptr::null_mut()) != 0 {
+            return Err(ProbeError::os("sigaction(sampling signal)"));
+        }
+    }
+    PERIOD_NS.store(period_ns, Ordering::Release);
+    Ok(())
+}
+
+/// Starts the calling thread's CPU-time timer (its signal unblocked).
+pub fn arm_current_thread() -> Result<(), ProbeError> {
+    let period = period_ns();
+    if period == 0 {
+        return Ok(());
+    }
+    // SAFETY: timer_create/settime with fully initialised arguments; the
+    // timer id is kept for `stop`.
+    unsafe {
+        let mut set: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut set);
+        libc::sigaddset(&mut set, signal());
+        libc::pthread_sigmask(libc::SIG_UNBLOCK, &set, std::ptr::null_mut());
+        let mut sev: libc::sigevent = std::mem::zeroed();
+        sev.sigev_notify = libc::SIGEV_THREAD_ID;
+        sev.sigev_signo = signal();
+        sev.sigev_notify_thread_id = libc::gettid();
+        let mut timer: libc::timer_t = std::ptr::null_mut();
+        if libc::timer_create(libc::CLOCK_THREAD_CPUTIME_ID, &mut sev, &mut timer) != 0 {
+            return Err(ProbeError::os("timer_create(CLOCK_THREAD_CPUTIME_ID)"));
+        }
+        let ts = libc::timespec {
+            tv_sec: (period / 1_000_000_000) as libc::time_t,
+            tv_nsec: (period % 1_000_000_000) as libc::c_long,
+        };
+        let spec = libc::itimerspec {
+            it_interval: ts,
+            it_value: ts,
+        };
+        if libc::timer_settime(timer, 0, &spec, std::ptr::null_mut()) != 0 {
+            let e = ProbeError::os("timer_settime");
+            libc::timer_delete(timer);
+            return Err(e);
+        }
+        TIMERS
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(timer as usize);
+    }
+    Ok(())
+}
+
+/// In a forked child: the parent's timers are not the child's (the kernel
+/// gives a child none), so forget them; the caller arms the child's thread.
+pub fn forget_parent_timers() {
+    TIMERS.lock().unwrap_or_else(|e| e.into_inner()).clear();
+}
+
+/// Stops every timer of this process: no sample runs after this returns
+/// but those already being delivered.
+pub fn stop() {
+    let timers = std::mem::take(&mut *TIMERS.lock().unwrap_or_else(|e| e.into_inner()));
+    for t in timers {
+        // SAFETY: a timer this process created and has not deleted.
+        unsafe { libc::timer_delete(t as libc::timer_t) };
+    }
+}
+
+extern "C" fn on_sample(_sig: i32, info: *mut libc::siginfo_t, ctx: *mut libc::c_void) {
+    // SAFETY: the kernel passes a siginfo and this thread's ucontext.
+    let (info, uc) = unsafe { (&*info, &*(ctx as *const libc::ucontext_t)) };
+    // Only a timer's expiry is a sample (someone's kill() is not).
+    if info.si_code != libc::SI_TIMER {
+        return;
+    }
+    let Some(handler) = HANDLER.get() else {
+        return;
+    };
+    let thread = crate::thread::current();
+    if !enter_handler(thread) {
+        MISSED.fetch_add(1, Ordering::Relaxed);
+        return;
+    }
+    SAMPLES.fetch_add(1, Ordering::Relaxed);
+    let g = &uc.uc_mcontext.gregs;
+    let mut regs = PtRegs::from_signal_gregs(g, g[libc::REG_RIP as usize] as u64);
+    crate::syscalls::allowed(|| handler(&mut regs));
+    leave_handler(thread);
+}
