@@ -11,16 +11,17 @@
 //! in `spin()` (the target is built without PIE so its addresses are
 //! known), with a user stack walked from there through `work()`, and no
 //! kernel stack (-EFAULT, as the kernel answers for a user-mode sample).
-//! The kernel's own `cpu-clock` samples are not compared run by run: they
-//! are as statistical as these; the count per CPU second is what both
-//! promise.
+//! The kernel runs the same object on a `cpu-clock` event of the target
+//! at the same frequency (tests/trace/kernel_loader.c, inherited by its
+//! threads and child) and is held to the same law in its own run: samples
+//! per CPU second, user stacks, no kernel stack, the period.
 
 mod trace_common;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::OnceLock;
-use trace_common::{cc, counts, hex_u64, json_report, run_ok, serial, SRC};
+use trace_common::{cc, counts, hex_u64, json_report, loader_slots, run_ok, serial, SRC};
 
 const FREQ: u64 = 200;
 
@@ -67,6 +68,12 @@ fn fixture() -> &'static Fixture {
             &["-O0", "-no-pie", "-fno-omit-frame-pointer"],
             &["-lpthread"],
         );
+        cc(
+            "kernel_loader.c",
+            dir.join("kernel_loader"),
+            &["-O1"],
+            &["-lbpf"],
+        );
         Fixture {
             spin: symbol_range(&target, "spin"),
             work: symbol_range(&target, "work"),
@@ -91,10 +98,56 @@ fn trace(f: &Fixture, engine: &str, extra: &[&str]) -> std::process::Output {
         .unwrap()
 }
 
+/// The "cpu TID NS" lines of the target (its threads' CPU time).
+fn cpu_times(stderr: &str) -> BTreeMap<u64, u64> {
+    stderr
+        .lines()
+        .filter_map(|l| l.strip_prefix("cpu "))
+        .map(|l| {
+            let mut w = l.split_whitespace().map(|v| v.parse::<u64>().unwrap());
+            (w.next().unwrap(), w.next().unwrap())
+        })
+        .collect()
+}
+
+/// Whether `got` samples are F × `ns` of CPU time: expiries are seen at
+/// scheduler ticks (bpfjet's timers) or the period adapts (the kernel's
+/// frequency mode), and the last period may be cut off.
+fn about_right(got: u64, ns: u64) -> bool {
+    let want = ns * FREQ / 1_000_000_000;
+    got + 2 >= want * 3 / 4 && got <= want * 11 / 10 + 2
+}
+
 #[test]
 fn samples_follow_each_threads_cpu_time_where_it_runs() {
     let f = fixture();
     let _serial = serial();
+    let kernel = Command::new(f.dir.join("kernel_loader"))
+        .env("LOADER_SLOTS", "7")
+        .env("LOADER_SAMPLE_FREQ", FREQ.to_string())
+        .arg(f.dir.join("sample.o"))
+        .arg(f.dir.join("target"))
+        .arg("60000000")
+        .output()
+        .unwrap();
+    if let Some(k) = loader_slots(&kernel, "of perf_event samples") {
+        let cpu = cpu_times(&String::from_utf8_lossy(&kernel.stderr));
+        assert_eq!(cpu.len(), 3, "the kernel's run: three threads report");
+        let ns: u64 = cpu.values().sum();
+        assert!(
+            about_right(k[0], ns),
+            "the kernel: {} samples for {ns} ns of CPU at {FREQ} Hz",
+            k[0]
+        );
+        assert_eq!(k[2], k[0], "the kernel: every sample has a user stack");
+        assert_eq!(k[4], 1_000_000_000 / FREQ, "the kernel's sample_period");
+        assert!(
+            k[5] * 10 >= k[0] * 9,
+            "the kernel: the target runs in user mode ({} of {})",
+            k[5],
+            k[0]
+        );
+    }
     for engine in ["interp", "jit"] {
         let out = trace(f, engine, &[]);
         let report = json_report(&out);
@@ -102,14 +155,7 @@ fn samples_follow_each_threads_cpu_time_where_it_runs() {
         assert_eq!(report["exit_code"], 0, "{engine}: {stderr}");
         assert_eq!(report["faults"], 0, "{engine}: {report}");
         // The target's threads and their CPU time.
-        let cpu: BTreeMap<u64, u64> = stderr
-            .lines()
-            .filter_map(|l| l.strip_prefix("cpu "))
-            .map(|l| {
-                let mut w = l.split_whitespace().map(|v| v.parse::<u64>().unwrap());
-                (w.next().unwrap(), w.next().unwrap())
-            })
-            .collect();
+        let cpu = cpu_times(&stderr);
         assert_eq!(cpu.len(), 3, "{engine}: three threads report: {stderr}");
         let by_tid: BTreeMap<u64, u64> = report["maps"]["by_tid"]
             .as_array()
@@ -129,11 +175,8 @@ fn samples_follow_each_threads_cpu_time_where_it_runs() {
                 want >= 10,
                 "{engine}: thread {tid} ran too short ({ns} ns) to be sampled"
             );
-            // Expiries are seen at scheduler ticks; the interval reloads
-            // from the scheduled expiry, so the rate holds and only the
-            // last period may be cut off.
             assert!(
-                got + 2 >= want * 3 / 4 && got <= want * 11 / 10 + 2,
+                about_right(got, *ns),
                 "{engine}: thread {tid}: {got} samples for {ns} ns of CPU at {FREQ} Hz \
                  (about {want})"
             );

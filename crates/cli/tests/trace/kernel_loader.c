@@ -14,7 +14,13 @@
  * that cgroup before it starts and the directory is put into slot 0 of a
  * CGROUP_ARRAY map named `cgroup_filter`, so that a program can count the
  * command's process tree only (bpf_current_task_under_cgroup).
+ * A perf_event program (no auto-attach in libbpf) is linked to a cpu-clock
+ * event of the command sampling at $LOADER_SAMPLE_FREQ Hz (49 unless set),
+ * inherited by its threads and children, as a profiler opens it for one
+ * process.
  * Usage: kernel_loader OBJ CMD ARGS... */
+#include <linux/perf_event.h>
+#include <sys/syscall.h>
 #include <fcntl.h>
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
@@ -81,6 +87,25 @@ int main(int argc, char **argv)
 	struct bpf_program *prog;
 	bpf_object__for_each_program(prog, obj)
 	{
+		if (bpf_program__type(prog) == BPF_PROG_TYPE_PERF_EVENT) {
+			const char *freq = getenv("LOADER_SAMPLE_FREQ");
+			struct perf_event_attr attr = {
+				.type = PERF_TYPE_SOFTWARE,
+				.size = sizeof(attr),
+				.config = PERF_COUNT_SW_CPU_CLOCK,
+				.freq = 1,
+				.sample_freq = freq ? strtoull(freq, NULL, 0) : 49,
+				.inherit = 1,
+			};
+			int pfd = syscall(__NR_perf_event_open, &attr, child, -1, -1,
+					  PERF_FLAG_FD_CLOEXEC);
+			if (pfd < 0 || !bpf_program__attach_perf_event(prog, pfd)) {
+				fprintf(stderr, "attach %s to a cpu-clock event failed\n",
+					bpf_program__name(prog));
+				return 2;
+			}
+			continue;
+		}
 		if (!bpf_program__attach(prog)) {
 			fprintf(stderr, "attach %s failed\n", bpf_program__name(prog));
 			return 2;
