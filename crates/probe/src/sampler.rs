@@ -135,9 +135,12 @@ pub fn arm_current_thread() -> Result<(), ProbeError> {
 }
 
 /// In a forked child: the parent's timers are not the child's (the kernel
-/// gives a child none), so forget them; the caller arms the child's thread.
+/// gives a child none), so forget them, and the counts start at zero (the
+/// parent reports its own); the caller arms the child's thread.
 pub fn forget_parent_timers() {
     TIMERS.lock().unwrap_or_else(|e| e.into_inner()).clear();
+    SAMPLES.store(0, Ordering::Relaxed);
+    MISSED.store(0, Ordering::Relaxed);
 }
 
 /// Stops every timer of this process: no sample runs after this returns

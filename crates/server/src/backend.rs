@@ -306,9 +306,14 @@ impl BpfjetBackend {
 
     /// One stderr line per process and subject: what bpfjet does not serve.
     pub fn warn_once(&self, subject: &str, why: &str) {
+        self.note_once(subject, &format!("is not served by bpfjet: {why}"));
+    }
+
+    /// One stderr line per process and subject: `bpfjet: SUBJECT WHAT`.
+    pub fn note_once(&self, subject: &str, what: &str) {
         let mut w = self.warned.lock().unwrap_or_else(PoisonError::into_inner);
         if w.insert(subject.to_string()) {
-            eprintln!("bpfjet: {subject} is not served by bpfjet: {why}");
+            eprintln!("bpfjet: {subject} {what}");
         }
     }
 

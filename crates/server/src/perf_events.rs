@@ -61,10 +61,19 @@ pub enum ProbePoint {
     /// `raw_tracepoint/NAME` (`sys_enter` or `sys_exit`).
     RawTracepoint { name: String },
     /// A `cpu-clock` software event of every process on CPU `cpu`, its
-    /// overflow every `period_ns` (bpftrace's `interval`): a program
-    /// linked to it runs on a timer in the control plane's own process
-    /// (crate::perf_timers), not in traced processes.
-    Timer { period_ns: u64, cpu: i32 },
+    /// overflow every `period_ns`. A program linked to it that observes
+    /// nothing of the interrupted task (bpftrace's `interval`) runs on a
+    /// timer in the control plane's own process (crate::perf_timers);
+    /// one that does (a sampling profiler: bpftrace's `profile`) is
+    /// `sampled`: it runs in the processes bpfjet traces for the
+    /// instance, on samples of each thread's CPU time at that period
+    /// (docs/TRACING.md, "Sampling").
+    Timer {
+        period_ns: u64,
+        cpu: i32,
+        #[serde(default)]
+        sampled: bool,
+    },
 }
 
 impl ProbePoint {

@@ -130,7 +130,11 @@ impl BpfjetBackend {
         self.fds.insert(
             fd as i32,
             Obj::PerfEvent(Arc::new(PerfProbe {
-                point: ProbePoint::Timer { period_ns, cpu },
+                point: ProbePoint::Timer {
+                    period_ns,
+                    cpu,
+                    sampled: false,
+                },
                 pid: -1,
                 link: std::sync::Mutex::new(None),
                 enabled: Arc::new(AtomicBool::new(bits & ATTR_DISABLED == 0)),
@@ -160,8 +164,30 @@ impl BpfjetBackend {
         None
     }
 
-    /// Starts the timer of link `link_id`: program `prog` at the event's
-    /// period while `enabled`, until the link's record goes.
+    /// What `prog`, linked to a `cpu-clock` event, observes of the task
+    /// the event interrupts: its registers (the context) or a helper
+    /// answering for the current task; None: nothing (bpftrace's
+    /// `interval`), it can run on a timer anywhere.
+    pub(crate) fn observes_task(&self, prog: &ProgObj) -> Result<Option<String>, Errno> {
+        let (tracing, id, _) = self.caller_object(prog, "perf_event")?;
+        Ok(if tracing.programs()[id].ctx_bytes() > 0 {
+            Some("it reads its context (the interrupted registers)".to_string())
+        } else {
+            TASK_HELPERS
+                .iter()
+                .find(|&&h| tracing.calls_helper(h))
+                .map(|&h| {
+                    format!(
+                        "it calls bpf_{}#{h}, whose answer is the task the event interrupted",
+                        kernel_helper_name(h).unwrap_or("?")
+                    )
+                })
+        })
+    }
+
+    /// Starts the timer of link `link_id`: program `prog` (which observes
+    /// nothing of the interrupted task) at the event's period while
+    /// `enabled`, until the link's record goes.
     pub(crate) fn start_timer(
         &self,
         prog: &ProgObj,
@@ -181,31 +207,6 @@ impl BpfjetBackend {
                 (m, path, seen)
             })
             .collect();
-        // What the program observes of the interrupted task: its registers
-        // (the context) or a helper answering for the current task.
-        let observes = if tracing.programs()[id].ctx_bytes() > 0 {
-            Some("it reads its context (the interrupted registers)".to_string())
-        } else {
-            TASK_HELPERS
-                .iter()
-                .find(|&&h| tracing.calls_helper(h))
-                .map(|&h| {
-                    format!(
-                        "it calls bpf_{}#{h}, whose answer is the task the timer interrupted",
-                        kernel_helper_name(h).unwrap_or("?")
-                    )
-                })
-        };
-        if let Some(why) = observes {
-            self.warn_once(
-                &format!("perf_event program {} on a cpu-clock timer", prog.rec.name),
-                &format!(
-                    "{why}: bpfjet runs perf_event programs on a timer in the control plane's \
-                     own process (bpftrace's interval), not as a sampling profiler"
-                ),
-            );
-            return Err(Errno::EINVAL);
-        }
         let record = self.ns.record_path(crate::namespace::Kind::Link, link_id);
         let period = Duration::from_nanos(period_ns).max(MIN_PERIOD);
         let name = prog.rec.name.clone();

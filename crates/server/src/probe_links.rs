@@ -186,20 +186,48 @@ impl BpfjetBackend {
         if matches!(event.point, ProbePoint::Timer { period_ns: 0, .. }) {
             return Err(Errno::EINVAL);
         }
+        let mut point = event.point.clone();
+        if let ProbePoint::Timer {
+            period_ns, sampled, ..
+        } = &mut point
+        {
+            // A program that observes the interrupted task is a sampling
+            // profiler: it runs in the traced processes, each thread
+            // sampled every period of its CPU time.
+            if let Some(why) = self.observes_task(prog)? {
+                *sampled = true;
+                self.note_once(
+                    &format!("perf_event program {} on a cpu-clock event", prog.rec.name),
+                    &format!(
+                        "{why}: runs as a sampling profiler in the processes bpfjet traces \
+                         for this instance (bpfjet trace --instance, programs started under \
+                         bpfjet exec), each thread sampled every {period_ns} ns of its CPU \
+                         time; other processes are not sampled"
+                    ),
+                );
+            }
+        }
         let id = self.probe_link_record(
             prog,
             ProbeLink {
-                point: event.point.clone(),
+                point: point.clone(),
                 pid: event.pid,
                 cookie,
                 event: Some((std::process::id(), event_fd, fd_inode(event_fd))),
             },
         )?;
-        if let ProbePoint::Timer { period_ns, .. } = event.point {
+        if let ProbePoint::Timer {
+            period_ns,
+            sampled: false,
+            ..
+        } = point
+        {
             if let Err(e) = self.start_timer(prog, id, period_ns, event.enabled.clone()) {
                 self.release_link(id);
                 return Err(e);
             }
+        } else if matches!(point, ProbePoint::Timer { .. }) {
+            // Sampled in the traced processes: nothing to take now.
         } else if event.pid > 0 {
             // A probe for one process: taken there now (pid_attach.rs).
             let file = match &event.point {
@@ -399,6 +427,8 @@ pub struct TracedProgram {
     pub semaphore: Option<(String, u64)>,
     /// The link's record: the program runs while it exists.
     pub link_record: std::path::PathBuf,
+    /// A sampled `cpu-clock` link's period in ns of CPU time (0: not one).
+    pub sample_period_ns: u64,
 }
 
 /// The instance's probe-link generation word, bumped whenever a probe
@@ -424,6 +454,7 @@ pub fn traced_object(ns: &Namespace, pid: u32) -> Result<TracedObject, String> {
     let mut maps: Vec<Arc<Map>> = Vec::new();
     let mut programs = Vec::new();
     let mut traced = Vec::new();
+    let mut sampled_programs = std::collections::BTreeSet::new();
     let mut license = String::from("GPL");
     for id in ns.ids(Kind::Link) {
         let Ok(link) = ns
@@ -437,11 +468,19 @@ pub fn traced_object(ns: &Namespace, pid: u32) -> Result<TracedObject, String> {
         // for another process is not this one's.
         let points: Vec<&ProbeLink> = link
             .probe_points()
-            .filter(|p| !matches!(p.point, ProbePoint::Timer { .. }))
+            .filter(|p| !matches!(p.point, ProbePoint::Timer { sampled: false, .. }))
             .filter(|p| p.pid == -1 || p.pid as u32 == pid)
             .collect();
         if points.is_empty() {
             continue;
+        }
+        // A profiler links one program to the event of every CPU: a thread
+        // is on one CPU at a time, so each sample runs it once (the first
+        // link of the program stands for all).
+        if let Some(ProbePoint::Timer { period_ns, .. }) = points.first().map(|p| &p.point) {
+            if !sampled_programs.insert((link.prog_id, *period_ns)) {
+                continue;
+            }
         }
         let rec: ProgRecord = ns
             .read_record(Kind::Prog, link.prog_id)
@@ -513,6 +552,10 @@ pub fn traced_object(ns: &Namespace, pid: u32) -> Result<TracedObject, String> {
                     _ => None,
                 },
                 link_record: ns.record_path(Kind::Link, id),
+                sample_period_ns: match &probe.point {
+                    ProbePoint::Timer { period_ns, .. } => *period_ns,
+                    _ => 0,
+                },
             });
         }
     }

@@ -252,10 +252,12 @@ fn a_timer_program_runs_while_enabled_as_on_the_kernel() {
     let _ = std::fs::remove_dir_all(&run_dir);
     let _ = bpfjet_maps::Instance::remove_stale(&name);
     check("bpfjet", ours);
-    assert_eq!(
-        our_task,
-        Err(Errno::EINVAL),
-        "bpfjet refuses a timer program that reads the interrupted task"
+    // A program that reads the interrupted task is linked as the kernel
+    // links it, as a sampling profiler of the traced processes (no timer
+    // here: docs/TRACING.md, "Sampling").
+    assert!(
+        our_task.is_ok(),
+        "bpfjet links a task-reading program: {our_task:?}"
     );
     eprintln!("runs in 400 ms: kernel {}, bpfjet {}", kernel[1], ours[1]);
 }

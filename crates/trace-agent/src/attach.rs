@@ -512,6 +512,14 @@ pub fn start(cfg: Config) -> Result<(), String> {
     // One program per link: its link's cookie at every hit, and it runs
     // while the link lasts.
     let mut tracing = tracing;
+    // A control plane's sampled cpu-clock links carry their period; a
+    // `bpfjet trace` object samples at `--sample-freq`.
+    let sample_period_ns = links
+        .as_ref()
+        .and_then(|(_, programs)| programs.iter().find(|p| p.sample_period_ns > 0))
+        .map_or(1_000_000_000 / cfg.sample_freq.max(1), |p| {
+            p.sample_period_ns
+        });
     if let Some((generation, programs)) = &links {
         crate::late_links::loaded(programs.iter().map(|p| p.link_id));
         for p in programs {
@@ -906,7 +914,7 @@ pub fn start(cfg: Config) -> Result<(), String> {
         let _ = SYSCALL_PROGRAMS.set(sys);
     }
     if !perf_programs.is_empty() {
-        crate::sampling::start(object, perf_programs, agent.cfg.sample_freq)?;
+        crate::sampling::start(object, perf_programs, sample_period_ns)?;
         crate::threads::enable_thread_hook();
     }
     Ok(())

@@ -19,25 +19,31 @@ use crate::{alive, attach::regs_view};
 use bpfjet_probe::regs::PtRegs;
 use bpfjet_probe::sampler;
 use bpfjet_runtime::tracing::{PerfEventData, ProbeSite, TracingObject};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::OnceLock;
 
 static OBJECT: OnceLock<&'static TracingObject> = OnceLock::new();
+/// Samples that landed in the agent's own work or an unready thread.
+static SKIPPED: AtomicU64 = AtomicU64::new(0);
 
-/// Starts sampling at `freq` Hz of CPU time with `programs` (ids in
+/// Starts sampling every `period` ns of CPU time with `programs` (ids in
 /// `object`) run on each sample, and arms the calling thread.
 pub(crate) fn start(
     object: &'static TracingObject,
     programs: Vec<usize>,
-    freq: u64,
+    period: u64,
 ) -> Result<(), String> {
-    let period = 1_000_000_000 / freq.clamp(1, 1_000_000_000);
+    let period = period.max(1);
     let handler: bpfjet_probe::ProbeHandler = Box::new(move |regs: &mut PtRegs| {
-        let Some(armed) = alive::can_run() else {
-            return;
-        };
-        if !armed.is_armed() {
-            // Arming may allocate: not in a signal handler.
-            return;
+        // Not in the agent's own work (it may hold the locks a program
+        // takes), nor in a thread whose guard is not armed (arming may
+        // allocate): skipped, counted.
+        match alive::can_run() {
+            Some(armed) if armed.is_armed() => {}
+            _ => {
+                SKIPPED.fetch_add(1, Ordering::Relaxed);
+                return;
+            }
         }
         let mut data = PerfEventData {
             regs: *regs_view(regs),
@@ -82,6 +88,7 @@ pub(crate) fn arm_current_thread() {
 pub(crate) fn forked_child() {
     if active() {
         sampler::forget_parent_timers();
+        SKIPPED.store(0, Ordering::Relaxed);
         arm_current_thread();
     }
 }
@@ -91,14 +98,15 @@ pub(crate) fn stop() {
     sampler::stop();
 }
 
-/// The report's `"perf_event"`: frequency, samples run, samples skipped
-/// (the thread was in another of bpfjet's handlers).
+/// The report's `"perf_event"`: frequency, samples taken (the programs
+/// ran), samples skipped (the thread was in another of bpfjet's handlers
+/// or in the agent's own work).
 pub(crate) fn report() -> Option<serde_json::Value> {
     active().then(|| {
         serde_json::json!({
             "frequency": 1_000_000_000 / sampler::period_ns().max(1),
-            "samples": sampler::samples(),
-            "missed": sampler::missed(),
+            "samples": sampler::samples() - SKIPPED.load(Ordering::Relaxed),
+            "missed": sampler::missed() + SKIPPED.load(Ordering::Relaxed),
         })
     })
 }
