@@ -199,10 +199,10 @@ impl BpfjetBackend {
                 self.note_once(
                     &format!("perf_event program {} on a cpu-clock event", prog.rec.name),
                     &format!(
-                        "{why}: runs as a sampling profiler in the processes bpfjet traces \
-                         for this instance (bpfjet trace --instance, programs started under \
+                        "runs as a sampling profiler in the processes bpfjet traces for \
+                         this instance (bpfjet trace --instance, programs started under \
                          bpfjet exec), each thread sampled every {period_ns} ns of its CPU \
-                         time; other processes are not sampled"
+                         time; other processes are not sampled ({why})"
                     ),
                 );
             }

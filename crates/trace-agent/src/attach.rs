@@ -913,7 +913,15 @@ pub fn start(cfg: Config) -> Result<(), String> {
         let sys = install_syscalls(object, sys, inline)?;
         let _ = SYSCALL_PROGRAMS.set(sys);
     }
-    if !perf_programs.is_empty() {
+    if !perf_programs.is_empty() && crate::late_attach::is_late() {
+        // Loaded into a running process, the agent cannot make a timer in
+        // each of its threads (nor see the threads it creates later).
+        eprintln!(
+            "bpfjet trace: pid {}: perf_event programs are not run in a process bpfjet \
+             attached to while it ran; only processes bpfjet starts are sampled",
+            std::process::id()
+        );
+    } else if !perf_programs.is_empty() {
         crate::sampling::start(object, perf_programs, sample_period_ns)?;
         crate::threads::enable_thread_hook();
     }
