@@ -144,7 +144,7 @@ assert r["ok"] and r["generation"] == 1 and r["maps"]["kept"] == ["mode"], r
 PY
 got=$(inA python3 "$HERE/pkt.py" echo vA "$MAC_B" 200)
 [ "$got" -ge 190 ] || fail "REPLACE: $got of 200 echoes from the replaced program"
-inB "$BPFJET" map lookup --instance "$INST" mode 00000000 --json | grep -q '"value":"01000000"' ||
+inB "$BPFJET" map lookup --instance "$INST" mode 00000000 --json | grep '"value":"01000000"' > /dev/null ||
     fail "REPLACE: the kept mode map lost its contents"
 echo "ok - REPLACE: hot-swapped to an always-TX build, $got/200 echoes, mode map kept"
 

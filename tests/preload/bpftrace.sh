@@ -85,7 +85,7 @@ fail() { echo "FAIL $*"; fails=$((fails + 1)); }
 wait_attached() {
     local under_bpfjet=0
     { tr '\0' ' ' < "/proc/$1/cmdline"; tr '\0' '\n' < "/proc/$1/environ"; } 2>/dev/null \
-        | grep -q 'bpfjet exec\|libbpfjet\.so' && under_bpfjet=1
+        | grep 'bpfjet exec\|libbpfjet\.so' > /dev/null && under_bpfjet=1
     for _ in $(seq 200); do
         if grep -q '^Attaching' "$2" 2>/dev/null; then
             [ "$under_bpfjet" = 1 ] || { sleep 1; return 0; }
@@ -625,7 +625,7 @@ KERNEL_NEEDS='^@\[uprobe:.*:strerrordesc_np\]: 2$' compare_script "libc wildcard
 # few frames — here the generator expressions of its startup — the same
 # under both.)
 PY=$(readlink -f /usr/bin/python3)
-if readelf -n "$PY" 2>/dev/null | grep -q 'Name: function__entry'; then
+if readelf -n "$PY" 2>/dev/null | grep 'Name: function__entry' > /dev/null; then
     KERNEL_NEEDS='^@\[<genexpr>\]: 2$' compare_script "python USDT function__entry" \
         "usdt:$PY:python:function__entry /comm == \"$(basename "$PY")\"/ { @[str(uptr(arg1))] = count(); }" \
         "$PY" -c 'print(sum(x * x for x in range(10)))'

@@ -11,7 +11,9 @@
 //! `ucontext`) to the sample handler, as an `int3` probe's handler gets
 //! them. An interval timer reloads from its scheduled expiry, not from when
 //! the tick noticed it, so the rate stays F per CPU second though expiries
-//! are seen at scheduler ticks.
+//! are seen at scheduler ticks; the first expiry is at a random point of
+//! the first period, so that threads shorter than a period are sampled as
+//! often as their CPU time says.
 //!
 //! A sample is skipped (counted in [`missed`]) when it lands in a thread
 //! already inside one of bpfjet's handlers (a probe's program, another
@@ -113,13 +115,18 @@ pub fn arm_current_thread() -> Result<(), ProbeError> {
         if libc::timer_create(libc::CLOCK_THREAD_CPUTIME_ID, &mut sev, &mut timer) != 0 {
             return Err(ProbeError::os("timer_create(CLOCK_THREAD_CPUTIME_ID)"));
         }
-        let ts = libc::timespec {
-            tv_sec: (period / 1_000_000_000) as libc::time_t,
-            tv_nsec: (period % 1_000_000_000) as libc::c_long,
+        let ts = |ns: u64| libc::timespec {
+            tv_sec: (ns / 1_000_000_000) as libc::time_t,
+            tv_nsec: (ns % 1_000_000_000) as libc::c_long,
         };
+        // The first expiry at a random point of the first period: a
+        // CPU's clock has no phase relation to a thread's start, so a
+        // thread that runs less than a period is sampled with the
+        // probability its CPU time gives (with the full period first, a
+        // short-lived thread would never be).
         let spec = libc::itimerspec {
-            it_interval: ts,
-            it_value: ts,
+            it_interval: ts(period),
+            it_value: ts(1 + first_phase() % period),
         };
         if libc::timer_settime(timer, 0, &spec, std::ptr::null_mut()) != 0 {
             let e = ProbeError::os("timer_settime");
@@ -130,8 +137,45 @@ pub fn arm_current_thread() -> Result<(), ProbeError> {
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .push(timer as usize);
+        THREAD_TIMER.with(|t| t.0.set(timer as usize));
     }
     Ok(())
+}
+
+/// The calling thread's timer, deleted when the thread exits: a process
+/// that makes many short-lived threads does not pile up timers (each
+/// holds a queued signal of the user's RLIMIT_SIGPENDING).
+struct ThreadTimer(std::cell::Cell<usize>);
+
+impl Drop for ThreadTimer {
+    fn drop(&mut self) {
+        let t = self.0.get();
+        if t == 0 {
+            return;
+        }
+        let mut timers = TIMERS.lock().unwrap_or_else(|e| e.into_inner());
+        // Not there: `stop` deleted it already (or a fork forgot it).
+        if let Some(i) = timers.iter().position(|&x| x == t) {
+            timers.swap_remove(i);
+            // SAFETY: a timer this thread created and nobody deleted.
+            unsafe { libc::timer_delete(t as libc::timer_t) };
+        }
+    }
+}
+
+thread_local! {
+    static THREAD_TIMER: ThreadTimer = const { ThreadTimer(std::cell::Cell::new(0)) };
+}
+
+/// A pseudo-random number for a thread's first expiry (the thread id and
+/// the time-stamp counter, mixed).
+fn first_phase() -> u64 {
+    // SAFETY: gettid has no preconditions; rdtsc only reads the counter.
+    let (tid, tsc) = unsafe { (libc::gettid() as u64, core::arch::x86_64::_rdtsc()) };
+    let mut x = tid.wrapping_mul(0x9e37_79b9_7f4a_7c15) ^ tsc;
+    x ^= x >> 33;
+    x = x.wrapping_mul(0xff51_afd7_ed55_8ccd);
+    x ^ (x >> 33)
 }
 
 /// In a forked child: the parent's timers are not the child's (the kernel
@@ -163,14 +207,23 @@ extern "C" fn on_sample(_sig: i32, info: *mut libc::siginfo_t, ctx: *mut libc::c
     let Some(handler) = HANDLER.get() else {
         return;
     };
+    // Expiries the kernel saw late, at one tick (a thread running in short
+    // bursts): each is a sample of this thread's CPU time, taken here, at a
+    // point of its run as random as the tick's.
+    // SAFETY: a timer's siginfo: `si_tid` then `si_overrun` after the
+    // three ints and the padding of the 64-bit layout.
+    let overrun = unsafe { *((info as *const libc::siginfo_t as *const u8).add(20) as *const i32) };
+    let runs = 1 + overrun.clamp(0, 1000) as u64;
     let thread = crate::thread::current();
     if !enter_handler(thread) {
-        MISSED.fetch_add(1, Ordering::Relaxed);
+        MISSED.fetch_add(runs, Ordering::Relaxed);
         return;
     }
-    SAMPLES.fetch_add(1, Ordering::Relaxed);
+    SAMPLES.fetch_add(runs, Ordering::Relaxed);
     let g = &uc.uc_mcontext.gregs;
-    let mut regs = PtRegs::from_signal_gregs(g, g[libc::REG_RIP as usize] as u64);
-    crate::syscalls::allowed(|| handler(&mut regs));
+    for _ in 0..runs {
+        let mut regs = PtRegs::from_signal_gregs(g, g[libc::REG_RIP as usize] as u64);
+        crate::syscalls::allowed(|| handler(&mut regs));
+    }
     leave_handler(thread);
 }
