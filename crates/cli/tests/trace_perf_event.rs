@@ -69,6 +69,12 @@ fn fixture() -> &'static Fixture {
             &["-lpthread"],
         );
         cc(
+            "sample_threads.c",
+            dir.join("threads"),
+            &["-O1"],
+            &["-lpthread"],
+        );
+        cc(
             "kernel_loader.c",
             dir.join("kernel_loader"),
             &["-O1"],
@@ -240,4 +246,30 @@ fn a_running_process_is_not_sampled_and_says_so() {
         stderr.contains("\"perf_event\"") && stderr.contains("--pid does not sample"),
         "{stderr}"
     );
+}
+
+#[test]
+fn an_exited_threads_timer_goes_with_it() {
+    let f = fixture();
+    let _serial = serial();
+    // 300 threads one after another under a limit of 64 queued signals
+    // (each timer holds one): every thread still gets a timer.
+    let out = Command::new("prlimit")
+        .arg("--sigpending=64")
+        .arg(env!("CARGO_BIN_EXE_bpfjet"))
+        .arg("trace")
+        .arg(f.dir.join("sample.o"))
+        .args(["--json", "--sample-freq", "1000", "--"])
+        .arg(f.dir.join("threads"))
+        .arg("300")
+        .output()
+        .unwrap();
+    let report = json_report(&out);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(report["exit_code"], 0, "{stderr}");
+    assert!(
+        !stderr.contains("not sampled"),
+        "threads went without a timer: {stderr}"
+    );
+    assert!(report["perf_event"]["samples"].as_u64().is_some(), "{report}");
 }
