@@ -199,14 +199,14 @@ SCRIPT="uprobe:$T:target_step /pid == cpid/ { @steps = count(); }
 tracepoint:syscalls:sys_enter_getpid /pid == cpid/ { @getpid = count(); }
 uprobe:libc:malloc /pid == cpid/ { @malloc = count(); }
 uprobe:libc:free /pid == cpid/ { @free = count(); }"
-for side in kernel jit; do
-    if [ "$side" = kernel ]; then
-        timeout 30 bpftrace -e "$SCRIPT" -c "$T $WORK/somefile" > "$WORK/cmd.$side" 2> "$WORK/cmd.$side.err" || true
-    else
-        timeout 30 "$BPFJET" exec --instance "$INST" -- bpftrace -e "$SCRIPT" -c "$T $WORK/somefile" \
-            > "$WORK/cmd.$side" 2> "$WORK/cmd.$side.err" || true
-    fi
-done
+# bpftrace running $SCRIPT with `-c CMD` ($2) on the kernel and under
+# bpfjet exec: $WORK/$1.kernel and $WORK/$1.jit (stderr in .err).
+bpftrace_c_both() {
+    timeout 30 bpftrace -e "$SCRIPT" -c "$2" > "$WORK/$1.kernel" 2> "$WORK/$1.kernel.err" || true
+    timeout 30 "$BPFJET" exec --instance "$INST" -- bpftrace -e "$SCRIPT" -c "$2" \
+        > "$WORK/$1.jit" 2> "$WORK/$1.jit.err" || true
+}
+bpftrace_c_both cmd "$T $WORK/somefile"
 count_of() { sed -n "s/^@$1: //p" "$WORK/cmd.$2"; }
 ok=1
 for m in steps getpid; do
@@ -257,14 +257,7 @@ EOF_NM
 hi=$(printf '0x%x' $((0x$lo + 0x$size)))
 SCRIPT="profile:hz:199 /pid == cpid/ { @samples = count(); }
 profile:hz:199 /pid == cpid && reg(\"ip\") >= 0x$lo && reg(\"ip\") < $hi/ { @burn = count(); }"
-for side in kernel jit; do
-    if [ "$side" = kernel ]; then
-        timeout 30 bpftrace -e "$SCRIPT" -c "$WORK/burn" > "$WORK/prof.$side" 2> "$WORK/prof.$side.err" || true
-    else
-        timeout 30 "$BPFJET" exec --instance "$INST" -- bpftrace -e "$SCRIPT" -c "$WORK/burn" \
-            > "$WORK/prof.$side" 2> "$WORK/prof.$side.err" || true
-    fi
-done
+bpftrace_c_both prof "$WORK/burn"
 # Samples per CPU second of the command (199 expected).
 rate() {
     n=$(sed -n "s/^@samples: //p" "$WORK/prof.$1")

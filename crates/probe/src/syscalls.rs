@@ -653,31 +653,14 @@ pub fn enable_current_thread() -> Result<(), ProbeError> {
     Ok(())
 }
 
+/// The registers of a trapped system call: the user registers of the
+/// signal, `orig_rax` the call's number and `rax` -ENOSYS, as the kernel's
+/// `pt_regs` at syscall entry hold them.
 pub(crate) fn regs_from(g: &[i64; 23], nr: u64) -> PtRegs {
-    use libc::*;
-    let r = |i: c_int| g[i as usize] as u64;
     PtRegs {
-        r15: r(REG_R15),
-        r14: r(REG_R14),
-        r13: r(REG_R13),
-        r12: r(REG_R12),
-        rbp: r(REG_RBP),
-        rbx: r(REG_RBX),
-        r11: r(REG_R11),
-        r10: r(REG_R10),
-        r9: r(REG_R9),
-        r8: r(REG_R8),
-        rax: (-(ENOSYS as i64)) as u64,
-        rcx: r(REG_RCX),
-        rdx: r(REG_RDX),
-        rsi: r(REG_RSI),
-        rdi: r(REG_RDI),
+        rax: (-(libc::ENOSYS as i64)) as u64,
         orig_rax: nr,
-        rip: r(REG_RIP),
-        cs: 0x33,
-        eflags: r(REG_EFL),
-        rsp: r(REG_RSP),
-        ss: 0x2b,
+        ..PtRegs::from_signal_gregs(g, g[libc::REG_RIP as usize] as u64)
     }
 }
 
