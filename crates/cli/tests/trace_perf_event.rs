@@ -271,5 +271,8 @@ fn an_exited_threads_timer_goes_with_it() {
         !stderr.contains("not sampled"),
         "threads went without a timer: {stderr}"
     );
-    assert!(report["perf_event"]["samples"].as_u64().is_some(), "{report}");
+    assert!(
+        report["perf_event"]["samples"].as_u64().is_some(),
+        "{report}"
+    );
 }
