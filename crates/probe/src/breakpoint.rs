@@ -112,15 +112,12 @@ impl Breakpoint {
 fn install_handler() -> Result<(), ProbeError> {
     let mut err = None;
     INSTALL.call_once(|| {
-        // SAFETY: a plain sigaction with a handler of the right signature.
-        unsafe {
-            let mut act: libc::sigaction = std::mem::zeroed();
-            act.sa_sigaction = on_sigtrap as *const () as usize;
-            act.sa_flags = libc::SA_SIGINFO | libc::SA_RESTART | libc::SA_ONSTACK;
-            libc::sigemptyset(&mut act.sa_mask);
-            if libc::sigaction(libc::SIGTRAP, &act, std::ptr::null_mut()) != 0 {
-                err = Some(ProbeError::os("sigaction(SIGTRAP)"));
-            }
+        if let Err(e) = crate::syscalls::install_own_handler(
+            libc::SIGTRAP,
+            on_sigtrap as *const () as usize,
+            libc::SA_SIGINFO | libc::SA_RESTART | libc::SA_ONSTACK,
+        ) {
+            err = Some(e);
         }
     });
     err.map_or(Ok(()), Err)

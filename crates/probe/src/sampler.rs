@@ -80,16 +80,11 @@ pub fn install(period_ns: u64, handler: ProbeHandler) -> Result<(), ProbeError> 
             err: std::io::Error::from_raw_os_error(libc::EBUSY),
         });
     }
-    // SAFETY: a plain sigaction with a handler of the right signature.
-    unsafe {
-        let mut act: libc::sigaction = std::mem::zeroed();
-        act.sa_sigaction = on_sample as *const () as usize;
-        act.sa_flags = libc::SA_SIGINFO | libc::SA_RESTART | libc::SA_ONSTACK;
-        libc::sigemptyset(&mut act.sa_mask);
-        if libc::sigaction(signal(), &act, std::ptr::null_mut()) != 0 {
-            return Err(ProbeError::os("sigaction(sampling signal)"));
-        }
-    }
+    crate::syscalls::install_own_handler(
+        signal(),
+        on_sample as *const () as usize,
+        libc::SA_SIGINFO | libc::SA_RESTART | libc::SA_ONSTACK,
+    )?;
     PERIOD_NS.store(period_ns, Ordering::Release);
     Ok(())
 }

@@ -620,6 +620,35 @@ fn install_sigsys_handler() -> Result<(), ProbeError> {
     Ok(())
 }
 
+/// Installs one of bpfjet's own signal handlers (an `int3` probe's, a
+/// sample's) with `flags`: its signal return is made from the allowed
+/// range, so it is never dispatched. The kernel's probes and samples
+/// raise no signal, so the kernel traces no `rt_sigreturn` for them; a
+/// return through libc's restorer would trap and be traced.
+pub(crate) fn install_own_handler(sig: i32, handler: usize, flags: i32) -> Result<(), ProbeError> {
+    let act = KernelSigaction {
+        handler,
+        flags: (flags | SA_RESTORER) as u64,
+        restorer: bpfjet_sud_restorer as *const () as usize,
+        mask: 0,
+    };
+    // SAFETY: raw rt_sigaction from a full kernel sigaction (glibc's
+    // sigaction would substitute its own restorer).
+    let r = unsafe {
+        libc::syscall(
+            libc::SYS_rt_sigaction,
+            sig,
+            &act as *const KernelSigaction,
+            std::ptr::null_mut::<KernelSigaction>(),
+            8usize,
+        )
+    };
+    if r != 0 {
+        return Err(ProbeError::os(format!("rt_sigaction({sig})")));
+    }
+    Ok(())
+}
+
 /// Dispatches the calling thread's system calls to the installed hooks.
 pub fn enable_current_thread() -> Result<(), ProbeError> {
     if HOOKS.get().is_none() {

@@ -37,9 +37,11 @@ pub(crate) fn start(
     let handler: bpfjet_probe::ProbeHandler = Box::new(move |regs: &mut PtRegs| {
         // Not in the agent's own work (it may hold the locks a program
         // takes), nor in a thread whose guard is not armed (arming may
-        // allocate): skipped, counted.
+        // allocate), nor inside another program's run: skipped, counted.
         match alive::can_run() {
-            Some(armed) if armed.is_armed() => {}
+            // A program run interrupted (a system call's, whose hook does
+            // not hold the probe guard) would skip this one.
+            Some(armed) if armed.is_armed() && !bpfjet_runtime::tracing::running_here() => {}
             _ => {
                 SKIPPED.fetch_add(1, Ordering::Relaxed);
                 return;
@@ -77,11 +79,15 @@ pub(crate) fn arm_current_thread() {
     let Some(object) = OBJECT.get() else {
         return;
     };
-    object.prepare_thread();
-    alive::prepare_thread();
-    if let Err(e) = sampler::arm_current_thread() {
-        eprintln!("bpfjet trace: a thread is not sampled: {e}");
-    }
+    // The agent's own work: the system calls it makes (the timer's, the
+    // run state's allocation) are not the traced program's.
+    alive::agent_work(|| {
+        object.prepare_thread();
+        alive::prepare_thread();
+        if let Err(e) = sampler::arm_current_thread() {
+            eprintln!("bpfjet trace: a thread is not sampled: {e}");
+        }
+    });
 }
 
 /// In a forked child: its thread gets a timer of its own.

@@ -374,6 +374,12 @@ pub fn keep_thread_runs_at_exit() {
     run_cache().keep_at_exit.set(true);
 }
 
+/// Whether a program run is under way on the calling thread (a handler
+/// interrupting it, a signal's, would find its run skipped).
+pub fn running_here() -> bool {
+    run_cache().running.get()
+}
+
 thread_local! {
     static THREAD_RUNS: ThreadRuns = const { ThreadRuns(UnsafeCell::new(Vec::new())) };
 }
