@@ -633,18 +633,25 @@ pub(crate) fn install_own_handler(sig: i32, handler: usize, flags: i32) -> Resul
         mask: 0,
     };
     // SAFETY: raw rt_sigaction from a full kernel sigaction (glibc's
-    // sigaction would substitute its own restorer).
+    // sigaction would substitute its own restorer), made from the allowed
+    // range: on a dispatched thread, a trapped one would be taken for the
+    // application's and its handler wrapped as an application handler.
     let r = unsafe {
-        libc::syscall(
-            libc::SYS_rt_sigaction,
-            sig,
-            &act as *const KernelSigaction,
-            std::ptr::null_mut::<KernelSigaction>(),
-            8usize,
+        raw_syscall6(
+            libc::SYS_rt_sigaction as u64,
+            sig as u64,
+            &act as *const KernelSigaction as u64,
+            0,
+            8,
+            0,
+            0,
         )
     };
     if r != 0 {
-        return Err(ProbeError::os(format!("rt_sigaction({sig})")));
+        return Err(ProbeError::Os {
+            what: format!("rt_sigaction({sig})"),
+            err: std::io::Error::from_raw_os_error(-r as i32),
+        });
     }
     Ok(())
 }

@@ -96,8 +96,8 @@ pub use context::{PerfEventData, PtRegs, RawSyscallArgs, SysEnterCtx, SysExitCtx
 pub use env::{ProbeSite, TracingEnv};
 pub use link_watch::bump_link_generation;
 pub use object::{
-    keep_thread_runs_at_exit, load_maps_and_programs, running_here, HalfRun, NativeEntry, PairRun, ProgId,
-    TracingObject, TracingOptions, TracingProgram,
+    keep_thread_runs_at_exit, load_maps_and_programs, running_here, HalfRun, NativeEntry, PairRun,
+    ProgId, TracingObject, TracingOptions, TracingProgram,
 };
 pub use thread_maps::{
     slot_layout, thread_map_delete, thread_map_lookup, thread_map_update, ThreadMap, ThreadMapSpec,
