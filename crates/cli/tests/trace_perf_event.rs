@@ -59,6 +59,21 @@ fn fixture() -> &'static Fixture {
                 .arg(dir.join("sample.o")),
             "clang-19 sample.bpf.c",
         );
+        run_ok(
+            Command::new("clang-19")
+                .args(["-O2", "-g", "-target", "bpf"])
+                .args(["-I/usr/include/x86_64-linux-gnu", "-c"])
+                .arg(format!("{SRC}/sample_mix.bpf.c"))
+                .arg("-o")
+                .arg(dir.join("sample_mix.o")),
+            "clang-19 sample_mix.bpf.c",
+        );
+        cc(
+            "sample_mix_target.c",
+            dir.join("mix"),
+            &["-O1"],
+            &["-lpthread"],
+        );
         let target = dir.join("target");
         cc(
             "sample_target.c",
@@ -275,4 +290,35 @@ fn an_exited_threads_timer_goes_with_it() {
         report["perf_event"]["samples"].as_u64().is_some(),
         "{report}"
     );
+}
+
+#[test]
+fn samples_inside_system_call_hooks_leave_their_programs_exact() {
+    let f = fixture();
+    let _serial = serial();
+    for engine in ["interp", "jit"] {
+        let out = Command::new(env!("CARGO_BIN_EXE_bpfjet"))
+            .arg("trace")
+            .arg(f.dir.join("sample_mix.o"))
+            .args(["--json", "--engine", engine, "--sample-freq", "997", "--"])
+            .arg(f.dir.join("mix"))
+            .output()
+            .unwrap();
+        let report = json_report(&out);
+        assert_eq!(report["exit_code"], 0, "{engine}: {report}");
+        let c = counts(&report);
+        // Every getppid of the four threads returned through its program,
+        // and no run was skipped: a sample neither recurses into a
+        // program run it interrupts nor makes a system call of its own
+        // (its signal's return included) that the programs would see.
+        assert_eq!(c[2], 4 * 50_000, "{engine}: getppid returns");
+        assert_eq!(report["missed_runs"], 0, "{engine}: {report}");
+        assert!(c[0] >= c[2], "{engine}: calls entered {}", c[0]);
+        assert!(c[1] > 0, "{engine}: no sample ran");
+        assert_eq!(
+            report["perf_event"]["samples"].as_u64(),
+            Some(c[1]),
+            "{engine}"
+        );
+    }
 }
