@@ -29,15 +29,32 @@
 use crate::regs::PtRegs;
 use crate::uprobe::{enter_handler, leave_handler, ProbeHandler};
 use crate::ProbeError;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Mutex, OnceLock};
+use std::cell::UnsafeCell;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::OnceLock;
 
 static HANDLER: OnceLock<ProbeHandler> = OnceLock::new();
 static PERIOD_NS: AtomicU64 = AtomicU64::new(0);
 static SAMPLES: AtomicU64 = AtomicU64::new(0);
 static MISSED: AtomicU64 = AtomicU64::new(0);
-/// The timers made in this process (deleted by [`stop`]).
-static TIMERS: Mutex<Vec<usize>> = Mutex::new(Vec::new());
+/// The timers made in this process (deleted by [`stop`]), behind a spin
+/// lock a forked child can take back: a thread of the parent may have held
+/// it at the fork, and that thread does not exist in the child.
+static TIMERS_BUSY: AtomicBool = AtomicBool::new(false);
+struct TimerList(UnsafeCell<Vec<usize>>);
+// SAFETY: the list is only reached through `with_timers`, under the lock.
+unsafe impl Sync for TimerList {}
+static TIMERS: TimerList = TimerList(UnsafeCell::new(Vec::new()));
+
+fn with_timers<R>(f: impl FnOnce(&mut Vec<usize>) -> R) -> R {
+    while TIMERS_BUSY.swap(true, Ordering::Acquire) {
+        std::hint::spin_loop();
+    }
+    // SAFETY: the lock is held: no other reference to the list exists.
+    let r = f(unsafe { &mut *TIMERS.0.get() });
+    TIMERS_BUSY.store(false, Ordering::Release);
+    r
+}
 
 /// The sampling signal.
 pub fn signal() -> i32 {
@@ -128,10 +145,7 @@ pub fn arm_current_thread() -> Result<(), ProbeError> {
             libc::timer_delete(timer);
             return Err(e);
         }
-        TIMERS
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .push(timer as usize);
+        with_timers(|t| t.push(timer as usize));
         THREAD_TIMER.with(|t| t.0.set(timer as usize));
     }
     Ok(())
@@ -148,10 +162,12 @@ impl Drop for ThreadTimer {
         if t == 0 {
             return;
         }
-        let mut timers = TIMERS.lock().unwrap_or_else(|e| e.into_inner());
         // Not there: `stop` deleted it already (or a fork forgot it).
-        if let Some(i) = timers.iter().position(|&x| x == t) {
-            timers.swap_remove(i);
+        let mine = with_timers(|timers| {
+            let i = timers.iter().position(|&x| x == t)?;
+            Some(timers.swap_remove(i))
+        });
+        if mine.is_some() {
             // SAFETY: a timer this thread created and nobody deleted.
             unsafe { libc::timer_delete(t as libc::timer_t) };
         }
@@ -177,7 +193,11 @@ fn first_phase() -> u64 {
 /// gives a child none), so forget them, and the counts start at zero (the
 /// parent reports its own); the caller arms the child's thread.
 pub fn forget_parent_timers() {
-    TIMERS.lock().unwrap_or_else(|e| e.into_inner()).clear();
+    // The child has one thread: whoever held the lock at the fork is gone,
+    // and may have left the list half-changed: it is dropped unread.
+    // SAFETY: single-threaded here; the old list is leaked, not read.
+    unsafe { std::mem::forget(std::mem::take(&mut *TIMERS.0.get())) };
+    TIMERS_BUSY.store(false, Ordering::Release);
     SAMPLES.store(0, Ordering::Relaxed);
     MISSED.store(0, Ordering::Relaxed);
 }
@@ -185,7 +205,7 @@ pub fn forget_parent_timers() {
 /// Stops every timer of this process: no sample runs after this returns
 /// but those already being delivered.
 pub fn stop() {
-    let timers = std::mem::take(&mut *TIMERS.lock().unwrap_or_else(|e| e.into_inner()));
+    let timers = with_timers(std::mem::take);
     for t in timers {
         // SAFETY: a timer this process created and has not deleted.
         unsafe { libc::timer_delete(t as libc::timer_t) };
