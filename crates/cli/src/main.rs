@@ -67,8 +67,9 @@ enum Command {
     /// The data plane of one attachment (started by the attaching process).
     #[command(hide = true)]
     ServeAttachment(commands::attachment::ServeAttachmentArgs),
-    /// Run a dynamically linked program with an object's uprobes, uretprobes
-    /// and syscall tracepoints attached inside it; print the maps at exit.
+    /// Run a dynamically linked program with an object's uprobes, uretprobes,
+    /// syscall tracepoints and perf_event samplers attached inside it; print
+    /// the maps at exit.
     Trace(commands::trace::TraceArgs),
     /// Run bpfjet's verifier on an object's XDP programs: exit 0 accepted, 1 rejected
     /// (instruction, disassembly, source line, rule and register state on stderr).

@@ -106,10 +106,14 @@ pub fn install(period_ns: u64, handler: ProbeHandler) -> Result<(), ProbeError> 
     Ok(())
 }
 
+/// Set by [`stop`]: threads made afterwards (while the report is being
+/// written) get no timer.
+static STOPPED: AtomicBool = AtomicBool::new(false);
+
 /// Starts the calling thread's CPU-time timer (its signal unblocked).
 pub fn arm_current_thread() -> Result<(), ProbeError> {
     let period = period_ns();
-    if period == 0 {
+    if period == 0 || STOPPED.load(Ordering::Acquire) {
         return Ok(());
     }
     // SAFETY: timer_create/settime with fully initialised arguments; the
@@ -205,6 +209,7 @@ pub fn forget_parent_timers() {
 /// Stops every timer of this process: no sample runs after this returns
 /// but those already being delivered.
 pub fn stop() {
+    STOPPED.store(true, Ordering::Release);
     let timers = with_timers(std::mem::take);
     for t in timers {
         // SAFETY: a timer this process created and has not deleted.
