@@ -13,7 +13,6 @@ mod trace_common;
 use bpfjet_testsupport::clang::Compile;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::sync::OnceLock;
 use trace_common::{
     cc, counts, json_report, kernel_multi_maps, report_maps, serial, trace_json, U64Maps,
@@ -49,26 +48,7 @@ fn dir() -> &'static Path {
 
 /// Symbol sizes of the target (`nm -S`): name -> (address, size).
 fn symbols() -> BTreeMap<String, (u64, u64)> {
-    let out = Command::new("nm")
-        .arg("-S")
-        .arg(dir().join("tiny_target"))
-        .output()
-        .expect("nm (binutils)");
-    String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .filter_map(|l| {
-            let f: Vec<&str> = l.split_whitespace().collect();
-            (f.len() == 4).then(|| {
-                (
-                    f[3].to_string(),
-                    (
-                        u64::from_str_radix(f[0], 16).unwrap(),
-                        u64::from_str_radix(f[1], 16).unwrap(),
-                    ),
-                )
-            })
-        })
-        .collect()
+    trace_common::symbol_sizes(&dir().join("tiny_target"))
 }
 
 const MAPS: &[&str] = &["counts", "by_ip"];

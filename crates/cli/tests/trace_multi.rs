@@ -13,7 +13,7 @@ mod trace_common;
 use bpfjet_testsupport::clang::Compile;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Output;
 use std::sync::OnceLock;
 use trace_common::{
     cc, json_report, kernel_multi_maps, report_maps, serial, trace_json, U64Maps, SRC,
@@ -68,16 +68,9 @@ fn kernel_maps() -> Option<U64Maps> {
 
 /// Function addresses of the target, from `nm`.
 fn symbol(name: &str) -> u64 {
-    let out = Command::new("nm")
-        .arg(dir().join("multi_target"))
-        .output()
-        .expect("nm (binutils)");
-    String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .find_map(|l| {
-            let f: Vec<&str> = l.split_whitespace().collect();
-            (f.len() == 3 && f[2] == name).then(|| u64::from_str_radix(f[0], 16).unwrap())
-        })
+    trace_common::symbol_sizes(&dir().join("multi_target"))
+        .get(name)
+        .map(|&(address, _)| address)
         .unwrap_or_else(|| panic!("{name} not in the target's symbols"))
 }
 

@@ -21,7 +21,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::OnceLock;
-use trace_common::{cc, counts, hex_u64, json_report, loader_slots, run_ok, serial, SRC};
+use trace_common::{cc, clang_bpf, counts, hex_u64, json_report, loader_slots, serial};
 
 const FREQ: u64 = 200;
 
@@ -33,15 +33,10 @@ struct Fixture {
 }
 
 fn symbol_range(binary: &Path, name: &str) -> (u64, u64) {
-    let out = Command::new("nm").arg("-S").arg(binary).output().unwrap();
-    let text = String::from_utf8_lossy(&out.stdout);
-    let line = text
-        .lines()
-        .find(|l| l.split_whitespace().nth(3) == Some(name))
+    let (start, size) = trace_common::symbol_sizes(binary)
+        .get(name)
+        .copied()
         .unwrap_or_else(|| panic!("no {name} in nm -S {}", binary.display()));
-    let mut f = line.split_whitespace();
-    let start = u64::from_str_radix(f.next().unwrap(), 16).unwrap();
-    let size = u64::from_str_radix(f.next().unwrap(), 16).unwrap();
     (start, start + size)
 }
 
@@ -50,24 +45,8 @@ fn fixture() -> &'static Fixture {
     F.get_or_init(|| {
         let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("trace-perf-event");
         std::fs::create_dir_all(&dir).unwrap();
-        run_ok(
-            Command::new("clang-19")
-                .args(["-O2", "-g", "-target", "bpf"])
-                .args(["-I/usr/include/x86_64-linux-gnu", "-c"])
-                .arg(format!("{SRC}/sample.bpf.c"))
-                .arg("-o")
-                .arg(dir.join("sample.o")),
-            "clang-19 sample.bpf.c",
-        );
-        run_ok(
-            Command::new("clang-19")
-                .args(["-O2", "-g", "-target", "bpf"])
-                .args(["-I/usr/include/x86_64-linux-gnu", "-c"])
-                .arg(format!("{SRC}/sample_mix.bpf.c"))
-                .arg("-o")
-                .arg(dir.join("sample_mix.o")),
-            "clang-19 sample_mix.bpf.c",
-        );
+        clang_bpf("sample.bpf.c", dir.join("sample.o"));
+        clang_bpf("sample_mix.bpf.c", dir.join("sample_mix.o"));
         cc(
             "sample_mix_target.c",
             dir.join("mix"),

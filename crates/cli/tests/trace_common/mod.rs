@@ -189,3 +189,43 @@ pub fn multi_loader_maps(out: &Output, names: &[&str], what: &str) -> Option<U64
     }
     Some(m)
 }
+
+/// Builds `tests/trace/<src>` for the BPF target with clang-19 into `out`
+/// (the architecture's UAPI headers on the include path).
+#[allow(dead_code)]
+pub fn clang_bpf(src: &str, out: impl AsRef<std::path::Path>) {
+    run_ok(
+        Command::new("clang-19")
+            .args(["-O2", "-g", "-target", "bpf"])
+            .args(["-I/usr/include/x86_64-linux-gnu", "-c"])
+            .arg(format!("{SRC}/{src}"))
+            .arg("-o")
+            .arg(out.as_ref()),
+        &format!("clang-19 {src}"),
+    );
+}
+
+/// The sized symbols of `binary` (`nm -S`): name -> (address, size).
+#[allow(dead_code)]
+pub fn symbol_sizes(binary: &std::path::Path) -> std::collections::BTreeMap<String, (u64, u64)> {
+    let out = Command::new("nm")
+        .arg("-S")
+        .arg(binary)
+        .output()
+        .expect("nm (binutils)");
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            (f.len() == 4).then(|| {
+                (
+                    f[3].to_string(),
+                    (
+                        u64::from_str_radix(f[0], 16).unwrap(),
+                        u64::from_str_radix(f[1], 16).unwrap(),
+                    ),
+                )
+            })
+        })
+        .collect()
+}
