@@ -74,6 +74,29 @@ const TASK_HELPERS: &[u32] = &[
     176, // get_branch_snapshot
 ];
 
+/// A program as [`BpfjetBackend::caller_object`] loads it: the object, the
+/// program's id in it, the maps.
+pub(crate) type CallerObject = (TracingObject, usize, Vec<Arc<bpfjet_maps::Map>>);
+
+/// What program `id` of `tracing`, linked to a `cpu-clock` event, observes
+/// of the task the event interrupts: its registers (the context) or a
+/// helper answering for the current task; None: nothing (bpftrace's
+/// `interval`), it can run on a timer anywhere.
+pub(crate) fn observes_task(tracing: &TracingObject, id: usize) -> Option<String> {
+    if tracing.programs()[id].ctx_bytes() > 0 {
+        return Some("it reads its context (the interrupted registers)".to_string());
+    }
+    TASK_HELPERS
+        .iter()
+        .find(|&&h| tracing.calls_helper(h))
+        .map(|&h| {
+            format!(
+                "it calls bpf_{}#{h}, whose answer is the task the event interrupted",
+                kernel_helper_name(h).unwrap_or("?")
+            )
+        })
+}
+
 /// When a file was last written (None: it does not exist).
 fn modified(path: &std::path::Path) -> Option<std::time::SystemTime> {
     std::fs::metadata(path).and_then(|m| m.modified()).ok()
@@ -164,38 +187,19 @@ impl BpfjetBackend {
         None
     }
 
-    /// What `prog`, linked to a `cpu-clock` event, observes of the task
-    /// the event interrupts: its registers (the context) or a helper
-    /// answering for the current task; None: nothing (bpftrace's
-    /// `interval`), it can run on a timer anywhere.
-    pub(crate) fn observes_task(&self, prog: &ProgObj) -> Result<Option<String>, Errno> {
-        let (tracing, id, _) = self.caller_object(prog, "perf_event")?;
-        Ok(if tracing.programs()[id].ctx_bytes() > 0 {
-            Some("it reads its context (the interrupted registers)".to_string())
-        } else {
-            TASK_HELPERS
-                .iter()
-                .find(|&&h| tracing.calls_helper(h))
-                .map(|&h| {
-                    format!(
-                        "it calls bpf_{}#{h}, whose answer is the task the event interrupted",
-                        kernel_helper_name(h).unwrap_or("?")
-                    )
-                })
-        })
-    }
-
     /// Starts the timer of link `link_id`: program `prog` (which observes
-    /// nothing of the interrupted task) at the event's period while
-    /// `enabled`, until the link's record goes.
+    /// nothing of the interrupted task), as `caller` holds it
+    /// ([`Self::caller_object`]), at the event's period while `enabled`,
+    /// until the link's record goes.
     pub(crate) fn start_timer(
         &self,
         prog: &ProgObj,
+        caller: CallerObject,
         link_id: u32,
         period_ns: u64,
         enabled: Arc<AtomicBool>,
     ) -> Result<(), Errno> {
-        let (tracing, id, maps) = self.caller_object(prog, "perf_event")?;
+        let (tracing, id, maps) = caller;
         // A reader may put its rings in a PERF_EVENT_ARRAY after the
         // link: the timer binds them again when their bindings change.
         let mut perf_arrays: Vec<_> = maps
@@ -263,7 +267,7 @@ impl BpfjetBackend {
         &self,
         prog: &ProgObj,
         section: &str,
-    ) -> Result<(TracingObject, usize, Vec<Arc<bpfjet_maps::Map>>), Errno> {
+    ) -> Result<CallerObject, Errno> {
         let instance = bpfjet_maps::Instance::open(self.ns.name()).map_err(|e| Errno(e.errno()))?;
         // Fresh handles: their perf rings are bound for these runs.
         let maps = prog

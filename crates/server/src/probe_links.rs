@@ -187,14 +187,18 @@ impl BpfjetBackend {
             return Err(Errno::EINVAL);
         }
         let mut point = event.point.clone();
+        // A timer's program, loaded once: to see what it observes, and to
+        // run on the timer.
+        let mut timer_program = None;
         if let ProbePoint::Timer {
             period_ns, sampled, ..
         } = &mut point
         {
+            let caller = self.caller_object(prog, "perf_event")?;
             // A program that observes the interrupted task is a sampling
             // profiler: it runs in the traced processes, each thread
             // sampled every period of its CPU time.
-            if let Some(why) = self.observes_task(prog)? {
+            if let Some(why) = crate::perf_timers::observes_task(&caller.0, caller.1) {
                 *sampled = true;
                 self.note_once(
                     &format!("perf_event program {} on a cpu-clock event", prog.rec.name),
@@ -205,6 +209,8 @@ impl BpfjetBackend {
                          time; other processes are not sampled ({why})"
                     ),
                 );
+            } else {
+                timer_program = Some(caller);
             }
         }
         let id = self.probe_link_record(
@@ -216,13 +222,8 @@ impl BpfjetBackend {
                 event: Some((std::process::id(), event_fd, fd_inode(event_fd))),
             },
         )?;
-        if let ProbePoint::Timer {
-            period_ns,
-            sampled: false,
-            ..
-        } = point
-        {
-            if let Err(e) = self.start_timer(prog, id, period_ns, event.enabled.clone()) {
+        if let (ProbePoint::Timer { period_ns, .. }, Some(caller)) = (&point, timer_program) {
+            if let Err(e) = self.start_timer(prog, caller, id, *period_ns, event.enabled.clone()) {
                 self.release_link(id);
                 return Err(e);
             }
