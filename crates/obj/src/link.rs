@@ -307,9 +307,22 @@ impl Linker<'_> {
             .ok()
             .and_then(|o| self.maps.def_at(section, o))
         {
+            // libbpf leaves the second slot as compiled, and the kernel
+            // refuses a map reference whose upper half is not zero
+            // ("unrecognized bpf_ld_imm64 insn").
+            if out[pos + 1].imm != 0 {
+                return Err(site.bad(
+                    self.elf,
+                    &format!(
+                        "lddw of map `{}` has {} in its second slot's imm, which must be 0 \
+                         (the kernel refuses it: unrecognized bpf_ld_imm64 insn)",
+                        self.maps.specs[map].name,
+                        out[pos + 1].imm
+                    ),
+                ));
+            }
             out[pos].src = PSEUDO_MAP_IDX;
             out[pos].imm = map as i32;
-            out[pos + 1].imm = 0;
             return Ok(None);
         }
         if let Some(map) = self.maps.data_map(section) {

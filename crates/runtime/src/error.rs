@@ -52,6 +52,11 @@ pub enum LoadError {
     UnknownKfunc { pc: usize, id: i32 },
     #[error("insn {pc}: map index {index} is out of range ({count} maps bound)")]
     MapIndexOutOfRange { pc: usize, index: u32, count: usize },
+    #[error(
+        "insn {pc}: lddw of a map has {upper:#x} in its second slot's imm, which must be 0 \
+         (the kernel refuses it: unrecognized bpf_ld_imm64 insn)"
+    )]
+    MapRefUpperHalf { pc: usize, upper: u32 },
     #[error("insn {pc}: map {index} has no value area to point into")]
     MapHasNoValue { pc: usize, index: u32 },
     #[error("insn {pc}: offset {offset} is past the end of map {index}'s value ({len} bytes)")]

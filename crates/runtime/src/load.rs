@@ -107,6 +107,14 @@ pub(crate) fn load(mut insns: Vec<Insn>, options: LoadOptions) -> Result<Program
                             },
                         )?;
                         if kind == LdDwKind::MapIdx {
+                            // The kernel's rule for a map reference: the
+                            // second slot's imm is 0.
+                            if imm >> 32 != 0 {
+                                return Err(LoadError::MapRefUpperHalf {
+                                    pc,
+                                    upper: (imm >> 32) as u32,
+                                });
+                            }
                             // The map's kernel view may be read (privileged
                             // `struct bpf_map` field reads).
                             if let Some(view) = binding.view {

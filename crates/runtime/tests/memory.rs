@@ -162,6 +162,22 @@ fn load_time_refusals() {
             count: 0
         }
     );
+    // A map reference whose second slot's imm is not 0: the kernel's
+    // "unrecognized bpf_ld_imm64 insn".
+    let one_map = vec![MapBinding {
+        handle: 1,
+        value: None,
+        view: None,
+    }];
+    let err = load_err(
+        P::new()
+            .lddw_kind(LdDwKind::MapIdx, 0, 7 << 32)
+            .exit()
+            .build(),
+        opts().with_maps(one_map),
+    );
+    assert_eq!(err, LoadError::MapRefUpperHalf { pc: 0, upper: 7 });
+    assert!(err.to_string().contains("unrecognized bpf_ld_imm64"));
     let no_value = vec![MapBinding {
         handle: 1,
         value: None,
