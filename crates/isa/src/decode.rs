@@ -283,12 +283,9 @@ pub fn decode_insn(pc: usize, raw: &RawInsn, next: Option<&RawInsn>) -> Result<I
                     }
                 }
                 JMP_EXIT if class == CLASS_JMP => {
-                    if raw.code & SRC_X != 0
-                        || raw.dst != 0
-                        || raw.src != 0
-                        || raw.off != 0
-                        || raw.imm != 0
-                    {
+                    // The kernel checks every field but the offset ("BPF_EXIT
+                    // uses reserved fields"): an exit with one loads there.
+                    if raw.code & SRC_X != 0 || raw.dst != 0 || raw.src != 0 || raw.imm != 0 {
                         return Err(bad(pc, "exit with nonzero fields"));
                     }
                     Ok(Insn::Exit)

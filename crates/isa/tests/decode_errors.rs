@@ -333,3 +333,11 @@ fn no_opcode_panics() {
         }
     }
 }
+
+#[test]
+fn exit_offset_is_not_a_reserved_field() {
+    // The kernel's "BPF_EXIT uses reserved fields" checks the source bit,
+    // dst, src and imm, not the offset: such an exit loads there.
+    let prog = decode_program(&[raw(CLASS_JMP | JMP_EXIT, 0, 0, -4, 0)]).unwrap();
+    assert_eq!(prog, vec![bpfjet_isa::Insn::Exit]);
+}

@@ -275,6 +275,22 @@ impl Linker<'_> {
         site.expect_type(self.elf, r, reloc::R_BPF_64_64)?;
         let sym = self.symbol(site, r)?;
         let addend = out[pos].imm as i64;
+        // An `lddw` compiled as a function pointer takes a relocation
+        // against code only (libbpf: "unexpected relo for insn").
+        let target = sym.section.and_then(|s| self.elf.sections.get(s));
+        if out[pos].src == PSEUDO_FUNC && !target.is_some_and(|s| s.executable) {
+            let what = match (sym.name.as_str(), target) {
+                ("", Some(t)) => format!("section `{}`", t.name),
+                (name, _) => format!("`{name}`"),
+            };
+            return Err(site.bad(
+                self.elf,
+                &format!(
+                    "lddw marked as a function pointer (src {PSEUDO_FUNC}) is relocated \
+                     against {what}, which is not code"
+                ),
+            ));
+        }
         let Some(section) = sym.section else {
             if let Some((map, offset)) = self.maps.kconfig_var(&sym.name) {
                 out[pos].src = PSEUDO_MAP_IDX_VALUE;

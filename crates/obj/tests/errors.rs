@@ -56,33 +56,52 @@ fn load_file_reports_the_path() {
 
 #[test]
 fn map_reference_with_an_upper_half_is_refused_as_the_kernel_refuses_it() {
-    use object::{Object as _, ObjectSection as _, ObjectSymbol as _};
     // libbpf leaves a map reference's second slot as compiled and the
     // kernel refuses one that is not 0 ("unrecognized bpf_ld_imm64
     // insn"): set it in the first map reference of a program.
     let mut bytes = compile("maps_btf");
-    let at = {
-        let elf = object::File::parse(&*bytes).unwrap();
-        let maps = elf.section_by_name(".maps").unwrap().index();
-        elf.sections()
-            .filter(|s| s.kind() == object::SectionKind::Text)
-            .find_map(|s| {
-                let file_off = s.file_range()?.0;
-                s.relocations().find_map(|(off, r)| match r.target() {
-                    object::RelocationTarget::Symbol(i) => {
-                        let sym = elf.symbol_by_index(i).ok()?;
-                        (sym.section_index() == Some(maps)).then_some(file_off + off)
-                    }
-                    _ => None,
-                })
-            })
-            .expect("a program referencing a map") as usize
-    };
+    let at = first_lddw_against(&bytes, ".maps");
     assert_eq!(bytes[at], 0x18, "an lddw");
     bytes[at + 12..at + 16].copy_from_slice(&7u32.to_le_bytes());
     let err = bpfjet_obj::load(&bytes).unwrap_err().to_string();
     assert!(
         err.contains("second slot's imm") && err.contains("unrecognized bpf_ld_imm64"),
+        "{err}"
+    );
+}
+
+/// File offset of the first relocated instruction of a program whose
+/// relocation's symbol is in section `target`.
+fn first_lddw_against(bytes: &[u8], target: &str) -> usize {
+    use object::{Object as _, ObjectSection as _, ObjectSymbol as _};
+    let elf = object::File::parse(bytes).unwrap();
+    let target = elf.section_by_name(target).unwrap().index();
+    elf.sections()
+        .filter(|s| s.kind() == object::SectionKind::Text)
+        .find_map(|s| {
+            let file_off = s.file_range()?.0;
+            s.relocations().find_map(|(off, r)| match r.target() {
+                object::RelocationTarget::Symbol(i) => {
+                    let sym = elf.symbol_by_index(i).ok()?;
+                    (sym.section_index() == Some(target)).then_some(file_off + off)
+                }
+                _ => None,
+            })
+        })
+        .expect("a relocation against the section") as usize
+}
+
+#[test]
+fn function_pointer_lddw_against_data_is_refused_as_libbpf_refuses_it() {
+    // An `lddw` compiled with src = BPF_PSEUDO_FUNC whose relocation is
+    // against data: libbpf fails it ("unexpected relo for insn").
+    let mut bytes = compile("globals");
+    let at = first_lddw_against(&bytes, ".data");
+    assert_eq!(bytes[at], 0x18, "an lddw");
+    bytes[at + 1] = (bytes[at + 1] & 0x0f) | (4 << 4);
+    let err = bpfjet_obj::load(&bytes).unwrap_err().to_string();
+    assert!(
+        err.contains("function pointer") && err.contains("which is not code"),
         "{err}"
     );
 }
