@@ -119,6 +119,35 @@ left=$("$BPFJET" map list --instance "$INST" | tail -n +2 | wc -l)
 progs=$(ls "$BPFJET_RUN_DIR/$INST/progs" | wc -l)
 check "objects left after unpinning everything (maps, programs)" "0 0" "$left $progs"
 
+# ---- kernel kfuncs through bpf() ---------------------------------------------
+# libbpf resolves __ksym kfuncs against the kernel's BTF and passes their
+# BTF ids (crates/server/src/kfunc_calls.rs): an open-coded iterator and a
+# kfunc's address, run by bpftool prog run on both sides; a kfunc bpfjet
+# does not provide is refused with its name in the verifier log.
+clang-19 -O2 -g -target bpf -I "/usr/include/$(uname -m)-linux-gnu" \
+    -c "$ROOT/tests/preload/kfunc_calls.bpf.c" -o "$WORK/kfunc_calls.o"
+clang-19 -O2 -g -target bpf -I "/usr/include/$(uname -m)-linux-gnu" -DMISSING \
+    -c "$ROOT/tests/preload/kfunc_calls.bpf.c" -o "$WORK/kfunc_missing.o"
+for side in kernel bpfjet; do
+    if [ $side = kernel ]; then run=(); pin=$KPIN; else run=(jx); pin=$JPIN; fi
+    "${run[@]}" bpftool prog load "$WORK/kfunc_calls.o" "$pin/kf" pinmaps "$pin/kfmaps"
+    : > "$WORK/$side.kfrun"
+    for len in 37 60 100; do
+        head -c $len "$WORK/pkt" > "$WORK/kpkt$len"
+        "${run[@]}" bpftool prog run pinned "$pin/kf" data_in "$WORK/kpkt$len" repeat 2 \
+            | sed 's/duration.*//' >> "$WORK/$side.kfrun"
+    done
+    "${run[@]}" bpftool -j map dump pinned "$pin/kfmaps/sum" >> "$WORK/$side.kfrun"
+done
+check "kernel kfuncs through bpf(): bpftool prog run and the map" "$(cat "$WORK/kernel.kfrun")" "$(cat "$WORK/bpfjet.kfrun")"
+if jx bpftool -d prog load "$WORK/kfunc_missing.o" "$JPIN/kfm" > "$WORK/kfm.out" 2>&1; then
+    echo "FAIL a program calling bpf_dynptr_from_xdp loaded under bpfjet exec"; fails=$((fails + 1))
+elif grep "bpf_dynptr_from_xdp" "$WORK/kfm.out" > /dev/null; then
+    echo "ok   a kernel kfunc bpfjet lacks is refused by name"
+else
+    echo "FAIL refusal does not name the kfunc"; tail -20 "$WORK/kfm.out"; fails=$((fails + 1))
+fi
+
 # ---- the libbpf program ----------------------------------------------------
 "$WORK/cp_demo" "$WORK/xdp_count.o" > "$WORK/kernel.cp" 2>/dev/null
 jx "$WORK/cp_demo" "$WORK/xdp_count.o" > "$WORK/bpfjet.cp" 2> "$WORK/bpfjet.cp.err"

@@ -3,6 +3,7 @@
 
 use crate::fds::FdTable;
 use crate::freplace;
+use crate::kfunc_calls;
 use crate::maps;
 use crate::namespace::{Kind, Namespace, ObjRef};
 use crate::objects::{BtfObj, MapMeta, MapObj, Obj, ProgObj, ProgRecord};
@@ -682,6 +683,10 @@ impl BpfjetBackend {
             };
             progs::set_map_index(&mut words[pc], src, index as u32);
         }
+        let kfuncs = match kfunc_calls::resolve(&mut words) {
+            Ok(t) => t,
+            Err(r) => return self.refuse(p, r),
+        };
         let btf_id = match self.obj(p.prog_btf_fd) {
             Some(Obj::Btf(b)) if p.prog_btf_fd != 0 => b.id,
             _ => 0,
@@ -705,6 +710,8 @@ impl BpfjetBackend {
             attach_btf_id,
             attach_btf_obj_id,
             load_target_used: false,
+            kfuncs: kfuncs.kfuncs,
+            weak_kfuncs: kfuncs.weak,
         };
         let loaded = match progs::build(&rec, &maps, self.instance_handle()?) {
             Ok(l) => l,

@@ -622,6 +622,8 @@ mod tests {
             attach_btf_id: 0,
             attach_btf_obj_id: 0,
             load_target_used: false,
+            kfuncs: Vec::new(),
+            weak_kfuncs: Vec::new(),
         }
     }
 

@@ -80,6 +80,13 @@ pub struct ProgRecord {
     /// its target, as in the kernel.
     #[serde(default)]
     pub load_target_used: bool,
+    /// Kernel functions the program calls, indexed by its `call` kfunc
+    /// imms (`crate::kfunc_calls`: resolved from the vmlinux BTF ids
+    /// libbpf passed), and those named only by `bpf_ksym_exists`.
+    #[serde(default)]
+    pub kfuncs: Vec<String>,
+    #[serde(default)]
+    pub weak_kfuncs: Vec<String>,
 }
 
 pub struct ProgObj {

@@ -187,8 +187,8 @@ pub fn object_of(rec: &ProgRecord, maps: &[Arc<Map>]) -> Object {
             core_relos: Vec::new(),
             unresolved_core: Vec::new(),
         }],
-        kfuncs: Vec::new(),
-        weak_kfuncs: Vec::new(),
+        kfuncs: rec.kfuncs.clone(),
+        weak_kfuncs: rec.weak_kfuncs.clone(),
         btf: None,
     }
 }
