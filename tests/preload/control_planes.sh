@@ -140,12 +140,37 @@ for side in kernel bpfjet; do
     "${run[@]}" bpftool -j map dump pinned "$pin/kfmaps/sum" >> "$WORK/$side.kfrun"
 done
 check "kernel kfuncs through bpf(): bpftool prog run and the map" "$(cat "$WORK/kernel.kfrun")" "$(cat "$WORK/bpfjet.kfrun")"
+# A spin lock in global data, taken in several bpftool processes in turn.
+clang-19 -O2 -g -target bpf -I "/usr/include/$(uname -m)-linux-gnu" \
+    -c "$ROOT/tests/preload/datasec_lock.bpf.c" -o "$WORK/datasec_lock.o"
+for side in kernel bpfjet; do
+    if [ $side = kernel ]; then run=(); pin=$KPIN; else run=(jx); pin=$JPIN; fi
+    "${run[@]}" bpftool prog load "$WORK/datasec_lock.o" "$pin/dl" pinmaps "$pin/dlmaps"
+    : > "$WORK/$side.dlrun"
+    for len in 37 60 100; do
+        "${run[@]}" bpftool prog run pinned "$pin/dl" data_in "$WORK/kpkt$len" repeat 3 \
+            | sed 's/duration.*//' >> "$WORK/$side.dlrun"
+    done
+    "${run[@]}" bpftool -j map dump pinned "$pin/dlmaps/_data_L" >> "$WORK/$side.dlrun"
+done
+check "a bpf_spin_lock in .data.L through bpf(): runs and counters" "$(cat "$WORK/kernel.dlrun")" "$(cat "$WORK/bpfjet.dlrun")"
 if jx bpftool -d prog load "$WORK/kfunc_missing.o" "$JPIN/kfm" > "$WORK/kfm.out" 2>&1; then
     echo "FAIL a program calling bpf_dynptr_from_xdp loaded under bpfjet exec"; fails=$((fails + 1))
 elif grep "bpf_dynptr_from_xdp" "$WORK/kfm.out" > /dev/null; then
     echo "ok   a kernel kfunc bpfjet lacks is refused by name"
 else
     echo "FAIL refusal does not name the kfunc"; tail -20 "$WORK/kfm.out"; fails=$((fails + 1))
+fi
+# Objects from bpf_obj_new would live in one process's memory while the
+# program runs in several: refused through bpf(), with the reason.
+clang-19 -O2 -g -target bpf -mcpu=v3 -I "/usr/include/$(uname -m)-linux-gnu" \
+    -c "$ROOT/examples/nf/skiplist_rbtree.c" -o "$WORK/skiplist_rbtree.o"
+if jx bpftool -d prog load "$WORK/skiplist_rbtree.o" "$JPIN/rb" > "$WORK/rb.out" 2>&1; then
+    echo "FAIL a bpf_obj_new program loaded through bpf()"; fails=$((fails + 1))
+elif grep "bpf_obj_new_impl: the objects bpfjet allocates" "$WORK/rb.out" > /dev/null; then
+    echo "ok   bpf_obj_new through bpf() is refused with the reason"
+else
+    echo "FAIL bpf_obj_new refusal"; tail -20 "$WORK/rb.out"; fails=$((fails + 1))
 fi
 
 # ---- the libbpf program ----------------------------------------------------

@@ -377,7 +377,11 @@ impl BpfjetBackend {
             .iter()
             .map(|&id| self.ns.instance().map_by_id(id).map_err(|_| Errno::ENOENT))
             .collect::<Result<Vec<_>, _>>()?;
-        let loaded = progs::build(&rec, &maps, self.instance_handle()?).map_err(|r| {
+        let btf = crate::prog_btf::of(&self.ns, &rec).map_err(|r| {
+            self.warn_once(&format!("program id {id}"), &r.log);
+            r.errno
+        })?;
+        let loaded = progs::build(&rec, &maps, self.instance_handle()?, btf).map_err(|r| {
             self.warn_once(&format!("program id {id}"), &r.log);
             r.errno
         })?;
@@ -471,9 +475,20 @@ impl BpfjetBackend {
         let spin_lock_off = match self.obj(m.btf_fd) {
             Some(Obj::Btf(b)) if m.btf_fd != 0 && m.btf_value_type_id != 0 => {
                 let btf = bpfjet_obj::Btf::parse(&b.raw).map_err(|_| Errno::EINVAL)?;
-                bpfjet_obj::spin_lock_offset(&btf, &m.name, m.btf_value_type_id)
-                    .map_err(|_| Errno::EINVAL)?
-                    .filter(|_| matches!(map_type, MapType::Hash | MapType::Array))
+                match btf.type_by_id(m.btf_value_type_id) {
+                    // Global data (libbpf's `.data.NAME` holding a lock and
+                    // a graph root): the lock among the section's variables.
+                    Some(bpfjet_obj::BtfType::DataSec { .. }) => {
+                        crate::prog_btf::value_fields(&btf, m.btf_value_type_id)
+                            .map_err(|_| Errno::EINVAL)?
+                            .iter()
+                            .find(|f| f.kind == bpfjet_obj::FieldKind::SpinLock)
+                            .map(|f| f.off)
+                    }
+                    _ => bpfjet_obj::spin_lock_offset(&btf, &m.name, m.btf_value_type_id)
+                        .map_err(|_| Errno::EINVAL)?,
+                }
+                .filter(|_| matches!(map_type, MapType::Hash | MapType::Array))
             }
             _ => None,
         };
@@ -713,7 +728,11 @@ impl BpfjetBackend {
             kfuncs: kfuncs.kfuncs,
             weak_kfuncs: kfuncs.weak,
         };
-        let loaded = match progs::build(&rec, &maps, self.instance_handle()?) {
+        let btf = match crate::prog_btf::of(&self.ns, &rec) {
+            Ok(b) => b,
+            Err(r) => return self.refuse(p, r),
+        };
+        let loaded = match progs::build(&rec, &maps, self.instance_handle()?, btf) {
             Ok(l) => l,
             Err(r) => return self.refuse(p, r),
         };

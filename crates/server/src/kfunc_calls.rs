@@ -20,6 +20,13 @@ const LD_IMM64: u8 = 0x18;
 const PSEUDO_KFUNC_CALL: u8 = 2;
 const PSEUDO_BTF_ID: u8 = 3;
 
+/// The kernel's allocating kfuncs (`bpf_obj_new` and the like).
+const ALLOCATORS: [&str; 3] = [
+    "bpf_obj_new_impl",
+    "bpf_percpu_obj_new_impl",
+    "bpf_refcount_acquire_impl",
+];
+
 /// The kfunc table of a program, and its instructions rewritten to index it.
 pub struct KfuncTable {
     pub kfuncs: Vec<String>,
@@ -106,6 +113,18 @@ pub fn resolve(words: &mut [u64]) -> Result<KfuncTable, Refusal> {
                 return Err(module_refusal(pc, id, i64::from(off)));
             }
             let name = vmlinux_func(pc, id)?;
+            if ALLOCATORS.contains(&name.as_str()) {
+                return Err(Refusal::new(
+                    Errno::EINVAL,
+                    format!(
+                        "insn {pc}: {name}: the objects bpfjet allocates live in one process's \
+                         memory, and a program loaded through bpf() runs in several (each \
+                         process that test-runs it, traced processes, the data plane), so \
+                         objects and graphs are not served through bpf() yet; bpfjet run, \
+                         test-run and bench load such an object from its ELF file"
+                    ),
+                ));
+            }
             let index = index_of(&mut table.kfuncs, name) as u32;
             b[4..8].copy_from_slice(&index.to_le_bytes());
             words[pc] = u64::from_le_bytes(b);

@@ -23,6 +23,7 @@ mod perf_events;
 mod perf_timers;
 mod pid_attach;
 mod probe_links;
+mod prog_btf;
 mod progs;
 mod tail_calls;
 mod task_fd_query;

@@ -208,11 +208,13 @@ pub fn tracing_kind(prog_type: u32) -> Option<&'static str> {
 }
 
 /// Verify and bind a program record to its maps (`maps[i]` is
-/// `rec.map_ids[i]`). `instance` resolves inner maps of map-in-map values.
+/// `rec.map_ids[i]`). `instance` resolves inner maps of map-in-map values;
+/// `btf` is the program's and its maps' (`crate::prog_btf`).
 pub fn build(
     rec: &ProgRecord,
     maps: &[Arc<Map>],
     instance: Instance,
+    btf: crate::prog_btf::ProgBtf,
 ) -> Result<LoadedObject, Refusal> {
     // An EXT program is verified under its target's type (XDP).
     if rec.prog_type != BPF_PROG_TYPE_XDP
@@ -230,7 +232,10 @@ pub fn build(
             ),
         ));
     }
-    build_object(&object_of(rec, maps), maps, instance)
+    let mut object = object_of(rec, maps);
+    object.btf = btf.btf;
+    object.map_fields = btf.map_fields;
+    build_object(&object, maps, instance)
 }
 
 /// Verify and bind an object whose map table is `maps` (in order).
