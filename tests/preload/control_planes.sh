@@ -122,56 +122,56 @@ check "objects left after unpinning everything (maps, programs)" "0 0" "$left $p
 # ---- kernel kfuncs through bpf() ---------------------------------------------
 # libbpf resolves __ksym kfuncs against the kernel's BTF and passes their
 # BTF ids (crates/server/src/kfunc_calls.rs): an open-coded iterator and a
-# kfunc's address, run by bpftool prog run on both sides; a kfunc bpfjet
-# does not provide is refused with its name in the verifier log.
-clang-19 -O2 -g -target bpf -I "/usr/include/$(uname -m)-linux-gnu" \
-    -c "$ROOT/tests/preload/kfunc_calls.bpf.c" -o "$WORK/kfunc_calls.o"
-clang-19 -O2 -g -target bpf -I "/usr/include/$(uname -m)-linux-gnu" -DMISSING \
-    -c "$ROOT/tests/preload/kfunc_calls.bpf.c" -o "$WORK/kfunc_missing.o"
-for side in kernel bpfjet; do
-    if [ $side = kernel ]; then run=(); pin=$KPIN; else run=(jx); pin=$JPIN; fi
-    "${run[@]}" bpftool prog load "$WORK/kfunc_calls.o" "$pin/kf" pinmaps "$pin/kfmaps"
-    : > "$WORK/$side.kfrun"
-    for len in 37 60 100; do
-        head -c $len "$WORK/pkt" > "$WORK/kpkt$len"
-        "${run[@]}" bpftool prog run pinned "$pin/kf" data_in "$WORK/kpkt$len" repeat 2 \
-            | sed 's/duration.*//' >> "$WORK/$side.kfrun"
+# kfunc's address, run by bpftool prog run on both sides; a spin lock in
+# global data (crates/server/src/prog_btf.rs) taken in several bpftool
+# processes in turn; a kfunc bpfjet does not provide is refused with its
+# name in the verifier log, and bpf_obj_new with the reason.
+bpf_cc() { # SOURCE OUT [clang args]
+    local src=$1 out=$2
+    shift 2
+    clang-19 -O2 -g -target bpf -I "/usr/include/$(uname -m)-linux-gnu" "$@" -c "$src" -o "$out"
+}
+bpf_cc "$ROOT/tests/preload/kfunc_calls.bpf.c" "$WORK/kfunc_calls.o"
+bpf_cc "$ROOT/tests/preload/kfunc_calls.bpf.c" "$WORK/kfunc_missing.o" -DMISSING
+bpf_cc "$ROOT/tests/preload/datasec_lock.bpf.c" "$WORK/datasec_lock.o"
+bpf_cc "$ROOT/examples/nf/skiplist_rbtree.c" "$WORK/skiplist_rbtree.o" -mcpu=v3
+for len in 37 60 100; do head -c $len "$WORK/pkt" > "$WORK/kpkt$len"; done
+
+# run_both NAME OBJECT MAP REPEAT WHAT: the object loaded by bpftool on the
+# kernel and under bpfjet exec, run on three packets (one bpftool process
+# each), then its map MAP dumped; both transcripts must be equal.
+run_both() {
+    local name=$1 obj=$2 map=$3 repeat=$4 what=$5 side run pin len
+    for side in kernel bpfjet; do
+        if [ $side = kernel ]; then run=(); pin=$KPIN; else run=(jx); pin=$JPIN; fi
+        "${run[@]}" bpftool prog load "$obj" "$pin/$name" pinmaps "$pin/${name}maps"
+        : > "$WORK/$side.$name"
+        for len in 37 60 100; do
+            "${run[@]}" bpftool prog run pinned "$pin/$name" data_in "$WORK/kpkt$len" repeat "$repeat" \
+                | sed 's/duration.*//' >> "$WORK/$side.$name"
+        done
+        "${run[@]}" bpftool -j map dump pinned "$pin/${name}maps/$map" >> "$WORK/$side.$name"
     done
-    "${run[@]}" bpftool -j map dump pinned "$pin/kfmaps/sum" >> "$WORK/$side.kfrun"
-done
-check "kernel kfuncs through bpf(): bpftool prog run and the map" "$(cat "$WORK/kernel.kfrun")" "$(cat "$WORK/bpfjet.kfrun")"
-# A spin lock in global data, taken in several bpftool processes in turn.
-clang-19 -O2 -g -target bpf -I "/usr/include/$(uname -m)-linux-gnu" \
-    -c "$ROOT/tests/preload/datasec_lock.bpf.c" -o "$WORK/datasec_lock.o"
-for side in kernel bpfjet; do
-    if [ $side = kernel ]; then run=(); pin=$KPIN; else run=(jx); pin=$JPIN; fi
-    "${run[@]}" bpftool prog load "$WORK/datasec_lock.o" "$pin/dl" pinmaps "$pin/dlmaps"
-    : > "$WORK/$side.dlrun"
-    for len in 37 60 100; do
-        "${run[@]}" bpftool prog run pinned "$pin/dl" data_in "$WORK/kpkt$len" repeat 3 \
-            | sed 's/duration.*//' >> "$WORK/$side.dlrun"
-    done
-    "${run[@]}" bpftool -j map dump pinned "$pin/dlmaps/_data_L" >> "$WORK/$side.dlrun"
-done
-check "a bpf_spin_lock in .data.L through bpf(): runs and counters" "$(cat "$WORK/kernel.dlrun")" "$(cat "$WORK/bpfjet.dlrun")"
-if jx bpftool -d prog load "$WORK/kfunc_missing.o" "$JPIN/kfm" > "$WORK/kfm.out" 2>&1; then
-    echo "FAIL a program calling bpf_dynptr_from_xdp loaded under bpfjet exec"; fails=$((fails + 1))
-elif grep "bpf_dynptr_from_xdp" "$WORK/kfm.out" > /dev/null; then
-    echo "ok   a kernel kfunc bpfjet lacks is refused by name"
-else
-    echo "FAIL refusal does not name the kfunc"; tail -20 "$WORK/kfm.out"; fails=$((fails + 1))
-fi
-# Objects from bpf_obj_new would live in one process's memory while the
-# program runs in several: refused through bpf(), with the reason.
-clang-19 -O2 -g -target bpf -mcpu=v3 -I "/usr/include/$(uname -m)-linux-gnu" \
-    -c "$ROOT/examples/nf/skiplist_rbtree.c" -o "$WORK/skiplist_rbtree.o"
-if jx bpftool -d prog load "$WORK/skiplist_rbtree.o" "$JPIN/rb" > "$WORK/rb.out" 2>&1; then
-    echo "FAIL a bpf_obj_new program loaded through bpf()"; fails=$((fails + 1))
-elif grep "bpf_obj_new_impl: the objects bpfjet allocates" "$WORK/rb.out" > /dev/null; then
-    echo "ok   bpf_obj_new through bpf() is refused with the reason"
-else
-    echo "FAIL bpf_obj_new refusal"; tail -20 "$WORK/rb.out"; fails=$((fails + 1))
-fi
+    check "$what" "$(cat "$WORK/kernel.$name")" "$(cat "$WORK/bpfjet.$name")"
+}
+run_both kf "$WORK/kfunc_calls.o" sum 2 "kernel kfuncs through bpf(): bpftool prog run and the map"
+run_both dl "$WORK/datasec_lock.o" _data_L 3 "a bpf_spin_lock in .data.L through bpf(): runs and counters"
+
+# refused_by_bpfjet NAME OBJECT PATTERN WHAT: bpftool's load under bpfjet
+# exec fails and its output (the verifier log) matches PATTERN.
+refused_by_bpfjet() {
+    if jx bpftool -d prog load "$2" "$JPIN/$1" > "$WORK/$1.out" 2>&1; then
+        echo "FAIL $4: loaded"; fails=$((fails + 1))
+    elif grep "$3" "$WORK/$1.out" > /dev/null; then
+        echo "ok   $4"
+    else
+        echo "FAIL $4: the log does not say"; tail -20 "$WORK/$1.out"; fails=$((fails + 1))
+    fi
+}
+refused_by_bpfjet kfm "$WORK/kfunc_missing.o" "bpf_dynptr_from_xdp" \
+    "a kernel kfunc bpfjet lacks is refused by name"
+refused_by_bpfjet rb "$WORK/skiplist_rbtree.o" "bpf_obj_new_impl: the objects bpfjet allocates" \
+    "bpf_obj_new through bpf() is refused with the reason"
 
 # ---- the libbpf program ----------------------------------------------------
 "$WORK/cp_demo" "$WORK/xdp_count.o" > "$WORK/kernel.cp" 2>/dev/null
