@@ -248,6 +248,16 @@ pub fn datasec_fields(
     Ok(out)
 }
 
+/// The special fields of a map value given by its BTF type id, as
+/// `BPF_MAP_CREATE` gives it: a struct's, or, for a global data map (libbpf
+/// gives its DATASEC, the offsets fixed up), its variables'.
+pub fn value_fields(btf: &Btf, type_id: u32) -> Result<Vec<SpecialField>, String> {
+    match btf.type_by_id(type_id) {
+        Some(BtfType::DataSec { name, .. }) => datasec_fields(btf, name, |_| None),
+        _ => struct_fields(btf, type_id),
+    }
+}
+
 fn check_fields(out: &mut [SpecialField]) -> Result<(), String> {
     out.sort_by_key(|f| f.off);
     let locks = out.iter().filter(|f| f.kind == FieldKind::SpinLock).count();

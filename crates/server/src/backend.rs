@@ -475,20 +475,9 @@ impl BpfjetBackend {
         let spin_lock_off = match self.obj(m.btf_fd) {
             Some(Obj::Btf(b)) if m.btf_fd != 0 && m.btf_value_type_id != 0 => {
                 let btf = bpfjet_obj::Btf::parse(&b.raw).map_err(|_| Errno::EINVAL)?;
-                match btf.type_by_id(m.btf_value_type_id) {
-                    // Global data (libbpf's `.data.NAME` holding a lock and
-                    // a graph root): the lock among the section's variables.
-                    Some(bpfjet_obj::BtfType::DataSec { .. }) => {
-                        crate::prog_btf::value_fields(&btf, m.btf_value_type_id)
-                            .map_err(|_| Errno::EINVAL)?
-                            .iter()
-                            .find(|f| f.kind == bpfjet_obj::FieldKind::SpinLock)
-                            .map(|f| f.off)
-                    }
-                    _ => bpfjet_obj::spin_lock_offset(&btf, &m.name, m.btf_value_type_id)
-                        .map_err(|_| Errno::EINVAL)?,
-                }
-                .filter(|_| matches!(map_type, MapType::Hash | MapType::Array))
+                bpfjet_obj::spin_lock_offset(&btf, &m.name, m.btf_value_type_id)
+                    .map_err(|_| Errno::EINVAL)?
+                    .filter(|_| matches!(map_type, MapType::Hash | MapType::Array))
             }
             _ => None,
         };

@@ -4,30 +4,21 @@
 //! kernel `call` (src = `BPF_PSEUDO_KFUNC_CALL`) with imm = the function's
 //! BTF id and off = 0 for vmlinux (an `fd_array` index of a module's BTF
 //! otherwise), and `bpf_ksym_exists(kfunc)` as an `ld_imm64` with src =
-//! `BPF_PSEUDO_BTF_ID`. bpfjet's runtime names kfuncs by their index in the
-//! object's kfunc table (`bpfjet_obj::Object::kfuncs`), so each vmlinux id
-//! is turned back into its name here and the instruction into that index.
-//! Whether bpfjet provides the function is the verifier's to say, at the
-//! call, with the name.
+//! `BPF_PSEUDO_BTF_ID` (the second slot's imm: 0, or a module BTF's fd).
+//! bpfjet's runtime names kfuncs by their index in the object's kfunc table
+//! (`bpfjet_obj::Object::kfuncs`), so each vmlinux id is turned back into
+//! its name here and the instruction into that index. Whether bpfjet
+//! provides the function is the verifier's to say, at the call, with the
+//! name.
 
 use crate::progs::Refusal;
-use bpfjet_obj::{Btf, BtfType, KSYM_ADDRESS_SRC};
+use bpfjet_isa::opcode::{CALL_KFUNC, CLASS_JMP, JMP_CALL, LDDW, PSEUDO_BTF_ID};
+use bpfjet_isa::RawInsn;
+use bpfjet_obj::{BtfType, TargetBtf, KSYM_ADDRESS_SRC};
 use bpfjet_sys::Errno;
-use std::sync::OnceLock;
+use bpfjet_verifier::graph::GraphKfunc;
 
-const JMP_CALL: u8 = 0x85;
-const LD_IMM64: u8 = 0x18;
-const PSEUDO_KFUNC_CALL: u8 = 2;
-const PSEUDO_BTF_ID: u8 = 3;
-
-/// The kernel's allocating kfuncs (`bpf_obj_new` and the like).
-const ALLOCATORS: [&str; 3] = [
-    "bpf_obj_new_impl",
-    "bpf_percpu_obj_new_impl",
-    "bpf_refcount_acquire_impl",
-];
-
-/// The kfunc table of a program, and its instructions rewritten to index it.
+/// The kfunc table of a program (its instructions rewritten to index it).
 pub struct KfuncTable {
     pub kfuncs: Vec<String>,
     /// Named only by `bpf_ksym_exists`: a missing one reads as NULL, as
@@ -35,68 +26,40 @@ pub struct KfuncTable {
     pub weak: Vec<String>,
 }
 
-/// The running kernel's BTF, parsed once per process.
-fn vmlinux() -> Result<&'static Btf, String> {
-    static BTF: OnceLock<Result<Btf, String>> = OnceLock::new();
-    BTF.get_or_init(|| {
-        let path = bpfjet_obj::core::VMLINUX_BTF;
-        let raw = std::fs::read(path).map_err(|e| format!("reading {path}: {e}"))?;
-        Btf::parse(&raw).map_err(|e| format!("{path}: {e}"))
+fn refusal(log: String) -> Refusal {
+    Refusal::new(Errno::EINVAL, log)
+}
+
+/// The vmlinux type `id` an instruction at `pc` names.
+fn vmlinux_type(pc: usize, id: u32) -> Result<BtfType, Refusal> {
+    let kernel = TargetBtf::running_kernel()
+        .map_err(|e| refusal(format!("insn {pc}: kernel btf_id {id}: {e}")))?;
+    kernel.btf().type_by_id(id).cloned().ok_or_else(|| {
+        refusal(format!(
+            "insn {pc}: kernel btf_id {id} is not a type of the running kernel"
+        ))
     })
-    .as_ref()
-    .map_err(Clone::clone)
 }
 
-/// The vmlinux function a kfunc reference at `pc` names.
-fn vmlinux_func(pc: usize, id: u32) -> Result<String, Refusal> {
-    let btf = vmlinux().map_err(|e| {
-        Refusal::new(
-            Errno::EINVAL,
-            format!("insn {pc}: kfunc BTF id {id}: the kernel's BTF: {e}"),
-        )
-    })?;
-    match btf.type_by_id(id) {
-        Some(BtfType::Func { name, .. }) => Ok(name.clone()),
-        Some(other) => Err(Refusal::new(
-            Errno::EINVAL,
-            format!(
-                "insn {pc}: kernel btf_id {id} is not a function (a {} named {:?})",
-                kind_name(other),
-                other.name()
-            ),
-        )),
-        None => Err(Refusal::new(
-            Errno::EINVAL,
-            format!("insn {pc}: kernel btf_id {id} is not a type of the running kernel"),
-        )),
-    }
-}
-
-fn kind_name(t: &BtfType) -> &'static str {
-    match t {
-        BtfType::Var { .. } => "variable",
-        BtfType::Struct { .. } => "struct",
-        BtfType::Union { .. } => "union",
-        BtfType::Typedef { .. } => "typedef",
-        BtfType::FuncProto { .. } => "function prototype",
-        _ => "type",
-    }
-}
-
-fn index_of(table: &mut Vec<String>, name: String) -> usize {
-    match table.iter().position(|n| *n == name) {
+fn index_of(table: &mut Vec<String>, name: &str) -> u32 {
+    let i = match table.iter().position(|n| n == name) {
         Some(i) => i,
         None => {
-            table.push(name);
+            table.push(name.to_string());
             table.len() - 1
         }
-    }
+    };
+    i as u32
+}
+
+fn word(insn: RawInsn) -> u64 {
+    u64::from_le_bytes(insn.to_bytes())
 }
 
 /// Rewrite the kfunc calls and kfunc addresses of `words` (vmlinux BTF ids,
-/// as libbpf passes them) into indices of the returned table. Calls into
-/// a module's BTF (off != 0), and kernel variables, are refused with the
-/// reason: bpfjet has neither.
+/// as libbpf passes them) into indices of the returned table. Module BTFs,
+/// kernel variables and the allocating object kfuncs are refused with the
+/// reason.
 pub fn resolve(words: &mut [u64]) -> Result<KfuncTable, Refusal> {
     let mut table = KfuncTable {
         kfuncs: Vec::new(),
@@ -104,77 +67,67 @@ pub fn resolve(words: &mut [u64]) -> Result<KfuncTable, Refusal> {
     };
     let mut pc = 0;
     while pc < words.len() {
-        let mut b = words[pc].to_le_bytes();
-        let src = b[1] >> 4;
-        let off = i16::from_le_bytes([b[2], b[3]]);
-        let id = u32::from_le_bytes([b[4], b[5], b[6], b[7]]);
-        if b[0] == JMP_CALL && src == PSEUDO_KFUNC_CALL {
-            if off != 0 {
-                return Err(module_refusal(pc, id, i64::from(off)));
+        let mut insn = RawInsn::from_bytes(&words[pc].to_le_bytes());
+        let id = insn.imm as u32;
+        if insn.code == CLASS_JMP | JMP_CALL && insn.src == CALL_KFUNC {
+            if insn.off != 0 {
+                return Err(module_refusal(pc, id, &format!("fd_array[{}]", insn.off)));
             }
-            let name = vmlinux_func(pc, id)?;
-            if ALLOCATORS.contains(&name.as_str()) {
-                return Err(Refusal::new(
-                    Errno::EINVAL,
-                    format!(
-                        "insn {pc}: {name}: the objects bpfjet allocates live in one process's \
-                         memory, and a program loaded through bpf() runs in several (each \
-                         process that test-runs it, traced processes, the data plane), so \
-                         objects and graphs are not served through bpf() yet; bpfjet run, \
-                         test-run and bench load such an object from its ELF file"
-                    ),
-                ));
+            let BtfType::Func { name, .. } = vmlinux_type(pc, id)? else {
+                return Err(refusal(format!(
+                    "insn {pc}: kernel btf_id {id} is not a function"
+                )));
+            };
+            if matches!(
+                GraphKfunc::from_name(&name),
+                Some(GraphKfunc::ObjNew | GraphKfunc::RefcountAcquire)
+            ) {
+                return Err(refusal(format!(
+                    "insn {pc}: {name}: the objects bpfjet allocates live in one process's \
+                     memory, and a program loaded through bpf() runs in several (each \
+                     process that test-runs it, traced processes, the data plane), so \
+                     objects and graphs are not served through bpf() yet; bpfjet run, \
+                     test-run and bench load such an object from its ELF file"
+                )));
             }
-            let index = index_of(&mut table.kfuncs, name) as u32;
-            b[4..8].copy_from_slice(&index.to_le_bytes());
-            words[pc] = u64::from_le_bytes(b);
-        } else if b[0] == LD_IMM64 && src == PSEUDO_BTF_ID {
-            let obj_fd = words.get(pc + 1).map_or(0, |w| (w >> 32) as u32 as i32);
-            if obj_fd != 0 {
-                return Err(module_refusal(pc, id, i64::from(obj_fd)));
+            insn.imm = index_of(&mut table.kfuncs, &name) as i32;
+            words[pc] = word(insn);
+        } else if insn.code == LDDW && insn.src == PSEUDO_BTF_ID {
+            let btf_fd = words.get(pc + 1).map_or(0, |w| (w >> 32) as u32);
+            if btf_fd != 0 {
+                return Err(module_refusal(pc, id, &format!("fd {btf_fd}")));
             }
-            let btf = vmlinux().map_err(|e| Refusal::new(Errno::EINVAL, e))?;
-            match btf.type_by_id(id) {
-                Some(BtfType::Func { name, .. }) => {
-                    let name = name.clone();
+            match vmlinux_type(pc, id)? {
+                BtfType::Func { name, .. } => {
                     if !table.weak.contains(&name) {
                         table.weak.push(name.clone());
                     }
-                    let index = index_of(&mut table.kfuncs, name) as u32;
-                    b[1] = (b[1] & 0x0f) | (KSYM_ADDRESS_SRC << 4);
-                    b[4..8].copy_from_slice(&index.to_le_bytes());
-                    words[pc] = u64::from_le_bytes(b);
-                    words[pc + 1] &= 0x0000_0000_ffff_ffff;
+                    insn.src = KSYM_ADDRESS_SRC;
+                    insn.imm = index_of(&mut table.kfuncs, &name) as i32;
+                    words[pc] = word(insn);
                 }
-                Some(BtfType::Var { name, .. }) => {
-                    return Err(Refusal::new(
-                        Errno::EINVAL,
-                        format!(
-                            "insn {pc}: kernel variable `{name}` (a typed __ksym): bpfjet runs \
-                             programs in userspace, where no kernel variable exists"
-                        ),
-                    ))
+                BtfType::Var { name, .. } => {
+                    return Err(refusal(format!(
+                        "insn {pc}: kernel variable `{name}` (a typed __ksym): bpfjet runs \
+                         programs in userspace, where no kernel variable exists"
+                    )))
                 }
                 _ => {
-                    return Err(Refusal::new(
-                        Errno::EINVAL,
-                        format!("insn {pc}: ld_imm64 of kernel btf_id {id}: not a function or variable of the running kernel"),
-                    ))
+                    return Err(refusal(format!(
+                        "insn {pc}: ld_imm64 of kernel btf_id {id}: not a function or variable"
+                    )))
                 }
             }
         }
-        pc += if b[0] == LD_IMM64 { 2 } else { 1 };
+        pc += if insn.code == LDDW { 2 } else { 1 };
     }
     Ok(table)
 }
 
-fn module_refusal(pc: usize, id: u32, fd_index: i64) -> Refusal {
-    Refusal::new(
-        Errno::EINVAL,
-        format!(
-            "insn {pc}: kfunc btf_id {id} of a kernel module's BTF (fd_array[{fd_index}]): through \
-             bpf() bpfjet resolves the kernel's own (vmlinux) kfuncs; its NF library and eNetSTL's \
-             kfuncs are resolved by name for objects bpfjet loads itself"
-        ),
-    )
+fn module_refusal(pc: usize, id: u32, btf: &str) -> Refusal {
+    refusal(format!(
+        "insn {pc}: btf_id {id} of a kernel module's BTF ({btf}): through bpf() bpfjet \
+         resolves the kernel's own (vmlinux) kfuncs; its NF library and eNetSTL's kfuncs are \
+         resolved by name for objects bpfjet loads itself"
+    ))
 }

@@ -255,23 +255,27 @@ fn find_locks(
             }
             continue;
         }
-        if found.is_some() {
-            return Err(invalid(
-                map,
-                "the value type has more than one bpf_spin_lock",
-            ));
-        }
-        if !bits.is_multiple_of(32) {
-            return Err(invalid(
-                map,
-                format!(
-                    "bpf_spin_lock member `{}` is not 4-byte aligned (bit offset {bits})",
-                    m.name
-                ),
-            ));
-        }
-        *found = Some(bits / 8);
+        record_lock(map, &m.name, bits, found)?;
     }
+    Ok(())
+}
+
+/// The lock found at `bits` (member or variable `name`): one per value, on a
+/// 4-byte boundary.
+fn record_lock(map: &str, name: &str, bits: u32, found: &mut Option<u32>) -> Result<(), ObjError> {
+    if found.is_some() {
+        return Err(invalid(
+            map,
+            "the value type has more than one bpf_spin_lock",
+        ));
+    }
+    if !bits.is_multiple_of(32) {
+        return Err(invalid(
+            map,
+            format!("bpf_spin_lock member `{name}` is not 4-byte aligned (bit offset {bits})"),
+        ));
+    }
+    *found = Some(bits / 8);
     Ok(())
 }
 
@@ -280,6 +284,26 @@ fn find_locks(
 /// `__type(value, T)` maps above.
 pub fn spin_lock_offset(btf: &Btf, map: &str, value_type_id: u32) -> Result<Option<u32>, ObjError> {
     let mut found = None;
-    find_locks(btf, map, value_type_id, 0, 0, &mut found)?;
+    match btf.type_by_id(value_type_id) {
+        // A global data section (libbpf's `.data.NAME` maps give their
+        // DATASEC as the value type, offsets fixed up): the lock is one of
+        // its variables, or inside one.
+        Some(BtfType::DataSec { vars, .. }) => {
+            for v in vars {
+                let Some(BtfType::Var { name, target, .. }) = btf.type_by_id(v.type_id) else {
+                    continue;
+                };
+                let id = btf.resolve(*target).unwrap_or(0);
+                let bits = v.offset * 8;
+                match btf.type_by_id(id) {
+                    Some(BtfType::Struct { name: s, .. }) if s == "bpf_spin_lock" => {
+                        record_lock(map, name, bits, &mut found)?
+                    }
+                    _ => find_locks(btf, map, id, bits, 1, &mut found)?,
+                }
+            }
+        }
+        _ => find_locks(btf, map, value_type_id, 0, 0, &mut found)?,
+    }
     Ok(found)
 }
