@@ -27,7 +27,7 @@ INST=cptest$$
 export BPFJET_RUN_DIR=$WORK/run
 BPFFS=/sys/fs/bpf
 KPIN=$BPFFS/bpfjet_cptest_$$
-JPIN=$BPFFS/bpfjet_cptest_jet_$$ # bpfjet's pins live in its run dir; the directory is real
+JPIN=$BPFFS/bpfjet_cptest_jet_$$ # bpfjet records its pins in its run dir and leaves a placeholder file here
 mount | grep -q "on $BPFFS type bpf" || mount -t bpf bpf "$BPFFS"
 mkdir -p "$KPIN" "$JPIN"
 cleanup() {
@@ -95,11 +95,14 @@ for f in lookup dump mapshow missing progshow nmaps xlated_maps run counts; do
 done
 check "bpftool btf dump (types of the map's BTF)" "$(cat "$WORK/kernel.btf")" "$(cat "$WORK/bpfjet.btf")"
 
-# Served by bpfjet, not the kernel: the map is in bpfjet's instance and the
-# kernel has no pin for it.
+# Served by bpfjet, not the kernel: the map is in bpfjet's instance. Its pin
+# is a file on bpffs as the kernel's are (directory listings see it), and a
+# process outside the instance opening it gets bpfjet's placeholder, not
+# the map (crates/server/src/pin_files.rs).
 # (grep reads all of the list: `grep -q` would close the pipe early and,
 # under pipefail, the writer's SIGPIPE would fail the test.)
-if "$BPFJET" map list --instance "$INST" | grep cp_m > /dev/null && [ ! -e "$JPIN/m" ]; then
+if "$BPFJET" map list --instance "$INST" | grep cp_m > /dev/null && [ -e "$JPIN/m" ] \
+    && [ "$(bpftool -j map show pinned "$JPIN/m" | python3 -c 'import json,sys; print(json.load(sys.stdin)["name"])')" = bpfjet_pin ]; then
     echo "ok   bpftool's map lives in bpfjet instance $INST (bpfjet map list)"
 else
     echo "FAIL bpftool's map is not in bpfjet instance $INST"; fails=$((fails + 1))

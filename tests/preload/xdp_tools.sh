@@ -199,6 +199,61 @@ check "with bpffs: the dispatcher attached, udp_verdicts in it" "xdp_dispatcher 
     "$(echo "$out" | status_row); $(echo "$out" | awk '$1 == "=>" { print $3 }')"
 check "with bpffs: unloaded" "no attachments" "$("$BPFJET" status --instance "$INST")"
 
+# ---- xdp-filter: a control plane that finds its programs by listing bpffs ----
+# xdp-filter pins its program under /sys/fs/bpf/xdp-filter/programs/IFNAME/
+# and later lists that directory to know where it is loaded (`status`,
+# `unload`): bpfjet's pins must be files there, as the kernel's are. One
+# shell per side, each with a fresh bpffs; the transcript keeps what does
+# not depend on the peer's background frames (IPv6 neighbour discovery
+# passes too): the interfaces block, the filter hit counters, the drops,
+# what the stack received, the pin directory, and unload.
+filter_session() { # runner...
+    R="$*" inA bash -c '
+        mount -t bpf bpf /sys/fs/bpf
+        $R xdp-filter load -m skb '"$VA"' || echo "load failed"
+        $R xdp-filter port 9999
+        $R xdp-filter ip 10.201.0.9
+        echo "pins: $(ls /sys/fs/bpf/xdp-filter/programs/'"$VA"')"
+        python3 '"$ROOT"'/tests/preload/recv_udp.py 2.5 > /tmp/xdpfilter.$$ &
+        sleep 0.8
+        ip netns exec '"$B"' python3 '"$ROOT"'/tests/preload/send_udp.py '"$VB $MAC"' 10.201.0.2 10.201.0.1 5 7
+        wait
+        echo "received: $(cat /tmp/xdpfilter.$$)"; rm -f /tmp/xdpfilter.$$
+        $R xdp-filter status | awk "
+            /^Loaded on interfaces/ { show = 1 } /^Filtered MAC/ { show = 0 }
+            show && NF || /XDP_DROP/ { print }"
+        $R xdp-filter unload '"$VA"' 2>&1 || echo "unload failed"
+        echo "pins after unload: $(ls /sys/fs/bpf/xdp-filter/programs 2>&1)"
+        $R xdp-filter status 2>&1 | head -1' 2>&1
+}
+if command -v xdp-filter >/dev/null; then
+    k_filter=$(filter_session)
+    j_filter=$(filter_session "$BPFJET" exec --instance "$INST" --)
+    echo "kernel xdp-filter session:"; echo "$k_filter" | sed 's/^/  /'
+    check "xdp-filter (kernel): the port filter dropped the 5" "yes" \
+        "$(echo "$k_filter" | grep -q '9999 .* 5$' && echo yes || echo no)"
+    check "xdp-filter load/port/ip/status/unload session as the kernel's" "$k_filter" "$j_filter"
+    check "xdp-filter unloaded" "no attachments" "$("$BPFJET" status --instance "$INST")"
+else
+    echo "SKIPPED: xdp-filter not installed" | tee -a "${BPFJET_SKIP_LOG:-/dev/null}"
+fi
+
+# ---- the device goes away under an attached program -------------------------
+# The kernel detaches a device's XDP program when the device is deleted; the
+# data plane serving it must stop too, not spin on sockets of a dead device.
+ip -n "$A" link add bjxd0 type veth peer name bjxd1
+ip -n "$A" link set bjxd0 up; ip -n "$A" link set bjxd1 up
+jx xdp-loader load -m skb bjxd0 "$WORK/udp_verdicts.o"
+dp_pid=$("$BPFJET" status --instance "$INST" --json | python3 -c '
+import json, sys; print(" ".join(str(a["data_plane"]["pid"]) for a in json.load(sys.stdin) if a.get("data_plane")))')
+ip -n "$A" link del bjxd0
+for _ in $(seq 50); do
+    [ "$("$BPFJET" status --instance "$INST")" = "no attachments" ] && ! kill -0 $dp_pid 2>/dev/null && break
+    sleep 0.1
+done
+check "device deleted: the attachment went with it" "no attachments" "$("$BPFJET" status --instance "$INST")"
+check "device deleted: its data plane ($dp_pid) stopped" "stopped" "$(kill -0 $dp_pid 2>/dev/null && echo running || echo stopped)"
+
 if [ $fails -ne 0 ]; then
     echo "xdp_tools: $fails check(s) failed"; exit 1
 fi

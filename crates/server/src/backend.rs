@@ -7,6 +7,7 @@ use crate::kfunc_calls;
 use crate::maps;
 use crate::namespace::{Kind, Namespace, ObjRef};
 use crate::objects::{BtfObj, MapMeta, MapObj, Obj, ProgObj, ProgRecord};
+use crate::pin_files;
 use crate::progs::{self, Refusal, BPF_PROG_TYPE_XDP, PSEUDO_MAP_FD, PSEUDO_MAP_VALUE};
 use crate::user;
 use bpfjet_maps::{Instance, MapOptions, MapSpec, MapType};
@@ -296,13 +297,37 @@ impl BpfjetBackend {
     /// the object if the pin was the last thing holding it and this process
     /// created it. False when bpfjet has no pin at `path`.
     pub fn unpin(&self, path: &str) -> bool {
-        match self.ns.unpin(path) {
-            Some(r) => {
-                self.release(r);
-                true
+        let pin = match self.ns.pinned(path) {
+            Ok(pin) if pin.live() => pin,
+            Ok(_) => {
+                // The file at the path is not bpfjet's (its placeholder
+                // went): the real unlink decides.
+                self.settle_pin(path);
+                return false;
             }
-            None => false,
+            // A renamed placeholder: its record, found by the file.
+            Err(_) => match self.moved_pin_at(path) {
+                Some(pin) => pin,
+                None => return false,
+            },
+        };
+        let Some(pin) = self.ns.unpin(&pin.path) else {
+            return false;
+        };
+        if let Some(f) = pin.file {
+            pin_files::remove(path, f);
         }
+        self.release(pin.obj);
+        true
+    }
+
+    /// The record of a pin whose placeholder was renamed to `path`.
+    fn moved_pin_at(&self, path: &str) -> Option<crate::namespace::Pin> {
+        let (dev, ino) = pin_files::file_of(path)?;
+        self.ns
+            .pins()
+            .into_iter()
+            .find(|p| p.file.is_some_and(|f| (f.dev, f.ino) == (dev, ino)) && !p.live())
     }
 
     /// One stderr line per process and subject: what bpfjet does not serve.
@@ -1058,16 +1083,51 @@ impl BpfjetBackend {
             Some(Obj::Stats | Obj::PerfEvent(_) | Obj::PerfOutput(_)) => return Err(Errno::EINVAL),
             None => return self.kernel.execute(cmd),
         };
-        self.ns.pin(&path, r).map(|()| 0)
+        self.settle_pin(&path);
+        // The kernel decides whether the path can be taken (EEXIST, ENOENT).
+        let file = pin_files::place(&path)?;
+        self.ns.pin(&path, r, file).map(|()| 0).inspect_err(|_| {
+            if let Some(f) = file {
+                pin_files::remove(&path, f);
+            }
+        })
     }
 
     fn obj_get(&self, p: &ObjPath, cmd: &Command) -> Result<i64, Errno> {
         let path = user::cstring(p.pathname, libc::PATH_MAX as usize)?;
         match self.ns.pinned(&path) {
-            Ok(r) => self.open_ref(r),
-            // Not a bpfjet pin: perhaps the kernel's.
-            Err(Errno::ENOENT) => self.kernel.execute(cmd),
-            Err(e) => Err(e),
+            Ok(pin) if pin.live() => return self.open_ref(pin.obj),
+            Ok(_) => self.settle_pin(&path),
+            Err(Errno::ENOENT) => {}
+            Err(e) => return Err(e),
+        }
+        // A placeholder renamed on bpffs (`mv`): the pin is found by the
+        // file's identity and its record follows it.
+        if let Some(pin) = self.moved_pin_at(&path) {
+            self.ns.move_pin(&pin, &path)?;
+            return self.open_ref(pin.obj);
+        }
+        // Not a bpfjet pin: perhaps the kernel's.
+        self.kernel.execute(cmd)
+    }
+
+    /// The pin record at `path` when its placeholder left that path behind
+    /// bpfjet's back: removed (the record goes, freeing the object if it
+    /// was all that held it) or renamed (the record is parked until the new
+    /// path is opened).
+    fn settle_pin(&self, path: &str) {
+        let Ok(pin) = self.ns.pinned(path) else {
+            return;
+        };
+        if pin.live() {
+            return;
+        }
+        if pin.gone() {
+            if let Some(pin) = self.ns.unpin(path) {
+                self.release(pin.obj);
+            }
+        } else {
+            let _ = self.ns.park_pin(&pin);
         }
     }
 

@@ -22,6 +22,7 @@ mod objects;
 mod perf_events;
 mod perf_timers;
 mod pid_attach;
+mod pin_files;
 mod probe_links;
 mod prog_btf;
 mod progs;

@@ -13,6 +13,7 @@
 //! `<run>` is `$BPFJET_RUN_DIR` or `/run/bpfjet`; `<name>` is
 //! `$BPFJET_INSTANCE` or `exec`.
 
+use crate::pin_files::FileId;
 use bpfjet_maps::Instance;
 use bpfjet_sys::Errno;
 use std::fs::{self, File, OpenOptions};
@@ -303,65 +304,164 @@ impl Namespace {
         Ok(self.dir.join("pins").join(escaped))
     }
 
-    /// `BPF_OBJ_PIN`: EEXIST if the path is taken.
-    pub fn pin(&self, path: &str, obj: ObjRef) -> Result<(), Errno> {
-        let file = self.pin_file(path)?;
-        let text = match obj {
-            ObjRef::Map(id) => format!("map {id}\n"),
-            ObjRef::Prog(id) => format!("prog {id}\n"),
-            ObjRef::Btf(id) => format!("btf {id}\n"),
-            ObjRef::Link(id) => format!("link {id}\n"),
+    /// `BPF_OBJ_PIN`: EEXIST if the path is taken. `file` is the
+    /// placeholder on bpffs (see [`crate::pin_files`]), if there is one.
+    pub fn pin(&self, path: &str, obj: ObjRef, file: Option<FileId>) -> Result<(), Errno> {
+        let target = self.pin_file(path)?;
+        let mut text = match obj {
+            ObjRef::Map(id) => format!("map {id}"),
+            ObjRef::Prog(id) => format!("prog {id}"),
+            ObjRef::Btf(id) => format!("btf {id}"),
+            ObjRef::Link(id) => format!("link {id}"),
         };
+        if let Some(f) = file {
+            text += &format!(" file {} {} {}", f.dev, f.ino, f.map_id);
+        }
+        text.push('\n');
         let mut f = OpenOptions::new()
             .write(true)
             .create_new(true)
-            .open(file)
+            .open(target)
             .map_err(io_errno)?;
         f.write_all(text.as_bytes()).map_err(io_errno)
     }
 
-    /// Whether any pin names `obj`.
-    pub fn is_pinned(&self, obj: ObjRef) -> bool {
+    /// Every pin: its path, what it names, its placeholder.
+    pub fn pins(&self) -> Vec<Pin> {
         let Ok(dir) = fs::read_dir(self.dir.join("pins")) else {
-            return false;
+            return Vec::new();
         };
         dir.filter_map(|e| e.ok())
-            .filter_map(|e| fs::read_to_string(e.path()).ok())
-            .any(|t| parse_pin(&t) == Ok(obj))
+            .filter_map(|e| {
+                let path = unescape(e.file_name().to_str()?);
+                let (obj, file) = parse_pin(&fs::read_to_string(e.path()).ok()?).ok()?;
+                Some(Pin { path, obj, file })
+            })
+            .collect()
+    }
+
+    /// Whether any pin names `obj` (one whose placeholder was removed from
+    /// bpffs behind bpfjet's back is no pin; one renamed still is).
+    pub fn is_pinned(&self, obj: ObjRef) -> bool {
+        self.pins().iter().any(|p| p.obj == obj && !p.gone())
     }
 
     pub fn remove_record(&self, kind: Kind, id: u32) {
         let _ = fs::remove_file(self.record_path(kind, id));
     }
 
-    /// Remove the pin at `path` (`unlink` on bpffs): what it named, or None
-    /// when bpfjet has no pin there.
-    pub fn unpin(&self, path: &str) -> Option<ObjRef> {
+    /// Remove the pin record at `path`: what it named, or None when bpfjet
+    /// has no pin there. Its placeholder is the caller's.
+    pub fn unpin(&self, path: &str) -> Option<Pin> {
         let file = self.pin_file(path).ok()?;
-        let obj = parse_pin(&fs::read_to_string(&file).ok()?).ok()?;
+        let (obj, placeholder) = parse_pin(&fs::read_to_string(&file).ok()?).ok()?;
         fs::remove_file(&file).ok()?;
-        Some(obj)
+        Some(Pin {
+            path: path.to_string(),
+            obj,
+            file: placeholder,
+        })
     }
 
-    /// `BPF_OBJ_GET`: what the path pins.
-    pub fn pinned(&self, path: &str) -> Result<ObjRef, Errno> {
+    /// The pin record at `path` (`BPF_OBJ_GET`), live or not.
+    pub fn pinned(&self, path: &str) -> Result<Pin, Errno> {
         let text = fs::read_to_string(self.pin_file(path)?).map_err(|_| Errno::ENOENT)?;
-        parse_pin(&text)
+        let (obj, file) = parse_pin(&text)?;
+        Ok(Pin {
+            path: path.to_string(),
+            obj,
+            file,
+        })
+    }
+
+    /// A pin's placeholder was renamed (`mv` on bpffs): its record follows.
+    pub fn move_pin(&self, pin: &Pin, to: &str) -> Result<(), Errno> {
+        let from = self.pin_file(&pin.path)?;
+        fs::rename(from, self.pin_file(to)?).map_err(io_errno)
+    }
+
+    /// A pin whose placeholder left its path for one bpfjet does not know
+    /// yet: its record leaves the path too (another pin may take it) and
+    /// waits under its placeholder's map id until an `OBJ_GET` of the new
+    /// path finds it by the file's identity.
+    pub fn park_pin(&self, pin: &Pin) -> Result<(), Errno> {
+        let Some(f) = pin.file else {
+            return Ok(());
+        };
+        self.move_pin(pin, &format!("/.bpfjet-moved-pin-{}", f.map_id))
     }
 }
 
-fn parse_pin(text: &str) -> Result<ObjRef, Errno> {
+/// A pin record.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Pin {
+    pub path: String,
+    pub obj: ObjRef,
+    pub file: Option<FileId>,
+}
+
+impl Pin {
+    /// Whether the pin is at its path: a record without a placeholder (not
+    /// on bpffs) always is; one with a placeholder while that file is.
+    pub fn live(&self) -> bool {
+        self.file.is_none_or(|f| f.is_at(&self.path))
+    }
+
+    /// Whether the pin is gone: its placeholder was removed (its map freed).
+    pub fn gone(&self) -> bool {
+        self.file.is_some_and(|f| !f.exists())
+    }
+}
+
+/// The bpffs path a pin record's file name escapes (`%2F` for `/`, `%25`
+/// for `%`), read left to right.
+fn unescape(name: &str) -> String {
+    let mut out = String::with_capacity(name.len());
+    let mut rest = name;
+    while let Some(i) = rest.find('%') {
+        out.push_str(&rest[..i]);
+        match rest.get(i..i + 3) {
+            Some("%2F") => out.push('/'),
+            Some("%25") => out.push('%'),
+            _ => {
+                out.push('%');
+                rest = &rest[i + 1..];
+                continue;
+            }
+        }
+        rest = &rest[i + 3..];
+    }
+    out.push_str(rest);
+    out
+}
+
+fn parse_pin(text: &str) -> Result<(ObjRef, Option<FileId>), Errno> {
     let mut words = text.split_whitespace();
     let kind = words.next();
     let id: u32 = words
         .next()
         .and_then(|w| w.parse().ok())
         .ok_or(Errno::EINVAL)?;
-    match kind {
-        Some("map") => Ok(ObjRef::Map(id)),
-        Some("prog") => Ok(ObjRef::Prog(id)),
-        Some("btf") => Ok(ObjRef::Btf(id)),
-        Some("link") => Ok(ObjRef::Link(id)),
-        _ => Err(Errno::EINVAL),
-    }
+    let obj = match kind {
+        Some("map") => ObjRef::Map(id),
+        Some("prog") => ObjRef::Prog(id),
+        Some("btf") => ObjRef::Btf(id),
+        Some("link") => ObjRef::Link(id),
+        _ => return Err(Errno::EINVAL),
+    };
+    let file = match words.next() {
+        Some("file") => {
+            let mut n = || words.next().and_then(|w| w.parse::<u64>().ok());
+            let (dev, ino, map_id) = (n(), n(), n());
+            Some(FileId {
+                dev: dev.ok_or(Errno::EINVAL)?,
+                ino: ino.ok_or(Errno::EINVAL)?,
+                map_id: map_id
+                    .and_then(|m| u32::try_from(m).ok())
+                    .ok_or(Errno::EINVAL)?,
+            })
+        }
+        _ => None,
+    };
+    Ok((obj, file))
 }

@@ -174,6 +174,17 @@ fn serve(ns: &Namespace, ifindex: u32, status: &mut DataPlaneStatus) -> Result<(
             }
         }
         if Instant::now() >= next_status {
+            // The device went away (deleted, or its namespace's last
+            // process left): the kernel detaches its XDP program then, so
+            // the attachment goes and the data plane stops.
+            if bpfjet_server::attach::ifname(ifindex).is_err() {
+                ns.remove_attachment(ifindex);
+                status.error = format!(
+                    "interface {} (ifindex {ifindex}) went away: detached",
+                    a.ifname
+                );
+                break;
+            }
             let s = pool.stats().snapshot();
             status.packets = s.packets;
             status.pass = s.action(OutputRoute::Pass);
