@@ -76,6 +76,10 @@ import json,sys; print(json.dumps(sorted(json.load(sys.stdin), key=lambda e: e["
     "${run[@]}" bpftool prog load "$WORK/xdp_count.o" "$pin/p" pinmaps "$pin/maps"
     "${run[@]}" bpftool -j prog show pinned "$pin/p" | pick type,name,tag,gpl_compatible > "$WORK/$side.progshow"
     "${run[@]}" bpftool -j prog show pinned "$pin/p" | python3 -c 'import json,sys; print(len(json.load(sys.stdin)["map_ids"]))' > "$WORK/$side.nmaps"
+    # -f: bpftool walks bpffs for the files pinning each object.
+    "${run[@]}" bpftool -j -f prog show pinned "$pin/p" | python3 -c '
+import json,sys; print(sorted(p.split("/")[-1] for p in json.load(sys.stdin).get("pinned", [])))' > "$WORK/$side.pinned"
+    (cd "$pin" && ls . maps) > "$WORK/$side.ls"
     "${run[@]}" bpftool prog dump xlated pinned "$pin/p" | grep -c 'map\[id:' > "$WORK/$side.xlated_maps"
     "${run[@]}" bpftool map update pinned "$pin/maps/limit" key 0 0 0 0 value 80 0 0 0
     : > "$WORK/$side.run"
@@ -90,7 +94,7 @@ import json,sys; print(json.dumps(sorted(json.load(sys.stdin), key=lambda e: str
     btf_id=$("${run[@]}" bpftool -j map show pinned "$pin/maps/counts" | python3 -c 'import json,sys; print(json.load(sys.stdin)["btf_id"])')
     "${run[@]}" bpftool btf dump id "$btf_id" | grep -E "STRUCT|TYPEDEF|INT|VAR|FUNC " | sort > "$WORK/$side.btf"
 done
-for f in lookup dump mapshow missing progshow nmaps xlated_maps run counts; do
+for f in lookup dump mapshow missing progshow nmaps pinned ls xlated_maps run counts; do
     check "bpftool $f" "$(cat "$WORK/kernel.$f")" "$(cat "$WORK/bpfjet.$f")"
 done
 check "bpftool btf dump (types of the map's BTF)" "$(cat "$WORK/kernel.btf")" "$(cat "$WORK/bpfjet.btf")"
