@@ -254,6 +254,7 @@ pub fn summarise(program: &Program, maps: &[MapSpec]) -> Result<ProgramSummary, 
                 src: Operand::Reg(src),
                 ..
             }
+            | Insn::StoreRelease { dst, src, .. }
             | Insn::Atomic { dst, src, .. } => {
                 if let Val::Map(m) = r[usize::from(src)] {
                     let on_stack = matches!(insn, Insn::Store { .. })
@@ -349,7 +350,8 @@ fn fixpoint(insns: &[Insn]) -> BTreeMap<usize, State> {
 
 /// Applies one instruction; returns how many slots it takes.
 fn step(insn: &Insn, s: &mut State) -> usize {
-    match *insn {
+    // Ordered accesses move values as plain ones do.
+    match insn.unordered() {
         Insn::LdDw { kind, dst, imm } => {
             s.regs[usize::from(dst)] = match kind {
                 LdDwKind::MapIdx => Val::Map(imm as u32 as usize),
@@ -401,6 +403,9 @@ fn step(insn: &Insn, s: &mut State) -> usize {
                 };
                 s.store(base + i64::from(off), size_bytes(size), v);
             }
+        }
+        Insn::LoadAcquire { .. } | Insn::StoreRelease { .. } => {
+            unreachable!("unordered() makes ordered accesses plain ones")
         }
         Insn::Atomic {
             width,

@@ -365,6 +365,23 @@ fn store(mnemonic: &str) -> Option<(Size, bool)> {
     })
 }
 
+/// `ldacq*` (load-acquire) and `strel*` (store-release): true for a load.
+fn ordered(mnemonic: &str) -> Option<(Size, bool)> {
+    let (load, size) = if let Some(s) = mnemonic.strip_prefix("ldacq") {
+        (true, s)
+    } else {
+        (false, mnemonic.strip_prefix("strel")?)
+    };
+    let size = match size {
+        "b" => Size::B,
+        "h" => Size::H,
+        "w" => Size::W,
+        "dw" => Size::DW,
+        _ => return None,
+    };
+    Some((size, load))
+}
+
 /// `ldabs*` / `ldind*`: legacy packet loads (no 64-bit form exists).
 fn packet_load(mnemonic: &str) -> Option<(Size, bool)> {
     let (indirect, size) = if let Some(s) = mnemonic.strip_prefix("ldabs") {
@@ -456,6 +473,27 @@ fn parse_insn(mnemonic: &str, rest: &str) -> Result<Parsed, AsmErrorKind> {
             dst,
             src,
             off,
+        }));
+    }
+    if let Some((size, load)) = ordered(mnemonic) {
+        let ops = expect_operands(mnemonic, rest, 2)?;
+        return Ok(Parsed::plain(if load {
+            let dst = register(ops[0])?;
+            let (src, off) = memory(ops[1])?;
+            Insn::LoadAcquire {
+                size,
+                dst,
+                src,
+                off,
+            }
+        } else {
+            let (dst, off) = memory(ops[0])?;
+            Insn::StoreRelease {
+                size,
+                dst,
+                off,
+                src: register(ops[1])?,
+            }
         }));
     }
     if let Some((size, from_reg)) = store(mnemonic) {

@@ -424,6 +424,29 @@ pub fn decode_insn(pc: usize, raw: &RawInsn, next: Option<&RawInsn>) -> Result<I
                         src: Operand::Reg(src),
                     })
                 }
+                MODE_ATOMIC if raw.imm == ATOMIC_LOAD_ACQ => {
+                    // dst receives the value: the kernel checks it as a
+                    // load's destination.
+                    if dst == FRAME_POINTER {
+                        return Err(DecodeError::BadRegister {
+                            pc,
+                            reg: dst,
+                            what: "load_acquire would write r10",
+                        });
+                    }
+                    Ok(Insn::LoadAcquire {
+                        size: size_of(raw.code),
+                        dst,
+                        src,
+                        off: raw.off,
+                    })
+                }
+                MODE_ATOMIC if raw.imm == ATOMIC_STORE_REL => Ok(Insn::StoreRelease {
+                    size: size_of(raw.code),
+                    dst,
+                    off: raw.off,
+                    src,
+                }),
                 MODE_ATOMIC => {
                     let width = match raw.code & 0x18 {
                         SIZE_W => Width::W32,

@@ -119,6 +119,29 @@ pub fn format_insn_with(
             src,
             off,
         } => atomic(width, op, fetch, dst, src, off),
+        // As llvm-objdump prints them: w registers below 64 bits.
+        Insn::LoadAcquire {
+            size,
+            dst,
+            src,
+            off,
+        } => format!(
+            "{}{dst} = load_acquire(({} *)({}))",
+            if size == Size::DW { "r" } else { "w" },
+            unsigned(size),
+            address(src, off as i64)
+        ),
+        Insn::StoreRelease {
+            size,
+            dst,
+            off,
+            src,
+        } => format!(
+            "store_release(({} *)({}), {}{src})",
+            unsigned(size),
+            address(dst, off as i64),
+            if size == Size::DW { "r" } else { "w" },
+        ),
         Insn::Ja { off } => {
             let name = if i16::try_from(off).is_ok() {
                 "goto"

@@ -159,6 +159,30 @@ pub fn encode_insn(insn: &Insn, out: &mut Vec<RawInsn>) {
             let imm = if fetch { base | ATOMIC_FETCH } else { base };
             out.push(raw(CLASS_STX | MODE_ATOMIC | size, dst, src, off, imm));
         }
+        Insn::LoadAcquire {
+            size,
+            dst,
+            src,
+            off,
+        } => out.push(raw(
+            CLASS_STX | MODE_ATOMIC | size_bits(size),
+            dst,
+            src,
+            off,
+            ATOMIC_LOAD_ACQ,
+        )),
+        Insn::StoreRelease {
+            size,
+            dst,
+            off,
+            src,
+        } => out.push(raw(
+            CLASS_STX | MODE_ATOMIC | size_bits(size),
+            dst,
+            src,
+            off,
+            ATOMIC_STORE_REL,
+        )),
         Insn::Ja { off } => {
             if let Ok(o) = i16::try_from(off) {
                 out.push(raw(CLASS_JMP | JMP_JA, 0, 0, o, 0));

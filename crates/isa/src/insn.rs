@@ -226,6 +226,23 @@ pub enum Insn {
         src: Reg,
         off: i16,
     },
+    /// `dst = load_acquire((size *)(src + off))` (`BPF_STX | BPF_ATOMIC`,
+    /// imm `BPF_LOAD_ACQ` 0x100, kernel 6.15+): zero-extended like a plain
+    /// load, and no later memory access of this thread moves before it.
+    LoadAcquire {
+        size: Size,
+        dst: Reg,
+        src: Reg,
+        off: i16,
+    },
+    /// `store_release((size *)(dst + off), src)` (imm `BPF_STORE_REL`
+    /// 0x110): no earlier memory access of this thread moves after it.
+    StoreRelease {
+        size: Size,
+        dst: Reg,
+        off: i16,
+        src: Reg,
+    },
     /// Unconditional jump; `gotol` (JMP32 class) carries a 32-bit offset.
     Ja {
         off: i32,
@@ -252,6 +269,39 @@ pub enum Insn {
 }
 
 impl Insn {
+    /// The plain load or store an ordered access (`load_acquire`,
+    /// `store_release`) performs, for analyses of the registers and memory
+    /// an instruction touches rather than its ordering; every other
+    /// instruction unchanged.
+    pub fn unordered(self) -> Insn {
+        match self {
+            Insn::LoadAcquire {
+                size,
+                dst,
+                src,
+                off,
+            } => Insn::Load {
+                size,
+                sign_extend: false,
+                dst,
+                src,
+                off,
+            },
+            Insn::StoreRelease {
+                size,
+                dst,
+                off,
+                src,
+            } => Insn::Store {
+                size,
+                dst,
+                off,
+                src: Operand::Reg(src),
+            },
+            other => other,
+        }
+    }
+
     /// Number of slots this instruction occupies.
     pub fn slots(&self) -> usize {
         match self {

@@ -75,6 +75,9 @@ pub const ATOMIC_AND: i32 = 0x50;
 pub const ATOMIC_XOR: i32 = 0xa0;
 pub const ATOMIC_XCHG: i32 = 0xe0 | ATOMIC_FETCH;
 pub const ATOMIC_CMPXCHG: i32 = 0xf0 | ATOMIC_FETCH;
+/// `load_acquire` and `store_release` (kernel 6.15+), all four sizes.
+pub const ATOMIC_LOAD_ACQ: i32 = 0x100;
+pub const ATOMIC_STORE_REL: i32 = 0x110;
 
 // Pseudo sources of lddw (src_reg field).
 pub const PSEUDO_IMM64: u8 = 0;

@@ -246,6 +246,26 @@ fn malformed_programs_give_precise_errors() {
             field(0, "atomic operations are 32 or 64 bits only"),
         ),
         (
+            "load_acquire into r10",
+            vec![
+                raw(CLASS_STX | MODE_ATOMIC | SIZE_W, 10, 1, 0, 0x100),
+                EXIT,
+            ],
+            DecodeError::BadRegister {
+                pc: 0,
+                reg: 10,
+                what: "load_acquire would write r10",
+            },
+        ),
+        (
+            "an ordered access with the fetch bit",
+            vec![
+                raw(CLASS_STX | MODE_ATOMIC | SIZE_B, 1, 2, 0, 0x101),
+                EXIT,
+            ],
+            field(0, "atomic operations are 32 or 64 bits only"),
+        ),
+        (
             "xchg without the fetch bit",
             vec![
                 raw(CLASS_STX | MODE_ATOMIC | SIZE_DW, 10, 1, -8, 0xe0),

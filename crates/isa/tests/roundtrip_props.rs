@@ -119,6 +119,23 @@ fn memory() -> impl Strategy<Value = Insn> {
                 off
             }
         ),
+        (size(), reg(), reg(), any::<i16>()).prop_map(|(size, dst, src, off)| {
+            Insn::LoadAcquire {
+                size,
+                // Its destination is written: never r10.
+                dst: if dst == 10 { 9 } else { dst },
+                src,
+                off,
+            }
+        }),
+        (size(), reg(), reg(), any::<i16>()).prop_map(|(size, dst, src, off)| {
+            Insn::StoreRelease {
+                size,
+                dst,
+                off,
+                src,
+            }
+        }),
         (
             select(vec![Size::B, Size::H, Size::W]),
             proptest::option::of(reg()),
@@ -296,7 +313,8 @@ proptest! {
     fn plausible_slots_never_panic(
         slots in prop::collection::vec(
             (select(known_opcodes()), 0u8..12, 0u8..12, -3i16..3, prop_oneof![
-                Just(0i32), Just(1), Just(16), Just(64), Just(0xe1), Just(0xf1), any::<i32>()
+                Just(0i32), Just(1), Just(16), Just(64), Just(0xe1), Just(0xf1), Just(0x100),
+                Just(0x110), any::<i32>()
             ]),
             1..6,
         )
@@ -319,7 +337,8 @@ proptest! {
     fn load_decoding_defers_exactly_the_malformed_slots(
         slots in prop::collection::vec(
             (select(known_opcodes()), 0u8..12, 0u8..12, -3i16..3, prop_oneof![
-                Just(0i32), Just(1), Just(16), Just(64), Just(0xe1), Just(0xf1), any::<i32>()
+                Just(0i32), Just(1), Just(16), Just(64), Just(0xe1), Just(0xf1), Just(0x100),
+                Just(0x110), any::<i32>()
             ]),
             1..6,
         )

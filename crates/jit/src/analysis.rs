@@ -192,7 +192,8 @@ fn transfer(pc: usize, insn: &Insn, mut regs: [Prov; 11]) -> [Prov; 11] {
         Insn::Alu { dst, .. }
         | Insn::Endian { dst, .. }
         | Insn::LdDw { dst, .. }
-        | Insn::Load { dst, .. } => set(&mut regs, dst, fresh),
+        | Insn::Load { dst, .. }
+        | Insn::LoadAcquire { dst, .. } => set(&mut regs, dst, fresh),
         Insn::Atomic { op, fetch, src, .. } => {
             if op == AtomicOp::CmpXchg {
                 set(&mut regs, 0, fresh);

@@ -158,13 +158,17 @@ pub(crate) fn load(mut insns: Vec<Insn>, options: LoadOptions) -> Result<Program
                 }
             }
             Insn::LdPacket { .. } => return Err(LoadError::LegacyPacketLoad { pc }),
-            Insn::Load { dst, src, .. } => {
+            Insn::Load { dst, src, .. } | Insn::LoadAcquire { dst, src, .. } => {
                 writable(pc, dst)?;
                 readable(pc, src)?;
             }
             Insn::Store { dst, src, .. } => {
                 readable(pc, dst)?;
                 operand(pc, src)?;
+            }
+            Insn::StoreRelease { dst, src, .. } => {
+                readable(pc, dst)?;
+                readable(pc, src)?;
             }
             Insn::Atomic {
                 op,

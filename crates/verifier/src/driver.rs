@@ -1039,6 +1039,24 @@ impl<'a> Verifier<'a> {
                 self.check_atomic(st, pc, width, op, fetch, dst, src, off)?;
                 Ok(Succ::Goto(pc + 1))
             }
+            Insn::LoadAcquire {
+                size,
+                dst,
+                src,
+                off,
+            } => {
+                self.check_load_acquire(st, pc, size.bytes(), dst, src, off)?;
+                Ok(Succ::Goto(pc + 1))
+            }
+            Insn::StoreRelease {
+                size,
+                dst,
+                off,
+                src,
+            } => {
+                self.check_store_release(st, pc, size.bytes(), dst, off, src)?;
+                Ok(Succ::Goto(pc + 1))
+            }
             Insn::Ja { off } => {
                 let t = (pc as i64 + 1 + off as i64) as usize;
                 self.check_back_edge(pc, t)?;

@@ -194,8 +194,9 @@ fn reg_uses_defs(insn: &Insn) -> (u16, u16) {
         Insn::LdDw { dst, .. } => (0, bit(dst)),
         Insn::LdDwTail | Insn::Ja { .. } => (0, 0),
         Insn::LdPacket { indirect, .. } => (bit(6) | indirect.map_or(0, bit), CALL_CLOBBER),
-        Insn::Load { dst, src, .. } => (bit(src), bit(dst)),
+        Insn::Load { dst, src, .. } | Insn::LoadAcquire { dst, src, .. } => (bit(src), bit(dst)),
         Insn::Store { dst, src, .. } => (bit(dst) | op_bit(src), 0),
+        Insn::StoreRelease { dst, src, .. } => (bit(dst) | bit(src), 0),
         Insn::Atomic {
             op,
             fetch,
@@ -226,7 +227,7 @@ fn reg_uses_defs(insn: &Insn) -> (u16, u16) {
 /// The forward step: where stack pointers of this frame may be afterwards.
 fn fp_step(insn: &Insn, s: &FpState) -> FpState {
     let mut n = s.clone();
-    match *insn {
+    match insn.unordered() {
         Insn::Alu {
             width,
             op,
@@ -310,6 +311,9 @@ fn fp_step(insn: &Insn, s: &FpState) -> FpState {
         }
         Insn::LdDwTail | Insn::Ja { .. } | Insn::Jmp { .. } | Insn::MayGoto { .. } | Insn::Exit => {
         }
+        Insn::LoadAcquire { .. } | Insn::StoreRelease { .. } => {
+            unreachable!("unordered() makes ordered accesses plain ones")
+        }
     }
     n
 }
@@ -317,7 +321,7 @@ fn fp_step(insn: &Insn, s: &FpState) -> FpState {
 /// Stack slots an instruction may read (`gen`) and certainly overwrites as
 /// a whole (`kill`), given the forward facts before it.
 fn slot_uses_defs(insn: &Insn, s: &FpState, privileged: bool) -> (u64, u64) {
-    match *insn {
+    match insn.unordered() {
         Insn::Load { size, src, off, .. } => (
             access_slots(s.regs[src as usize], off as i64, size.bytes() as i64),
             0,

@@ -391,7 +391,10 @@ impl Verifier<'_> {
                     };
                     if let (Some(v), Some(StoreVal::Reg(r, _)), true) = (reg.as_mut(), value, fixed)
                     {
-                        let is_store = matches!(self.insns[pc], bpfjet_isa::Insn::Store { .. });
+                        let is_store = matches!(
+                            self.insns[pc],
+                            bpfjet_isa::Insn::Store { .. } | bpfjet_isa::Insn::StoreRelease { .. }
+                        );
                         if is_store && v.is_scalar() {
                             self.scalar_spill(st, r, v, lo, size);
                         }
@@ -673,6 +676,97 @@ impl Verifier<'_> {
             *st.reg_mut(0) = out;
         } else if fetch {
             *st.reg_mut(src) = out;
+        }
+        Ok(())
+    }
+}
+
+impl Verifier<'_> {
+    /// `load_acquire`: checked as the plain load it is (the kernel's
+    /// `check_atomic_load` runs its load check first), then aligned and
+    /// not from the context or a packet (`atomic_ptr_type_ok`).
+    pub(crate) fn check_load_acquire(
+        &mut self,
+        st: &mut State,
+        pc: usize,
+        size: usize,
+        dst: u8,
+        src: u8,
+        off: i16,
+    ) -> VResult<()> {
+        let base = self.read_reg(st, src)?;
+        self.check_atomic_alignment(&base, off, size)?;
+        self.check_load(st, pc, size, false, dst, src, off)?;
+        if matches!(base.ty, RegType::Ctx | RegType::Pkt | RegType::PktMeta) {
+            return err(
+                "atomic_bad_mem",
+                format!(
+                    "BPF_ATOMIC loads from R{src} {} is not allowed",
+                    base.ty.name()
+                ),
+            );
+        }
+        Ok(())
+    }
+
+    /// `store_release`: the plain register store (`check_store_reg`), then
+    /// as [`Self::check_load_acquire`] for the address.
+    pub(crate) fn check_store_release(
+        &mut self,
+        st: &mut State,
+        pc: usize,
+        size: usize,
+        dst: u8,
+        off: i16,
+        src: u8,
+    ) -> VResult<()> {
+        let base = self.read_reg(st, dst)?;
+        self.check_atomic_alignment(&base, off, size)?;
+        self.check_store(st, pc, size, dst, off, Operand::Reg(src))?;
+        if matches!(base.ty, RegType::Ctx | RegType::Pkt | RegType::PktMeta) {
+            return err(
+                "atomic_bad_mem",
+                format!(
+                    "BPF_ATOMIC stores into R{dst} {} is not allowed",
+                    base.ty.name()
+                ),
+            );
+        }
+        Ok(())
+    }
+
+    /// Atomic accesses are checked with strict alignment whatever the CPU
+    /// allows (the kernel's `strict_alignment_once`): the address, with
+    /// the pointer's known and variable offset, must be a multiple of the
+    /// size. The stack is always checked so; packets and the context are
+    /// refused for atomics after their own checks.
+    fn check_atomic_alignment(&self, base: &RegState, off: i16, size: usize) -> VResult<()> {
+        if matches!(
+            base.ty,
+            RegType::Stack { .. }
+                | RegType::Ctx
+                | RegType::Pkt
+                | RegType::PktMeta
+                | RegType::Scalar
+        ) || !base.is_pointer()
+        {
+            return Ok(());
+        }
+        let at = base.val.var_off.add(crate::tnum::Tnum::constant(
+            (base.off as i64 + off as i64) as u64,
+        ));
+        if !at.is_aligned(size as u64) {
+            return err(
+                "misaligned",
+                format!(
+                    "misaligned {}access off {}+{off} size {size}",
+                    match base.ty {
+                        RegType::MapValue { .. } => "value ",
+                        _ => "",
+                    },
+                    base.off
+                ),
+            );
         }
         Ok(())
     }

@@ -147,7 +147,7 @@ pub fn undo(
         },
         Insn::Endian { .. } | Insn::Ja { .. } | Insn::MayGoto { .. } | Insn::LdDwTail => {}
         Insn::LdDw { dst, .. } => d.clear_reg(f, dst),
-        Insn::Load { dst, .. } => {
+        Insn::Load { dst, .. } | Insn::LoadAcquire { dst, .. } => {
             if d.has_reg(f, dst) {
                 d.clear_reg(f, dst);
                 if let Note::Fill { frame, slot } = h.note {
@@ -168,6 +168,15 @@ pub fn undo(
                     if let Operand::Reg(s) = src {
                         d.set_reg(f, s);
                     }
+                }
+            }
+        }
+        Insn::StoreRelease { src, .. } => {
+            if let Note::Spill { frame, slot } = h.note {
+                let loc = Loc::Slot { frame, slot };
+                if d.has(loc) {
+                    d.slots[frame as usize] &= !(1 << slot);
+                    d.set_reg(f, src);
                 }
             }
         }

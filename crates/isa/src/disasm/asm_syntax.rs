@@ -54,6 +54,18 @@ pub fn format_insn_asm(insn: &Insn, pc: usize) -> String {
             Operand::Reg(r) => format!("stx{} {}, %r{r}", suffix(size), memory(dst, off)),
             Operand::Imm(i) => format!("st{} {}, {i}", suffix(size), memory(dst, off)),
         },
+        Insn::LoadAcquire {
+            size,
+            dst,
+            src,
+            off,
+        } => format!("ldacq{} %r{dst}, {}", suffix(size), memory(src, off)),
+        Insn::StoreRelease {
+            size,
+            dst,
+            off,
+            src,
+        } => format!("strel{} {}, %r{src}", suffix(size), memory(dst, off)),
         Insn::Atomic {
             width,
             op,

@@ -223,6 +223,62 @@ impl<'ctx> Lifter<'ctx, '_> {
         set_align(Some(st), 1)
     }
 
+    /// `load_acquire`: an LLVM `load atomic ... acquire`, naturally aligned
+    /// (the verifier proved the address is), zero-extended; on x86 a plain
+    /// `mov` the optimiser may not move later accesses above.
+    pub(super) fn load_acquire(
+        &mut self,
+        fr: &mut Frame<'ctx>,
+        pc: usize,
+        size: Size,
+        dst: Reg,
+        src: Reg,
+        off: i16,
+    ) -> LResult<()> {
+        let ty = self.sized(size);
+        let bytes = size.bytes() as u32;
+        let p = self.address(fr, pc, src, off, u64::from(bytes))?;
+        let v = self.b.build_load(ty, p, "ldacq")?;
+        if let Some(i) = v.as_instruction_value() {
+            set_align(Some(i), bytes)?;
+            i.set_atomic_ordering(AtomicOrdering::Acquire)
+                .map_err(|e| LiftError::Build(e.to_string()))?;
+        }
+        let v = v.into_int_value();
+        let v = if size == Size::DW {
+            v
+        } else {
+            self.b.build_int_z_extend(v, self.t.i64, "zext")?
+        };
+        self.set_reg(fr, dst, v)
+    }
+
+    /// `store_release`: an LLVM `store atomic ... release`, naturally
+    /// aligned.
+    pub(super) fn store_release(
+        &mut self,
+        fr: &mut Frame<'ctx>,
+        pc: usize,
+        size: Size,
+        dst: Reg,
+        off: i16,
+        src: Reg,
+    ) -> LResult<()> {
+        let ty = self.sized(size);
+        let bytes = size.bytes() as u32;
+        let v = self.reg(fr, src)?;
+        let v = if size == Size::DW {
+            v
+        } else {
+            self.b.build_int_truncate(v, ty, "strel")?
+        };
+        let p = self.address(fr, pc, dst, off, u64::from(bytes))?;
+        let st = self.b.build_store(p, v)?;
+        set_align(Some(st), bytes)?;
+        st.set_atomic_ordering(AtomicOrdering::Release)
+            .map_err(|e| LiftError::Build(e.to_string()))
+    }
+
     #[allow(clippy::too_many_arguments)]
     pub(super) fn atomic(
         &mut self,

@@ -416,6 +416,18 @@ impl<'ctx> Lifter<'ctx, '_> {
                 src,
                 off,
             } => self.atomic(fr, pc, width, op, fetch, dst, src, off),
+            Insn::LoadAcquire {
+                size,
+                dst,
+                src,
+                off,
+            } => self.load_acquire(fr, pc, size, dst, src, off),
+            Insn::StoreRelease {
+                size,
+                dst,
+                off,
+                src,
+            } => self.store_release(fr, pc, size, dst, off, src),
             Insn::Ja { .. } => self.ja(fr, pc, insn),
             Insn::MayGoto { .. } => self.may_goto(fr, pc, insn),
             Insn::Jmp {

@@ -1,10 +1,11 @@
-//! Atomic read-modify-write instructions (RFC 9669 §5.3).
+//! Atomic read-modify-write instructions (RFC 9669 §5.3), and the ordered
+//! loads and stores (`load_acquire`, `store_release`).
 //!
 //! They are real host atomics because map values are shared between data-plane
 //! threads and control planes; sequentially consistent ordering matches the
 //! kernel's full barriers around fetching atomics.
 
-use bpfjet_isa::{AtomicOp, Width};
+use bpfjet_isa::{AtomicOp, Size, Width};
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering::SeqCst};
 
 /// Apply `op` at `addr` and return the old memory value (zero-extended for
@@ -52,5 +53,37 @@ pub(crate) unsafe fn rmw(
                 }
             })
         }
+    }
+}
+
+/// `load_acquire`: the value at `addr`, zero-extended; no later access of
+/// this thread moves before it.
+///
+/// # Safety
+/// `addr` must be readable host memory, aligned to `size`.
+#[inline]
+pub(crate) unsafe fn load_acquire(addr: u64, size: Size) -> u64 {
+    use std::sync::atomic::{AtomicU16, AtomicU8, Ordering::Acquire};
+    match size {
+        Size::B => u64::from(AtomicU8::from_ptr(addr as *mut u8).load(Acquire)),
+        Size::H => u64::from(AtomicU16::from_ptr(addr as *mut u16).load(Acquire)),
+        Size::W => u64::from(AtomicU32::from_ptr(addr as *mut u32).load(Acquire)),
+        Size::DW => AtomicU64::from_ptr(addr as *mut u64).load(Acquire),
+    }
+}
+
+/// `store_release`: the low `size` bytes of `value` at `addr`; no earlier
+/// access of this thread moves after it.
+///
+/// # Safety
+/// `addr` must be writable host memory, aligned to `size`.
+#[inline]
+pub(crate) unsafe fn store_release(addr: u64, size: Size, value: u64) {
+    use std::sync::atomic::{AtomicU16, AtomicU8, Ordering::Release};
+    match size {
+        Size::B => AtomicU8::from_ptr(addr as *mut u8).store(value as u8, Release),
+        Size::H => AtomicU16::from_ptr(addr as *mut u16).store(value as u16, Release),
+        Size::W => AtomicU32::from_ptr(addr as *mut u32).store(value as u32, Release),
+        Size::DW => AtomicU64::from_ptr(addr as *mut u64).store(value, Release),
     }
 }

@@ -276,6 +276,45 @@ fn run_segment<M: MemMode>(
                     _ => {}
                 }
             }
+            Insn::LoadAcquire {
+                size,
+                dst,
+                src,
+                off,
+            } => {
+                let addr = m.regs[reg_index(src)].wrapping_add(off as i64 as u64);
+                let bytes = size.bytes() as u64;
+                // Host atomics need natural alignment; so does the verifier.
+                if addr & (bytes - 1) != 0 {
+                    return Err(Fault::Misaligned {
+                        pc,
+                        addr,
+                        size: bytes,
+                    });
+                }
+                M::check(core.state, prog, m.depth, pc, addr, bytes, Access::Read)?;
+                // SAFETY: checked (or proven) in bounds; aligned above.
+                m.regs[reg_index(dst)] = unsafe { atomic::load_acquire(addr, size) };
+            }
+            Insn::StoreRelease {
+                size,
+                dst,
+                off,
+                src,
+            } => {
+                let addr = m.regs[reg_index(dst)].wrapping_add(off as i64 as u64);
+                let bytes = size.bytes() as u64;
+                if addr & (bytes - 1) != 0 {
+                    return Err(Fault::Misaligned {
+                        pc,
+                        addr,
+                        size: bytes,
+                    });
+                }
+                M::check(core.state, prog, m.depth, pc, addr, bytes, Access::Write)?;
+                // SAFETY: checked (or proven) in bounds and writable; aligned above.
+                unsafe { atomic::store_release(addr, size, m.regs[reg_index(src)]) };
+            }
             Insn::Ja { off } => {
                 pc = branch(pc, off.into());
                 continue;

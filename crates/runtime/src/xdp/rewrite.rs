@@ -233,7 +233,8 @@ impl Analysis<'_> {
         };
         let mut next = state.clone();
         let insn = self.insns[pc];
-        match insn {
+        // Ordered accesses address memory as plain ones do.
+        match insn.unordered() {
             Insn::Alu {
                 width,
                 op,
@@ -318,6 +319,9 @@ impl Analysis<'_> {
                 }
             }
             Insn::Atomic { .. } => atomic_effect(pc, &state, &mut next, insn)?,
+            Insn::LoadAcquire { .. } | Insn::StoreRelease { .. } => {
+                unreachable!("unordered() makes ordered accesses plain ones")
+            }
             Insn::Ja { off } => {
                 let target = pc as i64 + 1 + i64::from(off);
                 if let Ok(t) = usize::try_from(target) {
