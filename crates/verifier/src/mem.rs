@@ -648,6 +648,7 @@ impl Verifier<'_> {
         if val.is_pointer() && !self.env.privileged() {
             return err("ptr_leak", format!("R{src} leaks addr into mem"));
         }
+        self.check_atomic_alignment(&base, off, size)?;
         match base.ty {
             RegType::Stack { .. } | RegType::MapValue { .. } | RegType::Mem { .. } => {}
             other => {
@@ -735,11 +736,12 @@ impl Verifier<'_> {
         Ok(())
     }
 
-    /// Atomic accesses are checked with strict alignment whatever the CPU
-    /// allows (the kernel's `strict_alignment_once`): the address, with
-    /// the pointer's known and variable offset, must be a multiple of the
-    /// size. The stack is always checked so; packets and the context are
-    /// refused for atomics after their own checks.
+    /// Atomic accesses (read-modify-writes, load-acquire, store-release)
+    /// are checked with strict alignment whatever the CPU allows (the
+    /// kernel's `strict_alignment_once`): the address, with the pointer's
+    /// known and variable offset, must be a multiple of the size. The stack
+    /// is always checked so; packets and the context are refused for
+    /// atomics after their own checks.
     fn check_atomic_alignment(&self, base: &RegState, off: i16, size: usize) -> VResult<()> {
         if matches!(
             base.ty,
@@ -752,14 +754,20 @@ impl Verifier<'_> {
         {
             return Ok(());
         }
-        let at = base.val.var_off.add(crate::tnum::Tnum::constant(
+        let var = base.val.var_off;
+        let at = var.add(crate::tnum::Tnum::constant(
             (base.off as i64 + off as i64) as u64,
         ));
         if !at.is_aligned(size as u64) {
+            let var = if var.is_const() {
+                format!("{}", var.value as i64)
+            } else {
+                format!("(0x{:x}; 0x{:x})", var.value, var.mask)
+            };
             return err(
                 "misaligned",
                 format!(
-                    "misaligned {}access off {}+{off} size {size}",
+                    "misaligned {}access off {var}+{}+{off} size {size}",
                     match base.ty {
                         RegType::MapValue { .. } => "value ",
                         _ => "",
