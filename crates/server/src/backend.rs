@@ -321,6 +321,18 @@ impl BpfjetBackend {
         true
     }
 
+    /// Remove the placeholder at `path` when no instance claims it (its
+    /// instance was removed without unpinning): true if one was removed.
+    fn clear_orphan_placeholder(&self, path: &str) -> bool {
+        match pin_files::placeholder_at(path) {
+            Some(id) if !self.ns.placeholder_claimed(path, id) => {
+                pin_files::remove(path, id);
+                true
+            }
+            _ => false,
+        }
+    }
+
     /// The record of a pin whose placeholder was renamed to `path`.
     fn moved_pin_at(&self, path: &str) -> Option<crate::namespace::Pin> {
         let (dev, ino) = pin_files::file_of(path)?;
@@ -1084,6 +1096,7 @@ impl BpfjetBackend {
             None => return self.kernel.execute(cmd),
         };
         self.settle_pin(&path);
+        self.clear_orphan_placeholder(&path);
         // The kernel decides whether the path can be taken (EEXIST, ENOENT).
         let file = pin_files::place(&path)?;
         self.ns.pin(&path, r, file).map(|()| 0).inspect_err(|_| {
@@ -1106,6 +1119,14 @@ impl BpfjetBackend {
         if let Some(pin) = self.moved_pin_at(&path) {
             self.ns.move_pin(&pin, &path)?;
             return self.open_ref(pin.obj);
+        }
+        if self.clear_orphan_placeholder(&path) {
+            return Err(Errno::ENOENT);
+        }
+        // Another live instance's pin: its object is not this instance's
+        // to open, and the placeholder map is no object to hand out.
+        if pin_files::placeholder_at(&path).is_some() {
+            return Err(Errno::ENOENT);
         }
         // Not a bpfjet pin: perhaps the kernel's.
         self.kernel.execute(cmd)

@@ -380,6 +380,33 @@ impl Namespace {
         fs::rename(from, self.pin_file(to)?).map_err(io_errno)
     }
 
+    /// Whether some instance under the run directory has a pin record
+    /// whose placeholder is `id` (its own path or parked after a rename).
+    /// A placeholder no instance claims was left by an instance since
+    /// removed: garbage, not a pin.
+    pub fn placeholder_claimed(&self, path: &str, id: FileId) -> bool {
+        let Ok(name) = self.pin_file(path) else {
+            return false;
+        };
+        let Some(name) = name.file_name() else {
+            return false;
+        };
+        let Ok(instances) = fs::read_dir(&self.run) else {
+            return false;
+        };
+        let parked = format!("%2F.bpfjet-moved-pin-{}", id.map_id);
+        instances.filter_map(|e| e.ok()).any(|inst| {
+            [
+                inst.path().join("pins").join(name),
+                inst.path().join("pins").join(&parked),
+            ]
+            .iter()
+            .filter_map(|f| fs::read_to_string(f).ok())
+            .filter_map(|t| parse_pin(&t).ok())
+            .any(|(_, file)| file.is_some_and(|f| (f.dev, f.ino) == (id.dev, id.ino)))
+        })
+    }
+
     /// A pin whose placeholder left its path for one bpfjet does not know
     /// yet: its record leaves the path too (another pin may take it) and
     /// waits under its placeholder's map id until an `OBJ_GET` of the new

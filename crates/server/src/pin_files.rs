@@ -127,6 +127,42 @@ pub fn place(path: &str) -> Result<Option<FileId>, Errno> {
     Ok(file_of(path).map(|(dev, ino)| FileId { dev, ino, map_id }))
 }
 
+/// The placeholder pinned at `path`, if the file there is one: a kernel
+/// map with bpfjet's placeholder name and shape. (A kernel pin of anything
+/// else is the kernel's and never touched.)
+pub fn placeholder_at(path: &str) -> Option<FileId> {
+    let (dev, ino) = file_of(path)?;
+    let cpath = CString::new(path).ok()?;
+    let mut get = [0u8; 20];
+    get[0..8].copy_from_slice(&(cpath.as_ptr() as u64).to_ne_bytes());
+    // SAFETY: an OBJ_GET attr whose path pointer outlives the call.
+    let fd = unsafe { KernelBackend::raw(Cmd::ObjGet as u32, &mut get) }.ok()? as i32;
+    let mut info = [0u8; 80];
+    let mut attr = [0u8; 16];
+    attr[0..4].copy_from_slice(&(fd as u32).to_ne_bytes());
+    attr[4..8].copy_from_slice(&(info.len() as u32).to_ne_bytes());
+    attr[8..16].copy_from_slice(&(info.as_mut_ptr() as u64).to_ne_bytes());
+    // SAFETY: an OBJ_GET_INFO_BY_FD attr whose buffer outlives the call;
+    // a map fd gives a `bpf_map_info`, another object's info differs in
+    // shape and fails the checks below.
+    let got = unsafe { KernelBackend::raw(Cmd::ObjGetInfoByFd as u32, &mut attr) };
+    // SAFETY: the fd opened above.
+    unsafe { libc::close(fd) };
+    got.ok()?;
+    let word = |at: usize| u32::from_ne_bytes(info[at..at + 4].try_into().unwrap());
+    // bpf_map_info: type, id, key_size, value_size, max_entries, flags, name[16].
+    let name = &info[24..40];
+    let named = name.starts_with(PLACEHOLDER_NAME.as_bytes())
+        && name[PLACEHOLDER_NAME.len()..].iter().all(|&b| b == 0);
+    (word(0) == BPF_MAP_TYPE_ARRAY && word(8) == 4 && word(12) == 4 && word(16) == 1 && named).then(
+        || FileId {
+            dev,
+            ino,
+            map_id: word(4),
+        },
+    )
+}
+
 /// Remove the placeholder at `path` if it is still `id` (an `unlink` of the
 /// pin): the kernel frees the placeholder map with its last pin.
 pub fn remove(path: &str, id: FileId) {

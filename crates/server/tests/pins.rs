@@ -267,3 +267,96 @@ fn pins_on_bpffs_behave_as_the_kernels() {
     assert_eq!(kernel, expected, "the kernel's own steps");
     assert_eq!(ours, kernel, "bpfjet's steps against the kernel's");
 }
+
+/// Instances share bpffs as processes share the kernel's: a path another
+/// live instance pinned is taken (`EEXIST`), and its object is not this
+/// instance's to open (`ENOENT`, never the placeholder map). A placeholder
+/// left by an instance that was removed without unpinning is no pin: the
+/// next pin at its path takes it.
+#[test]
+fn placeholders_of_other_and_removed_instances() {
+    // SAFETY: geteuid cannot fail.
+    if unsafe { libc::geteuid() } != 0 {
+        bpfjet_testsupport::report_skip("placeholders across instances: needs root");
+        return;
+    }
+    let bpffs = Path::new("/sys/fs/bpf");
+    if !on_bpffs(bpffs) {
+        bpfjet_testsupport::report_skip(
+            "placeholders across instances: /sys/fs/bpf is not a bpf filesystem",
+        );
+        return;
+    }
+    let pid = std::process::id();
+    let dir = bpffs.join(format!("bpfjet_pins_shared_{pid}"));
+    std::fs::create_dir(&dir).unwrap();
+    let run = std::env::temp_dir().join(format!("bpfjet-pins-shared-{pid}"));
+    let open = |name: &str| BpfjetBackend::new(Namespace::open(name, &run).expect("namespace"));
+    let (a_name, b_name) = (format!("pinsa{pid}"), format!("pinsb{pid}"));
+    let a = open(&a_name);
+    let b = open(&b_name);
+    let map = |be: &BpfjetBackend| {
+        be.execute(&Command::MapCreate(MapCreate {
+            map_type: ARRAY,
+            key_size: 4,
+            value_size: 4,
+            max_entries: 1,
+            name: "shared".into(),
+            ..MapCreate::default()
+        }))
+        .expect("map create")
+    };
+    let path = CString::new(dir.join("m").to_str().unwrap()).unwrap();
+    let (fa, fb) = (map(&a), map(&b));
+    let mut log = Vec::new();
+    log.push(format!(
+        "b pins: {:?}",
+        b.execute(&pin_cmd(fb, &path)).map(|_| ())
+    ));
+    log.push(format!(
+        "a pins the same path: {:?}",
+        a.execute(&pin_cmd(fa, &path)).map(|_| ())
+    ));
+    log.push(format!(
+        "a opens it: {:?}",
+        a.execute(&get_cmd(&path)).map(|_| ())
+    ));
+    log.push(format!(
+        "b opens it: {:?}",
+        b.execute(&get_cmd(&path)).map(|_| ())
+    ));
+    // b goes away without unpinning: its records with it.
+    for id in b.namespace().instance().list() {
+        let _ = b.namespace().instance().remove_map(id.id);
+    }
+    drop(b);
+    let _ = std::fs::remove_dir_all(run.join(&b_name));
+    log.push(format!(
+        "a pins after b's removal: {:?}",
+        a.execute(&pin_cmd(fa, &path)).map(|_| ())
+    ));
+    let got = a.execute(&get_cmd(&path)).and_then(|fd| read_slot(&a, fd));
+    log.push(format!("a opens its own: {got:?}"));
+    log.push(format!("a unpins: {}", a.unpin(path.to_str().unwrap())));
+    log.push(format!("left in the directory: {:?}", listing(&dir)));
+    for id in a.namespace().instance().list() {
+        let _ = a.namespace().instance().remove_map(id.id);
+    }
+    let _ = std::fs::remove_dir_all(&run);
+    let _ = bpfjet_maps::Instance::remove_stale(&a_name);
+    let _ = bpfjet_maps::Instance::remove_stale(&b_name);
+    let _ = std::fs::remove_dir_all(&dir);
+    assert_eq!(
+        log,
+        [
+            "b pins: Ok(())",
+            "a pins the same path: Err(Errno(17))",
+            "a opens it: Err(Errno(2))",
+            "b opens it: Ok(())",
+            "a pins after b's removal: Ok(())",
+            "a opens its own: Ok(0)",
+            "a unpins: true",
+            "left in the directory: []",
+        ]
+    );
+}
