@@ -305,11 +305,13 @@ impl BpfjetBackend {
                 self.settle_pin(path);
                 return false;
             }
-            // A renamed placeholder: its record, found by the file.
-            Err(_) => match self.moved_pin_at(path) {
+            // A renamed placeholder: its record, found by the file (only on
+            // bpffs: every unlink of the process comes here).
+            Err(_) if pin_files::dir_on_bpffs(path) => match self.moved_pin_at(path) {
                 Some(pin) => pin,
                 None => return false,
             },
+            Err(_) => return false,
         };
         let Some(pin) = self.ns.unpin(&pin.path) else {
             return false;
