@@ -698,16 +698,7 @@ impl Verifier<'_> {
         let base = self.read_reg(st, src)?;
         self.check_atomic_alignment(&base, off, size)?;
         self.check_load(st, pc, size, false, dst, src, off)?;
-        if matches!(base.ty, RegType::Ctx | RegType::Pkt | RegType::PktMeta) {
-            return err(
-                "atomic_bad_mem",
-                format!(
-                    "BPF_ATOMIC loads from R{src} {} is not allowed",
-                    base.ty.name()
-                ),
-            );
-        }
-        Ok(())
+        ordered_base_ok(&base, src, "loads from")
     }
 
     /// `store_release`: the plain register store (`check_store_reg`), then
@@ -724,16 +715,7 @@ impl Verifier<'_> {
         let base = self.read_reg(st, dst)?;
         self.check_atomic_alignment(&base, off, size)?;
         self.check_store(st, pc, size, dst, off, Operand::Reg(src))?;
-        if matches!(base.ty, RegType::Ctx | RegType::Pkt | RegType::PktMeta) {
-            return err(
-                "atomic_bad_mem",
-                format!(
-                    "BPF_ATOMIC stores into R{dst} {} is not allowed",
-                    base.ty.name()
-                ),
-            );
-        }
-        Ok(())
+        ordered_base_ok(&base, dst, "stores into")
     }
 
     /// Atomic accesses (read-modify-writes, load-acquire, store-release)
@@ -778,6 +760,21 @@ impl Verifier<'_> {
         }
         Ok(())
     }
+}
+
+/// The kernel's `atomic_ptr_type_ok` for load-acquire and store-release:
+/// never the context or a packet.
+fn ordered_base_ok(base: &RegState, regno: u8, verb: &str) -> VResult<()> {
+    if matches!(base.ty, RegType::Ctx | RegType::Pkt | RegType::PktMeta) {
+        return err(
+            "atomic_bad_mem",
+            format!(
+                "BPF_ATOMIC {verb} R{regno} {} is not allowed",
+                base.ty.name()
+            ),
+        );
+    }
+    Ok(())
 }
 
 /// What a store writes.

@@ -149,28 +149,34 @@ impl<'ctx> Lifter<'ctx, '_> {
         if let Some(c) = self.ctx_constant(fr, pc, src, off, size) {
             // An attach-site constant (pairwise fusion's folding): the
             // field holds this value at every run of the program.
-            let v = ty.const_int(c, false);
-            let v = if size == Size::DW {
-                v
-            } else if sign_extend {
-                self.b.build_int_s_extend(v, self.t.i64, "ctx_const")?
-            } else {
-                self.b.build_int_z_extend(v, self.t.i64, "ctx_const")?
-            };
+            let v = self.widened(ty.const_int(c, false), size, sign_extend)?;
             return self.set_reg(fr, dst, v);
         }
         let p = self.address(fr, pc, src, off, size.bytes() as u64)?;
         let v = self.b.build_load(ty, p, "ld")?;
         set_align(v.as_instruction_value(), 1)?;
-        let v = v.into_int_value();
-        let v = if size == Size::DW {
+        let v = self.widened(v.into_int_value(), size, sign_extend)?;
+        self.set_reg(fr, dst, v)
+    }
+
+    /// A loaded `size` value as a 64-bit register.
+    fn widened(&self, v: IntValue<'ctx>, size: Size, sign_extend: bool) -> LResult<IntValue<'ctx>> {
+        Ok(if size == Size::DW {
             v
         } else if sign_extend {
             self.b.build_int_s_extend(v, self.t.i64, "sext")?
         } else {
             self.b.build_int_z_extend(v, self.t.i64, "zext")?
-        };
-        self.set_reg(fr, dst, v)
+        })
+    }
+
+    /// A register's low `size` bytes, as a store writes them.
+    fn narrowed(&self, v: IntValue<'ctx>, size: Size) -> LResult<IntValue<'ctx>> {
+        Ok(if size == Size::DW {
+            v
+        } else {
+            self.b.build_int_truncate(v, self.sized(size), "st")?
+        })
     }
 
     /// The value of a context field the bindings fold
@@ -211,13 +217,8 @@ impl<'ctx> Lifter<'ctx, '_> {
         off: i16,
         src: Operand,
     ) -> LResult<()> {
-        let ty = self.sized(size);
         let v = self.operand(fr, src)?;
-        let v = if size == Size::DW {
-            v
-        } else {
-            self.b.build_int_truncate(v, ty, "st")?
-        };
+        let v = self.narrowed(v, size)?;
         let p = self.address(fr, pc, dst, off, size.bytes() as u64)?;
         let st = self.b.build_store(p, v)?;
         set_align(Some(st), 1)
@@ -244,12 +245,7 @@ impl<'ctx> Lifter<'ctx, '_> {
             i.set_atomic_ordering(AtomicOrdering::Acquire)
                 .map_err(|e| LiftError::Build(e.to_string()))?;
         }
-        let v = v.into_int_value();
-        let v = if size == Size::DW {
-            v
-        } else {
-            self.b.build_int_z_extend(v, self.t.i64, "zext")?
-        };
+        let v = self.widened(v.into_int_value(), size, false)?;
         self.set_reg(fr, dst, v)
     }
 
@@ -264,14 +260,9 @@ impl<'ctx> Lifter<'ctx, '_> {
         off: i16,
         src: Reg,
     ) -> LResult<()> {
-        let ty = self.sized(size);
         let bytes = size.bytes() as u32;
         let v = self.reg(fr, src)?;
-        let v = if size == Size::DW {
-            v
-        } else {
-            self.b.build_int_truncate(v, ty, "strel")?
-        };
+        let v = self.narrowed(v, size)?;
         let p = self.address(fr, pc, dst, off, u64::from(bytes))?;
         let st = self.b.build_store(p, v)?;
         set_align(Some(st), bytes)?;

@@ -259,12 +259,7 @@ fn run_segment<M: MemMode>(
                     Width::W32 => 4,
                     Width::W64 => 8,
                 };
-                let addr = m.regs[reg_index(dst)].wrapping_add(off as i64 as u64);
-                // Host atomics need natural alignment; the kernel verifier
-                // also rejects misaligned atomics, so check in both modes.
-                if addr & (size - 1) != 0 {
-                    return Err(Fault::Misaligned { pc, addr, size });
-                }
+                let addr = atomic_address(pc, m.regs[reg_index(dst)], off, size)?;
                 M::check(core.state, prog, m.depth, pc, addr, size, Access::Atomic)?;
                 let operand = m.regs[reg_index(src)];
                 // SAFETY: checked (or proven) in bounds and writable; aligned above.
@@ -282,16 +277,8 @@ fn run_segment<M: MemMode>(
                 src,
                 off,
             } => {
-                let addr = m.regs[reg_index(src)].wrapping_add(off as i64 as u64);
                 let bytes = size.bytes() as u64;
-                // Host atomics need natural alignment; so does the verifier.
-                if addr & (bytes - 1) != 0 {
-                    return Err(Fault::Misaligned {
-                        pc,
-                        addr,
-                        size: bytes,
-                    });
-                }
+                let addr = atomic_address(pc, m.regs[reg_index(src)], off, bytes)?;
                 M::check(core.state, prog, m.depth, pc, addr, bytes, Access::Read)?;
                 // SAFETY: checked (or proven) in bounds; aligned above.
                 m.regs[reg_index(dst)] = unsafe { atomic::load_acquire(addr, size) };
@@ -302,15 +289,8 @@ fn run_segment<M: MemMode>(
                 off,
                 src,
             } => {
-                let addr = m.regs[reg_index(dst)].wrapping_add(off as i64 as u64);
                 let bytes = size.bytes() as u64;
-                if addr & (bytes - 1) != 0 {
-                    return Err(Fault::Misaligned {
-                        pc,
-                        addr,
-                        size: bytes,
-                    });
-                }
+                let addr = atomic_address(pc, m.regs[reg_index(dst)], off, bytes)?;
                 M::check(core.state, prog, m.depth, pc, addr, bytes, Access::Write)?;
                 // SAFETY: checked (or proven) in bounds and writable; aligned above.
                 unsafe { atomic::store_release(addr, size, m.regs[reg_index(src)]) };
@@ -454,4 +434,15 @@ fn call_helper<M: MemMode>(
     );
     m.regs[0] = helper.call(&mut ctx, args)?;
     Ok(ctx.take_tail_call())
+}
+
+/// The address of an atomic access (read-modify-write, load-acquire,
+/// store-release): host atomics need natural alignment, and the verifier
+/// refuses misaligned atomics too, so both modes check it.
+fn atomic_address(pc: usize, base: u64, off: i16, size: u64) -> Result<u64, Fault> {
+    let addr = base.wrapping_add(off as i64 as u64);
+    if addr & (size - 1) != 0 {
+        return Err(Fault::Misaligned { pc, addr, size });
+    }
+    Ok(addr)
 }
