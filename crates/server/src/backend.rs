@@ -323,16 +323,18 @@ impl BpfjetBackend {
         true
     }
 
-    /// Remove the placeholder at `path` when no instance claims it (its
-    /// instance was removed without unpinning): true if one was removed.
-    fn clear_orphan_placeholder(&self, path: &str) -> bool {
-        match pin_files::placeholder_at(path) {
-            Some(id) if !self.ns.placeholder_claimed(path, id) => {
-                pin_files::remove(path, id);
-                true
-            }
-            _ => false,
+    /// Whether the file at `path` is a bpfjet placeholder (callers have
+    /// looked for this instance's own pin there first). One no instance
+    /// claims (its instance was removed without unpinning) is an orphan,
+    /// and is removed here.
+    fn foreign_placeholder(&self, path: &str) -> bool {
+        let Some(id) = pin_files::placeholder_at(path) else {
+            return false;
+        };
+        if !self.ns.placeholder_claimed(path, id) {
+            pin_files::remove(path, id);
         }
+        true
     }
 
     /// The record of a pin whose placeholder was renamed to `path`.
@@ -341,7 +343,7 @@ impl BpfjetBackend {
         self.ns
             .pins()
             .into_iter()
-            .find(|p| p.file.is_some_and(|f| (f.dev, f.ino) == (dev, ino)) && !p.live())
+            .find(|p| p.file.is_some_and(|f| f.is_file((dev, ino))) && !p.live())
     }
 
     /// One stderr line per process and subject: what bpfjet does not serve.
@@ -1098,7 +1100,9 @@ impl BpfjetBackend {
             None => return self.kernel.execute(cmd),
         };
         self.settle_pin(&path);
-        self.clear_orphan_placeholder(&path);
+        // An orphan goes; another instance's stays, and the kernel says
+        // EEXIST below.
+        self.foreign_placeholder(&path);
         // The kernel decides whether the path can be taken (EEXIST, ENOENT).
         let file = pin_files::place(&path)?;
         self.ns.pin(&path, r, file).map(|()| 0).inspect_err(|_| {
@@ -1122,12 +1126,9 @@ impl BpfjetBackend {
             self.ns.move_pin(&pin, &path)?;
             return self.open_ref(pin.obj);
         }
-        if self.clear_orphan_placeholder(&path) {
-            return Err(Errno::ENOENT);
-        }
         // Another live instance's pin: its object is not this instance's
         // to open, and the placeholder map is no object to hand out.
-        if pin_files::placeholder_at(&path).is_some() {
+        if self.foreign_placeholder(&path) {
             return Err(Errno::ENOENT);
         }
         // Not a bpfjet pin: perhaps the kernel's.

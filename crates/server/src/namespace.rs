@@ -385,25 +385,20 @@ impl Namespace {
     /// A placeholder no instance claims was left by an instance since
     /// removed: garbage, not a pin.
     pub fn placeholder_claimed(&self, path: &str, id: FileId) -> bool {
-        let Ok(name) = self.pin_file(path) else {
-            return false;
-        };
-        let Some(name) = name.file_name() else {
-            return false;
-        };
+        // The record names as every instance files them.
+        let names: Vec<PathBuf> = [path, &parked_path(id.map_id)]
+            .iter()
+            .filter_map(|p| Some(self.pin_file(p).ok()?.file_name()?.into()))
+            .collect();
         let Ok(instances) = fs::read_dir(&self.run) else {
             return false;
         };
-        let parked = format!("%2F.bpfjet-moved-pin-{}", id.map_id);
         instances.filter_map(|e| e.ok()).any(|inst| {
-            [
-                inst.path().join("pins").join(name),
-                inst.path().join("pins").join(&parked),
-            ]
-            .iter()
-            .filter_map(|f| fs::read_to_string(f).ok())
-            .filter_map(|t| parse_pin(&t).ok())
-            .any(|(_, file)| file.is_some_and(|f| (f.dev, f.ino) == (id.dev, id.ino)))
+            names
+                .iter()
+                .filter_map(|n| fs::read_to_string(inst.path().join("pins").join(n)).ok())
+                .filter_map(|t| parse_pin(&t).ok())
+                .any(|(_, file)| file.is_some_and(|f| f.is_file((id.dev, id.ino))))
         })
     }
 
@@ -415,8 +410,14 @@ impl Namespace {
         let Some(f) = pin.file else {
             return Ok(());
         };
-        self.move_pin(pin, &format!("/.bpfjet-moved-pin-{}", f.map_id))
+        self.move_pin(pin, &parked_path(f.map_id))
     }
+}
+
+/// Where a renamed pin's record waits: a path no bpffs pin has, keyed by
+/// its placeholder map's id.
+fn parked_path(map_id: u32) -> String {
+    format!("/.bpfjet-moved-pin-{map_id}")
 }
 
 /// A pin record.

@@ -21,7 +21,10 @@
 //! not the object: bpfjet's objects are served to the instance's processes
 //! only.
 
-use bpfjet_sys::{Cmd, Errno, KernelBackend};
+use bpfjet_sys::{
+    Backend, Command, Errno, GetFdById, GetInfo, IdKind, KernelBackend, MapCreate, MapInfo, ObjPath,
+};
+use std::cell::Cell;
 use std::ffi::CString;
 use std::os::unix::fs::MetadataExt;
 use std::path::Path;
@@ -31,6 +34,19 @@ pub const PLACEHOLDER_NAME: &str = "bpfjet_pin";
 
 const BPF_FS_MAGIC: i64 = 0xcafe_4a11;
 const BPF_MAP_TYPE_ARRAY: u32 = 2;
+
+/// The placeholder map: one 4-byte slot, bpfjet's name. What `place`
+/// creates and what `placeholder_at` recognises.
+fn placeholder_spec() -> MapCreate {
+    MapCreate {
+        map_type: BPF_MAP_TYPE_ARRAY,
+        key_size: 4,
+        value_size: 4,
+        max_entries: 1,
+        name: PLACEHOLDER_NAME.into(),
+        ..MapCreate::default()
+    }
+}
 
 /// A placeholder's identity: its file (device, inode) and its map's
 /// kernel id.
@@ -42,21 +58,26 @@ pub struct FileId {
 }
 
 impl FileId {
+    /// Whether this is the file with (device, inode) `file`.
+    pub fn is_file(&self, file: (u64, u64)) -> bool {
+        (self.dev, self.ino) == file
+    }
+
     /// Whether the file at `path` (not following a symlink) is this one.
     pub fn is_at(&self, path: &str) -> bool {
-        std::fs::symlink_metadata(path).is_ok_and(|m| m.dev() == self.dev && m.ino() == self.ino)
+        file_of(path).is_some_and(|f| self.is_file(f))
     }
 
     /// Whether the placeholder map still exists: removed by its last
     /// `unlink`, it does not.
     pub fn exists(&self) -> bool {
-        let mut attr = [0u8; 12];
-        attr[0..4].copy_from_slice(&self.map_id.to_ne_bytes());
-        // SAFETY: a MAP_GET_FD_BY_ID attr with no addresses in it.
-        match unsafe { KernelBackend::raw(Cmd::MapGetFdById as u32, &mut attr) } {
+        match KernelBackend.execute(&Command::GetFdById(GetFdById {
+            kind: IdKind::Map,
+            id: self.map_id,
+            open_flags: 0,
+        })) {
             Ok(fd) => {
-                // SAFETY: the fd just opened.
-                unsafe { libc::close(fd as i32) };
+                close(fd);
                 true
             }
             Err(e) => e != Errno::ENOENT,
@@ -81,6 +102,32 @@ pub fn dir_on_bpffs(path: &str) -> bool {
     (unsafe { libc::statfs(c.as_ptr(), &mut st) } == 0) && st.f_type as i64 == BPF_FS_MAGIC
 }
 
+fn close(fd: i64) {
+    // SAFETY: an fd this module opened and no longer needs.
+    unsafe { libc::close(fd as i32) };
+}
+
+/// The kernel's info on the map behind `fd` (None for another object).
+fn map_info(fd: i64) -> Option<MapInfo> {
+    let mut buf = [0u8; MapInfo::SIZE];
+    KernelBackend
+        .execute(&Command::ObjGetInfoByFd(GetInfo {
+            bpf_fd: fd as u32,
+            info_len: Cell::new(buf.len() as u32),
+            info: buf.as_mut_ptr() as u64,
+        }))
+        .ok()?;
+    Some(MapInfo::from_bytes(&buf))
+}
+
+fn obj_path(path: &CString, fd: i64) -> ObjPath {
+    ObjPath {
+        pathname: path.as_ptr() as u64,
+        bpf_fd: fd as u32,
+        ..ObjPath::default()
+    }
+}
+
 /// Pin a placeholder at `path` on bpffs: its identity, or the kernel's
 /// errno for the path (`EEXIST`, `ENOENT`, `EACCES`, ...). `Ok(None)` when
 /// the path is not on bpffs (bpfjet's pin is then a record only, as before
@@ -89,42 +136,21 @@ pub fn place(path: &str) -> Result<Option<FileId>, Errno> {
     if !dir_on_bpffs(path) {
         return Ok(None);
     }
-    let Ok(cpath) = CString::new(path) else {
-        return Err(Errno::EINVAL);
-    };
-    let mut create = [0u8; 72];
-    create[0..4].copy_from_slice(&BPF_MAP_TYPE_ARRAY.to_ne_bytes());
-    create[4..8].copy_from_slice(&4u32.to_ne_bytes()); // key size
-    create[8..12].copy_from_slice(&4u32.to_ne_bytes()); // value size
-    create[12..16].copy_from_slice(&1u32.to_ne_bytes()); // max entries
-    create[28..28 + PLACEHOLDER_NAME.len()].copy_from_slice(PLACEHOLDER_NAME.as_bytes());
-    // SAFETY: a MAP_CREATE attr with no addresses in it.
-    let fd = match unsafe { KernelBackend::raw(Cmd::MapCreate as u32, &mut create) } {
-        Ok(fd) => fd as i32,
-        // No kernel maps here (no privilege, no bpf()): the pin stays a
-        // record, invisible to directory listings, as it was.
-        Err(_) => return Ok(None),
-    };
-    let mut info = [0u8; 80];
-    let mut info_attr = [0u8; 16];
-    info_attr[0..4].copy_from_slice(&(fd as u32).to_ne_bytes());
-    info_attr[4..8].copy_from_slice(&(info.len() as u32).to_ne_bytes());
-    info_attr[8..16].copy_from_slice(&(info.as_mut_ptr() as u64).to_ne_bytes());
-    // SAFETY: an OBJ_GET_INFO_BY_FD attr whose buffer outlives the call.
-    let map_id = unsafe { KernelBackend::raw(Cmd::ObjGetInfoByFd as u32, &mut info_attr) }
-        .map(|_| u32::from_ne_bytes(info[4..8].try_into().unwrap()));
-    let mut pin = [0u8; 20];
-    pin[0..8].copy_from_slice(&(cpath.as_ptr() as u64).to_ne_bytes());
-    pin[8..12].copy_from_slice(&(fd as u32).to_ne_bytes());
-    // SAFETY: an OBJ_PIN attr whose path pointer outlives the call.
-    let pinned = unsafe { KernelBackend::raw(Cmd::ObjPin as u32, &mut pin) };
-    // SAFETY: the fd made above, no longer needed: the pin holds the map.
-    unsafe { libc::close(fd) };
-    pinned?;
-    let Ok(map_id) = map_id else {
+    let cpath = CString::new(path).map_err(|_| Errno::EINVAL)?;
+    // No kernel maps here (no privilege, no bpf()): the pin stays a
+    // record, invisible to directory listings, as it was.
+    let Ok(fd) = KernelBackend.execute(&Command::MapCreate(placeholder_spec())) else {
         return Ok(None);
     };
-    Ok(file_of(path).map(|(dev, ino)| FileId { dev, ino, map_id }))
+    let map_id = map_info(fd).map(|i| i.id);
+    let pinned = KernelBackend.execute(&Command::ObjPin(obj_path(&cpath, fd)));
+    // The pin holds the map now.
+    close(fd);
+    pinned?;
+    let (Some(map_id), Some((dev, ino))) = (map_id, file_of(path)) else {
+        return Ok(None);
+    };
+    Ok(Some(FileId { dev, ino, map_id }))
 }
 
 /// The placeholder pinned at `path`, if the file there is one: a kernel
@@ -133,34 +159,29 @@ pub fn place(path: &str) -> Result<Option<FileId>, Errno> {
 pub fn placeholder_at(path: &str) -> Option<FileId> {
     let (dev, ino) = file_of(path)?;
     let cpath = CString::new(path).ok()?;
-    let mut get = [0u8; 20];
-    get[0..8].copy_from_slice(&(cpath.as_ptr() as u64).to_ne_bytes());
-    // SAFETY: an OBJ_GET attr whose path pointer outlives the call.
-    let fd = unsafe { KernelBackend::raw(Cmd::ObjGet as u32, &mut get) }.ok()? as i32;
-    let mut info = [0u8; 80];
-    let mut attr = [0u8; 16];
-    attr[0..4].copy_from_slice(&(fd as u32).to_ne_bytes());
-    attr[4..8].copy_from_slice(&(info.len() as u32).to_ne_bytes());
-    attr[8..16].copy_from_slice(&(info.as_mut_ptr() as u64).to_ne_bytes());
-    // SAFETY: an OBJ_GET_INFO_BY_FD attr whose buffer outlives the call;
-    // a map fd gives a `bpf_map_info`, another object's info differs in
-    // shape and fails the checks below.
-    let got = unsafe { KernelBackend::raw(Cmd::ObjGetInfoByFd as u32, &mut attr) };
-    // SAFETY: the fd opened above.
-    unsafe { libc::close(fd) };
-    got.ok()?;
-    let word = |at: usize| u32::from_ne_bytes(info[at..at + 4].try_into().unwrap());
-    // bpf_map_info: type, id, key_size, value_size, max_entries, flags, name[16].
-    let name = &info[24..40];
-    let named = name.starts_with(PLACEHOLDER_NAME.as_bytes())
-        && name[PLACEHOLDER_NAME.len()..].iter().all(|&b| b == 0);
-    (word(0) == BPF_MAP_TYPE_ARRAY && word(8) == 4 && word(12) == 4 && word(16) == 1 && named).then(
-        || FileId {
-            dev,
-            ino,
-            map_id: word(4),
-        },
-    )
+    let fd = KernelBackend
+        .execute(&Command::ObjGet(obj_path(&cpath, 0)))
+        .ok()?;
+    let info = map_info(fd);
+    close(fd);
+    let info = info?;
+    let spec = placeholder_spec();
+    let placeholder = (
+        info.map_type,
+        info.key_size,
+        info.value_size,
+        info.max_entries,
+    ) == (
+        spec.map_type,
+        spec.key_size,
+        spec.value_size,
+        spec.max_entries,
+    ) && info.name == spec.name;
+    placeholder.then_some(FileId {
+        dev,
+        ino,
+        map_id: info.id,
+    })
 }
 
 /// Remove the placeholder at `path` if it is still `id` (an `unlink` of the

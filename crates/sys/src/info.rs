@@ -55,8 +55,33 @@ fn put_name(b: &mut [u8], off: usize, name: &str) {
     b[off..off + n].copy_from_slice(&name.as_bytes()[..n]);
 }
 
+fn get32(b: &[u8], off: usize) -> u32 {
+    u32::from_ne_bytes(b[off..off + 4].try_into().unwrap())
+}
+
 impl MapInfo {
     pub const SIZE: usize = 88;
+
+    /// The fields a kernel's `BPF_OBJ_GET_INFO_BY_FD` wrote into `b`
+    /// ([`Self::SIZE`] bytes).
+    pub fn from_bytes(b: &[u8; Self::SIZE]) -> MapInfo {
+        let name = &b[24..40];
+        let end = name.iter().position(|&c| c == 0).unwrap_or(name.len());
+        MapInfo {
+            map_type: get32(b, 0),
+            id: get32(b, 4),
+            key_size: get32(b, 8),
+            value_size: get32(b, 12),
+            max_entries: get32(b, 16),
+            map_flags: get32(b, 20),
+            name: String::from_utf8_lossy(&name[..end]).into_owned(),
+            btf_id: get32(b, 64),
+            btf_key_type_id: get32(b, 68),
+            btf_value_type_id: get32(b, 72),
+            map_extra: u64::from_ne_bytes(b[80..88].try_into().unwrap()),
+        }
+    }
+
     pub fn to_bytes(&self) -> Vec<u8> {
         let mut b = vec![0u8; Self::SIZE];
         put32(&mut b, 0, self.map_type);

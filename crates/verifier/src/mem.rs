@@ -727,11 +727,7 @@ impl Verifier<'_> {
     fn check_atomic_alignment(&self, base: &RegState, off: i16, size: usize) -> VResult<()> {
         if matches!(
             base.ty,
-            RegType::Stack { .. }
-                | RegType::Ctx
-                | RegType::Pkt
-                | RegType::PktMeta
-                | RegType::Scalar
+            RegType::Stack { .. } | RegType::Ctx | RegType::Pkt | RegType::PktMeta
         ) || !base.is_pointer()
         {
             return Ok(());
