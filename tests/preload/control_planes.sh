@@ -97,6 +97,8 @@ done
 for f in lookup dump mapshow missing progshow nmaps pinned ls xlated_maps run counts; do
     check "bpftool $f" "$(cat "$WORK/kernel.$f")" "$(cat "$WORK/bpfjet.$f")"
 done
+# The kernel's own answer is what bpfjet is held to: it must not be empty.
+check "bpftool -f (kernel) names the program's pin" "['p']" "$(cat "$WORK/kernel.pinned")"
 check "bpftool btf dump (types of the map's BTF)" "$(cat "$WORK/kernel.btf")" "$(cat "$WORK/bpfjet.btf")"
 
 # Served by bpfjet, not the kernel: the map is in bpfjet's instance. Its pin

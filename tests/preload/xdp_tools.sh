@@ -246,6 +246,9 @@ ip -n "$A" link set bjxd0 up; ip -n "$A" link set bjxd1 up
 jx xdp-loader load -m skb bjxd0 "$WORK/udp_verdicts.o"
 dp_pid=$("$BPFJET" status --instance "$INST" --json | python3 -c '
 import json, sys; print(" ".join(str(a["data_plane"]["pid"]) for a in json.load(sys.stdin) if a.get("data_plane")))')
+# A pid to watch, or the checks below would pass with no data plane at all.
+check "device attached: one data plane running" "running" \
+    "$([ -n "$dp_pid" ] && kill -0 $dp_pid 2>/dev/null && echo running || echo "none ($dp_pid)")"
 ip -n "$A" link del bjxd0
 for _ in $(seq 50); do
     [ "$("$BPFJET" status --instance "$INST")" = "no attachments" ] && ! kill -0 $dp_pid 2>/dev/null && break
