@@ -430,7 +430,9 @@ unsafe extern "C" fn redirect_map(
             let target = bpfjet_runtime::redirect_target(map, key as u32, flags);
             // Recorded like the runtime's helper does: data-plane runners
             // read it to send the frame.
-            ctx.xdp_env(pc, "redirect_map")?.record_redirect(target);
+            let via = bpfjet_runtime::worker::RedirectVia::map(map, key as u32);
+            ctx.xdp_env(pc, "redirect_map")?
+                .record_redirect(target, via);
             Ok(match target {
                 Some(_) => u64::from(action::REDIRECT),
                 None => flags & ACTION_MASK,
@@ -451,8 +453,10 @@ unsafe extern "C" fn redirect_ifindex(ctx: *mut RunCtx, ifindex: u64, flags: u64
         if flags != 0 {
             return Ok(u64::from(action::ABORTED));
         }
-        ctx.xdp_env(pc, "redirect")?
-            .record_redirect(Some(RedirectTo::Ifindex(ifindex as u32)));
+        ctx.xdp_env(pc, "redirect")?.record_redirect(
+            Some(RedirectTo::Ifindex(ifindex as u32)),
+            bpfjet_runtime::worker::RedirectVia::ifindex(ifindex as u32),
+        );
         Ok(u64::from(action::REDIRECT))
     }));
     ctx.settle(outcome)

@@ -62,6 +62,7 @@ mod object;
 mod prog_kind;
 mod program;
 pub mod special_fields;
+pub mod tp_btf;
 
 pub use btf::{
     Btf, BtfExt, BtfType, CoreReloRecord, DataSecVar, FuncRecord, LineRecord, Linkage, Member,
@@ -79,3 +80,4 @@ pub use prog_kind::{
 };
 pub use program::{FuncInfo, LineInfo, Program};
 pub use special_fields::{FieldKind, GraphKind, LocalType, SpecialField};
+pub use tp_btf::{KernelField, KernelStruct, TpArg, TpBtfProto};

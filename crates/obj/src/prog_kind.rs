@@ -43,6 +43,11 @@ pub enum ProgType {
     PerfEvent = 7,
     /// `BPF_PROG_TYPE_RAW_TRACEPOINT`: context the tracepoint's `u64` arguments.
     RawTracepoint = 17,
+    /// `BPF_PROG_TYPE_TRACING` as `tp_btf` (`BPF_TRACE_RAW_TP`): the
+    /// tracepoint's `u64` arguments, typed by the kernel's BTF (pointers to
+    /// kernel structs are readable objects). bpfjet runs those of the XDP
+    /// tracepoints its data planes fire (`crate::tp_btf`).
+    Tracing = 26,
 }
 
 impl ProgType {
@@ -54,6 +59,7 @@ impl ProgType {
             ProgType::Xdp => "xdp",
             ProgType::PerfEvent => "perf_event",
             ProgType::RawTracepoint => "raw_tracepoint",
+            ProgType::Tracing => "tracing",
         }
     }
 
@@ -70,6 +76,7 @@ impl ProgType {
             ProgType::Xdp,
             ProgType::PerfEvent,
             ProgType::RawTracepoint,
+            ProgType::Tracing,
         ]
         .into_iter()
         .find(|t| t.kernel_id() == id)
@@ -273,6 +280,9 @@ pub enum ProgKind {
     Tracepoint { category: String, name: String },
     /// `raw_tracepoint/NAME`, `raw_tp/NAME` (empty for a bare section).
     RawTracepoint { name: String },
+    /// `tp_btf/NAME`: a BTF-typed raw tracepoint (`BPF_PROG_TYPE_TRACING`,
+    /// `BPF_TRACE_RAW_TP`); its arguments are typed by the kernel's BTF.
+    TpBtf { name: String },
     /// `perf_event`: a program run by a perf event's overflow (a timer's
     /// tick, a sampled counter), attached to the event by the loader.
     PerfEvent,
@@ -576,6 +586,9 @@ fn tracing_kind(section: &str) -> Option<ProgKind> {
             return Some(ProgKind::RawTracepoint { name });
         }
     }
+    if let Some(name) = split("tp_btf") {
+        return Some(ProgKind::TpBtf { name });
+    }
     (section == "perf_event").then_some(ProgKind::PerfEvent)
 }
 
@@ -655,6 +668,7 @@ impl ProgKind {
             ProgKind::Probe(_) => Some(ProgType::Kprobe),
             ProgKind::Tracepoint { .. } => Some(ProgType::Tracepoint),
             ProgKind::RawTracepoint { .. } => Some(ProgType::RawTracepoint),
+            ProgKind::TpBtf { .. } => Some(ProgType::Tracing),
             ProgKind::PerfEvent => Some(ProgType::PerfEvent),
             ProgKind::Unsupported(_) => None,
         }
@@ -746,6 +760,7 @@ impl ProgKind {
                 if p.sleepable { F_SLEEPABLE } else { 0 },
             ),
             ProgKind::Tracepoint { .. } | ProgKind::RawTracepoint { .. } => (0, 0),
+            ProgKind::TpBtf { .. } => (crate::tp_btf::BPF_TRACE_RAW_TP, 0),
             _ => {
                 let attach = match self.xdp_attach()? {
                     XdpAttach::Device => ATTACH_XDP,
@@ -791,6 +806,7 @@ impl ProgKind {
             ProgKind::Probe(_) => "kprobe",
             ProgKind::Tracepoint { .. } => "tracepoint",
             ProgKind::RawTracepoint { .. } => "raw_tracepoint",
+            ProgKind::TpBtf { .. } => "tp_btf",
             ProgKind::PerfEvent => "perf_event",
             ProgKind::Unsupported(t) => t,
         }
@@ -869,6 +885,7 @@ mod tests {
             ProgType::Xdp,
             ProgType::PerfEvent,
             ProgType::RawTracepoint,
+            ProgType::Tracing,
         ] {
             assert_eq!(ProgType::from_kernel_id(t.kernel_id()), Some(t));
         }

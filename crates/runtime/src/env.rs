@@ -308,6 +308,8 @@ pub struct XdpEnv {
     /// kernel's per-CPU redirect info): set on success, cleared on a miss,
     /// read by data-plane runners when the program returns XDP_REDIRECT.
     pub(crate) redirect: Option<crate::worker::RedirectTo>,
+    /// The call that set `redirect` (for the `xdp_redirect` tracepoints).
+    pub(crate) redirect_via: Option<crate::worker::RedirectVia>,
 }
 
 impl std::ops::Deref for XdpEnv {
@@ -338,13 +340,23 @@ impl XdpEnv {
     /// Record the target of a redirect helper call (`None`: the call missed).
     /// Engines that compile the redirect helpers in call this exactly where
     /// the runtime's helpers do.
-    pub fn record_redirect(&mut self, to: Option<crate::worker::RedirectTo>) {
+    pub fn record_redirect(
+        &mut self,
+        to: Option<crate::worker::RedirectTo>,
+        via: crate::worker::RedirectVia,
+    ) {
         self.redirect = to;
+        self.redirect_via = to.map(|_| via);
     }
 
     /// The target the run's last redirect helper call recorded, cleared.
-    pub fn take_redirect(&mut self) -> Option<crate::worker::RedirectTo> {
-        self.redirect.take()
+    pub fn take_redirect(
+        &mut self,
+    ) -> (
+        Option<crate::worker::RedirectTo>,
+        Option<crate::worker::RedirectVia>,
+    ) {
+        (self.redirect.take(), self.redirect_via.take())
     }
 
     pub fn new(frame: XdpFrame, cpu: u32, maps: Arc<ObjectMaps>, fib: Option<Arc<Fib>>) -> XdpEnv {
@@ -353,6 +365,7 @@ impl XdpEnv {
             frame,
             fib,
             redirect: None,
+            redirect_via: None,
         }
     }
 

@@ -57,6 +57,37 @@ pub enum RedirectTo {
     Broadcast,
 }
 
+/// Which redirect helper call named the target, as the kernel's
+/// `xdp_redirect` tracepoints report it: `bpf_redirect(ifindex)` is map
+/// type `BPF_MAP_TYPE_UNSPEC` with map id `INT_MAX` and the ifindex as
+/// index; `bpf_redirect_map` the map's type, id and the key.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct RedirectVia {
+    pub map_type: u32,
+    pub map_id: u32,
+    pub index: u32,
+}
+
+impl RedirectVia {
+    /// `bpf_redirect(ifindex)`.
+    pub const fn ifindex(ifindex: u32) -> RedirectVia {
+        RedirectVia {
+            map_type: 0,
+            map_id: i32::MAX as u32,
+            index: ifindex,
+        }
+    }
+
+    /// `bpf_redirect_map(map, key)`.
+    pub fn map(map: &bpfjet_maps::Map, key: u32) -> RedirectVia {
+        RedirectVia {
+            map_type: map.map_type() as u32,
+            map_id: map.id(),
+            index: key,
+        }
+    }
+}
+
 /// The result of one run on a frame.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct FrameVerdict {
@@ -66,6 +97,8 @@ pub struct FrameVerdict {
     /// The last successful redirect helper call, when `action` is
     /// `XDP_REDIRECT`.
     pub redirect: Option<RedirectTo>,
+    /// The call that named [`FrameVerdict::redirect`].
+    pub via: Option<RedirectVia>,
     /// The packet bounds after the run, as offsets into the caller's buffer.
     pub data_start: usize,
     pub data_end: usize,
@@ -317,6 +350,7 @@ impl XdpRunner {
             return Err(RunFrameError::TooShort(data_end - data_start));
         }
         self.env.redirect = None;
+        self.env.redirect_via = None;
         if data_end - data_start > MAX_LINEAR_PACKET {
             if !self.frags {
                 return Err(RunFrameError::NeedsFrags {
@@ -343,9 +377,13 @@ impl XdpRunner {
 
     /// The target the run's redirect helpers recorded in the env (the
     /// runtime's helpers and the JIT's compiled-in ones alike).
-    fn redirect_for(&mut self, action: u32) -> Option<RedirectTo> {
-        let to = self.env.take_redirect();
-        (action == action::REDIRECT).then_some(to).flatten()
+    fn redirect_for(&mut self, action: u32) -> (Option<RedirectTo>, Option<RedirectVia>) {
+        let (to, via) = self.env.take_redirect();
+        if action == action::REDIRECT && to.is_some() {
+            (to, via)
+        } else {
+            (None, None)
+        }
     }
 
     fn run_in_place(
@@ -373,9 +411,11 @@ impl XdpRunner {
         }
         let result = (self.engine)(&mut self.state, &mut self.env, md_addr);
         let action = self.finish_run(result)?;
+        let (redirect, via) = self.redirect_for(action);
         Ok(FrameVerdict {
             action,
-            redirect: self.redirect_for(action),
+            redirect,
+            via,
             data_start: start,
             data_end: end,
         })
@@ -443,9 +483,11 @@ impl XdpRunner {
                 .frame
                 .copy_frags_to(&mut buf[new_start + linear_len..new_end]);
         }
+        let (redirect, via) = self.redirect_for(action);
         Ok(FrameVerdict {
             action,
-            redirect: self.redirect_for(action),
+            redirect,
+            via,
             data_start: new_start,
             data_end: new_end,
         })

@@ -83,6 +83,9 @@ pub struct DataPlaneStatus {
     pub tx: u64,
     pub redirect: u64,
     pub aborted: u64,
+    /// `tp_btf/EVENT: PROGRAM@LINK` of the XDP tracepoint programs it runs.
+    #[serde(default)]
+    pub tp_btf: Vec<String>,
 }
 
 impl Namespace {

@@ -674,9 +674,16 @@ impl BpfjetBackend {
         } else {
             None
         };
-        let (attach_prog_id, attach_btf_id, attach_btf_obj_id) = ext_target.unwrap_or((0, 0, 0));
+        let (attach_prog_id, mut attach_btf_id, mut attach_btf_obj_id) =
+            ext_target.unwrap_or((0, 0, 0));
+        // A tp_btf program of an XDP tracepoint: bpfjet's data planes fire it.
+        let tracepoint = crate::tp_btf::xdp_tracepoint(p);
+        if tracepoint.is_some() {
+            (attach_btf_id, attach_btf_obj_id) = (p.attach_btf_id, crate::tp_btf::VMLINUX_BTF_ID);
+        }
         if p.prog_type != BPF_PROG_TYPE_XDP
             && ext_target.is_none()
+            && tracepoint.is_none()
             && progs::tracing_kind(p.prog_type).is_none()
             && !progs::context_free(&words)
         {
@@ -687,8 +694,9 @@ impl BpfjetBackend {
             }
             self.warn_once(
                 &format!("BPF_PROG_LOAD of program type {}", p.prog_type),
-                "bpfjet verifies and runs XDP programs, and kprobe (uprobe), tracepoint and raw \
-                 tracepoint programs in traced processes",
+                "bpfjet verifies and runs XDP programs, tp_btf programs of the XDP tracepoints \
+                 its data planes fire, and kprobe (uprobe), tracepoint and raw tracepoint \
+                 programs in traced processes",
             );
             return Err(Errno::EINVAL);
         }
@@ -757,6 +765,7 @@ impl BpfjetBackend {
             load_target_used: false,
             kfuncs: kfuncs.kfuncs,
             weak_kfuncs: kfuncs.weak,
+            tracepoint: tracepoint.unwrap_or_default(),
         };
         let btf = match crate::prog_btf::of(&self.ns, &rec) {
             Ok(b) => b,
@@ -814,6 +823,11 @@ impl BpfjetBackend {
             Some(_) => return Err(Errno::EINVAL),
             None => return self.kernel.execute(cmd),
         };
+        if prog.rec.prog_type == progs::BPF_PROG_TYPE_TRACING {
+            // The kernel's bpf_prog_test_run_tracing runs fentry, fexit
+            // and fmod_ret programs only: ENOTSUPP for tp_btf.
+            return Err(Errno(524));
+        }
         if progs::tracing_kind(prog.rec.prog_type).is_some() {
             return self.tracing_test_run(&prog, t);
         }

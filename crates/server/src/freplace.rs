@@ -624,6 +624,7 @@ mod tests {
             load_target_used: false,
             kfuncs: Vec::new(),
             weak_kfuncs: Vec::new(),
+            tracepoint: String::new(),
         }
     }
 

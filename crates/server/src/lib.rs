@@ -28,6 +28,7 @@ mod prog_btf;
 mod progs;
 mod tail_calls;
 mod task_fd_query;
+mod tp_btf;
 mod tracing_test_run;
 mod uprobe_multi;
 mod user;
@@ -37,5 +38,8 @@ pub use backend::BpfjetBackend;
 pub use namespace::{Namespace, ObjRef};
 pub use perf_events::{bind_perf_arrays, perf_bindings, ProbePoint};
 pub use pid_attach::ATTACH_RUNNING_ENV;
-pub use probe_links::{links_generation, traced_object, ProbeLink, TracedObject, TracedProgram};
+pub use probe_links::{
+    links_generation, traced_object, xdp_event_object, ProbeLink, TracedObject, TracedProgram,
+};
+pub use tp_btf::prog_facts;
 pub use xdp::{data_plane_program, XdpRequest};

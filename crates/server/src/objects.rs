@@ -87,6 +87,10 @@ pub struct ProgRecord {
     pub kfuncs: Vec<String>,
     #[serde(default)]
     pub weak_kfuncs: Vec<String>,
+    /// A `tp_btf` program's tracepoint (`attach_btf_id` names its
+    /// `btf_trace_NAME` in the kernel's BTF); empty for other programs.
+    #[serde(default)]
+    pub tracepoint: String,
 }
 
 pub struct ProgObj {

@@ -60,6 +60,9 @@ pub enum ProbePoint {
     Tracepoint { category: String, name: String },
     /// `raw_tracepoint/NAME` (`sys_enter` or `sys_exit`).
     RawTracepoint { name: String },
+    /// `tp_btf/NAME`: an XDP tracepoint, fired by the instance's data
+    /// planes (`crate::tp_btf`), not in traced processes.
+    TpBtf { name: String },
     /// A `cpu-clock` software event of every process on CPU `cpu`, its
     /// overflow every `period_ns`. A program linked to it that observes
     /// nothing of the interrupted task (bpftrace's `interval`) runs on a
@@ -100,6 +103,7 @@ impl ProbePoint {
             }
             ProbePoint::Tracepoint { category, name } => format!("tracepoint/{category}/{name}"),
             ProbePoint::RawTracepoint { name } => format!("raw_tracepoint/{name}"),
+            ProbePoint::TpBtf { name } => format!("tp_btf/{name}"),
             ProbePoint::Timer { .. } => "perf_event".to_string(),
         }
     }
@@ -111,6 +115,7 @@ impl ProbePoint {
             ProbePoint::Uprobe { .. } => ProgType::Kprobe,
             ProbePoint::Tracepoint { .. } => ProgType::Tracepoint,
             ProbePoint::RawTracepoint { .. } => ProgType::RawTracepoint,
+            ProbePoint::TpBtf { .. } => ProgType::Tracing,
             ProbePoint::Timer { .. } => ProgType::PerfEvent,
         }
     }

@@ -61,7 +61,7 @@ impl BpfjetBackend {
     /// tracepoint type). None: not a bpfjet program of such a type.
     pub(crate) fn tracing_prog(&self, fd: u32) -> Option<Arc<crate::objects::ProgObj>> {
         match self.obj(fd)? {
-            Obj::Prog(p) if progs::tracing_kind(p.rec.prog_type).is_some() => Some(p),
+            Obj::Prog(p) if progs::tracing_section(&p.rec).is_some() => Some(p),
             _ => None,
         }
     }
@@ -73,6 +73,15 @@ impl BpfjetBackend {
         raw: &[u8],
     ) -> Result<i64, Errno> {
         let (target_fd, attach_type) = (word(raw, 4), word(raw, 8));
+        if !prog.rec.tracepoint.is_empty() {
+            // The kernel's link_create of a tracing program: the attach
+            // type must be the program's; `tracing.cookie` at 24.
+            if attach_type != prog.rec.expected_attach_type {
+                return Err(Errno::EINVAL);
+            }
+            let id = self.tp_btf_link(prog, dword(raw, 24))?;
+            return self.new_fd(Obj::Link(id));
+        }
         if attach_type == crate::uprobe_multi::BPF_TRACE_UPROBE_MULTI {
             return self.uprobe_multi_link_create(prog, raw);
         }
@@ -118,6 +127,15 @@ impl BpfjetBackend {
         raw: &[u8],
     ) -> Result<i64, Errno> {
         let name_ptr = dword(raw, 0);
+        if !prog.rec.tracepoint.is_empty() {
+            // The kernel: a tp_btf program's tracepoint was named at load
+            // (attach_btf_id); a name here is EINVAL.
+            if name_ptr != 0 {
+                return Err(Errno::EINVAL);
+            }
+            let id = self.tp_btf_link(prog, dword(raw, 16))?;
+            return self.new_fd(Obj::Link(id));
+        }
         let name = crate::user::cstring(name_ptr, 128)?;
         if name != "sys_enter" && name != "sys_exit" {
             self.warn_once(
@@ -258,6 +276,24 @@ impl BpfjetBackend {
         Err(Errno::EINVAL)
     }
 
+    /// A link of a `tp_btf` program to its XDP tracepoint: the instance's
+    /// data planes run it from the next batch on (crate::tp_btf).
+    fn tp_btf_link(&self, prog: &crate::objects::ProgObj, cookie: u64) -> Result<u32, Errno> {
+        self.new_probe_link(
+            prog,
+            bpfjet_obj::tp_btf::BPF_TRACE_RAW_TP,
+            Some(ProbeLink {
+                point: ProbePoint::TpBtf {
+                    name: prog.rec.tracepoint.clone(),
+                },
+                pid: -1,
+                cookie,
+                event: None,
+            }),
+            None,
+        )
+    }
+
     /// The link record of `probe`. `bpfjet trace` watches the instance's
     /// link generation: a link made while processes run reaches them
     /// (trace-agent late_links.rs).
@@ -372,7 +408,7 @@ pub(crate) fn link_info(
 ) -> Result<(Vec<u8>, usize), Errno> {
     let mut b = vec![0u8; size];
     let ty = match probe.point {
-        ProbePoint::RawTracepoint { .. } => BPF_LINK_TYPE_RAW_TRACEPOINT,
+        ProbePoint::RawTracepoint { .. } | ProbePoint::TpBtf { .. } => BPF_LINK_TYPE_RAW_TRACEPOINT,
         _ => BPF_LINK_TYPE_PERF_EVENT,
     };
     b[0..4].copy_from_slice(&ty.to_ne_bytes());
@@ -380,7 +416,9 @@ pub(crate) fn link_info(
     b[8..12].copy_from_slice(&rec.prog_id.to_ne_bytes());
     match &probe.point {
         // raw_tracepoint { tp_name; tp_name_len; }
-        ProbePoint::RawTracepoint { name } => copy_name(&mut b, user, 16, 24, name)?,
+        ProbePoint::RawTracepoint { name } | ProbePoint::TpBtf { name } => {
+            copy_name(&mut b, user, 16, 24, name)?
+        }
         // perf_event { type; union { uprobe { file_name; name_len; offset;
         // cookie; } tracepoint { tp_name; name_len; :32; cookie; } } }
         ProbePoint::Uprobe {
@@ -452,6 +490,30 @@ pub struct TracedObject {
 /// The programs the instance's live probe links attach in process `pid`,
 /// as one object on the instance's maps.
 pub fn traced_object(ns: &Namespace, pid: u32) -> Result<TracedObject, String> {
+    linked_object(ns, |p| {
+        // A timer's program runs in the control plane's process, an XDP
+        // tracepoint's in the data planes; a link for another process is
+        // not this one's.
+        !matches!(
+            p.point,
+            ProbePoint::Timer { sampled: false, .. } | ProbePoint::TpBtf { .. }
+        ) && (p.pid == -1 || p.pid as u32 == pid)
+    })
+}
+
+/// The programs the instance's live links attach to XDP tracepoints
+/// (`tp_btf/xdp_*`), which its data planes fire, as one object on the
+/// instance's maps.
+pub fn xdp_event_object(ns: &Namespace) -> Result<TracedObject, String> {
+    linked_object(ns, |p| matches!(p.point, ProbePoint::TpBtf { .. }))
+}
+
+/// The programs of the instance's live probe links whose points `keep`
+/// selects, as one object on the instance's maps.
+fn linked_object(
+    ns: &Namespace,
+    keep: impl Fn(&ProbeLink) -> bool,
+) -> Result<TracedObject, String> {
     let mut maps: Vec<Arc<Map>> = Vec::new();
     let mut programs = Vec::new();
     let mut traced = Vec::new();
@@ -465,13 +527,7 @@ pub fn traced_object(ns: &Namespace, pid: u32) -> Result<TracedObject, String> {
         else {
             continue;
         };
-        // A timer's program runs in the control plane's process; a link
-        // for another process is not this one's.
-        let points: Vec<&ProbeLink> = link
-            .probe_points()
-            .filter(|p| !matches!(p.point, ProbePoint::Timer { sampled: false, .. }))
-            .filter(|p| p.pid == -1 || p.pid as u32 == pid)
-            .collect();
+        let points: Vec<&ProbeLink> = link.probe_points().filter(|p| keep(p)).collect();
         if points.is_empty() {
             continue;
         }

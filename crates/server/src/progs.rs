@@ -143,19 +143,20 @@ fn errno_of(e: &RuntimeError) -> Errno {
 /// The one-program object a record stands for, its maps `maps` (`maps[i]`
 /// is `rec.map_ids[i]`).
 pub fn object_of(rec: &ProgRecord, maps: &[Arc<Map>]) -> Object {
-    let section = if let Some(section) = tracing_kind(rec.prog_type) {
+    let section = if let Some(section) = tracing_section(rec) {
         // Verified for its type; where it runs is known at attach.
         if rec.prog_flags & BPF_F_SLEEPABLE != 0 && section == "uprobe" {
-            "uprobe.s"
+            "uprobe.s".to_string()
         } else {
             section
         }
     } else if rec.prog_flags & BPF_F_XDP_HAS_FRAGS != 0 {
         // A context-free program of another type verifies the same as XDP.
-        "xdp.frags"
+        "xdp.frags".to_string()
     } else {
-        "xdp"
+        "xdp".to_string()
     };
+    let section = section.as_str();
     let kind = ProgKind::from_section(section);
     let name = if rec.name.is_empty() {
         format!("prog{}", rec.id)
@@ -200,11 +201,26 @@ pub fn object_of(rec: &ProgRecord, maps: &[Arc<Map>]) -> Object {
 pub fn tracing_kind(prog_type: u32) -> Option<&'static str> {
     use bpfjet_obj::ProgType;
     match ProgType::from_kernel_id(prog_type)? {
-        ProgType::Xdp => None,
+        // Its section names the tracepoint ([`tracing_section`]).
+        ProgType::Xdp | ProgType::Tracing => None,
         // Kprobe-type programs run on uprobes here.
         ProgType::Kprobe => Some("uprobe"),
         t => Some(t.name()),
     }
+}
+
+/// `BPF_PROG_TYPE_TRACING`.
+pub const BPF_PROG_TYPE_TRACING: u32 = 26;
+
+/// The section a tracing program record is verified as: its type's
+/// ([`tracing_kind`]), or `tp_btf/NAME` for a `tp_btf` program of an XDP
+/// tracepoint (`ProgRecord::tracepoint`). None: not a tracing program
+/// bpfjet runs.
+pub fn tracing_section(rec: &ProgRecord) -> Option<String> {
+    if rec.prog_type == BPF_PROG_TYPE_TRACING {
+        return (!rec.tracepoint.is_empty()).then(|| format!("tp_btf/{}", rec.tracepoint));
+    }
+    tracing_kind(rec.prog_type).map(str::to_string)
 }
 
 /// Verify and bind a program record to its maps (`maps[i]` is
@@ -219,14 +235,14 @@ pub fn build(
     // An EXT program is verified under its target's type (XDP).
     if rec.prog_type != BPF_PROG_TYPE_XDP
         && rec.prog_type != crate::freplace::BPF_PROG_TYPE_EXT
-        && tracing_kind(rec.prog_type).is_none()
+        && tracing_section(rec).is_none()
         && !context_free(&rec.insns)
     {
         return Err(Refusal::new(
             Errno::EINVAL,
             format!(
-                "bpfjet runs XDP, kprobe (uprobes), tracepoint, raw tracepoint and perf_event \
-                 programs only \
+                "bpfjet runs XDP, kprobe (uprobes), tracepoint, raw tracepoint, perf_event \
+                 and tp_btf (XDP tracepoints) programs only \
                  (program type {})",
                 rec.prog_type
             ),

@@ -43,7 +43,7 @@ impl BpfjetBackend {
         if let Some(ObjRef::Link(id)) = self.ns.identify(&target) {
             let rec = self.link_record(id).map_err(|_| Errno::ENOENT)?;
             return match rec.probe.as_ref().map(|p| &p.point) {
-                Some(ProbePoint::RawTracepoint { name }) => {
+                Some(ProbePoint::RawTracepoint { name } | ProbePoint::TpBtf { name }) => {
                     answer(q, rec.prog_id, BPF_FD_TYPE_RAW_TRACEPOINT, name, 0)
                 }
                 // Other links are not perf events (the kernel's answer).
@@ -79,7 +79,9 @@ impl BpfjetBackend {
             ProbePoint::Tracepoint { name, .. } => {
                 answer(q, prog_id, BPF_FD_TYPE_TRACEPOINT, &name, 0)
             }
-            ProbePoint::RawTracepoint { .. } | ProbePoint::Timer { .. } => Err(Errno::EINVAL),
+            ProbePoint::RawTracepoint { .. }
+            | ProbePoint::TpBtf { .. }
+            | ProbePoint::Timer { .. } => Err(Errno::EINVAL),
         }
     }
 }

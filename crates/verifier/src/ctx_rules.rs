@@ -96,7 +96,7 @@ pub fn tracing_ctx_window(prog_type: ProgType) -> (i64, i64) {
     match prog_type {
         ProgType::Kprobe => (0, PT_REGS_SIZE),
         ProgType::Tracepoint => (8, PERF_MAX_TRACE_SIZE),
-        ProgType::RawTracepoint => (0, 8 * MAX_BPF_FUNC_ARGS),
+        ProgType::RawTracepoint | ProgType::Tracing => (0, 8 * MAX_BPF_FUNC_ARGS),
         ProgType::PerfEvent => (0, PERF_EVENT_DATA_SIZE),
         ProgType::Xdp => (0, XDP_MD_SIZE),
     }

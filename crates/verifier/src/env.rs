@@ -61,6 +61,12 @@ pub struct VerifyEnv<'a> {
     /// containers): what `KfuncArg::Module` / `KfuncRet::Module` name, and
     /// what a `__kptr` to a struct of the same name holds (`module_kptr`).
     pub module_types: &'a [crate::module_kptr::ModuleType],
+    /// A `tp_btf` program's arguments as the kernel's BTF types them
+    /// (`bpfjet_obj::TpBtfProto`): context slot `i` is `tp_args[i]`.
+    pub tp_args: &'a [bpfjet_obj::TpArg],
+    /// Why a `tp_btf` program's tracepoint cannot be attached here (not in
+    /// the kernel's BTF, not one bpfjet fires): it is refused whole.
+    pub tp_error: Option<&'a str>,
 }
 
 impl<'a> VerifyEnv<'a> {
@@ -79,6 +85,8 @@ impl<'a> VerifyEnv<'a> {
             btf: None,
             map_fields: &[],
             module_types: &[],
+            tp_args: &[],
+            tp_error: None,
         }
     }
 

@@ -73,6 +73,7 @@ pub mod reg_state;
 mod spin_lock;
 pub mod stack;
 pub mod tnum;
+mod tp_btf;
 
 pub use branch::{decide as decide_branch, eval_cond, refine_side as refine_branch};
 pub use env::{Policy, ProgType, VerifyEnv, COMPLEXITY_LIMIT};
@@ -105,6 +106,9 @@ pub fn verify_decoded(
     slots: &[RawInsn],
     env: &VerifyEnv,
 ) -> Result<Facts, VerifyError> {
+    if let (ProgType::Tracing, Some(why)) = (env.prog_type, env.tp_error) {
+        return Err(VerifyError::new("tp_btf_attach", why));
+    }
     // The kernel refuses an opcode outside its table for every slot at
     // load, also one bpfjet decodes (`callx`).
     let unknown = decoded.insns.iter().enumerate().find(|&(pc, insn)| {

@@ -505,6 +505,15 @@ impl Verifier<'_> {
                 self.check_pkt_region(Some(pc), base, regno, off64, size as i64)?;
                 Ok(loaded_unknown(size, false))
             }
+            RegType::Ctx if self.env.prog_type == ProgType::Tracing => {
+                let (r, end) = self.tp_btf_ctx_load(base, regno, off, size, write)?;
+                self.facts.max_ctx_end = self.facts.max_ctx_end.max(end);
+                Ok(r)
+            }
+            RegType::KernelObj { arg } => {
+                self.check_kernel_obj_access(base, regno, arg, off64, size as i64, write)?;
+                Ok(loaded_unknown(size, false))
+            }
             RegType::Ctx if self.env.prog_type.is_tracing() => {
                 let end = ctx_rules::check_tracing_access(
                     self.env.prog_type,

@@ -14,6 +14,10 @@ pub struct ObjectProgramEnv {
     lines: BTreeMap<usize, String>,
     globals: Vec<usize>,
     prog_type: Option<bpfjet_obj::ProgType>,
+    /// A `tp_btf` program's arguments from the running kernel's BTF, or
+    /// why they are not known.
+    tp_args: Vec<bpfjet_obj::TpArg>,
+    tp_error: Option<String>,
 }
 
 impl ObjectProgramEnv {
@@ -28,10 +32,21 @@ impl ObjectProgramEnv {
                 )
             })
             .collect();
+        let (tp_args, tp_error) = match &program.kind {
+            bpfjet_obj::ProgKind::TpBtf { name } => {
+                match bpfjet_obj::TpBtfProto::running_kernel(name) {
+                    Ok(p) => (p.args, None),
+                    Err(e) => (Vec::new(), Some(e)),
+                }
+            }
+            _ => (Vec::new(), None),
+        };
         ObjectProgramEnv {
             lines,
             globals: object.global_subprogs(program),
             prog_type: program.kind.prog_type(),
+            tp_args,
+            tp_error,
         }
     }
 
@@ -48,6 +63,8 @@ impl ObjectProgramEnv {
         env.global_subprogs = &self.globals;
         env.line_info = Some(&self.lines);
         env.gpl_compatible = bpfjet_obj::license_is_gpl_compatible(&object.license);
+        env.tp_args = &self.tp_args;
+        env.tp_error = self.tp_error.as_deref();
         env
     }
 }

@@ -83,6 +83,12 @@ pub enum RegType {
     Module {
         ty: u8,
     },
+    /// A kernel object a `tp_btf` program's argument `arg` points to
+    /// (`VerifyEnv::tp_args`): readable at the fields bpfjet fills
+    /// (`tp_btf.rs`).
+    KernelObj {
+        arg: u8,
+    },
     /// An open-coded number iterator (`struct bpf_iter_num`), only ever in
     /// a stack slot: `active` until `bpf_iter_num_next` returned NULL on
     /// this path. The state's `ref_id` is the reference `bpf_iter_num_new`
@@ -123,6 +129,7 @@ impl RegType {
             RegType::Alloc { owning: true, .. } => "ptr_alloc_obj",
             RegType::Alloc { owning: false, .. } => "ptr_alloc_obj_non_own",
             RegType::Module { .. } => "ptr_module_obj",
+            RegType::KernelObj { .. } => "trusted_ptr_kernel_obj",
             RegType::IterNum { .. } => "iter_num",
         }
     }

@@ -11,6 +11,7 @@
 //! last reference gone) or SIGTERM stops it. Its state and counters go to
 //! the attachment's status file, which `bpfjet status` prints.
 
+use super::attachment_events::EventWatch;
 use super::run::engine::{self, EngineChoice, Prepared};
 use anyhow::{anyhow, Context, Result};
 use bpfjet_io::afxdp::{AttachMode, IfaceSpec, Session, XskConfig};
@@ -102,6 +103,11 @@ fn serve(ns: &Namespace, ifindex: u32, status: &mut DataPlaneStatus) -> Result<(
         .ok_or_else(|| anyhow!("no attachment on ifindex {ifindex}"))?;
     sweep_periodically(ns);
     let mut current = prepare(ns, a.prog_id, a.revision)?;
+    let mut events = EventWatch::new(ns);
+    if let Err(e) = events.refresh(ns) {
+        status.error = format!("{e:#}");
+    }
+    status.tp_btf = events.running.clone();
     let queues = rx_queues(&a.ifname);
     let spec = IfaceSpec::parse(&format!("{}:{queues}", a.ifname))?;
     let cfg = XskConfig {
@@ -121,7 +127,13 @@ fn serve(ns: &Namespace, ifindex: u32, status: &mut DataPlaneStatus) -> Result<(
     let make = |i: usize, ifindex: u32, queue: u32| {
         let runner = current
             .prepared
-            .runner(i, ifindex, queue)
+            .runner_with_events(
+                i,
+                ifindex,
+                queue,
+                events.events(),
+                bpfjet_server::prog_facts(ns, current.prog_id),
+            )
             .map_err(|e| e.to_string())?;
         slots.borrow_mut()[i] = (ifindex, queue);
         Ok(Box::new(switch.wrap(i, runner)) as Box<dyn FrameProgram + Send>)
@@ -156,7 +168,7 @@ fn serve(ns: &Namespace, ifindex: u32, status: &mut DataPlaneStatus) -> Result<(
             break;
         };
         if a.prog_id != current.prog_id || a.revision != current.revision {
-            match swap(ns, &switch, &slots, a.prog_id, a.revision) {
+            match swap(ns, &switch, &slots, &events, a.prog_id, a.revision) {
                 Ok(g) => {
                     previous = Some(std::mem::replace(&mut current, g));
                     status.replaces += 1;
@@ -184,6 +196,18 @@ fn serve(ns: &Namespace, ifindex: u32, status: &mut DataPlaneStatus) -> Result<(
                     a.ifname
                 );
                 break;
+            }
+            match events.refresh(ns) {
+                Ok(()) => {
+                    if status.tp_btf != events.running {
+                        status.tp_btf = events.running.clone();
+                        status.error.clear();
+                    }
+                }
+                Err(e) => {
+                    status.tp_btf.clear();
+                    status.error = format!("{e:#}");
+                }
             }
             let s = pool.stats().snapshot();
             status.packets = s.packets;
@@ -214,14 +238,19 @@ fn swap(
     ns: &Namespace,
     switch: &ProgramSwitch,
     slots: &[(u32, u32)],
+    events: &EventWatch,
     prog_id: u32,
     revision: u64,
 ) -> Result<Generation> {
     let g = prepare(ns, prog_id, revision)?;
+    let facts = bpfjet_server::prog_facts(ns, prog_id);
     let runners = slots
         .iter()
         .enumerate()
-        .map(|(i, &(ifindex, queue))| g.prepared.runner(i, ifindex, queue))
+        .map(|(i, &(ifindex, queue))| {
+            g.prepared
+                .runner_with_events(i, ifindex, queue, events.events(), facts)
+        })
         .collect::<Result<Vec<_>>>()?;
     let generation = switch.publish(runners).map_err(|e| anyhow!("{e}"))?;
     switch

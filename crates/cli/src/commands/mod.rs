@@ -1,6 +1,7 @@
 //! One module per subcommand.
 pub mod asm;
 pub mod attachment;
+pub mod attachment_events;
 pub mod bench;
 pub mod compile;
 pub mod conformance;

@@ -24,6 +24,7 @@ mod worker;
 pub use output::{NullOutput, Output, SplitOutput};
 pub use pool::{pin_to_cpu, PoolOutcome, WorkerJob, WorkerPool, WorkerResult, WorkerSetup};
 pub use program::{FnProgram, FrameMut, FrameProgram, ProgramFault};
+pub use runtime::EventedRunner;
 pub use shared::SharedSource;
 pub use signal::StopSignal;
 pub use stats::{

@@ -55,7 +55,11 @@ pub(crate) fn register(r: &mut HelperRegistry) {
             return Ok(u64::from(action::ABORTED));
         }
         if let Some(env) = ctx.user_as::<XdpEnv>() {
-            env.record_redirect(Some(RedirectTo::Ifindex(a[0] as u32)));
+            let ifindex = a[0] as u32;
+            env.record_redirect(
+                Some(RedirectTo::Ifindex(ifindex)),
+                crate::worker::RedirectVia::ifindex(ifindex),
+            );
         }
         Ok(u64::from(action::REDIRECT))
     }));
@@ -137,8 +141,9 @@ fn redirect_map(ctx: &mut HelperCtx<'_>, a: [u64; 5]) -> Result<u64, Fault> {
     // The map ops take a u32 key: the 64-bit argument is truncated.
     let key = a[1] as u32;
     let target = redirect_target(map, key, flags);
+    let via = crate::worker::RedirectVia::map(map, key);
     if let Some(env) = ctx.user_as::<XdpEnv>() {
-        env.record_redirect(target);
+        env.record_redirect(target, via);
     }
     Ok(match target {
         Some(_) => u64::from(action::REDIRECT),

@@ -100,6 +100,7 @@ impl TracingEnv {
         within(self.ctx, self.ctx_len)
             || within(self.site.regs, std::mem::size_of::<super::PtRegs>() as u64)
             || super::task_view::is_filled(addr, len)
+            || super::xdp_events::is_filled(addr, len)
     }
 
     /// Whether `[addr, addr + len)` lies in the context record the run was
@@ -127,6 +128,7 @@ impl TracingEnv {
             .max()
             .unwrap_or(0)
             .max(super::task_view::filled_left(addr))
+            .max(super::xdp_events::filled_left(addr))
     }
 
     pub fn site(&self) -> &ProbeSite {

@@ -91,6 +91,7 @@ pub mod task_view;
 pub(crate) mod thread_maps;
 mod trace_ring;
 pub(crate) mod user_mem;
+pub mod xdp_events;
 
 pub use context::{PerfEventData, PtRegs, RawSyscallArgs, SysEnterCtx, SysExitCtx};
 pub use env::{ProbeSite, TracingEnv};

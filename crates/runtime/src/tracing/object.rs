@@ -267,6 +267,10 @@ impl TracingProgram {
             (_, Some(Tp::EveryEnter { raw_args: true } | Tp::EveryExit { raw_args: true })) => {
                 Ok(std::mem::size_of::<RawSyscallArgs>() as u64)
             }
+            // Fired by data planes with every argument slot (xdp_events).
+            (ProgKind::TpBtf { .. }, None) => {
+                Ok(std::mem::size_of::<super::xdp_events::TpBtfArgs>() as u64)
+            }
             (other, None) => Err(format!(
                 "bpfjet attaches tracepoints of the traced process's own system calls \
                  ({}), not section {} ({other})",
@@ -938,6 +942,18 @@ impl TracingObject {
     #[inline]
     pub fn run_sys_exit(&self, prog: ProgId, rec: &mut SysExitCtx, site: &ProbeSite) -> u64 {
         self.run_typed(prog, ProgType::Tracepoint, rec, site)
+    }
+
+    /// [`TracingObject::run`] of a `tp_btf` program on its tracepoint's
+    /// arguments (`xdp_events`).
+    #[inline]
+    pub fn run_tp_btf(
+        &self,
+        prog: ProgId,
+        args: &mut super::xdp_events::TpBtfArgs,
+        site: &ProbeSite,
+    ) -> u64 {
+        self.run_typed(prog, ProgType::Tracing, args, site)
     }
 
     /// [`TracingObject::run`] of a `raw_tracepoint/sys_enter|sys_exit` program.

@@ -3,9 +3,11 @@
 
 use anyhow::{anyhow, bail, Context, Result};
 use bpfjet_io::run::FrameProgram;
+use bpfjet_runtime::tracing::xdp_events::{EventSite, ProgFacts, XdpEvents};
 use bpfjet_runtime::worker::{EngineEntry, XdpRunnerFactory};
 use bpfjet_runtime::{LoadedObject, MemoryMode, Program, VerifiedProof};
 use std::path::Path;
+use std::sync::Arc;
 
 /// `--aot`: the artifact and the BPF object file it must have been compiled from.
 #[derive(Clone, Copy)]
@@ -208,6 +210,29 @@ impl Prepared {
         self.factory.stages_frames()
     }
 
+    /// A runner for one worker that fires the XDP tracepoints of `events`
+    /// (`tp_btf` programs a control plane attached) for a program of
+    /// `facts`. Without the kernel's BTF no such program can be loaded, so
+    /// the runner is the plain one.
+    pub fn runner_with_events(
+        &self,
+        cpu: usize,
+        ingress_ifindex: u32,
+        rx_queue: u32,
+        events: &Arc<XdpEvents>,
+        facts: ProgFacts,
+    ) -> Result<Box<dyn FrameProgram + Send>> {
+        let Ok(site) = EventSite::new(ingress_ifindex, facts) else {
+            return self.runner(cpu, ingress_ifindex, rx_queue);
+        };
+        let runner = self.xdp_runner(cpu, ingress_ifindex, rx_queue)?;
+        Ok(Box::new(bpfjet_io::run::EventedRunner::new(
+            runner,
+            Arc::clone(events),
+            site,
+        )))
+    }
+
     /// A runner for one worker.
     pub fn runner(
         &self,
@@ -215,6 +240,15 @@ impl Prepared {
         ingress_ifindex: u32,
         rx_queue: u32,
     ) -> Result<Box<dyn FrameProgram + Send>> {
+        Ok(Box::new(self.xdp_runner(cpu, ingress_ifindex, rx_queue)?))
+    }
+
+    fn xdp_runner(
+        &self,
+        cpu: usize,
+        ingress_ifindex: u32,
+        rx_queue: u32,
+    ) -> Result<bpfjet_runtime::worker::XdpRunner> {
         let (engine, table): (Option<EngineEntry>, _) = match &self.jit {
             Some(jit) => {
                 let entry = jit.entry.clone();
@@ -225,9 +259,8 @@ impl Prepared {
             }
             None => (None, None),
         };
-        let runner = self
+        Ok(self
             .factory
-            .runner(cpu, ingress_ifindex, rx_queue, engine, table)?;
-        Ok(Box::new(runner))
+            .runner(cpu, ingress_ifindex, rx_queue, engine, table)?)
     }
 }

@@ -1,0 +1,490 @@
+//! The XDP tracepoints a data plane fires, for the `tp_btf` programs a
+//! control plane attached to them (xdp-monitor's and xdp-bench's
+//! statistics, `SEC("tp_btf/xdp_exception")`):
+//!
+//! - `xdp_exception(dev, xdp, act)`: the program returned `XDP_ABORTED` or
+//!   an action past `XDP_REDIRECT` (which the kernel warns about and
+//!   traces the same way), or bpfjet stopped it (a fault, which the data
+//!   plane counts as aborted);
+//! - `xdp_redirect(dev, xdp, tgt, err, map_type, map_id, index)`: a
+//!   redirect the data plane delivers: `bpf_redirect(ifindex)` as map type
+//!   `BPF_MAP_TYPE_UNSPEC`, map id `INT_MAX`, index the ifindex and `tgt`
+//!   NULL (the kernel's generic-XDP path), `bpf_redirect_map` with the
+//!   map's type, id and key;
+//! - `xdp_redirect_err(...)`, the same arguments and `err` < 0: a redirect
+//!   to an interface that does not exist (`-EINVAL`) or is down
+//!   (`-ENETDOWN`), as the kernel's `xdp_do_generic_redirect` checks, or
+//!   to an XSKMAP or CPUMAP entry, which no consumer behind the data
+//!   plane serves (`-EOPNOTSUPP`: the frame is dropped).
+//!
+//! Arguments that point to kernel structs (`struct net_device`, `struct
+//! bpf_prog`) point to objects laid out as the running kernel lays them
+//! out (`bpfjet_obj::tp_btf`), zero but for the fields bpfjet fills: the
+//! device's `ifindex` and `name`, the program's `type`,
+//! `expected_attach_type`, `len` and `tag`. The verifier lets programs read
+//! those fields only, and `bpf_probe_read_kernel` reads them too
+//! ([`is_filled`]).
+//!
+//! The set of programs is replaced whole when the control plane's links
+//! change ([`XdpEvents::publish`]); a worker reads it with one atomic load
+//! per packet that fires an event.
+
+use super::{ProbeSite, ProgId, TracingObject};
+use crate::worker::{FrameVerdict, RedirectTo, RedirectVia};
+use crate::xdp::action;
+use bpfjet_obj::{KernelStruct, ProgKind, TpArg, TpBtfProto};
+use std::cell::Cell;
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicPtr, Ordering};
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+/// A `tp_btf` program's context: the tracepoint's arguments, one `u64`
+/// each (`MAX_BPF_FUNC_ARGS` slots).
+pub type TpBtfArgs = [u64; 12];
+
+const EINVAL: i64 = 22;
+const ENETDOWN: i64 = 100;
+const EOPNOTSUPP: i64 = 95;
+
+/// The running kernel's layouts of the structs the fired events point to.
+#[derive(Debug)]
+struct Layouts {
+    net_device: KernelStruct,
+    bpf_prog: KernelStruct,
+}
+
+/// The kernel's prototypes of the fired events, checked against the
+/// argument order bpfjet fills: another kernel's is an error, not a
+/// misread argument.
+fn layouts() -> Result<&'static Layouts, String> {
+    static LAYOUTS: OnceLock<Result<Layouts, String>> = OnceLock::new();
+    LAYOUTS
+        .get_or_init(|| {
+            let exception = TpBtfProto::running_kernel("xdp_exception")?;
+            let object = |p: &TpBtfProto, i: usize, name: &str| match p.args.get(i) {
+                Some(TpArg::Object(s)) if s.name == name => Ok(s.clone()),
+                _ => Err(format!(
+                    "the kernel's {} has no struct {name} * as argument {}: bpfjet fires \
+                     the 6.x prototypes",
+                    p.name,
+                    i + 1
+                )),
+            };
+            let scalars = |p: &TpBtfProto, from: usize, n: usize| {
+                if p.args.len() == n && p.args[from..].iter().all(|a| *a == TpArg::Scalar) {
+                    Ok(())
+                } else {
+                    Err(format!(
+                        "the kernel's {} takes {} arguments, bpfjet fires it with {n}",
+                        p.name,
+                        p.args.len()
+                    ))
+                }
+            };
+            scalars(&exception, 2, 3)?;
+            for name in ["xdp_redirect", "xdp_redirect_err"] {
+                let p = TpBtfProto::running_kernel(name)?;
+                object(&p, 0, "net_device")?;
+                object(&p, 1, "bpf_prog")?;
+                scalars(&p, 2, 7)?;
+            }
+            Ok(Layouts {
+                net_device: object(&exception, 0, "net_device")?,
+                bpf_prog: object(&exception, 1, "bpf_prog")?,
+            })
+        })
+        .as_ref()
+        .map_err(Clone::clone)
+}
+
+/// A kernel object bpfjet fills: zeroed memory of the struct's size, 8-byte
+/// aligned, with values at the filled fields.
+#[derive(Debug)]
+pub struct KernelObject {
+    buf: Box<[u64]>,
+    ty: KernelStruct,
+}
+
+impl KernelObject {
+    fn new(ty: &KernelStruct) -> KernelObject {
+        KernelObject {
+            buf: vec![0u64; (ty.size as usize).div_ceil(8).max(1)].into_boxed_slice(),
+            ty: ty.clone(),
+        }
+    }
+
+    /// Field `name` (when the kernel's struct has it) holds `bytes`,
+    /// truncated or zero-padded to the field's size.
+    fn set(&mut self, name: &str, bytes: &[u8]) {
+        let Some(f) = self.ty.field(name) else {
+            return;
+        };
+        let (off, size) = (f.off as usize, f.size as usize);
+        // SAFETY: the buffer holds `ty.size` bytes and the field lies in
+        // the struct (its offset and size come from the same BTF).
+        let mem = unsafe {
+            std::slice::from_raw_parts_mut(self.buf.as_mut_ptr().cast::<u8>(), self.buf.len() * 8)
+        };
+        let Some(dst) = mem.get_mut(off..off + size) else {
+            return;
+        };
+        dst.fill(0);
+        let n = bytes.len().min(size);
+        dst[..n].copy_from_slice(&bytes[..n]);
+    }
+
+    /// `struct net_device` of interface `ifindex`.
+    fn net_device(ty: &KernelStruct, ifindex: u32) -> KernelObject {
+        let mut o = KernelObject::new(ty);
+        o.set("ifindex", &(ifindex as i32).to_ne_bytes());
+        o.set("name", ifname(ifindex).as_bytes());
+        o
+    }
+
+    fn addr(&self) -> u64 {
+        self.buf.as_ptr() as u64
+    }
+
+    /// Bytes of filled field from `addr` to the field's end (0: `addr` is
+    /// in no filled field).
+    fn filled_left(&self, addr: u64) -> u64 {
+        let base = self.addr();
+        self.ty
+            .fields
+            .iter()
+            .map(|f| (base + u64::from(f.off), u64::from(f.size)))
+            .filter(|&(start, size)| addr >= start && addr < start + size)
+            .map(|(start, size)| start + size - addr)
+            .max()
+            .unwrap_or(0)
+    }
+}
+
+fn ifname(ifindex: u32) -> String {
+    let mut buf = [0 as libc::c_char; libc::IF_NAMESIZE];
+    // SAFETY: a buffer of IF_NAMESIZE bytes, as if_indextoname requires.
+    let p = unsafe { libc::if_indextoname(ifindex, buf.as_mut_ptr()) };
+    if p.is_null() {
+        return String::new();
+    }
+    // SAFETY: if_indextoname wrote a NUL-terminated name.
+    unsafe { std::ffi::CStr::from_ptr(buf.as_ptr()) }
+        .to_string_lossy()
+        .into_owned()
+}
+
+/// What the `struct bpf_prog` of a data plane's program holds.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ProgFacts {
+    pub prog_type: u32,
+    pub expected_attach_type: u32,
+    /// Instructions.
+    pub len: u32,
+    pub tag: [u8; 8],
+}
+
+/// A redirect target's device state, as `xdp_do_generic_redirect` checks
+/// it, looked up again after [`TARGET_REFRESH`].
+#[derive(Debug)]
+struct Target {
+    object: KernelObject,
+    /// `Err(errno)`: no such device, or it is down.
+    state: Result<(), i64>,
+    checked: Instant,
+}
+
+/// How long a redirect target's existence and up state are taken as
+/// known: a lookup per packet would be a system call per packet.
+const TARGET_REFRESH: Duration = Duration::from_millis(100);
+
+fn device_state(ifindex: u32) -> Result<(), i64> {
+    let name = ifname(ifindex);
+    if name.is_empty() {
+        return Err(-EINVAL);
+    }
+    let flags = std::fs::read_to_string(format!("/sys/class/net/{name}/flags"))
+        .ok()
+        .and_then(|s| u32::from_str_radix(s.trim().trim_start_matches("0x"), 16).ok());
+    match flags {
+        Some(f) if f & libc::IFF_UP as u32 == 0 => Err(-ENETDOWN),
+        _ => Ok(()),
+    }
+}
+
+/// One worker's kernel objects: its device's, its program's, and those of
+/// the devices it redirects to.
+#[derive(Debug)]
+pub struct EventSite {
+    dev: KernelObject,
+    prog: KernelObject,
+    targets: BTreeMap<u32, Target>,
+}
+
+impl EventSite {
+    /// The site of a worker receiving on `ifindex` with a program of
+    /// `prog`; an error when the running kernel's BTF lacks the events.
+    pub fn new(ifindex: u32, prog: ProgFacts) -> Result<EventSite, String> {
+        let l = layouts()?;
+        let mut p = KernelObject::new(&l.bpf_prog);
+        p.set("type", &prog.prog_type.to_ne_bytes());
+        p.set(
+            "expected_attach_type",
+            &prog.expected_attach_type.to_ne_bytes(),
+        );
+        p.set("len", &prog.len.to_ne_bytes());
+        p.set("tag", &prog.tag);
+        Ok(EventSite {
+            dev: KernelObject::net_device(&l.net_device, ifindex),
+            prog: p,
+            targets: BTreeMap::new(),
+        })
+    }
+
+    fn target(&mut self, ifindex: u32) -> &Target {
+        let now = Instant::now();
+        let ty = &self.dev.ty;
+        let t = self.targets.entry(ifindex).or_insert_with(|| Target {
+            object: KernelObject::net_device(ty, ifindex),
+            state: device_state(ifindex),
+            checked: now,
+        });
+        if now.duration_since(t.checked) > TARGET_REFRESH {
+            t.state = device_state(ifindex);
+            t.object = KernelObject::net_device(ty, ifindex);
+            t.checked = now;
+        }
+        t
+    }
+}
+
+/// The programs attached to the fired events, on one loaded object.
+pub struct EventPrograms {
+    object: TracingObject,
+    exception: Vec<ProgId>,
+    redirect: Vec<ProgId>,
+    redirect_err: Vec<ProgId>,
+}
+
+impl EventPrograms {
+    /// The `tp_btf` programs of `object` by the event they attach to;
+    /// programs of events bpfjet never fires are loaded and never run.
+    pub fn new(object: TracingObject) -> Result<EventPrograms, String> {
+        layouts()?;
+        let mut e = EventPrograms {
+            exception: Vec::new(),
+            redirect: Vec::new(),
+            redirect_err: Vec::new(),
+            object,
+        };
+        for (id, p) in e.object.programs().iter().enumerate() {
+            if let ProgKind::TpBtf { name } = p.kind() {
+                match name.as_str() {
+                    "xdp_exception" => e.exception.push(id),
+                    "xdp_redirect" => e.redirect.push(id),
+                    "xdp_redirect_err" => e.redirect_err.push(id),
+                    _ => {}
+                }
+            }
+        }
+        Ok(e)
+    }
+
+    pub fn object(&self) -> &TracingObject {
+        &self.object
+    }
+
+    /// Fires the events of one run's outcome (`Err`: bpfjet stopped the
+    /// program, which the data plane counts as aborted).
+    #[inline]
+    pub fn fire(&self, site: &mut EventSite, outcome: Result<&FrameVerdict, ()>) {
+        let action = match outcome {
+            Ok(v) => v.action,
+            Err(()) => action::ABORTED,
+        };
+        if action == action::REDIRECT {
+            if let Ok(v) = outcome {
+                self.redirected(site, v);
+            }
+        } else if action == action::ABORTED || action > action::REDIRECT {
+            self.run_all(&self.exception, site, |site, args| {
+                args[..3].copy_from_slice(&[site.dev.addr(), site.prog.addr(), u64::from(action)]);
+            });
+        }
+    }
+
+    #[cold]
+    fn redirected(&self, site: &mut EventSite, v: &FrameVerdict) {
+        if self.redirect.is_empty() && self.redirect_err.is_empty() {
+            return;
+        }
+        // A redirect with no target recorded (an engine that reports none)
+        // has nothing to say.
+        let (Some(to), Some(via)) = (v.redirect, v.via) else {
+            return;
+        };
+        let (err, tgt) = match to {
+            RedirectTo::Ifindex(i) => {
+                let t = site.target(i);
+                let tgt = if via == RedirectVia::ifindex(i) {
+                    0
+                } else {
+                    t.object.addr()
+                };
+                (t.state.err().unwrap_or(0), tgt)
+            }
+            RedirectTo::Broadcast => (0, 0),
+            RedirectTo::Xsk(_) | RedirectTo::Cpu(_) => (-EOPNOTSUPP, 0),
+        };
+        let progs = if err == 0 {
+            &self.redirect
+        } else {
+            &self.redirect_err
+        };
+        self.run_all(progs, site, |site, args| {
+            args[..7].copy_from_slice(&[
+                site.dev.addr(),
+                site.prog.addr(),
+                tgt,
+                err as u64,
+                u64::from(via.map_type),
+                u64::from(via.map_id),
+                u64::from(via.index),
+            ]);
+        });
+    }
+
+    fn run_all(
+        &self,
+        progs: &[ProgId],
+        site: &mut EventSite,
+        fill: impl FnOnce(&EventSite, &mut TpBtfArgs),
+    ) {
+        if progs.is_empty() {
+            return;
+        }
+        let mut args: TpBtfArgs = [0; 12];
+        fill(site, &mut args);
+        let _exposed = Exposed::new(site);
+        let at = ProbeSite {
+            func_ip: 0,
+            cookie: 0,
+            regs: 0,
+            ret_at_sp: false,
+        };
+        for &p in progs {
+            self.object.run_tp_btf(p, &mut args, &at);
+        }
+    }
+}
+
+/// The event programs a data plane runs now, replaced whole.
+#[derive(Default)]
+pub struct XdpEvents {
+    current: AtomicPtr<EventPrograms>,
+}
+
+impl XdpEvents {
+    pub fn new() -> XdpEvents {
+        XdpEvents::default()
+    }
+
+    /// From the next packet on, run `programs` (None: none). The set
+    /// replaced is leaked: a worker may be running it, and sets change
+    /// only when the control plane links or unlinks a program.
+    pub fn publish(&self, programs: Option<EventPrograms>) {
+        let new = programs.map_or(std::ptr::null_mut(), |p| Box::into_raw(Box::new(p)));
+        self.current.swap(new, Ordering::AcqRel);
+    }
+
+    /// The programs to run, if any.
+    #[inline]
+    pub fn get(&self) -> Option<&EventPrograms> {
+        let p = self.current.load(Ordering::Acquire);
+        // SAFETY: published sets are never freed (see `publish`).
+        (!p.is_null()).then(|| unsafe { &*p })
+    }
+}
+
+thread_local! {
+    /// The site whose objects the current event run may read with
+    /// `bpf_probe_read_kernel` (null outside one).
+    static EXPOSED: Cell<*const EventSite> = const { Cell::new(std::ptr::null()) };
+}
+
+/// Marks a site's objects readable for the duration of a run.
+struct Exposed;
+
+impl Exposed {
+    fn new(site: &EventSite) -> Exposed {
+        EXPOSED.with(|c| c.set(site));
+        Exposed
+    }
+}
+
+impl Drop for Exposed {
+    fn drop(&mut self) {
+        EXPOSED.with(|c| c.set(std::ptr::null()));
+    }
+}
+
+/// Bytes of a filled field of the running event's objects from `addr` to
+/// the field's end (0 outside them).
+pub(crate) fn filled_left(addr: u64) -> u64 {
+    EXPOSED.with(|c| {
+        let p = c.get();
+        if p.is_null() {
+            return 0;
+        }
+        // SAFETY: set only while the site is borrowed by the run.
+        let site = unsafe { &*p };
+        std::iter::once(&site.dev)
+            .chain(std::iter::once(&site.prog))
+            .chain(site.targets.values().map(|t| &t.object))
+            .map(|o| o.filled_left(addr))
+            .max()
+            .unwrap_or(0)
+    })
+}
+
+/// Whether `[addr, addr + len)` lies in one filled field of the running
+/// event's objects.
+pub(crate) fn is_filled(addr: u64, len: u64) -> bool {
+    len > 0 && filled_left(addr) >= len
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use bpfjet_obj::KernelField;
+
+    #[test]
+    fn objects_hold_the_filled_fields_only() {
+        let ty = KernelStruct {
+            name: "net_device".into(),
+            size: 100,
+            fields: vec![
+                KernelField {
+                    name: "ifindex".into(),
+                    off: 8,
+                    size: 4,
+                },
+                KernelField {
+                    name: "name".into(),
+                    off: 16,
+                    size: 16,
+                },
+            ],
+        };
+        let o = KernelObject::net_device(&ty, 1);
+        // SAFETY: the object's buffer holds at least 100 bytes.
+        let bytes = unsafe { std::slice::from_raw_parts(o.addr() as *const u8, 100) };
+        assert_eq!(&bytes[8..12], &1i32.to_ne_bytes());
+        // ifindex 1 is the loopback device.
+        assert_eq!(&bytes[16..18], b"lo");
+        assert!(bytes[..8].iter().all(|&b| b == 0));
+        assert_eq!(o.filled_left(o.addr() + 9), 3);
+        assert_eq!(o.filled_left(o.addr() + 12), 0);
+        assert_eq!(o.filled_left(o.addr() + 20), 12);
+    }
+}

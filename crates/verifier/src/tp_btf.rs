@@ -1,0 +1,149 @@
+//! `tp_btf` programs (`BPF_PROG_TYPE_TRACING`, `BPF_TRACE_RAW_TP`): their
+//! context is the tracepoint's arguments, one `u64` each, typed by the
+//! kernel's BTF (`VerifyEnv::tp_args`, from `bpfjet_obj::TpBtfProto`), as
+//! the kernel's `btf_ctx_access` types them:
+//!
+//! - a load of argument `i` is at offset `8 * i`, of an argument the
+//!   tracepoint has; read-only;
+//! - an argument pointing to a kernel struct loads as a non-NULL pointer
+//!   to that object (the kernel's trusted `PTR_TO_BTF_ID`), any other as
+//!   a scalar;
+//! - through such a pointer a program reads the fields bpfjet fills, at
+//!   a constant offset ([`bpfjet_obj::tp_btf::FILLED`]: a device's
+//!   `ifindex` and `name`, ...); any other byte is refused naming the
+//!   struct and the readable fields, where the kernel would read its own
+//!   memory. Stores are refused, as the kernel refuses stores through
+//!   `PTR_TO_BTF_ID` outside a few struct_ops.
+
+use crate::driver::Verifier;
+use crate::error::{err, VResult};
+use crate::range::Scalar;
+use crate::reg_state::{RegState, RegType};
+use bpfjet_obj::TpArg;
+
+impl Verifier<'_> {
+    /// A load from a `tp_btf` context: the register it gives and the end
+    /// of the bytes read.
+    pub(crate) fn tp_btf_ctx_load(
+        &self,
+        base: &RegState,
+        regno: u8,
+        off: i16,
+        size: usize,
+        write: bool,
+    ) -> VResult<(RegState, u64)> {
+        if base.off != 0 || !base.val.is_zero() {
+            return err(
+                "ctx_modified",
+                format!(
+                    "dereference of modified ctx ptr R{regno} off={} disallowed",
+                    base.off
+                ),
+            );
+        }
+        let off = i64::from(off);
+        if write {
+            return err(
+                "ctx_write",
+                format!(
+                    "invalid bpf_context access off={off} size={size}: a tracepoint's \
+                     arguments are read-only"
+                ),
+            );
+        }
+        if off < 0 || off % 8 != 0 {
+            return err(
+                "ctx_bad_access",
+                format!("func offset {off} is not multiple of 8"),
+            );
+        }
+        let idx = (off / 8) as usize;
+        let Some(arg) = self.env.tp_args.get(idx) else {
+            return err(
+                "ctx_bad_access",
+                format!(
+                    "the tracepoint doesn't have {}-th argument (it has {})",
+                    idx + 1,
+                    self.env.tp_args.len()
+                ),
+            );
+        };
+        let end = (off + size as i64) as u64;
+        match arg {
+            TpArg::Scalar => Ok((
+                RegState::scalar(crate::stack::truncate(&Scalar::UNKNOWN, size)),
+                end,
+            )),
+            TpArg::Object(s) if size == 8 => Ok((
+                RegState::pointer(RegType::KernelObj { arg: idx as u8 }, 0),
+                end,
+            )),
+            TpArg::Object(s) => err(
+                "ctx_bad_access",
+                format!(
+                    "invalid bpf_context access off={off} size={size}: argument {} is a \
+                     pointer to struct {}, loaded whole (size 8)",
+                    idx + 1,
+                    s.name
+                ),
+            ),
+        }
+    }
+
+    /// A load (or store) of `size` bytes at `off` past a kernel object.
+    pub(crate) fn check_kernel_obj_access(
+        &self,
+        base: &RegState,
+        regno: u8,
+        arg: u8,
+        off: i64,
+        size: i64,
+        write: bool,
+    ) -> VResult<()> {
+        let Some(TpArg::Object(s)) = self.env.tp_args.get(usize::from(arg)) else {
+            return err(
+                "kernel_obj_access",
+                format!("R{regno} names no kernel object"),
+            );
+        };
+        if write {
+            return err(
+                "kernel_obj_access",
+                format!(
+                    "R{regno} stores into struct {}: only read is supported",
+                    s.name
+                ),
+            );
+        }
+        let Some(c) = base.val.as_const() else {
+            return err(
+                "kernel_obj_access",
+                format!("R{regno} is ptr_{} invalid variable offset", s.name),
+            );
+        };
+        let start = i64::from(base.off) + c as i64 + off;
+        let end = start + size;
+        if start < 0 || end > i64::from(s.size) {
+            return err(
+                "kernel_obj_access",
+                format!("access beyond struct {} at off {start} size {size}", s.name),
+            );
+        }
+        let inside = s
+            .fields
+            .iter()
+            .any(|f| start >= i64::from(f.off) && end <= i64::from(f.off) + i64::from(f.size));
+        if inside {
+            return Ok(());
+        }
+        err(
+            "kernel_obj_access",
+            format!(
+                "R{regno} reads struct {} at off {start} size {size}: bpfjet fills only \
+                 {} of it (a userspace data plane has no kernel object behind the rest)",
+                s.name,
+                s.field_names()
+            ),
+        )
+    }
+}
