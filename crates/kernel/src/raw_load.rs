@@ -46,6 +46,9 @@ pub struct RawLoadOptions {
     pub expected_attach_type: u32,
     /// Load flags besides `BPF_F_XDP_HAS_FRAGS` (e.g. `BPF_F_SLEEPABLE`).
     pub prog_flags: u32,
+    /// `attach_btf_id` in the kernel's BTF (a `tp_btf` program's
+    /// `btf_trace_NAME`); 0 for most.
+    pub attach_btf_id: u32,
 }
 
 impl Default for RawLoadOptions {
@@ -57,6 +60,7 @@ impl Default for RawLoadOptions {
             license: "GPL".to_string(),
             expected_attach_type: 0,
             prog_flags: 0,
+            attach_btf_id: 0,
         }
     }
 }
@@ -249,6 +253,7 @@ pub fn load_raw_with_fds(
                 0
             },
         expected_attach_type: opts.expected_attach_type,
+        attach_btf_id: opts.attach_btf_id,
         fd_array: if fd_array.is_empty() {
             std::ptr::null()
         } else {

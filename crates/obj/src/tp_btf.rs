@@ -89,9 +89,11 @@ impl KernelStruct {
 /// One argument of a tracepoint.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum TpArg {
-    /// An integer, enum or a pointer to anything but a struct (`void *`,
-    /// `char *`): a scalar, as the kernel's `btf_ctx_access` has it.
+    /// An integer or enum: a scalar, loaded in any size.
     Scalar,
+    /// A pointer to anything but a struct (`void *`, `char *`): a scalar
+    /// too, as the kernel's `btf_ctx_access` has it, loaded whole.
+    OpaquePointer,
     /// A pointer to a kernel struct: an object of it.
     Object(KernelStruct),
 }
@@ -127,13 +129,10 @@ impl TpBtfProto {
 
     /// Tracepoint `name` (`tp_btf/NAME`).
     pub fn of_name(btf: &Btf, name: &str) -> Result<TpBtfProto, String> {
-        let want = format!("btf_trace_{name}");
-        let id = btf
-            .types()
-            .iter()
-            .position(|t| matches!(t, BtfType::Typedef { name, .. } if *name == want))
-            .ok_or_else(|| format!("the kernel's BTF has no tracepoint {name} ({want})"))?;
-        TpBtfProto::of_typedef(btf, id as u32, name)
+        let id = btf_trace_id(btf, name).ok_or_else(|| {
+            format!("the kernel's BTF has no tracepoint {name} (btf_trace_{name})")
+        })?;
+        TpBtfProto::of_typedef(btf, id, name)
     }
 
     fn of_typedef(btf: &Btf, id: u32, name: &str) -> Result<TpBtfProto, String> {
@@ -187,6 +186,16 @@ impl TpBtfProto {
     }
 }
 
+/// The id of tracepoint `name`'s `btf_trace_NAME` typedef in `btf`: what a
+/// loader passes as a `tp_btf` program's `attach_btf_id`.
+pub fn btf_trace_id(btf: &Btf, name: &str) -> Option<u32> {
+    let want = format!("btf_trace_{name}");
+    btf.types()
+        .iter()
+        .position(|t| matches!(t, BtfType::Typedef { name, .. } if *name == want))
+        .map(|i| i as u32)
+}
+
 fn kind_name(t: &BtfType) -> &'static str {
     match t {
         BtfType::Struct { .. } => "struct",
@@ -204,7 +213,7 @@ fn arg_of(btf: &Btf, id: u32) -> Result<TpArg, String> {
     };
     let target = btf.resolve(*target).ok_or("unresolvable pointer target")?;
     let Some(BtfType::Struct { name, size, .. }) = btf.type_by_id(target) else {
-        return Ok(TpArg::Scalar);
+        return Ok(TpArg::OpaquePointer);
     };
     let fields = FILLED
         .iter()

@@ -64,6 +64,8 @@ pub struct VerifyEnv<'a> {
     /// A `tp_btf` program's arguments as the kernel's BTF types them
     /// (`bpfjet_obj::TpBtfProto`): context slot `i` is `tp_args[i]`.
     pub tp_args: &'a [bpfjet_obj::TpArg],
+    /// The tracepoint's name, for messages.
+    pub tp_name: &'a str,
     /// Why a `tp_btf` program's tracepoint cannot be attached here (not in
     /// the kernel's BTF, not one bpfjet fires): it is refused whole.
     pub tp_error: Option<&'a str>,
@@ -86,6 +88,7 @@ impl<'a> VerifyEnv<'a> {
             map_fields: &[],
             module_types: &[],
             tp_args: &[],
+            tp_name: "",
             tp_error: None,
         }
     }

@@ -17,6 +17,7 @@ pub struct ObjectProgramEnv {
     /// A `tp_btf` program's arguments from the running kernel's BTF, or
     /// why they are not known.
     tp_args: Vec<bpfjet_obj::TpArg>,
+    tp_name: String,
     tp_error: Option<String>,
 }
 
@@ -32,6 +33,10 @@ impl ObjectProgramEnv {
                 )
             })
             .collect();
+        let tp_name = match &program.kind {
+            bpfjet_obj::ProgKind::TpBtf { name } => name.clone(),
+            _ => String::new(),
+        };
         let (tp_args, tp_error) = match &program.kind {
             bpfjet_obj::ProgKind::TpBtf { name } => {
                 match bpfjet_obj::TpBtfProto::running_kernel(name) {
@@ -46,6 +51,7 @@ impl ObjectProgramEnv {
             globals: object.global_subprogs(program),
             prog_type: program.kind.prog_type(),
             tp_args,
+            tp_name,
             tp_error,
         }
     }
@@ -64,6 +70,7 @@ impl ObjectProgramEnv {
         env.line_info = Some(&self.lines);
         env.gpl_compatible = bpfjet_obj::license_is_gpl_compatible(&object.license);
         env.tp_args = &self.tp_args;
+        env.tp_name = &self.tp_name;
         env.tp_error = self.tp_error.as_deref();
         env
     }

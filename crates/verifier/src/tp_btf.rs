@@ -7,7 +7,7 @@
 //!   tracepoint has; read-only;
 //! - an argument pointing to a kernel struct loads as a non-NULL pointer
 //!   to that object (the kernel's trusted `PTR_TO_BTF_ID`), any other as
-//!   a scalar;
+//!   a scalar; pointers are loaded whole (8 bytes), integers in any size;
 //! - through such a pointer a program reads the fields bpfjet fills, at
 //!   a constant offset ([`bpfjet_obj::tp_btf::FILLED`]: a device's
 //!   `ifindex` and `name`, ...); any other byte is refused naming the
@@ -51,22 +51,20 @@ impl Verifier<'_> {
                 ),
             );
         }
-        if off < 0 || off % 8 != 0 {
-            return err(
+        // The kernel's btf_ctx_access messages, then its verdict.
+        let func = self.env.tp_name;
+        let refuse = |why: String| {
+            err(
                 "ctx_bad_access",
-                format!("func offset {off} is not multiple of 8"),
-            );
+                format!("func '{func}' {why}; invalid bpf_context access off={off} size={size}"),
+            )
+        };
+        if off < 0 || off % 8 != 0 {
+            return refuse(format!("offset {off} is not multiple of 8"));
         }
         let idx = (off / 8) as usize;
         let Some(arg) = self.env.tp_args.get(idx) else {
-            return err(
-                "ctx_bad_access",
-                format!(
-                    "the tracepoint doesn't have {}-th argument (it has {})",
-                    idx + 1,
-                    self.env.tp_args.len()
-                ),
-            );
+            return refuse(format!("doesn't have {}-th argument", idx + 1));
         };
         let end = (off + size as i64) as u64;
         match arg {
@@ -74,19 +72,12 @@ impl Verifier<'_> {
                 RegState::scalar(crate::stack::truncate(&Scalar::UNKNOWN, size)),
                 end,
             )),
-            TpArg::Object(s) if size == 8 => Ok((
+            TpArg::Object(_) if size == 8 => Ok((
                 RegState::pointer(RegType::KernelObj { arg: idx as u8 }, 0),
                 end,
             )),
-            TpArg::Object(s) => err(
-                "ctx_bad_access",
-                format!(
-                    "invalid bpf_context access off={off} size={size}: argument {} is a \
-                     pointer to struct {}, loaded whole (size 8)",
-                    idx + 1,
-                    s.name
-                ),
-            ),
+            TpArg::OpaquePointer if size == 8 => Ok((RegState::scalar(Scalar::UNKNOWN), end)),
+            TpArg::Object(_) | TpArg::OpaquePointer => refuse(format!("size {size} must be 8")),
         }
     }
 

@@ -4,7 +4,8 @@
 //! every context load moved to other offsets and sizes, turned into a store,
 //! every helper call turned into helpers the type may not call — are loaded
 //! into the running kernel (raw `BPF_PROG_LOAD` with the program's kprobe /
-//! tracepoint / raw tracepoint type) and verified by bpfjet; the verdicts
+//! tracepoint / raw tracepoint type, or tracing with the `btf_trace_NAME` of
+//! a tp_btf program's XDP tracepoint) and verified by bpfjet; the verdicts
 //! must be the same, with one known exception: the kernel accepts
 //! negative tracepoint context offsets (a signed/unsigned comparison in
 //! `tp_prog_is_valid_access` lets a read before the record through), which
@@ -52,11 +53,20 @@ fn bpfjet(
 /// The kernel's verdict, with the end of its log on a rejection.
 fn kernel(object: &Object, p: &Program, maps: &[OwnedFd], slots: &[RawInsn]) -> Result<(), String> {
     let load = p.kind.kernel_load_type().expect("a type bpfjet runs");
+    // A tp_btf program names its tracepoint's btf_trace_NAME.
+    let attach_btf_id = match &p.kind {
+        bpfjet_obj::ProgKind::TpBtf { name } => {
+            let kernel = bpfjet_obj::TargetBtf::running_kernel().expect("the kernel's BTF");
+            bpfjet_obj::tp_btf::btf_trace_id(kernel.btf(), name).expect("btf_trace_NAME")
+        }
+        _ => 0,
+    };
     let opts = RawLoadOptions {
         prog_type: load.prog_type,
         expected_attach_type: load.expected_attach_type,
         prog_flags: load.prog_flags,
         license: object.license.clone(),
+        attach_btf_id,
         ..RawLoadOptions::default()
     };
     let image: Vec<u8> = slots.iter().flat_map(|s| s.to_bytes()).collect();
@@ -198,7 +208,7 @@ fn tracing_verdicts_match_the_kernel() {
     }
     assert_eq!(
         types.into_iter().collect::<Vec<_>>(),
-        ["kprobe", "raw_tracepoint", "tracepoint"]
+        ["kprobe", "raw_tracepoint", "tp_btf", "tracepoint"]
     );
     if kernel_ok.is_ok() {
         println!(

@@ -72,7 +72,8 @@ fn layouts() -> Result<&'static Layouts, String> {
                 )),
             };
             let scalars = |p: &TpBtfProto, from: usize, n: usize| {
-                if p.args.len() == n && p.args[from..].iter().all(|a| *a == TpArg::Scalar) {
+                let scalar = |a: &TpArg| matches!(a, TpArg::Scalar | TpArg::OpaquePointer);
+                if p.args.len() == n && p.args[from..].iter().all(scalar) {
                     Ok(())
                 } else {
                     Err(format!(

@@ -157,3 +157,32 @@ int raw_exit(struct bpf_raw_tracepoint_args *ctx)
 	bump(22, ctx->args[1]);
 	return 0;
 }
+
+/* BTF-typed XDP tracepoints: the kernel's structs, relocated by CO-RE. */
+struct net_device {
+	int ifindex;
+	char name[16];
+} __attribute__((preserve_access_index));
+
+struct bpf_prog {
+	__u32 len;
+	__u8 tag[8];
+} __attribute__((preserve_access_index));
+
+SEC("tp_btf/xdp_exception")
+int BPF_PROG(on_exception, const struct net_device *dev, const struct bpf_prog *xdp, __u32 act)
+{
+	bump(23, dev->ifindex);
+	bump(24, act + dev->name[0] + xdp->len + xdp->tag[7]);
+	return 0;
+}
+
+SEC("tp_btf/xdp_redirect_err")
+int BPF_PROG(on_redirect_err, const struct net_device *dev, const struct bpf_prog *xdp,
+	     const void *tgt, int err, int map_type, __u32 map_id, __u32 index)
+{
+	bump(25, dev->ifindex + err);
+	bump(26, (long)tgt + map_type + map_id + index);
+	bump(27, bpf_ktime_get_ns() + bpf_get_smp_processor_id());
+	return 0;
+}
