@@ -83,9 +83,10 @@ pub struct DataPlaneStatus {
     pub tx: u64,
     pub redirect: u64,
     pub aborted: u64,
-    /// `tp_btf/EVENT: PROGRAM@LINK` of the XDP tracepoint programs it runs.
+    /// `SECTION: PROGRAM@LINK` of the XDP tracepoint programs it runs
+    /// (`tp_btf/xdp_exception`, `tracepoint/xdp/xdp_redirect`, ...).
     #[serde(default)]
-    pub tp_btf: Vec<String>,
+    pub tracepoints: Vec<String>,
 }
 
 impl Namespace {

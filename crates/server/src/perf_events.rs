@@ -56,7 +56,9 @@ pub enum ProbePoint {
         #[serde(default)]
         ref_ctr_offset: u64,
     },
-    /// `tracepoint/CATEGORY/NAME` (`syscalls` or `raw_syscalls`).
+    /// `tracepoint/CATEGORY/NAME`: `syscalls` or `raw_syscalls`, run in
+    /// traced processes, or `xdp` (the events the data planes fire,
+    /// [`ProbePoint::is_data_plane`]).
     Tracepoint { category: String, name: String },
     /// `raw_tracepoint/NAME` (`sys_enter` or `sys_exit`).
     RawTracepoint { name: String },
@@ -105,6 +107,16 @@ impl ProbePoint {
             ProbePoint::RawTracepoint { name } => format!("raw_tracepoint/{name}"),
             ProbePoint::TpBtf { name } => format!("tp_btf/{name}"),
             ProbePoint::Timer { .. } => "perf_event".to_string(),
+        }
+    }
+
+    /// Fired by the instance's XDP data planes (`tp_btf/xdp_*`,
+    /// `tracepoint/xdp/*`), not in traced processes.
+    pub fn is_data_plane(&self) -> bool {
+        match self {
+            ProbePoint::TpBtf { .. } => true,
+            ProbePoint::Tracepoint { category, .. } => category == "xdp",
+            _ => false,
         }
     }
 
@@ -185,9 +197,11 @@ fn uprobe_pmu() -> Option<(u32, u32)> {
     })
 }
 
-/// The tracepoints of system calls by id (`syscalls`, `raw_syscalls`),
-/// read from tracefs once.
-fn syscall_tracepoints() -> &'static HashMap<u64, (String, String)> {
+/// The tracepoints bpfjet runs programs on, by id, read from tracefs
+/// once: those of system calls (`syscalls`, `raw_syscalls`), run in traced
+/// processes, and the `xdp` events its data planes fire
+/// (`bpfjet_obj::tp_btf::FIRED_EVENTS`).
+fn served_tracepoints() -> &'static HashMap<u64, (String, String)> {
     static IDS: OnceLock<HashMap<u64, (String, String)>> = OnceLock::new();
     IDS.get_or_init(|| {
         let mut ids = HashMap::new();
@@ -195,12 +209,19 @@ fn syscall_tracepoints() -> &'static HashMap<u64, (String, String)> {
             "/sys/kernel/tracing/events",
             "/sys/kernel/debug/tracing/events",
         ] {
-            for category in ["syscalls", "raw_syscalls"] {
+            for category in ["syscalls", "raw_syscalls", "xdp"] {
                 let Ok(dir) = std::fs::read_dir(format!("{root}/{category}")) else {
                     continue;
                 };
                 for e in dir.flatten() {
                     let name = e.file_name().to_string_lossy().into_owned();
+                    // An xdp event bpfjet fires, whose record it writes.
+                    if category == "xdp"
+                        && (!bpfjet_obj::tp_btf::FIRED_EVENTS.contains(&name.as_str())
+                            || bpfjet_runtime::tracing::xdp_events::tracefs_event(&name).is_err())
+                    {
+                        continue;
+                    }
                     if let Some(id) =
                         sysfs(&format!("{}/id", e.path().display())).and_then(|s| s.parse().ok())
                     {
@@ -280,7 +301,7 @@ impl BpfjetBackend {
         } else if ty == PERF_TYPE_SOFTWARE && config == PERF_COUNT_SW_CPU_CLOCK && pid == -1 {
             return Some(self.timer_event_open(attr_addr, &attr, cpu, group_fd, flags));
         } else if ty == PERF_TYPE_TRACEPOINT {
-            let (category, name) = syscall_tracepoints().get(&config)?.clone();
+            let (category, name) = served_tracepoints().get(&config)?.clone();
             ProbePoint::Tracepoint { category, name }
         } else {
             return None;

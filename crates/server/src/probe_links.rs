@@ -43,6 +43,11 @@ pub struct ProbeLink {
     /// stand-in), which `BPF_TASK_FD_QUERY` of that fd answers with.
     #[serde(default)]
     pub event: Option<(u32, i32, u64)>,
+    /// An `xdp` tracepoint's tracefs id and record size, read by the
+    /// control plane's process (a data plane may run where tracefs is not
+    /// mounted).
+    #[serde(default)]
+    pub tracefs: Option<(u16, u64)>,
 }
 
 /// The inode of this process's fd `fd` (what `/proc/PID/fd/N` leads to).
@@ -152,6 +157,7 @@ impl BpfjetBackend {
                 pid: -1,
                 cookie,
                 event: None,
+                tracefs: None,
             },
         )?;
         self.new_fd(Obj::Link(id))
@@ -238,6 +244,12 @@ impl BpfjetBackend {
                 pid: event.pid,
                 cookie,
                 event: Some((std::process::id(), event_fd, fd_inode(event_fd))),
+                tracefs: match &point {
+                    ProbePoint::Tracepoint { category, name } if category == "xdp" => {
+                        bpfjet_runtime::tracing::xdp_events::tracefs_event(name).ok()
+                    }
+                    _ => None,
+                },
             },
         )?;
         if let (ProbePoint::Timer { period_ns, .. }, Some(caller)) = (&point, timer_program) {
@@ -289,6 +301,7 @@ impl BpfjetBackend {
                 pid: -1,
                 cookie,
                 event: None,
+                tracefs: None,
             }),
             None,
         )
@@ -468,6 +481,8 @@ pub struct TracedProgram {
     pub link_record: std::path::PathBuf,
     /// A sampled `cpu-clock` link's period in ns of CPU time (0: not one).
     pub sample_period_ns: u64,
+    /// An `xdp` tracepoint's tracefs id and record size.
+    pub tracefs: Option<(u16, u64)>,
 }
 
 /// The instance's probe-link generation word, bumped whenever a probe
@@ -494,18 +509,17 @@ pub fn traced_object(ns: &Namespace, pid: u32) -> Result<TracedObject, String> {
         // A timer's program runs in the control plane's process, an XDP
         // tracepoint's in the data planes; a link for another process is
         // not this one's.
-        !matches!(
-            p.point,
-            ProbePoint::Timer { sampled: false, .. } | ProbePoint::TpBtf { .. }
-        ) && (p.pid == -1 || p.pid as u32 == pid)
+        !matches!(p.point, ProbePoint::Timer { sampled: false, .. })
+            && !p.point.is_data_plane()
+            && (p.pid == -1 || p.pid as u32 == pid)
     })
 }
 
 /// The programs the instance's live links attach to XDP tracepoints
-/// (`tp_btf/xdp_*`), which its data planes fire, as one object on the
-/// instance's maps.
+/// (`tp_btf/xdp_*`, `tracepoint/xdp/*`), which its data planes fire, as one
+/// object on the instance's maps.
 pub fn xdp_event_object(ns: &Namespace) -> Result<TracedObject, String> {
-    linked_object(ns, |p| matches!(p.point, ProbePoint::TpBtf { .. }))
+    linked_object(ns, |p| p.point.is_data_plane())
 }
 
 /// The programs of the instance's live probe links whose points `keep`
@@ -613,6 +627,7 @@ fn linked_object(
                     ProbePoint::Timer { period_ns, .. } => *period_ns,
                     _ => 0,
                 },
+                tracefs: probe.tracefs,
             });
         }
     }

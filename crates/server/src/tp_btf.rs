@@ -42,6 +42,7 @@ pub fn prog_facts(
         .ok()
         .and_then(|b| serde_json::from_slice(&b).ok());
     rec.map(|r| bpfjet_runtime::tracing::xdp_events::ProgFacts {
+        id,
         prog_type: r.prog_type,
         expected_attach_type: r.expected_attach_type,
         len: r.insns.len() as u32,

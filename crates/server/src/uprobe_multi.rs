@@ -143,6 +143,7 @@ impl BpfjetBackend {
                 pid: if pid == 0 { -1 } else { pid },
                 cookie: cookies[i],
                 event: None,
+                tracefs: None,
             });
         }
         let multi = UprobeMulti {

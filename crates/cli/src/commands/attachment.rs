@@ -107,7 +107,7 @@ fn serve(ns: &Namespace, ifindex: u32, status: &mut DataPlaneStatus) -> Result<(
     if let Err(e) = events.refresh(ns) {
         status.error = format!("{e:#}");
     }
-    status.tp_btf = events.running.clone();
+    status.tracepoints = events.running.clone();
     let queues = rx_queues(&a.ifname);
     let spec = IfaceSpec::parse(&format!("{}:{queues}", a.ifname))?;
     let cfg = XskConfig {
@@ -199,13 +199,13 @@ fn serve(ns: &Namespace, ifindex: u32, status: &mut DataPlaneStatus) -> Result<(
             }
             match events.refresh(ns) {
                 Ok(()) => {
-                    if status.tp_btf != events.running {
-                        status.tp_btf = events.running.clone();
+                    if status.tracepoints != events.running {
+                        status.tracepoints = events.running.clone();
                         status.error.clear();
                     }
                 }
                 Err(e) => {
-                    status.tp_btf.clear();
+                    status.tracepoints.clear();
                     status.error = format!("{e:#}");
                 }
             }

@@ -1,7 +1,8 @@
 //! The XDP tracepoints of a data plane (`bpfjet serve-attachment`): the
 //! `tp_btf` programs the instance's control planes linked to
-//! `xdp_exception`, `xdp_redirect` and `xdp_redirect_err` (xdp-monitor,
-//! xdp-bench), compiled with the JIT on the instance's maps and run by
+//! `xdp_exception`, `xdp_redirect` and `xdp_redirect_err` (xdp-monitor's
+//! and xdp-bench's kind), and the `tracepoint/xdp/*` programs linked
+//! through perf events (bpftrace's `tracepoint:xdp:*`), compiled with the JIT on the instance's maps and run by
 //! every worker on the outcomes that fire them
 //! (`bpfjet_runtime::tracing::xdp_events`).
 //!
@@ -100,6 +101,13 @@ fn load(ns: &Namespace) -> Result<Option<(EventPrograms, Vec<String>)>> {
     tracing
         .watch_links(&traced.links_generation)
         .map_err(|e| anyhow!("{}: {e}", traced.links_generation.display()))?;
-    let programs = EventPrograms::new(tracing).map_err(|e| anyhow!(e))?;
+    let tracefs = |name: &str| {
+        traced
+            .programs
+            .iter()
+            .find(|p| p.name == name)
+            .and_then(|p| p.tracefs)
+    };
+    let programs = EventPrograms::new(tracing, tracefs).map_err(|e| anyhow!(e))?;
     Ok(Some((programs, running)))
 }

@@ -126,6 +126,9 @@ pub fn run(args: &StatusArgs) -> Result<ExitCode> {
                     "  packets {} pass {} drop {} tx {} redirect {} aborted {}",
                     s.packets, s.pass, s.drop, s.tx, s.redirect, s.aborted
                 );
+                for t in &s.tracepoints {
+                    println!("  fires {t}");
+                }
                 if !s.error.is_empty() {
                     println!("  error: {}", s.error);
                 }

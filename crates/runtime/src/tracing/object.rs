@@ -956,6 +956,18 @@ impl TracingObject {
         self.run_typed(prog, ProgType::Tracing, args, site)
     }
 
+    /// [`TracingObject::run`] of a `tracepoint/xdp/NAME` program on the
+    /// event's tracefs record (`xdp_events`).
+    #[inline]
+    pub fn run_tracepoint_record(
+        &self,
+        prog: ProgId,
+        rec: &mut super::xdp_events::XdpTpRecord,
+        site: &ProbeSite,
+    ) -> u64 {
+        self.run_typed(prog, ProgType::Tracepoint, rec, site)
+    }
+
     /// [`TracingObject::run`] of a `raw_tracepoint/sys_enter|sys_exit` program.
     #[inline]
     pub fn run_raw_syscall(

@@ -25,6 +25,13 @@
 //! those fields only, and `bpf_probe_read_kernel` reads them too
 //! ([`is_filled`]).
 //!
+//! The same events fire the `tracepoint/xdp/NAME` programs linked through
+//! perf events (bpftrace's `tracepoint:xdp:xdp_exception`): their context
+//! is the tracepoint's record as tracefs describes it
+//! (`/sys/kernel/tracing/events/xdp/NAME/format`: `prog_id`, `act`,
+//! `ifindex`, and for redirects `err`, `to_ifindex`, `map_id`,
+//! `map_index`), filled as the kernel's `TP_fast_assign` does.
+//!
 //! The set of programs is replaced whole when the control plane's links
 //! change ([`XdpEvents::publish`]); a worker reads it with one atomic load
 //! per packet that fires an event.
@@ -42,6 +49,18 @@ use std::time::{Duration, Instant};
 /// A `tp_btf` program's context: the tracepoint's arguments, one `u64`
 /// each (`MAX_BPF_FUNC_ARGS` slots).
 pub type TpBtfArgs = [u64; 12];
+
+/// Where event programs run: no function, no registers.
+const AT: ProbeSite = ProbeSite {
+    func_ip: 0,
+    cookie: 0,
+    regs: 0,
+    ret_at_sp: false,
+};
+
+/// `BPF_MAP_TYPE_DEVMAP`, `BPF_MAP_TYPE_DEVMAP_HASH`.
+const DEVMAP: u32 = 14;
+const DEVMAP_HASH: u32 = 25;
 
 const EINVAL: i64 = 22;
 const ENETDOWN: i64 = 100;
@@ -178,6 +197,8 @@ fn ifname(ifindex: u32) -> String {
 /// What the `struct bpf_prog` of a data plane's program holds.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct ProgFacts {
+    /// Its id (tracefs records carry it).
+    pub id: u32,
     pub prog_type: u32,
     pub expected_attach_type: u32,
     /// Instructions.
@@ -213,6 +234,82 @@ fn device_state(ifindex: u32) -> Result<(), i64> {
     }
 }
 
+/// The tracefs record of the `xdp` tracepoints bpfjet fires: the common
+/// header, then `xdp_exception`'s fields, then the redirects' (an
+/// exception's record ends at `err`).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct XdpTpRecord {
+    pub common_type: u16,
+    pub common_flags: u8,
+    pub common_preempt_count: u8,
+    pub common_pid: i32,
+    pub prog_id: i32,
+    pub act: u32,
+    pub ifindex: i32,
+    pub err: i32,
+    pub to_ifindex: i32,
+    pub map_id: u32,
+    pub map_index: i32,
+    _pad: u32,
+}
+
+/// The fields bpfjet writes, at their offsets in [`XdpTpRecord`], as the
+/// kernel's format files must list them.
+const RECORD_FIELDS: &[(&str, usize)] = &[
+    ("prog_id", 8),
+    ("act", 12),
+    ("ifindex", 16),
+    ("err", 20),
+    ("to_ifindex", 24),
+    ("map_id", 28),
+    ("map_index", 32),
+];
+
+/// An `xdp` tracepoint's id and record size from its tracefs format,
+/// checked against [`XdpTpRecord`]'s layout.
+pub fn tracefs_event(name: &str) -> Result<(u16, u64), String> {
+    let format = ["/sys/kernel/tracing", "/sys/kernel/debug/tracing"]
+        .iter()
+        .find_map(|root| std::fs::read_to_string(format!("{root}/events/xdp/{name}/format")).ok())
+        .ok_or_else(|| format!("tracepoint xdp/{name}: no tracefs format file"))?;
+    let mut id = None;
+    let mut end = 0u64;
+    for line in format.lines() {
+        let line = line.trim();
+        if let Some(v) = line.strip_prefix("ID:") {
+            id = v.trim().parse::<u16>().ok();
+        }
+        let Some(decl) = line.strip_prefix("field:") else {
+            continue;
+        };
+        let num = |key: &str| -> Option<u64> {
+            let at = line.find(key)? + key.len();
+            line[at..].split(';').next()?.trim().parse().ok()
+        };
+        let (Some(off), Some(size)) = (num("offset:"), num("size:")) else {
+            continue;
+        };
+        end = end.max(off + size);
+        let field = decl.split(';').next().unwrap_or("");
+        let field = field.rsplit(' ').next().unwrap_or("");
+        if let Some((_, at)) = RECORD_FIELDS.iter().find(|(f, _)| *f == field) {
+            if *at as u64 != off || size != 4 {
+                return Err(format!(
+                    "tracepoint xdp/{name}: field {field} is at offset {off} size {size},                      bpfjet writes it at {at} size 4"
+                ));
+            }
+        }
+    }
+    let id = id.ok_or_else(|| format!("tracepoint xdp/{name}: no ID in its format"))?;
+    if end > std::mem::size_of::<XdpTpRecord>() as u64 {
+        return Err(format!(
+            "tracepoint xdp/{name}: a {end}-byte record, larger than bpfjet's"
+        ));
+    }
+    Ok((id, end))
+}
+
 /// One worker's kernel objects: its device's, its program's, and those of
 /// the devices it redirects to.
 #[derive(Debug)]
@@ -220,6 +317,8 @@ pub struct EventSite {
     dev: KernelObject,
     prog: KernelObject,
     targets: BTreeMap<u32, Target>,
+    ifindex: u32,
+    prog_id: u32,
 }
 
 impl EventSite {
@@ -239,6 +338,8 @@ impl EventSite {
             dev: KernelObject::net_device(&l.net_device, ifindex),
             prog: p,
             targets: BTreeMap::new(),
+            ifindex,
+            prog_id: prog.id,
         })
     }
 
@@ -265,27 +366,61 @@ pub struct EventPrograms {
     exception: Vec<ProgId>,
     redirect: Vec<ProgId>,
     redirect_err: Vec<ProgId>,
+    /// `tracepoint/xdp/NAME` programs, with the event's tracefs id.
+    tp_exception: (u16, Vec<ProgId>),
+    tp_redirect: (u16, Vec<ProgId>),
+    tp_redirect_err: (u16, Vec<ProgId>),
 }
 
 impl EventPrograms {
-    /// The `tp_btf` programs of `object` by the event they attach to;
-    /// programs of events bpfjet never fires are loaded and never run.
-    pub fn new(object: TracingObject) -> Result<EventPrograms, String> {
-        layouts()?;
+    /// The `tp_btf` and `tracepoint/xdp` programs of `object` by the event
+    /// they attach to; programs of events bpfjet never fires are loaded
+    /// and never run. `tracefs` gives a tracepoint program's event id and
+    /// record size ([`tracefs_event`], as its link recorded them).
+    pub fn new(
+        object: TracingObject,
+        tracefs: impl Fn(&str) -> Option<(u16, u64)>,
+    ) -> Result<EventPrograms, String> {
         let mut e = EventPrograms {
             exception: Vec::new(),
             redirect: Vec::new(),
             redirect_err: Vec::new(),
+            tp_exception: (0, Vec::new()),
+            tp_redirect: (0, Vec::new()),
+            tp_redirect_err: (0, Vec::new()),
             object,
         };
         for (id, p) in e.object.programs().iter().enumerate() {
-            if let ProgKind::TpBtf { name } = p.kind() {
-                match name.as_str() {
-                    "xdp_exception" => e.exception.push(id),
-                    "xdp_redirect" => e.redirect.push(id),
-                    "xdp_redirect_err" => e.redirect_err.push(id),
-                    _ => {}
+            match p.kind() {
+                ProgKind::TpBtf { name } => {
+                    layouts()?;
+                    match name.as_str() {
+                        "xdp_exception" => e.exception.push(id),
+                        "xdp_redirect" => e.redirect.push(id),
+                        "xdp_redirect_err" => e.redirect_err.push(id),
+                        _ => {}
+                    }
                 }
+                ProgKind::Tracepoint { category, name } if category == "xdp" => {
+                    let list = match name.as_str() {
+                        "xdp_exception" => &mut e.tp_exception,
+                        "xdp_redirect" => &mut e.tp_redirect,
+                        "xdp_redirect_err" => &mut e.tp_redirect_err,
+                        _ => continue,
+                    };
+                    // The kernel's attach-time check of the furthest
+                    // context byte against the record's size.
+                    let (event, size) = tracefs(p.name()).ok_or_else(|| {
+                        format!(
+                            "program {}: tracepoint xdp/{name} without its format",
+                            p.name()
+                        )
+                    })?;
+                    p.check_ctx_size(size)?;
+                    list.0 = event;
+                    list.1.push(id);
+                }
+                _ => {}
             }
         }
         Ok(e)
@@ -311,12 +446,35 @@ impl EventPrograms {
             self.run_all(&self.exception, site, |site, args| {
                 args[..3].copy_from_slice(&[site.dev.addr(), site.prog.addr(), u64::from(action)]);
             });
+            if !self.tp_exception.1.is_empty() {
+                let rec = XdpTpRecord {
+                    prog_id: site.prog_id as i32,
+                    act: action,
+                    ifindex: site.ifindex as i32,
+                    ..XdpTpRecord::default()
+                };
+                self.run_records(&self.tp_exception, rec);
+            }
+        }
+    }
+
+    /// Runs tracefs-record programs on `rec` of event `(id, progs)`.
+    fn run_records(&self, (id, progs): &(u16, Vec<ProgId>), mut rec: XdpTpRecord) {
+        rec.common_type = *id;
+        rec.common_pid = super::current::tgid_tid().1 as i32;
+        for &p in progs {
+            let mut r = rec;
+            self.object.run_tracepoint_record(p, &mut r, &AT);
         }
     }
 
     #[cold]
     fn redirected(&self, site: &mut EventSite, v: &FrameVerdict) {
-        if self.redirect.is_empty() && self.redirect_err.is_empty() {
+        if self.redirect.is_empty()
+            && self.redirect_err.is_empty()
+            && self.tp_redirect.1.is_empty()
+            && self.tp_redirect_err.1.is_empty()
+        {
             return;
         }
         // A redirect with no target recorded (an engine that reports none)
@@ -337,11 +495,32 @@ impl EventPrograms {
             RedirectTo::Broadcast => (0, 0),
             RedirectTo::Xsk(_) | RedirectTo::Cpu(_) => (-EOPNOTSUPP, 0),
         };
-        let progs = if err == 0 {
-            &self.redirect
+        let (progs, records) = if err == 0 {
+            (&self.redirect, &self.tp_redirect)
         } else {
-            &self.redirect_err
+            (&self.redirect_err, &self.tp_redirect_err)
         };
+        if !records.1.is_empty() {
+            // The kernel's TP_fast_assign: a devmap's target device, a
+            // bpf_redirect's ifindex (its map index 0).
+            let devmap = via.map_type == DEVMAP || via.map_type == DEVMAP_HASH;
+            let (to_ifindex, map_index) = match to {
+                RedirectTo::Ifindex(i) if devmap => (i, via.index),
+                _ if via == RedirectVia::ifindex(via.index) => (via.index, 0),
+                _ => (0, via.index),
+            };
+            let rec = XdpTpRecord {
+                prog_id: site.prog_id as i32,
+                act: action::REDIRECT,
+                ifindex: site.ifindex as i32,
+                err: err as i32,
+                to_ifindex: to_ifindex as i32,
+                map_id: via.map_id,
+                map_index: map_index as i32,
+                ..XdpTpRecord::default()
+            };
+            self.run_records(records, rec);
+        }
         self.run_all(progs, site, |site, args| {
             args[..7].copy_from_slice(&[
                 site.dev.addr(),
@@ -367,14 +546,8 @@ impl EventPrograms {
         let mut args: TpBtfArgs = [0; 12];
         fill(site, &mut args);
         let _exposed = Exposed::new(site);
-        let at = ProbeSite {
-            func_ip: 0,
-            cookie: 0,
-            regs: 0,
-            ret_at_sp: false,
-        };
         for &p in progs {
-            self.object.run_tp_btf(p, &mut args, &at);
+            self.object.run_tp_btf(p, &mut args, &AT);
         }
     }
 }
