@@ -40,7 +40,7 @@ pub use instance::Instance;
 pub use kernel_view::KERNEL_VIEW_BYTES;
 pub use map::{ArrayLayout, Map, MapEntry, MapOptions, PerfEventConsumer};
 pub use perf_event::{PerfEvent, PerfbufStats, BPF_F_CURRENT_CPU, BPF_F_INDEX_MASK};
-pub use perf_ring::PerfRing;
+pub use perf_ring::{PerfRing, SampleFormat};
 pub use registry::{MapInfo, REGISTRY_CAPACITY};
 pub use ringbuf::{
     Backpressure, MmapSegment, RingRecord, RingbufConsumer, RingbufSnapshot, RingbufStats, WakeupFd,

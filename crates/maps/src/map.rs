@@ -674,7 +674,7 @@ impl Map {
                 .get(index as usize)
                 .and_then(Option::as_ref)
                 .ok_or(MapError::NotFound)?;
-            return if ring.output(parts) {
+            return if ring.output(parts, cpu) {
                 Ok(())
             } else {
                 Err(MapError::NoSpace)

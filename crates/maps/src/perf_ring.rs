@@ -14,10 +14,16 @@
 //! loses the sample; the losses are reported in a `PERF_RECORD_LOST` before
 //! the next sample that fits, as the kernel does.
 //!
-//! bpfjet's own words live in the page's reserved area (offsets 512..528),
+//! The consumer's `sample_type` may ask for more than `PERF_SAMPLE_RAW`
+//! ([`SampleFormat`]): `PERF_SAMPLE_TID` (the writer's pid and tid),
+//! `TIME` (the event's clock: `CLOCK_MONOTONIC`, the kernel's `local_clock`
+//! counterpart, or the attr's `clockid`), `CPU` and `PERIOD` (1), written
+//! in the kernel's order before the raw data.
+//!
+//! bpfjet's own words live in the page's reserved area (offsets 512..552),
 //! which consumers never read: a lock for producers (several threads and
-//! processes may write one CPU's ring) and a futex word bumped on every
-//! write, which a consumer's epoll bridge waits on.
+//! processes may write one CPU's ring), a futex word bumped on every
+//! write, which a consumer's epoll bridge waits on, and the sample format.
 
 use std::fs::File;
 use std::io;
@@ -33,6 +39,8 @@ const DATA_SIZE: usize = 1048;
 const LOCK: usize = 512;
 const LOST: usize = 520;
 const WAKE_SEQ: usize = 528;
+const SAMPLE_TYPE: usize = 536;
+const CLOCK: usize = 544;
 /// `PERF_RECORD_LOST`, `PERF_RECORD_SAMPLE`.
 const RECORD_LOST: u32 = 2;
 const RECORD_SAMPLE: u32 = 9;
@@ -42,6 +50,35 @@ const LOST_RECORD: usize = HEADER + 16;
 fn page_size() -> usize {
     // SAFETY: sysconf has no preconditions.
     unsafe { libc::sysconf(libc::_SC_PAGESIZE) as usize }
+}
+
+/// `PERF_SAMPLE_TID`, `TIME`, `CPU`, `PERIOD`, `RAW`.
+pub const PERF_SAMPLE_TID: u64 = 1 << 1;
+pub const PERF_SAMPLE_TIME: u64 = 1 << 2;
+pub const PERF_SAMPLE_CPU: u64 = 1 << 7;
+pub const PERF_SAMPLE_PERIOD: u64 = 1 << 8;
+pub const PERF_SAMPLE_RAW: u64 = 1 << 10;
+
+/// What the consumer's event asked each sample to carry.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SampleFormat {
+    /// `PERF_SAMPLE_RAW` and any of TID, TIME, CPU, PERIOD.
+    pub sample_type: u64,
+    /// The clock of `PERF_SAMPLE_TIME` (`attr.clockid` with
+    /// `use_clockid`; `CLOCK_MONOTONIC` otherwise).
+    pub clockid: i32,
+}
+
+impl SampleFormat {
+    /// The sample types bpfjet writes.
+    pub const SUPPORTED: u64 =
+        PERF_SAMPLE_TID | PERF_SAMPLE_TIME | PERF_SAMPLE_CPU | PERF_SAMPLE_PERIOD | PERF_SAMPLE_RAW;
+
+    /// Raw data alone (libbpf's `perf_buffer`, bcc, bpftrace).
+    pub const RAW: SampleFormat = SampleFormat {
+        sample_type: PERF_SAMPLE_RAW,
+        clockid: libc::CLOCK_MONOTONIC,
+    };
 }
 
 /// One mapped ring.
@@ -69,7 +106,7 @@ impl PerfRing {
     /// two of data pages, what the consumer maps) and initialise its
     /// control page; the consumer then maps the file itself. A ring
     /// already sized keeps its contents (a second mapping).
-    pub fn prepare(file: &File, len: usize) -> io::Result<()> {
+    pub fn prepare(file: &File, len: usize, format: SampleFormat) -> io::Result<()> {
         let page = page_size();
         let pages = len / page;
         if !len.is_multiple_of(page) || pages < 2 || !(pages - 1).is_power_of_two() {
@@ -82,6 +119,10 @@ impl PerfRing {
         }
         file.set_len(len as u64)?;
         let ring = PerfRing::map(file, len)?;
+        ring.word(SAMPLE_TYPE)
+            .store(format.sample_type, Ordering::Relaxed);
+        ring.word(CLOCK)
+            .store(format.clockid as i64 as u64, Ordering::Relaxed);
         ring.word(DATA_OFFSET).store(page as u64, Ordering::Relaxed);
         ring.word(DATA_SIZE)
             .store((len - page) as u64, Ordering::Release);
@@ -161,11 +202,44 @@ impl PerfRing {
 
     /// Write one sample of the concatenation of `parts`; false when the
     /// ring had no room (the sample is lost and counted).
-    pub fn output(&self, parts: &[&[u8]]) -> bool {
+    pub fn output(&self, parts: &[&[u8]], cpu: u32) -> bool {
         let size: usize = parts.iter().map(|p| p.len()).sum();
-        // u32 size + data, padded to 8 bytes, after the header.
+        // The fields before the raw data, in the kernel's order.
+        let sample_type = self.word(SAMPLE_TYPE).load(Ordering::Relaxed);
+        let mut fields = [0u8; 32];
+        let mut n = 0;
+        let mut field = |bytes: &[u8]| {
+            fields[n..n + bytes.len()].copy_from_slice(bytes);
+            n += bytes.len();
+        };
+        if sample_type & PERF_SAMPLE_TID != 0 {
+            // SAFETY: getpid and gettid have no preconditions.
+            let (pid, tid) = unsafe { (libc::getpid(), libc::gettid()) };
+            field(&(pid as u32).to_ne_bytes());
+            field(&(tid as u32).to_ne_bytes());
+        }
+        if sample_type & PERF_SAMPLE_TIME != 0 {
+            let clock = self.word(CLOCK).load(Ordering::Relaxed) as i64 as i32;
+            let mut ts = libc::timespec {
+                tv_sec: 0,
+                tv_nsec: 0,
+            };
+            // SAFETY: a valid timespec to fill.
+            unsafe { libc::clock_gettime(clock, &mut ts) };
+            let ns = ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64;
+            field(&ns.to_ne_bytes());
+        }
+        if sample_type & PERF_SAMPLE_CPU != 0 {
+            field(&cpu.to_ne_bytes());
+            field(&0u32.to_ne_bytes());
+        }
+        if sample_type & PERF_SAMPLE_PERIOD != 0 {
+            field(&1u64.to_ne_bytes());
+        }
+        let fields = &fields[..n];
+        // u32 size + data, padded to 8 bytes, after the header and fields.
         let raw = (size + 4).div_ceil(8) * 8 - 4;
-        let total = HEADER + 4 + raw;
+        let total = HEADER + fields.len() + 4 + raw;
         let _guard = crate::sync::SpinGuard::lock(self.lock());
         let head = self.word(DATA_HEAD).load(Ordering::Relaxed);
         let tail = self.word(DATA_TAIL).load(Ordering::Acquire);
@@ -187,12 +261,14 @@ impl PerfRing {
             at += LOST_RECORD as u64;
             self.word(LOST).store(0, Ordering::Relaxed);
         }
-        let mut hdr = [0u8; HEADER + 4];
+        let mut hdr = [0u8; HEADER];
         hdr[0..4].copy_from_slice(&RECORD_SAMPLE.to_ne_bytes());
         hdr[6..8].copy_from_slice(&(total as u16).to_ne_bytes());
-        hdr[8..12].copy_from_slice(&(raw as u32).to_ne_bytes());
         self.put(at, &hdr);
-        let mut p = at + hdr.len() as u64;
+        self.put(at + HEADER as u64, fields);
+        let mut p = at + (HEADER + fields.len()) as u64;
+        self.put(p, &(raw as u32).to_ne_bytes());
+        p += 4;
         for part in parts {
             self.put(p, part);
             p += part.len() as u64;
@@ -258,12 +334,12 @@ mod tests {
             .truncate(true)
             .open(&dir)
             .unwrap();
-        assert!(PerfRing::prepare(&file, 4 * page).is_err());
-        PerfRing::prepare(&file, 2 * page).unwrap();
+        assert!(PerfRing::prepare(&file, 4 * page, SampleFormat::RAW).is_err());
+        PerfRing::prepare(&file, 2 * page, SampleFormat::RAW).unwrap();
         let ring = PerfRing::open(&dir).unwrap();
         std::fs::remove_file(&dir).unwrap();
         // 5 bytes: size word 4 + 5 = 9, padded to 16: raw size 12.
-        assert!(ring.output(&[b"ab", b"cde"]));
+        assert!(ring.output(&[b"ab", b"cde"], 0));
         let recs = drain(&ring);
         assert_eq!(recs.len(), 1);
         assert_eq!(recs[0].0, RECORD_SAMPLE);
@@ -272,19 +348,19 @@ mod tests {
         // Fill the ring: the next sample is lost, then reported.
         let big = vec![7u8; 1000];
         let mut written = 0;
-        while ring.output(&[&big]) {
+        while ring.output(&[&big], 0) {
             written += 1;
         }
-        assert!(!ring.output(&[&big]));
+        assert!(!ring.output(&[&big], 0));
         assert_eq!(drain(&ring).len(), written);
-        assert!(ring.output(&[b"x"]));
+        assert!(ring.output(&[b"x"], 0));
         let recs = drain(&ring);
         assert_eq!(recs[0].0, RECORD_LOST);
         assert_eq!(u64::from_ne_bytes(recs[0].1[8..16].try_into().unwrap()), 2);
         assert_eq!(recs[1].0, RECORD_SAMPLE);
         // Records crossing the end of the data area read back whole.
         for i in 0..50u8 {
-            assert!(ring.output(&[&[i; 100]]));
+            assert!(ring.output(&[&[i; 100]], 0));
             let recs = drain(&ring);
             assert_eq!(&recs[0].1[4..104], &[i; 100][..]);
         }

@@ -283,6 +283,14 @@ pub enum ProgKind {
     /// `tp_btf/NAME`: a BTF-typed raw tracepoint (`BPF_PROG_TYPE_TRACING`,
     /// `BPF_TRACE_RAW_TP`); its arguments are typed by the kernel's BTF.
     TpBtf { name: String },
+    /// An fentry (`exit` false) or fexit program on the entry function
+    /// `func` of a bpfjet XDP program (`BPF_PROG_TYPE_TRACING`,
+    /// `BPF_TRACE_FENTRY`/`FEXIT` with `attach_prog_fd`: xdpdump). Its
+    /// section is bpfjet's `fentry.xdp/FUNC` or `fexit.xdp/FUNC`, which
+    /// the server gives programs loaded so: libbpf's `fentry/FUNC` names
+    /// no target, which only the loader knows (and is a kernel function
+    /// more often than not).
+    XdpTrace { func: String, exit: bool },
     /// `perf_event`: a program run by a perf event's overflow (a timer's
     /// tick, a sampled counter), attached to the event by the loader.
     PerfEvent,
@@ -589,6 +597,11 @@ fn tracing_kind(section: &str) -> Option<ProgKind> {
     if let Some(name) = split("tp_btf") {
         return Some(ProgKind::TpBtf { name });
     }
+    for (prefix, exit) in [("fentry.xdp", false), ("fexit.xdp", true)] {
+        if let Some(func) = split(prefix) {
+            return Some(ProgKind::XdpTrace { func, exit });
+        }
+    }
     (section == "perf_event").then_some(ProgKind::PerfEvent)
 }
 
@@ -668,7 +681,7 @@ impl ProgKind {
             ProgKind::Probe(_) => Some(ProgType::Kprobe),
             ProgKind::Tracepoint { .. } => Some(ProgType::Tracepoint),
             ProgKind::RawTracepoint { .. } => Some(ProgType::RawTracepoint),
-            ProgKind::TpBtf { .. } => Some(ProgType::Tracing),
+            ProgKind::TpBtf { .. } | ProgKind::XdpTrace { .. } => Some(ProgType::Tracing),
             ProgKind::PerfEvent => Some(ProgType::PerfEvent),
             ProgKind::Unsupported(_) => None,
         }
@@ -761,6 +774,14 @@ impl ProgKind {
             ),
             ProgKind::Tracepoint { .. } | ProgKind::RawTracepoint { .. } => (0, 0),
             ProgKind::TpBtf { .. } => (crate::tp_btf::BPF_TRACE_RAW_TP, 0),
+            ProgKind::XdpTrace { exit, .. } => (
+                if *exit {
+                    crate::tp_btf::BPF_TRACE_FEXIT
+                } else {
+                    crate::tp_btf::BPF_TRACE_FENTRY
+                },
+                0,
+            ),
             _ => {
                 let attach = match self.xdp_attach()? {
                     XdpAttach::Device => ATTACH_XDP,
@@ -807,6 +828,8 @@ impl ProgKind {
             ProgKind::Tracepoint { .. } => "tracepoint",
             ProgKind::RawTracepoint { .. } => "raw_tracepoint",
             ProgKind::TpBtf { .. } => "tp_btf",
+            ProgKind::XdpTrace { exit: false, .. } => "fentry.xdp",
+            ProgKind::XdpTrace { exit: true, .. } => "fexit.xdp",
             ProgKind::PerfEvent => "perf_event",
             ProgKind::Unsupported(t) => t,
         }

@@ -21,6 +21,9 @@ use crate::btf::{Btf, BtfType};
 /// `BPF_TRACE_RAW_TP` (`enum bpf_attach_type`): the expected attach type
 /// of a `tp_btf` program.
 pub const BPF_TRACE_RAW_TP: u32 = 23;
+/// `BPF_TRACE_FENTRY`, `BPF_TRACE_FEXIT`: fentry/fexit programs.
+pub const BPF_TRACE_FENTRY: u32 = 24;
+pub const BPF_TRACE_FEXIT: u32 = 25;
 
 /// The tracepoints of the kernel's `xdp` trace system
 /// (`include/trace/events/xdp.h`): what bpfjet loads `tp_btf` programs
@@ -51,7 +54,16 @@ pub const FILLED: &[(&str, &[&str])] = &[
     ("net_device", &["ifindex", "name"]),
     ("bpf_prog", &["type", "expected_attach_type", "len", "tag"]),
     ("xdp_cpumap_stats", &["redirect", "pass", "drop"]),
+    // An fentry/fexit program's view of an XDP program's context.
+    (
+        "xdp_buff",
+        &["data", "data_end", "data_meta", "data_hard_start", "rxq"],
+    ),
+    ("xdp_rxq_info", &["dev", "queue_index"]),
 ];
+
+/// How deep pointers of filled fields are followed (`xdp_buff.rxq->dev`).
+const MAX_DEPTH: u32 = 4;
 
 /// One filled field of a kernel struct, at the running kernel's offset.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -59,6 +71,9 @@ pub struct KernelField {
     pub name: String,
     pub off: u32,
     pub size: u32,
+    /// A pointer to a kernel struct (`TpBtfProto::structs` index): bpfjet
+    /// fills it with a valid object of that struct, never NULL.
+    pub object: Option<u8>,
 }
 
 /// A kernel struct a tracepoint argument points to.
@@ -87,22 +102,26 @@ impl KernelStruct {
 }
 
 /// One argument of a tracepoint.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum TpArg {
     /// An integer or enum: a scalar, loaded in any size.
     Scalar,
     /// A pointer to anything but a struct (`void *`, `char *`): a scalar
     /// too, as the kernel's `btf_ctx_access` has it, loaded whole.
     OpaquePointer,
-    /// A pointer to a kernel struct: an object of it.
-    Object(KernelStruct),
+    /// A pointer to a kernel struct (`TpBtfProto::structs` index): an
+    /// object of it.
+    Object(u8),
 }
 
-/// A tracepoint's arguments, from the kernel's BTF.
+/// A tracepoint's (or an fentry/fexit target's) arguments, from the
+/// kernel's BTF, and the kernel structs they and their filled pointer
+/// fields point to.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct TpBtfProto {
     pub name: String,
     pub args: Vec<TpArg>,
+    pub structs: Vec<KernelStruct>,
 }
 
 impl TpBtfProto {
@@ -148,16 +167,57 @@ impl TpBtfProto {
             return Err(bad("btf_trace typedef is not a function pointer"));
         };
         // The first parameter is the tracepoint's private data.
+        let mut structs = Vec::new();
         let args = params
             .iter()
             .skip(1)
-            .map(|p| arg_of(btf, p.type_id))
+            .map(|p| arg_of(btf, p.type_id, &mut structs))
             .collect::<Result<Vec<_>, _>>()
             .map_err(|e| bad(&e))?;
         Ok(TpBtfProto {
             name: name.to_string(),
             args,
+            structs,
         })
+    }
+
+    /// An fentry (`fexit`: false) or fexit program on the entry function
+    /// `func` of an XDP program: the kernel gives it the program's
+    /// context as the kernel's `struct xdp_buff *` (its translation of
+    /// `struct xdp_md`), and an fexit program the return value after it.
+    pub fn xdp_entry(btf: &Btf, func: &str, fexit: bool) -> Result<TpBtfProto, String> {
+        let id = btf
+            .types()
+            .iter()
+            .position(|t| {
+                matches!(t, BtfType::Struct { name, members, .. }
+                    if name == "xdp_buff" && !members.is_empty())
+            })
+            .ok_or("the kernel's BTF has no struct xdp_buff")?;
+        let mut structs = Vec::new();
+        let buff = struct_index(btf, id as u32, &mut structs, 0)?;
+        let mut args = vec![TpArg::Object(buff)];
+        if fexit {
+            args.push(TpArg::Scalar);
+        }
+        Ok(TpBtfProto {
+            name: func.to_string(),
+            args,
+            structs,
+        })
+    }
+
+    /// [`TpBtfProto::xdp_entry`] of the running kernel.
+    pub fn running_kernel_xdp_entry(func: &str, fexit: bool) -> Result<TpBtfProto, String> {
+        let kernel = crate::TargetBtf::running_kernel().map_err(|e| {
+            format!("fentry/fexit on an XDP program: the kernel's BTF is needed: {e}")
+        })?;
+        TpBtfProto::xdp_entry(kernel.btf(), func, fexit)
+    }
+
+    /// The struct an object argument or field points to.
+    pub fn object(&self, idx: u8) -> Option<&KernelStruct> {
+        self.structs.get(usize::from(idx))
     }
 
     /// Tracepoint `name` of the running kernel (its BTF read once per
@@ -206,38 +266,73 @@ fn kind_name(t: &BtfType) -> &'static str {
     }
 }
 
-fn arg_of(btf: &Btf, id: u32) -> Result<TpArg, String> {
+fn arg_of(btf: &Btf, id: u32, structs: &mut Vec<KernelStruct>) -> Result<TpArg, String> {
     let t = btf.resolve(id).ok_or("unresolvable argument type")?;
     let Some(BtfType::Ptr { target }) = btf.type_by_id(t) else {
         return Ok(TpArg::Scalar);
     };
     let target = btf.resolve(*target).ok_or("unresolvable pointer target")?;
-    let Some(BtfType::Struct { name, size, .. }) = btf.type_by_id(target) else {
+    if !matches!(btf.type_by_id(target), Some(BtfType::Struct { .. })) {
         return Ok(TpArg::OpaquePointer);
+    }
+    Ok(TpArg::Object(struct_index(btf, target, structs, 0)?))
+}
+
+/// The index of struct `id` in `structs`, added (with the structs its
+/// filled pointer fields point to) if it is not there yet.
+fn struct_index(
+    btf: &Btf,
+    id: u32,
+    structs: &mut Vec<KernelStruct>,
+    depth: u32,
+) -> Result<u8, String> {
+    let Some(BtfType::Struct { name, size, .. }) = btf.type_by_id(id) else {
+        return Err(format!("type {id} is not a struct"));
     };
-    let fields = FILLED
-        .iter()
-        .find(|(s, _)| s == name)
-        .map(|(_, fields)| {
-            fields
-                .iter()
-                .filter_map(|f| {
-                    let (off, ty) = member(btf, target, f)?;
-                    let size = btf.size_of(ty)?;
-                    Some(KernelField {
-                        name: f.to_string(),
-                        off: off as u32,
-                        size: size as u32,
-                    })
-                })
-                .collect()
-        })
-        .unwrap_or_default();
-    Ok(TpArg::Object(KernelStruct {
+    if let Some(i) = structs.iter().position(|s| s.name == *name) {
+        return Ok(i as u8);
+    }
+    let idx = u8::try_from(structs.len()).map_err(|_| "too many kernel structs")?;
+    structs.push(KernelStruct {
         name: name.clone(),
         size: *size,
-        fields,
-    }))
+        fields: Vec::new(),
+    });
+    let names = FILLED
+        .iter()
+        .find(|(s, _)| s == name)
+        .map_or(&[][..], |(_, fields)| *fields);
+    let mut fields = Vec::new();
+    for f in names {
+        let Some((off, ty)) = member(btf, id, f) else {
+            continue;
+        };
+        let Some(size) = btf.size_of(ty) else {
+            continue;
+        };
+        // A pointer to a struct: an object bpfjet fills too.
+        let pointee = btf
+            .resolve(ty)
+            .and_then(|t| match btf.type_by_id(t) {
+                Some(BtfType::Ptr { target }) => btf.resolve(*target),
+                _ => None,
+            })
+            .filter(|t| matches!(btf.type_by_id(*t), Some(BtfType::Struct { .. })));
+        let object = match pointee {
+            Some(t) if depth < MAX_DEPTH => Some(struct_index(btf, t, structs, depth + 1)?),
+            // Deeper than bpfjet fills: not a field it fills.
+            Some(_) => continue,
+            None => None,
+        };
+        fields.push(KernelField {
+            name: f.to_string(),
+            off: off as u32,
+            size: size as u32,
+            object,
+        });
+    }
+    structs[usize::from(idx)].fields = fields;
+    Ok(idx)
 }
 
 /// Byte offset and type of member `name` of struct `id`, looking through
@@ -357,22 +452,25 @@ mod tests {
         let p = TpBtfProto::of_type_id(&btf, 12).unwrap();
         assert_eq!(p, TpBtfProto::of_name(&btf, "xdp_exception").unwrap());
         assert_eq!(p.args.len(), 3);
-        let TpArg::Object(dev) = &p.args[0] else {
+        let TpArg::Object(dev) = p.args[0] else {
             panic!("dev is an object: {:?}", p.args[0]);
         };
+        let dev = p.object(dev).unwrap();
         assert_eq!((dev.name.as_str(), dev.size), ("net_device", 2048));
         assert_eq!(
             dev.field("ifindex"),
             Some(&KernelField {
                 name: "ifindex".into(),
                 off: 4,
-                size: 4
+                size: 4,
+                object: None,
             })
         );
         assert_eq!(dev.field("name").map(|f| (f.off, f.size)), Some((8, 16)));
-        let TpArg::Object(prog) = &p.args[1] else {
+        let TpArg::Object(prog) = p.args[1] else {
             panic!("xdp is an object");
         };
+        let prog = p.object(prog).unwrap();
         // Only the fields the kernel's struct has are filled.
         assert_eq!(prog.field_names(), "len");
         assert_eq!(p.args[2], TpArg::Scalar);

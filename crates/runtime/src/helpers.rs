@@ -213,6 +213,7 @@ pub fn tracing_helpers() -> HelperRegistry {
     thread_maps::register(&mut r);
     stack::register(&mut r);
     perf::register_tracing(&mut r);
+    perf::register_xdp_trace(&mut r);
     r
 }
 

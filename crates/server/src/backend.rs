@@ -676,10 +676,22 @@ impl BpfjetBackend {
         };
         let (attach_prog_id, mut attach_btf_id, mut attach_btf_obj_id) =
             ext_target.unwrap_or((0, 0, 0));
-        // A tp_btf program of an XDP tracepoint: bpfjet's data planes fire it.
-        let tracepoint = crate::tp_btf::xdp_tracepoint(p);
+        // A tp_btf program of an XDP tracepoint: bpfjet's data planes fire
+        // it; an fentry/fexit program on a bpfjet XDP program: they run it
+        // around that program.
+        let mut tracepoint = crate::tp_btf::xdp_tracepoint(p);
         if tracepoint.is_some() {
             (attach_btf_id, attach_btf_obj_id) = (p.attach_btf_id, crate::tp_btf::VMLINUX_BTF_ID);
+        }
+        let mut attach_prog_id = attach_prog_id;
+        match self.xdp_trace_target(p) {
+            Some(Ok(t)) => {
+                (attach_prog_id, attach_btf_id, attach_btf_obj_id) =
+                    (t.prog_id, p.attach_btf_id, t.btf_obj_id);
+                tracepoint = Some(t.func);
+            }
+            Some(Err(r)) => return self.refuse(p, r),
+            None => {}
         }
         if p.prog_type != BPF_PROG_TYPE_XDP
             && ext_target.is_none()

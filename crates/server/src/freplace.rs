@@ -298,7 +298,7 @@ pub fn link(target: &ProgRecord, reps: &[Replacement]) -> Result<ProgRecord, Str
 /// `BPF_LINK_TYPE_TRACING`.
 const BPF_LINK_TYPE_TRACING: u32 = 2;
 
-fn read_prog(ns: &Namespace, id: u32) -> Result<ProgRecord, Errno> {
+pub(crate) fn read_prog(ns: &Namespace, id: u32) -> Result<ProgRecord, Errno> {
     serde_json::from_slice(&ns.read_record(Kind::Prog, id)?).map_err(|_| Errno::EINVAL)
 }
 
@@ -376,7 +376,7 @@ impl BpfjetBackend {
     }
 
     /// The BTF of a program record, parsed.
-    fn prog_btf(&self, rec: &ProgRecord) -> Result<Btf, String> {
+    pub(crate) fn prog_btf(&self, rec: &ProgRecord) -> Result<Btf, String> {
         if rec.btf_id == 0 {
             return Err(format!("program {} has no BTF", rec.id));
         }

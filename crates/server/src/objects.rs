@@ -88,7 +88,9 @@ pub struct ProgRecord {
     #[serde(default)]
     pub weak_kfuncs: Vec<String>,
     /// A `tp_btf` program's tracepoint (`attach_btf_id` names its
-    /// `btf_trace_NAME` in the kernel's BTF); empty for other programs.
+    /// `btf_trace_NAME` in the kernel's BTF), or the function an
+    /// fentry/fexit program traces (the entry of XDP program
+    /// `attach_prog_id`); empty for other programs.
     #[serde(default)]
     pub tracepoint: String,
 }

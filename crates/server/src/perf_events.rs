@@ -35,6 +35,8 @@ const PERF_ATTR_SIZE_VER0: usize = 64;
 const ATTR_CONFIG: usize = 8;
 const ATTR_CONFIG1: usize = 56;
 const ATTR_CONFIG2: usize = 64;
+/// The end of `clockid`, the last field read.
+const ATTR_CLOCKID_END: usize = 96;
 
 /// A place a program can be attached to in a process.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -65,6 +67,16 @@ pub enum ProbePoint {
     /// `tp_btf/NAME`: an XDP tracepoint, fired by the instance's data
     /// planes (`crate::tp_btf`), not in traced processes.
     TpBtf { name: String },
+    /// The entry (`exit` false: fentry) or return (fexit) of function
+    /// `func`, the entry of bpfjet XDP program `prog_id`: run by the data
+    /// planes running that program.
+    XdpTrace {
+        prog_id: u32,
+        func: String,
+        exit: bool,
+        /// The function's BTF id in the program's BTF.
+        btf_id: u32,
+    },
     /// A `cpu-clock` software event of every process on CPU `cpu`, its
     /// overflow every `period_ns`. A program linked to it that observes
     /// nothing of the interrupted task (bpftrace's `interval`) runs on a
@@ -106,6 +118,9 @@ impl ProbePoint {
             ProbePoint::Tracepoint { category, name } => format!("tracepoint/{category}/{name}"),
             ProbePoint::RawTracepoint { name } => format!("raw_tracepoint/{name}"),
             ProbePoint::TpBtf { name } => format!("tp_btf/{name}"),
+            ProbePoint::XdpTrace { func, exit, .. } => {
+                format!("{}/{func}", if *exit { "fexit.xdp" } else { "fentry.xdp" })
+            }
             ProbePoint::Timer { .. } => "perf_event".to_string(),
         }
     }
@@ -114,7 +129,7 @@ impl ProbePoint {
     /// `tracepoint/xdp/*`), not in traced processes.
     pub fn is_data_plane(&self) -> bool {
         match self {
-            ProbePoint::TpBtf { .. } => true,
+            ProbePoint::TpBtf { .. } | ProbePoint::XdpTrace { .. } => true,
             ProbePoint::Tracepoint { category, .. } => category == "xdp",
             _ => false,
         }
@@ -127,7 +142,7 @@ impl ProbePoint {
             ProbePoint::Uprobe { .. } => ProgType::Kprobe,
             ProbePoint::Tracepoint { .. } => ProgType::Tracepoint,
             ProbePoint::RawTracepoint { .. } => ProgType::RawTracepoint,
-            ProbePoint::TpBtf { .. } => ProgType::Tracing,
+            ProbePoint::TpBtf { .. } | ProbePoint::XdpTrace { .. } => ProgType::Tracing,
             ProbePoint::Timer { .. } => ProgType::PerfEvent,
         }
     }
@@ -165,6 +180,8 @@ impl PerfProbe {
 #[derive(Debug)]
 pub struct PerfOutput {
     pub path: std::path::PathBuf,
+    /// What the reader's event asked each sample to carry.
+    pub format: bpfjet_maps::SampleFormat,
 }
 
 impl Drop for PerfOutput {
@@ -237,6 +254,35 @@ fn served_tracepoints() -> &'static HashMap<u64, (String, String)> {
     })
 }
 
+/// The sample format a perf output event's attr asks for
+/// (`sample_type`; `use_clockid` and `clockid`), or the sample type bits
+/// bpfjet does not write.
+fn sample_format(attr: &[u8]) -> Result<bpfjet_maps::SampleFormat, u64> {
+    use bpfjet_maps::SampleFormat;
+    /// `sample_type`, the flags word (`use_clockid` is bit 25), `clockid`.
+    const ATTR_SAMPLE_TYPE: usize = 24;
+    const ATTR_FLAGS: usize = 40;
+    const USE_CLOCKID: u64 = 1 << 25;
+    const ATTR_CLOCKID: usize = 92;
+    let sample_type = u64_at(attr, ATTR_SAMPLE_TYPE);
+    let unsupported = sample_type & !SampleFormat::SUPPORTED;
+    if unsupported != 0 {
+        return Err(unsupported);
+    }
+    let clockid = if u64_at(attr, ATTR_FLAGS) & USE_CLOCKID != 0 {
+        attr.get(ATTR_CLOCKID..ATTR_CLOCKID + 4)
+            .map_or(libc::CLOCK_MONOTONIC, |b| {
+                i32::from_ne_bytes(b.try_into().unwrap())
+            })
+    } else {
+        libc::CLOCK_MONOTONIC
+    };
+    Ok(SampleFormat {
+        sample_type,
+        clockid,
+    })
+}
+
 pub(crate) fn u64_at(b: &[u8], off: usize) -> u64 {
     let mut w = [0u8; 8];
     if let Some(s) = b.get(off..off + 8) {
@@ -266,7 +312,7 @@ impl BpfjetBackend {
             0 => PERF_ATTR_SIZE_VER0,
             n => n,
         };
-        let attr = user::read(attr, size.clamp(PERF_ATTR_SIZE_VER0, ATTR_CONFIG2 + 8)).ok()?;
+        let attr = user::read(attr, size.clamp(PERF_ATTR_SIZE_VER0, ATTR_CLOCKID_END)).ok()?;
         let config = u64_at(&attr, ATTR_CONFIG);
         let point = if uprobe_pmu().is_some_and(|(t, _)| t == ty) {
             let (_, bit) = uprobe_pmu()?;
@@ -297,7 +343,7 @@ impl BpfjetBackend {
                 ref_ctr_offset,
             }
         } else if ty == PERF_TYPE_SOFTWARE && config == PERF_COUNT_SW_BPF_OUTPUT {
-            return Some(self.perf_output_open());
+            return Some(self.perf_output_open(&attr));
         } else if ty == PERF_TYPE_SOFTWARE && config == PERF_COUNT_SW_CPU_CLOCK && pid == -1 {
             return Some(self.timer_event_open(attr_addr, &attr, cpu, group_fd, flags));
         } else if ty == PERF_TYPE_TRACEPOINT {
@@ -316,7 +362,17 @@ impl BpfjetBackend {
 }
 
 impl BpfjetBackend {
-    fn perf_output_open(&self) -> Result<i64, Errno> {
+    fn perf_output_open(&self, attr: &[u8]) -> Result<i64, Errno> {
+        let format = match sample_format(attr) {
+            Ok(f) => f,
+            Err(bits) => {
+                self.warn_once(
+                    &format!("a perf output event with sample_type bits {bits:#x}"),
+                    "bpfjet writes samples with PERF_SAMPLE_RAW, TID, TIME, CPU and PERIOD only",
+                );
+                return Err(Errno::EINVAL);
+            }
+        };
         static NEXT: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
         let dir = self.ns.dir().join("perf");
         std::fs::create_dir_all(&dir).map_err(|e| Errno::from_io(&e))?;
@@ -327,7 +383,7 @@ impl BpfjetBackend {
             .create_new(true)
             .open(&path)
             .map_err(|e| Errno::from_io(&e))?;
-        self.new_fd(Obj::PerfOutput(Arc::new(PerfOutput { path })))
+        self.new_fd(Obj::PerfOutput(Arc::new(PerfOutput { path, format })))
     }
 
     /// `mmap(fd, len)` of a perf output event: its ring sized and
@@ -345,7 +401,7 @@ impl BpfjetBackend {
             Ok(f) => f,
             Err(e) => return Some(Err(Errno::from_io(&e))),
         };
-        Some(bpfjet_maps::PerfRing::prepare(&file, len).map_err(|e| Errno::from_io(&e)))
+        Some(bpfjet_maps::PerfRing::prepare(&file, len, out.format).map_err(|e| Errno::from_io(&e)))
     }
 
     /// `BPF_MAP_UPDATE_ELEM`/`DELETE_ELEM` of a PERF_EVENT_ARRAY: its

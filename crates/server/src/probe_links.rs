@@ -30,6 +30,8 @@ pub const BPF_PERF_EVENT: u32 = 41;
 /// `BPF_LINK_TYPE_RAW_TRACEPOINT`, `BPF_LINK_TYPE_PERF_EVENT`.
 pub const BPF_LINK_TYPE_RAW_TRACEPOINT: u32 = 1;
 pub const BPF_LINK_TYPE_PERF_EVENT: u32 = 7;
+/// `BPF_LINK_TYPE_TRACING`: fentry/fexit links.
+pub const BPF_LINK_TYPE_TRACING: u32 = 2;
 
 /// The probe a link attaches its program to.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -82,6 +84,15 @@ impl BpfjetBackend {
             // The kernel's link_create of a tracing program: the attach
             // type must be the program's; `tracing.cookie` at 24.
             if attach_type != prog.rec.expected_attach_type {
+                return Err(Errno::EINVAL);
+            }
+            // Another target than the load-time one (target_fd,
+            // target_btf_id): not served.
+            if target_fd != 0 {
+                self.warn_once(
+                    "BPF_LINK_CREATE of an fentry/fexit program with another target",
+                    "bpfjet links it to its load-time target only",
+                );
                 return Err(Errno::EINVAL);
             }
             let id = self.tp_btf_link(prog, dword(raw, 24))?;
@@ -291,13 +302,24 @@ impl BpfjetBackend {
     /// A link of a `tp_btf` program to its XDP tracepoint: the instance's
     /// data planes run it from the next batch on (crate::tp_btf).
     fn tp_btf_link(&self, prog: &crate::objects::ProgObj, cookie: u64) -> Result<u32, Errno> {
+        use bpfjet_obj::tp_btf::{BPF_TRACE_FENTRY, BPF_TRACE_FEXIT};
+        let rec = &prog.rec;
+        let point = match rec.expected_attach_type {
+            BPF_TRACE_FENTRY | BPF_TRACE_FEXIT => ProbePoint::XdpTrace {
+                prog_id: rec.attach_prog_id,
+                func: rec.tracepoint.clone(),
+                exit: rec.expected_attach_type == BPF_TRACE_FEXIT,
+                btf_id: rec.attach_btf_id,
+            },
+            _ => ProbePoint::TpBtf {
+                name: rec.tracepoint.clone(),
+            },
+        };
         self.new_probe_link(
             prog,
-            bpfjet_obj::tp_btf::BPF_TRACE_RAW_TP,
+            rec.expected_attach_type,
             Some(ProbeLink {
-                point: ProbePoint::TpBtf {
-                    name: prog.rec.tracepoint.clone(),
-                },
+                point,
                 pid: -1,
                 cookie,
                 event: None,
@@ -422,6 +444,7 @@ pub(crate) fn link_info(
     let mut b = vec![0u8; size];
     let ty = match probe.point {
         ProbePoint::RawTracepoint { .. } | ProbePoint::TpBtf { .. } => BPF_LINK_TYPE_RAW_TRACEPOINT,
+        ProbePoint::XdpTrace { .. } => BPF_LINK_TYPE_TRACING,
         _ => BPF_LINK_TYPE_PERF_EVENT,
     };
     b[0..4].copy_from_slice(&ty.to_ne_bytes());
@@ -431,6 +454,22 @@ pub(crate) fn link_info(
         // raw_tracepoint { tp_name; tp_name_len; }
         ProbePoint::RawTracepoint { name } | ProbePoint::TpBtf { name } => {
             copy_name(&mut b, user, 16, 24, name)?
+        }
+        // tracing { attach_type; target_obj_id; target_btf_id; }
+        ProbePoint::XdpTrace {
+            prog_id,
+            exit,
+            btf_id,
+            ..
+        } => {
+            let attach = if *exit {
+                bpfjet_obj::tp_btf::BPF_TRACE_FEXIT
+            } else {
+                bpfjet_obj::tp_btf::BPF_TRACE_FENTRY
+            };
+            b[16..20].copy_from_slice(&attach.to_ne_bytes());
+            b[20..24].copy_from_slice(&prog_id.to_ne_bytes());
+            b[24..28].copy_from_slice(&btf_id.to_ne_bytes());
         }
         // perf_event { type; union { uprobe { file_name; name_len; offset;
         // cookie; } tracepoint { tp_name; name_len; :32; cookie; } } }
@@ -483,6 +522,8 @@ pub struct TracedProgram {
     pub sample_period_ns: u64,
     /// An `xdp` tracepoint's tracefs id and record size.
     pub tracefs: Option<(u16, u64)>,
+    /// The XDP program an fentry/fexit link traces (0: none).
+    pub target_prog: u32,
 }
 
 /// The instance's probe-link generation word, bumped whenever a probe
@@ -628,6 +669,10 @@ fn linked_object(
                     _ => 0,
                 },
                 tracefs: probe.tracefs,
+                target_prog: match &probe.point {
+                    ProbePoint::XdpTrace { prog_id, .. } => *prog_id,
+                    _ => 0,
+                },
             });
         }
     }

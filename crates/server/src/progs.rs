@@ -213,12 +213,23 @@ pub fn tracing_kind(prog_type: u32) -> Option<&'static str> {
 pub const BPF_PROG_TYPE_TRACING: u32 = 26;
 
 /// The section a tracing program record is verified as: its type's
-/// ([`tracing_kind`]), or `tp_btf/NAME` for a `tp_btf` program of an XDP
-/// tracepoint (`ProgRecord::tracepoint`). None: not a tracing program
-/// bpfjet runs.
+/// ([`tracing_kind`]), `tp_btf/NAME` for a `tp_btf` program of an XDP
+/// tracepoint, `fentry.xdp/FUNC` or `fexit.xdp/FUNC` for an fentry/fexit
+/// program on a bpfjet XDP program (`ProgRecord::tracepoint`). None: not
+/// a tracing program bpfjet runs.
 pub fn tracing_section(rec: &ProgRecord) -> Option<String> {
+    use bpfjet_obj::tp_btf::{BPF_TRACE_FENTRY, BPF_TRACE_FEXIT, BPF_TRACE_RAW_TP};
     if rec.prog_type == BPF_PROG_TYPE_TRACING {
-        return (!rec.tracepoint.is_empty()).then(|| format!("tp_btf/{}", rec.tracepoint));
+        if rec.tracepoint.is_empty() {
+            return None;
+        }
+        let prefix = match rec.expected_attach_type {
+            BPF_TRACE_RAW_TP => "tp_btf",
+            BPF_TRACE_FENTRY => "fentry.xdp",
+            BPF_TRACE_FEXIT => "fexit.xdp",
+            _ => return None,
+        };
+        return Some(format!("{prefix}/{}", rec.tracepoint));
     }
     tracing_kind(rec.prog_type).map(str::to_string)
 }

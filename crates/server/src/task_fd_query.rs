@@ -81,6 +81,7 @@ impl BpfjetBackend {
             }
             ProbePoint::RawTracepoint { .. }
             | ProbePoint::TpBtf { .. }
+            | ProbePoint::XdpTrace { .. }
             | ProbePoint::Timer { .. } => Err(Errno::EINVAL),
         }
     }

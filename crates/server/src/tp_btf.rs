@@ -50,3 +50,70 @@ pub fn prog_facts(
     })
     .unwrap_or_default()
 }
+
+/// An fentry/fexit program's target: the entry function of a bpfjet XDP
+/// program.
+pub struct XdpTraceTarget {
+    pub prog_id: u32,
+    /// The target program's BTF object id (`attach_btf_obj_id`).
+    pub btf_obj_id: u32,
+    pub func: String,
+}
+
+impl crate::BpfjetBackend {
+    /// A `BPF_PROG_LOAD` of an fentry/fexit program whose `attach_prog_fd`
+    /// is a bpfjet program: its target, or why bpfjet refuses it (only the
+    /// entry function of an XDP program). None: not such a load.
+    pub(crate) fn xdp_trace_target(
+        &self,
+        p: &ProgLoad,
+    ) -> Option<Result<XdpTraceTarget, crate::progs::Refusal>> {
+        use bpfjet_obj::tp_btf::{BPF_TRACE_FENTRY, BPF_TRACE_FEXIT};
+        if p.prog_type != crate::progs::BPF_PROG_TYPE_TRACING
+            || !matches!(p.expected_attach_type, BPF_TRACE_FENTRY | BPF_TRACE_FEXIT)
+            || p.attach_prog_fd == 0
+        {
+            return None;
+        }
+        let crate::objects::Obj::Prog(target) = self.obj(p.attach_prog_fd)? else {
+            return None;
+        };
+        let refuse = |log: String| {
+            Some(Err(crate::progs::Refusal::new(
+                bpfjet_sys::Errno::EINVAL,
+                log,
+            )))
+        };
+        let target = crate::freplace::read_prog(&self.ns, target.rec.id)
+            .unwrap_or_else(|_| target.rec.clone());
+        if target.prog_type != crate::progs::BPF_PROG_TYPE_XDP {
+            return refuse(format!(
+                "bpfjet runs fentry/fexit programs on XDP programs only (program {} has type {})",
+                target.id, target.prog_type
+            ));
+        }
+        let btf = match self.prog_btf(&target) {
+            Ok(b) => b,
+            Err(_) => return refuse("Target program doesn't have BTF".into()),
+        };
+        let insn_off = match crate::freplace::target_function(&btf, &target, p.attach_btf_id) {
+            Ok(o) => o,
+            Err(e) => return refuse(e),
+        };
+        let func = btf
+            .type_by_id(p.attach_btf_id)
+            .map(|t| t.name().to_string())
+            .unwrap_or_default();
+        if insn_off != 0 {
+            return refuse(format!(
+                "bpfjet runs fentry/fexit programs on an XDP program's entry function; \
+                 {func} is a subprogram (insn {insn_off})"
+            ));
+        }
+        Some(Ok(XdpTraceTarget {
+            prog_id: target.id,
+            btf_obj_id: target.btf_id,
+            func,
+        }))
+    }
+}

@@ -66,6 +66,9 @@ pub struct VerifyEnv<'a> {
     pub tp_args: &'a [bpfjet_obj::TpArg],
     /// The tracepoint's name, for messages.
     pub tp_name: &'a str,
+    /// The kernel structs `tp_args` and their filled pointer fields point
+    /// to (`TpBtfProto::structs`).
+    pub kernel_structs: &'a [bpfjet_obj::KernelStruct],
     /// Why a `tp_btf` program's tracepoint cannot be attached here (not in
     /// the kernel's BTF, not one bpfjet fires): it is refused whole.
     pub tp_error: Option<&'a str>,
@@ -89,6 +92,7 @@ impl<'a> VerifyEnv<'a> {
             module_types: &[],
             tp_args: &[],
             tp_name: "",
+            kernel_structs: &[],
             tp_error: None,
         }
     }

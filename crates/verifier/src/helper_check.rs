@@ -40,7 +40,7 @@ fn map_allows(map: MapType, id: i32) -> bool {
     use MapType::*;
     match map {
         ProgArray => id == 12,
-        PerfEventArray => id == 25,
+        PerfEventArray => matches!(id, 25 | 121),
         CgroupArray => id == 37,
         StackTrace => id == 27,
         Ringbuf => matches!(id, 130 | 131 | 134),
@@ -58,7 +58,7 @@ fn helper_needs(id: i32, map: MapType) -> bool {
     use MapType::*;
     match id {
         12 => map == ProgArray,
-        25 => map == PerfEventArray,
+        25 | 121 => map == PerfEventArray,
         37 => map == CgroupArray,
         27 => map == StackTrace,
         130 | 131 | 134 => map == Ringbuf,
@@ -336,6 +336,25 @@ impl Verifier<'_> {
                         format!(
                             "dereference of modified ctx ptr R{regno} off={} disallowed",
                             reg.off
+                        ),
+                    );
+                }
+            }
+            ArgType::PtrToKernelStruct(name) => {
+                let is = match reg.ty {
+                    RegType::KernelObj { ty } => self
+                        .env
+                        .kernel_structs
+                        .get(usize::from(ty))
+                        .is_some_and(|s| s.name == name),
+                    _ => false,
+                };
+                if !is || reg.off != 0 || !reg.val.is_zero() {
+                    return err(
+                        "bad_helper_arg",
+                        format!(
+                            "R{regno} type={} expected=ptr_{name} (the object itself, offset 0)",
+                            reg.ty.name()
                         ),
                     );
                 }

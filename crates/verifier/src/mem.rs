@@ -510,9 +510,8 @@ impl Verifier<'_> {
                 self.facts.max_ctx_end = self.facts.max_ctx_end.max(end);
                 Ok(r)
             }
-            RegType::KernelObj { arg } => {
-                self.check_kernel_obj_access(base, regno, arg, off64, size as i64, write)?;
-                Ok(loaded_unknown(size, false))
+            RegType::KernelObj { ty } => {
+                self.kernel_obj_load(base, regno, ty, off64, size as i64, write)
             }
             RegType::Ctx if self.env.prog_type.is_tracing() => {
                 let end = ctx_rules::check_tracing_access(

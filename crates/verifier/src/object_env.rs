@@ -17,6 +17,7 @@ pub struct ObjectProgramEnv {
     /// A `tp_btf` program's arguments from the running kernel's BTF, or
     /// why they are not known.
     tp_args: Vec<bpfjet_obj::TpArg>,
+    kernel_structs: Vec<bpfjet_obj::KernelStruct>,
     tp_name: String,
     tp_error: Option<String>,
 }
@@ -33,24 +34,30 @@ impl ObjectProgramEnv {
                 )
             })
             .collect();
-        let tp_name = match &program.kind {
-            bpfjet_obj::ProgKind::TpBtf { name } => name.clone(),
-            _ => String::new(),
+        let (tp_name, proto) = match &program.kind {
+            bpfjet_obj::ProgKind::TpBtf { name } => (
+                name.clone(),
+                Some(bpfjet_obj::TpBtfProto::running_kernel(name)),
+            ),
+            bpfjet_obj::ProgKind::XdpTrace { func, exit } => (
+                func.clone(),
+                Some(bpfjet_obj::TpBtfProto::running_kernel_xdp_entry(
+                    func, *exit,
+                )),
+            ),
+            _ => (String::new(), None),
         };
-        let (tp_args, tp_error) = match &program.kind {
-            bpfjet_obj::ProgKind::TpBtf { name } => {
-                match bpfjet_obj::TpBtfProto::running_kernel(name) {
-                    Ok(p) => (p.args, None),
-                    Err(e) => (Vec::new(), Some(e)),
-                }
-            }
-            _ => (Vec::new(), None),
+        let (tp_args, kernel_structs, tp_error) = match proto {
+            Some(Ok(p)) => (p.args, p.structs, None),
+            Some(Err(e)) => (Vec::new(), Vec::new(), Some(e)),
+            None => (Vec::new(), Vec::new(), None),
         };
         ObjectProgramEnv {
             lines,
             globals: object.global_subprogs(program),
             prog_type: program.kind.prog_type(),
             tp_args,
+            kernel_structs,
             tp_name,
             tp_error,
         }
@@ -71,6 +78,7 @@ impl ObjectProgramEnv {
         env.gpl_compatible = bpfjet_obj::license_is_gpl_compatible(&object.license);
         env.tp_args = &self.tp_args;
         env.tp_name = &self.tp_name;
+        env.kernel_structs = &self.kernel_structs;
         env.tp_error = self.tp_error.as_deref();
         env
     }

@@ -52,6 +52,9 @@ pub enum ArgType {
     /// `ARG_PTR_TO_FIXED_SIZE_MEM | MEM_RDONLY`, e.g. the raw SYN-cookie
     /// helpers' IP and TCP headers).
     PtrToFixedRdonlyMem(u32),
+    /// A kernel object of this struct (`ARG_PTR_TO_BTF_ID`), unmodified:
+    /// `bpf_xdp_output`'s `struct xdp_buff *`.
+    PtrToKernelStruct(&'static str),
 }
 
 /// What a helper returns in r0.
@@ -234,6 +237,18 @@ static HELPERS: &[HelperProto] = &[
         25,
         "bpf_perf_event_output",
         [PtrToCtx, ConstMapPtr, Anything, RO_MEM, ConstSizeOrZero],
+        RetType::Integer,
+    )),
+    gpl(proto(
+        121,
+        "bpf_xdp_output",
+        [
+            PtrToKernelStruct("xdp_buff"),
+            ConstMapPtr,
+            Anything,
+            RO_MEM,
+            ConstSizeOrZero,
+        ],
         RetType::Integer,
     )),
     proto(
@@ -505,6 +520,11 @@ const PERFMON_BASE: &[i32] = &[16];
 /// `perfmon`: the loader has CAP_PERFMON.
 pub fn unavailable_reason(prog_type: ProgType, id: i32, perfmon: bool) -> Option<&'static str> {
     let tracing = prog_type.is_tracing();
+    // tracing_prog_func_proto: the XDP frame of an fentry/fexit program
+    // on an XDP program.
+    if id == 121 && prog_type != ProgType::Tracing {
+        return Some("bpf_xdp_output takes the XDP frame of an fentry/fexit program");
+    }
     if !tracing && PERFMON_BASE.contains(&id) {
         return (!perfmon).then_some("it needs a CAP_PERFMON loader");
     }
@@ -515,6 +535,7 @@ pub fn unavailable_reason(prog_type: ProgType, id: i32, perfmon: bool) -> Option
     if XDP_ONLY.contains(&id) {
         return Some("it is an XDP helper, not available to tracing programs");
     }
+
     match id {
         // check_map_prog_compatibility: maps with a bpf_spin_lock are
         // refused to tracing programs, so the helpers are unusable.

@@ -83,11 +83,11 @@ pub enum RegType {
     Module {
         ty: u8,
     },
-    /// A kernel object a `tp_btf` program's argument `arg` points to
-    /// (`VerifyEnv::tp_args`): readable at the fields bpfjet fills
-    /// (`tp_btf.rs`).
+    /// A kernel object of struct `ty` (`VerifyEnv::kernel_structs`): what
+    /// a `tp_btf` or fentry/fexit argument, or a filled pointer field of
+    /// one, points to; readable at the fields bpfjet fills (`tp_btf.rs`).
     KernelObj {
-        arg: u8,
+        ty: u8,
     },
     /// An open-coded number iterator (`struct bpf_iter_num`), only ever in
     /// a stack slot: `active` until `bpf_iter_num_next` returned NULL on

@@ -72,26 +72,27 @@ impl Verifier<'_> {
                 RegState::scalar(crate::stack::truncate(&Scalar::UNKNOWN, size)),
                 end,
             )),
-            TpArg::Object(_) if size == 8 => Ok((
-                RegState::pointer(RegType::KernelObj { arg: idx as u8 }, 0),
-                end,
-            )),
+            TpArg::Object(ty) if size == 8 => {
+                Ok((RegState::pointer(RegType::KernelObj { ty: *ty }, 0), end))
+            }
             TpArg::OpaquePointer if size == 8 => Ok((RegState::scalar(Scalar::UNKNOWN), end)),
             TpArg::Object(_) | TpArg::OpaquePointer => refuse(format!("size {size} must be 8")),
         }
     }
 
-    /// A load (or store) of `size` bytes at `off` past a kernel object.
-    pub(crate) fn check_kernel_obj_access(
+    /// A load (or store) of `size` bytes at `off` past a kernel object of
+    /// struct `ty`: the register loaded (a filled pointer field read whole
+    /// is a pointer to its object).
+    pub(crate) fn kernel_obj_load(
         &self,
         base: &RegState,
         regno: u8,
-        arg: u8,
+        ty: u8,
         off: i64,
         size: i64,
         write: bool,
-    ) -> VResult<()> {
-        let Some(TpArg::Object(s)) = self.env.tp_args.get(usize::from(arg)) else {
+    ) -> VResult<RegState> {
+        let Some(s) = self.env.kernel_structs.get(usize::from(ty)) else {
             return err(
                 "kernel_obj_access",
                 format!("R{regno} names no kernel object"),
@@ -120,21 +121,26 @@ impl Verifier<'_> {
                 format!("access beyond struct {} at off {start} size {size}", s.name),
             );
         }
-        let inside = s
+        let field = s
             .fields
             .iter()
-            .any(|f| start >= i64::from(f.off) && end <= i64::from(f.off) + i64::from(f.size));
-        if inside {
-            return Ok(());
-        }
-        err(
-            "kernel_obj_access",
-            format!(
-                "R{regno} reads struct {} at off {start} size {size}: bpfjet fills only \
-                 {} of it (a userspace data plane has no kernel object behind the rest)",
-                s.name,
-                s.field_names()
+            .find(|f| start >= i64::from(f.off) && end <= i64::from(f.off) + i64::from(f.size));
+        match field {
+            Some(f) => Ok(match f.object {
+                Some(ty) if start == i64::from(f.off) && size == 8 => {
+                    RegState::pointer(RegType::KernelObj { ty }, 0)
+                }
+                _ => RegState::scalar(crate::stack::truncate(&Scalar::UNKNOWN, size as usize)),
+            }),
+            None => err(
+                "kernel_obj_access",
+                format!(
+                    "R{regno} reads struct {} at off {start} size {size}: bpfjet fills only \
+                     {} of it (a userspace data plane has no kernel object behind the rest)",
+                    s.name,
+                    s.field_names()
+                ),
             ),
-        )
+        }
     }
 }

@@ -209,6 +209,9 @@ fn serve(ns: &Namespace, ifindex: u32, status: &mut DataPlaneStatus) -> Result<(
                     status.error = format!("{e:#}");
                 }
             }
+            if let (n @ 1.., Some(last)) = events.faults() {
+                status.error = format!("{n} tracepoint program run(s) faulted; the last: {last}");
+            }
             let s = pool.stats().snapshot();
             status.packets = s.packets;
             status.pass = s.action(OutputRoute::Pass);

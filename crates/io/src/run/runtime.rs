@@ -52,8 +52,29 @@ impl EventedRunner {
 impl FrameProgram for EventedRunner {
     #[inline]
     fn run(&mut self, frame: &mut FrameMut<'_>) -> Result<Verdict, ProgramFault> {
+        let programs = self.events.get();
+        // fentry/fexit programs on this program: the frame before and after.
+        let traced = programs.filter(|p| p.traces(&self.site));
+        let base = frame.buf.as_ptr() as u64;
+        if let Some(p) = traced {
+            p.entry(
+                &mut self.site,
+                base,
+                base + frame.data_start as u64,
+                base + frame.data_end as u64,
+            );
+        }
         let v = self.runner.run(frame.buf, frame.data_start, frame.data_end);
-        if let Some(programs) = self.events.get() {
+        if let (Some(p), Ok(v)) = (traced, &v) {
+            p.exit(
+                &mut self.site,
+                v.action,
+                base,
+                base + v.data_start as u64,
+                base + v.data_end as u64,
+            );
+        }
+        if let Some(programs) = programs {
             match &v {
                 Ok(v) => programs.fire(&mut self.site, Ok(v)),
                 // A fault stops the program: aborted, as the data plane

@@ -238,6 +238,9 @@ pub const GET_SMP_PROCESSOR_ID: u32 = 8;
 pub const TAIL_CALL: u32 = 12;
 pub const REDIRECT: u32 = 23;
 pub const PERF_EVENT_OUTPUT: u32 = 25;
+/// `bpf_xdp_output`: an fentry/fexit program's perf output with the XDP
+/// frame's bytes.
+pub const XDP_OUTPUT: u32 = 121;
 pub const CSUM_DIFF: u32 = 28;
 pub const GET_NUMA_NODE_ID: u32 = 42;
 pub const CHECK_MTU: u32 = 163;

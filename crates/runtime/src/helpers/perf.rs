@@ -71,3 +71,35 @@ pub(crate) fn register_tracing(r: &mut HelperRegistry) {
         },
     ));
 }
+
+/// `bpf_xdp_output` of an fentry/fexit program on an XDP program: the
+/// record, then the first `flags >> 32` bytes of the frame its `struct
+/// xdp_buff *` argument describes (the run's own, else a fault), `-EFAULT`
+/// past the packet, as the kernel's `bpf_xdp_copy`.
+pub(crate) fn register_xdp_trace(r: &mut HelperRegistry) {
+    r.register(Helper::new(ids::XDP_OUTPUT, "xdp_output", |ctx, a| {
+        let map = map_arg(ctx, a[1])?;
+        require_map_use(ctx, map, "xdp_output", &[MapType::PerfEventArray])?;
+        let flags = a[2];
+        if flags & !(BPF_F_CTXLEN_MASK | BPF_F_INDEX_MASK) != 0 {
+            return Ok(errno::neg(errno::EINVAL));
+        }
+        let packet_len = (flags & BPF_F_CTXLEN_MASK) >> 32;
+        let Some((data, data_end)) = crate::tracing::xdp_events::xdp_buff_packet(a[0]) else {
+            return Err(ctx.fault("the first argument is not the run's struct xdp_buff"));
+        };
+        if packet_len > data_end.saturating_sub(data) {
+            return Ok(errno::neg(errno::EFAULT));
+        }
+        // SAFETY: [data, data_end) is the frame the data plane is running
+        // the program on, alive for the whole run.
+        let packet = unsafe { std::slice::from_raw_parts(data as *const u8, packet_len as usize) };
+        let cpu = env(ctx)?.cpu;
+        let record = ctx.read_mem(a[3], a[4])?;
+        Ok(result_code(map.perf_event_output(
+            flags & BPF_F_INDEX_MASK,
+            &[record, packet],
+            cpu,
+        )))
+    }));
+}

@@ -71,6 +71,8 @@ const EOPNOTSUPP: i64 = 95;
 struct Layouts {
     net_device: KernelStruct,
     bpf_prog: KernelStruct,
+    xdp_buff: KernelStruct,
+    xdp_rxq_info: KernelStruct,
 }
 
 /// The kernel's prototypes of the fired events, checked against the
@@ -82,7 +84,9 @@ fn layouts() -> Result<&'static Layouts, String> {
         .get_or_init(|| {
             let exception = TpBtfProto::running_kernel("xdp_exception")?;
             let object = |p: &TpBtfProto, i: usize, name: &str| match p.args.get(i) {
-                Some(TpArg::Object(s)) if s.name == name => Ok(s.clone()),
+                Some(TpArg::Object(s)) if p.object(*s).is_some_and(|s| s.name == name) => {
+                    Ok(p.object(*s).cloned().unwrap_or_else(|| unreachable!()))
+                }
                 _ => Err(format!(
                     "the kernel's {} has no struct {name} * as argument {}: bpfjet fires \
                      the 6.x prototypes",
@@ -109,9 +113,22 @@ fn layouts() -> Result<&'static Layouts, String> {
                 object(&p, 1, "bpf_prog")?;
                 scalars(&p, 2, 7)?;
             }
+            // An fentry/fexit program's `struct xdp_buff` and what its
+            // filled pointers lead to.
+            let entry = TpBtfProto::running_kernel_xdp_entry("xdp", false)?;
+            let named = |name: &str| {
+                entry
+                    .structs
+                    .iter()
+                    .find(|s| s.name == name)
+                    .cloned()
+                    .ok_or_else(|| format!("the kernel's xdp_buff leads to no struct {name}"))
+            };
             Ok(Layouts {
                 net_device: object(&exception, 0, "net_device")?,
                 bpf_prog: object(&exception, 1, "bpf_prog")?,
+                xdp_buff: named("xdp_buff")?,
+                xdp_rxq_info: named("xdp_rxq_info")?,
             })
         })
         .as_ref()
@@ -319,12 +336,19 @@ pub struct EventSite {
     targets: BTreeMap<u32, Target>,
     ifindex: u32,
     prog_id: u32,
+    /// The frame as fentry/fexit programs see it: `struct xdp_buff` (its
+    /// `data`, `data_end`, `data_meta`, `data_hard_start` set per run),
+    /// its `rxq` (`dev`, `queue_index`).
+    buff: KernelObject,
+    rxq: KernelObject,
+    /// The packet `buff` describes while a run may read it (`bpf_xdp_output`).
+    packet: Cell<(u64, u64)>,
 }
 
 impl EventSite {
     /// The site of a worker receiving on `ifindex` with a program of
     /// `prog`; an error when the running kernel's BTF lacks the events.
-    pub fn new(ifindex: u32, prog: ProgFacts) -> Result<EventSite, String> {
+    pub fn new(ifindex: u32, rx_queue: u32, prog: ProgFacts) -> Result<EventSite, String> {
         let l = layouts()?;
         let mut p = KernelObject::new(&l.bpf_prog);
         p.set("type", &prog.prog_type.to_ne_bytes());
@@ -334,13 +358,32 @@ impl EventSite {
         );
         p.set("len", &prog.len.to_ne_bytes());
         p.set("tag", &prog.tag);
+        let dev = KernelObject::net_device(&l.net_device, ifindex);
+        let mut rxq = KernelObject::new(&l.xdp_rxq_info);
+        rxq.set("dev", &dev.addr().to_ne_bytes());
+        rxq.set("queue_index", &rx_queue.to_ne_bytes());
+        let mut buff = KernelObject::new(&l.xdp_buff);
+        buff.set("rxq", &rxq.addr().to_ne_bytes());
         Ok(EventSite {
-            dev: KernelObject::net_device(&l.net_device, ifindex),
+            dev,
             prog: p,
             targets: BTreeMap::new(),
             ifindex,
             prog_id: prog.id,
+            buff,
+            rxq,
+            packet: Cell::new((0, 0)),
         })
+    }
+
+    /// `buff` describes the packet `[data, data_end)` of the buffer at
+    /// `hard_start`.
+    fn set_packet(&mut self, hard_start: u64, data: u64, data_end: u64) {
+        self.buff.set("data", &data.to_ne_bytes());
+        self.buff.set("data_meta", &data.to_ne_bytes());
+        self.buff.set("data_end", &data_end.to_ne_bytes());
+        self.buff.set("data_hard_start", &hard_start.to_ne_bytes());
+        self.packet.set((data, data_end));
     }
 
     fn target(&mut self, ifindex: u32) -> &Target {
@@ -360,8 +403,20 @@ impl EventSite {
     }
 }
 
+/// What a program's link says beyond its section.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct EventLink {
+    /// A tracepoint's tracefs id and record size ([`tracefs_event`]).
+    pub tracefs: Option<(u16, u64)>,
+    /// The XDP program an fentry/fexit program traces.
+    pub target_prog: u32,
+}
+
 /// The programs attached to the fired events, on one loaded object.
 pub struct EventPrograms {
+    /// fentry/fexit programs on an XDP program: (program, its target's id).
+    fentry: Vec<(ProgId, u32)>,
+    fexit: Vec<(ProgId, u32)>,
     object: TracingObject,
     exception: Vec<ProgId>,
     redirect: Vec<ProgId>,
@@ -379,9 +434,11 @@ impl EventPrograms {
     /// record size ([`tracefs_event`], as its link recorded them).
     pub fn new(
         object: TracingObject,
-        tracefs: impl Fn(&str) -> Option<(u16, u64)>,
+        links: impl Fn(&str) -> Option<EventLink>,
     ) -> Result<EventPrograms, String> {
         let mut e = EventPrograms {
+            fentry: Vec::new(),
+            fexit: Vec::new(),
             exception: Vec::new(),
             redirect: Vec::new(),
             redirect_err: Vec::new(),
@@ -410,15 +467,25 @@ impl EventPrograms {
                     };
                     // The kernel's attach-time check of the furthest
                     // context byte against the record's size.
-                    let (event, size) = tracefs(p.name()).ok_or_else(|| {
-                        format!(
-                            "program {}: tracepoint xdp/{name} without its format",
-                            p.name()
-                        )
-                    })?;
+                    let (event, size) =
+                        links(p.name()).and_then(|l| l.tracefs).ok_or_else(|| {
+                            format!(
+                                "program {}: tracepoint xdp/{name} without its format",
+                                p.name()
+                            )
+                        })?;
                     p.check_ctx_size(size)?;
                     list.0 = event;
                     list.1.push(id);
+                }
+                ProgKind::XdpTrace { exit, .. } => {
+                    layouts()?;
+                    let target = links(p.name()).map_or(0, |l| l.target_prog);
+                    if *exit {
+                        e.fexit.push((id, target));
+                    } else {
+                        e.fentry.push((id, target));
+                    }
                 }
                 _ => {}
             }
@@ -428,6 +495,48 @@ impl EventPrograms {
 
     pub fn object(&self) -> &TracingObject {
         &self.object
+    }
+
+    /// Whether fentry or fexit programs trace the program of `site`.
+    #[inline]
+    pub fn traces(&self, site: &EventSite) -> bool {
+        let of = |list: &[(ProgId, u32)]| list.iter().any(|&(_, t)| t == site.prog_id);
+        of(&self.fentry) || of(&self.fexit)
+    }
+
+    /// Runs the fentry programs of the site's program on the packet
+    /// `[data, data_end)` of the buffer at `hard_start`, before the
+    /// program runs.
+    pub fn entry(&self, site: &mut EventSite, hard_start: u64, data: u64, data_end: u64) {
+        if self.fentry.is_empty() {
+            return;
+        }
+        site.set_packet(hard_start, data, data_end);
+        let progs: Vec<ProgId> = self
+            .fentry
+            .iter()
+            .filter(|&&(_, t)| t == site.prog_id)
+            .map(|&(p, _)| p)
+            .collect();
+        self.run_all(&progs, site, |site, args| args[0] = site.buff.addr());
+    }
+
+    /// Runs the fexit programs of the site's program after it returned
+    /// `ret`, the packet now `[data, data_end)`.
+    pub fn exit(&self, site: &mut EventSite, ret: u32, hard_start: u64, data: u64, data_end: u64) {
+        if self.fexit.is_empty() {
+            return;
+        }
+        site.set_packet(hard_start, data, data_end);
+        let progs: Vec<ProgId> = self
+            .fexit
+            .iter()
+            .filter(|&&(_, t)| t == site.prog_id)
+            .map(|&(p, _)| p)
+            .collect();
+        self.run_all(&progs, site, |site, args| {
+            args[..2].copy_from_slice(&[site.buff.addr(), u64::from(ret)]);
+        });
     }
 
     /// Fires the events of one run's outcome (`Err`: bpfjet stopped the
@@ -612,12 +721,27 @@ pub(crate) fn filled_left(addr: u64) -> u64 {
         }
         // SAFETY: set only while the site is borrowed by the run.
         let site = unsafe { &*p };
-        std::iter::once(&site.dev)
-            .chain(std::iter::once(&site.prog))
+        [&site.dev, &site.prog, &site.buff, &site.rxq]
+            .into_iter()
             .chain(site.targets.values().map(|t| &t.object))
             .map(|o| o.filled_left(addr))
             .max()
             .unwrap_or(0)
+    })
+}
+
+/// The packet `[data, data_end)` of the `struct xdp_buff` at `buff`, when
+/// it is the running fentry/fexit program's (`bpf_xdp_output`'s context
+/// argument).
+pub(crate) fn xdp_buff_packet(buff: u64) -> Option<(u64, u64)> {
+    EXPOSED.with(|c| {
+        let p = c.get();
+        if p.is_null() {
+            return None;
+        }
+        // SAFETY: set only while the site is borrowed by the run.
+        let site = unsafe { &*p };
+        (site.buff.addr() == buff).then(|| site.packet.get())
     })
 }
 
@@ -642,11 +766,13 @@ mod tests {
                     name: "ifindex".into(),
                     off: 8,
                     size: 4,
+                    object: None,
                 },
                 KernelField {
                     name: "name".into(),
                     off: 16,
                     size: 16,
+                    object: None,
                 },
             ],
         };

@@ -222,7 +222,7 @@ impl Prepared {
         events: &Arc<XdpEvents>,
         facts: ProgFacts,
     ) -> Result<Box<dyn FrameProgram + Send>> {
-        let Ok(site) = EventSite::new(ingress_ifindex, facts) else {
+        let Ok(site) = EventSite::new(ingress_ifindex, rx_queue, facts) else {
             return self.runner(cpu, ingress_ifindex, rx_queue);
         };
         let runner = self.xdp_runner(cpu, ingress_ifindex, rx_queue)?;
