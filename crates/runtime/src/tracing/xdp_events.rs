@@ -512,13 +512,13 @@ impl EventPrograms {
             return;
         }
         site.set_packet(hard_start, data, data_end);
-        let progs: Vec<ProgId> = self
+        let target = site.prog_id;
+        let progs = self
             .fentry
             .iter()
-            .filter(|&&(_, t)| t == site.prog_id)
-            .map(|&(p, _)| p)
-            .collect();
-        self.run_all(&progs, site, |site, args| args[0] = site.buff.addr());
+            .filter(move |&&(_, t)| t == target)
+            .map(|&(p, _)| p);
+        self.run_each(progs, site, |site, args| args[0] = site.buff.addr());
     }
 
     /// Runs the fexit programs of the site's program after it returned
@@ -528,13 +528,13 @@ impl EventPrograms {
             return;
         }
         site.set_packet(hard_start, data, data_end);
-        let progs: Vec<ProgId> = self
+        let target = site.prog_id;
+        let progs = self
             .fexit
             .iter()
-            .filter(|&&(_, t)| t == site.prog_id)
-            .map(|&(p, _)| p)
-            .collect();
-        self.run_all(&progs, site, |site, args| {
+            .filter(move |&&(_, t)| t == target)
+            .map(|&(p, _)| p);
+        self.run_each(progs, site, |site, args| {
             args[..2].copy_from_slice(&[site.buff.addr(), u64::from(ret)]);
         });
     }
@@ -649,13 +649,25 @@ impl EventPrograms {
         site: &mut EventSite,
         fill: impl FnOnce(&EventSite, &mut TpBtfArgs),
     ) {
-        if progs.is_empty() {
+        self.run_each(progs.iter().copied(), site, fill);
+    }
+
+    /// Runs `progs` (none: nothing is filled) on the arguments `fill`
+    /// writes, the site's objects readable meanwhile.
+    fn run_each(
+        &self,
+        progs: impl Iterator<Item = ProgId>,
+        site: &mut EventSite,
+        fill: impl FnOnce(&EventSite, &mut TpBtfArgs),
+    ) {
+        let mut progs = progs.peekable();
+        if progs.peek().is_none() {
             return;
         }
         let mut args: TpBtfArgs = [0; 12];
         fill(site, &mut args);
         let _exposed = Exposed::new(site);
-        for &p in progs {
+        for p in progs {
             self.object.run_tp_btf(p, &mut args, &AT);
         }
     }
