@@ -335,10 +335,10 @@ fn struct_index(
     Ok(idx)
 }
 
-/// Byte offset and type of member `name` of struct `id`, looking through
-/// anonymous structs and unions as C does; bit-fields are not members
-/// bpfjet fills.
-fn member(btf: &Btf, id: u32, name: &str) -> Option<(u64, u32)> {
+/// Byte offset and type of member `name` of struct (or union) `id`,
+/// looking through anonymous structs and unions as C does; bit-fields are
+/// not members bpfjet fills.
+pub fn member(btf: &Btf, id: u32, name: &str) -> Option<(u64, u32)> {
     member_at(btf, id, name, 0)
 }
 

@@ -206,23 +206,8 @@ impl Verifier<'_> {
                 ),
             );
         }
-        let Some(c) = base.val.as_const() else {
-            return err(
-                "module_access",
-                format!("R{regno} is ptr_{} invalid variable offset", t.name),
-            );
-        };
-        let start = base.off as i64 + c as i64 + off;
-        let end = start + size;
-        if start < 0 || end > i64::from(t.size) {
-            return err(
-                "module_access",
-                format!(
-                    "access beyond struct {} at off {start} size {size} (the struct is {} bytes)",
-                    t.name, t.size
-                ),
-            );
-        }
+        let (start, end) =
+            crate::tp_btf::object_range(base, regno, off, size, t.name, t.size, "module_access")?;
         let inside = |f: &ModuleField| {
             start >= i64::from(f.off) && end <= i64::from(f.off) + i64::from(f.size)
         };

@@ -107,20 +107,8 @@ impl Verifier<'_> {
                 ),
             );
         }
-        let Some(c) = base.val.as_const() else {
-            return err(
-                "kernel_obj_access",
-                format!("R{regno} is ptr_{} invalid variable offset", s.name),
-            );
-        };
-        let start = i64::from(base.off) + c as i64 + off;
-        let end = start + size;
-        if start < 0 || end > i64::from(s.size) {
-            return err(
-                "kernel_obj_access",
-                format!("access beyond struct {} at off {start} size {size}", s.name),
-            );
-        }
+        let (start, end) =
+            object_range(base, regno, off, size, &s.name, s.size, "kernel_obj_access")?;
         let field = s
             .fields
             .iter()
@@ -143,4 +131,36 @@ impl Verifier<'_> {
             ),
         }
     }
+}
+
+/// The bytes `[start, end)` a load of `size` at `off` past `base` reads of
+/// an object of struct `name` (`struct_size` bytes): the offset constant,
+/// the bytes inside the struct (else refused under `rule`).
+pub(crate) fn object_range(
+    base: &RegState,
+    regno: u8,
+    off: i64,
+    size: i64,
+    name: &str,
+    struct_size: u32,
+    rule: &'static str,
+) -> VResult<(i64, i64)> {
+    let Some(c) = base.val.as_const() else {
+        return err(
+            rule,
+            format!("R{regno} is ptr_{name} invalid variable offset"),
+        );
+    };
+    let start = i64::from(base.off) + c as i64 + off;
+    let end = start + size;
+    if start < 0 || end > i64::from(struct_size) {
+        return err(
+            rule,
+            format!(
+                "access beyond struct {name} at off {start} size {size} (the struct is \
+                 {struct_size} bytes)"
+            ),
+        );
+    }
+    Ok((start, end))
 }

@@ -58,36 +58,15 @@ fn member(btf: &Btf, id: u32, path: &str) -> Option<(usize, u32)> {
     let mut off = 0usize;
     let mut ty = id;
     for part in path.split('.') {
-        let (o, t) = find_member(btf, ty, part, 0)?;
+        let (o, t) = find_member(btf, ty, part)?;
         off += o;
         ty = t;
     }
     Some((off, ty))
 }
 
-fn find_member(btf: &Btf, id: u32, name: &str, depth: u32) -> Option<(usize, u32)> {
-    if depth > 8 {
-        return None;
-    }
-    let members = match btf.type_by_id(btf.resolve(id)?)? {
-        BtfType::Struct { members, .. } | BtfType::Union { members, .. } => members,
-        _ => return None,
-    };
-    for m in members {
-        if m.bitfield_size != 0 || m.bit_offset % 8 != 0 {
-            continue;
-        }
-        let at = (m.bit_offset / 8) as usize;
-        if m.name == name {
-            return Some((at, m.type_id));
-        }
-        if m.name.is_empty() {
-            if let Some((o, t)) = find_member(btf, m.type_id, name, depth + 1) {
-                return Some((at + o, t));
-            }
-        }
-    }
-    None
+fn find_member(btf: &Btf, id: u32, name: &str) -> Option<(usize, u32)> {
+    bpfjet_obj::tp_btf::member(btf, id, name).map(|(o, t)| (o as usize, t))
 }
 
 fn size(btf: &Btf, id: u32) -> Option<usize> {
