@@ -7,6 +7,8 @@
 //   mode 1: 7, an action past XDP_REDIRECT   -> xdp_exception(act 7), as the kernel
 //   mode 2: bpf_redirect(cfg.redirect_ifindex, 0) -> xdp_redirect / _err
 //   mode 3: XDP_PASS                         -> nothing
+//   mode 4: bpf_redirect_map(&tx_ports, 0, 0), tx_ports[0] = the target
+//           (DEVMAP)                         -> xdp_redirect (map type, id, key)
 //
 // The kernel's structs are declared with the fields read here
 // (preserve_access_index): libbpf relocates the offsets against the
@@ -33,10 +35,18 @@ const volatile struct {
     char ifname[16];
 } cfg SEC(".rodata") = {};
 
+// Mode 4's target: element 0 is cfg.redirect_ifindex (the loader sets it).
+struct {
+    __uint(type, BPF_MAP_TYPE_DEVMAP);
+    __uint(max_entries, 1);
+    __type(key, __u32);
+    __type(value, __u32);
+} tx_ports SEC(".maps");
+
 // Frames the XDP program ran on, by mode.
 struct {
     __uint(type, BPF_MAP_TYPE_ARRAY);
-    __uint(max_entries, 4);
+    __uint(max_entries, 5);
     __type(key, __u32);
     __type(value, __u64);
 } seen SEC(".maps");
@@ -109,6 +119,8 @@ int verdict(struct xdp_md *ctx)
         return 7;
     case 2:
         return bpf_redirect(cfg.redirect_ifindex, 0);
+    case 4:
+        return bpf_redirect_map(&tx_ports, 0, 0);
     default:
         return XDP_PASS;
     }

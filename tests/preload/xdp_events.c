@@ -84,14 +84,23 @@ static int fmt_exception(char *buf, size_t len, const void *key, __u64 count)
                     k->ifindex, k->act, k->prog_type, (unsigned long long)count);
 }
 
+// The id of the object's DEVMAP: map ids differ between the kernel and
+// bpfjet, so a redirect through it prints map_id=tx_ports.
+static __u32 tx_ports_id;
+
 static int fmt_redirect(char *buf, size_t len, const void *key, __u64 count)
 {
     const struct redirect_key *k = key;
+    char map_id[16];
+    if (k->map_id == tx_ports_id)
+        snprintf(map_id, sizeof(map_id), "tx_ports");
+    else
+        snprintf(map_id, sizeof(map_id), "%u", k->map_id);
     return snprintf(buf, len,
-                    "redirect tp=%s ifindex=%u err=%d index=%u map_type=%u map_id=%u tgt=%s "
+                    "redirect tp=%s ifindex=%u err=%d index=%u map_type=%u map_id=%s tgt=%s "
                     "prog_type=%u count=%llu",
                     k->err_tp ? "xdp_redirect_err" : "xdp_redirect", k->ifindex, k->err,
-                    k->index, k->map_type, k->map_id, k->tgt_set ? "set" : "null",
+                    k->index, k->map_type, map_id, k->tgt_set ? "set" : "null",
                     k->prog_type, (unsigned long long)count);
 }
 
@@ -146,6 +155,20 @@ int main(int argc, char **argv)
         if (!bpf_program__attach(p))
             return fail(tps[i], errno);
     }
+    // Mode 4's DEVMAP: element 0 is the redirect target.
+    int tx_fd = bpf_object__find_map_fd_by_name(obj, "tx_ports");
+    if (tx_fd < 0)
+        return fail("find tx_ports", tx_fd);
+    struct bpf_map_info tx_info = {};
+    __u32 tx_len = sizeof(tx_info);
+    if ((err = bpf_obj_get_info_by_fd(tx_fd, &tx_info, &tx_len)))
+        return fail("tx_ports info", err);
+    tx_ports_id = tx_info.id;
+    if (cfg.mode == 4) {
+        __u32 zero = 0;
+        if ((err = bpf_map_update_elem(tx_fd, &zero, &cfg.redirect_ifindex, BPF_ANY)))
+            return fail("tx_ports update", err);
+    }
     struct bpf_program *xdp = bpf_object__find_program_by_name(obj, "verdict");
     if (!xdp)
         return fail("verdict", ENOENT);
@@ -172,7 +195,7 @@ int main(int argc, char **argv)
     qsort(lines, n, sizeof(lines[0]), cmp_line);
     for (int i = 0; i < n; i++)
         printf("%s\n", lines[i]);
-    for (__u32 k = 0; k < 4; k++) {
+    for (__u32 k = 0; k < 5; k++) {
         __u64 v = 0;
         if ((err = bpf_map_lookup_elem(seen_fd, &k, &v)))
             return fail("seen lookup", err);

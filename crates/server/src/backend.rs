@@ -595,6 +595,18 @@ impl BpfjetBackend {
             );
             return Err(Errno::EINVAL);
         }
+        if let (MapType::Devmap | MapType::DevmapHash, Command::MapUpdateElem(e)) =
+            (map.map_type(), cmd)
+        {
+            // The kernel's __dev_map_alloc_node: the ifindex names a device
+            // of the caller's network namespace (this process's), else
+            // EINVAL. (0 clears an array slot: the map checks that.)
+            let raw = user::read(e.value, 4)?;
+            let ifindex = u32::from_ne_bytes(raw[..4].try_into().unwrap());
+            if ifindex != 0 && crate::attach::ifname(ifindex).is_err() {
+                return Err(Errno::EINVAL);
+            }
+        }
         if map.map_type() == MapType::PerfEventArray {
             match cmd {
                 Command::MapUpdateElem(e) => return self.perf_array_elem(map, e, true).map(|()| 0),

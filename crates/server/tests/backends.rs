@@ -11,6 +11,8 @@ const HASH: u32 = 1;
 const ARRAY: u32 = 2;
 const PERCPU_ARRAY: u32 = 6;
 const QUEUE: u32 = 22;
+const DEVMAP: u32 = 14;
+const DEVMAP_HASH: u32 = 25;
 
 /// What one step observed: the result and the bytes it wrote.
 #[derive(Debug, PartialEq)]
@@ -315,6 +317,27 @@ fn sequence(backend: &dyn Backend, ncpus: usize) -> Vec<Step> {
         d.lookup_all(name, b, 4, ty == ARRAY);
         // SAFETY: closing an fd this test created.
         unsafe { libc::close(b as i32) };
+    }
+
+    // A devmap entry names a device of the caller's namespace: the
+    // loopback exists, ifindex 999999 does not (EINVAL); 0 clears an
+    // array slot and is refused in a hash.
+    for (name, ty) in [("devmap", DEVMAP), ("devmap_hash", DEVMAP_HASH)] {
+        let m = d.create(name, ty, 4, 4, 2);
+        for (what, ifindex) in [("lo", 1u32), ("missing device", 999_999), ("zero", 0)] {
+            d.elem(
+                &format!("{name} update {what}"),
+                m,
+                Command::MapUpdateElem,
+                &k(0),
+                &ifindex.to_ne_bytes(),
+                0,
+            );
+        }
+        if m >= 0 {
+            // SAFETY: closing an fd this test created.
+            unsafe { libc::close(m as i32) };
+        }
     }
 
     d.create("bad type", 999, 4, 4, 1);
