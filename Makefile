@@ -54,6 +54,7 @@ test-preload: build
 	BPFJET=$(BPFJET) timeout 600 bash tests/preload/control_planes.sh
 	BPFJET=$(BPFJET) timeout 300 bash tests/preload/xdp_tools.sh
 	BPFJET=$(BPFJET) timeout 300 bash tests/preload/xdp_events.sh
+	BPFJET=$(BPFJET) timeout 120 bash tests/preload/xdpdump.sh
 	BPFJET=$(BPFJET) timeout 300 bash tests/preload/xdp_multiprog.sh
 	BPFJET=$(BPFJET) timeout 120 bash tests/preload/freplace.sh
 	BPFJET=$(BPFJET) timeout 300 bash tests/preload/tail_calls.sh
