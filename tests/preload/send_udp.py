@@ -3,6 +3,7 @@ UDP socket would leave them to checksum offload, which AF_XDP copies do not
 finish): N_DROP to port 9999, then N_PASS to port 8888.
 
 Usage: send_udp.py IFNAME DST_MAC SRC_IP DST_IP N_DROP N_PASS
+(importable: `frame()` builds one, for tests that check the bytes sent).
 """
 import socket, struct, sys
 def csum(b):
@@ -19,11 +20,12 @@ def frame(src_mac, dst_mac, src, dst, dport, payload):
                      socket.inet_aton(src), socket.inet_aton(dst))
     ip = ip[:10] + struct.pack("!H", csum(ip)) + ip[12:]
     return dst_mac + src_mac + b"\x08\x00" + ip + udp
-ifname, dst_mac, src, dst, n_drop, n_pass = sys.argv[1:7]
-s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW)
-s.bind((ifname, 0))
-src_mac = open(f"/sys/class/net/{ifname}/address").read().strip()
-mac = lambda m: bytes.fromhex(m.replace(":", ""))
-for port, n in ((9999, int(n_drop)), (8888, int(n_pass))):
-    for _ in range(n):
-        s.send(frame(mac(src_mac), mac(dst_mac), src, dst, port, b"p" * 32))
+if __name__ == "__main__":
+    ifname, dst_mac, src, dst, n_drop, n_pass = sys.argv[1:7]
+    s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW)
+    s.bind((ifname, 0))
+    src_mac = open(f"/sys/class/net/{ifname}/address").read().strip()
+    mac = lambda m: bytes.fromhex(m.replace(":", ""))
+    for port, n in ((9999, int(n_drop)), (8888, int(n_pass))):
+        for _ in range(n):
+            s.send(frame(mac(src_mac), mac(dst_mac), src, dst, port, b"p" * 32))

@@ -14,8 +14,8 @@
 # N_DROP datagrams to 9999 and N_PASS to 8888 arrive, and its lines
 # (timestamps and program ids left out) must be: per frame, in order, an
 # entry line and an exit line with DROP or PASS, the frame's size, the
-# interface and queue, and the frame's bytes as sent (built here the way
-# send_udp.py builds them). On the kernel first: where the kernel refuses
+# interface and queue, and the frame's bytes as sent (send_udp.py's
+# frame()). On the kernel first: where the kernel refuses
 # fentry programs on XDP programs (this machine's 6.18 does, EPERM at
 # load), that side is skipped loudly and bpfjet is checked against the
 # frames sent alone; otherwise the two outputs must be equal.
@@ -91,26 +91,15 @@ normalise() {
 # What xdpdump must print for the frames sent: an entry and an exit line
 # per frame, and the frame's bytes in its hex layout.
 expected() {
-    python3 - "$MAC_B" "$MAC_A" "$IA" "$N_DROP" "$N_PASS" <<'EOF'
-import socket, struct, sys
-src_mac, dst_mac, ifindex, n_drop, n_pass = sys.argv[1:6]
-def csum(b):
-    if len(b) % 2: b += b"\0"
-    s = sum(struct.unpack("!%dH" % (len(b) // 2), b))
-    while s >> 16: s = (s & 0xffff) + (s >> 16)
-    return ~s & 0xffff
+    python3 - "$ROOT/tests/preload" "$MAC_B" "$MAC_A" "$IA" "$N_DROP" "$N_PASS" <<'EOF'
+import sys
+sys.dont_write_bytecode = True
+sys.path.insert(0, sys.argv[1])
+from send_udp import frame as udp_frame
+src_mac, dst_mac, ifindex, n_drop, n_pass = sys.argv[2:7]
+mac = lambda m: bytes.fromhex(m.replace(":", ""))
 def frame(dport):
-    payload = b"p" * 32
-    src, dst = "10.203.0.2", "10.203.0.1"
-    udp_len = 8 + len(payload)
-    pseudo = socket.inet_aton(src) + socket.inet_aton(dst) + struct.pack("!BBH", 0, 17, udp_len)
-    udp = struct.pack("!HHHH", 40000, dport, udp_len, 0) + payload
-    udp = udp[:6] + struct.pack("!H", csum(pseudo + udp) or 0xffff) + udp[8:]
-    ip = struct.pack("!BBHHHBBH4s4s", 0x45, 0, 20 + udp_len, 0, 0x4000, 64, 17, 0,
-                     socket.inet_aton(src), socket.inet_aton(dst))
-    ip = ip[:10] + struct.pack("!H", csum(ip)) + ip[12:]
-    mac = lambda m: bytes.fromhex(m.replace(":", ""))
-    return mac(dst_mac) + mac(src_mac) + b"\x08\x00" + ip + udp
+    return udp_frame(mac(src_mac), mac(dst_mac), "10.203.0.2", "10.203.0.1", dport, b"p" * 32)
 def hexdump(b):
     for off in range(0, len(b), 16):
         row = b[off:off + 16]
