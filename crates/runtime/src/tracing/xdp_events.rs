@@ -552,7 +552,7 @@ impl EventPrograms {
                 self.redirected(site, v);
             }
         } else if action == action::ABORTED || action > action::REDIRECT {
-            self.run_all(&self.exception, site, |site, args| {
+            self.run_each(self.exception.iter().copied(), site, |site, args| {
                 args[..3].copy_from_slice(&[site.dev.addr(), site.prog.addr(), u64::from(action)]);
             });
             if !self.tp_exception.1.is_empty() {
@@ -630,7 +630,7 @@ impl EventPrograms {
             };
             self.run_records(records, rec);
         }
-        self.run_all(progs, site, |site, args| {
+        self.run_each(progs.iter().copied(), site, |site, args| {
             args[..7].copy_from_slice(&[
                 site.dev.addr(),
                 site.prog.addr(),
@@ -641,15 +641,6 @@ impl EventPrograms {
                 u64::from(via.index),
             ]);
         });
-    }
-
-    fn run_all(
-        &self,
-        progs: &[ProgId],
-        site: &mut EventSite,
-        fill: impl FnOnce(&EventSite, &mut TpBtfArgs),
-    ) {
-        self.run_each(progs.iter().copied(), site, fill);
     }
 
     /// Runs `progs` (none: nothing is filled) on the arguments `fill`
