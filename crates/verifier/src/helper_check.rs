@@ -34,6 +34,10 @@ pub(crate) struct Meta {
     /// `bpf_map_lookup_elem` on an array with a constant in-range key:
     /// the result cannot be NULL.
     const_key_in_range: bool,
+    /// The initialised dynptr argument (its state), for a slice returned.
+    dynptr: Option<RegState>,
+    /// A dynptr argument the call initialises: (frame, offset, kind).
+    init_dynptr: Option<(usize, i64, crate::reg_state::DynptrKind)>,
 }
 
 fn map_allows(map: MapType, id: i32) -> bool {
@@ -43,7 +47,7 @@ fn map_allows(map: MapType, id: i32) -> bool {
         PerfEventArray => matches!(id, 25 | 121),
         CgroupArray => id == 37,
         StackTrace => id == 27,
-        Ringbuf => matches!(id, 130 | 131 | 134),
+        Ringbuf => matches!(id, 130 | 131 | 134 | 198),
         Queue | Stack => matches!(id, 87..=89),
         BloomFilter => matches!(id, 87 | 89),
         Devmap | DevmapHash | Xskmap => matches!(id, 1 | 51),
@@ -61,7 +65,7 @@ fn helper_needs(id: i32, map: MapType) -> bool {
         25 | 121 => map == PerfEventArray,
         37 => map == CgroupArray,
         27 => map == StackTrace,
-        130 | 131 | 134 => map == Ringbuf,
+        130 | 131 | 134 | 198 => map == Ringbuf,
         87 | 89 => matches!(map, Queue | Stack | BloomFilter),
         88 => matches!(map, Queue | Stack),
         51 => matches!(map, Devmap | DevmapHash | Cpumap | Xskmap),
@@ -141,6 +145,9 @@ impl Verifier<'_> {
         }
         // Effects.
         self.apply_write_and_release(st, &mut meta);
+        if let Some((frame, off, kind)) = meta.init_dynptr {
+            self.init_dynptr(st, pc, (frame, off), kind);
+        }
         if proto.changes_pkt_data {
             let privileged = self.env.privileged();
             st.for_each_reg(|r| {
@@ -152,6 +159,7 @@ impl Verifier<'_> {
                     };
                 }
             });
+            self.invalidate_slices(st, crate::dynptr::is_pkt_slice);
         }
         if let Some(kind) = proto.callback {
             let entry = meta.callback.unwrap_or(0) as usize;
@@ -226,6 +234,7 @@ impl Verifier<'_> {
             }
         }
         if let Some(ref_id) = meta.release {
+            Verifier::release_dynptr_slots(st, ref_id);
             st.refs.retain(|r| r.id != ref_id);
             let privileged = self.env.privileged();
             st.for_each_reg(|r| {
@@ -261,6 +270,11 @@ impl Verifier<'_> {
                 r.maybe_null = !meta.const_key_in_range;
                 r.id = id;
                 r
+            }
+            RetType::DynptrSliceOrNull => {
+                let d = meta.dynptr.unwrap_or(RegState::NOT_INIT);
+                let size = meta.alloc_size.unwrap_or(0) as u32;
+                self.dynptr_slice(&d, size, false)
             }
             RetType::PtrToMemOrNull { acquire, .. } => {
                 let size = meta.alloc_size.unwrap_or(0) as u32;
@@ -407,6 +421,17 @@ impl Verifier<'_> {
                 }
             }
             ArgType::PtrToUninitMem => {
+                // check_func_arg: a local dynptr wraps a map value only.
+                if proto.id == 197 && !matches!(reg.ty, RegType::MapValue { .. }) {
+                    return err(
+                        "bad_helper_arg",
+                        format!(
+                            "Unsupported reg type {} for bpf_dynptr_from_mem data (R1 must be \
+                             a map value)",
+                            reg.ty.name()
+                        ),
+                    );
+                }
                 if !is_mem_arg(&reg) {
                     return expect(MEM_ARG_TYPES);
                 }
@@ -570,6 +595,17 @@ impl Verifier<'_> {
                 }
                 _ => return expect("ringbuf_mem"),
             },
+            ArgType::DynptrUninit(kind) => {
+                let (frame, off) = self.check_uninit_dynptr(st, regno, proto.name)?;
+                meta.init_dynptr = Some((frame, off, kind));
+            }
+            ArgType::Dynptr { kind, release } => {
+                let d = self.check_init_dynptr(st, regno, kind, release, proto.name)?;
+                if release {
+                    meta.release = Some(d.ref_id);
+                }
+                meta.dynptr = Some(d);
+            }
             ArgType::PtrToSpinLock => self.check_spin_lock_arg(st, proto.id, &reg, proto.name)?,
             ArgType::PtrToConstStr => {
                 let RegType::MapValue { map } = reg.ty else {
@@ -634,6 +670,18 @@ impl Verifier<'_> {
                     })?;
                 self.note_stack(st, frame, -lo);
                 if write {
+                    // check_stack_range_initialized: never into a dynptr,
+                    // even one the program could overwrite itself.
+                    if !st.frames[frame].stack.dynptrs_in(lo, hi).is_empty() {
+                        return err(
+                            "dynptr_overwrite",
+                            format!(
+                                "potential write to dynptr at off={} disallowed (R{regno}, \
+                                 {what}, writes fp{lo}..fp{hi})",
+                                dynptr_start(&st.frames[frame].stack, lo, hi)
+                            ),
+                        );
+                    }
                     meta.clobber.push((frame, lo, hi));
                 } else {
                     let allow = self.env.privileged();
@@ -878,6 +926,16 @@ fn type_text(r: &RegState) -> String {
 
 /// What the kernel accepts for a memory argument (`mem_types`).
 const MEM_ARG_TYPES: &str = "fp, pkt, pkt_meta, map_key, map_value, mem, ringbuf_mem";
+
+/// The lowest stack offset in `[lo, hi)` that belongs to a dynptr.
+fn dynptr_start(stack: &crate::stack::Stack, lo: i64, hi: i64) -> i64 {
+    (lo..hi)
+        .find(|&o| {
+            let (s, _) = crate::stack::locate(o);
+            stack.slot(s).is_dynptr()
+        })
+        .unwrap_or(lo)
+}
 
 fn is_mem_arg(reg: &RegState) -> bool {
     matches!(

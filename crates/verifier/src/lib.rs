@@ -48,6 +48,7 @@ mod calls;
 mod cfg;
 pub mod ctx_rules;
 mod driver;
+mod dynptr;
 pub mod env;
 pub mod error;
 pub mod facts;

@@ -53,6 +53,18 @@ pub(crate) fn iterator_bytes(off: i64) -> crate::error::VerifyError {
     )
 }
 
+/// The bytes of a dynptr read by the program (the kernel's words: they are
+/// neither spilled registers nor plain data to it).
+pub(crate) fn dynptr_bytes(off: i64, size: usize) -> crate::error::VerifyError {
+    crate::error::VerifyError::new(
+        "dynptr_bytes",
+        format!(
+            "invalid read from stack off {off}+0 size {size}: the bytes belong to a \
+             struct bpf_dynptr, which only the dynptr helpers and kfuncs may use"
+        ),
+    )
+}
+
 fn stack_fault_msg(f: StackFault, regno: u8, size: usize) -> crate::error::VerifyError {
     match f {
         StackFault::Uninit { off } => crate::error::VerifyError::new(
@@ -72,6 +84,7 @@ fn stack_fault_msg(f: StackFault, regno: u8, size: usize) -> crate::error::Verif
             "invalid size of register spill: pointers are spilled as 8 bytes",
         ),
         StackFault::Iterator { off } => iterator_bytes(off),
+        StackFault::Dynptr { off } => dynptr_bytes(off, size),
     }
 }
 
@@ -407,6 +420,10 @@ impl Verifier<'_> {
                             );
                         }
                     }
+                    // A store over a dynptr destroys it (or is refused
+                    // for a referenced one).
+                    let end = if fixed { lo + size as i64 } else { hi };
+                    self.destroy_dynptrs(st, frame, lo, end)?;
                     let stack = &mut st.frames[frame].stack;
                     let res = if fixed {
                         let res = stack.write(lo, size, reg.as_ref(), imm, allow);

@@ -55,6 +55,15 @@ pub enum ArgType {
     /// A kernel object of this struct (`ARG_PTR_TO_BTF_ID`), unmodified:
     /// `bpf_xdp_output`'s `struct xdp_buff *`.
     PtrToKernelStruct(&'static str),
+    /// 16 bytes of the stack the helper makes a dynptr of this kind
+    /// (`ARG_PTR_TO_DYNPTR | MEM_UNINIT`; `dynptr.rs`).
+    DynptrUninit(DynptrKind),
+    /// An initialised dynptr on the stack, of `kind` when given; `release`:
+    /// the call releases its reference (`OBJ_RELEASE`).
+    Dynptr {
+        kind: Option<DynptrKind>,
+        release: bool,
+    },
 }
 
 /// What a helper returns in r0.
@@ -69,6 +78,9 @@ pub enum RetType {
     /// `size` bytes of memory from argument `size_arg` (a constant), or NULL;
     /// acquires a reference when `acquire`.
     PtrToMemOrNull { size_arg: u8, acquire: bool },
+    /// A slice of the dynptr argument, of the constant size argument's
+    /// bytes, or NULL (`RET_PTR_TO_DYNPTR_MEM_OR_NULL`).
+    DynptrSliceOrNull,
 }
 
 /// Who calls a callback argument and with what.
@@ -98,6 +110,7 @@ pub struct HelperProto {
 }
 
 use crate::env::ProgType;
+use crate::reg_state::DynptrKind;
 use ArgType::*;
 
 const fn proto(id: i32, name: &'static str, args: [ArgType; 5], ret: RetType) -> HelperProto {
@@ -149,6 +162,15 @@ const RW_MEM: ArgType = PtrToMem {
 const RW_MEM_OR_NULL: ArgType = PtrToMem {
     maybe_null: true,
     rdonly: false,
+};
+
+const ANY_DYNPTR: ArgType = Dynptr {
+    kind: None,
+    release: false,
+};
+const RINGBUF_DYNPTR_RELEASE: ArgType = Dynptr {
+    kind: Some(DynptrKind::Ringbuf),
+    release: true,
 };
 
 const fn pkt_changing(mut p: HelperProto) -> HelperProto {
@@ -362,6 +384,66 @@ static HELPERS: &[HelperProto] = &[
         RetType::Integer,
     ),
     proto(160, "bpf_ktime_get_coarse_ns", a0(), RetType::Integer),
+    // The dynptr helpers (`dynptr.rs`). bpf_dynptr_from_mem's memory is a
+    // map value (checked by name, as the kernel's check_func_arg does).
+    proto(
+        197,
+        "bpf_dynptr_from_mem",
+        a4(
+            PtrToUninitMem,
+            ConstSizeOrZero,
+            Anything,
+            DynptrUninit(DynptrKind::Local),
+        ),
+        RetType::Integer,
+    ),
+    proto(
+        198,
+        "bpf_ringbuf_reserve_dynptr",
+        a4(
+            ConstMapPtr,
+            Anything,
+            Anything,
+            DynptrUninit(DynptrKind::Ringbuf),
+        ),
+        RetType::Integer,
+    ),
+    proto(
+        199,
+        "bpf_ringbuf_submit_dynptr",
+        a2(RINGBUF_DYNPTR_RELEASE, Anything),
+        RetType::Void,
+    ),
+    proto(
+        200,
+        "bpf_ringbuf_discard_dynptr",
+        a2(RINGBUF_DYNPTR_RELEASE, Anything),
+        RetType::Void,
+    ),
+    proto(
+        201,
+        "bpf_dynptr_read",
+        [
+            PtrToUninitMem,
+            ConstSizeOrZero,
+            ANY_DYNPTR,
+            Anything,
+            Anything,
+        ],
+        RetType::Integer,
+    ),
+    proto(
+        202,
+        "bpf_dynptr_write",
+        [ANY_DYNPTR, Anything, RO_MEM, ConstSizeOrZero, Anything],
+        RetType::Integer,
+    ),
+    proto(
+        203,
+        "bpf_dynptr_data",
+        a3(ANY_DYNPTR, Anything, ConstAllocSize),
+        RetType::DynptrSliceOrNull,
+    ),
     with_callback(
         proto(
             164,

@@ -17,18 +17,55 @@ pub enum MemKind {
     /// The current number of an open-coded number iterator
     /// (`bpf_iter_num_next`): read-only.
     IterValue,
+    /// A slice of a dynptr's memory (`bpf_dynptr_data`, `bpf_dynptr_slice`):
+    /// dies with the dynptr (`RegState::dynptr_id`).
+    /// `pkt`: of an XDP dynptr (dies when a helper changes the packet).
+    DynptrSlice { rdonly: bool, pkt: bool },
+}
+
+/// What a `struct bpf_dynptr` points into (the kernel's
+/// `enum bpf_dynptr_type`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum DynptrKind {
+    /// `bpf_dynptr_from_mem`: a map value.
+    Local,
+    /// `bpf_ringbuf_reserve_dynptr`: a ring-buffer sample, a reference.
+    Ringbuf,
+    /// `bpf_dynptr_from_xdp`: the frame.
+    Xdp,
+}
+
+impl DynptrKind {
+    /// The kernel's name of the type in its messages.
+    pub fn name(self) -> &'static str {
+        match self {
+            DynptrKind::Local => "local",
+            DynptrKind::Ringbuf => "ringbuf",
+            DynptrKind::Xdp => "xdp",
+        }
+    }
+
+    /// Whether slices of it point into the packet (and die with packet
+    /// pointers when a helper changes the packet).
+    pub fn is_pkt(self) -> bool {
+        self == DynptrKind::Xdp
+    }
 }
 
 impl MemKind {
     /// Whether programs may only read it.
     pub fn is_rdonly(self) -> bool {
-        matches!(self, MemKind::MapKey | MemKind::IterValue)
+        matches!(
+            self,
+            MemKind::MapKey | MemKind::IterValue | MemKind::DynptrSlice { rdonly: true, .. }
+        )
     }
 
     /// What a write into read-only memory of this kind wrote into.
     pub fn rdonly_what(self) -> &'static str {
         match self {
             MemKind::IterValue => "a read-only iterator element (rdonly_mem)",
+            MemKind::DynptrSlice { .. } => "a read-only dynptr slice (rdonly_mem)",
             _ => "a read-only map key",
         }
     }
@@ -98,6 +135,14 @@ pub enum RegType {
     IterNum {
         active: bool,
     },
+    /// One of the two stack slots of a `struct bpf_dynptr` (`first`: the
+    /// lower one, where the dynptr starts), only ever in a stack slot. The
+    /// state's `id` names the dynptr (its slices carry it as `dynptr_id`),
+    /// `ref_id` the reference of a ringbuf dynptr (`dynptr.rs`).
+    Dynptr {
+        kind: DynptrKind,
+        first: bool,
+    },
 }
 
 impl RegType {
@@ -131,6 +176,7 @@ impl RegType {
             RegType::Module { .. } => "ptr_module_obj",
             RegType::KernelObj { .. } => "trusted_ptr_kernel_obj",
             RegType::IterNum { .. } => "iter_num",
+            RegType::Dynptr { .. } => "dynptr",
         }
     }
 }
@@ -151,6 +197,9 @@ pub struct RegState {
     pub range: u32,
     /// The acquired reference (ringbuf reservation) this pointer belongs to.
     pub ref_id: u32,
+    /// Dynptr slices: the `id` of the dynptr they came from (they die with
+    /// it).
+    pub dynptr_id: u32,
     /// Scalars in explored states (checkpoints): some safety decision below
     /// the state depended on the exact value, so pruning must compare it.
     /// Imprecise scalars match any scalar. Never set in states being
@@ -167,6 +216,7 @@ impl RegState {
         id: 0,
         range: 0,
         ref_id: 0,
+        dynptr_id: 0,
         precise: false,
     };
 

@@ -49,6 +49,12 @@ impl Slot {
             .is_some_and(|r| matches!(r.ty, RegType::IterNum { .. }))
     }
 
+    /// Whether the slot holds half of a `struct bpf_dynptr`.
+    pub fn is_dynptr(&self) -> bool {
+        self.spill
+            .is_some_and(|r| matches!(r.ty, RegType::Dynptr { .. }))
+    }
+
     /// Drop the spilled register, keeping its bytes as "written".
     fn forget_spill(&mut self) {
         if self.spill.take().is_some() {
@@ -81,6 +87,10 @@ pub enum StackFault {
     /// Reading, writing or handing to a helper the bytes of an open-coded
     /// iterator (only its kfuncs may touch them).
     Iterator { off: i64 },
+    /// Reading the bytes of a dynptr, or a helper writing them (only the
+    /// dynptr helpers and kfuncs may; a program's own store destroys an
+    /// unreferenced dynptr first, `Verifier::destroy_dynptrs`).
+    Dynptr { off: i64 },
 }
 
 /// The slot and the byte inside it of frame offset `off`.
@@ -289,7 +299,8 @@ impl Stack {
         Ok(())
     }
 
-    /// An error if bytes `[lo, hi)` touch an open-coded iterator.
+    /// An error if bytes `[lo, hi)` touch an open-coded iterator or a
+    /// dynptr.
     fn refuse_iter(&self, lo: i64, hi: i64) -> Result<(), StackFault> {
         let mut o = lo;
         while o < hi {
@@ -297,9 +308,72 @@ impl Stack {
             if self.slot(s).is_iter() {
                 return Err(StackFault::Iterator { off: o });
             }
+            if self.slot(s).is_dynptr() {
+                return Err(StackFault::Dynptr { off: o });
+            }
             o += 8 - b as i64;
         }
         Ok(())
+    }
+
+    /// The dynptrs with a slot in bytes `[lo, hi)`: each one's first-slot
+    /// state (its `id` and `ref_id`), once.
+    pub fn dynptrs_in(&self, lo: i64, hi: i64) -> Vec<RegState> {
+        let mut found: Vec<RegState> = Vec::new();
+        let mut o = lo;
+        while o < hi {
+            let (s, b) = locate(o);
+            if let Some(r) = self.slot(s).spill.filter(|_| self.slot(s).is_dynptr()) {
+                if !found.iter().any(|f| f.id == r.id) {
+                    found.push(r);
+                }
+            }
+            o += 8 - b as i64;
+        }
+        found
+    }
+
+    /// The dynptr starting at `off` (a multiple of 8), if the two slots
+    /// `[off, off + 16)` hold one.
+    pub fn dynptr_at(&self, off: i64) -> Option<RegState> {
+        let (s, _) = locate(off);
+        let (first, second) = (self.slot(s), self.slot(s.checked_sub(1)?));
+        match (first.spill, second.spill) {
+            (Some(a), Some(b))
+                if matches!(a.ty, RegType::Dynptr { first: true, .. })
+                    && matches!(b.ty, RegType::Dynptr { first: false, .. })
+                    && a.id == b.id =>
+            {
+                Some(a)
+            }
+            _ => None,
+        }
+    }
+
+    /// Make `[off, off + 16)` the dynptr `d` (its type's `first` is set
+    /// per slot here).
+    pub fn set_dynptr(&mut self, off: i64, d: RegState) {
+        let (s, _) = locate(off);
+        for (slot, first) in [(s, true), (s - 1, false)] {
+            let mut r = d;
+            if let RegType::Dynptr { kind, .. } = d.ty {
+                r.ty = RegType::Dynptr { kind, first };
+            }
+            let slot = self.slot_mut(slot);
+            slot.bytes = [ByteKind::Spill; 8];
+            slot.spill = Some(r);
+            slot.spill_size = 8;
+        }
+    }
+
+    /// Forget dynptr `id`: its slots become never written, as the kernel
+    /// leaves a destroyed or released dynptr's slots.
+    pub fn clear_dynptr(&mut self, id: u32) {
+        for slot in &mut self.slots {
+            if slot.is_dynptr() && slot.spill.is_some_and(|r| r.id == id) {
+                *slot = Slot::EMPTY;
+            }
+        }
     }
 
     /// The iterator in the slot at `off` (a multiple of 8), if any.

@@ -188,6 +188,11 @@ fn stub_helpers(maps: &[MapSpec]) -> HelperRegistry {
                     world.ringbuf.as_ptr() as u64
                 }
                 131 => 0,
+                // bpf_dynptr_data: a slice of the constant length, or NULL.
+                203 if !null && args[2] <= world.ringbuf.len() as u64 => {
+                    world.ringbuf.as_ptr() as u64
+                }
+                203 => 0,
                 44 | 54 | 65 | 12 => u64::MAX, // failure: the packet stays as it is
                 _ => world.rng.next() & 0xff,
             })

@@ -1,0 +1,436 @@
+# bpf_dynptr_data (203): a slice of a constant size, NULL when out of
+# range; it dies with its dynptr (overwritten or initialised again), copies
+# included; bpf_dynptr_write (202) reads initialised memory
+# maps: array 4 16 1
+# expect: ok=accept oob=reject no_null_check=reject var_len=reject var_off=accept after_overwrite=reject after_reinit=reject copy_survives_other=accept zero_len=accept zero_len_deref=reject uninit=reject write_from_stack=accept write_uninit_src=accept slice_ptr_arith=accept slice_ptr_arith_oob=reject slice_to_helper=accept slice_spilled=reject
+# expect-unpriv: ok=accept oob=reject no_null_check=reject var_len=reject var_off=accept after_overwrite=reject after_reinit=reject copy_survives_other=accept zero_len=accept zero_len_deref=reject uninit=reject write_from_stack=accept write_uninit_src=reject slice_ptr_arith=accept slice_ptr_arith_oob=reject slice_to_helper=accept slice_spilled=reject
+--- ok
+stw [%r10-36], 0
+lddw %r1, map_idx 0
+mov %r2, %r10
+add %r2, -36
+call 1
+jeq %r0, 0, out
+mov %r6, %r0
+mov %r1, %r6
+mov %r2, 8
+mov %r3, 0
+mov %r4, %r10
+add %r4, -16
+call 197
+mov %r1, %r10
+add %r1, -16
+mov %r2, 0
+mov %r3, 8
+call 203
+jeq %r0, 0, out
+stb [%r0+0], 1
+ldxb %r1, [%r0+7]
+out:
+mov %r0, 2
+exit
+--- oob
+stw [%r10-36], 0
+lddw %r1, map_idx 0
+mov %r2, %r10
+add %r2, -36
+call 1
+jeq %r0, 0, out
+mov %r6, %r0
+mov %r1, %r6
+mov %r2, 8
+mov %r3, 0
+mov %r4, %r10
+add %r4, -16
+call 197
+mov %r1, %r10
+add %r1, -16
+mov %r2, 0
+mov %r3, 8
+call 203
+jeq %r0, 0, out
+ldxb %r1, [%r0+8]
+out:
+mov %r0, 2
+exit
+--- no_null_check
+stw [%r10-36], 0
+lddw %r1, map_idx 0
+mov %r2, %r10
+add %r2, -36
+call 1
+jeq %r0, 0, out
+mov %r6, %r0
+mov %r1, %r6
+mov %r2, 8
+mov %r3, 0
+mov %r4, %r10
+add %r4, -16
+call 197
+mov %r1, %r10
+add %r1, -16
+mov %r2, 0
+mov %r3, 8
+call 203
+ldxb %r1, [%r0+0]
+out:
+mov %r0, 2
+exit
+--- var_len
+stw [%r10-36], 0
+lddw %r1, map_idx 0
+mov %r2, %r10
+add %r2, -36
+call 1
+jeq %r0, 0, out
+mov %r6, %r0
+ldxw %r7, [%r6+0]
+and %r7, 7
+mov %r1, %r6
+mov %r2, 8
+mov %r3, 0
+mov %r4, %r10
+add %r4, -16
+call 197
+mov %r1, %r10
+add %r1, -16
+mov %r2, 0
+mov %r3, %r7
+call 203
+jeq %r0, 0, out
+ldxb %r1, [%r0+0]
+out:
+mov %r0, 2
+exit
+--- var_off
+stw [%r10-36], 0
+lddw %r1, map_idx 0
+mov %r2, %r10
+add %r2, -36
+call 1
+jeq %r0, 0, out
+mov %r6, %r0
+ldxw %r7, [%r6+0]
+mov %r1, %r6
+mov %r2, 8
+mov %r3, 0
+mov %r4, %r10
+add %r4, -16
+call 197
+mov %r1, %r10
+add %r1, -16
+mov %r2, %r7
+mov %r3, 8
+call 203
+jeq %r0, 0, out
+ldxb %r1, [%r0+7]
+out:
+mov %r0, 2
+exit
+--- after_overwrite
+stw [%r10-36], 0
+lddw %r1, map_idx 0
+mov %r2, %r10
+add %r2, -36
+call 1
+jeq %r0, 0, out
+mov %r6, %r0
+mov %r1, %r6
+mov %r2, 8
+mov %r3, 0
+mov %r4, %r10
+add %r4, -16
+call 197
+mov %r1, %r10
+add %r1, -16
+mov %r2, 0
+mov %r3, 8
+call 203
+jeq %r0, 0, out
+stdw [%r10-16], 0
+ldxb %r1, [%r0+0]
+out:
+mov %r0, 2
+exit
+--- after_reinit
+stw [%r10-36], 0
+lddw %r1, map_idx 0
+mov %r2, %r10
+add %r2, -36
+call 1
+jeq %r0, 0, out
+mov %r6, %r0
+mov %r1, %r6
+mov %r2, 8
+mov %r3, 0
+mov %r4, %r10
+add %r4, -16
+call 197
+mov %r1, %r10
+add %r1, -16
+mov %r2, 0
+mov %r3, 8
+call 203
+jeq %r0, 0, out
+mov %r9, %r0
+mov %r1, %r6
+mov %r2, 8
+mov %r3, 0
+mov %r4, %r10
+add %r4, -16
+call 197
+ldxb %r1, [%r9+0]
+out:
+mov %r0, 2
+exit
+--- copy_survives_other
+stw [%r10-36], 0
+lddw %r1, map_idx 0
+mov %r2, %r10
+add %r2, -36
+call 1
+jeq %r0, 0, out
+mov %r6, %r0
+mov %r1, %r6
+mov %r2, 8
+mov %r3, 0
+mov %r4, %r10
+add %r4, -16
+call 197
+mov %r1, %r6
+mov %r2, 8
+mov %r3, 0
+mov %r4, %r10
+add %r4, -48
+call 197
+mov %r1, %r10
+add %r1, -16
+mov %r2, 0
+mov %r3, 8
+call 203
+jeq %r0, 0, out
+mov %r9, %r0
+stdw [%r10-48], 0
+ldxb %r1, [%r9+0]
+out:
+mov %r0, 2
+exit
+--- zero_len
+stw [%r10-36], 0
+lddw %r1, map_idx 0
+mov %r2, %r10
+add %r2, -36
+call 1
+jeq %r0, 0, out
+mov %r6, %r0
+mov %r1, %r6
+mov %r2, 8
+mov %r3, 0
+mov %r4, %r10
+add %r4, -16
+call 197
+mov %r1, %r10
+add %r1, -16
+mov %r2, 0
+mov %r3, 0
+call 203
+out:
+mov %r0, 2
+exit
+--- zero_len_deref
+stw [%r10-36], 0
+lddw %r1, map_idx 0
+mov %r2, %r10
+add %r2, -36
+call 1
+jeq %r0, 0, out
+mov %r6, %r0
+mov %r1, %r6
+mov %r2, 8
+mov %r3, 0
+mov %r4, %r10
+add %r4, -16
+call 197
+mov %r1, %r10
+add %r1, -16
+mov %r2, 0
+mov %r3, 0
+call 203
+jeq %r0, 0, out
+ldxb %r1, [%r0+0]
+out:
+mov %r0, 2
+exit
+--- uninit
+stw [%r10-36], 0
+lddw %r1, map_idx 0
+mov %r2, %r10
+add %r2, -36
+call 1
+jeq %r0, 0, out
+mov %r6, %r0
+mov %r1, %r10
+add %r1, -16
+mov %r2, 0
+mov %r3, 8
+call 203
+out:
+mov %r0, 2
+exit
+--- write_from_stack
+stw [%r10-36], 0
+lddw %r1, map_idx 0
+mov %r2, %r10
+add %r2, -36
+call 1
+jeq %r0, 0, out
+mov %r6, %r0
+mov %r1, %r6
+mov %r2, 8
+mov %r3, 0
+mov %r4, %r10
+add %r4, -16
+call 197
+stdw [%r10-32], 3
+mov %r1, %r10
+add %r1, -16
+mov %r2, 0
+mov %r3, %r10
+add %r3, -32
+mov %r4, 8
+mov %r5, 0
+call 202
+out:
+mov %r0, 2
+exit
+--- write_uninit_src
+stw [%r10-36], 0
+lddw %r1, map_idx 0
+mov %r2, %r10
+add %r2, -36
+call 1
+jeq %r0, 0, out
+mov %r6, %r0
+mov %r1, %r6
+mov %r2, 8
+mov %r3, 0
+mov %r4, %r10
+add %r4, -16
+call 197
+mov %r1, %r10
+add %r1, -16
+mov %r2, 0
+mov %r3, %r10
+add %r3, -32
+mov %r4, 8
+mov %r5, 0
+call 202
+out:
+mov %r0, 2
+exit
+--- slice_ptr_arith
+stw [%r10-36], 0
+lddw %r1, map_idx 0
+mov %r2, %r10
+add %r2, -36
+call 1
+jeq %r0, 0, out
+mov %r6, %r0
+mov %r1, %r6
+mov %r2, 8
+mov %r3, 0
+mov %r4, %r10
+add %r4, -16
+call 197
+mov %r1, %r10
+add %r1, -16
+mov %r2, 0
+mov %r3, 8
+call 203
+jeq %r0, 0, out
+add %r0, 4
+ldxw %r1, [%r0+0]
+out:
+mov %r0, 2
+exit
+--- slice_ptr_arith_oob
+stw [%r10-36], 0
+lddw %r1, map_idx 0
+mov %r2, %r10
+add %r2, -36
+call 1
+jeq %r0, 0, out
+mov %r6, %r0
+mov %r1, %r6
+mov %r2, 8
+mov %r3, 0
+mov %r4, %r10
+add %r4, -16
+call 197
+mov %r1, %r10
+add %r1, -16
+mov %r2, 0
+mov %r3, 8
+call 203
+jeq %r0, 0, out
+add %r0, 5
+ldxw %r1, [%r0+0]
+out:
+mov %r0, 2
+exit
+--- slice_to_helper
+stw [%r10-36], 0
+lddw %r1, map_idx 0
+mov %r2, %r10
+add %r2, -36
+call 1
+jeq %r0, 0, out
+mov %r6, %r0
+mov %r1, %r6
+mov %r2, 8
+mov %r3, 0
+mov %r4, %r10
+add %r4, -16
+call 197
+mov %r1, %r10
+add %r1, -16
+mov %r2, 0
+mov %r3, 8
+call 203
+jeq %r0, 0, out
+mov %r1, %r0
+mov %r2, 8
+mov %r3, 0
+mov %r4, 0
+mov %r5, 0
+call 28
+out:
+mov %r0, 2
+exit
+--- slice_spilled
+stw [%r10-36], 0
+lddw %r1, map_idx 0
+mov %r2, %r10
+add %r2, -36
+call 1
+jeq %r0, 0, out
+mov %r6, %r0
+mov %r1, %r6
+mov %r2, 8
+mov %r3, 0
+mov %r4, %r10
+add %r4, -16
+call 197
+mov %r1, %r10
+add %r1, -16
+mov %r2, 0
+mov %r3, 8
+call 203
+jeq %r0, 0, out
+stxdw [%r10-24], %r0
+stdw [%r10-16], 0
+ldxdw %r0, [%r10-24]
+ldxb %r1, [%r0+0]
+out:
+mov %r0, 2
+exit
