@@ -42,6 +42,10 @@ impl Verifier<'_> {
         if let Some(k) = crate::iter::IterKfunc::from_name(&name) {
             return self.check_iter_kfunc(st, pc, k);
         }
+        if let Some(k) = crate::dynptr_kfunc::DynptrKfunc::from_name(&name) {
+            self.check_call_under_lock(st, KFUNC_ID, k.name())?;
+            return self.check_dynptr_kfunc(st, pc, k);
+        }
         let Some(proto) = self.kfunc_by_name(&name) else {
             return err(
                 "unknown_kfunc",

@@ -49,6 +49,7 @@ mod cfg;
 pub mod ctx_rules;
 mod driver;
 mod dynptr;
+pub mod dynptr_kfunc;
 pub mod env;
 pub mod error;
 pub mod facts;
