@@ -164,7 +164,7 @@ fn family_layout(
         LpmTrie => crate::lpm::LpmTrie::layout(g, data_off)?,
         Queue | Stack => QueueStack::layout(g, data_off),
         BloomFilter => crate::bloom::BloomFilter::layout(g, data_off),
-        Ringbuf => RingBuf::layout(g, data_off),
+        Ringbuf | UserRingbuf => RingBuf::layout(g, data_off),
         PerfEventArray => {
             crate::perf_event::PerfEventArray::layout(g, data_off, opts.perf_ring_bytes)
         }
@@ -186,7 +186,7 @@ unsafe fn attach(base: *mut u8, g: &Geometry, l: &Words) -> Family {
         LpmTrie => Family::Lpm(crate::lpm::LpmTrie::attach(base, g, l)),
         Queue | Stack => Family::QueueStack(QueueStack::attach(base, g, l)),
         BloomFilter => Family::Bloom(crate::bloom::BloomFilter::attach(base, g, l)),
-        Ringbuf => Family::Ringbuf(RingBuf::attach(base, g, l)),
+        Ringbuf | UserRingbuf => Family::Ringbuf(RingBuf::attach(base, g, l)),
         PerfEventArray => Family::Perf(crate::perf_event::PerfEventArray::attach(base, g, l)),
     }
 }

@@ -36,6 +36,10 @@ pub enum MapType {
     Stack = 23,
     Ringbuf = 27,
     BloomFilter = 30,
+    /// `BPF_MAP_TYPE_USER_RINGBUF`: the RINGBUF layout with the roles
+    /// swapped: userspace produces (libbpf's `user_ring_buffer`), programs
+    /// consume with `bpf_user_ringbuf_drain`.
+    UserRingbuf = 31,
 }
 
 impl MapType {
@@ -64,6 +68,7 @@ impl MapType {
             25 => DevmapHash,
             27 => Ringbuf,
             30 => BloomFilter,
+            31 => UserRingbuf,
             _ => return None,
         })
     }
@@ -94,6 +99,7 @@ impl MapType {
             Stack => "stack",
             Ringbuf => "ringbuf",
             BloomFilter => "bloom_filter",
+            UserRingbuf => "user_ringbuf",
         }
     }
 

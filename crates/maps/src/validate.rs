@@ -224,7 +224,7 @@ pub(crate) fn validate(
                 return Err(einval("bloom: key_size 0, value_size > 0, map_extra <= 15"));
             }
         }
-        Ringbuf => {
+        Ringbuf | UserRingbuf => {
             if fl & !f::NUMA_NODE != 0
                 || k != 0
                 || v != 0

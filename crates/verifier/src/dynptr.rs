@@ -71,6 +71,15 @@ impl Verifier<'_> {
         regno: u8,
         func: &str,
     ) -> VResult<(usize, i64)> {
+        if st.reg(regno).ty == RegType::ConstDynptr {
+            return err(
+                "dynptr_uninit",
+                format!(
+                    "Dynptr has to be an uninitialized dynptr: R{regno} of {func} points to a \
+                     const bpf_dynptr (a bpf_user_ringbuf_drain sample), which it would overwrite"
+                ),
+            );
+        }
         let (frame, off) = self.dynptr_location(st, regno, func).map_err(|mut e| {
             if e.rule == "dynptr_offset" {
                 e.message = format!("Dynptr has to be an uninitialized dynptr: {}", e.message);
@@ -110,6 +119,44 @@ impl Verifier<'_> {
         release: bool,
         func: &str,
     ) -> VResult<RegState> {
+        let reg = *st.reg(regno);
+        if reg.ty == RegType::ConstDynptr {
+            if release {
+                return err(
+                    "bad_release",
+                    format!(
+                        "cannot release unowned const bpf_dynptr (R{regno} of {func}: a \
+                         bpf_user_ringbuf_drain sample)"
+                    ),
+                );
+            }
+            if reg.off != 0 || !reg.val.is_zero() {
+                return err(
+                    "dynptr_offset",
+                    format!("R{regno} of {func}: a const bpf_dynptr pointer must not be moved"),
+                );
+            }
+            if kind.is_some_and(|k| k != DynptrKind::Local) {
+                return err(
+                    "dynptr_kind",
+                    format!(
+                        "Expected a dynptr of type {} as arg #{} of {func}, R{regno} is a \
+                         local one",
+                        kind.map_or("", DynptrKind::name),
+                        regno - 1
+                    ),
+                );
+            }
+            let mut d = RegState::pointer(
+                RegType::Dynptr {
+                    kind: DynptrKind::Local,
+                    first: true,
+                },
+                0,
+            );
+            d.id = reg.id;
+            return Ok(d);
+        }
         let (frame, off) = self.dynptr_location(st, regno, func)?;
         let d = st.frames[frame].stack.dynptr_at(off);
         if release && d.is_none_or(|d| d.ref_id == 0) {

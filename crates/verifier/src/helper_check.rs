@@ -48,6 +48,7 @@ fn map_allows(map: MapType, id: i32) -> bool {
         CgroupArray => id == 37,
         StackTrace => id == 27,
         Ringbuf => matches!(id, 130 | 131 | 134 | 198),
+        UserRingbuf => id == 209,
         Queue | Stack => matches!(id, 87..=89),
         BloomFilter => matches!(id, 87 | 89),
         Devmap | DevmapHash | Xskmap => matches!(id, 1 | 51),
@@ -66,6 +67,7 @@ fn helper_needs(id: i32, map: MapType) -> bool {
         37 => map == CgroupArray,
         27 => map == StackTrace,
         130 | 131 | 134 | 198 => map == Ringbuf,
+        209 => map == UserRingbuf,
         87 | 89 => matches!(map, Queue | Stack | BloomFilter),
         88 => matches!(map, Queue | Stack),
         51 => matches!(map, Devmap | DevmapHash | Cpumap | Xskmap),
@@ -843,6 +845,12 @@ impl Verifier<'_> {
                 );
                 args[2] = RegState::pointer(RegType::MapValue { map: m }, 0);
                 args[3] = ctx;
+            }
+            CallbackKind::UserRingbufDrain => {
+                let mut sample = RegState::pointer(RegType::ConstDynptr, 0);
+                sample.id = self.fresh_id();
+                args[0] = sample;
+                args[1] = ctx;
             }
         }
         let info = CallbackInfo {

@@ -28,7 +28,7 @@ pub fn struct_name(map_type: MapType) -> &'static str {
         Cpumap => "bpf_cpu_map",
         Xskmap => "xsk_map",
         Queue | Stack => "bpf_queue_stack",
-        Ringbuf => "bpf_ringbuf_map",
+        Ringbuf | UserRingbuf => "bpf_ringbuf_map",
         BloomFilter => "bpf_bloom_filter",
     }
 }

@@ -90,6 +90,9 @@ pub enum CallbackKind {
     Loop,
     /// `bpf_for_each_map_elem(map, cb, ctx, flags)`: `cb(map, key, value, ctx)`.
     ForEachMapElem,
+    /// `bpf_user_ringbuf_drain(map, cb, ctx, flags)`: `cb(const struct
+    /// bpf_dynptr *sample, void *ctx)` per sample.
+    UserRingbufDrain,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -386,6 +389,15 @@ static HELPERS: &[HelperProto] = &[
     proto(160, "bpf_ktime_get_coarse_ns", a0(), RetType::Integer),
     // The dynptr helpers (`dynptr.rs`). bpf_dynptr_from_mem's memory is a
     // map value (checked by name, as the kernel's check_func_arg does).
+    with_callback(
+        proto(
+            209,
+            "bpf_user_ringbuf_drain",
+            a4(ConstMapPtr, PtrToFunc, PtrToStackOrNull, Anything),
+            RetType::Integer,
+        ),
+        CallbackKind::UserRingbufDrain,
+    ),
     proto(
         197,
         "bpf_dynptr_from_mem",

@@ -109,7 +109,8 @@ fn reg_covers(old: &RegState, cur: &RegState, ids: &mut IdMap, tmp: &mut u32, mo
         return false;
     }
     // A dynptr's slots and its slices: the same dynptr in both states.
-    if matches!(old.ty, RegType::Dynptr { .. }) && !ids.check(old.id, cur.id) {
+    if matches!(old.ty, RegType::Dynptr { .. } | RegType::ConstDynptr) && !ids.check(old.id, cur.id)
+    {
         return false;
     }
     if old.dynptr_id != 0 && !ids.check(old.dynptr_id, cur.dynptr_id) {

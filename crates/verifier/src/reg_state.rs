@@ -143,6 +143,11 @@ pub enum RegType {
         kind: DynptrKind,
         first: bool,
     },
+    /// A pointer to a read-only dynptr the program does not own (the
+    /// kernel's `CONST_PTR_TO_DYNPTR`): `bpf_user_ringbuf_drain`'s
+    /// callback argument, a local dynptr over one sample. Helpers and
+    /// kfuncs may use it, never initialise or release it; `id` names it.
+    ConstDynptr,
 }
 
 impl RegType {
@@ -177,6 +182,7 @@ impl RegType {
             RegType::KernelObj { .. } => "trusted_ptr_kernel_obj",
             RegType::IterNum { .. } => "iter_num",
             RegType::Dynptr { .. } => "dynptr",
+            RegType::ConstDynptr => "dynptr_ptr",
         }
     }
 }
