@@ -18,12 +18,20 @@
 # frame()). On the kernel first: where the kernel refuses
 # fentry programs on XDP programs (this machine's 6.18 does, EPERM at
 # load), that side is skipped loudly and bpfjet is checked against the
-# frames sent alone; otherwise the two outputs must be equal.
+# frames sent alone; otherwise the two outputs must be equal. Each side
+# must also have captured 2 * (N_DROP + N_PASS) frames and said so on
+# SIGINT (xdpdump 1.3.1 has no packet count option), so that neither passes
+# on an empty capture.
+#
+# XDPDUMP_ONLY=kernel runs the kernel side alone (no bpfjet binary needed),
+# XDPDUMP_ONLY=bpfjet the bpfjet side alone.
 #
 # Needs root, xdp-tools, clang-19, iproute2, python3.
 # Usage: BPFJET=target/release/bpfjet tests/preload/xdpdump.sh
 set -euo pipefail
 
+ONLY=${XDPDUMP_ONLY:-}
+case "$ONLY" in "" | kernel | bpfjet) ;; *) echo "XDPDUMP_ONLY: kernel or bpfjet"; exit 2 ;; esac
 BPFJET=${BPFJET:-target/release/bpfjet}
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 for tool in xdpdump xdp-loader clang-19 ip python3; do
@@ -32,20 +40,27 @@ done
 [ "$(id -u)" = 0 ] || { echo "SKIPPED: network namespaces need root" | tee -a "${BPFJET_SKIP_LOG:-/dev/null}"; exit 0; }
 [ -f /sys/kernel/btf/vmlinux ] || {
     echo "SKIPPED: no kernel BTF: fentry/fexit programs need it" | tee -a "${BPFJET_SKIP_LOG:-/dev/null}"; exit 0; }
-BPFJET=$(realpath "$BPFJET")
-[ -f "$(dirname "$BPFJET")/libbpfjet.so" ] || {
-    echo "FAIL: $(dirname "$BPFJET")/libbpfjet.so missing (cargo build -p bpfjet-preload)"; exit 1; }
-KERN=$(dirname "$BPFJET")/../../build/examples/xdp_kern/xsk_redirect.o
-if [ -z "${BPFJET_XSK_KERN:-}" ] && [ ! -f "$KERN" ]; then
-    make -s -C "$ROOT/examples" ../build/examples/xdp_kern/xsk_redirect.o
+if [ "$ONLY" != kernel ]; then
+    [ -x "$BPFJET" ] || { echo "FAIL: $BPFJET missing (cargo build --release)"; exit 1; }
+    BPFJET=$(realpath "$BPFJET")
+    [ -f "$(dirname "$BPFJET")/libbpfjet.so" ] || {
+        echo "FAIL: $(dirname "$BPFJET")/libbpfjet.so missing (cargo build -p bpfjet-preload)"; exit 1; }
+    KERN=$(dirname "$BPFJET")/../../build/examples/xdp_kern/xsk_redirect.o
+    if [ -z "${BPFJET_XSK_KERN:-}" ] && [ ! -f "$KERN" ]; then
+        make -s -C "$ROOT/examples" ../build/examples/xdp_kern/xsk_redirect.o
+    fi
 fi
 
 WORK=$(mktemp -d)
 INST=xdpdump$$
 export BPFJET_RUN_DIR=$WORK/run
 A=bjda$$; B=bjdb$$; VA=bjd$$a; VB=bjd$$b
+DUMP_PID=
 cleanup() {
-    ip netns exec "$A" "$BPFJET" exec --instance "$INST" -- xdp-loader unload "$VA" --all >/dev/null 2>&1 || true
+    [ -n "$DUMP_PID" ] && kill -INT "$DUMP_PID" 2>/dev/null || true
+    if [ "$ONLY" != kernel ]; then
+        ip netns exec "$A" "$BPFJET" exec --instance "$INST" -- xdp-loader unload "$VA" --all >/dev/null 2>&1 || true
+    fi
     ip netns del "$A" 2>/dev/null || true
     ip netns del "$B" 2>/dev/null || true
     rm -rf "$WORK"
@@ -80,7 +95,7 @@ MAC_A=$(field "$A" "$VA" address); MAC_B=$(field "$B" "$VB" address)
 ip -n "$A" neigh replace 10.203.0.2 lladdr "$MAC_B" dev "$VA" nud permanent
 ip -n "$B" neigh replace 10.203.0.1 lladdr "$MAC_A" dev "$VB" nud permanent
 IA=$(field "$A" "$VA" ifindex)
-N_DROP=3; N_PASS=2
+N_DROP=3; N_PASS=2; N=$((N_DROP + N_PASS))
 
 # xdpdump's lines, normalised: the timestamp and the program's name kept
 # out of the first word; hex lines as they are.
@@ -119,13 +134,15 @@ EOF
 }
 
 # One side: attach, capture while the frames arrive, detach. Output:
-# xdpdump's normalised lines, or "xdpdump failed: ..." with its last lines.
-capture() { # settle runner...
-    local settle=$1; shift
+# xdpdump's normalised lines, or "xdpdump failed: ..." with its last lines;
+# xdpdump's whole output stays in $WORK/SIDE.dump.
+capture() { # side settle runner...
+    local side=$1 settle=$2; shift 2
     ip netns exec "$A" "$@" xdp-loader load -m skb "$VA" "$WORK/udp_verdicts.o" >/dev/null 2>&1
     sleep "$settle"
     ip netns exec "$A" "$@" xdpdump -i "$VA" --rx-capture entry,exit -x > "$WORK/dump.out" 2>&1 &
     local d=$!
+    DUMP_PID=$d
     for _ in $(seq 50); do
         grep -q '^listening on' "$WORK/dump.out" 2>/dev/null && break
         kill -0 "$d" 2>/dev/null || break
@@ -137,6 +154,8 @@ capture() { # settle runner...
     sleep 1.5
     kill -INT "$d" 2>/dev/null || true
     wait "$d" || true
+    DUMP_PID=
+    cp "$WORK/dump.out" "$WORK/$side.dump"
     ip netns exec "$A" "$@" xdp-loader unload "$VA" --all >/dev/null 2>&1 || true
     if grep -q '^listening on' "$WORK/dump.out"; then
         normalise < "$WORK/dump.out"
@@ -145,17 +164,38 @@ capture() { # settle runner...
     fi
 }
 
+# "entry exit captured": the capture lines of each kind, and the count
+# xdpdump gives on SIGINT.
+counts() { # side
+    echo "$(grep -c '@entry: packet size' "$WORK/$1.dump") $(grep -c '@exit\[' "$WORK/$1.dump")" \
+        "$(sed -nE 's/^([0-9]+) packets? captured$/\1/p' "$WORK/$1.dump")"
+}
+
 want=$(expected)
-kernel=$(capture 0.3)
-if echo "$kernel" | grep -q '^xdpdump failed:.*Operation not permitted'; then
-    echo "SKIPPED: the kernel refuses fentry/fexit programs on XDP programs here ($kernel); bpfjet is checked against the frames sent" \
-        | tee -a "${BPFJET_SKIP_LOG:-/dev/null}"
-else
-    check "kernel: xdpdump's lines are the frames sent" "$want" "$kernel"
+kernel=
+if [ "$ONLY" != bpfjet ]; then
+    k=$(capture kernel 0.3)
+    if echo "$k" | grep -q '^xdpdump failed:.*Operation not permitted'; then
+        echo "SKIPPED: the kernel refuses fentry/fexit programs on XDP programs here ($k)$([ "$ONLY" = kernel ] || echo "; bpfjet is checked against the frames sent")" \
+            | tee -a "${BPFJET_SKIP_LOG:-/dev/null}"
+    else
+        kernel=$k
+        echo "kernel xdpdump -x, normalised:"; echo "$kernel" | grep '^T: ' | sed 's/^/  /'
+        check "kernel: $N frames captured at entry, $N at exit, $((2 * N)) counted" "$N $N $((2 * N))" "$(counts kernel)"
+        check "kernel: xdpdump's lines are the frames sent" "$want" "$kernel"
+    fi
 fi
-jet=$(capture 1.5 "$BPFJET" exec --instance "$INST" --)
-check "bpfjet: xdpdump's lines are the frames sent, at entry and exit" "$want" "$jet"
-check "bpfjet: the data plane stopped with the unload" "no attachments" "$("$BPFJET" status --instance "$INST")"
+if [ "$ONLY" != kernel ]; then
+    jet=$(capture bpfjet 1.5 "$BPFJET" exec --instance "$INST" --)
+    [ -n "$kernel" ] || { echo "bpfjet xdpdump -x, normalised:"; echo "$jet" | grep '^T: ' | sed 's/^/  /'; }
+    check "bpfjet: $N frames captured at entry, $N at exit, $((2 * N)) counted" "$N $N $((2 * N))" "$(counts bpfjet)"
+    if [ -n "$kernel" ]; then
+        check "bpfjet: xdpdump's lines as the kernel's" "$kernel" "$jet"
+    else
+        check "bpfjet: xdpdump's lines are the frames sent, at entry and exit" "$want" "$jet"
+    fi
+    check "bpfjet: the data plane stopped with the unload" "no attachments" "$("$BPFJET" status --instance "$INST")"
+fi
 
 if [ $fails -ne 0 ]; then
     echo "xdpdump: $fails check(s) failed"; exit 1
