@@ -95,7 +95,12 @@ fn verdict(word: &str) -> bool {
 /// <assembly>
 /// --- good [hex]
 /// <assembly, or 8 hex bytes per line>
+/// --- @reserve
+/// <assembly a variant includes with a line `@reserve`>
 /// ```
+///
+/// Sections named `@NAME` are not programs but shared instruction runs:
+/// a variant's line `@NAME` stands for the run's lines.
 pub fn parse_case(path: &Path) -> Vec<Variant> {
     let text = std::fs::read_to_string(path).unwrap();
     let case = path.file_stem().unwrap().to_string_lossy().to_string();
@@ -137,6 +142,20 @@ pub fn parse_case(path: &Path) -> Vec<Variant> {
         }
     }
     let unpriv = unpriv.unwrap_or_else(|| priv_.clone());
+    let (macros, sections): (Vec<_>, Vec<_>) = sections
+        .into_iter()
+        .partition(|(name, _, _)| name.starts_with('@'));
+    let expand = |body: &str| -> String {
+        body.lines()
+            .map(|line| {
+                let t = line.trim();
+                match macros.iter().find(|(name, _, _)| name == t) {
+                    Some((_, _, run)) => run.clone(),
+                    None => format!("{line}\n"),
+                }
+            })
+            .collect()
+    };
     let find = |list: &[(String, bool)], name: &str| {
         list.iter()
             .find(|(k, _)| k == name)
@@ -152,7 +171,7 @@ pub fn parse_case(path: &Path) -> Vec<Variant> {
                     .map(|t| u8::from_str_radix(t, 16).expect("hex byte"))
                     .collect()
             } else {
-                bpfjet_isa::assemble_bytes(&body)
+                bpfjet_isa::assemble_bytes(&expand(&body))
                     .unwrap_or_else(|e| panic!("{} {name}: {e}", path.display()))
             };
             Variant {

@@ -4,7 +4,7 @@
 # maps: array 4 16 1
 # expect: ok=accept oob=reject no_null_check=reject var_len=reject var_off=accept after_overwrite=reject after_reinit=reject copy_survives_other=accept zero_len=accept zero_len_deref=reject uninit=reject write_from_stack=accept write_uninit_src=accept slice_ptr_arith=accept slice_ptr_arith_oob=reject slice_to_helper=accept slice_spilled=reject
 # expect-unpriv: ok=accept oob=reject no_null_check=reject var_len=reject var_off=accept after_overwrite=reject after_reinit=reject copy_survives_other=accept zero_len=accept zero_len_deref=reject uninit=reject write_from_stack=accept write_uninit_src=reject slice_ptr_arith=accept slice_ptr_arith_oob=reject slice_to_helper=accept slice_spilled=reject
---- ok
+--- @value
 stw [%r10-36], 0
 lddw %r1, map_idx 0
 mov %r2, %r10
@@ -12,86 +12,49 @@ add %r2, -36
 call 1
 jeq %r0, 0, out
 mov %r6, %r0
+--- @local
 mov %r1, %r6
 mov %r2, 8
 mov %r3, 0
 mov %r4, %r10
 add %r4, -16
 call 197
+--- @data8
 mov %r1, %r10
 add %r1, -16
 mov %r2, 0
 mov %r3, 8
 call 203
+--- @out
+out:
+mov %r0, 2
+exit
+--- ok
+@value
+@local
+@data8
 jeq %r0, 0, out
 stb [%r0+0], 1
 ldxb %r1, [%r0+7]
-out:
-mov %r0, 2
-exit
+@out
 --- oob
-stw [%r10-36], 0
-lddw %r1, map_idx 0
-mov %r2, %r10
-add %r2, -36
-call 1
-jeq %r0, 0, out
-mov %r6, %r0
-mov %r1, %r6
-mov %r2, 8
-mov %r3, 0
-mov %r4, %r10
-add %r4, -16
-call 197
-mov %r1, %r10
-add %r1, -16
-mov %r2, 0
-mov %r3, 8
-call 203
+@value
+@local
+@data8
 jeq %r0, 0, out
 ldxb %r1, [%r0+8]
-out:
-mov %r0, 2
-exit
+@out
 --- no_null_check
-stw [%r10-36], 0
-lddw %r1, map_idx 0
-mov %r2, %r10
-add %r2, -36
-call 1
-jeq %r0, 0, out
-mov %r6, %r0
-mov %r1, %r6
-mov %r2, 8
-mov %r3, 0
-mov %r4, %r10
-add %r4, -16
-call 197
-mov %r1, %r10
-add %r1, -16
-mov %r2, 0
-mov %r3, 8
-call 203
+@value
+@local
+@data8
 ldxb %r1, [%r0+0]
-out:
-mov %r0, 2
-exit
+@out
 --- var_len
-stw [%r10-36], 0
-lddw %r1, map_idx 0
-mov %r2, %r10
-add %r2, -36
-call 1
-jeq %r0, 0, out
-mov %r6, %r0
+@value
 ldxw %r7, [%r6+0]
 and %r7, 7
-mov %r1, %r6
-mov %r2, 8
-mov %r3, 0
-mov %r4, %r10
-add %r4, -16
-call 197
+@local
 mov %r1, %r10
 add %r1, -16
 mov %r2, 0
@@ -99,24 +62,11 @@ mov %r3, %r7
 call 203
 jeq %r0, 0, out
 ldxb %r1, [%r0+0]
-out:
-mov %r0, 2
-exit
+@out
 --- var_off
-stw [%r10-36], 0
-lddw %r1, map_idx 0
-mov %r2, %r10
-add %r2, -36
-call 1
-jeq %r0, 0, out
-mov %r6, %r0
+@value
 ldxw %r7, [%r6+0]
-mov %r1, %r6
-mov %r2, 8
-mov %r3, 0
-mov %r4, %r10
-add %r4, -16
-call 197
+@local
 mov %r1, %r10
 add %r1, -16
 mov %r2, %r7
@@ -124,133 +74,51 @@ mov %r3, 8
 call 203
 jeq %r0, 0, out
 ldxb %r1, [%r0+7]
-out:
-mov %r0, 2
-exit
+@out
 --- after_overwrite
-stw [%r10-36], 0
-lddw %r1, map_idx 0
-mov %r2, %r10
-add %r2, -36
-call 1
-jeq %r0, 0, out
-mov %r6, %r0
-mov %r1, %r6
-mov %r2, 8
-mov %r3, 0
-mov %r4, %r10
-add %r4, -16
-call 197
-mov %r1, %r10
-add %r1, -16
-mov %r2, 0
-mov %r3, 8
-call 203
+@value
+@local
+@data8
 jeq %r0, 0, out
 stdw [%r10-16], 0
 ldxb %r1, [%r0+0]
-out:
-mov %r0, 2
-exit
+@out
 --- after_reinit
-stw [%r10-36], 0
-lddw %r1, map_idx 0
-mov %r2, %r10
-add %r2, -36
-call 1
-jeq %r0, 0, out
-mov %r6, %r0
-mov %r1, %r6
-mov %r2, 8
-mov %r3, 0
-mov %r4, %r10
-add %r4, -16
-call 197
-mov %r1, %r10
-add %r1, -16
-mov %r2, 0
-mov %r3, 8
-call 203
+@value
+@local
+@data8
 jeq %r0, 0, out
 mov %r9, %r0
-mov %r1, %r6
-mov %r2, 8
-mov %r3, 0
-mov %r4, %r10
-add %r4, -16
-call 197
+@local
 ldxb %r1, [%r9+0]
-out:
-mov %r0, 2
-exit
+@out
 --- copy_survives_other
-stw [%r10-36], 0
-lddw %r1, map_idx 0
-mov %r2, %r10
-add %r2, -36
-call 1
-jeq %r0, 0, out
-mov %r6, %r0
-mov %r1, %r6
-mov %r2, 8
-mov %r3, 0
-mov %r4, %r10
-add %r4, -16
-call 197
+@value
+@local
 mov %r1, %r6
 mov %r2, 8
 mov %r3, 0
 mov %r4, %r10
 add %r4, -48
 call 197
-mov %r1, %r10
-add %r1, -16
-mov %r2, 0
-mov %r3, 8
-call 203
+@data8
 jeq %r0, 0, out
 mov %r9, %r0
 stdw [%r10-48], 0
 ldxb %r1, [%r9+0]
-out:
-mov %r0, 2
-exit
+@out
 --- zero_len
-stw [%r10-36], 0
-lddw %r1, map_idx 0
-mov %r2, %r10
-add %r2, -36
-call 1
-jeq %r0, 0, out
-mov %r6, %r0
-mov %r1, %r6
-mov %r2, 8
-mov %r3, 0
-mov %r4, %r10
-add %r4, -16
-call 197
+@value
+@local
 mov %r1, %r10
 add %r1, -16
 mov %r2, 0
 mov %r3, 0
 call 203
-out:
-mov %r0, 2
-exit
+@out
 --- zero_len_deref
-stw [%r10-36], 0
-lddw %r1, map_idx 0
-mov %r2, %r10
-add %r2, -36
-call 1
-jeq %r0, 0, out
-mov %r6, %r0
-mov %r1, %r6
-mov %r2, 8
-mov %r3, 0
-mov %r4, %r10
-add %r4, -16
-call 197
+@value
+@local
 mov %r1, %r10
 add %r1, -16
 mov %r2, 0
@@ -258,39 +126,14 @@ mov %r3, 0
 call 203
 jeq %r0, 0, out
 ldxb %r1, [%r0+0]
-out:
-mov %r0, 2
-exit
+@out
 --- uninit
-stw [%r10-36], 0
-lddw %r1, map_idx 0
-mov %r2, %r10
-add %r2, -36
-call 1
-jeq %r0, 0, out
-mov %r6, %r0
-mov %r1, %r10
-add %r1, -16
-mov %r2, 0
-mov %r3, 8
-call 203
-out:
-mov %r0, 2
-exit
+@value
+@data8
+@out
 --- write_from_stack
-stw [%r10-36], 0
-lddw %r1, map_idx 0
-mov %r2, %r10
-add %r2, -36
-call 1
-jeq %r0, 0, out
-mov %r6, %r0
-mov %r1, %r6
-mov %r2, 8
-mov %r3, 0
-mov %r4, %r10
-add %r4, -16
-call 197
+@value
+@local
 stdw [%r10-32], 3
 mov %r1, %r10
 add %r1, -16
@@ -300,23 +143,10 @@ add %r3, -32
 mov %r4, 8
 mov %r5, 0
 call 202
-out:
-mov %r0, 2
-exit
+@out
 --- write_uninit_src
-stw [%r10-36], 0
-lddw %r1, map_idx 0
-mov %r2, %r10
-add %r2, -36
-call 1
-jeq %r0, 0, out
-mov %r6, %r0
-mov %r1, %r6
-mov %r2, 8
-mov %r3, 0
-mov %r4, %r10
-add %r4, -16
-call 197
+@value
+@local
 mov %r1, %r10
 add %r1, -16
 mov %r2, 0
@@ -325,78 +155,27 @@ add %r3, -32
 mov %r4, 8
 mov %r5, 0
 call 202
-out:
-mov %r0, 2
-exit
+@out
 --- slice_ptr_arith
-stw [%r10-36], 0
-lddw %r1, map_idx 0
-mov %r2, %r10
-add %r2, -36
-call 1
-jeq %r0, 0, out
-mov %r6, %r0
-mov %r1, %r6
-mov %r2, 8
-mov %r3, 0
-mov %r4, %r10
-add %r4, -16
-call 197
-mov %r1, %r10
-add %r1, -16
-mov %r2, 0
-mov %r3, 8
-call 203
+@value
+@local
+@data8
 jeq %r0, 0, out
 add %r0, 4
 ldxw %r1, [%r0+0]
-out:
-mov %r0, 2
-exit
+@out
 --- slice_ptr_arith_oob
-stw [%r10-36], 0
-lddw %r1, map_idx 0
-mov %r2, %r10
-add %r2, -36
-call 1
-jeq %r0, 0, out
-mov %r6, %r0
-mov %r1, %r6
-mov %r2, 8
-mov %r3, 0
-mov %r4, %r10
-add %r4, -16
-call 197
-mov %r1, %r10
-add %r1, -16
-mov %r2, 0
-mov %r3, 8
-call 203
+@value
+@local
+@data8
 jeq %r0, 0, out
 add %r0, 5
 ldxw %r1, [%r0+0]
-out:
-mov %r0, 2
-exit
+@out
 --- slice_to_helper
-stw [%r10-36], 0
-lddw %r1, map_idx 0
-mov %r2, %r10
-add %r2, -36
-call 1
-jeq %r0, 0, out
-mov %r6, %r0
-mov %r1, %r6
-mov %r2, 8
-mov %r3, 0
-mov %r4, %r10
-add %r4, -16
-call 197
-mov %r1, %r10
-add %r1, -16
-mov %r2, 0
-mov %r3, 8
-call 203
+@value
+@local
+@data8
 jeq %r0, 0, out
 mov %r1, %r0
 mov %r2, 8
@@ -404,33 +183,14 @@ mov %r3, 0
 mov %r4, 0
 mov %r5, 0
 call 28
-out:
-mov %r0, 2
-exit
+@out
 --- slice_spilled
-stw [%r10-36], 0
-lddw %r1, map_idx 0
-mov %r2, %r10
-add %r2, -36
-call 1
-jeq %r0, 0, out
-mov %r6, %r0
-mov %r1, %r6
-mov %r2, 8
-mov %r3, 0
-mov %r4, %r10
-add %r4, -16
-call 197
-mov %r1, %r10
-add %r1, -16
-mov %r2, 0
-mov %r3, 8
-call 203
+@value
+@local
+@data8
 jeq %r0, 0, out
 stxdw [%r10-24], %r0
 stdw [%r10-16], 0
 ldxdw %r0, [%r10-24]
 ldxb %r1, [%r0+0]
-out:
-mov %r0, 2
-exit
+@out

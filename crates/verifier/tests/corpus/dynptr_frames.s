@@ -4,13 +4,25 @@
 # path only is not initialised after the join
 # maps: ringbuf 0 0 4096
 # expect: release_in_subprog=accept read_in_subprog=accept reserve_in_subprog=accept leak_in_subprog=reject overwrite_via_pointer=reject callback_release=accept callback_leak=reject loop_reads=accept one_branch_init=reject
---- release_in_subprog
+--- @reserve
 lddw %r1, map_idx 0
 mov %r2, 16
 mov %r3, 0
 mov %r4, %r10
 add %r4, -16
 call 198
+--- @discard
+mov %r1, %r10
+add %r1, -16
+mov %r2, 0
+call 200
+--- @submit
+mov %r1, %r10
+add %r1, -16
+mov %r2, 0
+call 199
+--- release_in_subprog
+@reserve
 mov %r1, %r10
 add %r1, -16
 call local f
@@ -22,19 +34,11 @@ call 199
 mov %r0, 0
 exit
 --- read_in_subprog
-lddw %r1, map_idx 0
-mov %r2, 16
-mov %r3, 0
-mov %r4, %r10
-add %r4, -16
-call 198
+@reserve
 mov %r1, %r10
 add %r1, -16
 call local f
-mov %r1, %r10
-add %r1, -16
-mov %r2, 0
-call 200
+@discard
 mov %r0, 2
 exit
 f:
@@ -51,10 +55,7 @@ exit
 mov %r1, %r10
 add %r1, -16
 call local f
-mov %r1, %r10
-add %r1, -16
-mov %r2, 0
-call 199
+@submit
 mov %r0, 2
 exit
 f:
@@ -70,28 +71,15 @@ call local f
 mov %r0, 2
 exit
 f:
-lddw %r1, map_idx 0
-mov %r2, 16
-mov %r3, 0
-mov %r4, %r10
-add %r4, -16
-call 198
+@reserve
 mov %r0, 0
 exit
 --- overwrite_via_pointer
-lddw %r1, map_idx 0
-mov %r2, 16
-mov %r3, 0
-mov %r4, %r10
-add %r4, -16
-call 198
+@reserve
 mov %r1, %r10
 add %r1, -16
 call local f
-mov %r1, %r10
-add %r1, -16
-mov %r2, 0
-call 199
+@submit
 mov %r0, 2
 exit
 f:
@@ -109,16 +97,8 @@ call 181
 mov %r0, 2
 exit
 cb:
-lddw %r1, map_idx 0
-mov %r2, 16
-mov %r3, 0
-mov %r4, %r10
-add %r4, -16
-call 198
-mov %r1, %r10
-add %r1, -16
-mov %r2, 0
-call 200
+@reserve
+@discard
 mov %r0, 0
 exit
 --- callback_leak
@@ -132,21 +112,11 @@ call 181
 mov %r0, 2
 exit
 cb:
-lddw %r1, map_idx 0
-mov %r2, 16
-mov %r3, 0
-mov %r4, %r10
-add %r4, -16
-call 198
+@reserve
 mov %r0, 0
 exit
 --- loop_reads
-lddw %r1, map_idx 0
-mov %r2, 16
-mov %r3, 0
-mov %r4, %r10
-add %r4, -16
-call 198
+@reserve
 mov %r6, 0
 loop:
 may_goto done
@@ -161,26 +131,15 @@ call 201
 add %r6, 1
 ja loop
 done:
-mov %r1, %r10
-add %r1, -16
-mov %r2, 0
-call 199
+@submit
 mov %r0, 2
 exit
 --- one_branch_init
 ldxw %r6, [%r1+16]
 stw [%r10-36], 0
 jeq %r6, 0, skip
-lddw %r1, map_idx 0
-mov %r2, 16
-mov %r3, 0
-mov %r4, %r10
-add %r4, -16
-call 198
-mov %r1, %r10
-add %r1, -16
-mov %r2, 0
-call 200
+@reserve
+@discard
 skip:
 mov %r1, %r10
 add %r1, -24

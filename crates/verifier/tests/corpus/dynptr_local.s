@@ -5,7 +5,7 @@
 # maps: array 4 16 1
 # expect: ok=accept whole_value=accept buf_too_big=reject var_size=accept flags_var=accept misaligned=reject at_fp8=reject read_bytes=reject read_second_slot=reject overwrite_then_use=reject overwrite_first_then_use=reject overwrite_byte_then_use=reject overwrite_unused=accept overwrite_half_read_other=accept reinit=accept reinit_shifted=accept reinit_shifted_old=reject helper_writes_dynptr=reject helper_writes_dynptr_partly=reject pass_inner=reject read_var_len=accept read_unbounded_len=reject read_dst_beside=accept read_var_off=accept src_map_value=reject spill_ptr_over=reject fp_as_data=reject
 # expect-unpriv: ok=accept whole_value=accept buf_too_big=reject var_size=accept flags_var=accept misaligned=reject at_fp8=reject read_bytes=reject read_second_slot=reject overwrite_then_use=reject overwrite_first_then_use=reject overwrite_byte_then_use=reject overwrite_unused=accept overwrite_half_read_other=reject reinit=accept reinit_shifted=accept reinit_shifted_old=reject helper_writes_dynptr=reject helper_writes_dynptr_partly=reject pass_inner=reject read_var_len=reject read_unbounded_len=reject read_dst_beside=accept read_var_off=accept src_map_value=reject spill_ptr_over=reject fp_as_data=reject
---- ok
+--- @value
 stw [%r10-36], 0
 lddw %r1, map_idx 0
 mov %r2, %r10
@@ -13,12 +13,14 @@ add %r2, -36
 call 1
 jeq %r0, 0, out
 mov %r6, %r0
+--- @local
 mov %r1, %r6
 mov %r2, 8
 mov %r3, 0
 mov %r4, %r10
 add %r4, -16
 call 197
+--- @read
 mov %r1, %r10
 add %r1, -32
 mov %r2, 8
@@ -27,59 +29,36 @@ add %r3, -16
 mov %r4, 0
 mov %r5, 0
 call 201
+--- @out
 out:
 mov %r0, 2
 exit
+--- ok
+@value
+@local
+@read
+@out
 --- whole_value
-stw [%r10-36], 0
-lddw %r1, map_idx 0
-mov %r2, %r10
-add %r2, -36
-call 1
-jeq %r0, 0, out
-mov %r6, %r0
+@value
 mov %r1, %r6
 mov %r2, 16
 mov %r3, 0
 mov %r4, %r10
 add %r4, -16
 call 197
-mov %r1, %r10
-add %r1, -32
-mov %r2, 8
-mov %r3, %r10
-add %r3, -16
-mov %r4, 0
-mov %r5, 0
-call 201
-out:
-mov %r0, 2
-exit
+@read
+@out
 --- buf_too_big
-stw [%r10-36], 0
-lddw %r1, map_idx 0
-mov %r2, %r10
-add %r2, -36
-call 1
-jeq %r0, 0, out
-mov %r6, %r0
+@value
 mov %r1, %r6
 mov %r2, 17
 mov %r3, 0
 mov %r4, %r10
 add %r4, -16
 call 197
-out:
-mov %r0, 2
-exit
+@out
 --- var_size
-stw [%r10-36], 0
-lddw %r1, map_idx 0
-mov %r2, %r10
-add %r2, -36
-call 1
-jeq %r0, 0, out
-mov %r6, %r0
+@value
 ldxw %r7, [%r6+0]
 and %r7, 15
 mov %r1, %r6
@@ -88,17 +67,9 @@ mov %r3, 0
 mov %r4, %r10
 add %r4, -16
 call 197
-out:
-mov %r0, 2
-exit
+@out
 --- flags_var
-stw [%r10-36], 0
-lddw %r1, map_idx 0
-mov %r2, %r10
-add %r2, -36
-call 1
-jeq %r0, 0, out
-mov %r6, %r0
+@value
 ldxdw %r7, [%r6+0]
 mov %r1, %r6
 mov %r2, 8
@@ -106,210 +77,69 @@ mov %r3, %r7
 mov %r4, %r10
 add %r4, -16
 call 197
-out:
-mov %r0, 2
-exit
+@out
 --- misaligned
-stw [%r10-36], 0
-lddw %r1, map_idx 0
-mov %r2, %r10
-add %r2, -36
-call 1
-jeq %r0, 0, out
-mov %r6, %r0
+@value
 mov %r1, %r6
 mov %r2, 8
 mov %r3, 0
 mov %r4, %r10
 add %r4, -20
 call 197
-out:
-mov %r0, 2
-exit
+@out
 --- at_fp8
-stw [%r10-36], 0
-lddw %r1, map_idx 0
-mov %r2, %r10
-add %r2, -36
-call 1
-jeq %r0, 0, out
-mov %r6, %r0
+@value
 mov %r1, %r6
 mov %r2, 8
 mov %r3, 0
 mov %r4, %r10
 add %r4, -8
 call 197
-out:
-mov %r0, 2
-exit
+@out
 --- read_bytes
-stw [%r10-36], 0
-lddw %r1, map_idx 0
-mov %r2, %r10
-add %r2, -36
-call 1
-jeq %r0, 0, out
-mov %r6, %r0
-mov %r1, %r6
-mov %r2, 8
-mov %r3, 0
-mov %r4, %r10
-add %r4, -16
-call 197
+@value
+@local
 ldxdw %r0, [%r10-16]
-out:
-mov %r0, 2
-exit
+@out
 --- read_second_slot
-stw [%r10-36], 0
-lddw %r1, map_idx 0
-mov %r2, %r10
-add %r2, -36
-call 1
-jeq %r0, 0, out
-mov %r6, %r0
-mov %r1, %r6
-mov %r2, 8
-mov %r3, 0
-mov %r4, %r10
-add %r4, -16
-call 197
+@value
+@local
 ldxdw %r0, [%r10-8]
-out:
-mov %r0, 2
-exit
+@out
 --- overwrite_then_use
-stw [%r10-36], 0
-lddw %r1, map_idx 0
-mov %r2, %r10
-add %r2, -36
-call 1
-jeq %r0, 0, out
-mov %r6, %r0
-mov %r1, %r6
-mov %r2, 8
-mov %r3, 0
-mov %r4, %r10
-add %r4, -16
-call 197
+@value
+@local
 stdw [%r10-8], 0
-mov %r1, %r10
-add %r1, -32
-mov %r2, 8
-mov %r3, %r10
-add %r3, -16
-mov %r4, 0
-mov %r5, 0
-call 201
-out:
-mov %r0, 2
-exit
+@read
+@out
 --- overwrite_first_then_use
-stw [%r10-36], 0
-lddw %r1, map_idx 0
-mov %r2, %r10
-add %r2, -36
-call 1
-jeq %r0, 0, out
-mov %r6, %r0
-mov %r1, %r6
-mov %r2, 8
-mov %r3, 0
-mov %r4, %r10
-add %r4, -16
-call 197
+@value
+@local
 stdw [%r10-16], 0
-mov %r1, %r10
-add %r1, -32
-mov %r2, 8
-mov %r3, %r10
-add %r3, -16
-mov %r4, 0
-mov %r5, 0
-call 201
-out:
-mov %r0, 2
-exit
+@read
+@out
 --- overwrite_byte_then_use
-stw [%r10-36], 0
-lddw %r1, map_idx 0
-mov %r2, %r10
-add %r2, -36
-call 1
-jeq %r0, 0, out
-mov %r6, %r0
-mov %r1, %r6
-mov %r2, 8
-mov %r3, 0
-mov %r4, %r10
-add %r4, -16
-call 197
+@value
+@local
 stb [%r10-3], 0
-mov %r1, %r10
-add %r1, -32
-mov %r2, 8
-mov %r3, %r10
-add %r3, -16
-mov %r4, 0
-mov %r5, 0
-call 201
-out:
-mov %r0, 2
-exit
+@read
+@out
 --- overwrite_unused
-stw [%r10-36], 0
-lddw %r1, map_idx 0
-mov %r2, %r10
-add %r2, -36
-call 1
-jeq %r0, 0, out
-mov %r6, %r0
-mov %r1, %r6
-mov %r2, 8
-mov %r3, 0
-mov %r4, %r10
-add %r4, -16
-call 197
+@value
+@local
 stdw [%r10-16], 0
 stdw [%r10-8], 0
 ldxdw %r0, [%r10-16]
-out:
-mov %r0, 2
-exit
+@out
 --- overwrite_half_read_other
-stw [%r10-36], 0
-lddw %r1, map_idx 0
-mov %r2, %r10
-add %r2, -36
-call 1
-jeq %r0, 0, out
-mov %r6, %r0
-mov %r1, %r6
-mov %r2, 8
-mov %r3, 0
-mov %r4, %r10
-add %r4, -16
-call 197
+@value
+@local
 stdw [%r10-8], 0
 ldxdw %r0, [%r10-16]
-out:
-mov %r0, 2
-exit
+@out
 --- reinit
-stw [%r10-36], 0
-lddw %r1, map_idx 0
-mov %r2, %r10
-add %r2, -36
-call 1
-jeq %r0, 0, out
-mov %r6, %r0
-mov %r1, %r6
-mov %r2, 8
-mov %r3, 0
-mov %r4, %r10
-add %r4, -16
-call 197
+@value
+@local
 mov %r1, %r6
 mov %r2, 4
 mov %r3, 0
@@ -324,23 +154,10 @@ add %r3, -16
 mov %r4, 0
 mov %r5, 0
 call 201
-out:
-mov %r0, 2
-exit
+@out
 --- reinit_shifted
-stw [%r10-36], 0
-lddw %r1, map_idx 0
-mov %r2, %r10
-add %r2, -36
-call 1
-jeq %r0, 0, out
-mov %r6, %r0
-mov %r1, %r6
-mov %r2, 8
-mov %r3, 0
-mov %r4, %r10
-add %r4, -16
-call 197
+@value
+@local
 mov %r1, %r6
 mov %r2, 8
 mov %r3, 0
@@ -355,23 +172,10 @@ add %r3, -24
 mov %r4, 0
 mov %r5, 0
 call 201
-out:
-mov %r0, 2
-exit
+@out
 --- reinit_shifted_old
-stw [%r10-36], 0
-lddw %r1, map_idx 0
-mov %r2, %r10
-add %r2, -36
-call 1
-jeq %r0, 0, out
-mov %r6, %r0
-mov %r1, %r6
-mov %r2, 8
-mov %r3, 0
-mov %r4, %r10
-add %r4, -16
-call 197
+@value
+@local
 mov %r1, %r6
 mov %r2, 8
 mov %r3, 0
@@ -386,23 +190,10 @@ add %r3, -16
 mov %r4, 0
 mov %r5, 0
 call 201
-out:
-mov %r0, 2
-exit
+@out
 --- helper_writes_dynptr
-stw [%r10-36], 0
-lddw %r1, map_idx 0
-mov %r2, %r10
-add %r2, -36
-call 1
-jeq %r0, 0, out
-mov %r6, %r0
-mov %r1, %r6
-mov %r2, 8
-mov %r3, 0
-mov %r4, %r10
-add %r4, -16
-call 197
+@value
+@local
 mov %r1, %r10
 add %r1, -16
 mov %r2, 8
@@ -411,23 +202,10 @@ add %r3, -16
 mov %r4, 0
 mov %r5, 0
 call 201
-out:
-mov %r0, 2
-exit
+@out
 --- helper_writes_dynptr_partly
-stw [%r10-36], 0
-lddw %r1, map_idx 0
-mov %r2, %r10
-add %r2, -36
-call 1
-jeq %r0, 0, out
-mov %r6, %r0
-mov %r1, %r6
-mov %r2, 8
-mov %r3, 0
-mov %r4, %r10
-add %r4, -16
-call 197
+@value
+@local
 mov %r1, %r10
 add %r1, -20
 mov %r2, 8
@@ -436,23 +214,10 @@ add %r3, -16
 mov %r4, 0
 mov %r5, 0
 call 201
-out:
-mov %r0, 2
-exit
+@out
 --- pass_inner
-stw [%r10-36], 0
-lddw %r1, map_idx 0
-mov %r2, %r10
-add %r2, -36
-call 1
-jeq %r0, 0, out
-mov %r6, %r0
-mov %r1, %r6
-mov %r2, 8
-mov %r3, 0
-mov %r4, %r10
-add %r4, -16
-call 197
+@value
+@local
 mov %r1, %r10
 add %r1, -32
 mov %r2, 8
@@ -461,25 +226,12 @@ add %r3, -8
 mov %r4, 0
 mov %r5, 0
 call 201
-out:
-mov %r0, 2
-exit
+@out
 --- read_var_len
-stw [%r10-36], 0
-lddw %r1, map_idx 0
-mov %r2, %r10
-add %r2, -36
-call 1
-jeq %r0, 0, out
-mov %r6, %r0
+@value
 ldxw %r7, [%r6+0]
 and %r7, 7
-mov %r1, %r6
-mov %r2, 8
-mov %r3, 0
-mov %r4, %r10
-add %r4, -16
-call 197
+@local
 mov %r1, %r10
 add %r1, -32
 mov %r2, %r7
@@ -488,24 +240,11 @@ add %r3, -16
 mov %r4, 0
 mov %r5, 0
 call 201
-out:
-mov %r0, 2
-exit
+@out
 --- read_unbounded_len
-stw [%r10-36], 0
-lddw %r1, map_idx 0
-mov %r2, %r10
-add %r2, -36
-call 1
-jeq %r0, 0, out
-mov %r6, %r0
+@value
 ldxw %r7, [%r6+0]
-mov %r1, %r6
-mov %r2, 8
-mov %r3, 0
-mov %r4, %r10
-add %r4, -16
-call 197
+@local
 mov %r1, %r10
 add %r1, -32
 mov %r2, %r7
@@ -514,23 +253,10 @@ add %r3, -16
 mov %r4, 0
 mov %r5, 0
 call 201
-out:
-mov %r0, 2
-exit
+@out
 --- read_dst_beside
-stw [%r10-36], 0
-lddw %r1, map_idx 0
-mov %r2, %r10
-add %r2, -36
-call 1
-jeq %r0, 0, out
-mov %r6, %r0
-mov %r1, %r6
-mov %r2, 8
-mov %r3, 0
-mov %r4, %r10
-add %r4, -16
-call 197
+@value
+@local
 mov %r1, %r10
 add %r1, -32
 mov %r2, 16
@@ -539,24 +265,11 @@ add %r3, -16
 mov %r4, 0
 mov %r5, 0
 call 201
-out:
-mov %r0, 2
-exit
+@out
 --- read_var_off
-stw [%r10-36], 0
-lddw %r1, map_idx 0
-mov %r2, %r10
-add %r2, -36
-call 1
-jeq %r0, 0, out
-mov %r6, %r0
+@value
 ldxdw %r7, [%r6+0]
-mov %r1, %r6
-mov %r2, 8
-mov %r3, 0
-mov %r4, %r10
-add %r4, -16
-call 197
+@local
 mov %r1, %r10
 add %r1, -32
 mov %r2, 8
@@ -565,23 +278,10 @@ add %r3, -16
 mov %r4, %r7
 mov %r5, 0
 call 201
-out:
-mov %r0, 2
-exit
+@out
 --- src_map_value
-stw [%r10-36], 0
-lddw %r1, map_idx 0
-mov %r2, %r10
-add %r2, -36
-call 1
-jeq %r0, 0, out
-mov %r6, %r0
-mov %r1, %r6
-mov %r2, 8
-mov %r3, 0
-mov %r4, %r10
-add %r4, -16
-call 197
+@value
+@local
 mov %r1, %r10
 add %r1, -32
 mov %r2, 8
@@ -589,35 +289,13 @@ mov %r3, %r6
 mov %r4, 0
 mov %r5, 0
 call 201
-out:
-mov %r0, 2
-exit
+@out
 --- spill_ptr_over
-stw [%r10-36], 0
-lddw %r1, map_idx 0
-mov %r2, %r10
-add %r2, -36
-call 1
-jeq %r0, 0, out
-mov %r6, %r0
-mov %r1, %r6
-mov %r2, 8
-mov %r3, 0
-mov %r4, %r10
-add %r4, -16
-call 197
+@value
+@local
 stxdw [%r10-16], %r6
-mov %r1, %r10
-add %r1, -32
-mov %r2, 8
-mov %r3, %r10
-add %r3, -16
-mov %r4, 0
-mov %r5, 0
-call 201
-out:
-mov %r0, 2
-exit
+@read
+@out
 --- fp_as_data
 stdw [%r10-40], 0
 mov %r1, %r10

@@ -5,126 +5,28 @@
 # maps: ringbuf 0 0 4096, array 4 16 1
 # expect: ok=accept discard=accept leak=reject leak_on_failure=reject release_on_failure=accept overwrite=reject overwrite_second_slot=reject helper_overwrite=reject submit_local=reject use_after_submit=reject submit_twice=reject reinit_over_ringbuf=reject on_array=reject write_then_submit=accept var_size=accept read_then_submit=accept two_dynptrs=accept two_dynptrs_one_leaked=reject slice_write=accept slice_oob=reject slice_after_submit=reject slice_after_discard_unused=accept slice_as_release_arg=reject submit_ptr_in_dynptr_arg=reject ringbuf_ptr_as_dynptr=reject flags_nonzero=accept
 # expect-unpriv: ok=accept discard=accept leak=reject leak_on_failure=reject release_on_failure=accept overwrite=reject overwrite_second_slot=reject helper_overwrite=reject submit_local=reject use_after_submit=reject submit_twice=reject reinit_over_ringbuf=reject on_array=reject write_then_submit=accept var_size=accept read_then_submit=accept two_dynptrs=accept two_dynptrs_one_leaked=reject slice_write=accept slice_oob=reject slice_after_submit=reject slice_after_discard_unused=reject slice_as_release_arg=reject submit_ptr_in_dynptr_arg=reject ringbuf_ptr_as_dynptr=reject flags_nonzero=accept
---- ok
+--- @reserve
 lddw %r1, map_idx 0
 mov %r2, 16
 mov %r3, 0
 mov %r4, %r10
 add %r4, -16
 call 198
+--- @submit
 mov %r1, %r10
 add %r1, -16
 mov %r2, 0
 call 199
+--- @out
 out:
 mov %r0, 2
 exit
---- discard
-lddw %r1, map_idx 0
-mov %r2, 16
-mov %r3, 0
-mov %r4, %r10
-add %r4, -16
-call 198
+--- @discard
 mov %r1, %r10
 add %r1, -16
 mov %r2, 0
 call 200
-out:
-mov %r0, 2
-exit
---- leak
-lddw %r1, map_idx 0
-mov %r2, 16
-mov %r3, 0
-mov %r4, %r10
-add %r4, -16
-call 198
-out:
-mov %r0, 2
-exit
---- leak_on_failure
-lddw %r1, map_idx 0
-mov %r2, 16
-mov %r3, 0
-mov %r4, %r10
-add %r4, -16
-call 198
-jne %r0, 0, out
-mov %r1, %r10
-add %r1, -16
-mov %r2, 0
-call 199
-out:
-mov %r0, 2
-exit
---- release_on_failure
-lddw %r1, map_idx 0
-mov %r2, 16
-mov %r3, 0
-mov %r4, %r10
-add %r4, -16
-call 198
-mov %r1, %r10
-add %r1, -16
-mov %r2, 0
-call 200
-out:
-mov %r0, 2
-exit
---- overwrite
-lddw %r1, map_idx 0
-mov %r2, 16
-mov %r3, 0
-mov %r4, %r10
-add %r4, -16
-call 198
-stdw [%r10-16], 0
-mov %r1, %r10
-add %r1, -16
-mov %r2, 0
-call 199
-out:
-mov %r0, 2
-exit
---- overwrite_second_slot
-lddw %r1, map_idx 0
-mov %r2, 16
-mov %r3, 0
-mov %r4, %r10
-add %r4, -16
-call 198
-stdw [%r10-8], 0
-mov %r1, %r10
-add %r1, -16
-mov %r2, 0
-call 199
-out:
-mov %r0, 2
-exit
---- helper_overwrite
-lddw %r1, map_idx 0
-mov %r2, 16
-mov %r3, 0
-mov %r4, %r10
-add %r4, -16
-call 198
-mov %r1, %r10
-add %r1, -16
-mov %r2, 8
-mov %r3, %r10
-add %r3, -16
-mov %r4, 0
-mov %r5, 0
-call 201
-mov %r1, %r10
-add %r1, -16
-mov %r2, 0
-call 199
-out:
-mov %r0, 2
-exit
---- submit_local
+--- @value1
 stw [%r10-36], 0
 lddw %r1, map_idx 1
 mov %r2, %r10
@@ -132,30 +34,14 @@ add %r2, -36
 call 1
 jeq %r0, 0, out
 mov %r6, %r0
+--- @local
 mov %r1, %r6
 mov %r2, 8
 mov %r3, 0
 mov %r4, %r10
 add %r4, -16
 call 197
-mov %r1, %r10
-add %r1, -16
-mov %r2, 0
-call 199
-out:
-mov %r0, 2
-exit
---- use_after_submit
-lddw %r1, map_idx 0
-mov %r2, 16
-mov %r3, 0
-mov %r4, %r10
-add %r4, -16
-call 198
-mov %r1, %r10
-add %r1, -16
-mov %r2, 0
-call 199
+--- @read
 mov %r1, %r10
 add %r1, -32
 mov %r2, 8
@@ -164,54 +50,69 @@ add %r3, -16
 mov %r4, 0
 mov %r5, 0
 call 201
-out:
-mov %r0, 2
-exit
---- submit_twice
-lddw %r1, map_idx 0
-mov %r2, 16
-mov %r3, 0
-mov %r4, %r10
-add %r4, -16
-call 198
+--- ok
+@reserve
+@submit
+@out
+--- discard
+@reserve
+@discard
+@out
+--- leak
+@reserve
+@out
+--- leak_on_failure
+@reserve
+jne %r0, 0, out
+@submit
+@out
+--- release_on_failure
+@reserve
+@discard
+@out
+--- overwrite
+@reserve
+stdw [%r10-16], 0
+@submit
+@out
+--- overwrite_second_slot
+@reserve
+stdw [%r10-8], 0
+@submit
+@out
+--- helper_overwrite
+@reserve
 mov %r1, %r10
 add %r1, -16
-mov %r2, 0
-call 199
-mov %r1, %r10
-add %r1, -16
-mov %r2, 0
-call 199
-out:
-mov %r0, 2
-exit
---- reinit_over_ringbuf
-stw [%r10-36], 0
-lddw %r1, map_idx 1
-mov %r2, %r10
-add %r2, -36
-call 1
-jeq %r0, 0, out
-mov %r6, %r0
-lddw %r1, map_idx 0
-mov %r2, 16
-mov %r3, 0
-mov %r4, %r10
-add %r4, -16
-call 198
-mov %r1, %r6
 mov %r2, 8
-mov %r3, 0
-mov %r4, %r10
-add %r4, -16
-call 197
-mov %r1, %r10
-add %r1, -16
-mov %r2, 0
-call 199
-out:
-mov %r0, 2
-exit
+mov %r3, %r10
+add %r3, -16
+mov %r4, 0
+mov %r5, 0
+call 201
+@submit
+@out
+--- submit_local
+@value1
+@local
+@submit
+@out
+--- use_after_submit
+@reserve
+@submit
+@read
+@out
+--- submit_twice
+@reserve
+@submit
+@submit
+@out
+--- reinit_over_ringbuf
+@value1
+@reserve
+@local
+@submit
+@out
 --- on_array
 lddw %r1, map_idx 1
 mov %r2, 16
@@ -219,20 +120,10 @@ mov %r3, 0
 mov %r4, %r10
 add %r4, -16
 call 198
-mov %r1, %r10
-add %r1, -16
-mov %r2, 0
-call 200
-out:
-mov %r0, 2
-exit
+@discard
+@out
 --- write_then_submit
-lddw %r1, map_idx 0
-mov %r2, 16
-mov %r3, 0
-mov %r4, %r10
-add %r4, -16
-call 198
+@reserve
 stdw [%r10-24], 9
 mov %r1, %r10
 add %r1, -16
@@ -242,13 +133,8 @@ add %r3, -24
 mov %r4, 8
 mov %r5, 0
 call 202
-mov %r1, %r10
-add %r1, -16
-mov %r2, 0
-call 199
-out:
-mov %r0, 2
-exit
+@submit
+@out
 --- var_size
 ldxw %r7, [%r1+16]
 lddw %r1, map_idx 0
@@ -257,42 +143,15 @@ mov %r3, 0
 mov %r4, %r10
 add %r4, -16
 call 198
-mov %r1, %r10
-add %r1, -16
-mov %r2, 0
-call 200
-out:
-mov %r0, 2
-exit
+@discard
+@out
 --- read_then_submit
-lddw %r1, map_idx 0
-mov %r2, 16
-mov %r3, 0
-mov %r4, %r10
-add %r4, -16
-call 198
-mov %r1, %r10
-add %r1, -32
-mov %r2, 8
-mov %r3, %r10
-add %r3, -16
-mov %r4, 0
-mov %r5, 0
-call 201
-mov %r1, %r10
-add %r1, -16
-mov %r2, 0
-call 199
-out:
-mov %r0, 2
-exit
+@reserve
+@read
+@submit
+@out
 --- two_dynptrs
-lddw %r1, map_idx 0
-mov %r2, 16
-mov %r3, 0
-mov %r4, %r10
-add %r4, -16
-call 198
+@reserve
 lddw %r1, map_idx 0
 mov %r2, 16
 mov %r3, 0
@@ -303,20 +162,10 @@ mov %r1, %r10
 add %r1, -48
 mov %r2, 0
 call 199
-mov %r1, %r10
-add %r1, -16
-mov %r2, 0
-call 199
-out:
-mov %r0, 2
-exit
+@submit
+@out
 --- two_dynptrs_one_leaked
-lddw %r1, map_idx 0
-mov %r2, 16
-mov %r3, 0
-mov %r4, %r10
-add %r4, -16
-call 198
+@reserve
 lddw %r1, map_idx 0
 mov %r2, 16
 mov %r3, 0
@@ -327,16 +176,9 @@ mov %r1, %r10
 add %r1, -48
 mov %r2, 0
 call 199
-out:
-mov %r0, 2
-exit
+@out
 --- slice_write
-lddw %r1, map_idx 0
-mov %r2, 16
-mov %r3, 0
-mov %r4, %r10
-add %r4, -16
-call 198
+@reserve
 mov %r1, %r10
 add %r1, -16
 mov %r2, 0
@@ -345,20 +187,10 @@ call 203
 jeq %r0, 0, sub
 stdw [%r0+8], 5
 sub:
-mov %r1, %r10
-add %r1, -16
-mov %r2, 0
-call 199
-out:
-mov %r0, 2
-exit
+@submit
+@out
 --- slice_oob
-lddw %r1, map_idx 0
-mov %r2, 16
-mov %r3, 0
-mov %r4, %r10
-add %r4, -16
-call 198
+@reserve
 mov %r1, %r10
 add %r1, -16
 mov %r2, 0
@@ -367,63 +199,33 @@ call 203
 jeq %r0, 0, sub
 stdw [%r0+9], 5
 sub:
-mov %r1, %r10
-add %r1, -16
-mov %r2, 0
-call 199
-out:
-mov %r0, 2
-exit
+@submit
+@out
 --- slice_after_submit
-lddw %r1, map_idx 0
-mov %r2, 16
-mov %r3, 0
-mov %r4, %r10
-add %r4, -16
-call 198
+@reserve
 mov %r1, %r10
 add %r1, -16
 mov %r2, 0
 mov %r3, 16
 call 203
 mov %r6, %r0
-mov %r1, %r10
-add %r1, -16
-mov %r2, 0
-call 199
+@submit
 jeq %r6, 0, out
 ldxb %r1, [%r6+0]
-out:
-mov %r0, 2
-exit
+@out
 --- slice_after_discard_unused
-lddw %r1, map_idx 0
-mov %r2, 16
-mov %r3, 0
-mov %r4, %r10
-add %r4, -16
-call 198
+@reserve
 mov %r1, %r10
 add %r1, -16
 mov %r2, 0
 mov %r3, 16
 call 203
 mov %r6, %r0
-mov %r1, %r10
-add %r1, -16
-mov %r2, 0
-call 200
+@discard
 jeq %r6, 0, out
-out:
-mov %r0, 2
-exit
+@out
 --- slice_as_release_arg
-lddw %r1, map_idx 0
-mov %r2, 16
-mov %r3, 0
-mov %r4, %r10
-add %r4, -16
-call 198
+@reserve
 mov %r1, %r10
 add %r1, -16
 mov %r2, 0
@@ -434,27 +236,15 @@ mov %r1, %r0
 mov %r2, 0
 call 132
 sub:
-mov %r1, %r10
-add %r1, -16
-mov %r2, 0
-call 199
-out:
-mov %r0, 2
-exit
+@submit
+@out
 --- submit_ptr_in_dynptr_arg
-lddw %r1, map_idx 0
-mov %r2, 16
-mov %r3, 0
-mov %r4, %r10
-add %r4, -16
-call 198
+@reserve
 mov %r1, %r10
 add %r1, -16
 mov %r2, 0
 call 132
-out:
-mov %r0, 2
-exit
+@out
 --- ringbuf_ptr_as_dynptr
 lddw %r1, map_idx 0
 mov %r2, 16
@@ -465,9 +255,7 @@ mov %r6, %r0
 mov %r1, %r6
 mov %r2, 0
 call 199
-out:
-mov %r0, 2
-exit
+@out
 --- flags_nonzero
 lddw %r1, map_idx 0
 mov %r2, 16
@@ -475,10 +263,5 @@ mov %r3, 1
 mov %r4, %r10
 add %r4, -16
 call 198
-mov %r1, %r10
-add %r1, -16
-mov %r2, 0
-call 200
-out:
-mov %r0, 2
-exit
+@discard
+@out

@@ -3,12 +3,14 @@
 # it, never initialise, release or dereference it) and returns 0 or 1
 # maps: user_ringbuf 0 0 4096, array 4 8 1, ringbuf 0 0 4096
 # expect: ok=accept data_slice=accept slice_past_size=reject deref_dynptr=reject release_sample=reject reinit_sample=reject bad_return=reject on_ringbuf=reject lookup_on_user_ringbuf=reject ctx_counter=accept
---- ok
+--- @drain
 lddw %r1, map_idx 0
 lddw %r2, func cb
 mov %r3, 0
 mov %r4, 0
 call 209
+--- ok
+@drain
 mov %r0, 2
 exit
 cb:
@@ -23,11 +25,7 @@ call 201
 mov %r0, 0
 exit
 --- data_slice
-lddw %r1, map_idx 0
-lddw %r2, func cb
-mov %r3, 0
-mov %r4, 0
-call 209
+@drain
 mov %r0, 2
 exit
 cb:
@@ -40,11 +38,7 @@ out:
 mov %r0, 0
 exit
 --- slice_past_size
-lddw %r1, map_idx 0
-lddw %r2, func cb
-mov %r3, 0
-mov %r4, 0
-call 209
+@drain
 mov %r0, 2
 exit
 cb:
@@ -57,11 +51,7 @@ out:
 mov %r0, 0
 exit
 --- deref_dynptr
-lddw %r1, map_idx 0
-lddw %r2, func cb
-mov %r3, 0
-mov %r4, 0
-call 209
+@drain
 mov %r0, 2
 exit
 cb:
@@ -69,11 +59,7 @@ ldxdw %r0, [%r1+0]
 mov %r0, 0
 exit
 --- release_sample
-lddw %r1, map_idx 0
-lddw %r2, func cb
-mov %r3, 0
-mov %r4, 0
-call 209
+@drain
 mov %r0, 2
 exit
 cb:
@@ -108,11 +94,7 @@ call 197
 mov %r0, 0
 exit
 --- bad_return
-lddw %r1, map_idx 0
-lddw %r2, func cb
-mov %r3, 0
-mov %r4, 0
-call 209
+@drain
 mov %r0, 2
 exit
 cb:
