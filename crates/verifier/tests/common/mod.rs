@@ -100,7 +100,9 @@ fn verdict(word: &str) -> bool {
 /// ```
 ///
 /// Sections named `@NAME` are not programs but shared instruction runs:
-/// a variant's line `@NAME` stands for the run's lines.
+/// a variant's line `@NAME` stands for the run's lines. A header line
+/// `# include: FILE` (next to the case, e.g. `dynptr.inc`) adds that
+/// file's `@NAME` sections.
 pub fn parse_case(path: &Path) -> Vec<Variant> {
     let text = std::fs::read_to_string(path).unwrap();
     let case = path.file_stem().unwrap().to_string_lossy().to_string();
@@ -116,6 +118,18 @@ pub fn parse_case(path: &Path) -> Vec<Variant> {
             })
             .collect()
     };
+    let mut included = String::new();
+    for line in text.lines() {
+        if let Some(file) = line.strip_prefix("# include:").map(str::trim) {
+            let inc = path.with_file_name(file);
+            included.push_str(
+                &std::fs::read_to_string(&inc)
+                    .unwrap_or_else(|e| panic!("{}: {}: {e}", path.display(), inc.display())),
+            );
+            included.push('\n');
+            continue;
+        }
+    }
     for line in text.lines() {
         if let Some(rest) = line.strip_prefix("--- ") {
             let mut w = rest.split_whitespace();
@@ -142,6 +156,14 @@ pub fn parse_case(path: &Path) -> Vec<Variant> {
         }
     }
     let unpriv = unpriv.unwrap_or_else(|| priv_.clone());
+    for line in included.lines() {
+        if let Some(name) = line.strip_prefix("--- ") {
+            sections.push((name.trim().to_string(), false, String::new()));
+        } else if let Some((_, _, body)) = sections.last_mut() {
+            body.push_str(line);
+            body.push('\n');
+        }
+    }
     let (macros, sections): (Vec<_>, Vec<_>) = sections
         .into_iter()
         .partition(|(name, _, _)| name.starts_with('@'));

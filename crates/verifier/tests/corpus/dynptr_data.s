@@ -1,34 +1,10 @@
 # bpf_dynptr_data (203): a slice of a constant size, NULL when out of
 # range; it dies with its dynptr (overwritten or initialised again), copies
 # included; bpf_dynptr_write (202) reads initialised memory
+# include: dynptr.inc
 # maps: array 4 16 1
 # expect: ok=accept oob=reject no_null_check=reject var_len=reject var_off=accept after_overwrite=reject after_reinit=reject copy_survives_other=accept zero_len=accept zero_len_deref=reject uninit=reject write_from_stack=accept write_uninit_src=accept slice_ptr_arith=accept slice_ptr_arith_oob=reject slice_to_helper=accept slice_spilled=reject
 # expect-unpriv: ok=accept oob=reject no_null_check=reject var_len=reject var_off=accept after_overwrite=reject after_reinit=reject copy_survives_other=accept zero_len=accept zero_len_deref=reject uninit=reject write_from_stack=accept write_uninit_src=reject slice_ptr_arith=accept slice_ptr_arith_oob=reject slice_to_helper=accept slice_spilled=reject
---- @value
-stw [%r10-36], 0
-lddw %r1, map_idx 0
-mov %r2, %r10
-add %r2, -36
-call 1
-jeq %r0, 0, out
-mov %r6, %r0
---- @local
-mov %r1, %r6
-mov %r2, 8
-mov %r3, 0
-mov %r4, %r10
-add %r4, -16
-call 197
---- @data8
-mov %r1, %r10
-add %r1, -16
-mov %r2, 0
-mov %r3, 8
-call 203
---- @out
-out:
-mov %r0, 2
-exit
 --- ok
 @value
 @local

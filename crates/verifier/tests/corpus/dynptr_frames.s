@@ -2,25 +2,9 @@
 # dynptr through a stack pointer; a callback's own dynptr must be released
 # before it returns; loops over dynptr calls converge (a may_goto loop); a dynptr made on one
 # path only is not initialised after the join
+# include: dynptr.inc
 # maps: ringbuf 0 0 4096
 # expect: release_in_subprog=accept read_in_subprog=accept reserve_in_subprog=accept leak_in_subprog=reject overwrite_via_pointer=reject callback_release=accept callback_leak=reject loop_reads=accept one_branch_init=reject
---- @reserve
-lddw %r1, map_idx 0
-mov %r2, 16
-mov %r3, 0
-mov %r4, %r10
-add %r4, -16
-call 198
---- @discard
-mov %r1, %r10
-add %r1, -16
-mov %r2, 0
-call 200
---- @submit
-mov %r1, %r10
-add %r1, -16
-mov %r2, 0
-call 199
 --- release_in_subprog
 @reserve
 mov %r1, %r10

@@ -2,37 +2,10 @@
 # the data must be a map value; the dynptr is 16 bytes at an 8-aligned stack
 # offset at or below fp-16, and only helpers touch its bytes: a stack write
 # over it destroys it (and a helper may not write it)
+# include: dynptr.inc
 # maps: array 4 16 1
 # expect: ok=accept whole_value=accept buf_too_big=reject var_size=accept flags_var=accept misaligned=reject at_fp8=reject read_bytes=reject read_second_slot=reject overwrite_then_use=reject overwrite_first_then_use=reject overwrite_byte_then_use=reject overwrite_unused=accept overwrite_half_read_other=accept reinit=accept reinit_shifted=accept reinit_shifted_old=reject helper_writes_dynptr=reject helper_writes_dynptr_partly=reject pass_inner=reject read_var_len=accept read_unbounded_len=reject read_dst_beside=accept read_var_off=accept src_map_value=reject spill_ptr_over=reject fp_as_data=reject
 # expect-unpriv: ok=accept whole_value=accept buf_too_big=reject var_size=accept flags_var=accept misaligned=reject at_fp8=reject read_bytes=reject read_second_slot=reject overwrite_then_use=reject overwrite_first_then_use=reject overwrite_byte_then_use=reject overwrite_unused=accept overwrite_half_read_other=reject reinit=accept reinit_shifted=accept reinit_shifted_old=reject helper_writes_dynptr=reject helper_writes_dynptr_partly=reject pass_inner=reject read_var_len=reject read_unbounded_len=reject read_dst_beside=accept read_var_off=accept src_map_value=reject spill_ptr_over=reject fp_as_data=reject
---- @value
-stw [%r10-36], 0
-lddw %r1, map_idx 0
-mov %r2, %r10
-add %r2, -36
-call 1
-jeq %r0, 0, out
-mov %r6, %r0
---- @local
-mov %r1, %r6
-mov %r2, 8
-mov %r3, 0
-mov %r4, %r10
-add %r4, -16
-call 197
---- @read
-mov %r1, %r10
-add %r1, -32
-mov %r2, 8
-mov %r3, %r10
-add %r3, -16
-mov %r4, 0
-mov %r5, 0
-call 201
---- @out
-out:
-mov %r0, 2
-exit
 --- ok
 @value
 @local

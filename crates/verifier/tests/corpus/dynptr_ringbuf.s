@@ -2,30 +2,10 @@
 # fails: every path must submit (199) or discard (200) the dynptr; a
 # referenced dynptr may not be overwritten (by the program or a helper), and
 # it and its slices are gone after its release
+# include: dynptr.inc
 # maps: ringbuf 0 0 4096, array 4 16 1
 # expect: ok=accept discard=accept leak=reject leak_on_failure=reject release_on_failure=accept overwrite=reject overwrite_second_slot=reject helper_overwrite=reject submit_local=reject use_after_submit=reject submit_twice=reject reinit_over_ringbuf=reject on_array=reject write_then_submit=accept var_size=accept read_then_submit=accept two_dynptrs=accept two_dynptrs_one_leaked=reject slice_write=accept slice_oob=reject slice_after_submit=reject slice_after_discard_unused=accept slice_as_release_arg=reject submit_ptr_in_dynptr_arg=reject ringbuf_ptr_as_dynptr=reject flags_nonzero=accept
 # expect-unpriv: ok=accept discard=accept leak=reject leak_on_failure=reject release_on_failure=accept overwrite=reject overwrite_second_slot=reject helper_overwrite=reject submit_local=reject use_after_submit=reject submit_twice=reject reinit_over_ringbuf=reject on_array=reject write_then_submit=accept var_size=accept read_then_submit=accept two_dynptrs=accept two_dynptrs_one_leaked=reject slice_write=accept slice_oob=reject slice_after_submit=reject slice_after_discard_unused=reject slice_as_release_arg=reject submit_ptr_in_dynptr_arg=reject ringbuf_ptr_as_dynptr=reject flags_nonzero=accept
---- @reserve
-lddw %r1, map_idx 0
-mov %r2, 16
-mov %r3, 0
-mov %r4, %r10
-add %r4, -16
-call 198
---- @submit
-mov %r1, %r10
-add %r1, -16
-mov %r2, 0
-call 199
---- @out
-out:
-mov %r0, 2
-exit
---- @discard
-mov %r1, %r10
-add %r1, -16
-mov %r2, 0
-call 200
 --- @value1
 stw [%r10-36], 0
 lddw %r1, map_idx 1
@@ -34,22 +14,6 @@ add %r2, -36
 call 1
 jeq %r0, 0, out
 mov %r6, %r0
---- @local
-mov %r1, %r6
-mov %r2, 8
-mov %r3, 0
-mov %r4, %r10
-add %r4, -16
-call 197
---- @read
-mov %r1, %r10
-add %r1, -32
-mov %r2, 8
-mov %r3, %r10
-add %r3, -16
-mov %r4, 0
-mov %r5, 0
-call 201
 --- ok
 @reserve
 @submit
