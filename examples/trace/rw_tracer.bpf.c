@@ -6,6 +6,11 @@
 // Built with -DWITH_DATA it is rw-tracer-all: each event also carries up to
 // 4 KiB of the bytes read or written (copied from the caller's buffer with
 // bpf_probe_read_user at the exit, when a read's data is there).
+//
+// Built with -DWITH_DATA -DDYNPTR it is rw-tracer-dyn: the same events,
+// each record only as long as its data (a dynptr reservation of the event
+// plus data_len bytes, written from a per-CPU scratch event), where
+// rw-tracer-all reserves 4 KiB of data for every event.
 #include "trace.h"
 
 #ifdef WITH_DATA
@@ -29,6 +34,33 @@ struct {
 } inflight SEC(".maps");
 
 DECLARE_RB_STATS
+
+#ifdef DYNPTR
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, record_t);
+} scratch SEC(".maps");
+
+/* The event and its data_len bytes of data, as one record. */
+static __always_inline void send(record_t *r)
+{
+	struct bpf_dynptr dp;
+	__u32 n = sizeof(r->ev) + r->ev.data_len;
+
+	if (n > sizeof(*r))
+		n = sizeof(*r);
+	/* The reservation is a reference even when it fails: discard it. */
+	if (bpf_ringbuf_reserve_dynptr(&events, n, 0, &dp)) {
+		bpf_ringbuf_discard_dynptr(&dp, 0);
+		rb_stat(STAT_DROPPED);
+		return;
+	}
+	bpf_dynptr_write(&dp, 0, r, n, 0);
+	bpf_ringbuf_submit_dynptr(&dp, 0);
+}
+#endif
 
 static __always_inline int enter(struct trace_event_raw_sys_enter *ctx)
 {
@@ -57,7 +89,12 @@ static __always_inline int leave(struct trace_event_raw_sys_exit *ctx, __u32 op)
 	if (!a)
 		return 0;
 	rb_stat(STAT_ATTEMPTED);
+#ifdef DYNPTR
+	__u32 zero = 0;
+	r = bpf_map_lookup_elem(&scratch, &zero);
+#else
 	r = bpf_ringbuf_reserve(&events, sizeof(*r), 0);
+#endif
 	if (!r) {
 		rb_stat(STAT_DROPPED);
 		bpf_map_delete_elem(&inflight, &id);
@@ -87,7 +124,11 @@ static __always_inline int leave(struct trace_event_raw_sys_exit *ctx, __u32 op)
 	e->cpu = bpf_get_smp_processor_id();
 	bpf_get_current_comm(e->comm, sizeof(e->comm));
 	__builtin_memset(e->reserved, 0, sizeof(e->reserved));
+#ifdef DYNPTR
+	send(r);
+#else
 	bpf_ringbuf_submit(r, 0);
+#endif
 	bpf_map_delete_elem(&inflight, &id);
 	return 0;
 }
