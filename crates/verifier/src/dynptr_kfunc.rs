@@ -1,6 +1,7 @@
 //! The kernel's dynptr kfuncs (`bpf_dynptr_from_xdp`, `bpf_dynptr_slice`,
 //! `bpf_dynptr_slice_rdwr`, `bpf_dynptr_adjust`, `bpf_dynptr_is_null`,
-//! `bpf_dynptr_is_rdonly`, `bpf_dynptr_size`, `bpf_dynptr_clone`), checked
+//! `bpf_dynptr_is_rdonly`, `bpf_dynptr_size`, `bpf_dynptr_clone`,
+//! `bpf_dynptr_copy`, `bpf_dynptr_memset`), checked
 //! as the kernel's `check_kfunc_args` checks their BTF-typed arguments:
 //! `struct bpf_dynptr *ptr__uninit` / `clone__uninit` become a dynptr,
 //! `const struct bpf_dynptr *` must be an initialised one, `buffer__opt`
@@ -24,6 +25,8 @@ pub enum DynptrKfunc {
     IsRdonly,
     Size,
     Clone,
+    Copy,
+    Memset,
 }
 
 impl DynptrKfunc {
@@ -37,6 +40,8 @@ impl DynptrKfunc {
             "bpf_dynptr_is_rdonly" => DynptrKfunc::IsRdonly,
             "bpf_dynptr_size" => DynptrKfunc::Size,
             "bpf_dynptr_clone" => DynptrKfunc::Clone,
+            "bpf_dynptr_copy" => DynptrKfunc::Copy,
+            "bpf_dynptr_memset" => DynptrKfunc::Memset,
             _ => return None,
         })
     }
@@ -51,6 +56,8 @@ impl DynptrKfunc {
             DynptrKfunc::IsRdonly => "bpf_dynptr_is_rdonly",
             DynptrKfunc::Size => "bpf_dynptr_size",
             DynptrKfunc::Clone => "bpf_dynptr_clone",
+            DynptrKfunc::Copy => "bpf_dynptr_copy",
+            DynptrKfunc::Memset => "bpf_dynptr_memset",
         }
     }
 
@@ -60,6 +67,8 @@ impl DynptrKfunc {
             DynptrKfunc::FromXdp => &[2],
             DynptrKfunc::Slice | DynptrKfunc::SliceRdwr => &[2],
             DynptrKfunc::Adjust => &[2, 3],
+            DynptrKfunc::Copy => &[2, 4, 5],
+            DynptrKfunc::Memset => &[2, 3, 4],
             _ => &[],
         }
     }
@@ -168,6 +177,27 @@ impl Verifier<'_> {
                     )
                 })?;
                 self.dynptr_slice(&d, size, k == DynptrKfunc::Slice)
+            }
+            // `struct bpf_dynptr *` (not const): never a const dynptr.
+            DynptrKfunc::Copy | DynptrKfunc::Memset => {
+                let ptrs: &[u8] = if k == DynptrKfunc::Copy {
+                    &[1, 3]
+                } else {
+                    &[1]
+                };
+                for &r in ptrs {
+                    if st.reg(r).ty == RegType::ConstDynptr {
+                        return err(
+                            "bad_kfunc_arg",
+                            format!(
+                                "cannot pass pointer to const bpf_dynptr, the helper mutates it \
+                                 (R{r} of {name})"
+                            ),
+                        );
+                    }
+                    self.check_init_dynptr(st, r, None, false, name)?;
+                }
+                RegState::unknown()
             }
             // Scalar results are unknown 64-bit values to the kernel's
             // verifier whatever their C type (bool, __u32): so here.
