@@ -43,7 +43,8 @@ pub use perf_event::{PerfEvent, PerfbufStats, BPF_F_CURRENT_CPU, BPF_F_INDEX_MAS
 pub use perf_ring::{PerfRing, SampleFormat};
 pub use registry::{MapInfo, REGISTRY_CAPACITY};
 pub use ringbuf::{
-    Backpressure, MmapSegment, RingRecord, RingbufConsumer, RingbufSnapshot, RingbufStats, WakeupFd,
+    Backpressure, MmapSegment, RingRecord, RingbufConsumer, RingbufSnapshot, RingbufStats,
+    UserRingbufProducer, WakeupFd,
 };
 pub use spec::{MapSpec, MapType};
 pub use state_io::{inner_spec, ApplyError, InstanceResolver, StateResolver};

@@ -210,12 +210,13 @@ impl Map {
         let g = geometry(&spec, opts, page);
         let data_off = header_space(page);
         let (len, words) = family_layout(&g, data_off, opts)?;
-        let total = if g.map_type == MapType::Ringbuf {
+        let total = if matches!(g.map_type, MapType::Ringbuf | MapType::UserRingbuf) {
             data_off + len
         } else {
             round_up(data_off + len, 64)
         };
-        let mirror = (g.map_type == MapType::Ringbuf).then(|| RingBuf::mirror(&g, &words));
+        let mirror = matches!(g.map_type, MapType::Ringbuf | MapType::UserRingbuf)
+            .then(|| RingBuf::mirror(&g, &words));
         let shm = Shm::create(object.as_ref(), total, mirror)?;
         // SAFETY: the object is zero-filled, at least a page long, and ours
         // alone until `ready` is set.
@@ -266,7 +267,10 @@ impl Map {
                     return Err(MapError::Corrupt("bad magic"));
                 }
                 let g = Geometry::from_header(&h)?;
-                Ok((g.map_type == MapType::Ringbuf).then(|| RingBuf::mirror(&g, &h.layout)))
+                Ok(
+                    matches!(g.map_type, MapType::Ringbuf | MapType::UserRingbuf)
+                        .then(|| RingBuf::mirror(&g, &h.layout)),
+                )
             },
             hlen,
         )?;
@@ -644,7 +648,8 @@ impl Map {
 
     /// The pieces of this map's shared-memory object that a kernel
     /// `mmap(len, offset)` of a ring buffer fd shows (consumer page at 0,
-    /// producer page, data twice).
+    /// producer page, data twice), with the writability rules of its type
+    /// (RINGBUF or USER_RINGBUF).
     pub fn ringbuf_mmap_segments(
         &self,
         offset: u64,
@@ -653,7 +658,12 @@ impl Map {
     ) -> Result<Vec<MmapSegment>, MapError> {
         self.ring()
             .ok_or(MapError::Invalid("not a ring buffer"))?
-            .mmap_segments(offset, len, writable)
+            .mmap_segments(
+                offset,
+                len,
+                writable,
+                self.map_type() == MapType::UserRingbuf,
+            )
     }
 
     /// `bpf_perf_event_output` on `cpu`; `parts` are concatenated.

@@ -26,9 +26,11 @@
 mod consumer;
 pub(crate) mod futex;
 mod kernel_mmap;
+mod user;
 
 pub use consumer::{RingbufConsumer, WakeupFd};
 pub use kernel_mmap::MmapSegment;
+pub use user::{UserPeek, UserRingbufProducer, BPF_MAX_USER_RINGBUF_SAMPLES, DYNPTR_MAX_SIZE};
 
 use crate::error::MapError;
 use crate::header::{Geometry, LAYOUT_WORDS};
@@ -217,6 +219,9 @@ struct Ctl {
     /// `wake_seq`, which the kernel's per-record rule bumps on every
     /// record committed to a drained ring.
     batch_seq: AtomicU32,
+    /// USER_RINGBUF: 1 while a `bpf_user_ringbuf_drain` runs (the kernel's
+    /// `rb->busy`), in every process.
+    drain_busy: AtomicU32,
 }
 
 #[repr(C, align(64))]

@@ -238,8 +238,16 @@ pub(crate) fn validate(
             if n as u64 > RINGBUF_MAX_DATA_SZ {
                 return Err(MapError::SizeLimit("ringbuf: over 16 TiB of data"));
             }
-            // bpfjet's own bits (backpressure); the kernel refuses any.
-            crate::ringbuf::Backpressure::from_map_extra(spec.map_extra)?;
+            if spec.map_type == UserRingbuf {
+                // The kernel's map_create: map_extra only for bloom
+                // filters and arenas.
+                if spec.map_extra != 0 {
+                    return Err(einval("user ringbuf: map_extra must be 0"));
+                }
+            } else {
+                // bpfjet's own bits (backpressure); the kernel refuses any.
+                crate::ringbuf::Backpressure::from_map_extra(spec.map_extra)?;
+            }
         }
         Devmap | DevmapHash => {
             if n == 0 || k != 4 || (v != 4 && v != 8) || fl & !DEV_CREATE_MASK != 0 {

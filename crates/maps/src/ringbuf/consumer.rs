@@ -18,8 +18,10 @@ pub struct RingbufConsumer {
 
 impl RingbufConsumer {
     pub fn new(map: Arc<Map>) -> Result<Self, MapError> {
-        if map.ringbuf().is_none() {
-            return Err(MapError::Invalid("not a ring buffer"));
+        if map.ringbuf().is_none() || map.map_type() == crate::MapType::UserRingbuf {
+            return Err(MapError::Invalid(
+                "not a ring buffer (a user ring buffer is drained by programs)",
+            ));
         }
         Ok(RingbufConsumer { map })
     }
@@ -118,6 +120,11 @@ trait WakeSource: Send + Sync {
     /// A count of sleeping consumers the producers look at before they
     /// wake (a ring buffer's); None: producers always wake.
     fn waiters(&self) -> Option<&AtomicU32>;
+    /// Whether readiness is "writable" (a USER_RINGBUF with room: the
+    /// kernel's `EPOLLOUT`) rather than "readable".
+    fn writable(&self) -> bool {
+        false
+    }
 }
 
 /// A ring buffer map.
@@ -131,10 +138,16 @@ impl WakeSource for RingbufSource {
             .wake_seq()
     }
     fn ready(&self) -> bool {
+        if self.writable() {
+            return self.0.user_ringbuf_has_room();
+        }
         self.0.ringbuf().is_some_and(|r| r.record_ready())
     }
     fn waiters(&self) -> Option<&AtomicU32> {
         self.0.ringbuf().map(|r| r.waiters())
+    }
+    fn writable(&self) -> bool {
+        self.0.map_type() == crate::MapType::UserRingbuf
     }
 }
 
@@ -157,6 +170,12 @@ impl WakeSource for crate::PerfRing {
 /// [`rearm`](Self::rearm) gives the same: it clears the eventfd, then
 /// signals it again if a record is waiting. For ring buffers and for the
 /// perf rings of a control plane's perf events ([`crate::PerfRing`]).
+///
+/// A USER_RINGBUF's fd is the other way round: writable (`EPOLLOUT`) while
+/// the ring has room, woken by drains. Its eventfd then stands for
+/// "writable" by its counter: 0 is writable, `u64::MAX - 1` (where an
+/// eventfd stops accepting writes) is not; see [`signals_writable`]
+/// (Self::signals_writable).
 pub struct WakeupFd {
     source: Arc<dyn WakeSource>,
     efd: Arc<OwnedFd>,
@@ -204,16 +223,44 @@ impl WakeupFd {
         self.efd.as_raw_fd()
     }
 
-    /// Clear the eventfd, then signal it again if a consumer would make
-    /// progress now (in that order, so a wake-up in between is not lost).
+    /// Whether the eventfd signals by becoming writable (`EPOLLOUT`, a
+    /// USER_RINGBUF: register it for `EPOLLOUT`, never `EPOLLIN`) rather
+    /// than readable.
+    pub fn signals_writable(&self) -> bool {
+        self.source.writable()
+    }
+
+    /// Clear the eventfd, then signal it again if a consumer (producer, for
+    /// a USER_RINGBUF) would make progress now (in that order, so a wake-up
+    /// in between is not lost).
     pub fn rearm(&self) {
-        let mut v = 0u64;
-        // SAFETY: reading 8 bytes from our non-blocking eventfd.
-        unsafe { libc::read(self.fd(), (&mut v as *mut u64).cast(), 8) };
+        if self.source.writable() {
+            // Not writable: the counter at its maximum (fails harmlessly
+            // with EAGAIN when it already is).
+            let full = u64::MAX - 1;
+            // SAFETY: writing 8 bytes to our non-blocking eventfd.
+            unsafe { libc::write(self.fd(), (&full as *const u64).cast(), 8) };
+        } else {
+            clear(&self.efd);
+        }
         if self.source.ready() {
+            self.signal();
+        }
+    }
+
+    fn signal(&self) {
+        if self.source.writable() {
+            clear(&self.efd);
+        } else {
             signal(&self.efd);
         }
     }
+}
+
+fn clear(efd: &OwnedFd) {
+    let mut v = 0u64;
+    // SAFETY: reading 8 bytes from our non-blocking eventfd.
+    unsafe { libc::read(efd.as_raw_fd(), (&mut v as *mut u64).cast(), 8) };
 }
 
 impl Drop for WakeupFd {
@@ -233,7 +280,8 @@ fn signal(efd: &OwnedFd) {
     unsafe { libc::write(efd.as_raw_fd(), (&one as *const u64).cast(), 8) };
 }
 
-/// The bridge thread: every wake-up of the ring becomes an eventfd signal.
+/// The bridge thread: every wake-up of the ring becomes an eventfd signal
+/// (readable; for a USER_RINGBUF with room, writable).
 fn bridge(source: &dyn WakeSource, efd: &OwnedFd, stop: &AtomicBool) {
     if let Some(w) = source.waiters() {
         w.fetch_add(1, Ordering::SeqCst);
@@ -247,7 +295,12 @@ fn bridge(source: &dyn WakeSource, efd: &OwnedFd, stop: &AtomicBool) {
         if stop.load(Ordering::SeqCst) {
             break;
         }
-        signal(efd);
+        if !source.writable() {
+            signal(efd);
+        } else if source.ready() {
+            // Writable again: a drain made room.
+            clear(efd);
+        }
     }
     if let Some(w) = source.waiters() {
         w.fetch_sub(1, Ordering::SeqCst);
