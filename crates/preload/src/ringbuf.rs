@@ -1,6 +1,10 @@
-//! Ring buffer fds as libbpf's `ring_buffer__new` uses them: `mmap` with
-//! the kernel's offsets (consumer page read-write at 0; producer page and
-//! the data twice, read-only, at one page), and epoll wake-ups.
+//! Ring buffer fds as libbpf's `ring_buffer__new` and
+//! `user_ring_buffer__new` use them: `mmap` with the kernel's offsets
+//! (consumer page at 0 — read-write for a RINGBUF, read-only for a
+//! USER_RINGBUF; producer page and the data twice at one page — read-only
+//! for a RINGBUF, read-write for a USER_RINGBUF), and epoll wake-ups
+//! (readable while records wait; for a USER_RINGBUF writable while there
+//! is room, woken by drains).
 //!
 //! A bpfjet map fd names a shared-memory file, which epoll refuses (EPERM
 //! for regular files). So `epoll_ctl` on a ring buffer fd registers, in
@@ -138,9 +142,10 @@ pub(crate) unsafe fn mmap(
     Some(base)
 }
 
-/// The eventfd registered in `fd`'s place, creating it on first use; None
-/// when `fd` is no bpfjet ring buffer.
-fn watch_fd(fd: i32) -> Option<Result<i32, i32>> {
+/// The eventfd registered in `fd`'s place (and whether it stands for
+/// "writable", a USER_RINGBUF's), creating it on first use; None when `fd`
+/// is no bpfjet ring buffer.
+fn watch_fd(fd: i32) -> Option<Result<(i32, bool), i32>> {
     if inside() {
         return None;
     }
@@ -155,7 +160,7 @@ fn watch_fd(fd: i32) -> Option<Result<i32, i32>> {
     let mut watches = WATCHES.lock().unwrap_or_else(PoisonError::into_inner);
     let watches = watches.get_or_insert_with(HashMap::new);
     if let Some(w) = watches.get(&fd) {
-        return Some(Ok(w.fd()));
+        return Some(Ok((w.fd(), w.signals_writable())));
     }
     let made = as_bpfjet(|| match source {
         Ok(map) => WakeupFd::new(map),
@@ -163,7 +168,7 @@ fn watch_fd(fd: i32) -> Option<Result<i32, i32>> {
     })?;
     match made {
         Ok(w) => {
-            let efd = w.fd();
+            let efd = (w.fd(), w.signals_writable());
             watches.insert(fd, w);
             ANY_WATCH.store(true, Ordering::Release);
             Some(Ok(efd))
@@ -212,14 +217,25 @@ pub unsafe extern "C" fn epoll_ctl(
 ) -> libc::c_int {
     static R: OnceLock<usize> = OnceLock::new();
     let f: EpollCtlFn = real(&R, c"epoll_ctl");
-    let target = match catch_unwind(|| watch_fd(fd)).ok().flatten() {
-        None => fd,
+    let (target, writable) = match catch_unwind(|| watch_fd(fd)).ok().flatten() {
+        None => (fd, false),
         Some(Ok(efd)) => efd,
         Some(Err(e)) => {
             set_errno(e);
             return -1;
         }
     };
+    if writable && !event.is_null() {
+        // A USER_RINGBUF fd is never readable (the kernel's
+        // ringbuf_map_poll_user); its eventfd is readable while the ring
+        // is full, so only EPOLLOUT may be asked of it.
+        let mut ev = *event;
+        ev.events &= !((libc::EPOLLIN | libc::EPOLLRDNORM) as u32);
+        if ev.events & libc::EPOLLWRNORM as u32 != 0 {
+            ev.events |= libc::EPOLLOUT as u32;
+        }
+        return f(epfd, op, target, &mut ev);
+    }
     f(epfd, op, target, event)
 }
 

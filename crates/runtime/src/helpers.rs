@@ -23,6 +23,7 @@ mod task;
 mod thread_maps;
 mod time;
 mod tracing;
+mod user_ringbuf;
 mod xdp;
 
 pub use common::{check_map_use, map_use};
@@ -178,6 +179,7 @@ fn base_helpers() -> HelperRegistry {
     ringbuf::register(&mut r);
     printf::register(&mut r);
     callbacks::register(&mut r);
+    user_ringbuf::register(&mut r);
     strings::register(&mut r);
     task::register(&mut r);
     r.register(crate::graph_kfuncs::kptr_xchg_helper());

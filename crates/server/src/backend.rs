@@ -263,14 +263,17 @@ impl BpfjetBackend {
         })
     }
 
-    /// The ring buffer map behind `fd` (also a dup or inherited fd), for
-    /// the preload's mmap and epoll of ring buffer fds; None otherwise.
+    /// The ring buffer map (RINGBUF or USER_RINGBUF) behind `fd` (also a
+    /// dup or inherited fd), for the preload's mmap and epoll of ring
+    /// buffer fds; None otherwise.
     pub fn ringbuf_map(&self, fd: i32) -> Option<Arc<bpfjet_maps::Map>> {
         if fd < 0 {
             return None;
         }
         match self.obj(fd as u32)? {
-            Obj::Map(m) if m.map.map_type() == MapType::Ringbuf => Some(m.map.clone()),
+            Obj::Map(m) if matches!(m.map.map_type(), MapType::Ringbuf | MapType::UserRingbuf) => {
+                Some(m.map.clone())
+            }
             _ => None,
         }
     }
@@ -605,6 +608,26 @@ impl BpfjetBackend {
             let ifindex = u32::from_ne_bytes(raw[..4].try_into().unwrap());
             if ifindex != 0 && crate::attach::ifname(ifindex).is_err() {
                 return Err(Errno::EINVAL);
+            }
+        }
+        if map.map_type() == MapType::UserRingbuf {
+            // The kernel's ringbuf map ops have no element commands
+            // (ENOTSUPP, 524), after the generic key copy: a key pointer
+            // for a 0-byte key is EINVAL. Freezing is the generic one.
+            let key = match cmd {
+                Command::MapLookupElem(e)
+                | Command::MapUpdateElem(e)
+                | Command::MapDeleteElem(e)
+                | Command::MapGetNextKey(e)
+                | Command::MapLookupAndDeleteElem(e) => e.key,
+                _ => 0,
+            };
+            if !matches!(cmd, Command::MapFreeze(_)) {
+                return Err(if key != 0 {
+                    Errno::EINVAL
+                } else {
+                    Errno::ENOTSUPP
+                });
             }
         }
         if map.map_type() == MapType::PerfEventArray {

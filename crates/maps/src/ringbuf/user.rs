@@ -43,8 +43,9 @@ pub const DYNPTR_MAX_SIZE: u32 = (1 << 24) - 1;
 /// position.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum UserPeek {
-    /// A submitted record: its bytes (contiguous thanks to the mirror).
-    Sample { data: *const u8, size: u32 },
+    /// A submitted record: its bytes (contiguous thanks to the mirror;
+    /// the kernel lets the program write them).
+    Sample { data: *mut u8, size: u32 },
     /// A discarded record, already released (the kernel's `-EAGAIN`).
     Discarded,
     /// Nothing to read: the ring is empty or the next record is still
@@ -200,7 +201,7 @@ impl Map {
     pub fn user_ringbuf_drain<E>(
         &self,
         flags: u64,
-        mut f: impl FnMut(*const u8, u32) -> Result<u64, E>,
+        mut f: impl FnMut(*mut u8, u32) -> Result<u64, E>,
     ) -> Result<i64, E> {
         let Ok(ring) = self.user_ring() else {
             return Ok(-i64::from(libc::EINVAL));

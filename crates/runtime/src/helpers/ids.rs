@@ -276,6 +276,7 @@ pub const XDP_LOAD_BYTES: u32 = 189;
 pub const XDP_STORE_BYTES: u32 = 190;
 pub const MAP_LOOKUP_PERCPU_ELEM: u32 = 195;
 pub const KTIME_GET_TAI_NS: u32 = 208;
+pub const USER_RINGBUF_DRAIN: u32 = 209;
 
 pub const PROBE_READ: u32 = 4;
 pub const GET_CURRENT_PID_TGID: u32 = 14;

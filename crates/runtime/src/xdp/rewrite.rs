@@ -99,6 +99,7 @@ impl Val {
 const STACK_SLOTS: usize = 512 / 8;
 const HELPER_FOR_EACH_MAP_ELEM: i32 = 164;
 const HELPER_LOOP: i32 = 181;
+const HELPER_USER_RINGBUF_DRAIN: i32 = 209;
 
 #[derive(Clone, PartialEq, Eq)]
 struct State {
@@ -352,13 +353,17 @@ impl Analysis<'_> {
             }
             Insn::Call(CallTarget::Helper(id)) => {
                 let callback = match id {
-                    HELPER_LOOP => Some((2, [Val::Other, reg_val(&state, 3)])),
+                    HELPER_LOOP | HELPER_USER_RINGBUF_DRAIN => {
+                        Some((2, [Val::Other, reg_val(&state, 3)]))
+                    }
                     HELPER_FOR_EACH_MAP_ELEM => Some((2, [Val::Other, Val::Other])),
                     _ => None,
                 };
                 if let Some((fn_reg, _)) = callback {
                     if let Val::Func(t) = reg_val(&state, fn_reg) {
-                        let args = if id == HELPER_LOOP {
+                        // bpf_loop's callback gets (index, ctx), the
+                        // drain's (dynptr, ctx): ctx in r2 for both.
+                        let args = if id == HELPER_LOOP || id == HELPER_USER_RINGBUF_DRAIN {
                             [
                                 Val::Other,
                                 reg_val(&state, 3),
