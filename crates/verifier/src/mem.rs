@@ -398,6 +398,12 @@ impl Verifier<'_> {
                 let fixed = base.val.is_const();
                 if write {
                     let (mut reg, imm) = match value {
+                        // Not a spillable register type to the kernel
+                        // (`is_spillable_regtype`): stored as plain data,
+                        // it reads back as an unknown scalar.
+                        Some(StoreVal::Reg(_, v)) if v.ty == RegType::ConstDynptr => {
+                            (Some(RegState::unknown()), 0)
+                        }
                         Some(StoreVal::Reg(_, v)) => (Some(v), 0),
                         Some(StoreVal::Imm(i)) => (None, i),
                         None => (None, 1),

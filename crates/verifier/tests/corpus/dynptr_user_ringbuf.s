@@ -2,7 +2,7 @@
 # gets a const local dynptr over each sample (helpers may read it and slice
 # it, never initialise, release or dereference it) and returns 0 or 1
 # maps: user_ringbuf 0 0 4096, array 4 8 1, ringbuf 0 0 4096
-# expect: ok=accept data_slice=accept slice_past_size=reject deref_dynptr=reject release_sample=reject reinit_sample=reject bad_return=reject on_ringbuf=reject lookup_on_user_ringbuf=reject ctx_counter=accept
+# expect: ok=accept data_slice=accept slice_past_size=reject deref_dynptr=reject release_sample=reject reinit_sample=reject bad_return=reject on_ringbuf=reject lookup_on_user_ringbuf=reject ctx_counter=accept spill_sample=reject spill_sample_unused=accept
 --- @drain
 lddw %r1, map_idx 0
 lddw %r2, func cb
@@ -134,5 +134,29 @@ cb:
 ldxdw %r3, [%r2+0]
 add %r3, 1
 stxdw [%r2+0], %r3
+mov %r0, 0
+exit
+--- spill_sample
+@drain
+mov %r0, 2
+exit
+cb:
+stxdw [%r10-8], %r1
+ldxdw %r3, [%r10-8]
+mov %r1, %r10
+add %r1, -16
+mov %r2, 8
+mov %r4, 0
+mov %r5, 0
+call 201
+mov %r0, 0
+exit
+--- spill_sample_unused
+@drain
+mov %r0, 2
+exit
+cb:
+stxdw [%r10-8], %r1
+ldxdw %r3, [%r10-8]
 mov %r0, 0
 exit
