@@ -7,6 +7,7 @@
 mod callbacks;
 mod common;
 mod csum;
+pub(crate) mod dynptr;
 pub mod fib;
 pub mod ids;
 mod maps;
@@ -180,6 +181,7 @@ fn base_helpers() -> HelperRegistry {
     printf::register(&mut r);
     callbacks::register(&mut r);
     user_ringbuf::register(&mut r);
+    dynptr::register(&mut r);
     strings::register(&mut r);
     task::register(&mut r);
     r.register(crate::graph_kfuncs::kptr_xchg_helper());

@@ -67,6 +67,7 @@ pub fn kfunc_helper(index: u32, k: &'static Kfunc) -> Helper {
 pub fn provided(name: &str) -> bool {
     bpfjet_kfuncs::by_name(name).is_some()
         || bpfjet_verifier::graph::GraphKfunc::from_name(name).is_some()
+        || bpfjet_verifier::dynptr_kfunc::DynptrKfunc::from_name(name).is_some()
 }
 
 /// `p`'s instructions with every kfunc address (`bpf_ksym_exists(kfunc)`,

@@ -888,6 +888,18 @@ fn build_program(
                     graph_calls.push((index as u32, k));
                 }
             }
+            Insn::Call(CallTarget::Kfunc(index))
+                if usize::try_from(index)
+                    .ok()
+                    .and_then(|i| obj.kfuncs.get(i))
+                    .and_then(|n| bpfjet_verifier::dynptr_kfunc::DynptrKfunc::from_name(n))
+                    .is_some() =>
+            {
+                let name = &obj.kfuncs[index as usize];
+                if let Some(k) = bpfjet_verifier::dynptr_kfunc::DynptrKfunc::from_name(name) {
+                    kfuncs.register(crate::helpers::dynptr::kfunc_helper(index as u32, k));
+                }
+            }
             Insn::Call(CallTarget::Kfunc(index)) => {
                 let name = usize::try_from(index).ok().and_then(|i| obj.kfuncs.get(i));
                 let unsupported = || RuntimeError::UnsupportedKfunc {

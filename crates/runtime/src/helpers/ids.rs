@@ -276,6 +276,13 @@ pub const XDP_LOAD_BYTES: u32 = 189;
 pub const XDP_STORE_BYTES: u32 = 190;
 pub const MAP_LOOKUP_PERCPU_ELEM: u32 = 195;
 pub const KTIME_GET_TAI_NS: u32 = 208;
+pub const DYNPTR_FROM_MEM: u32 = 197;
+pub const RINGBUF_RESERVE_DYNPTR: u32 = 198;
+pub const RINGBUF_SUBMIT_DYNPTR: u32 = 199;
+pub const RINGBUF_DISCARD_DYNPTR: u32 = 200;
+pub const DYNPTR_READ: u32 = 201;
+pub const DYNPTR_WRITE: u32 = 202;
+pub const DYNPTR_DATA: u32 = 203;
 pub const USER_RINGBUF_DRAIN: u32 = 209;
 
 pub const PROBE_READ: u32 = 4;

@@ -57,7 +57,12 @@ pub(crate) fn register(r: &mut HelperRegistry) {
     ));
 }
 
-fn commit(ctx: &mut HelperCtx<'_>, addr: u64, flags: u64, discard: bool) -> Result<u64, Fault> {
+pub(crate) fn commit(
+    ctx: &mut HelperCtx<'_>,
+    addr: u64,
+    flags: u64,
+    discard: bool,
+) -> Result<u64, Fault> {
     let reservations = &mut env(ctx)?.reservations;
     let Some(i) = reservations.iter().position(|&(a, _)| a == addr) else {
         return Err(ctx.fault(format!(

@@ -68,7 +68,10 @@ pub(crate) fn register(r: &mut HelperRegistry) {
 
 /// The frame behind a context argument: the kernel verifier guarantees the
 /// argument is the context, bpfjet checks it.
-fn frame_arg<'a>(ctx: &'a mut HelperCtx<'_>, md: u64) -> Result<&'a mut XdpFrame, Fault> {
+pub(crate) fn frame_arg<'a>(
+    ctx: &'a mut HelperCtx<'_>,
+    md: u64,
+) -> Result<&'a mut XdpFrame, Fault> {
     let pc_fault = ctx.fault("the first argument is not the XDP context");
     let env = xdp_env(ctx)?;
     if env.frame.md_addr() != md {

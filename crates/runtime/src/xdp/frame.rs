@@ -376,6 +376,38 @@ impl XdpFrame {
         Ok(())
     }
 
+    /// `bpf_xdp_pointer`: the address of `len` bytes at packet offset
+    /// `offset` when they lie in one piece (the linear part or one
+    /// fragment), `Ok(None)` when they cross a border; `Err` as
+    /// [`XdpFrame::load_bytes`].
+    pub fn pointer(&mut self, offset: u32, len: u32) -> Result<Option<*mut u8>, u64> {
+        self.check_range(offset, len)?;
+        let (mut offset, len) = (offset as usize, len as usize);
+        let linear = self.len();
+        if offset < linear {
+            return Ok(
+                (offset + len <= linear).then(|| self.buf[self.data + offset..].as_mut_ptr())
+            );
+        }
+        offset -= linear;
+        for frag in &mut self.frags {
+            if offset < frag.len {
+                let fits = offset + len <= frag.len;
+                return Ok(fits.then(|| frag.page[offset..].as_mut_ptr()));
+            }
+            offset -= frag.len;
+        }
+        // The kernel's walk ends with the linear part's address and size.
+        Ok((offset + len <= linear).then(|| self.buf[self.data + offset..].as_mut_ptr()))
+    }
+
+    /// The bytes of `offset..offset + len` that the frame has, as many as
+    /// there are (`bpf_xdp_copy_buf` copies what it finds).
+    pub fn gather_available(&mut self, offset: usize, len: usize) -> Vec<u8> {
+        let len = len.min(self.buff_len().saturating_sub(offset));
+        self.gather(offset, len)
+    }
+
     /// Bytes `offset..offset + len` of the whole frame (checked by the
     /// caller), as `bpf_xdp_copy` gathers them for perf event output.
     pub fn gather(&mut self, offset: usize, len: usize) -> Vec<u8> {

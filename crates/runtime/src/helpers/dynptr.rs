@@ -1,0 +1,515 @@
+//! Dynptrs at run time: the helpers 197–203 and the kernel's dynptr kfuncs
+//! (`bpf_dynptr_from_xdp`, `_slice`, `_slice_rdwr`, `_adjust`, `_is_null`,
+//! `_is_rdonly`, `_size`, `_clone`, `_copy`, `_memset`), with the kernel's
+//! checks, their order and errnos (kernel/bpf/helpers.c, net/core/filter.c).
+//!
+//! The program's `struct bpf_dynptr` holds the kernel's `bpf_dynptr_kern`:
+//! `u64 data` (the memory; for an XDP dynptr the program's context, whose
+//! frame the run environment holds; 0 for the null dynptr), `u32` size
+//! (bits 0–23) with the type (bits 28–30) and read-only (bit 31) bits, and
+//! `u32 offset` into the memory. The verifier
+//! (`bpfjet_verifier::dynptr`) proves the program never touches these bytes
+//! itself; bounds-checked runs check every address they lead to.
+
+use super::common::{env, map_arg, require_map_use};
+use super::ids;
+use super::xdp::frame_arg;
+use crate::errno;
+use crate::error::{Access, Fault};
+use crate::helper_ctx::HelperCtx;
+use crate::helpers::{Helper, HelperRegistry};
+use crate::region::Region;
+use bpfjet_maps::{Map, MapType};
+use bpfjet_verifier::dynptr_kfunc::DynptrKfunc;
+
+/// `sizeof(struct bpf_dynptr)`.
+const DYNPTR_BYTES: u64 = 16;
+/// `DYNPTR_MAX_SIZE`, also the size field's mask.
+const MAX_SIZE: u32 = 0xff_ffff;
+const TYPE_SHIFT: u32 = 28;
+const TYPE_MASK: u32 = 0x7;
+const RDONLY_BIT: u32 = 1 << 31;
+/// The kernel's ERANGE (bpf_dynptr_adjust).
+const ERANGE: u64 = 34;
+
+/// `enum bpf_dynptr_type` values bpfjet makes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Kind {
+    Local = 1,
+    Ringbuf = 2,
+    Xdp = 4,
+}
+
+/// A `struct bpf_dynptr_kern`, read from or written to the program.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+struct Dynptr {
+    data: u64,
+    size_word: u32,
+    offset: u32,
+}
+
+impl Dynptr {
+    fn new(data: u64, kind: Kind, size: u32) -> Dynptr {
+        Dynptr {
+            data,
+            size_word: size | (kind as u32) << TYPE_SHIFT,
+            offset: 0,
+        }
+    }
+
+    fn is_null(&self) -> bool {
+        self.data == 0
+    }
+
+    fn size(&self) -> u32 {
+        self.size_word & MAX_SIZE
+    }
+
+    fn set_size(&mut self, size: u32) {
+        self.size_word = (self.size_word & !MAX_SIZE) | size;
+    }
+
+    fn is_rdonly(&self) -> bool {
+        self.size_word & RDONLY_BIT != 0
+    }
+
+    fn kind(&self) -> Option<Kind> {
+        match (self.size_word >> TYPE_SHIFT) & TYPE_MASK {
+            1 => Some(Kind::Local),
+            2 => Some(Kind::Ringbuf),
+            4 => Some(Kind::Xdp),
+            _ => None,
+        }
+    }
+
+    /// `bpf_dynptr_check_off_len`: -E2BIG past the size.
+    fn check_off_len(&self, offset: u32, len: u32) -> Result<(), u64> {
+        let size = self.size();
+        if offset > size || len > size - offset {
+            return Err(errno::E2BIG);
+        }
+        Ok(())
+    }
+
+    /// The address of byte `offset` of a LOCAL or RINGBUF dynptr's view.
+    fn addr(&self, offset: u32) -> u64 {
+        self.data + u64::from(self.offset) + u64::from(offset)
+    }
+}
+
+fn load(ctx: &HelperCtx<'_>, at: u64) -> Result<Dynptr, Fault> {
+    let b = ctx.read_mem(at, DYNPTR_BYTES)?;
+    let u32_at = |i: usize| u32::from_le_bytes([b[i], b[i + 1], b[i + 2], b[i + 3]]);
+    Ok(Dynptr {
+        data: u64::from_le_bytes(b[..8].try_into().expect("8 bytes")),
+        size_word: u32_at(8),
+        offset: u32_at(12),
+    })
+}
+
+fn store(ctx: &mut HelperCtx<'_>, at: u64, d: Dynptr) -> Result<(), Fault> {
+    let b = ctx.write_mem(at, DYNPTR_BYTES)?;
+    b[..8].copy_from_slice(&d.data.to_le_bytes());
+    b[8..12].copy_from_slice(&d.size_word.to_le_bytes());
+    b[12..].copy_from_slice(&d.offset.to_le_bytes());
+    Ok(())
+}
+
+/// `bpf_dynptr_set_null`.
+fn set_null(ctx: &mut HelperCtx<'_>, at: u64) -> Result<(), Fault> {
+    store(ctx, at, Dynptr::default())
+}
+
+/// An `int` result as the kernel's x86-64 code leaves it in r0 (helpers
+/// return `long`: sign-extended; kfuncs `int`: the low 32 bits).
+fn int_result(kfunc: bool, r: Result<(), u64>) -> u64 {
+    match r {
+        Ok(()) => 0,
+        Err(e) if kfunc => u64::from(errno::neg(e) as u32),
+        Err(e) => errno::neg(e),
+    }
+}
+
+/// `__bpf_dynptr_read`: `len` bytes of `src` at `offset` into `dst`.
+fn read(
+    ctx: &mut HelperCtx<'_>,
+    dst: u64,
+    src: &Dynptr,
+    offset: u32,
+    len: u32,
+    flags: u64,
+) -> Result<Result<(), u64>, Fault> {
+    if src.is_null() || flags != 0 {
+        return Ok(Err(errno::EINVAL));
+    }
+    if let Err(e) = src.check_off_len(offset, len) {
+        return Ok(Err(e));
+    }
+    let bytes = match src.kind() {
+        Some(Kind::Local | Kind::Ringbuf) => {
+            ctx.read_mem(src.addr(offset), u64::from(len))?.to_vec()
+        }
+        Some(Kind::Xdp) => {
+            let frame = frame_arg(ctx, src.data)?;
+            let mut out = vec![0u8; len as usize];
+            if let Err(e) = frame.load_bytes(src.offset.wrapping_add(offset), &mut out) {
+                return Ok(Err(e));
+            }
+            out
+        }
+        None => return Ok(Err(errno::EINVAL)),
+    };
+    // memmove: the source was copied out first, so overlap is harmless.
+    ctx.write_mem(dst, u64::from(len))?.copy_from_slice(&bytes);
+    Ok(Ok(()))
+}
+
+/// `__bpf_dynptr_write`: `bytes` into `dst` at `offset`.
+fn write(
+    ctx: &mut HelperCtx<'_>,
+    dst: &Dynptr,
+    offset: u32,
+    bytes: &[u8],
+    flags: u64,
+) -> Result<Result<(), u64>, Fault> {
+    if dst.is_null() || dst.is_rdonly() {
+        return Ok(Err(errno::EINVAL));
+    }
+    if let Err(e) = dst.check_off_len(offset, bytes.len() as u32) {
+        return Ok(Err(e));
+    }
+    if flags != 0 {
+        return Ok(Err(errno::EINVAL));
+    }
+    match dst.kind() {
+        Some(Kind::Local | Kind::Ringbuf) => {
+            ctx.write_mem(dst.addr(offset), bytes.len() as u64)?
+                .copy_from_slice(bytes);
+            Ok(Ok(()))
+        }
+        Some(Kind::Xdp) => {
+            let frame = frame_arg(ctx, dst.data)?;
+            Ok(frame.store_bytes(dst.offset.wrapping_add(offset), bytes))
+        }
+        None => Ok(Err(errno::EINVAL)),
+    }
+}
+
+/// `bpf_dynptr_slice` (`rdwr`: `bpf_dynptr_slice_rdwr`): a pointer to `len`
+/// bytes of the view at `offset`, or `buffer` filled with them for an XDP
+/// range that crosses fragments, or NULL.
+fn slice(
+    ctx: &mut HelperCtx<'_>,
+    d: &Dynptr,
+    offset: u32,
+    buffer: u64,
+    len: u32,
+    rdwr: bool,
+) -> Result<u64, Fault> {
+    if d.is_null() || (rdwr && d.is_rdonly()) || d.check_off_len(offset, len).is_err() {
+        return Ok(0);
+    }
+    let region = |p: u64| {
+        if rdwr {
+            Region::writable(p, u64::from(len))
+        } else {
+            Region::read_only(p, u64::from(len))
+        }
+    };
+    match d.kind() {
+        Some(Kind::Local | Kind::Ringbuf) => Ok(d.addr(offset)),
+        Some(Kind::Xdp) => {
+            let frame = frame_arg(ctx, d.data)?;
+            let at = d.offset.wrapping_add(offset);
+            match frame.pointer(at, len) {
+                Ok(Some(p)) => {
+                    let p = p as u64;
+                    ctx.register_region(region(p));
+                    Ok(p)
+                }
+                // bpf_xdp_copy_buf into the caller's buffer.
+                _ if buffer != 0 => {
+                    ctx.check_mem(buffer, u64::from(len), Access::Write)?;
+                    let frame = frame_arg(ctx, d.data)?;
+                    let bytes = frame.gather_available(at as usize, len as usize);
+                    ctx.write_mem(buffer, bytes.len() as u64)?
+                        .copy_from_slice(&bytes);
+                    Ok(buffer)
+                }
+                _ => Ok(0),
+            }
+        }
+        None => Ok(0),
+    }
+}
+
+pub(crate) fn register(r: &mut HelperRegistry) {
+    r.register(Helper::new(
+        ids::DYNPTR_FROM_MEM,
+        "dynptr_from_mem",
+        |ctx, a| {
+            let (data, size, flags, at) = (a[0], a[1] as u32, a[2], a[3]);
+            let res = if flags != 0 {
+                Err(errno::EINVAL)
+            } else if size > MAX_SIZE {
+                Err(errno::E2BIG)
+            } else {
+                Ok(())
+            };
+            match res {
+                Ok(()) => store(ctx, at, Dynptr::new(data, Kind::Local, size))?,
+                Err(_) => set_null(ctx, at)?,
+            }
+            Ok(int_result(false, res))
+        },
+    ));
+    r.register(Helper::new(
+        ids::RINGBUF_RESERVE_DYNPTR,
+        "ringbuf_reserve_dynptr",
+        |ctx, a| {
+            let (size, flags, at) = (a[1] as u32, a[2], a[3]);
+            let map: &Map = map_arg(ctx, a[0])?;
+            require_map_use(ctx, map, "ringbuf_reserve_dynptr", &[MapType::Ringbuf])?;
+            let res = if flags != 0 {
+                Err(errno::EINVAL)
+            } else if size > MAX_SIZE {
+                Err(errno::E2BIG)
+            } else {
+                match map.ringbuf_reserve(u64::from(size), 0) {
+                    Some(sample) => {
+                        let addr = sample as u64;
+                        env(ctx)?.reservations.push((addr, u64::from(size)));
+                        ctx.register_region(Region::writable(addr, u64::from(size)));
+                        store(ctx, at, Dynptr::new(addr, Kind::Ringbuf, size))?;
+                        return Ok(0);
+                    }
+                    None => Err(errno::EINVAL),
+                }
+            };
+            set_null(ctx, at)?;
+            Ok(int_result(false, res))
+        },
+    ));
+    for (id, name, discard) in [
+        (ids::RINGBUF_SUBMIT_DYNPTR, "ringbuf_submit_dynptr", false),
+        (ids::RINGBUF_DISCARD_DYNPTR, "ringbuf_discard_dynptr", true),
+    ] {
+        r.register(Helper::new(id, name, move |ctx, a| {
+            let d = load(ctx, a[0])?;
+            if d.is_null() {
+                return Ok(0);
+            }
+            super::ringbuf::commit(ctx, d.data, a[1], discard)?;
+            set_null(ctx, a[0])?;
+            Ok(0)
+        }));
+    }
+    r.register(Helper::new(ids::DYNPTR_READ, "dynptr_read", |ctx, a| {
+        let src = load(ctx, a[2])?;
+        let r = read(ctx, a[0], &src, a[3] as u32, a[1] as u32, a[4])?;
+        Ok(int_result(false, r))
+    }));
+    r.register(Helper::new(ids::DYNPTR_WRITE, "dynptr_write", |ctx, a| {
+        let dst = load(ctx, a[0])?;
+        let bytes = ctx.read_mem(a[2], u64::from(a[3] as u32))?.to_vec();
+        let r = write(ctx, &dst, a[1] as u32, &bytes, a[4])?;
+        Ok(int_result(false, r))
+    }));
+    r.register(Helper::new(ids::DYNPTR_DATA, "dynptr_data", |ctx, a| {
+        let d = load(ctx, a[0])?;
+        let (offset, len) = (a[1] as u32, a[2] as u32);
+        if d.is_null() || d.check_off_len(offset, len).is_err() || d.is_rdonly() {
+            return Ok(0);
+        }
+        // XDP dynptrs take bpf_dynptr_slice(_rdwr).
+        Ok(match d.kind() {
+            Some(Kind::Local | Kind::Ringbuf) => d.addr(offset),
+            _ => 0,
+        })
+    }));
+}
+
+/// Kernel dynptr kfunc `k` as the program's kfunc number `index`.
+pub fn kfunc_helper(index: u32, k: DynptrKfunc) -> Helper {
+    Helper::new(index, k.name(), move |ctx, a| run_kfunc(ctx, k, a))
+}
+
+fn run_kfunc(ctx: &mut HelperCtx<'_>, k: DynptrKfunc, a: [u64; 5]) -> Result<u64, Fault> {
+    Ok(match k {
+        DynptrKfunc::FromXdp => {
+            let (md, flags, at) = (a[0], a[1], a[2]);
+            if flags != 0 {
+                set_null(ctx, at)?;
+                return Ok(int_result(true, Err(errno::EINVAL)));
+            }
+            let len = frame_arg(ctx, md)?.buff_len() as u32;
+            store(ctx, at, Dynptr::new(md, Kind::Xdp, len & MAX_SIZE))?;
+            0
+        }
+        DynptrKfunc::Slice | DynptrKfunc::SliceRdwr => {
+            let d = load(ctx, a[0])?;
+            slice(
+                ctx,
+                &d,
+                a[1] as u32,
+                a[2],
+                a[3] as u32,
+                k == DynptrKfunc::SliceRdwr,
+            )?
+        }
+        DynptrKfunc::Adjust => {
+            let mut d = load(ctx, a[0])?;
+            let (start, end) = (a[1] as u32, a[2] as u32);
+            let res = if d.is_null() {
+                Err(errno::EINVAL)
+            } else if start > d.size() || end > d.size() {
+                Err(ERANGE)
+            } else if start > end {
+                Err(errno::EINVAL)
+            } else {
+                d.offset = d.offset.wrapping_add(start);
+                d.set_size(end - start);
+                store(ctx, a[0], d)?;
+                Ok(())
+            };
+            int_result(true, res)
+        }
+        DynptrKfunc::IsNull => u64::from(load(ctx, a[0])?.is_null()),
+        DynptrKfunc::IsRdonly => {
+            let d = load(ctx, a[0])?;
+            u64::from(!d.is_null() && d.is_rdonly())
+        }
+        DynptrKfunc::Size => {
+            let d = load(ctx, a[0])?;
+            if d.is_null() {
+                int_result(true, Err(errno::EINVAL))
+            } else {
+                u64::from(d.size())
+            }
+        }
+        DynptrKfunc::Clone => {
+            let d = load(ctx, a[0])?;
+            if d.is_null() {
+                set_null(ctx, a[1])?;
+                int_result(true, Err(errno::EINVAL))
+            } else {
+                store(ctx, a[1], d)?;
+                0
+            }
+        }
+        DynptrKfunc::Copy => {
+            let (dst, src) = (load(ctx, a[0])?, load(ctx, a[2])?);
+            int_result(
+                true,
+                copy(ctx, &dst, a[1] as u32, &src, a[3] as u32, a[4] as u32)?,
+            )
+        }
+        DynptrKfunc::Memset => {
+            let d = load(ctx, a[0])?;
+            int_result(true, memset(ctx, &d, a[1] as u32, a[2] as u32, a[3] as u8)?)
+        }
+    })
+}
+
+/// The kernel's chunk for copies through a buffer.
+const CHUNK: u32 = 256;
+
+/// `bpf_dynptr_copy`: through direct slices where both views have one,
+/// else reads and writes of 256-byte chunks, as the kernel's (so a
+/// failure part-way leaves the chunks before it written, as there).
+fn copy(
+    ctx: &mut HelperCtx<'_>,
+    dst: &Dynptr,
+    dst_off: u32,
+    src: &Dynptr,
+    src_off: u32,
+    size: u32,
+) -> Result<Result<(), u64>, Fault> {
+    let src_slice = slice(ctx, src, src_off, 0, size, false)?;
+    let dst_slice = slice(ctx, dst, dst_off, 0, size, true)?;
+    if src_slice != 0 {
+        let bytes = ctx.read_mem(src_slice, u64::from(size))?.to_vec();
+        if dst_slice != 0 {
+            ctx.write_mem(dst_slice, u64::from(size))?
+                .copy_from_slice(&bytes);
+            return Ok(Ok(()));
+        }
+        return write(ctx, dst, dst_off, &bytes, 0);
+    }
+    if dst_slice != 0 {
+        return read(ctx, dst_slice, src, src_off, size, 0);
+    }
+    if dst.check_off_len(dst_off, size).is_err() || src.check_off_len(src_off, size).is_err() {
+        return Ok(Err(errno::E2BIG));
+    }
+    let mut off = 0;
+    while off < size {
+        let n = CHUNK.min(size - off);
+        let mut buf = vec![0u8; n as usize];
+        if let Err(e) = read_into(ctx, &mut buf, src, src_off + off)? {
+            return Ok(Err(e));
+        }
+        if let Err(e) = write(ctx, dst, dst_off + off, &buf, 0)? {
+            return Ok(Err(e));
+        }
+        off += n;
+    }
+    Ok(Ok(()))
+}
+
+/// `__bpf_dynptr_read` into a buffer of bpfjet's own.
+fn read_into(
+    ctx: &mut HelperCtx<'_>,
+    out: &mut [u8],
+    src: &Dynptr,
+    offset: u32,
+) -> Result<Result<(), u64>, Fault> {
+    let len = out.len() as u32;
+    if src.is_null() {
+        return Ok(Err(errno::EINVAL));
+    }
+    if let Err(e) = src.check_off_len(offset, len) {
+        return Ok(Err(e));
+    }
+    match src.kind() {
+        Some(Kind::Local | Kind::Ringbuf) => {
+            out.copy_from_slice(ctx.read_mem(src.addr(offset), u64::from(len))?);
+            Ok(Ok(()))
+        }
+        Some(Kind::Xdp) => {
+            let frame = frame_arg(ctx, src.data)?;
+            Ok(frame.load_bytes(src.offset.wrapping_add(offset), out))
+        }
+        None => Ok(Err(errno::EINVAL)),
+    }
+}
+
+/// `bpf_dynptr_memset`.
+fn memset(
+    ctx: &mut HelperCtx<'_>,
+    d: &Dynptr,
+    offset: u32,
+    size: u32,
+    val: u8,
+) -> Result<Result<(), u64>, Fault> {
+    let s = slice(ctx, d, offset, 0, size, true)?;
+    if s != 0 {
+        ctx.write_mem(s, u64::from(size))?.fill(val);
+        return Ok(Ok(()));
+    }
+    if d.is_rdonly() {
+        return Ok(Err(errno::EINVAL));
+    }
+    if let Err(e) = d.check_off_len(offset, size) {
+        return Ok(Err(e));
+    }
+    let mut off = 0;
+    while off < size {
+        let n = CHUNK.min(size - off);
+        if let Err(e) = write(ctx, d, offset + off, &vec![val; n as usize], 0)? {
+            return Ok(Err(e));
+        }
+        off += n;
+    }
+    Ok(Ok(()))
+}
