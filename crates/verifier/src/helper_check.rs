@@ -55,7 +55,7 @@ fn map_allows(map: MapType, id: i32) -> bool {
         Cpumap => id == 51,
         ArrayOfMaps | HashOfMaps => id == 1,
         LpmTrie => matches!(id, 1..=3),
-        _ => matches!(id, 1..=3 | 164),
+        _ => matches!(id, 1..=3 | 164 | 195),
     }
 }
 
@@ -75,6 +75,7 @@ fn helper_needs(id: i32, map: MapType) -> bool {
             map,
             Hash | Array | PercpuHash | PercpuArray | LruHash | LruPercpuHash
         ),
+        195 => matches!(map, PercpuHash | PercpuArray | LruPercpuHash),
         _ => true,
     }
 }
@@ -314,6 +315,18 @@ impl Verifier<'_> {
                 "uninit_reg",
                 format!(
                     "R{regno} !read_ok: argument {regno} of {} is not set",
+                    proto.name
+                ),
+            );
+        }
+        // check_func_arg: XDP programs hand packet pointers only to the
+        // helpers whose prototype allows it (`pkt_access`).
+        if reg.ty.is_pkt() && !proto.pkt_access {
+            return err(
+                "pkt_helper_arg",
+                format!(
+                    "helper access to the packet is not allowed (R{regno}, argument {regno} \
+                     of {})",
                     proto.name
                 ),
             );
