@@ -116,9 +116,15 @@ def compare(label, tool, k, ke, b, be):
             check(f"{label}: failed calls of syscall {SYS_WRITE}", kf.get(SYS_WRITE),
                   bf.get(SYS_WRITE))
         check(f"{label}: exit code", k["exit_code"], b["exit_code"])
-    elif tool in ("rw_tracer", "rw_tracer_all"):
+    elif tool in ("rw_tracer", "rw_tracer_all", "rw_tracer_dyn"):
         kw, bw = workload_events(ke), workload_events(be)
         check(f"{label}: {len(kw)} events on the workload's fds (op, fd, count, ret, data)", kw, bw)
+        if tool == "rw_tracer_dyn":
+            # Dynptr reservations: each record as long as its data.
+            def sized(recs):
+                return all(len(r) == EVENT.size + EVENT.unpack_from(r)[10] for r in recs)
+            check(f"{label}: every record is the event and its data", (True, True),
+                  (sized(ke), sized(be)))
         check(f"{label}: nothing dropped", u64s(k["maps"]["rb_stats"]).get(1),
               u64s(b["maps"]["rb_stats"]).get(1))
     elif tool == "fsdist":
@@ -215,8 +221,8 @@ def main():
                         os.path.join(ROOT, "examples", "trace", "workload.c")], check=True)
 
         # The kernel once per tool; bpfjet on the interpreter and the JIT.
-        tools = ("syscount", "syscount_tp", "rw_tracer", "rw_tracer_all", "fsdist", "funclatency",
-                 "bytes_per_call")
+        tools = ("syscount", "syscount_tp", "rw_tracer", "rw_tracer_all", "rw_tracer_dyn", "fsdist",
+                 "funclatency", "bytes_per_call")
         kernel_runs = {tool: trace(kernel, tool, tmp) for tool in tools}
         for engine in ("interp", "jit"):
             bpfjet = [BPFJET, "trace", "--engine", engine]
