@@ -177,7 +177,7 @@ refused_by_bpfjet() {
         echo "FAIL $4: the log does not say"; tail -20 "$WORK/$1.out"; fails=$((fails + 1))
     fi
 }
-refused_by_bpfjet kfm "$WORK/kfunc_missing.o" "bpf_dynptr_from_xdp" \
+refused_by_bpfjet kfm "$WORK/kfunc_missing.o" "bpf_xdp_ct_lookup" \
     "a kernel kfunc bpfjet lacks is refused by name"
 refused_by_bpfjet rb "$WORK/skiplist_rbtree.o" "bpf_obj_new_impl: the objects bpfjet allocates" \
     "bpf_obj_new through bpf() is refused with the reason"

@@ -3,7 +3,8 @@
 // iterator (bpf_iter_num_*, vmlinux BTF ids in the calls) summing over the
 // packet's length, and bpf_ksym_exists (an ld_imm64 of a BTF id). Built with
 // -DMISSING it calls a kernel kfunc bpfjet does not provide
-// (bpf_dynptr_from_xdp), which bpfjet must refuse by name.
+// (bpf_xdp_ct_lookup, netfilter conntrack), which bpfjet must refuse by
+// name.
 #include <linux/bpf.h>
 #include <bpf/bpf_helpers.h>
 
@@ -11,14 +12,20 @@
 struct bpf_iter_num {
 	__u64 __opaque[1];
 } __attribute__((aligned(8)));
-struct bpf_dynptr_k {
-	__u64 __opaque[2];
-} __attribute__((aligned(8)));
 
 extern int bpf_iter_num_new(struct bpf_iter_num *it, int start, int end) __weak __ksym;
 extern int *bpf_iter_num_next(struct bpf_iter_num *it) __weak __ksym;
 extern void bpf_iter_num_destroy(struct bpf_iter_num *it) __weak __ksym;
-extern int bpf_dynptr_from_xdp(struct xdp_md *x, __u64 flags, struct bpf_dynptr_k *ptr) __ksym;
+/* Struct kinds are all libbpf compares in a kfunc's prototype. */
+struct bpf_ct_opts {
+	__s32 netns_id;
+};
+struct nf_conn {
+	__u64 status;
+};
+extern struct nf_conn *bpf_xdp_ct_lookup(struct xdp_md *ctx, struct bpf_sock_tuple *tuple,
+					 __u32 tuple__sz, struct bpf_ct_opts *opts,
+					 __u32 opts__sz) __ksym;
 
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
@@ -37,8 +44,7 @@ int kfunc_calls(struct xdp_md *ctx)
 	int n = (ctx->data_end - ctx->data) & 63;
 
 #ifdef MISSING
-	struct bpf_dynptr_k d;
-	if (bpf_dynptr_from_xdp(ctx, 0, &d))
+	if (bpf_xdp_ct_lookup(ctx, 0, 0, 0, 0))
 		return XDP_ABORTED;
 #endif
 	bpf_iter_num_new(&it, 0, n);
