@@ -348,7 +348,7 @@ char LICENSE[] SEC(\"license\") = \"GPL\";"
 }
 
 /// A helper bpfjet does not provide, behind frozen `.rodata` that turns it
-/// off (a dynptr path, libbpf-tools' cgroup filters): the verifier never
+/// off (a timer path, libbpf-tools' cgroup filters): the verifier never
 /// reaches the call, as the kernel's never does, so the object loads and
 /// runs on both engines; reached, it is refused by name.
 #[test]
@@ -358,12 +358,10 @@ fn helpers_bpfjet_lacks_load_when_configuration_makes_them_dead() {
     let source = |qualifier: &str| {
         format!(
             "{HEADERS}#include <linux/ip.h>\n#include <linux/tcp.h>\n\
-             {qualifier} int use_dynptr = {};\n\
+             {qualifier} int use_timer = {};\n\
              SEC(\"xdp\") int prog(struct xdp_md *ctx) {{\n\
-                 if (use_dynptr) {{\n\
-                     char buf[8] = {{}}; struct bpf_dynptr d;\n\
-                     return bpf_dynptr_from_mem(buf, sizeof(buf), 0, &d) == 0 ? XDP_TX : XDP_DROP;\n\
-                 }}\n\
+                 if (use_timer)\n\
+                     return bpf_timer_init(0, 0, 0) == 0 ? XDP_TX : XDP_DROP;\n\
                  return XDP_PASS;\n\
              }}\n\
              char LICENSE[] SEC(\"license\") = \"GPL\";\n",
@@ -387,7 +385,7 @@ fn helpers_bpfjet_lacks_load_when_configuration_makes_them_dead() {
         "a reachable call of a helper bpfjet lacks ran"
     );
     assert!(
-        run.stderr.contains("197") || run.stderr.contains("dynptr_from_mem"),
+        run.stderr.contains("169") || run.stderr.contains("timer_init"),
         "{}",
         run.stderr
     );
