@@ -11,24 +11,8 @@
 # Usage: BPFJET=target/release/bpfjet tests/preload/ringbuf.sh
 set -euo pipefail
 
-BPFJET=${BPFJET:-target/release/bpfjet}
-ROOT=$(cd "$(dirname "$0")/../.." && pwd)
-BPFJET=$(realpath "$BPFJET")
-for tool in clang-19 cc; do
-    command -v "$tool" >/dev/null || { echo "SKIPPED: $tool not installed" | tee -a "${BPFJET_SKIP_LOG:-/dev/null}"; exit 0; }
-done
-[ "$(id -u)" = 0 ] || { echo "SKIPPED: the kernel side needs root" | tee -a "${BPFJET_SKIP_LOG:-/dev/null}"; exit 0; }
-[ -f "$(dirname "$BPFJET")/libbpfjet.so" ] || {
-    echo "FAIL: $(dirname "$BPFJET")/libbpfjet.so missing (cargo build -p bpfjet-preload)"; exit 1; }
-
-WORK=$(mktemp -d)
-INST=rbtest$$
-export BPFJET_RUN_DIR=$WORK/run
-cleanup() {
-    rm -rf "$WORK"
-    rm -f /dev/shm/bpfjet.$INST.*
-}
-trap cleanup EXIT
+. "$(dirname "$0")/lib.sh"
+preload_setup rbtest clang-19 cc
 
 clang-19 -O2 -g -target bpf -I "/usr/include/$(uname -m)-linux-gnu" \
     -c "$ROOT/examples/control_plane/rb_demo.bpf.c" -o "$WORK/rb_demo.o"

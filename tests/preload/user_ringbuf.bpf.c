@@ -6,7 +6,8 @@
 // payload bytes). For each sample the callback checks the dynptr: its size
 // (a 1-byte read at len - 1 succeeds, at len fails with -E2BIG), that it is
 // writable as the kernel's (bpf_dynptr_write succeeds, bpf_dynptr_data gives
-// the sample, not past its end), and sums the payload's 8-byte words
+// the sample's first byte, and nothing for more bytes than the largest
+// sample has), and sums the payload's 8-byte words
 // weighted by position. Built with -DCOUNT_ONLY the callback leaves the
 // dynptr alone (it counts and records the call number as the tag).
 #include <linux/bpf.h>

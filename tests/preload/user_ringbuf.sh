@@ -16,24 +16,8 @@
 # Usage: BPFJET=target/release/bpfjet tests/preload/user_ringbuf.sh
 set -euo pipefail
 
-BPFJET=${BPFJET:-target/release/bpfjet}
-ROOT=$(cd "$(dirname "$0")/../.." && pwd)
-BPFJET=$(realpath "$BPFJET")
-for tool in clang-19 cc; do
-    command -v "$tool" >/dev/null || { echo "SKIPPED: $tool not installed" | tee -a "${BPFJET_SKIP_LOG:-/dev/null}"; exit 0; }
-done
-[ "$(id -u)" = 0 ] || { echo "SKIPPED: the kernel side needs root" | tee -a "${BPFJET_SKIP_LOG:-/dev/null}"; exit 0; }
-[ -f "$(dirname "$BPFJET")/libbpfjet.so" ] || {
-    echo "FAIL: $(dirname "$BPFJET")/libbpfjet.so missing (cargo build -p bpfjet-preload)"; exit 1; }
-
-WORK=$(mktemp -d)
-INST=urbtest$$
-export BPFJET_RUN_DIR=$WORK/run
-cleanup() {
-    rm -rf "$WORK"
-    rm -f /dev/shm/bpfjet.$INST.*
-}
-trap cleanup EXIT
+. "$(dirname "$0")/lib.sh"
+preload_setup urbtest clang-19 cc
 
 cc -O2 -Wall -o "$WORK/user_ringbuf" "$ROOT/tests/preload/user_ringbuf.c" -lbpf -lpthread
 
@@ -54,12 +38,6 @@ compare() {
     done
     if ! "$BPFJET" exec --instance "$INST" -- "$WORK/user_ringbuf" "$WORK/$name.o" \
             > "$WORK/$name.bpfjet.out" 2> "$WORK/$name.bpfjet.err"; then
-        # The dynptr helpers the callback reads samples with come with
-        # bpfjet's dynptr runtime; until then only the plumbing is compared.
-        if grep -q "calls helper 20[0-3] (bpf_dynptr_[a-z_]*) which bpfjet does not support" "$WORK/$name.bpfjet.err"; then
-            echo "SKIPPED: user_ringbuf $name: $(grep -o 'helper 20[0-3] (bpf_dynptr_[a-z_]*)' "$WORK/$name.bpfjet.err" | head -1) not in bpfjet's runtime yet" | tee -a "${BPFJET_SKIP_LOG:-/dev/null}"
-            return 0
-        fi
         echo "FAIL user_ringbuf $name under bpfjet exec exited with an error"
         cat "$WORK/$name.bpfjet.out" "$WORK/$name.bpfjet.err"; exit 1
     fi

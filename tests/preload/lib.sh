@@ -1,0 +1,39 @@
+# Shared by the tests/preload scripts (sourced): the bpfjet binary and its
+# preload library, the tools a script needs, root, and a scratch directory
+# and private instance that go away at exit.
+
+# skip WHY: the check cannot run here; said on stdout and in make test's
+# list of skips, and the script ends successfully.
+skip() {
+    echo "SKIPPED: $*" | tee -a "${BPFJET_SKIP_LOG:-/dev/null}"
+    exit 0
+}
+
+# preload_setup PREFIX TOOL...: sets BPFJET (absolute), ROOT, WORK (a
+# scratch directory), INST (PREFIX and the pid) and BPFJET_RUN_DIR; skips
+# without one of the tools or without root (the kernel side); fails
+# without libbpfjet.so next to the binary.
+preload_setup() {
+    local prefix=$1 tool
+    shift
+    BPFJET=$(realpath "${BPFJET:-target/release/bpfjet}")
+    ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+    for tool in "$@"; do
+        command -v "$tool" >/dev/null || skip "$tool not installed"
+    done
+    [ "$(id -u)" = 0 ] || skip "the kernel side needs root"
+    [ -f "$(dirname "$BPFJET")/libbpfjet.so" ] || {
+        echo "FAIL: $(dirname "$BPFJET")/libbpfjet.so missing (cargo build -p bpfjet-preload)"
+        exit 1
+    }
+    WORK=$(mktemp -d)
+    INST=$prefix$$
+    export BPFJET_RUN_DIR=$WORK/run
+    trap preload_cleanup EXIT
+}
+
+# The scratch directory and the instance's shared-memory objects.
+preload_cleanup() {
+    rm -rf "$WORK"
+    rm -f /dev/shm/bpfjet."$INST".*
+}
