@@ -91,6 +91,21 @@ impl Dynptr {
         Ok(())
     }
 
+    /// `bpf_dynptr_adjust`'s new view `start..end` of this one: EINVAL for
+    /// a null dynptr or `start > end` (checked first, as the kernel does),
+    /// ERANGE for either end past the size.
+    fn adjusted(mut self, start: u32, end: u32) -> Result<Dynptr, u64> {
+        if self.is_null() || start > end {
+            return Err(errno::EINVAL);
+        }
+        if start > self.size() || end > self.size() {
+            return Err(ERANGE);
+        }
+        self.offset = self.offset.wrapping_add(start);
+        self.set_size(end - start);
+        Ok(self)
+    }
+
     /// The address of byte `offset` of a LOCAL or RINGBUF dynptr's view.
     fn addr(&self, offset: u32) -> u64 {
         self.data + u64::from(self.offset) + u64::from(offset)
@@ -118,6 +133,18 @@ fn store(ctx: &mut HelperCtx<'_>, at: u64, d: Dynptr) -> Result<(), Fault> {
 /// `bpf_dynptr_set_null`.
 fn set_null(ctx: &mut HelperCtx<'_>, at: u64) -> Result<(), Fault> {
     store(ctx, at, Dynptr::default())
+}
+
+/// `bpf_dynptr_from_mem`'s checks in the kernel's order: the size
+/// (E2BIG), then the flags (EINVAL).
+fn from_mem_check(size: u32, flags: u64) -> Result<(), u64> {
+    if size > MAX_SIZE {
+        Err(errno::E2BIG)
+    } else if flags != 0 {
+        Err(errno::EINVAL)
+    } else {
+        Ok(())
+    }
 }
 
 /// An `int` result as the kernel's x86-64 code leaves it in r0 (helpers
@@ -157,7 +184,7 @@ fn read(
             }
             out
         }
-        None => return Ok(Err(errno::EINVAL)),
+        None => return Ok(Err(errno::EFAULT)),
     };
     // memmove: the source was copied out first, so overlap is harmless.
     ctx.write_mem(dst, u64::from(len))?.copy_from_slice(&bytes);
@@ -191,13 +218,15 @@ fn write(
             let frame = frame_arg(ctx, dst.data)?;
             Ok(frame.store_bytes(dst.offset.wrapping_add(offset), bytes))
         }
-        None => Ok(Err(errno::EINVAL)),
+        None => Ok(Err(errno::EFAULT)),
     }
 }
 
 /// `bpf_dynptr_slice` (`rdwr`: `bpf_dynptr_slice_rdwr`): a pointer to `len`
 /// bytes of the view at `offset`, or `buffer` filled with them for an XDP
-/// range that crosses fragments, or NULL.
+/// range that crosses fragments, or NULL. As in the kernel, a copy in
+/// `buffer` is not written back to the frame: a program that changes it
+/// commits the bytes with `bpf_dynptr_write`.
 fn slice(
     ctx: &mut HelperCtx<'_>,
     d: &Dynptr,
@@ -217,7 +246,13 @@ fn slice(
         }
     };
     match d.kind() {
-        Some(Kind::Local | Kind::Ringbuf) => Ok(d.addr(offset)),
+        Some(Kind::Local | Kind::Ringbuf) => {
+            // Already inside a registered region (a map value, the stack, a
+            // live ring-buffer sample); bounds-checked runs make sure.
+            let access = if rdwr { Access::Write } else { Access::Read };
+            ctx.check_mem(d.addr(offset), u64::from(len), access)?;
+            Ok(d.addr(offset))
+        }
         Some(Kind::Xdp) => {
             let frame = frame_arg(ctx, d.data)?;
             let at = d.offset.wrapping_add(offset);
@@ -249,13 +284,7 @@ pub(crate) fn register(r: &mut HelperRegistry) {
         "dynptr_from_mem",
         |ctx, a| {
             let (data, size, flags, at) = (a[0], a[1] as u32, a[2], a[3]);
-            let res = if flags != 0 {
-                Err(errno::EINVAL)
-            } else if size > MAX_SIZE {
-                Err(errno::E2BIG)
-            } else {
-                Ok(())
-            };
+            let res = from_mem_check(size, flags);
             match res {
                 Ok(()) => store(ctx, at, Dynptr::new(data, Kind::Local, size))?,
                 Err(_) => set_null(ctx, at)?,
@@ -323,7 +352,10 @@ pub(crate) fn register(r: &mut HelperRegistry) {
         }
         // XDP dynptrs take bpf_dynptr_slice(_rdwr).
         Ok(match d.kind() {
-            Some(Kind::Local | Kind::Ringbuf) => d.addr(offset),
+            Some(Kind::Local | Kind::Ringbuf) => {
+                ctx.check_mem(d.addr(offset), u64::from(len), Access::Write)?;
+                d.addr(offset)
+            }
             _ => 0,
         })
     }));
@@ -358,21 +390,12 @@ fn run_kfunc(ctx: &mut HelperCtx<'_>, k: DynptrKfunc, a: [u64; 5]) -> Result<u64
             )?
         }
         DynptrKfunc::Adjust => {
-            let mut d = load(ctx, a[0])?;
-            let (start, end) = (a[1] as u32, a[2] as u32);
-            let res = if d.is_null() {
-                Err(errno::EINVAL)
-            } else if start > d.size() || end > d.size() {
-                Err(ERANGE)
-            } else if start > end {
-                Err(errno::EINVAL)
-            } else {
-                d.offset = d.offset.wrapping_add(start);
-                d.set_size(end - start);
+            let d = load(ctx, a[0])?;
+            let res = d.adjusted(a[1] as u32, a[2] as u32);
+            if let Ok(d) = res {
                 store(ctx, a[0], d)?;
-                Ok(())
-            };
-            int_result(true, res)
+            }
+            int_result(true, res.map(|_| ()))
         }
         DynptrKfunc::IsNull => u64::from(load(ctx, a[0])?.is_null()),
         DynptrKfunc::IsRdonly => {
@@ -480,7 +503,7 @@ fn read_into(
             let frame = frame_arg(ctx, src.data)?;
             Ok(frame.load_bytes(src.offset.wrapping_add(offset), out))
         }
-        None => Ok(Err(errno::EINVAL)),
+        None => Ok(Err(errno::EFAULT)),
     }
 }
 
@@ -512,4 +535,162 @@ fn memset(
         off += n;
     }
     Ok(Ok(()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::xdp::frame::{XdpFrame, FRAG_SIZE, MAX_LINEAR_PACKET};
+
+    fn local(size: u32) -> Dynptr {
+        Dynptr::new(0x1000, Kind::Local, size)
+    }
+
+    #[test]
+    fn the_size_word_holds_size_type_and_read_only_bit() {
+        let d = Dynptr::new(0x1000, Kind::Xdp, 1500);
+        assert_eq!(d.size_word, 1500 | 4 << 28);
+        assert_eq!(
+            (d.size(), d.kind(), d.is_rdonly()),
+            (1500, Some(Kind::Xdp), false)
+        );
+        let r = Dynptr {
+            size_word: d.size_word | RDONLY_BIT,
+            ..d
+        };
+        assert!(r.is_rdonly());
+        assert_eq!(r.size(), 1500);
+        assert!(Dynptr::default().is_null());
+        // SKB (3) and unknown types are no kind bpfjet makes.
+        assert_eq!(
+            Dynptr {
+                size_word: 3 << 28,
+                ..d
+            }
+            .kind(),
+            None
+        );
+    }
+
+    #[test]
+    fn from_mem_checks_the_size_before_the_flags() {
+        assert_eq!(from_mem_check(MAX_SIZE, 0), Ok(()));
+        assert_eq!(from_mem_check(0, 0), Ok(()));
+        assert_eq!(from_mem_check(MAX_SIZE + 1, 0), Err(errno::E2BIG));
+        assert_eq!(from_mem_check(16, 1), Err(errno::EINVAL));
+        // Both wrong: the kernel's size check comes first.
+        assert_eq!(from_mem_check(MAX_SIZE + 1, 1), Err(errno::E2BIG));
+    }
+
+    #[test]
+    fn offset_and_length_bounds_are_e2big() {
+        let d = local(64);
+        assert_eq!(d.check_off_len(0, 64), Ok(()));
+        assert_eq!(d.check_off_len(64, 0), Ok(()));
+        assert_eq!(d.check_off_len(60, 4), Ok(()));
+        assert_eq!(d.check_off_len(61, 4), Err(errno::E2BIG));
+        assert_eq!(d.check_off_len(65, 0), Err(errno::E2BIG));
+        assert_eq!(d.check_off_len(0, 65), Err(errno::E2BIG));
+        // No wrap-around for offsets near u32::MAX.
+        assert_eq!(d.check_off_len(u32::MAX, 2), Err(errno::E2BIG));
+        assert_eq!(d.check_off_len(2, u32::MAX), Err(errno::E2BIG));
+        assert_eq!(Dynptr::default().check_off_len(0, 0), Ok(()));
+    }
+
+    #[test]
+    fn adjust_checks_in_the_kernels_order() {
+        let d = local(64);
+        let a = d.adjusted(10, 20).unwrap();
+        assert_eq!((a.offset, a.size(), a.kind()), (10, 10, Some(Kind::Local)));
+        // Relative to the current view, offsets add up.
+        let b = a.adjusted(2, 5).unwrap();
+        assert_eq!((b.offset, b.size()), (12, 3));
+        assert_eq!(d.adjusted(64, 64).map(|x| x.size()), Ok(0));
+        assert_eq!(d.adjusted(0, 65), Err(ERANGE));
+        assert_eq!(d.adjusted(65, 65), Err(ERANGE));
+        assert_eq!(d.adjusted(30, 20), Err(errno::EINVAL));
+        // start > end is EINVAL even when start is past the size too.
+        assert_eq!(d.adjusted(100, 50), Err(errno::EINVAL));
+        assert_eq!(Dynptr::default().adjusted(0, 0), Err(errno::EINVAL));
+        // The read-only bit and the type survive.
+        let r = Dynptr {
+            size_word: d.size_word | RDONLY_BIT,
+            ..d
+        };
+        let r = r.adjusted(1, 2).unwrap();
+        assert!(r.is_rdonly());
+        assert_eq!((r.size(), r.kind()), (1, Some(Kind::Local)));
+    }
+
+    #[test]
+    fn int_results_are_long_for_helpers_and_int_for_kfuncs() {
+        assert_eq!(int_result(false, Ok(())), 0);
+        assert_eq!(int_result(false, Err(errno::EINVAL)), -22i64 as u64);
+        assert_eq!(int_result(true, Err(errno::EINVAL)), 0xffff_ffea);
+        assert_eq!(int_result(true, Err(ERANGE)), 0xffff_ffde);
+    }
+
+    /// A frame of `len` bytes (byte i = i * 7 + i / 4096) with the kernel
+    /// test run's layout: MAX_LINEAR_PACKET linear bytes, then pages.
+    fn frame(len: usize) -> (XdpFrame, Vec<u8>) {
+        let bytes: Vec<u8> = (0..len)
+            .map(|i| (i as u8).wrapping_mul(7) ^ (i / FRAG_SIZE) as u8)
+            .collect();
+        (XdpFrame::new(&bytes, 1, 0).unwrap(), bytes)
+    }
+
+    #[test]
+    fn xdp_slices_point_into_one_piece_or_need_the_buffer() {
+        let lin = MAX_LINEAR_PACKET as u32;
+        let (mut f, bytes) = frame(MAX_LINEAR_PACKET + 2 * FRAG_SIZE + 100);
+        assert_eq!(f.buff_len(), bytes.len());
+        let at = |f: &mut XdpFrame, off: u32, len: u32| {
+            f.pointer(off, len).map(|p| {
+                // SAFETY: `pointer` hands out `len` bytes of the frame.
+                p.map(|p| unsafe { std::slice::from_raw_parts(p, len as usize) }.to_vec())
+            })
+        };
+        let want =
+            |off: u32, len: u32| Ok(Some(bytes[off as usize..(off + len) as usize].to_vec()));
+        // Inside the linear part, to its very end.
+        assert_eq!(at(&mut f, 0, 14), want(0, 14));
+        assert_eq!(at(&mut f, lin - 4, 4), want(lin - 4, 4));
+        // Across the linear part's end and across a page border: no pointer.
+        assert_eq!(at(&mut f, lin - 4, 8), Ok(None));
+        let page2 = lin + FRAG_SIZE as u32;
+        assert_eq!(at(&mut f, page2 - 1, 2), Ok(None));
+        // Inside the first and the last fragment.
+        assert_eq!(at(&mut f, lin, 20), want(lin, 20));
+        let last = page2 + FRAG_SIZE as u32;
+        assert_eq!(at(&mut f, last + 90, 10), want(last + 90, 10));
+        // Past the frame EINVAL, past 0xffff EFAULT (bpf_xdp_pointer).
+        assert_eq!(at(&mut f, last + 90, 11), Err(errno::EINVAL));
+        assert_eq!(at(&mut f, 0x1_0000, 1), Err(errno::EFAULT));
+        // What the buffer gets: the bytes across the borders.
+        assert_eq!(
+            f.gather_available((lin - 4) as usize, 8),
+            bytes[lin as usize - 4..lin as usize + 4]
+        );
+        // A range past the end: what there is (bpf_xdp_copy_buf's walk).
+        let end = bytes.len();
+        assert_eq!(f.gather_available(end - 3, 8), bytes[end - 3..]);
+    }
+
+    #[test]
+    fn xdp_reads_and_writes_cross_fragments() {
+        let lin = MAX_LINEAR_PACKET;
+        let (mut f, mut bytes) = frame(lin + FRAG_SIZE + 10);
+        let mut out = [0u8; 32];
+        f.load_bytes((lin - 16) as u32, &mut out).unwrap();
+        assert_eq!(out[..], bytes[lin - 16..lin + 16]);
+        let page = lin + FRAG_SIZE;
+        f.store_bytes((page - 5) as u32, &[0xab; 10]).unwrap();
+        bytes[page - 5..page + 5].fill(0xab);
+        assert_eq!(f.gather(0, bytes.len()), bytes);
+        assert_eq!(
+            f.load_bytes((page + 5) as u32, &mut out[..6]),
+            Err(errno::EINVAL)
+        );
+        assert_eq!(f.store_bytes(0x1_0000, &[1]), Err(errno::EFAULT));
+    }
 }
