@@ -1,11 +1,14 @@
 //! Dynptrs at run time: XDP programs compiled here use every dynptr helper
-//! (197–203) and the kernel's dynptr kfuncs on the frame, on a map value
-//! and on ring-buffer reservations, success and error paths alike (bad
-//! flags, out-of-range offsets, null dynptrs, a frame too short for a
+//! (197–203) and the kernel's dynptr kfuncs on the frame (multi-buffer
+//! frames too: reads, writes, slices, memset and copy across the linear
+//! part's end and page borders), on a map value and on ring-buffer
+//! reservations, success and error paths alike (bad flags, out-of-range
+//! offsets, null dynptrs, adjust's check order, a frame too short for a
 //! slice, reservations too large). Over one sequence of frames the kernel
-//! (`BPF_PROG_TEST_RUN`), bpfjet's interpreter and its JIT must return the
-//! same actions and output frames and leave the same `stats` map, where the
-//! programs keep every return code they saw.
+//! (`BPF_PROG_TEST_RUN`), bpfjet's interpreter (verified and bounds-checked)
+//! and its JIT must return the same actions and output frames, leave the
+//! same `stats` and `scratch` maps, where the programs keep every return
+//! code they saw, and the same ring-buffer records.
 //!
 //! Without a usable kernel the kernel column is skipped with a message.
 
@@ -13,6 +16,7 @@ mod support;
 
 use bpfjet_jit::{JitObject, JitOptions, XdpEngine};
 use bpfjet_maps::state::MapState;
+use bpfjet_maps::RingbufSnapshot;
 use bpfjet_runtime::{ObjectOptions, TestRunOptions};
 use bpfjet_testsupport::Compile;
 use std::path::{Path, PathBuf};
@@ -27,7 +31,7 @@ const SOURCE: &str = r#"
 struct stats { __u64 v[SLOTS]; };
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
-	__uint(max_entries, 4);
+	__uint(max_entries, 5);
 	__type(key, __u32);
 	__type(value, struct stats);
 } stats SEC(".maps");
@@ -153,6 +157,17 @@ int local(struct xdp_md *ctx)
 	s->v[13] += (__u32)bpf_dynptr_clone(&n, &c);
 	s->v[14] += bpf_dynptr_is_null(&c);
 	s->v[15] += (__u32)bpf_dynptr_memset(&x, 0, 2, 0xee);
+	/* adjust's checks in order: start > end is EINVAL before either end
+	 * past the size is ERANGE. */
+	s->v[24] += (__u32)bpf_dynptr_clone(&m, &c);
+	s->v[25] += (__u32)bpf_dynptr_adjust(&c, 100 + a, 70 + a);
+	s->v[26] += (__u32)bpf_dynptr_adjust(&c, 70, 100);
+	s->v[27] += (__u32)bpf_dynptr_adjust(&c, a, a);
+	s->v[28] += bpf_dynptr_size(&c) + (bpf_dynptr_data(&c, 0, 1) == 0);
+	/* A null dynptr: every call refuses it. */
+	s->v[29] += (__u32)bpf_dynptr_adjust(&n, 0, 0) + (__u64)bpf_dynptr_read(v, 1, &n, 0, 0);
+	s->v[30] += (__u64)bpf_dynptr_write(&n, 0, v, 1, 0) + (bpf_dynptr_data(&n, 0, 0) == 0);
+	s->v[31] += (bpf_dynptr_slice(&n, 0, 0, 4) == 0) + bpf_dynptr_is_rdonly(&n);
 	for (int i = 0; i < 8; i++)
 		s->v[16 + i] += v[(a + i) & 63];
 	return XDP_TX;
@@ -183,12 +198,80 @@ int ring(struct xdp_md *ctx)
 		*p = 0x1122334455667788ull;
 	else
 		s->v[4]++;
+	/* A clone narrowed by adjust writes into the same sample. */
+	struct bpf_dynptr c;
+	__u8 mark[2] = { 0xc0, 0xde };
+	s->v[7] += (__u32)bpf_dynptr_clone(&d, &c);
+	s->v[8] += (__u32)bpf_dynptr_adjust(&c, 2, 6);
+	s->v[9] += (__u64)bpf_dynptr_write(&c, 2, mark, 2, 0);
+	s->v[10] += (__u64)bpf_dynptr_write(&c, 3, mark, 2, 0);
+	s->v[11] += bpf_dynptr_size(&c);
+	__u8 *q = bpf_dynptr_slice_rdwr(&d, 12, 0, 2);
+	if (q)
+		q[1] = 0x99;
+	else
+		s->v[12]++;
 	if (b[2] & 1)
 		bpf_ringbuf_discard_dynptr(&d, 0);
 	else
 		bpf_ringbuf_submit_dynptr(&d, 0);
 	s->v[6] += bpf_ringbuf_query(&rb, BPF_RB_AVAIL_DATA) > 0;
 	return XDP_PASS;
+}
+
+/* Multi-buffer frames: the dynptr spans the linear part and the page
+ * fragments. The frame's first two bytes (little-endian) pick the offset;
+ * reads, writes, slices (a pointer within one piece, the buffer across a
+ * border, NULL without one), memset and copy across the borders. */
+SEC("xdp.frags")
+int frags(struct xdp_md *ctx)
+{
+	struct stats *s = slot(4);
+	struct bpf_dynptr d, e;
+	__u8 buf[16], got[16] = {};
+	__u16 off16 = 0;
+
+	if (!s)
+		return XDP_ABORTED;
+	s->v[0] += (__u32)bpf_dynptr_from_xdp(ctx, 0, &d);
+	s->v[1] += bpf_dynptr_size(&d);
+	s->v[2] += (__u64)bpf_dynptr_read(&off16, 2, &d, 0, 0);
+	__u32 off = off16;
+	long r = bpf_dynptr_read(got, sizeof(got), &d, off, 0);
+	s->v[3] += (__u64)r;
+	s->v[4] += got[0] + got[7] + got[15];
+	__u8 *p = bpf_dynptr_slice(&d, off, buf, sizeof(buf));
+	s->v[5] += !p ? 0 : p == buf ? 1 : 2;
+	s->v[20] += !p;
+	s->v[21] += p == buf;
+	s->v[22] += p && p != buf;
+	if (p)
+		s->v[6] += p[0] + p[15];
+	__u8 *q = bpf_dynptr_slice_rdwr(&d, off + 16, 0, 8);
+	s->v[7] += !q ? 0 : q == buf ? 1 : 2;
+	if (q)
+		q[0] ^= 0xff;
+	/* Through the buffer the frame keeps its bytes (no write-back). */
+	__u8 *w = bpf_dynptr_slice_rdwr(&d, off, buf, sizeof(buf));
+	s->v[8] += !w ? 0 : w == buf ? 1 : 2;
+	s->v[23] += !w;
+	s->v[24] += w == buf;
+	s->v[25] += w && w != buf;
+	s->v[26] += !q;
+	if (w)
+		w[1] = 0x77;
+	s->v[9] += (__u64)bpf_dynptr_write(&d, off + 32, got, sizeof(got), 0);
+	s->v[10] += (__u32)bpf_dynptr_clone(&d, &e);
+	s->v[11] += (__u32)bpf_dynptr_adjust(&e, off, off + 100);
+	s->v[12] += (__u64)bpf_dynptr_read(got, sizeof(got), &e, 84, 0);
+	s->v[13] += got[3] + got[12];
+	s->v[14] += (__u64)bpf_dynptr_read(got, sizeof(got), &e, 85, 0);
+	s->v[15] += (__u32)bpf_dynptr_memset(&e, 40, 20, 0x5a);
+	s->v[16] += (__u32)bpf_dynptr_copy(&d, off + 64, &e, 0, 30);
+	s->v[17] += bpf_dynptr_slice(&e, 90, buf, sizeof(buf)) == 0;
+	s->v[18] += bpf_dynptr_size(&e);
+	s->v[19] += (__u64)bpf_dynptr_write(&d, 0, got, 4, 1);
+	return XDP_TX;
 }
 
 char _license[] SEC("license") = "GPL";
@@ -211,6 +294,11 @@ fn frame(head: &[u8], len: usize, seed: u8) -> Vec<u8> {
     f[..head.len()].copy_from_slice(head);
     f
 }
+
+/// The kernel test run's linear part (page - headroom - shared info); the
+/// rest of a frame goes to 4096-byte page fragments.
+const LINEAR: usize = 3520;
+const PAGE: usize = 4096;
 
 fn requests() -> Vec<(&'static str, Vec<u8>)> {
     let mut out = Vec::new();
@@ -246,41 +334,90 @@ fn requests() -> Vec<(&'static str, Vec<u8>)> {
     ] {
         out.push(("ring", frame(&[sz, flags, discard, 0], 64, sz)));
     }
+    // Multi-buffer frames: offsets in the linear part, across its end,
+    // inside a fragment, across a page border, near and past the end.
+    let two_pages = LINEAR + PAGE + 700;
+    for (len, off) in [
+        (200usize, 100usize),
+        (LINEAR + 80, 40),
+        (LINEAR + 80, LINEAR - 8),
+        (LINEAR + 80, LINEAR - 20),
+        (LINEAR + 300, LINEAR + 4),
+        (two_pages, LINEAR + PAGE - 10),
+        (two_pages, LINEAR + PAGE - 40),
+        (two_pages, LINEAR + PAGE - 100),
+        (two_pages, LINEAR + 50),
+        (two_pages, two_pages - 16),
+        (two_pages, two_pages - 15),
+        (two_pages, 0xfff0),
+        (LINEAR, LINEAR - 16),
+    ] {
+        let mut f = frame(&[], len, off as u8);
+        f[..2].copy_from_slice(&(off as u16).to_le_bytes());
+        // Bytes that differ from page to page.
+        for (i, b) in f.iter_mut().enumerate().skip(34) {
+            *b ^= (i / PAGE) as u8;
+        }
+        out.push(("frags", f));
+    }
     out
 }
 
-type Outcome = (Vec<(u32, Vec<u8>)>, MapState);
+/// Actions and output frames, the maps the programs write, and the ring
+/// buffer's records (raw headers, DISCARD bits, bytes).
+type Outcome = (Vec<(u32, Vec<u8>)>, MapState, RingbufSnapshot);
 
 fn stats_of(mut maps: MapState) -> MapState {
     maps.retain(|name, _| name == "stats" || name == "scratch");
     maps
 }
 
-fn on_bpfjet(path: &Path, reqs: &[(&str, Vec<u8>)], engine: XdpEngine) -> Outcome {
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Engine {
+    Interp,
+    /// The interpreter in bounds-checked mode (`--unverified`): every
+    /// address a helper follows is checked against the run's regions.
+    Checked,
+    Jit,
+}
+
+fn on_bpfjet(path: &Path, reqs: &[(&str, Vec<u8>)], engine: Engine) -> Outcome {
     let obj = bpfjet_obj::load_file(path).unwrap();
     let opts = TestRunOptions::default();
-    if engine == XdpEngine::Interp {
-        let loaded = bpfjet_runtime::LoadedObject::load(&obj, &ObjectOptions::default())
+    if engine != Engine::Jit {
+        let options = ObjectOptions {
+            unverified: engine == Engine::Checked,
+            ..ObjectOptions::default()
+        };
+        let loaded = bpfjet_runtime::LoadedObject::load(&obj, &options)
             .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
         let runs = reqs
             .iter()
-            .map(|(p, f)| {
-                let r = loaded.test_run(p, f, &opts).unwrap();
+            .enumerate()
+            .map(|(i, (p, f))| {
+                let r = loaded
+                    .test_run(p, f, &opts)
+                    .unwrap_or_else(|e| panic!("{engine:?}: request {i} ({p}): {e}"));
                 (r.retval, r.data_out)
             })
             .collect();
-        return (runs, stats_of(loaded.dump_state().unwrap()));
+        let ring = loaded.map("rb").unwrap().ringbuf_snapshot().unwrap();
+        return (runs, stats_of(loaded.dump_state().unwrap()), ring);
     }
     let jit = JitObject::load(&obj, &ObjectOptions::default(), &JitOptions::uncached())
         .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
     let runs = reqs
         .iter()
-        .map(|(p, f)| {
-            let r = jit.test_run(p, f, &opts, engine).unwrap();
+        .enumerate()
+        .map(|(i, (p, f))| {
+            let r = jit
+                .test_run(p, f, &opts, XdpEngine::Jit)
+                .unwrap_or_else(|e| panic!("JIT: request {i} ({p}): {e}"));
             (r.retval, r.data_out)
         })
         .collect();
-    (runs, stats_of(jit.loaded().dump_state().unwrap()))
+    let ring = jit.loaded().map("rb").unwrap().ringbuf_snapshot().unwrap();
+    (runs, stats_of(jit.loaded().dump_state().unwrap()), ring)
 }
 
 fn on_kernel(path: &Path, reqs: &[(&str, Vec<u8>)]) -> Option<Outcome> {
@@ -297,7 +434,8 @@ fn on_kernel(path: &Path, reqs: &[(&str, Vec<u8>)]) -> Option<Outcome> {
             (r.retval, r.data_out)
         })
         .collect();
-    Some((runs, stats_of(k.dump_maps().unwrap())))
+    let ring = k.ringbuf_snapshot("rb").unwrap();
+    Some((runs, stats_of(k.dump_maps().unwrap()), ring))
 }
 
 fn assert_same(what: &str, a: &Outcome, b: &Outcome, reqs: &[(&str, Vec<u8>)]) {
@@ -308,22 +446,18 @@ fn assert_same(what: &str, a: &Outcome, b: &Outcome, reqs: &[(&str, Vec<u8>)]) {
             reqs[i].0
         );
     }
+    for (name, entries) in &a.1 {
+        assert_eq!(Some(entries), b.1.get(name), "{what}: map {name}");
+    }
     assert_eq!(a.1, b.1, "{what}: maps");
+    assert_eq!(a.2, b.2, "{what}: ring buffer records");
 }
 
-#[test]
-fn dynptr_programs_agree_with_the_kernel_on_interp_and_jit() {
-    let path = object();
-    let reqs = requests();
-    let interp = on_bpfjet(&path, &reqs, XdpEngine::Interp);
-    let jit = on_bpfjet(&path, &reqs, XdpEngine::Jit);
-    assert_same("interpreter vs JIT", &interp, &jit, &reqs);
-    // Every program kept something, errors included (a run where the
-    // calls did nothing would compare equal too).
-    let stats = &interp.1["stats"];
-    let words: Vec<u64> = stats
+/// The `stats` map as rows of 32 u64 words.
+fn stat_rows(o: &Outcome) -> Vec<Vec<u64>> {
+    o.1["stats"]
         .iter()
-        .flat_map(|e| {
+        .map(|e| {
             let v = e.value.as_deref().unwrap_or("");
             (0..v.len() / 16)
                 .map(|i| {
@@ -331,20 +465,51 @@ fn dynptr_programs_agree_with_the_kernel_on_interp_and_jit() {
                         .unwrap()
                         .swap_bytes()
                 })
-                .collect::<Vec<_>>()
+                .collect()
         })
-        .collect();
-    assert!(
-        stats.len() == 4 && words.iter().filter(|&&w| w != 0).count() >= 30,
-        "too few results recorded: {words:x?}"
-    );
+        .collect()
+}
+
+#[test]
+fn dynptr_programs_agree_with_the_kernel_on_interp_and_jit() {
+    let path = object();
+    let reqs = requests();
+    let interp = on_bpfjet(&path, &reqs, Engine::Interp);
+    let checked = on_bpfjet(&path, &reqs, Engine::Checked);
+    let jit = on_bpfjet(&path, &reqs, Engine::Jit);
+    assert_same("interpreter vs JIT", &interp, &jit, &reqs);
+    assert_same("interpreter vs bounds-checked", &interp, &checked, &reqs);
+    // Every program kept something, errors included (a run where the
+    // calls did nothing would compare equal too).
+    let rows = stat_rows(&interp);
+    assert_eq!(rows.len(), 5, "stats rows");
+    for (i, row) in rows.iter().enumerate() {
+        assert!(
+            row.iter().filter(|&&w| w != 0).count() >= 4,
+            "program {i} recorded too little: {row:x?}"
+        );
+    }
     // ring: the failed reservations' return codes (-E2BIG for a size over
     // the dynptr limit, -EINVAL for flags and for a size over the ring).
     assert_eq!(
-        words[3 * 32] as i64,
+        rows[3][0] as i64,
         -7 - 22 - 22,
-        "ring reservations: {words:x?}"
+        "ring reservations: {rows:x?}"
     );
+    // local: adjust(start > end, both past the size) is EINVAL, not ERANGE.
+    assert_eq!(
+        rows[2][25],
+        5 * u64::from(-22i32 as u32),
+        "adjust order: {rows:x?}"
+    );
+    // frags: slices into one piece, through the buffer and NULL all seen.
+    let f = &rows[4];
+    assert!(
+        f[20..27].iter().all(|&n| n > 0),
+        "frags slices (NULL, buffer, pointer): {f:x?}"
+    );
+    // The ring holds the submitted and the discarded samples.
+    assert_eq!(interp.2.records.len(), 4, "ring records: {:?}", interp.2);
     if let Some(kernel) = on_kernel(&path, &reqs) {
         assert_same("bpfjet vs the kernel", &kernel, &interp, &reqs);
     }
