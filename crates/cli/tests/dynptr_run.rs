@@ -1,7 +1,8 @@
 //! Dynptrs at run time: XDP programs compiled here use every dynptr helper
 //! (197–203) and the kernel's dynptr kfuncs on the frame (multi-buffer
 //! frames too: reads, writes, slices, memset and copy across the linear
-//! part's end and page borders), on a map value and on ring-buffer
+//! part's end and page borders; frames moved by adjust_head/tail under a
+//! dynptr), on a map value and on ring-buffer
 //! reservations, success and error paths alike (bad flags, out-of-range
 //! offsets, null dynptrs, adjust's check order, a frame too short for a
 //! slice, reservations too large). Over one sequence of frames the kernel
@@ -31,7 +32,7 @@ const SOURCE: &str = r#"
 struct stats { __u64 v[SLOTS]; };
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
-	__uint(max_entries, 5);
+	__uint(max_entries, 6);
 	__type(key, __u32);
 	__type(value, struct stats);
 } stats SEC(".maps");
@@ -274,6 +275,36 @@ int frags(struct xdp_md *ctx)
 	return XDP_TX;
 }
 
+/* The frame moves under an XDP dynptr: it keeps its size (the kernel's
+ * too), reads and writes go to the frame as it is now, a range past its
+ * new end is EINVAL, and a slice there copies what there is. */
+SEC("xdp")
+int moved(struct xdp_md *ctx)
+{
+	struct stats *s = slot(5);
+	struct bpf_dynptr d;
+	__u8 buf[8] = {}, got[8] = {};
+
+	if (!s)
+		return XDP_ABORTED;
+	bpf_dynptr_from_xdp(ctx, 0, &d);
+	__u32 size = bpf_dynptr_size(&d);
+	s->v[0] += size;
+	s->v[1] += (__u32)bpf_xdp_adjust_head(ctx, 14);
+	s->v[2] += (__u64)bpf_dynptr_read(got, sizeof(got), &d, 0, 0);
+	s->v[3] += got[0] + got[7];
+	s->v[4] += (__u32)bpf_xdp_adjust_tail(ctx, -20);
+	s->v[5] += bpf_dynptr_size(&d);
+	s->v[6] += (__u64)bpf_dynptr_read(got, sizeof(got), &d, size - 8, 0);
+	__u8 *p = bpf_dynptr_slice(&d, size - 40, buf, sizeof(buf));
+	s->v[7] += !p ? 0 : p == buf ? 1 : 2;
+	if (p)
+		s->v[8] += p[0] + p[5] + p[7];
+	s->v[9] += (__u64)bpf_dynptr_write(&d, 4, got, sizeof(got), 0);
+	s->v[10] += (__u64)bpf_dynptr_write(&d, size - 30, got, sizeof(got), 0);
+	return XDP_TX;
+}
+
 char _license[] SEC("license") = "GPL";
 "#;
 
@@ -359,6 +390,9 @@ fn requests() -> Vec<(&'static str, Vec<u8>)> {
             *b ^= (i / PAGE) as u8;
         }
         out.push(("frags", f));
+    }
+    for (len, seed) in [(64usize, 1u8), (100, 2), (40, 3), (54, 4)] {
+        out.push(("moved", frame(&[], len, seed)));
     }
     out
 }
@@ -482,7 +516,7 @@ fn dynptr_programs_agree_with_the_kernel_on_interp_and_jit() {
     // Every program kept something, errors included (a run where the
     // calls did nothing would compare equal too).
     let rows = stat_rows(&interp);
-    assert_eq!(rows.len(), 5, "stats rows");
+    assert_eq!(rows.len(), 6, "stats rows");
     for (i, row) in rows.iter().enumerate() {
         assert!(
             row.iter().filter(|&&w| w != 0).count() >= 4,
