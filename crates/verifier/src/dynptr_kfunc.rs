@@ -92,24 +92,7 @@ impl Verifier<'_> {
                 ),
             );
         }
-        for &r in k.scalars() {
-            let reg = *st.reg(r);
-            if !reg.is_init() {
-                return err(
-                    "uninit_reg",
-                    format!("R{r} !read_ok: argument {r} of kfunc {name} is not set"),
-                );
-            }
-            if !reg.is_scalar() {
-                return err(
-                    "bad_kfunc_arg",
-                    format!(
-                        "R{r} is a {} but argument {r} of kfunc {name} is a scalar",
-                        reg.ty.name()
-                    ),
-                );
-            }
-        }
+        crate::kfunc::scalar_kfunc_args(st, k.scalars(), name)?;
         let r0 = match k {
             DynptrKfunc::FromXdp => {
                 let ctx = *st.reg(1);

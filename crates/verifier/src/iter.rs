@@ -72,28 +72,7 @@ impl Verifier<'_> {
                         ),
                     );
                 }
-                for r in 2..=3 {
-                    let reg = st.reg(r);
-                    if !reg.is_init() {
-                        return err(
-                            "uninit_reg",
-                            format!(
-                                "R{r} !read_ok: argument {r} of kfunc {} is not set",
-                                k.name()
-                            ),
-                        );
-                    }
-                    if !reg.is_scalar() {
-                        return err(
-                            "bad_kfunc_arg",
-                            format!(
-                                "R{r} is a {} but argument {r} of kfunc {} is a scalar",
-                                reg.ty.name(),
-                                k.name()
-                            ),
-                        );
-                    }
-                }
+                crate::kfunc::scalar_kfunc_args(st, &[2, 3], k.name())?;
                 let id = self.fresh_id();
                 let mut it = RegState::pointer(RegType::IterNum { active: true }, 0);
                 it.ref_id = id;

@@ -15,6 +15,30 @@ use crate::reg_state::{MemKind, RegState, RegType};
 /// Helper id used for kfuncs in messages and the lock check (no helper has it).
 const KFUNC_ID: i32 = -1;
 
+/// Registers `regs` of a call of kfunc `name` must be initialised scalars
+/// (the fixed-prototype kfuncs: iterators, dynptrs).
+pub(crate) fn scalar_kfunc_args(st: &State, regs: &[u8], name: &str) -> VResult<()> {
+    for &r in regs {
+        let reg = st.reg(r);
+        if !reg.is_init() {
+            return err(
+                "uninit_reg",
+                format!("R{r} !read_ok: argument {r} of kfunc {name} is not set"),
+            );
+        }
+        if !reg.is_scalar() {
+            return err(
+                "bad_kfunc_arg",
+                format!(
+                    "R{r} is a {} but argument {r} of kfunc {name} is a scalar",
+                    reg.ty.name()
+                ),
+            );
+        }
+    }
+    Ok(())
+}
+
 impl Verifier<'_> {
     fn kfunc_by_name(&self, name: &str) -> Option<KfuncProto> {
         self.env

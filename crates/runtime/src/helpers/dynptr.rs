@@ -169,23 +169,14 @@ fn read(
     if src.is_null() || flags != 0 {
         return Ok(Err(errno::EINVAL));
     }
+    // Checked before the copy buffer is sized by `len`.
     if let Err(e) = src.check_off_len(offset, len) {
         return Ok(Err(e));
     }
-    let bytes = match src.kind() {
-        Some(Kind::Local | Kind::Ringbuf) => {
-            ctx.read_mem(src.addr(offset), u64::from(len))?.to_vec()
-        }
-        Some(Kind::Xdp) => {
-            let frame = frame_arg(ctx, src.data)?;
-            let mut out = vec![0u8; len as usize];
-            if let Err(e) = frame.load_bytes(src.offset.wrapping_add(offset), &mut out) {
-                return Ok(Err(e));
-            }
-            out
-        }
-        None => return Ok(Err(errno::EFAULT)),
-    };
+    let mut bytes = vec![0u8; len as usize];
+    if let Err(e) = read_into(ctx, &mut bytes, src, offset)? {
+        return Ok(Err(e));
+    }
     // memmove: the source was copied out first, so overlap is harmless.
     ctx.write_mem(dst, u64::from(len))?.copy_from_slice(&bytes);
     Ok(Ok(()))
@@ -465,14 +456,15 @@ fn copy(
     if dst.check_off_len(dst_off, size).is_err() || src.check_off_len(src_off, size).is_err() {
         return Ok(Err(errno::E2BIG));
     }
+    let mut buf = [0u8; CHUNK as usize];
     let mut off = 0;
     while off < size {
         let n = CHUNK.min(size - off);
-        let mut buf = vec![0u8; n as usize];
-        if let Err(e) = read_into(ctx, &mut buf, src, src_off + off)? {
+        let buf = &mut buf[..n as usize];
+        if let Err(e) = read_into(ctx, buf, src, src_off + off)? {
             return Ok(Err(e));
         }
-        if let Err(e) = write(ctx, dst, dst_off + off, &buf, 0)? {
+        if let Err(e) = write(ctx, dst, dst_off + off, buf, 0)? {
             return Ok(Err(e));
         }
         off += n;
@@ -526,10 +518,11 @@ fn memset(
     if let Err(e) = d.check_off_len(offset, size) {
         return Ok(Err(e));
     }
+    let chunk = [val; CHUNK as usize];
     let mut off = 0;
     while off < size {
         let n = CHUNK.min(size - off);
-        if let Err(e) = write(ctx, d, offset + off, &vec![val; n as usize], 0)? {
+        if let Err(e) = write(ctx, d, offset + off, &chunk[..n as usize], 0)? {
             return Ok(Err(e));
         }
         off += n;
