@@ -135,6 +135,17 @@ impl ArrayMap {
         unsafe { crate::sync::write_shared(self.values, &image[..n]) }
     }
 
+    /// The index of the element whose value starts at `value` (not per-CPU
+    /// arrays), as the kernel computes a timer callback's key.
+    pub(crate) fn index_of_value(&self, value: *const u8) -> Option<u32> {
+        if self.percpu {
+            return None;
+        }
+        let rel = (value as usize).checked_sub(self.values as usize)?;
+        let i = rel / self.stride;
+        (rel % self.stride == 0 && i < self.max as usize).then_some(i as u32)
+    }
+
     pub(crate) fn values_ptr(&self) -> *mut u8 {
         self.values
     }

@@ -311,6 +311,22 @@ impl HashTable {
         unsafe { self.key_ptr(e).add(round_up(self.key_size, 8)) }
     }
 
+    /// The key of the element whose (only) value starts at `value`, if
+    /// `value` is the start of an element's value (the kernel's
+    /// `value - round_up(key_size, 8)` for a timer's callback). Not for
+    /// per-CPU maps, whose values are outside the elements.
+    pub(crate) fn key_of_value(&self, value: *const u8) -> Option<*const u8> {
+        if self.percpu {
+            return None;
+        }
+        let rel = (value as usize)
+            .checked_sub(self.elems_at as usize)?
+            .checked_sub(self.value_off)?;
+        let e = rel / self.elem_size;
+        (rel % self.elem_size == 0 && e < self.pool as usize)
+            .then(|| self.key_ptr(e as u32) as *const u8)
+    }
+
     /// The value of element `e` on `cpu` (per-CPU maps) or its only value.
     #[inline]
     fn value_ptr(&self, e: u32, cpu: u32) -> *mut u8 {

@@ -392,6 +392,32 @@ impl Map {
         }
     }
 
+    /// The key of the element whose value starts at `value` (a pointer a
+    /// program got from a lookup): an array's index, a hash map's key bytes.
+    /// `None` for other addresses and for per-CPU and other map types. A
+    /// timer's callback gets this key, as in the kernel.
+    pub fn element_key(&self, value: *const u8) -> Option<Vec<u8>> {
+        match &self.family {
+            Family::Array(a) => a.index_of_value(value).map(|i| i.to_ne_bytes().to_vec()),
+            Family::Hash(_) => {
+                let key = self.element_key_ptr(value)?;
+                let n = self.spec.key_size as usize;
+                // SAFETY: the key of an element inside the mapping, `n` bytes.
+                Some(unsafe { std::slice::from_raw_parts(key, n) }.to_vec())
+            }
+            _ => None,
+        }
+    }
+
+    /// Where a hash map element's key is, given its value's address (a
+    /// non-per-CPU hash map's element holds both).
+    pub fn element_key_ptr(&self, value: *const u8) -> Option<*const u8> {
+        match &self.family {
+            Family::Hash(h) => h.key_of_value(value),
+            _ => None,
+        }
+    }
+
     /// A hash-family map's elements in place (`bpf_for_each_map_elem`):
     /// `f(key, value)` until it returns false, `value` being `cpu`'s copy
     /// of a per-CPU map's (see `HashTable::visit_in_place`). Returns false,
@@ -460,8 +486,9 @@ impl Map {
     }
 
     /// Declare byte ranges `(offset, size)` of the value that hold pointers
-    /// owned by the runtime: `__kptr` fields and `bpf_list_head` /
-    /// `bpf_rb_root` graph roots. As the kernel's `copy_map_value`, an
+    /// owned by the runtime: `__kptr` fields, `bpf_list_head` /
+    /// `bpf_rb_root` graph roots and `bpf_timer`s. Copies to user space
+    /// read them as zeros. As the kernel's `copy_map_value`, an
     /// update never copies them from the caller's value: a program (or a
     /// control plane in this process) cannot forge an object pointer with
     /// `bpf_map_update_elem`. They read as empty after the update, as in
@@ -764,6 +791,37 @@ impl Map {
 
     /// `BPF_MAP_LOOKUP_ELEM` with flags (`BPF_F_LOCK`).
     pub fn lookup_copy_flags(&self, key: &[u8], flags: u64) -> Result<Vec<u8>, MapError> {
+        let mut out = self.lookup_copy_unmasked(key, flags)?;
+        let stride = if self.spec.map_type.is_per_cpu() {
+            self.geo.value_stride()
+        } else {
+            self.geo.value_size as usize
+        };
+        if stride > 0 {
+            for v in out.chunks_mut(stride) {
+                self.mask_owned(v);
+            }
+        }
+        Ok(out)
+    }
+
+    /// Zero the runtime-owned fields (kptrs, graph roots, timers) of a
+    /// value copied out to user space, as the kernel's
+    /// `check_and_init_map_value` does: their bytes are the runtime's
+    /// pointers and handles, not data.
+    fn mask_owned(&self, v: &mut [u8]) {
+        let Some(owned) = self.owned_fields.get() else {
+            return;
+        };
+        for &(off, len) in owned {
+            let (off, len) = (off as usize, len as usize);
+            if off + len <= v.len() {
+                v[off..off + len].fill(0);
+            }
+        }
+    }
+
+    fn lookup_copy_unmasked(&self, key: &[u8], flags: u64) -> Result<Vec<u8>, MapError> {
         self.check_readable()?;
         match &self.family {
             Family::Array(a) if self.spec.map_type == MapType::PercpuArray => {
@@ -852,6 +910,19 @@ impl Map {
     /// Snapshot of every entry in `get_next_key` order (queues and stacks:
     /// empty keys, in pop order; fd arrays: occupied slots only).
     pub fn entries(&self) -> Result<Vec<MapEntry>, MapError> {
+        let mut entries = self.entries_raw()?;
+        for e in &mut entries {
+            for v in &mut e.values {
+                self.mask_owned(v);
+            }
+        }
+        Ok(entries)
+    }
+
+    /// [`Map::entries`] with the runtime-owned fields as they are (their
+    /// pointers and handles): for code inspecting the runtime's own
+    /// structures in this process.
+    pub fn entries_raw(&self) -> Result<Vec<MapEntry>, MapError> {
         self.check_readable()?;
         let one = |key: Vec<u8>, v: Vec<u8>| MapEntry {
             key,

@@ -4,8 +4,9 @@
 //! graph nodes (`bpf_list_node`, `bpf_rb_node`), a `bpf_refcount` and
 //! `__kptr` pointers (a `kptr` type tag). Found in map value types, in
 //! global data sections and in the program's own types that `bpf_obj_new`
-//! allocates. Programs may not load or store these fields directly; the
-//! graph kfuncs and `bpf_kptr_xchg` own them.
+//! allocates. A `bpf_timer` is one too (map values only). Programs may not
+//! load or store these fields directly; the graph kfuncs, `bpf_kptr_xchg`
+//! and the timer helpers own them.
 
 use crate::btf::{Btf, BtfType};
 
@@ -49,6 +50,9 @@ pub enum FieldKind {
     Kptr {
         target: u32,
     },
+    /// A `struct bpf_timer` (16 bytes, 8-aligned), driven by the
+    /// `bpf_timer_*` helpers.
+    Timer,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -68,6 +72,7 @@ impl SpecialField {
             FieldKind::Node(g) => g.node_name(),
             FieldKind::Refcount => "bpf_refcount",
             FieldKind::Kptr { .. } => "kptr",
+            FieldKind::Timer => "bpf_timer",
         }
     }
 
@@ -86,6 +91,7 @@ fn special_struct(name: &str) -> Option<(u32, Option<FieldKind>)> {
         "bpf_list_node" => (24, Some(FieldKind::Node(GraphKind::List))),
         "bpf_rb_node" => (32, Some(FieldKind::Node(GraphKind::Rbtree))),
         "bpf_refcount" => (4, Some(FieldKind::Refcount)),
+        "bpf_timer" => (16, Some(FieldKind::Timer)),
         _ => return None,
     })
 }
@@ -263,6 +269,19 @@ fn check_fields(out: &mut [SpecialField]) -> Result<(), String> {
     let locks = out.iter().filter(|f| f.kind == FieldKind::SpinLock).count();
     if locks > 1 {
         return Err("more than one bpf_spin_lock".into());
+    }
+    let timers: Vec<&SpecialField> = out.iter().filter(|f| f.kind == FieldKind::Timer).collect();
+    if timers.len() > 1 {
+        // The kernel's btf_find_field: one bpf_timer per value (E2BIG).
+        return Err("more than one bpf_timer".into());
+    }
+    if let Some(t) = timers.first() {
+        if t.off % 8 != 0 {
+            return Err(format!(
+                "a bpf_timer at offset {} is not 8-byte aligned",
+                t.off
+            ));
+        }
     }
     let has_root = out.iter().any(|f| matches!(f.kind, FieldKind::Root { .. }));
     if has_root && locks == 0 {

@@ -98,7 +98,9 @@ impl LoadedObject {
         map: &Map,
         special: &[bpfjet_obj::SpecialField],
     ) -> Result<Vec<EntryState>, MapError> {
-        let mut entries = map.entries()?;
+        // Masked below by the object's own list (the map's owned fields
+        // are a subset of it).
+        let mut entries = map.entries_raw()?;
         for e in &mut entries {
             for v in &mut e.values {
                 for f in special {

@@ -100,6 +100,16 @@ impl ObjectMaps {
         self.special_fields.get(index).map_or(&[], Vec::as_slice)
     }
 
+    /// Offset of the `struct bpf_timer` in the values of the map behind
+    /// `handle` (one of the object's own maps), if it has one.
+    pub(crate) fn timer_off(&self, handle: u64) -> Option<u32> {
+        let i = self.maps.iter().position(|m| map_handle(m) == handle)?;
+        self.special_fields_of(i)
+            .iter()
+            .find(|f| f.kind == bpfjet_obj::FieldKind::Timer)
+            .map(|f| f.off)
+    }
+
     /// The object's maps, by index in `Object::maps`.
     pub fn maps(&self) -> &[Arc<Map>] {
         &self.maps

@@ -133,6 +133,11 @@ impl<'a> HelperCtx<'a> {
         })
     }
 
+    /// The running program (a tail call's target while it runs).
+    pub(crate) fn program_inner(&self) -> &ProgramInner {
+        self.prog
+    }
+
     /// The helper being served (as faults name it).
     pub fn helper_name(&self) -> &'static str {
         self.helper

@@ -23,10 +23,12 @@ mod tail_call;
 mod task;
 mod thread_maps;
 mod time;
+mod timer;
 mod tracing;
 mod user_ringbuf;
 mod xdp;
 
+pub(crate) use common::value_region as value_region_of;
 pub use common::{check_map_use, map_use};
 pub use csum::csum_diff;
 pub use ids::kernel_helper_name;
@@ -184,6 +186,7 @@ fn base_helpers() -> HelperRegistry {
     dynptr::register(&mut r);
     strings::register(&mut r);
     task::register(&mut r);
+    timer::register(&mut r);
     r.register(crate::graph_kfuncs::kptr_xchg_helper());
     r
 }

@@ -38,6 +38,7 @@ mod region;
 mod runtime_error;
 mod state;
 mod test_run;
+mod timers;
 pub mod tracing;
 pub mod worker;
 pub mod xdp;

@@ -225,5 +225,6 @@ pub(crate) fn load(mut insns: Vec<Insn>, options: LoadOptions) -> Result<Program
         static_regions,
         subprog_entries: entries,
         bounds_checked: matches!(options.memory, MemoryMode::BoundsChecked),
+        this: std::sync::Weak::new(),
     })
 }

@@ -250,6 +250,7 @@ impl LoadedObject {
                                 f.kind,
                                 bpfjet_obj::FieldKind::Kptr { .. }
                                     | bpfjet_obj::FieldKind::Root { .. }
+                                    | bpfjet_obj::FieldKind::Timer
                             )
                         })
                         .map(|f| (f.off, f.size))
@@ -452,7 +453,7 @@ impl LoadedObject {
             v.insns = insns;
         }
         p.program = Some(Program {
-            inner: Arc::new(inner),
+            inner: inner.shared(),
         });
         Ok(())
     }

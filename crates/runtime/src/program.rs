@@ -104,9 +104,20 @@ pub(crate) struct ProgramInner {
     /// pointers), sorted: the only slots a callback may start at.
     pub subprog_entries: Vec<usize>,
     pub bounds_checked: bool,
+    /// This program itself (set by [`ProgramInner::shared`]): what a
+    /// helper keeps to run the program's code later, a timer's callback.
+    pub this: std::sync::Weak<ProgramInner>,
 }
 
 impl ProgramInner {
+    /// Share the program, knowing itself ([`ProgramInner::this`]).
+    pub(crate) fn shared(self) -> Arc<ProgramInner> {
+        Arc::new_cyclic(|this| ProgramInner {
+            this: this.clone(),
+            ..self
+        })
+    }
+
     pub fn is_subprog_entry(&self, slot: usize) -> bool {
         self.subprog_entries.binary_search(&slot).is_ok()
     }
@@ -124,7 +135,7 @@ impl Program {
     /// running a loaded program can fault but never panic.
     pub fn new(insns: Vec<Insn>, options: LoadOptions) -> Result<Program, LoadError> {
         crate::load::load(insns, options).map(|inner| Program {
-            inner: Arc::new(inner),
+            inner: inner.shared(),
         })
     }
 

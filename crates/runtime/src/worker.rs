@@ -152,14 +152,16 @@ impl XdpRunnerFactory {
         let rebind = |p: &Program| -> Program {
             let inner = &p.inner;
             Program {
-                inner: Arc::new(ProgramInner {
+                inner: ProgramInner {
                     insns: inner.insns.clone(),
                     helpers: Arc::clone(&helpers),
                     kfuncs: Arc::clone(&inner.kfuncs),
                     static_regions: inner.static_regions.clone(),
                     subprog_entries: inner.subprog_entries.clone(),
                     bounds_checked: matches!(memory, MemoryMode::BoundsChecked),
-                }),
+                    this: std::sync::Weak::new(),
+                }
+                .shared(),
             }
         };
         let program = rebind(entry);

@@ -525,6 +525,38 @@ impl BpfjetBackend {
             }
             _ => None,
         };
+        // Timers, kptrs and graph roots in the value: the kernel's
+        // map_check_btf allows a timer only in hash, LRU hash and array
+        // maps; their bytes are the runtime's (never copied from or to
+        // user space).
+        let owned = match self.obj(m.btf_fd) {
+            Some(Obj::Btf(b)) if m.btf_fd != 0 && m.btf_value_type_id != 0 => {
+                let btf = bpfjet_obj::Btf::parse(&b.raw).map_err(|_| Errno::EINVAL)?;
+                let fields = bpfjet_obj::special_fields::value_fields(&btf, m.btf_value_type_id)
+                    .map_err(|_| Errno::EINVAL)?;
+                let has_timer = fields
+                    .iter()
+                    .any(|f| f.kind == bpfjet_obj::FieldKind::Timer);
+                if has_timer
+                    && !matches!(map_type, MapType::Hash | MapType::LruHash | MapType::Array)
+                {
+                    return Err(Errno::EOPNOTSUPP);
+                }
+                fields
+                    .iter()
+                    .filter(|f| {
+                        matches!(
+                            f.kind,
+                            bpfjet_obj::FieldKind::Kptr { .. }
+                                | bpfjet_obj::FieldKind::Root { .. }
+                                | bpfjet_obj::FieldKind::Timer
+                        )
+                    })
+                    .map(|f| (f.off, f.size))
+                    .collect()
+            }
+            _ => Vec::new(),
+        };
         let opts = MapOptions {
             spin_lock_off,
             ..MapOptions::default()
@@ -534,6 +566,7 @@ impl BpfjetBackend {
             .instance()
             .create_map(&spec, &opts)
             .map_err(|e| maps::errno(&e))?;
+        map.set_owned_fields(owned);
         let btf_id = match self.obj(m.btf_fd) {
             Some(Obj::Btf(b)) if m.btf_fd != 0 => b.id,
             _ => 0,

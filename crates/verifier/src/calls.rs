@@ -106,6 +106,9 @@ impl Verifier<'_> {
     }
 
     fn check_program_exit(&mut self, st: &mut State) -> VResult<Succ> {
+        if st.async_callback {
+            self.check_async_callback_exit(st)?;
+        }
         let r0 = *st.reg(0);
         if !r0.is_init() {
             return err(

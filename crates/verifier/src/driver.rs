@@ -35,6 +35,10 @@ pub(crate) enum Succ {
     Goto(usize),
     /// Continue at the first with the current state; explore the second too.
     Fork(usize, usize, State),
+    /// Continue at the first with the current state; verify the second,
+    /// with the given state, as a path of its own (no parent: a timer
+    /// callback, `timer.rs`).
+    Spawn(usize, usize, State),
     End,
 }
 
@@ -410,6 +414,25 @@ impl<'a> Verifier<'a> {
                             state: other_state,
                             parent: path.parent,
                             hist: path.hist.clone(),
+                        });
+                        path.pc = next;
+                    }
+                    Ok(Succ::Spawn(next, entry, callback)) => {
+                        if work.len() >= MAX_PENDING {
+                            let e = VerifyError::new(
+                                "too_complex",
+                                format!(
+                                    "the sequence of {} pending branches is too complex",
+                                    work.len() + 1
+                                ),
+                            );
+                            return Err(self.decorate(e, pc, &path.state));
+                        }
+                        work.push(Path {
+                            pc: entry,
+                            state: callback,
+                            parent: None,
+                            hist: Vec::new(),
                         });
                         path.pc = next;
                     }
@@ -847,6 +870,7 @@ impl<'a> Verifier<'a> {
                     refs: Vec::new(),
                     lock: None,
                     may_goto_depth: 0,
+                    async_callback: false,
                 };
             }
         }

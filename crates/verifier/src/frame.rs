@@ -82,6 +82,9 @@ pub struct State {
     /// the loop detector does compare it, so a `may_goto` loop is never
     /// taken for an infinite one.
     pub may_goto_depth: u32,
+    /// The path verifies a timer callback on its own (`timer.rs`): its
+    /// frame 0 is the callback's, which must return 0.
+    pub async_callback: bool,
 }
 
 impl State {
@@ -93,6 +96,7 @@ impl State {
             refs: Vec::new(),
             lock: None,
             may_goto_depth: 0,
+            async_callback: false,
         }
     }
 

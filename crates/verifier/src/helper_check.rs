@@ -55,7 +55,7 @@ fn map_allows(map: MapType, id: i32) -> bool {
         Cpumap => id == 51,
         ArrayOfMaps | HashOfMaps => id == 1,
         LpmTrie => matches!(id, 1..=3),
-        _ => matches!(id, 1..=3 | 164 | 195),
+        _ => matches!(id, 1..=3 | 164 | 169..=172 | 195),
     }
 }
 
@@ -163,6 +163,13 @@ impl Verifier<'_> {
                 }
             });
             self.invalidate_slices(st, crate::dynptr::is_pkt_slice);
+        }
+        if proto.callback == Some(CallbackKind::Timer) {
+            let entry = meta.callback.unwrap_or(0) as usize;
+            let callback = self.spawn_timer_callback(pc, entry, meta.map.unwrap_or(0))?;
+            let r0 = self.helper_ret(st, pc, &proto, &meta)?;
+            finish_call(st, r0);
+            return Ok(crate::timer::spawn(pc, entry, callback));
         }
         if let Some(kind) = proto.callback {
             let entry = meta.callback.unwrap_or(0) as usize;
@@ -352,7 +359,19 @@ impl Verifier<'_> {
                 }
             }
             ArgType::ConstMapPtr => match reg.ty {
-                RegType::MapPtr { map } if !reg.maybe_null && reg.off == 0 => meta.map = Some(map),
+                RegType::MapPtr { map } if !reg.maybe_null && reg.off == 0 => {
+                    // bpf_timer_init: the timer's map came first (the
+                    // kernel's map_uid check).
+                    if let Some(timer_map) = meta.map.filter(|&m| m != map) {
+                        return err(
+                            "timer",
+                            format!(
+                                "timer pointer in R1 map_uid={timer_map} doesn't match map pointer in R{regno} map_uid={map}"
+                            ),
+                        );
+                    }
+                    meta.map = Some(map)
+                }
                 _ => return expect("map_ptr"),
             },
             ArgType::PtrToCtx => {
@@ -622,6 +641,7 @@ impl Verifier<'_> {
                 meta.dynptr = Some(d);
             }
             ArgType::PtrToSpinLock => self.check_spin_lock_arg(st, proto.id, &reg, proto.name)?,
+            ArgType::PtrToTimer => meta.map = Some(self.check_timer_arg(&reg, regno, proto.name)?),
             ArgType::PtrToConstStr => {
                 let RegType::MapValue { map } = reg.ty else {
                     return expect("map_value (read-only string)");
@@ -728,6 +748,7 @@ impl Verifier<'_> {
                     );
                 }
                 self.check_lock_overlap(map, reg, 0, size)?;
+                self.check_timer_overlap(map, reg, size)?;
                 self.check_region(
                     reg,
                     regno,
@@ -864,6 +885,13 @@ impl Verifier<'_> {
                 sample.id = self.fresh_id();
                 args[0] = sample;
                 args[1] = ctx;
+            }
+            // Verified as a path of its own (check_helper, timer.rs).
+            CallbackKind::Timer => {
+                return err(
+                    "bad_callback",
+                    "a timer callback is not entered from its call",
+                )
             }
         }
         let info = CallbackInfo {

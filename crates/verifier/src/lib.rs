@@ -74,6 +74,7 @@ pub mod range_ops;
 pub mod reg_state;
 mod spin_lock;
 pub mod stack;
+mod timer;
 pub mod tnum;
 mod tp_btf;
 

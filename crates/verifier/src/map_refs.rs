@@ -41,6 +41,17 @@ pub(crate) fn check(program: &[Insn], env: &VerifyEnv) -> Result<(), VerifyError
                 env.maps.len()
             ));
         };
+        // check_map_prog_compatibility: the kernel's "tracing" types (not
+        // BPF_PROG_TYPE_TRACING) may not use a map with a bpf_timer.
+        let tracing = env.prog_type.is_tracing() && env.prog_type != crate::env::ProgType::Tracing;
+        let has_timer = env.map_fields.get(index as usize).is_some_and(|fields| {
+            fields
+                .iter()
+                .any(|f| f.kind == bpfjet_obj::FieldKind::Timer)
+        });
+        if tracing && has_timer {
+            return fail("tracing progs cannot use bpf_timer yet".to_string());
+        }
         if kind == LdDwKind::MapIdxValue {
             let off = (imm >> 32) as u32;
             // Only a one-element (non-per-CPU) array has a direct value address.

@@ -40,6 +40,8 @@ pub enum ArgType {
     PtrToRingbufMemRelease,
     /// A `struct bpf_spin_lock` inside a map value (needs BTF).
     PtrToSpinLock,
+    /// A `struct bpf_timer` inside a map value (needs BTF; `timer.rs`).
+    PtrToTimer,
     /// A known constant (allocation size).
     ConstAllocSize,
     /// A NUL-terminated string in a frozen read-only map.
@@ -93,6 +95,9 @@ pub enum CallbackKind {
     /// `bpf_user_ringbuf_drain(map, cb, ctx, flags)`: `cb(const struct
     /// bpf_dynptr *sample, void *ctx)` per sample.
     UserRingbufDrain,
+    /// `bpf_timer_set_callback(timer, cb)`: `cb(map, key, value)` later,
+    /// on its own (an async callback, verified as a path of its own).
+    Timer,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -352,6 +357,34 @@ static HELPERS: &[HelperProto] = &[
         a2(ConstMapPtr, PtrToUninitMapValue),
         RetType::Integer,
     ),
+    // bpf_timer (`timer.rs`): GPL-only, as the kernel's protos.
+    gpl(proto(
+        169,
+        "bpf_timer_init",
+        a3(PtrToTimer, ConstMapPtr, Anything),
+        RetType::Integer,
+    )),
+    gpl(with_callback(
+        proto(
+            170,
+            "bpf_timer_set_callback",
+            a2(PtrToTimer, PtrToFunc),
+            RetType::Integer,
+        ),
+        CallbackKind::Timer,
+    )),
+    gpl(proto(
+        171,
+        "bpf_timer_start",
+        a3(PtrToTimer, Anything, Anything),
+        RetType::Integer,
+    )),
+    gpl(proto(
+        172,
+        "bpf_timer_cancel",
+        a1(PtrToTimer),
+        RetType::Integer,
+    )),
     proto(93, "bpf_spin_lock", a1(PtrToSpinLock), RetType::Void),
     proto(94, "bpf_spin_unlock", a1(PtrToSpinLock), RetType::Void),
     perfmon(gpl(proto(

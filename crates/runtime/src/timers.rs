@@ -1,0 +1,424 @@
+//! The timer service behind `bpf_timer_*` (helpers/timer.rs): the role of
+//! the kernel's hrtimers for BPF programs.
+//!
+//! A `struct bpf_timer` in a map value is 16 bytes the program never
+//! touches. bpfjet keeps its state in this process's table and writes a
+//! handle into the value: word 0 = `generation << 32 | slot + 1`, word 1 =
+//! the process id (the table is per process; maps may be shared with
+//! others, whose handles are not ours).
+//!
+//! One thread per process (started with the first armed timer) sleeps
+//! until the earliest deadline and runs the callbacks one at a time on the
+//! interpreter, with the CPU slot of the run that armed the timer — the
+//! kernel fires a timer on the CPU that started it. A callback runs only
+//! while its element still holds the timer: the kernel frees a timer when
+//! its element is deleted or updated, and bpfjet checks this lazily at
+//! each expiry (the element's key still finds the same value, and the
+//! value's timer word is still this timer's handle). An update clears the
+//! word (the map's owned fields), a deleted element is not found; such a
+//! timer is dropped then, and unarmed ones whose element died are swept
+//! when the table grows.
+
+use crate::env::{ObjectMaps, RunEnv};
+use crate::interp::{execute_in_mode, Core};
+use crate::program::ProgramInner;
+use crate::region::Region;
+use crate::state::RunState;
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock, PoisonError, Weak};
+
+/// Where a timer lives: its map value.
+#[derive(Clone)]
+pub(crate) struct Home {
+    pub maps: Weak<ObjectMaps>,
+    /// The map's program-visible handle (the callback's r1).
+    pub map: u64,
+    /// The value's address (the callback's r3); the timer is inside it.
+    pub value: u64,
+    /// The timer's address (inside `value`).
+    pub timer: u64,
+    /// The element's key (an array's index as a u32).
+    pub key: Vec<u8>,
+}
+
+struct Slot {
+    gen: u32,
+    home: Option<Home>,
+    /// `CLOCK_REALTIME`, `CLOCK_MONOTONIC` or `CLOCK_BOOTTIME`.
+    clock: i32,
+    callback: Option<(Weak<ProgramInner>, usize)>,
+    /// Armed: the expiry on CLOCK_MONOTONIC, with the arming's sequence
+    /// number (heap entries of older armings are stale).
+    armed: Option<(u64, u64)>,
+    cpu: u32,
+}
+
+#[derive(Default)]
+struct Table {
+    slots: Vec<Slot>,
+    free: Vec<u32>,
+    live: usize,
+    /// Sweep unarmed timers whose element died when `live` reaches this.
+    sweep_at: usize,
+    /// (expiry, slot, arming sequence), earliest first.
+    heap: BinaryHeap<Reverse<(u64, u32, u64)>>,
+    seq: u64,
+    /// The slot whose callback the service thread is running.
+    running: Option<u32>,
+    thread: bool,
+}
+
+pub(crate) struct Timers {
+    table: Mutex<Table>,
+    /// The service thread waits here for an earlier deadline.
+    wake: Condvar,
+    /// Cancels wait here for a running callback to finish.
+    done: Condvar,
+}
+
+static TIMERS: OnceLock<Timers> = OnceLock::new();
+
+thread_local! {
+    /// Set on the service thread.
+    static SERVICE: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// What a helper asked of a timer that is not there.
+pub(crate) enum TimerError {
+    /// Not initialised (or not this process's): -EINVAL.
+    Invalid,
+    /// `bpf_timer_init` of an initialised timer: -EBUSY.
+    Busy,
+    /// `bpf_timer_cancel` of the running callback's own timer: -EDEADLK.
+    Deadlock,
+}
+
+pub(crate) fn timers() -> &'static Timers {
+    TIMERS.get_or_init(|| Timers {
+        table: Mutex::new(Table {
+            sweep_at: 64,
+            ..Table::default()
+        }),
+        wake: Condvar::new(),
+        done: Condvar::new(),
+    })
+}
+
+/// The timer's two words.
+fn words(timer: u64) -> (&'static AtomicU64, &'static AtomicU64) {
+    // SAFETY: the helper checked 16 writable, 8-aligned bytes at `timer`
+    // (a map value's timer, which lives as long as the map).
+    unsafe {
+        (
+            AtomicU64::from_ptr(timer as *mut u64),
+            AtomicU64::from_ptr((timer + 8) as *mut u64),
+        )
+    }
+}
+
+fn now(clock: i32) -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: a valid clock id and an out-parameter on the stack.
+    unsafe { libc::clock_gettime(clock, &mut ts) };
+    (ts.tv_sec as u64)
+        .wrapping_mul(1_000_000_000)
+        .wrapping_add(ts.tv_nsec as u64)
+}
+
+impl Timers {
+    fn lock(&self) -> MutexGuard<'_, Table> {
+        self.table.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// The slot of the timer at `timer`, if it is one of ours.
+    fn slot_of(t: &Table, timer: u64) -> Option<u32> {
+        let (w0, w1) = words(timer);
+        let handle = w0.load(Ordering::Acquire);
+        if handle == 0 || w1.load(Ordering::Acquire) != u64::from(std::process::id()) {
+            return None;
+        }
+        let idx = (handle as u32).checked_sub(1)?;
+        let s = t.slots.get(idx as usize)?;
+        (s.gen == (handle >> 32) as u32 && s.home.as_ref().is_some_and(|h| h.timer == timer))
+            .then_some(idx)
+    }
+
+    /// `bpf_timer_init`.
+    pub(crate) fn init(&self, home: Home, clock: i32) -> Result<(), TimerError> {
+        let (w0, w1) = words(home.timer);
+        if w0.load(Ordering::Acquire) != 0 {
+            return Err(TimerError::Busy);
+        }
+        let mut t = self.lock();
+        if t.live >= t.sweep_at {
+            sweep(&mut t);
+            t.sweep_at = (t.live * 2).max(64);
+        }
+        let idx = match t.free.pop() {
+            Some(i) => i,
+            None => {
+                t.slots.push(Slot {
+                    gen: 0,
+                    home: None,
+                    clock,
+                    callback: None,
+                    armed: None,
+                    cpu: 0,
+                });
+                (t.slots.len() - 1) as u32
+            }
+        };
+        let s = &mut t.slots[idx as usize];
+        s.gen = s.gen.wrapping_add(1);
+        s.home = Some(home);
+        s.clock = clock;
+        s.callback = None;
+        s.armed = None;
+        let handle = (u64::from(s.gen) << 32) | u64::from(idx + 1);
+        // Two CPUs may init the same timer at once: one wins.
+        if w0
+            .compare_exchange(0, handle, Ordering::AcqRel, Ordering::Acquire)
+            .is_err()
+        {
+            t.slots[idx as usize].home = None;
+            t.free.push(idx);
+            return Err(TimerError::Busy);
+        }
+        w1.store(u64::from(std::process::id()), Ordering::Release);
+        t.live += 1;
+        Ok(())
+    }
+
+    /// `bpf_timer_set_callback`.
+    pub(crate) fn set_callback(
+        &self,
+        timer: u64,
+        prog: Weak<ProgramInner>,
+        entry: usize,
+    ) -> Result<(), TimerError> {
+        let mut t = self.lock();
+        let idx = Self::slot_of(&t, timer).ok_or(TimerError::Invalid)?;
+        t.slots[idx as usize].callback = Some((prog, entry));
+        Ok(())
+    }
+
+    /// `bpf_timer_start`: `nsecs` from now, or at `nsecs` of the timer's
+    /// clock when `absolute`.
+    pub(crate) fn start(
+        &self,
+        timer: u64,
+        nsecs: u64,
+        absolute: bool,
+        cpu: u32,
+    ) -> Result<(), TimerError> {
+        let mut t = self.lock();
+        let idx = Self::slot_of(&t, timer).ok_or(TimerError::Invalid)?;
+        let s = &t.slots[idx as usize];
+        if s.callback.is_none() {
+            return Err(TimerError::Invalid);
+        }
+        let mono = now(libc::CLOCK_MONOTONIC);
+        let expiry = if absolute {
+            let clock_now = now(s.clock);
+            mono.saturating_add(nsecs.saturating_sub(clock_now))
+        } else {
+            mono.saturating_add(nsecs)
+        };
+        t.seq += 1;
+        let seq = t.seq;
+        let s = &mut t.slots[idx as usize];
+        s.armed = Some((expiry, seq));
+        s.cpu = cpu;
+        t.heap.push(Reverse((expiry, idx, seq)));
+        if !t.thread {
+            t.thread = true;
+            let spawned = std::thread::Builder::new()
+                .name("bpfjet-timers".into())
+                .spawn(|| timers().serve());
+            if spawned.is_err() {
+                t.thread = false;
+                eprintln!(
+                    "bpfjet: could not start the timer thread; bpf_timer callbacks will not run"
+                );
+            }
+        }
+        self.wake.notify_one();
+        Ok(())
+    }
+
+    /// `bpf_timer_cancel`: 1 when the timer was armed, else 0; waits for
+    /// its callback when another thread runs it.
+    pub(crate) fn cancel(&self, timer: u64) -> Result<u64, TimerError> {
+        let mut t = self.lock();
+        let idx = Self::slot_of(&t, timer).ok_or(TimerError::Invalid)?;
+        if t.running == Some(idx) {
+            if SERVICE.with(|s| s.get()) {
+                return Err(TimerError::Deadlock);
+            }
+            while t.running == Some(idx) {
+                t = self.done.wait(t).unwrap_or_else(PoisonError::into_inner);
+            }
+            // The timer may have died meanwhile (its callback deleted the
+            // element, ...).
+            if Self::slot_of(&t, timer) != Some(idx) {
+                return Ok(0);
+            }
+        }
+        Ok(u64::from(t.slots[idx as usize].armed.take().is_some()))
+    }
+
+    /// The service thread.
+    fn serve(&self) {
+        SERVICE.with(|s| s.set(true));
+        let mut state = RunState::new();
+        let mut t = self.lock();
+        loop {
+            // The earliest live arming.
+            let next = loop {
+                match t.heap.peek().copied() {
+                    None => break None,
+                    Some(Reverse((at, idx, seq))) => {
+                        if t.slots[idx as usize].armed == Some((at, seq)) {
+                            break Some((at, idx));
+                        }
+                        t.heap.pop();
+                    }
+                }
+            };
+            let Some((at, idx)) = next else {
+                t = self.wake.wait(t).unwrap_or_else(PoisonError::into_inner);
+                continue;
+            };
+            let mono = now(libc::CLOCK_MONOTONIC);
+            if at > mono {
+                let wait = std::time::Duration::from_nanos(at - mono);
+                t = self
+                    .wake
+                    .wait_timeout(t, wait)
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .0;
+                continue;
+            }
+            t.heap.pop();
+            let s = &mut t.slots[idx as usize];
+            s.armed = None;
+            let (Some(home), Some((prog, entry))) = (s.home.clone(), s.callback.clone()) else {
+                continue;
+            };
+            let cpu = s.cpu;
+            let handle = (u64::from(s.gen) << 32) | u64::from(idx + 1);
+            t.running = Some(idx);
+            drop(t);
+            let alive = fire(&mut state, &home, handle, &prog, entry, cpu);
+            t = self.lock();
+            t.running = None;
+            if !alive {
+                drop_slot(&mut t, idx);
+            }
+            self.done.notify_all();
+        }
+    }
+}
+
+/// Forget a timer whose element or program died.
+fn drop_slot(t: &mut Table, idx: u32) {
+    let s = &mut t.slots[idx as usize];
+    if s.home.take().is_some() {
+        s.callback = None;
+        s.armed = None;
+        t.free.push(idx);
+        t.live -= 1;
+    }
+}
+
+/// Whether the timer's element still holds it: the key finds the same
+/// value and the value's timer word is this timer's handle.
+fn element_holds(maps: &ObjectMaps, home: &Home, handle: u64) -> bool {
+    let Some(map) = maps.resolve_ref(home.map) else {
+        return false;
+    };
+    map.lookup(&home.key, 0) == Some(home.value as *mut u8)
+        && words(home.timer).0.load(Ordering::Acquire) == handle
+}
+
+/// Drop every timer whose element died (the kernel frees them at the
+/// delete or update).
+fn sweep(t: &mut Table) {
+    for idx in 0..t.slots.len() as u32 {
+        let s = &t.slots[idx as usize];
+        if t.running == Some(idx) {
+            continue;
+        }
+        let Some(home) = &s.home else { continue };
+        let handle = (u64::from(s.gen) << 32) | u64::from(idx + 1);
+        let alive = home
+            .maps
+            .upgrade()
+            .is_some_and(|maps| element_holds(&maps, home, handle));
+        if !alive {
+            drop_slot(t, idx);
+        }
+    }
+}
+
+/// Run one expiry's callback: `callback(map, key, value)` on the
+/// interpreter. False when the timer is dead (element, map or program
+/// gone) and its slot is to be freed.
+fn fire(
+    state: &mut RunState,
+    home: &Home,
+    handle: u64,
+    prog: &Weak<ProgramInner>,
+    entry: usize,
+    cpu: u32,
+) -> bool {
+    let (Some(maps), Some(prog)) = (home.maps.upgrade(), prog.upgrade()) else {
+        return false;
+    };
+    if !element_holds(&maps, home, handle) {
+        return false;
+    }
+    let Some(map) = maps.resolve_ref(home.map) else {
+        return false;
+    };
+    // The kernel's key: an array's index in a local, a hash map's key in
+    // the element.
+    let mut index = [0u8; 4];
+    let key = if map.map_type() == bpfjet_maps::MapType::Array {
+        index.copy_from_slice(&home.key[..4]);
+        index.as_ptr() as u64
+    } else {
+        match map.element_key_ptr(home.value as *const u8) {
+            Some(k) => k as u64,
+            None => return false,
+        }
+    };
+    let value_region = crate::helpers::value_region_of(map, home.value as *mut u8);
+    let key_len = home.key.len() as u64;
+    let mut env = RunEnv::new(cpu, Arc::clone(&maps));
+    state.begin_run();
+    state.add_run_region(value_region);
+    state.add_run_region(Region::read_only(key, key_len));
+    let mut core = Core {
+        state,
+        user: &mut env,
+    };
+    let args = [home.map, key, home.value, 0, 0];
+    let result = execute_in_mode(&mut core, &prog, entry, args, 0, prog.bounds_checked);
+    state.end_run();
+    if let Err(fault) = result {
+        eprintln!("bpfjet: a bpf_timer callback (insn {entry}) faulted: {fault}");
+    }
+    for note in env.release_leftovers() {
+        eprintln!("bpfjet: after a bpf_timer callback: {note}");
+    }
+    for line in env.trace_log() {
+        eprintln!("bpf_trace_printk (timer callback): {line}");
+    }
+    true
+}
