@@ -44,7 +44,8 @@ test-skips-reset:
 # namespaces) under `bpfjet exec`, compared with the kernel (root). `build`
 # builds libbpfjet.so next to bpfjet. ringbuf.sh: libbpf's
 # ring_buffer__poll on a bpfjet ring buffer. user_ringbuf.sh: libbpf's
-# user_ring_buffer__* producer and bpf_user_ringbuf_drain. xdp_multiprog.sh: libxdp's
+# user_ring_buffer__* producer and bpf_user_ringbuf_drain. timer.sh: bpf_timer
+# per-flow expiry and a ticker through libbpf. xdp_multiprog.sh: libxdp's
 # multi-program dispatcher (freplace) through xdp-loader and libxdp's API;
 # freplace.sh: libbpf's freplace API; tail_calls.sh: program fds in
 # PROG_ARRAY. skeleton.sh: one libbpf skeleton application (globals, hash
@@ -61,6 +62,7 @@ test-preload: build
 	BPFJET=$(BPFJET) timeout 300 bash tests/preload/tail_calls.sh
 	BPFJET=$(BPFJET) timeout 300 bash tests/preload/ringbuf.sh
 	BPFJET=$(BPFJET) timeout 300 bash tests/preload/user_ringbuf.sh
+	BPFJET=$(BPFJET) timeout 120 bash tests/preload/timer.sh
 	BPFJET=$(BPFJET) timeout 300 bash tests/preload/skeleton.sh
 	BPFJET=$(BPFJET) timeout 120 bash tests/preload/lifetimes.sh
 	BPFJET=$(BPFJET) timeout 300 bash tests/preload/tracer.sh

@@ -24,6 +24,9 @@ pub struct ObjectMaps {
     /// Parallel to `maps`: the special fields (graph roots, kptrs) of the
     /// values of maps this object created.
     special_fields: Vec<Vec<bpfjet_obj::SpecialField>>,
+    /// Parallel to `maps`: where each value's `struct bpf_timer` is, for
+    /// maps reused from outside too.
+    timers: Vec<Option<u32>>,
 }
 
 impl std::fmt::Debug for ObjectMaps {
@@ -78,7 +81,15 @@ impl ObjectMaps {
             maps,
             known: RwLock::new(known),
             special_fields: Vec::new(),
+            timers: Vec::new(),
         }
+    }
+
+    /// Where each map's values hold a `struct bpf_timer` (parallel to the
+    /// maps).
+    pub(crate) fn with_timers(mut self, timers: Vec<Option<u32>>) -> ObjectMaps {
+        self.timers = timers;
+        self
     }
 
     /// The special fields of each map's values (parallel to the maps).
@@ -104,10 +115,7 @@ impl ObjectMaps {
     /// `handle` (one of the object's own maps), if it has one.
     pub(crate) fn timer_off(&self, handle: u64) -> Option<u32> {
         let i = self.maps.iter().position(|m| map_handle(m) == handle)?;
-        self.special_fields_of(i)
-            .iter()
-            .find(|f| f.kind == bpfjet_obj::FieldKind::Timer)
-            .map(|f| f.off)
+        self.timers.get(i).copied().flatten()
     }
 
     /// The object's maps, by index in `Object::maps`.

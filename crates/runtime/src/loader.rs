@@ -181,6 +181,8 @@ impl LoadedObject {
         // Per deployment map: its value's special fields (graph roots,
         // kptrs) when this load created it, to free what they hold.
         let mut fields: Vec<Vec<bpfjet_obj::SpecialField>> = Vec::new();
+        // Per deployment map: where its values' `struct bpf_timer` is.
+        let mut timer_offs: Vec<Option<u32>> = Vec::new();
         // Per deployment map: the spec that created it (None: reused from
         // outside, left as it is), for freezing.
         let mut created: Vec<Option<&bpfjet_maps::spec::MapSpec>> = Vec::new();
@@ -212,6 +214,11 @@ impl LoadedObject {
                     continue;
                 }
                 if let Some(map) = reuse(spec) {
+                    // Its runtime-owned fields as this object's BTF
+                    // describes them (kept if the map already has them).
+                    let special = o.object.map_fields.get(i).cloned().unwrap_or_default();
+                    map.set_owned_fields(owned_ranges(&special));
+                    timer_offs.push(timer_off(&special));
                     index.push(maps.len());
                     maps.push(map);
                     fields.push(Vec::new());
@@ -242,20 +249,8 @@ impl LoadedObject {
                     pinned.insert(spec.name.as_str(), (maps.len(), k));
                 }
                 let special = o.object.map_fields.get(i).cloned().unwrap_or_default();
-                map.set_owned_fields(
-                    special
-                        .iter()
-                        .filter(|f| {
-                            matches!(
-                                f.kind,
-                                bpfjet_obj::FieldKind::Kptr { .. }
-                                    | bpfjet_obj::FieldKind::Root { .. }
-                                    | bpfjet_obj::FieldKind::Timer
-                            )
-                        })
-                        .map(|f| (f.off, f.size))
-                        .collect(),
-                );
+                map.set_owned_fields(owned_ranges(&special));
+                timer_offs.push(timer_off(&special));
                 fields.push(special);
                 index.push(maps.len());
                 maps.push(map);
@@ -264,7 +259,11 @@ impl LoadedObject {
             object_maps.push(index);
             reused_all.push(reused);
         }
-        let maps = Arc::new(ObjectMaps::new(instance, maps).with_special_fields(fields));
+        let maps = Arc::new(
+            ObjectMaps::new(instance, maps)
+                .with_special_fields(fields)
+                .with_timers(timer_offs),
+        );
 
         let safety = if opts.unverified {
             Safety::BoundsChecked
@@ -1041,4 +1040,29 @@ fn build_program(
         source,
     })?;
     Ok((program, verified))
+}
+
+/// The byte ranges of a value the runtime owns (`Map::set_owned_fields`):
+/// kptrs, graph roots and the timer.
+fn owned_ranges(fields: &[bpfjet_obj::SpecialField]) -> Vec<(u32, u32)> {
+    fields
+        .iter()
+        .filter(|f| {
+            matches!(
+                f.kind,
+                bpfjet_obj::FieldKind::Kptr { .. }
+                    | bpfjet_obj::FieldKind::Root { .. }
+                    | bpfjet_obj::FieldKind::Timer
+            )
+        })
+        .map(|f| (f.off, f.size))
+        .collect()
+}
+
+/// Where a value's `struct bpf_timer` is, if it has one.
+fn timer_off(fields: &[bpfjet_obj::SpecialField]) -> Option<u32> {
+    fields
+        .iter()
+        .find(|f| f.kind == bpfjet_obj::FieldKind::Timer)
+        .map(|f| f.off)
 }
