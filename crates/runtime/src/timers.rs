@@ -26,7 +26,7 @@ use crate::region::Region;
 use crate::state::RunState;
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock, PoisonError, Weak};
 
 /// Where a timer lives: its map value.
@@ -49,9 +49,14 @@ struct Slot {
     /// `CLOCK_REALTIME`, `CLOCK_MONOTONIC` or `CLOCK_BOOTTIME`.
     clock: i32,
     callback: Option<(Weak<ProgramInner>, usize)>,
-    /// Armed: the expiry on CLOCK_MONOTONIC, with the arming's sequence
-    /// number (heap entries of older armings are stale).
-    armed: Option<(u64, u64)>,
+    /// Armed: the expiry on CLOCK_MONOTONIC.
+    armed: Option<u64>,
+    /// The expiry of this slot's entry in the heap, if it has one. At most
+    /// one entry per slot is live: re-arming later than it (a flow's idle
+    /// timer pushed back on every packet) pushes nothing, the service
+    /// re-queues the slot when the early entry comes up; re-arming earlier
+    /// pushes a new entry and the old one goes stale.
+    queued: Option<u64>,
     cpu: u32,
 }
 
@@ -62,12 +67,14 @@ struct Table {
     live: usize,
     /// Sweep unarmed timers whose element died when `live` reaches this.
     sweep_at: usize,
-    /// (expiry, slot, arming sequence), earliest first.
-    heap: BinaryHeap<Reverse<(u64, u32, u64)>>,
-    seq: u64,
+    /// (expiry, slot), earliest first; an entry is live when it is its
+    /// slot's `queued`.
+    heap: BinaryHeap<Reverse<(u64, u32)>>,
+    /// What the service thread sleeps until (`u64::MAX`: no timer armed);
+    /// only an earlier expiry wakes it.
+    sleeps_until: u64,
     /// The slot whose callback the service thread is running.
     running: Option<u32>,
-    thread: bool,
 }
 
 pub(crate) struct Timers {
@@ -95,14 +102,41 @@ pub(crate) enum TimerError {
     Deadlock,
 }
 
+/// This process's id, cached: `getpid` is a system call, and
+/// `bpf_timer_start` may run on every packet. A forked child forgets it
+/// (and starts its own service thread): the timers of the parent, whose
+/// table the child inherits, carry the parent's id and stay the parent's.
+static PID: AtomicU32 = AtomicU32::new(0);
+static SERVICE_STARTED: AtomicBool = AtomicBool::new(false);
+
+extern "C" fn forked_child() {
+    PID.store(0, Ordering::Relaxed);
+    SERVICE_STARTED.store(false, Ordering::Relaxed);
+}
+
+fn pid() -> u64 {
+    let p = PID.load(Ordering::Relaxed);
+    if p != 0 {
+        return u64::from(p);
+    }
+    let p = std::process::id();
+    PID.store(p, Ordering::Relaxed);
+    u64::from(p)
+}
+
 pub(crate) fn timers() -> &'static Timers {
-    TIMERS.get_or_init(|| Timers {
-        table: Mutex::new(Table {
-            sweep_at: 64,
-            ..Table::default()
-        }),
-        wake: Condvar::new(),
-        done: Condvar::new(),
+    TIMERS.get_or_init(|| {
+        // SAFETY: registers a handler that only stores to atomics.
+        unsafe { libc::pthread_atfork(None, None, Some(forked_child)) };
+        Timers {
+            table: Mutex::new(Table {
+                sweep_at: 64,
+                sleeps_until: u64::MAX,
+                ..Table::default()
+            }),
+            wake: Condvar::new(),
+            done: Condvar::new(),
+        }
     })
 }
 
@@ -139,7 +173,7 @@ impl Timers {
     fn slot_of(t: &Table, timer: u64) -> Option<u32> {
         let (w0, w1) = words(timer);
         let handle = w0.load(Ordering::Acquire);
-        if handle == 0 || w1.load(Ordering::Acquire) != u64::from(std::process::id()) {
+        if handle == 0 || w1.load(Ordering::Acquire) != pid() {
             return None;
         }
         let idx = (handle as u32).checked_sub(1)?;
@@ -168,6 +202,7 @@ impl Timers {
                     clock,
                     callback: None,
                     armed: None,
+                    queued: None,
                     cpu: 0,
                 });
                 (t.slots.len() - 1) as u32
@@ -179,6 +214,7 @@ impl Timers {
         s.clock = clock;
         s.callback = None;
         s.armed = None;
+        s.queued = None;
         let handle = (u64::from(s.gen) << 32) | u64::from(idx + 1);
         // Two CPUs may init the same timer at once: one wins.
         if w0
@@ -189,7 +225,7 @@ impl Timers {
             t.free.push(idx);
             return Err(TimerError::Busy);
         }
-        w1.store(u64::from(std::process::id()), Ordering::Release);
+        w1.store(pid(), Ordering::Release);
         t.live += 1;
         Ok(())
     }
@@ -229,25 +265,28 @@ impl Timers {
         } else {
             mono.saturating_add(nsecs)
         };
-        t.seq += 1;
-        let seq = t.seq;
         let s = &mut t.slots[idx as usize];
-        s.armed = Some((expiry, seq));
+        s.armed = Some(expiry);
         s.cpu = cpu;
-        t.heap.push(Reverse((expiry, idx, seq)));
-        if !t.thread {
-            t.thread = true;
+        if s.queued.is_none_or(|q| q > expiry) {
+            s.queued = Some(expiry);
+            t.heap.push(Reverse((expiry, idx)));
+        }
+        if !SERVICE_STARTED.swap(true, Ordering::AcqRel) {
             let spawned = std::thread::Builder::new()
                 .name("bpfjet-timers".into())
                 .spawn(|| timers().serve());
             if spawned.is_err() {
-                t.thread = false;
+                SERVICE_STARTED.store(false, Ordering::Release);
                 eprintln!(
                     "bpfjet: could not start the timer thread; bpf_timer callbacks will not run"
                 );
             }
         }
-        self.wake.notify_one();
+        if expiry < t.sleeps_until {
+            t.sleeps_until = expiry;
+            self.wake.notify_one();
+        }
         Ok(())
     }
 
@@ -278,33 +317,46 @@ impl Timers {
         let mut state = RunState::new();
         let mut t = self.lock();
         loop {
-            // The earliest live arming.
-            let next = loop {
-                match t.heap.peek().copied() {
-                    None => break None,
-                    Some(Reverse((at, idx, seq))) => {
-                        if t.slots[idx as usize].armed == Some((at, seq)) {
-                            break Some((at, idx));
-                        }
-                        t.heap.pop();
-                    }
-                }
-            };
-            let Some((at, idx)) = next else {
-                t = self.wake.wait(t).unwrap_or_else(PoisonError::into_inner);
-                continue;
-            };
             let mono = now(libc::CLOCK_MONOTONIC);
-            if at > mono {
-                let wait = std::time::Duration::from_nanos(at - mono);
-                t = self
-                    .wake
-                    .wait_timeout(t, wait)
-                    .unwrap_or_else(PoisonError::into_inner)
-                    .0;
-                continue;
+            // The earliest live entry whose slot is due; slots armed later
+            // than their entry are queued again at their expiry.
+            let mut due = None;
+            while let Some(&Reverse((at, idx))) = t.heap.peek() {
+                if at > mono {
+                    break;
+                }
+                t.heap.pop();
+                let s = &mut t.slots[idx as usize];
+                if s.queued != Some(at) {
+                    continue;
+                }
+                s.queued = None;
+                match s.armed {
+                    Some(expiry) if expiry > mono => {
+                        s.queued = Some(expiry);
+                        t.heap.push(Reverse((expiry, idx)));
+                    }
+                    Some(_) => {
+                        due = Some(idx);
+                        break;
+                    }
+                    None => {}
+                }
             }
-            t.heap.pop();
+            let Some(idx) = due else {
+                let next = t.heap.peek().map_or(u64::MAX, |&Reverse((at, _))| at);
+                t.sleeps_until = next;
+                t = if next == u64::MAX {
+                    self.wake.wait(t).unwrap_or_else(PoisonError::into_inner)
+                } else {
+                    let wait = std::time::Duration::from_nanos(next.saturating_sub(mono));
+                    self.wake
+                        .wait_timeout(t, wait)
+                        .unwrap_or_else(PoisonError::into_inner)
+                        .0
+                };
+                continue;
+            };
             let s = &mut t.slots[idx as usize];
             s.armed = None;
             let (Some(home), Some((prog, entry))) = (s.home.clone(), s.callback.clone()) else {
@@ -331,6 +383,7 @@ fn drop_slot(t: &mut Table, idx: u32) {
     if s.home.take().is_some() {
         s.callback = None;
         s.armed = None;
+        s.queued = None;
         t.free.push(idx);
         t.live -= 1;
     }
@@ -342,8 +395,10 @@ fn element_holds(maps: &ObjectMaps, home: &Home, handle: u64) -> bool {
     let Some(map) = maps.resolve_ref(home.map) else {
         return false;
     };
+    let (w0, w1) = words(home.timer);
     map.lookup(&home.key, 0) == Some(home.value as *mut u8)
-        && words(home.timer).0.load(Ordering::Acquire) == handle
+        && w0.load(Ordering::Acquire) == handle
+        && w1.load(Ordering::Acquire) == pid()
 }
 
 /// Drop every timer whose element died (the kernel frees them at the
