@@ -753,6 +753,27 @@ pub(crate) fn register_compiled(inner: &Arc<JitInner>) {
     if let Ok(mut map) = compiled().lock() {
         map.insert(identity(&inner.program), Arc::downgrade(inner));
     }
+    bpfjet_runtime::set_async_runner(run_async);
+}
+
+/// The runtime's timer callbacks of a compiled program, natively (at call
+/// depth 0, tail calls resolved through the run, no thread maps: tracing
+/// program types cannot use timers).
+fn run_async(
+    program: &Program,
+    state: &mut RunState,
+    user: &mut (dyn Any + 'static),
+    entry: usize,
+    cpu: u32,
+    args: [u64; 5],
+) -> Option<Result<u64, Fault>> {
+    let code = find_compiled(program)?;
+    let act = Activation {
+        tails: std::ptr::null(),
+        cpu: u64::from(cpu),
+        thread_slots: std::ptr::null(),
+    };
+    Some(run_native(&code, act, state, user, entry, 0, &args))
 }
 
 pub(crate) fn unregister_compiled(program: &Program) {

@@ -60,3 +60,4 @@ pub use region::Region;
 pub use runtime_error::RuntimeError;
 pub use state::{RunState, FRAME_STRIDE, MAX_CALL_DEPTH, MAX_TAIL_CALLS, STACK_SIZE};
 pub use test_run::{TestRunOptions, TestRunResult, LOOPBACK_IFINDEX};
+pub use timers::{set_async_runner, AsyncRunner};

@@ -8,8 +8,9 @@
 //! others, whose handles are not ours).
 //!
 //! One thread per process (started with the first armed timer) sleeps
-//! until the earliest deadline and runs the callbacks one at a time on the
-//! interpreter, with the CPU slot of the run that armed the timer — the
+//! until the earliest deadline and runs the callbacks one at a time, through
+//! the JIT's native code when it compiled the program ([`set_async_runner`])
+//! and on the interpreter otherwise, with the CPU slot of the run that armed the timer — the
 //! kernel fires a timer on the CPU that started it. A callback runs only
 //! while its element still holds the timer: the kernel frees a timer when
 //! its element is deleted or updated, and bpfjet checks this lazily at
@@ -100,6 +101,26 @@ pub(crate) enum TimerError {
     Busy,
     /// `bpf_timer_cancel` of the running callback's own timer: -EDEADLK.
     Deadlock,
+}
+
+/// How a compiled program's function runs outside any run of it (a
+/// timer's callback): set by the JIT, which answers `None` for a program
+/// it did not compile (the interpreter runs it then).
+pub type AsyncRunner = fn(
+    program: &crate::Program,
+    state: &mut RunState,
+    user: &mut (dyn std::any::Any + 'static),
+    entry: usize,
+    cpu: u32,
+    args: [u64; 5],
+) -> Option<Result<u64, crate::Fault>>;
+
+static ASYNC_RUNNER: OnceLock<AsyncRunner> = OnceLock::new();
+
+/// Run timer callbacks of compiled programs with `runner` (the JIT's
+/// native code) instead of the interpreter. The first call wins.
+pub fn set_async_runner(runner: AsyncRunner) {
+    let _ = ASYNC_RUNNER.set(runner);
 }
 
 /// This process's id, cached: `getpid` is a system call, and
@@ -464,7 +485,21 @@ fn fire(
         user: &mut env,
     };
     let args = [home.map, key, home.value, 0, 0];
-    let result = execute_in_mode(&mut core, &prog, entry, args, 0, prog.bounds_checked);
+    let native = ASYNC_RUNNER.get().and_then(|run| {
+        let program = crate::Program {
+            inner: Arc::clone(&prog),
+        };
+        run(
+            &program,
+            &mut *core.state,
+            &mut *core.user,
+            entry,
+            cpu,
+            args,
+        )
+    });
+    let result = native
+        .unwrap_or_else(|| execute_in_mode(&mut core, &prog, entry, args, 0, prog.bounds_checked));
     state.end_run();
     if let Err(fault) = result {
         eprintln!("bpfjet: a bpf_timer callback (insn {entry}) faulted: {fault}");
