@@ -8,8 +8,8 @@
 #include <bpf/bpf_helpers.h>
 
 #define CLOCK_MONOTONIC 1
-#define IDLE_NS (40 * 1000 * 1000ULL)
-#define TICK_NS (10 * 1000 * 1000ULL)
+#define IDLE_NS (300 * 1000 * 1000ULL)
+#define TICK_NS (20 * 1000 * 1000ULL)
 
 struct flow {
 	__u64 packets;

@@ -516,20 +516,21 @@ fn steps() -> Vec<Step> {
         cmd(1, 2, 0, 7, a),
         cmd(2, 2, 0, 0, a),
         cmd(5, 2, 2, 2, a),
-        // Array 3: armed for 30 ms, then updated by the program: the
+        // Array 3: armed for 1 s, then updated by the program: the
         // update frees the timer, it never fires; init works again.
         cmd(1, 3, 0, 1, a),
         cmd(2, 3, 0, 0, a),
-        cmd(3, 3, 30, 0, a),
+        cmd(3, 3, 1000, 0, a),
         cmd(7, 3, 0, 0, a),
         cmd(4, 3, 0, 0, a),
         cmd(1, 3, 0, 1, a),
-        // Hash 5: armed for 30 ms, then deleted and added again: the old
-        // timer never fires on the new element.
+        // Hash 5: armed for 1 s, then deleted and added again: the old
+        // timer never fires on the new element (the test ends before the
+        // second would have passed: the kernel would not run it either).
         cmd(20, 5, 0, 0, h),
         cmd(1, 5, 0, 1, h),
         cmd(2, 5, 0, 0, h),
-        cmd(3, 5, 30, 0, h),
+        cmd(3, 5, 1000, 0, h),
         cmd(21, 5, 0, 0, h),
         cmd(20, 5, 0, 0, h),
         // Hash 6: fires once and its callback deletes its element.
