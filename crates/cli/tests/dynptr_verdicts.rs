@@ -12,8 +12,6 @@
 
 mod support;
 
-use bpfjet_testsupport::Compile;
-
 const PRELUDE: &str = r#"
 #include <linux/bpf.h>
 #include <bpf/bpf_helpers.h>
@@ -197,46 +195,13 @@ const CASES: &[(&str, &str, bool, &str)] = &[
 
 #[test]
 fn dynptr_kfunc_programs_get_the_kernels_verdict() {
-    let kernel = bpfjet_kernel::kernel_available();
-    if let Err(why) = &kernel {
-        support::skip("dynptr kfunc verdicts, kernel column", why);
-    }
-    let mut failures = Vec::new();
-    for (name, body, accepts, words) in CASES {
+    let cases = CASES.iter().map(|(name, body, accepts, words)| {
         let text = format!(
             "{PRELUDE}\nSEC(\"xdp\")\nint prog(struct xdp_md *ctx)\n{{\n{body}\n}}\n\
              char _license[] SEC(\"license\") = \"GPL\";\n"
         );
-        let path = Compile::text(&format!("dynptr_verdict_{name}"), &text).object();
-        if kernel.is_ok() {
-            let k = bpfjet_kernel::KernelObject::open_with(
-                &path,
-                &bpfjet_kernel::LoadOptions::default(),
-            );
-            if k.is_ok() != *accepts {
-                failures.push(format!(
-                    "{name}: the kernel {} it (the expectation is wrong): {:?}",
-                    if k.is_ok() { "accepts" } else { "refuses" },
-                    k.err().map(|e| e.to_string())
-                ));
-                continue;
-            }
-        }
-        let obj = bpfjet_obj::load_file(&path).unwrap();
-        let ours = bpfjet_runtime::LoadedObject::load(&obj, &Default::default());
-        match (&ours, accepts) {
-            (Ok(_), true) => {}
-            (Err(e), true) => failures.push(format!("{name}: bpfjet refuses it: {e}")),
-            (Ok(_), false) => failures.push(format!("{name}: bpfjet accepts it")),
-            (Err(e), false) => {
-                let e = e.to_string();
-                if !e.contains(words) || !(e.contains("insn") || e.contains(" at ")) {
-                    failures.push(format!(
-                        "{name}: refused, but without the instruction or `{words}`: {e}"
-                    ));
-                }
-            }
-        }
-    }
+        (*name, text, *accepts, *words)
+    });
+    let failures = support::verdict_failures("dynptr kfunc verdicts", cases);
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }

@@ -199,52 +199,21 @@ const VERDICTS: &[(&str, &str, &str, &str, bool, &str)] = &[
 
 #[test]
 fn timer_programs_get_the_kernels_verdict() {
-    let kernel = bpfjet_kernel::kernel_available();
-    if let Err(why) = &kernel {
-        support::skip("bpf_timer verdicts, kernel column", why);
-    }
-    let mut failures = Vec::new();
-    for (name, section, body, license, accepts, words) in VERDICTS {
-        let ctx = if section.starts_with("kprobe") {
-            "void *ctx"
-        } else {
-            "struct xdp_md *ctx"
-        };
-        let text = format!(
-            "{PRELUDE}\nSEC(\"{section}\")\nint prog({ctx})\n{{\n{body}\n}}\n\
-             char _license[] SEC(\"license\") = \"{license}\";\n"
-        );
-        let path = Compile::text(&format!("timer_verdict_{name}"), &text).object();
-        if kernel.is_ok() {
-            let k = bpfjet_kernel::KernelObject::open_with(
-                &path,
-                &bpfjet_kernel::LoadOptions::default(),
+    let cases = VERDICTS
+        .iter()
+        .map(|(name, section, body, license, accepts, words)| {
+            let ctx = if section.starts_with("kprobe") {
+                "void *ctx"
+            } else {
+                "struct xdp_md *ctx"
+            };
+            let text = format!(
+                "{PRELUDE}\nSEC(\"{section}\")\nint prog({ctx})\n{{\n{body}\n}}\n\
+                 char _license[] SEC(\"license\") = \"{license}\";\n"
             );
-            if k.is_ok() != *accepts {
-                failures.push(format!(
-                    "{name}: the kernel {} it (the expectation is wrong): {:?}",
-                    if k.is_ok() { "accepts" } else { "refuses" },
-                    k.err().map(|e| e.to_string())
-                ));
-                continue;
-            }
-        }
-        let obj = bpfjet_obj::load_file(&path).unwrap();
-        let ours = bpfjet_runtime::LoadedObject::load(&obj, &Default::default());
-        match (&ours, accepts) {
-            (Ok(_), true) => {}
-            (Err(e), true) => failures.push(format!("{name}: bpfjet refuses it: {e}")),
-            (Ok(_), false) => failures.push(format!("{name}: bpfjet accepts it")),
-            (Err(e), false) => {
-                let e = e.to_string();
-                if !e.contains(words) || !(e.contains("insn") || e.contains(" at ")) {
-                    failures.push(format!(
-                        "{name}: refused, but without the instruction or `{words}`: {e}"
-                    ));
-                }
-            }
-        }
-    }
+            (*name, text, *accepts, *words)
+        });
+    let failures = support::verdict_failures("bpf_timer verdicts", cases);
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
 

@@ -82,6 +82,22 @@ impl SpecialField {
     }
 }
 
+/// The byte ranges `(offset, size)` of a map value the runtime owns: its
+/// kptrs, graph roots and timer, whose bytes user space never writes
+/// (updates keep them out) nor reads (copies read zeros).
+pub fn runtime_owned_ranges(fields: &[SpecialField]) -> Vec<(u32, u32)> {
+    fields
+        .iter()
+        .filter(|f| {
+            matches!(
+                f.kind,
+                FieldKind::Kptr { .. } | FieldKind::Root { .. } | FieldKind::Timer
+            )
+        })
+        .map(|f| (f.off, f.size))
+        .collect()
+}
+
 /// The size the kernel's uapi gives a special struct, if `name` is one.
 fn special_struct(name: &str) -> Option<(u32, Option<FieldKind>)> {
     Some(match name {

@@ -217,7 +217,9 @@ impl LoadedObject {
                     // Its runtime-owned fields as this object's BTF
                     // describes them (kept if the map already has them).
                     let special = o.object.map_fields.get(i).cloned().unwrap_or_default();
-                    map.set_owned_fields(owned_ranges(&special));
+                    map.set_owned_fields(bpfjet_obj::special_fields::runtime_owned_ranges(
+                        &special,
+                    ));
                     timer_offs.push(timer_off(&special));
                     index.push(maps.len());
                     maps.push(map);
@@ -249,7 +251,7 @@ impl LoadedObject {
                     pinned.insert(spec.name.as_str(), (maps.len(), k));
                 }
                 let special = o.object.map_fields.get(i).cloned().unwrap_or_default();
-                map.set_owned_fields(owned_ranges(&special));
+                map.set_owned_fields(bpfjet_obj::special_fields::runtime_owned_ranges(&special));
                 timer_offs.push(timer_off(&special));
                 fields.push(special);
                 index.push(maps.len());
@@ -1040,23 +1042,6 @@ fn build_program(
         source,
     })?;
     Ok((program, verified))
-}
-
-/// The byte ranges of a value the runtime owns (`Map::set_owned_fields`):
-/// kptrs, graph roots and the timer.
-fn owned_ranges(fields: &[bpfjet_obj::SpecialField]) -> Vec<(u32, u32)> {
-    fields
-        .iter()
-        .filter(|f| {
-            matches!(
-                f.kind,
-                bpfjet_obj::FieldKind::Kptr { .. }
-                    | bpfjet_obj::FieldKind::Root { .. }
-                    | bpfjet_obj::FieldKind::Timer
-            )
-        })
-        .map(|f| (f.off, f.size))
-        .collect()
 }
 
 /// Where a value's `struct bpf_timer` is, if it has one.

@@ -542,18 +542,7 @@ impl BpfjetBackend {
                 {
                     return Err(Errno::EOPNOTSUPP);
                 }
-                fields
-                    .iter()
-                    .filter(|f| {
-                        matches!(
-                            f.kind,
-                            bpfjet_obj::FieldKind::Kptr { .. }
-                                | bpfjet_obj::FieldKind::Root { .. }
-                                | bpfjet_obj::FieldKind::Timer
-                        )
-                    })
-                    .map(|f| (f.off, f.size))
-                    .collect()
+                bpfjet_obj::special_fields::runtime_owned_ranges(&fields)
             }
             _ => Vec::new(),
         };

@@ -399,16 +399,7 @@ impl<'a> Verifier<'a> {
                         if let Some(p) = path.parent {
                             self.checkpoints[p].branches += 1;
                         }
-                        if work.len() >= MAX_PENDING {
-                            let e = VerifyError::new(
-                                "too_complex",
-                                format!(
-                                    "the sequence of {} pending branches is too complex",
-                                    work.len() + 1
-                                ),
-                            );
-                            return Err(self.decorate(e, pc, &path.state));
-                        }
+                        self.check_pending(work.len(), pc, &path.state)?;
                         work.push(Path {
                             pc: other,
                             state: other_state,
@@ -418,16 +409,7 @@ impl<'a> Verifier<'a> {
                         path.pc = next;
                     }
                     Ok(Succ::Spawn(next, entry, callback)) => {
-                        if work.len() >= MAX_PENDING {
-                            let e = VerifyError::new(
-                                "too_complex",
-                                format!(
-                                    "the sequence of {} pending branches is too complex",
-                                    work.len() + 1
-                                ),
-                            );
-                            return Err(self.decorate(e, pc, &path.state));
-                        }
+                        self.check_pending(work.len(), pc, &path.state)?;
                         work.push(Path {
                             pc: entry,
                             state: callback,
@@ -444,6 +426,21 @@ impl<'a> Verifier<'a> {
             }
         }
         self.finish()
+    }
+
+    /// One more pending path would exceed the kernel's bound on them.
+    fn check_pending(&self, pending: usize, pc: usize, state: &State) -> Result<(), VerifyError> {
+        if pending < MAX_PENDING {
+            return Ok(());
+        }
+        let e = VerifyError::new(
+            "too_complex",
+            format!(
+                "the sequence of {} pending branches is too complex",
+                pending + 1
+            ),
+        );
+        Err(self.decorate(e, pc, state))
     }
 
     /// After the instruction at `pc` (executed at call depth `depth`):

@@ -9,7 +9,7 @@
 use crate::driver::Verifier;
 use crate::error::{err, VResult};
 use crate::frame::{LockInfo, State};
-use crate::reg_state::{RegState, RegType};
+use crate::reg_state::RegState;
 
 /// Kernel helper ids.
 pub(crate) const SPIN_LOCK: i32 = 93;
@@ -44,30 +44,8 @@ impl Verifier<'_> {
         reg: &RegState,
         name: &str,
     ) -> VResult<()> {
-        let RegType::MapValue { map } = reg.ty else {
-            return err(
-                "bad_helper_arg",
-                format!(
-                    "R1 type={}{} expected=map_value (argument 1 of {name})",
-                    reg.ty.name(),
-                    if reg.maybe_null { "_or_null" } else { "" }
-                ),
-            );
-        };
-        if reg.maybe_null {
-            return err(
-                "null_deref",
-                format!(
-                    "R1 type=map_value_or_null expected=map_value: null-check it before {name}"
-                ),
-            );
-        }
-        let Some(c) = reg.val.as_const() else {
-            return err(
-                "spin_lock",
-                "R1 doesn't have constant offset. bpf_spin_lock has to be at the constant offset",
-            );
-        };
+        let (map, off) =
+            crate::timer::special_field_ptr(reg, 1, name, "spin_lock", "bpf_spin_lock")?;
         let map_name = self.map(map).map_or(String::new(), |m| m.name.clone());
         let Some(lock_off) = self.spin_lock_off(map) else {
             return err(
@@ -75,7 +53,6 @@ impl Verifier<'_> {
                 format!("map '{map_name}' has no valid bpf_spin_lock (no `struct bpf_spin_lock` in its BTF value type)"),
             );
         };
-        let off = reg.off as i64 + c as i64;
         if off != lock_off as i64 {
             return err(
                 "spin_lock",

@@ -35,32 +35,7 @@ impl Verifier<'_> {
 
     /// A timer argument: a map value pointer at its timer. Returns the map.
     pub(crate) fn check_timer_arg(&self, reg: &RegState, regno: u8, name: &str) -> VResult<u32> {
-        let RegType::MapValue { map } = reg.ty else {
-            return err(
-                "bad_helper_arg",
-                format!(
-                    "R{regno} type={}{} expected=map_value (argument {regno} of {name})",
-                    reg.ty.name(),
-                    if reg.maybe_null { "_or_null" } else { "" }
-                ),
-            );
-        };
-        if reg.maybe_null {
-            return err(
-                "null_deref",
-                format!(
-                    "R{regno} type=map_value_or_null expected=map_value: null-check it before {name}"
-                ),
-            );
-        }
-        let Some(c) = reg.val.as_const() else {
-            return err(
-                "timer",
-                format!(
-                    "R{regno} doesn't have constant offset. bpf_timer has to be at the constant offset"
-                ),
-            );
-        };
+        let (map, off) = special_field_ptr(reg, regno, name, "timer", "bpf_timer")?;
         let map_name = self.map(map).map_or(String::new(), |m| m.name.clone());
         let Some(timer_off) = self.timer_off(map) else {
             return err(
@@ -68,7 +43,6 @@ impl Verifier<'_> {
                 format!("map '{map_name}' has no valid bpf_timer (no `struct bpf_timer` in its BTF value type)"),
             );
         };
-        let off = reg.off as i64 + c as i64;
         if off != i64::from(timer_off) {
             return err(
                 "timer",
@@ -170,4 +144,44 @@ impl Verifier<'_> {
 /// After the call, the caller's path; the callback's path is spawned.
 pub(crate) fn spawn(pc: usize, entry: usize, callback: State) -> Succ {
     Succ::Spawn(pc + 1, entry, callback)
+}
+
+/// A pointer to a special field of a map value (a lock, a timer) as a
+/// helper argument: a non-NULL map value pointer at a constant offset.
+/// Returns the map and the offset; `kind` names the check in errors,
+/// `what` the field's type in the kernel's messages.
+pub(crate) fn special_field_ptr(
+    reg: &RegState,
+    regno: u8,
+    helper: &str,
+    kind: &'static str,
+    what: &str,
+) -> VResult<(u32, i64)> {
+    let RegType::MapValue { map } = reg.ty else {
+        return err(
+            "bad_helper_arg",
+            format!(
+                "R{regno} type={}{} expected=map_value (argument {regno} of {helper})",
+                reg.ty.name(),
+                if reg.maybe_null { "_or_null" } else { "" }
+            ),
+        );
+    };
+    if reg.maybe_null {
+        return err(
+            "null_deref",
+            format!(
+                "R{regno} type=map_value_or_null expected=map_value: null-check it before {helper}"
+            ),
+        );
+    }
+    let Some(c) = reg.val.as_const() else {
+        return err(
+            kind,
+            format!(
+                "R{regno} doesn't have constant offset. {what} has to be at the constant offset"
+            ),
+        );
+    };
+    Ok((map, reg.off as i64 + c as i64))
 }

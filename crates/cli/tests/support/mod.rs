@@ -170,3 +170,53 @@ pub fn assert_refused_like_the_kernel(
         "{name}: no instruction named: {err}"
     );
 }
+
+/// Load each C program (name, source, whether the kernel accepts it, words
+/// of bpfjet's reason when refused) in the kernel (when usable: else that
+/// column is skipped, naming `what`) and in bpfjet's verified loader, and
+/// say where they disagree: the kernel against the expectation, bpfjet
+/// against the kernel, or a refusal without the instruction or the words.
+#[allow(dead_code)]
+pub fn verdict_failures<'a>(
+    what: &str,
+    cases: impl IntoIterator<Item = (&'a str, String, bool, &'a str)>,
+) -> Vec<String> {
+    let kernel = bpfjet_kernel::kernel_available();
+    if let Err(why) = &kernel {
+        skip(&format!("{what}, kernel column"), why);
+    }
+    let mut failures = Vec::new();
+    for (name, text, accepts, words) in cases {
+        let path = bpfjet_testsupport::Compile::text(&format!("verdict_{name}"), &text).object();
+        if kernel.is_ok() {
+            let k = bpfjet_kernel::KernelObject::open_with(
+                &path,
+                &bpfjet_kernel::LoadOptions::default(),
+            );
+            if k.is_ok() != accepts {
+                failures.push(format!(
+                    "{name}: the kernel {} it (the expectation is wrong): {:?}",
+                    if k.is_ok() { "accepts" } else { "refuses" },
+                    k.err().map(|e| e.to_string())
+                ));
+                continue;
+            }
+        }
+        let obj = bpfjet_obj::load_file(&path).unwrap();
+        let ours = bpfjet_runtime::LoadedObject::load(&obj, &Default::default());
+        match (&ours, accepts) {
+            (Ok(_), true) => {}
+            (Err(e), true) => failures.push(format!("{name}: bpfjet refuses it: {e}")),
+            (Ok(_), false) => failures.push(format!("{name}: bpfjet accepts it")),
+            (Err(e), false) => {
+                let e = e.to_string();
+                if !e.contains(words) || !(e.contains("insn") || e.contains(" at ")) {
+                    failures.push(format!(
+                        "{name}: refused, but without the instruction or `{words}`: {e}"
+                    ));
+                }
+            }
+        }
+    }
+    failures
+}
