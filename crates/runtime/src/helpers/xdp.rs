@@ -72,10 +72,16 @@ pub(crate) fn frame_arg<'a>(
     ctx: &'a mut HelperCtx<'_>,
     md: u64,
 ) -> Result<&'a mut XdpFrame, Fault> {
-    let pc_fault = ctx.fault("the first argument is not the XDP context");
+    // The fault's message is built only on the error path: this runs on
+    // every XDP helper and dynptr kfunc call.
+    let (pc, helper) = (ctx.pc(), ctx.helper_name());
     let env = xdp_env(ctx)?;
     if env.frame.md_addr() != md {
-        return Err(pc_fault);
+        return Err(Fault::Helper {
+            pc,
+            helper,
+            reason: "the first argument is not the XDP context".into(),
+        });
     }
     Ok(&mut env.frame)
 }
