@@ -15,7 +15,7 @@
 
 mod support;
 
-use bpfjet_jit::{JitObject, JitOptions, XdpEngine};
+use bpfjet_jit::{DumpStage, JitObject, JitOptions, XdpEngine};
 use bpfjet_maps::state::MapState;
 use bpfjet_maps::RingbufSnapshot;
 use bpfjet_runtime::{ObjectOptions, TestRunOptions};
@@ -547,4 +547,21 @@ fn dynptr_programs_agree_with_the_kernel_on_interp_and_jit() {
     if let Some(kernel) = on_kernel(&path, &reqs) {
         assert_same("bpfjet vs the kernel", &kernel, &interp, &reqs);
     }
+}
+
+/// The JIT calls `bpf_dynptr_from_xdp` and `bpf_dynptr_slice` of a
+/// verified XDP program directly (no helper trampoline): in `parse` only
+/// `bpf_dynptr_size` is left to the trampoline.
+#[test]
+fn xdp_dynptr_kfuncs_are_direct_calls() {
+    let obj = bpfjet_obj::load_file(&object()).unwrap();
+    let jit = JitObject::load(&obj, &ObjectOptions::default(), &JitOptions::uncached()).unwrap();
+    let ir = jit.dump("parse", DumpStage::OptimizedIr, true).unwrap();
+    assert!(ir.contains("@bpfjet_jit_dynptr_from_xdp("), "{ir}");
+    assert!(ir.contains("@bpfjet_jit_dynptr_slice("), "{ir}");
+    assert_eq!(
+        ir.matches("call i64 @bpfjet_jit_helper(").count(),
+        1,
+        "{ir}"
+    );
 }

@@ -39,6 +39,10 @@ pub(crate) const REDIRECT: &str = "bpfjet_jit_redirect";
 pub(crate) const RINGBUF_RESERVE: &str = "bpfjet_jit_ringbuf_reserve";
 pub(crate) const RINGBUF_COMMIT: &str = "bpfjet_jit_ringbuf_commit";
 pub(crate) const RINGBUF_OUTPUT: &str = "bpfjet_jit_ringbuf_output";
+/// The kernel's `bpf_dynptr_from_xdp` and `bpf_dynptr_slice(_rdwr)` kfuncs
+/// on a verified XDP program's run (`bpfjet_runtime::dynptr_direct`).
+pub(crate) const DYNPTR_FROM_XDP: &str = "bpfjet_jit_dynptr_from_xdp";
+pub(crate) const DYNPTR_SLICE: &str = "bpfjet_jit_dynptr_slice";
 
 /// Key sizes with a lookup specialised for them (copying the key is then a
 /// fixed-size move, and the hash runs over a known length).
@@ -558,6 +562,84 @@ unsafe extern "C" fn ringbuf_output(
     }
 }
 
+/// The run's XDP environment for a direct dynptr kfunc, and its result (a
+/// call on something else than the run's context aborts the run).
+///
+/// # Safety
+/// `ctx` is the run context generated code was entered with.
+unsafe fn with_xdp_env(
+    ctx: *mut RunCtx,
+    pc: u64,
+    kfunc: &'static str,
+    body: impl FnOnce(&mut bpfjet_runtime::XdpEnv) -> Result<u64, &'static str>,
+) -> u64 {
+    // SAFETY: per the contract above.
+    let ctx = unsafe { &mut *ctx };
+    let outcome = catch_unwind(AssertUnwindSafe(|| {
+        let env = ctx.xdp_env(pc, kfunc)?;
+        body(env).map_err(|reason| Fault::Helper {
+            pc: pc as usize,
+            helper: kfunc,
+            reason: reason.into(),
+        })
+    }));
+    ctx.settle(outcome)
+}
+
+/// `bpf_dynptr_from_xdp(md, flags, ptr)`.
+///
+/// # Safety
+/// `ctx` as in [`with_xdp_env`]; a verified program's arguments.
+unsafe extern "C" fn dynptr_from_xdp(
+    ctx: *mut RunCtx,
+    md: u64,
+    flags: u64,
+    at: u64,
+    pc: u64,
+) -> u64 {
+    // SAFETY: per the contract above (the verifier proved `at` a dynptr's
+    // 16 bytes on the stack).
+    unsafe {
+        with_xdp_env(ctx, pc, "bpf_dynptr_from_xdp", |env| {
+            bpfjet_runtime::dynptr_direct::from_xdp(env, md, flags, at)
+        })
+    }
+}
+
+/// `bpf_dynptr_slice(ptr, offset, buffer, len)` (`rdwr` 1: `_rdwr`).
+///
+/// # Safety
+/// As [`dynptr_from_xdp`].
+unsafe extern "C" fn dynptr_slice(
+    ctx: *mut RunCtx,
+    at: u64,
+    offset: u64,
+    buffer: u64,
+    len: u64,
+    rdwr: u64,
+    pc: u64,
+) -> u64 {
+    let kfunc = if rdwr != 0 {
+        "bpf_dynptr_slice_rdwr"
+    } else {
+        "bpf_dynptr_slice"
+    };
+    // SAFETY: per the contract above (an initialised dynptr; a buffer of
+    // `len` writable bytes or NULL).
+    unsafe {
+        with_xdp_env(ctx, pc, kfunc, |env| {
+            bpfjet_runtime::dynptr_direct::slice(
+                env,
+                at,
+                offset as u32,
+                buffer,
+                len as u32,
+                rdwr != 0,
+            )
+        })
+    }
+}
+
 /// Addresses of the functions above, by symbol.
 pub(crate) fn resolve(name: &str) -> Option<usize> {
     type Lookup = unsafe extern "C" fn(*const Map, *const u8, u64) -> u64;
@@ -645,6 +727,15 @@ pub(crate) fn resolve(name: &str) -> Option<usize> {
         }
         STRNCMP => {
             let f: unsafe extern "C" fn(*const u8, u64, *const u8) -> u64 = strncmp;
+            f as *const () as usize
+        }
+        DYNPTR_FROM_XDP => {
+            let f: unsafe extern "C" fn(*mut RunCtx, u64, u64, u64, u64) -> u64 = dynptr_from_xdp;
+            f as *const () as usize
+        }
+        DYNPTR_SLICE => {
+            let f: unsafe extern "C" fn(*mut RunCtx, u64, u64, u64, u64, u64, u64) -> u64 =
+                dynptr_slice;
             f as *const () as usize
         }
         _ => return None,

@@ -159,6 +159,9 @@ fn cache_key(
     for (id, k) in library_kfuncs(opts) {
         h.u64(id as u64).bytes(k.name.as_bytes());
     }
+    for (id, k) in dynptr_kfuncs(opts) {
+        h.u64(id as u64).bytes(k.name().as_bytes());
+    }
     // Graph kfuncs likewise, and the node offsets (from the program's
     // BTF, which the key does not hold otherwise) compiled into pushes.
     if let Some(g) = opts.kfuncs.graph() {
@@ -532,12 +535,33 @@ pub(crate) fn resolve(
     };
     if jit.inline_helpers {
         resolved.kfuncs = library_kfuncs(opts);
+        if resolved.xdp && matches!(opts.memory, bpfjet_runtime::MemoryMode::Verified(_)) {
+            resolved.dynptr_kfuncs = dynptr_kfuncs(opts);
+        }
         if let Some(g) = opts.kfuncs.graph() {
             resolved.graph_kfuncs = graph_kfuncs(opts);
             resolved.graph_node_offs = (*g.node_offs).clone();
         }
     }
     resolved.with_map_table(insns, &opts.maps)
+}
+
+/// The program's XDP dynptr kfuncs the JIT calls directly, by call number.
+fn dynptr_kfuncs(
+    opts: &LoadOptions,
+) -> std::collections::BTreeMap<i32, bpfjet_verifier::dynptr_kfunc::DynptrKfunc> {
+    use bpfjet_verifier::dynptr_kfunc::DynptrKfunc;
+    opts.kfuncs
+        .iter()
+        .filter_map(|h| {
+            let k = DynptrKfunc::from_name(h.name())?;
+            matches!(
+                k,
+                DynptrKfunc::FromXdp | DynptrKfunc::Slice | DynptrKfunc::SliceRdwr
+            )
+            .then_some((i32::try_from(h.id()).ok()?, k))
+        })
+        .collect()
 }
 
 /// The program's kernel object and graph kfuncs, by call number.

@@ -143,7 +143,10 @@ impl<'ctx> Lifter<'ctx, '_> {
                 self.helper_call(fr, pc, KIND_HELPER, id)
             }
             CallTarget::Kfunc(id) => {
-                if self.try_graph_kfunc(fr, pc, id)? || self.try_kfunc(fr, pc, id)? {
+                if self.try_graph_kfunc(fr, pc, id)?
+                    || self.try_dynptr_kfunc(fr, pc, id)?
+                    || self.try_kfunc(fr, pc, id)?
+                {
                     return Ok(());
                 }
                 let id = self.t.i64.const_int(id as i64 as u64, true);

@@ -48,6 +48,42 @@ impl<'ctx> Lifter<'ctx, '_> {
         Ok(true)
     }
 
+    /// The kernel's `bpf_dynptr_from_xdp` / `bpf_dynptr_slice(_rdwr)` on a
+    /// verified XDP program: a direct call on the run's frame (no registry,
+    /// no `HelperCtx`); false leaves the call to the trampoline.
+    pub(super) fn try_dynptr_kfunc(
+        &mut self,
+        fr: &mut Frame<'ctx>,
+        pc: usize,
+        id: i32,
+    ) -> LResult<bool> {
+        use super::direct::Arg::{Const, Ctx, Pc, Reg};
+        use bpfjet_verifier::dynptr_kfunc::DynptrKfunc;
+        let Some(&k) = self.bind.dynptr_kfuncs.get(&id) else {
+            return Ok(false);
+        };
+        fr.call_pc = pc;
+        match k {
+            DynptrKfunc::FromXdp => self.call_checked(
+                fr,
+                pc,
+                crate::natives::DYNPTR_FROM_XDP,
+                &[Ctx, Reg(1), Reg(2), Reg(3), Pc],
+            )?,
+            DynptrKfunc::Slice | DynptrKfunc::SliceRdwr => {
+                let rdwr = u64::from(k == DynptrKfunc::SliceRdwr);
+                self.call_checked(
+                    fr,
+                    pc,
+                    crate::natives::DYNPTR_SLICE,
+                    &[Ctx, Reg(1), Reg(2), Reg(3), Reg(4), Const(rdwr), Pc],
+                )?
+            }
+            _ => return Ok(false),
+        }
+        Ok(true)
+    }
+
     fn native_kfunc(&mut self, fr: &Frame<'ctx>, k: &Kfunc) -> LResult<()> {
         let r0 = self.call_native(fr, k)?;
         self.set_reg(fr, 0, r0)

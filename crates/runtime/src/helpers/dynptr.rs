@@ -19,6 +19,7 @@ use crate::error::{Access, Fault};
 use crate::helper_ctx::HelperCtx;
 use crate::helpers::{Helper, HelperRegistry};
 use crate::region::Region;
+use crate::xdp::XdpFrame;
 use bpfjet_maps::{Map, MapType};
 use bpfjet_verifier::dynptr_kfunc::DynptrKfunc;
 
@@ -245,27 +246,124 @@ fn slice(
             Ok(d.addr(offset))
         }
         Some(Kind::Xdp) => {
-            let frame = frame_arg(ctx, d.data)?;
-            let at = d.offset.wrapping_add(offset);
-            match frame.pointer(at, len) {
-                Ok(Some(p)) => {
-                    let p = p as u64;
-                    ctx.register_region(region(p));
-                    Ok(p)
-                }
-                // bpf_xdp_copy_buf into the caller's buffer.
-                _ if buffer != 0 => {
-                    ctx.check_mem(buffer, u64::from(len), Access::Write)?;
-                    let frame = frame_arg(ctx, d.data)?;
-                    let bytes = frame.gather_available(at as usize, len as usize);
-                    ctx.write_mem(buffer, bytes.len() as u64)?
-                        .copy_from_slice(&bytes);
-                    Ok(buffer)
-                }
-                _ => Ok(0),
+            if buffer != 0 {
+                ctx.check_mem(buffer, u64::from(len), Access::Write)?;
             }
+            let frame = frame_arg(ctx, d.data)?;
+            let p = xdp_slice(frame, d, offset, buffer, len);
+            if p != 0 && p != buffer {
+                ctx.register_region(region(p));
+            }
+            Ok(p)
         }
         None => Ok(0),
+    }
+}
+
+/// The slice of an XDP dynptr `d` (checked against its view already): a
+/// pointer into the frame, or `buffer` filled as `bpf_xdp_copy_buf` fills
+/// it for a range across fragments (`buffer` writable for `len` bytes, or
+/// 0), or 0.
+fn xdp_slice(frame: &mut XdpFrame, d: &Dynptr, offset: u32, buffer: u64, len: u32) -> u64 {
+    let at = d.offset.wrapping_add(offset);
+    match frame.pointer(at, len) {
+        Ok(Some(p)) => p as u64,
+        _ if buffer != 0 => {
+            let bytes = frame.gather_available(at as usize, len as usize);
+            // SAFETY: the caller checked (or the verifier proved) `len`
+            // writable bytes at `buffer`; `bytes` holds at most `len`.
+            unsafe {
+                std::ptr::copy_nonoverlapping(bytes.as_ptr(), buffer as *mut u8, bytes.len())
+            };
+            buffer
+        }
+        _ => 0,
+    }
+}
+
+/// `bpf_dynptr_from_xdp` and `bpf_dynptr_slice(_rdwr)` for an engine that
+/// calls them directly (the JIT's code, no trampoline) on a run of a
+/// verified program: its pointer arguments are valid by proof. Same
+/// results as the kfuncs above; `Err` when `md` (or an XDP dynptr's
+/// context) is not the run's context, which the verifier rules out.
+pub mod direct {
+    use super::{int_result, xdp_slice, Dynptr, Kind, DYNPTR_BYTES, MAX_SIZE};
+    use crate::env::XdpEnv;
+    use crate::errno;
+
+    const NOT_THE_CONTEXT: &str = "the first argument is not the XDP context";
+
+    /// # Safety
+    /// `at` points to 16 writable bytes.
+    unsafe fn store(at: u64, d: Dynptr) {
+        let mut b = [0u8; DYNPTR_BYTES as usize];
+        b[..8].copy_from_slice(&d.data.to_le_bytes());
+        b[8..12].copy_from_slice(&d.size_word.to_le_bytes());
+        b[12..].copy_from_slice(&d.offset.to_le_bytes());
+        // SAFETY: per the contract above.
+        unsafe { std::ptr::copy_nonoverlapping(b.as_ptr(), at as *mut u8, b.len()) };
+    }
+
+    /// `bpf_dynptr_from_xdp(md, flags, at)`.
+    ///
+    /// # Safety
+    /// `at` points to the program's 16-byte `struct bpf_dynptr`.
+    pub unsafe fn from_xdp(
+        env: &mut XdpEnv,
+        md: u64,
+        flags: u64,
+        at: u64,
+    ) -> Result<u64, &'static str> {
+        if env.frame.md_addr() != md {
+            return Err(NOT_THE_CONTEXT);
+        }
+        if flags != 0 {
+            // SAFETY: per the contract above.
+            unsafe { store(at, Dynptr::default()) };
+            return Ok(int_result(true, Err(errno::EINVAL)));
+        }
+        let len = env.frame.buff_len() as u32;
+        // SAFETY: per the contract above.
+        unsafe { store(at, Dynptr::new(md, Kind::Xdp, len & MAX_SIZE)) };
+        Ok(0)
+    }
+
+    /// `bpf_dynptr_slice(at, offset, buffer, len)` (`rdwr`:
+    /// `bpf_dynptr_slice_rdwr`).
+    ///
+    /// # Safety
+    /// `at` points to an initialised dynptr of the program; `buffer` is 0
+    /// or points to `len` writable bytes.
+    pub unsafe fn slice(
+        env: &mut XdpEnv,
+        at: u64,
+        offset: u32,
+        buffer: u64,
+        len: u32,
+        rdwr: bool,
+    ) -> Result<u64, &'static str> {
+        let mut b = [0u8; DYNPTR_BYTES as usize];
+        // SAFETY: per the contract above.
+        unsafe { std::ptr::copy_nonoverlapping(at as *const u8, b.as_mut_ptr(), b.len()) };
+        let u32_at = |i: usize| u32::from_le_bytes([b[i], b[i + 1], b[i + 2], b[i + 3]]);
+        let d = Dynptr {
+            data: u64::from_le_bytes([b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7]]),
+            size_word: u32_at(8),
+            offset: u32_at(12),
+        };
+        if d.is_null() || (rdwr && d.is_rdonly()) || d.check_off_len(offset, len).is_err() {
+            return Ok(0);
+        }
+        Ok(match d.kind() {
+            Some(Kind::Local | Kind::Ringbuf) => d.addr(offset),
+            Some(Kind::Xdp) => {
+                if env.frame.md_addr() != d.data {
+                    return Err(NOT_THE_CONTEXT);
+                }
+                xdp_slice(&mut env.frame, &d, offset, buffer, len)
+            }
+            None => 0,
+        })
     }
 }
 
