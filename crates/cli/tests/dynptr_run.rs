@@ -554,7 +554,7 @@ fn dynptr_programs_agree_with_the_kernel_on_interp_and_jit() {
 /// `bpf_dynptr_size` is left to the trampoline.
 #[test]
 fn xdp_dynptr_kfuncs_are_direct_calls() {
-    let obj = bpfjet_obj::load_file(&object()).unwrap();
+    let obj = bpfjet_obj::load_file(object()).unwrap();
     let jit = JitObject::load(&obj, &ObjectOptions::default(), &JitOptions::uncached()).unwrap();
     let ir = jit.dump("parse", DumpStage::OptimizedIr, true).unwrap();
     assert!(ir.contains("@bpfjet_jit_dynptr_from_xdp("), "{ir}");
