@@ -234,8 +234,8 @@ pub(crate) struct Resolved {
     /// Kfunc calls' imm -> the kernel's object and graph kfuncs, when the
     /// program's kfunc registry binds them (see `lift::graph`).
     pub graph_kfuncs: BTreeMap<i32, bpfjet_verifier::graph::GraphKfunc>,
-    /// Kfunc calls' imm -> the kernel's XDP dynptr kfuncs called directly
-    /// (verified XDP programs only; see `lift::kfunc`).
+    /// Kfunc calls' imm -> the kernel's dynptr kfuncs called directly
+    /// (verified programs only; see `lift::kfunc`).
     pub dynptr_kfuncs: BTreeMap<i32, bpfjet_verifier::dynptr_kfunc::DynptrKfunc>,
     /// The verifier's node offset of each graph push/add call, by slot.
     pub graph_node_offs: BTreeMap<usize, u32>,

@@ -43,6 +43,13 @@ pub(crate) const RINGBUF_OUTPUT: &str = "bpfjet_jit_ringbuf_output";
 /// on a verified XDP program's run (`bpfjet_runtime::dynptr_direct`).
 pub(crate) const DYNPTR_FROM_XDP: &str = "bpfjet_jit_dynptr_from_xdp";
 pub(crate) const DYNPTR_SLICE: &str = "bpfjet_jit_dynptr_slice";
+/// `bpf_dynptr_adjust`, `_is_null`, `_is_rdonly`, `_size` (any program
+/// type): [`DYNPTR_QUERIES`] gives the second argument.
+pub(crate) const DYNPTR_QUERY: &str = "bpfjet_jit_dynptr_query";
+pub(crate) const DYNPTR_QUERIES: [bpfjet_runtime::dynptr_direct::DynptrKfunc; 4] = {
+    use bpfjet_runtime::dynptr_direct::DynptrKfunc::*;
+    [Adjust, IsNull, IsRdonly, Size]
+};
 
 /// Key sizes with a lookup specialised for them (copying the key is then a
 /// fixed-size move, and the hash runs over a known length).
@@ -640,6 +647,19 @@ unsafe extern "C" fn dynptr_slice(
     }
 }
 
+/// `bpf_dynptr_adjust(at, start, end)` and the dynptr queries (`which`
+/// indexes [`DYNPTR_QUERIES`]).
+///
+/// # Safety
+/// `at` is an initialised dynptr of a verified program.
+unsafe extern "C" fn dynptr_query(at: u64, which: u64, start: u64, end: u64) -> u64 {
+    let Some(&k) = DYNPTR_QUERIES.get(which as usize) else {
+        return 0;
+    };
+    // SAFETY: per the contract above.
+    unsafe { bpfjet_runtime::dynptr_direct::query(k, at, start as u32, end as u32) }
+}
+
 /// Addresses of the functions above, by symbol.
 pub(crate) fn resolve(name: &str) -> Option<usize> {
     type Lookup = unsafe extern "C" fn(*const Map, *const u8, u64) -> u64;
@@ -731,6 +751,10 @@ pub(crate) fn resolve(name: &str) -> Option<usize> {
         }
         DYNPTR_FROM_XDP => {
             let f: unsafe extern "C" fn(*mut RunCtx, u64, u64, u64, u64) -> u64 = dynptr_from_xdp;
+            f as *const () as usize
+        }
+        DYNPTR_QUERY => {
+            let f: unsafe extern "C" fn(u64, u64, u64, u64) -> u64 = dynptr_query;
             f as *const () as usize
         }
         DYNPTR_SLICE => {

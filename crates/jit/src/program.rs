@@ -535,7 +535,7 @@ pub(crate) fn resolve(
     };
     if jit.inline_helpers {
         resolved.kfuncs = library_kfuncs(opts);
-        if resolved.xdp && matches!(opts.memory, bpfjet_runtime::MemoryMode::Verified(_)) {
+        if matches!(opts.memory, bpfjet_runtime::MemoryMode::Verified(_)) {
             resolved.dynptr_kfuncs = dynptr_kfuncs(opts);
         }
         if let Some(g) = opts.kfuncs.graph() {
@@ -546,7 +546,7 @@ pub(crate) fn resolve(
     resolved.with_map_table(insns, &opts.maps)
 }
 
-/// The program's XDP dynptr kfuncs the JIT calls directly, by call number.
+/// The program's dynptr kfuncs the JIT calls directly, by call number.
 fn dynptr_kfuncs(
     opts: &LoadOptions,
 ) -> std::collections::BTreeMap<i32, bpfjet_verifier::dynptr_kfunc::DynptrKfunc> {
@@ -555,10 +555,10 @@ fn dynptr_kfuncs(
         .iter()
         .filter_map(|h| {
             let k = DynptrKfunc::from_name(h.name())?;
-            matches!(
+            (matches!(
                 k,
                 DynptrKfunc::FromXdp | DynptrKfunc::Slice | DynptrKfunc::SliceRdwr
-            )
+            ) || crate::natives::DYNPTR_QUERIES.contains(&k))
             .then_some((i32::try_from(h.id()).ok()?, k))
         })
         .collect()

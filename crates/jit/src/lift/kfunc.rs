@@ -50,7 +50,9 @@ impl<'ctx> Lifter<'ctx, '_> {
 
     /// The kernel's `bpf_dynptr_from_xdp` / `bpf_dynptr_slice(_rdwr)` on a
     /// verified XDP program: a direct call on the run's frame (no registry,
-    /// no `HelperCtx`); false leaves the call to the trampoline.
+    /// no `HelperCtx`); `bpf_dynptr_adjust`, `_is_null`, `_is_rdonly` and
+    /// `_size` on any verified program: a direct call on the dynptr alone.
+    /// False leaves the call to the trampoline.
     pub(super) fn try_dynptr_kfunc(
         &mut self,
         fr: &mut Frame<'ctx>,
@@ -62,6 +64,19 @@ impl<'ctx> Lifter<'ctx, '_> {
         let Some(&k) = self.bind.dynptr_kfuncs.get(&id) else {
             return Ok(false);
         };
+        if let Some(which) = crate::natives::DYNPTR_QUERIES.iter().position(|&q| q == k) {
+            fr.call_pc = pc;
+            self.call_checked(
+                fr,
+                pc,
+                crate::natives::DYNPTR_QUERY,
+                &[Reg(1), Const(which as u64), Reg(2), Reg(3)],
+            )?;
+            return Ok(true);
+        }
+        if !self.bind.xdp {
+            return Ok(false);
+        }
         fr.call_pc = pc;
         match k {
             DynptrKfunc::FromXdp => self.call_checked(

@@ -260,6 +260,23 @@ fn slice(
     }
 }
 
+/// `bpf_dynptr_adjust(d, start, end)`, `_is_null`, `_is_rdonly` and
+/// `_size` on the dynptr `d`: r0, and for a successful adjust the new
+/// dynptr to store.
+fn query(k: DynptrKfunc, d: Dynptr, start: u32, end: u32) -> (u64, Option<Dynptr>) {
+    match k {
+        DynptrKfunc::Adjust => match d.adjusted(start, end) {
+            Ok(d) => (0, Some(d)),
+            Err(e) => (int_result(true, Err(e)), None),
+        },
+        DynptrKfunc::IsNull => (u64::from(d.is_null()), None),
+        DynptrKfunc::IsRdonly => (u64::from(!d.is_null() && d.is_rdonly()), None),
+        DynptrKfunc::Size if d.is_null() => (int_result(true, Err(errno::EINVAL)), None),
+        DynptrKfunc::Size => (u64::from(d.size()), None),
+        _ => (0, None),
+    }
+}
+
 /// The slice of an XDP dynptr `d` (checked against its view already): a
 /// pointer into the frame, or `buffer` filled as `bpf_xdp_copy_buf` fills
 /// it for a range across fragments (`buffer` writable for `len` bytes, or
@@ -290,6 +307,7 @@ pub mod direct {
     use super::{int_result, xdp_slice, Dynptr, Kind, DYNPTR_BYTES, MAX_SIZE};
     use crate::env::XdpEnv;
     use crate::errno;
+    pub use bpfjet_verifier::dynptr_kfunc::DynptrKfunc;
 
     const NOT_THE_CONTEXT: &str = "the first argument is not the XDP context";
 
@@ -302,6 +320,35 @@ pub mod direct {
         b[12..].copy_from_slice(&d.offset.to_le_bytes());
         // SAFETY: per the contract above.
         unsafe { std::ptr::copy_nonoverlapping(b.as_ptr(), at as *mut u8, b.len()) };
+    }
+
+    /// # Safety
+    /// `at` points to 16 readable bytes.
+    unsafe fn load(at: u64) -> Dynptr {
+        let mut b = [0u8; DYNPTR_BYTES as usize];
+        // SAFETY: per the contract above.
+        unsafe { std::ptr::copy_nonoverlapping(at as *const u8, b.as_mut_ptr(), b.len()) };
+        let u32_at = |i: usize| u32::from_le_bytes([b[i], b[i + 1], b[i + 2], b[i + 3]]);
+        Dynptr {
+            data: u64::from_le_bytes([b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7]]),
+            size_word: u32_at(8),
+            offset: u32_at(12),
+        }
+    }
+
+    /// `bpf_dynptr_adjust(at, start, end)`, `_is_null(at)`,
+    /// `_is_rdonly(at)` or `_size(at)` (`k`), for any program type.
+    ///
+    /// # Safety
+    /// `at` points to an initialised dynptr of the program.
+    pub unsafe fn query(k: DynptrKfunc, at: u64, start: u32, end: u32) -> u64 {
+        // SAFETY: per the contract above.
+        let (r0, adjusted) = super::query(k, unsafe { load(at) }, start, end);
+        if let Some(d) = adjusted {
+            // SAFETY: per the contract above (the program's own dynptr).
+            unsafe { store(at, d) };
+        }
+        r0
     }
 
     /// `bpf_dynptr_from_xdp(md, flags, at)`.
@@ -342,15 +389,8 @@ pub mod direct {
         len: u32,
         rdwr: bool,
     ) -> Result<u64, &'static str> {
-        let mut b = [0u8; DYNPTR_BYTES as usize];
         // SAFETY: per the contract above.
-        unsafe { std::ptr::copy_nonoverlapping(at as *const u8, b.as_mut_ptr(), b.len()) };
-        let u32_at = |i: usize| u32::from_le_bytes([b[i], b[i + 1], b[i + 2], b[i + 3]]);
-        let d = Dynptr {
-            data: u64::from_le_bytes([b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7]]),
-            size_word: u32_at(8),
-            offset: u32_at(12),
-        };
+        let d = unsafe { load(at) };
         if d.is_null() || (rdwr && d.is_rdonly()) || d.check_off_len(offset, len).is_err() {
             return Ok(0);
         }
@@ -478,26 +518,13 @@ fn run_kfunc(ctx: &mut HelperCtx<'_>, k: DynptrKfunc, a: [u64; 5]) -> Result<u64
                 k == DynptrKfunc::SliceRdwr,
             )?
         }
-        DynptrKfunc::Adjust => {
+        DynptrKfunc::Adjust | DynptrKfunc::IsNull | DynptrKfunc::IsRdonly | DynptrKfunc::Size => {
             let d = load(ctx, a[0])?;
-            let res = d.adjusted(a[1] as u32, a[2] as u32);
-            if let Ok(d) = res {
+            let (r0, adjusted) = query(k, d, a[1] as u32, a[2] as u32);
+            if let Some(d) = adjusted {
                 store(ctx, a[0], d)?;
             }
-            int_result(true, res.map(|_| ()))
-        }
-        DynptrKfunc::IsNull => u64::from(load(ctx, a[0])?.is_null()),
-        DynptrKfunc::IsRdonly => {
-            let d = load(ctx, a[0])?;
-            u64::from(!d.is_null() && d.is_rdonly())
-        }
-        DynptrKfunc::Size => {
-            let d = load(ctx, a[0])?;
-            if d.is_null() {
-                int_result(true, Err(errno::EINVAL))
-            } else {
-                u64::from(d.size())
-            }
+            r0
         }
         DynptrKfunc::Clone => {
             let d = load(ctx, a[0])?;
