@@ -41,6 +41,8 @@ pub(crate) const RINGBUF_COMMIT: &str = "bpfjet_jit_ringbuf_commit";
 pub(crate) const RINGBUF_OUTPUT: &str = "bpfjet_jit_ringbuf_output";
 /// The kernel's `bpf_dynptr_from_xdp` and `bpf_dynptr_slice(_rdwr)` kfuncs
 /// on a verified XDP program's run (`bpfjet_runtime::dynptr_direct`).
+/// `bpf_get_prandom_u32`: the run environment's generator, as the helper.
+pub(crate) const PRANDOM: &str = "bpfjet_jit_prandom";
 pub(crate) const DYNPTR_FROM_XDP: &str = "bpfjet_jit_dynptr_from_xdp";
 pub(crate) const DYNPTR_SLICE: &str = "bpfjet_jit_dynptr_slice";
 /// `bpf_dynptr_adjust`, `_is_null`, `_is_rdonly`, `_size` (any program
@@ -647,6 +649,20 @@ unsafe extern "C" fn dynptr_slice(
     }
 }
 
+/// `bpf_get_prandom_u32()`.
+///
+/// # Safety
+/// `ctx` is the run context generated code was entered with.
+unsafe extern "C" fn prandom(ctx: *mut RunCtx, pc: u64) -> u64 {
+    // SAFETY: per the contract above.
+    let ctx = unsafe { &mut *ctx };
+    let outcome = catch_unwind(AssertUnwindSafe(|| {
+        ctx.run_env(pc, "get_prandom_u32")
+            .map(|env| u64::from(env.next_random()))
+    }));
+    ctx.settle(outcome)
+}
+
 /// `bpf_dynptr_adjust(at, start, end)` and the dynptr queries (`which`
 /// indexes [`DYNPTR_QUERIES`]).
 ///
@@ -751,6 +767,10 @@ pub(crate) fn resolve(name: &str) -> Option<usize> {
         }
         DYNPTR_FROM_XDP => {
             let f: unsafe extern "C" fn(*mut RunCtx, u64, u64, u64, u64) -> u64 = dynptr_from_xdp;
+            f as *const () as usize
+        }
+        PRANDOM => {
+            let f: unsafe extern "C" fn(*mut RunCtx, u64) -> u64 = prandom;
             f as *const () as usize
         }
         DYNPTR_QUERY => {

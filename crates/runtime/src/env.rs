@@ -304,7 +304,9 @@ impl RunEnv {
         notes
     }
 
-    pub(crate) fn next_random(&mut self) -> u32 {
+    /// `bpf_get_prandom_u32`: the run's next pseudo-random number (for
+    /// engines that call it directly too).
+    pub fn next_random(&mut self) -> u32 {
         // xorshift64*: helpers need cheap, well-spread numbers, not secrecy.
         let mut x = self.prng;
         x ^= x >> 12;

@@ -64,6 +64,8 @@ const fn direct(native: &'static str, guard: Guard, args: &'static [Arg]) -> Dir
 
 use Arg::{Const, Ctx, Pc, Ptr, Reg};
 
+/// `bpf_get_prandom_u32()`: the run environment's generator.
+pub(super) const PRANDOM: DirectCall = direct(natives::PRANDOM, Guard::Always, &[Ctx, Pc]);
 /// `bpf_map_lookup_elem(map, key)` on a dynamic map.
 pub(super) const MAP_LOOKUP_ANY: DirectCall = direct(
     natives::MAP_LOOKUP_ANY,
