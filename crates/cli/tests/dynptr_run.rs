@@ -551,7 +551,7 @@ fn dynptr_programs_agree_with_the_kernel_on_interp_and_jit() {
 
 /// The JIT calls `bpf_dynptr_from_xdp`, `bpf_dynptr_slice(_rdwr)` and
 /// `bpf_dynptr_size` of a verified XDP program directly: `parse`, which
-/// uses only those, calls no helper trampoline.
+/// uses only those, calls no helper trampoline; `bpf_dynptr_read` too.
 #[test]
 fn xdp_dynptr_kfuncs_are_direct_calls() {
     let obj = bpfjet_obj::load_file(object()).unwrap();
@@ -561,4 +561,7 @@ fn xdp_dynptr_kfuncs_are_direct_calls() {
     assert!(ir.contains("@bpfjet_jit_dynptr_slice("), "{ir}");
     assert!(ir.contains("@bpfjet_jit_dynptr_query("), "{ir}");
     assert!(!ir.contains("call i64 @bpfjet_jit_helper("), "{ir}");
+    // bpf_dynptr_read (helper 201) of an XDP program too.
+    let ir = jit.dump("rw", DumpStage::OptimizedIr, true).unwrap();
+    assert!(ir.contains("@bpfjet_jit_dynptr_read("), "{ir}");
 }

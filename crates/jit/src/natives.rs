@@ -45,6 +45,8 @@ pub(crate) const RINGBUF_OUTPUT: &str = "bpfjet_jit_ringbuf_output";
 pub(crate) const PRANDOM: &str = "bpfjet_jit_prandom";
 pub(crate) const DYNPTR_FROM_XDP: &str = "bpfjet_jit_dynptr_from_xdp";
 pub(crate) const DYNPTR_SLICE: &str = "bpfjet_jit_dynptr_slice";
+/// `bpf_dynptr_read` (helper 201) on an XDP program's run.
+pub(crate) const DYNPTR_READ: &str = "bpfjet_jit_dynptr_read";
 /// `bpf_dynptr_adjust`, `_is_null`, `_is_rdonly`, `_size` (any program
 /// type): [`DYNPTR_QUERIES`] gives the second argument.
 pub(crate) const DYNPTR_QUERY: &str = "bpfjet_jit_dynptr_query";
@@ -649,6 +651,28 @@ unsafe extern "C" fn dynptr_slice(
     }
 }
 
+/// `bpf_dynptr_read(dst, len, src, offset, flags)`.
+///
+/// # Safety
+/// As [`dynptr_from_xdp`].
+unsafe extern "C" fn dynptr_read(
+    ctx: *mut RunCtx,
+    dst: u64,
+    len: u64,
+    src: u64,
+    offset: u64,
+    flags: u64,
+    pc: u64,
+) -> u64 {
+    // SAFETY: per the contract above (the verifier proved `dst` writable
+    // for `len` bytes and `src` a dynptr).
+    unsafe {
+        with_xdp_env(ctx, pc, "dynptr_read", |env| {
+            bpfjet_runtime::dynptr_direct::read(env, dst, len as u32, src, offset as u32, flags)
+        })
+    }
+}
+
 /// `bpf_get_prandom_u32()`.
 ///
 /// # Safety
@@ -767,6 +791,11 @@ pub(crate) fn resolve(name: &str) -> Option<usize> {
         }
         DYNPTR_FROM_XDP => {
             let f: unsafe extern "C" fn(*mut RunCtx, u64, u64, u64, u64) -> u64 = dynptr_from_xdp;
+            f as *const () as usize
+        }
+        DYNPTR_READ => {
+            let f: unsafe extern "C" fn(*mut RunCtx, u64, u64, u64, u64, u64, u64) -> u64 =
+                dynptr_read;
             f as *const () as usize
         }
         PRANDOM => {

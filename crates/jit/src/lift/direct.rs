@@ -64,6 +64,12 @@ const fn direct(native: &'static str, guard: Guard, args: &'static [Arg]) -> Dir
 
 use Arg::{Const, Ctx, Pc, Ptr, Reg};
 
+/// `bpf_dynptr_read(dst, len, src, offset, flags)` of an XDP program.
+pub(super) const DYNPTR_READ: DirectCall = direct(
+    natives::DYNPTR_READ,
+    Guard::Always,
+    &[Ctx, Reg(1), Reg(2), Reg(3), Reg(4), Reg(5), Pc],
+);
 /// `bpf_get_prandom_u32()`: the run environment's generator.
 pub(super) const PRANDOM: DirectCall = direct(natives::PRANDOM, Guard::Always, &[Ctx, Pc]);
 /// `bpf_map_lookup_elem(map, key)` on a dynamic map.

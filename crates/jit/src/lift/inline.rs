@@ -10,7 +10,8 @@
 //!   direct call to a lookup specialised for the key size.
 //! - `bpf_get_smp_processor_id`: the run context's CPU slot.
 //! - `bpf_ktime_get_ns`, `bpf_csum_diff`, `bpf_strncmp`: direct calls;
-//!   `bpf_get_prandom_u32` a direct call on the run's generator.
+//!   `bpf_get_prandom_u32` a direct call on the run's generator;
+//!   `bpf_dynptr_read` (XDP) a direct call on the run's frame.
 //! - `bpf_get_current_pid_tgid` (tracing programs): a direct call to the
 //!   runtime's per-thread cached ids.
 //! - `bpf_xdp_load_bytes` / `bpf_xdp_store_bytes`: range checks against the
@@ -70,7 +71,8 @@ impl<'ctx> Lifter<'ctx, '_> {
         };
         let xdp_only = matches!(
             id,
-            ids::REDIRECT_MAP
+            ids::DYNPTR_READ
+                | ids::REDIRECT_MAP
                 | ids::REDIRECT
                 | ids::XDP_ADJUST_HEAD
                 | ids::XDP_ADJUST_TAIL
@@ -117,6 +119,7 @@ impl<'ctx> Lifter<'ctx, '_> {
             ids::MAP_DELETE_ELEM => Ok(self.direct_map_delete(fr, pc)?
                 || self.direct_call(fr, pc, &direct::MAP_DELETE_ANY)?),
             ids::GET_PRANDOM_U32 => self.direct_call(fr, pc, &direct::PRANDOM),
+            ids::DYNPTR_READ => self.direct_call(fr, pc, &direct::DYNPTR_READ),
             ids::REDIRECT_MAP => self.direct_call(fr, pc, &direct::REDIRECT_MAP),
             ids::REDIRECT => self.direct_call(fr, pc, &direct::REDIRECT),
             ids::RINGBUF_RESERVE => self.direct_call(fr, pc, &direct::RINGBUF_RESERVE),

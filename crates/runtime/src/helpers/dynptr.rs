@@ -351,6 +351,62 @@ pub mod direct {
         r0
     }
 
+    /// `bpf_dynptr_read(dst, len, src, offset, flags)` (helper 201) on an
+    /// XDP program's run.
+    ///
+    /// # Safety
+    /// `dst` points to `len` writable bytes; `src` to an initialised
+    /// dynptr of the program.
+    pub unsafe fn read(
+        env: &mut XdpEnv,
+        dst: u64,
+        len: u32,
+        src: u64,
+        offset: u32,
+        flags: u64,
+    ) -> Result<u64, &'static str> {
+        // SAFETY: per the contract above.
+        let d = unsafe { load(src) };
+        if d.is_null() || flags != 0 {
+            return Ok(int_result(false, Err(errno::EINVAL)));
+        }
+        if let Err(e) = d.check_off_len(offset, len) {
+            return Ok(int_result(false, Err(e)));
+        }
+        let r = match d.kind() {
+            Some(Kind::Local | Kind::Ringbuf) => {
+                // SAFETY: per the contract above; `copy` is a memmove (the
+                // view may overlap `dst`, as the kernel allows).
+                unsafe {
+                    std::ptr::copy(d.addr(offset) as *const u8, dst as *mut u8, len as usize)
+                };
+                Ok(())
+            }
+            Some(Kind::Xdp) => {
+                if env.frame.md_addr() != d.data {
+                    return Err(NOT_THE_CONTEXT);
+                }
+                // Through a copy: `dst` may be a slice of this very frame.
+                let mut small = [0u8; 64];
+                let mut large = Vec::new();
+                let out = if len as usize <= small.len() {
+                    &mut small[..len as usize]
+                } else {
+                    large.resize(len as usize, 0);
+                    &mut large[..]
+                };
+                let r = env.frame.load_bytes(d.offset.wrapping_add(offset), out);
+                if r.is_ok() {
+                    // SAFETY: per the contract above.
+                    unsafe { std::ptr::copy(out.as_ptr(), dst as *mut u8, out.len()) };
+                }
+                r
+            }
+            None => Err(errno::EFAULT),
+        };
+        Ok(int_result(false, r))
+    }
+
     /// `bpf_dynptr_from_xdp(md, flags, at)`.
     ///
     /// # Safety
