@@ -29,6 +29,7 @@ mod user_ringbuf;
 mod xdp;
 
 pub(crate) use common::value_region as value_region_of;
+pub(crate) use time::clock_ns;
 pub use common::{check_map_use, map_use};
 pub use csum::csum_diff;
 pub use dynptr::direct as dynptr_direct;

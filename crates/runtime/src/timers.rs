@@ -173,16 +173,9 @@ fn words(timer: u64) -> (&'static AtomicU64, &'static AtomicU64) {
     }
 }
 
+/// Nanoseconds on `clock` (the helpers' clock reading).
 fn now(clock: i32) -> u64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: a valid clock id and an out-parameter on the stack.
-    unsafe { libc::clock_gettime(clock, &mut ts) };
-    (ts.tv_sec as u64)
-        .wrapping_mul(1_000_000_000)
-        .wrapping_add(ts.tv_nsec as u64)
+    crate::helpers::clock_ns(clock)
 }
 
 impl Timers {
