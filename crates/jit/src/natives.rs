@@ -14,6 +14,9 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 /// Symbol names, resolved by the object loader.
 pub(crate) const MAP_LOOKUP_GENERIC: &str = "bpfjet_jit_map_lookup";
 pub(crate) const KTIME_NS: &str = "bpfjet_jit_ktime_ns";
+pub(crate) const KTIME_BOOT_NS: &str = "bpfjet_jit_ktime_boot_ns";
+pub(crate) const KTIME_COARSE_NS: &str = "bpfjet_jit_ktime_coarse_ns";
+pub(crate) const KTIME_TAI_NS: &str = "bpfjet_jit_ktime_tai_ns";
 /// `bpf_get_current_pid_tgid` of tracing programs: the calling thread's
 /// cached ids (no helper trampoline).
 pub(crate) const PID_TGID: &str = "bpfjet_jit_pid_tgid";
@@ -198,14 +201,16 @@ extern "C" fn pid_tgid() -> u64 {
     (u64::from(tgid) << 32) | u64::from(tid)
 }
 
-/// `bpf_ktime_get_ns`: CLOCK_MONOTONIC through the C library (the vDSO).
-extern "C" fn ktime_ns() -> u64 {
+/// `bpf_ktime_get_ns` (CLOCK_MONOTONIC), `_boot_ns` (CLOCK_BOOTTIME),
+/// `_coarse_ns` (CLOCK_MONOTONIC_COARSE), `_tai_ns` (CLOCK_TAI): the clock
+/// through the C library (the vDSO), as the runtime's helpers read it.
+extern "C" fn clock_ns<const CLOCK: libc::clockid_t>() -> u64 {
     let mut ts = libc::timespec {
         tv_sec: 0,
         tv_nsec: 0,
     };
     // SAFETY: `ts` is a valid out-pointer.
-    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    unsafe { libc::clock_gettime(CLOCK, &mut ts) };
     (ts.tv_sec as u64)
         .wrapping_mul(1_000_000_000)
         .wrapping_add(ts.tv_nsec as u64)
@@ -721,8 +726,13 @@ pub(crate) fn resolve(name: &str) -> Option<usize> {
             };
             f as *const () as usize
         }
-        KTIME_NS => {
-            let f: extern "C" fn() -> u64 = ktime_ns;
+        KTIME_NS | KTIME_BOOT_NS | KTIME_COARSE_NS | KTIME_TAI_NS => {
+            let f: extern "C" fn() -> u64 = match name {
+                KTIME_BOOT_NS => clock_ns::<{ libc::CLOCK_BOOTTIME }>,
+                KTIME_COARSE_NS => clock_ns::<{ libc::CLOCK_MONOTONIC_COARSE }>,
+                KTIME_TAI_NS => clock_ns::<{ libc::CLOCK_TAI }>,
+                _ => clock_ns::<{ libc::CLOCK_MONOTONIC }>,
+            };
             f as *const () as usize
         }
         PID_TGID => {

@@ -29,12 +29,12 @@ mod user_ringbuf;
 mod xdp;
 
 pub(crate) use common::value_region as value_region_of;
-pub(crate) use time::clock_ns;
 pub use common::{check_map_use, map_use};
 pub use csum::csum_diff;
 pub use dynptr::direct as dynptr_direct;
 pub use ids::kernel_helper_name;
 pub use strings::strncmp;
+pub(crate) use time::clock_ns;
 pub use xdp::{redirect_target, BPF_F_BROADCAST, BPF_F_EXCLUDE_INGRESS};
 
 use crate::error::Fault;

@@ -9,7 +9,8 @@
 //!   proved constant folds the check away); on hash, LRU and LPM maps a
 //!   direct call to a lookup specialised for the key size.
 //! - `bpf_get_smp_processor_id`: the run context's CPU slot.
-//! - `bpf_ktime_get_ns`, `bpf_csum_diff`, `bpf_strncmp`: direct calls;
+//! - `bpf_ktime_get_ns` (and `_boot_ns`, `_coarse_ns`, `_tai_ns`),
+//!   `bpf_csum_diff`, `bpf_strncmp`: direct calls;
 //!   `bpf_get_prandom_u32` a direct call on the run's generator;
 //!   `bpf_dynptr_read` (XDP) a direct call on the run's frame.
 //! - `bpf_get_current_pid_tgid` (tracing programs): a direct call to the
@@ -99,8 +100,17 @@ impl<'ctx> Lifter<'ctx, '_> {
                 self.set_reg(fr, 0, r0)?;
                 Ok(true)
             }
-            ids::KTIME_GET_NS => {
-                let f = self.native(natives::KTIME_NS, 0)?;
+            ids::KTIME_GET_NS
+            | ids::KTIME_GET_BOOT_NS
+            | ids::KTIME_GET_COARSE_NS
+            | ids::KTIME_GET_TAI_NS => {
+                let symbol = match id {
+                    ids::KTIME_GET_BOOT_NS => natives::KTIME_BOOT_NS,
+                    ids::KTIME_GET_COARSE_NS => natives::KTIME_COARSE_NS,
+                    ids::KTIME_GET_TAI_NS => natives::KTIME_TAI_NS,
+                    _ => natives::KTIME_NS,
+                };
+                let f = self.native(symbol, 0)?;
                 let r0 = self.b.build_call(f, &[], "ktime")?;
                 let r0 = basic_result(r0)?.into_int_value();
                 self.set_reg(fr, 0, r0)?;

@@ -230,8 +230,14 @@ int clock(struct xdp_md *ctx)
 {
 	__u64 a = bpf_ktime_get_ns();
 	__u64 b = bpf_ktime_get_ns();
-	/* Deterministic: only whether the clock is sane shows. */
-	return put(ctx, 16, (a != 0) + ((b >= a) << 1));
+	__u64 boot = bpf_ktime_get_boot_ns();
+	__u64 coarse = bpf_ktime_get_coarse_ns();
+	__u64 tai = bpf_ktime_get_tai_ns();
+	/* Deterministic: only whether the clocks are sane shows (boot time
+	 * includes suspend, so it is never behind the monotonic clock). */
+	return put(ctx, 16,
+		   (a != 0) + ((b >= a) << 1) + ((boot >= a) << 2) + ((coarse != 0) << 3) +
+			   ((tai > boot) << 4));
 }
 
 struct loop_ctx {
