@@ -44,6 +44,8 @@ pub(crate) const RINGBUF_COMMIT: &str = "bpfjet_jit_ringbuf_commit";
 pub(crate) const RINGBUF_OUTPUT: &str = "bpfjet_jit_ringbuf_output";
 /// The kernel's `bpf_dynptr_from_xdp` and `bpf_dynptr_slice(_rdwr)` kfuncs
 /// on a verified XDP program's run (`bpfjet_runtime::dynptr_direct`).
+/// `bpf_xdp_get_buff_len(ctx)`: the run's frame, fragments included.
+pub(crate) const XDP_BUFF_LEN: &str = "bpfjet_jit_xdp_buff_len";
 /// `bpf_get_prandom_u32`: the run environment's generator, as the helper.
 pub(crate) const PRANDOM: &str = "bpfjet_jit_prandom";
 pub(crate) const DYNPTR_FROM_XDP: &str = "bpfjet_jit_dynptr_from_xdp";
@@ -678,6 +680,21 @@ unsafe extern "C" fn dynptr_read(
     }
 }
 
+/// `bpf_xdp_get_buff_len(md)`.
+///
+/// # Safety
+/// `ctx` is the run context generated code was entered with.
+unsafe extern "C" fn xdp_buff_len(ctx: *mut RunCtx, md: u64, pc: u64) -> u64 {
+    // SAFETY: per the contract above.
+    unsafe {
+        with_xdp_env(ctx, pc, "xdp_get_buff_len", |env| {
+            env.frame_of(md)
+                .map(|f| f.buff_len() as u64)
+                .ok_or("the first argument is not the XDP context")
+        })
+    }
+}
+
 /// `bpf_get_prandom_u32()`.
 ///
 /// # Safety
@@ -806,6 +823,10 @@ pub(crate) fn resolve(name: &str) -> Option<usize> {
         DYNPTR_READ => {
             let f: unsafe extern "C" fn(*mut RunCtx, u64, u64, u64, u64, u64, u64) -> u64 =
                 dynptr_read;
+            f as *const () as usize
+        }
+        XDP_BUFF_LEN => {
+            let f: unsafe extern "C" fn(*mut RunCtx, u64, u64) -> u64 = xdp_buff_len;
             f as *const () as usize
         }
         PRANDOM => {

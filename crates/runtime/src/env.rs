@@ -347,6 +347,14 @@ impl std::ops::DerefMut for XdpEnv {
     }
 }
 
+impl XdpEnv {
+    /// The run's frame, if `md` is the run's context (the address a
+    /// program passes as its `struct xdp_md *`).
+    pub fn frame_of(&mut self, md: u64) -> Option<&mut XdpFrame> {
+        (self.frame.md_addr() == md).then_some(&mut self.frame)
+    }
+}
+
 impl std::fmt::Debug for XdpEnv {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("XdpEnv")

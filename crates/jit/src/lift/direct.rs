@@ -70,6 +70,9 @@ pub(super) const DYNPTR_READ: DirectCall = direct(
     Guard::Always,
     &[Ctx, Reg(1), Reg(2), Reg(3), Reg(4), Reg(5), Pc],
 );
+/// `bpf_xdp_get_buff_len(ctx)`.
+pub(super) const XDP_BUFF_LEN: DirectCall =
+    direct(natives::XDP_BUFF_LEN, Guard::Always, &[Ctx, Reg(1), Pc]);
 /// `bpf_get_prandom_u32()`: the run environment's generator.
 pub(super) const PRANDOM: DirectCall = direct(natives::PRANDOM, Guard::Always, &[Ctx, Pc]);
 /// `bpf_map_lookup_elem(map, key)` on a dynamic map.

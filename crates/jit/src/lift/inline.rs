@@ -12,7 +12,8 @@
 //! - `bpf_ktime_get_ns` (and `_boot_ns`, `_coarse_ns`, `_tai_ns`),
 //!   `bpf_csum_diff`, `bpf_strncmp`: direct calls;
 //!   `bpf_get_prandom_u32` a direct call on the run's generator;
-//!   `bpf_dynptr_read` (XDP) a direct call on the run's frame.
+//!   `bpf_dynptr_read` and `bpf_xdp_get_buff_len` (XDP) direct calls on
+//!   the run's frame.
 //! - `bpf_get_current_pid_tgid` (tracing programs): a direct call to the
 //!   runtime's per-thread cached ids.
 //! - `bpf_xdp_load_bytes` / `bpf_xdp_store_bytes`: range checks against the
@@ -73,6 +74,7 @@ impl<'ctx> Lifter<'ctx, '_> {
         let xdp_only = matches!(
             id,
             ids::DYNPTR_READ
+                | ids::XDP_GET_BUFF_LEN
                 | ids::REDIRECT_MAP
                 | ids::REDIRECT
                 | ids::XDP_ADJUST_HEAD
@@ -130,6 +132,7 @@ impl<'ctx> Lifter<'ctx, '_> {
                 || self.direct_call(fr, pc, &direct::MAP_DELETE_ANY)?),
             ids::GET_PRANDOM_U32 => self.direct_call(fr, pc, &direct::PRANDOM),
             ids::DYNPTR_READ => self.direct_call(fr, pc, &direct::DYNPTR_READ),
+            ids::XDP_GET_BUFF_LEN => self.direct_call(fr, pc, &direct::XDP_BUFF_LEN),
             ids::REDIRECT_MAP => self.direct_call(fr, pc, &direct::REDIRECT_MAP),
             ids::REDIRECT => self.direct_call(fr, pc, &direct::REDIRECT),
             ids::RINGBUF_RESERVE => self.direct_call(fr, pc, &direct::RINGBUF_RESERVE),
