@@ -15,12 +15,13 @@
 
 mod support;
 
-use bpfjet_jit::{DumpStage, JitObject, JitOptions, XdpEngine};
+use bpfjet_jit::{DumpStage, JitObject, JitOptions};
 use bpfjet_maps::state::MapState;
 use bpfjet_maps::RingbufSnapshot;
-use bpfjet_runtime::{ObjectOptions, TestRunOptions};
+use bpfjet_runtime::ObjectOptions;
 use bpfjet_testsupport::Compile;
 use std::path::{Path, PathBuf};
+use support::{Engine, OnEngine};
 
 const SOURCE: &str = r#"
 #include <linux/bpf.h>
@@ -406,52 +407,12 @@ fn stats_of(mut maps: MapState) -> MapState {
     maps
 }
 
-#[derive(Clone, Copy, PartialEq, Eq, Debug)]
-enum Engine {
-    Interp,
-    /// The interpreter in bounds-checked mode (`--unverified`): every
-    /// address a helper follows is checked against the run's regions.
-    Checked,
-    Jit,
-}
-
 fn on_bpfjet(path: &Path, reqs: &[(&str, Vec<u8>)], engine: Engine) -> Outcome {
-    let obj = bpfjet_obj::load_file(path).unwrap();
-    let opts = TestRunOptions::default();
-    if engine != Engine::Jit {
-        let options = ObjectOptions {
-            unverified: engine == Engine::Checked,
-            ..ObjectOptions::default()
-        };
-        let loaded = bpfjet_runtime::LoadedObject::load(&obj, &options)
-            .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-        let runs = reqs
-            .iter()
-            .enumerate()
-            .map(|(i, (p, f))| {
-                let r = loaded
-                    .test_run(p, f, &opts)
-                    .unwrap_or_else(|e| panic!("{engine:?}: request {i} ({p}): {e}"));
-                (r.retval, r.data_out)
-            })
-            .collect();
-        let ring = loaded.map("rb").unwrap().ringbuf_snapshot().unwrap();
-        return (runs, stats_of(loaded.dump_state().unwrap()), ring);
-    }
-    let jit = JitObject::load(&obj, &ObjectOptions::default(), &JitOptions::uncached())
-        .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-    let runs = reqs
-        .iter()
-        .enumerate()
-        .map(|(i, (p, f))| {
-            let r = jit
-                .test_run(p, f, &opts, XdpEngine::Jit)
-                .unwrap_or_else(|e| panic!("JIT: request {i} ({p}): {e}"));
-            (r.retval, r.data_out)
-        })
-        .collect();
-    let ring = jit.loaded().map("rb").unwrap().ringbuf_snapshot().unwrap();
-    (runs, stats_of(jit.loaded().dump_state().unwrap()), ring)
+    let on = OnEngine::load(path, engine);
+    let runs = reqs.iter().map(|(p, f)| on.run(p, f)).collect();
+    let loaded = on.loaded();
+    let ring = loaded.map("rb").unwrap().ringbuf_snapshot().unwrap();
+    (runs, stats_of(loaded.dump_state().unwrap()), ring)
 }
 
 fn on_kernel(path: &Path, reqs: &[(&str, Vec<u8>)]) -> Option<Outcome> {

@@ -14,12 +14,11 @@
 
 mod support;
 
-use bpfjet_jit::{JitObject, JitOptions, XdpEngine};
 use bpfjet_maps::state::MapState;
-use bpfjet_runtime::{ObjectOptions, TestRunOptions};
 use bpfjet_testsupport::Compile;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
+use support::{Engine, OnEngine};
 
 const PRELUDE: &str = r#"
 #include <linux/bpf.h>
@@ -552,39 +551,10 @@ fn drive(mut run: impl FnMut(&[u8]) -> u32) -> Vec<u32> {
     actions
 }
 
-#[derive(Clone, Copy, PartialEq, Eq, Debug)]
-enum Engine {
-    Interp,
-    Checked,
-    Jit,
-}
-
 fn on_bpfjet(path: &Path, engine: Engine) -> Outcome {
-    let obj = bpfjet_obj::load_file(path).unwrap();
-    let opts = TestRunOptions::default();
-    if engine != Engine::Jit {
-        let options = ObjectOptions {
-            unverified: engine == Engine::Checked,
-            ..ObjectOptions::default()
-        };
-        let loaded = bpfjet_runtime::LoadedObject::load(&obj, &options)
-            .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-        let actions = drive(|f| {
-            loaded
-                .test_run("timers", f, &opts)
-                .unwrap_or_else(|e| panic!("{engine:?}: {e}"))
-                .retval
-        });
-        return (actions, loaded.dump_state().unwrap());
-    }
-    let jit = JitObject::load(&obj, &ObjectOptions::default(), &JitOptions::uncached())
-        .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-    let actions = drive(|f| {
-        jit.test_run("timers", f, &opts, XdpEngine::Jit)
-            .unwrap_or_else(|e| panic!("JIT: {e}"))
-            .retval
-    });
-    (actions, jit.loaded().dump_state().unwrap())
+    let on = OnEngine::load(path, engine);
+    let actions = drive(|f| on.run("timers", f).0);
+    (actions, on.loaded().dump_state().unwrap())
 }
 
 fn on_kernel(path: &Path) -> Option<Outcome> {

@@ -207,15 +207,7 @@ extern "C" fn pid_tgid() -> u64 {
 /// `_coarse_ns` (CLOCK_MONOTONIC_COARSE), `_tai_ns` (CLOCK_TAI): the clock
 /// through the C library (the vDSO), as the runtime's helpers read it.
 extern "C" fn clock_ns<const CLOCK: libc::clockid_t>() -> u64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: `ts` is a valid out-pointer.
-    unsafe { libc::clock_gettime(CLOCK, &mut ts) };
-    (ts.tv_sec as u64)
-        .wrapping_mul(1_000_000_000)
-        .wrapping_add(ts.tv_nsec as u64)
+    bpfjet_runtime::clock_ns(CLOCK)
 }
 
 /// # Safety

@@ -98,6 +98,17 @@ pub fn runtime_owned_ranges(fields: &[SpecialField]) -> Vec<(u32, u32)> {
         .collect()
 }
 
+/// The kernel's `map_check_btf`: a `bpf_timer` may only be in a hash, LRU
+/// hash or array map's value; `BPF_MAP_CREATE` of another type with such a
+/// value type fails (EOPNOTSUPP), and libbpf then creates the map again
+/// without BTF ("Retrying without BTF"). Such a map then has no special
+/// fields at all: the verifier refuses timer (and lock) helpers on it, as
+/// the kernel does after libbpf's retry.
+pub fn kernel_refuses_value(map_type: bpfjet_maps::MapType, fields: &[SpecialField]) -> bool {
+    use bpfjet_maps::MapType::{Array, Hash, LruHash};
+    fields.iter().any(|f| f.kind == FieldKind::Timer) && !matches!(map_type, Hash | LruHash | Array)
+}
+
 /// The size the kernel's uapi gives a special struct, if `name` is one.
 fn special_struct(name: &str) -> Option<(u32, Option<FieldKind>)> {
     Some(match name {

@@ -34,7 +34,7 @@ pub use csum::csum_diff;
 pub use dynptr::direct as dynptr_direct;
 pub use ids::kernel_helper_name;
 pub use strings::strncmp;
-pub(crate) use time::clock_ns;
+pub use time::clock_ns;
 pub use xdp::{redirect_target, BPF_F_BROADCAST, BPF_F_EXCLUDE_INGRESS};
 
 use crate::error::Fault;

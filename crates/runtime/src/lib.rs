@@ -50,9 +50,9 @@ pub use error::{Access, Fault, LoadError, TailCallError};
 pub use helper_ctx::{CallbackRunner, HelperCtx};
 pub use helpers::fib::{self, Fib, FibTable};
 pub use helpers::{
-    check_map_use, csum_diff, dynptr_direct, helpers_for, ids as helper_ids, kernel_helper_name,
-    map_use, redirect_target, strncmp, tracing_helpers, xdp_helpers, BPF_F_BROADCAST,
-    BPF_F_EXCLUDE_INGRESS,
+    check_map_use, clock_ns, csum_diff, dynptr_direct, helpers_for, ids as helper_ids,
+    kernel_helper_name, map_use, redirect_target, strncmp, tracing_helpers, xdp_helpers,
+    BPF_F_BROADCAST, BPF_F_EXCLUDE_INGRESS,
 };
 pub use helpers::{Helper, HelperFn, HelperRegistry};
 pub use loader::{possible_cpus, LoadedObject, ObjectOptions, VerifiedForm};

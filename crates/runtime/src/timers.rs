@@ -123,6 +123,11 @@ pub fn set_async_runner(runner: AsyncRunner) {
     let _ = ASYNC_RUNNER.set(runner);
 }
 
+/// The handle a timer's word 0 holds: `generation << 32 | slot + 1`.
+fn handle(gen: u32, idx: u32) -> u64 {
+    (u64::from(gen) << 32) | u64::from(idx + 1)
+}
+
 /// This process's id, cached: `getpid` is a system call, and
 /// `bpf_timer_start` may run on every packet. A forked child forgets it
 /// (and starts its own service thread): the timers of the parent, whose
@@ -229,7 +234,7 @@ impl Timers {
         s.callback = None;
         s.armed = None;
         s.queued = None;
-        let handle = (u64::from(s.gen) << 32) | u64::from(idx + 1);
+        let handle = handle(s.gen, idx);
         // Two CPUs may init the same timer at once: one wins.
         if w0
             .compare_exchange(0, handle, Ordering::AcqRel, Ordering::Acquire)
@@ -377,7 +382,7 @@ impl Timers {
                 continue;
             };
             let cpu = s.cpu;
-            let handle = (u64::from(s.gen) << 32) | u64::from(idx + 1);
+            let handle = handle(s.gen, idx);
             t.running = Some(idx);
             drop(t);
             let alive = fire(&mut state, &home, handle, &prog, entry, cpu);
@@ -424,7 +429,7 @@ fn sweep(t: &mut Table) {
             continue;
         }
         let Some(home) = &s.home else { continue };
-        let handle = (u64::from(s.gen) << 32) | u64::from(idx + 1);
+        let handle = handle(s.gen, idx);
         let alive = home
             .maps
             .upgrade()

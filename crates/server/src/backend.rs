@@ -514,37 +514,27 @@ impl BpfjetBackend {
         } else if m.inner_map_fd != 0 {
             return Err(Errno::EINVAL);
         }
-        // A `struct bpf_spin_lock` in the value (from its BTF) enables
-        // BPF_F_LOCK and bpf_spin_lock, for the map types the kernel allows.
-        let spin_lock_off = match self.obj(m.btf_fd) {
+        // The value's BTF: a `struct bpf_spin_lock` enables BPF_F_LOCK and
+        // bpf_spin_lock, for the map types the kernel allows; timers, kptrs
+        // and graph roots are the runtime's bytes (never copied from or to
+        // user space), and a timer outside the map types that may hold one
+        // is the kernel's EOPNOTSUPP (libbpf then retries without BTF).
+        let (spin_lock_off, owned) = match self.obj(m.btf_fd) {
             Some(Obj::Btf(b)) if m.btf_fd != 0 && m.btf_value_type_id != 0 => {
+                use bpfjet_obj::special_fields::{
+                    kernel_refuses_value, runtime_owned_ranges, value_fields,
+                };
                 let btf = bpfjet_obj::Btf::parse(&b.raw).map_err(|_| Errno::EINVAL)?;
-                bpfjet_obj::spin_lock_offset(&btf, &m.name, m.btf_value_type_id)
-                    .map_err(|_| Errno::EINVAL)?
-                    .filter(|_| matches!(map_type, MapType::Hash | MapType::Array))
-            }
-            _ => None,
-        };
-        // Timers, kptrs and graph roots in the value: the kernel's
-        // map_check_btf allows a timer only in hash, LRU hash and array
-        // maps; their bytes are the runtime's (never copied from or to
-        // user space).
-        let owned = match self.obj(m.btf_fd) {
-            Some(Obj::Btf(b)) if m.btf_fd != 0 && m.btf_value_type_id != 0 => {
-                let btf = bpfjet_obj::Btf::parse(&b.raw).map_err(|_| Errno::EINVAL)?;
-                let fields = bpfjet_obj::special_fields::value_fields(&btf, m.btf_value_type_id)
-                    .map_err(|_| Errno::EINVAL)?;
-                let has_timer = fields
-                    .iter()
-                    .any(|f| f.kind == bpfjet_obj::FieldKind::Timer);
-                if has_timer
-                    && !matches!(map_type, MapType::Hash | MapType::LruHash | MapType::Array)
-                {
+                let fields = value_fields(&btf, m.btf_value_type_id).map_err(|_| Errno::EINVAL)?;
+                if kernel_refuses_value(map_type, &fields) {
                     return Err(Errno::EOPNOTSUPP);
                 }
-                bpfjet_obj::special_fields::runtime_owned_ranges(&fields)
+                let lock = bpfjet_obj::spin_lock_offset(&btf, &m.name, m.btf_value_type_id)
+                    .map_err(|_| Errno::EINVAL)?
+                    .filter(|_| matches!(map_type, MapType::Hash | MapType::Array));
+                (lock, runtime_owned_ranges(&fields))
             }
-            _ => Vec::new(),
+            _ => (None, Vec::new()),
         };
         let opts = MapOptions {
             spin_lock_off,

@@ -169,7 +169,8 @@ impl Verifier<'_> {
             let callback = self.spawn_timer_callback(pc, entry, meta.map.unwrap_or(0))?;
             let r0 = self.helper_ret(st, pc, &proto, &meta)?;
             finish_call(st, r0);
-            return Ok(crate::timer::spawn(pc, entry, callback));
+            // The caller goes on; the callback is a path of its own.
+            return Ok(Succ::Spawn(pc + 1, entry, callback));
         }
         if let Some(kind) = proto.callback {
             let entry = meta.callback.unwrap_or(0) as usize;

@@ -15,7 +15,7 @@
 //!   `map_refs.rs`); loads and stores of the timer's bytes are refused like
 //!   the other special fields' (`graph.rs`).
 
-use crate::driver::{Succ, Verifier};
+use crate::driver::Verifier;
 use crate::error::{err, VResult};
 use crate::frame::{Frame, State};
 use crate::reg_state::{MemKind, RegState, RegType};
@@ -139,11 +139,6 @@ impl Verifier<'_> {
         }
         Ok(())
     }
-}
-
-/// After the call, the caller's path; the callback's path is spawned.
-pub(crate) fn spawn(pc: usize, entry: usize, callback: State) -> Succ {
-    Succ::Spawn(pc + 1, entry, callback)
 }
 
 /// A pointer to a special field of a map value (a lock, a timer) as a

@@ -220,3 +220,66 @@ pub fn verdict_failures<'a>(
     }
     failures
 }
+
+/// One of bpfjet's engines for an object compared with the kernel.
+#[allow(dead_code)]
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum Engine {
+    /// The interpreter on a verified program.
+    Interp,
+    /// The interpreter in bounds-checked mode (`--unverified`): every
+    /// address a helper follows is checked against the run's regions.
+    Checked,
+    /// The JIT (uncached).
+    Jit,
+}
+
+/// An object loaded on one engine: test runs and its maps.
+#[allow(dead_code)]
+pub enum OnEngine {
+    Interp(bpfjet_runtime::LoadedObject),
+    Jit(bpfjet_jit::JitObject),
+}
+
+#[allow(dead_code)]
+impl OnEngine {
+    pub fn load(path: &Path, engine: Engine) -> OnEngine {
+        let obj = bpfjet_obj::load_file(path).unwrap();
+        let options = bpfjet_runtime::ObjectOptions {
+            unverified: engine == Engine::Checked,
+            ..bpfjet_runtime::ObjectOptions::default()
+        };
+        let fail = |e: String| -> ! { panic!("{engine:?}: {}: {e}", path.display()) };
+        match engine {
+            Engine::Jit => OnEngine::Jit(
+                bpfjet_jit::JitObject::load(&obj, &options, &bpfjet_jit::JitOptions::uncached())
+                    .unwrap_or_else(|e| fail(e.to_string())),
+            ),
+            _ => OnEngine::Interp(
+                bpfjet_runtime::LoadedObject::load(&obj, &options)
+                    .unwrap_or_else(|e| fail(e.to_string())),
+            ),
+        }
+    }
+
+    /// One test run of `prog` on `frame`: the action and the frame out.
+    pub fn run(&self, prog: &str, frame: &[u8]) -> (u32, Vec<u8>) {
+        let opts = bpfjet_runtime::TestRunOptions::default();
+        let r = match self {
+            OnEngine::Interp(o) => o.test_run(prog, frame, &opts).map_err(|e| e.to_string()),
+            OnEngine::Jit(j) => j
+                .test_run(prog, frame, &opts, bpfjet_jit::XdpEngine::Jit)
+                .map_err(|e| e.to_string()),
+        }
+        .unwrap_or_else(|e| panic!("test run of {prog}: {e}"));
+        (r.retval, r.data_out)
+    }
+
+    /// The loaded object (its maps).
+    pub fn loaded(&self) -> &bpfjet_runtime::LoadedObject {
+        match self {
+            OnEngine::Interp(o) => o,
+            OnEngine::Jit(j) => j.loaded(),
+        }
+    }
+}

@@ -171,11 +171,13 @@ impl MapTable {
                 })?,
                 None => Vec::new(),
             };
-            let (fields, spin_lock) = if kernel_refuses_btf(&def.spec, &fields) {
-                (Vec::new(), None)
-            } else {
-                (fields, def.spin_lock)
-            };
+            let (fields, spin_lock) =
+                if special_fields::kernel_refuses_value(def.spec.map_type, &fields) {
+                    // libbpf's "Retrying without BTF": no special fields.
+                    (Vec::new(), None)
+                } else {
+                    (fields, def.spin_lock)
+                };
             self.fields.push(fields);
             self.specs.push(def.spec);
             self.spin_locks.push(spin_lock);
@@ -303,18 +305,4 @@ impl MapTable {
         }
         Ok(())
     }
-}
-
-/// The kernel's `map_check_btf`: a `bpf_timer` may only be in a hash, LRU
-/// hash or array map's value; `BPF_MAP_CREATE` of another type with such a
-/// value type fails (EOPNOTSUPP), and libbpf then creates the map again
-/// without BTF ("Retrying without BTF"). The map then has no special
-/// fields at all: the verifier refuses timer (and lock) helpers on it, as
-/// the kernel does after libbpf's retry.
-fn kernel_refuses_btf(spec: &MapSpec, fields: &[SpecialField]) -> bool {
-    use bpfjet_maps::MapType::{Array, Hash, LruHash};
-    let has_timer = fields
-        .iter()
-        .any(|f| f.kind == special_fields::FieldKind::Timer);
-    has_timer && !matches!(spec.map_type, Hash | LruHash | Array)
 }

@@ -111,23 +111,34 @@ impl Dynptr {
     fn addr(&self, offset: u32) -> u64 {
         self.data + u64::from(self.offset) + u64::from(offset)
     }
+
+    /// The program's 16 bytes of a `struct bpf_dynptr`.
+    fn from_bytes(b: &[u8; DYNPTR_BYTES as usize]) -> Dynptr {
+        let u32_at = |i: usize| u32::from_le_bytes([b[i], b[i + 1], b[i + 2], b[i + 3]]);
+        Dynptr {
+            data: u64::from_le_bytes([b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7]]),
+            size_word: u32_at(8),
+            offset: u32_at(12),
+        }
+    }
+
+    fn to_bytes(self) -> [u8; DYNPTR_BYTES as usize] {
+        let mut b = [0u8; DYNPTR_BYTES as usize];
+        b[..8].copy_from_slice(&self.data.to_le_bytes());
+        b[8..12].copy_from_slice(&self.size_word.to_le_bytes());
+        b[12..].copy_from_slice(&self.offset.to_le_bytes());
+        b
+    }
 }
 
 fn load(ctx: &HelperCtx<'_>, at: u64) -> Result<Dynptr, Fault> {
     let b = ctx.read_mem(at, DYNPTR_BYTES)?;
-    let u32_at = |i: usize| u32::from_le_bytes([b[i], b[i + 1], b[i + 2], b[i + 3]]);
-    Ok(Dynptr {
-        data: u64::from_le_bytes(b[..8].try_into().expect("8 bytes")),
-        size_word: u32_at(8),
-        offset: u32_at(12),
-    })
+    Ok(Dynptr::from_bytes(b.try_into().expect("16 bytes")))
 }
 
 fn store(ctx: &mut HelperCtx<'_>, at: u64, d: Dynptr) -> Result<(), Fault> {
-    let b = ctx.write_mem(at, DYNPTR_BYTES)?;
-    b[..8].copy_from_slice(&d.data.to_le_bytes());
-    b[8..12].copy_from_slice(&d.size_word.to_le_bytes());
-    b[12..].copy_from_slice(&d.offset.to_le_bytes());
+    ctx.write_mem(at, DYNPTR_BYTES)?
+        .copy_from_slice(&d.to_bytes());
     Ok(())
 }
 
@@ -314,26 +325,15 @@ pub mod direct {
     /// # Safety
     /// `at` points to 16 writable bytes.
     unsafe fn store(at: u64, d: Dynptr) {
-        let mut b = [0u8; DYNPTR_BYTES as usize];
-        b[..8].copy_from_slice(&d.data.to_le_bytes());
-        b[8..12].copy_from_slice(&d.size_word.to_le_bytes());
-        b[12..].copy_from_slice(&d.offset.to_le_bytes());
-        // SAFETY: per the contract above.
-        unsafe { std::ptr::copy_nonoverlapping(b.as_ptr(), at as *mut u8, b.len()) };
+        // SAFETY: per the contract above; any alignment.
+        unsafe { (at as *mut [u8; DYNPTR_BYTES as usize]).write_unaligned(d.to_bytes()) };
     }
 
     /// # Safety
     /// `at` points to 16 readable bytes.
     unsafe fn load(at: u64) -> Dynptr {
-        let mut b = [0u8; DYNPTR_BYTES as usize];
-        // SAFETY: per the contract above.
-        unsafe { std::ptr::copy_nonoverlapping(at as *const u8, b.as_mut_ptr(), b.len()) };
-        let u32_at = |i: usize| u32::from_le_bytes([b[i], b[i + 1], b[i + 2], b[i + 3]]);
-        Dynptr {
-            data: u64::from_le_bytes([b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7]]),
-            size_word: u32_at(8),
-            offset: u32_at(12),
-        }
+        // SAFETY: per the contract above; any alignment.
+        Dynptr::from_bytes(&unsafe { (at as *const [u8; DYNPTR_BYTES as usize]).read_unaligned() })
     }
 
     /// `bpf_dynptr_adjust(at, start, end)`, `_is_null(at)`,
@@ -383,9 +383,7 @@ pub mod direct {
                 Ok(())
             }
             Some(Kind::Xdp) => {
-                if env.frame.md_addr() != d.data {
-                    return Err(NOT_THE_CONTEXT);
-                }
+                let frame = env.frame_of(d.data).ok_or(NOT_THE_CONTEXT)?;
                 // Through a copy: `dst` may be a slice of this very frame.
                 let mut small = [0u8; 64];
                 let mut large = Vec::new();
@@ -395,7 +393,7 @@ pub mod direct {
                     large.resize(len as usize, 0);
                     &mut large[..]
                 };
-                let r = env.frame.load_bytes(d.offset.wrapping_add(offset), out);
+                let r = frame.load_bytes(d.offset.wrapping_add(offset), out);
                 if r.is_ok() {
                     // SAFETY: per the contract above.
                     unsafe { std::ptr::copy(out.as_ptr(), dst as *mut u8, out.len()) };
@@ -417,15 +415,13 @@ pub mod direct {
         flags: u64,
         at: u64,
     ) -> Result<u64, &'static str> {
-        if env.frame.md_addr() != md {
-            return Err(NOT_THE_CONTEXT);
-        }
+        let frame = env.frame_of(md).ok_or(NOT_THE_CONTEXT)?;
         if flags != 0 {
             // SAFETY: per the contract above.
             unsafe { store(at, Dynptr::default()) };
             return Ok(int_result(true, Err(errno::EINVAL)));
         }
-        let len = env.frame.buff_len() as u32;
+        let len = frame.buff_len() as u32;
         // SAFETY: per the contract above.
         unsafe { store(at, Dynptr::new(md, Kind::Xdp, len & MAX_SIZE)) };
         Ok(0)
@@ -453,10 +449,8 @@ pub mod direct {
         Ok(match d.kind() {
             Some(Kind::Local | Kind::Ringbuf) => d.addr(offset),
             Some(Kind::Xdp) => {
-                if env.frame.md_addr() != d.data {
-                    return Err(NOT_THE_CONTEXT);
-                }
-                xdp_slice(&mut env.frame, &d, offset, buffer, len)
+                let frame = env.frame_of(d.data).ok_or(NOT_THE_CONTEXT)?;
+                xdp_slice(frame, &d, offset, buffer, len)
             }
             None => 0,
         })

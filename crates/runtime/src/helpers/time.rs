@@ -46,7 +46,8 @@ pub(crate) fn register(r: &mut HelperRegistry) {
 
 /// The kernel's clocks are the same clocks user space reads, so programs
 /// comparing `bpf_ktime_get_ns()` with a control plane's timestamps agree.
-pub(crate) fn clock_ns(clock: libc::clockid_t) -> u64 {
+#[inline]
+pub fn clock_ns(clock: libc::clockid_t) -> u64 {
     let mut ts = libc::timespec {
         tv_sec: 0,
         tv_nsec: 0,

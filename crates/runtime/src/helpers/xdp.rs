@@ -75,15 +75,11 @@ pub(crate) fn frame_arg<'a>(
     // The fault's message is built only on the error path: this runs on
     // every XDP helper and dynptr kfunc call.
     let (pc, helper) = (ctx.pc(), ctx.helper_name());
-    let env = xdp_env(ctx)?;
-    if env.frame.md_addr() != md {
-        return Err(Fault::Helper {
-            pc,
-            helper,
-            reason: "the first argument is not the XDP context".into(),
-        });
-    }
-    Ok(&mut env.frame)
+    xdp_env(ctx)?.frame_of(md).ok_or_else(|| Fault::Helper {
+        pc,
+        helper,
+        reason: "the first argument is not the XDP context".into(),
+    })
 }
 
 fn packet_region(frame: &XdpFrame) -> Region {
