@@ -235,6 +235,22 @@ during_bpftrace() {
     send "$N"
     sleep 1.5
     kill -INT "$b" 2>/dev/null || true
+    # bpftrace prints its maps and exits on SIGINT; one that does not within
+    # 30 s is a failure with its threads' state, not a CI timeout.
+    for _ in $(seq 300); do
+        kill -0 "$b" 2>/dev/null || break
+        sleep 0.1
+    done
+    if kill -0 "$b" 2>/dev/null; then
+        echo "FAIL: bpftrace (${BT_RUNNER[*]:-kernel}) still running 30 s after SIGINT; its processes:" >&2
+        for p in $(pgrep -f 'bpftrace -e' || true); do
+            for t in /proc/"$p"/task/*; do
+                echo "  $p/${t##*/} $(cat "$t"/comm 2>/dev/null) wchan=$(cat "$t"/wchan 2>/dev/null) $(tr '\n' ' ' < "$t"/stat 2>/dev/null | cut -d' ' -f3)" >&2
+            done
+        done
+        sed 's/^/  bt.out: /' "$WORK/bt.out" >&2 || true
+        pkill -KILL -f 'bpftrace -e' || true
+    fi
     wait "$b" || true
 }
 bpftrace_case() { # side case runner...

@@ -300,11 +300,12 @@ struct elem {
 	__s64 rets[6];   /* init, set_callback, start, cancel, start (abs), misc */
 	struct bpf_timer t;
 	__u64 tail;
+	struct bpf_spin_lock lock; /* for BPF_F_LOCK updates (op 8) */
 };
 
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
-	__uint(max_entries, 4);
+	__uint(max_entries, 5);
 	__type(key, __u32);
 	__type(value, struct elem);
 } arr SEC(".maps");
@@ -417,6 +418,21 @@ int timers(struct xdp_md *ctx)
 				e->rets[5] = bpf_map_update_elem(&arr, &k, &fresh, 0);
 		}
 		break;
+	case 8:
+		/* BPF_F_LOCK update: a hash element is written in place around
+		 * its timer, which lives on; an array element's timer is freed. */
+		{
+			struct elem fresh = {};
+			fresh.rearm = e->rearm;
+			fresh.fired = e->fired;
+			fresh.rets[0] = e->rets[0];
+			fresh.rets[2] = e->rets[2];
+			if (which)
+				e->rets[5] = bpf_map_update_elem(&hmap, &k, &fresh, BPF_F_LOCK);
+			else
+				e->rets[5] = bpf_map_update_elem(&arr, &k, &fresh, BPF_F_LOCK);
+		}
+		break;
 	default:
 		return XDP_ABORTED;
 	}
@@ -511,6 +527,20 @@ fn steps() -> Vec<Step> {
         cmd(1, 7, 0, 1, h),
         cmd(2, 7, 0, 0, h),
         cmd(3, 7, 2, 0, h),
+        // Hash 4: armed for 20 ms, then a BPF_F_LOCK update: it still fires.
+        cmd(20, 4, 0, 0, h),
+        cmd(1, 4, 0, 1, h),
+        cmd(2, 4, 0, 0, h),
+        cmd(3, 4, 20, 0, h),
+        cmd(8, 4, 0, 0, h),
+        // Array 4: the same, but an array's BPF_F_LOCK update frees the
+        // timer (the kernel's array_map_update_elem): it never fires, and
+        // a cancel after it finds no timer.
+        cmd(1, 4, 0, 1, a),
+        cmd(2, 4, 0, 0, a),
+        cmd(3, 4, 20, 0, a),
+        cmd(8, 4, 0, 0, a),
+        cmd(4, 4, 0, 0, a),
         // Long enough for every armed timer (the 2 ms re-arms included).
         Sleep(300),
         // After firing: start again (array 0 fires a 4th time, rearm is
@@ -635,6 +665,18 @@ fn timers_fire_like_the_kernels() {
     );
     let h7 = words(s, "hmap", 7).unwrap();
     assert_eq!((h7[0], h7[2], h7[7]), (1, 7, 0), "hash 7: {h7:?}");
+    let h4 = words(s, "hmap", 4).unwrap();
+    assert_eq!(
+        (h4[0], h4[2], h4[9]),
+        (1, 4, 0),
+        "hash 4 fires after its BPF_F_LOCK update: {h4:?}"
+    );
+    let a4 = words(s, "arr", 4).unwrap();
+    assert_eq!(
+        (a4[0], a4[7], a4[9]),
+        (0, e(22), 0),
+        "array 4: its BPF_F_LOCK update freed the timer: {a4:?}"
+    );
     let c = words(s, "calls", 0).unwrap();
-    assert_eq!(&c[..2], &[5, 2], "callbacks run: array, hash");
+    assert_eq!(&c[..2], &[5, 3], "callbacks run: array, hash");
 }

@@ -605,8 +605,9 @@ impl HashTable {
         }
     }
 
-    /// Overwrite an existing element's value(s) in place.
-    fn write_in_place(&self, e: u32, slots: &Slots<'_>, locked: bool) {
+    /// Overwrite an existing element's value(s) in place, leaving the byte
+    /// ranges `keep` of a single value as they are.
+    fn write_in_place(&self, e: u32, slots: &Slots<'_>, locked: bool, keep: &[(u32, u32)]) {
         // SAFETY: e is live (we hold its bucket lock or it is a stale but
         // mapped element).
         unsafe {
@@ -617,12 +618,17 @@ impl HashTable {
                     }
                 }
             } else if let Ok(v) = slots.single(self.value_size) {
-                self.lock.store(self.value_ptr(e, 0), v, locked);
+                self.lock
+                    .store_keeping(self.value_ptr(e, 0), v, keep, locked);
             }
         }
     }
 
     /// Insert or replace. `cpu` picks the LRU list for per-CPU LRU maps.
+    /// `special` are the value's runtime-owned fields (timers, kptrs, graph
+    /// roots): a `BPF_F_LOCK` update keeps them, as the kernel's
+    /// `htab_map_update_elem` (it copies around them in place); any other
+    /// replace gives the key a value whose fields are empty.
     pub(crate) fn update(
         &self,
         key: &[u8],
@@ -630,6 +636,7 @@ impl HashTable {
         slots: Slots<'_>,
         flags: u64,
         cpu: u32,
+        special: &[(u32, u32)],
     ) -> Result<Updated, MapError> {
         self.check_update(key, aux, &slots, flags)?;
         let hash = key_hash(key);
@@ -648,13 +655,14 @@ impl HashTable {
         }
         if let Some((prev, old)) = found {
             if self.percpu || with_lock {
-                self.write_in_place(old, &slots, with_lock);
+                let keep = if with_lock { special } else { &[] };
+                self.write_in_place(old, &slots, with_lock, keep);
                 return Ok(Updated::Replaced);
             }
             let Some(new) = self.alloc() else {
                 // Every spare element is in flight: fall back to writing in
                 // place (a concurrent reader may see a torn value).
-                self.write_in_place(old, &slots, false);
+                self.write_in_place(old, &slots, false, &[]);
                 return Ok(Updated::Replaced);
             };
             self.fill(new, hash, key, aux, &slots);
@@ -882,7 +890,7 @@ impl HashTable {
             return Err(e);
         }
         if let (Some((_, old)), true) = (found, self.percpu) {
-            self.write_in_place(old, &slots, false);
+            self.write_in_place(old, &slots, false, &[]);
             self.word(old, 20).fetch_or(META_REF, Ordering::Relaxed);
             drop(guard);
             if let Some(n) = new {

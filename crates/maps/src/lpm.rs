@@ -260,7 +260,7 @@ impl LpmTrie {
         }
         let mut buf = [0u8; MAX_KEY];
         let k = self.masked(data, plen, &mut buf);
-        match self.table.update(k, data, Slots::All(value), flags, 0) {
+        match self.table.update(k, data, Slots::All(value), flags, 0, &[]) {
             Ok(Updated::Inserted) => {
                 self.adjust_count(plen, 1);
                 Ok(())

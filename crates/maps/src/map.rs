@@ -554,7 +554,8 @@ impl Map {
                         return Err(MapError::Invalid("devmap entry needs an ifindex"));
                     }
                 }
-                h.update(key, &[], slots, flags, cpu).map(|_| ())
+                let special = self.owned_fields.get().map_or(&[][..], Vec::as_slice);
+                h.update(key, &[], slots, flags, cpu, special).map(|_| ())
             }
             Family::Lpm(t) => t.update(key, slots.single(self.geo.value_size as usize)?, flags),
             Family::FdArray(f) => f.update(key, slots.single(self.geo.value_size as usize)?, flags),

@@ -160,6 +160,56 @@ impl ValueLock {
         }
     }
 
+    /// [`ValueLock::store`] that also leaves the byte ranges `keep`
+    /// (`(offset, size)`) alone: a hash map's `BPF_F_LOCK` update writes in
+    /// place with the kernel's `copy_map_value_locked`, which copies around
+    /// the value's special fields, so a timer, kptr or graph root there
+    /// survives the update.
+    ///
+    /// # Safety
+    /// `dst` must point to a live value of `src.len()` bytes.
+    pub(crate) unsafe fn store_keeping(
+        self,
+        dst: *mut u8,
+        src: &[u8],
+        keep: &[(u32, u32)],
+        locked: bool,
+    ) {
+        if keep.is_empty() {
+            return self.store(dst, src, locked);
+        }
+        let lock = self
+            .0
+            .map(|off| &*(dst.add(off as usize) as *const AtomicU32));
+        if locked {
+            if let Some(l) = lock {
+                spin_lock(l);
+            }
+        }
+        let mut skip: Vec<(usize, usize)> = keep
+            .iter()
+            .map(|&(off, len)| (off as usize, off as usize + len as usize))
+            .chain(self.0.map(|off| (off as usize, off as usize + 4)))
+            .collect();
+        skip.sort_unstable();
+        let mut at = 0;
+        for (start, end) in skip {
+            let start = start.min(src.len());
+            if start > at {
+                write_shared(dst.add(at), &src[at..start]);
+            }
+            at = at.max(end.min(src.len()));
+        }
+        if at < src.len() {
+            write_shared(dst.add(at), &src[at..]);
+        }
+        if locked {
+            if let Some(l) = lock {
+                spin_unlock(l);
+            }
+        }
+    }
+
     /// Copy a value out of map memory; the lock word reads as zero.
     ///
     /// # Safety

@@ -241,8 +241,14 @@ impl LoadedObject {
                 {
                     unfrozen.max_entries = ncpus as u32;
                 }
+                // The value's bpf_spin_lock: BPF_F_LOCK lookups and updates
+                // (program and user space) and lock-word-preserving copies.
+                let map_opts = MapOptions {
+                    spin_lock_off: o.object.spin_locks.get(i).copied().flatten(),
+                    ..MapOptions::with_cpus(ncpus as u32)
+                };
                 let map = instance
-                    .create_map(&unfrozen, &MapOptions::with_cpus(ncpus as u32))
+                    .create_map(&unfrozen, &map_opts)
                     .map_err(|source| RuntimeError::Map {
                         map: names[k][i].clone(),
                         source,
