@@ -498,6 +498,7 @@ impl<'a> XdpBench<'a> {
     fn run_collect(&mut self, runs: u32) -> Result<(u32, Vec<String>), ObjectError> {
         let mut retval = 0;
         let mut notes = Vec::new();
+        let _hold = self.env.hold_cpu();
         for _ in 0..runs {
             retval = self.run_one()?;
             notes.extend(self.env.release_leftovers());
@@ -509,6 +510,8 @@ impl<'a> XdpBench<'a> {
     /// return value.
     pub fn run_repeat(&mut self, iters: u64) -> Result<u32, ObjectError> {
         let mut retval = 0;
+        // No timer callback on this CPU slot during the runs.
+        let _hold = self.env.hold_cpu();
         for _ in 0..iters {
             retval = self.run_one()?;
             let _ = self.env.release_leftovers();
@@ -520,6 +523,7 @@ impl<'a> XdpBench<'a> {
     /// every run); the last return value.
     pub fn run_fresh(&mut self, iters: u64) -> Result<u32, ObjectError> {
         let mut retval = 0;
+        let _hold = self.env.hold_cpu();
         for _ in 0..iters {
             self.reset()?;
             retval = self.run_one()?;

@@ -92,6 +92,19 @@ impl ObjectMaps {
         self
     }
 
+    /// Hold CPU slot `cpu` for a run (or a batch of runs) of a program on
+    /// these maps, when their values hold timers whose callbacks may run
+    /// on that slot (`crate::cpu_exclusion`); `None`, at no cost, when
+    /// they hold none.
+    pub fn hold_cpu(&self, cpu: u32) -> Option<crate::cpu_exclusion::CpuHold> {
+        self.has_timers().then(|| crate::cpu_exclusion::hold(cpu))
+    }
+
+    /// Whether any map's values hold a `struct bpf_timer`.
+    pub fn has_timers(&self) -> bool {
+        self.timers.iter().any(Option::is_some)
+    }
+
     /// The special fields of each map's values (parallel to the maps).
     pub(crate) fn with_special_fields(
         mut self,
@@ -244,6 +257,12 @@ impl RunEnv {
     #[inline]
     pub fn set_cpu(&mut self, cpu: u32) {
         self.cpu = cpu;
+    }
+
+    /// Hold this run's CPU slot against timer callbacks for a series of
+    /// runs ([`ObjectMaps::hold_cpu`]).
+    pub fn hold_cpu(&self) -> Option<crate::cpu_exclusion::CpuHold> {
+        self.maps.hold_cpu(self.cpu)
     }
 
     /// The maps the run's program may name.

@@ -19,6 +19,7 @@
 //! ([`LoadedObject::test_run`]) and STATE.json dumps in the kernel engine's
 //! format ([`LoadedObject::dump_state`]).
 
+pub mod cpu_exclusion;
 pub mod deployment;
 mod dump;
 pub mod env;

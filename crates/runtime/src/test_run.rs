@@ -98,6 +98,8 @@ impl LoadedObject {
         let runs = opts.repeat.max(1);
         let mut retval = 0;
         let mut notes = Vec::new();
+        // No timer callback on this CPU slot during the runs.
+        let _hold = self.maps.hold_cpu(opts.cpu as u32);
         let started = Instant::now();
         for _ in 0..runs {
             let result = program.run(&mut state, &mut env, &[md]);

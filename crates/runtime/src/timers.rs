@@ -334,6 +334,8 @@ impl Timers {
     fn serve(&self) {
         SERVICE.with(|s| s.set(true));
         let mut state = RunState::new();
+        // A CPU slot taken while no timer of it could run (see below).
+        let mut reserved: Option<(u32, crate::cpu_exclusion::CpuHold)> = None;
         let mut t = self.lock();
         loop {
             let mono = now(libc::CLOCK_MONOTONIC);
@@ -363,6 +365,7 @@ impl Timers {
                 }
             }
             let Some(idx) = due else {
+                reserved = None;
                 let next = t.heap.peek().map_or(u64::MAX, |&Reverse((at, _))| at);
                 t.sleeps_until = next;
                 t = if next == u64::MAX {
@@ -376,12 +379,39 @@ impl Timers {
                 };
                 continue;
             };
+            // The callback runs on the arming run's CPU slot, never while
+            // a runner holds that slot (cpu_exclusion.rs). A busy slot puts
+            // the expiry back (the timer stays armed: a cancel meanwhile
+            // disarms it, as before its expiry) and the service waits for
+            // the slot without the table lock and before `running` is set,
+            // which a program on that slot may wait for in
+            // bpf_timer_cancel; then it looks for due timers again.
+            let cpu = t.slots[idx as usize].cpu;
+            if reserved.as_ref().is_some_and(|(c, _)| *c != cpu) {
+                reserved = None;
+            }
+            let _hold = match reserved.take() {
+                Some((_, hold)) => hold,
+                None => match crate::cpu_exclusion::try_hold(cpu) {
+                    Some(hold) => hold,
+                    None => {
+                        let s = &mut t.slots[idx as usize];
+                        if let Some(expiry) = s.armed {
+                            s.queued = Some(expiry);
+                            t.heap.push(Reverse((expiry, idx)));
+                        }
+                        drop(t);
+                        reserved = Some((cpu, crate::cpu_exclusion::hold(cpu)));
+                        t = self.lock();
+                        continue;
+                    }
+                },
+            };
             let s = &mut t.slots[idx as usize];
             s.armed = None;
             let (Some(home), Some((prog, entry))) = (s.home.clone(), s.callback.clone()) else {
                 continue;
             };
-            let cpu = s.cpu;
             let handle = handle(s.gen, idx);
             t.running = Some(idx);
             drop(t);

@@ -269,6 +269,8 @@ impl XdpRunnerFactory {
             checked: self.program.is_bounds_checked(),
             ingress_ifindex,
             rx_queue,
+            exclusive: self.maps.has_timers(),
+            batch_hold: None,
         })
     }
 }
@@ -291,6 +293,10 @@ pub struct XdpRunner {
     checked: bool,
     ingress_ifindex: u32,
     rx_queue: u32,
+    /// The maps hold timers: runs hold the CPU slot (crate::cpu_exclusion).
+    exclusive: bool,
+    /// The slot, held for a batch ([`XdpRunner::begin_batch`]).
+    batch_hold: Option<crate::cpu_exclusion::CpuHold>,
 }
 
 impl std::fmt::Debug for XdpRunner {
@@ -332,6 +338,20 @@ impl XdpRunner {
         self.env.cpu
     }
 
+    /// Hold the CPU slot until [`XdpRunner::end_batch`], when the maps
+    /// hold timers (whose callbacks must not run on the slot meanwhile,
+    /// crate::cpu_exclusion): one hold per batch instead of one per run.
+    pub fn begin_batch(&mut self) {
+        if self.exclusive && self.batch_hold.is_none() {
+            self.batch_hold = Some(crate::cpu_exclusion::hold(self.env.cpu));
+        }
+    }
+
+    /// Let the timer service run callbacks on the slot again.
+    pub fn end_batch(&mut self) {
+        self.batch_hold = None;
+    }
+
     /// Runs the program on `buf[data_start..data_end]`, in place when the
     /// program allows it (see the module documentation). The packet may grow
     /// into `buf`'s headroom and tailroom.
@@ -351,6 +371,9 @@ impl XdpRunner {
         if data_end - data_start < ETH_HLEN {
             return Err(RunFrameError::TooShort(data_end - data_start));
         }
+        // Outside a batch, a run of a program with timers holds its slot.
+        let _hold = (self.exclusive && self.batch_hold.is_none())
+            .then(|| crate::cpu_exclusion::hold(self.env.cpu));
         self.env.redirect = None;
         self.env.redirect_via = None;
         if data_end - data_start > MAX_LINEAR_PACKET {

@@ -139,6 +139,7 @@ impl XskWorker {
             }
             let mut tx_queued = 0u32;
             let mut frames = 0u64;
+            self.program.begin_batch();
             for k in 0..n {
                 let desc = self.sock.rx.peek(k);
                 let contd = desc.options & libc::XDP_PKT_CONTD != 0;
@@ -213,6 +214,7 @@ impl XskWorker {
                 }
                 self.free.push(chunk);
             }
+            self.program.end_batch();
             self.sock.rx.release(n);
             if tx_queued > 0 {
                 self.sock.tx.submit();

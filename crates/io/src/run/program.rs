@@ -65,6 +65,13 @@ pub trait FrameProgram {
     /// ([`SwitchableProgram`](super::SwitchableProgram)).
     fn at_batch_boundary(&mut self) {}
 
+    /// Called by the run loops before a batch's first run and after its
+    /// last: a runner whose program has timers holds its CPU slot for the
+    /// batch (`bpfjet_runtime::cpu_exclusion`), once instead of per run.
+    fn begin_batch(&mut self) {}
+
+    fn end_batch(&mut self) {}
+
     /// Runs the program on a batch buffer and moves its data window.
     fn run_packet(&mut self, pkt: &mut PacketBuf) -> Result<Verdict, ProgramFault> {
         let mut frame = FrameMut::of(pkt);
@@ -82,6 +89,14 @@ impl<P: FrameProgram + ?Sized> FrameProgram for Box<P> {
     }
     fn at_batch_boundary(&mut self) {
         (**self).at_batch_boundary();
+    }
+
+    fn begin_batch(&mut self) {
+        (**self).begin_batch();
+    }
+
+    fn end_batch(&mut self) {
+        (**self).end_batch();
     }
 }
 

@@ -13,6 +13,14 @@ impl FrameProgram for XdpRunner {
         let v = XdpRunner::run(self, frame.buf, frame.data_start, frame.data_end);
         verdict(frame, v)
     }
+
+    fn begin_batch(&mut self) {
+        XdpRunner::begin_batch(self);
+    }
+
+    fn end_batch(&mut self) {
+        XdpRunner::end_batch(self);
+    }
 }
 
 #[inline]
@@ -84,6 +92,14 @@ impl FrameProgram for EventedRunner {
             }
         }
         verdict(frame, v)
+    }
+
+    fn begin_batch(&mut self) {
+        self.runner.begin_batch();
+    }
+
+    fn end_batch(&mut self) {
+        self.runner.end_batch();
     }
 }
 

@@ -197,6 +197,16 @@ impl FrameProgram for SwitchableProgram {
         }
         self.current.at_batch_boundary();
     }
+
+    #[inline]
+    fn begin_batch(&mut self) {
+        self.current.begin_batch();
+    }
+
+    #[inline]
+    fn end_batch(&mut self) {
+        self.current.end_batch();
+    }
 }
 
 impl Drop for SwitchableProgram {

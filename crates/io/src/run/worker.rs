@@ -120,6 +120,7 @@ where
             Err(e) => break Err(e),
         }
         verdicts.clear();
+        program.begin_batch();
         for pkt in batch.packets_mut() {
             let verdict = match program.run_packet(pkt) {
                 Ok(v) => v,
@@ -136,6 +137,7 @@ where
             }
             verdicts.push(verdict);
         }
+        program.end_batch();
         counts.packets += batch.len() as u64;
         counts.batches += 1;
         let emitted = output.emit(&batch, &verdicts);
