@@ -182,7 +182,10 @@ impl ArrayMap {
 
     pub(crate) fn update(&self, key: &[u8], slots: Slots<'_>, flags: u64) -> Result<(), MapError> {
         let with_lock = flags & update::F_LOCK != 0;
-        if self.percpu {
+        // User space's per-CPU update (`bpf_percpu_array_update`) refuses
+        // BPF_F_LOCK first; a program's (`array_map_update_elem`, one
+        // CPU's slot) checks it last, after the index and BPF_NOEXIST.
+        if self.percpu && !matches!(slots, Slots::One(..)) {
             if flags > update::EXIST {
                 return Err(MapError::Invalid("update flags"));
             }
