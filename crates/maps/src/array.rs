@@ -22,12 +22,16 @@ pub enum Slots<'a> {
 }
 
 impl<'a> Slots<'a> {
-    /// Check every value has exactly `len` bytes and there is one per CPU.
+    /// Check every value has `len` bytes and there is one per CPU. User
+    /// space's per-CPU values may also come as the kernel's 8-byte slots,
+    /// padding included: the kernel stores and returns the padding too
+    /// (`copy_map_value_long`).
     pub(crate) fn check(&self, len: usize, ncpus: u32) -> Result<(), MapError> {
+        let slot = |v: &[u8]| v.len() == len || v.len() == len.next_multiple_of(8);
         let ok = match self {
             Slots::One(cpu, v) => *cpu < ncpus && v.len() == len,
             Slots::All(v) => v.len() == len,
-            Slots::Each(vs) => vs.len() == ncpus as usize && vs.iter().all(|v| v.len() == len),
+            Slots::Each(vs) => vs.len() == ncpus as usize && vs.iter().all(|v| slot(v)),
         };
         if ok {
             Ok(())
@@ -233,7 +237,9 @@ impl ArrayMap {
         Ok(out)
     }
 
-    pub(crate) fn lookup_percpu(&self, key: &[u8]) -> Result<Vec<Vec<u8>>, MapError> {
+    /// Every CPU's value, `len` bytes each (the value size, or its 8-byte
+    /// slot with the padding).
+    pub(crate) fn lookup_percpu(&self, key: &[u8], len: usize) -> Result<Vec<Vec<u8>>, MapError> {
         let i = key_u32(key)?;
         if i >= self.max {
             return Err(MapError::NotFound);
@@ -241,7 +247,7 @@ impl ArrayMap {
         let cpus = if self.percpu { self.ncpus } else { 1 };
         Ok((0..cpus)
             .map(|cpu| {
-                let mut out = vec![0; self.value_size];
+                let mut out = vec![0; len];
                 // SAFETY: i < max, cpu < ncpus.
                 unsafe { read_shared(self.slot(i, cpu), &mut out) };
                 out

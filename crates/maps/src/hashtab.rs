@@ -1013,13 +1013,15 @@ impl HashTable {
         Ok(out)
     }
 
-    pub(crate) fn lookup_percpu(&self, key: &[u8]) -> Result<Vec<Vec<u8>>, MapError> {
+    /// Every CPU's value, `len` bytes each (the value size, or its 8-byte
+    /// slot with the padding).
+    pub(crate) fn lookup_percpu(&self, key: &[u8], len: usize) -> Result<Vec<Vec<u8>>, MapError> {
         self.check_key(key)?;
         let e = self.find_elem(key).ok_or(MapError::NotFound)?;
         let cpus = if self.percpu { self.ncpus } else { 1 };
         Ok((0..cpus)
             .map(|cpu| {
-                let mut out = vec![0; self.value_size];
+                let mut out = vec![0; len];
                 // SAFETY: e < pool, cpu < ncpus.
                 unsafe { self.lock.load(self.value_ptr(e, cpu), &mut out, false) };
                 out

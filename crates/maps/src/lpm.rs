@@ -161,7 +161,11 @@ impl LpmTrie {
     /// first, until it returns Some.
     #[inline(always)]
     fn probe_lengths(&self, top: u32, mut probe: impl FnMut(u32) -> Option<u32>) -> Option<u32> {
-        let top = top.min(self.max_plen);
+        // A key longer than the trie's prefixes matches nothing, as the
+        // kernel's trie_lookup_elem answers it.
+        if top > self.max_plen {
+            return None;
+        }
         let mut w = top / 64;
         // Bits 0..=top%64 of the top word.
         let mut bits = self.present_word(w).load(Ordering::Acquire) & (u64::MAX >> (63 - top % 64));

@@ -831,7 +831,11 @@ impl Map {
                 }
                 let stride = self.geo.value_stride();
                 let mut out = vec![0; stride * self.geo.ncpus as usize];
-                for (i, v) in a.lookup_percpu(key)?.iter().enumerate() {
+                for (i, v) in a
+                    .lookup_percpu(key, self.geo.value_size as usize)?
+                    .iter()
+                    .enumerate()
+                {
                     out[i * stride..i * stride + v.len()].copy_from_slice(v);
                 }
                 Ok(out)
@@ -853,10 +857,21 @@ impl Map {
 
     /// Every CPU's value (one value for other maps), each `value_size` bytes.
     pub fn lookup_percpu(&self, key: &[u8]) -> Result<Vec<Vec<u8>>, MapError> {
+        self.lookup_percpu_len(key, self.geo.value_size as usize)
+    }
+
+    /// [`Map::lookup_percpu`] as `BPF_MAP_LOOKUP_ELEM` returns a per-CPU
+    /// map's values: one 8-byte slot per CPU, padding included (what user
+    /// space last wrote there, as the kernel's `copy_map_value_long`).
+    pub fn lookup_percpu_slots(&self, key: &[u8]) -> Result<Vec<Vec<u8>>, MapError> {
+        self.lookup_percpu_len(key, (self.geo.value_size as usize).next_multiple_of(8))
+    }
+
+    fn lookup_percpu_len(&self, key: &[u8], len: usize) -> Result<Vec<Vec<u8>>, MapError> {
         self.check_readable()?;
         match &self.family {
-            Family::Array(a) => a.lookup_percpu(key),
-            Family::Hash(h) => h.lookup_percpu(key),
+            Family::Array(a) => a.lookup_percpu(key, len),
+            Family::Hash(h) => h.lookup_percpu(key, len),
             _ => Ok(vec![self.lookup_copy(key)?]),
         }
     }
@@ -933,7 +948,7 @@ impl Map {
             Family::Array(a) => (0..self.geo.max_entries)
                 .filter_map(|i| {
                     let key = i.to_ne_bytes().to_vec();
-                    a.lookup_percpu(&key)
+                    a.lookup_percpu(&key, self.geo.value_size as usize)
                         .ok()
                         .map(|values| MapEntry { key, values })
                 })
@@ -949,7 +964,7 @@ impl Map {
                 .into_iter()
                 .filter_map(|e| {
                     let key = h.elem_key_aux(e).0;
-                    h.lookup_percpu(&key)
+                    h.lookup_percpu(&key, self.geo.value_size as usize)
                         .ok()
                         .map(|values| MapEntry { key, values })
                 })

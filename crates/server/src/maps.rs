@@ -27,6 +27,16 @@ fn has_keys(map: &Map) -> bool {
     )
 }
 
+/// The syscall's own check, before any map type's: `BPF_F_LOCK` needs a
+/// `bpf_spin_lock` in the value (`map_lookup_elem`, `map_update_elem`,
+/// `map_lookup_and_delete_elem`).
+fn check_lock_flag(map: &Map, flags: u64) -> Result<(), Errno> {
+    if flags & BPF_F_LOCK != 0 && map.spin_lock_off().is_none() {
+        return Err(Errno::EINVAL);
+    }
+    Ok(())
+}
+
 fn key<'a>(map: &Map, addr: u64) -> Result<&'a [u8], Errno> {
     user::slice(addr, map.key_size() as usize)
 }
@@ -35,6 +45,7 @@ pub fn lookup(map: &Map, e: &MapElem) -> Result<(), Errno> {
     if e.flags & !BPF_F_LOCK != 0 {
         return Err(Errno::EINVAL);
     }
+    check_lock_flag(map, e.flags)?;
     if !has_keys(map) {
         // Queue/stack lookup is peek; bloom lookup is a membership test
         // with the value.
@@ -54,7 +65,7 @@ pub fn lookup(map: &Map, e: &MapElem) -> Result<(), Errno> {
     let k = key(map, e.key)?;
     if map.map_type().is_per_cpu() {
         let stride = (map.value_size() as usize).next_multiple_of(8);
-        let values = map.lookup_percpu(k).map_err(|e| errno(&e))?;
+        let values = map.lookup_percpu_slots(k).map_err(|e| errno(&e))?;
         let mut out = vec![0u8; value_len(map)];
         for (i, v) in values.iter().enumerate() {
             out[i * stride..i * stride + v.len()].copy_from_slice(v);
@@ -66,6 +77,7 @@ pub fn lookup(map: &Map, e: &MapElem) -> Result<(), Errno> {
 }
 
 pub fn update(map: &Map, e: &MapElem) -> Result<(), Errno> {
+    check_lock_flag(map, e.flags)?;
     if !has_keys(map) {
         let v = user::slice(e.value, map.value_size() as usize)?;
         return map.push(v, e.flags).map_err(|e| errno(&e));
@@ -73,9 +85,9 @@ pub fn update(map: &Map, e: &MapElem) -> Result<(), Errno> {
     let k = key(map, e.key)?;
     let v = user::slice(e.value, value_len(map))?;
     if map.map_type().is_per_cpu() {
+        // Whole 8-byte slots: the kernel keeps their padding.
         let stride = (map.value_size() as usize).next_multiple_of(8);
-        let vs = map.value_size() as usize;
-        let slots: Vec<&[u8]> = v.chunks(stride).map(|c| &c[..vs]).collect();
+        let slots: Vec<&[u8]> = v.chunks(stride).collect();
         return map.update_percpu(k, &slots, e.flags).map_err(|e| errno(&e));
     }
     map.update_elem(k, v, e.flags).map_err(|e| errno(&e))
@@ -99,6 +111,15 @@ pub fn next_key(map: &Map, e: &MapElem) -> Result<(), Errno> {
 }
 
 pub fn lookup_and_delete(map: &Map, e: &MapElem) -> Result<(), Errno> {
+    // The kernel's order: unknown flags, any flag on a queue or stack, a
+    // lock flag without a lock, then the map type.
+    if e.flags & !BPF_F_LOCK != 0 {
+        return Err(Errno::EINVAL);
+    }
+    if e.flags != 0 && matches!(map.map_type(), MapType::Queue | MapType::Stack) {
+        return Err(Errno::EINVAL);
+    }
+    check_lock_flag(map, e.flags)?;
     match map.map_type() {
         MapType::Queue | MapType::Stack => {
             let v = map.pop_elem().map_err(|e| errno(&e))?;

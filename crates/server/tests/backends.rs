@@ -404,3 +404,194 @@ fn map_commands_match_the_kernel() {
     );
     assert!(kernel.len() > 30);
 }
+
+/// Map types of the random command streams: (name, type, key size, value
+/// size, max entries, flags).
+const RANDOM_MAPS: &[(&str, u32, u32, u32, u32, u32)] = &[
+    ("hash", HASH, 4, 8, 6, 0),
+    ("hash no prealloc", HASH, 4, 8, 6, 1),
+    ("percpu hash", 5, 4, 8, 6, 0),
+    ("array", ARRAY, 4, 8, 6, 0),
+    ("percpu array", PERCPU_ARRAY, 4, 4, 6, 0),
+    // Room for every key: which element an LRU evicts is not the kernel's
+    // (crates/maps/src/lru.rs).
+    ("lru hash", 9, 4, 8, 1024, 0),
+    ("queue", QUEUE, 0, 8, 4, 0),
+    ("stack", 23, 0, 8, 4, 0),
+    ("lpm", 11, 8, 8, 6, 1),
+];
+
+/// Random `bpf()` element commands on [`RANDOM_MAPS`]: update with every
+/// flag combination (invalid ones and `BPF_F_LOCK` on values without a
+/// lock included), lookup (with flags), delete, lookup-and-delete (with
+/// flags), an array's and an LPM trie's next key. A hash map's next key is
+/// left out: the kernel walks its buckets in an order seeded at random.
+fn random_sequence(backend: &dyn Backend, ncpus: usize, seed: u64, n: usize) -> Vec<Step> {
+    let mut d = Driver {
+        backend,
+        steps: Vec::new(),
+    };
+    let fds: Vec<i64> = RANDOM_MAPS
+        .iter()
+        .map(|&(name, ty, key, value, max, flags)| {
+            let r = d.run(Command::MapCreate(MapCreate {
+                map_type: ty,
+                key_size: key,
+                value_size: value,
+                max_entries: max,
+                map_flags: flags,
+                name: format!("r_{}", name.replace(' ', "_")),
+                ..MapCreate::default()
+            }));
+            d.steps.push(Step {
+                what: format!("create {name}"),
+                result: r.map(|_| 0),
+                out: Vec::new(),
+            });
+            r.unwrap_or(-1)
+        })
+        .collect();
+    let mut x = seed | 1;
+    let mut next = move || {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        x
+    };
+    for i in 0..n {
+        let r = next();
+        let m = (r % RANDOM_MAPS.len() as u64) as usize;
+        let (name, ty, key_size, value_size, _, _) = RANDOM_MAPS[m];
+        let fd = fds[m];
+        let k = ((r >> 8) % 9) as u32;
+        let key: Vec<u8> = match key_size {
+            0 => Vec::new(),
+            // LPM: prefix length (0..40, past 32 invalid), address.
+            8 => [((r >> 40) % 40) as u32, k << 28 | k]
+                .iter()
+                .flat_map(|w| w.to_ne_bytes())
+                .collect(),
+            _ => k.to_ne_bytes().to_vec(),
+        };
+        let percpu = ty == 5 || ty == PERCPU_ARRAY;
+        // Per-CPU values: one 8-byte-rounded slot per possible CPU.
+        let slot = (value_size as usize).div_ceil(8) * 8;
+        let len = if percpu {
+            slot * ncpus
+        } else {
+            value_size as usize
+        };
+        let value: Vec<u8> = (0..len).map(|b| (r >> 16) as u8 ^ b as u8).collect();
+        let flags = match (r >> 24) % 16 {
+            0..=5 => 0,
+            6 | 7 => 1,
+            8 | 9 => 2,
+            10 => 4,
+            11 => 5,
+            _ => (r >> 32) % 8,
+        };
+        let what = |op: &str| format!("{i}: {name} {op} key {k} flags {flags}");
+        match (r >> 28) % 8 {
+            0..=2 => d.elem(
+                &what("update"),
+                fd,
+                Command::MapUpdateElem,
+                &key,
+                &value,
+                flags,
+            ),
+            3 => d.elem(
+                &what("lookup"),
+                fd,
+                Command::MapLookupElem,
+                &key,
+                &vec![0; len],
+                flags & 4,
+            ),
+            4 | 5 => d.elem(&what("delete"), fd, Command::MapDeleteElem, &key, &[], 0),
+            6 => d.elem(
+                &what("lookup and delete"),
+                fd,
+                Command::MapLookupAndDeleteElem,
+                &key,
+                &vec![0; len],
+                flags & 4,
+            ),
+            _ if ty == ARRAY || ty == PERCPU_ARRAY || ty == 11 => d.elem(
+                &what("next key"),
+                fd,
+                Command::MapGetNextKey,
+                &key,
+                // The next key lands in `value`'s place.
+                &vec![0; key_size as usize],
+                0,
+            ),
+            _ => d.elem(
+                &what("lookup"),
+                fd,
+                Command::MapLookupElem,
+                &key,
+                &vec![0; len],
+                0,
+            ),
+        }
+    }
+    for fd in fds.into_iter().filter(|&fd| fd >= 0) {
+        // SAFETY: closing fds this test created.
+        unsafe { libc::close(fd as i32) };
+    }
+    d.steps
+}
+
+#[test]
+fn random_map_commands_match_the_kernel() {
+    // SAFETY: geteuid cannot fail.
+    if unsafe { libc::geteuid() } != 0 {
+        bpfjet_testsupport::report_skip("the kernel backend needs root");
+        return;
+    }
+    let run = std::env::temp_dir().join(format!("bpfjet-backends-r{}", std::process::id()));
+    let name = format!("backendsr{}", std::process::id());
+    let ns = Namespace::open(&name, &run).expect("namespace");
+    let ncpus = bpfjet_runtime::possible_cpus();
+    let jet = BpfjetBackend::new(ns);
+    let mut differences = Vec::new();
+    let mut answers = std::collections::BTreeMap::new();
+    for seed in [3u64, 0x5eed_1234, 0x00fe_edf0_0d77] {
+        let kernel = random_sequence(&KernelBackend, ncpus, seed, 1500);
+        let ours = random_sequence(&jet, ncpus, seed, 1500);
+        assert_eq!(kernel.len(), ours.len());
+        for (k, j) in kernel.iter().zip(&ours) {
+            *answers
+                .entry(format!("{:?}", k.result.map(|_| ())))
+                .or_insert(0) += 1;
+            if k.result.map(|_| ()) != j.result.map(|_| ()) || k.out != j.out {
+                differences.push(format!(
+                    "seed {seed:#x}, {}: kernel {:?} {:?}, bpfjet {:?} {:?}",
+                    k.what, k.result, k.out, j.result, j.out
+                ));
+            }
+        }
+    }
+    let _ = std::fs::remove_dir_all(&run);
+    for id in jet.namespace().instance().list() {
+        let _ = jet.namespace().instance().remove_map(id.id);
+    }
+    let _ = bpfjet_maps::Instance::remove_stale(&name);
+    assert!(
+        differences.is_empty(),
+        "{} differences, the first:\n{}",
+        differences.len(),
+        differences[..differences.len().min(10)].join("\n")
+    );
+    // The streams reached the answers they are for.
+    // ENOENT, EEXIST, E2BIG, EINVAL, ENOSPC, ENOTSUPP.
+    for errno in [2, 17, 7, 22, 28, 524] {
+        let want = format!("Err(Errno({errno}))");
+        assert!(
+            answers.contains_key(&want),
+            "no command answered {want}: {answers:?}"
+        );
+    }
+    assert!(answers.contains_key("Ok(())"), "{answers:?}");
+}
