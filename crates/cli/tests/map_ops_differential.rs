@@ -7,7 +7,8 @@
 //! and queue and stack maps (push with and without `BPF_EXIST`, pop, peek);
 //! `bpf_map_lookup_percpu_elem` of every CPU and past the last; an LPM
 //! trie (prefixes of every length and invalid ones, longest-prefix
-//! lookups, a full trie) and a bloom filter. Each command is one test run whose return
+//! lookups, a full trie), a bloom filter, and hash maps reached through
+//! ARRAY_OF_MAPS and HASH_OF_MAPS slots (filled and empty). Each command is one test run whose return
 //! value is the helper's answer (or the value read); the answers and
 //! every map at the end must be the kernel's, on bpfjet's interpreter,
 //! bounds-checked interpreter and JIT.
@@ -65,6 +66,44 @@ struct { __uint(type, BPF_MAP_TYPE_LPM_TRIE); __uint(max_entries, 8);
 struct { __uint(type, BPF_MAP_TYPE_BLOOM_FILTER); __uint(max_entries, 16);
 	__uint(map_extra, 3);
 	__type(value, __u64); } bloom SEC(".maps");
+
+/* Map-in-map: outer maps whose slots 0 and 1 hold two inner hash maps
+ * (statically, as libbpf initialises them); slots 2 and 3 are empty. */
+struct inner {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 4);
+	__type(key, __u32);
+	__type(value, __u64);
+};
+struct inner in0 SEC(".maps"), in1 SEC(".maps"), in2 SEC(".maps"), in3 SEC(".maps");
+struct { __uint(type, BPF_MAP_TYPE_ARRAY_OF_MAPS); __uint(max_entries, 4);
+	__type(key, __u32); __array(values, struct inner); } aom SEC(".maps") = {
+	.values = { &in0, &in1 },
+};
+struct { __uint(type, BPF_MAP_TYPE_HASH_OF_MAPS); __uint(max_entries, 4);
+	__type(key, __u32); __array(values, struct inner); } hom SEC(".maps") = {
+	.values = { &in2, &in3 },
+};
+
+/* Map-in-map: the value's high byte picks the outer slot; a missing
+ * inner map answers 0x200. */
+#define NESTED(outer)                                                    \
+	do {                                                             \
+		__u32 slot = d[5] & 3;                                   \
+		void *m = bpf_map_lookup_elem(&outer, &slot);            \
+		__u64 v = val, *p;                                       \
+		if (!m)                                                  \
+			return 0x200;                                    \
+		switch (op) {                                            \
+		case 0:                                                  \
+			return bpf_map_update_elem(m, &key, &v, flags & 3); \
+		case 1:                                                  \
+			return bpf_map_delete_elem(m, &key);             \
+		default:                                                 \
+			p = bpf_map_lookup_elem(m, &key);                \
+			return p ? 0x100 | (*p & 0xff) : 0;              \
+		}                                                        \
+	} while (0)
 
 /* Per-CPU maps, op 4: another CPU's value (the flags byte is the CPU). */
 #define PERCPU(map)                                                      \
@@ -162,6 +201,8 @@ int ops(struct xdp_md *ctx)
 	case 7: PLAIN(lru);
 	case 8: FIFO(q);
 	case 9: FIFO(st);
+	case 12: NESTED(aom);
+	case 13: NESTED(hom);
 	case 10: {
 		/* The key's prefix length: the value's high byte (0..32 and
 		 * past); the address: the key in the top nibble. */
@@ -202,7 +243,7 @@ fn commands(seed: u64, n: usize) -> Vec<[u8; 8]> {
     (0..n)
         .map(|_| {
             let r = next();
-            let map = (r % 12) as u8;
+            let map = (r % 14) as u8;
             // Updates most often, so the maps fill up and overflow.
             let op = match (r >> 8) % 11 {
                 0..=4 => 0,
