@@ -39,8 +39,7 @@ static void answer(__u32 i, __s64 v)
 		*a = v;
 }
 
-SEC("xdp")
-int ops(struct xdp_md *ctx)
+static __always_inline int run_ops(struct xdp_md *ctx)
 {
 	__u8 *d = (void *)(long)ctx->data;
 	/* OPS operations of 4 bytes: op, a byte argument, a 16-bit one. */
@@ -50,6 +49,8 @@ int ops(struct xdp_md *ctx)
 	__builtin_memcpy(code, d, sizeof(code));
 	__u8 buf[64];
 	__builtin_memset(buf, 0xa5, sizeof(buf));
+	/* Offsets reach into the fragments of a multi-buffer frame. */
+	__u32 reach = bpf_xdp_get_buff_len(ctx) > 3520 ? 0x3fff : 0x7ff;
 	for (__u32 i = 0; i < OPS; i++) {
 		__u8 op = code[i * 4], b = code[i * 4 + 1];
 		__s16 w = (__s16)(code[i * 4 + 2] | code[i * 4 + 3] << 8);
@@ -65,10 +66,10 @@ int ops(struct xdp_md *ctx)
 			r = bpf_xdp_adjust_meta(ctx, w);
 			break;
 		case 3:
-			r = bpf_xdp_store_bytes(ctx, w & 0x7ff, buf, (b & 63) + 1);
+			r = bpf_xdp_store_bytes(ctx, w & reach, buf, (b & 63) + 1);
 			break;
 		case 4:
-			r = bpf_xdp_load_bytes(ctx, w & 0x7ff, buf, (b & 63) + 1);
+			r = bpf_xdp_load_bytes(ctx, w & reach, buf, (b & 63) + 1);
 			if (!r)
 				r = buf[0] | buf[b & 63] << 8;
 			break;
@@ -103,11 +104,26 @@ int ops(struct xdp_md *ctx)
 	return XDP_PASS;
 }
 
+SEC("xdp")
+int ops(struct xdp_md *ctx)
+{
+	return run_ops(ctx);
+}
+
+/* Frames past the linear part (3,520 bytes in a test run) arrive in
+ * fragments. */
+SEC("xdp.frags")
+int ops_frags(struct xdp_md *ctx)
+{
+	return run_ops(ctx);
+}
+
 char _license[] SEC("license") = "GPL";
 "#;
 
-/// Random frames: the six operations' bytes, then filler; 24 to 1500 bytes.
-fn frames(seed: u64, n: usize) -> Vec<Vec<u8>> {
+/// Random frames: the six operations' bytes, then filler, of `min` to
+/// `max` bytes.
+fn frames(seed: u64, n: usize, min: usize, max: usize) -> Vec<Vec<u8>> {
     let mut x = seed | 1;
     let mut next = move || {
         x ^= x << 13;
@@ -117,7 +133,7 @@ fn frames(seed: u64, n: usize) -> Vec<Vec<u8>> {
     };
     (0..n)
         .map(|_| {
-            let len = 24 + (next() % 1477) as usize;
+            let len = min + (next() as usize % (max - min + 1));
             let mut f: Vec<u8> = (0..len).map(|_| next() as u8).collect();
             for i in 0..6 {
                 let r = next();
@@ -149,19 +165,19 @@ fn answers_of(state: &bpfjet_maps::state::MapState) -> String {
         .join(" ")
 }
 
-fn on_bpfjet(path: &std::path::Path, engine: Engine, frames: &[Vec<u8>]) -> Outcome {
+fn on_bpfjet(path: &std::path::Path, prog: &str, engine: Engine, frames: &[Vec<u8>]) -> Outcome {
     let on = OnEngine::load(path, engine);
     frames
         .iter()
         .map(|f| {
-            let (verdict, out) = on.run("ops", f);
+            let (verdict, out) = on.run(prog, f);
             let state = on.loaded().dump_state().unwrap();
             (verdict, out, answers_of(&state))
         })
         .collect()
 }
 
-fn on_kernel(path: &std::path::Path, frames: &[Vec<u8>]) -> Option<Outcome> {
+fn on_kernel(path: &std::path::Path, prog: &str, frames: &[Vec<u8>]) -> Option<Outcome> {
     if let Err(why) = bpfjet_kernel::kernel_available() {
         support::skip("frame helper combinations, kernel column", &why);
         return None;
@@ -172,7 +188,7 @@ fn on_kernel(path: &std::path::Path, frames: &[Vec<u8>]) -> Option<Outcome> {
         frames
             .iter()
             .map(|f| {
-                let r = k.test_run("ops", f, 1, Some(0)).unwrap();
+                let r = k.test_run(prog, f, 1, Some(0)).unwrap();
                 let state = k.dump_maps().unwrap();
                 (r.retval, r.data_out, answers_of(&state))
             })
@@ -197,13 +213,12 @@ fn compare(frames: &[Vec<u8>], want: &Outcome, got: &Outcome, what: &str) {
     }
 }
 
-#[test]
-fn frame_helper_combinations_match_the_kernel() {
+fn combinations(prog: &str, min: usize, max: usize) {
     let path = Compile::text("xdp_ops", SOURCE).object();
     for seed in [5u64, 0x1234_5678, 0x0bad_cafe_0042] {
-        let frames = frames(seed, 300);
-        let kernel = on_kernel(&path, &frames);
-        let interp = on_bpfjet(&path, Engine::Interp, &frames);
+        let frames = frames(seed, 300, min, max);
+        let kernel = on_kernel(&path, prog, &frames);
+        let interp = on_bpfjet(&path, prog, Engine::Interp, &frames);
         let reference = kernel.as_ref().unwrap_or(&interp);
         // The frames reached what they are for: moves that worked and
         // moves refused (-EINVAL), frames of many sizes out.
@@ -213,13 +228,23 @@ fn frame_helper_combinations_match_the_kernel() {
             reference.iter().map(|o| o.1.len()).collect();
         assert!(sizes.len() > 100, "{} sizes out", sizes.len());
         for engine in [Engine::Interp, Engine::Checked, Engine::Jit] {
-            let got = on_bpfjet(&path, engine, &frames);
+            let got = on_bpfjet(&path, prog, engine, &frames);
             compare(
                 &frames,
                 reference,
                 &got,
-                &format!("seed {seed:#x}, {engine:?}"),
+                &format!("{prog}, seed {seed:#x}, {engine:?}"),
             );
         }
     }
+}
+
+#[test]
+fn frame_helper_combinations_match_the_kernel() {
+    combinations("ops", 24, 1500);
+}
+
+#[test]
+fn multi_buffer_frame_helper_combinations_match_the_kernel() {
+    combinations("ops_frags", 3000, 12_000);
 }
