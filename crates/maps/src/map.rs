@@ -766,7 +766,9 @@ impl Map {
 
     // ---- control plane ---------------------------------------------------------
 
-    fn check_writable(&self) -> Result<(), MapError> {
+    /// What user space may do with the map (`map_get_sys_perms`): write
+    /// unless frozen or created `BPF_F_RDONLY`.
+    pub fn check_writable(&self) -> Result<(), MapError> {
         if self.is_frozen() {
             return Err(MapError::Permission("map is frozen"));
         }
@@ -776,7 +778,8 @@ impl Map {
         Ok(())
     }
 
-    fn check_readable(&self) -> Result<(), MapError> {
+    /// Read unless created `BPF_F_WRONLY`.
+    pub fn check_readable(&self) -> Result<(), MapError> {
         if self.geo.flags & mf::WRONLY != 0 {
             return Err(MapError::Permission("map is write-only for user space"));
         }

@@ -37,14 +37,27 @@ fn check_lock_flag(map: &Map, flags: u64) -> Result<(), Errno> {
     Ok(())
 }
 
+/// `map_get_sys_perms`: may user space read the map?
+fn readable(map: &Map) -> Result<(), Errno> {
+    map.check_readable().map_err(|e| errno(&e))
+}
+
+/// May user space write the map (not frozen, not `BPF_F_RDONLY`)?
+fn writable(map: &Map) -> Result<(), Errno> {
+    map.check_writable().map_err(|e| errno(&e))
+}
+
 fn key<'a>(map: &Map, addr: u64) -> Result<&'a [u8], Errno> {
     user::slice(addr, map.key_size() as usize)
 }
 
+/// `BPF_MAP_LOOKUP_ELEM`, checked in the kernel's order: unknown flags,
+/// read permission, a lock flag without a lock.
 pub fn lookup(map: &Map, e: &MapElem) -> Result<(), Errno> {
     if e.flags & !BPF_F_LOCK != 0 {
         return Err(Errno::EINVAL);
     }
+    readable(map)?;
     check_lock_flag(map, e.flags)?;
     if !has_keys(map) {
         // Queue/stack lookup is peek; bloom lookup is a membership test
@@ -76,7 +89,10 @@ pub fn lookup(map: &Map, e: &MapElem) -> Result<(), Errno> {
     user::write(e.value, &v)
 }
 
+/// `BPF_MAP_UPDATE_ELEM`: write permission, a lock flag without a lock,
+/// then the map type's rules.
 pub fn update(map: &Map, e: &MapElem) -> Result<(), Errno> {
+    writable(map)?;
     check_lock_flag(map, e.flags)?;
     if !has_keys(map) {
         let v = user::slice(e.value, map.value_size() as usize)?;
@@ -94,6 +110,7 @@ pub fn update(map: &Map, e: &MapElem) -> Result<(), Errno> {
 }
 
 pub fn delete(map: &Map, e: &MapElem) -> Result<(), Errno> {
+    writable(map)?;
     if !has_keys(map) {
         return Err(Errno::EINVAL);
     }
@@ -101,6 +118,7 @@ pub fn delete(map: &Map, e: &MapElem) -> Result<(), Errno> {
 }
 
 pub fn next_key(map: &Map, e: &MapElem) -> Result<(), Errno> {
+    readable(map)?;
     let k = if e.key == 0 {
         None
     } else {
@@ -111,11 +129,13 @@ pub fn next_key(map: &Map, e: &MapElem) -> Result<(), Errno> {
 }
 
 pub fn lookup_and_delete(map: &Map, e: &MapElem) -> Result<(), Errno> {
-    // The kernel's order: unknown flags, any flag on a queue or stack, a
-    // lock flag without a lock, then the map type.
+    // The kernel's order: unknown flags, read and write permission, any
+    // flag on a queue or stack, a lock flag without a lock, the map type.
     if e.flags & !BPF_F_LOCK != 0 {
         return Err(Errno::EINVAL);
     }
+    readable(map)?;
+    writable(map)?;
     if e.flags != 0 && matches!(map.map_type(), MapType::Queue | MapType::Stack) {
         return Err(Errno::EINVAL);
     }
@@ -135,10 +155,9 @@ pub fn lookup_and_delete(map: &Map, e: &MapElem) -> Result<(), Errno> {
 
 pub fn freeze(map: &Map) -> Result<(), Errno> {
     // A frozen map's fds lose write permission, which the kernel checks
-    // first: freezing again is EPERM, not EBUSY.
-    if map.is_frozen() {
-        return Err(Errno::EPERM);
-    }
+    // first: freezing again is EPERM, not EBUSY; so is freezing a map
+    // user space may not write (BPF_F_RDONLY).
+    writable(map)?;
     map.freeze();
     Ok(())
 }
@@ -147,25 +166,60 @@ pub fn freeze(map: &Map) -> Result<(), Errno> {
 /// as in the kernel, opaque to user space: a `u32` count of elements
 /// already returned for hash-like maps (the kernel's is a bucket index of
 /// the same size), the last key for arrays (the kernel's generic batch).
+/// Which batch commands a map type has (its `bpf_map_ops`), `ENOTSUPP`
+/// for the others: arrays the generic lookup and update, LPM tries the
+/// generic lookup, update and delete, hash maps all four.
+fn has_batch(map: &Map, cmd: bpfjet_sys::Cmd) -> bool {
+    use bpfjet_sys::Cmd;
+    match map.map_type() {
+        MapType::Array | MapType::PercpuArray => {
+            matches!(cmd, Cmd::MapLookupBatch | Cmd::MapUpdateBatch)
+        }
+        MapType::LpmTrie => cmd != Cmd::MapLookupAndDeleteBatch,
+        _ => has_keys(map),
+    }
+}
+
+/// The batch commands, checked in the kernel's order (`bpf_map_do_batch`,
+/// then the map's batch function): read or write permission, whether the
+/// map type has the command, the element flags (`BPF_F_LOCK` only, and
+/// only with a lock), a hash batch lookup's own flags; an update batch
+/// zeroes the count before its first element, and a batch that stops at a
+/// failing element says how many went through.
 pub fn batch(map: &Map, cmd: bpfjet_sys::Cmd, b: &bpfjet_sys::MapBatch) -> Result<(), Errno> {
     use bpfjet_sys::Cmd;
-    if b.flags != 0 || b.elem_flags & !BPF_F_LOCK != 0 && cmd != Cmd::MapUpdateBatch {
+    if matches!(cmd, Cmd::MapLookupBatch | Cmd::MapLookupAndDeleteBatch) {
+        readable(map)?;
+    }
+    if cmd != Cmd::MapLookupBatch {
+        writable(map)?;
+    }
+    if !has_batch(map, cmd) {
+        return Err(Errno::ENOTSUPP);
+    }
+    if b.elem_flags & !BPF_F_LOCK != 0 {
         return Err(Errno::EINVAL);
     }
+    check_lock_flag(map, b.elem_flags)?;
     let want = b.count.get() as usize;
     let ks = map.key_size() as usize;
     let vs = value_len(map);
-    if !has_keys(map) {
-        return Err(Errno::ENOTSUPP);
-    }
-    let array = matches!(map.map_type(), MapType::Array | MapType::PercpuArray);
-    // Arrays have the kernel's generic lookup/update batches and nothing
-    // that deletes.
-    if array && matches!(cmd, Cmd::MapDeleteBatch | Cmd::MapLookupAndDeleteBatch) {
-        return Err(Errno::ENOTSUPP);
+    // The generic batches (arrays, LPM tries, every update and delete).
+    let array = matches!(
+        map.map_type(),
+        MapType::Array | MapType::PercpuArray | MapType::LpmTrie
+    );
+    if !array && matches!(cmd, Cmd::MapLookupBatch | Cmd::MapLookupAndDeleteBatch) && b.flags != 0 {
+        return Err(Errno::EINVAL);
     }
     match cmd {
         Cmd::MapUpdateBatch | Cmd::MapDeleteBatch => {
+            if want == 0 {
+                return Ok(());
+            }
+            if cmd == Cmd::MapUpdateBatch {
+                b.count.set(0);
+            }
             let mut done = 0;
             let mut result = Ok(());
             for i in 0..want {
