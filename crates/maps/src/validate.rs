@@ -8,8 +8,21 @@ use crate::spec::{flags as f, MapSpec, MapType};
 pub(crate) const KMALLOC_MAX_SIZE: u64 = 1 << 22;
 /// Per-CPU allocations are limited to the smallest per-CPU unit.
 pub(crate) const PCPU_MIN_UNIT_SIZE: u32 = 32 << 10;
-/// CONFIG_NR_CPUS of distribution kernels; CPUMAP max_entries limit.
-pub(crate) const NR_CPUS: u32 = 8192;
+/// CONFIG_NR_CPUS of distribution kernels, where the running kernel does
+/// not say its own.
+const NR_CPUS_DEFAULT: u32 = 8192;
+
+/// The running kernel's CONFIG_NR_CPUS (`/sys/devices/system/cpu/kernel_max`
+/// + 1): the CPUMAP max_entries limit, which varies between builds.
+pub(crate) fn nr_cpus() -> u32 {
+    static NR: std::sync::OnceLock<u32> = std::sync::OnceLock::new();
+    *NR.get_or_init(|| {
+        std::fs::read_to_string("/sys/devices/system/cpu/kernel_max")
+            .ok()
+            .and_then(|s| s.trim().parse::<u32>().ok())
+            .map_or(NR_CPUS_DEFAULT, |max| max + 1)
+    })
+}
 pub(crate) const LPM_DATA_SIZE_MAX: u32 = 256;
 /// `sizeof(struct htab_elem)` in kernel 6.18 (x86-64), as its size
 /// checks use it (found with bpftool there: the largest value accepted).
@@ -27,7 +40,9 @@ const HTAB_CREATE_MASK: u32 =
 const LPM_CREATE_MASK: u32 = f::NO_PREALLOC | f::NUMA_NODE | ACCESS_MASK;
 const QUEUE_STACK_CREATE_MASK: u32 = f::NUMA_NODE | ACCESS_MASK;
 const BLOOM_CREATE_MASK: u32 = f::NUMA_NODE | f::ZERO_SEED | ACCESS_MASK;
-const DEV_CREATE_MASK: u32 = f::NUMA_NODE | ACCESS_MASK;
+/// No program access flags: the kernel makes a devmap read-only for
+/// programs itself.
+const DEV_CREATE_MASK: u32 = f::NUMA_NODE | f::RDONLY | f::WRONLY;
 
 fn einval(why: &'static str) -> MapError {
     MapError::Invalid(why)
@@ -56,13 +71,24 @@ pub(crate) fn validate(
     use MapType::*;
     let mut out = spec.clone();
     let (k, v, n, fl) = (spec.key_size, spec.value_size, spec.max_entries, spec.flags);
+    // The kernel's map_create, before any type's rule: map_extra is for
+    // bloom filters (and arenas) only. bpfjet's ring buffers take their
+    // backpressure setting there too (an object's or the CLI's; a control
+    // plane's BPF_MAP_CREATE is refused as by the kernel).
+    if spec.map_extra != 0 && !matches!(spec.map_type, BloomFilter | Ringbuf) {
+        return Err(einval("map_extra is only for bloom filters"));
+    }
     if !access_ok(fl) {
         return Err(einval("conflicting access flags"));
     }
     // Every map type bpfjet has refuses it in its `*_map_alloc_check`; an
     // object leaves it 0 for its loader to set (libbpf's
     // `bpf_map__set_max_entries`), which `--max-entries MAP=N` does.
-    if n == 0 {
+    // An LRU map without preallocation is ENOTSUPP before its sizes are
+    // looked at (htab_map_alloc_check); that rule is the type's, below.
+    let lru_unpreallocated =
+        matches!(spec.map_type, LruHash | LruPercpuHash) && fl & f::NO_PREALLOC != 0;
+    if n == 0 && !lru_unpreallocated {
         return Err(einval(
             "max_entries is 0, which the kernel refuses for this map type; \
              set it with --max-entries MAP=N (a loader's bpf_map__set_max_entries)",
@@ -82,8 +108,13 @@ pub(crate) fn validate(
             if n == 0 || k != 4 || v == 0 || fl & !ARRAY_CREATE_MASK != 0 {
                 return Err(einval("array: key_size 4, value_size > 0, max_entries > 0"));
             }
-            if percpu && fl & (f::MMAPABLE | f::NUMA_NODE) != 0 {
-                return Err(einval("per-CPU array cannot be mmapable"));
+            if percpu && fl & f::NUMA_NODE != 0 {
+                return Err(einval("per-CPU array: no NUMA node"));
+            }
+            // array_map_alloc_check: mmapable and inner-map arrays are
+            // plain arrays.
+            if spec.map_type != Array && fl & (f::MMAPABLE | f::INNER_MAP) != 0 {
+                return Err(einval("only a plain array can be mmapable or an inner map"));
             }
             if fl & f::PRESERVE_ELEMS != 0 && spec.map_type != PerfEventArray {
                 return Err(einval("BPF_F_PRESERVE_ELEMS is for perf event arrays"));
@@ -258,9 +289,9 @@ pub(crate) fn validate(
             if n == 0 || k != 4 || (v != 4 && v != 8) || fl & !f::NUMA_NODE != 0 {
                 return Err(einval("cpumap: key_size 4, value_size 4 or 8"));
             }
-            if n > NR_CPUS {
+            if n > nr_cpus() {
                 return Err(MapError::SizeLimit(
-                    "cpumap: max_entries over NR_CPUS (8192)",
+                    "cpumap: max_entries over the kernel's NR_CPUS",
                 ));
             }
         }

@@ -506,7 +506,27 @@ impl BpfjetBackend {
             return Err(Errno::EBADF);
         }
         let mut spec = MapSpec::new(&m.name, map_type, m.key_size, m.value_size, m.max_entries);
-        spec.flags = m.map_flags;
+        // BPF_F_TOKEN_FD: the kernel sets it aside, checks the map, then
+        // looks for the BPF token in map_token_fd. bpfjet has no tokens:
+        // a map the kernel would create fails there (EINVAL, as for an fd
+        // that is not a token).
+        const BPF_F_TOKEN_FD: u32 = 1 << 16;
+        spec.flags = m.map_flags & !BPF_F_TOKEN_FD;
+        if m.map_flags & BPF_F_TOKEN_FD != 0 {
+            spec.map_extra = m.map_extra;
+            bpfjet_maps::check_creatable(&spec, self.ns.instance().ncpus())
+                .map_err(|e| maps::errno(&e))?;
+            self.warn_once(
+                "BPF_MAP_CREATE with BPF_F_TOKEN_FD",
+                "bpfjet has no BPF tokens",
+            );
+            return Err(Errno::EINVAL);
+        }
+        // The kernel refuses map_extra on anything but bloom filters and
+        // arenas; bpfjet's ring-buffer backpressure bits are not for bpf().
+        if m.map_extra != 0 && map_type != MapType::BloomFilter {
+            return Err(Errno::EINVAL);
+        }
         spec.map_extra = m.map_extra;
         if matches!(map_type, MapType::ArrayOfMaps | MapType::HashOfMaps) {
             let inner = self.map_obj(m.inner_map_fd)?;

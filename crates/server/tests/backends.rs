@@ -642,3 +642,107 @@ fn random_map_commands_match_the_kernel() {
     }
     assert!(answers.contains_key("Ok(())"), "{answers:?}");
 }
+
+/// Random `BPF_MAP_CREATE` attributes on every map type bpfjet has: key
+/// and value sizes (0, odd, past the limits), entry counts (0, 1, powers
+/// of two and not), every flag alone and random flag words, `map_extra`;
+/// each must be refused with the kernel's errno or created by both. This
+/// is what libbpf's feature probes and map creation see. Attributes whose
+/// memory would exceed 64 MiB are left out (the kernel may answer ENOMEM
+/// where bpfjet's lazily backed memory does not).
+#[test]
+fn random_map_creates_match_the_kernel() {
+    // SAFETY: geteuid cannot fail.
+    if unsafe { libc::geteuid() } != 0 {
+        bpfjet_testsupport::report_skip("the kernel backend needs root");
+        return;
+    }
+    let run = std::env::temp_dir().join(format!("bpfjet-backends-c{}", std::process::id()));
+    let name = format!("backendsc{}", std::process::id());
+    let ns = Namespace::open(&name, &run).expect("namespace");
+    let jet = BpfjetBackend::new(ns);
+    const TYPES: &[u32] = &[
+        1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 14, 16, 17, 22, 23, 25, 27, 30, 31,
+    ];
+    const KEYS: &[u32] = &[0, 1, 2, 4, 8, 12, 16, 20, 33, 64, 256, 512, 513];
+    const VALUES: &[u32] = &[
+        0, 1, 2, 4, 8, 12, 16, 20, 64, 4096, 32768, 32769, 65536, 65537,
+    ];
+    const ENTRIES: &[u32] = &[0, 1, 2, 3, 4, 64, 100, 1024, 4096, 65536, 1 << 20];
+    let mut x = 0x0f0f_7777_3131_aaa5u64;
+    let mut next = move || {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        x
+    };
+    let mut differences = Vec::new();
+    let mut answers = std::collections::BTreeMap::new();
+    let mut tried = 0;
+    while tried < 30_000 {
+        let r = next();
+        let pick = |l: &[u32], s: u32| l[((r >> s) % l.len() as u64) as usize];
+        let map_type = pick(TYPES, 0);
+        let key_size = pick(KEYS, 8);
+        let value_size = pick(VALUES, 16);
+        let max_entries = pick(ENTRIES, 24);
+        if (u64::from(key_size) + u64::from(value_size) + 64) * u64::from(max_entries) > 64 << 20
+            || (map_type == 27 || map_type == 31) && max_entries > 1 << 20
+        {
+            continue;
+        }
+        let map_flags = match (r >> 32) % 8 {
+            0..=3 => 0,
+            4..=6 => 1 << ((r >> 40) % 18),
+            _ => (r >> 40) as u32,
+        };
+        let map_extra = match (r >> 60) % 4 {
+            0 => (r >> 44) % 20,
+            1 => 1,
+            _ => 0,
+        };
+        tried += 1;
+        let create = MapCreate {
+            map_type,
+            key_size,
+            value_size,
+            max_entries,
+            map_flags,
+            map_extra,
+            name: "c".into(),
+            ..MapCreate::default()
+        };
+        let mut results = Vec::new();
+        for backend in [&KernelBackend as &dyn Backend, &jet] {
+            let d = Driver {
+                backend,
+                steps: Vec::new(),
+            };
+            let res = d.run(Command::MapCreate(create.clone()));
+            if let Ok(fd) = res {
+                // SAFETY: closing the fd this create returned.
+                unsafe { libc::close(fd as i32) };
+            }
+            results.push(res.map(|_| ()));
+        }
+        *answers.entry(format!("{:?}", results[0])).or_insert(0) += 1;
+        if results[0] != results[1] {
+            differences.push(format!(
+                "type {map_type} key {key_size} value {value_size} entries {max_entries} flags {map_flags:#x} extra {map_extra}: kernel {:?}, bpfjet {:?}",
+                results[0], results[1]
+            ));
+        }
+    }
+    let _ = std::fs::remove_dir_all(&run);
+    for id in jet.namespace().instance().list() {
+        let _ = jet.namespace().instance().remove_map(id.id);
+    }
+    let _ = bpfjet_maps::Instance::remove_stale(&name);
+    assert!(
+        differences.is_empty(),
+        "{} differences in {tried} creates, the first:\n{}",
+        differences.len(),
+        differences[..differences.len().min(25)].join("\n")
+    );
+    assert!(answers.len() >= 3, "{answers:?}");
+}
