@@ -10,6 +10,7 @@ use crate::objects::{BtfObj, MapMeta, MapObj, Obj, ProgObj, ProgRecord};
 use crate::pin_files;
 use crate::progs::{self, Refusal, BPF_PROG_TYPE_XDP, PSEUDO_MAP_FD, PSEUDO_MAP_VALUE};
 use crate::user;
+use bpfjet_maps::spec::flags as map_flags;
 use bpfjet_maps::{Instance, MapOptions, MapSpec, MapType};
 use bpfjet_runtime::xdp::frame::FrameError;
 use bpfjet_runtime::{RuntimeError, TestRunOptions};
@@ -1034,7 +1035,15 @@ impl BpfjetBackend {
             key_size: m.map.key_size(),
             value_size: m.map.value_size(),
             max_entries: m.map.max_entries(),
-            map_flags: m.meta.map_flags,
+            // The kernel keeps BPF_F_RDONLY/WRONLY on the fd, not the map
+            // (bpf_map_flags_retain_permanent): info never shows them. It
+            // makes devmaps read-only for programs at creation.
+            map_flags: m.meta.map_flags & !(map_flags::RDONLY | map_flags::WRONLY)
+                | if matches!(m.map.map_type(), MapType::Devmap | MapType::DevmapHash) {
+                    map_flags::RDONLY_PROG
+                } else {
+                    0
+                },
             name: m.map.name().to_string(),
             btf_id: m.meta.btf_id,
             btf_key_type_id: m.meta.btf_key_type_id,

@@ -719,13 +719,25 @@ fn random_map_creates_match_the_kernel() {
                 steps: Vec::new(),
             };
             let res = d.run(Command::MapCreate(create.clone()));
+            let mut info = vec![0u8; 88];
             if let Ok(fd) = res {
+                let got = d.run(Command::ObjGetInfoByFd(bpfjet_sys::GetInfo {
+                    bpf_fd: fd as u32,
+                    info_len: Cell::new(info.len() as u32),
+                    info: info.as_mut_ptr() as u64,
+                }));
+                assert!(got.is_ok(), "info of a created map: {got:?}");
                 // SAFETY: closing the fd this create returned.
                 unsafe { libc::close(fd as i32) };
             }
-            results.push(res.map(|_| ()));
+            // struct bpf_map_info as the kernel fills it: type, sizes,
+            // entries, flags, name, map_extra (not the id).
+            let seen: Vec<u8> = [&info[0..4], &info[8..40], &info[80..88]].concat();
+            results.push(res.map(|_| seen));
         }
-        *answers.entry(format!("{:?}", results[0])).or_insert(0) += 1;
+        *answers
+            .entry(format!("{:?}", results[0].as_ref().map(|_| ())))
+            .or_insert(0) += 1;
         if results[0] != results[1] {
             differences.push(format!(
                 "type {map_type} key {key_size} value {value_size} entries {max_entries} flags {map_flags:#x} extra {map_extra}: kernel {:?}, bpfjet {:?}",
