@@ -159,6 +159,7 @@ fn run_bpfjet(
                 ingress_ifindex: 0,
                 rx_queue_index: 0,
                 linear_size: None,
+                meta_len: 0,
             },
         )
         .map_err(|e| format!("bpfjet test run: {e}"))?;

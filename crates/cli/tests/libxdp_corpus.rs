@@ -290,6 +290,7 @@ fn run_options() -> TestRunOptions {
         ingress_ifindex: 0,
         rx_queue_index: 0,
         linear_size: None,
+        meta_len: 0,
     }
 }
 

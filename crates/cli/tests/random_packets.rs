@@ -148,6 +148,7 @@ fn compare_program(fixture: &Fixture, state: &MapState) -> Result<ActionCounts, 
                     ingress_ifindex: 0,
                     rx_queue_index: 0,
                     linear_size: None,
+                    meta_len: 0,
                 },
             )
             .map_err(|e| format!("frame {i} ({}): bpfjet: {e}", to_hex(frame)))?;

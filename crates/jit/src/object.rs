@@ -410,6 +410,7 @@ impl JitObject {
             retval,
             data_out: bench.env.frame().output(),
             duration_ns: elapsed / u64::from(runs),
+            md_offsets: bench.env.frame().md_offsets(),
             trace_log: bench.env.trace_log().to_vec(),
             notes,
         })
@@ -453,8 +454,14 @@ impl<'a> XdpBench<'a> {
             opts.ingress_ifindex
         };
         let linear = opts.linear_size.map_or(data.len(), |l| l as usize);
-        let frame = XdpFrame::with_linear(data, linear, ingress, opts.rx_queue_index)
-            .map_err(|e| run_err(e.to_string()))?;
+        let frame = XdpFrame::for_test_run(
+            data,
+            opts.meta_len as usize,
+            linear,
+            ingress,
+            opts.rx_queue_index,
+        )
+        .map_err(|e| run_err(e.to_string()))?;
         let env = XdpEnv::new(
             frame,
             opts.cpu as u32,

@@ -38,6 +38,9 @@ pub struct TestRunOptions {
     /// first `min(data_end, 3520)` bytes, the rest goes to fragments. None:
     /// the whole packet, as without a context.
     pub linear_size: Option<u32>,
+    /// The input context's `data`: the packet's first `meta_len` bytes are
+    /// metadata (`data_meta..data`), and `linear_size` counts from them.
+    pub meta_len: u32,
 }
 
 impl Default for TestRunOptions {
@@ -48,6 +51,7 @@ impl Default for TestRunOptions {
             ingress_ifindex: 0,
             rx_queue_index: 0,
             linear_size: None,
+            meta_len: 0,
         }
     }
 }
@@ -61,6 +65,9 @@ pub struct TestRunResult {
     pub data_out: Vec<u8>,
     /// Mean wall-clock time per run.
     pub duration_ns: u64,
+    /// The context after the run (`xdp_md.data`, `xdp_md.data_end`),
+    /// offsets from `data_meta` as the kernel writes them back.
+    pub md_offsets: (u32, u32),
     /// Lines from `bpf_trace_printk`, in order, over all runs.
     pub trace_log: Vec<String>,
     /// What bpfjet had to clean up after the program (a ring-buffer sample
@@ -86,7 +93,13 @@ impl LoadedObject {
         }
         let ingress = check_ingress(opts.ingress_ifindex, opts.rx_queue_index)?;
         let linear = opts.linear_size.map_or(data.len(), |l| l as usize);
-        let frame = XdpFrame::with_linear(data, linear, ingress, opts.rx_queue_index)?;
+        let frame = XdpFrame::for_test_run(
+            data,
+            opts.meta_len as usize,
+            linear,
+            ingress,
+            opts.rx_queue_index,
+        )?;
         let mut env = XdpEnv::new(frame, opts.cpu as u32, self.maps.clone(), self.fib.clone());
         let mut state = RunState::new();
         state.set_program_table(self.program_table());
@@ -119,6 +132,7 @@ impl LoadedObject {
             retval,
             data_out: env.frame.output(),
             duration_ns: elapsed / u64::from(runs),
+            md_offsets: env.frame.md_offsets(),
             trace_log: std::mem::take(&mut env.trace),
             notes,
         })

@@ -465,9 +465,13 @@ impl XdpRunner {
                     max: MAX_PACKET,
                 },
                 // `reset` always makes the whole packet linear up to the
-                // linear maximum; it never reports this.
+                // linear maximum, without metadata; it never reports these.
                 FrameError::LinearPastEnd { len, .. } => RunFrameError::TooLong {
                     len,
+                    max: MAX_PACKET,
+                },
+                FrameError::BadMeta { linear, .. } => RunFrameError::TooLong {
+                    len: linear,
                     max: MAX_PACKET,
                 },
             })?;

@@ -26,7 +26,6 @@ use std::time::Instant;
 
 const MAX_INSNS: u32 = 1_000_000;
 const BTF_MAX_SIZE: u32 = 16 << 20;
-const BPF_F_TEST_RUN_ON_CPU: u32 = 1;
 const XDP_MD_SIZE: usize = 24;
 const ETH_HLEN: u32 = 14;
 const BPF_STATS_RUN_TIME: u32 = 0;
@@ -898,6 +897,13 @@ impl BpfjetBackend {
     }
 
     fn test_run(&self, t: &TestRun, cmd: &Command) -> Result<i64, Errno> {
+        // bpf_prog_test_run, before the program: a context pointer and its
+        // size come together, in and out.
+        if (t.ctx_size_in != 0) != (t.ctx_in != 0)
+            || (t.ctx_size_out.get() != 0) != (t.ctx_out != 0)
+        {
+            return Err(Errno::EINVAL);
+        }
         let prog = match self.obj(t.prog_fd) {
             Some(Obj::Prog(p)) => p,
             Some(_) => return Err(Errno::EINVAL),
@@ -918,39 +924,87 @@ impl BpfjetBackend {
             );
             return Err(Errno::EINVAL);
         }
-        if t.data_size_in < ETH_HLEN {
+        // bpf_prog_test_run_xdp's checks, in its order.
+        const BPF_XDP_DEVMAP: u32 = 38;
+        const BPF_XDP_CPUMAP: u32 = 39;
+        const BPF_F_TEST_XDP_LIVE_FRAMES: u32 = 1 << 1;
+        if matches!(
+            prog.rec.expected_attach_type,
+            BPF_XDP_DEVMAP | BPF_XDP_CPUMAP
+        ) {
             return Err(Errno::EINVAL);
         }
-        let data = user::read(t.data_in, t.data_size_in as usize)?;
+        if t.flags & !BPF_F_TEST_XDP_LIVE_FRAMES != 0 {
+            return Err(Errno::EINVAL);
+        }
+        if t.flags & BPF_F_TEST_XDP_LIVE_FRAMES != 0 {
+            self.warn_once(
+                "BPF_PROG_TEST_RUN with BPF_F_TEST_XDP_LIVE_FRAMES",
+                "live frames (transmitting what the program returns) are not emulated",
+            );
+            return Err(Errno::EINVAL);
+        }
+        if t.batch_size != 0 {
+            return Err(Errno::EINVAL);
+        }
+        // bpf_ctx_init: a context when one goes in or comes out (zeros
+        // where the caller gave none); bytes past struct xdp_md must be 0.
+        let ctx: Option<[u32; 6]> = if t.ctx_in != 0 || t.ctx_out != 0 {
+            let mut words = [0u32; 6];
+            if t.ctx_in != 0 {
+                let given = user::read(t.ctx_in, t.ctx_size_in as usize)?;
+                if given.iter().skip(XDP_MD_SIZE).any(|&b| b != 0) {
+                    return Err(Errno(libc::E2BIG));
+                }
+                for (i, w) in words.iter_mut().enumerate() {
+                    let mut b = [0u8; 4];
+                    for (j, byte) in b.iter_mut().enumerate() {
+                        *byte = given.get(i * 4 + j).copied().unwrap_or(0);
+                    }
+                    *w = u32::from_ne_bytes(b);
+                }
+            }
+            Some(words)
+        } else {
+            None
+        };
         let mut opts = TestRunOptions {
             repeat: t.repeat,
             ..TestRunOptions::default()
         };
-        if t.flags & !BPF_F_TEST_RUN_ON_CPU != 0 {
-            self.warn_once(
-                "BPF_PROG_TEST_RUN flags other than BPF_F_TEST_RUN_ON_CPU",
-                "live frames are not emulated",
-            );
-            return Err(Errno::EINVAL);
-        }
-        if t.flags & BPF_F_TEST_RUN_ON_CPU != 0 {
-            opts.cpu = t.cpu as usize;
-        } else if t.cpu != 0 {
-            return Err(Errno::EINVAL);
-        }
-        if t.ctx_size_in != 0 {
-            if t.ctx_size_in as usize != XDP_MD_SIZE {
+        if let Some(c) = ctx {
+            // data, data_end, data_meta, ingress_ifindex, rx_queue_index,
+            // egress_ifindex; data_end counts from the metadata.
+            if c[2] != 0 || c[1] > t.data_size_in || c[0] > c[1] {
                 return Err(Errno::EINVAL);
             }
-            let ctx = user::read(t.ctx_in, XDP_MD_SIZE)?;
-            let w = |i: usize| u32::from_ne_bytes(ctx[i * 4..i * 4 + 4].try_into().unwrap());
-            // 6.18: data_end up to the packet's length is the linear size.
-            if w(0) != 0 || w(2) != 0 || w(1) > t.data_size_in || w(5) != 0 {
+            opts.meta_len = c[0];
+            opts.linear_size = Some(c[1]);
+            opts.ingress_ifindex = c[3];
+            opts.rx_queue_index = c[4];
+        }
+        let meta = opts.meta_len;
+        if !meta.is_multiple_of(4) || meta as usize > bpfjet_runtime::xdp::frame::TEST_RUN_META_MAX
+        {
+            return Err(Errno::EINVAL);
+        }
+        if t.data_size_in - meta < ETH_HLEN {
+            return Err(Errno::EINVAL);
+        }
+        let data = user::read(t.data_in, t.data_size_in as usize)?;
+        // xdp_convert_md_to_buff.
+        if let Some(c) = ctx {
+            if c[5] != 0 || (c[3] == 0 && c[4] != 0) {
                 return Err(Errno::EINVAL);
             }
-            opts.ingress_ifindex = w(3);
-            opts.rx_queue_index = w(4);
-            opts.linear_size = Some(w(1));
+            if c[3] != 0 {
+                let mut name = [0 as libc::c_char; libc::IF_NAMESIZE];
+                // SAFETY: `name` has IF_NAMESIZE bytes, as if_indextoname
+                // requires.
+                if unsafe { libc::if_indextoname(c[3], name.as_mut_ptr()) }.is_null() {
+                    return Err(Errno(libc::ENODEV));
+                }
+            }
         }
         // With its extensions linked in and the programs its PROG_ARRAYs
         // hold, as it would run attached.
@@ -984,20 +1038,42 @@ impl BpfjetBackend {
             s.0 += started.elapsed().as_nanos() as u64;
             s.1 += u64::from(opts.repeat.max(1));
         }
+        // bpf_test_finish: data_size_out 0 means "as much as there is";
+        // a smaller room is filled and ENOSPC, with the sizes and the
+        // return value still written back (not when the room ends inside
+        // the linear part of a multi-buffer frame); then bpf_ctx_finish.
+        let size = r.data_out.len();
+        let room = t.data_size_out.get() as usize;
+        let mut copy = size;
+        let mut result = Ok(0);
+        if room != 0 && copy > room {
+            copy = room;
+            result = Err(Errno::ENOSPC);
+        }
+        if t.data_out != 0 {
+            let linear = r.md_offsets.1 as usize;
+            if size > linear && copy < linear {
+                return Err(Errno::ENOSPC);
+            }
+            user::write(t.data_out, &r.data_out[..copy])?;
+        }
+        t.data_size_out.set(size as u32);
         t.retval.set(r.retval);
         t.duration
             .set(r.duration_ns.min(u64::from(u32::MAX)) as u32);
-        let mut result = Ok(0);
-        if t.data_out != 0 {
-            let room = t.data_size_out.get() as usize;
-            let n = room.min(r.data_out.len());
-            user::write(t.data_out, &r.data_out[..n])?;
-            if room < r.data_out.len() {
-                result = Err(Errno::ENOSPC);
+        result?;
+        if let (Some(mut c), true) = (ctx, t.ctx_out != 0) {
+            (c[0], c[1]) = r.md_offsets;
+            let bytes: Vec<u8> = c.iter().flat_map(|w| w.to_ne_bytes()).collect();
+            let room = t.ctx_size_out.get() as usize;
+            let n = room.min(XDP_MD_SIZE);
+            user::write(t.ctx_out, &bytes[..n])?;
+            t.ctx_size_out.set(XDP_MD_SIZE as u32);
+            if room < XDP_MD_SIZE {
+                return Err(Errno::ENOSPC);
             }
         }
-        t.data_size_out.set(r.data_out.len() as u32);
-        result
+        Ok(0)
     }
 
     fn get_info(&self, i: &GetInfo, cmd: &Command) -> Result<i64, Errno> {

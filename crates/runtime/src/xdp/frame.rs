@@ -105,7 +105,16 @@ pub enum FrameError {
     TooLong(usize),
     #[error("a {linear}-byte linear part is longer than the {len}-byte packet (EINVAL)")]
     LinearPastEnd { linear: usize, len: usize },
+    #[error(
+        "{meta} bytes of metadata: it must be a multiple of 4 of at most 216 bytes, \
+         inside a {linear}-byte linear part (EINVAL)"
+    )]
+    BadMeta { meta: usize, linear: usize },
 }
+
+/// The most metadata a test run accepts: the headroom less the reserved
+/// `struct xdp_frame` (`meta_sz > headroom - sizeof(struct xdp_frame)`).
+pub const TEST_RUN_META_MAX: usize = XDP_PACKET_HEADROOM - XDP_FRAME_RESERVED;
 
 /// `dst.copy_from_slice(src)` for a packet of at least [`ETH_HLEN`] bytes,
 /// inline for the common small frame: a fresh-packet benchmark resets the
@@ -190,21 +199,46 @@ impl XdpFrame {
         ingress_ifindex: u32,
         rx_queue_index: u32,
     ) -> Result<Self, FrameError> {
-        check_len(packet)?;
+        Self::for_test_run(packet, 0, linear, ingress_ifindex, rx_queue_index)
+    }
+
+    /// The frame `bpf_prog_test_run_xdp` builds from an input context:
+    /// `packet` starts with `meta` bytes of metadata (`xdp_md.data`), which
+    /// sit right before the standard headroom's end; the linear part holds
+    /// the first `min(linear, MAX_LINEAR_PACKET + meta)` bytes counted
+    /// from the metadata (`xdp_md.data_end`), the rest goes to page-sized
+    /// fragments, at most [`MAX_FRAGS`] of them (ENOMEM past that).
+    pub fn for_test_run(
+        packet: &[u8],
+        meta: usize,
+        linear: usize,
+        ingress_ifindex: u32,
+        rx_queue_index: u32,
+    ) -> Result<Self, FrameError> {
         if linear > packet.len() {
             return Err(FrameError::LinearPastEnd {
                 linear,
                 len: packet.len(),
             });
         }
-        let linear = linear.min(MAX_LINEAR_PACKET);
+        if !meta.is_multiple_of(4) || meta > TEST_RUN_META_MAX || meta > linear {
+            return Err(FrameError::BadMeta { meta, linear });
+        }
+        if packet.len() - meta < ETH_HLEN {
+            return Err(FrameError::TooShort(packet.len() - meta));
+        }
+        let linear = linear.min(MAX_LINEAR_PACKET + meta);
+        if (packet.len() - linear).div_ceil(FRAG_SIZE) > MAX_FRAGS {
+            return Err(FrameError::TooLong(packet.len()));
+        }
+        let data_meta = XDP_PACKET_HEADROOM - meta;
         let mut buf = vec![0u8; FRAME_SIZE].into_boxed_slice();
-        buf[XDP_PACKET_HEADROOM..XDP_PACKET_HEADROOM + linear].copy_from_slice(&packet[..linear]);
+        buf[data_meta..data_meta + linear].copy_from_slice(&packet[..linear]);
         let mut frame = XdpFrame {
             buf,
-            data_meta: XDP_PACKET_HEADROOM,
+            data_meta,
             data: XDP_PACKET_HEADROOM,
-            data_end: XDP_PACKET_HEADROOM + linear,
+            data_end: data_meta + linear,
             md: Box::new(XdpMd {
                 ingress_ifindex,
                 rx_queue_index,
@@ -299,6 +333,16 @@ impl XdpFrame {
             out.extend_from_slice(frag.bytes());
         }
         out
+    }
+
+    /// What the kernel's test run writes back into the context
+    /// (`xdp_convert_buff_to_md`): `data` and `data_end` as offsets from
+    /// `data_meta`.
+    pub fn md_offsets(&self) -> (u32, u32) {
+        (
+            (self.data - self.data_meta) as u32,
+            (self.data_end - self.data_meta) as u32,
+        )
     }
 
     /// The linear part's length, `data_end - data`.

@@ -280,6 +280,7 @@ fn run_jit(request: &RunRequest<'_>) -> Result<RunOutcome> {
             ingress_ifindex: request.rx.ingress_ifindex,
             rx_queue_index: request.rx.rx_queue_index,
             linear_size: request.rx.linear_size,
+            meta_len: 0,
         },
         XdpEngine::Jit,
     )?;
@@ -325,6 +326,7 @@ fn run_interp(request: &RunRequest<'_>) -> Result<RunOutcome> {
             ingress_ifindex: request.rx.ingress_ifindex,
             rx_queue_index: request.rx.rx_queue_index,
             linear_size: request.rx.linear_size,
+            meta_len: 0,
         },
     )?;
     let maps = if request.dump_maps {
