@@ -6,7 +6,7 @@ use crate::freplace;
 use crate::kfunc_calls;
 use crate::maps;
 use crate::namespace::{Kind, Namespace, ObjRef};
-use crate::objects::{BtfObj, MapMeta, MapObj, Obj, ProgObj, ProgRecord};
+use crate::objects::{Access, BtfObj, MapMeta, MapObj, Obj, ProgObj, ProgRecord};
 use crate::pin_files;
 use crate::progs::{self, Refusal, BPF_PROG_TYPE_XDP, PSEUDO_MAP_FD, PSEUDO_MAP_VALUE};
 use crate::user;
@@ -373,7 +373,21 @@ impl BpfjetBackend {
         }
         let path = std::fs::read_link(format!("/proc/self/fd/{fd}")).ok()?;
         let obj = match self.ns.identify(path.to_str()?)? {
-            ObjRef::Map(id) => Obj::Map(self.open_map(id).ok()?),
+            ObjRef::Map(id) => {
+                // A read-only fd's description is opened read-only (below,
+                // new_fd): a dup or an inherited copy keeps that.
+                // SAFETY: F_GETFL on an fd of this process.
+                let mode = unsafe { libc::fcntl(fd, libc::F_GETFL) } & libc::O_ACCMODE;
+                let access = if mode == libc::O_RDONLY {
+                    Access {
+                        read: true,
+                        write: false,
+                    }
+                } else {
+                    Access::READ_WRITE
+                };
+                Obj::Map(self.open_map(id, access).ok()?)
+            }
             ObjRef::Prog(id) => Obj::Prog(self.open_prog(id).ok()?),
             ObjRef::Btf(id) => Obj::Btf(self.open_btf(id).ok()?),
             ObjRef::Link(id) => Obj::Link(id),
@@ -393,7 +407,7 @@ impl BpfjetBackend {
         }
     }
 
-    fn open_map(&self, id: u32) -> Result<Arc<MapObj>, Errno> {
+    fn open_map(&self, id: u32, access: Access) -> Result<Arc<MapObj>, Errno> {
         let map = self
             .ns
             .instance()
@@ -410,7 +424,7 @@ impl BpfjetBackend {
                 map_extra: map.spec().map_extra,
                 ..MapMeta::default()
             });
-        Ok(Arc::new(MapObj { map, meta }))
+        Ok(Arc::new(MapObj { map, meta, access }))
     }
 
     fn open_prog(&self, id: u32) -> Result<Arc<ProgObj>, Errno> {
@@ -447,8 +461,13 @@ impl BpfjetBackend {
             Obj::Map(m) => {
                 let name = m.map.object_name().ok_or(Errno::EINVAL)?;
                 let c = CString::new(name).map_err(|_| Errno::EINVAL)?;
+                let mode = if m.access.write {
+                    libc::O_RDWR
+                } else {
+                    libc::O_RDONLY
+                };
                 // SAFETY: a valid C string; the fd is owned by the table.
-                unsafe { libc::shm_open(c.as_ptr(), libc::O_RDWR | libc::O_CLOEXEC, 0) }
+                unsafe { libc::shm_open(c.as_ptr(), mode | libc::O_CLOEXEC, 0) }
             }
             Obj::Prog(p) => self.ns.open_record(Kind::Prog, p.rec.id)?,
             Obj::Btf(b) => self.ns.open_record(Kind::Btf, b.id)?,
@@ -534,6 +553,16 @@ impl BpfjetBackend {
         } else if m.inner_map_fd != 0 {
             return Err(Errno::EINVAL);
         }
+        // BPF_F_RDONLY / BPF_F_WRONLY are the creating fd's access, not the
+        // map's: checked with the map's type (some types refuse them), then
+        // kept on the fd only, so that an fd opened by id or from a pin has
+        // its own.
+        let access = Access::from_flags(m.map_flags).ok_or(Errno::EINVAL)?;
+        if access != Access::READ_WRITE {
+            bpfjet_maps::check_creatable(&spec, self.ns.instance().ncpus())
+                .map_err(|e| maps::errno(&e))?;
+            spec.flags &= !(map_flags::RDONLY | map_flags::WRONLY);
+        }
         // The value's BTF: a `struct bpf_spin_lock` enables BPF_F_LOCK and
         // bpf_spin_lock, for the map types the kernel allows; timers, kptrs
         // and graph roots are the runtime's bytes (never copied from or to
@@ -582,7 +611,7 @@ impl BpfjetBackend {
         let record = serde_json::to_vec(&meta).map_err(|_| Errno::EINVAL)?;
         let id = map.id();
         // The fd (and its lock) first: a sweep frees only maps with a record.
-        let fd = self.new_fd(Obj::Map(Arc::new(MapObj { map, meta })))?;
+        let fd = self.new_fd(Obj::Map(Arc::new(MapObj { map, meta, access })))?;
         if let Err(e) = self.ns.write_record(Kind::Map, id, &record) {
             self.take_fd(fd as i32);
             // SAFETY: the fd made above, not yet returned to the caller.
@@ -621,6 +650,13 @@ impl BpfjetBackend {
             None => return self.kernel.execute(cmd),
         };
         let map = &m.map;
+        // The fd's access, before any map type's rule (map_update_elem,
+        // map_delete_elem, map_get_next_key check it first).
+        match cmd {
+            Command::MapUpdateElem(_) | Command::MapDeleteElem(_) => maps::writable(map, m.access)?,
+            Command::MapGetNextKey(_) => maps::readable(map, m.access)?,
+            _ => {}
+        }
         if map.map_type() == MapType::Xskmap && matches!(cmd, Command::MapUpdateElem(_)) {
             // AF_XDP socket fds: bpfjet's data plane has no consumer for an
             // XSKMAP redirect; refuse rather than store an fd number.
@@ -685,9 +721,9 @@ impl BpfjetBackend {
                     map.update_elem(k, &id, e.flags)
                         .map_err(|e| maps::errno(&e))
                 }
-                Command::MapDeleteElem(e) => maps::delete(map, e),
-                Command::MapLookupElem(e) => return maps::lookup(map, e).map(|()| 0),
-                Command::MapGetNextKey(e) => return maps::next_key(map, e).map(|()| 0),
+                Command::MapDeleteElem(e) => maps::delete(map, m.access, e),
+                Command::MapLookupElem(e) => return maps::lookup(map, m.access, e).map(|()| 0),
+                Command::MapGetNextKey(e) => return maps::next_key(map, m.access, e).map(|()| 0),
                 _ => Err(Errno::EINVAL),
             };
             r?;
@@ -695,19 +731,19 @@ impl BpfjetBackend {
             return Ok(0);
         }
         match cmd {
-            Command::MapLookupElem(e) => maps::lookup(map, e),
+            Command::MapLookupElem(e) => maps::lookup(map, m.access, e),
             Command::MapUpdateElem(e) => match self.map_value_in(&m, e)? {
                 Some(id) => {
                     let k = user::slice(e.key, map.key_size() as usize)?;
                     map.update_elem(k, &id, e.flags)
                         .map_err(|e| maps::errno(&e))
                 }
-                None => maps::update(map, e),
+                None => maps::update(map, m.access, e),
             },
-            Command::MapDeleteElem(e) => maps::delete(map, e),
-            Command::MapGetNextKey(e) => maps::next_key(map, e),
-            Command::MapLookupAndDeleteElem(e) => maps::lookup_and_delete(map, e),
-            Command::MapFreeze(_) => maps::freeze(map),
+            Command::MapDeleteElem(e) => maps::delete(map, m.access, e),
+            Command::MapGetNextKey(e) => maps::next_key(map, m.access, e),
+            Command::MapLookupAndDeleteElem(e) => maps::lookup_and_delete(map, m.access, e),
+            Command::MapFreeze(_) => maps::freeze(map, m.access),
             _ => Err(Errno::EINVAL),
         }
         .map(|()| 0)
@@ -1293,7 +1329,11 @@ impl BpfjetBackend {
     fn obj_get(&self, p: &ObjPath, cmd: &Command) -> Result<i64, Errno> {
         let path = user::cstring(p.pathname, libc::PATH_MAX as usize)?;
         match self.ns.pinned(&path) {
-            Ok(pin) if pin.live() => return self.open_ref(pin.obj),
+            Ok(pin) if pin.live() => {
+                // BPF_OBJ_GET: a map fd's access from file_flags.
+                let access = Access::from_flags(p.file_flags).ok_or(Errno::EINVAL)?;
+                return self.open_ref_as(pin.obj, access);
+            }
             Ok(_) => self.settle_pin(&path),
             Err(Errno::ENOENT) => {}
             Err(e) => return Err(e),
@@ -1359,8 +1399,13 @@ impl BpfjetBackend {
     }
 
     pub(crate) fn open_ref(&self, r: ObjRef) -> Result<i64, Errno> {
+        self.open_ref_as(r, Access::READ_WRITE)
+    }
+
+    /// [`Backend::open_ref`] with a map fd's access.
+    fn open_ref_as(&self, r: ObjRef, access: Access) -> Result<i64, Errno> {
         let obj = match r {
-            ObjRef::Map(id) => Obj::Map(self.open_map(id)?),
+            ObjRef::Map(id) => Obj::Map(self.open_map(id, access)?),
             ObjRef::Prog(id) => Obj::Prog(self.open_prog(id)?),
             ObjRef::Btf(id) => Obj::Btf(self.open_btf(id)?),
             ObjRef::Link(id) => {
@@ -1439,7 +1484,14 @@ impl Backend for BpfjetBackend {
                 Ok(0)
             }
             Command::GetFdById(g) => match g.kind {
-                IdKind::Map => self.open_ref(ObjRef::Map(g.id)),
+                // BPF_MAP_GET_FD_BY_ID: the fd's access from open_flags
+                // (nothing else may be set); the other kinds take none.
+                IdKind::Map => {
+                    let access = Access::from_flags(g.open_flags)
+                        .filter(|_| g.open_flags & !(map_flags::RDONLY | map_flags::WRONLY) == 0)
+                        .ok_or(Errno::EINVAL)?;
+                    self.open_ref_as(ObjRef::Map(g.id), access)
+                }
                 IdKind::Prog => self.open_ref(ObjRef::Prog(g.id)),
                 IdKind::Btf if g.id < crate::namespace::BTF_ID_BASE => self.kernel.execute(cmd),
                 IdKind::Btf => self.open_ref(ObjRef::Btf(g.id)),
@@ -1472,7 +1524,7 @@ impl Backend for BpfjetBackend {
                     );
                     Err(Errno::EINVAL)
                 }
-                Some(Obj::Map(m)) => maps::batch(&m.map, *c, b).map(|()| 0),
+                Some(Obj::Map(m)) => maps::batch(&m.map, m.access, *c, b).map(|()| 0),
                 Some(_) => Err(Errno::EINVAL),
                 None => self.kernel.execute(cmd),
             },

@@ -1,5 +1,6 @@
 //! The map commands on a bpfjet map.
 
+use crate::objects::Access;
 use crate::user;
 use bpfjet_maps::{Map, MapError, MapType};
 use bpfjet_sys::{Errno, MapElem};
@@ -37,13 +38,19 @@ fn check_lock_flag(map: &Map, flags: u64) -> Result<(), Errno> {
     Ok(())
 }
 
-/// `map_get_sys_perms`: may user space read the map?
-fn readable(map: &Map) -> Result<(), Errno> {
+/// `map_get_sys_perms`: may this fd read the map?
+pub fn readable(map: &Map, access: Access) -> Result<(), Errno> {
+    if !access.read {
+        return Err(Errno::EPERM);
+    }
     map.check_readable().map_err(|e| errno(&e))
 }
 
-/// May user space write the map (not frozen, not `BPF_F_RDONLY`)?
-fn writable(map: &Map) -> Result<(), Errno> {
+/// May this fd write the map (an fd with write access, a map not frozen)?
+pub fn writable(map: &Map, access: Access) -> Result<(), Errno> {
+    if !access.write {
+        return Err(Errno::EPERM);
+    }
     map.check_writable().map_err(|e| errno(&e))
 }
 
@@ -53,11 +60,11 @@ fn key<'a>(map: &Map, addr: u64) -> Result<&'a [u8], Errno> {
 
 /// `BPF_MAP_LOOKUP_ELEM`, checked in the kernel's order: unknown flags,
 /// read permission, a lock flag without a lock.
-pub fn lookup(map: &Map, e: &MapElem) -> Result<(), Errno> {
+pub fn lookup(map: &Map, access: Access, e: &MapElem) -> Result<(), Errno> {
     if e.flags & !BPF_F_LOCK != 0 {
         return Err(Errno::EINVAL);
     }
-    readable(map)?;
+    readable(map, access)?;
     check_lock_flag(map, e.flags)?;
     if !has_keys(map) {
         // Queue/stack lookup is peek; bloom lookup is a membership test
@@ -91,8 +98,8 @@ pub fn lookup(map: &Map, e: &MapElem) -> Result<(), Errno> {
 
 /// `BPF_MAP_UPDATE_ELEM`: write permission, a lock flag without a lock,
 /// then the map type's rules.
-pub fn update(map: &Map, e: &MapElem) -> Result<(), Errno> {
-    writable(map)?;
+pub fn update(map: &Map, access: Access, e: &MapElem) -> Result<(), Errno> {
+    writable(map, access)?;
     check_lock_flag(map, e.flags)?;
     if !has_keys(map) {
         let v = user::slice(e.value, map.value_size() as usize)?;
@@ -109,16 +116,16 @@ pub fn update(map: &Map, e: &MapElem) -> Result<(), Errno> {
     map.update_elem(k, v, e.flags).map_err(|e| errno(&e))
 }
 
-pub fn delete(map: &Map, e: &MapElem) -> Result<(), Errno> {
-    writable(map)?;
+pub fn delete(map: &Map, access: Access, e: &MapElem) -> Result<(), Errno> {
+    writable(map, access)?;
     if !has_keys(map) {
         return Err(Errno::EINVAL);
     }
     map.delete_elem(key(map, e.key)?).map_err(|e| errno(&e))
 }
 
-pub fn next_key(map: &Map, e: &MapElem) -> Result<(), Errno> {
-    readable(map)?;
+pub fn next_key(map: &Map, access: Access, e: &MapElem) -> Result<(), Errno> {
+    readable(map, access)?;
     let k = if e.key == 0 {
         None
     } else {
@@ -128,14 +135,14 @@ pub fn next_key(map: &Map, e: &MapElem) -> Result<(), Errno> {
     user::write(e.value, &next)
 }
 
-pub fn lookup_and_delete(map: &Map, e: &MapElem) -> Result<(), Errno> {
+pub fn lookup_and_delete(map: &Map, access: Access, e: &MapElem) -> Result<(), Errno> {
     // The kernel's order: unknown flags, read and write permission, any
     // flag on a queue or stack, a lock flag without a lock, the map type.
     if e.flags & !BPF_F_LOCK != 0 {
         return Err(Errno::EINVAL);
     }
-    readable(map)?;
-    writable(map)?;
+    readable(map, access)?;
+    writable(map, access)?;
     if e.flags != 0 && matches!(map.map_type(), MapType::Queue | MapType::Stack) {
         return Err(Errno::EINVAL);
     }
@@ -146,18 +153,18 @@ pub fn lookup_and_delete(map: &Map, e: &MapElem) -> Result<(), Errno> {
             user::write(e.value, &v)
         }
         MapType::Hash | MapType::PercpuHash | MapType::LruHash | MapType::LruPercpuHash => {
-            lookup(map, e)?;
-            delete(map, e)
+            lookup(map, access, e)?;
+            delete(map, access, e)
         }
         _ => Err(Errno::ENOTSUPP),
     }
 }
 
-pub fn freeze(map: &Map) -> Result<(), Errno> {
+pub fn freeze(map: &Map, access: Access) -> Result<(), Errno> {
     // A frozen map's fds lose write permission, which the kernel checks
     // first: freezing again is EPERM, not EBUSY; so is freezing a map
     // user space may not write (BPF_F_RDONLY).
-    writable(map)?;
+    writable(map, access)?;
     map.freeze();
     Ok(())
 }
@@ -186,13 +193,18 @@ fn has_batch(map: &Map, cmd: bpfjet_sys::Cmd) -> bool {
 /// only with a lock), a hash batch lookup's own flags; an update batch
 /// zeroes the count before its first element, and a batch that stops at a
 /// failing element says how many went through.
-pub fn batch(map: &Map, cmd: bpfjet_sys::Cmd, b: &bpfjet_sys::MapBatch) -> Result<(), Errno> {
+pub fn batch(
+    map: &Map,
+    access: Access,
+    cmd: bpfjet_sys::Cmd,
+    b: &bpfjet_sys::MapBatch,
+) -> Result<(), Errno> {
     use bpfjet_sys::Cmd;
     if matches!(cmd, Cmd::MapLookupBatch | Cmd::MapLookupAndDeleteBatch) {
-        readable(map)?;
+        readable(map, access)?;
     }
     if cmd != Cmd::MapLookupBatch {
-        writable(map)?;
+        writable(map, access)?;
     }
     if !has_batch(map, cmd) {
         return Err(Errno::ENOTSUPP);
@@ -234,9 +246,9 @@ pub fn batch(map: &Map, cmd: bpfjet_sys::Cmd, b: &bpfjet_sys::MapBatch) -> Resul
                     flags: b.elem_flags,
                 };
                 result = if cmd == Cmd::MapUpdateBatch {
-                    update(map, &e)
+                    update(map, access, &e)
                 } else {
-                    delete(map, &e)
+                    delete(map, access, &e)
                 };
                 if result.is_err() {
                     break;
@@ -289,7 +301,7 @@ pub fn batch(map: &Map, cmd: bpfjet_sys::Cmd, b: &bpfjet_sys::MapBatch) -> Resul
                     value: v.as_mut_ptr() as u64,
                     flags: b.elem_flags,
                 };
-                lookup(map, &e)?;
+                lookup(map, access, &e)?;
                 keys.extend_from_slice(&k);
                 values.extend_from_slice(&v);
                 last = Some(k.clone());

@@ -37,9 +37,42 @@ pub struct MapMeta {
     pub tail_owner: Option<(u32, bool, u32)>,
 }
 
+/// What an fd lets user space do with its map: the kernel keeps
+/// `BPF_F_RDONLY`/`BPF_F_WRONLY` on the fd (`map_get_sys_perms`), from the
+/// creating call's flags, `BPF_MAP_GET_FD_BY_ID`'s `open_flags` or
+/// `BPF_OBJ_GET`'s `file_flags`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Access {
+    pub read: bool,
+    pub write: bool,
+}
+
+impl Access {
+    pub const READ_WRITE: Access = Access {
+        read: true,
+        write: true,
+    };
+
+    /// The access `BPF_F_RDONLY` / `BPF_F_WRONLY` in `flags` give; both
+    /// at once is EINVAL (`bpf_get_file_flag`).
+    pub fn from_flags(flags: u32) -> Option<Access> {
+        const RDONLY: u32 = 1 << 3;
+        const WRONLY: u32 = 1 << 4;
+        match (flags & RDONLY != 0, flags & WRONLY != 0) {
+            (true, true) => None,
+            (rd, wr) => Some(Access {
+                read: !wr,
+                write: !rd,
+            }),
+        }
+    }
+}
+
 pub struct MapObj {
     pub map: Arc<Map>,
     pub meta: MapMeta,
+    /// This fd's access (each fd has its own `MapObj`).
+    pub access: Access,
 }
 
 /// A loaded program as every process of the instance can rebuild it: the

@@ -758,3 +758,142 @@ fn random_map_creates_match_the_kernel() {
     );
     assert!(answers.len() >= 3, "{answers:?}");
 }
+
+/// `BPF_F_RDONLY` / `BPF_F_WRONLY` are an fd's, not the map's: a map
+/// created read-only is writable through an fd opened by id without
+/// flags, a read-only fd opened by id refuses writes, and `open_flags`
+/// other than those two (or both) are EINVAL.
+fn fd_access_sequence(backend: &dyn Backend) -> Vec<Step> {
+    let mut d = Driver {
+        backend,
+        steps: Vec::new(),
+    };
+    let k = |i: u32| i.to_ne_bytes().to_vec();
+    let v = |i: u64| i.to_ne_bytes().to_vec();
+    let id_of = |d: &mut Driver, fd: i64| -> u32 {
+        let mut info = vec![0u8; 88];
+        let r = d.run(Command::ObjGetInfoByFd(bpfjet_sys::GetInfo {
+            bpf_fd: fd as u32,
+            info_len: Cell::new(88),
+            info: info.as_mut_ptr() as u64,
+        }));
+        assert!(r.is_ok(), "{r:?}");
+        u32::from_ne_bytes(info[4..8].try_into().unwrap())
+    };
+    let mut fds = Vec::new();
+    for (name, ty, flags) in [("ro array", ARRAY, 1u32 << 3), ("wo hash", HASH, 1 << 4)] {
+        let r = d.run(Command::MapCreate(MapCreate {
+            map_type: ty,
+            key_size: 4,
+            value_size: 8,
+            max_entries: 4,
+            map_flags: flags,
+            name: "acc".into(),
+            ..MapCreate::default()
+        }));
+        let fd = r.expect("created");
+        fds.push(fd);
+        d.elem(
+            &format!("{name}: update"),
+            fd,
+            Command::MapUpdateElem,
+            &k(1),
+            &v(7),
+            0,
+        );
+        d.elem(
+            &format!("{name}: lookup"),
+            fd,
+            Command::MapLookupElem,
+            &k(1),
+            &[0; 8],
+            0,
+        );
+        let id = id_of(&mut d, fd);
+        for open_flags in [0u32, 1 << 3, 1 << 4, (1 << 3) | (1 << 4), 1 << 7] {
+            let r = d.run(Command::GetFdById(bpfjet_sys::GetFdById {
+                kind: bpfjet_sys::IdKind::Map,
+                id,
+                open_flags,
+            }));
+            d.steps.push(Step {
+                what: format!("{name}: open by id, flags {open_flags:#x}"),
+                result: r.map(|_| 0),
+                out: Vec::new(),
+            });
+            let Ok(by_id) = r else { continue };
+            fds.push(by_id);
+            let what = |op: &str| format!("{name}: fd by id ({open_flags:#x}): {op}");
+            d.elem(
+                &what("update"),
+                by_id,
+                Command::MapUpdateElem,
+                &k(1),
+                &v(9),
+                0,
+            );
+            d.elem(
+                &what("lookup"),
+                by_id,
+                Command::MapLookupElem,
+                &k(1),
+                &[0; 8],
+                0,
+            );
+            d.elem(
+                &what("next key"),
+                by_id,
+                Command::MapGetNextKey,
+                &k(1),
+                &[0; 4],
+                0,
+            );
+            if ty == HASH {
+                d.elem(
+                    &what("delete"),
+                    by_id,
+                    Command::MapDeleteElem,
+                    &k(3),
+                    &[],
+                    0,
+                );
+            }
+        }
+    }
+    for fd in fds {
+        // SAFETY: closing fds this test made.
+        unsafe { libc::close(fd as i32) };
+    }
+    d.steps
+}
+
+#[test]
+fn map_access_belongs_to_the_fd() {
+    // SAFETY: geteuid cannot fail.
+    if unsafe { libc::geteuid() } != 0 {
+        bpfjet_testsupport::report_skip("the kernel backend needs root");
+        return;
+    }
+    let run = std::env::temp_dir().join(format!("bpfjet-backends-a{}", std::process::id()));
+    let name = format!("backendsa{}", std::process::id());
+    let jet = BpfjetBackend::new(Namespace::open(&name, &run).expect("namespace"));
+    let kernel = fd_access_sequence(&KernelBackend);
+    let ours = fd_access_sequence(&jet);
+    let _ = std::fs::remove_dir_all(&run);
+    for id in jet.namespace().instance().list() {
+        let _ = jet.namespace().instance().remove_map(id.id);
+    }
+    let _ = bpfjet_maps::Instance::remove_stale(&name);
+    let outline = |steps: &[Step]| {
+        steps
+            .iter()
+            .map(|s| format!("{}: {:?} {:?}", s.what, s.result.map(|_| ()), s.out))
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(outline(&kernel), outline(&ours));
+    // The sequence saw both answers.
+    assert!(kernel.iter().any(|s| s.result == Err(Errno::EPERM)));
+    assert!(kernel
+        .iter()
+        .any(|s| s.what.contains("fd by id (0x0): update") && s.result.is_ok()));
+}
