@@ -233,13 +233,7 @@ char _license[] SEC("license") = "GPL";
 
 /// A deterministic command stream: map, op, key, flags, value.
 fn commands(seed: u64, n: usize) -> Vec<[u8; 8]> {
-    let mut x = seed | 1;
-    let mut next = move || {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        x
-    };
+    let mut next = bpfjet_testsupport::xorshift(seed);
     (0..n)
         .map(|_| {
             let r = next();

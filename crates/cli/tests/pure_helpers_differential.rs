@@ -90,13 +90,7 @@ char _license[] SEC("license") = "GPL";
 "#;
 
 fn frames(seed: u64, n: usize) -> Vec<Vec<u8>> {
-    let mut x = seed | 1;
-    let mut next = move || {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        x
-    };
+    let mut next = bpfjet_testsupport::xorshift(seed | 1);
     (0..n)
         .map(|i| {
             let mut f: Vec<u8> = (0..160).map(|_| next() as u8).collect();
@@ -113,7 +107,7 @@ fn frames(seed: u64, n: usize) -> Vec<Vec<u8>> {
                 f[at] = (next() % 3) as u8 + b'a';
             }
             // Loop counts: small, and now and then past 1 << 23.
-            if i % 6 == 4 && next() % 4 != 0 {
+            if i % 6 == 4 && !next().is_multiple_of(4) {
                 f[4..8].copy_from_slice(&((next() % 300) as u32).to_le_bytes());
                 f[1] = (next() % 320) as u8;
                 f[2] = 0;

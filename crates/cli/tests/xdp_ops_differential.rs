@@ -124,13 +124,7 @@ char _license[] SEC("license") = "GPL";
 /// Random frames: the six operations' bytes, then filler, of `min` to
 /// `max` bytes.
 fn frames(seed: u64, n: usize, min: usize, max: usize) -> Vec<Vec<u8>> {
-    let mut x = seed | 1;
-    let mut next = move || {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        x
-    };
+    let mut next = bpfjet_testsupport::xorshift(seed | 1);
     (0..n)
         .map(|_| {
             let len = min + (next() as usize % (max - min + 1));

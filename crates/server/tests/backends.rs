@@ -14,6 +14,37 @@ const QUEUE: u32 = 22;
 const DEVMAP: u32 = 14;
 const DEVMAP_HASH: u32 = 25;
 
+/// bpfjet's backend on a namespace of its own, removed (its directory,
+/// maps and shared memory) when dropped.
+struct JetNs {
+    backend: BpfjetBackend,
+    run: std::path::PathBuf,
+    name: String,
+}
+
+impl JetNs {
+    fn open(tag: &str) -> JetNs {
+        let run = std::env::temp_dir().join(format!("bpfjet-backends-{tag}{}", std::process::id()));
+        let name = format!("backends{tag}{}", std::process::id());
+        let ns = Namespace::open(&name, &run).expect("namespace");
+        JetNs {
+            backend: BpfjetBackend::new(ns),
+            run,
+            name,
+        }
+    }
+}
+
+impl Drop for JetNs {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.run);
+        for id in self.backend.namespace().instance().list() {
+            let _ = self.backend.namespace().instance().remove_map(id.id);
+        }
+        let _ = bpfjet_maps::Instance::remove_stale(&self.name);
+    }
+}
+
 /// What one step observed: the result and the bytes it wrote.
 #[derive(Debug, PartialEq)]
 struct Step {
@@ -360,18 +391,12 @@ fn map_commands_match_the_kernel() {
         bpfjet_testsupport::report_skip("the kernel backend needs root");
         return;
     }
-    let run = std::env::temp_dir().join(format!("bpfjet-backends-{}", std::process::id()));
-    let name = format!("backends{}", std::process::id());
-    let ns = Namespace::open(&name, &run).expect("namespace");
+    let jet_ns = JetNs::open("");
     let ncpus = bpfjet_runtime::possible_cpus();
-    let jet = BpfjetBackend::new(ns);
+    let jet = &jet_ns.backend;
     let kernel = sequence(&KernelBackend, ncpus);
-    let ours = sequence(&jet, ncpus);
-    let _ = std::fs::remove_dir_all(&run);
-    for id in jet.namespace().instance().list() {
-        let _ = jet.namespace().instance().remove_map(id.id);
-    }
-    let _ = bpfjet_maps::Instance::remove_stale(&name);
+    let ours = sequence(jet, ncpus);
+    drop(jet_ns);
     let outline = |steps: &[Step]| {
         steps
             .iter()
@@ -459,13 +484,7 @@ fn random_sequence(backend: &dyn Backend, ncpus: usize, seed: u64, n: usize) -> 
             r.unwrap_or(-1)
         })
         .collect();
-    let mut x = seed | 1;
-    let mut next = move || {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        x
-    };
+    let mut next = bpfjet_testsupport::xorshift(seed);
     for i in 0..n {
         let r = next();
         let m = (r % RANDOM_MAPS.len() as u64) as usize;
@@ -499,13 +518,13 @@ fn random_sequence(backend: &dyn Backend, ncpus: usize, seed: u64, n: usize) -> 
             _ => (r >> 32) % 8,
         };
         let what = |op: &str| format!("{i}: {name} {op} key {k} flags {flags}");
-        if (r >> 50) % 200 == 0 {
+        if (r >> 50).is_multiple_of(200) {
             // Now and then a map is frozen: user space may not write it
             // any more (EPERM), programs still may.
             d.elem(&what("freeze"), fd, Command::MapFreeze, &[], &[], 0);
             continue;
         }
-        if key_size == 4 && (r >> 56) % 8 == 0 {
+        if key_size == 4 && (r >> 56).is_multiple_of(8) {
             // A batch of three keys and values: update (every flag) or
             // delete; the kernel's generic batches stop at the first
             // error, and the count says how far they went.
@@ -513,7 +532,7 @@ fn random_sequence(backend: &dyn Backend, ncpus: usize, seed: u64, n: usize) -> 
                 .flat_map(|j| (((r >> (j * 4)) % 9) as u32).to_ne_bytes())
                 .collect();
             let values: Vec<u8> = (0..3).flat_map(|_| value.clone()).collect();
-            let (cmd, op) = if (r >> 60) % 2 == 0 {
+            let (cmd, op) = if (r >> 60).is_multiple_of(2) {
                 (Cmd::MapUpdateBatch, "update batch")
             } else {
                 (Cmd::MapDeleteBatch, "delete batch")
@@ -597,16 +616,14 @@ fn random_map_commands_match_the_kernel() {
         bpfjet_testsupport::report_skip("the kernel backend needs root");
         return;
     }
-    let run = std::env::temp_dir().join(format!("bpfjet-backends-r{}", std::process::id()));
-    let name = format!("backendsr{}", std::process::id());
-    let ns = Namespace::open(&name, &run).expect("namespace");
+    let jet_ns = JetNs::open("r");
     let ncpus = bpfjet_runtime::possible_cpus();
-    let jet = BpfjetBackend::new(ns);
+    let jet = &jet_ns.backend;
     let mut differences = Vec::new();
     let mut answers = std::collections::BTreeMap::new();
     for seed in [3u64, 0x5eed_1234, 0x00fe_edf0_0d77] {
         let kernel = random_sequence(&KernelBackend, ncpus, seed, 1500);
-        let ours = random_sequence(&jet, ncpus, seed, 1500);
+        let ours = random_sequence(jet, ncpus, seed, 1500);
         assert_eq!(kernel.len(), ours.len());
         for (k, j) in kernel.iter().zip(&ours) {
             *answers
@@ -620,11 +637,7 @@ fn random_map_commands_match_the_kernel() {
             }
         }
     }
-    let _ = std::fs::remove_dir_all(&run);
-    for id in jet.namespace().instance().list() {
-        let _ = jet.namespace().instance().remove_map(id.id);
-    }
-    let _ = bpfjet_maps::Instance::remove_stale(&name);
+    drop(jet_ns);
     assert!(
         differences.is_empty(),
         "{} differences, the first:\n{}",
@@ -657,10 +670,8 @@ fn random_map_creates_match_the_kernel() {
         bpfjet_testsupport::report_skip("the kernel backend needs root");
         return;
     }
-    let run = std::env::temp_dir().join(format!("bpfjet-backends-c{}", std::process::id()));
-    let name = format!("backendsc{}", std::process::id());
-    let ns = Namespace::open(&name, &run).expect("namespace");
-    let jet = BpfjetBackend::new(ns);
+    let jet_ns = JetNs::open("c");
+    let jet = &jet_ns.backend;
     const TYPES: &[u32] = &[
         1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 14, 16, 17, 22, 23, 25, 27, 30, 31,
     ];
@@ -669,13 +680,7 @@ fn random_map_creates_match_the_kernel() {
         0, 1, 2, 4, 8, 12, 16, 20, 64, 4096, 32768, 32769, 65536, 65537,
     ];
     const ENTRIES: &[u32] = &[0, 1, 2, 3, 4, 64, 100, 1024, 4096, 65536, 1 << 20];
-    let mut x = 0x0f0f_7777_3131_aaa5u64;
-    let mut next = move || {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        x
-    };
+    let mut next = bpfjet_testsupport::xorshift(0x0f0f_7777_3131_aaa5u64);
     let mut differences = Vec::new();
     let mut answers = std::collections::BTreeMap::new();
     let mut tried = 0;
@@ -713,7 +718,7 @@ fn random_map_creates_match_the_kernel() {
             ..MapCreate::default()
         };
         let mut results = Vec::new();
-        for backend in [&KernelBackend as &dyn Backend, &jet] {
+        for backend in [&KernelBackend as &dyn Backend, jet] {
             let d = Driver {
                 backend,
                 steps: Vec::new(),
@@ -745,11 +750,7 @@ fn random_map_creates_match_the_kernel() {
             ));
         }
     }
-    let _ = std::fs::remove_dir_all(&run);
-    for id in jet.namespace().instance().list() {
-        let _ = jet.namespace().instance().remove_map(id.id);
-    }
-    let _ = bpfjet_maps::Instance::remove_stale(&name);
+    drop(jet_ns);
     assert!(
         differences.is_empty(),
         "{} differences in {tried} creates, the first:\n{}",
@@ -874,16 +875,11 @@ fn map_access_belongs_to_the_fd() {
         bpfjet_testsupport::report_skip("the kernel backend needs root");
         return;
     }
-    let run = std::env::temp_dir().join(format!("bpfjet-backends-a{}", std::process::id()));
-    let name = format!("backendsa{}", std::process::id());
-    let jet = BpfjetBackend::new(Namespace::open(&name, &run).expect("namespace"));
+    let jet_ns = JetNs::open("a");
+    let jet = &jet_ns.backend;
     let kernel = fd_access_sequence(&KernelBackend);
-    let ours = fd_access_sequence(&jet);
-    let _ = std::fs::remove_dir_all(&run);
-    for id in jet.namespace().instance().list() {
-        let _ = jet.namespace().instance().remove_map(id.id);
-    }
-    let _ = bpfjet_maps::Instance::remove_stale(&name);
+    let ours = fd_access_sequence(jet);
+    drop(jet_ns);
     let outline = |steps: &[Step]| {
         steps
             .iter()

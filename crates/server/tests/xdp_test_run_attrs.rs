@@ -72,13 +72,7 @@ struct Call {
 }
 
 fn calls(seed: u64, n: usize) -> Vec<Call> {
-    let mut x = seed | 1;
-    let mut next = move || {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        x
-    };
+    let mut next = bpfjet_testsupport::xorshift(seed);
     const SIZES: &[usize] = &[0, 1, 13, 14, 60, 1500, 3520, 3521, 4000, 9000, 73_000];
     (0..n)
         .map(|_| {
@@ -93,7 +87,7 @@ fn calls(seed: u64, n: usize) -> Vec<Call> {
             };
             let pick =
                 |s: u32, choices: &[u32]| choices[((r >> s) % choices.len() as u64) as usize];
-            let ctx = ((r >> 12) % 3 != 0).then(|| {
+            let ctx = (!(r >> 12).is_multiple_of(3)).then(|| {
                 let linear = len.min(3520) as u32;
                 [
                     pick(16, &[0, 0, 0, 4, 8, 6, 220]),             // data (metadata)
@@ -107,12 +101,12 @@ fn calls(seed: u64, n: usize) -> Vec<Call> {
                 ]
             });
             Call {
-                frags: (r >> 30) % 2 == 0,
+                frags: (r >> 30).is_multiple_of(2),
                 data,
                 out,
                 ctx,
                 ctx_size_in: ctx.map_or(0, |_| pick(32, &[24, 24, 24, 20, 32, 0])),
-                ctx_out: ((r >> 35) % 3 == 0).then(|| pick(37, &[24, 24, 8, 32])),
+                ctx_out: ((r >> 35).is_multiple_of(3)).then(|| pick(37, &[24, 24, 8, 32])),
                 repeat: pick(40, &[0, 0, 1, 3]),
                 // Not BPF_F_TEST_XDP_LIVE_FRAMES: bpfjet does not transmit.
                 flags: pick(43, &[0, 0, 0, 0, 1, 4]),

@@ -7,7 +7,9 @@
 pub mod clang;
 pub mod insn;
 pub mod packet;
+pub mod rng;
 pub mod skip;
 
 pub use clang::{clang, compile_c, Compile};
+pub use rng::xorshift;
 pub use skip::report_skip;
