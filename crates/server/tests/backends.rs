@@ -893,3 +893,175 @@ fn map_access_belongs_to_the_fd() {
         .iter()
         .any(|s| s.what.contains("fd by id (0x0): update") && s.result.is_ok()));
 }
+
+/// Map-in-map through `bpf()`: outer ARRAY_OF_MAPS and HASH_OF_MAPS built
+/// on random inner templates (type, sizes, entries, `BPF_F_INNER_MAP`), and
+/// random candidate inner maps stored into them: the kernel's
+/// `bpf_map_meta_equal` rules decide, and bpfjet must give its errnos;
+/// a lookup through the outer map finds the stored map (its id) or
+/// nothing, and deletes answer as the kernel's.
+fn map_in_map_sequence(backend: &dyn Backend, seed: u64) -> Vec<Step> {
+    let mut d = Driver {
+        backend,
+        steps: Vec::new(),
+    };
+    let mut next = bpfjet_testsupport::xorshift(seed);
+    let id_of = |d: &Driver, fd: i64| -> u32 {
+        let mut info = vec![0u8; 88];
+        let r = d.run(Command::ObjGetInfoByFd(bpfjet_sys::GetInfo {
+            bpf_fd: fd as u32,
+            info_len: Cell::new(88),
+            info: info.as_mut_ptr() as u64,
+        }));
+        assert!(r.is_ok(), "{r:?}");
+        u32::from_ne_bytes(info[4..8].try_into().unwrap())
+    };
+    // (type, key, value, entries, flags) of inner maps.
+    let random_inner = |next: &mut dyn FnMut() -> u64| -> (u32, u32, u32, u32, u32) {
+        let r = next();
+        let ty = [HASH, ARRAY, 9, PERCPU_ARRAY, QUEUE][(r % 5) as usize];
+        let key = if ty == QUEUE { 0 } else { 4 };
+        let value = [4u32, 8][((r >> 8) % 2) as usize];
+        let max = [4u32, 8][((r >> 12) % 2) as usize];
+        let flags = if ty == ARRAY && (r >> 16).is_multiple_of(3) {
+            1 << 12 // BPF_F_INNER_MAP
+        } else {
+            0
+        };
+        (ty, key, value, max, flags)
+    };
+    let mut fds = Vec::new();
+    for round in 0..40 {
+        let template = random_inner(&mut next);
+        let t = d.run(Command::MapCreate(MapCreate {
+            map_type: template.0,
+            key_size: template.1,
+            value_size: template.2,
+            max_entries: template.3,
+            map_flags: template.4,
+            name: "tmpl".into(),
+            ..MapCreate::default()
+        }));
+        d.steps.push(Step {
+            what: format!("{round}: template {template:?}"),
+            result: t.map(|_| 0),
+            out: Vec::new(),
+        });
+        let Ok(t) = t else { continue };
+        fds.push(t);
+        let outer_type = if next().is_multiple_of(2) { 12 } else { 13 };
+        let outer = d.run(Command::MapCreate(MapCreate {
+            map_type: outer_type,
+            key_size: 4,
+            value_size: 4,
+            max_entries: 4,
+            inner_map_fd: t as u32,
+            name: "outer".into(),
+            ..MapCreate::default()
+        }));
+        d.steps.push(Step {
+            what: format!("{round}: outer {outer_type} on {template:?}"),
+            result: outer.map(|_| 0),
+            out: Vec::new(),
+        });
+        let Ok(outer) = outer else { continue };
+        fds.push(outer);
+        for slot in 0..4u32 {
+            let cand = if next().is_multiple_of(3) {
+                template
+            } else {
+                random_inner(&mut next)
+            };
+            let c = d.run(Command::MapCreate(MapCreate {
+                map_type: cand.0,
+                key_size: cand.1,
+                value_size: cand.2,
+                max_entries: cand.3,
+                map_flags: cand.4,
+                name: "cand".into(),
+                ..MapCreate::default()
+            }));
+            let Ok(c) = c else { continue };
+            fds.push(c);
+            let key = slot.to_ne_bytes();
+            let value = (c as u32).to_ne_bytes();
+            // The fd numbers differ between the backends: only the answer.
+            let r = d.run(Command::MapUpdateElem(bpfjet_sys::MapElem {
+                map_fd: outer as u32,
+                key: key.as_ptr() as u64,
+                value: value.as_ptr() as u64,
+                flags: 0,
+            }));
+            d.steps.push(Step {
+                what: format!(
+                    "{round}: store {cand:?} in slot {slot} of {outer_type} on {template:?}"
+                ),
+                result: r.map(|_| 0),
+                out: Vec::new(),
+            });
+            // What the slot holds now: the candidate's id, or nothing.
+            let mut out = [0u8; 4];
+            let r = d.run(Command::MapLookupElem(bpfjet_sys::MapElem {
+                map_fd: outer as u32,
+                key: key.as_ptr() as u64,
+                value: out.as_mut_ptr() as u64,
+                flags: 0,
+            }));
+            let holds = r.is_ok() && u32::from_ne_bytes(out) == id_of(&d, c);
+            d.steps.push(Step {
+                what: format!("{round}: slot {slot} holds the candidate"),
+                result: r.map(|_| 0),
+                out: vec![u8::from(holds)],
+            });
+            if next().is_multiple_of(4) {
+                d.elem(
+                    &format!("{round}: delete slot {slot}"),
+                    outer,
+                    Command::MapDeleteElem,
+                    &key,
+                    &[],
+                    0,
+                );
+            }
+        }
+    }
+    for fd in fds {
+        // SAFETY: closing fds this test made.
+        unsafe { libc::close(fd as i32) };
+    }
+    d.steps
+}
+
+#[test]
+fn map_in_map_commands_match_the_kernel() {
+    // SAFETY: geteuid cannot fail.
+    if unsafe { libc::geteuid() } != 0 {
+        bpfjet_testsupport::report_skip("the kernel backend needs root");
+        return;
+    }
+    let jet_ns = JetNs::open("m");
+    let outline = |steps: &[Step]| {
+        steps
+            .iter()
+            .map(|s| format!("{}: {:?} {:?}", s.what, s.result.map(|_| ()), s.out))
+            .collect::<Vec<_>>()
+    };
+    let mut differences = Vec::new();
+    for seed in [21u64, 0x00ab_cdef_0101] {
+        let kernel = outline(&map_in_map_sequence(&KernelBackend, seed));
+        let ours = outline(&map_in_map_sequence(&jet_ns.backend, seed));
+        assert_eq!(kernel.len(), ours.len(), "seed {seed:#x}");
+        for (k, j) in kernel.iter().zip(&ours) {
+            if k != j {
+                differences.push(format!("seed {seed:#x}:\n  kernel {k}\n  bpfjet {j}"));
+            }
+        }
+    }
+    drop(jet_ns);
+    assert!(
+        differences.is_empty(),
+        "{} differences, the first:\n{}",
+        differences.len(),
+        differences[..differences.len().min(10)].join("\n")
+    );
+}
