@@ -361,6 +361,10 @@ unsafe extern "C" fn map_lookup_any(
                 return Ok(handle);
             }
             let inner = ctx.run_env(pc, HELPER)?.object_maps().inner_map(id);
+            // As the interpreter: a map that does not fit the template the
+            // program was verified against is none.
+            let template = map.spec().inner.as_deref();
+            let inner = inner.filter(|m| template.is_none_or(|t| t.fits_inner_template(m.spec())));
             Ok(inner.map_or(0, |m| ctx.code().inner_maps.insert(id, m)))
         })
     }

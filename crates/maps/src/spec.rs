@@ -178,6 +178,23 @@ pub struct MapSpec {
 }
 
 impl MapSpec {
+    /// Whether a map of spec `candidate` may sit in a map-in-map slot
+    /// whose inner template is `self` (the kernel's `map_meta_equal`): the
+    /// same type, key and value sizes and flags, and for a plain array the
+    /// same entry count unless the template is a `BPF_F_INNER_MAP` array
+    /// (PERCPU_ARRAY has the plain rule). Programs are verified against the
+    /// template, so a map that does not fit must never be reached through
+    /// the slot.
+    pub fn fits_inner_template(&self, candidate: &MapSpec) -> bool {
+        let same = self.map_type == candidate.map_type
+            && self.key_size == candidate.key_size
+            && self.value_size == candidate.value_size
+            && self.flags == candidate.flags;
+        same && (self.map_type != MapType::Array
+            || self.flags & flags::INNER_MAP != 0
+            || self.max_entries == candidate.max_entries)
+    }
+
     pub fn new(
         name: &str,
         map_type: MapType,
@@ -198,5 +215,44 @@ impl MapSpec {
             initial_data: None,
             frozen: false,
         }
+    }
+}
+
+#[cfg(test)]
+mod inner_template_tests {
+    use super::*;
+
+    #[test]
+    fn inner_maps_fit_their_template_as_the_kernel_says() {
+        let t = MapSpec::new("t", MapType::Array, 4, 8, 4);
+        let mut more = t.clone();
+        more.max_entries = 8;
+        // A plain array's entry count must match...
+        assert!(t.fits_inner_template(&t));
+        assert!(!t.fits_inner_template(&more));
+        // ...unless the template is a BPF_F_INNER_MAP array.
+        let mut inner_map = t.clone();
+        inner_map.flags = flags::INNER_MAP;
+        let mut more_inner = more.clone();
+        more_inner.flags = flags::INNER_MAP;
+        assert!(inner_map.fits_inner_template(&more_inner));
+        // Per-CPU arrays and hashes: any entry count.
+        let p = MapSpec::new("p", MapType::PercpuArray, 4, 8, 4);
+        let mut p8 = p.clone();
+        p8.max_entries = 8;
+        assert!(p.fits_inner_template(&p8));
+        let h = MapSpec::new("h", MapType::Hash, 4, 8, 4);
+        let mut h8 = h.clone();
+        h8.max_entries = 8;
+        assert!(h.fits_inner_template(&h8));
+        // Type, sizes and flags always.
+        let mut v4 = h.clone();
+        v4.value_size = 4;
+        assert!(!h.fits_inner_template(&v4));
+        let lru = MapSpec::new("l", MapType::LruHash, 4, 8, 4);
+        assert!(!h.fits_inner_template(&lru));
+        let mut np = h.clone();
+        np.flags = flags::NO_PREALLOC;
+        assert!(!h.fits_inner_template(&np));
     }
 }

@@ -642,7 +642,7 @@ impl BpfjetBackend {
         let fd = u32::from_ne_bytes(raw[..4].try_into().unwrap());
         let inner = self.map_obj(fd)?;
         if let Some(template) = &outer.spec().inner {
-            if !inner_map_fits(template, inner.map.spec()) {
+            if !template.fits_inner_template(inner.map.spec()) {
                 return Err(Errno::EINVAL);
             }
         }
@@ -1431,23 +1431,6 @@ impl BpfjetBackend {
         };
         self.new_fd(obj)
     }
-}
-
-/// The kernel's `map_meta_equal` between an outer map's inner template and
-/// a map stored into it: the same type, key and value sizes and flags
-/// (`bpf_map_meta_equal`), and for arrays the same entry count unless the
-/// template is a `BPF_F_INNER_MAP` array (`array_map_meta_equal`). A
-/// program verified against the template must find values of its shape.
-fn inner_map_fits(template: &MapSpec, candidate: &MapSpec) -> bool {
-    let same = template.map_type == candidate.map_type
-        && template.key_size == candidate.key_size
-        && template.value_size == candidate.value_size
-        && template.flags == candidate.flags;
-    // PERCPU_ARRAY has the plain bpf_map_meta_equal: any entry count.
-    let array = template.map_type == MapType::Array;
-    same && (!array
-        || template.flags & map_flags::INNER_MAP != 0
-        || template.max_entries == candidate.max_entries)
 }
 
 fn is_gpl(license: &str) -> bool {

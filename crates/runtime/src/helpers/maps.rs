@@ -56,18 +56,28 @@ fn lookup(ctx: &mut HelperCtx<'_>, a: [u64; 5]) -> Result<u64, Fault> {
     let cpu = env(ctx)?.cpu;
     let ptr = map.lookup(&key, cpu);
     if matches!(map.map_type(), ArrayOfMaps | HashOfMaps) {
-        return inner_handle(ctx, ptr);
+        let template = map.spec().inner.clone();
+        return inner_handle(ctx, ptr, template.as_deref());
     }
     Ok(hand_out(ctx, map, ptr))
 }
 
-fn inner_handle(ctx: &mut HelperCtx<'_>, slot: Option<*mut u8>) -> Result<u64, Fault> {
+fn inner_handle(
+    ctx: &mut HelperCtx<'_>,
+    slot: Option<*mut u8>,
+    template: Option<&bpfjet_maps::MapSpec>,
+) -> Result<u64, Fault> {
     let Some(p) = slot else { return Ok(0) };
     // SAFETY: a map-in-map value is the 4-byte id of the inner map; the
     // pointer came from the map's own lookup.
     let id = unsafe { std::ptr::read_unaligned(p as *const u32) };
     let inner: Option<Arc<Map>> = env(ctx)?.maps.inner_map(id);
     let Some(m) = inner else { return Ok(0) };
+    // The program was verified against the template: a map of another
+    // shape in the slot (stored by a path that did not check) is none.
+    if template.is_some_and(|t| !t.fits_inner_template(m.spec())) {
+        return Ok(0);
+    }
     let handle = crate::env::map_handle(&m);
     // The inner map's kernel view may be read (privileged `struct bpf_map`
     // reads); the bounds-checked interpreter must know it.
