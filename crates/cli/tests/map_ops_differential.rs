@@ -280,12 +280,7 @@ fn on_bpfjet(path: &std::path::Path, engine: Engine, cmds: &[[u8; 8]]) -> Outcom
 }
 
 fn on_kernel(path: &std::path::Path, cmds: &[[u8; 8]]) -> Option<Outcome> {
-    if let Err(why) = bpfjet_kernel::kernel_available() {
-        support::skip("map helper commands, kernel column", &why);
-        return None;
-    }
-    let k = bpfjet_kernel::KernelObject::open_with(path, &bpfjet_kernel::LoadOptions::default())
-        .unwrap_or_else(|e| panic!("kernel load of {}: {e}", path.display()));
+    let k = support::kernel_object(path, "map helper commands, kernel column")?;
     let answers = cmds
         .iter()
         .map(|c| k.test_run("ops", &frame(c), 1, Some(0)).unwrap().retval)

@@ -123,12 +123,7 @@ fn on_bpfjet(path: &std::path::Path, engine: Engine, frames: &[Vec<u8>]) -> Vec<
 }
 
 fn on_kernel(path: &std::path::Path, frames: &[Vec<u8>]) -> Option<Vec<u32>> {
-    if let Err(why) = bpfjet_kernel::kernel_available() {
-        support::skip("pure helpers on random arguments, kernel column", &why);
-        return None;
-    }
-    let k = bpfjet_kernel::KernelObject::open_with(path, &bpfjet_kernel::LoadOptions::default())
-        .unwrap_or_else(|e| panic!("kernel load of {}: {e}", path.display()));
+    let k = support::kernel_object(path, "pure helpers on random arguments, kernel column")?;
     Some(
         frames
             .iter()

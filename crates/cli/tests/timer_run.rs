@@ -588,12 +588,7 @@ fn on_bpfjet(path: &Path, engine: Engine) -> Outcome {
 }
 
 fn on_kernel(path: &Path) -> Option<Outcome> {
-    if let Err(why) = bpfjet_kernel::kernel_available() {
-        support::skip("bpf_timer runs, kernel column", &why);
-        return None;
-    }
-    let k = bpfjet_kernel::KernelObject::open_with(path, &bpfjet_kernel::LoadOptions::default())
-        .unwrap_or_else(|e| panic!("kernel load of {}: {e}", path.display()));
+    let k = support::kernel_object(path, "bpf_timer runs, kernel column")?;
     let actions = drive(|f| k.test_run("timers", f, 1, Some(0)).unwrap().retval);
     Some((actions, k.dump_maps().unwrap()))
 }

@@ -172,12 +172,7 @@ fn on_bpfjet(path: &std::path::Path, prog: &str, engine: Engine, frames: &[Vec<u
 }
 
 fn on_kernel(path: &std::path::Path, prog: &str, frames: &[Vec<u8>]) -> Option<Outcome> {
-    if let Err(why) = bpfjet_kernel::kernel_available() {
-        support::skip("frame helper combinations, kernel column", &why);
-        return None;
-    }
-    let k = bpfjet_kernel::KernelObject::open_with(path, &bpfjet_kernel::LoadOptions::default())
-        .unwrap_or_else(|e| panic!("kernel load of {}: {e}", path.display()));
+    let k = support::kernel_object(path, "frame helper combinations, kernel column")?;
     Some(
         frames
             .iter()

@@ -14,6 +14,17 @@ const QUEUE: u32 = 22;
 const DEVMAP: u32 = 14;
 const DEVMAP_HASH: u32 = 25;
 
+/// Whether the kernel's `bpf()` can be the oracle here (root); else a
+/// SKIPPED line.
+fn kernel_backend_usable() -> bool {
+    // SAFETY: geteuid cannot fail.
+    let root = unsafe { libc::geteuid() } == 0;
+    if !root {
+        bpfjet_testsupport::report_skip("the kernel backend needs root");
+    }
+    root
+}
+
 /// bpfjet's backend on a namespace of its own, removed (its directory,
 /// maps and shared memory) when dropped.
 struct JetNs {
@@ -386,9 +397,7 @@ fn sequence(backend: &dyn Backend, ncpus: usize) -> Vec<Step> {
 
 #[test]
 fn map_commands_match_the_kernel() {
-    // SAFETY: geteuid cannot fail.
-    if unsafe { libc::geteuid() } != 0 {
-        bpfjet_testsupport::report_skip("the kernel backend needs root");
+    if !kernel_backend_usable() {
         return;
     }
     let jet_ns = JetNs::open("");
@@ -611,9 +620,7 @@ fn random_sequence(backend: &dyn Backend, ncpus: usize, seed: u64, n: usize) -> 
 
 #[test]
 fn random_map_commands_match_the_kernel() {
-    // SAFETY: geteuid cannot fail.
-    if unsafe { libc::geteuid() } != 0 {
-        bpfjet_testsupport::report_skip("the kernel backend needs root");
+    if !kernel_backend_usable() {
         return;
     }
     let jet_ns = JetNs::open("r");
@@ -665,9 +672,7 @@ fn random_map_commands_match_the_kernel() {
 /// where bpfjet's lazily backed memory does not).
 #[test]
 fn random_map_creates_match_the_kernel() {
-    // SAFETY: geteuid cannot fail.
-    if unsafe { libc::geteuid() } != 0 {
-        bpfjet_testsupport::report_skip("the kernel backend needs root");
+    if !kernel_backend_usable() {
         return;
     }
     let jet_ns = JetNs::open("c");
@@ -870,9 +875,7 @@ fn fd_access_sequence(backend: &dyn Backend) -> Vec<Step> {
 
 #[test]
 fn map_access_belongs_to_the_fd() {
-    // SAFETY: geteuid cannot fail.
-    if unsafe { libc::geteuid() } != 0 {
-        bpfjet_testsupport::report_skip("the kernel backend needs root");
+    if !kernel_backend_usable() {
         return;
     }
     let jet_ns = JetNs::open("a");
@@ -1034,9 +1037,7 @@ fn map_in_map_sequence(backend: &dyn Backend, seed: u64) -> Vec<Step> {
 
 #[test]
 fn map_in_map_commands_match_the_kernel() {
-    // SAFETY: geteuid cannot fail.
-    if unsafe { libc::geteuid() } != 0 {
-        bpfjet_testsupport::report_skip("the kernel backend needs root");
+    if !kernel_backend_usable() {
         return;
     }
     let jet_ns = JetNs::open("m");

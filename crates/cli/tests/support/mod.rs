@@ -283,3 +283,17 @@ impl OnEngine {
         }
     }
 }
+
+/// The object loaded into the running kernel, the oracle of a differential
+/// test; None (with a SKIPPED line naming `what`) when no kernel is usable.
+#[allow(dead_code)]
+pub fn kernel_object(path: &Path, what: &str) -> Option<bpfjet_kernel::KernelObject> {
+    if let Err(why) = bpfjet_kernel::kernel_available() {
+        skip(what, &why);
+        return None;
+    }
+    Some(
+        bpfjet_kernel::KernelObject::open_with(path, &bpfjet_kernel::LoadOptions::default())
+            .unwrap_or_else(|e| panic!("kernel load of {}: {e}", path.display())),
+    )
+}
