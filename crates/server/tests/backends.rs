@@ -1,7 +1,9 @@
 //! One command sequence through both backends — the kernel's `bpf()` and
 //! bpfjet's — compared result by result: errnos, values, key walks.
 
-use bpfjet_server::{BpfjetBackend, Namespace};
+mod common;
+use common::{kernel_backend_usable, JetNs};
+
 use bpfjet_sys::{
     decode, encode, Backend, Cmd, Command, Errno, KernelBackend, MapBatch, MapCreate, MapElem,
 };
@@ -13,48 +15,6 @@ const PERCPU_ARRAY: u32 = 6;
 const QUEUE: u32 = 22;
 const DEVMAP: u32 = 14;
 const DEVMAP_HASH: u32 = 25;
-
-/// Whether the kernel's `bpf()` can be the oracle here (root); else a
-/// SKIPPED line.
-fn kernel_backend_usable() -> bool {
-    // SAFETY: geteuid cannot fail.
-    let root = unsafe { libc::geteuid() } == 0;
-    if !root {
-        bpfjet_testsupport::report_skip("the kernel backend needs root");
-    }
-    root
-}
-
-/// bpfjet's backend on a namespace of its own, removed (its directory,
-/// maps and shared memory) when dropped.
-struct JetNs {
-    backend: BpfjetBackend,
-    run: std::path::PathBuf,
-    name: String,
-}
-
-impl JetNs {
-    fn open(tag: &str) -> JetNs {
-        let run = std::env::temp_dir().join(format!("bpfjet-backends-{tag}{}", std::process::id()));
-        let name = format!("backends{tag}{}", std::process::id());
-        let ns = Namespace::open(&name, &run).expect("namespace");
-        JetNs {
-            backend: BpfjetBackend::new(ns),
-            run,
-            name,
-        }
-    }
-}
-
-impl Drop for JetNs {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.run);
-        for id in self.backend.namespace().instance().list() {
-            let _ = self.backend.namespace().instance().remove_map(id.id);
-        }
-        let _ = bpfjet_maps::Instance::remove_stale(&self.name);
-    }
-}
 
 /// What one step observed: the result and the bytes it wrote.
 #[derive(Debug, PartialEq)]
@@ -72,9 +32,7 @@ struct Driver<'a> {
 impl Driver<'_> {
     /// Through the attr bytes, as a caller of bpf() passes them.
     fn run(&self, cmd: Command) -> Result<i64, Errno> {
-        let raw = encode(&cmd);
-        let cmd = decode(cmd.cmd() as u32, &raw).expect("a command decodes from its encoding");
-        self.backend.execute(&cmd)
+        common::run(self.backend, cmd)
     }
 
     fn create(&mut self, what: &str, map_type: u32, key: u32, value: u32, max: u32) -> i64 {

@@ -11,7 +11,6 @@
 mod common;
 use common::insn;
 
-use bpfjet_server::{BpfjetBackend, Namespace};
 use bpfjet_sys::{decode, encode, Backend, Command, Errno, KernelBackend, ProgLoad, TestRun};
 
 const XDP: u32 = 6;
@@ -166,21 +165,18 @@ fn run(backend: &dyn Backend, fds: [i64; 2], c: &Call) -> String {
 
 #[test]
 fn xdp_test_run_attributes_match_the_kernel() {
-    // SAFETY: geteuid cannot fail.
-    if unsafe { libc::geteuid() } != 0 {
-        bpfjet_testsupport::report_skip("the kernel backend needs root");
+    if !common::kernel_backend_usable() {
         return;
     }
-    let dir = std::env::temp_dir().join(format!("bpfjet-xdp-attrs-{}", std::process::id()));
-    let name = format!("xdpattrs{}", std::process::id());
-    let jet = BpfjetBackend::new(Namespace::open(&name, &dir).expect("namespace"));
+    let jet_ns = common::JetNs::open("xdpattrs");
+    let jet = &jet_ns.backend;
     let kernel_fds = [load(&KernelBackend, false), load(&KernelBackend, true)];
-    let jet_fds = [load(&jet, false), load(&jet, true)];
+    let jet_fds = [load(jet, false), load(jet, true)];
     let mut differences = Vec::new();
     let mut answers = std::collections::BTreeMap::new();
     for (i, c) in calls(0x1357_9bdf_0246, 4000).iter().enumerate() {
         let k = run(&KernelBackend, kernel_fds, c);
-        let j = run(&jet, jet_fds, c);
+        let j = run(jet, jet_fds, c);
         *answers
             .entry(k.split(' ').next().unwrap_or("").to_string())
             .or_insert(0) += 1;
@@ -201,8 +197,7 @@ fn xdp_test_run_attributes_match_the_kernel() {
             ));
         }
     }
-    let _ = std::fs::remove_dir_all(&dir);
-    let _ = bpfjet_maps::Instance::remove_stale(&name);
+    drop(jet_ns);
     assert!(
         differences.is_empty(),
         "{} differences, the first:\n{}",

@@ -56,8 +56,9 @@ fn lookup(ctx: &mut HelperCtx<'_>, a: [u64; 5]) -> Result<u64, Fault> {
     let cpu = env(ctx)?.cpu;
     let ptr = map.lookup(&key, cpu);
     if matches!(map.map_type(), ArrayOfMaps | HashOfMaps) {
-        let template = map.spec().inner.clone();
-        return inner_handle(ctx, ptr, template.as_deref());
+        // `map_arg`'s map outlives the call: no copy of the template on
+        // this per-packet path.
+        return inner_handle(ctx, ptr, map.spec().inner.as_deref());
     }
     Ok(hand_out(ctx, map, ptr))
 }
