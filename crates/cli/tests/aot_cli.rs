@@ -317,3 +317,63 @@ fn jit_cache_is_shared_across_processes() {
     run();
     assert_eq!(objects(), first, "the second process compiled again");
 }
+
+/// `compile --emit`: the assembly and IR the JIT makes of each program,
+/// where an inlined helper leaves no call behind.
+#[test]
+fn emit_prints_the_code_the_jit_makes() {
+    let dir = Scratch::new("emit");
+    let obj = dir.compile_c(
+        "emit",
+        "#include <linux/bpf.h>\n#include <bpf/bpf_helpers.h>\n\
+         struct { __uint(type, BPF_MAP_TYPE_ARRAY); __uint(max_entries, 4); \
+         __type(key, __u32); __type(value, __u64); } counts SEC(\".maps\");\n\
+         SEC(\"xdp\") int counted(struct xdp_md *c) { __u32 k = 2; \
+         __u64 *v = bpf_map_lookup_elem(&counts, &k); if (v) *v += 1; return XDP_PASS; }\n\
+         SEC(\"xdp\") int passed(struct xdp_md *c) { return XDP_PASS; }\n\
+         char _license[] SEC(\"license\") = \"GPL\";\n",
+    );
+    let asm = bpfjet(&["compile", &obj, "--emit", "asm"], b"");
+    assert_eq!(asm.code, Some(0), "{}", asm.stderr);
+    for name in ["counted", "passed"] {
+        assert!(
+            asm.stdout.contains(&format!("; program {name}\n")),
+            "{}",
+            asm.stdout
+        );
+    }
+    // The array lookup is compiled in: no call in either program.
+    let calls: Vec<&str> = asm
+        .stdout
+        .lines()
+        .filter(|l| l.trim_start().starts_with("call"))
+        .collect();
+    assert!(calls.is_empty(), "calls left: {calls:?}");
+    let out = dir.path("counted.ll");
+    let ir = bpfjet(
+        &[
+            "compile", &obj, "--emit", "ir", "--prog", "counted", "-o", &out,
+        ],
+        b"",
+    );
+    assert_eq!(ir.code, Some(0), "{}", ir.stderr);
+    let text = std::fs::read_to_string(&out).unwrap();
+    assert!(
+        text.starts_with("; program counted\n") && text.contains("define "),
+        "{text}"
+    );
+    assert!(!text.contains("; program passed"), "{text}");
+    let lifted = bpfjet(
+        &["compile", &obj, "--emit", "lifted-ir", "--prog", "passed"],
+        b"",
+    );
+    assert_eq!(lifted.code, Some(0), "{}", lifted.stderr);
+    assert!(lifted.stdout.contains("define "), "{}", lifted.stdout);
+    let unknown = bpfjet(&["compile", &obj, "--emit", "asm", "--prog", "nope"], b"");
+    assert_eq!(unknown.code, Some(2), "{}", unknown.stderr);
+    assert!(
+        unknown.stderr.contains("no program \"nope\""),
+        "{}",
+        unknown.stderr
+    );
+}

@@ -58,6 +58,11 @@ pub(crate) struct Symbol {
     /// `STB_WEAK` (an extern declared `__weak`: a loader resolves it to 0
     /// when nothing provides it).
     pub weak: bool,
+    /// `STB_LOCAL` (`static` in C).
+    pub local: bool,
+    /// `STV_HIDDEN` or `STV_INTERNAL`: global to the object, invisible
+    /// outside it; libbpf treats such a variable or function as static.
+    pub hidden: bool,
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -145,6 +150,8 @@ impl<'a> Elf<'a> {
                     _ => SymKind::Other,
                 },
                 weak: sym.st_bind() == elf::STB_WEAK,
+                local: sym.st_bind() == elf::STB_LOCAL,
+                hidden: matches!(sym.st_other() & 3, elf::STV_HIDDEN | elf::STV_INTERNAL),
             });
         }
         Ok(Elf {

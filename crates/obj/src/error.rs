@@ -67,6 +67,15 @@ pub enum ObjError {
     UnsupportedMapType { map: String, type_id: u32 },
     #[error("map `{map}`: {reason}")]
     InvalidMap { map: String, reason: String },
+    #[error(
+        "program `{program}` in section `{section}` is static: libbpf loads only global \
+         functions as programs (remove `static`)"
+    )]
+    StaticProgram { program: String, section: String },
+    #[error("__kconfig extern `{name}`: {reason}")]
+    Kconfig { name: String, reason: String },
+    #[error("__kconfig externs: {path}: {reason}")]
+    KconfigFile { path: String, reason: String },
 }
 
 pub(crate) fn malformed(msg: impl Into<String>) -> ObjError {

@@ -47,6 +47,8 @@ pub(crate) struct Function {
     pub section: usize,
     pub start: usize,
     pub len: usize,
+    /// A `static` function (`STB_LOCAL`).
+    pub local: bool,
 }
 
 /// All functions of the object, findable by the slot they contain.
@@ -84,6 +86,7 @@ impl CodeIndex {
                 section,
                 start: (sym.value / 8) as usize,
                 len: (sym.size / 8) as usize,
+                local: sym.local,
             });
         }
         for list in by_section.values_mut() {

@@ -110,6 +110,34 @@ impl Object {
             .collect()
     }
 
+    /// For each global subprogram of `prog` (entry slot) whose BTF
+    /// prototype the kernel cannot verify it from, why: the kernel verifies
+    /// a global function on its own, its arguments typed by the prototype
+    /// alone (`btf_prepare_func_args`), so it must return a scalar, take at
+    /// most 5 arguments, each a scalar, a pointer to a type of known size
+    /// (memory of that size; the context and dynptrs are such types too) or
+    /// a pointer tagged `arg:ctx` — and refuses the program otherwise.
+    pub fn global_subprog_refusals(&self, prog: &Program) -> Vec<(usize, String)> {
+        let Some(btf) = &self.btf else {
+            return Vec::new();
+        };
+        prog.func_info
+            .iter()
+            .filter(|f| f.slot != 0)
+            .filter_map(|f| {
+                let id = f.btf_type_id?;
+                match btf.type_by_id(id)? {
+                    BtfType::Func {
+                        name,
+                        proto,
+                        linkage: Linkage::Global,
+                    } => global_func_problem(btf, id, name, *proto).map(|why| (f.slot, why)),
+                    _ => None,
+                }
+            })
+            .collect()
+    }
+
     /// Gives every program the type `kind`, like bpftool's
     /// `prog load OBJ PATH type TYPE` (which sets the type of all programs
     /// of the object): for programs in sections whose name says nothing
@@ -147,6 +175,68 @@ impl Object {
     }
 }
 
+/// The kernel's objection to global function `name` (BTF `FUNC` `func`
+/// with prototype `proto`), as its verifier words it, if any.
+fn global_func_problem(btf: &Btf, func: u32, name: &str, proto: u32) -> Option<String> {
+    let Some(BtfType::FuncProto { ret, params }) = btf.type_by_id(proto) else {
+        return Some(format!("Global function {name}() has no BTF prototype"));
+    };
+    let kind = |id: u32| btf.resolve(id).and_then(|r| btf.type_by_id(r));
+    let scalar =
+        |t: Option<&BtfType>| matches!(t, Some(BtfType::Int { .. } | BtfType::Enum { .. }));
+    if !scalar(kind(*ret)) {
+        return Some(format!(
+            "Global function {name}() doesn't return scalar. Only those are supported."
+        ));
+    }
+    if params.len() > 5 {
+        return Some(format!(
+            "Global function {name}() with {} > 5 args. Buggy compiler.",
+            params.len()
+        ));
+    }
+    let tagged_ctx = |arg: usize| {
+        btf.types().iter().any(|t| {
+            matches!(t, BtfType::DeclTag { name, target, component }
+                if name == "arg:ctx" && *target == func && *component == arg as i32)
+        })
+    };
+    for (i, p) in params.iter().enumerate() {
+        match kind(p.type_id) {
+            t if scalar(t) => {}
+            Some(BtfType::Ptr { target }) => {
+                if tagged_ctx(i) {
+                    continue;
+                }
+                let sized = btf.size_of(*target).is_some_and(|_| {
+                    !matches!(
+                        kind(*target),
+                        None | Some(BtfType::Void | BtfType::Fwd { .. })
+                    )
+                });
+                if !sized {
+                    let pointee = match kind(*target) {
+                        None | Some(BtfType::Void) => "UNKNOWN ".to_string(),
+                        Some(t) => format!("{} {}", t.kind_name(), t.name()),
+                    };
+                    return Some(format!(
+                        "arg#{i} reference type('{pointee}') size cannot be determined \
+                         (global function {name}() is verified from its prototype alone: \
+                         give the pointer a sized type, or make the function static)"
+                    ));
+                }
+            }
+            t => {
+                let what = t.map_or("unknown", |t| t.kind_name());
+                return Some(format!(
+                    "Arg#{i} type {what} in {name}() is not supported yet."
+                ));
+            }
+        }
+    }
+    None
+}
+
 /// Loads the object at `path`, CO-RE relocated against the running kernel.
 pub fn load_file(path: impl AsRef<Path>) -> Result<Object, ObjError> {
     load_file_with(path, &KernelBtf::Running)
@@ -170,6 +260,15 @@ pub fn load(bytes: &[u8]) -> Result<Object, ObjError> {
 /// Global-data `DATASEC`s get their sizes and offsets from the ELF, as
 /// libbpf fixes them before load (`.data`, `.rodata*`, `.bss*`, ...).
 fn fix_datasecs(elf: &Elf, btf: &mut Btf) {
+    // libbpf's fixup: a global variable or function of hidden visibility
+    // is static to the loader (a hidden map is refused, a hidden global
+    // subprogram is verified as a static one, a section of hidden
+    // variables is not mmapable).
+    for sym in elf.symbols.iter().filter(|s| s.hidden && !s.local) {
+        if matches!(sym.kind, SymKind::Object | SymKind::Func) {
+            btf.make_static(&sym.name);
+        }
+    }
     for (index, section) in elf.sections.iter().enumerate() {
         let Ok(size) = u32::try_from(section.size) else {
             continue;
@@ -227,6 +326,14 @@ pub fn load_with(bytes: &[u8], kernel_btf: &KernelBtf) -> Result<Object, ObjErro
             )));
         }
         entries.sort_by_key(|&f| code.funcs[f].start);
+        // libbpf takes only global functions as entry points outside
+        // `.text` ("program ... is static and not supported").
+        if let Some(&f) = entries.iter().find(|&&f| code.funcs[f].local) {
+            return Err(ObjError::StaticProgram {
+                program: code.funcs[f].name.clone(),
+                section: section.name.clone(),
+            });
+        }
         for f in entries {
             let linked = linker.link(f)?;
             programs.push(Program {

@@ -36,6 +36,12 @@ impl Verifier<'_> {
                         "global function calls are not allowed while holding a lock, use static function instead",
                     );
                 }
+                // The kernel verifies a global function from its prototype
+                // and refuses the program when it cannot; bpfjet verifies
+                // the body in its caller's context, and refuses the same.
+                if let Some((_, why)) = self.env.global_refusals.iter().find(|(e, _)| *e == entry) {
+                    return err("global_func_args", why.clone());
+                }
                 let mut frame = Frame::new(st.frames.len(), entry, pc);
                 for r in 1..=5 {
                     frame.regs[r] = st.cur().regs[r];

@@ -43,6 +43,10 @@ pub struct VerifyEnv<'a> {
     /// (`Object::global_subprogs`): the kernel refuses calls to them while a
     /// spin lock is held.
     pub global_subprogs: &'a [usize],
+    /// Global subprograms (entry slot) the kernel cannot verify from their
+    /// BTF prototype, and why (`Object::global_subprog_refusals`): a call
+    /// to one is refused.
+    pub global_refusals: &'a [(usize, String)],
     pub policy: Policy,
     /// Maximum processed instructions before "too complex".
     pub complexity_limit: u64,
@@ -83,6 +87,7 @@ impl<'a> VerifyEnv<'a> {
             spin_locks: &[],
             extra_kfuncs: &[],
             global_subprogs: &[],
+            global_refusals: &[],
             policy: Policy::Privileged,
             complexity_limit: COMPLEXITY_LIMIT,
             line_info: None,

@@ -13,6 +13,7 @@ use std::collections::BTreeMap;
 pub struct ObjectProgramEnv {
     lines: BTreeMap<usize, String>,
     globals: Vec<usize>,
+    global_refusals: Vec<(usize, String)>,
     prog_type: Option<bpfjet_obj::ProgType>,
     /// A `tp_btf` program's arguments from the running kernel's BTF, or
     /// why they are not known.
@@ -55,6 +56,7 @@ impl ObjectProgramEnv {
         ObjectProgramEnv {
             lines,
             globals: object.global_subprogs(program),
+            global_refusals: object.global_subprog_refusals(program),
             prog_type: program.kind.prog_type(),
             tp_args,
             kernel_structs,
@@ -74,6 +76,7 @@ impl ObjectProgramEnv {
         env.map_fields = &object.map_fields;
         env.btf = object.btf.as_ref();
         env.global_subprogs = &self.globals;
+        env.global_refusals = &self.global_refusals;
         env.line_info = Some(&self.lines);
         env.gpl_compatible = bpfjet_obj::license_is_gpl_compatible(&object.license);
         env.tp_args = &self.tp_args;

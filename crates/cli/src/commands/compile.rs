@@ -2,7 +2,7 @@
 //! artifact that `test-run --aot` runs without LLVM (format in docs/CLI.md).
 
 use anyhow::{anyhow, bail, Context, Result};
-use bpfjet_jit::{AotArtifact, CpuTarget, JitOptions};
+use bpfjet_jit::{AotArtifact, CpuTarget, DumpStage, JitObject, JitOptions};
 use bpfjet_runtime::{LoadedObject, ObjectOptions};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -21,8 +21,34 @@ pub struct CompileArgs {
     /// it has), `portable` (the x86-64 baseline) or an LLVM CPU name.
     #[arg(long, default_value = "host")]
     pub cpu: String,
+    /// What to write: `artifact` (the AOT artifact), or, for reading the
+    /// code the JIT makes as `bpftool prog dump jited` reads the kernel's,
+    /// `asm` (x86-64 assembly), `ir` (LLVM IR after optimization) or
+    /// `lifted-ir` (the IR as lifted from the BPF instructions), printed per
+    /// program to OUT or stdout.
+    #[arg(long, value_enum, default_value = "artifact")]
+    pub emit: Emit,
     #[command(flatten)]
     pub object_args: super::object_args::ObjectArgs,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Emit {
+    Artifact,
+    Asm,
+    Ir,
+    LiftedIr,
+}
+
+impl Emit {
+    fn stage(self) -> Option<DumpStage> {
+        match self {
+            Emit::Artifact => None,
+            Emit::Asm => Some(DumpStage::Assembly),
+            Emit::Ir => Some(DumpStage::OptimizedIr),
+            Emit::LiftedIr => Some(DumpStage::LiftedIr),
+        }
+    }
 }
 
 fn cpu_target(cpu: &str) -> Result<CpuTarget> {
@@ -65,6 +91,9 @@ pub fn run(args: &CompileArgs) -> Result<ExitCode> {
         ..JitOptions::default()
     };
     let path = args.object.display().to_string();
+    if let Some(stage) = args.emit.stage() {
+        return emit_listing(loaded, &jit, &args.progs, stage, args.output.as_deref());
+    }
     let artifact = AotArtifact::compile(&loaded, &source, &path, &args.progs, &jit)
         .with_context(|| format!("compiling {path}"))?;
     let output = args
@@ -82,5 +111,40 @@ pub fn run(args: &CompileArgs) -> Result<ExitCode> {
         artifact.cpu,
         names.join(", ")
     );
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The assembly or IR of each program (all XDP programs, or `progs`), each
+/// under a `; program NAME` line, to `output` or stdout. The code is what
+/// the JIT compiles for `test-run --engine jit` with the same options.
+fn emit_listing(
+    loaded: LoadedObject,
+    jit: &JitOptions,
+    progs: &[String],
+    stage: DumpStage,
+    output: Option<&Path>,
+) -> Result<ExitCode> {
+    let obj = JitObject::new(loaded, jit);
+    let names: Vec<String> = if progs.is_empty() {
+        obj.program_names().iter().map(|s| s.to_string()).collect()
+    } else {
+        progs.to_vec()
+    };
+    let mut text = String::new();
+    for name in &names {
+        let listing = obj
+            .dump(name, stage, jit.inline_helpers)
+            .with_context(|| format!("compiling program {name}"))?;
+        text.push_str(&format!("; program {name}\n{listing}"));
+        if !listing.ends_with('\n') {
+            text.push('\n');
+        }
+    }
+    match output {
+        Some(path) => {
+            std::fs::write(path, &text).with_context(|| format!("writing {}", path.display()))?
+        }
+        None => print!("{text}"),
+    }
     Ok(ExitCode::SUCCESS)
 }

@@ -162,6 +162,32 @@ impl BtfType {
             _ => "",
         }
     }
+
+    /// The kind as the kernel's verifier log names it (`btf_type_str`).
+    pub fn kind_name(&self) -> &'static str {
+        use BtfType::*;
+        match self {
+            Void => "UNKNOWN",
+            Int { .. } => "INT",
+            Ptr { .. } => "PTR",
+            Array { .. } => "ARRAY",
+            Struct { .. } => "STRUCT",
+            Union { .. } => "UNION",
+            Enum { .. } => "ENUM",
+            Fwd { .. } => "FWD",
+            Typedef { .. } => "TYPEDEF",
+            Volatile { .. } => "VOLATILE",
+            Const { .. } => "CONST",
+            Restrict { .. } => "RESTRICT",
+            Func { .. } => "FUNC",
+            FuncProto { .. } => "FUNC_PROTO",
+            Var { .. } => "VAR",
+            DataSec { .. } => "DATASEC",
+            Float { .. } => "FLOAT",
+            DeclTag { .. } => "DECL_TAG",
+            TypeTag { .. } => "TYPE_TAG",
+        }
+    }
 }
 
 /// A parsed `.BTF` section.
@@ -334,6 +360,33 @@ impl Btf {
                 }
             }
         }
+    }
+
+    /// Gives the `VAR` or `FUNC` named `name` static linkage (libbpf's
+    /// treatment of a hidden-visibility global).
+    pub fn make_static(&mut self, name: &str) {
+        for t in &mut self.types {
+            match t {
+                BtfType::Var {
+                    name: n, linkage, ..
+                }
+                | BtfType::Func {
+                    name: n, linkage, ..
+                } if n == name && *linkage == Linkage::Global => *linkage = Linkage::Static,
+                _ => {}
+            }
+        }
+    }
+
+    /// Whether the `DATASEC` named `section` holds a variable that is not
+    /// static (libbpf makes such a global-data map `BPF_F_MMAPABLE`).
+    pub fn datasec_has_non_static_var(&self, section: &str) -> bool {
+        self.datasec(section).is_some_and(|vars| {
+            vars.iter().any(|v| {
+                matches!(self.type_by_id(v.type_id),
+                    Some(BtfType::Var { linkage, .. }) if *linkage != Linkage::Static)
+            })
+        })
     }
 
     /// The id of the `FUNC` named `name`.

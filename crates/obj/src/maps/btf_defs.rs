@@ -188,6 +188,13 @@ pub(crate) fn parse(
         None if slot_holder => 4,
         v => v.unwrap_or(0),
     };
+    // libbpf sizes a ring buffer up to the next power-of-two number of
+    // pages instead of letting the kernel refuse the object's size.
+    let max_entries = if matches!(map_type, MapType::Ringbuf | MapType::UserRingbuf) {
+        ringbuf_size(max_entries, page_size())
+    } else {
+        max_entries
+    };
     let mut spec = MapSpec::new(
         name,
         map_type,
@@ -210,6 +217,27 @@ pub(crate) fn parse(
         spin_lock,
         value_type,
     })
+}
+
+/// libbpf's ring-buffer size rule (`adjust_ringbuf_sz`): 0 and a
+/// power-of-two number of pages stay; any other size becomes the smallest
+/// power-of-two number of pages above it, unless that would pass 32 bits
+/// (then the kernel refuses the size as written).
+fn ringbuf_size(size: u32, page: u32) -> u32 {
+    if size == 0 || page == 0 || (size.is_multiple_of(page) && (size / page).is_power_of_two()) {
+        return size;
+    }
+    let mut bytes = u64::from(page);
+    while bytes <= u64::from(size) {
+        bytes <<= 1;
+    }
+    u32::try_from(bytes).unwrap_or(size)
+}
+
+fn page_size() -> u32 {
+    // SAFETY: sysconf has no preconditions.
+    let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
+    u32::try_from(page).unwrap_or(4096)
 }
 
 /// The offset of the `struct bpf_spin_lock` in the value type named by
@@ -306,4 +334,26 @@ pub fn spin_lock_offset(btf: &Btf, map: &str, value_type_id: u32) -> Result<Opti
         _ => find_locks(btf, map, value_type_id, 0, 0, &mut found)?,
     }
     Ok(found)
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn ring_buffer_sizes_as_libbpf_adjusts_them() {
+        let page = 4096;
+        for (asked, created) in [
+            (0, 0),
+            (4096, 4096),
+            (8192, 8192),
+            (12288, 16384),
+            (1, 4096),
+            (5000, 8192),
+            (4097, 8192),
+            (1 << 31, 1 << 31),
+            ((1 << 31) + 1, (1 << 31) + 1),
+            (u32::MAX, u32::MAX),
+        ] {
+            assert_eq!(super::ringbuf_size(asked, page), created, "{asked}");
+        }
+    }
 }

@@ -48,7 +48,9 @@ fn kind_of(section: &Section) -> Option<DataKind> {
 }
 
 /// The map for `section` if it holds global data (empty sections get none).
-pub(crate) fn map_for(section: &Section) -> Result<Option<MapSpec>, ObjError> {
+/// `mmapable`: libbpf's rule, the section's BTF lists a variable that is
+/// not static.
+pub(crate) fn map_for(section: &Section, mmapable: bool) -> Result<Option<MapSpec>, ObjError> {
     let Some(kind) = kind_of(section) else {
         return Ok(None);
     };
@@ -63,10 +65,12 @@ pub(crate) fn map_for(section: &Section) -> Result<Option<MapSpec>, ObjError> {
     }
     let size = section.size as u32;
     let mut spec = MapSpec::new(&section.name, MapType::Array, 4, size, 1);
-    // libbpf makes every global-data map mmapable so userspace can reach the
-    // variables directly; `.rodata` is additionally read-only for programs and
-    // frozen once initialised.
-    spec.flags = flags::MMAPABLE;
+    // libbpf makes a global-data map mmapable, so userspace can reach the
+    // variables directly, when some variable in it is not static (string
+    // literal sections have no BTF, sections of static variables no
+    // variable a skeleton would show); `.rodata` is additionally read-only
+    // for programs and frozen once initialised.
+    spec.flags = if mmapable { flags::MMAPABLE } else { 0 };
     let image = match kind {
         DataKind::Bss => vec![0; size as usize],
         _ => {

@@ -14,7 +14,7 @@ use std::collections::HashMap;
 
 use bpfjet_maps::{MapSpec, MapType};
 
-use crate::btf::{Btf, BtfType};
+use crate::btf::{Btf, BtfType, Linkage};
 use crate::bytes::slice_at;
 use crate::elf::{reloc, Elf, SymKind, Symbol};
 use crate::error::{malformed, ObjError};
@@ -84,7 +84,8 @@ impl MapTable {
             table.collect_legacy_maps(elf, index)?;
         }
         for (index, section) in elf.sections.iter().enumerate() {
-            if let Some(spec) = global_data::map_for(section)? {
+            let mmapable = btf.is_some_and(|b| b.datasec_has_non_static_var(&section.name));
+            if let Some(spec) = global_data::map_for(section, mmapable)? {
                 table.by_data_section.insert(index, table.specs.len());
                 let fields = match btf {
                     Some(btf) => special_fields::datasec_fields(btf, &spec.name, |var| {
@@ -113,7 +114,7 @@ impl MapTable {
                 table.specs.push(spec);
             }
         }
-        if let Some(k) = kconfig::collect(btf)? {
+        if let Some(k) = kconfig::collect(elf, btf)? {
             let map = table.specs.len();
             table.kconfig = k.offsets.into_iter().map(|(n, o)| (n, (map, o))).collect();
             table.specs.push(k.spec);
@@ -140,12 +141,34 @@ impl MapTable {
     fn collect_btf_maps(&mut self, elf: &Elf, btf: &Btf, section: usize) -> Result<(), ObjError> {
         let mut extents = Vec::new();
         for var in btf.datasec(".maps").unwrap_or_default() {
-            let Some(BtfType::Var { name, target, .. }) = btf.type_by_id(var.type_id) else {
+            let Some(BtfType::Var {
+                name,
+                target,
+                linkage,
+            }) = btf.type_by_id(var.type_id)
+            else {
                 return Err(ObjError::Btf {
                     section: ".BTF",
                     reason: format!("`.maps` entry type [{}] is not a variable", var.type_id),
                 });
             };
+            // libbpf builds maps only from global definitions ("unsupported
+            // map linkage"): map names are global in an object and across
+            // the objects a loader links.
+            if *linkage != Linkage::Global {
+                return Err(ObjError::InvalidMap {
+                    map: name.clone(),
+                    reason: format!(
+                        "{} linkage: libbpf takes only global map definitions \
+                         (not `static`, not hidden visibility)",
+                        match linkage {
+                            Linkage::Static => "static".to_string(),
+                            Linkage::Extern => "extern".to_string(),
+                            other => format!("{other:?}"),
+                        }
+                    ),
+                });
+            }
             let sym = elf
                 .symbols
                 .iter()

@@ -1,0 +1,439 @@
+//! What libbpf (1.x, with the kernel behind it) does with an object, bpfjet's
+//! loader must do too: objects compiled here from C, each exercising one rule
+//! of how an ELF object becomes maps and programs — symbol linkage and
+//! visibility of maps and programs, sections, map definitions libbpf
+//! rewrites (ring buffer sizes), `__kconfig` externs read from the running
+//! kernel's configuration, global data. Per case: libbpf opens and loads it
+//! or refuses it; bpfjet's loader must agree, refuse with a message that
+//! names the rule, and where both load, every program's verdict, packet out
+//! and the maps after a run are the kernel's on the interpreter and the JIT.
+//!
+//! Skips loudly (the kernel column) without a usable kernel: then only
+//! bpfjet's expected outcome is checked.
+
+mod support;
+
+use bpfjet_testsupport::Compile;
+use support::{skip, Engine, OnEngine};
+
+const HEADERS: &str = "#include <linux/bpf.h>\n#include <bpf/bpf_helpers.h>\n\
+                       char _license[] SEC(\"license\") = \"GPL\";\n";
+
+/// How libbpf and the kernel treat the case.
+enum Outcome {
+    /// Loads; these programs are run and compared.
+    Loads(&'static [&'static str]),
+    /// Refused; bpfjet's message must contain these words.
+    Refused(&'static str),
+}
+
+struct Case {
+    name: &'static str,
+    source: String,
+    outcome: Outcome,
+}
+
+fn case(name: &'static str, body: &str, outcome: Outcome) -> Case {
+    Case {
+        name,
+        source: format!("{HEADERS}{body}\n"),
+        outcome,
+    }
+}
+
+const ARRAY_MAP: &str = "struct { __uint(type, BPF_MAP_TYPE_ARRAY); __uint(max_entries, 4); \
+                         __type(key, __u32); __type(value, __u64); }";
+
+/// A subprogram reading the first packet byte through `void *` arguments,
+/// and its caller (attributes go before it).
+const FIRST_BYTE: &str = "int first_byte(void *data, void *end) \
+     { unsigned char *p = data; if (p + 1 > (unsigned char *)end) return -1; return p[0]; }\n\
+     SEC(\"xdp\") int first(struct xdp_md *c) { return first_byte((void *)(long)c->data, \
+     (void *)(long)c->data_end) == 0 ? XDP_TX : XDP_PASS; }";
+
+/// A program that counts in `MAP` and answers TX.
+fn counting(map: &str) -> String {
+    format!(
+        "SEC(\"xdp\") int count(struct xdp_md *c) {{ __u32 k = 1; \
+         __u64 *v = bpf_map_lookup_elem(&{map}, &k); if (!v) return XDP_ABORTED; \
+         *v += 3; return XDP_TX; }}"
+    )
+}
+
+/// An XDP program storing each named `__kconfig` extern (as u64) in slot i
+/// of an array map `seen`, answering PASS.
+fn kconfig_reader(decls: &str, names: &[&str]) -> String {
+    let stores: String = names
+        .iter()
+        .enumerate()
+        .map(|(i, n)| format!("put({i}, (__u64){n});"))
+        .collect();
+    format!(
+        "#include <stdbool.h>\n{decls}\n\
+         struct {{ __uint(type, BPF_MAP_TYPE_ARRAY); __uint(max_entries, 8); \
+         __type(key, __u32); __type(value, __u64); }} seen SEC(\".maps\");\n\
+         static __always_inline void put(__u32 k, __u64 v) \
+         {{ bpf_map_update_elem(&seen, &k, &v, BPF_ANY); }}\n\
+         SEC(\"xdp\") int read_kconfig(struct xdp_md *ctx) {{ {stores} return XDP_PASS; }}"
+    )
+}
+
+fn cases() -> Vec<Case> {
+    use Outcome::*;
+    let mut v = vec![
+        // Map symbols: libbpf takes only global, default-visibility map
+        // variables (its "unsupported map linkage").
+        case(
+            "static_map",
+            &format!("static {ARRAY_MAP} m SEC(\".maps\");\n{}", counting("m")),
+            Refused("map `m`: static linkage"),
+        ),
+        case(
+            "hidden_map",
+            &format!(
+                "{ARRAY_MAP} m SEC(\".maps\") __attribute__((visibility(\"hidden\")));\n{}",
+                counting("m")
+            ),
+            Refused("map `m`: static linkage"),
+        ),
+        case(
+            "weak_map",
+            &format!(
+                "{ARRAY_MAP} m SEC(\".maps\") __attribute__((weak));\n{}",
+                counting("m")
+            ),
+            Loads(&["count"]),
+        ),
+        case(
+            "long_map_name",
+            &format!(
+                "{ARRAY_MAP} a_map_name_longer_than_fifteen SEC(\".maps\");\n{}",
+                counting("a_map_name_longer_than_fifteen")
+            ),
+            Loads(&["count"]),
+        ),
+        // Program symbols: a static entry point outside .text is refused
+        // ("is static and not supported"), a weak one loads.
+        case(
+            "static_program",
+            "SEC(\"xdp\") static int quiet(struct xdp_md *c) { return XDP_TX; }",
+            Refused("program `quiet` in section `xdp` is static"),
+        ),
+        case(
+            "weak_program",
+            "SEC(\"xdp\") __attribute__((weak)) int loud(struct xdp_md *c) { return XDP_TX; }",
+            Loads(&["loud"]),
+        ),
+        case(
+            "two_programs_one_section",
+            "SEC(\"xdp\") int first(struct xdp_md *c) { return XDP_DROP; }\n\
+             SEC(\"xdp\") int second(struct xdp_md *c) { return XDP_TX; }",
+            Loads(&["first", "second"]),
+        ),
+        case(
+            "global_and_static_subprograms",
+            "__attribute__((noinline)) int global_len(struct xdp_md *c) \
+             { return c->data_end - c->data > 20 ? XDP_TX : XDP_DROP; }\n\
+             __attribute__((noinline, section(\".text.helpers\"))) static int triple(int x) \
+             { return x * 3; }\n\
+             SEC(\"xdp\") int both(struct xdp_md *c) { return global_len(c) == XDP_TX ? triple(1) : 0; }",
+            Loads(&["both"]),
+        ),
+        // A global subprogram is verified on its own, from its BTF
+        // prototype: a `void *` argument has no size the verifier could
+        // check. Hidden visibility makes it static to libbpf, verified in
+        // its caller's context.
+        case(
+            "hidden_global_subprogram",
+            &format!("__attribute__((noinline, visibility(\"hidden\"))) {FIRST_BYTE}"),
+            Loads(&["first"]),
+        ),
+        case(
+            "global_subprogram_void_pointer",
+            &format!("__attribute__((noinline)) {FIRST_BYTE}"),
+            Refused("arg"),
+        ),
+        case(
+            "global_subprogram_sized_pointer",
+            "__attribute__((noinline)) int plus_one(__u32 *v) { return v ? *v + 1 : 0; }\n\
+             SEC(\"xdp\") int sized(struct xdp_md *c) { __u32 x = 2; \
+             return plus_one(&x) == 3 ? XDP_TX : XDP_DROP; }",
+            Loads(&["sized"]),
+        ),
+        case(
+            "global_subprogram_returning_void",
+            "__attribute__((noinline)) void store(__u32 *v) { if (v) *v = 5; }\n\
+             SEC(\"xdp\") int stored(struct xdp_md *c) { __u32 x = 2; store(&x); \
+             return x == 5 ? XDP_TX : XDP_DROP; }",
+            Refused("doesn't return scalar"),
+        ),
+        case(
+            "global_subprogram_tagged_context",
+            "__attribute__((noinline)) int len_of(void *ctx __attribute__((btf_decl_tag(\"arg:ctx\")))) \
+             { struct xdp_md *c = ctx; return c->data_end - c->data; }\n\
+             SEC(\"xdp\") int tagged(struct xdp_md *c) { return len_of(c) == 64 ? XDP_TX : XDP_DROP; }",
+            Loads(&["tagged"]),
+        ),
+        // Global data in sections of its own.
+        case(
+            "custom_data_sections",
+            "volatile __u64 x SEC(\".data.custom\") = 3; volatile __u64 y SEC(\".bss.mine\");\n\
+             volatile int a SEC(\".data.one\") = 1; volatile int b SEC(\".data.one\") = 2;\n\
+             volatile const int r SEC(\".rodata.cfg\") = 9; static volatile __u64 s = 5;\n\
+             SEC(\"xdp\") int data(struct xdp_md *c) { y += x; s++; \
+             return y == 3 && a + b + r == 12 && s == 6 ? XDP_TX : XDP_DROP; }",
+            Loads(&["data"]),
+        ),
+        case(
+            "version_section",
+            "__u32 _version SEC(\"version\") = 0x050a00;\n\
+             SEC(\"xdp\") int versioned(struct xdp_md *c) { return XDP_TX; }",
+            Loads(&["versioned"]),
+        ),
+        // Map definitions libbpf checks or rewrites.
+        case(
+            "ringbuf_size_rounded_up",
+            "struct { __uint(type, BPF_MAP_TYPE_RINGBUF); __uint(max_entries, 5000); } rb SEC(\".maps\");\n\
+             SEC(\"xdp\") int ring(struct xdp_md *c) { __u64 x = 7; \
+             return bpf_ringbuf_output(&rb, &x, sizeof(x), 0) == 0 ? XDP_TX : XDP_DROP; }",
+            Loads(&["ring"]),
+        ),
+        case(
+            "map_without_type",
+            "struct { __uint(max_entries, 1); __type(key, __u32); __type(value, __u64); } nt SEC(\".maps\");\n\
+             SEC(\"xdp\") int untyped(struct xdp_md *c) { __u32 k = 0; \
+             return bpf_map_lookup_elem(&nt, &k) ? XDP_TX : XDP_DROP; }",
+            Refused("map `nt`: no `type` field"),
+        ),
+        case(
+            "map_unknown_field",
+            "struct { __uint(type, BPF_MAP_TYPE_ARRAY); __uint(max_entries, 1); __type(key, __u32); \
+             __type(value, __u64); __uint(bogus, 3); } uf SEC(\".maps\");\n\
+             SEC(\"xdp\") int odd(struct xdp_md *c) { __u32 k = 0; \
+             return bpf_map_lookup_elem(&uf, &k) ? XDP_TX : XDP_DROP; }",
+            Refused("map `uf`: unknown field `bogus`"),
+        ),
+        case(
+            "map_key_size_conflict",
+            "struct { __uint(type, BPF_MAP_TYPE_ARRAY); __uint(max_entries, 1); __uint(key_size, 8); \
+             __type(key, __u32); __type(value, __u64); } km SEC(\".maps\");\n\
+             SEC(\"xdp\") int keyed(struct xdp_md *c) { __u32 k = 0; \
+             return bpf_map_lookup_elem(&km, &k) ? XDP_TX : XDP_DROP; }",
+            Refused("map `km`: conflicting key size"),
+        ),
+    ];
+    // `__kconfig` externs: libbpf's own virtual LINUX_* ones, CONFIG_*
+    // options from /boot/config-$(uname -r) or /proc/config.gz (bool,
+    // tristate, char, integers of every size, strings), weak ones the
+    // configuration lacks (zero), and the errors.
+    let kconfig_types = "#include <bpf/bpf_helpers.h>\n\
+         extern _Bool CONFIG_BPF_SYSCALL __kconfig __weak;\n\
+         extern enum libbpf_tristate CONFIG_BPF_JIT __kconfig __weak;\n\
+         extern enum libbpf_tristate CONFIG_NET __kconfig __weak;\n\
+         extern int CONFIG_HZ __kconfig __weak;\n\
+         extern unsigned long long CONFIG_NR_CPUS __kconfig __weak;\n\
+         extern char CONFIG_64BIT __kconfig __weak;\n\
+         extern unsigned short CONFIG_BPFJET_NOT_AN_OPTION __kconfig __weak;\n\
+         extern int LINUX_BPFJET_UNKNOWN __kconfig __weak;";
+    v.push(case(
+        "kconfig_values",
+        &kconfig_reader(
+            kconfig_types,
+            &[
+                "CONFIG_BPF_SYSCALL",
+                "CONFIG_BPF_JIT",
+                "CONFIG_NET",
+                "CONFIG_HZ",
+                "CONFIG_NR_CPUS",
+                "CONFIG_64BIT",
+                "CONFIG_BPFJET_NOT_AN_OPTION",
+                "LINUX_BPFJET_UNKNOWN",
+            ],
+        ),
+        Outcome::Loads(&["read_kconfig"]),
+    ));
+    v.push(case(
+        "kconfig_string",
+        &format!(
+            "{}\nSEC(\"xdp\") int first_char(struct xdp_md *c) \
+             {{ return CONFIG_DEFAULT_HOSTNAME[0] == '(' ? XDP_TX : XDP_PASS; }}",
+            "extern char CONFIG_DEFAULT_HOSTNAME[8] __kconfig __weak;"
+        ),
+        Outcome::Loads(&["first_char"]),
+    ));
+    v.push(case(
+        "kconfig_strong_missing",
+        &kconfig_reader(
+            "extern int CONFIG_BPFJET_NOT_AN_OPTION __kconfig;",
+            &["CONFIG_BPFJET_NOT_AN_OPTION"],
+        ),
+        Outcome::Refused("`CONFIG_BPFJET_NOT_AN_OPTION`: not set in the kernel configuration"),
+    ));
+    v.push(case(
+        "kconfig_strong_linux_unknown",
+        &kconfig_reader(
+            "extern int LINUX_BPFJET_UNKNOWN __kconfig;",
+            &["LINUX_BPFJET_UNKNOWN"],
+        ),
+        Outcome::Refused("`LINUX_BPFJET_UNKNOWN`: unrecognized virtual extern"),
+    ));
+    v.push(case(
+        "kconfig_neither_config_nor_linux",
+        &kconfig_reader(
+            "extern int BPFJET_OPTION __kconfig __weak;",
+            &["BPFJET_OPTION"],
+        ),
+        Outcome::Refused("`BPFJET_OPTION`: unrecognized virtual extern"),
+    ));
+    v.push(case(
+        "kconfig_bool_given_a_number",
+        &kconfig_reader("extern _Bool CONFIG_HZ __kconfig __weak;", &["CONFIG_HZ"]),
+        Outcome::Refused("`CONFIG_HZ`: value '"),
+    ));
+    v.push(case(
+        "kconfig_int_too_small",
+        &kconfig_reader(
+            "extern unsigned char CONFIG_NR_CPUS __kconfig __weak;",
+            &["CONFIG_NR_CPUS"],
+        ),
+        Outcome::Refused("`CONFIG_NR_CPUS`: value"),
+    ));
+    v.push(case(
+        "kconfig_unsupported_type",
+        &kconfig_reader(
+            "struct pair { int a, b; }; extern struct pair CONFIG_HZ __kconfig __weak;",
+            &["CONFIG_HZ.a"],
+        ),
+        Outcome::Refused("`CONFIG_HZ`: type is unsupported"),
+    ));
+    v
+}
+
+/// bpfjet's load of `path`: the interpreter's object, or the error.
+fn bpfjet_load(path: &std::path::Path) -> Result<(), String> {
+    let obj = bpfjet_obj::load_file(path).map_err(|e| e.to_string())?;
+    bpfjet_runtime::LoadedObject::load(&obj, &Default::default())
+        .map(|_| ())
+        .map_err(|e| e.to_string())
+}
+
+const PACKET: [u8; 64] = {
+    let mut p = [0u8; 64];
+    let mut i = 0;
+    while i < 64 {
+        p[i] = (i as u8).wrapping_mul(7);
+        i += 1;
+    }
+    p
+};
+
+#[test]
+fn objects_load_or_are_refused_as_libbpf_does() {
+    let kernel = bpfjet_kernel::kernel_available();
+    if let Err(why) = &kernel {
+        skip("loader differential, kernel column", why);
+    }
+    let mut failures = Vec::new();
+    for c in cases() {
+        let path = Compile::text(&format!("loader_{}", c.name), &c.source).object();
+        let ours = bpfjet_load(&path);
+        let theirs = kernel.as_ref().ok().map(|()| {
+            bpfjet_kernel::KernelObject::open_with(&path, &bpfjet_kernel::LoadOptions::default())
+        });
+        match (&c.outcome, &ours, &theirs) {
+            (Outcome::Refused(_), _, Some(Ok(_))) => failures.push(format!(
+                "{}: the kernel (libbpf) loads it: the expectation is wrong",
+                c.name
+            )),
+            (Outcome::Loads(_), _, Some(Err(e))) => failures.push(format!(
+                "{}: the kernel (libbpf) refuses it: {e}: the expectation is wrong",
+                c.name
+            )),
+            (Outcome::Refused(words), Ok(()), _) => {
+                failures.push(format!("{}: bpfjet loads it (want: {words})", c.name))
+            }
+            (Outcome::Refused(words), Err(e), _) if !e.contains(words) => failures.push(format!(
+                "{}: refused, but the message does not say `{words}`: {e}",
+                c.name
+            )),
+            (Outcome::Refused(_), Err(e), _) => eprintln!("{}: refused like libbpf: {e}", c.name),
+            (Outcome::Loads(_), Err(e), _) => {
+                failures.push(format!("{}: bpfjet refuses it: {e}", c.name))
+            }
+            (Outcome::Loads(progs), Ok(()), k) => {
+                let k = k.as_ref().and_then(|k| k.as_ref().ok());
+                if let Err(e) = compare_runs(c.name, &path, progs, k) {
+                    failures.push(e);
+                }
+            }
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+/// Each program run once on the kernel and on each engine (a fresh load
+/// each): verdict, packet out, the maps after, and every map's geometry.
+fn compare_runs(
+    name: &str,
+    path: &std::path::Path,
+    progs: &[&str],
+    kernel: Option<&bpfjet_kernel::KernelObject>,
+) -> Result<(), String> {
+    let mut want = Vec::new();
+    if let Some(k) = kernel {
+        for prog in progs {
+            let r = k
+                .test_run(prog, &PACKET, 1, None)
+                .map_err(|e| format!("{name}: kernel run of {prog}: {e}"))?;
+            want.push((r.retval, r.data_out));
+        }
+    }
+    let want_maps = kernel
+        .map(|k| k.dump_maps())
+        .transpose()
+        .map_err(|e| format!("{name}: kernel maps: {e}"))?;
+    for engine in [Engine::Interp, Engine::Jit] {
+        let ours = OnEngine::load(path, engine);
+        let got: Vec<(u32, Vec<u8>)> = progs.iter().map(|p| ours.run(p, &PACKET)).collect();
+        let Some(k) = kernel else { continue };
+        for ((prog, got), want) in progs.iter().zip(&got).zip(&want) {
+            if got != want {
+                return Err(format!(
+                    "{name} ({engine:?}): {prog} answers {}, the kernel {} (or the packets differ)",
+                    got.0, want.0
+                ));
+            }
+        }
+        let got_maps = ours.loaded().dump_state().map_err(|e| e.to_string())?;
+        if want_maps.as_ref() != Some(&got_maps) {
+            return Err(format!(
+                "{name} ({engine:?}): maps differ\n  kernel: {want_maps:?}\n  bpfjet: {got_maps:?}"
+            ));
+        }
+        for m in k.maps() {
+            let map = ours
+                .loaded()
+                .map(&m.name)
+                .ok_or_else(|| format!("{name}: bpfjet has no map {}", m.name))?;
+            let kernel_geometry = (
+                m.info.key_size,
+                m.info.value_size,
+                m.info.max_entries,
+                m.info.flags,
+            );
+            let geometry = (
+                map.key_size(),
+                map.value_size(),
+                map.max_entries(),
+                map.spec().flags,
+            );
+            if kernel_geometry != geometry {
+                return Err(format!(
+                    "{name}: map {} is {geometry:?} (key, value, entries, flags), the kernel's {kernel_geometry:?}",
+                    m.name
+                ));
+            }
+        }
+    }
+    Ok(())
+}
