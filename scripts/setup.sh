@@ -13,6 +13,7 @@ PACKAGES=(
   libxdp1 libxdp-dev xdp-tools               # real compiled BPF objects (/usr/lib/x86_64-linux-gnu/bpf) and unmodified control-plane tools
   bpftrace fio                               # unmodified tracer and workload for the tracing comparisons
   libbpf-tools                               # bcc's libbpf-tools as Debian builds them: unmodified tracers as control planes
+  golang-github-cilium-ebpf-dev              # cilium/ebpf's test objects (clang 7-14, both endians): a loader corpus nobody here compiled
   g++ libc6-dev                              # bpfjet trace tests: C/C++ targets (a -static one, a C++ exception one)
   systemtap-sdt-dev                          # <sys/sdt.h>: USDT probes in the bpfjet trace tests
 )

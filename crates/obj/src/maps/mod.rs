@@ -310,6 +310,16 @@ impl MapTable {
         // Old objects lack symbol sizes; libbpf then splits the section evenly.
         let even = sec.size / syms.len() as u64;
         for sym in syms {
+            // As for BTF maps (and libbpf 0.x's legacy maps): only global
+            // definitions.
+            if sym.local {
+                return Err(ObjError::InvalidMap {
+                    map: sym.name.clone(),
+                    reason: "static linkage: loaders take only global map definitions \
+                             (not `static`)"
+                        .into(),
+                });
+            }
             let size = if sym.size > 0 { sym.size } else { even };
             let def = usize::try_from(sym.value)
                 .ok()
