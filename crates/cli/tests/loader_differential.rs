@@ -199,6 +199,40 @@ fn cases() -> Vec<Case> {
             Loads(&["ring"]),
         ),
         case(
+            "map_fields_libbpf_knows",
+            "struct { __uint(type, BPF_MAP_TYPE_HASH); __uint(max_entries, 8); __uint(key_size, 4); \
+             __uint(value_size, 8); __uint(numa_node, 0); __uint(map_flags, BPF_F_NO_PREALLOC); } \
+             sized SEC(\".maps\");\n\
+             struct { __uint(type, BPF_MAP_TYPE_BLOOM_FILTER); __uint(max_entries, 64); \
+             __type(value, __u32); __uint(map_extra, 3); } bloom SEC(\".maps\");\n\
+             SEC(\"xdp\") int fields(struct xdp_md *c) { __u32 k = 1; __u64 v = 9; \
+             bpf_map_update_elem(&sized, &k, &v, BPF_ANY); bpf_map_push_elem(&bloom, &k, 0); \
+             return bpf_map_peek_elem(&bloom, &k) == 0 ? XDP_TX : XDP_DROP; }",
+            Loads(&["fields"]),
+        ),
+        case(
+            "prog_array_initialised",
+            "SEC(\"xdp\") int target(struct xdp_md *c) { return XDP_TX; }\n\
+             struct { __uint(type, BPF_MAP_TYPE_PROG_ARRAY); __uint(max_entries, 2); \
+             __uint(key_size, 4); __array(values, int (void *)); } jumps SEC(\".maps\") = \
+             { .values = { [1] = (void *)&target } };\n\
+             SEC(\"xdp\") int jumper(struct xdp_md *c) { bpf_tail_call(c, &jumps, 1); return XDP_DROP; }",
+            Loads(&["jumper", "target"]),
+        ),
+        case(
+            "map_of_maps_initialised",
+            "struct inner { __uint(type, BPF_MAP_TYPE_ARRAY); __uint(max_entries, 2); \
+             __type(key, __u32); __type(value, __u64); } in0 SEC(\".maps\"), in1 SEC(\".maps\");\n\
+             struct { __uint(type, BPF_MAP_TYPE_ARRAY_OF_MAPS); __uint(max_entries, 3); \
+             __type(key, __u32); __array(values, struct inner); } outer SEC(\".maps\") = \
+             { .values = { &in0, [2] = &in1 } };\n\
+             SEC(\"xdp\") int nested(struct xdp_md *c) { __u32 k = 2, i = 1; \
+             void *m = bpf_map_lookup_elem(&outer, &k); if (!m) return XDP_ABORTED; \
+             __u64 *v = bpf_map_lookup_elem(m, &i); if (!v) return XDP_DROP; *v = 11; \
+             k = 1; return bpf_map_lookup_elem(&outer, &k) ? XDP_DROP : XDP_TX; }",
+            Loads(&["nested"]),
+        ),
+        case(
             "map_without_type",
             "struct { __uint(max_entries, 1); __type(key, __u32); __type(value, __u64); } nt SEC(\".maps\");\n\
              SEC(\"xdp\") int untyped(struct xdp_md *c) { __u32 k = 0; \

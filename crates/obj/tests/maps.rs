@@ -224,3 +224,38 @@ fn unsupported_map_type_is_named() {
     }
     assert!(err.to_string().contains("socks"));
 }
+
+/// iproute2's `struct bpf_elf_map` (bpf_map_def + id, pinning, inner_id,
+/// inner_idx): loads when the extra fields ask for nothing, refused naming
+/// the field when they ask for what bpfjet does not do; another size with
+/// non-zero bytes past `struct bpf_map_def` is refused too (libbpf 0.x and
+/// cilium/ebpf refuse both).
+#[test]
+fn legacy_definitions_with_options_past_bpf_map_def() {
+    let source = |tail: &str| {
+        format!(
+            "#include <linux/bpf.h>\n#include <bpf/bpf_helpers.h>\n\
+             struct elf_map {{ unsigned int type, key, value, max, flags{tail}; }};\n\
+             struct elf_map SEC(\"maps\") m = {{ BPF_MAP_TYPE_ARRAY, 4, 8, 2, 0, {init} }};\n\
+             SEC(\"xdp\") int p(struct xdp_md *c) {{ __u32 k = 0; \
+             return bpf_map_lookup_elem(&m, &k) ? XDP_PASS : XDP_DROP; }}\n\
+             char LICENSE[] SEC(\"license\") = \"GPL\";\n",
+            init = if tail.is_empty() { "" } else { "INIT" }
+        )
+    };
+    let load_with = |name: &str, tail: &str, init: &str| {
+        let text = source(tail).replace("INIT", init);
+        let path = bpfjet_testsupport::Compile::text(name, &text).object();
+        bpfjet_obj::load_file(path)
+    };
+    let iproute2 = ", id, pinning, inner_id, inner_idx";
+    let plain = load_with("elf_map_zero", iproute2, "0, 0, 0, 0").unwrap();
+    assert_eq!(plain.maps[plain.map_index("m").unwrap()].max_entries, 2);
+    let pinned = load_with("elf_map_pinned", iproute2, "0, 2, 0, 0").unwrap_err();
+    assert!(
+        pinned.to_string().contains("iproute2's `pinning`"),
+        "{pinned}"
+    );
+    let other = load_with("elf_map_extra", ", extra", "1").unwrap_err();
+    assert!(other.to_string().contains("non-zero options"), "{other}");
+}
