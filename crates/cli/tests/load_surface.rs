@@ -519,3 +519,38 @@ fn globals_configure_the_program_on_every_engine() {
         assert!(run.stderr.contains(needle), "{arg}: {}", run.stderr);
     }
 }
+
+/// libbpf's `SEC("?xdp")`: not loaded unless asked. `test-run` without
+/// `--prog` runs the one program that autoloads, its broken `?` sibling
+/// unverified; naming the `?` program loads it (`bpf_program__set_autoload`)
+/// and its verifier verdict is the kernel's.
+#[test]
+fn autoload_off_programs_load_only_when_named() {
+    let dir = Scratch::new("autoload");
+    let obj = dir.compile_c(
+        "autoload",
+        &format!(
+            "{HEADERS}
+SEC(\"?xdp\") int broken(struct xdp_md *c) {{ return *(volatile int *)(long)c->data; }}
+SEC(\"xdp\") int fine(struct xdp_md *c) {{ return XDP_TX; }}
+char _license[] SEC(\"license\") = \"GPL\";
+"
+        ),
+    );
+    let packet = dir.file("p.hex", "00".repeat(64));
+    let mut engines = vec!["interp", "jit"];
+    if kernel_or_skip("autoload_off_programs_load_only_when_named (kernel engine)") {
+        engines.push("kernel");
+    }
+    for engine in engines {
+        let (retval, _) = outcome(&test_run(&obj, &packet, engine, &[]), engine);
+        assert_eq!(retval, 3, "{engine}: XDP_TX from `fine`");
+        let named = test_run(&obj, &packet, engine, &["--prog", "broken"]);
+        assert_ne!(named.code, Some(0), "{engine}: {}", named.stdout);
+        assert!(
+            named.stderr.contains("packet") || named.stderr.contains("pkt"),
+            "{engine}: not the verifier's packet-bounds refusal: {}",
+            named.stderr
+        );
+    }
+}

@@ -232,6 +232,13 @@ fn cases() -> Vec<Case> {
              k = 1; return bpf_map_lookup_elem(&outer, &k) ? XDP_DROP : XDP_TX; }",
             Loads(&["nested"]),
         ),
+        // libbpf's "?" prefix: not loaded unless asked (bpf_program__set_autoload).
+        case(
+            "autoload_off_program_the_verifier_refuses",
+            "SEC(\"?xdp\") int broken(struct xdp_md *c) { return *(volatile int *)(long)c->data; }\n\
+             SEC(\"xdp\") int fine(struct xdp_md *c) { return XDP_TX; }",
+            Loads(&["fine"]),
+        ),
         case(
             "map_without_type",
             "struct { __uint(max_entries, 1); __type(key, __u32); __type(value, __u64); } nt SEC(\".maps\");\n\

@@ -52,6 +52,9 @@ pub struct LoadOptions<'a> {
     /// (`bpfjet_obj::Object::set_global`), so both engines get the same
     /// bytes.
     pub globals: &'a [(String, String)],
+    /// Programs of `SEC("?...")` sections to load anyway
+    /// (`bpf_program__set_autoload(prog, true)`).
+    pub autoload: &'a [String],
 }
 
 /// A program type forced on every program of an object (kernel values:
@@ -198,6 +201,13 @@ impl KernelObject {
         };
         let mut logs: Vec<(String, Vec<u8>)> = Vec::new();
         for mut prog in open.progs_mut() {
+            if options
+                .autoload
+                .iter()
+                .any(|a| prog.name().to_str() == Some(a.as_str()))
+            {
+                prog.set_autoload(true);
+            }
             if let Some(forced) = options.prog_type {
                 set_prog_type(&mut prog, forced)
                     .map_err(|errno| load_error(&shown, None, errno, String::new()))?;
@@ -450,6 +460,8 @@ fn collect_programs(
 ) -> Result<Vec<KernelProgram>, KernelError> {
     object
         .progs()
+        // libbpf's `SEC("?...")` programs are not loaded (no fd).
+        .filter(|p| p.autoload())
         .map(|p| {
             let fd = p.as_fd().as_raw_fd();
             let name = p.name().to_string_lossy().into_owned();

@@ -156,7 +156,11 @@ impl Object {
             Some(n) => self
                 .program(n)
                 .ok_or_else(|| ObjError::NoSuchProgram(n.to_string()))?,
-            None => match self.programs.iter().find(|p| p.kind.is_xdp()) {
+            None => match self
+                .programs
+                .iter()
+                .find(|p| p.kind.is_xdp() && p.autoload())
+            {
                 Some(p) => p,
                 None => self
                     .programs

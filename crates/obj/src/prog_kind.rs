@@ -616,7 +616,8 @@ const LEGACY_XDP: &[(&str, Match, &str)] = &[
 
 impl ProgKind {
     /// The type libbpf 1.x gives a program in `section` (a leading `?`,
-    /// libbpf's "do not autoload" mark, is ignored).
+    /// libbpf's "do not autoload" mark, does not change the type:
+    /// `Program::autoload` reads it).
     pub fn from_section(section: &str) -> ProgKind {
         let section = section.strip_prefix('?').unwrap_or(section);
         if let Some((_, _, kind)) = XDP_DEFS

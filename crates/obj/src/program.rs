@@ -48,6 +48,13 @@ pub struct LineInfo {
 }
 
 impl Program {
+    /// Whether a loader loads it by default: libbpf does not load a
+    /// program whose section starts with `?` unless asked
+    /// (`bpf_program__set_autoload`).
+    pub fn autoload(&self) -> bool {
+        !self.section.starts_with('?')
+    }
+
     /// The source line covering `slot`: the closest record at or before it.
     pub fn line_at(&self, slot: usize) -> Option<&LineInfo> {
         let i = self.line_info.partition_point(|l| l.slot <= slot);

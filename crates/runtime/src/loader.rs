@@ -34,6 +34,10 @@ pub struct ObjectOptions {
     pub state: Option<MapState>,
     /// The routing table `bpf_fib_lookup` answers from.
     pub fib: Option<Arc<Fib>>,
+    /// Programs of `SEC("?...")` sections to load anyway, by name (libbpf's
+    /// `bpf_program__set_autoload(prog, true)`); the others of those
+    /// sections are neither verified nor run.
+    pub autoload: Vec<String>,
 }
 
 impl Default for ObjectOptions {
@@ -44,6 +48,7 @@ impl Default for ObjectOptions {
             instance_name: None,
             state: None,
             fib: None,
+            autoload: Vec::new(),
         }
     }
 }
@@ -75,8 +80,11 @@ pub(crate) struct LoadedProgram {
     pub object: usize,
     pub section: String,
     pub kind: ProgKind,
-    /// None for programs of types bpfjet does not run.
+    /// None for programs of types bpfjet does not run, and for those not
+    /// loaded (`autoloaded` false).
     pub program: Option<Program>,
+    /// False for a `SEC("?...")` program nobody asked to load.
+    pub autoloaded: bool,
     /// What the verifier proved, for programs loaded verified.
     pub verified: Option<VerifiedForm>,
 }
@@ -289,7 +297,11 @@ impl LoadedObject {
                 .collect();
             for p in &o.object.programs {
                 let name = bpfjet_maps::deployment::program_name(k, o.label, &p.name);
-                let (program, verified) = if let Some(prog_type) = p.kind.prog_type() {
+                let autoloaded =
+                    p.autoload() || opts.autoload.iter().any(|a| *a == name || *a == p.name);
+                let (program, verified) = if !autoloaded {
+                    (None, None)
+                } else if let Some(prog_type) = p.kind.prog_type() {
                     let helpers = if prog_type.is_tracing() {
                         &tracing
                     } else {
@@ -323,6 +335,7 @@ impl LoadedObject {
                     section: p.section.clone(),
                     kind: p.kind.clone(),
                     program,
+                    autoloaded,
                     verified,
                 });
             }
@@ -376,6 +389,12 @@ impl LoadedObject {
     /// The bound program, for callers that drive runs themselves.
     pub fn program(&self, name: &str) -> Result<&Program, RuntimeError> {
         let p = self.loaded_program(name)?;
+        if !p.autoloaded {
+            return Err(RuntimeError::NotAutoloaded {
+                program: p.name.clone(),
+                section: p.section.clone(),
+            });
+        }
         p.program
             .as_ref()
             .ok_or_else(|| RuntimeError::UnsupportedProgram {

@@ -79,6 +79,8 @@ pub enum RuntimeError {
     },
     #[error("no program named {name:?} (the object has: {available})")]
     NoSuchProgram { name: String, available: String },
+    #[error("program {program:?} (section {section}) was not loaded: a section starting with `?` is libbpf's autoload off; select the program (--prog) to load it")]
+    NotAutoloaded { program: String, section: String },
     #[error("program {program:?} (section {section}) is of type {kind}; bpfjet runs XDP, kprobe, tracepoint and raw_tracepoint programs{}",
         unknown_type_hint(.kind, .section))]
     UnsupportedProgram {

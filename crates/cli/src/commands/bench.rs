@@ -149,8 +149,11 @@ fn choose_program(object: &bpfjet_obj::Object, wanted: Option<&str>) -> Result<S
         }
         return Ok(name.to_string());
     }
-    let xdp: Vec<&bpfjet_obj::Program> =
-        object.programs.iter().filter(|p| p.kind.is_xdp()).collect();
+    let xdp: Vec<&bpfjet_obj::Program> = object
+        .programs
+        .iter()
+        .filter(|p| p.kind.is_xdp() && p.autoload())
+        .collect();
     match xdp.as_slice() {
         [only] => Ok(only.name.clone()),
         [] => bail!("the object has no XDP program"),

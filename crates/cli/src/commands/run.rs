@@ -250,6 +250,8 @@ pub fn run(args: &RunArgs) -> Result<ExitCode> {
             instance_name: Some(instance.clone()),
             state,
             fib: None,
+            // The program run is loaded, a `SEC("?xdp")` one too.
+            autoload: vec![prog.clone()],
         })
         .map_err(|e| {
             let text = e.to_string();

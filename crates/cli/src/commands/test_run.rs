@@ -176,9 +176,20 @@ fn choose_program(object: &Object, wanted: Option<&str>) -> Result<String> {
                 None => bail!("no program {name:?}; programs: {}", or_none(names())),
             }
         }
-        None => match object.programs.as_slice() {
+        // `SEC("?...")` programs are not loaded unless named.
+        None => match object
+            .programs
+            .iter()
+            .filter(|p| p.autoload())
+            .collect::<Vec<_>>()
+            .as_slice()
+        {
             [only] => only,
-            [] => bail!("the object has no programs"),
+            [] if object.programs.is_empty() => bail!("the object has no programs"),
+            [] => bail!(
+                "every program has autoload off (`SEC(\"?...\")`), choose one with --prog: {}",
+                names()
+            ),
             _ => bail!("several programs, choose one with --prog: {}", names()),
         },
     };

@@ -106,6 +106,9 @@ pub fn load_maps_and_programs(
         instance_name: opts.instance_name.clone(),
         state: opts.state.clone(),
         fib: None,
+        // `bpfjet trace` has no loader code choosing among programs: it
+        // loads and attaches every one, `SEC("?...")` ones included.
+        autoload: obj.programs.iter().map(|p| p.name.clone()).collect(),
     };
     if let Some((name, maps)) = &opts.control_plane {
         let instance = bpfjet_maps::Instance::open(name).map_err(|source| RuntimeError::Map {

@@ -733,6 +733,7 @@ impl BuildJob {
                 instance_name: Some(self.instance.clone()),
                 state: None,
                 fib: None,
+                autoload: vec![program.clone()],
             },
             instance,
             &reuse,

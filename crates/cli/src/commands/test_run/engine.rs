@@ -114,9 +114,13 @@ fn run_kernel(request: &RunRequest<'_>) -> Result<RunOutcome> {
     if !request.deployment.is_single() {
         return run_kernel_deployment(request);
     }
+    let autoload = [request.program.to_string()];
     let object = bpfjet_kernel::KernelObject::open_with(
         request.object_path,
-        &request.object_args.kernel_load_options(request.state),
+        &bpfjet_kernel::LoadOptions {
+            autoload: &autoload,
+            ..request.object_args.kernel_load_options(request.state)
+        },
     )?;
     let xdp_context = request.rx.kernel_context();
     let result = object
@@ -311,6 +315,8 @@ fn load_object(request: &RunRequest<'_>) -> Result<LoadedObject> {
         ncpus: bpfjet_kernel::possible_cpus(),
         unverified: request.unverified,
         state: request.state.cloned(),
+        // The program run is loaded, a `SEC("?xdp")` one too.
+        autoload: vec![request.program.to_string()],
         ..ObjectOptions::default()
     })
 }
