@@ -675,3 +675,96 @@ fn timers_fire_like_the_kernels() {
     let c = words(s, "calls", 0).unwrap();
     assert_eq!(&c[..2], &[5, 3], "callbacks run: array, hash");
 }
+
+/// A timer in the value of an inner map, reached through an
+/// ARRAY_OF_MAPS and a HASH_OF_MAPS (the verifier knows the inner
+/// template's timer from its BTF): init, callback and start from a
+/// program, the callback firing, as in the kernel.
+#[test]
+fn timers_in_inner_maps_fire_like_the_kernels() {
+    let path = Compile::text(
+        "timer_inner",
+        r#"
+#include <linux/bpf.h>
+#include <bpf/bpf_helpers.h>
+struct elem { __u64 fired; struct bpf_timer t; __u64 rets; };
+struct inner {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 2);
+	__type(key, __u32);
+	__type(value, struct elem);
+} in0 SEC(".maps"), in1 SEC(".maps");
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY_OF_MAPS);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__array(values, struct inner);
+} by_index SEC(".maps") = { .values = { &in0 } };
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH_OF_MAPS);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__array(values, struct inner);
+} by_key SEC(".maps") = { .values = { &in1 } };
+static int cb(void *map, __u32 *key, struct elem *e)
+{
+	e->fired++;
+	return 0;
+}
+static __always_inline __u64 arm(void *outer, __u32 slot)
+{
+	__u32 k = slot, i = 1;
+	void *m = bpf_map_lookup_elem(outer, &k);
+	if (!m)
+		return 1000;
+	struct elem *e = bpf_map_lookup_elem(m, &i);
+	if (!e)
+		return 2000;
+	long a = bpf_timer_init(&e->t, m, 1);
+	long b = bpf_timer_set_callback(&e->t, cb);
+	long c = bpf_timer_start(&e->t, 1000000, 0);
+	e->rets = (__u64)(a & 0xff) | (__u64)(b & 0xff) << 8 | (__u64)(c & 0xff) << 16;
+	return 0;
+}
+SEC("xdp") int timers(struct xdp_md *ctx)
+{
+	return arm(&by_index, 0) + arm(&by_key, 0) == 0 ? XDP_TX : XDP_ABORTED;
+}
+char _license[] SEC("license") = "GPL";
+"#,
+    )
+    .object();
+    let run = |f: &mut dyn FnMut() -> u32| {
+        let first = f();
+        let again = f(); // init again: -EBUSY
+        std::thread::sleep(Duration::from_millis(100));
+        (first, again)
+    };
+    let mut results = Vec::new();
+    for engine in [Engine::Interp, Engine::Jit] {
+        let on = OnEngine::load(&path, engine);
+        let actions = run(&mut || on.run("timers", &[0u8; 64]).0);
+        results.push((
+            format!("{engine:?}"),
+            actions,
+            on.loaded().dump_state().unwrap(),
+        ));
+    }
+    if let Some(k) = support::kernel_object(&path, "timers in inner maps, kernel column") {
+        let actions = run(&mut || k.test_run("timers", &[0u8; 64], 1, Some(0)).unwrap().retval);
+        results.push(("kernel".into(), actions, k.dump_maps().unwrap()));
+    }
+    for (who, actions, maps) in &results {
+        assert_eq!(*actions, (3, 3), "{who}: verdicts");
+        for map in ["in0", "in1"] {
+            let w = words(maps, map, 1).unwrap();
+            // Fired once (the second start re-armed the same timer); the
+            // second run's init -EBUSY (0xf0), set_callback and start 0.
+            assert_eq!((w[0], w[3]), (1, 0xf0), "{who}: {map}: {w:?}");
+        }
+    }
+    let (first, rest) = results.split_first().unwrap();
+    for r in rest {
+        assert_eq!(first.2, r.2, "maps: {} vs {}", first.0, r.0);
+    }
+}

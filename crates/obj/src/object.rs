@@ -25,6 +25,9 @@ pub struct Object {
     /// Parallel to `maps`: the special fields of each map's value (locks,
     /// graph roots, kptrs; `special_fields`), from its BTF.
     pub map_fields: Vec<Vec<crate::SpecialField>>,
+    /// Map-in-maps (by index in `maps`) whose inner template's value has
+    /// special fields: those fields (a timer, a spin lock, ...).
+    pub inner_map_fields: std::collections::BTreeMap<usize, Vec<crate::SpecialField>>,
     /// Slots of outer maps and PROG_ARRAYs that the object initialises itself.
     pub map_inits: Vec<MapSlotInit>,
     /// In section order, then by offset within the section.
@@ -362,6 +365,7 @@ pub fn load_with(bytes: &[u8], kernel_btf: &KernelBtf) -> Result<Object, ObjErro
         maps: maps.specs,
         spin_locks: maps.spin_locks,
         map_fields: maps.fields,
+        inner_map_fields: maps.inner_fields,
         map_inits: maps.inits,
         programs,
         kfuncs,

@@ -79,12 +79,12 @@ impl LoadedObject {
             } else {
                 &[]
             };
-            let entries = self
-                .dump_map(map, special)
-                .map_err(|source| RuntimeError::Map {
-                    map: map.name().to_string(),
-                    source,
-                })?;
+            let entries =
+                self.dump_map(map, special, mask)
+                    .map_err(|source| RuntimeError::Map {
+                        map: map.name().to_string(),
+                        source,
+                    })?;
             state.insert(map.name().to_string(), entries);
         }
         Ok(state)
@@ -97,6 +97,7 @@ impl LoadedObject {
         &self,
         map: &Map,
         special: &[bpfjet_obj::SpecialField],
+        mask: bool,
     ) -> Result<Vec<EntryState>, MapError> {
         // Masked below by the object's own list (the map's owned fields
         // are a subset of it).
@@ -141,7 +142,18 @@ impl LoadedObject {
                         value_size: inner.value_size(),
                         max_entries: inner.max_entries(),
                         flags: inner.spec().flags,
-                        entries: self.dump_map(&inner, &[])?,
+                        // An inner map that is one of the object's maps
+                        // has its special fields masked as there.
+                        entries: {
+                            let own = self
+                                .maps
+                                .maps
+                                .iter()
+                                .position(|m| Arc::ptr_eq(m, &inner))
+                                .filter(|_| mask);
+                            let special = own.map_or(&[][..], |i| self.maps.special_fields_of(i));
+                            self.dump_map(&inner, special, mask)?
+                        },
                     });
                 }
                 _ if per_cpu => {

@@ -688,6 +688,7 @@ fn linked_object(
             .collect(),
         spin_locks: maps.iter().map(|m| m.spin_lock_off()).collect(),
         map_fields: vec![Vec::new(); maps.len()],
+        inner_map_fields: Default::default(),
         map_inits: Vec::new(),
         programs,
         kfuncs: Vec::new(),

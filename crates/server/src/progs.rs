@@ -177,6 +177,7 @@ pub fn object_of(rec: &ProgRecord, maps: &[Arc<Map>]) -> Object {
         spin_locks: maps.iter().map(|m| m.spin_lock_off()).collect(),
         // Programs loaded through bpf() bring no map-value BTF here yet.
         map_fields: vec![Vec::new(); maps.len()],
+        inner_map_fields: Default::default(),
         map_inits: Vec::new(),
         programs: vec![Program {
             name,

@@ -13,6 +13,12 @@ use std::collections::BTreeMap;
 pub struct ObjectProgramEnv {
     lines: BTreeMap<usize, String>,
     globals: Vec<usize>,
+    /// The object's maps' special fields and spin-lock offsets, followed by
+    /// those of the inner templates of its map-in-maps, in the order the
+    /// verifier numbers the templates (after the object's maps, in map
+    /// order).
+    map_fields: Vec<Vec<bpfjet_obj::SpecialField>>,
+    spin_locks: Vec<Option<u32>>,
     global_refusals: Vec<(usize, String)>,
     prog_type: Option<bpfjet_obj::ProgType>,
     /// A `tp_btf` program's arguments from the running kernel's BTF, or
@@ -56,6 +62,22 @@ impl ObjectProgramEnv {
         ObjectProgramEnv {
             lines,
             globals: object.global_subprogs(program),
+            map_fields: with_templates(
+                object,
+                |i| object.map_fields.get(i).cloned(),
+                |i| object.inner_map_fields.get(&i).cloned(),
+            ),
+            spin_locks: with_templates(
+                object,
+                |i| object.spin_locks.get(i).copied(),
+                |i| {
+                    object.inner_map_fields.get(&i).map(|f| {
+                        f.iter()
+                            .find(|f| f.kind == bpfjet_obj::FieldKind::SpinLock)
+                            .map(|f| f.off)
+                    })
+                },
+            ),
             global_refusals: object.global_subprog_refusals(program),
             prog_type: program.kind.prog_type(),
             tp_args,
@@ -72,8 +94,8 @@ impl ObjectProgramEnv {
             env.prog_type = t;
         }
         env.kfuncs = &object.kfuncs;
-        env.spin_locks = &object.spin_locks;
-        env.map_fields = &object.map_fields;
+        env.spin_locks = &self.spin_locks;
+        env.map_fields = &self.map_fields;
         env.btf = object.btf.as_ref();
         env.global_subprogs = &self.globals;
         env.global_refusals = &self.global_refusals;
@@ -85,4 +107,23 @@ impl ObjectProgramEnv {
         env.tp_error = self.tp_error.as_deref();
         env
     }
+}
+
+/// Per map of `object` its `own` entry, then per map-in-map (in map order)
+/// its inner template's `template` entry (default when it has none): the
+/// verifier's numbering of maps and templates.
+fn with_templates<T: Default>(
+    object: &Object,
+    own: impl Fn(usize) -> Option<T>,
+    template: impl Fn(usize) -> Option<T>,
+) -> Vec<T> {
+    let mut all: Vec<T> = (0..object.maps.len())
+        .map(|i| own(i).unwrap_or_default())
+        .collect();
+    for (i, m) in object.maps.iter().enumerate() {
+        if m.inner.is_some() {
+            all.push(template(i).unwrap_or_default());
+        }
+    }
+    all
 }

@@ -23,6 +23,8 @@ pub(crate) struct BtfMapDef {
     pub spin_lock: Option<u32>,
     /// BTF id of the value type (`__type(value, T)`), for its special fields.
     pub value_type: Option<u32>,
+    /// The inner template's value type, for map-in-maps.
+    pub inner_value_type: Option<u32>,
 }
 
 fn invalid(map: &str, reason: impl Into<String>) -> ObjError {
@@ -114,6 +116,7 @@ pub(crate) fn parse(
     let (mut max_entries, mut flags, mut map_extra) = (0, 0, 0u64);
     let mut pinning = Pinning::None;
     let mut inner = None;
+    let mut inner_value_type = None;
     let mut values = None;
     let mut spin_lock = None;
     let mut value_type = None;
@@ -166,7 +169,9 @@ pub(crate) fn parse(
                 });
                 if let ValuesElem::MapDef(inner_id) = values_elem(btf, name, m.type_id)? {
                     let inner_name = format!("{name}.inner");
-                    inner = Some(Box::new(parse(btf, &inner_name, inner_id, false)?.spec));
+                    let def = parse(btf, &inner_name, inner_id, false)?;
+                    inner_value_type = def.value_type;
+                    inner = Some(Box::new(def.spec));
                 }
             }
             other => return Err(invalid(name, format!("unknown field `{other}`"))),
@@ -216,6 +221,7 @@ pub(crate) fn parse(
         values,
         spin_lock,
         value_type,
+        inner_value_type,
     })
 }
 

@@ -54,6 +54,9 @@ pub(crate) struct MapTable {
     /// Parallel to `specs`: the special fields of the value (locks, graph
     /// roots, kptrs), from its BTF.
     pub fields: Vec<Vec<SpecialField>>,
+    /// Map-in-maps (by index) whose inner template's value has special
+    /// fields (a timer, a lock, ...): those fields.
+    pub inner_fields: std::collections::BTreeMap<usize, Vec<SpecialField>>,
     pub inits: Vec<MapSlotInit>,
     /// BTF and legacy definitions by (section, byte offset of the definition).
     by_location: HashMap<(usize, u64), usize>,
@@ -68,6 +71,7 @@ impl MapTable {
             specs: Vec::new(),
             spin_locks: Vec::new(),
             fields: Vec::new(),
+            inner_fields: Default::default(),
             inits: Vec::new(),
             by_location: HashMap::new(),
             by_data_section: HashMap::new(),
@@ -201,6 +205,22 @@ impl MapTable {
                 } else {
                     (fields, def.spin_lock)
                 };
+            // The inner template's fields, as the kernel records them for
+            // the template map (`inner_map_fd`): what a program may do with
+            // an inner value (bpf_timer_*, bpf_spin_lock) follows them.
+            if let (Some(t), Some(inner)) = (def.inner_value_type, &def.spec.inner) {
+                let inner_fields = special_fields::struct_fields(btf, t).map_err(|reason| {
+                    ObjError::InvalidMap {
+                        map: format!("{name}.inner"),
+                        reason,
+                    }
+                })?;
+                if !inner_fields.is_empty()
+                    && !special_fields::kernel_refuses_value(inner.map_type, &inner_fields)
+                {
+                    self.inner_fields.insert(map, inner_fields);
+                }
+            }
             self.fields.push(fields);
             self.specs.push(def.spec);
             self.spin_locks.push(spin_lock);
