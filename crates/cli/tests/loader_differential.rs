@@ -120,6 +120,13 @@ fn cases() -> Vec<Case> {
             Refused("program `quiet` in section `xdp` is static"),
         ),
         case(
+            "static_function_in_a_code_section_of_its_own",
+            "__attribute__((noinline, section(\".text.helpers\"))) static int triple(int x) \
+             { return x * 3; }\n\
+             SEC(\"xdp\") int tripled(struct xdp_md *c) { return triple(c->ingress_ifindex); }",
+            Refused("program `triple` in section `.text.helpers` is static"),
+        ),
+        case(
             "weak_program",
             "SEC(\"xdp\") __attribute__((weak)) int loud(struct xdp_md *c) { return XDP_TX; }",
             Loads(&["loud"]),
