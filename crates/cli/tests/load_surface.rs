@@ -538,6 +538,12 @@ char _license[] SEC(\"license\") = \"GPL\";
         ),
     );
     let packet = dir.file("p.hex", "00".repeat(64));
+    // `verify` as `bpftool prog loadall`: the `?` program only when named.
+    assert_eq!(bpfjet(&["verify", &obj], b"").code, Some(0));
+    assert_eq!(
+        bpfjet(&["verify", &obj, "--prog", "broken"], b"").code,
+        Some(1)
+    );
     let mut engines = vec!["interp", "jit"];
     if kernel_or_skip("autoload_off_programs_load_only_when_named (kernel engine)") {
         engines.push("kernel");

@@ -26,10 +26,12 @@ pub fn run(
         Some(name) => vec![object
             .program(name)
             .with_context(|| format!("{} has no program named {name}", obj.display()))?],
+        // As `bpftool prog loadall`: a `SEC("?...")` program (autoload
+        // off) only when named.
         None => object
             .programs
             .iter()
-            .filter(|p| p.kind.is_supported())
+            .filter(|p| p.kind.is_supported() && p.autoload())
             .collect(),
     };
     if programs.is_empty() {
