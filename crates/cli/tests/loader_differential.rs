@@ -126,6 +126,20 @@ fn cases() -> Vec<Case> {
              SEC(\"xdp\") int tripled(struct xdp_md *c) { return triple(c->ingress_ifindex); }",
             Refused("program `triple` in section `.text.helpers` is static"),
         ),
+        // `xdp_md.egress_ifindex`: readable by a DEVMAP entry's program
+        // only (the kernel does not test-run those: verdicts only).
+        case(
+            "devmap_program_reads_egress_ifindex",
+            "SEC(\"xdp/devmap\") int egress(struct xdp_md *c) \
+             { return c->egress_ifindex == 7 ? XDP_DROP : XDP_PASS; }",
+            Loads(&[]),
+        ),
+        case(
+            "device_program_reads_egress_ifindex",
+            "SEC(\"xdp\") int egress(struct xdp_md *c) \
+             { return c->egress_ifindex == 7 ? XDP_DROP : XDP_PASS; }",
+            Refused("invalid bpf_context access off=20"),
+        ),
         case(
             "weak_program",
             "SEC(\"xdp\") __attribute__((weak)) int loud(struct xdp_md *c) { return XDP_TX; }",

@@ -2,8 +2,8 @@
 //!
 //! - XDP (`struct xdp_md`): six 32-bit fields, read-only, only as whole
 //!   aligned 4-byte loads through the unmodified context pointer;
-//!   `egress_ifindex` only for devmap programs (which bpfjet does not
-//!   verify), so it is refused like the kernel does for plain XDP.
+//!   `egress_ifindex` only for devmap programs (`BPF_XDP_DEVMAP`), as the
+//!   kernel's `xdp_is_valid_access`.
 //! - Tracing types, as the kernel's `*_is_valid_access`: read-only,
 //!   naturally aligned loads of any size inside a window — kprobe
 //!   `struct pt_regs` (bytes 0..168, `kprobe_prog_is_valid_access`);
@@ -31,6 +31,7 @@ pub fn check_xdp_access(
     off: i16,
     size: usize,
     write: bool,
+    devmap: bool,
 ) -> VResult<XdpMdField> {
     if base.off != 0 {
         return err(
@@ -59,6 +60,7 @@ pub fn check_xdp_access(
     let field = XdpMdField::from_offset(off - off.rem_euclid(4));
     let valid = (0..XDP_MD_SIZE).contains(&off) && size == 4 && off % 4 == 0;
     match field {
+        Some(f @ XdpMdField::EgressIfindex) if valid && devmap => return Ok(f),
         Some(XdpMdField::EgressIfindex) | None => {}
         Some(f) if valid => return Ok(f),
         Some(_) => {}

@@ -47,6 +47,9 @@ pub struct VerifyEnv<'a> {
     /// BTF prototype, and why (`Object::global_subprog_refusals`): a call
     /// to one is refused.
     pub global_refusals: &'a [(usize, String)],
+    /// An XDP program for a DEVMAP entry (`BPF_XDP_DEVMAP`): the kernel lets
+    /// it read `xdp_md.egress_ifindex`.
+    pub xdp_devmap: bool,
     pub policy: Policy,
     /// Maximum processed instructions before "too complex".
     pub complexity_limit: u64,
@@ -88,6 +91,7 @@ impl<'a> VerifyEnv<'a> {
             extra_kfuncs: &[],
             global_subprogs: &[],
             global_refusals: &[],
+            xdp_devmap: false,
             policy: Policy::Privileged,
             complexity_limit: COMPLEXITY_LIMIT,
             line_info: None,

@@ -549,7 +549,14 @@ impl Verifier<'_> {
                 Ok(loaded_unknown(size, false))
             }
             RegType::Ctx => {
-                let field = ctx_rules::check_xdp_access(base, regno, off, size, write)?;
+                let field = ctx_rules::check_xdp_access(
+                    base,
+                    regno,
+                    off,
+                    size,
+                    write,
+                    self.env.xdp_devmap,
+                )?;
                 let prev = self.facts.ctx_accesses.insert(
                     pc,
                     CtxAccess {

@@ -13,6 +13,7 @@ use std::collections::BTreeMap;
 pub struct ObjectProgramEnv {
     lines: BTreeMap<usize, String>,
     globals: Vec<usize>,
+    xdp_devmap: bool,
     /// The object's maps' special fields and spin-lock offsets, followed by
     /// those of the inner templates of its map-in-maps, in the order the
     /// verifier numbers the templates (after the object's maps, in map
@@ -62,6 +63,13 @@ impl ObjectProgramEnv {
         ObjectProgramEnv {
             lines,
             globals: object.global_subprogs(program),
+            xdp_devmap: matches!(
+                program.kind,
+                bpfjet_obj::ProgKind::XdpMapEntry {
+                    attach: bpfjet_obj::XdpAttach::Devmap,
+                    ..
+                }
+            ),
             map_fields: with_templates(
                 object,
                 |i| object.map_fields.get(i).cloned(),
@@ -99,6 +107,7 @@ impl ObjectProgramEnv {
         env.btf = object.btf.as_ref();
         env.global_subprogs = &self.globals;
         env.global_refusals = &self.global_refusals;
+        env.xdp_devmap = self.xdp_devmap;
         env.line_info = Some(&self.lines);
         env.gpl_compatible = bpfjet_obj::license_is_gpl_compatible(&object.license);
         env.tp_args = &self.tp_args;

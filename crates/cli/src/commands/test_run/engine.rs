@@ -137,7 +137,9 @@ fn run_kernel(request: &RunRequest<'_>) -> Result<RunOutcome> {
             // The kernel says only EINVAL; name what it checks.
             Some(EINVAL) => anyhow!(
                 "{e} (the kernel refuses frames shorter than an Ethernet header, \
-                 and --ingress-ifindex/--rx-queue naming a missing interface or queue)"
+                 --ingress-ifindex/--rx-queue naming a missing interface or queue, \
+                 and test runs of DEVMAP/CPUMAP entry programs (xdp/devmap, xdp/cpumap), \
+                 which bpfjet's engines run)"
             ),
             Some(ENOMEM) => anyhow!(
                 "{e} (the kernel refuses frames needing more than {MAX_FRAGS} page \
