@@ -172,7 +172,7 @@ fn cases() -> Vec<Case> {
         case(
             "global_subprogram_void_pointer",
             &format!("__attribute__((noinline)) {FIRST_BYTE}"),
-            Refused("arg"),
+            Refused("argument 0 (R1) of global function first_byte() points to void"),
         ),
         case(
             "global_subprogram_sized_pointer",
@@ -186,7 +186,7 @@ fn cases() -> Vec<Case> {
             "__attribute__((noinline)) void store(__u32 *v) { if (v) *v = 5; }\n\
              SEC(\"xdp\") int stored(struct xdp_md *c) { __u32 x = 2; store(&x); \
              return x == 5 ? XDP_TX : XDP_DROP; }",
-            Refused("doesn't return scalar"),
+            Refused("does not return a scalar"),
         ),
         case(
             "global_subprogram_tagged_context",
@@ -337,7 +337,7 @@ fn cases() -> Vec<Case> {
             "extern int LINUX_BPFJET_UNKNOWN __kconfig;",
             &["LINUX_BPFJET_UNKNOWN"],
         ),
-        Outcome::Refused("`LINUX_BPFJET_UNKNOWN`: unrecognized virtual extern"),
+        Outcome::Refused("`LINUX_BPFJET_UNKNOWN`: not a virtual extern libbpf knows"),
     ));
     v.push(case(
         "kconfig_neither_config_nor_linux",
@@ -345,12 +345,12 @@ fn cases() -> Vec<Case> {
             "extern int BPFJET_OPTION __kconfig __weak;",
             &["BPFJET_OPTION"],
         ),
-        Outcome::Refused("`BPFJET_OPTION`: unrecognized virtual extern"),
+        Outcome::Refused("`BPFJET_OPTION`: not a virtual extern libbpf knows"),
     ));
     v.push(case(
         "kconfig_bool_given_a_number",
         &kconfig_reader("extern _Bool CONFIG_HZ __kconfig __weak;", &["CONFIG_HZ"]),
-        Outcome::Refused("`CONFIG_HZ`: value '"),
+        Outcome::Refused("`CONFIG_HZ`: the number 250 needs an integer or char extern"),
     ));
     v.push(case(
         "kconfig_int_too_small",
@@ -358,7 +358,7 @@ fn cases() -> Vec<Case> {
             "extern unsigned char CONFIG_NR_CPUS __kconfig __weak;",
             &["CONFIG_NR_CPUS"],
         ),
-        Outcome::Refused("`CONFIG_NR_CPUS`: value"),
+        Outcome::Refused("`CONFIG_NR_CPUS`: the number"),
     ));
     v.push(case(
         "kconfig_unsupported_type",
@@ -366,7 +366,7 @@ fn cases() -> Vec<Case> {
             "struct pair { int a, b; }; extern struct pair CONFIG_HZ __kconfig __weak;",
             &["CONFIG_HZ.a"],
         ),
-        Outcome::Refused("`CONFIG_HZ`: type is unsupported"),
+        Outcome::Refused("`CONFIG_HZ`: its type cannot hold"),
     ));
     v
 }

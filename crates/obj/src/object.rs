@@ -186,19 +186,21 @@ impl Object {
 /// with prototype `proto`), as its verifier words it, if any.
 fn global_func_problem(btf: &Btf, func: u32, name: &str, proto: u32) -> Option<String> {
     let Some(BtfType::FuncProto { ret, params }) = btf.type_by_id(proto) else {
-        return Some(format!("Global function {name}() has no BTF prototype"));
+        return Some(format!("global function {name}() has no BTF prototype"));
     };
     let kind = |id: u32| btf.resolve(id).and_then(|r| btf.type_by_id(r));
     let scalar =
         |t: Option<&BtfType>| matches!(t, Some(BtfType::Int { .. } | BtfType::Enum { .. }));
     if !scalar(kind(*ret)) {
         return Some(format!(
-            "Global function {name}() doesn't return scalar. Only those are supported."
+            "global function {name}() does not return a scalar (the kernel verifies a \
+             global function only when it returns an integer or an enum)"
         ));
     }
     if params.len() > 5 {
         return Some(format!(
-            "Global function {name}() with {} > 5 args. Buggy compiler.",
+            "global function {name}() takes {} arguments, more than the 5 registers \
+             that pass them",
             params.len()
         ));
     }
@@ -223,20 +225,24 @@ fn global_func_problem(btf: &Btf, func: u32, name: &str, proto: u32) -> Option<S
                 });
                 if !sized {
                     let pointee = match kind(*target) {
-                        None | Some(BtfType::Void) => "UNKNOWN ".to_string(),
+                        None | Some(BtfType::Void) => "void".to_string(),
                         Some(t) => format!("{} {}", t.kind_name(), t.name()),
                     };
                     return Some(format!(
-                        "arg#{i} reference type('{pointee}') size cannot be determined \
-                         (global function {name}() is verified from its prototype alone: \
-                         give the pointer a sized type, or make the function static)"
+                        "argument {i} (R{}) of global function {name}() points to {pointee}, \
+                         whose size is unknown (a global function is verified from its \
+                         prototype alone: give the pointer a sized type, tag it arg:ctx, \
+                         or make the function static)",
+                        i + 1
                     ));
                 }
             }
             t => {
                 let what = t.map_or("unknown", |t| t.kind_name());
                 return Some(format!(
-                    "Arg#{i} type {what} in {name}() is not supported yet."
+                    "argument {i} (R{}) of global function {name}() is of kind {what}: the kernel \
+                     types a global function's arguments as scalars or pointers only",
+                    i + 1
                 ));
             }
         }

@@ -228,19 +228,19 @@ impl Extern {
         if !matches!(self.kind, Kind::Int { .. } | Kind::Char | Kind::Bool) {
             return Err(error(
                 &self.name,
-                format!("value '{v}' implies integer, char, or boolean type"),
+                format!("the number {v} needs an integer, char or bool extern"),
             ));
         }
         if self.kind == Kind::Bool && v > 1 {
             return Err(error(
                 &self.name,
-                format!("value '{v}' isn't boolean compatible"),
+                format!("the number {v} does not fit a bool (0 or 1)"),
             ));
         }
         if !self.fits(v) {
             return Err(error(
                 &self.name,
-                format!("value '{v}' doesn't fit in {} bytes", self.size),
+                format!("the number {v} does not fit in its {} bytes", self.size),
             ));
         }
         let size = self.size as usize;
@@ -253,9 +253,10 @@ impl Extern {
     fn set_from_config(&mut self, image: &mut [u8], value: &str) -> Result<(), ObjError> {
         match value.as_bytes()[0] {
             c @ (b'y' | b'n' | b'm') => match self.kind {
-                Kind::Bool if c == b'm' => {
-                    Err(error(&self.name, "value 'm' implies tristate or char type"))
-                }
+                Kind::Bool if c == b'm' => Err(error(
+                    &self.name,
+                    "the value m (module) needs an enum libbpf_tristate or a char, not a bool",
+                )),
                 Kind::Bool => {
                     self.store(image, &[(c == b'y') as u8]);
                     Ok(())
@@ -275,20 +276,23 @@ impl Extern {
                 }
                 _ => Err(error(
                     &self.name,
-                    format!("value '{}' implies bool, tristate, or char type", c as char),
+                    format!(
+                        "the value {} needs a bool, an enum libbpf_tristate or a char",
+                        c as char
+                    ),
                 )),
             },
             b'"' => {
                 if self.kind != Kind::CharArray {
                     return Err(error(
                         &self.name,
-                        format!("value '{value}' implies char array type"),
+                        format!("the string {value} needs a char array extern"),
                     ));
                 }
                 if value.len() < 2 || !value.ends_with('"') {
                     return Err(error(
                         &self.name,
-                        format!("invalid string config '{value}'"),
+                        format!("the string {value} is not closed"),
                     ));
                 }
                 let text = &value.as_bytes()[1..value.len() - 1];
@@ -299,12 +303,15 @@ impl Extern {
             }
             _ => {
                 let v = parse_u64(value).ok_or_else(|| {
-                    error(&self.name, format!("value '{value}' isn't a valid integer"))
+                    error(
+                        &self.name,
+                        format!("{value} is neither y, n, m, a quoted string nor a number"),
+                    )
                 })?;
                 if !matches!(self.kind, Kind::Int { .. } | Kind::Char) {
                     return Err(error(
                         &self.name,
-                        format!("value '{value}' implies integer type"),
+                        format!("the number {value} needs an integer or char extern"),
                     ));
                 }
                 self.set_number(image, v)
@@ -355,8 +362,8 @@ pub(crate) fn collect(elf: &Elf, btf: Option<&Btf>) -> Result<Option<Kconfig>, O
         let (kind, size, align) = kind_of(btf, *target).ok_or_else(|| {
             error(
                 name,
-                "type is unsupported (libbpf takes _Bool, char, 2/4/8-byte integers, \
-                 enum libbpf_tristate and char arrays)",
+                "its type cannot hold a configuration value (libbpf takes _Bool, char, \
+                 2/4/8-byte integers, enum libbpf_tristate and char arrays)",
             )
         })?;
         let weak = elf
@@ -397,7 +404,7 @@ pub(crate) fn collect(elf: &Elf, btf: Option<&Btf>) -> Result<Option<Kconfig>, O
         } else if !e.name.starts_with("LINUX_") || !e.weak {
             return Err(error(
                 &e.name,
-                "unrecognized virtual extern (libbpf sets LINUX_KERNEL_VERSION, \
+                "not a virtual extern libbpf knows (it sets LINUX_KERNEL_VERSION, \
                  LINUX_HAS_BPF_COOKIE and LINUX_HAS_SYSCALL_WRAPPER, other LINUX_* names \
                  only when __weak, to 0; kernel options are named CONFIG_*)",
             ));
