@@ -44,10 +44,9 @@
 //!
 //! # Not supported
 //!
-//! `__ksym` extern variables, `__kconfig` ones other than libbpf's own
-//! (`LINUX_KERNEL_VERSION`, `LINUX_HAS_BPF_COOKIE`,
-//! `LINUX_HAS_SYSCALL_WRAPPER`: `maps/kconfig.rs`); CO-RE against kernel module
-//! BTF (split BTF); big-endian and 32-bit objects; `struct_ops`.
+//! `__ksym` extern variables (`__kconfig` ones are read as libbpf reads
+//! them: `maps/kconfig.rs`); CO-RE against kernel module BTF (split BTF);
+//! big-endian and 32-bit objects; `struct_ops`.
 
 mod btf;
 mod bytes;
