@@ -261,6 +261,81 @@ fn cases() -> Vec<Case> {
             Loads(&["fine"]),
         ),
         case(
+            "read_only_map_written_by_the_program",
+            "struct { __uint(type, BPF_MAP_TYPE_ARRAY); __uint(max_entries, 1); \
+             __uint(map_flags, BPF_F_RDONLY_PROG); __type(key, __u32); __type(value, __u64); } \
+             ro SEC(\".maps\");\n\
+             SEC(\"xdp\") int writes(struct xdp_md *c) { __u32 k = 0; __u64 *v = \
+             bpf_map_lookup_elem(&ro, &k); if (v) *v = 1; return XDP_PASS; }",
+            Refused("write into map forbidden"),
+        ),
+        case(
+            "write_only_map_read_by_the_program",
+            "struct { __uint(type, BPF_MAP_TYPE_ARRAY); __uint(max_entries, 1); \
+             __uint(map_flags, BPF_F_WRONLY_PROG); __type(key, __u32); __type(value, __u64); } \
+             wo SEC(\".maps\");\n\
+             SEC(\"xdp\") int reads(struct xdp_md *c) { __u32 k = 0; __u64 *v = \
+             bpf_map_lookup_elem(&wo, &k); return v && *v ? XDP_DROP : XDP_PASS; }",
+            Refused("read from map forbidden"),
+        ),
+        case(
+            "write_only_map_value_read_by_a_helper",
+            "struct { __uint(type, BPF_MAP_TYPE_ARRAY); __uint(max_entries, 1); \
+             __uint(map_flags, BPF_F_WRONLY_PROG); __type(key, __u32); __type(value, __u64); } \
+             wo SEC(\".maps\");\n\
+             struct { __uint(type, BPF_MAP_TYPE_ARRAY); __uint(max_entries, 1); \
+             __type(key, __u32); __type(value, __u64); } copy SEC(\".maps\");\n\
+             SEC(\"xdp\") int copies(struct xdp_md *c) { __u32 k = 0; __u64 *v = \
+             bpf_map_lookup_elem(&wo, &k); if (v) bpf_map_update_elem(&copy, &k, v, 0); \
+             return XDP_PASS; }",
+            Refused("read from map forbidden"),
+        ),
+        case(
+            "write_only_map_written_by_the_program",
+            "struct { __uint(type, BPF_MAP_TYPE_ARRAY); __uint(max_entries, 2); \
+             __uint(map_flags, BPF_F_WRONLY_PROG); __type(key, __u32); __type(value, __u64); } \
+             wo SEC(\".maps\");\n\
+             SEC(\"xdp\") int writes_only(struct xdp_md *c) { __u32 k = 1; __u64 *v = \
+             bpf_map_lookup_elem(&wo, &k); if (v) *v = 42; return XDP_TX; }",
+            Loads(&["writes_only"]),
+        ),
+        case(
+            "lpm_trie_preallocated",
+            "struct { __uint(type, BPF_MAP_TYPE_LPM_TRIE); __uint(max_entries, 4); \
+             __uint(key_size, 8); __uint(value_size, 4); } trie SEC(\".maps\");\n\
+             SEC(\"xdp\") int lpm(struct xdp_md *c) { return XDP_PASS; }",
+            Refused("trie"),
+        ),
+        case(
+            "queue_with_a_key",
+            "struct { __uint(type, BPF_MAP_TYPE_QUEUE); __uint(max_entries, 4); \
+             __type(key, __u32); __type(value, __u32); } q SEC(\".maps\");\n\
+             SEC(\"xdp\") int queued(struct xdp_md *c) { return XDP_PASS; }",
+            Refused("queue"),
+        ),
+        case(
+            "stack_frames_over_512_bytes",
+            "__attribute__((noinline)) static int deep(int x) { volatile char b[300]; \
+             b[x & 255] = 1; return b[(x + 1) & 255]; }\n\
+             SEC(\"xdp\") int big(struct xdp_md *c) { volatile char a[300]; a[c->ingress_ifindex & 255] = 2; \
+             return deep(a[0]) + a[1] ? XDP_PASS : XDP_DROP; }",
+            Refused("stack"),
+        ),
+        case(
+            "tail_call_into_itself",
+            "struct { __uint(type, BPF_MAP_TYPE_PROG_ARRAY); __uint(max_entries, 1); \
+             __uint(key_size, 4); __array(values, int (void *)); } self_jump SEC(\".maps\");\n\
+             struct { __uint(type, BPF_MAP_TYPE_ARRAY); __uint(max_entries, 1); \
+             __type(key, __u32); __type(value, __u64); } hops SEC(\".maps\");\n\
+             SEC(\"xdp\") int looping(struct xdp_md *c) { __u32 k = 0; __u64 *n = \
+             bpf_map_lookup_elem(&hops, &k); if (n) *n += 1; bpf_tail_call(c, &self_jump, 0); \
+             return XDP_TX; }\n\
+             struct { __uint(type, BPF_MAP_TYPE_PROG_ARRAY); __uint(max_entries, 1); \
+             __uint(key_size, 4); __array(values, int (void *)); } unused SEC(\".maps\") = \
+             { .values = { [0] = (void *)&looping } };",
+            Loads(&["looping"]),
+        ),
+        case(
             "map_without_type",
             "struct { __uint(max_entries, 1); __type(key, __u32); __type(value, __u64); } nt SEC(\".maps\");\n\
              SEC(\"xdp\") int untyped(struct xdp_md *c) { __u32 k = 0; \

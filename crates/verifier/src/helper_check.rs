@@ -748,6 +748,15 @@ impl Verifier<'_> {
                         format!("R{regno}: write into map forbidden ({})", spec.name),
                     );
                 }
+                if !write && spec.flags & flags::WRONLY_PROG != 0 {
+                    return err(
+                        "map_read_wronly",
+                        format!(
+                            "R{regno}: read from map forbidden ({}: write-only for programs)",
+                            spec.name
+                        ),
+                    );
+                }
                 self.check_lock_overlap(map, reg, 0, size)?;
                 self.check_timer_overlap(map, reg, size)?;
                 self.check_region(

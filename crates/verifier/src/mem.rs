@@ -488,6 +488,20 @@ impl Verifier<'_> {
                         ),
                     );
                 }
+                // The kernel's check_map_access_type: a BPF_F_WRONLY_PROG
+                // map's values are never read by a program (an atomic
+                // reads too).
+                if !write && spec.flags & flags::WRONLY_PROG != 0 {
+                    return err(
+                        "map_read_wronly",
+                        format!(
+                            "read from map forbidden, value_size={} off={} size={size}: map {} is write-only for programs",
+                            spec.value_size,
+                            base.off as i64 + off64,
+                            spec.name
+                        ),
+                    );
+                }
                 self.check_lock_overlap(map, base, off64, size as i64)?;
                 self.check_region(
                     base,
