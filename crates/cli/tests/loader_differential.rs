@@ -336,6 +336,32 @@ fn cases() -> Vec<Case> {
             Loads(&["looping"]),
         ),
         case(
+            "rodata_table_indexed_by_the_packet",
+            "const volatile __u8 table[16] = { 1, 3, 5, 7, 9, 11, 13, 15, 2, 4, 6, 8, 10, 12, 14, 16 };\n\
+             SEC(\"xdp\") int lookup(struct xdp_md *c) { unsigned char *p = (void *)(long)c->data; \
+             if ((void *)(p + 2) > (void *)(long)c->data_end) return XDP_ABORTED; \
+             return table[p[1] & 15] > 8 ? XDP_TX : XDP_PASS; }",
+            Loads(&["lookup"]),
+        ),
+        case(
+            "printk_strings",
+            "SEC(\"xdp\") int chatty(struct xdp_md *c) { bpf_printk(\"len %d\", \
+             (int)(c->data_end - c->data)); return XDP_PASS; }",
+            Loads(&["chatty"]),
+        ),
+        case(
+            "ringbuf_without_size",
+            "struct { __uint(type, BPF_MAP_TYPE_RINGBUF); } rb0 SEC(\".maps\");\n\
+             SEC(\"xdp\") int noring(struct xdp_md *c) { return XDP_PASS; }",
+            Refused("rb0"),
+        ),
+        case(
+            "frags_program",
+            "SEC(\"xdp.frags\") int fragged(struct xdp_md *c) { return bpf_xdp_get_buff_len(c) == 64 \
+             ? XDP_TX : XDP_DROP; }",
+            Loads(&["fragged"]),
+        ),
+        case(
             "map_without_type",
             "struct { __uint(max_entries, 1); __type(key, __u32); __type(value, __u64); } nt SEC(\".maps\");\n\
              SEC(\"xdp\") int untyped(struct xdp_md *c) { __u32 k = 0; \
