@@ -24,6 +24,47 @@ struct Step {
     out: Vec<u8>,
 }
 
+/// A step as compared between the backends: what it did, its errno (not
+/// the fd or count a success returned) and the bytes it wrote back.
+fn outline(s: &Step) -> String {
+    format!("{}: {:?} {:?}", s.what, s.result.map(|_| ()), s.out)
+}
+
+/// Where bpfjet's steps answer differently from the kernel's (`label`
+/// names the run); both runs must have taken the same steps.
+fn differences(label: &str, kernel: &[Step], ours: &[Step]) -> Vec<String> {
+    let all = |steps: &[Step]| steps.iter().map(outline).collect::<Vec<_>>().join("\n");
+    assert_eq!(
+        kernel.len(),
+        ours.len(),
+        "{label}: kernel:\n{}\nbpfjet:\n{}",
+        all(kernel),
+        all(ours)
+    );
+    kernel
+        .iter()
+        .zip(ours)
+        .filter(|(k, j)| outline(k) != outline(j))
+        .map(|(k, j)| {
+            format!(
+                "{label}: kernel {}, bpfjet {:?} {:?}",
+                outline(k),
+                j.result,
+                j.out
+            )
+        })
+        .collect()
+}
+
+fn assert_no_differences(differences: &[String]) {
+    assert!(
+        differences.is_empty(),
+        "{} differences, the first:\n{}",
+        differences.len(),
+        differences[..differences.len().min(10)].join("\n")
+    );
+}
+
 struct Driver<'a> {
     backend: &'a dyn Backend,
     steps: Vec<Step>,
@@ -364,36 +405,7 @@ fn map_commands_match_the_kernel() {
     let kernel = sequence(&KernelBackend, ncpus);
     let ours = sequence(jet, ncpus);
     drop(jet_ns);
-    let outline = |steps: &[Step]| {
-        steps
-            .iter()
-            .map(|s| format!("{}: {:?} {:?}", s.what, s.result.map(|_| ()), s.out))
-            .collect::<Vec<_>>()
-            .join("\n")
-    };
-    assert_eq!(
-        kernel.len(),
-        ours.len(),
-        "kernel:\n{}\nbpfjet:\n{}",
-        outline(&kernel),
-        outline(&ours)
-    );
-    let mut differences = Vec::new();
-    for (k, j) in kernel.iter().zip(&ours) {
-        let k_ok = k.result.map(|_| ());
-        let j_ok = j.result.map(|_| ());
-        if k_ok != j_ok || k.out != j.out {
-            differences.push(format!(
-                "{}: kernel {:?} {:?}, bpfjet {:?} {:?}",
-                k.what, k.result, k.out, j.result, j.out
-            ));
-        }
-    }
-    assert!(
-        differences.is_empty(),
-        "differences:\n{}",
-        differences.join("\n")
-    );
+    assert_no_differences(&differences("map commands", &kernel, &ours));
     assert!(kernel.len() > 30);
 }
 
@@ -589,26 +601,19 @@ fn random_map_commands_match_the_kernel() {
     for seed in [3u64, 0x5eed_1234, 0x00fe_edf0_0d77] {
         let kernel = random_sequence(&KernelBackend, ncpus, seed, 1500);
         let ours = random_sequence(jet, ncpus, seed, 1500);
-        assert_eq!(kernel.len(), ours.len());
-        for (k, j) in kernel.iter().zip(&ours) {
+        for k in &kernel {
             *answers
                 .entry(format!("{:?}", k.result.map(|_| ())))
                 .or_insert(0) += 1;
-            if k.result.map(|_| ()) != j.result.map(|_| ()) || k.out != j.out {
-                differences.push(format!(
-                    "seed {seed:#x}, {}: kernel {:?} {:?}, bpfjet {:?} {:?}",
-                    k.what, k.result, k.out, j.result, j.out
-                ));
-            }
         }
+        differences.extend(self::differences(
+            &format!("seed {seed:#x}"),
+            &kernel,
+            &ours,
+        ));
     }
     drop(jet_ns);
-    assert!(
-        differences.is_empty(),
-        "{} differences, the first:\n{}",
-        differences.len(),
-        differences[..differences.len().min(10)].join("\n")
-    );
+    assert_no_differences(&differences);
     // The streams reached the answers they are for.
     // EPERM, ENOENT, EEXIST, E2BIG, EINVAL, ENOSPC, ENOTSUPP.
     for errno in [1, 2, 17, 7, 22, 28, 524] {
@@ -714,12 +719,7 @@ fn random_map_creates_match_the_kernel() {
         }
     }
     drop(jet_ns);
-    assert!(
-        differences.is_empty(),
-        "{} differences in {tried} creates, the first:\n{}",
-        differences.len(),
-        differences[..differences.len().min(25)].join("\n")
-    );
+    assert_no_differences(&differences);
     assert!(answers.len() >= 3, "{answers:?}");
 }
 
@@ -841,13 +841,7 @@ fn map_access_belongs_to_the_fd() {
     let kernel = fd_access_sequence(&KernelBackend);
     let ours = fd_access_sequence(jet);
     drop(jet_ns);
-    let outline = |steps: &[Step]| {
-        steps
-            .iter()
-            .map(|s| format!("{}: {:?} {:?}", s.what, s.result.map(|_| ()), s.out))
-            .collect::<Vec<_>>()
-    };
-    assert_eq!(outline(&kernel), outline(&ours));
+    assert_no_differences(&differences("fd access", &kernel, &ours));
     // The sequence saw both answers.
     assert!(kernel.iter().any(|s| s.result == Err(Errno::EPERM)));
     assert!(kernel
@@ -999,28 +993,16 @@ fn map_in_map_commands_match_the_kernel() {
         return;
     }
     let jet_ns = JetNs::open("m");
-    let outline = |steps: &[Step]| {
-        steps
-            .iter()
-            .map(|s| format!("{}: {:?} {:?}", s.what, s.result.map(|_| ()), s.out))
-            .collect::<Vec<_>>()
-    };
     let mut differences = Vec::new();
     for seed in [21u64, 0x00ab_cdef_0101] {
-        let kernel = outline(&map_in_map_sequence(&KernelBackend, seed));
-        let ours = outline(&map_in_map_sequence(&jet_ns.backend, seed));
-        assert_eq!(kernel.len(), ours.len(), "seed {seed:#x}");
-        for (k, j) in kernel.iter().zip(&ours) {
-            if k != j {
-                differences.push(format!("seed {seed:#x}:\n  kernel {k}\n  bpfjet {j}"));
-            }
-        }
+        let kernel = map_in_map_sequence(&KernelBackend, seed);
+        let ours = map_in_map_sequence(&jet_ns.backend, seed);
+        differences.extend(self::differences(
+            &format!("seed {seed:#x}"),
+            &kernel,
+            &ours,
+        ));
     }
     drop(jet_ns);
-    assert!(
-        differences.is_empty(),
-        "{} differences, the first:\n{}",
-        differences.len(),
-        differences[..differences.len().min(10)].join("\n")
-    );
+    assert_no_differences(&differences);
 }
