@@ -304,14 +304,14 @@ fn cases() -> Vec<Case> {
             "struct { __uint(type, BPF_MAP_TYPE_LPM_TRIE); __uint(max_entries, 4); \
              __uint(key_size, 8); __uint(value_size, 4); } trie SEC(\".maps\");\n\
              SEC(\"xdp\") int lpm(struct xdp_md *c) { return XDP_PASS; }",
-            Refused("trie"),
+            Refused("lpm: needs BPF_F_NO_PREALLOC"),
         ),
         case(
             "queue_with_a_key",
             "struct { __uint(type, BPF_MAP_TYPE_QUEUE); __uint(max_entries, 4); \
              __type(key, __u32); __type(value, __u32); } q SEC(\".maps\");\n\
              SEC(\"xdp\") int queued(struct xdp_md *c) { return XDP_PASS; }",
-            Refused("queue"),
+            Refused("queue/stack: key_size 0"),
         ),
         case(
             "stack_frames_over_512_bytes",
@@ -319,7 +319,7 @@ fn cases() -> Vec<Case> {
              b[x & 255] = 1; return b[(x + 1) & 255]; }\n\
              SEC(\"xdp\") int big(struct xdp_md *c) { volatile char a[300]; a[c->ingress_ifindex & 255] = 2; \
              return deep(a[0]) + a[1] ? XDP_PASS : XDP_DROP; }",
-            Refused("stack"),
+            Refused("combined stack size of the call chain is 640 bytes"),
         ),
         case(
             "tail_call_into_itself",
@@ -353,7 +353,7 @@ fn cases() -> Vec<Case> {
             "ringbuf_without_size",
             "struct { __uint(type, BPF_MAP_TYPE_RINGBUF); } rb0 SEC(\".maps\");\n\
              SEC(\"xdp\") int noring(struct xdp_md *c) { return XDP_PASS; }",
-            Refused("rb0"),
+            Refused("map \"rb0\": invalid argument (EINVAL): max_entries is 0"),
         ),
         case(
             "frags_program",
