@@ -90,27 +90,34 @@ impl Object {
         self.maps.iter().position(|m| m.name == name)
     }
 
-    /// Entry slots of `prog`'s global (non-static) subprograms, from the BTF
-    /// linkage of their `FUNC` types; the kernel verifies those differently
-    /// (e.g. refuses calls to them while a spin lock is held).
-    pub fn global_subprogs(&self, prog: &Program) -> Vec<usize> {
-        let Some(btf) = &self.btf else {
-            return Vec::new();
-        };
+    /// `prog`'s global (non-static) subprograms, from the BTF linkage of
+    /// their `FUNC` types: (entry slot, `FUNC` id, name, prototype id).
+    fn global_funcs<'a>(
+        &'a self,
+        prog: &'a Program,
+    ) -> impl Iterator<Item = (usize, u32, &'a str, u32)> + 'a {
+        let btf = self.btf.as_ref();
         prog.func_info
             .iter()
             .filter(|f| f.slot != 0)
-            .filter(|f| {
-                matches!(
-                    f.btf_type_id.and_then(|id| btf.type_by_id(id)),
-                    Some(BtfType::Func {
+            .filter_map(move |f| {
+                let id = f.btf_type_id?;
+                match btf?.type_by_id(id)? {
+                    BtfType::Func {
+                        name,
+                        proto,
                         linkage: Linkage::Global,
-                        ..
-                    })
-                )
+                    } => Some((f.slot, id, name.as_str(), *proto)),
+                    _ => None,
+                }
             })
-            .map(|f| f.slot)
-            .collect()
+    }
+
+    /// Entry slots of `prog`'s global subprograms; the kernel verifies
+    /// those differently (e.g. refuses calls to them while a spin lock is
+    /// held).
+    pub fn global_subprogs(&self, prog: &Program) -> Vec<usize> {
+        self.global_funcs(prog).map(|(slot, ..)| slot).collect()
     }
 
     /// For each global subprogram of `prog` (entry slot) whose BTF
@@ -124,19 +131,9 @@ impl Object {
         let Some(btf) = &self.btf else {
             return Vec::new();
         };
-        prog.func_info
-            .iter()
-            .filter(|f| f.slot != 0)
-            .filter_map(|f| {
-                let id = f.btf_type_id?;
-                match btf.type_by_id(id)? {
-                    BtfType::Func {
-                        name,
-                        proto,
-                        linkage: Linkage::Global,
-                    } => global_func_problem(btf, id, name, *proto).map(|why| (f.slot, why)),
-                    _ => None,
-                }
+        self.global_funcs(prog)
+            .filter_map(|(slot, id, name, proto)| {
+                global_func_problem(btf, id, name, proto).map(|why| (slot, why))
             })
             .collect()
     }
