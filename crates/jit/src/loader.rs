@@ -6,6 +6,7 @@
 //! is what lets cached (and later AOT) objects run without compiling.
 
 use crate::error::JitError;
+use bpfjet_maps::page_size;
 use object::elf;
 use object::read::elf::ElfFile64;
 use object::{
@@ -66,15 +67,6 @@ impl Image {
 
 fn err(message: impl Into<String>) -> JitError {
     JitError::Loader(message.into())
-}
-
-fn page_size() -> usize {
-    // SAFETY: sysconf has no preconditions.
-    let size = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
-    usize::try_from(size)
-        .ok()
-        .filter(|&s| s > 0)
-        .unwrap_or(4096)
 }
 
 fn align_up(v: usize, align: usize) -> usize {

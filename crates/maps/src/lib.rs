@@ -46,6 +46,7 @@ pub use ringbuf::{
     Backpressure, MmapSegment, RingRecord, RingbufConsumer, RingbufSnapshot, RingbufStats,
     UserRingbufProducer, WakeupFd,
 };
+pub use shm::page_size;
 pub use spec::{MapSpec, MapType};
 pub use state_io::{inner_spec, ApplyError, InstanceResolver, StateResolver};
 pub use validate::check_creatable;

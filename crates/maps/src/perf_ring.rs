@@ -25,6 +25,7 @@
 //! processes may write one CPU's ring), a futex word bumped on every
 //! write, which a consumer's epoll bridge waits on, and the sample format.
 
+use crate::shm::page_size;
 use std::fs::File;
 use std::io;
 use std::os::unix::fs::OpenOptionsExt;
@@ -46,11 +47,6 @@ const RECORD_LOST: u32 = 2;
 const RECORD_SAMPLE: u32 = 9;
 const HEADER: usize = 8;
 const LOST_RECORD: usize = HEADER + 16;
-
-fn page_size() -> usize {
-    // SAFETY: sysconf has no preconditions.
-    unsafe { libc::sysconf(libc::_SC_PAGESIZE) as usize }
-}
 
 /// `PERF_SAMPLE_TID`, `TIME`, `CPU`, `PERIOD`, `RAW`.
 pub const PERF_SAMPLE_TID: u64 = 1 << 1;

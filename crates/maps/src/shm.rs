@@ -10,7 +10,8 @@ use crate::error::MapError;
 use std::ffi::CString;
 use std::io;
 
-pub(crate) fn page_size() -> usize {
+/// The system's page size (asked once; 4096 if sysconf fails).
+pub fn page_size() -> usize {
     // Asked once: ring-buffer commits need it on every record.
     static PAGE: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
     *PAGE.get_or_init(|| {

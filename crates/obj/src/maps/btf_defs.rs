@@ -196,7 +196,10 @@ pub(crate) fn parse(
     // libbpf sizes a ring buffer up to the next power-of-two number of
     // pages instead of letting the kernel refuse the object's size.
     let max_entries = if matches!(map_type, MapType::Ringbuf | MapType::UserRingbuf) {
-        ringbuf_size(max_entries, page_size())
+        ringbuf_size(
+            max_entries,
+            u32::try_from(bpfjet_maps::page_size()).unwrap_or(4096),
+        )
     } else {
         max_entries
     };
@@ -238,12 +241,6 @@ fn ringbuf_size(size: u32, page: u32) -> u32 {
         bytes <<= 1;
     }
     u32::try_from(bytes).unwrap_or(size)
-}
-
-fn page_size() -> u32 {
-    // SAFETY: sysconf has no preconditions.
-    let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
-    u32::try_from(page).unwrap_or(4096)
 }
 
 /// The offset of the `struct bpf_spin_lock` in the value type named by
