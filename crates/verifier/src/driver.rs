@@ -201,7 +201,7 @@ impl<'a> Verifier<'a> {
     ) -> Self {
         let mut maps: Vec<MapSpec> = env.maps.to_vec();
         let mut inner_of = vec![None; maps.len()];
-        for i in 0..env.maps.len() {
+        for i in crate::env::template_owners(env.maps) {
             if let Some(inner) = &env.maps[i].inner {
                 inner_of[i] = Some(maps.len() as u32);
                 maps.push((**inner).clone());

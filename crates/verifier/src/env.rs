@@ -121,3 +121,14 @@ impl<'a> VerifyEnv<'a> {
         self.policy == Policy::Privileged
     }
 }
+
+/// The maps (indices) whose inner-map templates the verifier numbers after
+/// the program's own maps, in that order: template `maps.len() + k` is the
+/// inner template of the `k`-th map this yields. Tables indexed by map
+/// (special fields, spin locks) extend the same way.
+pub(crate) fn template_owners(maps: &[MapSpec]) -> impl Iterator<Item = usize> + '_ {
+    maps.iter()
+        .enumerate()
+        .filter(|(_, m)| m.inner.is_some())
+        .map(|(i, _)| i)
+}

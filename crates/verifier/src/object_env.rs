@@ -120,19 +120,14 @@ impl ObjectProgramEnv {
 
 /// Per map of `object` its `own` entry, then per map-in-map (in map order)
 /// its inner template's `template` entry (default when it has none): the
-/// verifier's numbering of maps and templates.
+/// verifier's numbering of maps and templates (`env::template_owners`).
 fn with_templates<T: Default>(
     object: &Object,
     own: impl Fn(usize) -> Option<T>,
     template: impl Fn(usize) -> Option<T>,
 ) -> Vec<T> {
-    let mut all: Vec<T> = (0..object.maps.len())
+    (0..object.maps.len())
         .map(|i| own(i).unwrap_or_default())
-        .collect();
-    for (i, m) in object.maps.iter().enumerate() {
-        if m.inner.is_some() {
-            all.push(template(i).unwrap_or_default());
-        }
-    }
-    all
+        .chain(crate::env::template_owners(&object.maps).map(|i| template(i).unwrap_or_default()))
+        .collect()
 }
