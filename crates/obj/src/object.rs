@@ -274,11 +274,13 @@ fn fix_datasecs(elf: &Elf, btf: &mut Btf) {
     // is static to the loader (a hidden map is refused, a hidden global
     // subprogram is verified as a static one, a section of hidden
     // variables is not mmapable).
-    for sym in elf.symbols.iter().filter(|s| s.hidden && !s.local) {
-        if matches!(sym.kind, SymKind::Object | SymKind::Func) {
-            btf.make_static(&sym.name);
-        }
-    }
+    let hidden = elf
+        .symbols
+        .iter()
+        .filter(|s| s.hidden && !s.local && matches!(s.kind, SymKind::Object | SymKind::Func))
+        .map(|s| s.name.as_str())
+        .collect();
+    btf.make_static(&hidden);
     for (index, section) in elf.sections.iter().enumerate() {
         let Ok(size) = u32::try_from(section.size) else {
             continue;

@@ -362,9 +362,10 @@ impl Btf {
         }
     }
 
-    /// Gives the `VAR` or `FUNC` named `name` static linkage (libbpf's
-    /// treatment of a hidden-visibility global).
-    pub fn make_static(&mut self, name: &str) {
+    /// Gives the global `VAR`s and `FUNC`s whose name `names` holds static
+    /// linkage (libbpf's treatment of hidden-visibility globals), in one
+    /// pass over the types.
+    pub fn make_static(&mut self, names: &std::collections::HashSet<&str>) {
         for t in &mut self.types {
             match t {
                 BtfType::Var {
@@ -372,7 +373,9 @@ impl Btf {
                 }
                 | BtfType::Func {
                     name: n, linkage, ..
-                } if n == name && *linkage == Linkage::Global => *linkage = Linkage::Static,
+                } if *linkage == Linkage::Global && names.contains(n.as_str()) => {
+                    *linkage = Linkage::Static
+                }
                 _ => {}
             }
         }
