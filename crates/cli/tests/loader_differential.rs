@@ -195,6 +195,102 @@ fn cases() -> Vec<Case> {
              SEC(\"xdp\") int tagged(struct xdp_md *c) { return len_of(c) == 64 ? XDP_TX : XDP_DROP; }",
             Loads(&["tagged"]),
         ),
+        // The body of a global function is verified once, from its
+        // prototype alone: a sized pointer argument may be NULL, a scalar
+        // argument has any value, and its caller sees an unknown result.
+        // A pointer argument must be readable and writable for the
+        // pointee's size, whatever its `const`: `.rodata` is not.
+        case(
+            "global_subprogram_unchecked_pointer",
+            "__attribute__((noinline)) int plus_one(__u32 *v) { return *v + 1; }\n\
+             SEC(\"xdp\") int unchecked(struct xdp_md *c) { __u32 x = 2; \
+             return plus_one(&x) == 3 ? XDP_TX : XDP_DROP; }",
+            Refused("mem_or_null"),
+        ),
+        case(
+            "global_subprogram_argument_unbounded",
+            &format!(
+                "{ARRAY_MAP} vals SEC(\".maps\");\n\
+                 __attribute__((noinline)) int byte_at(__u32 i) {{ __u32 k = 0; \
+                 __u8 *v = bpf_map_lookup_elem(&vals, &k); if (!v) return 0; return v[i]; }}\n\
+                 SEC(\"xdp\") int indexed(struct xdp_md *c) {{ return byte_at(3) ? XDP_TX : XDP_DROP; }}"
+            ),
+            Refused("unbounded"),
+        ),
+        case(
+            "global_subprogram_result_unknown",
+            &format!(
+                "{ARRAY_MAP} vals SEC(\".maps\");\n\
+                 __attribute__((noinline)) int four(void) {{ volatile int x = 4; return x; }}\n\
+                 SEC(\"xdp\") int result(struct xdp_md *c) {{ __u32 k = 0; \
+                 __u8 *v = bpf_map_lookup_elem(&vals, &k); if (!v) return 0; \
+                 return v[four()] ? XDP_TX : XDP_DROP; }}"
+            ),
+            Refused("map_value pointer"),
+        ),
+        case(
+            "global_subprogram_checked_argument",
+            &format!(
+                "{ARRAY_MAP} vals SEC(\".maps\");\n\
+                 __attribute__((noinline)) int byte_at(__u32 i) {{ __u32 k = 0; \
+                 __u8 *v = bpf_map_lookup_elem(&vals, &k); if (!v || i >= 8) return 0; return v[i]; }}\n\
+                 SEC(\"xdp\") int indexed(struct xdp_md *c) {{ __u32 k = 0; __u64 *v = \
+                 bpf_map_lookup_elem(&vals, &k); if (v) *v = 0x0400; \
+                 return byte_at(1) == 4 ? XDP_TX : XDP_DROP; }}"
+            ),
+            Loads(&["indexed"]),
+        ),
+        case(
+            "global_subprogram_packet_argument",
+            "struct eth { __u8 dst[6], src[6]; __u16 proto; };\n\
+             __attribute__((noinline)) int proto_of(struct eth *e) { return e ? e->proto : -1; }\n\
+             SEC(\"xdp\") int parse(struct xdp_md *c) { void *d = (void *)(long)c->data; \
+             if (d + sizeof(struct eth) > (void *)(long)c->data_end) return XDP_PASS; \
+             return proto_of(d) == 0x0008 ? XDP_TX : XDP_DROP; }",
+            Loads(&["parse"]),
+        ),
+        case(
+            "global_subprogram_packet_unchecked",
+            "struct eth { __u8 dst[6], src[6]; __u16 proto; };\n\
+             __attribute__((noinline)) int proto_of(struct eth *e) { return e ? e->proto : -1; }\n\
+             SEC(\"xdp\") int parse(struct xdp_md *c) { void *d = (void *)(long)c->data; \
+             if (d + 4 > (void *)(long)c->data_end) return XDP_PASS; \
+             return proto_of(d) == 0x0008 ? XDP_TX : XDP_DROP; }",
+            Refused("invalid args"),
+        ),
+        case(
+            "global_subprogram_fills_caller_stack",
+            "struct pair { __u32 a, b; };\n\
+             __attribute__((noinline)) int fill(struct pair *p) { if (!p) return -1; \
+             p->a = 7; p->b = 9; return 0; }\n\
+             SEC(\"xdp\") int filled(struct xdp_md *c) { struct pair p = {}; fill(&p); \
+             return p.a + p.b == 16 ? XDP_TX : XDP_DROP; }",
+            Loads(&["filled"]),
+        ),
+        case(
+            "global_subprogram_pointer_as_scalar",
+            "__attribute__((noinline)) int nonzero(long x) { return x != 0; }\n\
+             SEC(\"xdp\") int cast(struct xdp_md *c) { __u32 k = 0; \
+             return nonzero((long)&k) ? XDP_TX : XDP_DROP; }",
+            Refused("is not a scalar"),
+        ),
+        case(
+            "global_subprogram_context_by_type",
+            "__attribute__((noinline)) int room(struct xdp_md *c) \
+             { void *d = (void *)(long)c->data; if (d + 2 > (void *)(long)c->data_end) return 0; \
+             return *(__u8 *)d + 1; }\n\
+             SEC(\"xdp\") int by_type(struct xdp_md *c) { return room(c) > 0 ? XDP_TX : XDP_DROP; }",
+            Loads(&["by_type"]),
+        ),
+        case(
+            "global_subprogram_rodata_argument",
+            "struct cfg { __u32 a, b; };\n\
+             const volatile struct cfg conf = { 3, 4 };\n\
+             __attribute__((noinline)) int sum(const volatile struct cfg *p) { return p ? p->a + p->b : 0; }\n\
+             SEC(\"xdp\") int ro(struct xdp_md *c) { const volatile struct cfg *volatile pp = &conf; return sum(pp) == 7 \
+             ? XDP_TX : XDP_DROP; }",
+            Refused("write into map forbidden"),
+        ),
         // Global data in sections of its own.
         case(
             "custom_data_sections",

@@ -71,7 +71,10 @@ pub use core::{KernelBtf, TargetBtf};
 pub use error::ObjError;
 pub use loader_settings::LoaderSettings;
 pub use maps::{has_syscall_wrapper, spin_lock_offset, MapSlotInit, SlotTarget};
-pub use object::{license_is_gpl_compatible, load, load_file, load_file_with, load_with, Object};
+pub use object::{
+    license_is_gpl_compatible, load, load_file, load_file_with, load_with, GlobalArg,
+    GlobalSubprog, Object,
+};
 pub use prog_kind::{
     force_type_hint, KernelProgType, ProbeFlavor, ProbeSection, ProbeTarget, ProgKind, ProgType,
     SyscallEntryProbe, SyscallTracepoint, XdpAttach, SYSCALL_ENTRY_PREFIX,

@@ -11,7 +11,7 @@ use crate::elf::{Elf, SymKind};
 use crate::error::{malformed, ObjError};
 use crate::link::{CodeIndex, Linker};
 use crate::maps::{MapSlotInit, MapTable};
-use crate::prog_kind::ProgKind;
+use crate::prog_kind::{ProgKind, ProgType};
 use crate::program::Program;
 
 #[derive(Clone, Debug)]
@@ -120,20 +120,24 @@ impl Object {
         self.global_funcs(prog).map(|(slot, ..)| slot).collect()
     }
 
-    /// For each global subprogram of `prog` (entry slot) whose BTF
-    /// prototype the kernel cannot verify it from, why: the kernel verifies
-    /// a global function on its own, its arguments typed by the prototype
-    /// alone (`btf_prepare_func_args`), so it must return a scalar, take at
-    /// most 5 arguments, each a scalar, a pointer to a type of known size
-    /// (memory of that size; the context and dynptrs are such types too) or
-    /// a pointer tagged `arg:ctx` — and refuses the program otherwise.
-    pub fn global_subprog_refusals(&self, prog: &Program) -> Vec<(usize, String)> {
+    /// `prog`'s global subprograms with their arguments as the kernel's
+    /// verifier types them from the BTF prototype alone
+    /// (`btf_prepare_func_args`): it verifies such a function once, on its
+    /// own, and checks each call's arguments against these types. A
+    /// prototype it cannot verify from (not returning a scalar, more than 5
+    /// arguments, a pointer to a type of unknown size that is not tagged
+    /// `arg:ctx`, an argument of another kind) gives the reason instead:
+    /// a call to it refuses the program.
+    pub fn global_subprog_sigs(&self, prog: &Program) -> Vec<GlobalSubprog> {
         let Some(btf) = &self.btf else {
             return Vec::new();
         };
+        let ctx = prog.kind.prog_type().map_or(&[][..], ctx_struct_names);
         self.global_funcs(prog)
-            .filter_map(|(slot, id, name, proto)| {
-                global_func_problem(btf, id, name, proto).map(|why| (slot, why))
+            .map(|(slot, id, name, proto)| GlobalSubprog {
+                slot,
+                name: name.to_string(),
+                args: global_func_args(btf, id, name, proto, ctx),
             })
             .collect()
     }
@@ -179,72 +183,154 @@ impl Object {
     }
 }
 
-/// The kernel's objection to global function `name` (BTF `FUNC` `func`
-/// with prototype `proto`), as its verifier words it, if any.
-fn global_func_problem(btf: &Btf, func: u32, name: &str, proto: u32) -> Option<String> {
+/// How the kernel's verifier types one argument of a global function
+/// (`btf_prepare_func_args`), in the function's own verification and at
+/// its calls.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum GlobalArg {
+    /// An integer or enum: any value.
+    Scalar,
+    /// The program's context: a pointer to its context struct, or any
+    /// pointer tagged `arg:ctx`.
+    Ctx,
+    /// A pointer to a type of `size` bytes: that much readable and
+    /// writable memory, or NULL unless tagged `arg:nonnull`.
+    Mem { size: u32, nullable: bool },
+}
+
+/// One global subprogram of a program ([`Object::global_subprog_sigs`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct GlobalSubprog {
+    /// Entry slot.
+    pub slot: usize,
+    pub name: String,
+    /// Its arguments, or why the kernel cannot verify it from its
+    /// prototype.
+    pub args: Result<Vec<GlobalArg>, String>,
+}
+
+/// The context struct names a pointer argument of a global function of a
+/// program of type `t` is the context through (the kernel's
+/// `btf_is_prog_ctx_type`: the user-visible context type; `pt_regs` for
+/// kprobes too). Tracepoint and tracing contexts are not structs: only
+/// `arg:ctx` makes an argument their context.
+fn ctx_struct_names(t: ProgType) -> &'static [&'static str] {
+    match t {
+        ProgType::Xdp => &["xdp_md"],
+        ProgType::Kprobe => &["pt_regs"],
+        ProgType::PerfEvent => &["bpf_perf_event_data"],
+        ProgType::RawTracepoint => &["bpf_raw_tracepoint_args"],
+        ProgType::Tracepoint | ProgType::Tracing => &[],
+    }
+}
+
+/// The arguments of global function `name` (BTF `FUNC` `func` with
+/// prototype `proto`) as the kernel types them, or its objection to the
+/// prototype as its verifier words it.
+fn global_func_args(
+    btf: &Btf,
+    func: u32,
+    name: &str,
+    proto: u32,
+    ctx: &[&str],
+) -> Result<Vec<GlobalArg>, String> {
     let Some(BtfType::FuncProto { ret, params }) = btf.type_by_id(proto) else {
-        return Some(format!("global function {name}() has no BTF prototype"));
+        return Err(format!("global function {name}() has no BTF prototype"));
     };
     let kind = |id: u32| btf.resolve(id).and_then(|r| btf.type_by_id(r));
     let scalar =
         |t: Option<&BtfType>| matches!(t, Some(BtfType::Int { .. } | BtfType::Enum { .. }));
     if !scalar(kind(*ret)) {
-        return Some(format!(
+        return Err(format!(
             "global function {name}() does not return a scalar (the kernel verifies a \
              global function only when it returns an integer or an enum)"
         ));
     }
     if params.len() > 5 {
-        return Some(format!(
+        return Err(format!(
             "global function {name}() takes {} arguments, more than the 5 registers \
              that pass them",
             params.len()
         ));
     }
-    let tagged_ctx = |arg: usize| {
-        btf.types().iter().any(|t| {
-            matches!(t, BtfType::DeclTag { name, target, component }
-                if name == "arg:ctx" && *target == func && *component == arg as i32)
-        })
+    // The argument tags (`__arg_ctx`, `__arg_nonnull`, ...) of argument `arg`.
+    let tags = |arg: usize| -> Vec<&str> {
+        btf.types()
+            .iter()
+            .filter_map(|t| match t {
+                BtfType::DeclTag {
+                    name,
+                    target,
+                    component,
+                } if *target == func && *component == arg as i32 => name.strip_prefix("arg:"),
+                _ => None,
+            })
+            .collect()
     };
+    let mut args = Vec::with_capacity(params.len());
     for (i, p) in params.iter().enumerate() {
-        match kind(p.type_id) {
-            t if scalar(t) => {}
+        let tags = tags(i);
+        if let Some(t) = tags.iter().find(|t| !matches!(**t, "ctx" | "nonnull")) {
+            return Err(format!(
+                "argument {i} (R{}) of global function {name}() is tagged arg:{t}, which \
+                 bpfjet does not support (arg:ctx and arg:nonnull are)",
+                i + 1
+            ));
+        }
+        let arg = match kind(p.type_id) {
+            t if scalar(t) => GlobalArg::Scalar,
+            Some(BtfType::Ptr { .. }) if tags.contains(&"ctx") => GlobalArg::Ctx,
             Some(BtfType::Ptr { target }) => {
-                if tagged_ctx(i) {
-                    continue;
-                }
-                let sized = btf.size_of(*target).is_some_and(|_| {
-                    !matches!(
-                        kind(*target),
-                        None | Some(BtfType::Void | BtfType::Fwd { .. })
-                    )
-                });
-                if !sized {
-                    let pointee = match kind(*target) {
-                        None | Some(BtfType::Void) => "void".to_string(),
-                        Some(t) => format!("{} {}", t.kind_name(), t.name()),
-                    };
-                    return Some(format!(
-                        "argument {i} (R{}) of global function {name}() points to {pointee}, \
-                         whose size is unknown (a global function is verified from its \
-                         prototype alone: give the pointer a sized type, tag it arg:ctx, \
-                         or make the function static)",
-                        i + 1
-                    ));
+                let pointee = kind(*target);
+                match pointee {
+                    Some(t @ BtfType::Struct { .. }) if ctx.contains(&t.name()) => GlobalArg::Ctx,
+                    Some(t @ BtfType::Struct { .. }) if t.name() == "bpf_dynptr" => {
+                        return Err(format!(
+                            "argument {i} (R{}) of global function {name}() is a dynptr, \
+                             which bpfjet does not pass to global functions yet",
+                            i + 1
+                        ))
+                    }
+                    None | Some(BtfType::Void | BtfType::Fwd { .. }) => {
+                        let pointee = match pointee {
+                            None | Some(BtfType::Void) => "void".to_string(),
+                            Some(t) => format!("{} {}", t.kind_name(), t.name()),
+                        };
+                        return Err(format!(
+                            "argument {i} (R{}) of global function {name}() points to {pointee}, \
+                             whose size is unknown (a global function is verified from its \
+                             prototype alone: give the pointer a sized type, tag it arg:ctx, \
+                             or make the function static)",
+                            i + 1
+                        ));
+                    }
+                    Some(_) => match btf.size_of(*target).and_then(|s| u32::try_from(s).ok()) {
+                        Some(size) => GlobalArg::Mem {
+                            size,
+                            nullable: !tags.contains(&"nonnull"),
+                        },
+                        None => {
+                            return Err(format!(
+                                "argument {i} (R{}) of global function {name}() points to a \
+                                 type whose size is unknown",
+                                i + 1
+                            ))
+                        }
+                    },
                 }
             }
             t => {
                 let what = t.map_or("unknown", |t| t.kind_name());
-                return Some(format!(
+                return Err(format!(
                     "argument {i} (R{}) of global function {name}() is of kind {what}: the kernel \
                      types a global function's arguments as scalars or pointers only",
                     i + 1
                 ));
             }
-        }
+        };
+        args.push(arg);
     }
-    None
+    Ok(args)
 }
 
 /// Loads the object at `path`, CO-RE relocated against the running kernel.

@@ -36,11 +36,8 @@ impl Verifier<'_> {
                         "global function calls are not allowed while holding a lock, use static function instead",
                     );
                 }
-                // The kernel verifies a global function from its prototype
-                // and refuses the program when it cannot; bpfjet verifies
-                // the body in its caller's context, and refuses the same.
-                if let Some((_, why)) = self.env.global_refusals.iter().find(|(e, _)| *e == entry) {
-                    return err("global_func_args", why.clone());
+                if let Some(g) = self.env.global_funcs.iter().find(|g| g.slot == entry) {
+                    return self.call_global(st, pc, g);
                 }
                 let mut frame = Frame::new(st.frames.len(), entry, pc);
                 for r in 1..=5 {
@@ -114,6 +111,9 @@ impl Verifier<'_> {
     fn check_program_exit(&mut self, st: &mut State) -> VResult<Succ> {
         if st.async_callback {
             self.check_async_callback_exit(st)?;
+        }
+        if st.global_body {
+            self.check_global_exit(st)?;
         }
         let r0 = *st.reg(0);
         if !r0.is_init() {

@@ -188,6 +188,9 @@ pub(crate) struct Verifier<'a> {
     pub note: Note,
     /// Program-local struct types met so far (`graph`).
     pub local_types: HashMap<u32, bpfjet_obj::LocalType>,
+    /// Global subprograms (entry slots) whose body a call has already
+    /// spawned as a path of its own (`global_func.rs`): verified once.
+    pub globals_spawned: std::collections::HashSet<usize>,
 }
 
 impl<'a> Verifier<'a> {
@@ -235,6 +238,7 @@ impl<'a> Verifier<'a> {
             demands: Vec::new(),
             note: Note::None,
             local_types: HashMap::new(),
+            globals_spawned: std::collections::HashSet::new(),
         }
     }
 
@@ -868,6 +872,7 @@ impl<'a> Verifier<'a> {
                     lock: None,
                     may_goto_depth: 0,
                     async_callback: false,
+                    global_body: false,
                 };
             }
         }

@@ -43,10 +43,12 @@ pub struct VerifyEnv<'a> {
     /// (`Object::global_subprogs`): the kernel refuses calls to them while a
     /// spin lock is held.
     pub global_subprogs: &'a [usize],
-    /// Global subprograms (entry slot) the kernel cannot verify from their
-    /// BTF prototype, and why (`Object::global_subprog_refusals`): a call
-    /// to one is refused.
-    pub global_refusals: &'a [(usize, String)],
+    /// Global subprograms with their prototypes
+    /// (`Object::global_subprog_sigs`): each is verified once, on its own,
+    /// and its calls are checked against the prototype (`global_func.rs`).
+    /// A global subprogram missing here is verified in its callers'
+    /// context, as a static one.
+    pub global_funcs: &'a [bpfjet_obj::GlobalSubprog],
     /// An XDP program for a DEVMAP entry (`BPF_XDP_DEVMAP`): the kernel lets
     /// it read `xdp_md.egress_ifindex`.
     pub xdp_devmap: bool,
@@ -90,7 +92,7 @@ impl<'a> VerifyEnv<'a> {
             spin_locks: &[],
             extra_kfuncs: &[],
             global_subprogs: &[],
-            global_refusals: &[],
+            global_funcs: &[],
             xdp_devmap: false,
             policy: Policy::Privileged,
             complexity_limit: COMPLEXITY_LIMIT,

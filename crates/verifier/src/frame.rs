@@ -85,6 +85,10 @@ pub struct State {
     /// The path verifies a timer callback on its own (`timer.rs`): its
     /// frame 0 is the callback's, which must return 0.
     pub async_callback: bool,
+    /// The path verifies a global subprogram's body on its own
+    /// (`global_func.rs`): its frame 0 is the function's, which must
+    /// return a scalar.
+    pub global_body: bool,
 }
 
 impl State {
@@ -97,6 +101,7 @@ impl State {
             lock: None,
             may_goto_depth: 0,
             async_callback: false,
+            global_body: false,
         }
     }
 

@@ -54,6 +54,7 @@ pub mod env;
 pub mod error;
 pub mod facts;
 pub mod frame;
+mod global_func;
 pub mod graph;
 mod helper_check;
 pub mod iter;

@@ -20,7 +20,7 @@ pub struct ObjectProgramEnv {
     /// order).
     map_fields: Vec<Vec<bpfjet_obj::SpecialField>>,
     spin_locks: Vec<Option<u32>>,
-    global_refusals: Vec<(usize, String)>,
+    global_funcs: Vec<bpfjet_obj::GlobalSubprog>,
     prog_type: Option<bpfjet_obj::ProgType>,
     /// A `tp_btf` program's arguments from the running kernel's BTF, or
     /// why they are not known.
@@ -86,7 +86,7 @@ impl ObjectProgramEnv {
                     })
                 },
             ),
-            global_refusals: object.global_subprog_refusals(program),
+            global_funcs: object.global_subprog_sigs(program),
             prog_type: program.kind.prog_type(),
             tp_args,
             kernel_structs,
@@ -106,7 +106,7 @@ impl ObjectProgramEnv {
         env.map_fields = &self.map_fields;
         env.btf = object.btf.as_ref();
         env.global_subprogs = &self.globals;
-        env.global_refusals = &self.global_refusals;
+        env.global_funcs = &self.global_funcs;
         env.xdp_devmap = self.xdp_devmap;
         env.line_info = Some(&self.lines);
         env.gpl_compatible = bpfjet_obj::license_is_gpl_compatible(&object.license);

@@ -104,6 +104,7 @@ impl Verifier<'_> {
             lock: None,
             may_goto_depth: 0,
             async_callback: true,
+            global_body: false,
         })
     }
 
