@@ -60,6 +60,23 @@ fn counting(map: &str) -> String {
     )
 }
 
+/// An XDP program calling a chain of `n` global functions, each calling
+/// the next: `n + 1` frames deep.
+fn global_chain(n: usize) -> String {
+    let mut src = format!(
+        "__attribute__((noinline)) int f{n}(int x) {{ volatile int y = x; return y + 1; }}\n"
+    );
+    for i in (1..n).rev() {
+        src += &format!(
+            "__attribute__((noinline)) int f{i}(int x) {{ volatile int y = x; return f{}(y) + 1; }}\n",
+            i + 1
+        );
+    }
+    src + &format!(
+        "SEC(\"xdp\") int chain(struct xdp_md *c) {{ return f1(0) == {n} ? XDP_TX : XDP_DROP; }}"
+    )
+}
+
 /// An XDP program storing each named `__kconfig` extern (as u64) in slot i
 /// of an array map `seen`, answering PASS.
 fn kconfig_reader(decls: &str, names: &[&str]) -> String {
@@ -290,6 +307,14 @@ fn cases() -> Vec<Case> {
              SEC(\"xdp\") int ro(struct xdp_md *c) { const volatile struct cfg *volatile pp = &conf; return sum(pp) == 7 \
              ? XDP_TX : XDP_DROP; }",
             Refused("write into map forbidden"),
+        ),
+        // The kernel's limit of 8 frames counts a chain through global
+        // functions whole, though each body is verified on its own.
+        case("global_call_chain_of_8_frames", &global_chain(7), Loads(&["chain"])),
+        case(
+            "global_call_chain_of_9_frames",
+            &global_chain(8),
+            Refused("the call stack of 9 frames is too deep"),
         ),
         // Global data in sections of its own.
         case(

@@ -978,6 +978,26 @@ impl<'a> Verifier<'a> {
                 .unwrap_or(0);
             rounded[v] + below
         }
+        // Frames of the longest call chain, static as the kernel's
+        // `check_max_stack_depth`: a chain through a global function
+        // counts whole, though its body was explored from its own start.
+        fn frames(v: usize, calls: &[Vec<usize>], depth: usize) -> usize {
+            if depth > crate::frame::MAX_FRAMES {
+                return depth;
+            }
+            calls[v]
+                .iter()
+                .map(|&w| frames(w, calls, depth + 1))
+                .max()
+                .unwrap_or(depth)
+        }
+        let chain = frames(0, &self.cfg.calls, 1);
+        if chain > crate::frame::MAX_FRAMES {
+            return Err(VerifyError::new(
+                "call_too_deep",
+                format!("the call stack of {chain} frames is too deep"),
+            ));
+        }
         let total = deepest(0, &self.cfg.calls, &rounded, 0);
         if n > 1 && total > 512 {
             return Err(VerifyError::new(
