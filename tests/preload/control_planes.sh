@@ -143,6 +143,8 @@ bpf_cc() { # SOURCE OUT [clang args]
 bpf_cc "$ROOT/tests/preload/kfunc_calls.bpf.c" "$WORK/kfunc_calls.o"
 bpf_cc "$ROOT/tests/preload/kfunc_calls.bpf.c" "$WORK/kfunc_missing.o" -DMISSING
 bpf_cc "$ROOT/tests/preload/datasec_lock.bpf.c" "$WORK/datasec_lock.o"
+bpf_cc "$ROOT/tests/preload/global_funcs.bpf.c" "$WORK/global_funcs.o"
+bpf_cc "$ROOT/tests/preload/global_funcs.bpf.c" "$WORK/global_unchecked.o" -DUNCHECKED
 bpf_cc "$ROOT/examples/nf/skiplist_rbtree.c" "$WORK/skiplist_rbtree.o" -mcpu=v3
 for len in 37 60 100; do head -c $len "$WORK/pkt" > "$WORK/kpkt$len"; done
 
@@ -165,6 +167,7 @@ run_both() {
 }
 run_both kf "$WORK/kfunc_calls.o" sum 2 "kernel kfuncs through bpf(): bpftool prog run and the map"
 run_both dl "$WORK/datasec_lock.o" _data_L 3 "a bpf_spin_lock in .data.L through bpf(): runs and counters"
+run_both gf "$WORK/global_funcs.o" seen 2 "global functions through bpf(): runs and the map"
 
 # refused_by_bpfjet NAME OBJECT PATTERN WHAT: bpftool's load under bpfjet
 # exec fails and its output (the verifier log) matches PATTERN.
@@ -179,6 +182,11 @@ refused_by_bpfjet() {
 }
 refused_by_bpfjet kfm "$WORK/kfunc_missing.o" "bpf_xdp_ct_lookup" \
     "a kernel kfunc bpfjet lacks is refused by name"
+if bpftool prog load "$WORK/global_unchecked.o" "$KPIN/gu" 2>/dev/null; then
+    echo "FAIL the kernel loads a global function dereferencing a nullable argument"; fails=$((fails + 1))
+fi
+refused_by_bpfjet gu "$WORK/global_unchecked.o" "mem_or_null" \
+    "a global function's body is verified from its prototype through bpf(), refused as by the kernel"
 refused_by_bpfjet rb "$WORK/skiplist_rbtree.o" "bpf_obj_new_impl: the objects bpfjet allocates" \
     "bpf_obj_new through bpf() is refused with the reason"
 

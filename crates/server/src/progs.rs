@@ -4,7 +4,7 @@
 use crate::objects::{ProgObj, ProgRecord};
 use bpfjet_isa::RawInsn;
 use bpfjet_maps::{Instance, Map};
-use bpfjet_obj::{Object, ProgKind, Program};
+use bpfjet_obj::{FuncInfo, Object, ProgKind, Program};
 use bpfjet_runtime::{LoadedObject, ObjectOptions, RuntimeError};
 use bpfjet_sys::Errno;
 use std::cell::Cell;
@@ -263,6 +263,23 @@ pub fn build(
     let mut object = object_of(rec, maps);
     object.btf = btf.btf;
     object.map_fields = btf.map_fields;
+    // The loader's `func_info` names the subprograms' BTF `FUNC`s: their
+    // linkage makes global ones verified on their own, from their
+    // prototypes, as the kernel verifies them.
+    object.programs[0].func_info = rec
+        .func_info
+        .iter()
+        .map(|&(off, type_id)| FuncInfo {
+            slot: off as usize,
+            name: object
+                .btf
+                .as_ref()
+                .and_then(|b| b.type_by_id(type_id))
+                .map(|t| t.name().to_string())
+                .unwrap_or_default(),
+            btf_type_id: Some(type_id),
+        })
+        .collect();
     build_object(&object, maps, instance)
 }
 
