@@ -74,35 +74,27 @@ usdt:$T:trace_target:guarded { @guarded = count(); }
 fails=0
 fail() { echo "FAIL $*"; fails=$((fails + 1)); }
 
-# Until bpftrace (pid $1) printed "Attaching" in $2 and had a moment to
-# attach: up to 20 s, and not if it has exited. bpftrace prints the line
-# before it attaches; on the kernel a second is its moment. Under bpfjet
-# exec (its command line or preload says so) it is over when the instance's link
-# records (one file per link under the run directory) are there and stop
-# changing for a second: a loaded machine can take longer than a second
-# to make them, and a command started before its links exist runs untraced
-# (seen in this script's interval case when the machine was busy).
+# Whether bpftrace (pid $1, or a child of it: `timeout` runs it) waits in
+# its poll loop: epoll_wait(..., 100 ms), syscall 232 with timeout 0x64.
+# It gets there once every probe is attached.
+bt_polling() {
+    local p
+    for p in "$1" $(pgrep -P "$1" 2>/dev/null); do
+        case "$(cat /proc/"$p"/syscall 2>/dev/null)" in "232 "*" 0x64 "*) return 0 ;; esac
+    done
+    return 1
+}
+
+# Until bpftrace (pid $1) printed "Attaching" in $2 and attached: up to
+# 20 s, and not if it has exited. bpftrace prints the line before it
+# attaches, and loses a SIGINT that arrives while it attaches (0.17, on
+# the kernel too); a command started before its links exist runs
+# untraced. Its poll loop says the attach is over, on both sides.
 wait_attached() {
-    local under_bpfjet=0
-    { tr '\0' ' ' < "/proc/$1/cmdline"; tr '\0' '\n' < "/proc/$1/environ"; } 2>/dev/null \
-        | grep 'bpfjet exec\|libbpfjet\.so' > /dev/null && under_bpfjet=1
     for _ in $(seq 200); do
-        if grep -q '^Attaching' "$2" 2>/dev/null; then
-            [ "$under_bpfjet" = 1 ] || { sleep 1; return 0; }
-            local last=-1 same=0 n
-            for _ in $(seq 200); do
-                n=$(ls "$BPFJET_RUN_DIR/$INST/links" 2>/dev/null | wc -l)
-                if [ "$n" -gt 0 ] && [ "$n" = "$last" ]; then
-                    same=$((same + 1))
-                    [ "$same" -ge 10 ] && return 0
-                else
-                    same=0
-                fi
-                last=$n
-                kill -0 "$1" 2>/dev/null || return 1
-                sleep 0.1
-            done
-            return 1
+        if grep -q '^Attaching' "$2" 2>/dev/null && bt_polling "$1"; then
+            sleep 0.2
+            return 0
         fi
         kill -0 "$1" 2>/dev/null || return 1
         sleep 0.1

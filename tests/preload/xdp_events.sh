@@ -231,7 +231,15 @@ during_bpftrace() {
         grep -q '^Attaching' "$WORK/bt.out" 2>/dev/null && break
         sleep 0.1
     done
-    sleep 1.5
+    # bpftrace prints "Attaching" before it attaches, and a SIGINT during
+    # its attach is lost (bpftrace 0.17 on the kernel too): frames and the
+    # signal go once its main thread waits in its poll loop
+    # (epoll_wait(..., 100 ms): syscall 232 with timeout 0x64).
+    for _ in $(seq 300); do
+        case "$(cat /proc/"$b"/syscall 2>/dev/null)" in "232 "*" 0x64 "*) break ;; esac
+        sleep 0.1
+    done
+    sleep 0.5
     send "$N"
     sleep 1.5
     kill -INT "$b" 2>/dev/null || true
