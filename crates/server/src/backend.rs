@@ -1224,7 +1224,16 @@ impl BpfjetBackend {
             btf_id: rec.btf_id,
             run_time_ns,
             run_cnt,
-            verified_insns: rec.insns.len() as u32,
+            // The kernel's count is its verifier's processed
+            // instructions: bpfjet's verifier's, for the program it runs.
+            verified_insns: p
+                .loaded
+                .verified(&progs::program_name(rec))
+                .ok()
+                .flatten()
+                .map_or(0, |v| {
+                    v.facts.insns_processed.min(u64::from(u32::MAX)) as u32
+                }),
         }
         .to_bytes();
         // Arrays the caller provided room for.

@@ -140,6 +140,15 @@ fn errno_of(e: &RuntimeError) -> Errno {
     }
 }
 
+/// The name of a record's program in the object built from it.
+pub fn program_name(rec: &ProgRecord) -> String {
+    if rec.name.is_empty() {
+        format!("prog{}", rec.id)
+    } else {
+        rec.name.clone()
+    }
+}
+
 /// The one-program object a record stands for, its maps `maps` (`maps[i]`
 /// is `rec.map_ids[i]`).
 pub fn object_of(rec: &ProgRecord, maps: &[Arc<Map>]) -> Object {
@@ -158,11 +167,7 @@ pub fn object_of(rec: &ProgRecord, maps: &[Arc<Map>]) -> Object {
     };
     let section = section.as_str();
     let kind = ProgKind::from_section(section);
-    let name = if rec.name.is_empty() {
-        format!("prog{}", rec.id)
-    } else {
-        rec.name.clone()
-    };
+    let name = program_name(rec);
     let specs = maps
         .iter()
         .map(|m| {
