@@ -308,6 +308,29 @@ fn cases() -> Vec<Case> {
              ? XDP_TX : XDP_DROP; }",
             Refused("write into map forbidden"),
         ),
+        // A dynptr argument: an initialised dynptr at the call, a
+        // read-only local one in the body.
+        case(
+            "global_subprogram_dynptr_argument",
+            &format!(
+                "{ARRAY_MAP} vals SEC(\".maps\");\n\
+                 __attribute__((noinline)) int first_two(struct bpf_dynptr *p) {{ __u8 b[2]; \
+                 if (bpf_dynptr_read(b, 2, p, 0, 0)) return -1; return b[0] + b[1]; }}\n\
+                 SEC(\"xdp\") int dyn(struct xdp_md *c) {{ struct bpf_dynptr d; __u32 k = 0; \
+                 __u64 *v = bpf_map_lookup_elem(&vals, &k); if (!v) return XDP_ABORTED; \
+                 *v = 0x0302; if (bpf_dynptr_from_mem(v, 8, 0, &d)) return XDP_ABORTED; \
+                 return first_two(&d) == 5 ? XDP_TX : XDP_DROP; }}"
+            ),
+            Loads(&["dyn"]),
+        ),
+        case(
+            "global_subprogram_dynptr_uninitialised",
+            "__attribute__((noinline)) int first(struct bpf_dynptr *p) { __u8 b[1]; \
+             if (bpf_dynptr_read(b, 1, p, 0, 0)) return -1; return b[0]; }\n\
+             SEC(\"xdp\") int undyn(struct xdp_md *c) { struct bpf_dynptr d; \
+             return first(&d) == 5 ? XDP_TX : XDP_DROP; }",
+            Refused("dynptr"),
+        ),
         // The kernel's limit of 8 frames counts a chain through global
         // functions whole, though each body is verified on its own.
         case("global_call_chain_of_8_frames", &global_chain(7), Loads(&["chain"])),

@@ -196,6 +196,9 @@ pub enum GlobalArg {
     /// A pointer to a type of `size` bytes: that much readable and
     /// writable memory, or NULL unless tagged `arg:nonnull`.
     Mem { size: u32, nullable: bool },
+    /// A pointer to a `struct bpf_dynptr`: an initialised dynptr, which
+    /// the body sees as a read-only one of the local kind.
+    Dynptr,
 }
 
 /// One global subprogram of a program ([`Object::global_subprog_sigs`]).
@@ -285,11 +288,7 @@ fn global_func_args(
                 match pointee {
                     Some(t @ BtfType::Struct { .. }) if ctx.contains(&t.name()) => GlobalArg::Ctx,
                     Some(t @ BtfType::Struct { .. }) if t.name() == "bpf_dynptr" => {
-                        return Err(format!(
-                            "argument {i} (R{}) of global function {name}() is a dynptr, \
-                             which bpfjet does not pass to global functions yet",
-                            i + 1
-                        ))
+                        GlobalArg::Dynptr
                     }
                     None | Some(BtfType::Void | BtfType::Fwd { .. }) => {
                         let pointee = match pointee {

@@ -3,8 +3,8 @@
 //! (`bpfjet_obj::GlobalSubprog`), not in each caller's context.
 //!
 //! At a call the caller's r1–r5 are checked against the prototype (a
-//! scalar, the context, or enough readable and writable memory — or NULL
-//! where the argument may be NULL); the caller then goes on with r0 an
+//! scalar, the context, an initialised dynptr, or enough readable and
+//! writable memory — or NULL where the argument may be NULL); the caller then goes on with r0 an
 //! unknown scalar and r1–r5 clobbered, whatever the body returns. The
 //! first call reached spawns the body as a path of its own, its arguments
 //! typed by the prototype: a pointer argument is memory of the pointee's
@@ -92,6 +92,11 @@ impl Verifier<'_> {
                 }
                 Ok(())
             }
+            GlobalArg::Dynptr => {
+                let func = format!("global function argument {i}");
+                self.check_init_dynptr(st, regno, None, false, &func)?;
+                Ok(())
+            }
             GlobalArg::Mem { size, nullable } => {
                 // NULL itself is always accepted (`check_mem_reg`).
                 if reg.is_scalar() && reg.val.is_zero() {
@@ -139,6 +144,11 @@ impl Verifier<'_> {
             frame.regs[i + 1] = match *arg {
                 GlobalArg::Scalar => RegState::unknown(),
                 GlobalArg::Ctx => RegState::pointer(RegType::Ctx, 0),
+                GlobalArg::Dynptr => {
+                    let mut r = RegState::pointer(RegType::ConstDynptr, 0);
+                    r.id = self.fresh_id();
+                    r
+                }
                 GlobalArg::Mem { size, nullable } => {
                     let mut r = RegState::pointer(
                         RegType::Mem {
