@@ -166,3 +166,19 @@ pub fn check_tracing_access(
     }
     Ok((off + size_i) as u64)
 }
+
+/// A context pointer passed on (to a helper, a global function) or read
+/// through as a whole must be the context itself: no fixed or variable
+/// offset (`check_func_arg_reg_off` for `PTR_TO_CTX`).
+pub(crate) fn check_ctx_unmoved(reg: &RegState, regno: u8) -> VResult<()> {
+    if reg.off != 0 || !reg.val.is_zero() {
+        return err(
+            "ctx_modified",
+            format!(
+                "dereference of modified ctx ptr R{regno} off={} disallowed",
+                reg.off
+            ),
+        );
+    }
+    Ok(())
+}

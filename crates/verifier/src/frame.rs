@@ -95,6 +95,11 @@ impl State {
     pub fn new_entry() -> State {
         let mut frame = Frame::new(0, 0, 0);
         frame.regs[1] = RegState::pointer(RegType::Ctx, 0);
+        State::of_frame(frame)
+    }
+
+    /// A path starting in `frame` alone: no references, no lock.
+    pub fn of_frame(frame: Frame) -> State {
         State {
             frames: vec![frame],
             refs: Vec::new(),

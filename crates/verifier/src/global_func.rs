@@ -81,16 +81,7 @@ impl Verifier<'_> {
                         ),
                     );
                 }
-                if reg.off != 0 || !reg.val.is_zero() {
-                    return err(
-                        "ctx_modified",
-                        format!(
-                            "dereference of modified ctx ptr R{regno} off={} disallowed",
-                            reg.off
-                        ),
-                    );
-                }
-                Ok(())
+                crate::ctx_rules::check_ctx_unmoved(&reg, regno)
             }
             GlobalArg::Dynptr => {
                 let func = format!("global function argument {i}");
@@ -166,12 +157,8 @@ impl Verifier<'_> {
             };
         }
         State {
-            frames: vec![frame],
-            refs: Vec::new(),
-            lock: None,
-            may_goto_depth: 0,
-            async_callback: false,
             global_body: true,
+            ..State::of_frame(frame)
         }
     }
 

@@ -379,15 +379,7 @@ impl Verifier<'_> {
                 if reg.ty != RegType::Ctx {
                     return expect("ctx");
                 }
-                if reg.off != 0 || !reg.val.is_zero() {
-                    return err(
-                        "ctx_modified",
-                        format!(
-                            "dereference of modified ctx ptr R{regno} off={} disallowed",
-                            reg.off
-                        ),
-                    );
-                }
+                crate::ctx_rules::check_ctx_unmoved(&reg, regno)?;
             }
             ArgType::PtrToKernelStruct(name) => {
                 let is = match reg.ty {

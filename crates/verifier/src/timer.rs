@@ -99,12 +99,8 @@ impl Verifier<'_> {
         );
         frame.regs[3] = RegState::pointer(RegType::MapValue { map }, 0);
         Ok(State {
-            frames: vec![frame],
-            refs: Vec::new(),
-            lock: None,
-            may_goto_depth: 0,
             async_callback: true,
-            global_body: false,
+            ..State::of_frame(frame)
         })
     }
 

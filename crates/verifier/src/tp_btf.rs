@@ -32,15 +32,7 @@ impl Verifier<'_> {
         size: usize,
         write: bool,
     ) -> VResult<(RegState, u64)> {
-        if base.off != 0 || !base.val.is_zero() {
-            return err(
-                "ctx_modified",
-                format!(
-                    "dereference of modified ctx ptr R{regno} off={} disallowed",
-                    base.off
-                ),
-            );
-        }
+        crate::ctx_rules::check_ctx_unmoved(base, regno)?;
         let off = i64::from(off);
         if write {
             return err(
