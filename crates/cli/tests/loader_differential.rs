@@ -331,6 +331,16 @@ fn cases() -> Vec<Case> {
              return first(&d) == 5 ? XDP_TX : XDP_DROP; }",
             Refused("dynptr"),
         ),
+        // A global function as a bpf_loop callback: the kernel refuses a
+        // pointer to a global function (a callback is verified in its
+        // caller's context).
+        case(
+            "global_function_as_loop_callback",
+            "__attribute__((noinline)) int step(__u32 i, __u64 *sum) { *sum += i; return 0; }\n\
+             SEC(\"xdp\") int looped(struct xdp_md *c) { __u64 sum = 0; \
+             bpf_loop(10, step, &sum, 0); return sum == 45 ? XDP_TX : XDP_DROP; }",
+            Refused("callback function not static"),
+        ),
         // The kernel's limit of 8 frames counts a chain through global
         // functions whole, though each body is verified on its own.
         case("global_call_chain_of_8_frames", &global_chain(7), Loads(&["chain"])),

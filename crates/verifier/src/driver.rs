@@ -1217,6 +1217,18 @@ impl<'a> Verifier<'a> {
                 }
                 LdDwKind::Func => {
                     let t = (pc as i64 + 1 + low as i32 as i64) as u32;
+                    // The kernel's check_ld_imm: a callback is verified in
+                    // its caller's context, which a global function never is.
+                    if let Some(g) = self.env.global_funcs.iter().find(|g| g.slot == t as usize) {
+                        return crate::error::err(
+                            "callback_not_static",
+                            format!(
+                                "callback function not static: {}() is a global function \
+                                 (make it static to pass it as a callback)",
+                                g.name
+                            ),
+                        );
+                    }
                     RegState::pointer(RegType::Func { entry: t }, 0)
                 }
                 LdDwKind::MapFd | LdDwKind::MapValue => return crate::error::err(
