@@ -33,7 +33,8 @@
 //! Module map: the abstract domains ([`tnum`], [`range`], [`range_ops`],
 //! [`reg_state`], [`stack`], [`frame`]) are independent of the driver;
 //! instruction rules live in `alu`, `mem`, `branch`, `helper_check`,
-//! `calls` and [`ctx_rules`]; `cfg` is the static structure, `liveness`
+//! `calls` (with `global_func`: global functions verified from their
+//! prototypes) and [`ctx_rules`]; `cfg` is the static structure, `liveness`
 //! what each instruction's continuation may read, `precision` which scalars'
 //! values decisions depended on (walked back through the path's history),
 //! `pruning` the state comparison and `driver` the exploration.
