@@ -108,6 +108,10 @@ impl Instance {
             }
         }
         unlink(&object_name(name, "registry")?);
+        // The CPU slot table tracing programs of the instance lease their
+        // slots from (bpfjet_runtime's `tracing::slots`): one more object
+        // of the instance, left behind otherwise.
+        unlink(&object_name(name, "cpuslots")?);
         Ok(())
     }
 

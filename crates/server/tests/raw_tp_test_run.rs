@@ -117,6 +117,15 @@ fn raw_tracepoint_test_runs_match_the_kernel() {
     jet.release_all();
     let _ = std::fs::remove_dir_all(&run_dir);
     let _ = bpfjet_maps::Instance::remove_stale(&name);
+    // Every shared object of the instance is gone, its CPU slot table too.
+    let left: Vec<String> = std::fs::read_dir("/dev/shm")
+        .map(|d| {
+            d.filter_map(|e| e.ok()?.file_name().into_string().ok())
+                .filter(|f| f.starts_with(&format!("bpfjet.{name}.")))
+                .collect()
+        })
+        .unwrap_or_default();
+    assert!(left.is_empty(), "left in /dev/shm: {left:?}");
     assert_eq!(kernel[0].1, "Ok(()) retval 7", "the kernel's own answer");
     let differences: Vec<String> = kernel
         .iter()
