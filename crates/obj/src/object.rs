@@ -113,13 +113,6 @@ impl Object {
             })
     }
 
-    /// Entry slots of `prog`'s global subprograms; the kernel verifies
-    /// those differently (e.g. refuses calls to them while a spin lock is
-    /// held).
-    pub fn global_subprogs(&self, prog: &Program) -> Vec<usize> {
-        self.global_funcs(prog).map(|(slot, ..)| slot).collect()
-    }
-
     /// `prog`'s global subprograms with their arguments as the kernel's
     /// verifier types them from the BTF prototype alone
     /// (`btf_prepare_func_args`): it verifies such a function once, on its

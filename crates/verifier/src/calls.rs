@@ -30,13 +30,7 @@ impl Verifier<'_> {
                         ),
                     );
                 }
-                if st.lock.is_some() && self.env.global_subprogs.contains(&entry) {
-                    return err(
-                        "spin_lock",
-                        "global function calls are not allowed while holding a lock, use static function instead",
-                    );
-                }
-                if let Some(g) = self.env.global_funcs.iter().find(|g| g.slot == entry) {
+                if let Some(g) = self.env.global_func(entry) {
                     return self.call_global(st, pc, g);
                 }
                 let mut frame = Frame::new(st.frames.len(), entry, pc);
@@ -112,14 +106,26 @@ impl Verifier<'_> {
         if st.async_callback {
             self.check_async_callback_exit(st)?;
         }
-        if st.global_body {
-            self.check_global_exit(st)?;
-        }
         let r0 = *st.reg(0);
+        let what = if st.global_body {
+            "the global function"
+        } else {
+            "the program"
+        };
         if !r0.is_init() {
             return err(
                 "uninit_r0",
-                "R0 !read_ok: the program exits without setting a return value in R0",
+                format!("R0 !read_ok: {what} exits without setting a return value in R0"),
+            );
+        }
+        // A global function's caller takes its result as a scalar.
+        if st.global_body && !r0.is_scalar() {
+            return err(
+                "ret_not_scalar",
+                format!(
+                    "At subprogram exit the register R0 is not a scalar value ({})",
+                    r0.ty.name()
+                ),
             );
         }
         if r0.is_pointer() && !self.env.privileged() {

@@ -967,38 +967,28 @@ impl<'a> Verifier<'a> {
             .iter()
             .map(|&d| d.max(1).div_ceil(32) * 32)
             .collect();
-        fn deepest(v: usize, calls: &[Vec<usize>], rounded: &[u32], depth: usize) -> u32 {
-            if depth > 16 {
-                return 0;
+        // The deepest call chain below subprogram `v`, entered at call
+        // depth `depth` (1: the program): its frames and its combined
+        // stack, static as the kernel's `check_max_stack_depth` — a chain
+        // through a global function counts whole, though its body was
+        // explored from its own start.
+        fn deepest(v: usize, calls: &[Vec<usize>], rounded: &[u32], depth: usize) -> (usize, u32) {
+            if depth > crate::frame::MAX_FRAMES {
+                return (depth, 0);
             }
-            let below = calls[v]
+            let (frames, below) = calls[v]
                 .iter()
                 .map(|&w| deepest(w, calls, rounded, depth + 1))
-                .max()
-                .unwrap_or(0);
-            rounded[v] + below
+                .fold((depth, 0), |(f, b), (wf, wb)| (f.max(wf), b.max(wb)));
+            (frames, rounded[v] + below)
         }
-        // Frames of the longest call chain, static as the kernel's
-        // `check_max_stack_depth`: a chain through a global function
-        // counts whole, though its body was explored from its own start.
-        fn frames(v: usize, calls: &[Vec<usize>], depth: usize) -> usize {
-            if depth > crate::frame::MAX_FRAMES {
-                return depth;
-            }
-            calls[v]
-                .iter()
-                .map(|&w| frames(w, calls, depth + 1))
-                .max()
-                .unwrap_or(depth)
-        }
-        let chain = frames(0, &self.cfg.calls, 1);
+        let (chain, total) = deepest(0, &self.cfg.calls, &rounded, 1);
         if chain > crate::frame::MAX_FRAMES {
             return Err(VerifyError::new(
                 "call_too_deep",
                 format!("the call stack of {chain} frames is too deep"),
             ));
         }
-        let total = deepest(0, &self.cfg.calls, &rounded, 0);
         if n > 1 && total > 512 {
             return Err(VerifyError::new(
                 "stack_too_deep",
@@ -1219,7 +1209,7 @@ impl<'a> Verifier<'a> {
                     let t = (pc as i64 + 1 + low as i32 as i64) as u32;
                     // The kernel's check_ld_imm: a callback is verified in
                     // its caller's context, which a global function never is.
-                    if let Some(g) = self.env.global_funcs.iter().find(|g| g.slot == t as usize) {
+                    if let Some(g) = self.env.global_func(t as usize) {
                         return crate::error::err(
                             "callback_not_static",
                             format!(

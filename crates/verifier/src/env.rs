@@ -39,10 +39,6 @@ pub struct VerifyEnv<'a> {
     /// Kfunc prototypes besides the built-in ones (`proto::kfunc_protos`),
     /// e.g. a library's; looked up first.
     pub extra_kfuncs: &'a [crate::proto::KfuncProto],
-    /// Entry slots of global (non-static) subprograms
-    /// (`Object::global_subprogs`): the kernel refuses calls to them while a
-    /// spin lock is held.
-    pub global_subprogs: &'a [usize],
     /// Global subprograms with their prototypes
     /// (`Object::global_subprog_sigs`): each is verified once, on its own,
     /// and its calls are checked against the prototype (`global_func.rs`).
@@ -91,7 +87,6 @@ impl<'a> VerifyEnv<'a> {
             kfuncs: &[],
             spin_locks: &[],
             extra_kfuncs: &[],
-            global_subprogs: &[],
             global_funcs: &[],
             xdp_devmap: false,
             policy: Policy::Privileged,
@@ -121,6 +116,11 @@ impl<'a> VerifyEnv<'a> {
 
     pub fn privileged(&self) -> bool {
         self.policy == Policy::Privileged
+    }
+
+    /// The global subprogram starting at slot `entry`, if it is one.
+    pub fn global_func(&self, entry: usize) -> Option<&'a bpfjet_obj::GlobalSubprog> {
+        self.global_funcs.iter().find(|g| g.slot == entry)
     }
 }
 

@@ -4,14 +4,16 @@
 //!
 //! At a call the caller's r1–r5 are checked against the prototype (a
 //! scalar, the context, an initialised dynptr, or enough readable and
-//! writable memory — or NULL where the argument may be NULL); the caller then goes on with r0 an
-//! unknown scalar and r1–r5 clobbered, whatever the body returns. The
+//! writable memory — or NULL where the argument may be NULL); the caller
+//! then goes on with r0 an unknown scalar and r1–r5 clobbered, whatever
+//! the body returns. The
 //! first call reached spawns the body as a path of its own, its arguments
 //! typed by the prototype: a pointer argument is memory of the pointee's
 //! size that may be NULL until checked, a scalar argument has any value.
 //! So a body that relies on what one caller passes is refused, as the
 //! kernel refuses it, and a function called from many places is explored
-//! once.
+//! once. The body's exit must return a scalar (`calls.rs`,
+//! `check_program_exit`).
 
 use crate::driver::{Succ, Verifier};
 use crate::error::{err, VResult, VerifyError};
@@ -28,6 +30,12 @@ impl Verifier<'_> {
         pc: usize,
         g: &GlobalSubprog,
     ) -> VResult<Succ> {
+        if st.lock.is_some() {
+            return err(
+                "spin_lock",
+                "global function calls are not allowed while holding a lock, use static function instead",
+            );
+        }
         let args = match &g.args {
             Ok(args) => args,
             Err(why) => return err("global_func_args", why.clone()),
@@ -85,8 +93,8 @@ impl Verifier<'_> {
             }
             GlobalArg::Dynptr => {
                 let func = format!("global function argument {i}");
-                self.check_init_dynptr(st, regno, None, false, &func)?;
-                Ok(())
+                self.check_init_dynptr(st, regno, None, false, &func)
+                    .map(|_| ())
             }
             GlobalArg::Mem { size, nullable } => {
                 // NULL itself is always accepted (`check_mem_reg`).
@@ -160,27 +168,5 @@ impl Verifier<'_> {
             global_body: true,
             ..State::of_frame(frame)
         }
-    }
-
-    /// The exit of a global subprogram's own frame: r0 must be a scalar;
-    /// references and locks must be released as at a program's exit.
-    pub(crate) fn check_global_exit(&mut self, st: &State) -> VResult<()> {
-        let r0 = *st.reg(0);
-        if !r0.is_init() {
-            return err(
-                "uninit_r0",
-                "R0 !read_ok: the global function exits without setting a return value in R0",
-            );
-        }
-        if !r0.is_scalar() {
-            return err(
-                "ret_not_scalar",
-                format!(
-                    "At subprogram exit the register R0 is not a scalar value ({})",
-                    r0.ty.name()
-                ),
-            );
-        }
-        Ok(())
     }
 }

@@ -12,7 +12,6 @@ use std::collections::BTreeMap;
 #[derive(Clone, Debug)]
 pub struct ObjectProgramEnv {
     lines: BTreeMap<usize, String>,
-    globals: Vec<usize>,
     xdp_devmap: bool,
     /// The object's maps' special fields and spin-lock offsets, followed by
     /// those of the inner templates of its map-in-maps, in the order the
@@ -62,7 +61,6 @@ impl ObjectProgramEnv {
         };
         ObjectProgramEnv {
             lines,
-            globals: object.global_subprogs(program),
             xdp_devmap: matches!(
                 program.kind,
                 bpfjet_obj::ProgKind::XdpMapEntry {
@@ -105,7 +103,6 @@ impl ObjectProgramEnv {
         env.spin_locks = &self.spin_locks;
         env.map_fields = &self.map_fields;
         env.btf = object.btf.as_ref();
-        env.global_subprogs = &self.globals;
         env.global_funcs = &self.global_funcs;
         env.xdp_devmap = self.xdp_devmap;
         env.line_info = Some(&self.lines);

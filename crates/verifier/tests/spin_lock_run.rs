@@ -62,10 +62,10 @@ fn bpfjet_verdict(path: &Path, prog: &str) -> Result<(), String> {
     let obj = bpfjet_obj::load_file(path).unwrap();
     let p = obj.program(prog).unwrap();
     let insns = bpfjet_isa::decode_program(&p.insns).unwrap();
-    let globals = obj.global_subprogs(p);
+    let globals = obj.global_subprog_sigs(p);
     let mut env = bpfjet_verifier::VerifyEnv::new(&obj.maps);
     env.spin_locks = &obj.spin_locks;
-    env.global_subprogs = &globals;
+    env.global_funcs = &globals;
     bpfjet_verifier::verify(&insns, &env)
         .map(|_| ())
         .map_err(|e| e.message)
