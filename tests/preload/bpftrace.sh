@@ -30,6 +30,7 @@
 # Needs root (the kernel side), bpftrace, cc.
 # Usage: BPFJET=target/release/bpfjet tests/preload/bpftrace.sh
 set -euo pipefail
+. "$(dirname "$0")/lib.sh"
 
 BPFJET=${BPFJET:-target/release/bpfjet}
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
@@ -73,17 +74,6 @@ usdt:$T:trace_target:guarded { @guarded = count(); }
 
 fails=0
 fail() { echo "FAIL $*"; fails=$((fails + 1)); }
-
-# Whether bpftrace (pid $1, or a child of it: `timeout` runs it) waits in
-# its poll loop: epoll_wait(..., 100 ms), syscall 232 with timeout 0x64.
-# It gets there once every probe is attached.
-bt_polling() {
-    local p
-    for p in "$1" $(pgrep -P "$1" 2>/dev/null); do
-        case "$(cat /proc/"$p"/syscall 2>/dev/null)" in "232 "*" 0x64 "*) return 0 ;; esac
-    done
-    return 1
-}
 
 # Until bpftrace (pid $1) printed "Attaching" in $2 and attached: up to
 # 20 s, and not if it has exited. bpftrace prints the line before it

@@ -1,6 +1,6 @@
 # Shared by the tests/preload scripts (sourced): the bpfjet binary and its
 # preload library, the tools a script needs, root, and a scratch directory
-# and private instance that go away at exit.
+# and private instance that go away at exit; when bpftrace has attached.
 
 # skip WHY: the check cannot run here; said on stdout and in make test's
 # list of skips, and the script ends successfully.
@@ -36,4 +36,15 @@ preload_setup() {
 preload_cleanup() {
     rm -rf "$WORK"
     rm -f /dev/shm/bpfjet."$INST".*
+}
+
+# Whether bpftrace (pid $1, or a child of it: `timeout` runs it) waits in
+# its poll loop: epoll_wait(..., 100 ms), syscall 232 with timeout 0x64.
+# It gets there once every probe is attached.
+bt_polling() {
+    local p
+    for p in "$1" $(pgrep -P "$1" 2>/dev/null); do
+        case "$(cat /proc/"$p"/syscall 2>/dev/null)" in "232 "*" 0x64 "*) return 0 ;; esac
+    done
+    return 1
 }

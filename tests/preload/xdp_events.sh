@@ -43,6 +43,7 @@
 # Needs root, clang-19, cc, libbpf-dev, iproute2, python3.
 # Usage: BPFJET=target/release/bpfjet tests/preload/xdp_events.sh
 set -euo pipefail
+. "$(dirname "$0")/lib.sh"
 
 ONLY=${XDP_EVENTS_ONLY:-}
 case "$ONLY" in "" | kernel | bpfjet) ;; *) echo "XDP_EVENTS_ONLY: kernel or bpfjet"; exit 2 ;; esac
@@ -233,10 +234,9 @@ during_bpftrace() {
     done
     # bpftrace prints "Attaching" before it attaches, and a SIGINT during
     # its attach is lost (bpftrace 0.17 on the kernel too): frames and the
-    # signal go once its main thread waits in its poll loop
-    # (epoll_wait(..., 100 ms): syscall 232 with timeout 0x64).
+    # signal go once its main thread waits in its poll loop (lib.sh).
     for _ in $(seq 300); do
-        case "$(cat /proc/"$b"/syscall 2>/dev/null)" in "232 "*" 0x64 "*) break ;; esac
+        bt_polling "$b" && break
         sleep 0.1
     done
     sleep 0.5
