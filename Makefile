@@ -48,7 +48,8 @@ test-skips-reset:
 # per-flow expiry and a ticker through libbpf. xdp_multiprog.sh: libxdp's
 # multi-program dispatcher (freplace) through xdp-loader and libxdp's API;
 # freplace.sh: libbpf's freplace API; tail_calls.sh: program fds in
-# PROG_ARRAY. skeleton.sh: one libbpf skeleton application (globals, hash
+# PROG_ARRAY. devmap_egress.sh: program fds in devmap entries, egress
+# programs and BPF_F_BROADCAST on veths. skeleton.sh: one libbpf skeleton application (globals, hash
 # updates while traffic runs, a ring buffer, a bpf_link; then killed), the
 # same binary against the kernel and under exec. lifetimes.sh: a map held
 # through fork and SCM_RIGHTS.
@@ -60,6 +61,7 @@ test-preload: build
 	BPFJET=$(BPFJET) timeout 300 bash tests/preload/xdp_multiprog.sh
 	BPFJET=$(BPFJET) timeout 120 bash tests/preload/freplace.sh
 	BPFJET=$(BPFJET) timeout 300 bash tests/preload/tail_calls.sh
+	BPFJET=$(BPFJET) timeout 180 bash tests/preload/devmap_egress.sh
 	BPFJET=$(BPFJET) timeout 300 bash tests/preload/ringbuf.sh
 	BPFJET=$(BPFJET) timeout 300 bash tests/preload/user_ringbuf.sh
 	BPFJET=$(BPFJET) timeout 120 bash tests/preload/timer.sh

@@ -255,7 +255,9 @@ fn data_plane_runner_sees_the_redirect_target() {
             "redirect_dev",
             [0, 2, BPF_F_BROADCAST, 0],
             XDP_REDIRECT,
-            Some(RedirectTo::Broadcast),
+            Some(RedirectTo::Broadcast {
+                exclude_ingress: false,
+            }),
         ),
         (
             "redirect_plain",

@@ -44,6 +44,9 @@ use crate::xdp::{action, XdpFrame};
 use bpfjet_isa::{CallTarget, Insn};
 use std::sync::Arc;
 
+mod egress;
+pub use egress::EgressCopy;
+
 /// Where a redirect goes, as the program's helper call named it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum RedirectTo {
@@ -53,8 +56,10 @@ pub enum RedirectTo {
     Xsk(u32),
     /// A CPUMAP key.
     Cpu(u32),
-    /// `BPF_F_BROADCAST` over a devmap: every interface of the map.
-    Broadcast,
+    /// `BPF_F_BROADCAST` over a devmap: every interface of the map (but
+    /// the ingress one with `BPF_F_EXCLUDE_INGRESS`), each a copy that
+    /// its entry's program (if any) sees alone.
+    Broadcast { exclude_ingress: bool },
 }
 
 /// Which redirect helper call named the target, as the kernel's
@@ -102,6 +107,10 @@ pub struct FrameVerdict {
     /// The packet bounds after the run, as offsets into the caller's buffer.
     pub data_start: usize,
     pub data_end: usize,
+    /// The frame leaves as the copies [`XdpRunner::take_copies`] returns
+    /// (possibly none), not from the caller's buffer: a broadcast, or a
+    /// DEVMAP entry with an egress program (see `worker/egress.rs`).
+    pub copies: bool,
 }
 
 /// Runs a prepared program; the interpreter unless an engine is given.
@@ -271,6 +280,7 @@ impl XdpRunnerFactory {
             rx_queue,
             exclusive: self.maps.has_timers(),
             batch_hold: None,
+            copies: Vec::new(),
         })
     }
 }
@@ -297,6 +307,8 @@ pub struct XdpRunner {
     exclusive: bool,
     /// The slot, held for a batch ([`XdpRunner::begin_batch`]).
     batch_hold: Option<crate::cpu_exclusion::CpuHold>,
+    /// The last frame's egress copies (`worker/egress.rs`).
+    copies: Vec<egress::EgressCopy>,
 }
 
 impl std::fmt::Debug for XdpRunner {
@@ -331,6 +343,11 @@ pub enum RunFrameError {
     },
     #[error("the program moved the packet to {start}..{end}, outside the {len}-byte buffer")]
     MovedOutside { start: i64, end: i64, len: usize },
+    #[error(
+        "a DEVMAP entry holds program id {0}, which this data plane does not run \
+         (an entry program must be loaded with the deployment that redirects to it)"
+    )]
+    EgressProgram(u32),
 }
 
 impl XdpRunner {
@@ -382,13 +399,17 @@ impl XdpRunner {
                     len: data_end - data_start,
                 });
             }
-            return self.run_staged(buf, data_start, data_end);
+            let mut v = self.run_staged(buf, data_start, data_end)?;
+            self.devmap_egress(buf, &mut v)?;
+            return Ok(v);
         }
-        if self.staged {
-            self.run_staged(buf, data_start, data_end)
+        let mut v = if self.staged {
+            self.run_staged(buf, data_start, data_end)?
         } else {
-            self.run_in_place(buf, data_start, data_end)
-        }
+            self.run_in_place(buf, data_start, data_end)?
+        };
+        self.devmap_egress(buf, &mut v)?;
+        Ok(v)
     }
 
     fn finish_run(&mut self, result: Result<u64, Fault>) -> Result<u32, RunFrameError> {
@@ -443,6 +464,7 @@ impl XdpRunner {
             via,
             data_start: start,
             data_end: end,
+            copies: false,
         })
     }
 
@@ -519,6 +541,7 @@ impl XdpRunner {
             via,
             data_start: new_start,
             data_end: new_end,
+            copies: false,
         })
     }
 }

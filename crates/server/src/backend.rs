@@ -173,6 +173,7 @@ impl BpfjetBackend {
         if let ObjRef::Prog(id) = r {
             if self.ns.prog_attached(id)
                 || self.prog_linked(id)
+                || crate::redirect_progs::held_by_entry(&self.ns, id)
                 || self
                     .prog_records()
                     .iter()
@@ -212,10 +213,20 @@ impl BpfjetBackend {
                     .ok()
                     .and_then(|b| serde_json::from_slice::<MapMeta>(&b).ok())
                     .map_or(0, |m| m.btf_id);
+                let held = self
+                    .ns
+                    .instance()
+                    .map_by_id(id)
+                    .map(|m| crate::redirect_progs::entry_programs(&m))
+                    .unwrap_or_default();
                 let _ = self.ns.instance().remove_map(id);
                 self.ns.remove_record(Kind::Map, id);
                 if btf != 0 {
                     self.release(ObjRef::Btf(btf));
+                }
+                // A devmap's entries held their programs.
+                for p in held {
+                    self.release(ObjRef::Prog(p));
                 }
             }
             ObjRef::Link(id) => {
@@ -682,6 +693,24 @@ impl BpfjetBackend {
             );
             return Err(Errno::EINVAL);
         }
+        if let Command::MapUpdateElem(e) = cmd {
+            // Program fds in 8-byte devmap/cpumap values (crate::redirect_progs).
+            if let Some(value) = self.redirect_map_value(&m, e)? {
+                let k = user::slice(e.key, map.key_size() as usize)?;
+                let old = crate::redirect_progs::entry_program(map, k);
+                map.update_elem(k, &value, e.flags)
+                    .map_err(|e| maps::errno(&e))?;
+                if let Some(old) = old {
+                    self.release(ObjRef::Prog(old));
+                }
+                if map.map_type() != MapType::Cpumap {
+                    // The attached programs redirecting through it run
+                    // its entries' programs: rebuilt with them.
+                    self.prog_array_changed(map.id())?;
+                }
+                return Ok(0);
+            }
+        }
         if let (MapType::Devmap | MapType::DevmapHash, Command::MapUpdateElem(e)) =
             (map.map_type(), cmd)
         {
@@ -756,7 +785,17 @@ impl BpfjetBackend {
                 }
                 None => maps::update(map, m.access, e),
             },
-            Command::MapDeleteElem(e) => maps::delete(map, m.access, e),
+            Command::MapDeleteElem(e) => {
+                let old = user::slice(e.key, map.key_size() as usize)
+                    .ok()
+                    .and_then(|k| crate::redirect_progs::entry_program(map, k));
+                maps::delete(map, m.access, e)?;
+                if let Some(old) = old {
+                    // The entry held its program.
+                    self.release(ObjRef::Prog(old));
+                }
+                Ok(())
+            }
             Command::MapGetNextKey(e) => maps::next_key(map, m.access, e),
             Command::MapLookupAndDeleteElem(e) => maps::lookup_and_delete(map, m.access, e),
             Command::MapFreeze(_) => maps::freeze(map, m.access),
@@ -977,12 +1016,10 @@ impl BpfjetBackend {
             return Err(Errno::EINVAL);
         }
         // bpf_prog_test_run_xdp's checks, in its order.
-        const BPF_XDP_DEVMAP: u32 = 38;
-        const BPF_XDP_CPUMAP: u32 = 39;
         const BPF_F_TEST_XDP_LIVE_FRAMES: u32 = 1 << 1;
         if matches!(
             prog.rec.expected_attach_type,
-            BPF_XDP_DEVMAP | BPF_XDP_CPUMAP
+            progs::BPF_XDP_DEVMAP | progs::BPF_XDP_CPUMAP
         ) {
             return Err(Errno::EINVAL);
         }

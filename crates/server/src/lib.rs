@@ -26,6 +26,7 @@ mod pin_files;
 mod probe_links;
 mod prog_btf;
 mod progs;
+mod redirect_progs;
 mod tail_calls;
 mod task_fd_query;
 mod tp_btf;

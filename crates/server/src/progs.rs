@@ -149,6 +149,10 @@ pub fn program_name(rec: &ProgRecord) -> String {
     }
 }
 
+/// `bpf_attach_type` of programs in DEVMAP / CPUMAP entries.
+pub const BPF_XDP_DEVMAP: u32 = 33;
+pub const BPF_XDP_CPUMAP: u32 = 35;
+
 /// The one-program object a record stands for, its maps `maps` (`maps[i]`
 /// is `rec.map_ids[i]`).
 pub fn object_of(rec: &ProgRecord, maps: &[Arc<Map>]) -> Object {
@@ -159,11 +163,19 @@ pub fn object_of(rec: &ProgRecord, maps: &[Arc<Map>]) -> Object {
         } else {
             section
         }
-    } else if rec.prog_flags & BPF_F_XDP_HAS_FRAGS != 0 {
-        // A context-free program of another type verifies the same as XDP.
-        "xdp.frags".to_string()
     } else {
-        "xdp".to_string()
+        // A context-free program of another type verifies the same as XDP.
+        let base = if rec.prog_flags & BPF_F_XDP_HAS_FRAGS != 0 {
+            "xdp.frags"
+        } else {
+            "xdp"
+        };
+        // A devmap entry's program may read `egress_ifindex`.
+        match (rec.prog_type, rec.expected_attach_type) {
+            (BPF_PROG_TYPE_XDP, BPF_XDP_DEVMAP) => format!("{base}/devmap"),
+            (BPF_PROG_TYPE_XDP, BPF_XDP_CPUMAP) => format!("{base}/cpumap"),
+            _ => base.to_string(),
+        }
     };
     let section = section.as_str();
     let kind = ProgKind::from_section(section);

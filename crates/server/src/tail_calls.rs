@@ -54,8 +54,31 @@ fn map_meta(ns: &Namespace, id: u32) -> Option<MapMeta> {
     serde_json::from_slice(&ns.read_record(Kind::Map, id).ok()?).ok()
 }
 
-/// The program ids PROG_ARRAY `map` holds now.
-fn held_ids(map: &Map) -> Vec<u32> {
+/// Whether `map` holds programs a program using it runs: a PROG_ARRAY's
+/// tail-call targets, a devmap's entry programs (`worker/egress.rs` in the
+/// runtime; CPUMAP programs are never run: bpfjet's data plane has no
+/// consumer behind a CPUMAP redirect).
+fn holds_programs(map: &Map) -> bool {
+    match map.map_type() {
+        MapType::ProgArray => true,
+        MapType::Devmap | MapType::DevmapHash => map.value_size() >= 8,
+        _ => false,
+    }
+}
+
+/// The program ids `map` holds now (see [`holds_programs`]).
+pub(crate) fn held_ids(map: &Map) -> Vec<u32> {
+    if map.map_type() != MapType::ProgArray {
+        // `struct bpf_devmap_val`: the program id after the ifindex.
+        return map
+            .entries_raw()
+            .unwrap_or_default()
+            .iter()
+            .filter_map(|e| e.values.first()?.get(4..8)?.try_into().ok())
+            .map(u32::from_ne_bytes)
+            .filter(|&id| id != 0)
+            .collect();
+    }
     (0..map.max_entries())
         .filter_map(|k| {
             let slot = map.lookup(&k.to_ne_bytes(), 0)?;
@@ -78,7 +101,7 @@ fn closure(ns: &Namespace, rec: &ProgRecord) -> Result<(Vec<ProgRecord>, Vec<u32
             let Ok(map) = ns.instance().map_by_id(m) else {
                 continue;
             };
-            if map.map_type() != MapType::ProgArray || arrays.contains(&m) {
+            if !holds_programs(&map) || arrays.contains(&m) {
                 continue;
             }
             arrays.push(m);
@@ -88,7 +111,7 @@ fn closure(ns: &Namespace, rec: &ProgRecord) -> Result<(Vec<ProgRecord>, Vec<u32
                 }
                 let r: ProgRecord = serde_json::from_slice(
                     &ns.read_record(Kind::Prog, id)
-                        .map_err(|_| format!("PROG_ARRAY map {m} holds program {id}, now gone"))?,
+                        .map_err(|_| format!("map {m} holds program {id}, now gone"))?,
                 )
                 .map_err(|e| format!("program {id}: corrupt record: {e}"))?;
                 progs.push(freplace::linked_record(ns, &r)?);
@@ -217,7 +240,7 @@ impl BpfjetBackend {
                 self.ns
                     .instance()
                     .map_by_id(m)
-                    .is_ok_and(|map| map.map_type() == MapType::ProgArray)
+                    .is_ok_and(|map| holds_programs(&map))
             })
     }
 }

@@ -7,8 +7,8 @@ use std::sync::Arc;
 use super::exception::{PacketTx, PassTap};
 use super::xsk::XskSocket;
 use crate::run::{
-    thread_cpu_time, FrameMut, FrameProgram, LocalCounts, RedirectTarget, Verdict, WorkerCounters,
-    WorkerReport, WorkerResult,
+    thread_cpu_time, EgressCopy, FrameMut, FrameProgram, LocalCounts, RedirectTarget, Verdict,
+    WorkerCounters, WorkerReport, WorkerResult,
 };
 use crate::OutputRoute;
 
@@ -49,6 +49,8 @@ pub struct XskWorker {
     pub need_wakeup: bool,
     pub pin_cpu: Option<usize>,
     jumbo: Jumbo,
+    /// A frame's egress copies, while they are sent.
+    copies: Vec<EgressCopy>,
 }
 
 impl XskWorker {
@@ -74,6 +76,7 @@ impl XskWorker {
             need_wakeup: true,
             pin_cpu: None,
             jumbo: Jumbo::default(),
+            copies: Vec::new(),
         };
         // The fill ring must hold frames before the socket is steered to,
         // or the first packets find nowhere to land.
@@ -179,6 +182,11 @@ impl XskWorker {
                 counts.bytes += (end - start) as u64;
                 if let Some(t) = verdict.redirect {
                     *targets.entry(t).or_default() += 1;
+                }
+                if verdict.copies.is_some() {
+                    tx_queued += self.send_copies(&mut counts);
+                    self.free.push(chunk);
+                    continue;
                 }
                 let transmit_here = match (verdict.route, verdict.redirect) {
                     (OutputRoute::Tx, _) => true,
@@ -308,6 +316,10 @@ impl XskWorker {
             }
             let data = &j.buf[start..end];
             let delivered = match (verdict.route, verdict.redirect) {
+                _ if verdict.copies.is_some() => {
+                    queued = self.send_copies(counts);
+                    true
+                }
                 (OutputRoute::Tx, _) => {
                     queued = self.transmit_chain(data, &mut j.chunks);
                     queued > 0
@@ -331,6 +343,31 @@ impl XskWorker {
         j.len = 0;
         j.broken = false;
         self.jumbo = j;
+        queued
+    }
+
+    /// Sends the last frame's egress copies (a devmap broadcast, or what a
+    /// devmap entry's program passed): out of this queue when the copy's
+    /// interface is this one, else to that interface. A copy that cannot
+    /// be sent is a drop. Returns the TX descriptors queued.
+    fn send_copies(&mut self, counts: &mut LocalCounts) -> u32 {
+        let mut copies = std::mem::take(&mut self.copies);
+        copies.clear();
+        self.program.take_copies(&mut copies);
+        let mut queued = 0;
+        for c in &copies {
+            let sent = if c.ifindex == self.ifindex {
+                let q = self.transmit_chain(&c.data, &mut Vec::new());
+                queued += q;
+                q > 0
+            } else {
+                self.packet_tx.send(c.ifindex, &c.data).is_ok()
+            };
+            if !sent {
+                counts.drops += 1;
+            }
+        }
+        self.copies = copies;
         queued
     }
 

@@ -2,15 +2,21 @@
 
 use std::sync::{Arc, Mutex, PoisonError};
 
-use super::{RedirectTarget, Verdict};
+use super::{EgressCopy, RedirectTarget, Verdict};
 use crate::{IoError, OutputRoute, PacketBatch, PcapSplitSink};
 
 /// Takes a processed batch and its verdicts (`verdicts[i]` belongs to
-/// `batch.packets()[i]`).
+/// `batch.packets()[i]`). A frame whose verdict has `copies: Some(n)`
+/// leaves as the next `n` of `copies` (in packet order), not as itself.
 pub trait Output {
     /// Consumes the batch; returns how many packets that should have left
     /// (TX, PASS, REDIRECT) could not be delivered and were dropped.
-    fn emit(&mut self, batch: &PacketBatch, verdicts: &[Verdict]) -> Result<u64, IoError>;
+    fn emit(
+        &mut self,
+        batch: &PacketBatch,
+        verdicts: &[Verdict],
+        copies: &[EgressCopy],
+    ) -> Result<u64, IoError>;
 
     /// Delivers anything buffered.
     fn finish(&mut self) -> Result<(), IoError> {
@@ -19,8 +25,13 @@ pub trait Output {
 }
 
 impl<O: Output + ?Sized> Output for Box<O> {
-    fn emit(&mut self, batch: &PacketBatch, verdicts: &[Verdict]) -> Result<u64, IoError> {
-        (**self).emit(batch, verdicts)
+    fn emit(
+        &mut self,
+        batch: &PacketBatch,
+        verdicts: &[Verdict],
+        copies: &[EgressCopy],
+    ) -> Result<u64, IoError> {
+        (**self).emit(batch, verdicts, copies)
     }
     fn finish(&mut self) -> Result<(), IoError> {
         (**self).finish()
@@ -32,7 +43,7 @@ impl<O: Output + ?Sized> Output for Box<O> {
 pub struct NullOutput;
 
 impl Output for NullOutput {
-    fn emit(&mut self, _: &PacketBatch, _: &[Verdict]) -> Result<u64, IoError> {
+    fn emit(&mut self, _: &PacketBatch, _: &[Verdict], _: &[EgressCopy]) -> Result<u64, IoError> {
         Ok(0)
     }
 }
@@ -59,9 +70,25 @@ impl SplitOutput {
 }
 
 impl Output for SplitOutput {
-    fn emit(&mut self, batch: &PacketBatch, verdicts: &[Verdict]) -> Result<u64, IoError> {
+    fn emit(
+        &mut self,
+        batch: &PacketBatch,
+        verdicts: &[Verdict],
+        copies: &[EgressCopy],
+    ) -> Result<u64, IoError> {
         let mut sink = self.sink.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut next_copy = 0;
         for (pkt, verdict) in batch.packets().iter().zip(verdicts) {
+            if let Some(n) = verdict.copies {
+                // Each copy goes to its interface's file; none for a
+                // frame every entry program dropped.
+                let end = (next_copy + n as usize).min(copies.len());
+                for c in &copies[next_copy..end] {
+                    sink.write_redirect(c.ifindex, &c.data, pkt.meta())?;
+                }
+                next_copy = end;
+                continue;
+            }
             match (verdict.route, verdict.redirect) {
                 (OutputRoute::Redirect, Some(RedirectTarget::Ifindex(ifindex))) => {
                     sink.write_redirect(ifindex, pkt.data(), pkt.meta())?;

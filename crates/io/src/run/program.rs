@@ -2,7 +2,7 @@
 
 use std::fmt;
 
-use super::Verdict;
+use super::{EgressCopy, Verdict};
 use crate::{PacketBuf, PacketMeta};
 
 /// One frame handed to a program: the whole buffer (headroom, data,
@@ -72,6 +72,12 @@ pub trait FrameProgram {
 
     fn end_batch(&mut self) {}
 
+    /// The copies of the last frame whose verdict has
+    /// [`Verdict::copies`], appended to `out`; returns how many.
+    fn take_copies(&mut self, _out: &mut Vec<EgressCopy>) -> u32 {
+        0
+    }
+
     /// Runs the program on a batch buffer and moves its data window.
     fn run_packet(&mut self, pkt: &mut PacketBuf) -> Result<Verdict, ProgramFault> {
         let mut frame = FrameMut::of(pkt);
@@ -97,6 +103,10 @@ impl<P: FrameProgram + ?Sized> FrameProgram for Box<P> {
 
     fn end_batch(&mut self) {
         (**self).end_batch();
+    }
+
+    fn take_copies(&mut self, out: &mut Vec<EgressCopy>) -> u32 {
+        (**self).take_copies(out)
     }
 }
 

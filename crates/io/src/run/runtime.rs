@@ -5,13 +5,18 @@ use std::sync::Arc;
 use bpfjet_runtime::tracing::xdp_events::{EventSite, XdpEvents};
 use bpfjet_runtime::worker::{FrameVerdict, RedirectTo, RunFrameError, XdpRunner};
 
-use super::{FrameMut, FrameProgram, ProgramFault, RedirectTarget, Verdict};
+use super::{EgressCopy, FrameMut, FrameProgram, ProgramFault, RedirectTarget, Verdict};
 
 impl FrameProgram for XdpRunner {
     #[inline]
     fn run(&mut self, frame: &mut FrameMut<'_>) -> Result<Verdict, ProgramFault> {
         let v = XdpRunner::run(self, frame.buf, frame.data_start, frame.data_end);
-        verdict(frame, v)
+        let pending = self.pending_copies();
+        verdict(frame, v, pending)
+    }
+
+    fn take_copies(&mut self, out: &mut Vec<EgressCopy>) -> u32 {
+        XdpRunner::take_copies(self, out)
     }
 
     fn begin_batch(&mut self) {
@@ -27,14 +32,16 @@ impl FrameProgram for XdpRunner {
 fn verdict(
     frame: &mut FrameMut<'_>,
     v: Result<FrameVerdict, RunFrameError>,
+    pending_copies: u32,
 ) -> Result<Verdict, ProgramFault> {
     let v = v.map_err(|e| ProgramFault(e.to_string()))?;
     frame.data_start = v.data_start;
     frame.data_end = v.data_end;
-    Ok(Verdict::from_retval(
-        u64::from(v.action),
-        v.redirect.map(redirect_target),
-    ))
+    let mut verdict = Verdict::from_retval(u64::from(v.action), v.redirect.map(redirect_target));
+    if v.copies {
+        verdict.copies = Some(pending_copies);
+    }
+    Ok(verdict)
 }
 
 /// An [`XdpRunner`] whose outcomes fire the XDP tracepoints for the
@@ -91,7 +98,12 @@ impl FrameProgram for EventedRunner {
                 Err(_) => {}
             }
         }
-        verdict(frame, v)
+        let pending = self.runner.pending_copies();
+        verdict(frame, v, pending)
+    }
+
+    fn take_copies(&mut self, out: &mut Vec<EgressCopy>) -> u32 {
+        self.runner.take_copies(out)
     }
 
     fn begin_batch(&mut self) {
@@ -108,6 +120,6 @@ fn redirect_target(to: RedirectTo) -> RedirectTarget {
         RedirectTo::Ifindex(i) => RedirectTarget::Ifindex(i),
         RedirectTo::Xsk(q) => RedirectTarget::XskQueue(q),
         RedirectTo::Cpu(c) => RedirectTarget::Cpu(c),
-        RedirectTo::Broadcast => RedirectTarget::Unknown,
+        RedirectTo::Broadcast { .. } => RedirectTarget::Broadcast,
     }
 }

@@ -11,7 +11,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
-use super::{FrameMut, FrameProgram, ProgramFault, Verdict};
+use super::{EgressCopy, FrameMut, FrameProgram, ProgramFault, Verdict};
 
 type Runner = Box<dyn FrameProgram + Send>;
 
@@ -175,6 +175,11 @@ impl FrameProgram for SwitchableProgram {
     #[inline]
     fn run(&mut self, frame: &mut FrameMut<'_>) -> Result<Verdict, ProgramFault> {
         self.current.run(frame)
+    }
+
+    #[inline]
+    fn take_copies(&mut self, out: &mut Vec<EgressCopy>) -> u32 {
+        self.current.take_copies(out)
     }
 
     #[inline]

@@ -187,7 +187,12 @@ impl<O: Output> TopOutput<O> {
 }
 
 impl<O: Output> Output for TopOutput<O> {
-    fn emit(&mut self, batch: &PacketBatch, verdicts: &[Verdict]) -> Result<u64, IoError> {
+    fn emit(
+        &mut self,
+        batch: &PacketBatch,
+        verdicts: &[Verdict],
+        copies: &[super::EgressCopy],
+    ) -> Result<u64, IoError> {
         for (pkt, v) in batch.packets().iter().zip(verdicts) {
             match parse(pkt.data()) {
                 Some(p) => {
@@ -201,7 +206,7 @@ impl<O: Output> Output for TopOutput<O> {
                 None => self.local.unparsed += 1,
             }
         }
-        self.inner.emit(batch, verdicts)
+        self.inner.emit(batch, verdicts, copies)
     }
 
     fn finish(&mut self) -> Result<(), IoError> {

@@ -4,6 +4,8 @@ use std::fmt;
 
 use crate::OutputRoute;
 
+pub use bpfjet_runtime::worker::EgressCopy;
+
 /// Where an `XDP_REDIRECT` sends the packet, as far as the program's maps
 /// say.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -15,8 +17,10 @@ pub enum RedirectTarget {
     XskQueue(u32),
     /// A CPUMAP entry.
     Cpu(u32),
-    /// A redirect whose target the engine could not tell (a broadcast, or
-    /// an engine that does not report targets).
+    /// `BPF_F_BROADCAST` over a devmap: a copy to each of its interfaces.
+    Broadcast,
+    /// A redirect whose target the engine could not tell (an engine that
+    /// does not report targets).
     Unknown,
 }
 
@@ -26,6 +30,7 @@ impl fmt::Display for RedirectTarget {
             RedirectTarget::Ifindex(i) => write!(f, "ifindex {i}"),
             RedirectTarget::XskQueue(q) => write!(f, "xsk queue {q}"),
             RedirectTarget::Cpu(c) => write!(f, "cpu {c}"),
+            RedirectTarget::Broadcast => f.write_str("broadcast"),
             RedirectTarget::Unknown => f.write_str("unknown"),
         }
     }
@@ -37,6 +42,10 @@ pub struct Verdict {
     pub route: OutputRoute,
     /// Set only when `route` is [`OutputRoute::Redirect`].
     pub redirect: Option<RedirectTarget>,
+    /// The frame leaves as this many of the batch's [`EgressCopy`]s (a
+    /// broadcast, or a devmap entry's program ran on it), not from its
+    /// own buffer; None for every other frame.
+    pub copies: Option<u32>,
 }
 
 impl Verdict {
@@ -49,6 +58,7 @@ impl Verdict {
         Verdict {
             route,
             redirect: None,
+            copies: None,
         }
     }
 
@@ -56,6 +66,7 @@ impl Verdict {
         Verdict {
             route: OutputRoute::Redirect,
             redirect: Some(target),
+            copies: None,
         }
     }
 

@@ -5,7 +5,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use super::stats::{thread_cpu_time, LocalCounts, WorkerCounters};
-use super::{FrameProgram, Output, RedirectTarget, Verdict};
+use super::{EgressCopy, FrameProgram, Output, RedirectTarget, Verdict};
 use crate::{BufferLayout, IoError, OutputRoute, PacketBatch, PacketSource, DEFAULT_BATCH_SIZE};
 
 /// The thread's CPU time is a syscall to read; refresh it this often.
@@ -106,6 +106,7 @@ where
     let cpu_start = thread_cpu_time();
     let mut batch = PacketBatch::with_layout(options.batch_size, options.layout);
     let mut verdicts: Vec<Verdict> = Vec::with_capacity(batch.capacity());
+    let mut copies: Vec<EgressCopy> = Vec::new();
     let mut counts = LocalCounts::default();
     let mut first_fault = None;
     let mut targets: HashMap<RedirectTarget, u64> = HashMap::new();
@@ -120,10 +121,16 @@ where
             Err(e) => break Err(e),
         }
         verdicts.clear();
+        copies.clear();
         program.begin_batch();
         for pkt in batch.packets_mut() {
             let verdict = match program.run_packet(pkt) {
-                Ok(v) => v,
+                Ok(mut v) => {
+                    if v.copies.is_some() {
+                        v.copies = Some(program.take_copies(&mut copies));
+                    }
+                    v
+                }
                 Err(fault) => {
                     counts.faults += 1;
                     first_fault.get_or_insert(fault.0);
@@ -140,7 +147,7 @@ where
         program.end_batch();
         counts.packets += batch.len() as u64;
         counts.batches += 1;
-        let emitted = output.emit(&batch, &verdicts);
+        let emitted = output.emit(&batch, &verdicts, &copies);
         match emitted {
             Ok(dropped) => counts.drops += dropped,
             Err(e) => {

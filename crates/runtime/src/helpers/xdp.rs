@@ -164,7 +164,9 @@ pub fn redirect_target(map: &Map, key: u32, flags: u64) -> Option<RedirectTo> {
     use MapType::*;
     let devmap = matches!(map.map_type(), Devmap | DevmapHash);
     if devmap && flags & BPF_F_BROADCAST != 0 {
-        return Some(RedirectTo::Broadcast);
+        return Some(RedirectTo::Broadcast {
+            exclude_ingress: flags & BPF_F_EXCLUDE_INGRESS != 0,
+        });
     }
     // Device and CPU maps are not per-CPU: CPU 0's view is the map.
     let value = map.lookup(&key.to_ne_bytes(), 0)?;

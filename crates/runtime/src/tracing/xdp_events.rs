@@ -601,7 +601,7 @@ impl EventPrograms {
                 };
                 (t.state.err().unwrap_or(0), tgt)
             }
-            RedirectTo::Broadcast => (0, 0),
+            RedirectTo::Broadcast { .. } => (0, 0),
             RedirectTo::Xsk(_) | RedirectTo::Cpu(_) => (-EOPNOTSUPP, 0),
         };
         let (progs, records) = if err == 0 {

@@ -285,6 +285,25 @@ impl XdpFrame {
         self.md.data_meta = base + self.data_meta as u64;
     }
 
+    /// The context's interface fields: a DEVMAP entry's program runs with
+    /// the receiving device, queue 0 and its entry's device
+    /// (`dev_map_bpf_prog_run`).
+    pub fn set_queue(&mut self, ingress_ifindex: u32, rx_queue_index: u32, egress_ifindex: u32) {
+        self.md.ingress_ifindex = ingress_ifindex;
+        self.md.rx_queue_index = rx_queue_index;
+        self.md.egress_ifindex = egress_ifindex;
+    }
+
+    /// `data..data_end` then every fragment's bytes: the frame as it
+    /// leaves an interface, into `out` (replacing what it held).
+    pub fn copy_out(&self, out: &mut Vec<u8>) {
+        out.clear();
+        out.extend_from_slice(self.packet());
+        for frag in &self.frags {
+            out.extend_from_slice(frag.bytes());
+        }
+    }
+
     /// The context structure's address (r1 at program entry).
     #[inline]
     pub fn md_addr(&self) -> u64 {

@@ -1,0 +1,229 @@
+//! What happens to a frame redirected through a DEVMAP or DEVMAP_HASH
+//! after the program returns, as the kernel's devmap does it:
+//!
+//! - an entry may hold a program (`struct bpf_devmap_val.bpf_prog`, a
+//!   program id in bpfjet's map): it runs on the frame before the frame
+//!   leaves, with `ingress_ifindex` the receiving device, `rx_queue_index`
+//!   0 and `egress_ifindex` the entry's device (`dev_map_bpf_prog_run`).
+//!   `XDP_PASS` sends the frame as the program left it; any other action
+//!   drops it (the kernel warns about actions other than DROP and ABORTED
+//!   and drops those too);
+//! - `BPF_F_BROADCAST` (`dev_map_enqueue_multi`) sends a copy to every
+//!   entry of the map, in index order (a DEVMAP_HASH in its own order),
+//!   skipping the receiving device with `BPF_F_EXCLUDE_INGRESS`; each copy
+//!   meets its own entry's program. An empty map sends nothing.
+//!
+//! Frames that take this path leave as [`EgressCopy`]s the data plane
+//! sends one by one ([`FrameVerdict::copies`]); a redirect through an
+//! entry without a program keeps the zero-copy path.
+//!
+//! Entry programs run in the interpreter from the runner's program table
+//! (indexed by program id, as tail calls are), whatever the engine of the
+//! main program.
+
+use super::{FrameVerdict, RedirectTo, RunFrameError, XdpRunner};
+use crate::region::Region;
+use crate::xdp::action;
+use crate::xdp::context::XDP_MD_SIZE;
+use bpfjet_maps::{Map, MapType};
+use std::sync::Arc;
+
+/// One frame leaving through one interface.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct EgressCopy {
+    pub ifindex: u32,
+    /// The frame's bytes (data to data_end, then its fragments).
+    pub data: Vec<u8>,
+}
+
+/// A devmap entry: its device and the id of its program (0: none).
+#[derive(Clone, Copy, Debug)]
+struct Entry {
+    ifindex: u32,
+    prog: u32,
+}
+
+fn entry_at(value: *const u8, value_size: u32) -> Entry {
+    // SAFETY: a devmap value is 4 or 8 bytes (checked when the map was
+    // created): the ifindex, then the program id when there is room.
+    unsafe {
+        Entry {
+            ifindex: std::ptr::read_unaligned(value as *const u32),
+            prog: if value_size >= 8 {
+                std::ptr::read_unaligned(value.add(4) as *const u32)
+            } else {
+                0
+            },
+        }
+    }
+}
+
+/// Every entry of devmap `map`, in the order the kernel walks it.
+fn entries(map: &Map) -> Vec<Entry> {
+    let mut out = Vec::new();
+    let vs = map.value_size();
+    match map.map_type() {
+        MapType::Devmap => {
+            for i in 0..map.max_entries() {
+                if let Some(v) = map.lookup(&i.to_ne_bytes(), 0) {
+                    out.push(entry_at(v, vs));
+                }
+            }
+        }
+        _ => {
+            map.visit_hash_elems(0, |_, v| {
+                out.push(entry_at(v, vs));
+                true
+            });
+        }
+    }
+    out
+}
+
+impl XdpRunner {
+    /// The copies of the last frame whose [`FrameVerdict::copies`] was
+    /// set, appended to `out`; returns how many.
+    pub fn take_copies(&mut self, out: &mut Vec<EgressCopy>) -> u32 {
+        let n = self.copies.len() as u32;
+        out.append(&mut self.copies);
+        n
+    }
+
+    /// How many copies the last frame left for [`XdpRunner::take_copies`].
+    pub fn pending_copies(&self) -> u32 {
+        self.copies.len() as u32
+    }
+
+    /// The devmap `id` a redirect went through: one of the object's maps,
+    /// or an inner map of one of its map-in-maps.
+    fn devmap(&self, id: u32) -> Option<Arc<Map>> {
+        let maps = self.env.run.object_maps();
+        let map = match maps.maps().iter().find(|m| m.id() == id) {
+            Some(m) => Arc::clone(m),
+            None => maps.instance().map_by_id(id).ok()?,
+        };
+        matches!(map.map_type(), MapType::Devmap | MapType::DevmapHash).then_some(map)
+    }
+
+    /// After a run: a redirect through a devmap entry with a program, or a
+    /// broadcast, becomes the runner's copies.
+    pub(super) fn devmap_egress(
+        &mut self,
+        buf: &[u8],
+        v: &mut FrameVerdict,
+    ) -> Result<(), RunFrameError> {
+        self.copies.clear();
+        if v.action != action::REDIRECT {
+            return Ok(());
+        }
+        let (Some(to), Some(via)) = (v.redirect, v.via) else {
+            return Ok(());
+        };
+        let targets = match to {
+            RedirectTo::Broadcast { exclude_ingress } => {
+                let Some(map) = self.devmap(via.map_id) else {
+                    return Ok(());
+                };
+                let ingress = self.ingress_ifindex;
+                entries(&map)
+                    .into_iter()
+                    .filter(|e| !(exclude_ingress && e.ifindex == ingress))
+                    .collect()
+            }
+            // Only an 8-byte value can hold a program: a 4-byte devmap
+            // costs nothing here.
+            RedirectTo::Ifindex(_)
+                if via.map_type == MapType::Devmap as u32
+                    || via.map_type == MapType::DevmapHash as u32 =>
+            {
+                let Some(map) = self.devmap(via.map_id).filter(|m| m.value_size() >= 8) else {
+                    return Ok(());
+                };
+                let Some(value) = lookup_entry(&map, via.index) else {
+                    return Ok(());
+                };
+                let e = entry_at(value, map.value_size());
+                if e.prog == 0 {
+                    return Ok(());
+                }
+                vec![e]
+            }
+            _ => return Ok(()),
+        };
+        v.copies = true;
+        let frame = &buf[v.data_start..v.data_end];
+        let mut copies = std::mem::take(&mut self.copies);
+        for e in targets {
+            let mut data = Vec::new();
+            let sent = if e.prog == 0 {
+                data.extend_from_slice(frame);
+                true
+            } else {
+                self.run_entry_program(e, frame, &mut data)?
+            };
+            if sent {
+                copies.push(EgressCopy {
+                    ifindex: e.ifindex,
+                    data,
+                });
+            }
+        }
+        self.copies = copies;
+        Ok(())
+    }
+
+    /// Runs entry `e`'s program on a copy of `frame` in the runner's
+    /// staging frame: whether it passed, and then the frame in `out`.
+    fn run_entry_program(
+        &mut self,
+        e: Entry,
+        frame: &[u8],
+        out: &mut Vec<u8>,
+    ) -> Result<bool, RunFrameError> {
+        let Some(program) = self
+            .state
+            .program_table()
+            .get(e.prog as usize)
+            .cloned()
+            .flatten()
+        else {
+            return Err(RunFrameError::EgressProgram(e.prog));
+        };
+        self.env
+            .frame
+            .reset(frame)
+            .map_err(|_| RunFrameError::TooLong {
+                len: frame.len(),
+                max: crate::xdp::frame::MAX_PACKET,
+            })?;
+        self.env.frame.set_queue(self.ingress_ifindex, 0, e.ifindex);
+        let md_addr = self.env.frame.md_addr();
+        let (span_start, span_len) = self.env.frame.packet_span();
+        let md = Region::read_only(md_addr, XDP_MD_SIZE as u64);
+        let packet = Region::writable(span_start, span_len);
+        self.state.add_region(md);
+        self.state.add_region(packet);
+        let result = program.run(&mut self.state, &mut self.env, &[md_addr]);
+        let (after_start, after_len) = self.env.frame.packet_span();
+        self.state
+            .replace_region(Region::writable(after_start, after_len), None);
+        self.state.replace_region(packet, None);
+        self.state.replace_region(md, None);
+        // The frame goes back to the main program's queue for the next run.
+        self.env
+            .frame
+            .set_queue(self.ingress_ifindex, self.rx_queue, 0);
+        // An entry program's own redirect means nothing to the devmap.
+        let _ = self.env.take_redirect();
+        let act = self.finish_run(result)?;
+        if act != action::PASS {
+            return Ok(false);
+        }
+        self.env.frame.copy_out(out);
+        Ok(true)
+    }
+}
+
+fn lookup_entry(map: &Map, key: u32) -> Option<*mut u8> {
+    map.lookup(&key.to_ne_bytes(), 0)
+}
