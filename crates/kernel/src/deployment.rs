@@ -205,12 +205,18 @@ impl KernelDeployment {
                 let program = entry.prog.as_deref().unwrap_or_default();
                 let key = parse_hex(&entry.key).map_err(|e| bad(e.to_string()))?;
                 let fd = self.program(program)?.fd;
-                sys::update(map.fd, &key, &(fd as u32).to_ne_bytes()).map_err(|errno| {
-                    KernelError::Update {
-                        map: name.clone(),
-                        entry: i,
-                        errno,
-                    }
+                let value = if crate::map_kind::holds_entry_programs(
+                    map.info.map_type,
+                    map.info.value_size,
+                ) {
+                    crate::state::entry_program_value(name, i, entry, fd)?
+                } else {
+                    (fd as u32).to_ne_bytes().to_vec()
+                };
+                sys::update(map.fd, &key, &value).map_err(|errno| KernelError::Update {
+                    map: name.clone(),
+                    entry: i,
+                    errno,
                 })?;
             }
         }

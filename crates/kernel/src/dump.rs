@@ -11,7 +11,7 @@ use std::os::fd::{AsRawFd, RawFd};
 
 /// Prefix of a `prog` name for a program that is not part of the object
 /// (only possible if something outside bpfjet wrote the PROG_ARRAY).
-pub const FOREIGN_PROGRAM_PREFIX: &str = "#id:";
+pub use bpfjet_maps::FOREIGN_PROGRAM_PREFIX;
 
 impl KernelObject {
     /// Every map of the object as STATE.json (see the crate documentation
@@ -118,6 +118,15 @@ impl KernelObject {
             key: to_hex(key),
             ..EntryState::default()
         };
+        if map_kind::holds_entry_programs(info.map_type, info.value_size) {
+            let (first, prog) = bpfjet_maps::split_entry_program(value);
+            entry.value = Some(to_hex(first));
+            entry.prog = prog.map(|id| match self.program_name_by_id(id) {
+                Some(name) => name.to_string(),
+                None => format!("{FOREIGN_PROGRAM_PREFIX}{id}"),
+            });
+            return Ok(entry);
+        }
         match kind {
             MapKind::ProgArray => {
                 let id = u32::from_le_bytes(value[..4].try_into().expect("4-byte prog id"));

@@ -19,6 +19,16 @@ pub(crate) enum MapKind {
     Opaque(&'static str),
 }
 
+/// Whether entries of a map of this type and value size hold programs
+/// (`struct bpf_devmap_val`, `struct bpf_cpumap_val`): STATE.json gives
+/// the 4-byte ifindex (qsize) as `value` and the program as `prog`.
+pub(crate) fn holds_entry_programs(map_type: u32, value_size: u32) -> bool {
+    matches!(
+        map_type,
+        sys::BPF_MAP_TYPE_DEVMAP | sys::BPF_MAP_TYPE_DEVMAP_HASH | sys::BPF_MAP_TYPE_CPUMAP
+    ) && value_size >= 8
+}
+
 impl MapKind {
     pub(crate) fn of(map_type: u32) -> MapKind {
         match map_type {

@@ -188,6 +188,13 @@ impl KernelObject {
         kind: MapKind,
         entry: &EntryState,
     ) -> Result<EntryValue, KernelError> {
+        if map_kind::holds_entry_programs(info.map_type, info.value_size) {
+            let fd = match &entry.prog {
+                Some(p) => self.program(p)?.fd,
+                None => -1,
+            };
+            return entry_program_value(label, i, entry, fd).map(Into::into);
+        }
         let set = [
             entry.value.is_some(),
             entry.values.is_some(),
@@ -479,6 +486,35 @@ fn bad(map: &str, entry: usize, why: &str) -> KernelError {
         entry,
         why: why.to_string(),
     }
+}
+
+/// A devmap/cpumap entry's value as the kernel takes it: the ifindex
+/// (qsize) from `value` (4 bytes, or 8 with a zero program slot), then the
+/// program fd (-1: none).
+pub(crate) fn entry_program_value(
+    label: &str,
+    i: usize,
+    entry: &EntryState,
+    fd: i32,
+) -> Result<Vec<u8>, KernelError> {
+    let Some(text) = &entry.value else {
+        return Err(bad(
+            label,
+            i,
+            "a devmap/cpumap entry takes `value` (and `prog`)",
+        ));
+    };
+    let v = hex(label, i, "value", text)?;
+    if v.len() != 4 && !(v.len() == 8 && v[4..] == [0; 4]) {
+        return Err(bad(
+            label,
+            i,
+            "`value` is the 4-byte ifindex (qsize); name the program with `prog`",
+        ));
+    }
+    let mut value = v[..4].to_vec();
+    value.extend_from_slice(&fd.to_ne_bytes());
+    Ok(value)
 }
 
 #[cfg(test)]

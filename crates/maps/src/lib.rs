@@ -48,5 +48,8 @@ pub use ringbuf::{
 };
 pub use shm::page_size;
 pub use spec::{MapSpec, MapType};
-pub use state_io::{inner_spec, ApplyError, InstanceResolver, StateResolver};
+pub use state_io::{
+    inner_spec, split_entry_program, ApplyError, InstanceResolver, StateResolver,
+    FOREIGN_PROGRAM_PREFIX,
+};
 pub use validate::check_creatable;

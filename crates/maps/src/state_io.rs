@@ -86,7 +86,31 @@ pub fn inner_spec(inner: &InnerMapState) -> Result<MapSpec, String> {
     Ok(spec)
 }
 
+/// Prefix of a `prog` entry whose id names no program of the object.
+pub const FOREIGN_PROGRAM_PREFIX: &str = "#id:";
+
+/// An entry value of a map with entry programs: the ifindex (qsize) and
+/// the program id, None when the slot is empty.
+pub fn split_entry_program(value: &[u8]) -> (&[u8], Option<u32>) {
+    let id = value
+        .get(4..8)
+        .and_then(|b| b.try_into().ok())
+        .map(u32::from_ne_bytes)
+        .filter(|&id| id != 0);
+    (&value[..value.len().min(4)], id)
+}
+
 impl Map {
+    /// Whether the map's entries may hold programs (STATE.json names them
+    /// with `prog` next to the `value`): a DEVMAP, DEVMAP_HASH or CPUMAP
+    /// with 8-byte values (`struct bpf_devmap_val`, `bpf_cpumap_val`).
+    pub fn holds_entry_programs(&self) -> bool {
+        matches!(
+            self.map_type(),
+            MapType::Devmap | MapType::DevmapHash | MapType::Cpumap
+        ) && self.value_size() >= 8
+    }
+
     /// Apply STATE.json entries to this map with control-plane semantics
     /// (`BPF_ANY` updates; EPERM on a frozen map).
     pub fn apply_state(
@@ -112,6 +136,32 @@ impl Map {
                 why,
             };
             let key = parse_hex(&e.key).map_err(serr)?;
+            if self.holds_entry_programs() {
+                // `value` is the ifindex (qsize) alone or with a zero
+                // program slot; `prog` names the entry's program.
+                let Some(v) = &e.value else {
+                    return Err(bad(
+                        "a devmap/cpumap entry takes `value` (and `prog`)".into()
+                    ));
+                };
+                let v = parse_hex(v).map_err(serr)?;
+                if v.len() != 4 && !(v.len() == 8 && v[4..] == [0; 4]) {
+                    return Err(bad(
+                        "`value` is the 4-byte ifindex (qsize); name the program with `prog`"
+                            .into(),
+                    ));
+                }
+                let id = match &e.prog {
+                    Some(p) => r
+                        .prog_id(p)
+                        .ok_or_else(|| bad(format!("no program {p:?}")))?,
+                    None => 0,
+                };
+                let mut value = v[..4].to_vec();
+                value.extend_from_slice(&id.to_ne_bytes());
+                self.update_elem(&key, &value, update::ANY).map_err(merr)?;
+                continue;
+            }
             match (&e.value, &e.values, &e.inner, &e.prog) {
                 (Some(v), None, None, None) => {
                     let v = parse_hex(v).map_err(serr)?;
@@ -176,6 +226,14 @@ impl Map {
             match (self.map_type(), id) {
                 (MapType::ProgArray, Some(id)) if r.prog_name(id).is_some() => {
                     s.prog = r.prog_name(id)
+                }
+                _ if self.holds_entry_programs() => {
+                    let (value, prog) = split_entry_program(&e.values[0]);
+                    s.value = Some(to_hex(value));
+                    s.prog = prog.map(|id| {
+                        r.prog_name(id)
+                            .unwrap_or_else(|| format!("{FOREIGN_PROGRAM_PREFIX}{id}"))
+                    });
                 }
                 (MapType::ArrayOfMaps | MapType::HashOfMaps, Some(id))
                     if r.map_by_id(id).is_some() =>

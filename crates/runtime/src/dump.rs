@@ -7,6 +7,8 @@
 //!   keys sorted by key bytes;
 //! - per-CPU maps: always `values`, one per CPU slot;
 //! - PROG_ARRAY: occupied slots as `prog` names (`#id:<n>` for unknown ids);
+//! - DEVMAP, DEVMAP_HASH, CPUMAP with 8-byte values: `value` the 4-byte
+//!   ifindex (qsize), `prog` the entry's program when it has one;
 //! - map-in-maps: `inner` with the inner map's spec and its entries;
 //! - omitted: RINGBUF, PERF_EVENT_ARRAY, QUEUE, STACK, BLOOM_FILTER, XSKMAP;
 //! - special fields of values (locks, graph roots, kptrs) read as zeros.
@@ -18,8 +20,8 @@ use bpfjet_maps::{Map, MapError, MapType};
 use std::sync::Arc;
 
 /// Prefix of a `prog` entry whose id names no program of the object (the
-/// kernel engine's `FOREIGN_PROGRAM_PREFIX`).
-pub const FOREIGN_PROGRAM_PREFIX: &str = "#id:";
+/// kernel engine's too).
+pub use bpfjet_maps::FOREIGN_PROGRAM_PREFIX;
 
 fn is_dumped(t: MapType) -> bool {
     !matches!(
@@ -130,6 +132,14 @@ impl LoadedObject {
             match map.map_type() {
                 MapType::ProgArray => {
                     entry.prog = Some(match self.prog_names.get(id as usize) {
+                        Some(name) => name.clone(),
+                        None => format!("{FOREIGN_PROGRAM_PREFIX}{id}"),
+                    });
+                }
+                _ if map.holds_entry_programs() => {
+                    let (value, prog) = bpfjet_maps::split_entry_program(first);
+                    entry.value = Some(to_hex(value));
+                    entry.prog = prog.map(|id| match self.prog_names.get(id as usize) {
                         Some(name) => name.clone(),
                         None => format!("{FOREIGN_PROGRAM_PREFIX}{id}"),
                     });

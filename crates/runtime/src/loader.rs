@@ -687,10 +687,54 @@ impl LoadedObject {
                     self.check_tail_target(&map, id)?;
                 }
             }
+            if map.holds_entry_programs() {
+                self.check_entry_programs(&map, name, entries)?;
+            }
             if map.is_frozen() {
                 check_frozen_unchanged(&map, entries)?;
             } else {
                 map.apply_state(entries, &resolver)?;
+            }
+        }
+        Ok(())
+    }
+}
+
+impl LoadedObject {
+    /// A DEVMAP (CPUMAP) entry's program must be one loaded for such
+    /// entries, `SEC("xdp/devmap")` (`"xdp/cpumap"`): the kernel refuses
+    /// any other with EINVAL (`__dev_map_alloc_node`).
+    fn check_entry_programs(
+        &self,
+        map: &Map,
+        name: &str,
+        entries: &[bpfjet_maps::state::EntryState],
+    ) -> Result<(), RuntimeError> {
+        let want = if map.map_type() == MapType::Cpumap {
+            bpfjet_obj::XdpAttach::Cpumap
+        } else {
+            bpfjet_obj::XdpAttach::Devmap
+        };
+        for (index, e) in entries.iter().enumerate() {
+            let Some(program) = &e.prog else { continue };
+            let ok = self.loaded_program(program).is_ok_and(|p| {
+                matches!(p.kind, bpfjet_obj::ProgKind::XdpMapEntry { attach, .. } if attach == want)
+            });
+            if !ok {
+                return Err(RuntimeError::BadState {
+                    map: name.to_string(),
+                    index,
+                    why: format!(
+                        "{program:?} is not a program of the deployment loaded for {} entries \
+                         (SEC(\"xdp/{}\")): the kernel refuses it (EINVAL)",
+                        map.map_type().name(),
+                        if want == bpfjet_obj::XdpAttach::Cpumap {
+                            "cpumap"
+                        } else {
+                            "devmap"
+                        }
+                    ),
+                });
             }
         }
         Ok(())
