@@ -26,7 +26,12 @@
 //!
 //! - `value`: the value; for a per-CPU map, the same value in every possible CPU's slot.
 //! - `values`: per-CPU maps only, exactly one per possible CPU ([`possible_cpus`]).
-//! - `prog`: PROG_ARRAY only, a program (C function name) of the same object.
+//! - `prog`: a PROG_ARRAY entry's program (C function name) of the same
+//!   object; or, next to `value`, the program of a DEVMAP, DEVMAP_HASH or
+//!   CPUMAP entry with 8-byte values (`struct bpf_devmap_val` /
+//!   `bpf_cpumap_val`), whose `value` is then the 4-byte ifindex (qsize)
+//!   alone (or 8 bytes with a zero program slot); the kernel refuses a
+//!   program not loaded as `xdp/devmap` (`xdp/cpumap`).
 //! - `inner`: ARRAY_OF_MAPS / HASH_OF_MAPS only; a new map of that spec is
 //!   created, filled with its `entries`, and inserted (it must be compatible
 //!   with the outer map's template, as the kernel checks).
@@ -52,6 +57,9 @@
 //! - PROG_ARRAY: occupied indices only, in index order, as `prog` = the C
 //!   name of the program; a program that is not part of the object (only
 //!   possible when written from outside) shows as `#id:<kernel prog id>`.
+//! - DEVMAP, DEVMAP_HASH and CPUMAP with 8-byte values: `value` is the
+//!   4-byte ifindex (qsize) and `prog` the entry's program when it has one
+//!   (`#id:<id>` for one not of the object).
 //! - ARRAY_OF_MAPS (occupied indices, in index order) and HASH_OF_MAPS (keys
 //!   sorted): `inner` with `type` (bpftool's name), `key_size`, `value_size`,
 //!   `max_entries`, `flags` (the inner map's `map_flags`) and its `entries`
