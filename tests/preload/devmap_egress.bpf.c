@@ -5,9 +5,12 @@
 //   7002  broadcast over `ports`, the ingress device excluded
 //   7003  tx_ports[1]: an entry without a program
 //   7004  broadcast over `ports`, the ingress device included
+//   7005  cpus[0]: a CPUMAP entry with the cpu program (to the stack)
 // The egress program stamps the payload's first 8 bytes with the egress
 // and ingress ifindexes, counts per egress ifindex, and drops a datagram
-// whose payload byte 8 is 'D'.
+// whose payload byte 8 is 'D'. The cpu program stamps 0xc0c0 and the
+// ingress ifindex, counts under egress ifindex 0, clears the UDP checksum
+// (the stack checks it) and drops 'D' too.
 #include <linux/bpf.h>
 #include <linux/if_ether.h>
 #include <linux/in.h>
@@ -44,6 +47,14 @@ struct {
     __uint(max_entries, 2);
 } cpus SEC(".maps");
 
+static __always_inline void count(__u32 egress) {
+    __u64 one = 1, *n = bpf_map_lookup_elem(&egress_seen, &egress);
+    if (n)
+        __sync_fetch_and_add(n, 1);
+    else
+        bpf_map_update_elem(&egress_seen, &egress, &one, BPF_NOEXIST);
+}
+
 static __always_inline unsigned char *payload(void *data, void *data_end, __u16 *port) {
     struct ethhdr *eth = data;
     struct iphdr *ip = (void *)(eth + 1);
@@ -68,6 +79,7 @@ int xdp_fwd(struct xdp_md *ctx) {
     case 7002: return bpf_redirect_map(&ports, 0, BPF_F_BROADCAST | BPF_F_EXCLUDE_INGRESS);
     case 7003: return bpf_redirect_map(&tx_ports, 1, 0);
     case 7004: return bpf_redirect_map(&ports, 0, BPF_F_BROADCAST);
+    case 7005: return bpf_redirect_map(&cpus, 0, 0);
     default: return XDP_PASS;
     }
 }
@@ -82,11 +94,7 @@ int xdp_egress(struct xdp_md *ctx) {
     __u32 egress = ctx->egress_ifindex, ingress = ctx->ingress_ifindex;
     __builtin_memcpy(p, &egress, 4);
     __builtin_memcpy(p + 4, &ingress, 4);
-    __u64 one = 1, *n = bpf_map_lookup_elem(&egress_seen, &egress);
-    if (n)
-        __sync_fetch_and_add(n, 1);
-    else
-        bpf_map_update_elem(&egress_seen, &egress, &one, BPF_NOEXIST);
+    count(egress);
     // UDP checksum: the receiver captures raw frames, it is not checked.
     return p[8] == 'D' ? XDP_DROP : XDP_PASS;
 }
@@ -96,6 +104,18 @@ SEC("xdp")
 int xdp_plain(struct xdp_md *ctx) { return XDP_PASS; }
 
 SEC("xdp/cpumap")
-int xdp_cpu(struct xdp_md *ctx) { return XDP_PASS; }
+int xdp_cpu(struct xdp_md *ctx) {
+    void *data = (void *)(long)ctx->data, *data_end = (void *)(long)ctx->data_end;
+    __u16 port;
+    unsigned char *p = payload(data, data_end, &port);
+    if (!p)
+        return XDP_PASS;
+    __u32 tag = 0xc0c0, ingress = ctx->ingress_ifindex;
+    __builtin_memcpy(p, &tag, 4);
+    __builtin_memcpy(p + 4, &ingress, 4);
+    ((struct udphdr *)p - 1)->check = 0;
+    count(0);
+    return p[8] == 'D' ? XDP_DROP : XDP_PASS;
+}
 
 char LICENSE[] SEC("license") = "GPL";

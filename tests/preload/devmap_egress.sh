@@ -10,9 +10,10 @@
 # VA3. Datagrams from namespace B then take each redirect: through an
 # entry with the egress program (which stamps the egress and ingress
 # ifindexes into the payload, counts, and drops marked datagrams), an
-# entry without one, and broadcasts with and without the ingress device.
-# What the peers B, C and D capture, the loader's output and the egress
-# program's counts must be the kernel's.
+# entry without one, broadcasts with and without the ingress device, and
+# a CPUMAP entry whose program passes (A's stack receives) or drops.
+# What the peers B, C and D capture, what A's stack receives, the
+# loader's output and the entry programs' counts must be the kernel's.
 #
 # Needs root, bpftool, clang-19, libbpf-dev, iproute2, python3.
 # Usage: BPFJET=target/release/bpfjet tests/preload/devmap_egress.sh
@@ -75,10 +76,13 @@ traffic() {
     local c=$!
     ip netns exec "$D" python3 "$ROOT/tests/preload/capture_udp.py" "$VD" 3 > "$WORK/cap_d" &
     local d=$!
+    # The CPUMAP datagrams reach A's own stack.
+    ip netns exec "$A" python3 "$ROOT/tests/preload/recv_payloads.py" 7005 3 > "$WORK/cap_a" &
+    local a=$!
     sleep 1
     ip netns exec "$B" python3 "$ROOT/tests/preload/send_devmap.py" "$VB" "$MAC" 10.202.0.2 10.202.0.1
-    wait $b $c $d
-    for x in b c d; do sed "s/^/$x /" "$WORK/cap_$x"; done
+    wait $b $c $d $a
+    for x in a b c d; do sed "s/^/$x /" "$WORK/cap_$x"; done
 }
 # egress_seen as "ifindex count" lines.
 seen() { python3 -c '
@@ -92,7 +96,7 @@ ip netns exec "$A" "$WORK/devmap_egress" "$WORK/devmap_egress.o" "$VA" "$VA2" "$
 k_traffic=$(traffic)
 k_seen=$(ip netns exec "$A" bpftool -j map dump name egress_seen | seen)
 ip -n "$A" link set dev "$VA" xdpgeneric off
-echo "kernel: $(grep -c . <<<"$k_traffic") frames captured; egress counts: $(echo $k_seen)"
+echo "kernel: $(grep -c . <<<"$k_traffic") frames captured ($(grep -c "^a " <<<"$k_traffic") by A's stack); entry program counts: $(echo $k_seen)"
 [ -n "$k_traffic" ] || { echo "FAIL: the kernel run captured nothing"; exit 1; }
 
 # ---- bpfjet ------------------------------------------------------------------
@@ -104,7 +108,7 @@ done < "$WORK/k_setup" 3< "$WORK/j_setup"
 check "loader output lines" "$(wc -l < "$WORK/k_setup")" "$(wc -l < "$WORK/j_setup")"
 j_traffic=$(traffic)
 check "frames the peers captured (port, stamped payload)" "$k_traffic" "$j_traffic"
-check "bpfjet status: the data plane redirected 12 frames" "running 12" "$("$BPFJET" status --instance "$INST" --json | python3 -c '
+check "bpfjet status: the data plane redirected 15 frames" "running 15" "$("$BPFJET" status --instance "$INST" --json | python3 -c '
 import json, sys
 d = json.load(sys.stdin)[0]["data_plane"]
 print(d["state"], d["redirect"])')"

@@ -12,7 +12,7 @@ s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW)
 s.bind((ifname, 0))
 src_mac = bytes.fromhex(open(f"/sys/class/net/{ifname}/address").read().strip().replace(":", ""))
 mac = bytes.fromhex(dst_mac.replace(":", ""))
-for port in (7001, 7002, 7003, 7004):
+for port in (7001, 7002, 7003, 7004, 7005):
     for n, mark in ((1, b"k"), (2, b"k"), (3, b"D")):
         payload = b"\0" * 8 + mark + f"{port}-{n}".encode().ljust(15, b".")
         s.send(frame(src_mac, mac, src, dst, port, payload))

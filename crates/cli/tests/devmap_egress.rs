@@ -112,6 +112,9 @@ fn given_state() -> Value {
             {"key": key(2), "value": ifx(OUT1), "prog": "xdp_egress"},
             {"key": key(3), "value": ifx(OUT2), "prog": "xdp_egress"},
         ],
+        "cpus": [
+            {"key": key(0), "value": ifx(64), "prog": "xdp_cpu"},
+        ],
     })
 }
 
@@ -141,7 +144,7 @@ fn entry_programs_and_broadcast_on_both_engines() {
     let obj = object(&dir);
     let state = dir.file("state.json", given_state().to_string());
     let mut frames = Vec::new();
-    for port in [7001u16, 7002, 7003, 7004] {
+    for port in [7001u16, 7002, 7003, 7004, 7005] {
         for (n, mark) in [(1u8, b'k'), (2, b'k'), (3, b'D')] {
             frames.push(frame(port, mark, n));
         }
@@ -169,6 +172,12 @@ fn entry_programs_and_broadcast_on_both_engines() {
     for v in want.values_mut() {
         v.sort();
     }
+    // The CPUMAP entry's program stamps 0xc0c0: its frames reach the
+    // stack (pass.pcap).
+    let to_stack: Vec<String> = [1, 2]
+        .iter()
+        .map(|&n| format!("7005 7005-{n} {} {IN}", 0xc0c0))
+        .collect();
     for engine in ["interp", "jit"] {
         let out = dir.path(&format!("out-{engine}"));
         let name = format!("devmap-{engine}-{}", std::process::id());
@@ -209,6 +218,12 @@ fn entry_programs_and_broadcast_on_both_engines() {
             }
         }
         assert_eq!(got, want, "{engine}: frames per interface");
+        let mut stack: Vec<String> = records(&format!("{out}/pass.pcap"))
+            .iter()
+            .map(|f| describe(f))
+            .collect();
+        stack.sort();
+        assert_eq!(stack, to_stack, "{engine}: frames to the stack");
         remove_instance(&name);
     }
 }
@@ -271,7 +286,7 @@ fn the_kernel_engine_takes_and_dumps_entry_programs_alike() {
         .apply_state(&state)
         .expect("bpfjet takes the state");
     let our_dump = ours.loaded().dump_state().expect("dump");
-    for m in ["tx_ports", "ports"] {
+    for m in ["tx_ports", "ports", "cpus"] {
         assert_eq!(
             serde_json::to_value(&dumped[m]).unwrap(),
             given[m],

@@ -45,7 +45,7 @@ use bpfjet_isa::{CallTarget, Insn};
 use std::sync::Arc;
 
 mod egress;
-pub use egress::EgressCopy;
+pub use egress::{Egress, EgressCopy};
 
 /// Where a redirect goes, as the program's helper call named it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]

@@ -703,11 +703,9 @@ impl BpfjetBackend {
                 if let Some(old) = old {
                     self.release(ObjRef::Prog(old));
                 }
-                if map.map_type() != MapType::Cpumap {
-                    // The attached programs redirecting through it run
-                    // its entries' programs: rebuilt with them.
-                    self.prog_array_changed(map.id())?;
-                }
+                // The attached programs redirecting through it run its
+                // entries' programs: rebuilt with them.
+                self.prog_array_changed(map.id())?;
                 return Ok(0);
             }
         }

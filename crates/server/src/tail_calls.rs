@@ -55,15 +55,10 @@ fn map_meta(ns: &Namespace, id: u32) -> Option<MapMeta> {
 }
 
 /// Whether `map` holds programs a program using it runs: a PROG_ARRAY's
-/// tail-call targets, a devmap's entry programs (`worker/egress.rs` in the
-/// runtime; CPUMAP programs are never run: bpfjet's data plane has no
-/// consumer behind a CPUMAP redirect).
+/// tail-call targets, a devmap's or cpumap's entry programs
+/// (`worker/egress.rs` in the runtime).
 fn holds_programs(map: &Map) -> bool {
-    match map.map_type() {
-        MapType::ProgArray => true,
-        MapType::Devmap | MapType::DevmapHash => map.value_size() >= 8,
-        _ => false,
-    }
+    map.map_type() == MapType::ProgArray || crate::redirect_progs::entries_hold_programs(map)
 }
 
 /// The program ids `map` holds now (see [`holds_programs`]).

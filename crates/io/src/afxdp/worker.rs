@@ -7,8 +7,8 @@ use std::sync::Arc;
 use super::exception::{PacketTx, PassTap};
 use super::xsk::XskSocket;
 use crate::run::{
-    thread_cpu_time, EgressCopy, FrameMut, FrameProgram, LocalCounts, RedirectTarget, Verdict,
-    WorkerCounters, WorkerReport, WorkerResult,
+    thread_cpu_time, Egress, EgressCopy, FrameMut, FrameProgram, LocalCounts, RedirectTarget,
+    Verdict, WorkerCounters, WorkerReport, WorkerResult,
 };
 use crate::OutputRoute;
 
@@ -346,22 +346,26 @@ impl XskWorker {
         queued
     }
 
-    /// Sends the last frame's egress copies (a devmap broadcast, or what a
-    /// devmap entry's program passed): out of this queue when the copy's
-    /// interface is this one, else to that interface. A copy that cannot
-    /// be sent is a drop. Returns the TX descriptors queued.
+    /// Sends the last frame's egress copies (a devmap broadcast, what a
+    /// devmap entry's program passed, a CPUMAP redirect): out of this queue
+    /// when the copy's interface is this one, else to that interface; to
+    /// the TAP for the stack. A copy that cannot be sent is a drop.
+    /// Returns the TX descriptors queued.
     fn send_copies(&mut self, counts: &mut LocalCounts) -> u32 {
         let mut copies = std::mem::take(&mut self.copies);
         copies.clear();
         self.program.take_copies(&mut copies);
         let mut queued = 0;
         for c in &copies {
-            let sent = if c.ifindex == self.ifindex {
-                let q = self.transmit_chain(&c.data, &mut Vec::new());
-                queued += q;
-                q > 0
-            } else {
-                self.packet_tx.send(c.ifindex, &c.data).is_ok()
+            let sent = match c.to {
+                Egress::Ifindex(i) if i == self.ifindex => {
+                    let q = self.transmit_chain(&c.data, &mut Vec::new());
+                    queued += q;
+                    q > 0
+                }
+                Egress::Ifindex(i) => self.packet_tx.send(i, &c.data).is_ok(),
+                // A CPUMAP redirect: up the stack, as XDP_PASS.
+                Egress::Stack => self.tap.inject(&c.data),
             };
             if !sent {
                 counts.drops += 1;

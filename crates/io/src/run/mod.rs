@@ -32,5 +32,5 @@ pub use stats::{
 };
 pub use switch::{ProgramSwitch, SwitchError, SwitchableProgram, RETIRED};
 pub use top::{TopOutput, TopTable};
-pub use verdict::{EgressCopy, RedirectTarget, Verdict};
+pub use verdict::{Egress, EgressCopy, RedirectTarget, Verdict};
 pub use worker::{run_worker, WorkerOptions, WorkerReport};

@@ -2,7 +2,7 @@
 
 use std::sync::{Arc, Mutex, PoisonError};
 
-use super::{EgressCopy, RedirectTarget, Verdict};
+use super::{Egress, EgressCopy, RedirectTarget, Verdict};
 use crate::{IoError, OutputRoute, PacketBatch, PcapSplitSink};
 
 /// Takes a processed batch and its verdicts (`verdicts[i]` belongs to
@@ -84,7 +84,11 @@ impl Output for SplitOutput {
                 // frame every entry program dropped.
                 let end = (next_copy + n as usize).min(copies.len());
                 for c in &copies[next_copy..end] {
-                    sink.write_redirect(c.ifindex, &c.data, pkt.meta())?;
+                    match c.to {
+                        Egress::Ifindex(i) => sink.write_redirect(i, &c.data, pkt.meta())?,
+                        // A CPUMAP redirect reaches the stack: pass.pcap.
+                        Egress::Stack => sink.write(OutputRoute::Pass, &c.data, pkt.meta())?,
+                    };
                 }
                 next_copy = end;
                 continue;

@@ -4,7 +4,7 @@ use std::fmt;
 
 use crate::OutputRoute;
 
-pub use bpfjet_runtime::worker::EgressCopy;
+pub use bpfjet_runtime::worker::{Egress, EgressCopy};
 
 /// Where an `XDP_REDIRECT` sends the packet, as far as the program's maps
 /// say.

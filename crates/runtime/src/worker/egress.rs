@@ -11,7 +11,16 @@
 //! - `BPF_F_BROADCAST` (`dev_map_enqueue_multi`) sends a copy to every
 //!   entry of the map, in index order (a DEVMAP_HASH in its own order),
 //!   skipping the receiving device with `BPF_F_EXCLUDE_INGRESS`; each copy
-//!   meets its own entry's program. An empty map sends nothing.
+//!   meets its own entry's program. An empty map sends nothing;
+//! - a CPUMAP redirect hands the frame to the stack on that CPU (the
+//!   kernel's cpumap thread builds an skb and receives it), after the
+//!   entry's program (`struct bpf_cpumap_val.bpf_prog`) if it has one:
+//!   run with the receiving device and queue 0 (`cpu_map_bpf_prog_run_xdp`),
+//!   `XDP_PASS` goes on to the stack, `XDP_REDIRECT` to the interface its
+//!   redirect named (`bpf_redirect` or a devmap entry without a program;
+//!   other targets of a cpumap program are dropped), anything else drops.
+//!   bpfjet's data plane has no other CPUs' stacks: the frame goes to the
+//!   stack as `XDP_PASS` frames do (the TAP on AF_XDP, `pass.pcap`).
 //!
 //! Frames that take this path leave as [`EgressCopy`]s the data plane
 //! sends one by one ([`FrameVerdict::copies`]); a redirect through an
@@ -28,10 +37,19 @@ use crate::xdp::context::XDP_MD_SIZE;
 use bpfjet_maps::{Map, MapType};
 use std::sync::Arc;
 
-/// One frame leaving through one interface.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+/// Where a copy goes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Egress {
+    /// Out of an interface.
+    Ifindex(u32),
+    /// Up the receiving host's stack (a CPUMAP redirect).
+    Stack,
+}
+
+/// One frame leaving the data plane.
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct EgressCopy {
-    pub ifindex: u32,
+    pub to: Egress,
     /// The frame's bytes (data to data_end, then its fragments).
     pub data: Vec<u8>,
 }
@@ -94,15 +112,19 @@ impl XdpRunner {
         self.copies.len() as u32
     }
 
-    /// The devmap `id` a redirect went through: one of the object's maps,
-    /// or an inner map of one of its map-in-maps.
-    fn devmap(&self, id: u32) -> Option<Arc<Map>> {
+    /// The devmap (cpumap) `id` a redirect went through: one of the
+    /// object's maps, or an inner map of one of its map-in-maps.
+    fn redirect_map(&self, id: u32, types: &[MapType]) -> Option<Arc<Map>> {
         let maps = self.env.run.object_maps();
         let map = match maps.maps().iter().find(|m| m.id() == id) {
             Some(m) => Arc::clone(m),
             None => maps.instance().map_by_id(id).ok()?,
         };
-        matches!(map.map_type(), MapType::Devmap | MapType::DevmapHash).then_some(map)
+        types.contains(&map.map_type()).then_some(map)
+    }
+
+    fn devmap(&self, id: u32) -> Option<Arc<Map>> {
+        self.redirect_map(id, &[MapType::Devmap, MapType::DevmapHash])
     }
 
     /// After a run: a redirect through a devmap entry with a program, or a
@@ -148,6 +170,10 @@ impl XdpRunner {
                 }
                 vec![e]
             }
+            RedirectTo::Cpu(cpu) => {
+                v.copies = true;
+                return self.to_cpu(buf, v, via.map_id, cpu);
+            }
             _ => return Ok(()),
         };
         v.copies = true;
@@ -159,11 +185,11 @@ impl XdpRunner {
                 data.extend_from_slice(frame);
                 true
             } else {
-                self.run_entry_program(e, frame, &mut data)?
+                self.run_entry_program(e.prog, e.ifindex, frame, &mut data)? == action::PASS
             };
             if sent {
                 copies.push(EgressCopy {
-                    ifindex: e.ifindex,
+                    to: Egress::Ifindex(e.ifindex),
                     data,
                 });
             }
@@ -172,23 +198,74 @@ impl XdpRunner {
         Ok(())
     }
 
-    /// Runs entry `e`'s program on a copy of `frame` in the runner's
-    /// staging frame: whether it passed, and then the frame in `out`.
+    /// A frame redirected to CPUMAP `map_id`'s entry `cpu`: to the stack,
+    /// through the entry's program if it has one.
+    fn to_cpu(
+        &mut self,
+        buf: &[u8],
+        v: &FrameVerdict,
+        map_id: u32,
+        cpu: u32,
+    ) -> Result<(), RunFrameError> {
+        let frame = &buf[v.data_start..v.data_end];
+        let prog = self
+            .redirect_map(map_id, &[MapType::Cpumap])
+            .filter(|m| m.value_size() >= 8)
+            .and_then(|m| Some(entry_at(lookup_entry(&m, cpu)?, m.value_size()).prog))
+            .unwrap_or(0);
+        if prog == 0 {
+            self.copies.push(EgressCopy {
+                to: Egress::Stack,
+                data: frame.to_vec(),
+            });
+            return Ok(());
+        }
+        let mut data = Vec::new();
+        let to = match self.run_entry_program(prog, 0, frame, &mut data)? {
+            action::PASS => Some(Egress::Stack),
+            // bpf_redirect, or a devmap entry without a program; the
+            // cpumap program's other targets are not followed.
+            action::REDIRECT => match self.env.take_redirect() {
+                (Some(RedirectTo::Ifindex(i)), Some(via)) => {
+                    let through_program = self
+                        .devmap(via.map_id)
+                        .filter(|m| m.value_size() >= 8)
+                        .and_then(|m| Some(entry_at(lookup_entry(&m, via.index)?, 8).prog))
+                        .is_some_and(|p| p != 0);
+                    (!through_program).then_some(Egress::Ifindex(i))
+                }
+                _ => None,
+            },
+            _ => None,
+        };
+        if let Some(to) = to {
+            self.copies.push(EgressCopy { to, data });
+        }
+        Ok(())
+    }
+
+    /// Runs entry program `prog` (egress device `egress`, 0 for a cpumap's)
+    /// on a copy of `frame` in the runner's staging frame: its action, and
+    /// the frame as it left it in `out`. A redirect it made stays recorded
+    /// for the caller (`XdpEnv::take_redirect`).
     fn run_entry_program(
         &mut self,
-        e: Entry,
+        prog: u32,
+        egress: u32,
         frame: &[u8],
         out: &mut Vec<u8>,
-    ) -> Result<bool, RunFrameError> {
+    ) -> Result<u32, RunFrameError> {
         let Some(program) = self
             .state
             .program_table()
-            .get(e.prog as usize)
+            .get(prog as usize)
             .cloned()
             .flatten()
         else {
-            return Err(RunFrameError::EgressProgram(e.prog));
+            return Err(RunFrameError::EgressProgram(prog));
         };
+        self.env.redirect = None;
+        self.env.redirect_via = None;
         self.env
             .frame
             .reset(frame)
@@ -196,7 +273,7 @@ impl XdpRunner {
                 len: frame.len(),
                 max: crate::xdp::frame::MAX_PACKET,
             })?;
-        self.env.frame.set_queue(self.ingress_ifindex, 0, e.ifindex);
+        self.env.frame.set_queue(self.ingress_ifindex, 0, egress);
         let md_addr = self.env.frame.md_addr();
         let (span_start, span_len) = self.env.frame.packet_span();
         let md = Region::read_only(md_addr, XDP_MD_SIZE as u64);
@@ -213,14 +290,9 @@ impl XdpRunner {
         self.env
             .frame
             .set_queue(self.ingress_ifindex, self.rx_queue, 0);
-        // An entry program's own redirect means nothing to the devmap.
-        let _ = self.env.take_redirect();
         let act = self.finish_run(result)?;
-        if act != action::PASS {
-            return Ok(false);
-        }
         self.env.frame.copy_out(out);
-        Ok(true)
+        Ok(act)
     }
 }
 
