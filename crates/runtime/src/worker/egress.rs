@@ -172,7 +172,7 @@ impl XdpRunner {
             }
             RedirectTo::Cpu(cpu) => {
                 v.copies = true;
-                return self.to_cpu(buf, v, via.map_id, cpu);
+                return self.redirect_to_cpu(buf, v, via.map_id, cpu);
             }
             _ => return Ok(()),
         };
@@ -200,7 +200,7 @@ impl XdpRunner {
 
     /// A frame redirected to CPUMAP `map_id`'s entry `cpu`: to the stack,
     /// through the entry's program if it has one.
-    fn to_cpu(
+    fn redirect_to_cpu(
         &mut self,
         buf: &[u8],
         v: &FrameVerdict,
