@@ -95,6 +95,8 @@ pub struct CompiledPrograms {
     /// Program table for tail calls: the compiled programs' loaded forms,
     /// by position in `LoadedObject::program_names`.
     table: Vec<Option<Program>>,
+    /// For each table slot, the index in `programs` of the program there.
+    slots: Vec<Option<usize>>,
 }
 
 impl CompiledPrograms {
@@ -176,7 +178,25 @@ impl CompiledPrograms {
                     .map(|c| c.jit.program().clone())
             })
             .collect();
-        CompiledPrograms { programs, table }
+        CompiledPrograms {
+            programs,
+            table,
+            slots: at_slot,
+        }
+    }
+
+    /// The compiled programs by table slot (program id), as
+    /// [`CompiledPrograms::program_table`] lays them out: what a data plane
+    /// runs natively where the table names a program (a devmap or cpumap
+    /// entry's program). None where a slot is empty or has no native code.
+    pub fn native_by_slot(&self) -> Vec<Option<JitProgram>> {
+        self.slots
+            .iter()
+            .map(|i| {
+                i.and_then(|i| self.programs[i].jit.as_ref().ok())
+                    .map(|c| c.jit.clone())
+            })
+            .collect()
     }
 
     pub fn program_names(&self) -> Vec<&str> {

@@ -281,6 +281,7 @@ impl XdpRunnerFactory {
             exclusive: self.maps.has_timers(),
             batch_hold: None,
             copies: Vec::new(),
+            entry_engines: Vec::new(),
         })
     }
 }
@@ -309,6 +310,9 @@ pub struct XdpRunner {
     batch_hold: Option<crate::cpu_exclusion::CpuHold>,
     /// The last frame's egress copies (`worker/egress.rs`).
     copies: Vec<egress::EgressCopy>,
+    /// Another engine's code for the programs of the table, by program id
+    /// ([`XdpRunner::set_entry_engines`]).
+    entry_engines: Vec<Option<EngineEntry>>,
 }
 
 impl std::fmt::Debug for XdpRunner {

@@ -26,11 +26,12 @@
 //! sends one by one ([`FrameVerdict::copies`]); a redirect through an
 //! entry without a program keeps the zero-copy path.
 //!
-//! Entry programs run in the interpreter from the runner's program table
-//! (indexed by program id, as tail calls are), whatever the engine of the
-//! main program.
+//! Entry programs are found in the runner's program table (indexed by
+//! program id, as tail calls are) and run on the engine the data plane
+//! gave for them ([`XdpRunner::set_entry_engines`]: the JIT's code), else
+//! on the interpreter.
 
-use super::{FrameVerdict, RedirectTo, RunFrameError, XdpRunner};
+use super::{EngineEntry, FrameVerdict, RedirectTo, RunFrameError, XdpRunner};
 use crate::region::Region;
 use crate::xdp::action;
 use crate::xdp::context::XDP_MD_SIZE;
@@ -105,6 +106,13 @@ impl XdpRunner {
         let n = self.copies.len() as u32;
         out.append(&mut self.copies);
         n
+    }
+
+    /// Run the devmap and cpumap entry programs of the table (by program
+    /// id) on another engine's code (the JIT's) instead of the
+    /// interpreter; a None slot stays on the interpreter.
+    pub fn set_entry_engines(&mut self, engines: Vec<Option<EngineEntry>>) {
+        self.entry_engines = engines;
     }
 
     /// How many copies the last frame left for [`XdpRunner::take_copies`].
@@ -280,7 +288,10 @@ impl XdpRunner {
         let packet = Region::writable(span_start, span_len);
         self.state.add_region(md);
         self.state.add_region(packet);
-        let result = program.run(&mut self.state, &mut self.env, &[md_addr]);
+        let result = match self.entry_engines.get_mut(prog as usize) {
+            Some(Some(engine)) => engine(&mut self.state, &mut self.env, md_addr),
+            _ => program.run(&mut self.state, &mut self.env, &[md_addr]),
+        };
         let (after_start, after_len) = self.env.frame.packet_span();
         self.state
             .replace_region(Region::writable(after_start, after_len), None);

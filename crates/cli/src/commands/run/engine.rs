@@ -61,6 +61,9 @@ struct JitParts {
     _targets: Vec<bpfjet_jit::JitProgram>,
     /// The JIT path's whole compiled object (owner of the tail-call table).
     _compiled: Option<bpfjet_jit::CompiledPrograms>,
+    /// Native code by program id, for devmap/cpumap entry programs (empty
+    /// with an AOT artifact: those run on the interpreter).
+    by_id: Vec<Option<bpfjet_jit::JitProgram>>,
 }
 
 /// The proof bpfjet's verifier gave `prog` when the object was loaded (the
@@ -158,6 +161,7 @@ fn compile(loaded: &LoadedObject, prog: &str) -> Result<JitParts> {
     Ok(JitParts {
         entry,
         table: compiled.program_table(),
+        by_id: compiled.native_by_slot(),
         _compiled: Some(compiled),
         _targets: Vec::new(),
     })
@@ -200,6 +204,7 @@ fn load_aot(
         table,
         _targets: targets,
         _compiled: None,
+        by_id: Vec::new(),
     })
 }
 
@@ -259,8 +264,21 @@ impl Prepared {
             }
             None => (None, None),
         };
-        Ok(self
+        let mut runner = self
             .factory
-            .runner(cpu, ingress_ifindex, rx_queue, engine, table)?)
+            .runner(cpu, ingress_ifindex, rx_queue, engine, table)?;
+        if let Some(jit) = &self.jit {
+            runner.set_entry_engines(
+                jit.by_id
+                    .iter()
+                    .map(|p| {
+                        p.clone().map(|p| -> EngineEntry {
+                            Box::new(move |state, env, md| p.run(state, env, &[md]))
+                        })
+                    })
+                    .collect(),
+            );
+        }
+        Ok(runner)
     }
 }
