@@ -52,6 +52,10 @@ pub use egress::{Egress, EgressCopy};
 pub enum RedirectTo {
     /// `bpf_redirect(ifindex)` or a DEVMAP/DEVMAP_HASH entry's interface.
     Ifindex(u32),
+    /// A DEVMAP/DEVMAP_HASH entry with a program (`struct
+    /// bpf_devmap_val.bpf_prog`, program id `prog`) that runs on the frame
+    /// before it leaves through `ifindex` (`worker/egress.rs`).
+    EntryProgram { ifindex: u32, prog: u32 },
     /// An XSKMAP key.
     Xsk(u32),
     /// A CPUMAP key.
@@ -282,6 +286,7 @@ impl XdpRunnerFactory {
             batch_hold: None,
             copies: Vec::new(),
             entry_engines: Vec::new(),
+            redirect_maps: Vec::new(),
         })
     }
 }
@@ -313,6 +318,8 @@ pub struct XdpRunner {
     /// Another engine's code for the programs of the table, by program id
     /// ([`XdpRunner::set_entry_engines`]).
     entry_engines: Vec<Option<EngineEntry>>,
+    /// The devmaps and cpumaps redirects went through (`worker/egress.rs`).
+    redirect_maps: Vec<Arc<bpfjet_maps::Map>>,
 }
 
 impl std::fmt::Debug for XdpRunner {

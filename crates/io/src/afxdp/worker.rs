@@ -1,6 +1,5 @@
 //! The AF_XDP worker loop: one socket, one queue, one thread.
 
-use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
@@ -8,7 +7,7 @@ use super::exception::{PacketTx, PassTap};
 use super::xsk::XskSocket;
 use crate::run::{
     thread_cpu_time, Egress, EgressCopy, FrameMut, FrameProgram, LocalCounts, RedirectTarget,
-    Verdict, WorkerCounters, WorkerReport, WorkerResult,
+    TargetTally, Verdict, WorkerCounters, WorkerReport, WorkerResult,
 };
 use crate::OutputRoute;
 
@@ -115,7 +114,7 @@ impl XskWorker {
         let cpu_start = thread_cpu_time();
         let mut counts = LocalCounts::default();
         let mut first_fault = None;
-        let mut targets: HashMap<RedirectTarget, u64> = HashMap::new();
+        let mut targets = TargetTally::default();
         let own_ifindex = self.ifindex;
         let queue = self.sock.queue;
         let mut idle_rounds = 0u64;
@@ -181,7 +180,7 @@ impl XskWorker {
                 counts.actions[verdict.route.index()] += 1;
                 counts.bytes += (end - start) as u64;
                 if let Some(t) = verdict.redirect {
-                    *targets.entry(t).or_default() += 1;
+                    targets.add(t);
                 }
                 if verdict.copies.is_some() {
                     tx_queued += self.send_copies(&mut counts);
@@ -251,7 +250,7 @@ impl XskWorker {
             drops: counts.drops,
             faults: counts.faults,
             first_fault,
-            redirect_targets: targets,
+            redirect_targets: targets.finish(),
             cpu,
             ring_drops,
         };
@@ -286,7 +285,7 @@ impl XskWorker {
         &mut self,
         counts: &mut LocalCounts,
         first_fault: &mut Option<String>,
-        targets: &mut HashMap<RedirectTarget, u64>,
+        targets: &mut TargetTally,
     ) -> u32 {
         let mut j = std::mem::take(&mut self.jumbo);
         let mut queued = 0;
@@ -312,7 +311,7 @@ impl XskWorker {
             counts.actions[verdict.route.index()] += 1;
             counts.bytes += (end - start) as u64;
             if let Some(t) = verdict.redirect {
-                *targets.entry(t).or_default() += 1;
+                targets.add(t);
             }
             let data = &j.buf[start..end];
             let delivered = match (verdict.route, verdict.redirect) {

@@ -28,7 +28,8 @@ pub use runtime::EventedRunner;
 pub use shared::SharedSource;
 pub use signal::StopSignal;
 pub use stats::{
-    process_cpu_time, thread_cpu_time, LocalCounts, RunStats, StatsSnapshot, WorkerCounters,
+    process_cpu_time, thread_cpu_time, LocalCounts, RunStats, StatsSnapshot, TargetTally,
+    WorkerCounters,
 };
 pub use switch::{ProgramSwitch, SwitchError, SwitchableProgram, RETIRED};
 pub use top::{TopOutput, TopTable};

@@ -117,7 +117,9 @@ impl FrameProgram for EventedRunner {
 
 fn redirect_target(to: RedirectTo) -> RedirectTarget {
     match to {
-        RedirectTo::Ifindex(i) => RedirectTarget::Ifindex(i),
+        RedirectTo::Ifindex(i) | RedirectTo::EntryProgram { ifindex: i, .. } => {
+            RedirectTarget::Ifindex(i)
+        }
         RedirectTo::Xsk(q) => RedirectTarget::XskQueue(q),
         RedirectTo::Cpu(c) => RedirectTarget::Cpu(c),
         RedirectTo::Broadcast { .. } => RedirectTarget::Broadcast,

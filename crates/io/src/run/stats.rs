@@ -26,6 +26,40 @@ pub struct WorkerCounters {
     cpu_ns: AtomicU64,
 }
 
+/// Redirected packets per target, counted per packet as the run of the
+/// last target, folded into the table when the target changes: a hash
+/// per redirected packet cost a fifth of a plain redirect's time.
+#[derive(Debug, Default)]
+pub struct TargetTally {
+    table: std::collections::HashMap<super::RedirectTarget, u64>,
+    last: Option<(super::RedirectTarget, u64)>,
+}
+
+impl TargetTally {
+    #[inline]
+    pub fn add(&mut self, target: super::RedirectTarget) {
+        match &mut self.last {
+            Some((last, n)) if *last == target => *n += 1,
+            _ => {
+                self.fold();
+                self.last = Some((target, 1));
+            }
+        }
+    }
+
+    fn fold(&mut self) {
+        if let Some((t, n)) = self.last.take() {
+            *self.table.entry(t).or_default() += n;
+        }
+    }
+
+    /// Every target's count.
+    pub fn finish(mut self) -> std::collections::HashMap<super::RedirectTarget, u64> {
+        self.fold();
+        self.table
+    }
+}
+
 /// The worker's private running totals, published with
 /// [`WorkerCounters::publish`].
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]

@@ -4,7 +4,7 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use super::stats::{thread_cpu_time, LocalCounts, WorkerCounters};
+use super::stats::{thread_cpu_time, LocalCounts, TargetTally, WorkerCounters};
 use super::{EgressCopy, FrameProgram, Output, RedirectTarget, Verdict};
 use crate::{BufferLayout, IoError, OutputRoute, PacketBatch, PacketSource, DEFAULT_BATCH_SIZE};
 
@@ -109,7 +109,7 @@ where
     let mut copies: Vec<EgressCopy> = Vec::new();
     let mut counts = LocalCounts::default();
     let mut first_fault = None;
-    let mut targets: HashMap<RedirectTarget, u64> = HashMap::new();
+    let mut targets = TargetTally::default();
     let result = loop {
         if stop.load(Ordering::Relaxed) {
             break Ok(());
@@ -140,7 +140,7 @@ where
             counts.actions[verdict.route.index()] += 1;
             counts.bytes += pkt.len() as u64;
             if let Some(target) = verdict.redirect {
-                *targets.entry(target).or_default() += 1;
+                targets.add(target);
             }
             verdicts.push(verdict);
         }
@@ -171,7 +171,7 @@ where
         drops: counts.drops,
         faults: counts.faults,
         first_fault,
-        redirect_targets: targets,
+        redirect_targets: targets.finish(),
         cpu,
         ring_drops: 0,
     };

@@ -174,7 +174,18 @@ pub fn redirect_target(map: &Map, key: u32, flags: u64) -> Option<RedirectTo> {
         // SAFETY: a devmap value is 4 or 8 bytes (checked when the map was
         // created) and starts with the target's ifindex.
         Devmap | DevmapHash => {
-            RedirectTo::Ifindex(unsafe { std::ptr::read_unaligned(value as *const u32) })
+            let ifindex = unsafe { std::ptr::read_unaligned(value as *const u32) };
+            // SAFETY: an 8-byte devmap value holds the program id next.
+            let prog = if map.value_size() >= 8 {
+                unsafe { std::ptr::read_unaligned(value.add(4) as *const u32) }
+            } else {
+                0
+            };
+            if prog == 0 {
+                RedirectTo::Ifindex(ifindex)
+            } else {
+                RedirectTo::EntryProgram { ifindex, prog }
+            }
         }
         Cpumap => RedirectTo::Cpu(key),
         // XSKMAP: redirect_map accepts no other map type.

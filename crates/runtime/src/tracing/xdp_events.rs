@@ -591,8 +591,14 @@ impl EventPrograms {
         let (Some(to), Some(via)) = (v.redirect, v.via) else {
             return;
         };
+        // An entry's program runs after the redirect: the event is the
+        // device's.
+        let to = match to {
+            RedirectTo::EntryProgram { ifindex, .. } => RedirectTo::Ifindex(ifindex),
+            to => to,
+        };
         let (err, tgt) = match to {
-            RedirectTo::Ifindex(i) => {
+            RedirectTo::Ifindex(i) | RedirectTo::EntryProgram { ifindex: i, .. } => {
                 let t = site.target(i);
                 let tgt = if via == RedirectVia::ifindex(i) {
                     0

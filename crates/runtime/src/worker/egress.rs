@@ -121,17 +121,28 @@ impl XdpRunner {
     }
 
     /// The devmap (cpumap) `id` a redirect went through: one of the
-    /// object's maps, or an inner map of one of its map-in-maps.
-    fn redirect_map(&self, id: u32, types: &[MapType]) -> Option<Arc<Map>> {
-        let maps = self.env.run.object_maps();
-        let map = match maps.maps().iter().find(|m| m.id() == id) {
-            Some(m) => Arc::clone(m),
-            None => maps.instance().map_by_id(id).ok()?,
+    /// object's maps, or an inner map of one of its map-in-maps. Found
+    /// once per runner (a map keeps its id for life), then from the
+    /// runner's cache: the per-frame check of a plain redirect is a short
+    /// scan and no reference count.
+    fn redirect_map(&mut self, id: u32, types: &[MapType]) -> Option<&Arc<Map>> {
+        let i = match self.redirect_maps.iter().position(|m| m.id() == id) {
+            Some(i) => i,
+            None => {
+                let maps = self.env.run.object_maps();
+                let map = match maps.maps().iter().find(|m| m.id() == id) {
+                    Some(m) => Arc::clone(m),
+                    None => maps.instance().map_by_id(id).ok()?,
+                };
+                self.redirect_maps.push(map);
+                self.redirect_maps.len() - 1
+            }
         };
+        let map = &self.redirect_maps[i];
         types.contains(&map.map_type()).then_some(map)
     }
 
-    fn devmap(&self, id: u32) -> Option<Arc<Map>> {
+    fn devmap(&mut self, id: u32) -> Option<&Arc<Map>> {
         self.redirect_map(id, &[MapType::Devmap, MapType::DevmapHash])
     }
 
@@ -151,33 +162,17 @@ impl XdpRunner {
         };
         let targets = match to {
             RedirectTo::Broadcast { exclude_ingress } => {
+                let ingress = self.ingress_ifindex;
                 let Some(map) = self.devmap(via.map_id) else {
                     return Ok(());
                 };
-                let ingress = self.ingress_ifindex;
-                entries(&map)
-                    .into_iter()
-                    .filter(|e| !(exclude_ingress && e.ifindex == ingress))
-                    .collect()
+                let mut all = entries(map);
+                all.retain(|e| !(exclude_ingress && e.ifindex == ingress));
+                all
             }
-            // Only an 8-byte value can hold a program: a 4-byte devmap
-            // costs nothing here.
-            RedirectTo::Ifindex(_)
-                if via.map_type == MapType::Devmap as u32
-                    || via.map_type == MapType::DevmapHash as u32 =>
-            {
-                let Some(map) = self.devmap(via.map_id).filter(|m| m.value_size() >= 8) else {
-                    return Ok(());
-                };
-                let Some(value) = lookup_entry(&map, via.index) else {
-                    return Ok(());
-                };
-                let e = entry_at(value, map.value_size());
-                if e.prog == 0 {
-                    return Ok(());
-                }
-                vec![e]
-            }
+            // The redirect helper read the entry: a plain redirect (no
+            // program) costs nothing here.
+            RedirectTo::EntryProgram { ifindex, prog } => vec![Entry { ifindex, prog }],
             RedirectTo::Cpu(cpu) => {
                 v.copies = true;
                 return self.redirect_to_cpu(buf, v, via.map_id, cpu);
@@ -219,7 +214,7 @@ impl XdpRunner {
         let prog = self
             .redirect_map(map_id, &[MapType::Cpumap])
             .filter(|m| m.value_size() >= 8)
-            .and_then(|m| Some(entry_at(lookup_entry(&m, cpu)?, m.value_size()).prog))
+            .and_then(|m| Some(entry_at(lookup_entry(m, cpu)?, m.value_size()).prog))
             .unwrap_or(0);
         if prog == 0 {
             self.copies.push(EgressCopy {
@@ -238,7 +233,7 @@ impl XdpRunner {
                     let through_program = self
                         .devmap(via.map_id)
                         .filter(|m| m.value_size() >= 8)
-                        .and_then(|m| Some(entry_at(lookup_entry(&m, via.index)?, 8).prog))
+                        .and_then(|m| Some(entry_at(lookup_entry(m, via.index)?, 8).prog))
                         .is_some_and(|p| p != 0);
                     (!through_program).then_some(Egress::Ifindex(i))
                 }
@@ -286,17 +281,22 @@ impl XdpRunner {
         let (span_start, span_len) = self.env.frame.packet_span();
         let md = Region::read_only(md_addr, XDP_MD_SIZE as u64);
         let packet = Region::writable(span_start, span_len);
-        self.state.add_region(md);
-        self.state.add_region(packet);
+        // Regions only matter to the bounds-checked interpreter.
+        if self.checked {
+            self.state.add_region(md);
+            self.state.add_region(packet);
+        }
         let result = match self.entry_engines.get_mut(prog as usize) {
             Some(Some(engine)) => engine(&mut self.state, &mut self.env, md_addr),
             _ => program.run(&mut self.state, &mut self.env, &[md_addr]),
         };
-        let (after_start, after_len) = self.env.frame.packet_span();
-        self.state
-            .replace_region(Region::writable(after_start, after_len), None);
-        self.state.replace_region(packet, None);
-        self.state.replace_region(md, None);
+        if self.checked {
+            let (after_start, after_len) = self.env.frame.packet_span();
+            self.state
+                .replace_region(Region::writable(after_start, after_len), None);
+            self.state.replace_region(packet, None);
+            self.state.replace_region(md, None);
+        }
         // The frame goes back to the main program's queue for the next run.
         self.env
             .frame
