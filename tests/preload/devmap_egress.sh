@@ -19,30 +19,19 @@
 # Usage: BPFJET=target/release/bpfjet tests/preload/devmap_egress.sh
 set -euo pipefail
 
-BPFJET=${BPFJET:-target/release/bpfjet}
-ROOT=$(cd "$(dirname "$0")/../.." && pwd)
-BPFJET=$(realpath "$BPFJET")
-for tool in bpftool clang-19 cc ip python3; do
-    command -v "$tool" >/dev/null || { echo "SKIPPED: $tool not installed" | tee -a "${BPFJET_SKIP_LOG:-/dev/null}"; exit 0; }
-done
-[ "$(id -u)" = 0 ] || { echo "SKIPPED: network namespaces and the kernel side need root" | tee -a "${BPFJET_SKIP_LOG:-/dev/null}"; exit 0; }
-[ -f "$(dirname "$BPFJET")/libbpfjet.so" ] || {
-    echo "FAIL: $(dirname "$BPFJET")/libbpfjet.so missing (cargo build -p bpfjet-preload)"; exit 1; }
+. "$(dirname "$0")/lib.sh"
+preload_setup devmap bpftool clang-19 cc ip python3
 KERN=$(dirname "$BPFJET")/../../build/examples/xdp_kern/xsk_redirect.o
 if [ -z "${BPFJET_XSK_KERN:-}" ] && [ ! -f "$KERN" ]; then
     make -s -C "$ROOT/examples" ../build/examples/xdp_kern/xsk_redirect.o
 fi
 
-WORK=$(mktemp -d /tmp/bjdmXXXXXX)
-INST=devmap$$
-export BPFJET_RUN_DIR=$WORK/run
 A=bjda$$; B=bjdb$$; C=bjdc$$; D=bjdd$$
 VA=bjdv0; VB=bjdv1; VA2=bjdv2; VC=bjdv3; VA3=bjdv4; VD=bjdv5
 cleanup() {
     ip netns exec "$A" "$BPFJET" exec --instance "$INST" -- ip link set dev "$VA" xdpgeneric off >/dev/null 2>&1 || true
     for n in "$A" "$B" "$C" "$D"; do ip netns del "$n" 2>/dev/null || true; done
-    rm -rf "$WORK"
-    rm -f /dev/shm/bpfjet.$INST.*
+    preload_cleanup
 }
 trap cleanup EXIT
 
