@@ -36,13 +36,7 @@ cleanup() {
 trap cleanup EXIT
 
 fails=0
-check() { # name expected actual
-    if [ "$2" == "$3" ]; then
-        echo "ok   $1"
-    else
-        echo "FAIL $1"; echo "  kernel: $2"; echo "  bpfjet: $3"; fails=$((fails + 1))
-    fi
-}
+CHECK_LABELS="kernel bpfjet"
 clang-19 -O2 -g -target bpf -I "/usr/include/$(uname -m)-linux-gnu" \
     -c "$ROOT/tests/preload/devmap_egress.bpf.c" -o "$WORK/devmap_egress.o"
 cc -O2 -Wall -o "$WORK/devmap_egress" "$ROOT/tests/preload/devmap_egress.c" -lbpf

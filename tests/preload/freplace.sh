@@ -34,13 +34,7 @@ cleanup() { rm -rf "$WORK"; rm -f /dev/shm/bpfjet.$INST.*; }
 trap cleanup EXIT
 
 fails=0
-check() { # name expected actual
-    if [ "$2" == "$3" ]; then
-        echo "ok   $1"
-    else
-        echo "FAIL $1"; echo "  expected: $2"; echo "  got:      $3"; fails=$((fails + 1))
-    fi
-}
+. "$(dirname "$0")/lib.sh"
 for p in fr_target fr_ext; do
     clang-19 -O2 -g -target bpf -I "/usr/include/$(uname -m)-linux-gnu" \
         -c "$ROOT/tests/preload/$p.bpf.c" -o "$WORK/$p.o"

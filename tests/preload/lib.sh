@@ -1,6 +1,7 @@
 # Shared by the tests/preload scripts (sourced): the bpfjet binary and its
 # preload library, the tools a script needs, root, and a scratch directory
-# and private instance that go away at exit; when bpftrace has attached.
+# and private instance that go away at exit; when bpftrace has attached;
+# one comparison of a check.
 
 # skip WHY: the check cannot run here; said on stdout and in make test's
 # list of skips, and the script ends successfully.
@@ -47,4 +48,19 @@ bt_polling() {
         case "$(cat /proc/"$p"/syscall 2>/dev/null)" in "232 "*" 0x64 "*) return 0 ;; esac
     done
     return 1
+}
+
+# check NAME EXPECTED ACTUAL: "ok" or "FAIL" with both sides, counted in
+# $fails. CHECK_LABELS names the sides ("kernel bpfjet" where the
+# expectation is the kernel's run; default "expected got").
+check() {
+    if [ "$2" == "$3" ]; then
+        echo "ok   $1"
+    else
+        local labels=(${CHECK_LABELS:-expected got})
+        echo "FAIL $1"
+        echo "  ${labels[0]}: $2"
+        echo "  ${labels[1]}: $3"
+        fails=$((fails + 1))
+    fi
 }

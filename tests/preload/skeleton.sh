@@ -86,13 +86,7 @@ session() { # side runner...
 }
 
 fails=0
-check() { # name expected actual
-    if [ "$2" == "$3" ]; then
-        echo "ok   $1"
-    else
-        echo "FAIL $1"; echo "  expected: $2"; echo "  got:      $3"; fails=$((fails + 1))
-    fi
-}
+. "$(dirname "$0")/lib.sh"
 
 session kernel
 echo "kernel session:"; sed 's/^/  /' "$WORK/kernel.out"

@@ -48,13 +48,8 @@ cleanup() {
 trap cleanup EXIT
 
 fails=0
-check() { # name expected actual
-    if [ "$2" == "$3" ]; then
-        echo "ok   $1"
-    else
-        echo "FAIL $1"; echo "  kernel: $2"; echo "  bpfjet: $3"; fails=$((fails + 1))
-    fi
-}
+. "$(dirname "$0")/lib.sh"
+CHECK_LABELS="kernel bpfjet"
 clang-19 -O2 -g -target bpf -I "/usr/include/$(uname -m)-linux-gnu" \
     -c "$ROOT/tests/preload/tc_progs.bpf.c" -o "$WORK/tc_progs.o"
 cc -O2 -Wall -o "$WORK/tail_calls" "$ROOT/tests/preload/tail_calls.c" -lbpf

@@ -81,13 +81,6 @@ cleanup() {
 trap cleanup EXIT
 
 fails=0
-check() { # name expected actual
-    if [ "$2" == "$3" ]; then
-        echo "ok   $1"
-    else
-        echo "FAIL $1"; echo "  expected: $2"; echo "  got:      $3"; fails=$((fails + 1))
-    fi
-}
 inA() { ip netns exec "$A" "$@"; }
 
 clang-19 -O2 -g -target bpf -I "/usr/include/$(uname -m)-linux-gnu" \

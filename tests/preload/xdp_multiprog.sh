@@ -60,13 +60,7 @@ cleanup() {
 trap cleanup EXIT
 
 fails=0
-check() { # name expected actual
-    if [ "$2" == "$3" ]; then
-        echo "ok   $1"
-    else
-        echo "FAIL $1"; echo "  expected: $2"; echo "  got:      $3"; fails=$((fails + 1))
-    fi
-}
+. "$(dirname "$0")/lib.sh"
 # xdp-loader takes a machine-wide lock (/run/xdp-loader.lck): another
 # xdp-loader starting at the same moment (a parallel test) makes it fail at
 # once with "Unable to read PID from lockfile" before it does anything, so

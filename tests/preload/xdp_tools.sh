@@ -46,13 +46,7 @@ cleanup() {
 trap cleanup EXIT
 
 fails=0
-check() { # name expected actual
-    if [ "$2" == "$3" ]; then
-        echo "ok   $1"
-    else
-        echo "FAIL $1"; echo "  expected: $2"; echo "  got:      $3"; fails=$((fails + 1))
-    fi
-}
+. "$(dirname "$0")/lib.sh"
 inA() { ip netns exec "$A" "$@"; }
 jx() { inA "$BPFJET" exec --instance "$INST" -- "$@"; }
 

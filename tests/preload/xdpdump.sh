@@ -69,13 +69,7 @@ cleanup() {
 trap cleanup EXIT
 
 fails=0
-check() { # name expected actual
-    if [ "$2" == "$3" ]; then
-        echo "ok   $1"
-    else
-        echo "FAIL $1"; echo "  expected: $2"; echo "  got:      $3"; fails=$((fails + 1))
-    fi
-}
+. "$(dirname "$0")/lib.sh"
 
 clang-19 -O2 -g -target bpf -I "/usr/include/$(uname -m)-linux-gnu" \
     -c "$ROOT/tests/preload/udp_verdicts.bpf.c" -o "$WORK/udp_verdicts.o"
