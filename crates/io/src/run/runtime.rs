@@ -10,7 +10,14 @@ use super::{EgressCopy, FrameMut, FrameProgram, ProgramFault, RedirectTarget, Ve
 impl FrameProgram for XdpRunner {
     #[inline]
     fn run(&mut self, frame: &mut FrameMut<'_>) -> Result<Verdict, ProgramFault> {
-        let v = XdpRunner::run(self, frame.buf, frame.data_start, frame.data_end);
+        let mut v = XdpRunner::run(self, frame.buf, frame.data_start, frame.data_end);
+        if let Ok(fv) = &v {
+            if fv.copies() {
+                if let Err(e) = self.egress(frame.buf, fv) {
+                    v = Err(e);
+                }
+            }
+        }
         let pending = self.pending_copies();
         verdict(frame, v, pending)
     }
@@ -38,7 +45,7 @@ fn verdict(
     frame.data_start = v.data_start;
     frame.data_end = v.data_end;
     let mut verdict = Verdict::from_retval(u64::from(v.action), v.redirect.map(redirect_target));
-    if v.copies {
+    if v.copies() {
         verdict.copies = Some(pending_copies);
     }
     Ok(verdict)
@@ -79,7 +86,14 @@ impl FrameProgram for EventedRunner {
                 base + frame.data_end as u64,
             );
         }
-        let v = self.runner.run(frame.buf, frame.data_start, frame.data_end);
+        let mut v = self.runner.run(frame.buf, frame.data_start, frame.data_end);
+        if let Ok(fv) = &v {
+            if fv.copies() {
+                if let Err(e) = self.runner.egress(frame.buf, fv) {
+                    v = Err(e);
+                }
+            }
+        }
         if let (Some(p), Ok(v)) = (traced, &v) {
             p.exit(
                 &mut self.site,

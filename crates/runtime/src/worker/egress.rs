@@ -99,6 +99,20 @@ fn entries(map: &Map) -> Vec<Entry> {
     out
 }
 
+/// Whether a run's outcome leaves as copies: a broadcast, a devmap entry
+/// with a program, a CPUMAP redirect. Inlined in the runner: every other
+/// frame pays two compares.
+#[inline(always)]
+pub(super) fn takes_egress_path(action: u32, redirect: Option<RedirectTo>) -> bool {
+    action == action::REDIRECT
+        && matches!(
+            redirect,
+            Some(
+                RedirectTo::Broadcast { .. } | RedirectTo::EntryProgram { .. } | RedirectTo::Cpu(_)
+            )
+        )
+}
+
 impl XdpRunner {
     /// The copies of the last frame whose [`FrameVerdict::copies`] was
     /// set, appended to `out`; returns how many.
@@ -146,13 +160,15 @@ impl XdpRunner {
         self.redirect_map(id, &[MapType::Devmap, MapType::DevmapHash])
     }
 
-    /// After a run: a redirect through a devmap entry with a program, or a
-    /// broadcast, becomes the runner's copies.
-    pub(super) fn devmap_egress(
-        &mut self,
-        buf: &[u8],
-        v: &mut FrameVerdict,
-    ) -> Result<(), RunFrameError> {
+    /// After a run whose verdict [`FrameVerdict::copies`] (on the same
+    /// buffer): the redirect becomes the runner's copies, for
+    /// [`XdpRunner::take_copies`]. An entry program's fault is the frame's.
+    #[inline(never)]
+    pub fn egress(&mut self, buf: &[u8], v: &FrameVerdict) -> Result<(), RunFrameError> {
+        self.devmap_egress(buf, v)
+    }
+
+    fn devmap_egress(&mut self, buf: &[u8], v: &FrameVerdict) -> Result<(), RunFrameError> {
         self.copies.clear();
         if v.action != action::REDIRECT {
             return Ok(());
@@ -174,12 +190,10 @@ impl XdpRunner {
             // program) costs nothing here.
             RedirectTo::EntryProgram { ifindex, prog } => vec![Entry { ifindex, prog }],
             RedirectTo::Cpu(cpu) => {
-                v.copies = true;
                 return self.redirect_to_cpu(buf, v, via.map_id, cpu);
             }
             _ => return Ok(()),
         };
-        v.copies = true;
         let frame = &buf[v.data_start..v.data_end];
         let mut copies = std::mem::take(&mut self.copies);
         for e in targets {
