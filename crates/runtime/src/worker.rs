@@ -294,9 +294,7 @@ impl XdpRunnerFactory {
             rx_queue,
             exclusive: self.maps.has_timers(),
             batch_hold: None,
-            copies: Vec::new(),
-            entry_engines: Vec::new(),
-            redirect_maps: Vec::new(),
+            egress: Box::default(),
         })
     }
 }
@@ -323,13 +321,9 @@ pub struct XdpRunner {
     exclusive: bool,
     /// The slot, held for a batch ([`XdpRunner::begin_batch`]).
     batch_hold: Option<crate::cpu_exclusion::CpuHold>,
-    /// The last frame's egress copies (`worker/egress.rs`).
-    copies: Vec<egress::EgressCopy>,
-    /// Another engine's code for the programs of the table, by program id
-    /// ([`XdpRunner::set_entry_engines`]).
-    entry_engines: Vec<Option<EngineEntry>>,
-    /// The devmaps and cpumaps redirects went through (`worker/egress.rs`).
-    redirect_maps: Vec<Arc<bpfjet_maps::Map>>,
+    /// What the egress path keeps (`worker/egress.rs`), boxed: the
+    /// runner's hot fields keep the layout they had without it.
+    egress: Box<egress::EgressState>,
 }
 
 impl std::fmt::Debug for XdpRunner {

@@ -182,7 +182,7 @@ impl XskWorker {
                 if let Some(t) = verdict.redirect {
                     targets.add(t);
                 }
-                if verdict.copies.is_some() {
+                if verdict.copies().is_some() {
                     tx_queued += self.send_copies(&mut counts);
                     self.free.push(chunk);
                     continue;
@@ -315,7 +315,7 @@ impl XskWorker {
             }
             let data = &j.buf[start..end];
             let delivered = match (verdict.route, verdict.redirect) {
-                _ if verdict.copies.is_some() => {
+                _ if verdict.copies().is_some() => {
                     queued = self.send_copies(counts);
                     true
                 }

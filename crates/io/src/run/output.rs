@@ -79,7 +79,7 @@ impl Output for SplitOutput {
         let mut sink = self.sink.lock().unwrap_or_else(PoisonError::into_inner);
         let mut next_copy = 0;
         for (pkt, verdict) in batch.packets().iter().zip(verdicts) {
-            if let Some(n) = verdict.copies {
+            if let Some(n) = verdict.copies() {
                 // Each copy goes to its interface's file; none for a
                 // frame every entry program dropped.
                 let end = (next_copy + n as usize).min(copies.len());

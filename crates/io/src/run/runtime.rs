@@ -10,16 +10,10 @@ use super::{EgressCopy, FrameMut, FrameProgram, ProgramFault, RedirectTarget, Ve
 impl FrameProgram for XdpRunner {
     #[inline]
     fn run(&mut self, frame: &mut FrameMut<'_>) -> Result<Verdict, ProgramFault> {
-        let mut v = XdpRunner::run(self, frame.buf, frame.data_start, frame.data_end);
-        if let Ok(fv) = &v {
-            if fv.copies() {
-                if let Err(e) = self.egress(frame.buf, fv) {
-                    v = Err(e);
-                }
-            }
+        match XdpRunner::run(self, frame.buf, frame.data_start, frame.data_end) {
+            Ok(v) if v.copies() => egress(self, frame, v),
+            v => verdict(frame, v),
         }
-        let pending = self.pending_copies();
-        verdict(frame, v, pending)
     }
 
     fn take_copies(&mut self, out: &mut Vec<EgressCopy>) -> u32 {
@@ -39,16 +33,28 @@ impl FrameProgram for XdpRunner {
 fn verdict(
     frame: &mut FrameMut<'_>,
     v: Result<FrameVerdict, RunFrameError>,
-    pending_copies: u32,
 ) -> Result<Verdict, ProgramFault> {
     let v = v.map_err(|e| ProgramFault(e.to_string()))?;
     frame.data_start = v.data_start;
     frame.data_end = v.data_end;
-    let mut verdict = Verdict::from_retval(u64::from(v.action), v.redirect.map(redirect_target));
-    if v.copies() {
-        verdict.copies = Some(pending_copies);
-    }
-    Ok(verdict)
+    Ok(Verdict::from_retval(
+        u64::from(v.action),
+        v.redirect.map(redirect_target),
+    ))
+}
+
+/// A frame whose verdict [`FrameVerdict::copies`]: the runner makes them,
+/// the verdict says how many. Out of line: every other frame skips it.
+#[inline(never)]
+fn egress(
+    runner: &mut XdpRunner,
+    frame: &mut FrameMut<'_>,
+    v: FrameVerdict,
+) -> Result<Verdict, ProgramFault> {
+    let made = runner.egress(frame.buf, &v);
+    let mut out = verdict(frame, made.map(|()| v))?;
+    out.set_copies(runner.pending_copies());
+    Ok(out)
 }
 
 /// An [`XdpRunner`] whose outcomes fire the XDP tracepoints for the
@@ -86,14 +92,7 @@ impl FrameProgram for EventedRunner {
                 base + frame.data_end as u64,
             );
         }
-        let mut v = self.runner.run(frame.buf, frame.data_start, frame.data_end);
-        if let Ok(fv) = &v {
-            if fv.copies() {
-                if let Err(e) = self.runner.egress(frame.buf, fv) {
-                    v = Err(e);
-                }
-            }
-        }
+        let v = self.runner.run(frame.buf, frame.data_start, frame.data_end);
         if let (Some(p), Ok(v)) = (traced, &v) {
             p.exit(
                 &mut self.site,
@@ -112,8 +111,12 @@ impl FrameProgram for EventedRunner {
                 Err(_) => {}
             }
         }
-        let pending = self.runner.pending_copies();
-        verdict(frame, v, pending)
+        // Entry programs and copies after the redirect's events, as the
+        // kernel runs them when it flushes the device's queue.
+        match v {
+            Ok(v) if v.copies() => egress(&mut self.runner, frame, v),
+            v => verdict(frame, v),
+        }
     }
 
     fn take_copies(&mut self, out: &mut Vec<EgressCopy>) -> u32 {

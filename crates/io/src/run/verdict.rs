@@ -42,11 +42,12 @@ pub struct Verdict {
     pub route: OutputRoute,
     /// Set only when `route` is [`OutputRoute::Redirect`].
     pub redirect: Option<RedirectTarget>,
-    /// The frame leaves as this many of the batch's [`EgressCopy`]s (a
-    /// broadcast, or a devmap entry's program ran on it), not from its
-    /// own buffer; None for every other frame.
-    pub copies: Option<u32>,
+    /// [`Verdict::copies`], [`NO_COPIES`] for None: a plain u32 keeps the
+    /// verdict at 16 bytes (an `Option<u32>` made it 20).
+    copies: u32,
 }
+
+const NO_COPIES: u32 = u32::MAX;
 
 impl Verdict {
     pub const ABORTED: Verdict = Verdict::of(OutputRoute::Aborted);
@@ -58,7 +59,7 @@ impl Verdict {
         Verdict {
             route,
             redirect: None,
-            copies: None,
+            copies: NO_COPIES,
         }
     }
 
@@ -66,8 +67,21 @@ impl Verdict {
         Verdict {
             route: OutputRoute::Redirect,
             redirect: Some(target),
-            copies: None,
+            copies: NO_COPIES,
         }
+    }
+
+    /// The frame leaves as this many of the batch's [`EgressCopy`]s (a
+    /// broadcast, a devmap entry's program, a CPUMAP redirect), not from
+    /// its own buffer; None for every other frame.
+    #[inline]
+    pub fn copies(&self) -> Option<u32> {
+        (self.copies != NO_COPIES).then_some(self.copies)
+    }
+
+    #[inline]
+    pub fn set_copies(&mut self, n: u32) {
+        self.copies = n.min(NO_COPIES - 1);
     }
 
     /// From a program's return value; a redirect without a known target

@@ -126,8 +126,9 @@ where
         for pkt in batch.packets_mut() {
             let verdict = match program.run_packet(pkt) {
                 Ok(mut v) => {
-                    if v.copies.is_some() {
-                        v.copies = Some(program.take_copies(&mut copies));
+                    if v.copies().is_some() {
+                        let n = program.take_copies(&mut copies);
+                        v.set_copies(n);
                     }
                     v
                 }

@@ -55,6 +55,18 @@ pub struct EgressCopy {
     pub data: Vec<u8>,
 }
 
+/// The runner's egress state.
+#[derive(Default)]
+pub(super) struct EgressState {
+    /// The last frame's copies.
+    pub(super) copies: Vec<EgressCopy>,
+    /// Another engine's code for the programs of the table, by program id
+    /// ([`XdpRunner::set_entry_engines`]).
+    pub(super) entry_engines: Vec<Option<EngineEntry>>,
+    /// The devmaps and cpumaps redirects went through.
+    pub(super) redirect_maps: Vec<Arc<Map>>,
+}
+
 /// A devmap entry: its device and the id of its program (0: none).
 #[derive(Clone, Copy, Debug)]
 struct Entry {
@@ -117,8 +129,8 @@ impl XdpRunner {
     /// The copies of the last frame whose [`FrameVerdict::copies`] was
     /// set, appended to `out`; returns how many.
     pub fn take_copies(&mut self, out: &mut Vec<EgressCopy>) -> u32 {
-        let n = self.copies.len() as u32;
-        out.append(&mut self.copies);
+        let n = self.egress.copies.len() as u32;
+        out.append(&mut self.egress.copies);
         n
     }
 
@@ -126,12 +138,12 @@ impl XdpRunner {
     /// id) on another engine's code (the JIT's) instead of the
     /// interpreter; a None slot stays on the interpreter.
     pub fn set_entry_engines(&mut self, engines: Vec<Option<EngineEntry>>) {
-        self.entry_engines = engines;
+        self.egress.entry_engines = engines;
     }
 
     /// How many copies the last frame left for [`XdpRunner::take_copies`].
     pub fn pending_copies(&self) -> u32 {
-        self.copies.len() as u32
+        self.egress.copies.len() as u32
     }
 
     /// The devmap (cpumap) `id` a redirect went through: one of the
@@ -140,7 +152,7 @@ impl XdpRunner {
     /// runner's cache: the per-frame check of a plain redirect is a short
     /// scan and no reference count.
     fn redirect_map(&mut self, id: u32, types: &[MapType]) -> Option<&Arc<Map>> {
-        let i = match self.redirect_maps.iter().position(|m| m.id() == id) {
+        let i = match self.egress.redirect_maps.iter().position(|m| m.id() == id) {
             Some(i) => i,
             None => {
                 let maps = self.env.run.object_maps();
@@ -148,11 +160,11 @@ impl XdpRunner {
                     Some(m) => Arc::clone(m),
                     None => maps.instance().map_by_id(id).ok()?,
                 };
-                self.redirect_maps.push(map);
-                self.redirect_maps.len() - 1
+                self.egress.redirect_maps.push(map);
+                self.egress.redirect_maps.len() - 1
             }
         };
-        let map = &self.redirect_maps[i];
+        let map = &self.egress.redirect_maps[i];
         types.contains(&map.map_type()).then_some(map)
     }
 
@@ -169,7 +181,7 @@ impl XdpRunner {
     }
 
     fn devmap_egress(&mut self, buf: &[u8], v: &FrameVerdict) -> Result<(), RunFrameError> {
-        self.copies.clear();
+        self.egress.copies.clear();
         if v.action != action::REDIRECT {
             return Ok(());
         }
@@ -195,7 +207,7 @@ impl XdpRunner {
             _ => return Ok(()),
         };
         let frame = &buf[v.data_start..v.data_end];
-        let mut copies = std::mem::take(&mut self.copies);
+        let mut copies = std::mem::take(&mut self.egress.copies);
         for e in targets {
             let mut data = Vec::new();
             let sent = if e.prog == 0 {
@@ -211,7 +223,7 @@ impl XdpRunner {
                 });
             }
         }
-        self.copies = copies;
+        self.egress.copies = copies;
         Ok(())
     }
 
@@ -231,7 +243,7 @@ impl XdpRunner {
             .and_then(|m| Some(entry_at(lookup_entry(m, cpu)?, m.value_size()).prog))
             .unwrap_or(0);
         if prog == 0 {
-            self.copies.push(EgressCopy {
+            self.egress.copies.push(EgressCopy {
                 to: Egress::Stack,
                 data: frame.to_vec(),
             });
@@ -256,7 +268,7 @@ impl XdpRunner {
             _ => None,
         };
         if let Some(to) = to {
-            self.copies.push(EgressCopy { to, data });
+            self.egress.copies.push(EgressCopy { to, data });
         }
         Ok(())
     }
@@ -300,7 +312,7 @@ impl XdpRunner {
             self.state.add_region(md);
             self.state.add_region(packet);
         }
-        let result = match self.entry_engines.get_mut(prog as usize) {
+        let result = match self.egress.entry_engines.get_mut(prog as usize) {
             Some(Some(engine)) => engine(&mut self.state, &mut self.env, md_addr),
             _ => program.run(&mut self.state, &mut self.env, &[md_addr]),
         };
