@@ -370,6 +370,7 @@ impl XskWorker {
                 counts.drops += 1;
             }
         }
+        self.program.recycle(&mut copies);
         self.copies = copies;
         queued
     }

@@ -78,6 +78,12 @@ pub trait FrameProgram {
         0
     }
 
+    /// Copies taken with [`FrameProgram::take_copies`] and sent, given
+    /// back for their buffers; `sent` ends empty.
+    fn recycle(&mut self, sent: &mut Vec<EgressCopy>) {
+        sent.clear();
+    }
+
     /// Runs the program on a batch buffer and moves its data window.
     fn run_packet(&mut self, pkt: &mut PacketBuf) -> Result<Verdict, ProgramFault> {
         let mut frame = FrameMut::of(pkt);
@@ -107,6 +113,10 @@ impl<P: FrameProgram + ?Sized> FrameProgram for Box<P> {
 
     fn take_copies(&mut self, out: &mut Vec<EgressCopy>) -> u32 {
         (**self).take_copies(out)
+    }
+
+    fn recycle(&mut self, sent: &mut Vec<EgressCopy>) {
+        (**self).recycle(sent);
     }
 }
 

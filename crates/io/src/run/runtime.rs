@@ -20,6 +20,10 @@ impl FrameProgram for XdpRunner {
         XdpRunner::take_copies(self, out)
     }
 
+    fn recycle(&mut self, sent: &mut Vec<EgressCopy>) {
+        XdpRunner::recycle(self, sent);
+    }
+
     fn begin_batch(&mut self) {
         XdpRunner::begin_batch(self);
     }
@@ -121,6 +125,10 @@ impl FrameProgram for EventedRunner {
 
     fn take_copies(&mut self, out: &mut Vec<EgressCopy>) -> u32 {
         self.runner.take_copies(out)
+    }
+
+    fn recycle(&mut self, sent: &mut Vec<EgressCopy>) {
+        self.runner.recycle(sent);
     }
 
     fn begin_batch(&mut self) {

@@ -182,6 +182,10 @@ impl FrameProgram for SwitchableProgram {
         self.current.take_copies(out)
     }
 
+    fn recycle(&mut self, sent: &mut Vec<EgressCopy>) {
+        self.current.recycle(sent);
+    }
+
     #[inline]
     fn at_batch_boundary(&mut self) {
         let generation = self.shared.generation.load(Ordering::Acquire);

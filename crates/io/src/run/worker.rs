@@ -121,7 +121,7 @@ where
             Err(e) => break Err(e),
         }
         verdicts.clear();
-        copies.clear();
+        program.recycle(&mut copies);
         program.begin_batch();
         for pkt in batch.packets_mut() {
             let verdict = match program.run_packet(pkt) {

@@ -65,6 +65,19 @@ pub(super) struct EgressState {
     pub(super) entry_engines: Vec<Option<EngineEntry>>,
     /// The devmaps and cpumaps redirects went through.
     pub(super) redirect_maps: Vec<Arc<Map>>,
+    /// Buffers of copies the data plane has sent ([`XdpRunner::recycle`]).
+    spare: Vec<Vec<u8>>,
+}
+
+/// Sent copies' buffers kept for reuse, at most.
+const SPARE_BUFFERS: usize = 256;
+
+impl EgressState {
+    fn buffer(&mut self) -> Vec<u8> {
+        let mut b = self.spare.pop().unwrap_or_default();
+        b.clear();
+        b
+    }
 }
 
 /// A devmap entry: its device and the id of its program (0: none).
@@ -141,6 +154,17 @@ impl XdpRunner {
         self.egress.entry_engines = engines;
     }
 
+    /// Copies the data plane has sent, given back: their buffers serve
+    /// the next ones (an allocation and a free per copy were an eighth of
+    /// a copy's cost). `sent` is left empty.
+    pub fn recycle(&mut self, sent: &mut Vec<EgressCopy>) {
+        for c in sent.drain(..) {
+            if self.egress.spare.len() < SPARE_BUFFERS {
+                self.egress.spare.push(c.data);
+            }
+        }
+    }
+
     /// How many copies the last frame left for [`XdpRunner::take_copies`].
     pub fn pending_copies(&self) -> u32 {
         self.egress.copies.len() as u32
@@ -209,7 +233,7 @@ impl XdpRunner {
         let frame = &buf[v.data_start..v.data_end];
         let mut copies = std::mem::take(&mut self.egress.copies);
         for e in targets {
-            let mut data = Vec::new();
+            let mut data = self.egress.buffer();
             let sent = if e.prog == 0 {
                 data.extend_from_slice(frame);
                 true
@@ -243,13 +267,15 @@ impl XdpRunner {
             .and_then(|m| Some(entry_at(lookup_entry(m, cpu)?, m.value_size()).prog))
             .unwrap_or(0);
         if prog == 0 {
+            let mut data = self.egress.buffer();
+            data.extend_from_slice(frame);
             self.egress.copies.push(EgressCopy {
                 to: Egress::Stack,
-                data: frame.to_vec(),
+                data,
             });
             return Ok(());
         }
-        let mut data = Vec::new();
+        let mut data = self.egress.buffer();
         let to = match self.run_entry_program(prog, 0, frame, &mut data)? {
             action::PASS => Some(Egress::Stack),
             // bpf_redirect, or a devmap entry without a program; the
