@@ -234,6 +234,30 @@ mod tests {
     use super::*;
 
     #[test]
+    fn target_tally_counts_every_redirect_whatever_the_order() {
+        use crate::run::RedirectTarget::{Broadcast, Ifindex};
+        let order = [
+            Ifindex(2),
+            Ifindex(2),
+            Broadcast,
+            Ifindex(2),
+            Ifindex(3),
+            Ifindex(3),
+            Broadcast,
+        ];
+        let mut t = TargetTally::default();
+        for x in order {
+            t.add(x);
+        }
+        let got = t.finish();
+        assert_eq!(got.len(), 3);
+        assert_eq!(got[&Ifindex(2)], 3);
+        assert_eq!(got[&Ifindex(3)], 2);
+        assert_eq!(got[&Broadcast], 2);
+        assert!(TargetTally::default().finish().is_empty());
+    }
+
+    #[test]
     fn snapshot_sums_workers() {
         let stats = RunStats::new(2);
         let mut a = LocalCounts {
