@@ -103,6 +103,11 @@ int xdp_egress(struct xdp_md *ctx) {
 SEC("xdp")
 int xdp_plain(struct xdp_md *ctx) { return XDP_PASS; }
 
+// Same, multi-buffer: refused in a devmap whose first entry program is
+// not (the kernel's map owner rule).
+SEC("xdp.frags/devmap")
+int xdp_egress_frags(struct xdp_md *ctx) { return XDP_PASS; }
+
 SEC("xdp/cpumap")
 int xdp_cpu(struct xdp_md *ctx) {
     void *data = (void *)(long)ctx->data, *data_end = (void *)(long)ctx->data_end;

@@ -67,6 +67,7 @@ int main(int argc, char **argv) {
         return 1;
     }
     int egress = prog_fd("xdp_egress"), plain = prog_fd("xdp_plain"), cpu = prog_fd("xdp_cpu");
+    int frags = prog_fd("xdp_egress_frags");
     int tx = map_fd("tx_ports"), ports = map_fd("ports"), cpus = map_fd("cpus");
     __u32 egress_id = prog_id(egress);
 
@@ -75,6 +76,7 @@ int main(int argc, char **argv) {
     put("tx_ports[2] = plain xdp program", tx, 2, out1, plain, BPF_ANY);
     put("tx_ports[2] = cpumap program", tx, 2, out1, cpu, BPF_ANY);
     put("tx_ports[2] = a map fd", tx, 2, out1, tx, BPF_ANY);
+    put("tx_ports[2] = frags program, the owner is not", tx, 2, out1, frags, BPF_ANY);
     put("tx_ports[2] = program without ifindex", tx, 2, 0, egress, BPF_ANY);
     put("tx_ports[2] = ifindex 0, fd -1 (a delete)", tx, 2, 0, -1, BPF_ANY);
     put("tx_ports[9] = out of range", tx, 9, out1, plain, BPF_ANY);

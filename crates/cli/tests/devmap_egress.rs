@@ -298,10 +298,18 @@ fn the_kernel_engine_takes_and_dumps_entry_programs_alike() {
             "bpfjet: {m}"
         );
     }
-    // And refuses a program of another kind, as bpfjet does.
-    let mut bad = given.clone();
-    bad["tx_ports"][0]["prog"] = json!("xdp_plain");
-    let bad: bpfjet_maps::state::MapState = serde_json::from_value(bad).unwrap();
-    assert!(kernel.apply_state(&bad).is_err());
-    assert!(ours.loaded().apply_state(&bad).is_err());
+    // And refuses a program of another kind, as bpfjet does; and a frags
+    // program after the map's first (non-frags) entry program.
+    for (entry, prog) in [(0, "xdp_plain"), (2, "xdp_egress_frags")] {
+        let mut bad = given.clone();
+        bad["ports"][entry]["prog"] = json!(prog);
+        let bad: bpfjet_maps::state::MapState = serde_json::from_value(bad).unwrap();
+        let fresh = support::kernel_object(std::path::Path::new(&obj), "devmap owner").unwrap();
+        assert!(fresh.apply_state(&bad).is_err(), "kernel took {prog}");
+        let ours = support::OnEngine::load(std::path::Path::new(&obj), support::Engine::Interp);
+        assert!(
+            ours.loaded().apply_state(&bad).is_err(),
+            "bpfjet took {prog}"
+        );
+    }
 }

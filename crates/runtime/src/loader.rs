@@ -715,6 +715,7 @@ impl LoadedObject {
         } else {
             bpfjet_obj::XdpAttach::Devmap
         };
+        let mut owner_frags = None;
         for (index, e) in entries.iter().enumerate() {
             let Some(program) = &e.prog else { continue };
             let ok = self.loaded_program(program).is_ok_and(|p| {
@@ -735,6 +736,27 @@ impl LoadedObject {
                         }
                     ),
                 });
+            }
+            // bpf_prog_map_compatible: the first entry program owns the
+            // map; the others must share its frags flag.
+            let frags = self
+                .loaded_program(program)
+                .is_ok_and(|p| p.kind.has_frags());
+            match owner_frags {
+                None => owner_frags = Some(frags),
+                Some(f) if f != frags => {
+                    return Err(RuntimeError::BadState {
+                        map: name.to_string(),
+                        index,
+                        why: format!(
+                            "{program:?} {} multi-buffer and the map's first entry program \
+                             {}: the kernel refuses it (EINVAL)",
+                            if frags { "is" } else { "is not" },
+                            if f { "is" } else { "is not" }
+                        ),
+                    });
+                }
+                Some(_) => {}
             }
         }
         Ok(())

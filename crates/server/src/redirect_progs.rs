@@ -12,7 +12,9 @@
 //! The kernel's rules (`__dev_map_update_elem`, `__dev_map_alloc_node`,
 //! `cpu_map_update_elem`, 6.18), in its order: a program fd counts only
 //! when positive; it must name an XDP program loaded for that map kind
-//! (expected attach type `BPF_XDP_DEVMAP` / `BPF_XDP_CPUMAP`). A devmap
+//! (expected attach type `BPF_XDP_DEVMAP` / `BPF_XDP_CPUMAP`), compatible
+//! with the map's owner (`bpf_prog_map_compatible`: the first entry
+//! program sets it; a later one must have the same frags flag). A devmap
 //! refuses anything else with `EINVAL` (also a program without an
 //! ifindex); a cpumap fails the entry's allocation, `ENOMEM`.
 
@@ -158,6 +160,11 @@ impl BpfjetBackend {
                     if p.rec.prog_type == BPF_PROG_TYPE_XDP
                         && p.rec.expected_attach_type == attach =>
                 {
+                    // bpf_prog_map_compatible: the map's first entry
+                    // program is its owner; later ones must match its
+                    // frags flag (the attach type they share).
+                    self.claim_prog_array(map.id(), &p.rec)
+                        .map_err(|_| refusal)?;
                     p.rec.id
                 }
                 _ => return Err(refusal),
