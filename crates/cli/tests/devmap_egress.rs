@@ -1,5 +1,6 @@
 //! `bpfjet run` on a pcap with devmap entry programs and `BPF_F_BROADCAST`
-//! (the runtime's `worker/egress.rs`), on the interpreter and the JIT:
+//! (the runtime's `worker/egress.rs`), on the interpreter, the JIT and an
+//! AOT artifact:
 //! `tests/preload/devmap_egress.bpf.c` with its devmaps set through
 //! STATE.json (`value` the ifindex, `prog` the entry's program), then the
 //! per-interface captures (`--out DIR --split-by-target`), whose payloads
@@ -178,17 +179,26 @@ fn entry_programs_and_broadcast_on_both_engines() {
         .iter()
         .map(|&n| format!("7005 7005-{n} {} {IN}", 0xc0c0))
         .collect();
-    for engine in ["interp", "jit"] {
+    // The JIT from an AOT artifact too: its entry programs run its code.
+    let artifact = dir.path("devmap_egress.aot");
+    let compiled = support::bpfjet(&["compile", &obj, "-o", &artifact], b"");
+    assert_eq!(compiled.code, Some(0), "{}", compiled.stderr);
+    for engine in ["interp", "jit", "aot"] {
         let out = dir.path(&format!("out-{engine}"));
         let name = format!("devmap-{engine}-{}", std::process::id());
+        let how: [&str; 2] = if engine == "aot" {
+            ["--aot", &artifact]
+        } else {
+            ["--engine", engine]
+        };
         let run = support::bpfjet(
             &[
                 "run",
                 &obj,
                 "--prog",
                 "xdp_fwd",
-                "--engine",
-                engine,
+                how[0],
+                how[1],
                 "--maps",
                 &state,
                 "--name",

@@ -61,8 +61,9 @@ struct JitParts {
     _targets: Vec<bpfjet_jit::JitProgram>,
     /// The JIT path's whole compiled object (owner of the tail-call table).
     _compiled: Option<bpfjet_jit::CompiledPrograms>,
-    /// Native code by program id, for devmap/cpumap entry programs (empty
-    /// with an AOT artifact: those run on the interpreter).
+    /// Native code by program id, for devmap/cpumap entry programs (an
+    /// AOT artifact's where it has them; the others run on the
+    /// interpreter).
     by_id: Vec<Option<bpfjet_jit::JitProgram>>,
 }
 
@@ -185,26 +186,32 @@ fn load_aot(
     // at load like the entry), otherwise the interpreter's checked form.
     let mut table = Vec::with_capacity(factory.program_table().len());
     let mut targets = Vec::new();
+    // The same code by program id, for devmap/cpumap entry programs.
+    let mut by_id = Vec::with_capacity(factory.program_table().len());
     for (p, obj_prog) in factory.program_table().iter().zip(&object.programs) {
-        let target = match p {
-            Some(_) if obj_prog.name == factory.name() => Some(entry.program().clone()),
+        let (target, native) = match p {
+            Some(_) if obj_prog.name == factory.name() => {
+                (Some(entry.program().clone()), Some(entry.clone()))
+            }
             Some(_) if artifact.has_program(&obj_prog.name) => {
                 let target = artifact.load_program(loaded, &obj_prog.name)?;
                 let program = target.program().clone();
+                let native = target.clone();
                 targets.push(target);
-                Some(program)
+                (Some(program), Some(native))
             }
-            Some(p) => Some(p.clone()),
-            None => None,
+            Some(p) => (Some(p.clone()), None),
+            None => (None, None),
         };
         table.push(target);
+        by_id.push(native);
     }
     Ok(JitParts {
         entry,
         table,
         _targets: targets,
         _compiled: None,
-        by_id: Vec::new(),
+        by_id,
     })
 }
 
