@@ -64,3 +64,23 @@ check() {
         fails=$((fails + 1))
     fi
 }
+
+# interrupt_bpftrace PID: SIGINT, as a user's Ctrl-C, until bpftrace (pid
+# PID) exits, for up to 30 s. bpftrace 0.17 sometimes loses a SIGINT (on
+# the kernel too: session 32 reproduced it without bpfjet), and a user
+# would press Ctrl-C again: so a signal is sent again every 5 s, with a
+# NOTE saying so. Fails (returns 1) if bpftrace is still running after
+# 30 s.
+interrupt_bpftrace() {
+    local b=$1 i
+    kill -INT "$b" 2>/dev/null || true
+    for i in $(seq 300); do
+        kill -0 "$b" 2>/dev/null || return 0
+        if [ $((i % 50)) -eq 0 ]; then
+            echo "NOTE: bpftrace (pid $b) still running $((i / 10)) s after SIGINT; sending it again"
+            kill -INT "$b" 2>/dev/null || true
+        fi
+        sleep 0.1
+    done
+    ! kill -0 "$b" 2>/dev/null
+}

@@ -235,14 +235,10 @@ during_bpftrace() {
     sleep 0.5
     send "$N"
     sleep 1.5
-    kill -INT "$b" 2>/dev/null || true
     # bpftrace prints its maps and exits on SIGINT; one that does not within
-    # 30 s is a failure with its threads' state, not a CI timeout.
-    for _ in $(seq 300); do
-        kill -0 "$b" 2>/dev/null || break
-        sleep 0.1
-    done
-    if kill -0 "$b" 2>/dev/null; then
+    # 30 s (SIGINT repeated, lib.sh) is a failure with its threads' state,
+    # not a CI timeout.
+    if ! interrupt_bpftrace "$b" >&2; then
         echo "FAIL: bpftrace (${BT_RUNNER[*]:-kernel}) still running 30 s after SIGINT; its processes:" >&2
         for p in $(pgrep -f 'bpftrace -e' || true); do
             for t in /proc/"$p"/task/*; do
