@@ -170,11 +170,10 @@ impl XdpRunner {
         self.egress.copies.len() as u32
     }
 
-    /// The devmap (cpumap) `id` a redirect went through: one of the
-    /// object's maps, or an inner map of one of its map-in-maps. Found
-    /// once per runner (a map keeps its id for life), then from the
-    /// runner's cache: the per-frame check of a plain redirect is a short
-    /// scan and no reference count.
+    /// The devmap (cpumap) `id` a broadcast or CPUMAP redirect went
+    /// through: one of the object's maps, or an inner map of one of its
+    /// map-in-maps. Found once per runner (a map keeps its id for life),
+    /// then from the runner's cache: a short scan, no reference count.
     fn redirect_map(&mut self, id: u32, types: &[MapType]) -> Option<&Arc<Map>> {
         let i = match self.egress.redirect_maps.iter().position(|m| m.id() == id) {
             Some(i) => i,
@@ -278,17 +277,11 @@ impl XdpRunner {
         let mut data = self.egress.buffer();
         let to = match self.run_entry_program(prog, 0, frame, &mut data)? {
             action::PASS => Some(Egress::Stack),
-            // bpf_redirect, or a devmap entry without a program; the
+            // bpf_redirect, or a devmap entry without a program (the
+            // helper reports one with a program as `EntryProgram`); the
             // cpumap program's other targets are not followed.
             action::REDIRECT => match self.env.take_redirect() {
-                (Some(RedirectTo::Ifindex(i)), Some(via)) => {
-                    let through_program = self
-                        .devmap(via.map_id)
-                        .filter(|m| m.value_size() >= 8)
-                        .and_then(|m| Some(entry_at(lookup_entry(m, via.index)?, 8).prog))
-                        .is_some_and(|p| p != 0);
-                    (!through_program).then_some(Egress::Ifindex(i))
-                }
+                (Some(RedirectTo::Ifindex(i)), _) => Some(Egress::Ifindex(i)),
                 _ => None,
             },
             _ => None,
