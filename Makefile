@@ -71,6 +71,7 @@ test-preload: build
 	BPFJET=$(BPFJET) timeout 300 bash tests/preload/bpftrace.sh
 	BPFJET=$(BPFJET) timeout 300 bash tests/preload/libbpf_tools.sh
 	BPFJET=$(BPFJET) timeout 120 bash tests/preload/uprobe_multi.sh
+	BPFJET=$(BPFJET) timeout 120 bash tests/preload/kernel_objects.sh
 
 # Map update + lookup through the interposed bpf() vs the kernel's, side by
 # side in one process (docs/PERFORMANCE.md).

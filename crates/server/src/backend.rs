@@ -3,6 +3,7 @@
 
 use crate::fds::FdTable;
 use crate::freplace;
+use crate::kernel_objects;
 use crate::kfunc_calls;
 use crate::maps;
 use crate::namespace::{Kind, Namespace, ObjRef};
@@ -37,6 +38,9 @@ pub struct BpfjetBackend {
     warned: Mutex<HashSet<String>>,
     /// Open `BPF_ENABLE_STATS` fds of this process.
     stats: AtomicUsize,
+    /// BTF loaded into the kernel for kernel programs and maps, and the
+    /// program kinds the kernel has (`kernel_objects.rs`).
+    pub(crate) kernel_side: crate::kernel_objects::KernelSide,
 }
 
 impl BpfjetBackend {
@@ -47,6 +51,7 @@ impl BpfjetBackend {
             kernel: KernelBackend,
             warned: Mutex::default(),
             stats: AtomicUsize::new(0),
+            kernel_side: Default::default(),
         }
     }
 
@@ -519,11 +524,7 @@ impl BpfjetBackend {
             return Err(Errno::EINVAL);
         }
         let Some(map_type) = MapType::from_kernel(m.map_type) else {
-            self.warn_once(
-                &format!("BPF_MAP_CREATE of map type {}", m.map_type),
-                "bpfjet has no such map type",
-            );
-            return Err(Errno::EINVAL);
+            return self.kernel_map_create(m);
         };
         if m.map_ifindex != 0 || m.btf_vmlinux_value_type_id != 0 {
             self.warn_once(
@@ -802,7 +803,7 @@ impl BpfjetBackend {
         .map(|()| 0)
     }
 
-    fn prog_load(&self, p: &ProgLoad, cmd: &Command) -> Result<i64, Errno> {
+    fn prog_load(&self, p: &ProgLoad) -> Result<i64, Errno> {
         if p.insn_cnt == 0 {
             return Err(Errno::EINVAL);
         }
@@ -823,7 +824,7 @@ impl BpfjetBackend {
         let ext_target = if p.prog_type == freplace::BPF_PROG_TYPE_EXT {
             match self.ext_load_target(p, &func_info) {
                 // The target is a kernel program: the kernel's extension.
-                None => return self.kernel.execute(cmd),
+                None => return self.kernel_prog_load(p, &words),
                 Some(Err(r)) => return self.refuse(p, r),
                 Some(Ok(t)) => Some(t),
             }
@@ -853,20 +854,19 @@ impl BpfjetBackend {
             && ext_target.is_none()
             && tracepoint.is_none()
             && progs::tracing_kind(p.prog_type).is_none()
-            && !progs::context_free(&words)
         {
-            if refs.is_empty() {
-                // A program type bpfjet does not run and that touches no
-                // bpfjet object (libbpf's feature probes): the kernel's.
-                return self.kernel.execute(cmd);
+            // A program type bpfjet does not run: the kernel's program,
+            // unless it is straight-line code that never reads its context
+            // and stores through a bpfjet map (libbpf's global-data probe),
+            // which means the same under every type: bpfjet loads that one
+            // (without running it) if the kernel has the type at all.
+            let bpfjet_maps = kernel_objects::map_ref_fds(p, &words)?
+                .into_iter()
+                .any(|(_, fd)| matches!(self.obj(fd), Some(Obj::Map(_))));
+            if !bpfjet_maps || !progs::context_free(&words) {
+                return self.kernel_prog_load(p, &words);
             }
-            self.warn_once(
-                &format!("BPF_PROG_LOAD of program type {}", p.prog_type),
-                "bpfjet verifies and runs XDP programs, tp_btf programs of the XDP tracepoints \
-                 its data planes fire, and kprobe (uprobe), tracepoint and raw tracepoint \
-                 programs in traced processes",
-            );
-            return Err(Errno::EINVAL);
+            self.kernel_has_prog_kind(p)?;
         }
         let mut maps: Vec<Arc<bpfjet_maps::Map>> = Vec::new();
         for (pc, src) in refs {
@@ -973,7 +973,7 @@ impl BpfjetBackend {
 
     /// A refused load: the explanation goes to the log buffer when the
     /// caller asked for one (libbpf retries with a log to print it).
-    fn refuse(&self, p: &ProgLoad, r: Refusal) -> Result<i64, Errno> {
+    pub(crate) fn refuse(&self, p: &ProgLoad, r: Refusal) -> Result<i64, Errno> {
         let (errno, needed) = user::log_refusal(
             p.log_level,
             p.log_buf,
@@ -1509,7 +1509,7 @@ impl Backend for BpfjetBackend {
             | Command::MapGetNextKey(_)
             | Command::MapLookupAndDeleteElem(_)
             | Command::MapFreeze(_) => self.map_elem(cmd),
-            Command::ProgLoad(p) => self.prog_load(p, cmd),
+            Command::ProgLoad(p) => self.prog_load(p),
             Command::TaskFdQuery(q) => self.task_fd_query(q, cmd),
             Command::ObjPin(p) => self.obj_pin(p, cmd),
             Command::ObjGet(p) => self.obj_get(p, cmd),

@@ -14,6 +14,7 @@ mod backend;
 mod fds;
 mod freplace;
 mod holders;
+mod kernel_objects;
 mod kfunc_calls;
 mod links;
 mod maps;

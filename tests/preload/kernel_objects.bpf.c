@@ -1,0 +1,68 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * One object, as projects ship them, with programs for two runtimes under
+ * `bpfjet exec`: an XDP program bpfjet runs (counting frames in an ARRAY,
+ * a bpfjet map), a tc classifier and a cgroup_skb program the kernel runs,
+ * the latter keeping per-socket state in an SK_STORAGE map — a map type
+ * bpfjet has no implementation of, created by the kernel with the
+ * object's BTF. Built with -DSHARE_BPFJET_MAP, the tc program also reads
+ * the XDP program's counter: the kernel cannot reach a bpfjet map, so that
+ * load must be refused with the map's name.
+ */
+#include <linux/bpf.h>
+#include <linux/pkt_cls.h>
+#include <bpf/bpf_helpers.h>
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __u64);
+} frames SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_SK_STORAGE);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, int);
+	__type(value, __u64);
+} sk_bytes SEC(".maps");
+
+SEC("xdp")
+int count_frames(struct xdp_md *ctx)
+{
+	__u32 k = 0;
+	__u64 *n = bpf_map_lookup_elem(&frames, &k);
+	if (n)
+		__sync_fetch_and_add(n, 1);
+	return ctx->data_end - ctx->data > 1000 ? XDP_DROP : XDP_PASS;
+}
+
+/* Drops frames longer than 1000 bytes, as the XDP program does. */
+SEC("tc")
+int drop_long(struct __sk_buff *skb)
+{
+#ifdef SHARE_BPFJET_MAP
+	__u32 k = 0;
+	__u64 *n = bpf_map_lookup_elem(&frames, &k);
+	if (n && *n > 1000000)
+		return TC_ACT_OK;
+#endif
+	return skb->len > 1000 ? TC_ACT_SHOT : TC_ACT_OK;
+}
+
+SEC("cgroup_skb/egress")
+int sock_bytes(struct __sk_buff *skb)
+{
+	struct bpf_sock *sk = skb->sk;
+	if (!sk)
+		return 1;
+	sk = bpf_sk_fullsock(sk);
+	if (!sk)
+		return 1;
+	__u64 *b = bpf_sk_storage_get(&sk_bytes, sk, 0, BPF_SK_STORAGE_GET_F_CREATE);
+	if (b)
+		*b += skb->len;
+	return 1;
+}
+
+char _license[] SEC("license") = "GPL";
