@@ -23,6 +23,9 @@ use bpfjet_sys::{Backend, BtfLoad, Command, Errno, MapCreate, ProgLoad};
 use std::collections::HashMap;
 use std::sync::{Mutex, PoisonError};
 
+/// A kind of program: (program type, expected attach type, flags).
+type ProgKind = (u32, u32, u32);
+
 /// The kernel's side of a process's bpfjet objects.
 #[derive(Default)]
 pub struct KernelSide {
@@ -32,7 +35,7 @@ pub struct KernelSide {
     btf: Mutex<HashMap<u32, i32>>,
     /// (program type, expected attach type, flags) → the kernel's answer to
     /// a probe load of that kind.
-    prog_kinds: Mutex<HashMap<(u32, u32, u32), Result<(), Errno>>>,
+    prog_kinds: Mutex<HashMap<ProgKind, Result<(), Errno>>>,
 }
 
 /// The map fd each map reference of `words` names (`lddw` with a map fd,
@@ -121,7 +124,7 @@ impl BpfjetBackend {
     /// Whether the kernel loads programs of `p`'s type, attach type and
     /// flags at all: the kernel's errno when it does not.
     pub(crate) fn kernel_has_prog_kind(&self, p: &ProgLoad) -> Result<(), Errno> {
-        let kind = (p.prog_type, p.expected_attach_type, p.prog_flags);
+        let kind: ProgKind = (p.prog_type, p.expected_attach_type, p.prog_flags);
         let mut cache = self
             .kernel_side
             .prog_kinds
