@@ -83,7 +83,7 @@ impl BpfjetBackend {
         let k = self.kernel.execute(&load).inspect_err(|e| {
             self.note_once(
                 &format!("BTF id {} for a kernel program or map", b.id),
-                &format!("was refused by the kernel's BPF_BTF_LOAD ({e:?})"),
+                &format!("was refused by the kernel's BPF_BTF_LOAD: {e}"),
             )
         })? as i32;
         cache.insert(b.id, k);
@@ -163,10 +163,18 @@ impl BpfjetBackend {
         }
         let mut k = m.clone();
         k.btf_fd = self.kernel_btf_fd(m.btf_fd)?;
-        self.note_once(
-            &format!("BPF_MAP_CREATE of map type {}", m.map_type),
-            "goes to the kernel: bpfjet has no such map type, so only kernel programs can use it",
-        );
-        self.kernel.execute(&Command::MapCreate(k))
+        let subject = format!("BPF_MAP_CREATE of map type {}", m.map_type);
+        let r = self.kernel.execute(&Command::MapCreate(k));
+        match r {
+            Ok(_) => self.note_once(
+                &subject,
+                "goes to the kernel: bpfjet has no such map type, so only kernel programs can use it",
+            ),
+            Err(e) => self.warn_once(
+                &subject,
+                &format!("bpfjet has no such map type, and the kernel refused it: {e}"),
+            ),
+        }
+        r
     }
 }
