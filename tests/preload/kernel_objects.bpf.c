@@ -5,9 +5,14 @@
  * a bpfjet map), a tc classifier and a cgroup_skb program the kernel runs,
  * the latter keeping per-socket state in an SK_STORAGE map — a map type
  * bpfjet has no implementation of, created by the kernel with the
- * object's BTF. Built with -DSHARE_BPFJET_MAP, the tc program also reads
- * the XDP program's counter: the kernel cannot reach a bpfjet map, so that
- * load must be refused with the map's name.
+ * object's BTF. The tc program counts what it sees in a HASH map of its
+ * own and in a global (.bss), with its threshold in .rodata: bpfjet creates
+ * those maps with the others, and moves them to the kernel when the tc
+ * program loads (libbpf has mapped the global data by then: the mappings
+ * must show the kernel's maps after the move). Built with -DSHARE_BPFJET_MAP, the tc program also
+ * reads the XDP program's counter: the kernel cannot reach a bpfjet map
+ * that a bpfjet program uses, so that load must be refused with the map's
+ * name.
  */
 #include <linux/bpf.h>
 #include <linux/pkt_cls.h>
@@ -19,6 +24,14 @@ struct {
 	__type(key, __u32);
 	__type(value, __u64);
 } frames SEC(".maps");
+
+/* drop_long's own: frames seen, by verdict (0 pass, 1 drop). */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 4);
+	__type(key, __u32);
+	__type(value, __u64);
+} tc_verdicts SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_SK_STORAGE);
@@ -37,17 +50,27 @@ int count_frames(struct xdp_md *ctx)
 	return ctx->data_end - ctx->data > 1000 ? XDP_DROP : XDP_PASS;
 }
 
-/* Drops frames longer than 1000 bytes, as the XDP program does. */
+const volatile __u32 long_frame = 1000;
+__u64 tc_runs;
+
+/* Drops frames longer than long_frame bytes, as the XDP program does. */
 SEC("tc")
 int drop_long(struct __sk_buff *skb)
 {
+	tc_runs++;
 #ifdef SHARE_BPFJET_MAP
 	__u32 k = 0;
 	__u64 *n = bpf_map_lookup_elem(&frames, &k);
 	if (n && *n > 1000000)
 		return TC_ACT_OK;
 #endif
-	return skb->len > 1000 ? TC_ACT_SHOT : TC_ACT_OK;
+	__u32 verdict = skb->len > long_frame;
+	__u64 one = 1, *seen = bpf_map_lookup_elem(&tc_verdicts, &verdict);
+	if (seen)
+		__sync_fetch_and_add(seen, 1);
+	else
+		bpf_map_update_elem(&tc_verdicts, &verdict, &one, BPF_NOEXIST);
+	return verdict ? TC_ACT_SHOT : TC_ACT_OK;
 }
 
 SEC("cgroup_skb/egress")

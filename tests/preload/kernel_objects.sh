@@ -13,14 +13,22 @@
 #     object's BTF, and an SK_STORAGE map the kernel creates): the same
 #     program and map types as on the kernel, and test runs of the XDP and
 #     tc programs with the kernel's return values.
-#  3. The same object with the tc program reading the XDP program's map:
+#     The tc program's own maps (a HASH map, .bss, .rodata) move to the
+#     kernel at its load.
+#  3. tests/preload/kernel_objects.c (libbpf) loads the object, test-runs
+#     the tc program and reads its maps; then maps an mmapable array, writes
+#     through the mapping, loads a tc program counting in it and reads the
+#     count through the mapping: the same lines against the kernel and
+#     under bpfjet exec (the move copies the array and maps the kernel's
+#     values where the loader has them).
+#  4. The same object with the tc program reading the XDP program's map:
 #     the kernel loads it, bpfjet refuses it (EINVAL) naming the map.
 #
-# Needs root, bpftool, clang-19, python3.
+# Needs root, bpftool, clang-19, cc, libbpf-dev, python3.
 # Usage: BPFJET=target/release/bpfjet tests/preload/kernel_objects.sh
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
-preload_setup kobj bpftool clang-19 python3
+preload_setup kobj bpftool clang-19 cc python3
 fails=0
 CHECK_LABELS="kernel bpfjet"
 
@@ -87,14 +95,18 @@ side() {
         for p in count_frames drop_long sock_bytes; do
             echo "$p: $(bpftool -j prog show pinned "$d/p/$p" | python3 -c "import json,sys; print(json.load(sys.stdin)[\"type\"])")"
         done
-        for m in frames sk_bytes; do
+        for m in frames tc_verdicts sk_bytes; do
             echo "$m: $(bpftool -j map show pinned "$d/m/$m" | python3 -c "import json,sys; j=json.load(sys.stdin); print(j[\"type\"], j[\"flags\"], j[\"bytes_key\"], j[\"bytes_value\"])")"
         done
         for p in count_frames drop_long; do
             for pkt in short long; do
-                echo "$p $pkt: $(bpftool prog run pinned "$d/p/$p" data_in "$w/$pkt.pkt" | grep -o "Return value: [0-9]*")"
+                echo "$p $pkt: $(bpftool prog run pinned "$d/p/$p" data_in "$w/$pkt.pkt" repeat 3 | grep -o "Return value: [0-9]*")"
             done
-        done' _ "$d" "$WORK"
+        done
+        echo "tc_runs: $(bpftool -j map dump pinned "$d/m/ko_bss" | python3 -c "import json,sys; print(json.load(sys.stdin)[0][\"value\"])")"
+        echo "long_frame: $(bpftool -j map dump pinned "$d/m/ko_rodata" | python3 -c "import json,sys; print(json.load(sys.stdin)[0][\"value\"])")"
+        echo "tc_verdicts: $(bpftool -j map dump pinned "$d/m/tc_verdicts" | python3 -c "import json,sys; print(sorted((e[\"key\"], e[\"value\"]) for e in json.load(sys.stdin)))")"
+        ' _ "$d" "$WORK"
 }
 side kernel > "$WORK/objects.kernel"
 side bpfjet X > "$WORK/objects.bpfjet" 2> "$WORK/objects.err"
@@ -104,13 +116,25 @@ grep -q "BPF_MAP_CREATE of map type 24 goes to the kernel" "$WORK/objects.err" \
     && check "the SK_STORAGE map is said to be the kernel's" yes yes \
     || check "the SK_STORAGE map is said to be the kernel's" yes "no: $(cat "$WORK/objects.err")"
 
-# 3. A kernel program naming a bpfjet map.
+# 3. A libbpf loader, and global data mapped before the move.
+cc -O1 -o "$WORK/kernel_objects" "$ROOT/tests/preload/kernel_objects.c" -lbpf
+"$WORK/kernel_objects" "$WORK/ko.o" > "$WORK/loader.kernel"
+X "$WORK/kernel_objects" "$WORK/ko.o" > "$WORK/loader.bpfjet" 2> "$WORK/loader.err"
+sed "s/^/  /" "$WORK/loader.kernel"
+check "a libbpf loader's test runs, maps and mapped globals" "$(cat "$WORK/loader.kernel")" "$(cat "$WORK/loader.bpfjet")"
+for m in ko.bss ko.rodata tc_verdicts counted; do
+    grep -q "map '$m' moved to the kernel for a program of type 3" "$WORK/loader.err" \
+        && check "  ... $m moved to the kernel" yes yes \
+        || check "  ... $m moved to the kernel" yes "no: $(cat "$WORK/loader.err")"
+done
+
+# 4. A kernel program naming a map a bpfjet program uses.
 mkdir -p "$MNT/kshare" "$MNT/jshare"
 k=$(bpftool prog loadall "$WORK/ko_share.o" "$MNT/kshare" >/dev/null 2>&1 && echo loaded || echo refused)
 j=$(X bpftool prog loadall "$WORK/ko_share.o" "$MNT/jshare" > "$WORK/share.out" 2>&1 && echo loaded || echo refused)
 check "a tc program reading an XDP program's map" "loaded" "$k"
 check "  ... under bpfjet exec" "refused" "$j"
-grep -q "map 'frames' (fd [0-9]*) is a bpfjet map; a program of type 3 runs in the kernel" "$WORK/share.out" \
+grep -q "map 'frames' (fd [0-9]*) is a bpfjet map; a program of type 3 runs in the kernel, and the map cannot move there: a program bpfjet runs uses it" "$WORK/share.out" \
     && check "  ... the refusal names the map" yes yes \
     || check "  ... the refusal names the map" yes "no: $(cat "$WORK/share.out")"
 

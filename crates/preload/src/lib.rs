@@ -257,7 +257,6 @@ pub unsafe extern "C" fn mmap(
     if let Some(mapped) = ringbuf::mmap(addr, len, prot, flags, fd, offset) {
         return mapped;
     }
-    let mut offset = offset;
     if fd >= 0 && !INSIDE.with(|i| i.get()) {
         if let Some(Ok(server)) = SERVER.get() {
             // A perf buffer reader's event: its ring file sized first.
@@ -278,7 +277,34 @@ pub unsafe extern "C" fn mmap(
             }
             let writable = prot & libc::PROT_WRITE != 0 && flags & libc::MAP_SHARED != 0;
             match catch_unwind(AssertUnwindSafe(|| server.mmap_offset(fd, writable))) {
-                Ok(Some(Ok(extra))) => offset += extra as libc::off_t,
+                Ok(Some(Ok(extra))) => {
+                    static REAL: OnceLock<usize> = OnceLock::new();
+                    let p = *REAL.get_or_init(|| next_symbol(c"mmap") as usize);
+                    // SAFETY: libc's mmap() has this type.
+                    let mapped = std::mem::transmute::<usize, MmapFn>(p)(
+                        addr,
+                        len,
+                        prot,
+                        flags,
+                        fd,
+                        offset + extra as libc::off_t,
+                    );
+                    if mapped != libc::MAP_FAILED {
+                        // Where the map's values are mapped: a move of the
+                        // map to the kernel maps the kernel's there.
+                        let _ = catch_unwind(AssertUnwindSafe(|| {
+                            server.array_mapped(
+                                fd,
+                                mapped as usize,
+                                len,
+                                prot,
+                                flags,
+                                offset as u64,
+                            )
+                        }));
+                    }
+                    return mapped;
+                }
                 Ok(Some(Err(e))) => {
                     set_errno(e.0);
                     return libc::MAP_FAILED;

@@ -124,7 +124,7 @@ impl BpfjetBackend {
 
     /// This process's fds that name a bpfjet object but are not in the fd
     /// table, with the object.
-    fn untracked_object_fds(&self) -> Vec<(i32, ObjRef)> {
+    pub(crate) fn untracked_object_fds(&self) -> Vec<(i32, ObjRef)> {
         let Ok(dir) = std::fs::read_dir("/proc/self/fd") else {
             return Vec::new();
         };
@@ -151,7 +151,7 @@ impl BpfjetBackend {
     }
 
     /// Program records of the instance (for references to maps and BTF).
-    fn prog_records(&self) -> Vec<ProgRecord> {
+    pub(crate) fn prog_records(&self) -> Vec<ProgRecord> {
         self.ns
             .ids(Kind::Prog)
             .into_iter()
@@ -279,6 +279,32 @@ impl BpfjetBackend {
         })
     }
 
+    /// `mmap` of a bpfjet array's values (`fd`, at `offset` of the
+    /// kernel's layout) made `len` bytes at `addr`: recorded, so that a move
+    /// of the map to the kernel maps the kernel's values there.
+    pub fn array_mapped(
+        &self,
+        fd: i32,
+        addr: usize,
+        len: usize,
+        prot: i32,
+        flags: i32,
+        offset: u64,
+    ) {
+        if let Some(Obj::Map(m)) = self.fds.get(fd) {
+            self.kernel_side.array_mapped(
+                m.map.id(),
+                crate::kernel_objects::Mapping {
+                    addr,
+                    len,
+                    prot,
+                    flags,
+                    offset,
+                },
+            );
+        }
+    }
+
     /// The ring buffer map (RINGBUF or USER_RINGBUF) behind `fd` (also a
     /// dup or inherited fd), for the preload's mmap and epoll of ring
     /// buffer fds; None otherwise.
@@ -306,6 +332,7 @@ impl BpfjetBackend {
         writable: bool,
     ) -> Option<Result<Vec<bpfjet_maps::MmapSegment>, Errno>> {
         let map = self.ringbuf_map(fd)?;
+        self.kernel_side.ring_mapped(map.id());
         Some(
             map.ringbuf_mmap_segments(offset, len, writable)
                 .map_err(|e| Errno(e.errno())),
@@ -462,7 +489,7 @@ impl BpfjetBackend {
         Ok(Arc::new(progs::prog_obj(rec, loaded)))
     }
 
-    fn open_btf(&self, id: u32) -> Result<Arc<BtfObj>, Errno> {
+    pub(crate) fn open_btf(&self, id: u32) -> Result<Arc<BtfObj>, Errno> {
         let raw = self.ns.read_record(Kind::Btf, id)?;
         Ok(Arc::new(BtfObj { id, raw }))
     }
@@ -855,15 +882,19 @@ impl BpfjetBackend {
             && tracepoint.is_none()
             && progs::tracing_kind(p.prog_type).is_none()
         {
-            // A program type bpfjet does not run: the kernel's program,
-            // unless it is straight-line code that never reads its context
-            // and stores through a bpfjet map (libbpf's global-data probe),
-            // which means the same under every type: bpfjet loads that one
-            // (without running it) if the kernel has the type at all.
+            // A program type bpfjet does not run: the kernel's program, the
+            // bpfjet maps it names moved to the kernel. When one cannot
+            // move, a program that is straight-line code never reading its
+            // context (libbpf's global-data probe) means the same under
+            // every type: bpfjet loads that one (without running it) if the
+            // kernel has the type at all.
             let bpfjet_maps = kernel_objects::map_ref_fds(p, &words)?
                 .into_iter()
                 .any(|(_, fd)| matches!(self.obj(fd), Some(Obj::Map(_))));
-            if !bpfjet_maps || !progs::context_free(&words) {
+            if !bpfjet_maps
+                || !progs::context_free(&words)
+                || self.unmovable_map(p, &words)?.is_none()
+            {
                 return self.kernel_prog_load(p, &words);
             }
             self.kernel_has_prog_kind(p)?;

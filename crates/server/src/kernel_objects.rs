@@ -7,8 +7,17 @@
 //! is translated first: a BTF object bpfjet loaded (libbpf loads one BTF per
 //! object and passes it with every program and map) is loaded into the
 //! kernel as well, once, and its kernel fd goes in the command. A bpfjet map
-//! cannot be translated — the kernel cannot reach bpfjet's memory — so a
-//! kernel program naming one is refused with the map's name.
+//! cannot be shared — the kernel cannot reach bpfjet's memory — but one no
+//! bpfjet program uses can move: a kernel program's load moves the bpfjet
+//! maps it names to the kernel (its contents copied into a kernel map of
+//! the same definition, then every fd of this process on it made an fd of
+//! the kernel's map in place, so the fd numbers the loader holds stay
+//! valid). That is what an object whose tc or cgroup programs keep their
+//! own maps needs (Katran's healthchecker). A map that cannot move — a
+//! bpfjet program uses it, it is pinned or memory-mapped (the mapping could
+//! not follow), it holds fds or program ids (map-in-map, PROG_ARRAY, perf
+//! event array), or a queue or stack holds elements — is named in the
+//! refusal of the kernel program.
 //!
 //! Which program types the kernel has is the kernel's to say: a probe load
 //! (`r0 = 0; exit`) with the command's type, attach type and flags, cached
@@ -16,12 +25,18 @@
 //! (libbpf's feature probes with a global-data map).
 
 use crate::backend::BpfjetBackend;
-use crate::objects::Obj;
+use crate::namespace::ObjRef;
+use crate::objects::{BtfObj, MapObj, Obj};
 use crate::progs::{self, Refusal, PSEUDO_MAP_FD, PSEUDO_MAP_VALUE};
 use crate::user;
-use bpfjet_sys::{Backend, BtfLoad, Command, Errno, MapCreate, ProgLoad};
-use std::collections::HashMap;
+use bpfjet_maps::{Map, MapType};
+use bpfjet_sys::{Backend, BtfLoad, Command, Errno, MapCreate, MapElem, ProgLoad};
+use std::collections::{HashMap, HashSet};
 use std::sync::{Mutex, PoisonError};
+
+/// A bpfjet map a kernel program names that cannot move to the kernel:
+/// the instruction, the fd, the map and why.
+pub(crate) type Unmovable = (usize, u32, std::sync::Arc<MapObj>, String);
 
 /// A kind of program: (program type, expected attach type, flags).
 type ProgKind = (u32, u32, u32);
@@ -36,6 +51,183 @@ pub struct KernelSide {
     /// (program type, expected attach type, flags) → the kernel's answer to
     /// a probe load of that kind.
     prog_kinds: Mutex<HashMap<ProgKind, Result<(), Errno>>>,
+    /// Where this process mapped bpfjet arrays' values (global data), by
+    /// map id: a move maps the kernel map's values at the same places.
+    arrays_mapped: Mutex<HashMap<u32, Vec<Mapping>>>,
+    /// Ring buffers this process mapped: they stay bpfjet's (their pages
+    /// are shared with the consumer's own bookkeeping).
+    rings_mapped: Mutex<HashSet<u32>>,
+}
+
+/// One `mmap` of an array's values, as the caller asked for it (`offset`
+/// in the kernel's layout: element 0 at 0).
+#[derive(Clone, Copy, Debug)]
+pub struct Mapping {
+    pub addr: usize,
+    pub len: usize,
+    pub prot: i32,
+    pub flags: i32,
+    pub offset: u64,
+}
+
+impl KernelSide {
+    pub(crate) fn array_mapped(&self, id: u32, m: Mapping) {
+        self.arrays_mapped
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .entry(id)
+            .or_default()
+            .push(m);
+    }
+
+    pub(crate) fn ring_mapped(&self, id: u32) {
+        self.rings_mapped
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(id);
+    }
+
+    fn ring_was_mapped(&self, id: u32) -> bool {
+        self.rings_mapped
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .contains(&id)
+    }
+
+    fn take_array_mappings(&self, id: u32) -> Vec<Mapping> {
+        self.arrays_mapped
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .remove(&id)
+            .unwrap_or_default()
+    }
+}
+
+/// The file behind `fd`, read with the system call itself: the preload
+/// library's `readlink` shows a bpfjet map fd as `anon_inode:bpf-map`, as
+/// the kernel shows its own.
+fn real_fd_path(fd: i32) -> String {
+    let link = std::ffi::CString::new(format!("/proc/self/fd/{fd}")).unwrap();
+    let mut buf = [0u8; 4096];
+    // SAFETY: a NUL-terminated path and a buffer of the length passed.
+    let n = unsafe {
+        libc::syscall(
+            libc::SYS_readlinkat,
+            libc::AT_FDCWD,
+            link.as_ptr(),
+            buf.as_mut_ptr(),
+            buf.len(),
+        )
+    };
+    if n <= 0 {
+        return String::new();
+    }
+    String::from_utf8_lossy(&buf[..n as usize]).into_owned()
+}
+
+/// Whether `[addr, addr + len)` is still mapped from `file` (the bpfjet
+/// map's shared-memory file) in this process: a mapping the caller has
+/// since unmapped or replaced is left alone.
+fn still_mapped(file: &str, addr: usize, len: usize) -> bool {
+    let Ok(maps) = std::fs::read_to_string("/proc/self/maps") else {
+        return false;
+    };
+    let mut covered = addr;
+    let end = addr + len;
+    let mut ranges: Vec<(usize, usize)> = maps
+        .lines()
+        .filter(|l| l.split_whitespace().nth(5) == Some(file))
+        .filter_map(|l| {
+            let (a, b) = l.split_whitespace().next()?.split_once('-')?;
+            Some((
+                usize::from_str_radix(a, 16).ok()?,
+                usize::from_str_radix(b, 16).ok()?,
+            ))
+        })
+        .collect();
+    ranges.sort_unstable();
+    for (a, b) in ranges {
+        if a <= covered && b > covered {
+            covered = b;
+        }
+    }
+    covered >= end
+}
+
+/// Map types whose contents are plain bytes a kernel map of the same
+/// definition takes (no fds, program ids or bpfjet-only state).
+fn movable(t: MapType) -> bool {
+    use MapType::*;
+    matches!(
+        t,
+        Hash | Array
+            | PercpuHash
+            | PercpuArray
+            | LruHash
+            | LruPercpuHash
+            | LpmTrie
+            | Ringbuf
+            | Queue
+            | Stack
+    )
+}
+
+/// `BPF_MAP_UPDATE_ELEM` of `key`/`value` into kernel map `fd`.
+fn kernel_update(b: &BpfjetBackend, fd: i32, key: &[u8], value: &[u8]) -> Result<(), Errno> {
+    let e = MapElem {
+        map_fd: fd as u32,
+        key: key.as_ptr() as u64,
+        value: value.as_ptr() as u64,
+        flags: 0,
+    };
+    b.kernel.execute(&Command::MapUpdateElem(e)).map(|_| ())
+}
+
+/// Every element of `map` into kernel map `fd` (per-CPU values in the
+/// kernel's layout: 8-byte slots for each possible CPU).
+fn copy_elements(b: &BpfjetBackend, map: &Map, fd: i32) -> Result<(), Errno> {
+    let per_cpu = map.map_type().is_per_cpu();
+    let stride = (map.value_size() as usize).next_multiple_of(8);
+    let cpus = bpfjet_runtime::possible_cpus();
+    let value_of = |key: &[u8]| -> Result<Option<Vec<u8>>, Errno> {
+        if per_cpu {
+            let slots = map
+                .lookup_percpu_slots(key)
+                .map_err(|e| crate::maps::errno(&e))?;
+            let mut v = vec![0u8; stride * cpus];
+            for (i, s) in slots.iter().enumerate().take(cpus) {
+                v[i * stride..i * stride + s.len()].copy_from_slice(s);
+            }
+            Ok(Some(v))
+        } else {
+            map.lookup_copy_flags(key, 0)
+                .map(Some)
+                .map_err(|e| crate::maps::errno(&e))
+        }
+    };
+    if map.map_type() == MapType::Ringbuf {
+        return Ok(());
+    }
+    if matches!(map.map_type(), MapType::Array | MapType::PercpuArray) {
+        // A kernel array starts zeroed: only the elements that are not.
+        for i in 0..map.max_entries() {
+            let key = i.to_ne_bytes();
+            if let Some(v) = value_of(&key)? {
+                if v.iter().any(|&x| x != 0) {
+                    kernel_update(b, fd, &key, &v)?;
+                }
+            }
+        }
+        return Ok(());
+    }
+    let mut key: Option<Vec<u8>> = None;
+    while let Ok(next) = map.get_next_key(key.as_deref()) {
+        if let Some(v) = value_of(&next)? {
+            kernel_update(b, fd, &next, &v)?;
+        }
+        key = Some(next);
+    }
+    Ok(())
 }
 
 /// The map fd each map reference of `words` names (`lddw` with a map fd,
@@ -62,11 +254,15 @@ impl BpfjetBackend {
     /// The kernel fd standing for bpfjet BTF fd `fd` in a command for the
     /// kernel; `fd` itself when it is not bpfjet's (0, or a kernel BTF).
     fn kernel_btf_fd(&self, fd: u32) -> Result<u32, Errno> {
-        let b = match self.obj(fd) {
-            Some(Obj::Btf(b)) if fd != 0 => b,
-            Some(_) if fd != 0 => return Err(Errno::EINVAL),
-            _ => return Ok(fd),
-        };
+        match self.obj(fd) {
+            Some(Obj::Btf(b)) if fd != 0 => self.kernel_btf(&b),
+            Some(_) if fd != 0 => Err(Errno::EINVAL),
+            _ => Ok(fd),
+        }
+    }
+
+    /// The kernel's copy of bpfjet BTF object `b`, loaded on first use.
+    fn kernel_btf(&self, b: &BtfObj) -> Result<u32, Errno> {
         let mut cache = self
             .kernel_side
             .btf
@@ -90,28 +286,215 @@ impl BpfjetBackend {
         Ok(k as u32)
     }
 
+    /// Whether bpfjet map `m` can move to the kernel (module
+    /// documentation), or why not.
+    fn movable_map(&self, m: &MapObj) -> Result<(), String> {
+        let map = &m.map;
+        let id = map.id();
+        if !movable(map.map_type()) {
+            return Err(format!(
+                "its type ({}) holds fds or program ids that the kernel's map cannot take",
+                map.map_type().name()
+            ));
+        }
+        if self.prog_records().iter().any(|p| p.map_ids.contains(&id)) {
+            return Err(
+                "a program bpfjet runs uses it, and the kernel cannot reach bpfjet's maps".into(),
+            );
+        }
+        if self.ns.is_pinned(ObjRef::Map(id)) {
+            return Err("it is pinned, and the pin cannot follow it to the kernel".into());
+        }
+        if self.kernel_side.ring_was_mapped(id) {
+            return Err(
+                "it is a memory-mapped ring buffer, and the mapping cannot follow it to the kernel"
+                    .into(),
+            );
+        }
+        if matches!(map.map_type(), MapType::Queue | MapType::Stack) {
+            let mut v = vec![0u8; map.value_size() as usize];
+            if map.peek(&mut v).is_ok() {
+                return Err(
+                    "it holds elements, which a queue or stack gives up only by taking them".into(),
+                );
+            }
+        }
+        Ok(())
+    }
+
+    /// Move bpfjet map `m` to the kernel (after [`Self::movable_map`]).
+    fn move_map(&self, m: &MapObj, prog_type: u32) -> Result<(), String> {
+        let map = &m.map;
+        let id = map.id();
+        self.movable_map(m)?;
+        let btf_fd = if m.meta.btf_id != 0 {
+            let b = self
+                .open_btf(m.meta.btf_id)
+                .map_err(|e| format!("its BTF (id {}) is gone: {e}", m.meta.btf_id))?;
+            self.kernel_btf(&b)
+                .map_err(|e| format!("the kernel refused its BTF: {e}"))?
+        } else {
+            0
+        };
+        let create = MapCreate {
+            map_type: m.meta.map_type,
+            key_size: map.key_size(),
+            value_size: map.value_size(),
+            max_entries: map.max_entries(),
+            map_flags: m.meta.map_flags,
+            name: map.name().to_string(),
+            btf_fd,
+            btf_key_type_id: if btf_fd != 0 {
+                m.meta.btf_key_type_id
+            } else {
+                0
+            },
+            btf_value_type_id: if btf_fd != 0 {
+                m.meta.btf_value_type_id
+            } else {
+                0
+            },
+            map_extra: m.meta.map_extra,
+            ..MapCreate::default()
+        };
+        let kfd = self
+            .kernel
+            .execute(&Command::MapCreate(create))
+            .map_err(|e| format!("the kernel refused to create it: {e}"))? as i32;
+        let close = |fd: i32| {
+            // SAFETY: a kernel fd this function made and no longer needs.
+            unsafe { libc::close(fd) };
+        };
+        if let Err(e) = copy_elements(self, map, kfd) {
+            close(kfd);
+            return Err(format!(
+                "copying its elements into the kernel's map failed: {e}"
+            ));
+        }
+        if map.is_frozen() {
+            let freeze = MapElem {
+                map_fd: kfd as u32,
+                ..MapElem::default()
+            };
+            if let Err(e) = self.kernel.execute(&Command::MapFreeze(freeze)) {
+                close(kfd);
+                return Err(format!("freezing the kernel's map failed: {e}"));
+            }
+        }
+        // Every fd of this process on the map becomes an fd of the kernel's
+        // map, in place: the numbers the loader holds stay valid.
+        let mut fds: Vec<i32> = self
+            .fds
+            .all()
+            .into_iter()
+            .filter(|&fd| matches!(self.fds.get(fd), Some(Obj::Map(x)) if x.map.id() == id))
+            .collect();
+        fds.extend(
+            self.untracked_object_fds()
+                .into_iter()
+                .filter(|&(_, r)| r == ObjRef::Map(id))
+                .map(|(fd, _)| fd),
+        );
+        // The caller's mappings of the values (libbpf's global data) map
+        // the kernel's values at the same addresses.
+        let file = fds.first().map_or_else(String::new, |&fd| real_fd_path(fd));
+        for mp in self.kernel_side.take_array_mappings(id) {
+            if file.is_empty() || !still_mapped(&file, mp.addr, mp.len) {
+                continue;
+            }
+            // SAFETY: the range is this process's mapping of the map's
+            // values (checked above); MAP_FIXED replaces it with the same
+            // bytes of the kernel's map, at the same protection.
+            let r = unsafe {
+                libc::mmap(
+                    mp.addr as *mut libc::c_void,
+                    mp.len,
+                    mp.prot,
+                    mp.flags | libc::MAP_FIXED,
+                    kfd,
+                    mp.offset as libc::off_t,
+                )
+            };
+            if r == libc::MAP_FAILED {
+                // The kernel's values cannot be where the program's
+                // loader reads them: keep the map bpfjet's.
+                let e = std::io::Error::last_os_error();
+                close(kfd);
+                return Err(format!(
+                    "mapping the kernel's values where the loader has them failed: {e}"
+                ));
+            }
+        }
+        for fd in fds {
+            // SAFETY: fcntl and dup3 on fds of this process; dup3 replaces
+            // the bpfjet map file with the kernel's map atomically.
+            unsafe {
+                let cloexec = libc::fcntl(fd, libc::F_GETFD) & libc::FD_CLOEXEC != 0;
+                self.take_fd(fd);
+                libc::dup3(kfd, fd, if cloexec { libc::O_CLOEXEC } else { 0 });
+            }
+        }
+        close(kfd);
+        self.release(ObjRef::Map(id));
+        self.note_once(
+            &format!("map '{}'", map.name()),
+            &format!(
+                "moved to the kernel for a program of type {prog_type}, which the kernel runs \
+                 (no program bpfjet runs uses it)"
+            ),
+        );
+        Ok(())
+    }
+
+    /// The refusal of a kernel program because bpfjet map `m` (at
+    /// instruction `pc`, fd `fd`) cannot move to the kernel, and its
+    /// stderr line.
+    fn cannot_move(&self, p: &ProgLoad, pc: usize, fd: u32, m: &MapObj, why: &str) -> Refusal {
+        self.warn_once(
+            &format!("BPF_PROG_LOAD of program type {} with map '{}'", p.prog_type, m.map.name()),
+            &format!("the kernel runs programs of this type, and the map cannot move to the kernel: {why}"),
+        );
+        Refusal::new(
+            Errno::EINVAL,
+            format!(
+                "insn {pc}: map '{}' (fd {fd}) is a bpfjet map; a program of type {} runs in \
+                 the kernel, and the map cannot move there: {why}",
+                m.map.name(),
+                p.prog_type
+            ),
+        )
+    }
+
+    /// The first bpfjet map `p` names that cannot move to the kernel (its
+    /// instruction, fd, map and why): checked for all before any moves.
+    pub(crate) fn unmovable_map(
+        &self,
+        p: &ProgLoad,
+        words: &[u64],
+    ) -> Result<Option<Unmovable>, Errno> {
+        for (pc, fd) in map_ref_fds(p, words)? {
+            if let Some(Obj::Map(m)) = self.obj(fd) {
+                if let Err(why) = self.movable_map(&m) {
+                    return Ok(Some((pc, fd, m, why)));
+                }
+            }
+        }
+        Ok(None)
+    }
+
     /// `BPF_PROG_LOAD` of a program the kernel runs: its BTF translated,
     /// refused (`EINVAL`, the map named in the log) when it names a bpfjet
     /// map.
     pub(crate) fn kernel_prog_load(&self, p: &ProgLoad, words: &[u64]) -> Result<i64, Errno> {
+        if let Some((pc, fd, m, why)) = self.unmovable_map(p, words)? {
+            return self.refuse(p, self.cannot_move(p, pc, fd, &m, &why));
+        }
         for (pc, fd) in map_ref_fds(p, words)? {
-            if let Some(Obj::Map(m)) = self.obj(fd) {
-                self.warn_once(
-                    &format!("BPF_PROG_LOAD of program type {}", p.prog_type),
-                    "the kernel runs programs of this type, and it cannot reach bpfjet's maps",
-                );
-                return self.refuse(
-                    p,
-                    Refusal::new(
-                        Errno::EINVAL,
-                        format!(
-                            "insn {pc}: map '{}' (fd {fd}) is a bpfjet map; a program of type {} \
-                             runs in the kernel, which cannot use it",
-                            m.map.name(),
-                            p.prog_type
-                        ),
-                    ),
-                );
+            let Some(Obj::Map(m)) = self.obj(fd) else {
+                continue;
+            };
+            if let Err(why) = self.move_map(&m, p.prog_type) {
+                return self.refuse(p, self.cannot_move(p, pc, fd, &m, &why));
             }
         }
         let mut k = p.clone();

@@ -1,0 +1,106 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * A libbpf loader of kernel_objects.bpf.c, as a skeleton-style control
+ * plane reads its programs' globals: loads the object, test-runs the tc
+ * program on a short and a long frame, then reads the .bss counter and
+ * the .rodata threshold where libbpf keeps the global data
+ * (bpf_map__initial_value: with Debian 12's libbpf 1.1 and no skeleton,
+ * the object file's image, which the runs do not change; newer libbpf
+ * maps the maps there) and the tc program's HASH map through bpf().
+ * Under `bpfjet exec` the tc program runs in the kernel, so its maps moved
+ * there at its load.
+ *
+ * Then what newer libbpf does with global data (and libbpf 1.1 leaves to
+ * skeletons): a BPF_F_MMAPABLE array created and mapped, a value written
+ * through the mapping, then a tc program loaded that increments it; the
+ * mapping must show the kernel's value after test runs (bpfjet moved the
+ * array at the program's load and mapped the kernel's values in place).
+ *
+ *   kernel_objects OBJECT
+ */
+#include <bpf/bpf.h>
+#include <bpf/libbpf.h>
+#include <linux/bpf.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/mman.h>
+
+static struct bpf_map *map_ending(struct bpf_object *obj, const char *suffix)
+{
+	struct bpf_map *m;
+	bpf_object__for_each_map(m, obj) {
+		const char *n = bpf_map__name(m);
+		size_t a = strlen(n), b = strlen(suffix);
+		if (a >= b && !strcmp(n + a - b, suffix))
+			return m;
+	}
+	return NULL;
+}
+
+int main(int argc, char **argv)
+{
+	if (argc != 2) {
+		fprintf(stderr, "usage: %s OBJECT\n", argv[0]);
+		return 2;
+	}
+	struct bpf_object *obj = bpf_object__open_file(argv[1], NULL);
+	if (!obj || bpf_object__load(obj)) {
+		fprintf(stderr, "cannot load %s\n", argv[1]);
+		return 1;
+	}
+	struct bpf_program *tc = bpf_object__find_program_by_name(obj, "drop_long");
+	unsigned char frame[1200] = {0};
+	frame[12] = 0x08;
+	for (int round = 0; round < 2; round++) {
+		for (int i = 0; i < 3; i++) {
+			LIBBPF_OPTS(bpf_test_run_opts, opts, .data_in = frame,
+				    .data_size_in = round ? 1200 : 64);
+			int err = bpf_prog_test_run_opts(bpf_program__fd(tc), &opts);
+			printf("test run %s %d: err %d retval %u\n", round ? "long" : "short", i, err,
+			       opts.retval);
+		}
+	}
+	size_t sz;
+	const unsigned long long *runs = bpf_map__initial_value(map_ending(obj, ".bss"), &sz);
+	const unsigned int *limit = bpf_map__initial_value(map_ending(obj, ".rodata"), &sz);
+	printf("tc_runs at bpf_map__initial_value: %llu\n", runs ? *runs : ~0ull);
+	printf("long_frame at bpf_map__initial_value: %u\n", limit ? *limit : ~0u);
+	int fd = bpf_map__fd(bpf_object__find_map_by_name(obj, "tc_verdicts"));
+	for (unsigned int k = 0; k < 2; k++) {
+		unsigned long long v = 0;
+		int err = bpf_map_lookup_elem(fd, &k, &v);
+		printf("tc_verdicts[%u]: err %d value %llu\n", k, err, v);
+	}
+	bpf_object__close(obj);
+
+	LIBBPF_OPTS(bpf_map_create_opts, mopts, .map_flags = BPF_F_MMAPABLE);
+	int map = bpf_map_create(BPF_MAP_TYPE_ARRAY, "counted", 4, 8, 1, &mopts);
+	unsigned long long *value =
+		mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED, map, 0);
+	if (map < 0 || value == MAP_FAILED) {
+		fprintf(stderr, "cannot create and map the array\n");
+		return 1;
+	}
+	*value = 41;
+	/* r2 = &counted[0]; r1 = *r2; r1 += 1; *r2 = r1; r0 = 0; exit */
+	struct bpf_insn insns[] = {
+		{.code = BPF_LD | BPF_DW | BPF_IMM, .dst_reg = 2, .src_reg = BPF_PSEUDO_MAP_VALUE, .imm = map},
+		{.imm = 0},
+		{.code = BPF_LDX | BPF_MEM | BPF_DW, .dst_reg = 1, .src_reg = 2},
+		{.code = BPF_ALU64 | BPF_ADD | BPF_K, .dst_reg = 1, .imm = 1},
+		{.code = BPF_STX | BPF_MEM | BPF_DW, .dst_reg = 2, .src_reg = 1},
+		{.code = BPF_ALU64 | BPF_MOV | BPF_K, .dst_reg = 0, .imm = 0},
+		{.code = BPF_JMP | BPF_EXIT},
+	};
+	int prog = bpf_prog_load(BPF_PROG_TYPE_SCHED_CLS, "count", "GPL", insns, 7, NULL);
+	for (int i = 0; i < 3; i++) {
+		LIBBPF_OPTS(bpf_test_run_opts, opts, .data_in = frame, .data_size_in = 64);
+		bpf_prog_test_run_opts(prog, &opts);
+	}
+	unsigned int zero = 0;
+	unsigned long long looked_up = 0;
+	int err = bpf_map_lookup_elem(map, &zero, &looked_up);
+	printf("mapped array after 3 runs: mapping %llu, lookup err %d value %llu\n", *value, err,
+	       looked_up);
+	return 0;
+}
