@@ -1472,7 +1472,7 @@ impl BpfjetBackend {
         let prog = match self.obj(prog_fd) {
             Some(Obj::Prog(p)) => p,
             Some(_) => return Err(Errno::EINVAL),
-            None => return self.kernel.execute(cmd),
+            None => return self.kernel_bind_map(map_fd, cmd),
         };
         if flags != 0 {
             return Err(Errno::EINVAL);

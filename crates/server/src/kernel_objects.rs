@@ -297,10 +297,21 @@ impl BpfjetBackend {
                 map.map_type().name()
             ));
         }
-        if self.prog_records().iter().any(|p| p.map_ids.contains(&id)) {
+        // Named by a program's instructions; a map only bound to a program
+        // (BPF_PROG_BIND_MAP: libbpf binds .rodata to every program of an
+        // object) keeps that program's copy, which nothing reads.
+        let referenced = |p: &crate::objects::ProgRecord| {
+            progs::map_lddws(&p.insns)
+                .into_iter()
+                .any(|(pc, _)| p.map_ids.get((p.insns[pc] >> 32) as usize) == Some(&id))
+        };
+        if self.prog_records().iter().any(referenced) {
             return Err(
                 "a program bpfjet runs uses it, and the kernel cannot reach bpfjet's maps".into(),
             );
+        }
+        if self.inner_map_somewhere(id) {
+            return Err("a map-in-map holds it".into());
         }
         if self.ns.is_pinned(ObjRef::Map(id)) {
             return Err("it is pinned, and the pin cannot follow it to the kernel".into());
@@ -323,7 +334,7 @@ impl BpfjetBackend {
     }
 
     /// Move bpfjet map `m` to the kernel (after [`Self::movable_map`]).
-    fn move_map(&self, m: &MapObj, prog_type: u32) -> Result<(), String> {
+    fn move_map(&self, m: &MapObj) -> Result<(), String> {
         let map = &m.map;
         let id = map.id();
         self.movable_map(m)?;
@@ -436,13 +447,6 @@ impl BpfjetBackend {
         }
         close(kfd);
         self.release(ObjRef::Map(id));
-        self.note_once(
-            &format!("map '{}'", map.name()),
-            &format!(
-                "moved to the kernel for a program of type {prog_type}, which the kernel runs \
-                 (no program bpfjet runs uses it)"
-            ),
-        );
         Ok(())
     }
 
@@ -482,6 +486,52 @@ impl BpfjetBackend {
         Ok(None)
     }
 
+    /// Whether an ARRAY_OF_MAPS or HASH_OF_MAPS of the instance holds map
+    /// `id` (values are inner map ids).
+    fn inner_map_somewhere(&self, id: u32) -> bool {
+        let instance = self.ns.instance();
+        self.ns
+            .ids(crate::namespace::Kind::Map)
+            .into_iter()
+            .any(|outer| {
+                let Ok(m) = instance.map_by_id(outer) else {
+                    return false;
+                };
+                if !matches!(m.map_type(), MapType::ArrayOfMaps | MapType::HashOfMaps) {
+                    return false;
+                }
+                let mut key: Option<Vec<u8>> = None;
+                while let Ok(next) = m.get_next_key(key.as_deref()) {
+                    if m.lookup_copy_flags(&next, 0).ok().as_deref() == Some(&id.to_ne_bytes()[..])
+                    {
+                        return true;
+                    }
+                    key = Some(next);
+                }
+                false
+            })
+    }
+
+    /// `BPF_PROG_BIND_MAP` of a kernel program and bpfjet map `map_fd`:
+    /// the map moves to the kernel (as for a kernel program naming it),
+    /// then the kernel binds it; `EINVAL` and a stderr line when it cannot
+    /// move.
+    pub(crate) fn kernel_bind_map(&self, map_fd: u32, cmd: &Command) -> Result<i64, Errno> {
+        if let Some(Obj::Map(m)) = self.obj(map_fd) {
+            if let Err(why) = self.move_map(&m) {
+                self.warn_once(
+                    &format!(
+                        "BPF_PROG_BIND_MAP of a kernel program and map '{}'",
+                        m.map.name()
+                    ),
+                    &format!("the map cannot move to the kernel: {why}"),
+                );
+                return Err(Errno::EINVAL);
+            }
+        }
+        self.kernel.execute(cmd)
+    }
+
     /// `BPF_PROG_LOAD` of a program the kernel runs: its BTF translated,
     /// refused (`EINVAL`, the map named in the log) when it names a bpfjet
     /// map.
@@ -493,7 +543,7 @@ impl BpfjetBackend {
             let Some(Obj::Map(m)) = self.obj(fd) else {
                 continue;
             };
-            if let Err(why) = self.move_map(&m, p.prog_type) {
+            if let Err(why) = self.move_map(&m) {
                 return self.refuse(p, self.cannot_move(p, pc, fd, &m, &why));
             }
         }
