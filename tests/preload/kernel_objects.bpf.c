@@ -9,7 +9,10 @@
  * own and in a global (.bss), with its threshold in .rodata: bpfjet creates
  * those maps with the others, and moves them to the kernel when the tc
  * program loads (libbpf has mapped the global data by then: the mappings
- * must show the kernel's maps after the move). Built with -DSHARE_BPFJET_MAP, the tc program also
+ * must show the kernel's maps after the move). Built with -DPINNED_MAP, the
+ * tc program also sums frame bytes in a map libbpf pins by name when it
+ * creates it: the pin must follow the map to the kernel. Built with
+ * -DSHARE_BPFJET_MAP, the tc program also
  * reads the XDP program's counter: the kernel cannot reach a bpfjet map
  * that a bpfjet program uses, so that load must be refused with the map's
  * name.
@@ -50,6 +53,16 @@ int count_frames(struct xdp_md *ctx)
 	return ctx->data_end - ctx->data > 1000 ? XDP_DROP : XDP_PASS;
 }
 
+#ifdef PINNED_MAP
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __u64);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} tc_bytes SEC(".maps");
+#endif
+
 const volatile __u32 long_frame = 1000;
 __u64 tc_runs;
 
@@ -58,6 +71,12 @@ SEC("tc")
 int drop_long(struct __sk_buff *skb)
 {
 	tc_runs++;
+#ifdef PINNED_MAP
+	__u32 zero = 0;
+	__u64 *bytes = bpf_map_lookup_elem(&tc_bytes, &zero);
+	if (bytes)
+		__sync_fetch_and_add(bytes, skb->len);
+#endif
 #ifdef SHARE_BPFJET_MAP
 	__u32 k = 0;
 	__u64 *n = bpf_map_lookup_elem(&frames, &k);

@@ -16,7 +16,11 @@
  * mapping must show the kernel's value after test runs (bpfjet moved the
  * array at the program's load and mapped the kernel's values in place).
  *
- *   kernel_objects OBJECT
+ * With PIN_ROOT (an object built with -DPINNED_MAP), libbpf pins the tc
+ * program's tc_bytes map there when it creates it, before the program
+ * loads; the sum is read back through the pin (BPF_OBJ_GET).
+ *
+ *   kernel_objects OBJECT [PIN_ROOT]
  */
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
@@ -39,11 +43,12 @@ static struct bpf_map *map_ending(struct bpf_object *obj, const char *suffix)
 
 int main(int argc, char **argv)
 {
-	if (argc != 2) {
-		fprintf(stderr, "usage: %s OBJECT\n", argv[0]);
+	if (argc != 2 && argc != 3) {
+		fprintf(stderr, "usage: %s OBJECT [PIN_ROOT]\n", argv[0]);
 		return 2;
 	}
-	struct bpf_object *obj = bpf_object__open_file(argv[1], NULL);
+	LIBBPF_OPTS(bpf_object_open_opts, oopts, .pin_root_path = argc == 3 ? argv[2] : NULL);
+	struct bpf_object *obj = bpf_object__open_file(argv[1], &oopts);
 	if (!obj || bpf_object__load(obj)) {
 		fprintf(stderr, "cannot load %s\n", argv[1]);
 		return 1;
@@ -72,6 +77,16 @@ int main(int argc, char **argv)
 		printf("tc_verdicts[%u]: err %d value %llu\n", k, err, v);
 	}
 	bpf_object__close(obj);
+	if (argc == 3) {
+		char path[4096];
+		snprintf(path, sizeof(path), "%s/tc_bytes", argv[2]);
+		int pinned = bpf_obj_get(path);
+		unsigned int k = 0;
+		unsigned long long v = 0;
+		int err = bpf_map_lookup_elem(pinned, &k, &v);
+		printf("tc_bytes through its pin: fd %s, err %d value %llu\n", pinned >= 0 ? "ok" : "bad",
+		       err, v);
+	}
 
 	LIBBPF_OPTS(bpf_map_create_opts, mopts, .map_flags = BPF_F_MMAPABLE);
 	int map = bpf_map_create(BPF_MAP_TYPE_ARRAY, "counted", 4, 8, 1, &mopts);

@@ -15,8 +15,9 @@
 #     tc programs with the kernel's return values.
 #     The tc program's own maps (a HASH map, .bss, .rodata) move to the
 #     kernel at its load.
-#  3. tests/preload/kernel_objects.c (libbpf) loads the object, test-runs
-#     the tc program and reads its maps; then maps an mmapable array, writes
+#  3. tests/preload/kernel_objects.c (libbpf) loads the object (with a map
+#     libbpf pins by name at creation), test-runs the tc program and reads
+#     its maps, the pinned one through its pin; then maps an mmapable array, writes
 #     through the mapping, loads a tc program counting in it and reads the
 #     count through the mapping: the same lines against the kernel and
 #     under bpfjet exec (the move copies the array and maps the kernel's
@@ -75,6 +76,7 @@ PY
 # 2. One object, two runtimes.
 CFLAGS=(-O2 -g -target bpf -I/usr/include/x86_64-linux-gnu)
 clang-19 "${CFLAGS[@]}" -c "$ROOT/tests/preload/kernel_objects.bpf.c" -o "$WORK/ko.o"
+clang-19 "${CFLAGS[@]}" -DPINNED_MAP -c "$ROOT/tests/preload/kernel_objects.bpf.c" -o "$WORK/ko_pin.o"
 clang-19 "${CFLAGS[@]}" -DSHARE_BPFJET_MAP -c "$ROOT/tests/preload/kernel_objects.bpf.c" -o "$WORK/ko_share.o"
 python3 -c '
 import sys
@@ -118,8 +120,9 @@ grep -q "BPF_MAP_CREATE of map type 24 goes to the kernel" "$WORK/objects.err" \
 
 # 3. A libbpf loader, and global data mapped before the move.
 cc -O1 -o "$WORK/kernel_objects" "$ROOT/tests/preload/kernel_objects.c" -lbpf
-"$WORK/kernel_objects" "$WORK/ko.o" > "$WORK/loader.kernel"
-X "$WORK/kernel_objects" "$WORK/ko.o" > "$WORK/loader.bpfjet" 2> "$WORK/loader.err"
+mkdir -p "$MNT/kpins" "$MNT/jpins"
+"$WORK/kernel_objects" "$WORK/ko_pin.o" "$MNT/kpins" > "$WORK/loader.kernel"
+X "$WORK/kernel_objects" "$WORK/ko_pin.o" "$MNT/jpins" > "$WORK/loader.bpfjet" 2> "$WORK/loader.err"
 sed "s/^/  /" "$WORK/loader.kernel"
 check "a libbpf loader's test runs, maps and mapped globals" "$(cat "$WORK/loader.kernel")" "$(cat "$WORK/loader.bpfjet")"
 

@@ -922,7 +922,15 @@ impl BpfjetBackend {
                 Err(e) => {
                     return self.refuse(
                         p,
-                        Refusal::new(e, format!("fd {fd} is not pointing to valid bpf_map")),
+                        Refusal::new(
+                            e,
+                            format!(
+                                "fd {fd} is not pointing to valid bpf_map: not a bpfjet map (a \
+                                 map the kernel holds — a type bpfjet lacks, or one moved to \
+                                 the kernel for a kernel program — cannot be used by a program \
+                                 bpfjet runs)"
+                            ),
+                        ),
                     )
                 }
             };

@@ -12,12 +12,13 @@
 //! maps it names to the kernel (its contents copied into a kernel map of
 //! the same definition, then every fd of this process on it made an fd of
 //! the kernel's map in place, so the fd numbers the loader holds stay
-//! valid). That is what an object whose tc or cgroup programs keep their
-//! own maps needs (Katran's healthchecker). A map that cannot move — a
-//! bpfjet program uses it, it is pinned or memory-mapped (the mapping could
-//! not follow), it holds fds or program ids (map-in-map, PROG_ARRAY, perf
-//! event array), or a queue or stack holds elements — is named in the
-//! refusal of the kernel program.
+//! valid; the loader's mappings of the values and the map's bpffs pins
+//! follow too). That is what an object whose tc or cgroup programs keep
+//! their own maps needs (Katran's healthchecker). A map that cannot move —
+//! a bpfjet program names it, a map-in-map holds it, it is pinned outside
+//! bpffs, it is a mapped ring buffer, it holds fds or program ids
+//! (PROG_ARRAY, perf event array, devmaps), or a queue or stack holds
+//! elements — is named in the refusal of the kernel program.
 //!
 //! Which program types the kernel has is the kernel's to say: a probe load
 //! (`r0 = 0; exit`) with the command's type, attach type and flags, cached
@@ -30,7 +31,7 @@ use crate::objects::{BtfObj, MapObj, Obj};
 use crate::progs::{self, Refusal, PSEUDO_MAP_FD, PSEUDO_MAP_VALUE};
 use crate::user;
 use bpfjet_maps::{Map, MapType};
-use bpfjet_sys::{Backend, BtfLoad, Command, Errno, MapCreate, MapElem, ProgLoad};
+use bpfjet_sys::{Backend, BtfLoad, Command, Errno, MapCreate, MapElem, ObjPath, ProgLoad};
 use std::collections::{HashMap, HashSet};
 use std::sync::{Mutex, PoisonError};
 
@@ -313,8 +314,16 @@ impl BpfjetBackend {
         if self.inner_map_somewhere(id) {
             return Err("a map-in-map holds it".into());
         }
-        if self.ns.is_pinned(ObjRef::Map(id)) {
-            return Err("it is pinned, and the pin cannot follow it to the kernel".into());
+        if let Some(p) = self
+            .ns
+            .pins()
+            .into_iter()
+            .find(|p| p.obj == ObjRef::Map(id) && p.live() && p.file.is_none())
+        {
+            return Err(format!(
+                "it is pinned at {} (not on bpffs), where the kernel cannot pin it",
+                p.path
+            ));
         }
         if self.kernel_side.ring_was_mapped(id) {
             return Err(
@@ -443,6 +452,29 @@ impl BpfjetBackend {
                 let cloexec = libc::fcntl(fd, libc::F_GETFD) & libc::FD_CLOEXEC != 0;
                 self.take_fd(fd);
                 libc::dup3(kfd, fd, if cloexec { libc::O_CLOEXEC } else { 0 });
+            }
+        }
+        // Its pins on bpffs follow: bpfjet's placeholder goes, the kernel
+        // pins its map at the path.
+        for pin in self.ns.pins() {
+            if pin.obj != ObjRef::Map(id) || !pin.live() {
+                continue;
+            }
+            let (Some(_), Some(file)) = (self.ns.unpin(&pin.path), pin.file) else {
+                continue;
+            };
+            crate::pin_files::remove(&pin.path, file);
+            let path = std::ffi::CString::new(pin.path.clone()).unwrap_or_default();
+            let kpin = ObjPath {
+                pathname: path.as_ptr() as u64,
+                bpf_fd: kfd as u32,
+                ..ObjPath::default()
+            };
+            if let Err(e) = self.kernel.execute(&Command::ObjPin(kpin)) {
+                self.warn_once(
+                    &format!("pin {} of map '{}'", pin.path, map.name()),
+                    &format!("was lost moving the map to the kernel: the kernel's BPF_OBJ_PIN failed: {e}"),
+                );
             }
         }
         close(kfd);
