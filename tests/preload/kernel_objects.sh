@@ -24,6 +24,12 @@
 #     values where the loader has them).
 #  4. The same object with the tc program reading the XDP program's map:
 #     the kernel loads it, bpfjet refuses it (EINVAL) naming the map.
+#  5. Listings under exec (`bpftool prog show`, `map show`) name the kernel
+#     objects the instance's processes made next to bpfjet's, and a
+#     struct_ops TCP congestion control (tests/preload/struct_ops_cc.bpf.c)
+#     registered by `bpftool struct_ops register` under exec is in the
+#     kernel, listed by `struct_ops list` and unregistered by name from
+#     other processes of the instance, as on the kernel.
 #
 # Needs root, bpftool, clang-19, cc, libbpf-dev, python3.
 # Usage: BPFJET=target/release/bpfjet tests/preload/kernel_objects.sh
@@ -135,5 +141,45 @@ check "  ... under bpfjet exec" "refused" "$j"
 grep -q "map 'frames' (fd [0-9]*) is a bpfjet map; a program of type 3 runs in the kernel, and the map cannot move there: a program bpfjet runs uses it" "$WORK/share.out" \
     && check "  ... the refusal names the map" yes yes \
     || check "  ... the refusal names the map" yes "no: $(cat "$WORK/share.out")"
+
+# 5. Listings and struct_ops.
+# Under exec: each object of the instance once, by name and type; those the
+# kernel holds (all but bpfjet's XDP program and its array) with the id,
+# name and type the kernel's own listing gives them.
+listing() {
+    python3 - "$1" "$2" "$3" <<'PY'
+import json, sys
+exe, kern = (json.load(open(f)) for f in sys.argv[1:3])
+names = sys.argv[3].split()
+mine = sorted((o["name"], o["type"]) for o in exe if o.get("name") in names)
+kernel = {(o["id"], o["name"], o["type"]) for o in kern}
+held = [o for o in exe if o.get("name") in names and (o["id"], o["name"], o["type"]) in kernel]
+print(" ".join("%s:%s" % m for m in mine), "| the kernel's:", " ".join(sorted(o["name"] for o in held)))
+PY
+}
+X bpftool -j prog show > "$WORK/progs.bpfjet"; bpftool -j prog show > "$WORK/progs.kernel"
+check "bpftool prog show under exec: the instance's programs, the kernel's with their kernel ids" \
+    "count_frames:xdp drop_long:sched_cls sock_bytes:cgroup_skb | the kernel's: drop_long sock_bytes" \
+    "$(listing "$WORK/progs.bpfjet" "$WORK/progs.kernel" "count_frames drop_long sock_bytes")"
+X bpftool -j map show > "$WORK/maps.bpfjet"; bpftool -j map show > "$WORK/maps.kernel"
+check "bpftool map show under exec: the instance's maps, the kernel's with their kernel ids" \
+    "frames:array sk_bytes:sk_storage tc_verdicts:hash | the kernel's: sk_bytes tc_verdicts" \
+    "$(listing "$WORK/maps.bpfjet" "$WORK/maps.kernel" "frames tc_verdicts sk_bytes")"
+bpftool btf dump file /sys/kernel/btf/vmlinux format c > "$WORK/vmlinux.h"
+clang-19 "${CFLAGS[@]}" -I"$WORK" -c "$ROOT/tests/preload/struct_ops_cc.bpf.c" -o "$WORK/cc.o"
+cc_listed() { sysctl -n net.ipv4.tcp_available_congestion_control | tr ' ' '\n' | grep -cx bjcc || true; }
+if bpftool struct_ops register "$WORK/cc.o" >/dev/null 2>&1; then
+    k="$(cc_listed) $(bpftool struct_ops list | grep -c ' bjcc ')"
+    bpftool struct_ops unregister name bjcc >/dev/null 2>&1
+    k="$k $(cc_listed)"
+    X bpftool struct_ops register "$WORK/cc.o" >/dev/null 2>&1 || true
+    j="$(cc_listed) $(X bpftool struct_ops list | grep -c ' bjcc ')"
+    X bpftool struct_ops unregister name bjcc >/dev/null 2>&1 || true
+    j="$j $(cc_listed)"
+    check "struct_ops register / list / unregister (registered, listed, after)" "$k" "$j"
+    [ "$(cc_listed)" = 0 ] || bpftool struct_ops unregister name bjcc >/dev/null 2>&1 || true
+else
+    echo "SKIPPED: kernel_objects.sh: the kernel does not register a struct_ops TCP congestion control here" | tee -a "${BPFJET_SKIP_LOG:-/dev/null}"
+fi
 
 [ "$fails" = 0 ] && echo "kernel_objects.sh: all checks passed" || { echo "kernel_objects.sh: $fails failed"; exit 1; }

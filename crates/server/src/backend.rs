@@ -1573,14 +1573,29 @@ impl Backend for BpfjetBackend {
                         _ => {}
                     }
                 }
-                let next = self
-                    .ns
-                    .ids(kind)
-                    .into_iter()
-                    .find(|&id| id > g.start_id)
-                    .ok_or(Errno::ENOENT)?;
+                let ours = self.ns.ids(kind).into_iter().find(|&id| id > g.start_id);
+                // Kernel objects the instance's processes made (programs of
+                // types bpfjet does not run, their maps and links).
+                let kernel = self.next_kernel_id(kind, g.start_id);
+                let next = match (ours, kernel) {
+                    (Some(a), Some(b)) => a.min(b),
+                    (a, b) => a.or(b).ok_or(Errno::ENOENT)?,
+                };
                 g.next_id.set(next);
                 Ok(0)
+            }
+            Command::GetFdById(g)
+                if matches!(g.kind, IdKind::Map | IdKind::Prog | IdKind::Link)
+                    && self.is_kernel_id(
+                        match g.kind {
+                            IdKind::Map => Kind::Map,
+                            IdKind::Prog => Kind::Prog,
+                            _ => Kind::Link,
+                        },
+                        g.id,
+                    ) =>
+            {
+                self.kernel.execute(cmd)
             }
             Command::GetFdById(g) => match g.kind {
                 // BPF_MAP_GET_FD_BY_ID: the fd's access from open_flags

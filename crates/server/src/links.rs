@@ -130,7 +130,15 @@ impl BpfjetBackend {
         let (prog_fd, ifindex, attach_type, flags) =
             (word(raw, 0), word(raw, 4), word(raw, 8), word(raw, 12));
         let prog_id = match self.xdp_prog(prog_fd) {
-            None => return self.kernel.execute(cmd),
+            None => {
+                // A kernel program's (or struct_ops map's) link: the
+                // kernel's, listed with the instance's links.
+                let r = self.kernel.execute(cmd);
+                if let Ok(fd) = r {
+                    self.register_kernel_object(crate::namespace::Kind::Link, fd);
+                }
+                return r;
+            }
             Some(r) => r,
         };
         if attach_type != BPF_XDP {

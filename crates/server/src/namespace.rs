@@ -254,6 +254,35 @@ impl Namespace {
         ids
     }
 
+    /// Kernel objects the instance's processes made under `bpfjet exec`
+    /// (programs of types bpfjet does not run, maps it lacks or moved,
+    /// their links), listed with the instance's own (`kernel_objects.rs`).
+    fn kernel_dir(&self, kind: Kind) -> PathBuf {
+        self.dir.join(format!("kernel-{}", kind.dir()))
+    }
+
+    pub fn register_kernel_id(&self, kind: Kind, id: u32) {
+        let dir = self.kernel_dir(kind);
+        let _ = fs::create_dir_all(&dir);
+        let _ = fs::write(dir.join(id.to_string()), b"");
+    }
+
+    pub fn forget_kernel_id(&self, kind: Kind, id: u32) {
+        let _ = fs::remove_file(self.kernel_dir(kind).join(id.to_string()));
+    }
+
+    /// The registered kernel ids of `kind`, ascending.
+    pub fn kernel_ids(&self, kind: Kind) -> Vec<u32> {
+        let mut ids: Vec<u32> = fs::read_dir(self.kernel_dir(kind))
+            .map(|d| {
+                d.filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok())
+                    .collect()
+            })
+            .unwrap_or_default();
+        ids.sort_unstable();
+        ids
+    }
+
     /// The shared-memory file of map `id` (what a map fd is opened on).
     pub fn map_file(&self, id: u32) -> PathBuf {
         PathBuf::from(format!("{}{id}", self.map_file_prefix()))
