@@ -6,9 +6,10 @@
  * the latter keeping per-socket state in an SK_STORAGE map — a map type
  * bpfjet has no implementation of, created by the kernel with the
  * object's BTF. The tc program counts what it sees in a HASH map of its
- * own and in a global (.bss), with its threshold in .rodata: bpfjet creates
- * those maps with the others, and moves them to the kernel when the tc
- * program loads (libbpf has mapped the global data by then: the mappings
+ * own and in a global (.bss), with its threshold in .rodata, which the XDP
+ * program reads too: bpfjet creates those maps with the others, and moves
+ * the tc program's own to the kernel when it loads (the .rodata, which
+ * nothing can change, is copied there) (libbpf has mapped the global data by then: the mappings
  * must show the kernel's maps after the move). Built with -DPINNED_MAP, the
  * tc program also sums frame bytes in a map libbpf pins by name when it
  * creates it: the pin must follow the map to the kernel. Built with
@@ -43,6 +44,10 @@ struct {
 	__type(value, __u64);
 } sk_bytes SEC(".maps");
 
+/* Both the XDP and the tc program read it: frozen and read-only for
+ * programs, the tc program (in the kernel) gets a kernel copy of it. */
+const volatile __u32 long_frame = 1000;
+
 SEC("xdp")
 int count_frames(struct xdp_md *ctx)
 {
@@ -50,7 +55,7 @@ int count_frames(struct xdp_md *ctx)
 	__u64 *n = bpf_map_lookup_elem(&frames, &k);
 	if (n)
 		__sync_fetch_and_add(n, 1);
-	return ctx->data_end - ctx->data > 1000 ? XDP_DROP : XDP_PASS;
+	return ctx->data_end - ctx->data > long_frame ? XDP_DROP : XDP_PASS;
 }
 
 #ifdef PINNED_MAP
@@ -63,7 +68,6 @@ struct {
 } tc_bytes SEC(".maps");
 #endif
 
-const volatile __u32 long_frame = 1000;
 __u64 tc_runs;
 
 /* Drops frames longer than long_frame bytes, as the XDP program does. */

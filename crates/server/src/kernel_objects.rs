@@ -18,7 +18,11 @@
 //! a bpfjet program names it, a map-in-map holds it, it is pinned outside
 //! bpffs, it is a mapped ring buffer, it holds fds or program ids
 //! (PROG_ARRAY, perf event array, devmaps), or a queue or stack holds
-//! elements — is named in the refusal of the kernel program.
+//! elements — is named in the refusal of the kernel program, unless
+//! nothing can change it any more (frozen and read-only for programs:
+//! libbpf's `.rodata`, which an XDP and a tc program of one object both
+//! read): then the kernel program gets a kernel copy of it, which no
+//! reader can tell from the original.
 //!
 //! The kernel objects made this way (programs, maps, moved maps, links)
 //! are registered in the instance by their kernel ids and listed with the
@@ -68,6 +72,10 @@ pub struct KernelSide {
     /// Ring buffers this process mapped: they stay bpfjet's (their pages
     /// are shared with the consumer's own bookkeeping).
     rings_mapped: Mutex<HashSet<u32>>,
+    /// bpfjet map id → the kernel fd of its copy, for immutable maps
+    /// (frozen, read-only for programs: `.rodata`) that bpfjet programs
+    /// use too: kernel programs read the copy, which cannot diverge.
+    copies: Mutex<HashMap<u32, i32>>,
 }
 
 /// One `mmap` of an array's values, as the caller asked for it (`offset`
@@ -165,6 +173,15 @@ fn still_mapped(file: &str, addr: usize, len: usize) -> bool {
     covered >= end
 }
 
+/// Whether nothing can change `m` any more, from user space (frozen) or
+/// from programs (`BPF_F_RDONLY_PROG`): libbpf's `.rodata`. A kernel copy
+/// of such a map is the same map to every reader.
+fn immutable(m: &MapObj) -> bool {
+    m.map.is_frozen()
+        && m.meta.map_flags & bpfjet_maps::spec::flags::RDONLY_PROG != 0
+        && movable(m.map.map_type())
+}
+
 /// Map types whose contents are plain bytes a kernel map of the same
 /// definition takes (no fds, program ids or bpfjet-only state).
 fn movable(t: MapType) -> bool {
@@ -204,6 +221,12 @@ fn id_kind(kind: Kind) -> Option<IdKind> {
         Kind::Link => Some(IdKind::Link),
         Kind::Btf => None,
     }
+}
+
+/// Close a kernel fd bpfjet made and no longer needs.
+fn close(fd: i32) {
+    // SAFETY: the caller's own fd.
+    unsafe { libc::close(fd) };
 }
 
 /// `BPF_MAP_UPDATE_ELEM` of `key`/`value` into kernel map `fd`.
@@ -375,11 +398,10 @@ impl BpfjetBackend {
         Ok(())
     }
 
-    /// Move bpfjet map `m` to the kernel (after [`Self::movable_map`]).
-    fn move_map(&self, m: &MapObj) -> Result<(), String> {
+    /// A kernel map of `m`'s definition holding its elements, frozen if
+    /// `m` is: the kernel fd.
+    fn kernel_twin(&self, m: &MapObj) -> Result<i32, String> {
         let map = &m.map;
-        let id = map.id();
-        self.movable_map(m)?;
         let btf_fd = if m.meta.btf_id != 0 {
             let b = self
                 .open_btf(m.meta.btf_id)
@@ -414,10 +436,6 @@ impl BpfjetBackend {
             .kernel
             .execute(&Command::MapCreate(create))
             .map_err(|e| format!("the kernel refused to create it: {e}"))? as i32;
-        let close = |fd: i32| {
-            // SAFETY: a kernel fd this function made and no longer needs.
-            unsafe { libc::close(fd) };
-        };
         if let Err(e) = copy_elements(self, map, kfd) {
             close(kfd);
             return Err(format!(
@@ -434,6 +452,74 @@ impl BpfjetBackend {
                 return Err(format!("freezing the kernel's map failed: {e}"));
             }
         }
+        Ok(kfd)
+    }
+
+    /// `words` and the caller's `fd_array` with each `(pc, kernel fd)` of
+    /// `copies` in place of the map the `lddw` at `pc` names (in the
+    /// instruction for a map fd, in the array for an index); both empty
+    /// without copies.
+    fn with_copies(
+        &self,
+        p: &ProgLoad,
+        words: &[u64],
+        copies: &[(usize, i32)],
+    ) -> Result<(Vec<u64>, Vec<u32>), Errno> {
+        if copies.is_empty() {
+            return Ok((Vec::new(), Vec::new()));
+        }
+        let srcs: HashMap<usize, u8> = progs::map_lddws(words).into_iter().collect();
+        let by_index =
+            |pc: usize| !matches!(srcs.get(&pc), Some(&(PSEUDO_MAP_FD | PSEUDO_MAP_VALUE)));
+        let mut insns = words.to_vec();
+        let mut fd_array: Vec<u32> = Vec::new();
+        let max = copies
+            .iter()
+            .filter(|&&(pc, _)| by_index(pc))
+            .map(|&(pc, _)| (words[pc] >> 32) as u32)
+            .max();
+        if let Some(max) = max {
+            fd_array = user::read(p.fd_array, (max as usize + 1) * 4)?
+                .chunks(4)
+                .map(|c| u32::from_ne_bytes(c.try_into().unwrap()))
+                .collect();
+        }
+        for &(pc, kfd) in copies {
+            if by_index(pc) {
+                fd_array[(words[pc] >> 32) as usize] = kfd as u32;
+            } else {
+                insns[pc] = (insns[pc] & 0xffff_ffff) | (u64::from(kfd as u32) << 32);
+            }
+        }
+        Ok((insns, fd_array))
+    }
+
+    /// The kernel copy of immutable bpfjet map `m` (made once per
+    /// process), for a kernel program that names a map bpfjet programs use.
+    fn kernel_copy(&self, m: &MapObj) -> Result<i32, String> {
+        if !immutable(m) {
+            return Err(self.movable_map(m).err().unwrap_or_default());
+        }
+        let mut copies = self
+            .kernel_side
+            .copies
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        if let Some(&k) = copies.get(&m.map.id()) {
+            return Ok(k);
+        }
+        let kfd = self.kernel_twin(m)?;
+        self.register_kernel_object(Kind::Map, i64::from(kfd));
+        copies.insert(m.map.id(), kfd);
+        Ok(kfd)
+    }
+
+    /// Move bpfjet map `m` to the kernel (after [`Self::movable_map`]).
+    fn move_map(&self, m: &MapObj) -> Result<(), String> {
+        let map = &m.map;
+        let id = map.id();
+        self.movable_map(m)?;
+        let kfd = self.kernel_twin(m)?;
         // Every fd of this process on the map becomes an fd of the kernel's
         // map, in place: the numbers the loader holds stay valid.
         let mut fds: Vec<i32> = self
@@ -545,7 +631,9 @@ impl BpfjetBackend {
         for (pc, fd) in map_ref_fds(p, words)? {
             if let Some(Obj::Map(m)) = self.obj(fd) {
                 if let Err(why) = self.movable_map(&m) {
-                    return Ok(Some((pc, fd, m, why)));
+                    if !immutable(&m) {
+                        return Ok(Some((pc, fd, m, why)));
+                    }
                 }
             }
         }
@@ -663,16 +751,33 @@ impl BpfjetBackend {
         if let Some((pc, fd, m, why)) = self.unmovable_map(p, words)? {
             return self.refuse(p, self.cannot_move(p, pc, fd, &m, &why));
         }
+        // Maps that move; immutable ones bpfjet programs keep are copied,
+        // and the program is given the copy's fd instead.
+        let mut copies: Vec<(usize, i32)> = Vec::new();
         for (pc, fd) in map_ref_fds(p, words)? {
             let Some(Obj::Map(m)) = self.obj(fd) else {
                 continue;
             };
-            if let Err(why) = self.move_map(&m) {
+            let r = if self.movable_map(&m).is_ok() {
+                self.move_map(&m)
+            } else {
+                self.kernel_copy(&m).map(|kfd| copies.push((pc, kfd)))
+            };
+            if let Err(why) = r {
                 return self.refuse(p, self.cannot_move(p, pc, fd, &m, &why));
             }
         }
         let mut k = p.clone();
         k.prog_btf_fd = self.kernel_btf_fd(p.prog_btf_fd)?;
+        // The instructions (and fd_array) with the copies' fds, kept alive
+        // across the call.
+        let (insns, fd_array) = self.with_copies(p, words, &copies)?;
+        if !copies.is_empty() {
+            k.insns = insns.as_ptr() as u64;
+            if !fd_array.is_empty() {
+                k.fd_array = fd_array.as_ptr() as u64;
+            }
+        }
         let r = self.kernel.execute(&Command::ProgLoad(k.clone()));
         p.log_true_size.set(k.log_true_size.get());
         if let Ok(fd) = r {
