@@ -120,6 +120,8 @@ side kernel > "$WORK/objects.kernel"
 side bpfjet X > "$WORK/objects.bpfjet" 2> "$WORK/objects.err"
 sed "s/^/  /" "$WORK/objects.kernel"
 check "programs, maps and test runs of one object" "$(cat "$WORK/objects.kernel")" "$(cat "$WORK/objects.bpfjet")"
+check "no libbpf warning under exec (.rodata bound to every program: the kernel programs get its kernel copy)" \
+    "" "$(grep -i 'libbpf: .*failed' "$WORK/objects.err" || true)"
 grep -q "BPF_MAP_CREATE of map type 24 goes to the kernel" "$WORK/objects.err" \
     && check "the SK_STORAGE map is said to be the kernel's" yes yes \
     || check "the SK_STORAGE map is said to be the kernel's" yes "no: $(cat "$WORK/objects.err")"

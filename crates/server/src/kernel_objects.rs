@@ -730,6 +730,20 @@ impl BpfjetBackend {
     /// move.
     pub(crate) fn kernel_bind_map(&self, map_fd: u32, cmd: &Command) -> Result<i64, Errno> {
         if let Some(Obj::Map(m)) = self.obj(map_fd) {
+            if self.movable_map(&m).is_err() && immutable(&m) {
+                // libbpf binds .rodata to every program: a kernel program
+                // gets its kernel copy bound, as it reads that copy.
+                let kfd = self.kernel_copy(&m).map_err(|_| Errno::EINVAL)?;
+                let Command::Other(_, raw) = cmd else {
+                    return Err(Errno::EINVAL);
+                };
+                let mut attr = raw.clone();
+                attr[4..8].copy_from_slice(&(kfd as u32).to_ne_bytes());
+                const BPF_PROG_BIND_MAP: u32 = 35;
+                // SAFETY: the caller's attr with the copy's fd; it names no
+                // memory.
+                return unsafe { KernelBackend::raw(BPF_PROG_BIND_MAP, &mut attr) };
+            }
             if let Err(why) = self.move_map(&m) {
                 self.warn_once(
                     &format!(
