@@ -294,7 +294,7 @@ impl BpfjetBackend {
         if let Some(Obj::Map(m)) = self.fds.get(fd) {
             self.kernel_side.array_mapped(
                 m.map.id(),
-                crate::kernel_objects::Mapping {
+                crate::map_moves::Mapping {
                     addr,
                     len,
                     prot,
