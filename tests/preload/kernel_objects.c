@@ -10,6 +10,9 @@
  * Under `bpfjet exec` the tc program runs in the kernel, so its maps moved
  * there at its load.
  *
+ * Then elements a control plane wrote before a kernel program's load (a
+ * per-CPU array and a hash map) must be there after it.
+ *
  * Then what newer libbpf does with global data (and libbpf 1.1 leaves to
  * skeletons): a BPF_F_MMAPABLE array created and mapped, a value written
  * through the mapping, then a tc program loaded that increments it; the
@@ -117,5 +120,38 @@ int main(int argc, char **argv)
 	int err = bpf_map_lookup_elem(map, &zero, &looked_up);
 	printf("mapped array after 3 runs: mapping %llu, lookup err %d value %llu\n", *value, err,
 	       looked_up);
+
+	/* Elements a control plane wrote before the kernel program's load:
+	 * a PERCPU_ARRAY (a value per possible CPU) and a HASH, both named by
+	 * a program that only reads them, so the move must carry them. */
+	int ncpus = libbpf_num_possible_cpus();
+	unsigned long long percpu[ncpus > 0 ? ncpus : 1];
+	int pc = bpf_map_create(BPF_MAP_TYPE_PERCPU_ARRAY, "pc_vals", 4, 8, 2, NULL);
+	int h = bpf_map_create(BPF_MAP_TYPE_HASH, "h_vals", 4, 8, 8, NULL);
+	for (int c = 0; c < ncpus; c++)
+		percpu[c] = 100 + c;
+	unsigned int one = 1, seven = 7;
+	unsigned long long v7 = 77;
+	bpf_map_update_elem(pc, &one, percpu, 0);
+	bpf_map_update_elem(h, &seven, &v7, 0);
+	/* r2 = &pc_vals[0]; r3 = &h_vals[0]; r0 = 0; exit */
+	struct bpf_insn reads[] = {
+		{.code = BPF_LD | BPF_DW | BPF_IMM, .dst_reg = 2, .src_reg = BPF_PSEUDO_MAP_FD, .imm = pc},
+		{.imm = 0},
+		{.code = BPF_LD | BPF_DW | BPF_IMM, .dst_reg = 3, .src_reg = BPF_PSEUDO_MAP_FD, .imm = h},
+		{.imm = 0},
+		{.code = BPF_ALU64 | BPF_MOV | BPF_K, .dst_reg = 0, .imm = 0},
+		{.code = BPF_JMP | BPF_EXIT},
+	};
+	int reader = bpf_prog_load(BPF_PROG_TYPE_SCHED_CLS, "reads", "GPL", reads, 6, NULL);
+	memset(percpu, 0, sizeof(percpu));
+	int e1 = bpf_map_lookup_elem(pc, &one, percpu);
+	int ok = 1;
+	for (int c = 0; c < ncpus; c++)
+		ok &= percpu[c] == 100ull + c;
+	unsigned long long got7 = 0;
+	int e2 = bpf_map_lookup_elem(h, &seven, &got7);
+	printf("written before the load: program %s, per-CPU values err %d %s, hash err %d value %llu\n",
+	       reader >= 0 ? "loaded" : "refused", e1, ok ? "all kept" : "lost", e2, got7);
 	return 0;
 }

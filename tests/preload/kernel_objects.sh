@@ -17,7 +17,9 @@
 #     kernel at its load.
 #  3. tests/preload/kernel_objects.c (libbpf) loads the object (with a map
 #     libbpf pins by name at creation), test-runs the tc program and reads
-#     its maps, the pinned one through its pin; then maps an mmapable array, writes
+#     its maps, the pinned one through its pin; then loads a tc program
+#     naming a per-CPU array and a hash map written before its load (their
+#     elements must move with them); then maps an mmapable array, writes
 #     through the mapping, loads a tc program counting in it and reads the
 #     count through the mapping: the same lines against the kernel and
 #     under bpfjet exec (the move copies the array and maps the kernel's
