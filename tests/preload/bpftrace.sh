@@ -312,6 +312,15 @@ else
     fail "--pid: bpftrace did not attach:"; sed 's/^/  /' "$WORK/pid.err"
 fi
 
+# Whether bpftrace printed a printf line for each counted call: all of
+# them, or all but the last. bpftrace drains its perf buffers when SIGINT
+# stops it and reads its maps after that, while the traced command runs
+# on: a call in between is counted but its line is never read (on the
+# kernel as under bpfjet; a CI run met it once).
+printf_lines_ok() { # lines printed
+    [ "$1" = "$2" ] || [ "$1" = $(($2 - 1)) ]
+}
+
 # bpftrace -p on a process already running, with nothing but
 # `bpfjet exec --attach-running`: bpftrace opens its uprobe for every
 # process (pid -1), which on the kernel reaches the running ones too; the
@@ -390,7 +399,7 @@ if wait_attached "$BT_PID" "$WORK/late.out"; then
     printed=$(sed -n 's/^@calls: //p' "$WORK/late.out")
     lines=$(grep -cx call "$WORK/late.out" || true)
     ran=$(process_calls "$WORK/late.json" 2>/dev/null || echo 0)
-    if [ -n "$printed" ] && [ "$printed" -ge 20 ] && [ "$lines" = "$printed" ] \
+    if [ -n "$printed" ] && [ "$printed" -ge 20 ] && printf_lines_ok "$lines" "$printed" \
         && [ "$ran" -ge "$printed" ] && [ $((ran - printed)) -le 2 ]; then
         echo "PASS: bpftrace started 1 s after the command: its uprobe ran $printed times in it ($lines printf lines, the process counted $ran)"
     else
@@ -415,7 +424,7 @@ late_syscalls() {
     ran=$(python3 -c 'import json, sys
 maps = json.load(open(sys.argv[1]))["maps"]
 print(sum(int.from_bytes(bytes.fromhex(v), "little") for e in maps["AT_" + sys.argv[2]] for v in e["values"]))' "$WORK/sys.json" "$name" 2>/dev/null || echo 0)
-    if [ -n "$printed" ] && [ "$printed" -ge 20 ] && [ "$lines" = "$printed" ] \
+    if [ -n "$printed" ] && [ "$printed" -ge 20 ] && printf_lines_ok "$lines" "$printed" \
         && [ "$ran" -ge "$printed" ] && [ $((ran - printed)) -le 2 ]; then
         echo "PASS: late system-call tracepoint ($name): bpftrace counted $printed getpid calls ($lines printf lines), the process counted $ran"
     else
