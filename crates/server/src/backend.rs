@@ -3,7 +3,6 @@
 
 use crate::fds::FdTable;
 use crate::freplace;
-use crate::kernel_objects;
 use crate::kfunc_calls;
 use crate::maps;
 use crate::namespace::{Kind, Namespace, ObjRef};
@@ -888,14 +887,9 @@ impl BpfjetBackend {
             // context (libbpf's global-data probe) means the same under
             // every type: bpfjet loads that one (without running it) if the
             // kernel has the type at all.
-            let bpfjet_maps = kernel_objects::map_ref_fds(p, &words)?
-                .into_iter()
-                .any(|(_, fd)| matches!(self.obj(fd), Some(Obj::Map(_))));
-            if !bpfjet_maps
-                || !progs::context_free(&words)
-                || self.unmovable_map(p, &words)?.is_none()
-            {
-                return self.kernel_prog_load(p, &words);
+            let plan = self.kernel_plan(p, &words)?;
+            if plan.is_ok() || !progs::context_free(&words) {
+                return self.kernel_prog_load_planned(p, &words, plan);
             }
             self.kernel_has_prog_kind(p)?;
         }

@@ -33,18 +33,33 @@
 //! (libbpf's feature probes with a global-data map).
 
 use crate::backend::BpfjetBackend;
-use crate::map_moves::{immutable, Mapping};
+use crate::map_moves::Mapping;
 use crate::namespace::Kind;
 use crate::objects::{BtfObj, MapObj, Obj};
 use crate::progs::{self, Refusal, PSEUDO_MAP_FD, PSEUDO_MAP_VALUE};
 use crate::user;
 use bpfjet_sys::{Backend, BtfLoad, Command, Errno, KernelBackend, MapCreate, ProgLoad};
 use std::collections::{HashMap, HashSet};
-use std::sync::{Mutex, PoisonError};
+use std::sync::{Arc, Mutex, PoisonError};
 
 /// A bpfjet map a kernel program names that cannot move to the kernel:
 /// the instruction, the fd, the map and why.
-pub(crate) type Unmovable = (usize, u32, std::sync::Arc<MapObj>, String);
+pub(crate) type Unmovable = (usize, u32, Arc<MapObj>, String);
+
+/// How a bpfjet map a kernel program names reaches the kernel.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Transfer {
+    /// The map moves (`map_moves.rs`).
+    Move,
+    /// Immutable and used by bpfjet programs: the kernel program gets a
+    /// kernel copy.
+    Copy,
+}
+
+/// For each bpfjet map a kernel program names, its instruction, its fd and how it
+/// reaches the kernel; or the first that cannot. Decided for all before
+/// anything moves.
+pub(crate) type KernelPlan = Result<Vec<(usize, u32, Arc<MapObj>, Transfer)>, Unmovable>;
 
 /// A kind of program: (program type, expected attach type, flags).
 type ProgKind = (u32, u32, u32);
@@ -185,23 +200,18 @@ impl BpfjetBackend {
         )
     }
 
-    /// The first bpfjet map `p` names that cannot move to the kernel (its
-    /// instruction, fd, map and why): checked for all before any moves.
-    pub(crate) fn unmovable_map(
-        &self,
-        p: &ProgLoad,
-        words: &[u64],
-    ) -> Result<Option<Unmovable>, Errno> {
+    /// How the bpfjet maps `p` names reach the kernel ([`KernelPlan`]).
+    pub(crate) fn kernel_plan(&self, p: &ProgLoad, words: &[u64]) -> Result<KernelPlan, Errno> {
+        let mut plan = Vec::new();
         for (pc, fd) in map_ref_fds(p, words)? {
             if let Some(Obj::Map(m)) = self.obj(fd) {
-                if let Err(why) = self.movable_map(&m) {
-                    if !immutable(&m) {
-                        return Ok(Some((pc, fd, m, why)));
-                    }
+                match self.transfer_of(&m) {
+                    Ok(t) => plan.push((pc, fd, m, t)),
+                    Err(why) => return Ok(Err((pc, fd, m, why))),
                 }
             }
         }
-        Ok(None)
+        Ok(Ok(plan))
     }
 
     /// `BPF_PROG_BIND_MAP` of a kernel program and bpfjet map `map_fd`:
@@ -210,7 +220,8 @@ impl BpfjetBackend {
     /// move.
     pub(crate) fn kernel_bind_map(&self, map_fd: u32, cmd: &Command) -> Result<i64, Errno> {
         if let Some(Obj::Map(m)) = self.obj(map_fd) {
-            if self.movable_map(&m).is_err() && immutable(&m) {
+            let transfer = self.transfer_of(&m);
+            if transfer == Ok(Transfer::Copy) {
                 // libbpf binds .rodata to every program: a kernel program
                 // gets its kernel copy bound, as it reads that copy.
                 let kfd = self.kernel_copy(&m).map_err(|_| Errno::EINVAL)?;
@@ -224,7 +235,7 @@ impl BpfjetBackend {
                 // memory.
                 return unsafe { KernelBackend::raw(BPF_PROG_BIND_MAP, &mut attr) };
             }
-            if let Err(why) = self.move_map(&m) {
+            if let Err(why) = transfer.and_then(|_| self.move_map(&m)) {
                 self.warn_once(
                     &format!(
                         "BPF_PROG_BIND_MAP of a kernel program and map '{}'",
@@ -242,20 +253,28 @@ impl BpfjetBackend {
     /// refused (`EINVAL`, the map named in the log) when it names a bpfjet
     /// map.
     pub(crate) fn kernel_prog_load(&self, p: &ProgLoad, words: &[u64]) -> Result<i64, Errno> {
-        if let Some((pc, fd, m, why)) = self.unmovable_map(p, words)? {
-            return self.refuse(p, self.cannot_move(p, pc, fd, &m, &why));
-        }
+        let plan = self.kernel_plan(p, words)?;
+        self.kernel_prog_load_planned(p, words, plan)
+    }
+
+    /// [`Self::kernel_prog_load`] with the maps' plan already made.
+    pub(crate) fn kernel_prog_load_planned(
+        &self,
+        p: &ProgLoad,
+        words: &[u64],
+        plan: KernelPlan,
+    ) -> Result<i64, Errno> {
+        let plan = match plan {
+            Ok(plan) => plan,
+            Err((pc, fd, m, why)) => return self.refuse(p, self.cannot_move(p, pc, fd, &m, &why)),
+        };
         // Maps that move; immutable ones bpfjet programs keep are copied,
         // and the program is given the copy's fd instead.
         let mut copies: Vec<(usize, i32)> = Vec::new();
-        for (pc, fd) in map_ref_fds(p, words)? {
-            let Some(Obj::Map(m)) = self.obj(fd) else {
-                continue;
-            };
-            let r = if self.movable_map(&m).is_ok() {
-                self.move_map(&m)
-            } else {
-                self.kernel_copy(&m).map(|kfd| copies.push((pc, kfd)))
+        for (pc, fd, m, transfer) in plan {
+            let r = match transfer {
+                Transfer::Move => self.move_map(&m),
+                Transfer::Copy => self.kernel_copy(&m).map(|kfd| copies.push((pc, kfd))),
             };
             if let Err(why) = r {
                 return self.refuse(p, self.cannot_move(p, pc, fd, &m, &why));

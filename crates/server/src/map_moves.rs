@@ -9,7 +9,7 @@
 //! programs: `.rodata`) that bpfjet programs use is copied instead.
 
 use crate::backend::BpfjetBackend;
-use crate::kernel_objects::KernelSide;
+use crate::kernel_objects::{KernelSide, Transfer};
 use crate::namespace::{Kind, ObjRef};
 use crate::objects::{MapObj, Obj};
 use crate::progs;
@@ -82,7 +82,7 @@ fn still_mapped(file: &str, addr: usize, len: usize) -> bool {
 /// Whether nothing can change `m` any more, from user space (frozen) or
 /// from programs (`BPF_F_RDONLY_PROG`): libbpf's `.rodata`. A kernel copy
 /// of such a map is the same map to every reader.
-pub(crate) fn immutable(m: &MapObj) -> bool {
+fn immutable(m: &MapObj) -> bool {
     m.map.is_frozen()
         && m.meta.map_flags & bpfjet_maps::spec::flags::RDONLY_PROG != 0
         && movable(m.map.map_type())
@@ -206,7 +206,17 @@ impl KernelSide {
 impl BpfjetBackend {
     /// Whether bpfjet map `m` can move to the kernel (module
     /// documentation), or why not.
-    pub(crate) fn movable_map(&self, m: &MapObj) -> Result<(), String> {
+    /// How map `m` can reach the kernel for a kernel program: it moves if
+    /// it can, else a copy if it is immutable, else why not.
+    pub(crate) fn transfer_of(&self, m: &MapObj) -> Result<Transfer, String> {
+        match self.movable_map(m) {
+            Ok(()) => Ok(Transfer::Move),
+            Err(_) if immutable(m) => Ok(Transfer::Copy),
+            Err(why) => Err(why),
+        }
+    }
+
+    fn movable_map(&self, m: &MapObj) -> Result<(), String> {
         let map = &m.map;
         let id = map.id();
         if !movable(map.map_type()) {
@@ -317,11 +327,9 @@ impl BpfjetBackend {
     }
 
     /// The kernel copy of immutable bpfjet map `m` (made once per
-    /// process), for a kernel program that names a map bpfjet programs use.
+    /// process), for a kernel program that names a map bpfjet programs use
+    /// (when [`Self::transfer_of`] says [`Transfer::Copy`]).
     pub(crate) fn kernel_copy(&self, m: &MapObj) -> Result<i32, String> {
-        if !immutable(m) {
-            return Err(self.movable_map(m).err().unwrap_or_default());
-        }
         let mut copies = self
             .kernel_side
             .copies
@@ -336,11 +344,11 @@ impl BpfjetBackend {
         Ok(kfd)
     }
 
-    /// Move bpfjet map `m` to the kernel (after [`Self::movable_map`]).
+    /// Move bpfjet map `m` to the kernel (when [`Self::transfer_of`] says
+    /// [`Transfer::Move`]).
     pub(crate) fn move_map(&self, m: &MapObj) -> Result<(), String> {
         let map = &m.map;
         let id = map.id();
-        self.movable_map(m)?;
         let kfd = self.kernel_twin(m)?;
         // Every fd of this process on the map becomes an fd of the kernel's
         // map, in place: the numbers the loader holds stay valid.
@@ -428,25 +436,21 @@ impl BpfjetBackend {
     /// `id` (values are inner map ids).
     fn inner_map_somewhere(&self, id: u32) -> bool {
         let instance = self.ns.instance();
-        self.ns
-            .ids(crate::namespace::Kind::Map)
-            .into_iter()
-            .any(|outer| {
-                let Ok(m) = instance.map_by_id(outer) else {
-                    return false;
-                };
-                if !matches!(m.map_type(), MapType::ArrayOfMaps | MapType::HashOfMaps) {
-                    return false;
+        self.ns.ids(Kind::Map).into_iter().any(|outer| {
+            let Ok(m) = instance.map_by_id(outer) else {
+                return false;
+            };
+            if !matches!(m.map_type(), MapType::ArrayOfMaps | MapType::HashOfMaps) {
+                return false;
+            }
+            let mut key: Option<Vec<u8>> = None;
+            while let Ok(next) = m.get_next_key(key.as_deref()) {
+                if m.lookup_copy_flags(&next, 0).ok().as_deref() == Some(&id.to_ne_bytes()[..]) {
+                    return true;
                 }
-                let mut key: Option<Vec<u8>> = None;
-                while let Ok(next) = m.get_next_key(key.as_deref()) {
-                    if m.lookup_copy_flags(&next, 0).ok().as_deref() == Some(&id.to_ne_bytes()[..])
-                    {
-                        return true;
-                    }
-                    key = Some(next);
-                }
-                false
-            })
+                key = Some(next);
+            }
+            false
+        })
     }
 }
